@@ -283,6 +283,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     import zoo  # noqa: F401  (families register their commands and demo steps on import)
+    import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, fine-tune and pull models.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

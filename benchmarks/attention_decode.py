@@ -1,0 +1,315 @@
+"""Claims of issue 5 about attention and decoding speed, measured on this CPU in one run, same weights.
+
+(a) greedy decoding of 128 new tokens, batch 32, with the KV cache vs recomputing the whole prefix each
+    step (what tutorials built on ``nn.TransformerDecoder`` do); the tokens must be identical.
+    Goal: >= 5x faster.
+(b) forward + backward of one attention layer at training shapes (self-attention with a key padding
+    mask): ours (SDPA) vs ``torch.nn.MultiheadAttention`` (need_weights=False, its fast path) vs our
+    plain reference path; peak extra memory of one fwd+bwd measured as the RSS high-water mark of a
+    fresh subprocess (tracemalloc does not see torch's CPU allocations).
+    Goal: at least as fast as nn.MultiheadAttention and >= 1.5x the reference.
+(c) the same in bf16 autocast.
+
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/attention_decode.py            # full (~3-5 min)
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/attention_decode.py --quick    # smoke
+
+Weights: the published ``seq2seq-transformer.multi30k-de-en`` when present, else the default
+``seq2seq-transformer`` built with seed 0 (speed does not depend on the values; the JSON says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import zoo  # noqa: E402
+from zoo.seq2seq.attention import MultiHeadAttention  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+NAME = "attention_decode"
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def write_json(payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{NAME}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+# --- (a) decoding -------------------------------------------------------------------------------------------
+
+
+def load_model() -> tuple[torch.nn.Module, str]:
+    from zoo import hub
+
+    name = "seq2seq-transformer.multi30k-de-en"
+    if name in hub.list_weights("seq2seq-transformer"):
+        return zoo.build("seq2seq-transformer", weights=name).eval(), name
+    torch.manual_seed(0)
+    return zoo.build("seq2seq-transformer").eval(), "seq2seq-transformer defaults, seed 0 (no published weights)"
+
+
+def decode_cached(model, src: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """Greedy with the KV cache; EOS is banned so that every row makes exactly ``new_tokens`` tokens."""
+    state = model.start(src)
+    tok = torch.full((src.shape[0],), model.bos_id, dtype=torch.long)
+    out = []
+    for _ in range(new_tokens):
+        logits = model.step(state, tok)
+        logits[:, [model.pad_id, model.bos_id, model.eos_id]] = float("-inf")
+        tok = logits.argmax(-1)
+        out.append(tok)
+    return torch.stack(out, 1)
+
+
+def decode_recompute(model, src: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """Greedy by running the decoder over the whole prefix at every step (no cache); the source is
+    encoded once, and only the last position is projected to the vocabulary (a strong baseline)."""
+    memory, pad = model.encode(src)
+    seq = torch.full((src.shape[0], 1), model.bos_id, dtype=torch.long)
+    for _ in range(new_tokens):
+        x = model._embed(model.tgt_embed, seq)
+        for layer in model.decoder_layers:
+            x = layer(x, memory, pad)
+        logits = model._logits(x[:, -1])
+        logits[:, [model.pad_id, model.bos_id, model.eos_id]] = float("-inf")
+        seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], dim=1)
+    return seq[:, 1:]
+
+
+def bench_decode(args) -> dict:
+    model, weights = load_model()
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, model.config.src_vocab, (args.batch, args.src_len), generator=g)
+    src[:, -1] = model.eos_id
+    times = {"kv_cache": [], "recompute_prefix": []}
+    outputs = {}
+    with torch.inference_mode():
+        decode_cached(model, src[:2], 4)  # warm-up
+        decode_recompute(model, src[:2], 4)
+        for r in range(args.repeats):
+            for name, fn in (("kv_cache", decode_cached), ("recompute_prefix", decode_recompute)):
+                t0 = time.perf_counter()
+                outputs[name] = fn(model, src, args.new_tokens)
+                times[name].append(time.perf_counter() - t0)
+                print(f"(a) round {r + 1}/{args.repeats} {name:>16}: {times[name][-1]:.2f} s", flush=True)
+    identical = bool(torch.equal(outputs["kv_cache"], outputs["recompute_prefix"]))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "weights": weights,
+        "batch": args.batch,
+        "src_len": args.src_len,
+        "new_tokens": args.new_tokens,
+        "seconds": med,
+        "runs": times,
+        "tokens_per_s": {k: args.batch * args.new_tokens / v for k, v in med.items()},
+        "identical_tokens": identical,
+        "speedup": med["recompute_prefix"] / med["kv_cache"],
+    }
+
+
+# --- (b), (c) attention layer fwd+bwd ------------------------------------------------------------------------
+
+IMPLS = ("ours_sdpa", "torch_mha", "ours_reference")
+
+
+def make_layer(impl: str, d: int, h: int) -> nn.Module:
+    torch.manual_seed(0)
+    if impl == "torch_mha":
+        return nn.MultiheadAttention(d, h, dropout=0.0, batch_first=True)
+    return MultiHeadAttention(d, h, dropout=0.0, impl="sdpa" if impl == "ours_sdpa" else "reference")
+
+
+def make_inputs(b: int, t: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, t, d, generator=g)
+    lengths = torch.randint(t // 2, t + 1, (b,), generator=g)
+    pad = torch.arange(t)[None] >= lengths[:, None]  # (B, T) True = padding
+    return x, pad
+
+
+def fwd_bwd(layer: nn.Module, impl: str, x: torch.Tensor, pad: torch.Tensor, amp: bool) -> None:
+    x = x.detach().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        if impl == "torch_mha":
+            y, _ = layer(x, x, x, key_padding_mask=pad, need_weights=False)
+        else:
+            y = layer(x, key_padding_mask=pad)
+    y.float().square().mean().backward()
+
+
+def bench_layer(args, amp: bool) -> dict:
+    x, pad = make_inputs(args.layer_batch, args.layer_len, args.d_model)
+    layers = {k: make_layer(k, args.d_model, args.n_heads) for k in IMPLS}
+    for impl, layer in layers.items():  # same answers first: this compares like with like
+        for _ in range(2):
+            fwd_bwd(layer, impl, x, pad, amp)
+    times: dict[str, list[float]] = {k: [] for k in IMPLS}
+    for r in range(args.repeats):
+        for impl in IMPLS:
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                fwd_bwd(layers[impl], impl, x, pad, amp)
+            times[impl].append((time.perf_counter() - t0) / args.iters * 1000)
+        print(f"({'c' if amp else 'b'}) round {r + 1}/{args.repeats}: "
+              + ", ".join(f"{k} {v[-1]:.2f} ms" for k, v in times.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    peak = {k: peak_memory_mb(k, args, amp) for k in IMPLS}
+    return {
+        "shape": {"batch": args.layer_batch, "len": args.layer_len, "d_model": args.d_model, "heads": args.n_heads},
+        "amp": "bf16" if amp else None,
+        "ms_per_fwd_bwd": med,
+        "runs_ms": times,
+        "peak_extra_mb": peak,
+        "speedup_vs_torch_mha": med["torch_mha"] / med["ours_sdpa"],
+        "speedup_vs_reference": med["ours_reference"] / med["ours_sdpa"],
+    }
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def peak_memory_mb(impl: str, args, amp: bool) -> float:
+    """Peak RSS growth of one fwd+bwd in a fresh process (after a warm-up at a tiny shape so that
+    libraries and kernels are loaded before the baseline is taken)."""
+    cmd = [sys.executable, __file__, "--_memory-child", impl, "--d-model", str(args.d_model),
+           "--n-heads", str(args.n_heads), "--layer-batch", str(args.layer_batch),
+           "--layer-len", str(args.layer_len)] + (["--_amp"] if amp else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def memory_child(args) -> None:
+    layer = make_layer(args._memory_child, args.d_model, args.n_heads)
+    xs, ps = make_inputs(2, 8, args.d_model)
+    fwd_bwd(layer, args._memory_child, xs, ps, args._amp)  # load kernels at a tiny shape
+    layer.zero_grad(set_to_none=True)
+    x, pad = make_inputs(args.layer_batch, args.layer_len, args.d_model)
+    base = _maxrss_mb()
+    fwd_bwd(layer, args._memory_child, x, pad, args._amp)
+    print(f"{_maxrss_mb() - base:.2f}")
+
+
+# --- main ---------------------------------------------------------------------------------------------------
+
+
+def markdown(res: dict) -> str:
+    a, b, c = res["metrics"]["decode"], res["metrics"]["layer_fp32"], res["metrics"]["layer_bf16"]
+    lines = [
+        "| claim | ours | peer | ratio | goal |",
+        "|---|---|---|---|---|",
+        f"| (a) greedy {a['new_tokens']} tokens, batch {a['batch']} | KV cache {a['seconds']['kv_cache']:.2f} s | "
+        f"recompute prefix {a['seconds']['recompute_prefix']:.2f} s | {a['speedup']:.1f}x "
+        f"(identical tokens: {a['identical_tokens']}) | >= 5x |",
+    ]
+    for tag, r in (("(b) fp32", b), ("(c) bf16", c)):
+        ms, mem = r["ms_per_fwd_bwd"], r["peak_extra_mb"]
+        lines.append(
+            f"| {tag} attention fwd+bwd {r['shape']['batch']}x{r['shape']['len']}x{r['shape']['d_model']} | "
+            f"{ms['ours_sdpa']:.2f} ms, {mem['ours_sdpa']:.0f} MB | nn.MHA {ms['torch_mha']:.2f} ms, "
+            f"{mem['torch_mha']:.0f} MB; reference {ms['ours_reference']:.2f} ms, {mem['ours_reference']:.0f} MB | "
+            f"{r['speedup_vs_torch_mha']:.2f}x vs MHA, {r['speedup_vs_reference']:.2f}x vs reference | >= 1x, >= 1.5x |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small smoke run (nothing written)")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--src-len", type=int, default=24)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10, help="fwd+bwd per timed repeat")
+    p.add_argument("--layer-batch", type=int, default=128)
+    p.add_argument("--layer-len", type=int, default=32)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--n-heads", type=int, default=8)
+    p.add_argument("--_memory-child", dest="_memory_child", help=argparse.SUPPRESS)
+    p.add_argument("--_amp", dest="_amp", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args._memory_child:
+        memory_child(args)
+        return 0
+    if args.quick:
+        args.batch, args.new_tokens, args.repeats, args.iters = 4, 16, 1, 2
+    t0 = time.perf_counter()
+    res = {
+        "benchmark": NAME,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "command": " ".join(["python", "benchmarks/attention_decode.py", *map(shlex.quote, argv or sys.argv[1:])]),
+        "metrics": {},
+    }
+    res["metrics"]["decode"] = bench_decode(args)
+    res["metrics"]["layer_fp32"] = bench_layer(args, amp=False)
+    res["metrics"]["layer_bf16"] = bench_layer(args, amp=True)
+    m = res["metrics"]
+    res["peers"] = {
+        "recompute_prefix": {"seconds": m["decode"]["seconds"]["recompute_prefix"]},
+        "torch.nn.MultiheadAttention": {
+            "ms_fp32": m["layer_fp32"]["ms_per_fwd_bwd"]["torch_mha"],
+            "ms_bf16": m["layer_bf16"]["ms_per_fwd_bwd"]["torch_mha"],
+        },
+        "reference_attention": {
+            "ms_fp32": m["layer_fp32"]["ms_per_fwd_bwd"]["ours_reference"],
+            "ms_bf16": m["layer_bf16"]["ms_per_fwd_bwd"]["ours_reference"],
+        },
+    }
+    res["ratios"] = {
+        "kv_cache_speedup": m["decode"]["speedup"],
+        "fp32_vs_torch_mha": m["layer_fp32"]["speedup_vs_torch_mha"],
+        "fp32_vs_reference": m["layer_fp32"]["speedup_vs_reference"],
+        "bf16_vs_torch_mha": m["layer_bf16"]["speedup_vs_torch_mha"],
+        "bf16_vs_reference": m["layer_bf16"]["speedup_vs_reference"],
+    }
+    res["goals_met"] = {
+        "kv_cache_5x_identical": m["decode"]["speedup"] >= 5 and m["decode"]["identical_tokens"],
+        "fp32_at_least_torch_mha": m["layer_fp32"]["speedup_vs_torch_mha"] >= 1.0,
+        "fp32_1.5x_reference": m["layer_fp32"]["speedup_vs_reference"] >= 1.5,
+        "bf16_at_least_torch_mha": m["layer_bf16"]["speedup_vs_torch_mha"] >= 1.0,
+        "bf16_1.5x_reference": m["layer_bf16"]["speedup_vs_reference"] >= 1.5,
+    }
+    res["wall_s"] = round(time.perf_counter() - t0, 1)
+    print()
+    print(markdown(res))
+    if args.quick:
+        print("(quick run: nothing written)")
+    else:
+        print(f"\nwritten {write_json(res)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

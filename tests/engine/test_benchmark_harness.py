@@ -1,0 +1,57 @@
+"""benchmarks/_harness.py: interleaving, medians, result JSON format, README regeneration."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+HARNESS = Path(__file__).resolve().parents[2] / "benchmarks" / "_harness.py"
+
+
+@pytest.fixture(scope="module")
+def harness():
+    spec = importlib.util.spec_from_file_location("zoo_bench_harness", HARNESS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_interleave_rotates_order_and_drops_warmup(harness):
+    calls = []
+    counter = iter(range(100))
+
+    def case(name):
+        def run():
+            calls.append(name)
+            return next(counter)
+        return run
+
+    out = harness.interleave({"a": case("a"), "b": case("b")}, repeats=3, warmup=1, progress=False)
+    assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    assert out == {"a": [3, 4, 7], "b": [2, 5, 6]}
+    assert harness.median([3.0, 1.0, 2.0]) == 2.0
+    with pytest.raises(ValueError):
+        harness.interleave({"a": case("a")}, repeats=0)
+
+
+def test_results_json_and_readme_from_all_results(harness, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Benchmarks\n\nhand-written intro\n")
+    kw = {"results_dir": tmp_path / "results", "readme": readme, "command": "python benchmarks/x.py"}
+    path = harness.write_result("alpha", metrics={"fps": 10.0, "cfg": {"bs": 4}}, peers={"torch": {"fps": 8.0}},
+                                ratios={"fps": 1.25, "other": 2.0}, **kw)
+    data = json.loads(path.read_text())
+    assert set(data) >= {"benchmark", "date", "machine", "command", "metrics", "peers", "ratios"}
+    assert set(data["machine"]) >= {"cpu", "cores", "torch", "threads"}
+    assert "| fps | 10 | 8 | 1.25 |" in capsys.readouterr().out
+    harness.write_result("beta", metrics={"acc": 0.5}, **kw)
+    harness.write_result("alpha", metrics={"fps": 12.0}, **kw)  # rerun replaces only its own table
+    text = readme.read_text()
+    assert text.startswith("# Benchmarks\n\nhand-written intro\n")
+    assert text.count("### alpha") == 1 and text.count("### beta") == 1
+    assert "| fps | 12 |" in text and "| fps | 10 |" not in text
+    assert "| cfg.bs |" not in text  # the rerun's metrics only
+    assert not [p for p in tmp_path.rglob(".*.tmp")]

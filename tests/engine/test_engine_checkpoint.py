@@ -1,0 +1,141 @@
+"""Checkpoints: exact resume, atomic writes that survive a crash, weights_only loading, pruning."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import LambdaCallback, fit, latest_checkpoint, load_checkpoint, save_checkpoint
+
+
+def data(n: int = 96, seed: int = 0) -> torch.utils.data.TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, (x.sum(1) > 0).long() + (x[:, 0] > 1).long())
+
+
+def net(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    # Dropout makes the run depend on the global RNG, which the checkpoint must restore.
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 3))
+
+
+def stop_after(epoch: int) -> LambdaCallback:
+    def hook(state, row):
+        if row["epoch"] == epoch:
+            state.request_stop("simulated interruption")
+
+    return LambdaCallback(on_epoch_end=hook)
+
+
+def strip(history):
+    return [{k: v for k, v in row.items() if k != "epoch_time_s"} for row in history]
+
+
+@pytest.mark.parametrize("extra", [
+    {"schedule": "cosine", "warmup_steps": 3},
+    {"schedule": "step", "schedule_options": {"step_size": 1, "gamma": 0.5}, "grad_accum_steps": 2,
+     "optimizer": "sgd", "optimizer_options": {"momentum": 0.9}},
+    {"schedule": "onecycle", "amp": "bf16", "clip_grad_norm": 1.0},
+], ids=["cosine", "step-accum-sgd", "onecycle-bf16"])
+def test_resume_is_bit_identical(tmp_path, extra):
+    kw = dict(epochs=4, batch_size=16, lr=5e-3, progress=False, seed=7, **extra)
+    full = fit(net(), data(), data(32, 1), checkpoint_dir=tmp_path / "full", **kw)
+
+    part = tmp_path / "part"
+    first = fit(net(), data(), data(32, 1), checkpoint_dir=part, callbacks=[stop_after(2)], **kw)
+    assert len(first.history) == 2
+    resumed = fit(net(seed=123), data(), data(32, 1), checkpoint_dir=part, resume=True, **kw)
+
+    assert strip(resumed.history) == strip(full.history)
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert resumed.best_metric == full.best_metric and resumed.best_epoch == full.best_epoch
+
+
+def test_checkpoint_contents_and_pruning(tmp_path):
+    result = fit(net(), data(), data(32, 1), epochs=4, batch_size=32, progress=False, checkpoint_dir=tmp_path,
+                 keep_last=2, schedule="cosine", monitor="val_accuracy")
+    names = sorted(p.name for p in tmp_path.glob("*.pt"))
+    assert names == ["best.pt", "epoch-0003.pt", "epoch-0004.pt"]
+    assert result.checkpoint_path == tmp_path / "best.pt"
+    raw = torch.load(tmp_path / "epoch-0004.pt", weights_only=True)  # plain data only
+    assert raw["epoch"] == 4 and raw["step"] == 12 and len(raw["history"]) == 4
+    assert set(raw["rng"][0]) >= {"python", "numpy", "torch"}
+    assert raw["config"]["lr"] == 1e-3 and raw["config"]["schedule"] == "cosine"
+    assert raw["scheduler"]["last_epoch"] == 12
+    best = load_checkpoint(tmp_path / "best.pt")
+    assert best["epoch"] == result.best_epoch
+    assert latest_checkpoint(tmp_path) == tmp_path / "epoch-0004.pt"
+    # resuming a finished run trains nothing more and returns the same history
+    again = fit(net(), data(), data(32, 1), epochs=4, batch_size=32, progress=False, checkpoint_dir=tmp_path,
+                resume=True, schedule="cosine", monitor="val_accuracy")
+    assert strip(again.history) == strip(result.history)
+
+
+def test_load_checkpoint_rejects_foreign_files(tmp_path):
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "x.pt")
+    with pytest.raises(ValueError, match="not a zoo training checkpoint"):
+        load_checkpoint(tmp_path / "x.pt")
+    (tmp_path / "torn.pt").write_bytes(b"PK\x03\x04 half a file")
+    with pytest.raises(ValueError, match="not a loadable checkpoint"):
+        load_checkpoint(tmp_path / "torn.pt")
+    with pytest.raises(FileNotFoundError):
+        fit(net(), data(), epochs=1, progress=False, resume=tmp_path / "missing.pt")
+
+
+def test_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    model = net()
+    path = save_checkpoint(tmp_path / "epoch-0001.pt", model=model, epoch=1)
+    good = path.read_bytes()
+    real_save = torch.save
+
+    def torn_save(obj, f, *a, **k):
+        f.write(b"PK\x03\x04 first bytes of a checkpoint")
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(torch, "save", torn_save)
+    with pytest.raises(OSError, match="simulated"):
+        save_checkpoint(path, model=model, epoch=2)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert path.read_bytes() == good and load_checkpoint(path)["epoch"] == 1
+    assert list(tmp_path.iterdir()) == [path]  # the temp file is cleaned up
+
+
+def test_process_killed_while_writing_leaves_a_loadable_checkpoint(tmp_path):
+    """A child process trains epoch 1, then dies (os._exit, no cleanup) half-way through writing epoch 2."""
+    script = textwrap.dedent(f"""
+        import os, torch
+        from torch import nn
+        from zoo.engine import fit
+        torch.manual_seed(0)
+        x = torch.randn(64, 4); y = (x.sum(1) > 0).long()
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        fit(model, (x, y), epochs=1, batch_size=16, progress=False, checkpoint_dir={str(tmp_path)!r})
+        def dying_save(obj, f, *a, **k):
+            f.write(b"PK\\x03\\x04 torn")
+            f.flush()
+            os._exit(9)
+        torch.save = dying_save
+        fit(model, (x, y), epochs=2, batch_size=16, progress=False, checkpoint_dir={str(tmp_path)!r}, resume=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 9, proc.stderr
+    assert not (tmp_path / "epoch-0002.pt").exists()
+    assert any(p.name.startswith(".epoch-0002.pt.") for p in tmp_path.iterdir())  # the torn temp file
+    assert load_checkpoint(latest_checkpoint(tmp_path))["epoch"] == 1
+    # and training resumes from it, ignoring the torn temp file
+    torch.manual_seed(0)
+    x = torch.randn(64, 4)
+    result = fit(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (x, (x.sum(1) > 0).long()),
+                 epochs=2, batch_size=16, progress=False, checkpoint_dir=tmp_path, resume=True)
+    assert [r["epoch"] for r in result.history] == [1, 2]
+    assert Path(result.checkpoint_path).exists()

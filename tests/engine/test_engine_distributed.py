@@ -1,0 +1,92 @@
+"""DDP under torchrun (2 processes, gloo): same result as one process with the same global batch;
+only rank 0 writes files; resume works there too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from zoo.engine import fit
+
+COMMON = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    def data(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, 4, generator=g)
+        return x, (x.sum(1) > 0).long()
+
+    def net():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    KW = dict(epochs=2, optimizer="sgd", lr=0.1, optimizer_options={"momentum": 0.9}, schedule="cosine",
+              progress=False, seed=5, metrics=("accuracy", "kappa"))
+""")
+
+WORKER = COMMON + textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import torch.distributed as dist
+    from zoo.engine import LambdaCallback, fit
+    from zoo.engine import checkpoint as ckpt_mod
+    from zoo.engine import logs
+
+    out = Path(sys.argv[1])
+    rank = int(__import__("os").environ["RANK"])
+    if rank != 0:  # only rank 0 may write checkpoints and logs
+        def refuse(*a, **k):
+            raise AssertionError(f"rank {rank} tried to write a file")
+        ckpt_mod.save_checkpoint = refuse
+        logs.RunLogger.log_epoch = refuse
+
+    def stop_after_1(state, row):
+        if row["epoch"] == 1:
+            state.request_stop("simulated interruption")
+
+    a = fit(net(), data(64, 0), data(20, 1), batch_size=4, checkpoint_dir=out / "A", **KW)
+    assert dist.is_initialized() and dist.get_backend() == "gloo"  # kept for the next fit in this job
+    fit(net(), data(64, 0), data(20, 1), batch_size=4, checkpoint_dir=out / "B",
+        callbacks=[LambdaCallback(on_epoch_end=stop_after_1)], **KW)
+    c = fit(net(), data(64, 0), data(20, 1), batch_size=4, checkpoint_dir=out / "B", resume=True, **KW)
+    if rank == 0:
+        torch.save({"a": a.model.state_dict(), "a_hist": a.history, "c": c.model.state_dict(),
+                    "c_hist": c.history}, out / "ddp.pt")
+""")
+
+
+@pytest.mark.slow
+def test_two_process_gloo_matches_one_process(tmp_path):
+    (tmp_path / "worker.py").write_text(WORKER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         str(tmp_path / "worker.py"), str(tmp_path)],
+        check=False, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    got = torch.load(tmp_path / "ddp.pt", weights_only=True)
+
+    ns: dict = {}
+    exec(COMMON, ns)  # noqa: S102 - the same data, model and settings in this process
+    single = fit(ns["net"](), ns["data"](64, 0), ns["data"](20, 1), batch_size=8, **ns["KW"])
+
+    for name, ref in single.model.state_dict().items():
+        assert torch.allclose(got["a"][name], ref, atol=1e-5), name
+    for mine, theirs in zip(single.history, got["a_hist"]):
+        for key in ("train_loss", "val_loss", "val_accuracy", "val_kappa", "lr"):
+            assert theirs[key] == pytest.approx(mine[key], abs=1e-5), key
+    # resumed DDP run == uninterrupted DDP run, exactly
+    for name, ref in got["a"].items():
+        assert torch.equal(got["c"][name], ref), name
+    strip = lambda h: [{k: v for k, v in r.items() if k != "epoch_time_s"} for r in h]
+    assert strip(got["c_hist"]) == strip(got["a_hist"])
+    assert sorted(p.name for p in (tmp_path / "A").iterdir()) == [
+        "best.pt", "epoch-0001.pt", "epoch-0002.pt", "learning_curves.png", "metrics.csv"]

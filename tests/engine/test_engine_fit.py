@@ -1,0 +1,273 @@
+"""The training loop: learning, accumulation, clipping, AMP, NaN guard, early stopping, callbacks, logs."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import Callback, GradualUnfreeze, LambdaCallback, NonFiniteLossError, evaluate, fit
+
+
+def xor_data(n: int = 256, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=g)
+    return x, (x[:, 0] * x[:, 1] > 0).long()
+
+
+def mlp(seed: int = 0, hidden: int = 32) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+
+
+def test_learns_a_toy_problem():
+    data = xor_data()
+    result = fit(mlp(), data, xor_data(128, seed=1), epochs=25, batch_size=32, lr=1e-2, progress=False,
+                 monitor="val_accuracy")
+    assert result.history[-1]["val_accuracy"] > 0.9
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert result.best_epoch is not None and result.best_metric == max(r["val_accuracy"] for r in result.history)
+    assert evaluate(result.model, data)["accuracy"] > 0.9
+
+
+@pytest.mark.parametrize("n", [8, 12])  # 12 = two steps, the second one a half window of accumulation
+def test_accumulation_equals_the_larger_batch(n):
+    data = xor_data(n)
+    kw = {"epochs": 1, "optimizer": "sgd", "lr": 0.5, "metrics": (), "progress": False, "seed": 3}
+    big = fit(mlp(1), data, batch_size=8, **kw).model
+    accum = fit(mlp(1), data, batch_size=4, grad_accum_steps=2, **kw).model
+    plain = mlp(1)
+    changed = False
+    for (name, a), b, p0 in zip(big.named_parameters(), accum.parameters(), plain.parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+        changed |= not torch.equal(a, p0)
+    assert changed
+
+
+def test_gradient_clipping_bounds_the_step():
+    data = xor_data(16)
+    model = mlp(2)
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    fit(model, data, epochs=1, batch_size=16, optimizer="sgd", lr=1.0, clip_grad_norm=1e-3, progress=False)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert torch.linalg.vector_norm(after - before) == pytest.approx(1e-3, rel=1e-4)
+
+
+class DtypeProbe(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp(0)
+        self.seen: list[torch.dtype] = []
+
+    def forward(self, x):
+        out = self.net(x)
+        self.seen.append(out.dtype)
+        return out
+
+
+def test_bf16_autocast_on_cpu():
+    model = DtypeProbe()
+    result = fit(model, xor_data(), epochs=3, batch_size=32, lr=1e-2, amp="bf16", progress=False)
+    assert set(model.seen) == {torch.bfloat16}
+    assert all(math.isfinite(r["train_loss"]) for r in result.history)
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert next(model.parameters()).dtype == torch.float32  # master weights stay fp32
+    with pytest.raises(ValueError, match="fp16.*CUDA"):
+        fit(mlp(), xor_data(), amp="fp16", progress=False)
+
+
+class NanAfter(nn.Module):
+    """Gives a NaN output from its ``n``-th training call on."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.net, self.calls, self.n = mlp(0), 0, n
+
+    def forward(self, x):
+        out = self.net(x)
+        if self.training:
+            self.calls += 1
+            if self.calls > self.n:
+                out = out * float("nan")
+        return out
+
+
+def test_nan_loss_stops_with_step_and_last_checkpoint(tmp_path):
+    # 4 batches per epoch: the 6th training batch is epoch 2, batch 1, after 5 optimizer steps.
+    with pytest.raises(NonFiniteLossError) as err:
+        fit(NanAfter(5), xor_data(32), epochs=3, batch_size=8, progress=False, checkpoint_dir=tmp_path)
+    msg = str(err.value)
+    assert "epoch 2, batch 1, optimizer step 5" in msg
+    assert str(tmp_path / "epoch-0001.pt") in msg
+    with pytest.raises(NonFiniteLossError, match="none written"):
+        fit(NanAfter(0), xor_data(32), epochs=1, batch_size=8, progress=False)
+
+
+def test_early_stopping_on_a_max_metric():
+    # lr=0: nothing improves after epoch 1, so patience 2 stops after epoch 3.
+    result = fit(mlp(), xor_data(64), xor_data(64, 1), epochs=10, lr=0.0, progress=False,
+                 monitor="val_accuracy", early_stopping_patience=2)
+    assert len(result.history) == 3 and result.stopped_early
+    assert result.best_epoch == 1 and result.monitor == "val_accuracy"
+    with pytest.raises(ValueError, match="monitor='val_bleu' is not in"):
+        fit(mlp(), xor_data(64), xor_data(64, 1), epochs=1, progress=False, monitor="val_bleu")
+
+
+def test_monitor_defaults_to_train_loss_without_validation():
+    result = fit(mlp(), xor_data(64), epochs=2, lr=1e-2, progress=False)
+    assert result.monitor == "train_loss"
+    assert result.best_metric == min(r["train_loss"] for r in result.history)
+
+
+class Recorder(Callback):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_train_start(self, state):
+        self.events.append("train_start")
+
+    def on_epoch_start(self, state):
+        self.events.append(f"epoch_start{state.epoch}")
+
+    def on_batch_end(self, state, logs):
+        assert set(logs) == {"loss", "lr"}
+        self.events.append(f"batch{state.epoch}.{state.batch}")
+
+    def on_epoch_end(self, state, row):
+        assert "val_loss" in row
+        self.events.append(f"epoch_end{row['epoch']}")
+
+    def on_train_end(self, state):
+        self.events.append("train_end")
+
+
+def test_callbacks_are_called_in_order_and_may_stop():
+    rec = Recorder()
+    fit(mlp(), xor_data(16), xor_data(8), epochs=2, batch_size=8, progress=False, callbacks=[rec])
+    assert rec.events == ["train_start", "epoch_start0", "batch0.0", "batch0.1", "epoch_end1",
+                          "epoch_start1", "batch1.0", "batch1.1", "epoch_end2", "train_end"]
+
+    def stop(state, logs):
+        if state.step == 3:
+            state.request_stop("enough")
+
+    result = fit(mlp(), xor_data(64), epochs=5, batch_size=8, progress=False,
+                 callbacks=[LambdaCallback(on_batch_end=stop)])
+    assert len(result.history) == 1  # stopped inside epoch 1, after its 3rd batch
+    with pytest.raises(TypeError, match="Callback"):
+        fit(mlp(), xor_data(8), progress=False, callbacks=[lambda s: None])
+
+
+def test_csv_and_learning_curve_png(tmp_path):
+    fit(mlp(), xor_data(64), xor_data(32), epochs=3, batch_size=16, progress=False, log_dir=tmp_path,
+        metrics=("accuracy", "top2"))
+    with open(tmp_path / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3]
+    assert {"train_loss", "lr", "val_loss", "val_accuracy", "val_top2"} <= set(rows[0])
+    png = (tmp_path / "learning_curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_overfit_batches_uses_a_fixed_subset_and_warns_when_it_cannot():
+    seen = []
+
+    class Spy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(0, hidden=64)
+
+        def forward(self, x):
+            seen.append(x[0, 0].item())
+            return self.net(x)
+
+    result = fit(Spy(), xor_data(256), epochs=60, batch_size=8, lr=3e-2, overfit_batches=2, progress=False)
+    assert result.history[-1]["val_loss"] < 0.1 * result.history[0]["train_loss"]
+    assert len(set(seen)) == 2  # the same two batches over and over (train and validation)
+    with pytest.warns(UserWarning, match="cannot overfit"):
+        fit(mlp(), xor_data(64), epochs=2, batch_size=8, lr=0.0, overfit_batches=2, progress=False)
+
+
+def test_param_groups_and_gradual_unfreeze():
+    model = mlp(4)
+    first = model[0].weight.detach().clone()
+    groups = [{"params": model[0].parameters(), "lr": 1e-3}, {"params": model[2].parameters(), "lr": 1e-2}]
+    lrs: list[tuple[float, float]] = []
+
+    def record(state, logs):
+        lrs.append(tuple(g["lr"] for g in state.optimizer.param_groups))
+
+    unfreeze = GradualUnfreeze({0: ["2"], 1: ["0"]})
+    snap = {}
+
+    def after_epoch(state, row):
+        snap[row["epoch"]] = model[0].weight.detach().clone()
+
+    fit(model, xor_data(32), epochs=2, batch_size=8, param_groups=groups, schedule="onecycle", progress=False,
+        callbacks=[unfreeze, LambdaCallback(on_batch_end=record, on_epoch_end=after_epoch)])
+    assert torch.equal(snap[1], first)  # frozen in epoch 0
+    assert not torch.equal(snap[2], first)  # unfrozen from epoch 1
+    assert all(b == pytest.approx(10 * a) for a, b in lrs)  # one-cycle scales each group's own lr
+    assert len({a for a, _ in lrs}) > 4
+
+
+class ModeProbe(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp(0)
+        self.log: list[tuple[bool, bool]] = []
+
+    def forward(self, x):
+        self.log.append((self.training, torch.is_inference_mode_enabled()))
+        return self.net(x)
+
+
+def test_train_and_eval_modes():
+    model = ModeProbe()
+    fit(model, xor_data(16), xor_data(8), epochs=1, batch_size=8, progress=False)
+    assert model.log == [(True, False), (True, False), (False, True)]
+    model.train()
+    evaluate(model, xor_data(8))
+    assert model.training and model.log[-1] == (False, True)
+
+
+def test_dict_inputs_forward_fn_and_bad_batches():
+    class DictModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(0)
+
+        def forward(self, *, x, scale):
+            return self.net(x) * (scale[:, None] if torch.is_tensor(scale) else scale)
+
+    class DictData(torch.utils.data.Dataset):
+        def __init__(self):
+            self.x, self.y = xor_data(32)
+
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return {"x": self.x[i], "scale": torch.tensor(1.0)}, self.y[i]
+
+    result = fit(DictModel(), DictData(), DictData(), epochs=1, batch_size=8, progress=False)
+    assert math.isfinite(result.history[0]["val_loss"])
+
+    def forward_fn(model, batch):
+        inputs, targets = batch
+        return model(x=inputs["x"], scale=2.0), targets
+
+    result = fit(DictModel(), DictData(), epochs=1, batch_size=8, progress=False, forward_fn=forward_fn)
+    assert math.isfinite(result.history[0]["train_loss"])
+
+    triples = torch.utils.data.TensorDataset(*xor_data(8), torch.zeros(8))
+    with pytest.raises(TypeError, match=r"\(inputs, targets\).*forward_fn"):
+        fit(mlp(), triples, epochs=1, batch_size=4, progress=False)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        fit(mlp(), xor_data(8), schedule="cosin", progress=False)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        fit(mlp(), xor_data(8), optimizer="adamx", progress=False)

@@ -1,0 +1,81 @@
+"""Metrics against hand-computed values (and scikit-learn where it has the same metric)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from zoo.engine import evaluate, metrics
+
+
+def test_topk_accuracy_by_hand():
+    scores = torch.tensor([[0.1, 0.5, 0.4], [0.7, 0.2, 0.1], [0.2, 0.3, 0.5], [0.35, 0.4, 0.25]])
+    y = torch.tensor([2, 0, 0, 0])
+    # top-1: 1, 0, 2, 1 -> only sample 1 right; top-2 sets {1,2}, {0,1}, {2,1}, {1,0} -> sample 2 missed
+    assert metrics.accuracy(scores, y) == 0.25
+    assert metrics.topk_accuracy(scores, y, k=1) == 0.25
+    assert metrics.topk_accuracy(scores, y, k=2) == 0.75
+    assert metrics.topk_accuracy(scores, y, k=3) == 1.0
+    with pytest.raises(ValueError, match="k must be in"):
+        metrics.topk_accuracy(scores, y, k=4)
+
+
+def test_confusion_matrix_recall_oa_aa_kappa_by_hand():
+    y = [0, 0, 0, 1, 1, 2, 2, 2, 2, -100]
+    p = [0, 0, 1, 1, 0, 2, 2, 1, 2, 1]  # the last target is ignored
+    cm = metrics.confusion_matrix(p, y, num_classes=4)
+    expected = np.array([[2, 1, 0, 0], [1, 1, 0, 0], [0, 1, 3, 0], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(cm, expected)
+    recall = metrics.per_class_recall(cm)
+    np.testing.assert_allclose(recall[:3], [2 / 3, 1 / 2, 3 / 4])
+    assert np.isnan(recall[3])  # class 3 never occurs
+    assert metrics.overall_accuracy(cm) == pytest.approx(6 / 9)
+    assert metrics.average_accuracy(cm) == pytest.approx((2 / 3 + 1 / 2 + 3 / 4) / 3)
+    # kappa by hand: p_o = 6/9; row sums 3,2,4; column sums 3,3,3 -> p_e = (9 + 6 + 12) / 81
+    p_e = 27 / 81
+    assert metrics.cohen_kappa(cm) == pytest.approx((6 / 9 - p_e) / (1 - p_e))
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix
+
+    yy, pp = np.array(y[:-1]), np.array(p[:-1])
+    np.testing.assert_array_equal(cm[:3, :3], confusion_matrix(yy, pp))
+    assert metrics.cohen_kappa(cm) == pytest.approx(cohen_kappa_score(yy, pp))
+    report = metrics.classification_report(torch.tensor(p), torch.tensor(y), num_classes=4)
+    assert report["kappa"] == pytest.approx(metrics.cohen_kappa(cm))
+
+
+def test_scores_with_extra_dims_and_bad_input():
+    # (B, C, T) scores with (B, T) targets, like CrossEntropyLoss on sequences
+    scores = torch.zeros(2, 3, 2)
+    scores[0, 1, 0] = scores[0, 2, 1] = scores[1, 0, 0] = scores[1, 0, 1] = 1
+    y = torch.tensor([[1, 2], [0, -100]])
+    assert metrics.accuracy(scores, y) == 1.0
+    with pytest.raises(TypeError, match="integer"):
+        metrics.accuracy(scores, y.float())
+    with pytest.raises(ValueError, match="do not match"):
+        metrics.accuracy(torch.zeros(3, 2), torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="square"):
+        metrics.per_class_recall(np.zeros((2, 3)))
+
+
+def test_evaluate_reports_the_same_metrics():
+    torch.manual_seed(0)
+    x = torch.randn(50, 4)
+    y = torch.randint(0, 4, (50,))
+    model = torch.nn.Linear(4, 4)
+    out = evaluate(model, (x, y), batch_size=16, metrics=("accuracy", "top2", "kappa", "average_accuracy",
+                                                            "per_class_recall"))
+    with torch.no_grad():
+        scores = model(x)
+    cm = metrics.confusion_matrix(scores, y)
+    assert out["accuracy"] == pytest.approx(metrics.accuracy(scores, y))
+    assert out["top2"] == pytest.approx(metrics.topk_accuracy(scores, y, k=2))
+    assert out["kappa"] == pytest.approx(metrics.cohen_kappa(cm))
+    assert out["average_accuracy"] == pytest.approx(metrics.average_accuracy(cm))
+    assert out["recall_2"] == pytest.approx(metrics.per_class_recall(cm)[2])
+    assert out["loss"] == pytest.approx(torch.nn.functional.cross_entropy(scores, y).item(), rel=1e-5)
+
+
+def test_plot_confusion_matrix(tmp_path):
+    path = metrics.plot_confusion_matrix(np.array([[3, 1], [0, 2]]), tmp_path / "cm.png", class_names=["a", "b"])
+    assert path.read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,226 @@
+"""Pulling over real HTTP (a server on 127.0.0.1 started here): hashes, corruption, cut connections,
+resumption, concurrent pulls, offline mode, the mirror variable, and upstream-layout .pth files."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import shutil
+
+import pytest
+import torch
+import torchvision
+
+import zoo
+from zoo import hub
+
+
+def _publish_tiny(tiny_model: str, tag: str = "v1", num_classes: int = 3):
+    torch.manual_seed(0)
+    module = zoo.build(tiny_model, num_classes=num_classes)
+    entry = hub.add_weights(module, name=f"{tiny_model}.{tag}", config={"num_classes": num_classes},
+                            meta={"dataset": "synthetic", "metrics": {"acc": 0.5}})
+    return module, entry
+
+
+def _to_mirror(entry, weights_home, server):
+    """Move a shipped file from weights/ to the served folder: it can only come over HTTP now."""
+    shutil.move(weights_home / entry.url, server.state.root / entry.url)
+
+
+@pytest.fixture(scope="module")
+def resnet18_pth(tmp_path_factory):
+    """A torchvision ResNet18 state dict saved with torch.save under an upstream-style name,
+    resnet18-<first 8 hex of its own sha256>.pth, like download.pytorch.org's files."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18()
+    folder = tmp_path_factory.mktemp("upstream")
+    tmp = folder / "resnet18.pth"
+    torch.save(model.state_dict(), tmp)
+    prefix = hub.sha256_file(tmp)[:8]
+    path = tmp.rename(folder / f"resnet18-{prefix}.pth")
+    return path, prefix, model
+
+
+def test_pull_over_http_matches_hash(tiny_model, weights_home, server, monkeypatch):
+    module, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url + "/")
+    path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256 and path.stat().st_size == entry.size
+    assert server.gets(entry.url) == [None]
+    assert path == hub.cached_path(entry) and (path.parent / (path.name + ".sha256")).is_file()
+    # the cache is reused: no second request
+    assert zoo.pull(entry.name, progress=False) == path and len(server.gets(entry.url)) == 1
+    loaded = zoo.build(tiny_model, weights="v1")
+    assert torch.equal(loaded.head.weight, module.head.weight)
+
+
+def test_corrupted_byte_is_a_mismatch_and_leaves_a_clean_cache(tiny_model, weights_home, server, monkeypatch,
+                                                                cached):
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.corrupt_at = entry.size // 2
+    with pytest.raises(hub.HashMismatchError) as err:
+        zoo.pull(entry.name, progress=False)
+    msg = str(err.value)
+    assert f"{server.url}/{entry.url}" in msg and entry.sha256 in msg
+    bad = bytearray((server.state.root / entry.url).read_bytes())
+    bad[entry.size // 2] ^= 0xFF
+    assert hashlib.sha256(bad).hexdigest() in msg
+    assert [p for p in cached() if not p.name.endswith(".lock")] == []
+
+
+def test_cut_connection_is_resumed_with_range(tiny_model, weights_home, server, monkeypatch, cached):
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.cut_after, server.state.cuts_left = entry.size // 3, 1
+    path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256
+    assert server.gets(entry.url) == [None, f"bytes={entry.size // 3}-"]  # resumed, not restarted
+    assert not [p for p in cached() if p.suffix == ".part"]
+
+
+def test_cut_connection_without_range_support_retries_cleanly(tiny_model, weights_home, server, monkeypatch):
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.range_support = False
+    server.state.cut_after, server.state.cuts_left = entry.size // 2, 2
+    path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256 and len(server.gets(entry.url)) == 3
+
+
+def test_failing_server_leaves_no_file_then_a_later_pull_resumes(tiny_model, weights_home, server, monkeypatch):
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.cut_after, server.state.cuts_left = 100, 1000
+    server.state.range_support = False
+    with pytest.raises(hub.DownloadError, match="failed after"):
+        zoo.pull(entry.name, progress=False)
+    dest = hub.cached_path(entry)
+    assert not dest.exists()
+    part = dest.with_name(dest.name + ".part")
+    assert part.stat().st_size == 100  # kept only under the .part name, for resumption
+    server.state.cuts_left, server.state.range_support = 0, True
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+    assert server.gets(entry.url)[-1] == "bytes=100-" and not part.exists()
+
+
+def _pull_in_child(name: str, queue) -> None:
+    try:
+        path = hub.pull(name, progress=False)
+        queue.put(("ok", str(path), hub.sha256_file(path)))
+    except Exception as err:  # noqa: BLE001  (any failure is reported, so the parent never hangs)
+        queue.put(("error", repr(err), ""))
+
+
+def test_two_processes_pulling_the_same_file(tiny_model, weights_home, server, monkeypatch):
+    _, entry = _publish_tiny(tiny_model, num_classes=500)  # ~40 KB
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.delay_s = 0.3  # the first download takes a while, so the second process must wait on it
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_pull_in_child, args=(entry.name, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert [r[0] for r in results] == ["ok", "ok"], results
+    assert {r[1] for r in results} == {str(hub.cached_path(entry))}
+    assert {r[2] for r in results} == {entry.sha256}
+    assert len(server.gets(entry.url)) == 1  # one download; the other process reused it
+
+
+def test_offline_never_connects_and_says_how_to_get_the_file(tiny_model, weights_home, server, monkeypatch,
+                                                              no_network):
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    with pytest.raises(hub.OfflineError) as err:
+        zoo.pull(entry.name, progress=False)
+    msg = str(err.value)
+    assert "\n" not in msg
+    for needle in (entry.url, str(hub.cached_path(entry)), f"zoo pull {entry.name}", "ZOO_WEIGHTS_URL"):
+        assert needle in msg
+    assert server.state.requests == []
+    with pytest.raises(hub.OfflineError):
+        zoo.build(tiny_model, weights="v1")
+    assert server.state.requests == []
+
+
+def test_offline_uses_local_sources(tiny_model, weights_home, tmp_path, monkeypatch, no_network):
+    """Offline, the checkout's weights/ and a file:// mirror still work: neither is a connection."""
+    _, entry = _publish_tiny(tiny_model)
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256  # from the checkout
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    shutil.move(weights_home / entry.url, mirror / entry.url)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", mirror.as_uri())
+    path = zoo.pull(entry.name, force=True, progress=False)
+    assert hub.sha256_file(path) == entry.sha256
+
+
+def _upstream_entry(name: str, url: str, prefix: str, num_classes: int = 1000) -> dict:
+    return {"name": name, "model": "resnet18", "url": url, "sha256": None, "sha256_prefix": prefix,
+            "size": None, "format": "pth", "config": {"num_classes": num_classes},
+            "meta": {"license": "BSD-3-Clause"}}
+
+
+def test_upstream_pth_over_http_prefix_verified_and_loaded(resnet18_pth, weights_home, server):
+    path, prefix, reference = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    url = f"{server.url}/{path.name}"
+    hub.update_manifest(lambda e: e.update({
+        "resnet18.test-v1": hub.WeightsEntry.from_dict(_upstream_entry("resnet18.test-v1", url, prefix)),
+        "resnet18.wrong-v1": hub.WeightsEntry.from_dict(_upstream_entry("resnet18.wrong-v1", url, "0" * 8)),
+    }))
+    model = zoo.build("resnet18", weights="test-v1").eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        assert torch.allclose(model(x), reference.eval()(x))
+    checks = {c.path: c.status for c in hub.verify_cache()}
+    assert checks[hub.cached_path(hub.get_entry("resnet18.test-v1"))] == "prefix-verified"
+    with pytest.raises(hub.HashMismatchError, match="expected 00000000"):
+        zoo.pull("resnet18.wrong-v1", progress=False)
+    # a different num_classes re-initialises the head (the vision family passes reinit=("fc.",))
+    with pytest.warns(UserWarning, match="fc.weight"):
+        small = zoo.build("resnet18", weights="test-v1", num_classes=5)
+    assert small.fc.out_features == 5 and torch.equal(small.conv1.weight, reference.conv1.weight)
+
+
+def test_weights_given_by_url(resnet18_pth, tiny_model, weights_home, server):
+    path, prefix, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    url = f"{server.url}/{path.name}"
+    # not in the manifest: cached under a hash of the URL, fetched once
+    local, entry = hub.resolve(url, model="resnet18")
+    assert entry is None and local.parent.parent.name == "urls" and local.name == path.name
+    assert hub.resolve(url, model="resnet18")[0] == local and len(server.gets(path.name)) == 1
+    by_url = zoo.build("resnet18", weights=url)  # cached: still one request
+    by_file_url = zoo.build("resnet18", weights=path.as_uri())
+    assert len(server.gets(path.name)) == 1
+    assert torch.equal(by_url.fc.weight, by_file_url.fc.weight)
+    # in the manifest: verified against its entry (and a corrupted file is refused)
+    hub.update_manifest(lambda e: e.update({
+        "resnet18.test-v1": hub.WeightsEntry.from_dict(_upstream_entry("resnet18.test-v1", url, prefix))}))
+    server.state.corrupt_at = 1000
+    with pytest.raises(hub.HashMismatchError):
+        hub.resolve(url, model="resnet18")
+    with pytest.raises(ValueError, match="are for model 'resnet18', not"):
+        hub.resolve("resnet18.test-v1", model=tiny_model)
+
+
+def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
+    _publish_tiny(tiny_model, tag="cifar10")
+    with pytest.raises(KeyError, match="Did you mean 'cifar10'"):
+        zoo.build(tiny_model, weights="cifar1O")
+    with pytest.raises(FileNotFoundError):
+        zoo.build(tiny_model, weights="nowhere/w.safetensors")

@@ -1,0 +1,240 @@
+"""The manifest: schema validation, the shipped weights/manifest.json (every entry, as families add
+them), publishing with add_weights (locked, atomic), README generation, and the `zoo` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+from zoo import hub, registry
+from zoo.hub.manifest import ManifestError, WeightsEntry
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT_WEIGHTS = ROOT / "weights"
+
+
+def _good() -> dict:
+    return {"name": "resnet18.x", "model": "resnet18", "url": "resnet18.x.safetensors", "sha256": "a" * 64,
+            "size": 10, "format": "safetensors", "config": {}, "meta": {"dataset": "d"}}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"sha256": None}, "need a full sha256"),
+    ({"sha256": "abc"}, "64 lowercase hex"),
+    ({"name": "resnet18"}, "look like 'model.tag'"),
+    ({"model": "td3"}, "the name says 'resnet18'"),
+    ({"url": "../escape.safetensors"}, "stay inside weights/"),
+    ({"url": "ftp://x/y"}, "relative or http"),
+    ({"size": 0}, "positive int"),
+    ({"size": None}, "need a size"),
+    ({"format": "pth"}, "must be safetensors"),
+    ({"format": "pickle"}, "format must be one of"),
+    ({"config": []}, "config must be an object"),
+    ({"meta": {"num_params": "many"}}, "meta.num_params must be int"),
+    ({"extra": 1}, "unknown key"),
+    ({"url": "https://h/r-1234abcd.pth", "format": "pth", "sha256": None}, "sha256_prefix"),
+    ({"url": "https://h/r-1234abcd.pth", "format": "pth", "sha256": None, "sha256_prefix": "12"}, "8-63"),
+])
+def test_schema_rejects(change, message):
+    d = {**_good(), **change}
+    with pytest.raises(ManifestError, match=message):
+        WeightsEntry.from_dict(d)
+
+
+@pytest.mark.parametrize("key", ["name", "model", "url", "sha256", "size", "format", "config", "meta"])
+def test_schema_requires(key):
+    d = _good()
+    d.pop(key)
+    with pytest.raises(ManifestError, match=f"missing required key.*{key}"):
+        WeightsEntry.from_dict(d)
+
+
+def test_schema_round_trip_and_prefix_entries():
+    e = WeightsEntry.from_dict(_good())
+    assert WeightsEntry.from_dict(e.to_dict()) == e and e.tag == "x"
+    up = WeightsEntry.from_dict({**_good(), "url": "https://h/resnet18-1234abcd.pth", "format": "pth",
+                                 "sha256": None, "sha256_prefix": "1234abcd", "size": None})
+    assert up.upstream and up.hash_matches("1234abcd" + "0" * 56) and not up.hash_matches("f" * 64)
+    assert list(up.to_dict())[:5] == ["name", "model", "url", "sha256", "sha256_prefix"]
+
+
+# --- the shipped manifest: every entry, whatever families have published by now -----------------------
+
+SHIPPED = hub.read_manifest(CHECKOUT_WEIGHTS / "manifest.json")
+LOCAL = [e for e in SHIPPED.values() if not e.upstream]
+UPSTREAM = [e for e in SHIPPED.values() if e.upstream]
+
+
+def test_shipped_manifest_is_valid_and_readme_is_current():
+    assert SHIPPED, "weights/manifest.json lists no weights"
+    assert (CHECKOUT_WEIGHTS / "README.md").read_text() == hub.render_readme(SHIPPED), (
+        "weights/README.md is stale: run `zoo weights readme`")
+    for e in SHIPPED.values():
+        assert e.model in registry._REGISTRY, f"{e.name}: model {e.model!r} is not registered"
+        assert e.name in zoo.model_info(e.model).weights
+
+
+@pytest.mark.parametrize("entry", LOCAL, ids=[e.name for e in LOCAL])
+def test_shipped_file_hash_size_and_strict_load(entry, monkeypatch):
+    monkeypatch.delenv("ZOO_WEIGHTS_DIR", raising=False)
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    path = CHECKOUT_WEIGHTS / entry.url
+    assert path.is_file(), f"{entry.name}: {path} is listed but not shipped"
+    assert path.stat().st_size == entry.size
+    assert hub.sha256_file(path) == entry.sha256
+    assert hub.state.file_format(path) == "safetensors"
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("error")  # no head re-initialisation: the file must fit exactly
+        obj = zoo.build(entry.model, weights=entry.name)
+    if isinstance(obj, torch.nn.Module):
+        assert sum(p.numel() for p in obj.parameters()) == entry.meta["num_params"]
+
+
+_REFERENCE = {  # upstream file stem -> torchvision constructor with the same state-dict layout
+    "resnet18": "torchvision.models.resnet18",
+    "r2plus1d_18": "torchvision.models.video.r2plus1d_18",
+}
+
+
+@pytest.mark.parametrize("entry", UPSTREAM, ids=[e.name for e in UPSTREAM])
+def test_upstream_entry_layout_loads_through_the_hub(entry, tmp_path):
+    """The real loading code, on a local file of the upstream layout (torch.save of the torchvision
+    model's state dict, named like the official file): no network here, so not the official bytes."""
+    import importlib
+
+    stem, _, prefix = Path(entry.filename).stem.rpartition("-")
+    assert prefix == entry.sha256_prefix, f"{entry.name}: file name prefix {prefix} != {entry.sha256_prefix}"
+    assert entry.meta.get("license") and entry.meta.get("transforms") and entry.meta.get("num_params")
+    if entry.model not in registry._REGISTRY:
+        pytest.skip(f"model {entry.model!r} is not registered yet")
+    module_name, _, fn = _REFERENCE[stem].rpartition(".")
+    reference = getattr(importlib.import_module(module_name), fn)(**entry.config)
+    assert sum(p.numel() for p in reference.parameters()) == entry.meta["num_params"]
+    path = tmp_path / entry.filename
+    torch.save(reference.state_dict(), path)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = zoo.build(entry.model, weights=str(path), **entry.config)
+    got = model.state_dict()
+    for key, value in reference.state_dict().items():
+        assert torch.equal(got[key], value), key
+
+
+# --- publishing --------------------------------------------------------------------------------------
+
+
+def test_add_weights_fp16_then_build(tiny_model, weights_home):
+    torch.manual_seed(1)
+    module = zoo.build(tiny_model, num_classes=5)
+    entry = hub.add_weights(module, name=f"{tiny_model}.fp16", config={"num_classes": 5},
+                            meta={"dataset": "synthetic", "metrics": {"acc": 0.75}, "command": "pytest"},
+                            dtype=torch.float16)
+    path = weights_home / entry.url
+    assert entry.sha256 == hub.sha256_file(path) and entry.size == path.stat().st_size
+    assert entry.meta["dtype"] == "float16" and entry.meta["num_params"] == sum(p.numel() for p in module.parameters())
+    assert hub.read_metadata(path)["zoo.name"] == entry.name
+    doc = json.loads((weights_home / "manifest.json").read_text())
+    assert [w["name"] for w in doc["weights"]] == [entry.name]
+    assert entry.name in (weights_home / "README.md").read_text() and "acc=0.75" in hub.render_readme()
+    assert zoo.list_weights(tiny_model) == [entry.name] and tiny_model in str(zoo.model_info(tiny_model))
+    loaded = zoo.build(tiny_model, weights="fp16")
+    assert loaded.head.weight.dtype == torch.float32
+    assert torch.equal(loaded.head.weight, module.head.weight.half().float())
+    assert not [p for p in weights_home.iterdir() if p.name.startswith(".")]  # no staged files left
+
+
+def test_add_weights_keeps_a_safetensors_files_metadata(tiny_model, weights_home, tmp_path):
+    """Non-network objects keep their JSON config in the metadata; publishing must not drop it."""
+    src = hub.save_weights(zoo.build(tiny_model), tmp_path / "agent.safetensors",
+                           metadata={"family.config": '{"gamma": 0.99}'})
+    entry = hub.add_weights(src, name=f"{tiny_model}.meta", config={})
+    meta = hub.read_metadata(weights_home / entry.url)
+    assert meta["family.config"] == '{"gamma": 0.99}' and meta["zoo.name"] == entry.name
+
+
+def test_add_weights_refuses_a_file_that_does_not_fit(tiny_model, weights_home):
+    other = zoo.build(tiny_model, width=4)
+    with pytest.raises(ValueError, match="features.0.weight: file"):
+        hub.add_weights(other, name=f"{tiny_model}.bad", config={})
+    with pytest.raises(TypeError, match="unknown config key"):
+        hub.add_weights(other, name=f"{tiny_model}.bad", config={"widht": 4})
+    assert hub.list_weights() == [] and [p.name for p in weights_home.iterdir()] == []
+
+
+def _publish_many(k: int) -> None:
+    for i in range(8):
+        n = f"resnet18.p{k}-{i}"
+        e = WeightsEntry.from_dict({"name": n, "model": "resnet18", "url": n + ".safetensors", "sha256": "a" * 64,
+                                    "size": 1, "format": "safetensors", "config": {}, "meta": {}})
+        hub.update_manifest(lambda d, n=n, e=e: d.update({n: e}))
+
+
+def test_concurrent_publishers_do_not_lose_entries(weights_home):
+    """Two processes each add 8 entries at once; the manifest lock keeps all 16."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_publish_many, args=(k,)) for k in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(hub.read_manifest()) == 16
+
+
+def test_cli_weights_add_list_pull_verify(tiny_model, weights_home, tmp_path, capsys, monkeypatch):
+    from zoo.cli import main
+
+    torch.manual_seed(2)
+    src = tmp_path / "trained.pt"
+    torch.save({"state_dict": zoo.build(tiny_model).state_dict(), "epoch": 3}, src)
+    assert main(["weights", "add", str(src), "--name", f"{tiny_model}.cli", "--meta", "dataset=toy",
+                 'metrics={"acc": 0.9}', "--dtype", "fp16"]) == 0
+    assert main(["weights", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tiny_model}.cli" in out and "toy" in out and "acc=0.9" in out
+    assert main(["info", tiny_model]) == 0
+    assert f"{tiny_model}.cli: toy  acc=0.9" in capsys.readouterr().out
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    assert main(["pull", "--all", "-q"]) == 0
+    assert main(["weights", "verify", "--shipped"]) == 0
+    out = capsys.readouterr().out
+    assert "ok " in out and "0 problem(s)" in out
+    cached = hub.cached_path(hub.get_entry(f"{tiny_model}.cli"))
+    data = bytearray(cached.read_bytes())
+    data[-1] ^= 1
+    cached.write_bytes(bytes(data))
+    assert main(["weights", "verify"]) == 1 and "MISMATCH" in capsys.readouterr().out
+    assert main(["pull", "nope.nothing"]) == 2
+
+
+@pytest.mark.slow
+def test_cli_pull_all_against_the_checkout(tmp_path):
+    """`zoo pull --all` on this checkout, offline: every shipped file pulled and verified; upstream
+    entries reported as skipped, not failures. Then `zoo weights verify --shipped` passes.
+    (One interpreter runs both commands: importing zoo costs seconds on a busy machine.)"""
+    env = {k: v for k, v in os.environ.items() if k not in ("ZOO_WEIGHTS_DIR", "ZOO_WEIGHTS_URL")}
+    env.update(ZOO_HOME=str(tmp_path / "home"), ZOO_OFFLINE="1", OMP_NUM_THREADS="1")
+    code = ("import sys; from zoo.cli import main\n"
+            "a = main(['pull', '--all', '-q']); print('=== verify', flush=True)\n"
+            "b = main(['weights', 'verify', '--shipped']); sys.exit(10 * a + b)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    pulled, verified = run.stdout.split("=== verify")
+    for e in LOCAL:
+        assert f"{e.name}: " in pulled and "sha256 ok" in pulled
+        assert (tmp_path / "home" / "weights" / e.name / e.filename).is_file()
+    for e in UPSTREAM:
+        assert f"{e.name}: skipped (upstream" in pulled
+    assert f"{len(LOCAL)} cached file(s)" in verified and "0 problem(s)" in verified

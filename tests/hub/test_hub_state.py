@@ -1,0 +1,120 @@
+"""State dict I/O: safetensors round trips, safe torch.load, strict loading with head re-initialisation."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from zoo import hub
+
+
+class _Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.out = nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight  # weight tying: one storage, two names
+
+
+def _net(num_classes: int = 3) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 4 * 4, num_classes))
+
+
+def test_fp16_storage_loads_into_fp32_module(tmp_path):
+    torch.manual_seed(0)
+    src = _net()
+    path = hub.save_weights(src, tmp_path / "w.safetensors", metadata={"dataset": "x"}, dtype=torch.float16)
+    assert not [p for p in tmp_path.iterdir() if p.name != "w.safetensors"]  # the temp file was renamed
+    sd = hub.load_state_dict(path)
+    assert sd["0.weight"].dtype == torch.float16 and sd["1.num_batches_tracked"].dtype == torch.int64
+    assert hub.read_metadata(path)["dataset"] == "x"
+    dst = _net()
+    report = hub.load_into(dst, sd)
+    assert dst[0].weight.dtype == torch.float32
+    assert torch.equal(dst[0].weight, src[0].weight.half().float())
+    assert len(report.loaded) == len(src.state_dict()) and report.ok
+
+
+def test_shared_tensors_stored_once_and_restored(tmp_path):
+    src = _Tied()
+    path = hub.save_weights(src, tmp_path / "tied.safetensors")
+    meta = hub.read_metadata(path)
+    assert "out.weight" in meta[hub.state.ALIASES_KEY]
+    dst = _Tied()
+    hub.load_into(dst, hub.load_state_dict(path))
+    assert torch.equal(dst.out.weight, src.emb.weight) and dst.out.weight is dst.emb.weight
+
+
+def test_wrappers_and_dataparallel_prefix_unwrapped(tmp_path):
+    src = _net()
+    wrapped = {"epoch": 3, "state_dict": {f"module.{k}": v for k, v in src.state_dict().items()}}
+    torch.save(wrapped, tmp_path / "ckpt.pth")
+    sd = hub.load_state_dict(tmp_path / "ckpt.pth")
+    assert set(sd) == set(src.state_dict())
+    torch.save({"model": src.state_dict(), "optimizer": {"lr": 0.1}}, tmp_path / "ckpt2.pt")
+    assert set(hub.load_state_dict(tmp_path / "ckpt2.pt")) == set(src.state_dict())
+
+
+def test_not_a_state_dict_is_a_clear_error(tmp_path):
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    with pytest.raises(ValueError, match="expected a state dict"):
+        hub.load_state_dict(tmp_path / "list.pt")
+    (tmp_path / "junk.bin").write_bytes(b"hello world, not weights")
+    with pytest.raises(ValueError, match="not a safetensors file nor a torch.save file"):
+        hub.load_state_dict(tmp_path / "junk.bin")
+    with pytest.raises(FileNotFoundError):
+        hub.load_state_dict(tmp_path / "absent.safetensors")
+
+
+class _Evil:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_pickle_is_refused_never_executed(tmp_path, tiny_model):
+    import zoo
+
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pth"
+    torch.save({"weight": torch.zeros(2), "payload": _Evil(str(marker))}, path)
+    assert not marker.exists()
+    with pytest.raises(pickle.UnpicklingError, match="refusing to load"):
+        hub.load_state_dict(path)
+    with pytest.raises(pickle.UnpicklingError):
+        zoo.build(tiny_model, weights=str(path))
+    assert not marker.exists()
+
+
+def test_head_reinit_with_warning_and_report():
+    torch.manual_seed(0)
+    src = _net(num_classes=10)
+    dst = _net(num_classes=4)
+    fresh_head = dst[3].weight.detach().clone()
+    with pytest.warns(UserWarning, match=r"3\.weight file \[10, 64\] model \[4, 64\]"):
+        report = hub.load_into(dst, src.state_dict(), reinit=("3.",))
+    assert torch.equal(dst[0].weight, src[0].weight)  # the body loaded
+    assert torch.equal(dst[3].weight, fresh_head)  # the head kept its fresh init
+    assert ("3.weight", (10, 64), (4, 64)) in report.reinitialized
+    assert "re-initialised 3.bias" in str(report)
+
+
+def test_mismatch_error_names_keys_and_both_shapes():
+    src, dst = _net(num_classes=10), _net(num_classes=4)
+    with pytest.raises(ValueError) as err:
+        hub.load_into(dst, src.state_dict())
+    msg = str(err.value)
+    assert "3.weight: file [10, 64] vs model [4, 64]" in msg and "3.bias: file [10] vs model [4]" in msg
+    sd = dict(src.state_dict())
+    sd.pop("0.bias")
+    sd["extra.weight"] = torch.zeros(2)
+    with pytest.raises(ValueError) as err:
+        hub.load_into(_net(num_classes=10), sd)
+    assert "missing in the file: 0.bias [4]" in str(err.value)
+    assert "not in the model: extra.weight [2]" in str(err.value)

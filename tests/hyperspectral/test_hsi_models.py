@@ -1,0 +1,92 @@
+"""hybridsn and hsi-pca-svm: shapes, a short training that learns a generated scene, one-file save/load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.api import Trainable
+from zoo.hyperspectral import HSIPipeline, load_pipeline
+from zoo.hyperspectral.synthetic import make_scene
+
+
+def test_hybridsn_forward_shapes():
+    net = zoo.build("hybridsn")
+    assert (net.config.n_bands, net.config.n_classes, net.config.window) == (30, 16, 25)
+    net.eval()
+    with torch.no_grad():
+        assert tuple(net(torch.randn(2, 1, 30, 25, 25)).shape) == (2, 16)
+        assert tuple(net(torch.randn(3, 30, 25, 25)).shape) == (3, 16)  # channel dim added
+    small = zoo.build("hybridsn", n_bands=15, n_classes=5, window=11)
+    assert tuple(small(torch.randn(4, 1, 15, 11, 11)).shape) == (4, 5)
+    # paper Fig. 1 sizes: 3-D maps (8, 24, 23, 23) -> (16, 20, 21, 21) -> (32, 18, 19, 19); 576 channels to 2-D
+    x = net.conv3d(torch.randn(1, 1, 30, 25, 25))
+    assert tuple(x.shape) == (1, 32, 18, 19, 19) and net.conv2d[0].in_channels == 576
+    with pytest.raises(ValueError, match="expects input"):
+        net(torch.randn(1, 1, 20, 25, 25))
+    with pytest.raises(ValueError, match="n_bands >= 13"):
+        zoo.build("hybridsn", n_bands=10)
+    assert isinstance(net, Trainable)
+
+
+def test_hybridsn_learns_generated_scene_and_saves_as_one_file(tmp_path):
+    scene = make_scene(40, 40, 30, 4, block=8, noise=0.05, seed=3)
+    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    result = zoo.train(net, scene, split="random", train_fraction=0.3, epochs=6, batch_size=32, lr=2e-3,
+                       progress=False, seed=0)
+    losses = [h["train_loss"] for h in result.history]
+    assert losses[-1] < 0.5 * losses[0]
+    metrics = zoo.evaluate(net, scene)  # the test pixels of the training split
+    assert metrics["overall_accuracy"] > 85.0
+    assert set(metrics) >= {"overall_accuracy", "average_accuracy", "kappa", "accuracy"}
+    # scaler + PCA + network in one safetensors file; loads through zoo.build(weights=path)
+    path = net.save(tmp_path / "hsn.safetensors", network_dtype=torch.float16)
+    again = zoo.build("hybridsn", weights=str(path), n_bands=15, n_classes=4, window=9)
+    assert again.has_preprocessor and again.pca_components.dtype == torch.float32
+    np.testing.assert_allclose(again.reduce(scene), net.reduce(scene), rtol=1e-6, atol=1e-5)
+    same = (again.predict_scene(scene, mask=net._last_split.test) == net.predict_scene(scene, mask=net._last_split.test))
+    assert same.mean() > 0.98  # fp16 storage of the network only
+    with pytest.raises(ValueError, match="no fitted preprocessing"):
+        zoo.build("hybridsn", n_bands=15, n_classes=4, window=9).predict_scene(scene)
+
+
+def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
+    scene = make_scene(40, 40, 30, 4, seed=4)
+    svm = zoo.build("hsi-pca-svm", n_components=8)
+    assert isinstance(svm, HSIPipeline) and isinstance(svm, Trainable)
+    res = zoo.train(svm, scene, split="random", train_fraction=0.3)
+    assert res.history[0]["n_train"] == svm._last_split.train.sum()
+    m = zoo.evaluate(svm, scene)
+    assert m["overall_accuracy"] > 90
+    path = svm.save(tmp_path / "svm.safetensors")
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:  # tensors only: nothing to unpickle
+        assert "svm.support_vectors_" in f.keys() and "__meta__" in f.keys()
+    loaded = zoo.build("hsi-pca-svm", weights=str(path))
+    X = scene.pixels()
+    np.testing.assert_array_equal(loaded.predict(X), svm.predict(X))
+    np.testing.assert_allclose(loaded.decision_function(X[:50]), svm.decision_function(X[:50]), rtol=1e-10)
+    assert zoo.evaluate(loaded, scene, split="random", train_fraction=0.3) == pytest.approx(m)
+    # plain (X, y) pixels work too, as for any estimator
+    y = scene.labels.reshape(-1)
+    keep = y > 0
+    svm2 = zoo.build("hsi-pca-svm", n_components=5)
+    zoo.train(svm2, (X[keep][::3], y[keep][::3]))
+    assert zoo.evaluate(svm2, (X[keep], y[keep]))["overall_accuracy"] > 85
+    with pytest.raises(ValueError, match="__meta__"):
+        load_pipeline({"x": torch.zeros(1)})
+
+
+def test_demo_without_indian_pines(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "absent"))
+    from zoo.hyperspectral.cli import _demo
+
+    _demo()
+    out = capsys.readouterr().out
+    assert "zoo hsi-fetch indian_pines" in out and "OA" in out
+    from zoo.hub import zoo_home
+
+    assert (zoo_home() / "demo" / "synthetic_pca_svm_map.png").stat().st_size > 1000

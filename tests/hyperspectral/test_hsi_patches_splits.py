@@ -1,0 +1,108 @@
+"""Windows at borders, split overlap (random detected, disjoint clean), metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zoo.hyperspectral import (
+    PatchDataset,
+    disjoint_mask_split,
+    overlap_report,
+    random_split,
+    spatial_block_split,
+)
+from zoo.hyperspectral.evaluation import score_map
+from zoo.hyperspectral.patches import pad_cube
+from zoo.hyperspectral.synthetic import make_scene
+
+
+def test_patches_at_borders():
+    h, w, c = 6, 5, 3
+    cube = np.arange(h * w * c, dtype=np.float32).reshape(h, w, c)
+    labels = np.arange(1, h * w + 1).reshape(h, w)
+    coords = np.array([[0, 0], [5, 4], [2, 2], [0, 4]])
+    for mode, ref in [("constant", "constant"), ("reflect", "reflect"), ("edge", "edge"), ("symmetric", "symmetric")]:
+        ds = PatchDataset(cube, coords, labels, window=5, padding=mode)
+        padded = np.pad(cube, ((2, 2), (2, 2), (0, 0)), mode=ref)
+        for i, (r, cc) in enumerate(coords):
+            x, y = ds[i]
+            assert tuple(x.shape) == (1, c, 5, 5)
+            np.testing.assert_array_equal(x[0].numpy(), padded[r:r + 5, cc:cc + 5].transpose(2, 0, 1))
+            np.testing.assert_array_equal(x[0, :, 2, 2].numpy(), cube[r, cc])  # centre is the pixel itself
+            assert int(y) == labels[r, cc] - 1
+    corner = PatchDataset(cube, [[0, 0]], labels, window=5, padding="constant")[0][0][0]
+    assert (corner[:, :2, :].numpy() == 0).all() and (corner[:, :, :2].numpy() == 0).all()
+    # one padded copy, items are views of it: no per-window materialisation
+    ds = PatchDataset(cube, np.argwhere(labels > 0), labels, window=5)
+    assert ds[0][0].untyped_storage().data_ptr() == ds.padded.untyped_storage().data_ptr()
+    assert len(ds) == h * w
+    with pytest.raises(ValueError, match="odd"):
+        PatchDataset(cube, coords, labels, window=4)
+    with pytest.raises(ValueError, match="outside"):
+        PatchDataset(cube, [[6, 0]], labels, window=3)
+    with pytest.raises(ValueError, match="reflect"):
+        pad_cube(cube, 7, "reflect")
+    unl = PatchDataset(cube, [[0, 0]], np.zeros((h, w), int), window=3)
+    assert int(unl[0][1]) == -100
+
+
+def test_random_split_overlap_is_detected():
+    scene = make_scene(40, 40, 10, 4, seed=0)
+    sp = random_split(scene.labels, 0.3, seed=0)
+    assert not (sp.train & sp.test).any()
+    assert sp.train.sum() + sp.test.sum() == (scene.labels > 0).sum()
+    for k in range(1, 5):  # stratified: each class near 30 % train
+        n = (scene.labels == k).sum()
+        assert abs(sp.train[scene.labels == k].sum() - 0.3 * n) <= 1
+    rep = sp.overlap(window=25)
+    assert rep["overlapping"] and rep["overlap_fraction"] > 0.95
+    assert not sp.overlap(window=1)["overlapping"]  # a pixel classifier sees only its own pixel
+
+
+def test_disjoint_splits_have_no_overlap():
+    scene = make_scene(96, 96, 10, 4, block=8, seed=1)
+    sp = spatial_block_split(scene.labels, block=24, train_fraction=0.3, window=9, seed=0)
+    rep = overlap_report(sp.train, sp.test, 9)
+    assert not rep["overlapping"] and rep["test_pixels"] > 0 and sp.train.sum() > 0
+    assert sp.info["test_dropped_by_guard"] > 0
+    # a given training mask with its own class numbering (as indianpines_disjoint_dset.mat)
+    mask = np.zeros_like(scene.labels)
+    left = np.zeros(scene.labels.shape, bool)
+    left[:, :30] = True
+    perm = {1: 3, 2: 1, 3: 4, 4: 2}
+    for gt_cls, mask_cls in perm.items():
+        mask[left & (scene.labels == gt_cls)] = mask_cls
+    dj = disjoint_mask_split(scene.labels, mask, window=9, guard=True)
+    assert dj.info["class_mapping"] == {v: k for k, v in perm.items()}
+    assert not dj.overlap(9)["overlapping"] and dj.test.sum() > 0
+    assert (scene.labels[dj.train] > 0).all() and not (dj.train & dj.test).any()
+    unguarded = disjoint_mask_split(scene.labels, mask, window=9)
+    assert unguarded.overlap(9)["overlapping"]  # neighbours across the boundary are reported, not hidden
+
+
+def test_real_disjoint_mask(shared_data):
+    from zoo.hyperspectral.datasets import load_dataset
+
+    if not (shared_data / "hyperspectral" / "indian_pines" / "indianpines_disjoint_dset.mat").exists():
+        pytest.skip("Indian Pines disjoint mask not in the shared data")
+    scene = load_dataset("indian_pines")
+    dj = disjoint_mask_split(scene.labels, scene.metadata["train_mask"], window=25)
+    assert dj.info["class_mapping"][1] == 2 and dj.info["class_mapping"][10] == 1
+    assert dj.train.sum() == 5528 and dj.test.sum() == 4711
+    assert not dj.overlap(1)["overlapping"] and dj.overlap(25)["overlapping"]
+
+
+def test_metrics_against_hand_computed_values():
+    labels = np.array([[1, 1, 1, 2, 2, 0], [3, 3, 3, 3, 0, 0]])
+    pred = np.array([[1, 1, 2, 2, 2, 3], [3, 3, 1, 3, 1, 1]])
+    mask = np.ones_like(labels, bool)
+    s = score_map(pred, labels, mask, n_classes=3)
+    # confusion rows (true) 1: [2, 1, 0]; 2: [0, 2, 0]; 3: [1, 0, 3]  -> 7 of 9 right
+    np.testing.assert_array_equal(s["confusion_matrix"], [[2, 1, 0], [0, 2, 0], [1, 0, 3]])
+    assert s["overall_accuracy"] == pytest.approx(100 * 7 / 9)
+    assert s["average_accuracy"] == pytest.approx(100 * (2 / 3 + 1 + 3 / 4) / 3)
+    p_e = (3 * 3 + 2 * 3 + 4 * 3) / 81  # row totals 3, 2, 4; column totals 3, 3, 3
+    assert s["kappa"] == pytest.approx(100 * (7 / 9 - p_e) / (1 - p_e))
+    assert s["per_class_accuracy"] == pytest.approx([200 / 3, 100.0, 75.0])
+    assert s["n_test"] == 9

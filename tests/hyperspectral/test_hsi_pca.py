@@ -1,0 +1,118 @@
+"""HyperspectralPCA: agreement with spectral.principal_components, masks, variance fractions, out of core."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spectral
+from spectral.io import envi
+
+from zoo.hyperspectral import HyperspectralPCA, Scene, open_envi
+from zoo.hyperspectral.preprocessing import (
+    BandStandardizer,
+    MinMaxNormalizer,
+    remove_water_bands,
+    valid_pixel_mask,
+    water_band_mask,
+)
+from zoo.hyperspectral.synthetic import make_scene
+
+
+def _cube(h=20, w=18, c=12, seed=0):
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(size=(c, c)) * np.linspace(3, 0.1, c)[:, None]  # distinct variances per direction
+    return (rng.normal(size=(h, w, c)) @ mix + 50).astype(np.float64)
+
+
+def test_pca_matches_spectral():
+    cube = _cube()
+    ours = HyperspectralPCA(n_components=None).fit(cube)
+    ref = spectral.principal_components(cube)
+    np.testing.assert_allclose(ours.eigenvalues_, np.real(ref.eigenvalues), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ours.mean_, ref.mean, rtol=1e-12)
+    z_ours = ours.transform(cube)  # (H, W, C)
+    z_ref = np.asarray(ref.transform(cube))
+    for k in range(cube.shape[2]):  # equal up to each component's sign
+        sign = np.sign(np.dot(z_ours[..., k].ravel(), z_ref[..., k].ravel()))
+        np.testing.assert_allclose(z_ours[..., k], sign * z_ref[..., k], rtol=1e-4, atol=1e-4)
+    # reduced to k components, both agree on the retained subspace
+    k = 4
+    red = HyperspectralPCA(n_components=k).fit(cube)
+    ref_k = ref.reduce(num=k)
+    assert red.components_.shape == (k, cube.shape[2])
+    np.testing.assert_allclose(np.abs(red.components_ @ np.real(ref_k.eigenvectors)), np.eye(k), atol=1e-6)
+
+
+def test_pca_mask_fraction_whiten_and_sklearn_api():
+    cube = _cube()
+    mask = np.zeros(cube.shape[:2], bool)
+    mask[:10] = True
+    pca = HyperspectralPCA(n_components=0.95, whiten=True).fit(cube, mask=mask)
+    ratio = np.cumsum(pca.eigenvalues_) / pca.eigenvalues_.sum()
+    assert ratio[pca.n_components_ - 1] >= 0.95 > (ratio[pca.n_components_ - 2] if pca.n_components_ > 1 else 0)
+    assert pca.n_samples_seen_ == mask.sum()
+    z = pca.transform(cube, mask=mask)  # (N_mask, k), unit variance when whitened
+    np.testing.assert_allclose(z.var(axis=0, ddof=1), 1.0, rtol=1e-3)
+    full = HyperspectralPCA(n_components=None, whiten=True).fit(cube)
+    np.testing.assert_allclose(full.inverse_transform(full.transform(cube[:2])), cube[:2], atol=1e-3)
+    from sklearn.base import clone
+
+    assert clone(pca).get_params()["n_components"] == 0.95
+    with pytest.raises(ValueError, match="n_components"):
+        HyperspectralPCA(n_components=500).fit(cube)
+    with pytest.raises(ValueError, match="NaN"):
+        bad = cube.copy()
+        bad[0, 0, 0] = np.nan
+        HyperspectralPCA().fit(bad)
+
+
+def test_out_of_core_pca_equals_in_memory(tmp_path):
+    cube = _cube(33, 17, 10).astype(np.float32)
+    envi.save_image(str(tmp_path / "big.hdr"), cube, interleave="bsq", byteorder=1, force=True)
+    scene = open_envi(tmp_path / "big.hdr")
+    tiny = 17 * 10 * 8 * 3  # three rows per chunk: 11 chunks, each mapped and unmapped on its own
+    ooc = HyperspectralPCA(n_components=5, chunk_bytes=tiny).fit(scene)
+    mem = HyperspectralPCA(n_components=5).fit(cube.astype(np.float64))
+    np.testing.assert_allclose(ooc.eigenvalues_, mem.eigenvalues_, rtol=1e-9)
+    np.testing.assert_allclose(ooc.components_, mem.components_, atol=1e-9)
+    hdr = ooc.transform_to_envi(scene, tmp_path / "reduced.hdr")
+    out = open_envi(hdr)
+    assert out.shape == (33, 17, 5) and out.layout.interleave == "bip"
+    np.testing.assert_allclose(np.asarray(out.cube), mem.transform(cube), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(ooc.transform(scene), mem.transform(cube), rtol=1e-5, atol=1e-4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.hdr", "big.img", "reduced.hdr", "reduced.img"]
+
+
+def test_preprocessing_fitted_on_training_pixels_only():
+    scene = make_scene(16, 16, 20, 3, seed=2)
+    mask = np.zeros((16, 16), bool)
+    mask[:8] = True
+    std = BandStandardizer().fit(scene.cube, mask=mask)
+    np.testing.assert_allclose(std.mean_, scene.cube[:8].reshape(-1, 20).mean(0), rtol=1e-6)
+    z = std.transform(scene.cube)
+    np.testing.assert_allclose(z[:8].reshape(-1, 20).mean(0), 0, atol=1e-4)
+    mm = MinMaxNormalizer().fit(scene.cube, mask=mask)
+    assert mm.transform(scene.cube[:8]).min() == pytest.approx(0) and mm.transform(scene.cube[:8]).max() == pytest.approx(1)
+    keep = water_band_mask(220)
+    assert keep.sum() == 200 and not keep[[103, 107, 149, 162, 219]].any() and keep[[102, 108, 148, 163]].all()
+    wl_scene = Scene(cube=np.zeros((2, 2, 5), np.float32), wavelengths=[500, 1380, 1600, 1900, 2200])
+    assert remove_water_bands(wl_scene).wavelengths.tolist() == [500, 1600, 2200]
+    with pytest.raises(ValueError, match="water"):
+        water_band_mask(100)
+    cube = np.ones((3, 3, 2), np.float32)
+    cube[0, 0, 1] = np.nan
+    cube[1, 1] = -9999
+    assert valid_pixel_mask(cube, nodata=-9999).sum() == 7
+
+
+def test_aviris_band_table_water_windows(shared_data):
+    """The 92AV3C band table's centres, with the wavelength rule, drop the same bands as the index list."""
+    spc = shared_data / "hyperspectral" / "indian_pines" / "92AV3C.spc"
+    if not spc.exists():
+        pytest.skip(f"data not found: {spc}")
+    rows = [line.split() for line in spc.read_text().splitlines()[2:] if line.strip()]
+    centres = np.array([float(r[0]) for r in rows])
+    assert centres.size == 220
+    by_wl = water_band_mask(wavelengths=centres)
+    by_index = water_band_mask(220)
+    np.testing.assert_array_equal(by_wl, by_index)

@@ -1,0 +1,140 @@
+"""ENVI round trips (spectral <-> zoo), .mat key discovery, .npy and load_scene."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.io
+from spectral.io import envi
+
+from zoo.hyperspectral.readers import (
+    find_cube_key,
+    find_gt_key,
+    load_mat_arrays,
+    load_scene,
+    open_envi,
+    save_envi,
+)
+from zoo.hyperspectral.readers.envi import EnviWriter
+
+DTYPES = [np.uint8, np.int16, np.uint16, np.int32, np.float32, np.float64]
+
+
+def _cube(dtype, shape=(5, 7, 4)):
+    rng = np.random.default_rng(0)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape, endpoint=True).astype(dtype)
+    return rng.normal(size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("interleave", ["bsq", "bil", "bip"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("byteorder", [0, 1])
+def test_envi_written_by_spectral_read_by_zoo(tmp_path, interleave, dtype, byteorder):
+    cube = _cube(dtype)
+    wl = np.linspace(0.4, 2.5, cube.shape[2])  # micrometres: converted to nm on reading
+    envi.save_image(str(tmp_path / "s.hdr"), cube, interleave=interleave, byteorder=byteorder, force=True,
+                    metadata={"wavelength": [f"{w:.4f}" for w in wl], "wavelength units": "Micrometers"})
+    scene = open_envi(tmp_path / "s.hdr")
+    assert isinstance(scene.cube, np.memmap) or isinstance(getattr(scene.cube, "base", None), np.memmap)
+    assert scene.layout.interleave == interleave
+    assert scene.layout.dtype.byteorder in ("<", ">", "|", "=")
+    np.testing.assert_array_equal(np.asarray(scene.cube), cube)
+    np.testing.assert_allclose(scene.wavelengths, wl * 1000, rtol=1e-4)
+    # the chunked reader (one mapping per block) gives the same pixels
+    rows = np.concatenate([b for _, b in scene.iter_row_chunks(max_bytes=7 * 4 * 8 * 2)])
+    np.testing.assert_array_equal(rows, cube.astype(np.float64))
+    t = scene.to_tensor()
+    assert tuple(t.shape) == (4, 5, 7)
+    np.testing.assert_array_equal(t.numpy(), cube.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("interleave", ["bsq", "bil", "bip"])
+@pytest.mark.parametrize("dtype", [np.int16, np.float32, np.uint16, np.complex64])
+def test_envi_written_by_zoo_read_by_spectral(tmp_path, interleave, dtype):
+    cube = _cube(np.float32).astype(dtype) if dtype is np.complex64 else _cube(dtype)
+    hdr = save_envi(tmp_path / "z.hdr", cube, wavelengths=[400, 500, 600, 700], interleave=interleave, byteorder=1)
+    img = envi.open(str(hdr))
+    np.testing.assert_array_equal(np.asarray(img.load()), cube)
+    assert [float(w) for w in img.metadata["wavelength"]] == [400, 500, 600, 700]
+    assert not list(tmp_path.glob(".*"))  # no temp files left behind
+    assert open_envi(hdr).cube.dtype == np.dtype(dtype).newbyteorder(">")
+
+
+def test_envi_streamed_writer_and_bad_files(tmp_path):
+    cube = _cube(np.float32, (6, 3, 2))
+    with EnviWriter(tmp_path / "w.hdr", cube.shape, np.float32) as w:
+        w.write(cube[:4])
+        w.write(cube[4:])
+    np.testing.assert_array_equal(np.asarray(envi.open(str(tmp_path / "w.hdr")).load()), cube)
+    with pytest.raises(ValueError, match="wrote 4 of 6 rows"):
+        with EnviWriter(tmp_path / "x.hdr", cube.shape, np.float32) as w:
+            w.write(cube[:4])
+    assert not (tmp_path / "x.hdr").exists()
+    # a data file shorter than its header says is a clear error, not a crash later
+    save_envi(tmp_path / "t.hdr", cube)
+    (tmp_path / "t.img").write_bytes((tmp_path / "t.img").read_bytes()[:10])
+    with pytest.raises(ValueError, match="needs"):
+        open_envi(tmp_path / "t.hdr")
+
+
+def test_mat_key_discovery_v5_and_v73(tmp_path):
+    rng = np.random.default_rng(1)
+    cube = rng.integers(0, 1000, size=(6, 5, 8)).astype(np.uint16)
+    gt = rng.integers(0, 4, size=(6, 5)).astype(np.uint8)
+    band = rng.normal(size=(6, 5))  # a 2-D float image: not a label map
+    scipy.io.savemat(tmp_path / "scene.mat", {"my_corrected": cube, "some_band": band, "gt_map": gt,
+                                              "small": np.ones((2, 2, 2))})
+    arrays = load_mat_arrays(tmp_path / "scene.mat")
+    assert find_cube_key(arrays) == "my_corrected"
+    assert find_gt_key(arrays, cube.shape[:2]) == "gt_map"
+    scene = load_scene(tmp_path / "scene.mat")
+    np.testing.assert_array_equal(scene.cube, cube)
+    np.testing.assert_array_equal(scene.labels, gt)
+    # separate ground-truth file, integer-valued floats as MATLAB often writes
+    scipy.io.savemat(tmp_path / "only_cube.mat", {"X": cube})
+    scipy.io.savemat(tmp_path / "labels.mat", {"labels": gt.astype(np.float64)})
+    scene2 = load_scene(tmp_path / "only_cube.mat", gt=tmp_path / "labels.mat")
+    np.testing.assert_array_equal(scene2.labels, gt)
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "v73.mat", "w") as f:  # MATLAB stores column-major: the file holds the transpose
+        f["cube"] = cube.T
+        f["cube_gt"] = gt.T
+    scene3 = load_scene(tmp_path / "v73.mat")
+    np.testing.assert_array_equal(scene3.cube, cube)
+    np.testing.assert_array_equal(scene3.labels, gt)
+    with pytest.raises(ValueError, match="no 3-D"):
+        find_cube_key({"a": gt})
+
+
+def test_real_ground_truth_files(shared_data):
+    folder = shared_data / "hyperspectral"
+    expected = {"ground_truth_only/paviaU_gt.mat": ((610, 340), 9), "ground_truth_only/salinas_gt.mat": ((512, 217), 16),
+                "ground_truth_only/KSC_gt.mat": ((512, 614), 13), "indian_pines/Indian_pines_gt.mat": ((145, 145), 16),
+                "salinasA/SalinasA_gt.mat": ((83, 86), 14)}
+    for rel, (shape, top) in expected.items():
+        path = folder / rel
+        if not path.exists():
+            pytest.skip(f"data not found: {path}")
+        arrays = load_mat_arrays(path)
+        key = find_gt_key(arrays)
+        assert arrays[key].shape == shape and int(arrays[key].max()) == top, rel
+    scene = load_scene(folder / "indian_pines/Indian_pines_corrected.npy", gt=folder / "indian_pines/Indian_pines_gt.mat")
+    assert scene.shape == (145, 145, 200) and int((scene.labels > 0).sum()) == 10249
+
+
+def test_npy_and_errors(tmp_path):
+    cube = _cube(np.float32)
+    np.save(tmp_path / "c.npy", cube)
+    np.save(tmp_path / "g.npy", np.ones(cube.shape[:2], np.uint8))
+    scene = load_scene(tmp_path / "c.npy", gt=tmp_path / "g.npy")
+    assert isinstance(scene.cube, np.memmap) and scene.labels.sum() == 35
+    with pytest.raises(FileNotFoundError):
+        load_scene(tmp_path / "missing.npy")
+    (tmp_path / "x.tif").write_bytes(b"II*\x00")
+    with pytest.raises(ValueError, match="unknown scene format"):
+        load_scene(tmp_path / "x.tif")
+    np.save(tmp_path / "flat.npy", np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"\(H, W, C\)"):
+        load_scene(tmp_path / "flat.npy")

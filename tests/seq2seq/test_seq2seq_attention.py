@@ -1,0 +1,217 @@
+"""Masked multi-head attention: every mask case, SDPA vs the reference path, and nn.MultiheadAttention parity."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+from zoo.seq2seq.attention import MultiHeadAttention, attention, causal_mask, combine_masks
+
+B, H, T, S, D = 2, 4, 5, 7, 16
+
+
+def _mha(impl="sdpa", seed=0):
+    torch.manual_seed(seed)
+    m = MultiHeadAttention(D, H, dropout=0.0, impl=impl)
+    with torch.no_grad():  # non-zero biases so that a wrong bias slice would show
+        m.in_proj.bias.normal_()
+        m.out_proj.bias.normal_()
+    return m
+
+
+def _pair(seed=0):
+    a, r = _mha("sdpa", seed), _mha("reference", seed)
+    r.load_state_dict(a.state_dict())
+    return a, r
+
+
+def test_causal_mask_is_aligned_to_the_end_of_the_keys():
+    m = causal_mask(2, 4)
+    assert m.tolist() == [[True, True, True, False], [True, True, True, True]]
+    assert torch.equal(causal_mask(3, 3), torch.ones(3, 3, dtype=torch.bool).tril())
+    with pytest.raises(ValueError, match="q_len <= k_len"):
+        causal_mask(4, 3)
+
+
+def test_combine_causal_and_padding_gives_one_broadcastable_bool_mask():
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[1, -2:] = True
+    m = combine_masks((B, H, S, S), key_padding_mask=pad, causal=True)
+    assert m.dtype == torch.bool and m.shape == (B, 1, S, S)
+    expected = torch.ones(S, S, dtype=torch.bool).tril()
+    assert torch.equal(m[0, 0], expected)
+    assert torch.equal(m[1, 0], expected & ~pad[1][None])
+
+
+def test_additive_mask_is_combined_with_padding_as_minus_inf():
+    add = torch.zeros(T, S)
+    add[:, 0] = -1.5
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[0, 3] = True
+    m = combine_masks((B, H, T, S), attn_mask=add, key_padding_mask=pad)
+    assert m.dtype == torch.float32 and m.shape == (B, 1, T, S)
+    assert torch.isneginf(m[0, 0, :, 3]).all() and torch.isfinite(m[1, 0, :, 3]).all()
+    assert (m[:, 0, :, 0] == -1.5).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(attn_mask=torch.ones(3, 7, dtype=torch.bool)), r"\(3, 7\).*\(2, 4, 5, 7\)"),
+        (dict(attn_mask=torch.ones(2, 4, 5, 6, dtype=torch.bool)), r"\(2, 4, 5, 6\).*\(2, 4, 5, 7\)"),
+        (dict(attn_mask=torch.ones(5, dtype=torch.bool)), r"2, 3 or 4 dims.*\(5,\)"),
+        (dict(attn_mask=torch.ones(4, 1, 5, 7, dtype=torch.bool)), r"\(4, 1, 5, 7\)"),
+        (dict(key_padding_mask=torch.zeros(2, 6, dtype=torch.bool)), r"\(2, 7\).*\(2, 6\)"),
+    ],
+)
+def test_bad_mask_shapes_name_both_shapes(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        combine_masks((B, H, T, S), **kwargs)
+
+
+def test_bad_mask_dtypes_are_errors():
+    with pytest.raises(TypeError, match="bool.*float"):
+        combine_masks((B, H, T, S), attn_mask=torch.ones(T, S, dtype=torch.long))
+    with pytest.raises(TypeError, match="key_padding_mask must be bool"):
+        combine_masks((B, H, T, S), key_padding_mask=torch.zeros(B, S))
+
+
+def test_no_mask_gives_none():
+    assert combine_masks((B, H, T, S)) is None
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "reference"])
+@pytest.mark.parametrize("kind", ["bool", "additive", "padding"])
+def test_fully_masked_rows_give_zeros_not_nan(impl, kind):
+    torch.manual_seed(0)
+    q = torch.randn(B, H, T, 8, requires_grad=True)
+    k, v = torch.randn(B, H, S, 8), torch.randn(B, H, S, 8)
+    if kind == "bool":
+        m = torch.ones(B, 1, T, S, dtype=torch.bool)
+        m[0, :, 2] = False
+    elif kind == "additive":
+        m = torch.zeros(B, 1, T, S)
+        m[0, :, 2] = float("-inf")
+    else:
+        pad = torch.zeros(B, S, dtype=torch.bool)
+        pad[0] = True  # a sentence that is all padding
+        m = combine_masks((B, H, T, S), key_padding_mask=pad)
+    out = attention(q, k, v, m, impl=impl)
+    assert torch.isfinite(out).all()
+    assert (out[0, :, 2] == 0).all()
+    assert out[1].abs().sum() > 0
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_module_fully_padded_sentence_is_zero_before_out_proj():
+    a, _ = _pair()
+    x = torch.randn(B, T, D)
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    pad[1] = True
+    y = a(x, key_padding_mask=pad)
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y[1], a.out_proj.bias.expand(T, D))  # zero attention -> only the bias
+
+
+def _random_masks():
+    g = torch.Generator().manual_seed(1)
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[0, -3:] = True
+    boolm = torch.rand(B, T, S, generator=g) > 0.3
+    boolm[:, :, 0] = True
+    add = torch.randn(T, S, generator=g)
+    return [
+        {},
+        {"key_padding_mask": pad},
+        {"attn_mask": boolm},
+        {"attn_mask": add},
+        {"attn_mask": add, "key_padding_mask": pad},
+        {"attn_mask": boolm, "key_padding_mask": pad},
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_sdpa_equals_reference_cross_attention_with_grads(case):
+    a, r = _pair()
+    kw = _random_masks()[case]
+    x = torch.randn(B, T, D)
+    mem = torch.randn(B, S, D)
+    xa, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yr = a(xa, mem, **kw), r(xr, mem, **kw)
+    torch.testing.assert_close(ya, yr, atol=1e-5, rtol=1e-5)
+    ya.square().sum().backward()
+    yr.square().sum().backward()
+    torch.testing.assert_close(xa.grad, xr.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(a.in_proj.weight.grad, r.in_proj.weight.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("with_pad", [False, True])
+def test_sdpa_equals_reference_causal_self_attention(with_pad):
+    a, r = _pair()
+    x = torch.randn(B, S, D)
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[1, -2:] = True
+    kw = {"key_padding_mask": pad} if with_pad else {}
+    torch.testing.assert_close(a(x, causal=True, **kw), r(x, causal=True, **kw), atol=1e-5, rtol=1e-5)
+
+
+def test_causal_means_no_information_from_the_future():
+    a, _ = _pair()
+    x = torch.randn(1, S, D)
+    y = a(x, causal=True)
+    x2 = x.clone()
+    x2[:, 4:] = torch.randn(1, S - 4, D)  # change only positions >= 4
+    y2 = a(x2, causal=True)
+    torch.testing.assert_close(y[:, :4], y2[:, :4])
+    assert not torch.allclose(y[:, 4:], y2[:, 4:])
+
+
+@pytest.mark.parametrize("masks", ["none", "padding", "causal"])
+def test_matches_torch_multihead_attention_with_the_same_weights(masks):
+    """Same weights as nn.MultiheadAttention -> same output: the heads are really split."""
+    ours, _ = _pair()
+    ref = nn.MultiheadAttention(D, H, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.in_proj.weight)
+        ref.in_proj_bias.copy_(ours.in_proj.bias)
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    x = torch.randn(B, S, D)
+    pad = torch.zeros(B, S, dtype=torch.bool)
+    pad[0, -2:] = True
+    if masks == "none":
+        y, (y_ref, _) = ours(x), ref(x, x, x)
+    elif masks == "padding":
+        y, (y_ref, _) = ours(x, key_padding_mask=pad), ref(x, x, x, key_padding_mask=pad)
+    else:
+        y = ours(x, causal=True)
+        y_ref, _ = ref(x, x, x, attn_mask=~torch.ones(S, S, dtype=torch.bool).tril())  # True = masked there
+    torch.testing.assert_close(y, y_ref, atol=1e-5, rtol=1e-5)
+    # and one head count is not another: n_heads changes the function
+    other = MultiHeadAttention(D, 2)
+    other.load_state_dict(ours.state_dict())
+    assert not torch.allclose(other(x), ours(x), atol=1e-4)
+
+
+def test_dropout_only_in_training():
+    m = MultiHeadAttention(D, H, dropout=0.5)
+    x = torch.randn(B, T, D)
+    m.eval()
+    torch.testing.assert_close(m(x), m(x))
+    m.train()
+    torch.manual_seed(0)
+    y1 = m(x)
+    torch.manual_seed(1)
+    y2 = m(x)
+    assert not torch.allclose(y1, y2)
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match=r"\(B, T, 16\)"):
+        MultiHeadAttention(D, H)(torch.randn(2, 3, 8))
+    with pytest.raises(ValueError, match="impl"):
+        attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4), impl="flash")

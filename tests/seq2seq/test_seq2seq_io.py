@@ -1,0 +1,282 @@
+"""Tokenizer, data, translate(), one-file save/load with the tokenizer, engine training hooks and the CLI."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+from zoo.seq2seq.data import (
+    ParallelDataset,
+    ParallelText,
+    TokenBucketSampler,
+    collate,
+    load_multi30k,
+    load_parallel,
+    make_loader,
+    parse_direction,
+)
+from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
+
+DE = [
+    "Ein Hund läuft über die Wiese.",
+    "Zwei Männer spielen Fußball am Strand.",
+    "Eine Frau liest ein Buch im Park.",
+    "Ein kleines Mädchen klettert auf einen Baum.",
+    "Der Junge isst einen Apfel.",
+    "Eine Gruppe von Menschen steht vor einem Gebäude.",
+]
+EN = [
+    "A dog runs across the meadow.",
+    "Two men play soccer on the beach.",
+    "A woman reads a book in the park.",
+    "A little girl climbs a tree.",
+    "The boy eats an apple.",
+    "A group of people stands in front of a building.",
+]
+TINY_T = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64, src_vocab=400, tgt_vocab=400, dropout=0.0)
+TINY_G = dict(emb_dim=16, hidden=32, src_vocab=400, tgt_vocab=400, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return train_tokenizer(DE + EN, vocab_size=400, min_frequency=1)
+
+
+def _model(name, tok, seed=0):
+    torch.manual_seed(seed)
+    m = zoo.build(name, **(TINY_T if name == "seq2seq-transformer" else TINY_G))
+    m.tokenizer = tok
+    return m.eval()
+
+
+# --- tokenizer -------------------------------------------------------------------------------------------
+
+
+def test_tokenizer_round_trips_any_text_and_keeps_the_special_ids(tok):
+    for text in DE + EN + ["", "日本語 🐕 ¿Qué? \t tabs  and  double spaces ", "Ünïcödé\u0301"]:
+        ids = tok.encode(text)
+        assert all(i >= 4 for i in ids)  # byte-level: no <unk>, no specials from plain text
+        assert tok.decode(ids) == __import__("unicodedata").normalize("NFC", text)
+    assert tok.decode([BOS_ID, *tok.encode("Ein Hund"), EOS_ID, PAD_ID]) == "Ein Hund"
+    assert len(tok.encode("Ein Hund läuft")) < len("Ein Hund läuft".encode())  # merges learned
+    assert Tokenizer.from_json(tok.to_json()) == tok
+
+
+def test_tokenizer_errors_are_clear(tok):
+    with pytest.raises(TypeError, match="list of str"):
+        tok.encode_batch(["ok", 3])
+    with pytest.raises(ValueError, match="at least 260"):
+        train_tokenizer(["x"], vocab_size=100)
+
+
+# --- data ------------------------------------------------------------------------------------------------
+
+
+def test_token_bucket_sampler_respects_the_budget_and_covers_everything():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 40, (500,), generator=g).tolist()
+    s = TokenBucketSampler(lengths, max_tokens=200, seed=1)
+    e0 = list(s)
+    e1 = list(s)
+    for epoch in (e0, e1):
+        assert sorted(i for b in epoch for i in b) == list(range(500))
+        assert all(max(lengths[i] for i in b) * len(b) <= 200 for b in epoch)
+    assert e0 != e1  # a fresh order each epoch
+    s2 = TokenBucketSampler(lengths, max_tokens=200, seed=1)
+    assert list(s2) == e0  # deterministic
+    padding = sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in e0)
+    assert padding < 0.15 * sum(lengths)  # length buckets keep padding small
+    fixed = TokenBucketSampler(lengths, max_tokens=200, shuffle=False)
+    assert list(fixed) == list(fixed)
+    with pytest.raises(ValueError, match="longest example"):
+        TokenBucketSampler([5, 300], max_tokens=100)
+
+
+def test_dataset_and_collate_make_teacher_forcing_batches(tok):
+    ds = ParallelDataset(ParallelText(DE, EN), tok, max_len=64)
+    (src, tgt_in), tgt_out = collate([ds[0], ds[1]])
+    assert src.shape[0] == 2 and tgt_in.shape == tgt_out.shape
+    assert (tgt_in[:, 0] == BOS_ID).all()
+    assert torch.equal(tgt_in[:, 1:], tgt_out[:, :-1])
+    assert (src == EOS_ID).sum() == 2 and (tgt_out == EOS_ID).sum() == 2
+    assert tok.decode(tgt_out[0].tolist()) == EN[0]
+    loader = make_loader(ds, max_tokens=64)
+    assert sum(b[0][0].shape[0] for b in loader) == len(DE)
+    long = ParallelDataset(ParallelText(["a " * 100], ["b " * 100]), tok, max_len=16)
+    assert len(long[0][0]) == 16 and len(long[0][1]) == 16
+
+
+def test_parallel_files_plain_and_gzip(tmp_path):
+    (tmp_path / "train.de").write_text("\n".join(DE) + "\n", encoding="utf-8")
+    with gzip.open(tmp_path / "train.en.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(EN) + "\n")
+    text = load_multi30k(tmp_path, "train", "de-en")
+    assert text.src == DE and text.tgt == EN
+    rev = load_multi30k(tmp_path, "train", "en-de")
+    assert rev.src == EN and rev.tgt == DE
+    (tmp_path / "short.en").write_text("one\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="6 lines.*1"):
+        load_parallel(tmp_path / "train.de", tmp_path / "short.en")
+    with pytest.raises(FileNotFoundError, match="'val'.*'de'"):
+        load_multi30k(tmp_path, "val", "de-en")
+    with pytest.raises(ValueError, match="de-en"):
+        parse_direction("german")
+
+
+def test_multi30k_real_files_both_directions(shared_data):
+    root = shared_data / "multi30k"
+    if not (root / "task1_raw" / "train.de.gz").is_file():
+        pytest.skip(f"Multi30k not found under {root}")
+    val = load_multi30k(root, "val", "de-en")
+    test = load_multi30k(root, "test_2016_flickr", "en-de")
+    assert len(val) == 1014 and len(test) == 1000
+    train = load_multi30k(root / "task1_raw", "train", "en-de")
+    assert len(train) == 29000
+    assert train.src[0] == "Two young, White males are outside near many bushes."
+    assert train.tgt[0] == "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche."
+
+
+# --- translate, save / load --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["seq2seq-transformer", "seq2seq-gru"])
+def test_empty_strings_and_unknown_characters_translate(name, tok):
+    m = _model(name, tok)
+    inputs = ["", "日本語 🐕 \x00\x07 ¿?", "Ein Hund läuft.", "   ", "x" * 1000]
+    for beam in (1, 3):
+        out = m.translate(inputs, beam_size=beam, max_len=8)
+        assert isinstance(out, list) and len(out) == len(inputs) and all(isinstance(s, str) for s in out)
+    assert isinstance(m.translate("Ein Hund.", max_len=5), str)
+    assert m.translate([]) == []
+
+
+def test_translate_keeps_order_and_batching_does_not_change_results(tok):
+    m = _model("seq2seq-transformer", tok)
+    a = m.translate(DE, max_len=10, batch_size=64)
+    b = m.translate(DE, max_len=10, batch_size=2)
+    assert a == b
+    assert [m.translate(s, max_len=10) for s in DE] == a
+
+
+def test_translate_without_tokenizer_is_a_clear_error():
+    m = zoo.build("seq2seq-transformer", **TINY_T)
+    with pytest.raises(ValueError, match="no tokenizer"):
+        m.translate(["x"])
+    with pytest.raises(ValueError, match="no tokenizer"):
+        m.save("never.safetensors")
+
+
+@pytest.mark.parametrize("name", ["seq2seq-transformer", "seq2seq-gru"])
+def test_save_and_load_with_the_tokenizer_reproduce_translations_exactly(name, tok, tmp_path):
+    m = _model(name, tok, seed=7)
+    before = m.translate(DE, beam_size=3, max_len=12)
+    path = m.save(tmp_path / "m.safetensors")
+    loaded = zoo.build(name, weights=str(path))  # the defaults differ: the file's own config rebuilds it
+    assert loaded.tokenizer == tok
+    shape = lambda c: {k: v for k, v in vars(c).items() if k != "dropout"}  # noqa: E731
+    assert shape(loaded.config) == shape(m.config)  # dropout is the caller's (here the default)
+    assert loaded.translate(DE, beam_size=3, max_len=12) == before
+    # hub.save_weights / a plain state dict carry the tokenizer too (it is the module's extra state)
+    from zoo import hub
+
+    hub.save_weights(m, tmp_path / "plain.safetensors")
+    again = zoo.build(name, weights=str(tmp_path / "plain.safetensors"))
+    assert again.translate(DE, max_len=12) == m.translate(DE, max_len=12)
+    fresh = zoo.build(name, **(TINY_T if name == "seq2seq-transformer" else TINY_G))
+    fresh.load_state_dict(m.state_dict())
+    assert fresh.tokenizer == tok
+
+
+def test_published_weights_load_by_name_with_tokenizer(tok, tmp_path, monkeypatch):
+    from zoo import hub
+
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path / "weights"))
+    m = _model("seq2seq-transformer", tok, seed=3)
+    entry = hub.add_weights(m, name="seq2seq-transformer.test-de-en", config=TINY_T,
+                            meta={"dataset": "tiny", "metrics": {"bleu": 0.0}}, dtype=torch.float16)
+    assert entry.meta["dtype"] == "float16"
+    loaded = zoo.build("seq2seq-transformer", weights="test-de-en")
+    assert loaded.tokenizer == tok
+    ref = _model("seq2seq-transformer", tok, seed=3)
+    with torch.no_grad():  # the same model with its weights rounded to the fp16 storage
+        for p in ref.parameters():
+            p.copy_(p.half().float())
+    assert loaded.translate(DE, max_len=10) == ref.translate(DE, max_len=10)
+
+
+def test_a_file_without_tokenizer_is_refused(tmp_path):
+    from zoo import hub
+
+    m = zoo.build("seq2seq-transformer", **TINY_T)
+    sd = {k: v for k, v in m.state_dict().items() if k != "_extra_state"}
+    hub.save_weights(sd, tmp_path / "bare.safetensors")
+    with pytest.raises(ValueError, match="no tokenizer/config"):
+        zoo.build("seq2seq-transformer", weights=str(tmp_path / "bare.safetensors"))
+    hub.save_weights(m, tmp_path / "notok.safetensors")  # extra state present, tokenizer None
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        zoo.build("seq2seq-transformer", weights=str(tmp_path / "notok.safetensors"), **TINY_T)
+
+
+# --- training through the engine, and the CLI ------------------------------------------------------------
+
+
+def test_engine_fit_with_teacher_forcing_bleu_monitor_and_checkpoint(tok, tmp_path):
+    from zoo.engine import fit
+    from zoo.seq2seq.translate import bleu_eval_fn, training_config
+
+    m = _model("seq2seq-transformer", tok)
+    m.train()
+    ds = ParallelDataset(ParallelText(DE, EN), tok, max_len=64)
+    loader = make_loader(ds, max_tokens=64)
+    cfg = training_config(epochs=2, lr=3e-3, warmup_steps=2, eval_fn=bleu_eval_fn(DE[:2], EN[:2]))
+    result = fit(m, loader, val_data=make_loader(ds, max_tokens=64, shuffle=False), progress=False,
+                 checkpoint_dir=str(tmp_path / "ckpt"), **cfg)
+    assert len(result.history) == 2
+    assert "val_bleu" in result.history[-1] and result.monitor == "val_bleu"
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"] * 1.5
+    assert result.checkpoint_path is not None
+    from zoo.engine import load_checkpoint
+
+    fresh = zoo.build("seq2seq-transformer", **TINY_T)
+    load_checkpoint(result.checkpoint_path, fresh)
+    assert fresh.tokenizer == tok  # checkpoints carry the tokenizer too
+
+
+def test_demo_step_says_how_to_make_the_weights(capsys, tmp_path, monkeypatch):
+    from zoo.seq2seq import cli
+
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()  # no manifest: nothing published
+    cli._demo()
+    out = capsys.readouterr().out
+    assert "not published yet" in out and "benchmarks/seq2seq_multi30k.py" in out
+
+
+@pytest.mark.slow
+def test_cli_train_then_translate_and_eval(tmp_path, capsys):
+    from zoo.cli import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "val", "test_2016_flickr"):
+        (data / f"{split}.de").write_text("\n".join(DE) + "\n", encoding="utf-8")
+        (data / f"{split}.en").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    out = tmp_path / "de-en.safetensors"
+    code = main([
+        "train", "seq2seq-transformer", "--data", str(data), "--epochs", "1", "--batch-size", "128",
+        "--model", "d_model=32", "n_heads=4", "n_layers=1", "d_ff=64", "src_vocab=300", "tgt_vocab=300",
+        "--set", "direction=de-en", "vocab_size=300", "progress=false", "--out", str(out),
+    ])
+    assert code == 0 and out.is_file()
+    capsys.readouterr()
+    assert main(["translate", "--weights", str(out), "--beam-size", "2", "--max-len", "6", "Ein Hund.", ""]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 3  # two translations (the second may be empty) and the final newline
+    assert main(["eval", "seq2seq-transformer", "--weights", str(out), "--data", str(data),
+                 "--set", "direction=de-en", "beam_size=1"]) == 0
+    assert "bleu" in capsys.readouterr().out
+    assert main(["translate", "--weights", str(out), "--beam-size", "0", "x"]) == 2

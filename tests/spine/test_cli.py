@@ -1,0 +1,63 @@
+"""The `zoo` command, through a real subprocess as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import zoo
+from zoo.cli import build_parser
+
+
+def run_zoo(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "zoo", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_list_prints_registered_models():
+    out = run_zoo("list")
+    assert out.returncode == 0, out.stderr
+    for name in zoo.list_models():
+        assert name in out.stdout
+
+
+def test_help_on_every_command(capsys):
+    out = run_zoo("--help")
+    assert out.returncode == 0
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # every registered subcommand
+    for cmd in ("list", "info", "train", "eval", "bench", "demo", "pull", "weights"):
+        assert cmd in out.stdout and cmd in commands
+    for cmd in commands:  # in-process: one interpreter start per command would cost minutes
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([cmd, "--help"])
+        assert exit_.value.code == 0
+        assert f"usage: zoo {cmd}" in capsys.readouterr().out
+
+
+def test_user_error_is_one_line_without_traceback():
+    out = run_zoo("info", "no-such-model")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "unknown model 'no-such-model'" in lines[0]
+
+
+def test_bench_lists_scripts():
+    out = run_zoo("bench")
+    assert out.returncode == 0, out.stderr
+    assert "engine_throughput" in out.stdout.split()
+    assert not any(name.startswith("_") for name in out.stdout.split())
+
+
+def test_unknown_benchmark_is_a_usage_error():
+    out = run_zoo("bench", "no_such_bench")
+    assert out.returncode == 2 and "unknown benchmark 'no_such_bench'" in out.stderr

@@ -1,0 +1,91 @@
+"""The registry: duplicate names, suggestions for unknown names, config validation, model cards."""
+
+from __future__ import annotations
+
+import pytest
+
+import zoo
+from zoo import registry
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """A private registry so that test registrations never leak into other tests."""
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    return registry
+
+
+def test_register_and_build_with_defaults(scratch_registry):
+    @scratch_registry.register("toy-net", family="toys", summary="a toy")
+    def _build(*, width: int = 4, depth: int = 2):
+        return {"width": width, "depth": depth}
+
+    assert scratch_registry.build("toy-net") == {"width": 4, "depth": 2}
+    assert scratch_registry.build("toy-net", width=8) == {"width": 8, "depth": 2}
+    card = scratch_registry.model_info("toy-net")
+    assert card.family == "toys"
+    assert card.default_config == {"width": 4, "depth": 2}
+    assert "width = 4" in str(card)
+    assert scratch_registry.list_models() == ["toy-net"]
+    assert scratch_registry.list_models("toys") == ["toy-net"]
+
+
+def test_duplicate_name_is_an_error(scratch_registry):
+    scratch_registry.register("dup", family="toys", summary="first")(lambda: 1)
+    with pytest.raises(ValueError, match="already registered"):
+        scratch_registry.register("dup", family="toys", summary="second")(lambda: 2)
+
+
+def test_unknown_name_suggests_closest(scratch_registry):
+    scratch_registry.register("resnet18", family="vision", summary="x")(lambda: 1)
+    scratch_registry.register("resnet50", family="vision", summary="x")(lambda: 1)
+    with pytest.raises(KeyError, match="Did you mean 'resnet18'"):
+        scratch_registry.build("resnet81")
+
+
+def test_unknown_config_key_lists_valid_keys(scratch_registry):
+    @scratch_registry.register("toy-net", family="toys", summary="a toy")
+    def _build(*, width: int = 4, depth: int = 2):
+        return width, depth
+
+    with pytest.raises(TypeError) as err:
+        scratch_registry.build("toy-net", widht=3)
+    msg = str(err.value)
+    assert "'widht'" in msg and "did you mean 'width'" in msg and "depth, width" in msg
+
+
+def test_unknown_family_is_an_error(scratch_registry):
+    with pytest.raises(KeyError, match="unknown family"):
+        scratch_registry.list_models("nope")
+
+
+def test_non_string_name_is_a_type_error(scratch_registry):
+    with pytest.raises(TypeError, match="must be a str"):
+        scratch_registry.build(42)
+
+
+REQUIRED = {
+    "resnet18": "vision",
+    "seq2seq-transformer": "seq2seq",
+    "seq2seq-gru": "seq2seq",
+    "td3": "rl",
+    "hsi-pca-svm": "hyperspectral",
+    "hybridsn": "hyperspectral",
+    "video-tsn": "video",
+    "r2plus1d_18": "video",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_contract_names_build_with_no_arguments(name):
+    """design.md: every registered name builds with no arguments (the first call a user types)."""
+    if name not in zoo.list_models():
+        pytest.skip(f"{name} is not registered in this checkout")
+    assert zoo.model_info(name).family == REQUIRED[name]
+    assert zoo.build(name) is not None
+
+
+def test_every_registered_model_has_a_card():
+    for name in zoo.list_models():
+        card = zoo.model_info(name)
+        assert card.name == name and card.summary and card.family in zoo.list_families()

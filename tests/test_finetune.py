@@ -1,0 +1,165 @@
+"""zoo.finetune: what each strategy freezes and trains, discriminative lrs, the feature cache, a real gain."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import TensorDataset
+
+import zoo
+from zoo.engine import Callback
+from zoo.finetune import backbone_stages, param_groups, plan_strategy, replace_classifier
+
+CHILDREN = ["conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"]
+
+
+def _model(num_classes=2):
+    torch.manual_seed(0)
+    return zoo.build("resnet18", stem="cifar", num_classes=num_classes)
+
+
+def _data(n=8, size=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 3, size, size, generator=g), torch.arange(n) % 2)
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    """Top-level children any of whose tensors (parameters *or* BN buffers) changed."""
+    return {k.split(".")[0] for k in before if not torch.equal(before[k], after[k]) and "num_batches" not in k}
+
+
+def _snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+class _Recorder(Callback):
+    """Per epoch: which children have requires_grad, which tensors changed during the epoch."""
+
+    def __init__(self):
+        self.grad, self.changed, self.lrs, self._before = [], [], [], None
+
+    def on_train_start(self, state):
+        self.lrs = sorted({g["lr"] for g in state.optimizer.param_groups})
+
+    def on_epoch_start(self, state):
+        m = state.model
+        self.grad.append({n for n in CHILDREN if all(p.requires_grad for p in getattr(m, n).parameters())})
+        assert all(any(p.requires_grad for p in getattr(m, n).parameters()) == (n in self.grad[-1]) for n in CHILDREN)
+        self._before = _snapshot(m)
+
+    def on_epoch_end(self, state, row):
+        self.changed.append(_changed(self._before, _snapshot(state.model)))
+
+
+FIT = dict(batch_size=8, lr=0.05, progress=False, optimizer="sgd", augment=False)
+
+
+def test_stage_discovery_and_plans():
+    m = _model()
+    assert backbone_stages(m) == (["layer4", "layer3", "layer2", "layer1"], ["conv1", "bn1"])
+    plan = plan_strategy(m, "gradual", epochs=10)
+    assert plan.unfreeze_every == 2
+    assert [plan.trainable(e) for e in (0, 2, 4, 6, 8, 9)] == [
+        ["fc"], ["fc", "layer4"], ["fc", "layer4", "layer3"], ["fc", "layer4", "layer3", "layer2"],
+        ["fc", "layer4", "layer3", "layer2", "layer1"], ["fc", "layer4", "layer3", "layer2", "layer1"]]
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        plan_strategy(m, "partial")
+
+
+def test_head_trains_only_the_classifier_and_keeps_bn_statistics():
+    m, rec = _model(), _Recorder()
+    before = _snapshot(m)
+    zoo.finetune(m, _data(), strategy="head", epochs=1, cache_features=False, callbacks=[rec], **FIT)
+    assert rec.grad == [{"fc"}]
+    assert _changed(before, _snapshot(m)) == {"fc"}  # running means/vars of the frozen BN did not move
+    assert all(p.requires_grad for p in m.parameters()) and not m._forward_pre_hooks  # restored on return
+
+
+def test_full_trains_everything_with_discriminative_lrs():
+    m, rec = _model(), _Recorder()
+    zoo.finetune(m, _data(), strategy="full", epochs=1, backbone_lr_mult=0.1, callbacks=[rec], **FIT)
+    assert rec.grad == [set(CHILDREN)] and rec.changed == [set(CHILDREN)]
+    assert rec.lrs == pytest.approx([0.005, 0.05])
+    groups = param_groups(m, plan_strategy(m, "full"), 1.0, 0.25)
+    assert {g["name"]: g["lr"] for g in groups} == {"fc": 1.0, "layer4": 0.25, "layer3": 0.25, "layer2": 0.25,
+                                                   "layer1": 0.25, "conv1": 0.25, "bn1": 0.25}
+    assert sum(len(g["params"]) for g in groups) == len(list(m.parameters()))
+
+
+@pytest.mark.slow
+def test_gradual_unfreezes_layer4_to_layer1_one_per_epoch():
+    m, rec = _model(), _Recorder()
+    zoo.finetune(m, _data(), strategy="gradual", epochs=5, unfreeze_every=1, callbacks=[rec], **FIT)
+    expected = [{"fc"}, {"fc", "layer4"}, {"fc", "layer4", "layer3"}, {"fc", "layer4", "layer3", "layer2"},
+                {"fc", "layer4", "layer3", "layer2", "layer1"}]
+    assert rec.grad == expected
+    assert rec.changed == expected  # exactly the unfrozen stages' weights and BN statistics move; the stem never
+    assert all(p.requires_grad for p in m.parameters())
+
+
+def test_feature_cache_gives_the_same_head_as_the_uncached_path():
+    base = _model(3)
+    data = (TensorDataset(torch.randn(12, 3, 8, 8), torch.arange(12) % 3),
+            TensorDataset(torch.randn(6, 3, 8, 8), torch.arange(6) % 3))
+    a, b = copy.deepcopy(base), copy.deepcopy(base)
+    ra = zoo.finetune(a, data, strategy="head", epochs=3, cache_features=True, batch_size=4, lr=0.01, progress=False)
+    rb = zoo.finetune(b, data, strategy="head", epochs=3, cache_features=False, batch_size=4, lr=0.01, progress=False)
+    assert not torch.equal(a.fc.weight, base.fc.weight)
+    torch.testing.assert_close(a.fc.weight, b.fc.weight, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(a.fc.bias, b.fc.bias, rtol=1e-4, atol=1e-5)
+    for k, v in base.state_dict().items():
+        if not k.startswith("fc."):
+            assert torch.equal(a.state_dict()[k], v) and torch.equal(b.state_dict()[k], v), k
+    assert ra.model is a and rb.model is b
+    assert ra.history[-1]["val_loss"] == pytest.approx(rb.history[-1]["val_loss"], rel=1e-4)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="cache_features=True needs strategy='head'"):
+        zoo.finetune(_model(), _data(), strategy="full", cache_features=True)
+    with pytest.raises(TypeError, match="data must be an image folder"):
+        zoo.finetune(_model(), 42)
+    with pytest.raises(FileNotFoundError):
+        zoo.finetune(_model(), "/nonexistent/folder")
+
+
+def _stripes(root, n_per_class=12, size=16, seed=0):
+    """Two classes a tiny network can learn: vertical vs horizontal stripes, random phase and noise."""
+    g = torch.Generator().manual_seed(seed)
+    for split, n in (("train", n_per_class), ("val", n_per_class // 2)):
+        for cls in ("horizontal", "vertical"):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n):
+                phase = int(torch.randint(0, 4, (1,), generator=g))
+                line = ((torch.arange(size) + phase) // 2 % 2).float()
+                img = line[:, None].expand(size, size) if cls == "horizontal" else line[None, :].expand(size, size)
+                img = (img * 180 + 40 + torch.randn(size, size, generator=g) * 20).clamp(0, 255)
+                rgb = img[..., None].expand(size, size, 3).to(torch.uint8).numpy()
+                Image.fromarray(rgb).save(root / split / cls / f"img {i}.png")
+    return root
+
+
+@pytest.mark.slow
+def test_short_finetune_on_a_generated_image_folder_improves_accuracy(tmp_path):
+    from zoo.vision.data import ImageFolderDataset
+    from zoo.vision.evaluate import evaluate_classifier
+    from zoo.vision.transforms import transforms_for
+
+    root = _stripes(tmp_path)
+    model = _model(num_classes=10)
+    before_model = copy.deepcopy(model)
+    replace_classifier(before_model, 2)
+    val = ImageFolderDataset(root / "val", transforms_for(model, image_size=16), classes=["horizontal", "vertical"])
+    before = evaluate_classifier(before_model, val)["accuracy"]
+    with pytest.warns(UserWarning, match="replacing the 10-class head"):
+        result = zoo.finetune(model, root, strategy="full", epochs=4, batch_size=8, lr=3e-3, image_size=16,
+                              backbone_lr_mult=0.3, progress=False)
+    assert model.fc.out_features == 2 and model.pretrained_cfg["classes"] == ["horizontal", "vertical"]
+    after = evaluate_classifier(model, val, class_names=["horizontal", "vertical"], confusion_png=tmp_path / "cm.png")
+    assert (tmp_path / "cm.png").stat().st_size > 0
+    assert after["accuracy"] >= 0.9 and after["accuracy"] > before, (before, after)
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert set(after["per_class_recall"]) == {"horizontal", "vertical"}

@@ -1,0 +1,353 @@
+"""Video data: split files, the header-only index, keyframe seeking, sampling, corrupt files, transforms."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from zoo.video import decoding, sampling
+from zoo.video import transforms as VT
+from zoo.video.decoding import CorruptVideoError, probe, read_all_frames, read_frames
+from zoo.video.splits import read_class_index, read_split
+from zoo.video.synthetic import CLASSES, SyntheticConfig, make_synthetic_actions, render_clip, write_video
+from zoo.video.ucf101 import UCF101
+
+TINY = SyntheticConfig(size=32, num_frames=12, train_per_class=2, test_per_class=1, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_set(tmp_path_factory):
+    return make_synthetic_actions(tmp_path_factory.mktemp("synthetic"), TINY, progress=False)
+
+
+@pytest.fixture(scope="module")
+def ucf_dir(shared_data) -> Path:
+    d = shared_data / "ucf101"
+    if not (d / "ucfTrainTestlist" / "classInd.txt").is_file():
+        pytest.skip(f"UCF101 split files not found under {d}")
+    return d
+
+
+@pytest.fixture(scope="module")
+def real_clips(ucf_dir) -> list[Path]:
+    clips = sorted((ucf_dir / "clips").glob("*/*.avi"))
+    if not clips:
+        pytest.skip(f"no real UCF101 clips under {ucf_dir / 'clips'}")
+    return clips
+
+
+def _encode(path: Path, frames: np.ndarray, *, gop: int, fps: int = 25) -> Path:
+    """mpeg4 with a chosen keyframe interval (the container follows the suffix: .avi or .mp4)."""
+    with av.open(str(path), mode="w") as out:
+        s = out.add_stream("mpeg4", rate=fps)
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        s.codec_context.gop_size = gop
+        for img in frames:
+            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    return path
+
+
+# --- split files ---------------------------------------------------------------------------------
+
+
+def test_split_files_crlf_case_mismatch_and_three_folds(ucf_dir):
+    splits = ucf_dir / "ucfTrainTestlist"
+    assert b"\r\n" in (splits / "trainlist01.txt").read_bytes()  # the quirk under test is really there
+    classes = read_class_index(splits)
+    assert len(classes) == 101 and classes[0] == "ApplyEyeMakeup" and classes[36] == "HandstandPushups"
+    assert not any("\r" in c for c in classes)
+    for fold in (1, 2, 3):
+        train, test = read_split(splits, fold, True), read_split(splits, fold, False)
+        assert len(train) + len(test) == 13320
+        assert {e.label for e in train} == set(range(101)) == {e.label for e in test}
+        assert not ({e.path for e in train} & {e.path for e in test})
+        assert all(not e.path.endswith("\r") and e.path.endswith(".avi") for e in train + test)
+    # classInd "HandstandPushups" vs file names "v_HandStandPushups_...": same class, label 37 (0-based 36)
+    hs = [e for e in read_split(splits, 1, False) if "HandStandPushups" in e.path]
+    assert hs and all(e.label == 36 and e.class_name == "HandstandPushups" for e in hs)
+    # the real clips are all in testlist01 (groups g01-g07)
+    basket = [e for e in read_split(splits, 1, False) if e.path == "Basketball/v_Basketball_g01_c01.avi"]
+    assert basket and basket[0].label == 7
+    with pytest.raises(ValueError, match="fold must be one of"):
+        read_split(splits, 4)
+
+
+def test_split_errors_name_the_line(tmp_path):
+    (tmp_path / "classInd.txt").write_bytes(b"1 Walk\r\n2 Run\r\n")
+    (tmp_path / "trainlist01.txt").write_bytes(b"Walk/v_Walk_g01_c01.avi 2\r\n")
+    with pytest.raises(ValueError, match=r"trainlist01.txt:1: label '2' does not match class 'Walk'"):
+        read_split(tmp_path, 1, True)
+    (tmp_path / "testlist01.txt").write_bytes(b"Swim/v_Swim_g01_c01.avi\r\n")
+    with pytest.raises(ValueError, match="class from classInd"):
+        read_split(tmp_path, 1, False)
+    with pytest.raises(FileNotFoundError, match="testlist02.txt"):
+        read_split(tmp_path, 2, False)
+
+
+def test_missing_split_entries_are_an_error_with_count_and_paths(tiny_set, tmp_path):
+    videos, splits = tiny_set
+    root = tmp_path / "partial"
+    shutil.copytree(videos, root)
+    gone = sorted(root.glob("*/*.avi"))[:3]
+    for p in gone:
+        p.unlink()
+    n_train = len(read_split(splits, 1, True))
+    expected = sum(1 for p in gone if "_g01_" not in p.name)  # test clips are groups g01-g05
+    with pytest.raises(FileNotFoundError, match=rf"{expected} of the {n_train} videos in trainlist01.txt are missing"):
+        UCF101(root, splits, train=True, progress=False)
+
+
+# --- the index: headers only ----------------------------------------------------------------------
+
+
+class _CountingContainer:
+    """Wraps a PyAV container and counts every way of asking it to decode."""
+
+    def __init__(self, inner, counts):
+        self._inner, self._counts = inner, counts
+
+    def decode(self, *a, **k):
+        self._counts["decode"] += 1
+        return self._inner.decode(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self._inner.__exit__(*exc)
+
+
+def test_index_is_built_without_decoding(tiny_set, monkeypatch):
+    videos, splits = tiny_set
+    counts = {"open": 0, "decode": 0}
+    real_open = av.open
+
+    def counting_open(*a, **k):
+        counts["open"] += 1
+        return _CountingContainer(real_open(*a, **k), counts)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    before = decoding.GLOBAL_STATS.frames_decoded
+    ds = UCF101(videos, splits, train=True, frames_per_clip=4, step_between_clips=4, progress=False)
+    n_videos = len(read_split(splits, 1, True))
+    assert counts == {"open": n_videos, "decode": 0}
+    assert decoding.GLOBAL_STATS.frames_decoded == before
+    assert ds.num_videos == n_videos and len(ds) == n_videos * 3  # 12 frames -> 3 clips of 4
+    assert all(m.num_frames == TINY.num_frames and m.width == TINY.size for m in ds.videos)
+    # the counter is live: reading one clip does decode
+    ds[0]
+    assert counts["decode"] == 1 and decoding.GLOBAL_STATS.frames_decoded > before
+
+
+# --- seeking == full decode ---------------------------------------------------------------------
+
+
+def _check_seek_matches_full_decode(path: Path, rng: np.random.Generator, trials: int = 12) -> float:
+    meta = probe(path)
+    full = read_all_frames(path)  # (N, H, W, 3)
+    assert full.shape[0] == meta.num_frames, (path, full.shape, meta)
+    stats = decoding.DecodeStats()
+    picks = [[0], [meta.num_frames - 1], list(range(meta.num_frames))]
+    for _ in range(trials):
+        start = int(rng.integers(meta.num_frames))
+        picks.append(sorted(rng.choice(np.arange(start, meta.num_frames), size=min(5, meta.num_frames - start),
+                                       replace=False).tolist()))
+    picks.append([5, 2, 2, 9])  # any order, repeats
+    for idx in picks:
+        idx = [i for i in idx if i < meta.num_frames]
+        got = read_frames(path, idx, meta, stats=stats)
+        assert torch.equal(got, full[idx]), f"{path.name}: frames {idx} differ from the full decode"
+    return stats.decoded_per_returned
+
+
+def test_seek_returns_exactly_the_full_decode_frames_real_clips(real_clips):
+    rng = np.random.default_rng(0)
+    for clip in real_clips:
+        _check_seek_matches_full_decode(clip, rng, trials=6)
+    # the packed-B-frame AVI: FFmpeg's synthetic pts are swapped, decoder order is display order
+    meta = probe(real_clips[0])
+    assert meta.count_frames
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mp4"])
+def test_seek_returns_exactly_the_full_decode_frames_generated(tmp_path, suffix):
+    frames = render_clip(0, np.random.default_rng(3), size=32, num_frames=40)
+    path = _encode(tmp_path / f"clip{suffix}", frames, gop=6)
+    meta = probe(path)
+    assert meta.count_frames == (suffix == ".avi")  # .mp4 goes through the pts path
+    _check_seek_matches_full_decode(path, np.random.default_rng(1))
+    # a late clip is reached by seeking, not by decoding from the start
+    stats = decoding.DecodeStats()
+    read_frames(path, [30, 31, 32, 33], meta, stats=stats)
+    assert stats.seeks == 1 and stats.frames_decoded <= 4 + 6
+
+
+# --- sampling --------------------------------------------------------------------------------------
+
+
+def test_sampling_indices():
+    # uniform: torchvision's clips (start every `step`), at least one clip for a short video
+    assert sampling.num_uniform_clips(10, 4, 3) == 3
+    assert sampling.uniform_clip(10, 4, 3, 2).tolist() == [6, 7, 8, 9]
+    with pytest.raises(IndexError):
+        sampling.uniform_clip(10, 4, 3, 3)
+    assert sampling.num_uniform_clips(3, 4, 1) == 1
+    assert sampling.uniform_clip(3, 5, 1, 0, "loop").tolist() == [0, 1, 2, 0, 1]
+    assert sampling.uniform_clip(3, 5, 1, 0, "pad").tolist() == [0, 1, 2, 2, 2]
+    # random: consecutive, in range, and every start is reachable
+    g = torch.Generator().manual_seed(0)
+    starts = set()
+    for _ in range(200):
+        idx = sampling.random_clip(10, 4, g)
+        assert idx.tolist() == list(range(int(idx[0]), int(idx[0]) + 4))
+        starts.add(int(idx[0]))
+    assert starts == set(range(7))
+    # segments: one frame per equal segment; centre when testing, inside the segment when training
+    assert sampling.segment_indices(100, 4, random=False).tolist() == [12, 37, 62, 87]
+    for _ in range(50):
+        idx = sampling.segment_indices(100, 4, random=True, generator=g)
+        assert all(25 * k <= int(i) < 25 * (k + 1) for k, i in enumerate(idx))
+    assert sampling.segment_indices(3, 5, random=False).tolist() == [0, 0, 1, 2, 2]
+    # frame_rate: a 30 fps video seen at 15 fps takes every other frame
+    assert sampling.resampled_length(30, 30.0, 15.0) == 15
+    assert sampling.to_source_indices(torch.arange(4), 30, 30.0, 15.0).tolist() == [0, 2, 4, 6]
+    assert sampling.to_source_indices(torch.arange(3), 30, 25.0, 10.0).tolist() == [0, 2, 5]
+
+
+def test_dataset_items_follow_the_sampling(tiny_set):
+    videos, splits = tiny_set
+    uni = UCF101(videos, splits, train=False, frames_per_clip=5, step_between_clips=5, progress=False)
+    assert len(uni) == uni.num_videos * 2  # 12 frames: clips at 0 and 5
+    assert [uni.video_index(i) for i in range(4)] == [0, 0, 1, 1]
+    v, idx = uni.frame_indices(1)
+    assert v == 0 and idx.tolist() == [5, 6, 7, 8, 9]
+    x, y = uni[1]
+    assert x.shape == (3, 5, TINY.size, TINY.size) and x.dtype == torch.uint8
+    full = read_all_frames(uni.videos[0].path).permute(3, 0, 1, 2)  # (C, N, H, W)
+    assert torch.equal(x, full[:, 5:10]) and y == uni.labels[0]
+
+    seg = UCF101(videos, splits, train=False, sampling="segments", num_segments=4, progress=False)
+    assert len(seg) == seg.num_videos and seg.frame_indices(0)[1].tolist() == [1, 4, 7, 10]
+    rnd = UCF101(videos, splits, train=True, sampling="random", frames_per_clip=20, seed=0, progress=False)
+    idx = rnd.frame_indices(0)[1]
+    assert idx.tolist() == [i % 12 for i in range(20)]  # longer than the video: loops
+    assert rnd[0][0].shape == (3, 20, TINY.size, TINY.size)
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        UCF101(videos, splits, sampling="dense", progress=False)
+
+
+def test_videos_of_different_fps_and_size_batch_after_resampling_and_resize(tmp_path):
+    root, splits = tmp_path / "videos", tmp_path / "splits"
+    splits.mkdir()
+    a, b = "Walk/v_Walk_g01_c01.avi", "Walk/v_Walk_g01_c02.avi"
+    (root / "Walk").mkdir(parents=True)
+    _encode(root / a, render_clip(0, np.random.default_rng(0), 32, 25), gop=5, fps=25)  # 1 s at 25 fps
+    frames = render_clip(1, np.random.default_rng(1), 48, 10)[:, :40]  # 40x48, 1 s at 10 fps
+    _encode(root / b, np.ascontiguousarray(frames), gop=5, fps=10)
+    (splits / "classInd.txt").write_bytes(b"1 Walk\r\n")
+    (splits / "testlist01.txt").write_bytes(f"{a}\r\n{b}\r\n".encode())
+    ds = UCF101(root, splits, train=False, frames_per_clip=5, step_between_clips=5, frame_rate=5,
+                transform=VT.Resize((24, 24)), progress=False)
+    assert [m.fps for m in ds.videos] == [25.0, 10.0] and (ds.videos[1].height, ds.videos[1].width) == (40, 48)
+    assert len(ds) == 2  # both videos: 1 s at 5 fps = 5 frames = one clip
+    assert ds.frame_indices(0)[1].tolist() == [0, 5, 10, 15, 20]
+    assert ds.frame_indices(1)[1].tolist() == [0, 2, 4, 6, 8]
+    batch, labels = next(iter(torch.utils.data.DataLoader(ds, batch_size=2)))
+    assert batch.shape == (2, 3, 5, 24, 24) and labels.tolist() == [0, 0]
+
+
+# --- corrupt and truncated files -------------------------------------------------------------------
+
+
+def _truncated_tree(tmp_path: Path, source: Path, class_name: str) -> tuple[Path, Path]:
+    """A one-class UCF101 tree with a good generated clip and a half-length copy of ``source``."""
+    root, splits = tmp_path / "videos", tmp_path / "splits"
+    (root / class_name).mkdir(parents=True)
+    splits.mkdir()
+    good = f"{class_name}/v_{class_name}_g01_c01.avi"
+    bad = f"{class_name}/v_{class_name}_g01_c02.avi"
+    write_video(root / good, render_clip(0, np.random.default_rng(0), 32, 12))
+    data = source.read_bytes()
+    (root / bad).write_bytes(data[: len(data) // 2])
+    (splits / "classInd.txt").write_bytes(f"1 {class_name}\r\n".encode())
+    (splits / "testlist01.txt").write_bytes(f"{good}\r\n{bad}\r\n".encode())
+    return root, splits
+
+
+def test_truncated_real_clip_is_skipped_and_counted(real_clips, tmp_path):
+    source = real_clips[0]
+    root, splits = _truncated_tree(tmp_path, source, source.parent.name)
+    with pytest.warns(UserWarning, match=r"skipped 1 unreadable video\(s\) of 2"):
+        ds = UCF101(root, splits, train=False, frames_per_clip=4, progress=False)
+    assert ds.num_videos == 1 and len(ds.skipped) == 1
+    assert ds.skipped[0][0].endswith("_c02.avi") and "truncated" in ds.skipped[0][1]
+    with pytest.raises(CorruptVideoError, match="truncated"):
+        UCF101(root, splits, train=False, frames_per_clip=4, strict=True, progress=False)
+
+
+def test_garbage_and_truncated_generated_files(tmp_path):
+    junk = tmp_path / "junk.avi"
+    junk.write_bytes(b"RIFF" + os.urandom(200))
+    with pytest.raises(CorruptVideoError, match="cannot open"):
+        probe(junk)
+    good = write_video(tmp_path / "good.avi", render_clip(1, np.random.default_rng(0), 32, 24))
+    cut = tmp_path / "cut.avi"
+    data = good.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    with pytest.raises(CorruptVideoError):
+        meta = probe(cut)
+        read_frames(cut, [meta.num_frames - 1], meta)
+
+
+# --- transforms --------------------------------------------------------------------------------------
+
+
+def test_transforms_keep_shapes_and_dtypes():
+    torch.manual_seed(0)
+    clip = torch.randint(0, 256, (3, 6, 40, 50), dtype=torch.uint8)  # (C, T, H, W)
+    assert VT.Resize(20)(clip).shape == (3, 6, 20, 25) and VT.Resize(20)(clip).dtype == torch.uint8
+    assert VT.Resize((16, 24))(clip).shape == (3, 6, 16, 24)
+    crop = VT.RandomCrop(32)(clip)
+    assert crop.shape == (3, 6, 32, 32) and crop.dtype == torch.uint8
+    # one crop window for all frames: every frame of the crop is found at the same offset
+    flat = [(i, j) for i in range(9) for j in range(19) if torch.equal(clip[:, 0, i:i + 32, j:j + 32], crop[:, 0])]
+    assert len(flat) == 1 and torch.equal(clip[:, :, flat[0][0]:flat[0][0] + 32, flat[0][1]:flat[0][1] + 32], crop)
+    assert torch.equal(VT.CenterCrop((20, 30))(clip), clip[:, :, 10:30, 10:40])
+    assert torch.equal(VT.RandomHorizontalFlip(p=1.0)(clip), clip.flip(-1))
+    f = VT.ToFloat()(clip)
+    assert f.dtype == torch.float32 and f.shape == clip.shape and 0.0 <= float(f.min()) <= float(f.max()) <= 1.0
+    n = VT.Normalize(VT.KINETICS_MEAN, VT.KINETICS_STD)(f)
+    assert n.shape == clip.shape and n.dtype == torch.float32
+    assert torch.allclose(n[1], (f[1] - VT.KINETICS_MEAN[1]) / VT.KINETICS_STD[1])
+    j = VT.TemporalJitter(2)(clip)
+    assert j.shape == clip.shape and j.dtype == torch.uint8
+    src = [next(t for t in range(6) if torch.equal(clip[:, t], j[:, k])) for k in range(6)]
+    assert src == sorted(src) and all(abs(s - k) <= 2 for k, s in enumerate(src))
+    out = VT.kinetics_eval()(torch.randint(0, 256, (3, 4, 240, 320), dtype=torch.uint8))
+    assert out.shape == (3, 4, 112, 112) and out.dtype == torch.float32
+    assert VT.kinetics_train()(torch.randint(0, 256, (3, 4, 240, 320), dtype=torch.uint8)).shape == (3, 4, 112, 112)
+    with pytest.raises(ValueError, match=r"\(C, T, H, W\)"):
+        VT.ToFloat()(torch.zeros(3, 32, 32))
+    with pytest.raises(ValueError, match="ToFloat first"):
+        VT.Normalize(VT.KINETICS_MEAN, VT.KINETICS_STD)(clip)
+
+
+def test_synthetic_classes_differ_only_over_time():
+    a = render_clip(CLASSES.index("MoveRight"), np.random.default_rng(5), 32, 8)
+    assert a.shape == (8, 32, 32, 3) and a.dtype == np.uint8
+    # the shape's centre of brightness moves right frame by frame
+    xs = [(f.mean(-1) > 100).nonzero()[1].mean() for f in a]
+    assert all(x1 > x0 for x0, x1 in itertools.pairwise(xs))

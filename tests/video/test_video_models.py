@@ -1,0 +1,118 @@
+"""Video models: forward shapes, Kinetics-style weights with a 101-class head, a short engine run, CLI, demo."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import zoo
+from zoo import hub
+from zoo.video import transforms as VT
+from zoo.video.evaluation import evaluate_videos
+from zoo.video.synthetic import SyntheticConfig, make_synthetic_actions
+from zoo.video.tsn import VideoTSN
+from zoo.video.ucf101 import UCF101
+
+
+@pytest.fixture(scope="module")
+def actions(tmp_path_factory):
+    cfg = SyntheticConfig(size=32, num_frames=16, train_per_class=4, test_per_class=1, seed=2)
+    return make_synthetic_actions(tmp_path_factory.mktemp("actions"), cfg, progress=False)
+
+
+def test_registered_and_buildable_without_arguments():
+    assert {"video-tsn", "r2plus1d_18"} <= set(zoo.list_models("video"))
+    assert zoo.model_info("video-tsn").default_config["num_classes"] == 101
+    assert zoo.model_info("r2plus1d_18").default_config == {"num_classes": 101}
+
+
+@pytest.mark.parametrize("consensus,modality", [("avg", "rgb"), ("attention", "rgb"), ("avg", "rgbdiff")])
+def test_tsn_forward_shapes(consensus, modality):
+    model = zoo.build("video-tsn", consensus=consensus, modality=modality, num_classes=7).eval()
+    x = torch.randn(2, 3, 4, 32, 32)  # (B, C, T, H, W)
+    assert model(x).shape == (2, 7)
+    assert model.features(x).shape == (2, 4 if modality == "rgb" else 3, 512)
+    with pytest.raises(ValueError, match=r"\(B, C, T, H, W\)"):
+        model(torch.randn(3, 4, 32, 32))
+    with pytest.raises(ValueError, match="consensus must be one of"):
+        zoo.build("video-tsn", consensus="max")
+
+
+def test_tsn_avg_consensus_ignores_order_rgbdiff_does_not():
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 4, 32, 32)
+    rev = x.flip(2)
+    avg = zoo.build("video-tsn", num_classes=3).eval()
+    assert torch.allclose(avg(x), avg(rev), atol=1e-5)
+    diff = zoo.build("video-tsn", num_classes=3, modality="rgbdiff").eval()
+    assert not torch.allclose(diff(x), diff(rev), atol=1e-3)
+
+
+def test_r2plus1d_forward_shape_and_kinetics_head_adaptation(tmp_path):
+    model = zoo.build("r2plus1d_18").eval()
+    assert model.fc.out_features == 101
+    assert model(torch.randn(1, 3, 4, 32, 32)).shape == (1, 101)
+    # a Kinetics-shaped file (400 classes): the backbone loads, fc is re-initialised with a warning
+    kinetics = zoo.build("r2plus1d_18", num_classes=400)
+    path = tmp_path / "r2plus1d_18-kinetics_like.pth"  # torchvision ships a torch.save'd state dict
+    torch.save(kinetics.state_dict(), path)
+    with pytest.warns(UserWarning, match="fc.weight"):
+        adapted = zoo.build("r2plus1d_18", weights=str(path))
+    assert adapted.fc.out_features == 101
+    assert torch.equal(adapted.layer4[1].conv2[0][0].weight, kinetics.layer4[1].conv2[0][0].weight)
+    assert adapted.load_report.reinitialized
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # same head size: nothing re-initialised, nothing said
+        same = zoo.build("r2plus1d_18", weights=str(path), num_classes=400)
+    assert torch.equal(same.fc.weight, kinetics.fc.weight)
+
+
+@pytest.mark.slow
+def test_short_engine_run_on_generated_clips_improves_accuracy(actions):
+    videos, splits = actions
+    norm = VT.Compose([VT.ToFloat(), VT.Normalize(VT.IMAGENET_MEAN, VT.IMAGENET_STD)])
+    train = UCF101(videos, splits, train=True, sampling="segments", num_segments=4, transform=norm, seed=0,
+                   progress=False)
+    train_eval = UCF101(videos, splits, train=True, sampling="segments", num_segments=4, transform=norm,
+                        progress=False)  # centre frames, for a stable score
+    torch.manual_seed(0)
+    model = zoo.build("video-tsn", num_classes=5, modality="rgbdiff", dropout=0.0)
+    before = evaluate_videos(model, train_eval, batch_size=10)
+    result = zoo.train(model, train, epochs=6, batch_size=5, lr=2e-3, progress=False, seed=0)
+    after = evaluate_videos(result.model, train_eval, batch_size=10)
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert after["clip_accuracy"] >= before["clip_accuracy"] + 0.3, (before, after)
+    assert after["video_accuracy"] == after["clip_accuracy"]  # one clip per video with segments
+
+
+def test_cli_train_video_tsn_on_a_ucf101_layout(actions, tmp_path, capsys):
+    videos, splits = actions
+    out = tmp_path / "tsn.safetensors"
+    code = zoo.cli.main([
+        "train", "video-tsn", "--data", str(videos), "--splits", str(splits), "--epochs", "1",
+        "--batch-size", "10", "--model", "num_classes=5", "--set", "num_segments=2", "size=28",
+        "num_workers=0", "progress=false", "--out", str(out),
+    ])
+    assert code == 0 and out.is_file()
+    assert "trained video-tsn" in capsys.readouterr().out
+    assert zoo.cli.main(["train", "video-tsn", "--data", str(videos)]) == 2
+    assert "--splits" in capsys.readouterr().err
+
+
+def test_demo_generates_and_classifies_a_clip(tmp_path, monkeypatch, capsys):
+    from zoo.video import cli as video_cli
+
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path / "weights"))
+    (tmp_path / "weights").mkdir()
+    video_cli._demo()
+    assert "not in the weights manifest" in capsys.readouterr().out
+    config = {"num_classes": 5, "modality": "rgbdiff", "consensus": "avg", "dropout": 0.0}
+    model = zoo.build("video-tsn", **config)
+    hub.add_weights(model, "video-tsn.synthetic-actions", config=config,
+                    meta={"input": {"size": 32, "num_frames": 8, "num_segments": 4}}, dtype=torch.float16)
+    video_cli._demo()
+    out = capsys.readouterr().out
+    assert "video-tsn says" in out and "top-3" in out
+    assert isinstance(zoo.build("video-tsn", weights="synthetic-actions"), VideoTSN)

@@ -1,0 +1,125 @@
+"""ResNet18 builder and surgery: stems, head replacement and loading reports, in_chans adaptation, transforms."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from PIL import Image
+
+import zoo
+from zoo import hub
+from zoo.vision.resnet import adapt_input_conv
+from zoo.vision.transforms import transforms_for
+
+
+def _saved(tmp_path, **config):
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", **config)
+    path = hub.save_weights(model, tmp_path / "w.safetensors")
+    return model, path
+
+
+def test_default_build_is_imagenet_shaped_torchvision_resnet18():
+    from torchvision.models import ResNet
+
+    model = zoo.build("resnet18")
+    assert isinstance(model, ResNet)
+    assert model.fc.out_features == 1000 and model.conv1.kernel_size == (7, 7) and model.conv1.stride == (2, 2)
+    assert isinstance(model.maxpool, torch.nn.MaxPool2d)
+    assert sum(p.numel() for p in model.parameters()) == 11_689_512  # torchvision's resnet18
+    assert model.pretrained_cfg["input_size"] == [3, 224, 224]
+
+
+def test_cifar_stem_and_bad_config():
+    model = zoo.build("resnet18", stem="cifar", num_classes=10)
+    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    assert isinstance(model.maxpool, torch.nn.Identity)
+    assert model(torch.randn(2, 3, 8, 8)).shape == (2, 10)
+    with pytest.raises(ValueError, match="stem must be one of"):
+        zoo.build("resnet18", stem="tiny")
+    with pytest.raises(TypeError, match="num_clases"):
+        zoo.build("resnet18", num_clases=3)
+
+
+def test_same_head_loads_strictly_with_a_clean_report(tmp_path):
+    src, path = _saved(tmp_path, stem="cifar", num_classes=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean load says nothing
+        model = zoo.build("resnet18", weights=str(path), stem="cifar", num_classes=10)
+    assert model.load_report.ok and len(model.load_report.loaded) == len(src.state_dict())
+    for k, v in src.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v), k
+
+
+def test_other_num_classes_replaces_the_head_and_says_so(tmp_path):
+    src, path = _saved(tmp_path, stem="cifar", num_classes=10)
+    with pytest.warns(UserWarning, match=r"fc\.weight"):
+        model = zoo.build("resnet18", weights=str(path), stem="cifar", num_classes=3)
+    assert model.fc.weight.shape == (3, 512)
+    assert {k for k, _, _ in model.load_report.reinitialized} == {"fc.weight", "fc.bias"}
+    for k, v in src.state_dict().items():
+        if not k.startswith("fc."):
+            assert torch.equal(model.state_dict()[k], v), k
+
+
+def test_mismatch_outside_the_head_is_an_error_naming_keys_and_shapes(tmp_path):
+    _, path = _saved(tmp_path, stem="cifar", num_classes=10)
+    with pytest.raises(ValueError, match=r"conv1\.weight.*\[64, 3, 3, 3\].*\[64, 3, 7, 7\]"):
+        zoo.build("resnet18", weights=str(path), stem="imagenet", num_classes=10)
+    state = hub.load_state_dict(path)
+    del state["layer1.0.bn1.running_mean"]
+    hub.save_weights(state, tmp_path / "missing.safetensors")
+    with pytest.raises(ValueError, match=r"layer1\.0\.bn1\.running_mean"):
+        zoo.build("resnet18", weights=str(tmp_path / "missing.safetensors"), stem="cifar", num_classes=10)
+
+
+@pytest.mark.parametrize("stem", ["cifar", "imagenet"])
+def test_in_chans_adaptation_keeps_rgb_output_with_zero_extra_channels(tmp_path, stem):
+    src, path = _saved(tmp_path, stem=stem, num_classes=4)
+    model5 = zoo.build("resnet18", weights=str(path), stem=stem, num_classes=4, in_chans=5).eval()
+    src.eval()
+    assert model5.conv1.weight.shape[1] == 5
+    x = torch.randn(2, 3, 32, 32)
+    x5 = torch.cat([x, torch.zeros(2, 2, 32, 32)], dim=1)
+    with torch.no_grad():
+        torch.testing.assert_close(model5(x5), src(x), rtol=1e-5, atol=1e-5)
+        # the extra channels are live (they got filters), so non-zero extra bands change the output
+        assert not torch.allclose(model5(x5 + torch.cat([torch.zeros_like(x), torch.ones(2, 2, 32, 32)], 1)), src(x))
+
+
+def test_in_chans_one_is_the_rgb_net_on_a_grey_image(tmp_path):
+    src, path = _saved(tmp_path, stem="cifar", num_classes=4)
+    model1 = zoo.build("resnet18", weights=str(path), stem="cifar", num_classes=4, in_chans=1).eval()
+    grey = torch.randn(2, 1, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model1(grey), src.eval()(grey.expand(-1, 3, -1, -1)), rtol=1e-4, atol=1e-4)
+
+
+def test_adapt_input_conv_shapes_and_errors():
+    w = torch.randn(8, 3, 3, 3)
+    for c in (1, 2, 3, 4, 7):
+        assert adapt_input_conv(c, w).shape == (8, c, 3, 3)
+    assert torch.equal(adapt_input_conv(7, w)[:, :3], w)
+    with pytest.raises(ValueError, match="expected conv weights"):
+        adapt_input_conv(4, torch.randn(8, 3))
+
+
+def test_transforms_follow_the_model_cfg_and_train_is_random():
+    img = Image.fromarray(torch.randint(0, 255, (40, 50, 3), dtype=torch.uint8).numpy())
+    cifar = zoo.build("resnet18", stem="cifar", num_classes=10)
+    ev = transforms_for(cifar)
+    assert ev(img).shape == (3, 32, 32) and torch.equal(ev(img), ev(img))
+    assert transforms_for(cifar, image_size=16)(img).shape == (3, 16, 16)
+    tr = transforms_for(cifar, train=True)
+    torch.manual_seed(0)
+    outs = [tr(img) for _ in range(4)]
+    assert outs[0].shape == (3, 32, 32) and any(not torch.equal(outs[0], o) for o in outs[1:])
+    big = transforms_for(zoo.build("resnet18"), train=False)
+    assert big(img).shape == (3, 224, 224)
+    cfg = dict(cifar.pretrained_cfg, mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5])
+    x = transforms_for(cfg)(Image.new("RGB", (32, 32), (255, 0, 255)))
+    assert torch.allclose(x[:, 0, 0], torch.tensor([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="missing 'mean'"):
+        transforms_for({"input_size": [3, 8, 8], "std": [1, 1, 1]})

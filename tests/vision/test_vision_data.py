@@ -1,0 +1,129 @@
+"""Messy image folders: non-images, spaces, grayscale/CMYK/RGBA/palette, corrupt files, empty classes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from zoo.vision.data import ImageFolderDataset, load_image_folders, to_rgb
+from zoo.vision.predict import predict
+
+
+def _img(mode: str, color, size=(12, 10)) -> Image.Image:
+    return Image.new(mode, size, color)
+
+
+def _messy(root):
+    ants, bees = root / "train" / "ants", root / "train" / "bees"
+    ants.mkdir(parents=True)
+    bees.mkdir(parents=True)
+    _img("RGB", (200, 10, 10)).save(ants / "ant photos.jpg")  # a space, as in hymenoptera
+    _img("L", 128).save(ants / "grey.png")
+    _img("CMYK", (0, 255, 255, 0)).save(ants / "cmyk.jpg")
+    _img("RGBA", (0, 0, 0, 0)).save(bees / "transparent.png")  # fully transparent: must become white
+    _img("P", 3).save(bees / "placeholder.gif")  # not an ImageFolder extension: ignored, like imageNotFound.gif
+    (bees / "notes.txt").write_text("not an image")
+    (bees / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a jpeg")
+    _img("RGB", (10, 10, 200)).save(bees / "Bee Ünïcode 1.JPG")
+    val = root / "val"
+    for cls in ("ants", "bees"):
+        (val / cls).mkdir(parents=True)
+        _img("RGB", (100, 100, 100)).save(val / cls / "v.png")
+    return root
+
+
+def test_messy_folder_is_loaded_as_rgb_with_skips_counted(tmp_path):
+    root = _messy(tmp_path)
+    with pytest.warns(UserWarning, match=r"skipped 1 corrupt image.*broken\.jpg"):
+        train, val = load_image_folders(root)
+    assert train.classes == ["ants", "bees"] and val.classes == train.classes
+    names = sorted(p.split("/")[-1] for p, _ in train.samples)
+    assert names == ["Bee Ünïcode 1.JPG", "ant photos.jpg", "cmyk.jpg", "grey.png", "transparent.png"]
+    assert len(train.skipped["non_image"]) == 2 and len(train.skipped["corrupt"]) == 1
+    for i in range(len(train)):
+        img, _ = train[i]
+        assert img.mode == "RGB"
+    by_name = {p.split("/")[-1]: i for i, (p, _) in enumerate(train.samples)}
+    assert train[by_name["transparent.png"]][0].getpixel((0, 0)) == (255, 255, 255)
+    assert train[by_name["grey.png"]][0].getpixel((0, 0)) == (128, 128, 128)
+    c, m, y = np.asarray(train[by_name["cmyk.jpg"]][0])[0, 0]
+    assert c > 200 and m < 60 and y < 60  # CMYK (0, 255, 255, 0) is red
+    assert train.targets == [t for _, t in train.samples] and len(val) == 2
+
+
+def test_strict_mode_raises_on_the_corrupt_file(tmp_path):
+    root = _messy(tmp_path)
+    with pytest.raises(ValueError, match=r"corrupt image .*broken\.jpg"):
+        load_image_folders(root, strict=True)
+
+
+def test_empty_class_folder_is_a_clear_error_before_training(tmp_path):
+    root = _messy(tmp_path)
+    (root / "train" / "wasps").mkdir()
+    (root / "train" / "wasps" / "readme.txt").write_text("todo")
+    with pytest.raises(ValueError, match=r"no usable images: \['wasps'\]"):
+        ImageFolderDataset(root / "train")
+
+
+def test_missing_folder_and_val_without_a_class(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        ImageFolderDataset(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no class sub-folders"):
+        ImageFolderDataset(tmp_path / "empty")
+    root = _messy(tmp_path / "d")
+    with pytest.raises(ValueError, match=r"class folder\(s\) missing: \['wasps'\]"):
+        ImageFolderDataset(root / "val", classes=["ants", "bees", "wasps"])
+
+
+def test_to_rgb_palette_with_transparency():
+    img = Image.new("P", (4, 4), 0)
+    img.putpalette([10, 20, 30] + [0] * 765)
+    img.info["transparency"] = 0
+    assert to_rgb(img).getpixel((0, 0)) == (255, 255, 255)
+    assert to_rgb(_img("LA", (50, 255))).getpixel((0, 0)) == (50, 50, 50)
+
+
+def test_predict_on_a_messy_folder_reports_the_bad_file(tmp_path):
+    import zoo
+
+    root = _messy(tmp_path)
+    model = zoo.build("resnet18", stem="cifar", num_classes=2)
+    model.pretrained_cfg["classes"] = ["ants", "bees"]
+    with pytest.warns(UserWarning, match="cannot decode"):
+        out = predict(model, root / "train", topk=2)
+    assert len(out) == 6  # 5 images + the corrupt one, reported, non-images ignored
+    bad = [r for r in out if "error" in r]
+    assert len(bad) == 1 and bad[0]["input"].endswith("broken.jpg")
+    good = [r for r in out if "error" not in r]
+    assert all(r["label"] in ("ants", "bees") and len(r["topk"]) == 2 for r in good)
+    assert all(abs(sum(p for _, p in r["topk"]) - 1) < 1e-4 for r in good)
+    with pytest.raises(FileNotFoundError):
+        predict(model, tmp_path / "nothing.jpg")
+
+
+def test_real_hymenoptera_counts(shared_data):
+    root = shared_data / "hymenoptera_data"
+    if not root.is_dir():
+        pytest.skip(f"{root} not found")
+    # verify=False: decoding all 397 photos (up to 2592 px) would take seconds; counts need no decoding
+    train, val = ImageFolderDataset(root / "train", verify=False), ImageFolderDataset(root / "val", verify=False)
+    assert (len(train), len(val)) == (244, 153)
+    assert [p.split("/")[-1] for p in train.skipped["non_image"]] == ["imageNotFound.gif"]
+    assert any(p.endswith("ant photos.jpg") for p, _ in train.samples)
+
+
+def test_tensor_pipeline_is_reproducible_and_centre_crops(tmp_path):
+    from zoo.vision.tensor_data import load_or_decode, tensor_loader
+
+    root = _messy(tmp_path)
+    pass_root = root / "val"
+    images, targets, classes = load_or_decode(pass_root, tmp_path / "cache.npz", size=8, progress=False)
+    assert images.shape == (2, 3, 8, 8) and images.dtype == torch.uint8 and classes == ["ants", "bees"]
+    again = load_or_decode(pass_root, tmp_path / "cache.npz", size=8, progress=False)
+    assert torch.equal(again[0], images)
+    a = [x for x, _ in tensor_loader(images, targets, batch_size=2, train=True, pad=2, mean=(0, 0, 0), std=(1, 1, 1))]
+    b = [x for x, _ in tensor_loader(images, targets, batch_size=2, train=True, pad=2, mean=(0, 0, 0), std=(1, 1, 1))]
+    assert all(torch.equal(x, y) for x, y in zip(a, b))

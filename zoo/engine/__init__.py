@@ -1,0 +1,59 @@
+"""The shared supervised training engine: one loop for every supervised family.
+
+    from zoo.engine import fit, evaluate
+    result = fit(model, train_ds, val_ds, epochs=10, lr=3e-4, schedule="cosine", warmup_steps=100,
+                 amp="bf16", checkpoint_dir="runs/a", early_stopping_patience=3)
+    result.history[-1], result.best_metric, result.checkpoint_path
+
+Modules: ``fit`` (the loop), ``checkpoint`` (atomic save, exact resume), ``distributed`` (torchrun/DDP),
+``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``
+(loaders), ``logs`` (CSV, TensorBoard, learning curves). matplotlib and TensorBoard load only when used.
+"""
+
+from zoo.engine import metrics
+from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, TrainState
+from zoo.engine.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from zoo.engine.data import prepare_loader
+from zoo.engine.fit import NonFiniteLossError, TrainResult, evaluate, fit
+from zoo.engine.metrics import (
+    accuracy,
+    average_accuracy,
+    classification_report,
+    cohen_kappa,
+    confusion_matrix,
+    overall_accuracy,
+    per_class_recall,
+    plot_confusion_matrix,
+    topk_accuracy,
+)
+from zoo.engine.schedules import build_schedule
+from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
+
+__all__ = [
+    "Callback",
+    "GradualUnfreeze",
+    "LambdaCallback",
+    "NonFiniteLossError",
+    "TrainResult",
+    "TrainState",
+    "accuracy",
+    "average_accuracy",
+    "build_schedule",
+    "classification_report",
+    "cohen_kappa",
+    "confusion_matrix",
+    "evaluate",
+    "fit",
+    "get_rng_state",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "metrics",
+    "overall_accuracy",
+    "per_class_recall",
+    "plot_confusion_matrix",
+    "prepare_loader",
+    "save_checkpoint",
+    "set_rng_state",
+    "set_seed",
+    "topk_accuracy",
+]

@@ -1,0 +1,120 @@
+"""Callbacks: a small interface for code that runs at fixed points of :func:`zoo.engine.fit`.
+
+Hooks, in the order they are called (every hook gets the live :class:`TrainState`)::
+
+    on_train_start(state)
+    for each epoch:
+        on_epoch_start(state)
+        for each batch:  on_batch_end(state, logs)        # logs = {"loss": float, "lr": float}
+        on_epoch_end(state, row)                          # row = this epoch's history dict, after validation
+    on_train_end(state)
+
+``on_epoch_end`` may add entries to ``row`` (they are logged, and can be monitored for early stopping and
+best checkpoints). Any hook may call ``state.request_stop(reason)``: training stops after the current
+batch (from ``on_batch_end``) or at the end of the epoch; the epoch's checkpoint is still written.
+Callbacks run on every rank under DDP; use ``state.is_main`` to do rank-0-only work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Callback", "GradualUnfreeze", "LambdaCallback", "TrainState"]
+
+
+@dataclass
+class TrainState:
+    """What a callback can see and change while ``fit`` runs."""
+
+    model: torch.nn.Module  # the unwrapped model (not the DDP wrapper)
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    epochs: int
+    epoch: int = 0  # 0-based index of the current epoch; history rows say epoch + 1
+    step: int = 0  # optimizer steps taken so far
+    batch: int = 0  # index of the current batch inside the epoch
+    history: list[dict[str, Any]] = field(default_factory=list)
+    rank: int = 0
+    world_size: int = 1
+    stop_requested: bool = False
+    stop_reason: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def request_stop(self, reason: str = "stop requested by a callback") -> None:
+        self.stop_requested = True
+        self.stop_reason = reason
+
+
+class Callback:
+    """Base class: override the hooks you need; every default does nothing."""
+
+    def on_train_start(self, state: TrainState) -> None:
+        pass
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        pass
+
+    def on_batch_end(self, state: TrainState, logs: dict[str, float]) -> None:
+        pass
+
+    def on_epoch_end(self, state: TrainState, row: dict[str, Any]) -> None:
+        pass
+
+    def on_train_end(self, state: TrainState) -> None:
+        pass
+
+
+class LambdaCallback(Callback):
+    """A callback from plain functions: ``LambdaCallback(on_epoch_end=lambda state, row: ...)``."""
+
+    _HOOKS = ("on_train_start", "on_epoch_start", "on_batch_end", "on_epoch_end", "on_train_end")
+
+    def __init__(self, **hooks: Any) -> None:
+        unknown = set(hooks) - set(self._HOOKS)
+        if unknown:
+            raise TypeError(f"unknown hooks {sorted(unknown)}; expected some of {self._HOOKS}")
+        for name, fn in hooks.items():
+            setattr(self, name, fn)
+
+
+class GradualUnfreeze(Callback):
+    """Unfreeze modules on a schedule: ``GradualUnfreeze({0: ["fc"], 2: ["layer4"], 4: [""]})``.
+
+    At the start of epoch ``e`` (0-based) every parameter whose name starts with one of the listed
+    prefixes gets ``requires_grad=True`` (``""`` means everything). At train start everything not listed
+    for epoch 0 is frozen, so the schedule alone says what trains when.
+
+    The optimizer must already hold the frozen parameters (``fit`` builds it over every parameter in
+    ``param_groups`` or the model): a frozen parameter gets no gradient, so optimizers skip it, and
+    AdamW's weight decay does not touch it either. Under DDP the set of trained parameters is fixed when
+    the model is wrapped, so there a schedule that unfreezes later is not supported (train single-process,
+    or unfreeze everything from epoch 0).
+    """
+
+    def __init__(self, schedule: Mapping[int, Iterable[str]]) -> None:
+        self.schedule = {int(e): list(p) for e, p in schedule.items()}
+        if not self.schedule:
+            raise ValueError("GradualUnfreeze needs a non-empty {epoch: [prefixes]} schedule")
+
+    def _apply(self, model: torch.nn.Module, upto_epoch: int) -> None:
+        prefixes = [p for e, ps in self.schedule.items() if e <= upto_epoch for p in ps]
+        names = [n for n, _ in model.named_parameters()]
+        for prefix in prefixes:
+            if prefix and not any(n == prefix or n.startswith(prefix + ".") for n in names):
+                raise ValueError(f"GradualUnfreeze: no parameter under {prefix!r}; names start with "
+                                 f"{sorted({n.split('.')[0] for n in names})}")
+        for name, param in model.named_parameters():
+            param.requires_grad_(any(p == "" or name == p or name.startswith(p + ".") for p in prefixes))
+
+    def on_train_start(self, state: TrainState) -> None:
+        self._apply(state.model, state.epoch)  # a resumed run starts mid-schedule
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        self._apply(state.model, state.epoch)

@@ -1,0 +1,181 @@
+"""Training checkpoints: one file per checkpoint, atomic, loadable with ``torch.load(weights_only=True)``.
+
+A checkpoint holds everything an exact resume needs: model, optimizer, scheduler and grad-scaler states,
+the epoch and optimizer-step counters, the best monitored metric, the per-epoch history, early-stopping
+state, the RNG states of every generator (per rank under DDP), and the run's config as a plain dict.
+Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are stored; never pickled objects.
+
+Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.engine._atomic import atomic_path
+
+__all__ = [
+    "FORMAT",
+    "copy_checkpoint",
+    "epoch_checkpoint_name",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "plain_config",
+    "prune_checkpoints",
+    "save_checkpoint",
+]
+
+FORMAT = "zoo.checkpoint/1"
+_EPOCH_RE = re.compile(r"^epoch-(\d+)\.pt$")
+
+
+def epoch_checkpoint_name(epoch: int) -> str:
+    return f"epoch-{epoch:04d}.pt"
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model) if isinstance(
+        model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) else model
+
+
+def plain_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Keep what ``weights_only`` can load; anything else (a callable, a dataset) becomes its repr string."""
+
+    def plain(v: Any) -> Any:
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            return v
+        if isinstance(v, os.PathLike):
+            return os.fspath(v)
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        name = getattr(v, "__qualname__", None) or type(v).__qualname__
+        return f"<{name}>"
+
+    return {str(k): plain(v) for k, v in config.items()}
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+    epoch: int = 0,
+    step: int = 0,
+    best_metric: float | None = None,
+    best_epoch: int | None = None,
+    history: list[dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+    rng: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically (temp file in the same folder, fsync, ``os.replace``).
+
+    ``epoch`` is the number of *completed* epochs, ``step`` the number of optimizer steps taken.
+    ``rng`` is a :func:`zoo.engine.seed.get_rng_state` dict, or a list of them (one per rank).
+    A crash at any point of the write leaves the previous file at ``path`` (if any) intact.
+    """
+    payload: dict[str, Any] = {
+        "format": FORMAT,
+        "model": _unwrap(model).state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
+        "epoch": int(epoch),
+        "step": int(step),
+        "best_metric": None if best_metric is None else float(best_metric),
+        "best_epoch": best_epoch,
+        "history": list(history or []),
+        "config": plain_config(config or {}),
+        "rng": rng,
+        "extra": extra or {},
+    }
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        torch.save(payload, fh)
+        fh.flush()
+    return path
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    model: torch.nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+    *,
+    map_location: str | torch.device = "cpu",
+    strict: bool = True,
+) -> dict[str, Any]:
+    """Read a checkpoint (``torch.load(weights_only=True)``) and load the given objects from it.
+
+    Returns the whole checkpoint dict (``epoch``, ``step``, ``best_metric``, ``history``, ``rng``, ...).
+    RNG states are *not* restored here; :func:`zoo.engine.seed.set_rng_state` does that when wanted.
+    """
+    path = Path(path)
+    if path.is_dir():
+        found = latest_checkpoint(path)
+        if found is None:
+            raise FileNotFoundError(f"no epoch-*.pt checkpoint in {path}")
+        path = found
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:
+        raise ValueError(f"{path} is not a loadable checkpoint ({type(err).__name__}: {err})") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
+                         f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")
+    if model is not None:
+        _unwrap(model).load_state_dict(ckpt["model"], strict=strict)
+    if optimizer is not None:
+        if ckpt["optimizer"] is None:
+            raise ValueError(f"{path} holds no optimizer state")
+        optimizer.load_state_dict(ckpt["optimizer"])
+    if scheduler is not None and ckpt["scheduler"] is not None:
+        scheduler.load_state_dict(ckpt["scheduler"])
+    if scaler is not None and ckpt["scaler"] is not None:
+        scaler.load_state_dict(ckpt["scaler"])
+    ckpt["path"] = str(path)
+    return ckpt
+
+
+def latest_checkpoint(folder: str | os.PathLike) -> Path | None:
+    """The ``epoch-NNNN.pt`` with the highest epoch in ``folder`` (temp files of torn writes are ignored)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_RE.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def prune_checkpoints(folder: str | os.PathLike, keep_last: int) -> None:
+    """Delete all but the ``keep_last`` newest ``epoch-*.pt`` (``best.pt`` is separate and kept)."""
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1, got {keep_last}")
+    folder = Path(folder)
+    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_RE.match(p.name)))
+    for _, p in found[:-keep_last]:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def copy_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Atomically copy ``src`` onto ``dst`` (used for ``best.pt``)."""
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return Path(dst)
+

@@ -1,0 +1,129 @@
+"""DataLoaders for the engine: reproducible per-epoch shuffling, DDP sharding, and batch moving.
+
+:func:`prepare_loader` turns a Dataset (or ``(X, y)`` tensors) into a DataLoader whose shuffle order is a
+pure function of ``(seed, epoch)`` (a ``DistributedSampler``, also with one process, so 1-process and
+N-process runs see the same global batches), and whose worker seeds derive from the same pair. A ready
+DataLoader passes through unchanged: the family then owns its batching (a bucketing batch sampler, say);
+its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, TensorDataset
+
+from zoo.engine.distributed import DistInfo
+from zoo.engine.seed import epoch_generator, seed_worker
+
+__all__ = ["ShardSampler", "move_batch", "prepare_loader", "set_loader_epoch", "split_batch"]
+
+
+class ShardSampler(Sampler[int]):
+    """Indices ``rank, rank + world, ...`` in order, without padding: every sample is scored exactly once
+    across ranks (DistributedSampler would repeat samples to even out the shards)."""
+
+    def __init__(self, length: int, rank: int, world_size: int) -> None:
+        self.length, self.rank, self.world_size = length, rank, world_size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.length, self.world_size))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.length, self.world_size))
+
+
+def _as_dataset(data: Any) -> Dataset:
+    if isinstance(data, Dataset):
+        return data
+    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
+        x, y = data
+        if len(x) != len(y):
+            raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
+        return TensorDataset(x, y)
+    if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
+        return data  # a map-style dataset that does not subclass Dataset
+    raise TypeError(
+        f"expected a torch Dataset, a DataLoader or (X, y) tensors, got {type(data).__name__}; a folder "
+        "path must be turned into a Dataset by the model's family (zoo train does this)"
+    )
+
+
+def prepare_loader(
+    data: Any,
+    *,
+    batch_size: int,
+    shuffle: bool,
+    seed: int = 0,
+    num_workers: int = 0,
+    collate_fn: Any = None,
+    drop_last: bool = False,
+    dist: DistInfo | None = None,
+    pin_memory: bool = False,
+) -> DataLoader:
+    """A DataLoader for ``data`` (a Dataset, ``(X, y)`` tensors, or a DataLoader returned unchanged).
+
+    Training loaders (``shuffle=True``) use a DistributedSampler seeded with ``seed`` (call
+    :func:`set_loader_epoch` every epoch); evaluation loaders under DDP use a :class:`ShardSampler`.
+    """
+    if isinstance(data, DataLoader):
+        return data
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    dist = dist or DistInfo()
+    ds = _as_dataset(data)
+    common: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "collate_fn": collate_fn,
+                                  "pin_memory": pin_memory, "drop_last": drop_last,
+                                  "persistent_workers": num_workers > 0}
+    if isinstance(ds, IterableDataset):
+        return DataLoader(ds, **common)
+    sampler: Sampler[int] | None = None
+    if shuffle:
+        sampler = DistributedSampler(ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=True,
+                                     seed=seed, drop_last=drop_last)
+    elif dist.enabled:
+        sampler = ShardSampler(len(ds), dist.rank, dist.world_size)
+    # The generator only seeds the workers (and the iterator's base seed); set_loader_epoch reseeds it,
+    # so it never draws from the global RNG that model code (dropout) uses.
+    return DataLoader(ds, sampler=sampler, shuffle=False, generator=epoch_generator(seed, 0),
+                      worker_init_fn=seed_worker if num_workers > 0 else None, **common)
+
+
+def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
+    """Make epoch ``epoch``'s order and worker seeds a function of ``(seed, epoch)`` alone."""
+    for part in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
+        if part is not None and hasattr(part, "set_epoch"):
+            part.set_epoch(epoch)
+    gen = getattr(loader, "generator", None)
+    if isinstance(gen, torch.Generator):
+        gen.set_state(epoch_generator(seed, epoch).get_state())
+
+
+def move_batch(batch: Any, device: torch.device, channels_last: bool = False) -> Any:
+    """Move every tensor in a (nested) batch to ``device``; 4-D float tensors to channels_last if asked."""
+    if isinstance(batch, torch.Tensor):
+        if batch.device != device:
+            batch = batch.to(device, non_blocking=True)
+        if channels_last and batch.dim() == 4 and batch.is_floating_point():
+            batch = batch.contiguous(memory_format=torch.channels_last)
+        return batch
+    if isinstance(batch, dict):
+        return {k: move_batch(v, device, channels_last) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        moved = [move_batch(v, device, channels_last) for v in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
+
+
+def split_batch(batch: Any) -> tuple[Any, Any]:
+    """``(inputs, targets)`` from a batch; a clear error for anything else."""
+    if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 2:
+        return batch[0], batch[1]
+    if isinstance(batch, dict) and "targets" in batch:
+        inputs = {k: v for k, v in batch.items() if k != "targets"}
+        return inputs, batch["targets"]
+    shape = f"a {type(batch).__name__}" + (f" of length {len(batch)}" if hasattr(batch, "__len__") else "")
+    raise TypeError(f"a batch must be (inputs, targets) or a dict with a 'targets' key, got {shape}; "
+                    "pass forward_fn=fn(model, batch) -> (outputs, targets) for other layouts")

@@ -1,0 +1,107 @@
+"""Run logs: per-epoch metrics as CSV (and TensorBoard when installed), a learning-curve PNG at the end.
+
+matplotlib and TensorBoard are imported lazily, only when a run actually writes a picture or an event
+file, so ``import zoo.engine`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from zoo.engine._atomic import atomic_path, atomic_write_text
+
+__all__ = ["RunLogger", "atomic_savefig", "plot_learning_curves", "write_csv"]
+
+
+def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """Rewrite the whole CSV atomically: columns are the union of all rows' keys, first-seen order."""
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+    return atomic_write_text(path, buf.getvalue())
+
+
+def atomic_savefig(fig: Any, path: str | Path, dpi: int = 120) -> Path:
+    """``fig.savefig`` through a temp file, so a crash never leaves a half-written picture."""
+    path = Path(path)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    return path
+
+
+def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
+    """One panel per metric family: losses together, then each other ``train_*``/``val_*`` metric, then lr."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not history:
+        raise ValueError("no history to plot")
+    epochs = [row.get("epoch", i + 1) for i, row in enumerate(history)]
+    keys = [k for k in history[-1] if k not in ("epoch", "epoch_time_s")
+            and isinstance(history[-1][k], (int, float)) and not isinstance(history[-1][k], bool)]
+    panels: dict[str, list[str]] = {}
+    for k in keys:
+        base = k.split("_", 1)[1] if k.startswith(("train_", "val_")) else k
+        panels.setdefault(base, []).append(k)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, (base, names) in zip(axes[0], panels.items()):
+        for name in names:
+            ys = [row.get(name, math.nan) for row in history]
+            ax.plot(epochs, [math.nan if y is None else y for y in ys], marker="o", ms=3, label=name)
+        ax.set_xlabel("epoch")
+        ax.set_title(base)
+        if base == "lr":
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = atomic_savefig(fig, path)
+    plt.close(fig)
+    return out
+
+
+class RunLogger:
+    """Writes ``metrics.csv`` after every epoch, TensorBoard scalars when ``tensorboard`` is installed, and
+    ``learning_curves.png`` at the end. Only the main process should own one."""
+
+    def __init__(self, log_dir: str | Path, tensorboard: bool | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = self.log_dir / "metrics.csv"
+        self.png_path = self.log_dir / "learning_curves.png"
+        use_tb = importlib.util.find_spec("tensorboard") is not None if tensorboard is None else tensorboard
+        self._tb = None
+        if use_tb:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(self.log_dir / "tensorboard"))
+
+    def log_epoch(self, history: list[dict[str, Any]]) -> None:
+        write_csv(history, self.csv_path)
+        if self._tb is not None:
+            row = history[-1]
+            for k, v in row.items():
+                if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self._tb.add_scalar(k, v, global_step=int(row.get("epoch", len(history))))
+            self._tb.flush()
+
+    def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:
+        if history:
+            plot_learning_curves(history, self.png_path, title=title)
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None

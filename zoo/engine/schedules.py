@@ -1,0 +1,139 @@
+"""Learning-rate schedules, each stepped at its own cadence.
+
+=============  ==========  =====================================================================
+schedule       stepped     shape (a factor on each parameter group's own lr)
+=============  ==========  =====================================================================
+``None``       per batch   constant (after the optional linear warmup)
+``"step"``     per epoch   ``gamma ** (epoch // step_size)`` (``torch.optim.lr_scheduler.StepLR``);
+                           with ``warmup_steps`` it becomes a per-batch schedule so the warmup is smooth
+``"cosine"``   per batch   linear warmup, then cosine from 1 to ``min_lr_ratio`` (SGDR without restarts,
+                           https://arxiv.org/abs/1608.03983)
+``"onecycle"`` per batch   ``torch.optim.lr_scheduler.OneCycleLR`` with ``max_lr`` = each group's lr
+                           (https://arxiv.org/abs/1708.07120); ``warmup_steps`` sets its rising phase
+``"inverse_sqrt"`` per batch  linear warmup, then ``sqrt(warmup / step)`` (Transformer schedule,
+                           https://arxiv.org/abs/1706.03762)
+``"linear"``   per batch   linear warmup, then linear decay to ``min_lr_ratio``
+=============  ==========  =====================================================================
+
+Every schedule is a multiplicative factor on each group's base lr, so parameter groups with their own
+learning rates (a fine-tuning head at 10x the backbone) keep their ratio throughout.
+A callable ``schedule(optimizer, total_steps, steps_per_epoch) -> LRScheduler`` is also accepted; it is
+stepped per batch unless ``interval="epoch"`` is given in the options.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler, OneCycleLR, StepLR
+
+__all__ = ["SCHEDULES", "ScheduleSpec", "build_schedule"]
+
+SCHEDULES = ("step", "cosine", "onecycle", "inverse_sqrt", "linear")
+
+
+@dataclass
+class ScheduleSpec:
+    """A scheduler and when to step it: ``"batch"`` (after every optimizer step) or ``"epoch"``."""
+
+    scheduler: LRScheduler
+    interval: str
+
+
+def _warmup(step: int, warmup_steps: int) -> float:
+    # step counts optimizer steps already taken; the first step uses 1/warmup, not 0, so no step is wasted.
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return 1.0
+    return (step + 1) / warmup_steps
+
+
+def build_schedule(
+    optimizer: torch.optim.Optimizer,
+    schedule: str | Callable[..., LRScheduler] | None,
+    *,
+    total_steps: int,
+    steps_per_epoch: int,
+    warmup_steps: int = 0,
+    options: dict[str, Any] | None = None,
+) -> ScheduleSpec | None:
+    """Build the scheduler for ``schedule``; ``None`` when there is neither a schedule nor a warmup.
+
+    ``total_steps`` and ``steps_per_epoch`` count optimizer steps (batches / grad_accum_steps).
+    ``options``: ``step_size`` (epochs, default 30) and ``gamma`` (0.1) for ``"step"``; ``min_lr_ratio``
+    (0.0) for ``"cosine"``/``"linear"``; ``div_factor``, ``final_div_factor``, ``pct_start``,
+    ``three_phase``, ``anneal_strategy`` for ``"onecycle"``; ``interval`` for a callable.
+    """
+    opts = dict(options or {})
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    if total_steps < 1:
+        raise ValueError(f"a schedule needs at least one optimizer step, got total_steps={total_steps}")
+    if callable(schedule) and not isinstance(schedule, str):
+        interval = opts.pop("interval", "batch")
+        if interval not in ("batch", "epoch"):
+            raise ValueError(f"interval must be 'batch' or 'epoch', got {interval!r}")
+        sched = schedule(optimizer, total_steps, steps_per_epoch)
+        if not isinstance(sched, LRScheduler):
+            raise TypeError(f"schedule callable must return a torch LRScheduler, got {type(sched).__name__}")
+        return ScheduleSpec(sched, interval)
+    if schedule is None:
+        if warmup_steps == 0:
+            if opts:
+                raise ValueError(f"schedule_options {sorted(opts)} given without a schedule")
+            return None
+        return ScheduleSpec(LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps)), "batch")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}, None or a callable")
+
+    def take(name: str, default: Any) -> Any:
+        return opts.pop(name, default)
+
+    if schedule == "step":
+        step_size, gamma = int(take("step_size", 30)), float(take("gamma", 0.1))
+        _no_leftovers(schedule, opts)
+        if warmup_steps == 0:
+            return ScheduleSpec(StepLR(optimizer, step_size=step_size, gamma=gamma), "epoch")
+        spe = max(1, steps_per_epoch)
+        return ScheduleSpec(
+            LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps) * gamma ** ((s // spe) // step_size)), "batch"
+        )
+    if schedule == "onecycle":
+        pct = take("pct_start", warmup_steps / total_steps if warmup_steps else 0.3)
+        kwargs = {k: opts.pop(k) for k in ("div_factor", "final_div_factor", "three_phase", "anneal_strategy",
+                                             "cycle_momentum", "base_momentum", "max_momentum") if k in opts}
+        _no_leftovers(schedule, opts)
+        max_lr = [group["lr"] for group in optimizer.param_groups]
+        return ScheduleSpec(OneCycleLR(optimizer, max_lr=max_lr, total_steps=total_steps, pct_start=pct,
+                                       **kwargs), "batch")
+    if schedule == "inverse_sqrt":
+        _no_leftovers(schedule, opts)
+        w = max(1, warmup_steps)
+        return ScheduleSpec(LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps) * min(1.0, math.sqrt(w / (s + 1)))),
+                            "batch")
+    min_ratio = float(take("min_lr_ratio", 0.0))
+    _no_leftovers(schedule, opts)
+    decay_steps = max(1, total_steps - warmup_steps)
+
+    if schedule == "cosine":
+        def factor(s: int) -> float:
+            if s < warmup_steps:
+                return _warmup(s, warmup_steps)
+            t = min(1.0, (s - warmup_steps) / decay_steps)
+            return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+    else:  # linear
+        def factor(s: int) -> float:
+            if s < warmup_steps:
+                return _warmup(s, warmup_steps)
+            t = min(1.0, (s - warmup_steps) / decay_steps)
+            return 1 - (1 - min_ratio) * t
+
+    return ScheduleSpec(LambdaLR(optimizer, factor), "batch")
+
+
+def _no_leftovers(schedule: str, opts: dict[str, Any]) -> None:
+    if opts:
+        raise ValueError(f"schedule_options {sorted(opts)} are not used by schedule {schedule!r}")

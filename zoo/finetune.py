@@ -1,0 +1,360 @@
+"""``zoo.finetune``: transfer a pretrained classifier to new data with one of three strategies.
+
+* ``"head"`` — only the classifier trains; the backbone is frozen *including its BatchNorm statistics*
+  (frozen BN layers are kept in eval mode even while the model is in train mode). Why: with a small new
+  data set, updating running means/variances shifts the features the head is learning on (and the
+  pretrained statistics are what the frozen filters were trained against); it also makes the backbone a
+  fixed function, so its features can be computed once (``cache_features``) and the head trained on them.
+* ``"full"`` — every layer trains, with discriminative learning rates: the backbone gets
+  ``lr * backbone_lr_mult`` (default 0.1), the new head ``lr`` (Howard & Ruder, ULMFiT,
+  https://arxiv.org/abs/1801.06146; Yosinski et al., https://arxiv.org/abs/1411.1792). BN trains normally.
+* ``"gradual"`` — starts as ``"head"`` and unfreezes one backbone stage per ``unfreeze_every`` epochs from
+  the top (ResNet: ``layer4`` -> ``layer3`` -> ``layer2`` -> ``layer1``; the stem stays frozen, its
+  Gabor-like filters transfer best). The optimizer holds every parameter group from the start (frozen
+  parameters have no gradient, so the optimizer skips them) and an engine callback flips
+  ``requires_grad`` and BN modes at each epoch start.
+
+Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress bars, metrics) is
+:func:`zoo.engine.fit`'s; extra keyword arguments go to it unchanged. On return every parameter has
+``requires_grad=True`` again and no hook stays on the model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from zoo.engine.callbacks import Callback, TrainState
+
+__all__ = ["finetune", "StrategyPlan", "plan_strategy", "head_name", "backbone_stages", "extract_features"]
+
+STRATEGIES = ("head", "full", "gradual")
+_HEAD_NAMES = ("fc", "classifier", "head")
+_BN = (nn.modules.batchnorm._BatchNorm,)
+
+
+def head_name(model: nn.Module) -> str:
+    """The attribute holding the classifier: ``fc`` (torchvision ResNet), ``classifier`` or ``head``."""
+    for name in _HEAD_NAMES:
+        if isinstance(getattr(model, name, None), nn.Module):
+            return name
+    raise TypeError(
+        f"{type(model).__name__} has no classifier attribute ({', '.join(_HEAD_NAMES)}); "
+        "zoo.finetune needs to know which module is the head"
+    )
+
+
+def _has_params(m: nn.Module) -> bool:
+    return any(True for _ in m.parameters())
+
+
+def backbone_stages(model: nn.Module) -> tuple[list[str], list[str]]:
+    """``(stages top-down, stem)``: the top-level children that gradual unfreezing opens one by one, and
+    those that stay frozen. ResNet: ``["layer4", "layer3", "layer2", "layer1"]`` and ``["conv1", "bn1"]``;
+    other models: every parameterised top-level child but the head, top-down, with nothing held back."""
+    head = head_name(model)
+    names = [n for n, m in model.named_children() if n != head and _has_params(m)]
+    stages = [n for n in names if re.fullmatch(r"layer\d+", n)]
+    if stages:
+        stages.sort(key=lambda n: int(n[5:]), reverse=True)
+        return stages, [n for n in names if n not in stages]
+    return list(reversed(names)), []
+
+
+@dataclass
+class StrategyPlan:
+    """Which top-level modules train at a given epoch (everything else is frozen, BN in eval mode)."""
+
+    strategy: str
+    head: str
+    stages: list[str]
+    stem: list[str]
+    unfreeze_every: int = 1
+    trainable_at: dict[int, list[str]] = field(default_factory=dict)
+
+    def trainable(self, epoch: int) -> list[str]:
+        if self.strategy == "full":
+            return [self.head, *self.stages, *self.stem]
+        if self.strategy == "head":
+            return [self.head]
+        k = min(len(self.stages), epoch // self.unfreeze_every)
+        return [self.head, *self.stages[:k]]
+
+
+def plan_strategy(model: nn.Module, strategy: str, epochs: int = 1, unfreeze_every: int | None = None) -> StrategyPlan:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    stages, stem = backbone_stages(model)
+    if unfreeze_every is None:  # spread the unfreezing over the run: head alone first, all stages by the end
+        unfreeze_every = max(1, epochs // (len(stages) + 1))
+    if unfreeze_every < 1:
+        raise ValueError(f"unfreeze_every must be >= 1, got {unfreeze_every}")
+    return StrategyPlan(strategy, head_name(model), stages, stem, unfreeze_every)
+
+
+class _Freezer:
+    """Applies a plan at each epoch start; keeps frozen BN layers in eval mode through ``model.train()``
+    with a forward pre-hook (the engine calls ``model.train()`` every epoch, after callbacks may run)."""
+
+    def __init__(self, model: nn.Module, plan: StrategyPlan) -> None:
+        self.model, self.plan = model, plan
+        self.frozen_bn: list[nn.Module] = []
+        self.handle = model.register_forward_pre_hook(self._pre_forward)
+
+    def _pre_forward(self, module: nn.Module, args: Any) -> None:
+        if module.training:
+            for bn in self.frozen_bn:
+                bn.eval()
+
+    def apply(self, epoch: int) -> list[str]:
+        active = set(self.plan.trainable(epoch))
+        self.frozen_bn = []
+        for name, child in self.model.named_children():
+            on = name in active
+            for p in child.parameters():
+                p.requires_grad_(on)
+            if not on:
+                self.frozen_bn += [m for m in child.modules() if isinstance(m, _BN)]
+        if self.model.training:
+            for bn in self.frozen_bn:
+                bn.eval()
+        return sorted(active)
+
+    def close(self) -> None:
+        self.handle.remove()
+        for p in self.model.parameters():
+            p.requires_grad_(True)
+        self.model.train(self.model.training)
+
+
+class _UnfreezeCallback(Callback):
+    """Engine callback: apply the plan at every epoch start (a run resumed at epoch k freezes as epoch k)."""
+
+    def __init__(self, freezer: _Freezer, verbose: bool) -> None:
+        self.freezer, self.verbose, self.last = freezer, verbose, None
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        active = self.freezer.apply(state.epoch)
+        if self.verbose and active != self.last:
+            print(f"finetune: epoch {state.epoch + 1}: training {', '.join(active)}")
+        self.last = active
+
+
+def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
+    """Replace the last ``nn.Linear`` of the head with a fresh one of ``num_classes`` outputs."""
+    name = head_name(model)
+    head = getattr(model, name)
+    if isinstance(head, nn.Linear):
+        new = nn.Linear(head.in_features, num_classes).to(head.weight.device, head.weight.dtype)
+        setattr(model, name, new)
+        return model
+    if isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear):
+        last = head[-1]
+        head[-1] = nn.Linear(last.in_features, num_classes).to(last.weight.device, last.weight.dtype)
+        return model
+    raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential ending in one")
+
+
+def _num_outputs(model: nn.Module) -> int | None:
+    head = getattr(model, head_name(model))
+    last = head[-1] if isinstance(head, nn.Sequential) else head
+    return last.out_features if isinstance(last, nn.Linear) else None
+
+
+def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mult: float) -> list[dict[str, Any]]:
+    """One group for the head at ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (only the
+    modules the strategy ever trains: ``head`` -> the head alone; ``gradual`` -> head and stages)."""
+    names = {"head": [plan.head], "gradual": [plan.head, *plan.stages],
+             "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
+    groups = []
+    for name in names:
+        params = list(getattr(model, name).parameters())
+        if params:
+            groups.append({"params": params, "lr": lr if name == plan.head else lr * backbone_lr_mult,
+                           "name": name})
+    # parameters directly on the model (not in a child) never exist in torchvision models; fail loudly
+    if plan.strategy == "full":
+        covered = {id(p) for g in groups for p in g["params"]}
+        extra = [n for n, p in model.named_parameters() if id(p) not in covered]
+        if extra:
+            groups.append({"params": [dict(model.named_parameters())[n] for n in extra], "lr": lr * backbone_lr_mult,
+                           "name": "other"})
+    return groups
+
+
+@torch.no_grad()
+def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = None,
+                     device: str | torch.device = "cpu", channels_last: bool = False,
+                     progress: bool = True) -> TensorDataset:
+    """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
+    ``TensorDataset(features (N, D) float32, targets (N,))``."""
+    from tqdm.auto import tqdm
+
+    name = head_name(model)
+    head = getattr(model, name)
+    was_training = model.training
+    setattr(model, name, nn.Identity())
+    model.eval().to(device)
+    feats, targets = [], []
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
+    # a ready DataLoader is used as it is (its batches may be built by a custom sampler); give one without
+    # random augmentation, or each sample's single cached view is a random one
+    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    try:
+        for x, y in tqdm(loader, desc="features", disable=not progress, leave=False):
+            x = x.to(device)
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
+                f = model(x)  # (B, D)
+            feats.append(f.float().flatten(1).cpu())
+            targets.append(torch.as_tensor(y).cpu())
+    finally:
+        setattr(model, name, head)
+        model.train(was_training)
+    return TensorDataset(torch.cat(feats), torch.cat(targets))
+
+
+def _split_data(data: Any) -> tuple[Any, Any]:
+    if isinstance(data, dict):
+        if "train" not in data:
+            raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")
+        return data["train"], data.get("val")
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError(f"data as a sequence must be (train, val), got {len(data)} items")
+        return data[0], data[1]
+    if isinstance(data, (Dataset, DataLoader)):
+        return data, None
+    raise TypeError(
+        f"data must be an image folder (DIR/train, DIR/val), a Dataset, (train, val) or "
+        f"{{'train': ..., 'val': ...}}; got {type(data).__name__}"
+    )
+
+
+def finetune(
+    model_or_name: nn.Module | str,
+    data: Any,
+    *,
+    strategy: str = "head",
+    num_classes: int | None = None,
+    weights: str | os.PathLike | None = None,
+    epochs: int = 5,
+    lr: float = 1e-3,
+    backbone_lr_mult: float = 0.1,
+    unfreeze_every: int | None = None,
+    augment: bool = True,
+    cache_features: bool | None = None,
+    image_size: int | None = None,
+    strict: bool = False,
+    batch_size: int = 32,
+    amp: str | None = None,
+    device: str = "cpu",
+    callbacks: Iterable[Any] = (),
+    progress: bool = True,
+    **fit_kwargs: Any,
+):
+    """Fine-tune a pretrained classifier; returns the engine's ``TrainResult`` (``.model`` is the network).
+
+    Args:
+        model_or_name: a network with a ``fc``/``classifier``/``head`` Linear head, or a registered name
+            (built with ``weights``).
+        data: an image folder ``DIR`` with ``train/`` and ``val/`` class folders (transforms come from the
+            model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset``,
+            ``(train, val)`` or ``{"train": ..., "val": ...}``.
+        strategy: ``"head"``, ``"full"`` or ``"gradual"`` (see the module docstring).
+        num_classes: head size; default: the folder's class count. A different size replaces the head
+            (with a warning).
+        backbone_lr_mult: backbone learning rate as a fraction of the head's (``full``, ``gradual``).
+        unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``).
+        augment: random train augmentation for folder data (off: the eval transform for training too).
+        cache_features: ``head`` only: compute the frozen backbone's features once and train the head on
+            them. Default: on exactly when augmentation is off (with augmentation every epoch sees new
+            views, so features cannot be reused).
+        **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir,
+            early_stopping_patience, channels_last, seed, ...).
+    """
+    from zoo.engine import fit
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if isinstance(model_or_name, str):
+        import zoo
+
+        model = zoo.build(model_or_name, weights=weights, **({"num_classes": num_classes} if num_classes else {}))
+    elif isinstance(model_or_name, nn.Module):
+        if weights is not None:
+            raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
+        model = model_or_name
+    else:
+        raise TypeError(f"model_or_name must be an nn.Module or a registered name, got {type(model_or_name).__name__}")
+    if cache_features and strategy != "head":
+        raise ValueError(f"cache_features=True needs strategy='head' (the backbone must be frozen), got {strategy!r}")
+    use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
+
+    classes = None
+    if isinstance(data, (str, os.PathLike)):
+        from zoo.vision.data import load_image_folders
+        from zoo.vision.transforms import transforms_for
+
+        eval_tf = transforms_for(model, train=False, image_size=image_size)
+        train_tf = transforms_for(model, train=True, image_size=image_size) if augment and not use_cache else eval_tf
+        train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
+        classes = train_data.classes
+        if num_classes is None:
+            num_classes = len(classes)
+    else:
+        train_data, val_data = _split_data(data)
+    if "val_data" in fit_kwargs:
+        val_data = fit_kwargs.pop("val_data")
+
+    current = _num_outputs(model)
+    if num_classes is not None and current != num_classes:
+        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head", stacklevel=2)
+        replace_classifier(model, num_classes)
+    if classes is not None and hasattr(model, "pretrained_cfg"):
+        model.pretrained_cfg = {**model.pretrained_cfg, "classes": list(classes)}
+
+    plan = plan_strategy(model, strategy, epochs, unfreeze_every)
+    groups = param_groups(model, plan, lr, backbone_lr_mult)
+    common = dict(epochs=epochs, batch_size=batch_size, lr=lr, amp=amp, device=device, progress=progress)
+
+    if use_cache:
+        return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
+
+    freezer = _Freezer(model, plan)
+    freezer.apply(0)
+    cb = _UnfreezeCallback(freezer, verbose=progress and strategy == "gradual")
+    try:
+        result = fit(model, train_data, val_data, param_groups=groups, callbacks=[cb, *callbacks],
+                     **common, **fit_kwargs)
+    finally:
+        freezer.close()
+    result.model = model
+    return result
+
+
+def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_data: Any,
+                     common: dict[str, Any], callbacks: list[Any], fit_kwargs: dict[str, Any]):
+    """``head`` with a feature cache: one backbone pass per sample, then the head trains on (N, D) features."""
+    from zoo.engine import fit
+
+    kw = dict(batch_size=max(64, common["batch_size"]), amp=common["amp"], device=common["device"],
+              channels_last=bool(fit_kwargs.get("channels_last")), progress=common["progress"])
+    train_feats = extract_features(model, train_data, **kw)
+    val_feats = extract_features(model, val_data, **kw) if val_data is not None else None
+    fit_kwargs = {k: v for k, v in fit_kwargs.items() if k != "channels_last"}  # (N, D) features: no layout
+    head = getattr(model, plan.head)
+    result = fit(head, train_feats, val_feats, callbacks=callbacks, **common, **fit_kwargs)
+    model.to(common["device"])
+    result.model = model
+    return result

@@ -1,0 +1,252 @@
+"""State dicts on disk: safetensors for our own files, ``torch.load(weights_only=True)`` for upstream ones.
+
+Loading never runs code from a file: safetensors holds only tensors and a JSON header, and a pickle
+(``.pt``/``.pth``/``.bin``) goes through PyTorch's restricted unpickler, which refuses every global that
+is not a tensor, a number, a string or a container (a ``__reduce__`` that calls ``os.system`` is rejected
+before anything is called).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import uuid
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["LoadReport", "file_format", "load_into", "load_state_dict", "read_metadata", "save_weights"]
+
+# Metadata key under which save_weights records tensors that shared storage (tied weights):
+# {"alias": "kept name"}. The file stores each storage once; load_state_dict restores every name.
+ALIASES_KEY = "zoo.aliases"
+# Wrappers training scripts put around a state dict, tried in this order.
+_WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "params")
+
+StateDict = dict[str, torch.Tensor]
+
+
+def file_format(path: str | os.PathLike) -> str:
+    """``"safetensors"`` or ``"pth"``, from the file's first bytes (names in caches and URLs lie)."""
+    with open(path, "rb") as fh:
+        head = fh.read(9)
+    if len(head) < 8:
+        raise ValueError(f"{path}: {len(head)} bytes is too short to be a weights file")
+    if head[:2] == b"PK" or head[:1] == b"\x80":  # torch.save zip archive / legacy pickle protocol 2+
+        return "pth"
+    n = int.from_bytes(head[:8], "little")
+    if head[8:9] == b"{" and 0 < n < os.path.getsize(path):
+        return "safetensors"
+    raise ValueError(
+        f"{path}: not a safetensors file nor a torch.save file (first bytes {head[:8]!r}); "
+        "expected weights written by zoo.hub.save_weights or torch.save"
+    )
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The ``__metadata__`` string map of a safetensors file (empty when it has none)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        return dict(fh.metadata() or {})
+
+
+def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
+    """Find the state dict inside the usual checkpoint wrappers and strip a DataParallel prefix."""
+    seen = 0
+    while isinstance(obj, Mapping) and seen < 3:
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            break
+        inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
+        if inner is None:
+            break
+        obj, seen = inner, seen + 1
+    if not isinstance(obj, Mapping) or not obj:
+        raise ValueError(f"{path}: expected a state dict (name -> tensor), found {type(obj).__name__}")
+    bad = [k for k, v in obj.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        shown = ", ".join(repr(k) for k in bad[:5])
+        raise ValueError(
+            f"{path}: expected a state dict (str -> tensor); entries {shown} are not tensors. "
+            f"Top-level keys: {', '.join(map(str, list(obj)[:8]))}"
+        )
+    sd = dict(obj)
+    if all(k.startswith("module.") for k in sd):  # saved from DataParallel / DDP
+        sd = {k[len("module."):]: v for k, v in sd.items()}
+    return sd
+
+
+def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> StateDict:
+    """Read a state dict from safetensors, or from a torch.save file with ``weights_only=True``.
+
+    A pickle that asks for anything beyond tensors and plain containers is refused with a
+    :class:`pickle.UnpicklingError` that names the file; nothing in it is executed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    fmt = file_format(path)
+    if fmt == "safetensors":
+        from safetensors.torch import load_file
+
+        sd = load_file(str(path), device=str(device))
+        aliases = json.loads(read_metadata(path).get(ALIASES_KEY, "{}"))
+        for alias, target in aliases.items():
+            sd[alias] = sd[target]
+        return sd
+    try:
+        obj = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise pickle.UnpicklingError(
+            f"refusing to load {path}: it is not a plain state dict, and loading it would run code it "
+            f"names (torch.load with weights_only=True rejected it). Only tensors and plain containers "
+            f"are accepted. Details: {str(err).splitlines()[0]}"
+        ) from None
+    return _unwrap(obj, path)
+
+
+def _as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:
+    if isinstance(obj, nn.Module):
+        return dict(obj.state_dict())
+    if isinstance(obj, Mapping):
+        return _unwrap(obj, "state dict")
+    raise TypeError(f"expected an nn.Module or a state dict, got {type(obj).__name__}")
+
+
+def save_weights(
+    module_or_state_dict: nn.Module | Mapping[str, torch.Tensor],
+    path: str | os.PathLike,
+    metadata: Mapping[str, str] | None = None,
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write a safetensors file atomically (temp file in the same folder, then ``os.replace``).
+
+    ``dtype`` casts floating-point tensors only (e.g. ``torch.float16`` storage; integer buffers such as
+    BatchNorm's ``num_batches_tracked`` keep theirs). Tensors that share storage (tied embeddings) are
+    stored once and their other names recorded in the metadata, so loading restores every key.
+    """
+    path = Path(path)
+    sd = _as_state_dict(module_or_state_dict)
+    meta = {"format": "pt"}
+    for k, v in (metadata or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"safetensors metadata must map str -> str; got {k!r}: {type(v).__name__}")
+        meta[k] = v
+    tensors: StateDict = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    for name, t in sd.items():
+        t = t.detach()
+        # Same storage, offset, shape and strides: one tensor under two names (weight tying).
+        ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+        if t.numel() > 0 and ident in seen:
+            aliases[name] = seen[ident]
+            continue
+        seen[ident] = name
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
+        tensors[name] = t.to("cpu").contiguous().clone()
+    if aliases:
+        meta[ALIASES_KEY] = json.dumps(aliases, sort_keys=True)
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its 0600 mode would make published weights unreadable to other users.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        save_file(tensors, tmp, metadata=meta)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_into` did: keys loaded, and keys left freshly initialised under ``reinit``."""
+
+    loaded: list[str] = field(default_factory=list)
+    # (key, shape in the file or None if absent there, shape in the model or None if absent there)
+    reinitialized: list[tuple[str, tuple[int, ...] | None, tuple[int, ...] | None]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.reinitialized
+
+    def __str__(self) -> str:
+        lines = [f"loaded {len(self.loaded)} tensors"]
+        for key, src, dst in self.reinitialized:
+            lines.append(f"  re-initialised {key}: file {_fmt(src)} -> model {_fmt(dst)}")
+        return "\n".join(lines)
+
+
+def _fmt(shape: tuple[int, ...] | None) -> str:
+    return "absent" if shape is None else str(list(shape))
+
+
+def load_into(
+    module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, reinit: tuple[str, ...] | list[str] = ()
+) -> LoadReport:
+    """Load ``state_dict`` into ``module`` strictly, except under the ``reinit`` prefixes.
+
+    Keys under a ``reinit`` prefix (e.g. ``("fc.",)`` for a classifier head) whose shapes differ, or
+    that only one side has, keep the module's fresh initialisation and a warning says which. Any other
+    missing, unexpected or mismatched key raises one ``ValueError`` that lists them with both shapes.
+    Values are copied with ``copy_``, so fp16-stored weights land in the module's fp32 parameters.
+    """
+    if isinstance(reinit, str):
+        reinit = (reinit,)
+    prefixes = tuple(reinit)
+    own = module.state_dict()
+    under = (lambda k: any(k == p.rstrip(".") or k.startswith(p) for p in prefixes)) if prefixes else (lambda k: False)
+    report = LoadReport()
+    missing, unexpected, mismatched = [], [], []
+    to_load: dict[str, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        if key not in own:
+            if under(key):
+                report.reinitialized.append((key, tuple(value.shape), None))
+            else:
+                unexpected.append(f"{key} {list(value.shape)}")
+            continue
+        want = tuple(own[key].shape)
+        if tuple(value.shape) != want:
+            if under(key):
+                report.reinitialized.append((key, tuple(value.shape), want))
+            else:
+                mismatched.append(f"{key}: file {list(value.shape)} vs model {list(want)}")
+            continue
+        to_load[key] = value
+    for key, value in own.items():
+        if key not in state_dict:
+            if under(key):
+                report.reinitialized.append((key, None, tuple(value.shape)))
+            else:
+                missing.append(f"{key} {list(value.shape)}")
+    if missing or unexpected or mismatched:
+        parts = []
+        if mismatched:
+            parts.append("shape mismatch: " + "; ".join(mismatched))
+        if missing:
+            parts.append("missing in the file: " + ", ".join(missing))
+        if unexpected:
+            parts.append("not in the model: " + ", ".join(unexpected))
+        hint = "" if prefixes else " (to re-initialise a head, pass reinit=('fc.',) or the head's prefix)"
+        raise ValueError(f"weights do not fit {type(module).__name__}: " + " | ".join(parts) + hint)
+    # module.load_state_dict keeps custom _load_from_state_dict hooks working and copy_-casts dtypes.
+    module.load_state_dict(to_load, strict=False)
+    report.loaded = sorted(to_load)
+    if report.reinitialized:
+        warnings.warn(
+            f"{type(module).__name__}: left freshly initialised (not loaded): "
+            + "; ".join(f"{k} file {_fmt(s)} model {_fmt(d)}" for k, s, d in report.reinitialized),
+            stacklevel=2,
+        )
+    return report

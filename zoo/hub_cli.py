@@ -1,0 +1,141 @@
+"""``zoo pull`` and ``zoo weights list|verify|add|readme``: the hub on the command line.
+
+Imported by :func:`zoo.cli.build_parser`, so the hub itself never imports the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from zoo.cli import UsageError, command, parse_kv
+
+_DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
+           "bf16": "bfloat16", "float32": "float32", "fp32": "float32"}
+
+
+def _configure_pull(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", metavar="NAME", help="weights names, MODEL.TAG (see `zoo weights list`)")
+    p.add_argument("--all", action="store_true",
+                   help="every weights file the project ships (from the checkout, a mirror, offline too)")
+    p.add_argument("--upstream", action="store_true",
+                   help="with --all: also the upstream (https) files, which need a network or a mirror")
+    p.add_argument("--force", action="store_true", help="download again even when cached")
+    p.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+@command("pull", "download weights into the cache, verified by sha256", _configure_pull)
+def _cmd_pull(args: argparse.Namespace) -> int:
+    from zoo import hub
+
+    entries = hub.read_manifest()
+    if args.all == bool(args.names):
+        raise UsageError("give weights names or --all (not both); see `zoo weights list`")
+    if args.upstream and not args.all:
+        raise UsageError("--upstream goes with --all")
+    if args.all:
+        names = [n for n, e in sorted(entries.items()) if args.upstream or not e.upstream]
+        skipped = [n for n, e in sorted(entries.items()) if e.upstream and not args.upstream]
+    else:
+        names, skipped = list(args.names), []
+        for name in names:
+            hub.get_entry(name)  # unknown names fail before any download
+    failed = 0
+    for name in names:
+        try:
+            path = hub.pull(name, cache_dir=args.cache_dir, force=args.force, progress=not args.quiet)
+        except hub.OfflineError as err:
+            failed += 1
+            print(f"{name}: {err}", file=sys.stderr)
+            continue
+        except (hub.DownloadError, hub.HashMismatchError) as err:
+            failed += 1
+            print(f"{name}: error: {err}", file=sys.stderr)
+            continue
+        entry = entries[name]
+        how = "sha256 ok" if entry.sha256 else f"sha256 prefix {entry.sha256_prefix} ok"
+        print(f"{name}: {path} ({how})")
+    if not names and args.all:
+        print("the project ships no weights files yet")
+    for name in skipped:
+        print(f"{name}: skipped (upstream file {entries[name].url}: needs a network or a mirror; "
+              f"`zoo pull {name}` or `zoo pull --all --upstream`)")
+    return 1 if failed else 0
+
+
+def _configure_weights(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    q = sub.add_parser("list", help="the published weights: name, size, dataset, metrics, cached or not")
+    q.add_argument("--model", help="only this model's weights")
+    q = sub.add_parser("verify", help="re-hash every file in the cache and report")
+    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    q.add_argument("--shipped", action="store_true",
+                   help="also check the checkout's own weights files against the manifest")
+    q = sub.add_parser("add", help="publish a state dict: convert to safetensors, hash, write the manifest entry")
+    q.add_argument("file", help="a .safetensors file or a torch.save state dict (.pt/.pth, weights only)")
+    q.add_argument("--name", required=True, help="MODEL.TAG, e.g. resnet18.cifar10")
+    q.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="builder config the file needs")
+    q.add_argument("--meta", nargs="*", metavar="KEY=VALUE",
+                   help="dataset=..., metrics='{\"acc\": 0.9}', command=..., license=...")
+    q.add_argument("--dtype", choices=sorted(_DTYPES), help="storage dtype of floating tensors (e.g. float16)")
+    sub.add_parser("readme", help="regenerate weights/README.md from the manifest")
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**20:.1f} MiB"
+
+
+@command("weights", "list, verify and publish pretrained weights", _configure_weights)
+def _cmd_weights(args: argparse.Namespace) -> int:
+    from zoo import hub
+
+    if args.action == "list":
+        entries = hub.read_manifest()
+        names = hub.list_weights(args.model)
+        rows = [("NAME", "SIZE", "DATASET", "METRICS", "CACHED")]
+        for name in names:
+            e = entries[name]
+            metrics = ", ".join(f"{k}={v}" for k, v in (e.meta.get("metrics") or {}).items()) or "-"
+            cached = "yes" if hub.cached_path(e).is_file() else ("upstream" if e.upstream else "no")
+            rows.append((name, _size(e.size), str(e.meta.get("dataset", "-")), metrics, cached))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if not names:
+            print("(no weights published" + (f" for {args.model})" if args.model else ")"))
+        return 0
+    if args.action == "verify":
+        checks = hub.verify_cache(args.cache_dir)
+        for c in checks:
+            print(f"{c.status:<15} {c.path}  {c.detail}")
+        bad = sum(c.failed for c in checks)
+        if args.shipped:
+            for name, e in sorted(hub.read_manifest().items()):
+                if e.upstream:
+                    continue
+                path = hub.weights_dir() / e.url
+                if not path.is_file():
+                    bad += 1
+                    print(f"{'MISSING':<15} {path}  {name}: shipped file absent from the checkout")
+                    continue
+                digest = hub.sha256_file(path)
+                ok = e.hash_matches(digest) and path.stat().st_size == e.size
+                bad += not ok
+                print(f"{'ok' if ok else 'MISMATCH':<15} {path}  {name} (shipped)")
+        root = hub.cache_root(args.cache_dir)
+        print(f"{len(checks)} cached file(s) in {root}: {bad} problem(s)")
+        return 1 if bad else 0
+    if args.action == "add":
+        import torch
+
+        dtype = getattr(torch, _DTYPES[args.dtype]) if args.dtype else None
+        entry = hub.add_weights(args.file, name=args.name, config=parse_kv(args.config),
+                                meta=parse_kv(args.meta), dtype=dtype)
+        print(f"added {entry.name}: {hub.weights_dir() / entry.url} ({_size(entry.size)}, sha256 {entry.sha256})")
+        return 0
+    if args.action == "readme":
+        print(hub.write_readme())
+        return 0
+    raise UsageError(f"unknown action {args.action!r}")

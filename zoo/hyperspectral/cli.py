@@ -1,0 +1,120 @@
+"""Command line of the hyperspectral family: ``zoo hsi-fetch``, the ``zoo train/eval`` data adapter, and
+the ``zoo demo`` step (Indian Pines with the shipped weights, else a generated scene)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from zoo.cli import UsageError, command, data_adapter, demo
+
+__all__: list[str] = []
+
+
+def _configure_fetch(p: argparse.ArgumentParser) -> None:
+    from zoo.hyperspectral.datasets import DATASETS
+
+    p.add_argument("name", choices=sorted(DATASETS), help="public scene to download into $ZOO_HOME/datasets")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="download files whose sha256 zoo does not pin (and record their hash)")
+    p.add_argument("--force", action="store_true", help="download again even if cached")
+
+
+@command("hsi-fetch", "download a public hyperspectral scene (sha256-verified) into the zoo cache", _configure_fetch)
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from zoo.hyperspectral.datasets import fetch
+
+    folder = fetch(args.name, allow_unverified=args.allow_unverified, force=args.force)
+    print(f"{args.name}: {folder}")
+    return 0
+
+
+@data_adapter("hyperspectral")
+def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]:
+    """``--data`` is a scene file or a data set name (default indian_pines); ``--set split=disjoint`` etc."""
+    from zoo.hyperspectral.evaluation import as_scene
+
+    source = args.data or "indian_pines"
+    try:
+        scene = as_scene(source)
+    except FileNotFoundError as err:
+        raise UsageError(str(err)) from None
+    config: dict[str, Any] = {"seed": args.seed}
+    training = hasattr(args, "epochs")
+    if not training:
+        config.pop("seed")
+        config["split"] = "random"  # the weights' own protocol; override with --set split=disjoint
+    if args.batch_size and not training:
+        config["batch_size"] = args.batch_size
+    return scene, config
+
+
+def _demo_out() -> Path:
+    from zoo.hub import zoo_home
+
+    out = zoo_home() / "demo"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@demo("hyperspectral: classify Indian Pines (PCA+SVM map, HybridSN on test pixels)", order=40)
+def _demo() -> None:
+    import numpy as np
+
+    import zoo
+    from zoo.hyperspectral.datasets import load_dataset
+    from zoo.hyperspectral.evaluation import plot_classification_map, score_map
+    from zoo.hyperspectral.splits import random_split
+
+    t0 = time.perf_counter()
+    try:
+        scene = load_dataset("indian_pines")
+    except FileNotFoundError as err:
+        print(f"Indian Pines not found ({err}).")
+        print("Get it with: zoo hsi-fetch indian_pines   -- running the PCA+SVM pipeline on a generated scene.")
+        _demo_synthetic()
+        return
+    out = _demo_out()
+    split = random_split(scene.labels, 0.3, seed=0)
+    have = set(zoo.list_weights("hsi-pca-svm"))
+    if "hsi-pca-svm.indian-pines" in have:
+        svm = zoo.build("hsi-pca-svm", weights="indian-pines")
+        pred = svm.predict_scene(scene)
+        s = score_map(pred, scene.labels, split.test, n_classes=16)
+        png = plot_classification_map(pred, scene.labels, out / "indian_pines_pca_svm_map.png",
+                                      class_names=scene.class_names, test_mask=split.test,
+                                      title=f"PCA+SVM (shipped weights): OA {s['overall_accuracy']:.2f} %")
+        print(f"hsi-pca-svm.indian-pines: OA {s['overall_accuracy']:.2f}  AA {s['average_accuracy']:.2f}  "
+              f"kappa {s['kappa']:.2f} on {s['n_test']} test pixels (30 % random split, seed 0); map: {png}")
+    else:
+        print("hsi-pca-svm.indian-pines is not in weights/manifest.json (run benchmarks/hsi_indian_pines.py)")
+    if "hybridsn.indian-pines" in set(zoo.list_weights("hybridsn")):
+        net = zoo.build("hybridsn", weights="indian-pines")
+        rng = np.random.default_rng(0)
+        idx = np.argwhere(split.test)
+        pick = idx[rng.choice(len(idx), size=min(1500, len(idx)), replace=False)]
+        sub = np.zeros_like(split.test)
+        sub[tuple(pick.T)] = True
+        pred = net.predict_scene(scene, mask=sub, amp="bf16")
+        s = score_map(pred, scene.labels, sub, n_classes=16)
+        print(f"hybridsn.indian-pines: OA {s['overall_accuracy']:.2f} on {s['n_test']} sampled test pixels "
+              f"(bf16 inference)")
+    else:
+        print("hybridsn.indian-pines is not in weights/manifest.json (run benchmarks/hsi_indian_pines.py)")
+    print(f"({time.perf_counter() - t0:.1f} s)")
+
+
+def _demo_synthetic() -> None:
+    import zoo
+    from zoo.hyperspectral.evaluation import plot_classification_map
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(64, 64, 60, 5, seed=0)
+    svm = zoo.build("hsi-pca-svm", n_components=10)
+    zoo.train(svm, scene, split="random", train_fraction=0.2)
+    m = zoo.evaluate(svm, scene)
+    png = plot_classification_map(svm.predict_scene(scene), scene.labels, _demo_out() / "synthetic_pca_svm_map.png",
+                                  class_names=scene.class_names, title="PCA+SVM on a generated scene")
+    print(f"generated 64x64x60 scene, 5 classes: OA {m['overall_accuracy']:.2f} %  kappa {m['kappa']:.2f}; map: {png}")

@@ -1,0 +1,141 @@
+"""Scene-level protocol shared by the pipelines: choosing the split, scoring a label map, drawing it.
+
+OA, AA and Cohen's kappa come from :mod:`zoo.engine.metrics` (one implementation for the project); this
+module only turns ``(H, W)`` label maps into those calls and draws the classification map.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, spatial_block_split
+
+__all__ = ["as_scene", "class_colors", "plot_classification_map", "resolve_split", "score_map"]
+
+
+def as_scene(data: Any) -> Scene:
+    """A Scene from a Scene, a path (any reader), or a data set name (``"indian_pines"``)."""
+    if isinstance(data, Scene):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        p = Path(data)
+        if p.exists():
+            from zoo.hyperspectral.readers import load_scene
+
+            return load_scene(p)
+        from zoo.hyperspectral.datasets import DATASETS, load_dataset
+
+        if str(data).lower().replace("-", "_") in DATASETS:
+            return load_dataset(str(data))
+        raise FileNotFoundError(f"{data!r} is neither a scene file nor a known data set ({', '.join(DATASETS)})")
+    raise TypeError(f"expected a Scene, a scene path or a data set name; got {type(data).__name__}")
+
+
+def resolve_split(scene: Scene, *, split: str | Split = "random", train_fraction: float = 0.3, seed: int = 0,
+                  window: int = 25, block: int = 16, train_mask: np.ndarray | None = None,
+                  guard: bool = False) -> Split:
+    """``"random"`` (stratified, HybridSN protocol), ``"disjoint"`` (the scene's ``train_mask`` metadata or
+    ``train_mask=``), ``"blocks"`` (spatial tiles, always guarded), or a ready :class:`Split`.
+
+    ``guard`` drops disjoint-mask test pixels whose ``window`` reaches a training pixel. Off by default:
+    on Indian Pines the published mask leaves no test pixel 12 pixels away from every training pixel, so
+    a guarded 25x25 split is empty; the overlap is reported instead (``Split.overlap``).
+    """
+    if isinstance(split, Split):
+        return split
+    if scene.labels is None:
+        raise ValueError(f"scene {scene.name!r} has no labels: cannot split it for training")
+    if split == "random":
+        return random_split(scene.labels, train_fraction, seed=seed)
+    if split == "disjoint":
+        mask = train_mask if train_mask is not None else scene.metadata.get("train_mask")
+        if mask is None:
+            raise ValueError("split='disjoint' needs a training mask (train_mask=..., or a data set that ships one)")
+        return disjoint_mask_split(scene.labels, mask, window=window, guard=guard)
+    if split == "blocks":
+        return spatial_block_split(scene.labels, block=block, train_fraction=train_fraction, window=window, seed=seed)
+    raise ValueError(f"split must be 'random', 'disjoint', 'blocks' or a Split; got {split!r}")
+
+
+def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes: int | None = None) -> dict[str, Any]:
+    """OA / AA / kappa (in %), per-class accuracy and the confusion matrix on the pixels of ``mask``.
+
+    ``pred`` and ``labels`` hold 1-based classes (0 = unlabelled) as the ground truth does.
+    """
+    from zoo.engine import metrics as M
+
+    mask = np.asarray(mask, bool) & (np.asarray(labels) > 0)
+    n = int(n_classes or max(int(labels.max()), int(pred.max())))
+    y = np.asarray(labels)[mask].astype(np.int64) - 1
+    p = np.asarray(pred)[mask].astype(np.int64) - 1
+    if (p < 0).any():
+        raise ValueError("predictions must be classes 1..n on every scored pixel")
+    cm = M.confusion_matrix(p, y, num_classes=n)
+    recall = M.per_class_recall(cm)
+    return {
+        "overall_accuracy": 100.0 * M.overall_accuracy(cm),
+        "average_accuracy": 100.0 * M.average_accuracy(cm),
+        "kappa": 100.0 * M.cohen_kappa(cm),
+        "per_class_accuracy": [None if np.isnan(r) else 100.0 * float(r) for r in recall],
+        "confusion_matrix": cm,
+        "n_test": int(mask.sum()),
+    }
+
+
+def class_colors(n: int) -> np.ndarray:
+    """``(n + 1, 3)`` RGB in [0, 1]: black for 0 (unlabelled), then distinct colours."""
+    import matplotlib
+
+    base = matplotlib.colormaps["tab20"](np.linspace(0, 1, 20))[:, :3]
+    cols = np.vstack([np.zeros((1, 3)), np.resize(base, (max(n, 1), 3))])
+    return cols[: n + 1]
+
+
+def plot_classification_map(pred: np.ndarray, labels: np.ndarray | None, path: str | os.PathLike, *,
+                            class_names: tuple[str, ...] | list[str] | None = None, title: str = "",
+                            test_mask: np.ndarray | None = None) -> Path:
+    """PNG with the ground truth beside the predicted map (and the test-pixel errors when given)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    from zoo.engine.logs import atomic_savefig
+
+    n = int(max(pred.max(), labels.max() if labels is not None else 0))
+    cmap = ListedColormap(class_colors(n))
+    panels = [("ground truth", labels)] if labels is not None else []
+    panels.append(("prediction", pred))
+    if labels is not None and test_mask is not None:
+        err = np.zeros(labels.shape, np.int64)
+        tm = np.asarray(test_mask, bool) & (labels > 0)
+        err[tm] = np.where(pred[tm] == labels[tm], 1, 2)
+        panels.append(("test pixels: right (grey) / wrong (red)", err))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.5, 4.6))
+    axes = np.atleast_1d(axes)
+    for ax, (name, img) in zip(axes, panels):
+        if name.startswith("test pixels"):
+            ax.imshow(img, cmap=ListedColormap([(0, 0, 0), (0.6, 0.6, 0.6), (0.9, 0.1, 0.1)]), vmin=0, vmax=2,
+                      interpolation="nearest")
+        else:
+            ax.imshow(img, cmap=cmap, vmin=0, vmax=n, interpolation="nearest")
+        ax.set_title(name, fontsize=9)
+        ax.axis("off")
+    if class_names:
+        from matplotlib.patches import Patch
+
+        cols = class_colors(n)
+        handles = [Patch(color=cols[i + 1], label=f"{i + 1} {nm}") for i, nm in enumerate(class_names[:n])]
+        fig.legend(handles=handles, loc="center right", fontsize=6, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.82 if class_names else 1, 1))
+    out = atomic_savefig(fig, path)
+    plt.close(fig)
+    return out

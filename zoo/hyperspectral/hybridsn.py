@@ -1,0 +1,82 @@
+"""HybridSN: the 3D-2D CNN of Roy et al. 2019 for hyperspectral image classification.
+
+Roy, Krishna, Dubey, Chaudhuri, "HybridSN: Exploring 3-D-2-D CNN Feature Hierarchy for Hyperspectral
+Image Classification", IEEE GRSL 17(2), 2020. https://arxiv.org/abs/1902.06701
+
+Three 3-D convolutions learn joint spectral-spatial features, one 2-D convolution mixes the spectral
+feature maps, then three dense layers with dropout classify the centre pixel of the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from zoo.hyperspectral.scene_model import SceneClassifierMixin
+
+__all__ = ["HybridSN", "HybridSNConfig"]
+
+
+@dataclass(frozen=True)
+class HybridSNConfig:
+    n_bands: int = 30  # spectral depth of the input window (PCA components in the paper)
+    n_classes: int = 16
+    window: int = 25  # spatial side of the input window
+    dropout: float = 0.4
+
+
+class HybridSN(SceneClassifierMixin, nn.Module):
+    """Input ``(B, 1, n_bands, window, window)`` (or ``(B, n_bands, window, window)``) -> logits ``(B, n_classes)``."""
+
+    # (out_channels, spectral kernel) of the three 3-D convolutions; spatial kernels are 3x3 (paper Fig. 1)
+    _SPEC3D = ((8, 7), (16, 5), (32, 3))
+
+    def __init__(self, config: HybridSNConfig | None = None, padding: str = "constant") -> None:
+        nn.Module.__init__(self)
+        self.padding = padding  # border padding of the windows (constant zeros, as the reference code)
+        c = config or HybridSNConfig()
+        depth, side = c.n_bands, c.window
+        shrink = sum(k - 1 for _, k in self._SPEC3D)
+        if depth - shrink < 1 or side - 8 < 1:
+            raise ValueError(
+                f"HybridSN needs n_bands >= {shrink + 1} and window >= 9 (three 3x3 3-D convolutions and a "
+                f"3x3 2-D convolution); got n_bands={depth}, window={side}"
+            )
+        if c.n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got {c.n_classes}")
+        self.config = c
+        layers: list[nn.Module] = []
+        in_ch = 1
+        for out_ch, k in self._SPEC3D:
+            layers += [nn.Conv3d(in_ch, out_ch, kernel_size=(k, 3, 3)), nn.ReLU(inplace=True)]
+            in_ch, depth, side = out_ch, depth - k + 1, side - 2
+        self.conv3d = nn.Sequential(*layers)
+        self._mixed = in_ch * depth  # spectral feature maps folded into 2-D channels
+        self.conv2d = nn.Sequential(nn.Conv2d(self._mixed, 64, kernel_size=3), nn.ReLU(inplace=True))
+        side -= 2
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(64 * side * side, 256),
+            nn.ReLU(inplace=True),
+            nn.Dropout(c.dropout),
+            nn.Linear(256, 128),
+            nn.ReLU(inplace=True),
+            nn.Dropout(c.dropout),
+            nn.Linear(128, c.n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        if x.dim() == 4:  # (B, C, H, W) -> (B, 1, C, H, W)
+            x = x.unsqueeze(1)
+        if x.dim() != 5 or x.shape[1] != 1 or tuple(x.shape[2:]) != (c.n_bands, c.window, c.window):
+            raise ValueError(
+                f"HybridSN expects input (B, 1, {c.n_bands}, {c.window}, {c.window}); got {tuple(x.shape)}"
+            )
+        x = self.conv3d(x)  # (B, 32, D', S, S)
+        b, ch, d, h, w = x.shape
+        x = x.reshape(b, ch * d, h, w)  # (B, 32*D', S, S)
+        x = self.conv2d(x)  # (B, 64, S-2, S-2)
+        return self.classifier(x)  # (B, n_classes)

@@ -1,0 +1,182 @@
+"""``HyperspectralPCA``: scikit-learn compatible PCA for (H, W, C) scenes, in memory or out of core.
+
+The fit streams the pixel covariance chunk by chunk (sum and shifted scatter matrix in float64, then one
+``C x C`` symmetric eigendecomposition), so the same code fits a small cube in one block and a memmapped
+ENVI file larger than RAM with memory bounded by ``chunk_bytes`` (plus ``C x C``). It matches
+``spectral.principal_components`` (same covariance with the N-1 divisor; eigenvalues equal and
+projections equal up to each component's sign, which is fixed here so that the largest loading is
+positive, as scikit-learn's ``svd_flip`` does).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
+
+from zoo.hyperspectral.preprocessing import _apply, as_pixels
+from zoo.hyperspectral.scene import Scene
+
+__all__ = ["CovarianceAccumulator", "HyperspectralPCA"]
+
+
+class CovarianceAccumulator:
+    """Streaming mean and covariance of ``(N, C)`` blocks (shifted by the first block's mean, for accuracy)."""
+
+    def __init__(self, n_features: int) -> None:
+        self.n = 0
+        self.shift: np.ndarray | None = None
+        self.sum = np.zeros(n_features)
+        self.scatter = np.zeros((n_features, n_features))
+
+    def update(self, block: np.ndarray) -> None:
+        if block.shape[0] == 0:
+            return
+        block = np.asarray(block, dtype=np.float64)
+        if self.shift is None:
+            self.shift = block.mean(axis=0)
+        d = block - self.shift  # (n, C)
+        self.n += d.shape[0]
+        self.sum += d.sum(axis=0)
+        self.scatter += d.T @ d  # BLAS syrk-like: the whole cost of the fit
+
+    def finalize(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.n < 2:
+            raise ValueError(f"PCA needs at least 2 pixels; got {self.n}")
+        dm = self.sum / self.n
+        cov = (self.scatter - self.n * np.outer(dm, dm)) / (self.n - 1)
+        return self.shift + dm, (cov + cov.T) / 2
+
+
+class HyperspectralPCA(TransformerMixin, BaseEstimator):
+    """PCA over the spectral axis.
+
+    ``n_components``: an int, or a float in (0, 1) = the fraction of variance to keep (smallest k reaching
+    it), or None (all). ``whiten`` scales each component to unit variance. ``chunk_bytes`` bounds the
+    float64 working block. ``fit(X, mask=...)`` accepts ``(N, C)``, ``(H, W, C)`` or a :class:`Scene` (a
+    lazily opened ENVI scene is read one row block at a time).
+    """
+
+    def __init__(self, n_components: float | None = 30, whiten: bool = False,
+                 chunk_bytes: int = 64 << 20, progress: bool = False) -> None:
+        self.n_components = n_components
+        self.whiten = whiten
+        self.chunk_bytes = chunk_bytes
+        self.progress = progress
+
+    # -- fitting ---------------------------------------------------------------------------------------
+    def _blocks(self, X, mask):
+        """Yield ``(row_slice or None, (n, C) float64 pixels)``."""
+        if isinstance(X, Scene):
+            chunks = X.iter_row_chunks(self.chunk_bytes)
+            total = -(-X.shape[0] // max(1, int(self.chunk_bytes // max(1, X.shape[1] * X.shape[2] * 8))))
+            for sl, block in tqdm(chunks, total=total, disable=not self.progress, desc="pca", unit="chunk"):
+                m = None if mask is None else np.asarray(mask, dtype=bool)[sl]
+                yield sl, (block.reshape(-1, block.shape[2]) if m is None else block[m])
+            return
+        arr = np.asarray(X) if not isinstance(X, np.ndarray) else X
+        if arr.ndim == 3:
+            yield from self._blocks(Scene(cube=arr), mask)
+            return
+        P = as_pixels(arr, mask)
+        step = max(1, int(self.chunk_bytes // max(1, P.shape[1] * 8)))
+        for i in range(0, P.shape[0], step):
+            yield None, np.asarray(P[i:i + step], dtype=np.float64)
+
+    def fit(self, X, y=None, mask: np.ndarray | None = None):
+        n_features = X.n_bands if isinstance(X, Scene) else np.shape(X)[-1]
+        acc = CovarianceAccumulator(n_features)
+        for _, block in self._blocks(X, mask):
+            if not np.all(np.isfinite(block)):
+                raise ValueError("PCA input holds NaN/inf pixels; exclude them with mask=valid_pixel_mask(...)")
+            acc.update(block)
+        mean, cov = acc.finalize()
+        evals, evecs = np.linalg.eigh(cov)  # ascending
+        order = np.argsort(evals)[::-1]
+        evals, evecs = np.clip(evals[order], 0.0, None), evecs[:, order]
+        # deterministic signs: the largest |loading| of each component is positive
+        big = np.argmax(np.abs(evecs), axis=0)
+        evecs *= np.sign(evecs[big, np.arange(evecs.shape[1])])[None, :]
+        k = self._choose_k(evals)
+        total = evals.sum()
+        self.mean_ = mean
+        self.covariance_ = cov
+        self.eigenvalues_ = evals  # all of them, descending (spectral's PrincipalComponents.eigenvalues)
+        self.components_ = evecs[:, :k].T.copy()  # (k, C), as scikit-learn
+        self.explained_variance_ = evals[:k]
+        self.explained_variance_ratio_ = evals[:k] / total if total > 0 else np.zeros(k)
+        self.n_components_ = k
+        self.n_features_in_ = n_features
+        self.n_samples_seen_ = acc.n
+        return self
+
+    def _choose_k(self, evals: np.ndarray) -> int:
+        c = evals.size
+        nc = self.n_components
+        if nc is None:
+            return c
+        if isinstance(nc, float) and not nc.is_integer() or nc == 0:
+            if not 0.0 < nc < 1.0:
+                raise ValueError(f"a float n_components is a variance fraction in (0, 1); got {nc}")
+            ratio = np.cumsum(evals) / evals.sum()
+            return int(min(c, np.searchsorted(ratio, nc) + 1))
+        k = int(nc)
+        if not 1 <= k <= c:
+            raise ValueError(f"n_components={k} must lie in [1, {c}] for {c} bands")
+        return k
+
+    # -- transforming ----------------------------------------------------------------------------------
+    def _project(self, P: np.ndarray) -> np.ndarray:
+        Z = (np.asarray(P, dtype=np.float64) - self.mean_) @ self.components_.T
+        if self.whiten:
+            Z /= np.sqrt(np.maximum(self.explained_variance_, 1e-12))
+        return Z.astype(np.float32)
+
+    def transform(self, X, mask: np.ndarray | None = None):
+        """``(H, W, C) -> (H, W, k)``, ``(N, C) -> (N, k)``; with ``mask`` on a cube: ``(N_mask, k)``."""
+        check_is_fitted(self, "components_")
+        if isinstance(X, Scene):
+            if X.layout is not None and mask is None:
+                h, w, _ = X.shape
+                out = np.empty((h, w, self.n_components_), dtype=np.float32)
+                for sl, block in X.iter_row_chunks(self.chunk_bytes):
+                    out[sl] = self._project(block.reshape(-1, block.shape[2])).reshape(block.shape[0], w, -1)
+                return out
+            X = X.cube
+        if mask is not None:
+            return self._project(as_pixels(X, mask))
+        return _apply(X, self._project)
+
+    def inverse_transform(self, Z):
+        check_is_fitted(self, "components_")
+
+        def back(P):
+            P = np.asarray(P, dtype=np.float64)
+            if self.whiten:
+                P = P * np.sqrt(self.explained_variance_)
+            return P @ self.components_ + self.mean_
+
+        return _apply(Z, back)
+
+    def transform_to_envi(self, scene: Scene, path: str | os.PathLike, *, dtype=np.float32) -> Path:
+        """Project ``scene`` row block by row block and write the ``(H, W, k)`` result as a BIP ENVI file."""
+        from zoo.hyperspectral.readers.envi import EnviWriter
+
+        check_is_fitted(self, "components_")
+        if not isinstance(scene, Scene):
+            scene = Scene(cube=np.asarray(scene))
+        h, w, _ = scene.shape
+        meta = {"description": f"zoo HyperspectralPCA: {self.n_components_} components of {scene.name}",
+                "band names": [f"PC{i + 1}" for i in range(self.n_components_)]}
+        with EnviWriter(path, (h, w, self.n_components_), dtype, metadata=meta) as writer:
+            chunks = scene.iter_row_chunks(self.chunk_bytes)
+            for _, block in tqdm(chunks, disable=not self.progress, desc="pca transform", unit="chunk"):
+                writer.write(self._project(block.reshape(-1, block.shape[2])).reshape(block.shape[0], w, -1))
+        return writer.hdr
+
+    def fit_transform(self, X, y=None, mask: np.ndarray | None = None):
+        return self.fit(X, mask=mask).transform(X)

@@ -1,0 +1,154 @@
+"""Preprocessing fitted on training pixels only: per-band standardisation, global min-max, water-band
+removal for AVIRIS, and masks of NaN / no-data pixels.
+
+Estimators follow scikit-learn (``fit`` / ``transform``); ``X`` is ``(N, C)`` pixels or an ``(H, W, C)``
+cube, and ``mask`` (``(H, W)`` bool) picks the pixels ``fit`` may see, so test pixels never shape the
+statistics (fitting on the whole scene is a leak the HybridSN paper's protocol has).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from zoo.hyperspectral.scene import Scene
+
+__all__ = [
+    "AVIRIS_WATER_BANDS",
+    "BandStandardizer",
+    "MinMaxNormalizer",
+    "as_pixels",
+    "remove_water_bands",
+    "valid_pixel_mask",
+    "water_band_mask",
+]
+
+# 0-based indices of the 20 water-absorption bands of the 220-band AVIRIS 92AV3C scene (bands 104-108,
+# 150-163 and 220, 1-based), the ones Indian_pines_corrected leaves out.
+AVIRIS_WATER_BANDS = tuple(range(103, 108)) + tuple(range(149, 163)) + (219,)
+# absorption windows (nm) used when a scene has wavelengths: the cores of the H2O bands at 1.38 um and
+# 1.87 um and the noisy end beyond 2.49 um, set so that AVIRIS's own band centres (92AV3C.spc) drop
+# exactly the 20 bands above
+WATER_WINDOWS_NM = ((1355.0, 1405.0), (1815.0, 1935.0), (2490.0, 1e9))
+
+
+def as_pixels(X, mask: np.ndarray | None = None) -> np.ndarray:
+    """``(N, C)`` pixels from ``(N, C)``, an ``(H, W, C)`` cube (rows where ``mask``) or a Scene."""
+    if isinstance(X, Scene):
+        X = X.cube
+    X = np.asarray(X)
+    if X.ndim == 3:
+        if mask is None:
+            return X.reshape(-1, X.shape[2])
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != X.shape[:2]:
+            raise ValueError(f"mask must be (H, W) = {X.shape[:2]}; got {mask.shape}")
+        return X[mask]
+    if X.ndim == 2:
+        if mask is not None:
+            return X[np.asarray(mask, dtype=bool).reshape(-1)]
+        return X
+    raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
+
+
+def _apply(X, fn):
+    """Apply a per-pixel ``fn((N, C)) -> (N, K)`` keeping the input's layout."""
+    if isinstance(X, Scene):
+        X = X.cube
+    X = np.asarray(X)
+    if X.ndim == 3:
+        h, w, c = X.shape
+        return fn(X.reshape(-1, c)).reshape(h, w, -1)
+    if X.ndim == 2:
+        return fn(X)
+    raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
+
+
+class BandStandardizer(TransformerMixin, BaseEstimator):
+    """Zero mean, unit variance per band, from the pixels ``fit`` sees (``with_std=False``: centring only)."""
+
+    def __init__(self, with_std: bool = True, eps: float = 1e-12) -> None:
+        self.with_std = with_std
+        self.eps = eps
+
+    def fit(self, X, y=None, mask: np.ndarray | None = None):
+        P = as_pixels(X, mask).astype(np.float64)
+        if P.shape[0] < 1:
+            raise ValueError("BandStandardizer.fit: no pixels to fit on (empty mask?)")
+        self.mean_ = P.mean(axis=0)
+        std = P.std(axis=0) if self.with_std else np.ones(P.shape[1])
+        self.scale_ = np.where(std > self.eps, std, 1.0)  # a constant band is centred, not blown up
+        self.n_features_in_ = P.shape[1]
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "mean_")
+        return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(np.float32))
+
+    def inverse_transform(self, X):
+        check_is_fitted(self, "mean_")
+        return _apply(X, lambda P: P * self.scale_ + self.mean_)
+
+
+class MinMaxNormalizer(TransformerMixin, BaseEstimator):
+    """One global min-max to ``[0, 1]`` over all bands (keeps the spectral shape, unlike per-band scaling)."""
+
+    def fit(self, X, y=None, mask: np.ndarray | None = None):
+        P = as_pixels(X, mask)
+        if P.size == 0:
+            raise ValueError("MinMaxNormalizer.fit: no pixels to fit on")
+        self.min_ = float(np.nanmin(P))
+        self.max_ = float(np.nanmax(P))
+        self.n_features_in_ = P.shape[1]
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "min_")
+        span = self.max_ - self.min_ or 1.0
+        return _apply(X, lambda P: ((P - self.min_) / span).astype(np.float32))
+
+
+def water_band_mask(n_bands: int | None = None, wavelengths: np.ndarray | None = None) -> np.ndarray:
+    """Bool ``(C,)``: True for bands to keep.
+
+    With wavelengths (nm) the absorption windows decide; without, only the 220-band AVIRIS layout is known.
+    """
+    if wavelengths is not None:
+        wl = np.asarray(wavelengths, dtype=np.float64)
+        keep = np.ones(wl.size, dtype=bool)
+        for lo, hi in WATER_WINDOWS_NM:
+            keep &= ~((wl >= lo) & (wl < hi))
+        return keep
+    if n_bands == 220:
+        keep = np.ones(220, dtype=bool)
+        keep[list(AVIRIS_WATER_BANDS)] = False
+        return keep
+    raise ValueError(
+        f"cannot locate water-absorption bands for a {n_bands}-band scene without wavelengths; "
+        "give wavelengths (nm) or a 220-band AVIRIS cube"
+    )
+
+
+def remove_water_bands(scene: Scene) -> Scene:
+    """The scene without its water-absorption bands (a copy of the kept bands)."""
+    keep = water_band_mask(scene.n_bands, scene.wavelengths)
+    wl = None if scene.wavelengths is None else scene.wavelengths[keep]
+    return scene.with_cube(np.asarray(scene.cube)[:, :, keep], wl)
+
+
+def valid_pixel_mask(cube, nodata: float | None = None) -> np.ndarray:
+    """``(H, W)`` bool: False where any band is NaN/inf, or where every band equals ``nodata``."""
+    if isinstance(cube, Scene):
+        if nodata is None and "data ignore value" in cube.metadata:
+            nodata = float(cube.metadata["data ignore value"])
+        cube = cube.cube
+    cube = np.asarray(cube)
+    if cube.ndim != 3:
+        raise ValueError(f"expected an (H, W, C) cube; got shape {cube.shape}")
+    ok = np.ones(cube.shape[:2], dtype=bool)
+    if cube.dtype.kind in "fc":
+        ok &= np.isfinite(cube).all(axis=2)
+    if nodata is not None:
+        ok &= ~(cube == nodata).all(axis=2)
+    return ok

@@ -1,0 +1,144 @@
+"""``Scene``: the one type every reader returns (a cube, its wavelengths, its labels when there are any)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RawLayout", "Scene"]
+
+
+@dataclass(frozen=True)
+class RawLayout:
+    """Where a scene's samples lie in a raw file, so that chunks can be mapped and unmapped one at a time.
+
+    A memmap keeps every page it touched resident (they count in the process's RSS), so streaming a cube
+    larger than RAM through one long-lived memmap is not bounded; mapping each chunk afresh is.
+    """
+
+    path: Path
+    offset: int
+    dtype: np.dtype  # with its byte order
+    interleave: str  # "bsq" | "bil" | "bip"
+    shape: tuple[int, int, int]  # (H, W, C)
+
+    def memmap(self) -> np.ndarray:
+        """The whole file as an (H, W, C) view (a fresh mapping; drop it to release its pages)."""
+        h, w, c = self.shape
+        order = {"bsq": (c, h, w), "bil": (h, c, w), "bip": (h, w, c)}[self.interleave]
+        mm = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=order)
+        return {"bsq": lambda a: a.transpose(1, 2, 0), "bil": lambda a: a.transpose(0, 2, 1),
+                "bip": lambda a: a}[self.interleave](mm)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """A hyperspectral scene.
+
+    ``cube`` is ``(H, W, C)`` (an ndarray, or a read-only memmap view for files opened lazily);
+    ``wavelengths`` has ``C`` entries (nanometres) or is ``None``; ``labels`` is an ``(H, W)`` integer map
+    with 0 for unlabelled pixels, or ``None``.
+    """
+
+    cube: np.ndarray
+    wavelengths: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    name: str = "scene"
+    class_names: tuple[str, ...] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    layout: RawLayout | None = None  # set by readers that open a raw file lazily (ENVI)
+
+    def __post_init__(self) -> None:
+        cube = self.cube
+        if not hasattr(cube, "ndim") or cube.ndim != 3:
+            raise ValueError(f"Scene cube must be (H, W, C); got shape {getattr(cube, 'shape', type(cube))}")
+        h, w, c = cube.shape
+        if min(h, w, c) < 1:
+            raise ValueError(f"Scene cube has an empty axis: shape {cube.shape}")
+        if self.wavelengths is not None:
+            wl = np.asarray(self.wavelengths, dtype=np.float64).reshape(-1)
+            if wl.size != c:
+                raise ValueError(f"{c} bands but {wl.size} wavelengths")
+            object.__setattr__(self, "wavelengths", wl)
+        if self.labels is not None:
+            lab = np.asarray(self.labels)
+            if lab.shape != (h, w):
+                raise ValueError(f"labels must be (H, W) = {(h, w)}; got {lab.shape}")
+            if not np.issubdtype(lab.dtype, np.integer):
+                if not np.all(np.isfinite(lab)) or np.any(lab != np.round(lab)):
+                    raise ValueError("labels must be integers (0 = unlabelled)")
+                lab = lab.astype(np.int64)
+            if lab.size and lab.min() < 0:
+                raise ValueError(f"labels must be >= 0 (0 = unlabelled); found {lab.min()}")
+            object.__setattr__(self, "labels", lab)
+
+    # (H, W, C)
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.cube.shape)  # type: ignore[return-value]
+
+    @property
+    def n_bands(self) -> int:
+        return int(self.cube.shape[2])
+
+    @property
+    def n_classes(self) -> int:
+        """Largest class id (classes are 1..n; 0 is unlabelled)."""
+        if self.labels is None:
+            raise ValueError(f"scene {self.name!r} has no labels")
+        return int(self.labels.max())
+
+    def to_tensor(self, dtype: Any = None):
+        """The cube as a ``(C, H, W)`` tensor (copied into memory)."""
+        import torch
+
+        cube = np.asarray(self.cube)
+        # a copy in native byte order: memmaps are read-only and may be big-endian
+        arr = np.array(cube.transpose(2, 0, 1), dtype=cube.dtype.newbyteorder("="), order="C", copy=True)
+        t = torch.from_numpy(arr)
+        return t if dtype is None else t.to(dtype)
+
+    def with_labels(self, labels: np.ndarray | None) -> Scene:
+        return replace(self, labels=labels)
+
+    def with_cube(self, cube: np.ndarray, wavelengths: np.ndarray | None = None) -> Scene:
+        return replace(self, cube=cube, wavelengths=wavelengths, layout=None)
+
+    def iter_row_chunks(self, max_bytes: int = 64 << 20) -> Iterator[tuple[slice, np.ndarray]]:
+        """Yield ``(row_slice, block)`` with ``block`` an in-memory float64 ``(h, W, C)`` copy of those rows.
+
+        Blocks are sized so that one float64 copy is about ``max_bytes``; for a lazily opened file each
+        block is read through its own short-lived mapping, so peak memory stays near ``max_bytes``
+        whatever the file size.
+        """
+        h, w, c = self.shape
+        rows = max(1, int(max_bytes // max(1, w * c * 8)))
+        for r0 in range(0, h, rows):
+            sl = slice(r0, min(h, r0 + rows))
+            if self.layout is not None:
+                view = self.layout.memmap()
+                block = np.array(view[sl], dtype=np.float64)
+                del view  # unmap: the pages this block touched leave the RSS
+            else:
+                block = np.asarray(self.cube[sl], dtype=np.float64)
+            yield sl, block
+
+    def pixels(self, mask: np.ndarray | None = None) -> np.ndarray:
+        """``(N, C)`` spectra of the pixels where ``mask`` is true (all pixels without a mask)."""
+        cube = np.asarray(self.cube)
+        if mask is None:
+            return cube.reshape(-1, cube.shape[2])
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != cube.shape[:2]:
+            raise ValueError(f"mask must be (H, W) = {cube.shape[:2]}; got {mask.shape}")
+        return cube[mask]
+
+    def __repr__(self) -> str:
+        h, w, c = self.shape
+        lab = "no labels" if self.labels is None else f"{int((self.labels > 0).sum())} labelled px"
+        wl = "" if self.wavelengths is None else f", {self.wavelengths[0]:.0f}-{self.wavelengths[-1]:.0f} nm"
+        return f"Scene({self.name!r}, {h}x{w}x{c} {self.cube.dtype}{wl}, {lab})"

@@ -1,0 +1,169 @@
+"""What turns a window network into a scene classifier: the fitted preprocessing (band standardisation +
+PCA, stored as buffers so that network and preprocessing save and load as one weights file), training on
+a scene through :func:`zoo.engine.fit`, evaluation and prediction of full label maps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
+from zoo.hyperspectral.patches import PatchDataset
+from zoo.hyperspectral.pca import HyperspectralPCA
+from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.scene import Scene
+
+__all__ = ["PRE_KEYS", "SceneClassifierMixin"]
+
+PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
+
+
+class SceneClassifierMixin:
+    """Mixed into an ``nn.Module`` whose input is a ``(1, k, w, w)`` window of ``k`` PCA components.
+
+    Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.n_classes``.
+    """
+
+    padding: str = "constant"
+
+    # -- preprocessing buffers -------------------------------------------------------------------------
+    @property
+    def has_preprocessor(self) -> bool:
+        return all(k in self._buffers for k in PRE_KEYS)
+
+    def set_preprocessor(self, mean, scale, pca_mean, components, pca_scale) -> None:
+        """Install fitted standardisation and PCA (``components``: ``(k, C_raw)``) as persistent buffers."""
+        vals = [torch.as_tensor(np.asarray(v), dtype=torch.float32) for v in (mean, scale, pca_mean, components,
+                                                                              pca_scale)]
+        k = self.config.n_bands
+        if vals[3].shape[0] != k or vals[3].dim() != 2:
+            raise ValueError(f"PCA components must be ({k}, C_raw) for n_bands={k}; got {tuple(vals[3].shape)}")
+        for name, v in zip(PRE_KEYS, vals):
+            self.register_buffer(name, v.clone())
+
+    def fit_preprocessor(self, scene: Scene, train_mask: np.ndarray | None) -> None:
+        """Fit standardisation + whitened PCA on the training pixels only."""
+        scaler = BandStandardizer().fit(scene.cube, mask=train_mask)
+        pca = HyperspectralPCA(n_components=self.config.n_bands, whiten=True).fit(
+            scaler.transform(scene.pixels(train_mask)))
+        self.set_preprocessor(scaler.mean_, scaler.scale_, pca.mean_, pca.components_,
+                              1.0 / np.sqrt(np.maximum(pca.explained_variance_, 1e-12)))
+
+    def reduce(self, scene: Scene | np.ndarray) -> np.ndarray:
+        """``(H, W, C_raw)`` -> ``(H, W, k)`` float32 through the stored preprocessing."""
+        if not self.has_preprocessor:
+            raise ValueError("this model has no fitted preprocessing: train it on a scene with zoo.train, or load "
+                             "weights that include it (e.g. zoo.build('hybridsn', weights='indian-pines'))")
+        cube = scene.cube if isinstance(scene, Scene) else scene
+        cube = np.asarray(cube)
+        raw = self.pre_mean.numel()
+        if cube.ndim != 3 or cube.shape[2] != raw:
+            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {cube.shape}")
+        h, w, c = cube.shape
+        P = cube.reshape(-1, c).astype(np.float64)
+        Z = ((P - self.pre_mean.double().numpy()) / self.pre_scale.double().numpy() - self.pca_mean.double().numpy())
+        Z = Z @ self.pca_components.double().numpy().T * self.pca_scale.double().numpy()
+        return Z.astype(np.float32).reshape(h, w, -1)
+
+    # -- zoo.api.Trainable -----------------------------------------------------------------------------
+    def zoo_train(self, data: Any, *, split: Any = "random", train_fraction: float = 0.3, seed: int = 0,
+                  train_mask: np.ndarray | None = None, val_data: Any = None, **fit_kwargs):
+        """Train on a scene (Scene, path or data set name): split, fit the preprocessing on the training
+        pixels, cut windows on the fly, then :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
+        A Dataset/DataLoader of ready windows goes to the engine unchanged."""
+        from zoo.engine import fit
+
+        if isinstance(data, (Dataset, DataLoader)):
+            return fit(self, data, val_data, seed=seed, **fit_kwargs)
+        scene = as_scene(data)
+        sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
+                           window=self.config.window, train_mask=train_mask)
+        n_cls = int(scene.labels[sp.train].max())
+        if n_cls > self.config.n_classes:
+            raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
+                             f"{self.config.n_classes} (build it with n_classes={n_cls})")
+        t0 = time.perf_counter()
+        self.fit_preprocessor(scene, sp.train)
+        reduced = self.reduce(scene)
+        train_ds = PatchDataset.from_mask(reduced, scene.labels, sp.train, window=self.config.window,
+                                          padding=self.padding)
+        self.split_ = (dict(split=split, train_fraction=train_fraction, seed=seed) if isinstance(split, str)
+                       else None)
+        self._last_split = sp
+        fit_kwargs.setdefault("monitor", "train_loss" if val_data is None else "val_loss")
+        result = fit(self, train_ds, val_data, seed=seed, **fit_kwargs)
+        if result.history:
+            result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
+        return result
+
+    def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
+                     amp: str | None = None, **kw) -> dict[str, float]:
+        """OA / AA / kappa (%) on the test pixels of the training split (or ``mask`` / ``split``)."""
+        from zoo.hyperspectral.svm import _flat, _test_mask
+
+        if isinstance(data, (Dataset, DataLoader)):
+            from zoo.engine import evaluate
+
+            return evaluate(self, data, batch_size=batch_size, amp=amp,
+                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
+        scene = as_scene(data)
+        test = _test_mask(self, scene, mask, split, kw)
+        pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
+        return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes))
+
+    @torch.inference_mode()
+    def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, *, batch_size: int = 256,
+                      amp: str | None = None, progress: bool = False) -> np.ndarray:
+        """``(H, W)`` map of classes 1..n (0 outside ``mask``), windows cut on the fly."""
+        from tqdm.auto import tqdm
+
+        h, w, _ = scene.shape
+        sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
+        ds = PatchDataset.from_mask(self.reduce(scene), None, sel, window=self.config.window, padding=self.padding)
+        was_training = self.training
+        self.eval()
+        out: list[torch.Tensor] = []
+        use_amp = amp in ("bf16", "bfloat16")
+        try:
+            for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_amp):
+                    out.append(self(xb).float().argmax(1))
+        finally:
+            self.train(was_training)
+        pred = np.zeros((h, w), np.int64)
+        if out:
+            pred[sel] = torch.cat(out).numpy() + 1
+        return pred
+
+    # -- weights ---------------------------------------------------------------------------------------
+    def export_state_dict(self, network_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+        """The network (optionally cast, e.g. fp16 storage) plus the preprocessing buffers in fp32."""
+        sd = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        if network_dtype is not None:
+            sd = {k: (v.to(network_dtype) if v.is_floating_point() and k not in PRE_KEYS else v) for k, v in sd.items()}
+        return sd
+
+    def save(self, path, network_dtype: torch.dtype | None = None):
+        from zoo.hub import save_weights
+
+        return save_weights(self.export_state_dict(network_dtype), path)
+
+
+def load_scene_model(model: nn.Module, path, entry=None) -> nn.Module:
+    """``load_weights`` for the registry: preprocessing buffers (any scene's band count) then the network."""
+    from zoo.hub import load_into, load_state_dict
+
+    sd = load_state_dict(path)
+    pre = [k for k in PRE_KEYS if k in sd]
+    if pre and len(pre) != len(PRE_KEYS):
+        raise ValueError(f"weights file {path} has only some preprocessing tensors: {pre}")
+    if pre:
+        model.set_preprocessor(*(sd[k].float() for k in PRE_KEYS))
+    load_into(model, sd)
+    return model

@@ -1,0 +1,60 @@
+"""Fitted scikit-learn estimators as safetensors arrays + JSON (never pickle).
+
+Arrays become tensors under ``<prefix>.<attribute>``; plain values (numbers, strings, tuples, None) go to a
+JSON document that is itself stored as a ``uint8`` tensor (``__meta__``), so the whole state survives any
+tool that rewrites the file's safetensors metadata (``zoo.hub.add_weights`` does). Restoring sets the
+attributes back on a fresh estimator; the scikit-learn version is recorded and checked.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["META_KEY", "estimator_state", "pack_json", "restore_estimator", "unpack_json"]
+
+META_KEY = "__meta__"
+
+
+def pack_json(obj: Any) -> torch.Tensor:
+    return torch.frombuffer(bytearray(json.dumps(obj, sort_keys=True).encode()), dtype=torch.uint8).clone()
+
+
+def unpack_json(t: torch.Tensor) -> Any:
+    return json.loads(bytes(t.to(torch.uint8).numpy().tobytes()).decode())
+
+
+def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``(tensors, plain)`` of every attribute of a fitted estimator (params and fitted state)."""
+    tensors: dict[str, torch.Tensor] = {}
+    plain: dict[str, Any] = {}
+    for name, value in vars(est).items():
+        if isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"{type(est).__name__}.{name}: cannot store dtype {arr.dtype} as a tensor")
+            tensors[f"{prefix}.{name}"] = torch.from_numpy(np.array(arr, order="C", copy=True))  # keeps 0-d
+        elif isinstance(value, tuple):
+            plain[name] = {"tuple": [int(v) if isinstance(v, (np.integer,)) else v for v in value]}
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            plain[name] = {"value": value}
+        elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            plain[name] = {"value": json.loads(json.dumps(value))}
+        else:
+            raise TypeError(f"{type(est).__name__}.{name} = {type(value).__name__}: not storable without pickle")
+    return tensors, plain
+
+
+def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[str, Any], prefix: str) -> Any:
+    est = cls.__new__(cls)
+    for name, box in plain.items():
+        setattr(est, name, tuple(box["tuple"]) if "tuple" in box else box["value"])
+    head = prefix + "."
+    for key, t in tensors.items():
+        if key.startswith(head):
+            arr = t.numpy()
+            setattr(est, key[len(head):], arr[()] if arr.ndim == 0 else arr)
+    return est

@@ -1,0 +1,475 @@
+"""The TD3 agent: twin delayed deep deterministic policy gradient.
+
+Fujimoto, van Hoof, Meger, "Addressing Function Approximation Error in Actor-Critic Methods", ICML 2018,
+https://arxiv.org/abs/1802.09477. Three changes over DDPG: the clipped double-Q target (the minimum of
+two critics), target policy smoothing (clipped Gaussian noise on the target action), and delayed actor
+and target updates.
+
+Speed notes (measured in benchmarks/td3_vs_sb3.py): an update at these sizes is dominated by per-op
+overhead, not arithmetic, so the update (1) samples all fields with one row gather from a single
+buffer table, (2) runs both critics as one batched matmul per layer, (3) takes the actor's gradient
+with ``torch.autograd.grad`` w.r.t. the actor only (no critic weight gradients are computed for the
+actor loss), (4) uses the fused / foreach Adam and (5) one ``torch._foreach_lerp_`` for all the soft
+target updates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from zoo.rl.buffer import Batch, ReplayBuffer
+from zoo.rl.config import TD3Config
+from zoo.rl.networks import Actor, TwinCritic
+
+__all__ = ["TD3Agent", "check_spaces"]
+
+
+def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
+    """Validate that TD3 can act in these spaces; returns ``(obs_dim, act_dim)`` or raises ValueError."""
+    from gymnasium import spaces
+
+    if not isinstance(action_space, spaces.Box):
+        raise ValueError(
+            f"{env_id}: TD3 needs a continuous Box action space, got {action_space!r} "
+            "(for discrete actions use a DQN-style agent)"
+        )
+    low, high = np.asarray(action_space.low, np.float64), np.asarray(action_space.high, np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ValueError(
+            f"{env_id}: TD3 needs finite action bounds to rescale its tanh output, got low={low.tolist()} "
+            f"high={high.tolist()}; wrap the env in gymnasium.wrappers.ClipAction/RescaleAction with finite bounds"
+        )
+    if np.any(high <= low):
+        raise ValueError(f"{env_id}: action bounds must satisfy high > low, got low={low} high={high}")
+    if action_space.shape is None or len(action_space.shape) != 1:
+        raise ValueError(f"{env_id}: TD3 needs a 1-D action vector, got action shape {action_space.shape}")
+    if not isinstance(observation_space, spaces.Box):
+        raise ValueError(
+            f"{env_id}: TD3's MLP needs a flat Box observation space, got {observation_space!r} "
+            "(flatten Dict/Tuple observations with gymnasium.wrappers.FlattenObservation)"
+        )
+    shape = observation_space.shape
+    if len(shape) != 1:
+        kind = "pixel" if len(shape) == 3 or observation_space.dtype == np.uint8 else f"{len(shape)}-D"
+        raise ValueError(
+            f"{env_id}: {kind} observations of shape {shape} need an encoder; TD3 here takes flat vector "
+            "observations (shape (n,)): use state observations or flatten them first"
+        )
+    return int(shape[0]), int(action_space.shape[0])
+
+
+class TD3Agent:
+    """A TD3 agent for one observation/action space; implements ``zoo.api.Trainable``.
+
+    Build it with ``zoo.build("td3", env="Pendulum-v1", preset="rl-zoo")``; train with
+    ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``.
+    """
+
+    def __init__(
+        self,
+        observation_space: Any,
+        action_space: Any,
+        config: TD3Config,
+        *,
+        env_id: str | None = None,
+        preset: str | None = None,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+    ) -> None:
+        self.obs_dim, self.act_dim = check_spaces(observation_space, action_space, env_id or "env")
+        self.observation_space, self.action_space = observation_space, action_space
+        self.config, self.env_id, self.preset, self.seed = config, env_id, preset, int(seed)
+        self.device = torch.device(device)
+        low = torch.as_tensor(np.asarray(action_space.low, np.float32), device=self.device)
+        high = torch.as_tensor(np.asarray(action_space.high, np.float32), device=self.device)
+        # tanh output a in [-1, 1] -> low + (a + 1) / 2 * (high - low) = center + a * half
+        self._act_center, self._act_half = (high + low) / 2, (high - low) / 2
+        self._low_np, self._high_np = low.cpu().numpy(), high.cpu().numpy()
+
+        # initialise from the seed without disturbing the caller's global torch RNG
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.actor = Actor(self.obs_dim, self.act_dim, config.net_arch).to(self.device)
+            self.critic = TwinCritic(self.obs_dim, self.act_dim, config.net_arch).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        opt_kw = _adam_kwargs(self.device)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr, **opt_kw)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, **opt_kw)
+        self._actor_params = list(self.actor.parameters())
+        self._critic_params = list(self.critic.parameters())
+        self._online = self._actor_params + self._critic_params
+        self._target = list(self.actor_target.parameters()) + list(self.critic_target.parameters())
+        self._build_compute_copies()
+
+        # one generator for every random draw the agent makes (exploration, sampling, smoothing noise):
+        # its state is all a checkpoint needs to replay them
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(self.seed)
+        self.buffer: ReplayBuffer | None = None  # allocated on the first zoo_train (its capacity is large)
+        self.num_timesteps = 0  # environment transitions collected (over all envs)
+        self.num_updates = 0  # critic updates
+        self.num_actor_updates = 0
+        self.num_episodes = 0
+        self.history: list[dict[str, float]] = []
+        self._update_fn = self._update_eager
+        if config.compile:
+            self._update_fn = torch.compile(self._update_eager, dynamic=False)
+
+    # --- acting -----------------------------------------------------------------------------------
+
+    def scale_action(self, a: torch.Tensor) -> torch.Tensor:
+        """Normalised ``[-1, 1]`` -> the env's Box."""
+        return self._act_center + a * self._act_half
+
+    def unscale_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The env's Box -> normalised ``[-1, 1]``."""
+        return (action - self._act_center) / self._act_half
+
+    def _obs_tensor(self, obs: Any) -> torch.Tensor:
+        t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        if t.shape[-1:] != (self.obs_dim,):
+            raise ValueError(f"observation of shape {tuple(t.shape)}; this agent expects (..., {self.obs_dim})")
+        return t
+
+    @torch.inference_mode()
+    def act_normalised(self, obs: Any, explore: bool = False) -> torch.Tensor:
+        """The action in ``[-1, 1]`` for ``obs`` of shape ``(obs_dim,)`` or ``(N, obs_dim)``."""
+        a = self.actor(self._obs_tensor(obs))  # the fp32 master weights (cheap at these batch sizes)
+        if explore and self.config.exploration_noise > 0:
+            noise = torch.randn(a.shape, generator=self.generator, device=self.device)
+            a = (a + noise * self.config.exploration_noise).clamp_(-1.0, 1.0)
+        return a
+
+    def act(self, obs: Any, explore: bool = False) -> np.ndarray:
+        """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
+        when ``obs`` is). ``explore=True`` adds the Gaussian exploration noise."""
+        return self.scale_action(self.act_normalised(obs, explore)).cpu().numpy()
+
+    def random_action_normalised(self, n: int | None = None) -> torch.Tensor:
+        """Uniform actions in ``[-1, 1]`` from the agent's generator (the warm-up phase)."""
+        shape = (self.act_dim,) if n is None else (n, self.act_dim)
+        return torch.rand(shape, generator=self.generator, device=self.device) * 2.0 - 1.0
+
+    # --- learning ---------------------------------------------------------------------------------
+
+    def ensure_buffer(self) -> ReplayBuffer:
+        if self.buffer is None:
+            self.buffer = ReplayBuffer(self.config.buffer_size, self.obs_dim, self.act_dim, self.device)
+        return self.buffer
+
+    def _build_compute_copies(self) -> None:
+        """The networks the update runs. With ``amp="bf16"`` they are bf16 copies of the fp32 master
+        weights (which the optimizers and the soft update keep in fp32: a tau=0.005 lerp would round
+        away in bf16), refreshed with one ``_foreach_copy_`` per optimizer step. That replaces
+        autocast's per-op weight casts, which cost more than the bf16 (AMX) matmuls save."""
+        self._lowp = self.config.amp == "bf16"
+        self._dtype = torch.bfloat16 if self._lowp else torch.float32
+        if self._lowp:
+            self._c_actor = copy.deepcopy(self.actor).to(self._dtype)
+            self._c_critic = copy.deepcopy(self.critic).to(self._dtype)
+            self._c_actor_target = copy.deepcopy(self.actor_target).to(self._dtype)
+            self._c_critic_target = copy.deepcopy(self.critic_target).to(self._dtype)
+        else:
+            self._c_actor, self._c_critic = self.actor, self.critic
+            self._c_actor_target, self._c_critic_target = self.actor_target, self.critic_target
+        self._c_actor_params = list(self._c_actor.parameters())
+        self._c_critic_params = list(self._c_critic.parameters())
+        self._c_target = list(self._c_actor_target.parameters()) + list(self._c_critic_target.parameters())
+
+    def _sync_compute(self, compute: list[torch.Tensor], master: list[torch.Tensor]) -> None:
+        if self._lowp:
+            with torch.no_grad():
+                torch._foreach_copy_(compute, master)
+
+    def _step(self, opt: torch.optim.Optimizer, master: list[torch.Tensor], grads, compute) -> None:
+        for p, g in zip(master, grads):
+            p.grad = g if g.dtype == p.dtype else g.to(p.dtype)
+        opt.step()
+        self._sync_compute(compute, master)
+
+    def critic_target_value(self, batch: Batch, noise: torch.Tensor) -> torch.Tensor:
+        """``r + gamma * not_done * min_i Q'_i(s', clip(pi'(s') + clip(noise, -c, c), -1, 1))`` -> (B,)."""
+        cfg, dt = self.config, self._dtype
+        with torch.no_grad():
+            next_obs = batch.next_obs.to(dt)
+            noise = noise.clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
+            next_a = (self._c_actor_target(next_obs).float() + noise).clamp_(-1.0, 1.0)
+            q_next = self._c_critic_target(next_obs, next_a.to(dt)).float().amin(dim=0)  # (B,)
+            return batch.reward + cfg.gamma * batch.not_done * q_next
+
+    def _update_eager(self, batch: Batch, noise: torch.Tensor, update_actor: bool) -> torch.Tensor:
+        cfg, dt = self.config, self._dtype
+        target = self.critic_target_value(batch, noise)  # (B,)
+        obs = batch.obs.to(dt)
+        q = self._c_critic(obs, batch.act.to(dt)).float()  # (2, B)
+        critic_loss = (q - target).pow(2).mean(dim=1).sum()  # sum of the two critics' MSE
+        grads = torch.autograd.grad(critic_loss, self._c_critic_params)
+        self._step(self.critic_opt, self._critic_params, grads, self._c_critic_params)
+        if update_actor:
+            actor_loss = -self._c_critic.q1(obs, self._c_actor(obs)).float().mean()
+            # gradients w.r.t. the actor only: autograd then skips the critic's weight gradients
+            grads = torch.autograd.grad(actor_loss, self._c_actor_params)
+            self._step(self.actor_opt, self._actor_params, grads, self._c_actor_params)
+            self.soft_update(cfg.tau)
+        return critic_loss.detach()
+
+    def update(self, gradient_steps: int = 1) -> float | None:
+        """Run ``gradient_steps`` TD3 updates from the replay buffer; returns the last critic loss."""
+        cfg, buf = self.config, self.buffer
+        if buf is None or len(buf) == 0:
+            raise RuntimeError("TD3.update: the replay buffer is empty; collect transitions first")
+        loss = None
+        for _ in range(gradient_steps):
+            batch = buf.sample(cfg.batch_size, self.generator)
+            noise = torch.randn((cfg.batch_size, self.act_dim), generator=self.generator, device=self.device)
+            noise.mul_(cfg.target_policy_noise)
+            self.num_updates += 1
+            update_actor = self.num_updates % cfg.policy_delay == 0
+            loss = self._update_fn(batch, noise, update_actor)
+            self.num_actor_updates += int(update_actor)
+        return None if loss is None else float(loss)
+
+    def soft_update(self, tau: float) -> None:
+        """``target <- (1 - tau) * target + tau * online`` for every parameter, in one fused op."""
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target, self._online, float(tau))
+        self._sync_compute(self._c_target, self._target)
+
+    # --- state ------------------------------------------------------------------------------------
+
+    def network_state_dict(self) -> dict[str, torch.Tensor]:
+        """The four networks' tensors, prefixed ``actor.``, ``critic.``, ``actor_target.``, ``critic_target.``."""
+        out: dict[str, torch.Tensor] = {}
+        for prefix in ("actor", "critic", "actor_target", "critic_target"):
+            for k, v in getattr(self, prefix).state_dict().items():
+                out[f"{prefix}.{k}"] = v.detach().cpu().contiguous()
+        return out
+
+    def load_network_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Load :meth:`network_state_dict` tensors; a file with only ``actor.``/``critic.`` keys copies them
+        into the targets too. Mismatched keys or shapes are an error that names them."""
+        parts: dict[str, dict[str, torch.Tensor]] = {p: {} for p in ("actor", "critic", "actor_target", "critic_target")}
+        unknown = []
+        for key, value in state.items():
+            prefix, _, rest = key.partition(".")
+            if prefix in parts:
+                parts[prefix][rest] = value
+            else:
+                unknown.append(key)
+        if unknown:
+            raise ValueError(f"TD3 weights hold unexpected keys {unknown[:5]} (expected actor./critic. prefixes)")
+        for src, dst in (("actor", "actor_target"), ("critic", "critic_target")):
+            if not parts[dst]:
+                parts[dst] = parts[src]
+        for prefix, sd in parts.items():
+            module = getattr(self, prefix)
+            own = module.state_dict()
+            bad = [f"{prefix}.{k}: file {tuple(sd[k].shape)} vs agent {tuple(v.shape)}"
+                   for k, v in own.items() if k in sd and sd[k].shape != v.shape]
+            missing = [f"{prefix}.{k}" for k in own if k not in sd]
+            extra = [f"{prefix}.{k}" for k in sd if k not in own]
+            if bad or missing or extra:
+                raise ValueError(
+                    "TD3 weights do not fit this agent (obs_dim "
+                    f"{self.obs_dim}, act_dim {self.act_dim}, net_arch {self.config.net_arch}): "
+                    + "; ".join(filter(None, [
+                        "shape mismatch " + ", ".join(bad) if bad else "",
+                        "missing " + ", ".join(missing) if missing else "",
+                        "unexpected " + ", ".join(extra) if extra else "",
+                    ]))
+                )
+            module.load_state_dict({k: v.to(self.device, torch.float32) for k, v in sd.items()})
+        self._build_compute_copies()
+
+    def describe(self) -> dict[str, Any]:
+        """Plain, JSON-able facts that make a weights file self-describing."""
+        return {
+            "env_id": self.env_id, "preset": self.preset, "obs_dim": self.obs_dim, "act_dim": self.act_dim,
+            "action_low": self._low_np.tolist(), "action_high": self._high_np.tolist(),
+            "config": self.config.to_dict(),
+        }
+
+    def save(self, path, metadata: dict[str, str] | None = None) -> None:
+        """The four networks as safetensors, with this agent's description as JSON in the metadata."""
+        from zoo import hub
+
+        meta = {"zoo.td3": json.dumps(self.describe())}
+        meta.update(metadata or {})
+        hub.save_weights(self.network_state_dict(), path, metadata=meta)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything a resumed run needs (weights_only-loadable: tensors, numbers, strings, dicts, lists)."""
+        return {
+            "format": "zoo.td3.checkpoint/1",
+            "describe": json.dumps(self.describe()),
+            "networks": self.network_state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "buffer": self.ensure_buffer().state_dict(),
+            "generator": self.generator.get_state(),
+            "counters": {"num_timesteps": self.num_timesteps, "num_updates": self.num_updates,
+                         "num_actor_updates": self.num_actor_updates, "num_episodes": self.num_episodes},
+            "history": [dict(h) for h in self.history],
+        }
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        if state.get("format") != "zoo.td3.checkpoint/1":
+            raise ValueError(f"not a TD3 checkpoint (format {state.get('format')!r})")
+        saved = json.loads(state["describe"])
+        mine = self.describe()
+        for key in ("obs_dim", "act_dim"):
+            if saved[key] != mine[key]:
+                raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={mine[key]}")
+        if saved["config"] != mine["config"]:
+            diff = {k: (saved["config"].get(k), v) for k, v in mine["config"].items() if saved["config"].get(k) != v}
+            raise ValueError(f"checkpoint config differs from this agent's (saved, this): {diff}")
+        self.load_network_state_dict(state["networks"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.ensure_buffer().load_state_dict(state["buffer"])
+        self.generator.set_state(state["generator"])
+        for key, value in state["counters"].items():
+            setattr(self, key, int(value))
+        self.history = [dict(h) for h in state["history"]]
+
+    # --- zoo.api.Trainable ------------------------------------------------------------------------
+
+    def zoo_train(self, data: Any = None, **config: Any):
+        """Train in place: ``zoo.train(agent, env="Pendulum-v1", total_steps=20_000, ...)``; see
+        :func:`zoo.rl.loop.train` for the options. Returns a ``zoo.engine.TrainResult``."""
+        from zoo.rl.loop import train
+
+        if config.pop("epochs", None) is not None:
+            raise ValueError("TD3 trains for a number of environment steps (total_steps / --steps), not epochs")
+        changes = {k: config.pop(k) for k in ("batch_size", "amp") if k in config}
+        lr = config.pop("lr", None)
+        if lr is not None:
+            changes.update(actor_lr=lr, critic_lr=lr)
+        if changes:
+            self.reconfigure(**changes)
+        return train(self, data, **config)
+
+    def reconfigure(self, **changes: Any) -> None:
+        """Change hyperparameters that do not change the networks' shapes (lr, batch_size, noises, ...)."""
+        import dataclasses
+
+        for key in ("net_arch", "buffer_size"):
+            if key in changes and changes[key] != getattr(self.config, key):
+                raise ValueError(f"{key} fixes tensor shapes; build a new agent to change it")
+        changes = {k: (None if k == "amp" and v in ("none", None) else v) for k, v in changes.items()}
+        self.config = dataclasses.replace(self.config, **changes)
+        for opt, lr in ((self.actor_opt, self.config.actor_lr), (self.critic_opt, self.config.critic_lr)):
+            for group in opt.param_groups:
+                group["lr"] = lr
+        self._build_compute_copies()
+        self._update_fn = torch.compile(self._update_eager, dynamic=False) if self.config.compile \
+            else self._update_eager
+
+    def zoo_evaluate(self, data: Any = None, **config: Any) -> dict[str, float]:
+        """Deterministic evaluation: ``{"return_mean", "return_std", "length_mean", "episodes"}``."""
+        from zoo.rl.loop import evaluate
+
+        return evaluate(self, data, **config)
+
+    def __repr__(self) -> str:
+        n = sum(p.numel() for p in self._online)
+        return (f"TD3Agent(env={self.env_id!r}, preset={self.preset!r}, obs_dim={self.obs_dim}, "
+                f"act_dim={self.act_dim}, net_arch={self.config.net_arch}, params={n}, "
+                f"timesteps={self.num_timesteps}, device={self.device})")
+
+
+def _adam_kwargs(device: torch.device) -> dict[str, Any]:
+    # fused Adam runs every parameter's update in one kernel (CPU since torch 2.4, CUDA)
+    return {"fused": True}
+
+
+# --- registration -------------------------------------------------------------------------------------
+
+from zoo.registry import register  # noqa: E402  (the spine; registering needs the class above)
+
+
+def _load_weights(agent: TD3Agent, path, entry) -> TD3Agent:
+    """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
+    :meth:`TD3Agent.save` / ``hub.add_weights``; its ``zoo.td3`` metadata must fit the built agent."""
+    from zoo import hub
+
+    meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
+    if "zoo.td3" in meta:
+        saved = json.loads(meta["zoo.td3"])
+        for key in ("obs_dim", "act_dim"):
+            if saved.get(key) != getattr(agent, key):
+                raise ValueError(f"weights {path} were trained on {saved.get('env_id')!r} with {key}="
+                                 f"{saved.get(key)}; this agent ({agent.env_id!r}) has {key}={getattr(agent, key)}")
+    agent.load_network_state_dict(hub.load_state_dict(path))
+    return agent
+
+
+@register(
+    "td3",
+    family="rl",
+    summary="TD3 agent (twin critics, target smoothing, delayed actor) for continuous-control gymnasium envs",
+    references=("Fujimoto et al. 2018, Addressing Function Approximation Error in Actor-Critic Methods, "
+                "https://arxiv.org/abs/1802.09477",
+                "rl-baselines3-zoo hyperparams/td3.yml, https://github.com/DLR-RM/rl-baselines3-zoo"),
+    load_weights=_load_weights,
+)
+def td3(
+    env: Any = "Pendulum-v1",
+    preset: str = "rl-zoo",
+    device: str = "cpu",
+    seed: int = 0,
+    net_arch: tuple[int, ...] | None = None,
+    actor_lr: float | None = None,
+    critic_lr: float | None = None,
+    buffer_size: int | None = None,
+    learning_starts: int | None = None,
+    batch_size: int | None = None,
+    gamma: float | None = None,
+    tau: float | None = None,
+    policy_delay: int | None = None,
+    target_policy_noise: float | None = None,
+    target_noise_clip: float | None = None,
+    exploration_noise: float | None = None,
+    train_freq: int | None = None,
+    gradient_steps: int | None = None,
+    amp: str | None = None,
+    compile: bool | None = None,
+) -> TD3Agent:
+    """A TD3 agent for ``env`` (a gymnasium id, or an env whose spaces are read) with ``preset``'s
+    hyperparameters (``"rl-zoo"`` or ``"fujimoto"``); every other argument left at ``None`` keeps the
+    preset's value (see :class:`zoo.rl.config.TD3Config` for their meaning)."""
+    import gymnasium as gym
+
+    from zoo.rl.config import preset_config
+
+    overrides = {k: v for k, v in dict(
+        net_arch=net_arch, actor_lr=actor_lr, critic_lr=critic_lr, buffer_size=buffer_size,
+        learning_starts=learning_starts, batch_size=batch_size, gamma=gamma, tau=tau, policy_delay=policy_delay,
+        target_policy_noise=target_policy_noise, target_noise_clip=target_noise_clip,
+        exploration_noise=exploration_noise, train_freq=train_freq, gradient_steps=gradient_steps, amp=amp,
+        compile=compile).items() if v is not None}
+    if isinstance(env, str):
+        env_id = env
+        try:
+            e = gym.make(env_id)
+        except gym.error.Error as err:
+            raise ValueError(f"td3: cannot make gymnasium env {env_id!r}: {err}") from None
+        obs_space, act_space = e.observation_space, e.action_space
+        e.close()
+    elif isinstance(env, gym.vector.VectorEnv):
+        obs_space, act_space = env.single_observation_space, env.single_action_space
+        env_id = getattr(env.spec, "id", None) if env.spec is not None else None
+    elif isinstance(env, gym.Env):
+        obs_space, act_space = env.observation_space, env.action_space
+        env_id = env.spec.id if env.spec is not None else None
+    else:
+        raise TypeError(f"td3: env must be a gymnasium id or env, got {type(env).__name__}")
+    config = preset_config(preset, env_id or "", **overrides)
+    return TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)

@@ -1,0 +1,278 @@
+"""Masked multi-head attention (self and cross) on ``F.scaled_dot_product_attention``.
+
+Mask conventions follow PyTorch (so a user of ``nn.MultiheadAttention`` / SDPA needs nothing new):
+
+* ``attn_mask``: boolean, ``True`` = may attend (SDPA's convention), or additive float (added to the
+  scores; ``-inf`` masks). Shapes ``(T, S)``, ``(B, T, S)`` or anything that broadcasts to ``(B, H, T, S)``.
+* ``key_padding_mask``: boolean ``(B, S)``, ``True`` = padding, ignore (``nn.MultiheadAttention``'s
+  convention, and what a tokenizer's ``ids == pad`` gives directly).
+* ``causal=True``: query ``i`` sees keys ``j <= i + (S - T)``, i.e. the causal mask is aligned to the
+  *end* of the key sequence. With a KV cache (T new queries, S = past + T keys) this is the right
+  alignment; SDPA's ``is_causal=True`` aligns top-left and would be wrong there, so it is only used
+  when T == S and no other mask is given.
+
+A row whose keys are all masked gives zeros (never NaN), in both paths and their gradients.
+
+Reference: Vaswani et al., "Attention Is All You Need", https://arxiv.org/abs/1706.03762
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["MultiHeadAttention", "combine_masks", "causal_mask", "attention", "reference_attention"]
+
+Impl = Literal["sdpa", "reference"]
+
+
+def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(T, S)`` mask, ``True`` = may attend, aligned to the end of the keys (cache-safe)."""
+    if q_len > k_len:
+        raise ValueError(f"causal mask needs q_len <= k_len (queries are the last keys), got {q_len} > {k_len}")
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=k_len - q_len)
+
+
+def _as_4d(mask: Tensor, name: str, target: tuple[int, int, int, int]) -> Tensor:
+    """Lift a 2-D/3-D mask to 4-D and check that it broadcasts to ``target`` = (B, H, T, S)."""
+    given = tuple(mask.shape)
+    if mask.dim() == 2:  # (T, S)
+        mask = mask[None, None]
+    elif mask.dim() == 3:  # (B, T, S): same for every head
+        mask = mask[:, None]
+    elif mask.dim() != 4:
+        raise ValueError(
+            f"{name} must have 2, 3 or 4 dims broadcastable to (B, H, T, S) = {tuple(target)}, "
+            f"got shape {tuple(mask.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(tuple(mask.shape), target)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)}"
+        ) from None
+    if torch.broadcast_shapes(tuple(mask.shape), target) != target:
+        raise ValueError(
+            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)} (it would enlarge it)"
+        )
+    return mask
+
+
+def combine_masks(
+    shape: tuple[int, int, int, int],
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    causal: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | None = None,
+) -> Tensor | None:
+    """Merge an attention mask, a key padding mask and causality into one mask broadcastable to ``shape``.
+
+    Returns ``None`` (no masking), a boolean mask (``True`` = attend) when every input is boolean, or an
+    additive float mask of ``dtype`` when ``attn_mask`` is float. Shapes are validated with an error
+    that prints both the mask's shape and the attention's (B, H, T, S).
+    """
+    B, H, T, S = shape
+    bool_parts: list[Tensor] = []
+    additive: Tensor | None = None
+    if attn_mask is not None:
+        m = _as_4d(attn_mask, "attn_mask", shape)
+        if m.dtype == torch.bool:
+            bool_parts.append(m)
+        elif m.is_floating_point():
+            additive = m.to(dtype)
+        else:
+            raise TypeError(f"attn_mask must be bool (True = attend) or float (additive), got {m.dtype}")
+    if key_padding_mask is not None:
+        kpm = key_padding_mask
+        if kpm.dtype != torch.bool:
+            raise TypeError(f"key_padding_mask must be bool (True = padding), got {kpm.dtype}")
+        if kpm.shape != (B, S):
+            raise ValueError(
+                f"key_padding_mask must have shape (B, S) = {(B, S)}, got {tuple(kpm.shape)} "
+                f"(attention is (B, H, T, S) = {tuple(shape)})"
+            )
+        bool_parts.append(~kpm[:, None, None, :])  # (B, 1, 1, S), True = attend
+    if causal:
+        bool_parts.append(causal_mask(T, S, device=device)[None, None])  # (1, 1, T, S)
+    if not bool_parts and additive is None:
+        return None
+    allowed: Tensor | None = None
+    for part in bool_parts:
+        allowed = part if allowed is None else allowed & part
+    if additive is None:
+        return allowed
+    if allowed is not None:
+        additive = additive.masked_fill(~allowed, float("-inf"))
+    return additive
+
+
+def _dead_rows(mask: Tensor) -> Tensor:
+    """(…, T, 1) boolean: rows where no key may be attended."""
+    if mask.dtype == torch.bool:
+        return ~mask.any(dim=-1, keepdim=True)
+    return torch.isneginf(mask).all(dim=-1, keepdim=True)
+
+
+def _revive(mask: Tensor, dead: Tensor) -> Tensor:
+    """Let fully masked rows attend everywhere (their output is zeroed afterwards) so softmax stays finite."""
+    if mask.dtype == torch.bool:
+        return mask | dead
+    return mask.masked_fill(dead, 0.0)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    impl: Impl = "sdpa",
+) -> Tensor:
+    """Attention over per-head tensors ``q (B, H, T, Dh)``, ``k, v (B, H, S, Dh)`` with a combined mask.
+
+    ``is_causal`` is only honoured when ``mask`` is None and T == S (SDPA's top-left alignment); callers
+    with a cache pass an explicit mask built by :func:`combine_masks`.
+    """
+    dead = None
+    if mask is not None:
+        dead = _dead_rows(mask)
+        if bool(dead.any()):
+            mask = _revive(mask, dead)
+        else:
+            dead = None
+    if impl == "sdpa":
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+    elif impl == "reference":
+        out = reference_attention(q, k, v, mask, dropout_p=dropout_p, is_causal=is_causal)
+    else:
+        raise ValueError(f"impl must be 'sdpa' or 'reference', got {impl!r}")
+    if dead is not None:
+        out = out.masked_fill(dead, 0.0)  # dead: (B|1, H|1, T, 1) broadcasts over Dh
+    return out
+
+
+def reference_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+) -> Tensor:
+    """The textbook path: explicit scores, ``masked_fill``, softmax, dropout, weighted sum.
+
+    Kept for tests (SDPA must equal it) and for the benchmark (what SDPA saves).
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = (q * scale) @ k.transpose(-2, -1)  # (B, H, T, S)
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], device=q.device), float("-inf"))
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask.to(scores.dtype)
+    weights = torch.softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v  # (B, H, T, Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with a real split into ``n_heads`` heads of ``d_model // n_heads``.
+
+    Self-attention projects q, k, v with one fused GEMM; cross-attention projects the memory's k, v
+    once (and, with a cache, only once per source sentence). ``impl`` picks SDPA (default) or the plain
+    reference path; dropout on the attention weights is applied only in training mode.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, impl: Impl = "sdpa"
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.impl: Impl = impl
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows: [q; k; v]
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        if bias:
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    def _split(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, L, Dh)
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of ``memory (B, S, D)`` as ``(B, H, S, Dh)`` each (cross-attention cache)."""
+        D = self.d_model
+        w = self.in_proj.weight[D:]
+        b = self.in_proj.bias[D:] if self.in_proj.bias is not None else None
+        k, v = F.linear(memory, w, b).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        D = self.d_model
+        b = self.in_proj.bias[:D] if self.in_proj.bias is not None else None
+        return self._split(F.linear(x, self.in_proj.weight[:D], b))
+
+    def forward(
+        self,
+        query: Tensor,
+        memory: Tensor | None = None,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        causal: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,
+        cache=None,
+    ) -> Tensor:
+        """``query (B, T, D)`` -> ``(B, T, D)``.
+
+        Self-attention when ``memory`` and ``kv`` are None; cross-attention over ``memory (B, S, D)`` or
+        over precomputed ``kv`` (from :meth:`project_kv`). ``cache`` (a :class:`zoo.seq2seq.cache.LayerCache`
+        slot) makes self-attention append this step's keys/values and attend to all cached positions.
+        """
+        if query.dim() != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"query must be (B, T, {self.d_model}), got {tuple(query.shape)}")
+        B, T, _ = query.shape
+        if memory is None and kv is None:
+            q, k, v = self.in_proj(query).chunk(3, dim=-1)
+            q, k, v = self._split(q), self._split(k), self._split(v)
+            if cache is not None:
+                k, v = cache.append(k, v)
+        else:
+            q = self.project_q(query)
+            k, v = kv if kv is not None else self.project_kv(memory)
+        S = k.shape[-2]
+        dropout_p = self.dropout if self.training else 0.0
+        # One (the last) query sees every key, cached or not: causality needs no mask at all.
+        causal = causal and T > 1
+        # The fast causal kernel is exact only without a cache offset and without other masks.
+        plain_causal = causal and T == S and attn_mask is None and key_padding_mask is None
+        mask = None
+        if not plain_causal:
+            mask = combine_masks(
+                (B, self.n_heads, T, S),
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                causal=causal,
+                dtype=q.dtype,
+                device=q.device,
+            )
+        out = attention(q, k, v, mask, dropout_p=dropout_p, is_causal=plain_causal, impl=self.impl)
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
+        return self.out_proj(out)

@@ -1,0 +1,124 @@
+"""What every seq2seq model in zoo offers: teacher-forced ``forward``, incremental ``start``/``step`` for
+search, ``translate(list[str]) -> list[str]`` and one-file save/load (weights + tokenizer + config).
+
+Special token ids are fixed across the family (see :mod:`zoo.seq2seq.tokenizer`): a model, its tokenizer
+and the search agree on them without any extra configuration.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+__all__ = ["Seq2SeqModel", "EXTRA_STATE_KEY", "decode_extra_state"]
+
+EXTRA_STATE_KEY = "_extra_state"  # nn.Module's key for get_extra_state()
+
+
+def decode_extra_state(state: Any) -> dict[str, Any]:
+    """The ``{"config": {...}, "tokenizer": json-or-None}`` stored by :meth:`Seq2SeqModel.get_extra_state`."""
+    if not (isinstance(state, Tensor) and state.dtype == torch.uint8 and state.dim() == 1):
+        raise ValueError(
+            f"seq2seq extra state must be a 1-D uint8 tensor of JSON, got {type(state).__name__}"
+            + (f" {state.dtype} {tuple(state.shape)}" if isinstance(state, Tensor) else "")
+        )
+    blob = json.loads(state.numpy().tobytes().decode("utf-8"))
+    if not isinstance(blob, dict) or "config" not in blob:
+        raise ValueError("seq2seq extra state is not the JSON zoo writes (no 'config' key)")
+    return blob
+
+
+class Seq2SeqModel(nn.Module):
+    """Base class of :class:`~zoo.seq2seq.transformer.Seq2SeqTransformer` and :class:`~zoo.seq2seq.gru.Seq2SeqGRU`.
+
+    Subclasses implement ``forward(src, tgt_in) -> logits (B, T, V)`` (teacher forcing), and
+    ``start(src) -> state`` / ``step(state, tokens (B,)) -> logits (B, V)`` / ``state.reorder(index)``
+    for search. ``tokenizer`` is attached after training or loading (it is not a parameter).
+    """
+
+    pad_id = PAD_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+    registry_name = ""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.config = config
+        self.tokenizer: Tokenizer | None = None
+
+    # --- search interface (implemented by subclasses) -------------------------------------------------
+    def start(self, src: Tensor) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def step(self, state: Any, tokens: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def max_len(self) -> int:
+        return int(getattr(self.config, "max_len", 256))
+
+    # --- user API --------------------------------------------------------------------------------------
+    def translate(
+        self,
+        sentences: Sequence[str] | str,
+        *,
+        beam_size: int = 1,
+        length_penalty: float = 0.6,
+        max_len: int | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> list[str] | str:
+        """Translate detokenized sentences; greedy with ``beam_size=1``, beam search otherwise.
+
+        A single string gives a single string back. Empty strings and characters never seen in training
+        are fine (the byte-level tokenizer has no unknowns).
+        """
+        from zoo.seq2seq.translate import translate
+
+        return translate(
+            self,
+            sentences,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            max_len=max_len,
+            batch_size=batch_size,
+            progress=progress,
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write weights, tokenizer and config to one safetensors file (atomic)."""
+        from zoo import hub
+
+        if self.tokenizer is None:
+            raise ValueError(
+                f"{type(self).__name__} has no tokenizer: train one (zoo.seq2seq.train_tokenizer) "
+                "and set model.tokenizer before saving, so that the file can translate on its own"
+            )
+        hub.save_weights(self, path, metadata={"zoo.model": self.registry_name})
+        return Path(path)
+
+    # The tokenizer and config travel *inside* the state dict, as PyTorch's per-module extra state (a
+    # uint8 tensor of JSON): every way a state dict is written (hub.save_weights, hub.add_weights with
+    # fp16 storage, engine checkpoints, a plain torch.save) keeps the model translatable from one file.
+    def get_extra_state(self) -> Tensor:
+        blob = {"config": asdict(self.config), "tokenizer": self.tokenizer.to_json() if self.tokenizer else None}
+        return torch.frombuffer(bytearray(json.dumps(blob).encode("utf-8")), dtype=torch.uint8)
+
+    def set_extra_state(self, state: Any) -> None:
+        blob = decode_extra_state(state)
+        self.tokenizer = Tokenizer.from_json(blob["tokenizer"]) if blob.get("tokenizer") else None
+
+    def extra_repr(self) -> str:
+        return f"tokenizer={'yes' if self.tokenizer is not None else 'none'}"
+
+    @torch.no_grad()
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

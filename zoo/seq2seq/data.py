@@ -1,0 +1,207 @@
+"""Parallel text: Multi30k (gzip, both directions), a user's own pair of files, and token-budget batches.
+
+A batch is ``((src (B, S), tgt_in (B, T)), tgt_out (B, T))``, right-padded with ``PAD_ID``; ``tgt_in``
+starts with BOS and ``tgt_out`` ends with EOS (teacher forcing). Batches are formed from sentences of
+similar length (sorted within large shuffled pools) so that padding stays small, and are sized by a
+token budget ``max_tokens`` (the longest sentence times the number of rows), as fairseq does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+__all__ = [
+    "read_lines",
+    "load_parallel",
+    "load_multi30k",
+    "find_split",
+    "ParallelText",
+    "ParallelDataset",
+    "TokenBucketSampler",
+    "collate",
+    "make_loader",
+    "parse_direction",
+    "MULTI30K_TEST",
+]
+
+MULTI30K_TEST = "test_2016_flickr"
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """Lines of a UTF-8 text file (``.gz`` transparently), without their line endings."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"text file not found: {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        return [line.rstrip("\r\n") for line in f]
+
+
+@dataclass
+class ParallelText:
+    """Aligned source and target sentences."""
+
+    src: list[str]
+    tgt: list[str]
+
+    def __post_init__(self) -> None:
+        if len(self.src) != len(self.tgt):
+            raise ValueError(f"parallel text is not aligned: {len(self.src)} source vs {len(self.tgt)} target lines")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def subset(self, n: int | None) -> "ParallelText":
+        return self if n is None else ParallelText(self.src[:n], self.tgt[:n])
+
+
+def load_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelText:
+    """A user's own pair of line-aligned files (plain or ``.gz``)."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise ValueError(
+            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+        )
+    return ParallelText(src, tgt)
+
+
+def parse_direction(direction: str) -> tuple[str, str]:
+    """``"de-en"`` -> ``("de", "en")``."""
+    parts = str(direction).split("-")
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise ValueError(f"direction must look like 'de-en' (source-target language codes), got {direction!r}")
+    return parts[0], parts[1]
+
+
+def find_split(root: str | Path, split: str, lang: str) -> Path:
+    """``root/split.lang`` or ``root/split.lang.gz`` (also under ``root/task1_raw`` for Multi30k)."""
+    root = Path(root)
+    tried = []
+    for folder in (root, root / "task1_raw"):
+        for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
+            tried.append(folder / name)
+            if tried[-1].is_file():
+                return tried[-1]
+    raise FileNotFoundError(f"no {split!r} file for language {lang!r} under {root} (looked for {tried[0].name} / {tried[1].name})")
+
+
+def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-en") -> ParallelText:
+    """Multi30k task 1 (``train``, ``val``, ``test_2016_flickr``) from the gzip files of
+    github.com/multi30k/dataset ``data/task1/raw``; ``direction`` picks source and target."""
+    s, t = parse_direction(direction)
+    return load_parallel(find_split(root, split, s), find_split(root, split, t))
+
+
+class ParallelDataset(Dataset):
+    """Tokenized pairs; item ``i`` is ``(src_ids + [EOS], [BOS] + tgt_ids + [EOS])``, clipped to ``max_len``."""
+
+    def __init__(self, text: ParallelText, tokenizer: Tokenizer, max_len: int = 256) -> None:
+        self.src = [ids[: max_len - 1] + [EOS_ID] for ids in tokenizer.encode_batch(text.src)]
+        self.tgt = [[BOS_ID] + ids[: max_len - 2] + [EOS_ID] for ids in tokenizer.encode_batch(text.tgt)]
+        self.text = text
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        return self.src[i], self.tgt[i]
+
+    def lengths(self) -> list[int]:
+        return [max(len(s), len(t)) for s, t in zip(self.src, self.tgt)]
+
+    def num_tokens(self) -> int:
+        """Target tokens predicted per epoch (the throughput unit)."""
+        return sum(len(t) - 1 for t in self.tgt)
+
+
+class TokenBucketSampler(Sampler[list[int]]):
+    """Batches of similar-length examples whose padded size stays under ``max_tokens``.
+
+    Each epoch shuffles the examples, sorts them by length inside pools of ``pool`` batches' worth,
+    cuts batches along the sorted order and shuffles the batch order (``shuffle=False``: one fixed,
+    sorted order, for evaluation). ``set_epoch`` makes the order depend on the epoch, deterministically.
+    """
+
+    def __init__(
+        self, lengths: Sequence[int], max_tokens: int = 4096, shuffle: bool = True, seed: int = 0, pool: int = 100
+    ) -> None:
+        if max_tokens < max(lengths, default=0):
+            raise ValueError(f"max_tokens={max_tokens} is smaller than the longest example ({max(lengths)} tokens)")
+        self.lengths = list(lengths)
+        self.max_tokens, self.shuffle, self.seed, self.pool = max_tokens, shuffle, seed, pool
+        self.epoch = 0
+        self._batches = self._make(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _make(self, epoch: int) -> list[list[int]]:
+        idx = list(range(len(self.lengths)))
+        rng = random.Random(self.seed * 1_000_003 + epoch)
+        if self.shuffle:
+            rng.shuffle(idx)
+            mean = max(1.0, sum(self.lengths) / max(1, len(self.lengths)))
+            pool = max(1, int(self.pool * self.max_tokens / mean))
+            idx = [i for s in range(0, len(idx), pool) for i in sorted(idx[s : s + pool], key=self.lengths.__getitem__)]
+        else:
+            idx.sort(key=self.lengths.__getitem__)
+        batches, cur, longest = [], [], 0
+        for i in idx:
+            n = max(longest, self.lengths[i])
+            if cur and n * (len(cur) + 1) > self.max_tokens:
+                batches.append(cur)
+                cur, n = [], self.lengths[i]
+            cur.append(i)
+            longest = n
+        if cur:
+            batches.append(cur)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._batches = self._make(self.epoch)
+        if self.shuffle:
+            self.epoch += 1  # a fresh order next epoch even when the loop never calls set_epoch
+        return iter(self._batches)
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+
+def _pad(rows: Sequence[Sequence[int]]) -> Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+    return out
+
+
+def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor, Tensor], Tensor]:
+    """``[(src, tgt), ...]`` -> ``((src (B, S), tgt_in (B, T)), tgt_out (B, T))``."""
+    src = _pad([b[0] for b in batch])
+    tgt = _pad([b[1] for b in batch])
+    return (src, tgt[:, :-1]), tgt[:, 1:]
+
+
+def make_loader(
+    dataset: ParallelDataset, max_tokens: int = 4096, shuffle: bool = True, seed: int = 0
+) -> DataLoader:
+    """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is)."""
+    sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)
+
+
+def estimate_batches(dataset: ParallelDataset, max_tokens: int) -> int:
+    """Roughly how many batches an epoch has (for warm-up schedules)."""
+    return max(1, math.ceil(sum(dataset.lengths()) * 1.1 / max_tokens))

@@ -1,0 +1,119 @@
+"""Greedy and batched beam search over a model's incremental ``start``/``step`` interface.
+
+Beam search keeps ``beam_size`` live hypotheses per sentence as rows of one ``(B * K)`` batch. At each
+step it looks at the best ``2K`` continuations: those ending in EOS among the top K are finished
+(scored with the GNMT length penalty, Wu et al. 2016, https://arxiv.org/abs/1609.08144, ``lp =
+((5 + len) / 6) ** alpha``), the best K others stay live; a sentence is done once it has K finished
+hypotheses (fairseq's rule). ``beam_size=1`` is exactly greedy search.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from zoo.seq2seq.cache import expand_index
+
+__all__ = ["greedy_search", "beam_search", "default_max_len"]
+
+
+def default_max_len(src: Tensor, pad_id: int, model_max: int) -> int:
+    """New tokens allowed: 1.5 x the longest source + 10, capped by the model's positions."""
+    longest = int((src != pad_id).sum(1).max()) if src.numel() else 0
+    return max(1, min(model_max - 1, int(1.5 * longest) + 10))
+
+
+def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    logp[:, list(banned)] = float("-inf")  # never emit <pad> / <s>
+    return logp
+
+
+@torch.no_grad()
+def greedy_search(model: Any, src: Tensor, max_len: int | None = None) -> list[list[int]]:
+    """Token ids (without BOS/EOS) for each row of ``src (B, S)``; stops a row at EOS."""
+    max_len = max_len or default_max_len(src, model.pad_id, model.max_len)
+    B = src.shape[0]
+    state = model.start(src)
+    tokens = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    out = []
+    for _ in range(max_len):
+        logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))
+        tokens = logp.argmax(-1)
+        tokens = tokens.masked_fill(done, model.eos_id)
+        out.append(tokens)
+        done |= tokens == model.eos_id
+        if bool(done.all()):
+            break
+    return _strip(torch.stack(out, 1).tolist(), model.eos_id)
+
+
+def _strip(rows: list[list[int]], eos: int) -> list[list[int]]:
+    return [r[: r.index(eos)] if eos in r else r for r in rows]
+
+
+def _length_penalty(length: int, alpha: float) -> float:
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Any,
+    src: Tensor,
+    beam_size: int = 5,
+    max_len: int | None = None,
+    length_penalty: float = 0.6,
+) -> list[list[int]]:
+    """Best hypothesis (token ids without BOS/EOS) per row of ``src (B, S)``."""
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    max_len = max_len or default_max_len(src, model.pad_id, model.max_len)
+    B, K, device = src.shape[0], beam_size, src.device
+    state = model.start(src)
+    state.reorder(expand_index(B, K, device))  # (B*K) rows, K per sentence
+    scores = torch.zeros(B, K, device=device)
+    scores[:, 1:] = float("-inf")  # all beams start identical: only the first may expand at step 0
+    tokens = torch.full((B * K,), model.bos_id, dtype=torch.long, device=device)
+    history = torch.empty(B * K, 0, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    done = [False] * B
+    for t in range(max_len):
+        logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))  # (B*K, V)
+        V = logp.shape[-1]
+        total = (scores.view(-1, 1) + logp).view(B, K * V)
+        cand_scores, cand_idx = total.topk(min(2 * K, K * V), dim=-1)  # (B, 2K), sorted
+        cand_beam, cand_tok = cand_idx // V, cand_idx % V
+        is_eos = cand_tok == model.eos_id
+        last_step = t == max_len - 1
+        # finish EOS candidates ranked within the top K (they beat a live hypothesis)
+        eos_hits = (is_eos[:, :K] & torch.isfinite(cand_scores[:, :K])).nonzero().tolist()
+        for b, j in eos_hits:
+            if done[b]:
+                continue
+            beam = int(cand_beam[b, j])
+            hyp = history[b * K + beam].tolist()
+            finished[b].append((float(cand_scores[b, j]) / _length_penalty(len(hyp) + 1, length_penalty), hyp))
+        # the best K non-EOS candidates stay live
+        live_scores, live_pos = cand_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (B, K)
+        live_beam = cand_beam.gather(1, live_pos)
+        live_tok = cand_tok.gather(1, live_pos)
+        for b in range(B):
+            if done[b]:
+                continue
+            if last_step:  # out of length: the live hypotheses compete as they are
+                for k in range(K):
+                    if torch.isfinite(live_scores[b, k]):
+                        hyp = history[b * K + int(live_beam[b, k])].tolist() + [int(live_tok[b, k])]
+                        finished[b].append((float(live_scores[b, k]) / _length_penalty(len(hyp), length_penalty), hyp))
+            done[b] = len(finished[b]) >= K or last_step
+        if all(done):
+            break
+        rows = (torch.arange(B, device=device)[:, None] * K + live_beam).view(-1)  # (B*K)
+        state.reorder(rows)
+        history = torch.cat([history.index_select(0, rows), live_tok.view(-1, 1)], dim=1)
+        scores = live_scores
+        tokens = live_tok.view(-1)
+    return [max(f, key=lambda x: x[0])[1] if f else [] for f in finished]

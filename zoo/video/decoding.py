@@ -1,0 +1,329 @@
+"""PyAV video reading that decodes only the frames it returns.
+
+Two operations, both on one video stream (audio is never touched):
+
+- :func:`probe` reads the container header (frame count, duration, time base, average rate, size) and
+  the timestamps of the first few *packets*; it never runs the decoder, so indexing 13,320 UCF101
+  files takes seconds, not the full decoding pass of torchvision's ``VideoClips``
+  (https://github.com/pytorch/vision/pull/2475).
+- :func:`read_frames` seeks to the keyframe at or before the first wanted frame, decodes forward and
+  stops after the last wanted frame, converting only the frames it returns to RGB.
+
+Frames are addressed by their *display index* ``0 .. num_frames-1``. For most containers that index
+comes from the frame's pts. AVI stores no timestamps at all (FFmpeg synthesises pts from the chunk
+counter), and for DivX/Xvid files with packed B-frames — many UCF101 clips, e.g.
+``v_ApplyEyeMakeup_g01_c01.avi`` — those synthetic pts come out of the decoder *swapped* between
+neighbouring frames, while the decoder's output order is the true display order. Sorting by pts (as
+torchvision's ``read_video`` does) therefore shuffles such videos. For AVI we count frames from the
+keyframe we landed on instead (exact, since AVI is constant-rate by construction).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+import numpy as np
+import torch
+
+__all__ = [
+    "CorruptVideoError",
+    "DecodeStats",
+    "VideoMeta",
+    "probe",
+    "read_all_frames",
+    "read_frames",
+]
+
+# How many packets `probe` demuxes to find the first displayed pts (B-frame delay makes the first
+# packet's pts differ from the first frame's); demuxing is not decoding.
+_PROBE_PACKETS = 8
+# Header frame counts may overstate the decodable frames by a frame or two (rounding of
+# duration-derived counts); a larger shortfall is a truncated file.
+_TAIL_TOLERANCE = 2
+
+
+class CorruptVideoError(RuntimeError):
+    """A video that cannot be opened, has no video stream, or is truncated."""
+
+
+@dataclass(frozen=True)
+class VideoMeta:
+    """What :func:`probe` learns about one video from its header (no decoding)."""
+
+    path: str
+    num_frames: int
+    fps: float
+    time_base: Fraction
+    start_pts: int  # pts of the first frame in display order
+    seek_origin: int  # the stream's start_time, the origin of the demuxer's seek timestamps
+    width: int
+    height: int
+    count_frames: bool  # True for AVI: frame index = frames counted from the keyframe
+
+    @property
+    def duration(self) -> float:
+        return self.num_frames / self.fps
+
+
+@dataclass
+class DecodeStats:
+    """Counters that show how much decoding a read cost (frames decoded per frame returned)."""
+
+    frames_decoded: int = 0
+    frames_returned: int = 0
+    reads: int = 0
+    seeks: int = 0
+
+    def add(self, other: DecodeStats) -> None:
+        self.frames_decoded += other.frames_decoded
+        self.frames_returned += other.frames_returned
+        self.reads += other.reads
+        self.seeks += other.seeks
+
+    @property
+    def decoded_per_returned(self) -> float:
+        return self.frames_decoded / max(self.frames_returned, 1)
+
+
+# FFmpeg's stream probing (avformat_find_stream_info, run by every open) decodes a first frame to learn
+# the pixel format unless the probe budget is tiny; the index needs no pixel format, so it asks for none.
+_HEADER_ONLY = {"probesize": "32", "analyzeduration": "0"}
+
+
+def _open(path: str | os.PathLike, options: dict[str, str] | None = None):
+    try:
+        return av.open(os.fspath(path), metadata_errors="ignore", options=options or {})
+    except (av.error.FFmpegError, OSError) as err:
+        raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: {err}") from err
+
+
+def probe(path: str | os.PathLike) -> VideoMeta:
+    """Read one video's header; raise :class:`CorruptVideoError` if it is unreadable or truncated.
+
+    Never decodes a frame: the frame count, rate and time base come from the container, and the first
+    displayed pts from the first few demuxed packets.
+    """
+    path = os.fspath(path)
+    try:
+        return _probe(path, _HEADER_ONLY)
+    except CorruptVideoError:
+        # Some containers need a real probe to find their rate or length; a broken file fails again.
+        return _probe(path, None)
+
+
+def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
+    with _open(path, options) as container:
+        if not container.streams.video:
+            raise CorruptVideoError(f"{path!r} has no video stream")
+        stream = container.streams.video[0]
+        tb = stream.time_base
+        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+        if tb is None or rate is None or float(rate) <= 0:
+            raise CorruptVideoError(f"{path!r}: the header gives no time base or frame rate")
+        fps = float(rate)
+        dur_frames = None
+        if stream.duration is not None:
+            dur_frames = float(stream.duration * tb) * fps
+        elif container.duration is not None:
+            dur_frames = container.duration / av.time_base * fps
+        num_frames = int(stream.frames or 0)
+        if num_frames <= 0:
+            if dur_frames is None:
+                raise CorruptVideoError(f"{path!r}: the header gives neither a frame count nor a duration")
+            num_frames = math.floor(dur_frames + 1e-6)
+        elif dur_frames is not None and dur_frames < num_frames - max(_TAIL_TOLERANCE, 0.02 * num_frames):
+            # The header's count was written before the data; the demuxer's index (or its scan of a
+            # file without one) sees fewer frames: the file was cut short.
+            raise CorruptVideoError(
+                f"{path!r} looks truncated: the header says {num_frames} frames but the stream holds "
+                f"about {dur_frames:.0f}"
+            )
+        if num_frames <= 0:
+            raise CorruptVideoError(f"{path!r} holds no video frames")
+        pts = []
+        try:
+            for packet in container.demux(stream):
+                if packet.pts is not None:
+                    pts.append(packet.pts)
+                elif packet.dts is not None:
+                    pts.append(packet.dts)
+                if len(pts) >= _PROBE_PACKETS:
+                    break
+        except av.error.FFmpegError as err:
+            raise CorruptVideoError(f"{path!r}: cannot read its first packets: {err}") from err
+        if not pts:
+            raise CorruptVideoError(f"{path!r}: no video packets")
+        origin = stream.start_time if stream.start_time is not None else min(pts)
+        return VideoMeta(
+            path=path,
+            num_frames=num_frames,
+            fps=fps,
+            time_base=Fraction(tb),
+            start_pts=int(min(pts)),
+            seek_origin=int(origin),
+            width=stream.codec_context.width,
+            height=stream.codec_context.height,
+            count_frames="avi" in container.format.name.split(","),
+        )
+
+
+# Process-wide counter; tests and the loader benchmark read it to check how much was decoded.
+GLOBAL_STATS = DecodeStats()
+
+
+def _decoded_frames(container, stream) -> Iterable[av.VideoFrame]:
+    """The one place frames leave the decoder (so that tests can count decoder use)."""
+    for frame in container.decode(stream):
+        GLOBAL_STATS.frames_decoded += 1
+        yield frame
+
+
+def _to_array(frame) -> np.ndarray:
+    return frame.to_ndarray(format="rgb24")  # (H, W, 3) uint8
+
+
+def read_frames(
+    path: str | os.PathLike,
+    indices: Sequence[int],
+    meta: VideoMeta | None = None,
+    *,
+    thread_type: str = "AUTO",
+    thread_count: int = 0,
+    stats: DecodeStats | None = None,
+) -> torch.Tensor:
+    """Frames at display ``indices`` (any order, repeats allowed) as a ``(T, H, W, 3)`` uint8 tensor.
+
+    Seeks to the keyframe at or before ``min(indices)``, decodes forward, and stops after
+    ``max(indices)``. Indices beyond the last decodable frame by at most a couple of frames (header
+    rounding) repeat the last frame; more than that raises :class:`CorruptVideoError`.
+    """
+    path = os.fspath(path)
+    idx = [int(i) for i in indices]
+    if not idx:
+        raise ValueError("read_frames: indices is empty")
+    if min(idx) < 0:
+        raise ValueError(f"read_frames: negative frame index {min(idx)}")
+    meta = meta or probe(path)
+    wanted = sorted(set(idx))
+    local = DecodeStats(reads=1)
+    try:
+        got = _read_sorted(path, wanted, meta, thread_type, thread_count, local)
+    except av.error.FFmpegError as err:
+        raise CorruptVideoError(f"decoding {path!r} failed: {err}") from err
+    finally:
+        GLOBAL_STATS.reads += 1
+        if stats is not None:
+            stats.add(local)
+    out = torch.from_numpy(np.stack([got[i] for i in idx]))  # (T, H, W, 3)
+    local.frames_returned = len(idx)
+    if stats is not None:
+        stats.frames_returned += len(idx)
+    GLOBAL_STATS.frames_returned += len(idx)
+    return out
+
+
+def _read_sorted(
+    path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats
+) -> dict[int, np.ndarray]:
+    first = wanted[0]
+    ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
+    # Seek a little before the wanted time: the demuxer's seek timestamps (AVI: dts) may lead the
+    # displayed pts by the B-frame delay, and landing one keyframe early only costs decoding.
+    margin = meta.start_pts - meta.seek_origin + 1
+    targets = [meta.seek_origin + int(first * ticks_per_frame) - margin]
+    targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
+    targets.append(None)  # from the start
+    for target in targets:
+        with _open(path) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = thread_type
+            if thread_count:
+                stream.codec_context.thread_count = thread_count
+            if target is not None and target > meta.seek_origin:
+                container.seek(target, stream=stream, backward=True, any_frame=False)
+                stats.seeks += 1
+            elif target is not None:
+                target = None  # nothing to skip: decode from the start
+            result = _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, target is None)
+        if result is not None:
+            return result
+    raise CorruptVideoError(f"{path!r}: could not position the decoder at frame {first}")
+
+
+def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_start):
+    """Decode from the current position; None if we landed after ``wanted[0]`` (then seek earlier)."""
+    got: dict[int, np.ndarray] = {}
+    j = 0
+    prev = None  # (index, frame) of the latest frame before the next wanted one
+    base = None
+    k = 0
+    for frame in _decoded_frames(container, stream):
+        stats.frames_decoded += 1
+        if meta.count_frames:
+            if base is None:
+                p = frame.pts if frame.pts is not None else frame.dts
+                base = 0 if (from_start or p is None) else round((p - meta.start_pts) / ticks_per_frame)
+            i = base + k
+            k += 1
+        else:
+            p = frame.pts if frame.pts is not None else frame.dts
+            if p is None:
+                raise CorruptVideoError(f"{meta.path!r}: a frame without timestamps in a timestamped container")
+            i = round((p - meta.start_pts) / ticks_per_frame)
+        if prev is None and i > wanted[0] and not from_start:
+            return None
+        # Wanted indices this frame has passed show the previous frame (variable-rate gaps).
+        while j < len(wanted) and wanted[j] < i:
+            got[wanted[j]] = _to_array(prev[1] if prev is not None else frame)
+            j += 1
+        if j < len(wanted) and wanted[j] == i:
+            got[wanted[j]] = _to_array(frame)
+            j += 1
+        if j == len(wanted):
+            return got
+        prev = (i, frame)
+    # End of stream before the last wanted frame.
+    if prev is None:
+        raise CorruptVideoError(f"{meta.path!r}: the decoder returned no frames")
+    missing = wanted[j:]
+    if missing[-1] - prev[0] > _TAIL_TOLERANCE:
+        raise CorruptVideoError(
+            f"{meta.path!r} ends at frame {prev[0]} but frame {missing[-1]} was asked for "
+            f"(header: {meta.num_frames} frames); the file is probably truncated"
+        )
+    last = _to_array(prev[1])
+    for w in missing:
+        got[w] = last
+    return got
+
+
+def read_all_frames(
+    path: str | os.PathLike, *, thread_type: str = "AUTO", stats: DecodeStats | None = None
+) -> torch.Tensor:
+    """Decode the whole video in display order: ``(N, H, W, 3)`` uint8.
+
+    The reference for :func:`read_frames` (frame ``i`` here is display index ``i`` there) and the
+    "decode everything, then slice" baseline of the loader benchmark.
+    """
+    frames = []
+    with _open(path) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = thread_type
+        try:
+            for frame in _decoded_frames(container, stream):
+                frames.append(_to_array(frame))
+        except av.error.FFmpegError as err:
+            raise CorruptVideoError(f"decoding {os.fspath(path)!r} failed: {err}") from err
+        # Decoders emit frames in display order; AVI's synthetic pts may disagree (module docstring),
+        # so position in the output, not pts, is the display index here.
+    if not frames:
+        raise CorruptVideoError(f"{os.fspath(path)!r}: the decoder returned no frames")
+    if stats is not None:
+        stats.frames_decoded += len(frames)
+        stats.reads += 1
+    return torch.from_numpy(np.stack(frames))

@@ -1,0 +1,80 @@
+"""The official UCF101 split files: ``classInd.txt``, ``trainlist0{1,2,3}.txt``, ``testlist0{1,2,3}.txt``.
+
+Quirks handled here rather than in every caller:
+
+- CRLF line endings, as shipped in ``UCF101TrainTestSplits-RecognitionTask.zip``;
+- ``classInd.txt`` says ``HandstandPushups`` while the file names say ``v_HandStandPushups_...``
+  (the folder is ``HandstandPushups``), so class names are matched case-insensitively;
+- trainlist lines carry a 1-based label, testlist lines do not (the class comes from the folder);
+  where both exist they must agree.
+
+Reference: Soomro, Zamir, Shah, "UCF101: A Dataset of 101 Human Actions Classes From Videos in The
+Wild", https://arxiv.org/abs/1212.0402.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["FOLDS", "SplitEntry", "read_class_index", "read_split"]
+
+FOLDS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class SplitEntry:
+    path: str  # relative, with "/" separators, exactly as in the split file: "Class/v_Class_gXX_cYY.avi"
+    label: int  # 0-based index into classInd order
+    class_name: str  # the classInd spelling
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"UCF101 split file not found: {path}")
+    # newline=None turns CRLF into "\n"; strip() removes any stray "\r" or spaces as well.
+    with open(path, encoding="utf-8", newline=None) as fh:
+        return [ln.strip() for ln in fh if ln.strip()]
+
+
+def read_class_index(split_dir: str | os.PathLike) -> list[str]:
+    """Class names in label order from ``classInd.txt`` (``"1 ApplyEyeMakeup"`` ...)."""
+    path = Path(split_dir) / "classInd.txt"
+    names: list[str] = []
+    for n, line in enumerate(_lines(path), 1):
+        parts = line.split()
+        if len(parts) != 2 or not parts[0].isdigit():
+            raise ValueError(f"{path}:{n}: expected '<label> <ClassName>', got {line!r}")
+        if int(parts[0]) != len(names) + 1:
+            raise ValueError(f"{path}:{n}: labels must count up from 1; expected {len(names) + 1}, got {parts[0]}")
+        names.append(parts[1])
+    if not names:
+        raise ValueError(f"{path} lists no classes")
+    return names
+
+
+def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) -> list[SplitEntry]:
+    """The entries of ``trainlist0{fold}.txt`` or ``testlist0{fold}.txt`` with 0-based labels."""
+    if fold not in FOLDS:
+        raise ValueError(f"fold must be one of {FOLDS}, got {fold!r}")
+    split_dir = Path(split_dir)
+    classes = read_class_index(split_dir)
+    by_lower = {c.lower(): i for i, c in enumerate(classes)}
+    path = split_dir / f"{'train' if train else 'test'}list{fold:02d}.txt"
+    entries = []
+    for n, line in enumerate(_lines(path), 1):
+        parts = line.split()
+        rel = parts[0].replace("\\", "/")
+        folder = rel.split("/")[0]
+        if "/" not in rel or folder.lower() not in by_lower:
+            raise ValueError(f"{path}:{n}: {rel!r} is not '<Class>/<file>' with a class from classInd.txt")
+        label = by_lower[folder.lower()]
+        if len(parts) >= 2 and (not parts[1].isdigit() or int(parts[1]) != label + 1):
+            raise ValueError(
+                f"{path}:{n}: label {parts[1]!r} does not match class {folder!r} (classInd label {label + 1})"
+            )
+        entries.append(SplitEntry(rel, label, classes[label]))
+    if not entries:
+        raise ValueError(f"{path} lists no videos")
+    return entries

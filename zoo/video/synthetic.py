@@ -1,0 +1,164 @@
+"""A generated action data set in the UCF101 layout: shapes that move, encoded with PyAV's mpeg4.
+
+Five classes: a bright shape (disc, square or triangle; random colour, size, start and speed) on a dark
+noisy background either moves right, left, up, down, or grows in place. The clips are written as
+``<root>/videos/<Class>/v_<Class>_gXX_cYY.avi`` with ``<root>/splits/{classInd,trainlist01,testlist01}.txt``
+(CRLF, like the official files), so :class:`zoo.video.UCF101` reads them like the real thing — decoding,
+seeking and split parsing included. Train and test use disjoint groups (``g01``-``g05`` test), as
+UCF101 keeps a group's clips on one side.
+
+Direction is only visible over time: a single frame of "moving left" looks like one of "moving right".
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+from tqdm.auto import tqdm
+
+__all__ = ["CLASSES", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
+
+CLASSES = ("MoveRight", "MoveLeft", "MoveUp", "MoveDown", "Grow")
+_SHAPES = ("disc", "square", "triangle")
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    size: int = 64  # frame height and width (even, for yuv420p)
+    num_frames: int = 32
+    fps: int = 25
+    train_per_class: int = 40
+    test_per_class: int = 12
+    seed: int = 0
+
+
+def _mask(shape: str, cy: float, cx: float, r: float, size: int) -> np.ndarray:
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    if shape == "disc":
+        return (yy - cy) ** 2 + (xx - cx) ** 2 <= r * r
+    if shape == "square":
+        return (np.abs(yy - cy) <= r) & (np.abs(xx - cx) <= r)
+    # an upward triangle: inside the box and below the two slanted edges
+    top = cy - r
+    return (yy >= top) & (yy <= cy + r) & (np.abs(xx - cx) <= (yy - top) / 2 + 0.5)
+
+
+def render_clip(label: int, rng: np.random.Generator, size: int = 64, num_frames: int = 32) -> np.ndarray:
+    """One clip of class ``CLASSES[label]``: ``(T, H, W, 3)`` uint8."""
+    if not 0 <= label < len(CLASSES):
+        raise ValueError(f"label must be in [0, {len(CLASSES)}), got {label}")
+    shape = _SHAPES[rng.integers(len(_SHAPES))]
+    colour = rng.uniform(150, 255, size=3)
+    background = rng.uniform(0, 60, size=3)
+    r0 = rng.uniform(0.09, 0.16) * size
+    travel = rng.uniform(0.35, 0.55) * size  # distance covered over the clip
+    margin = r0 + 1
+    # Start so that the whole path stays inside the frame.
+    lo, hi = margin, size - margin
+    cy, cx = rng.uniform(lo, hi), rng.uniform(lo, hi)
+    name = CLASSES[label]
+    if name == "MoveRight":
+        cx = rng.uniform(lo, hi - travel)
+    elif name == "MoveLeft":
+        cx = rng.uniform(lo + travel, hi)
+    elif name == "MoveDown":
+        cy = rng.uniform(lo, hi - travel)
+    elif name == "MoveUp":
+        cy = rng.uniform(lo + travel, hi)
+    frames = np.empty((num_frames, size, size, 3), dtype=np.uint8)
+    noise = rng.normal(0, 8, size=(num_frames, size, size, 1))
+    for t in range(num_frames):
+        f = t / max(num_frames - 1, 1)
+        y, x, r = cy, cx, r0
+        if name == "MoveRight":
+            x = cx + f * travel
+        elif name == "MoveLeft":
+            x = cx - f * travel
+        elif name == "MoveDown":
+            y = cy + f * travel
+        elif name == "MoveUp":
+            y = cy - f * travel
+        else:  # Grow: from r0/2 to about 2.2 r0, clipped by the frame
+            r = r0 * (0.5 + 1.7 * f)
+        img = np.broadcast_to(background, (size, size, 3)).copy()
+        img[_mask(shape, y, x, r, size)] = colour
+        frames[t] = np.clip(img + noise[t], 0, 255).astype(np.uint8)
+    return frames
+
+
+def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 25, bit_rate: int = 400_000) -> Path:
+    """Encode ``(T, H, W, 3)`` uint8 frames with PyAV's mpeg4 encoder (container from the suffix).
+
+    Written to a temp file and renamed into place, so a crash never leaves half a video.
+    """
+    path = Path(path)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
+        raise ValueError(f"frames must be (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix, prefix=".tmp-")
+    os.close(fd)
+    try:
+        with av.open(tmp, mode="w") as out:
+            stream = out.add_stream("mpeg4", rate=fps)
+            stream.width, stream.height = frames.shape[2], frames.shape[1]
+            stream.pix_fmt = "yuv420p"
+            stream.bit_rate = bit_rate
+            for img in frames:
+                for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes("".join(f"{ln}\r\n" for ln in lines).encode("ascii"))
+    os.replace(tmp, path)
+
+
+def make_synthetic_actions(
+    root: str | os.PathLike, config: SyntheticConfig = SyntheticConfig(), *, progress: bool = True
+) -> tuple[Path, Path]:
+    """Write the data set under ``root``; returns ``(video_root, split_dir)`` for :class:`UCF101`.
+
+    Existing clips with the same name are kept (the generator is deterministic for a given config),
+    so a second call only fills in what is missing.
+    """
+    if config.size % 2 or config.size < 16:
+        raise ValueError(f"size must be even and >= 16, got {config.size}")
+    root = Path(root)
+    videos, splits = root / "videos", root / "splits"
+    splits.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(config.seed)
+    train, test = [], []
+    jobs = []
+    for label, name in enumerate(CLASSES):
+        total = config.train_per_class + config.test_per_class
+        for k in range(total):
+            is_test = k < config.test_per_class
+            # 5 test groups and the rest for training, 4 clips a group at most like UCF101's c01-c07
+            group = (k % 5) + 1 if is_test else 6 + (k - config.test_per_class) // 4
+            clip = (k // 5) + 1 if is_test else (k - config.test_per_class) % 4 + 1
+            rel = f"{name}/v_{name}_g{group:02d}_c{clip:02d}.avi"
+            (test if is_test else train).append(rel if is_test else f"{rel} {label + 1}")
+            jobs.append((rel, label, int(rng.integers(2**31))))
+    for rel, label, seed in tqdm(jobs, desc="generating clips", unit="clip", disable=not progress, leave=False):
+        dest = videos / rel
+        if dest.is_file():
+            continue
+        frames = render_clip(label, np.random.default_rng(seed), config.size, config.num_frames)
+        write_video(dest, frames, config.fps)
+    _write_lines(splits / "classInd.txt", [f"{i + 1} {c}" for i, c in enumerate(CLASSES)])
+    _write_lines(splits / "trainlist01.txt", train)
+    _write_lines(splits / "testlist01.txt", test)
+    return videos, splits

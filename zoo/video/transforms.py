@@ -1,0 +1,195 @@
+"""Transforms for ``(C, T, H, W)`` video clips (uint8 from the loader, float after ``ToFloat``).
+
+Spatial transforms apply one draw to every frame of a clip (a crop that moved between frames would be
+fake motion). Resizing goes through ``torchvision.transforms.v2.functional.resize``, which treats all
+leading dimensions as a batch and accepts uint8.
+
+``kinetics_eval(...)``/``kinetics_train(...)`` reproduce what torchvision's Kinetics-400 video weights
+expect (``R2Plus1D_18_Weights.KINETICS400_V1.transforms()``: resize to 128x171, centre crop 112,
+scale to [0, 1], normalise with the Kinetics mean/std).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torchvision.transforms.v2.functional as TF
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "KINETICS_MEAN",
+    "KINETICS_STD",
+    "CenterCrop",
+    "Compose",
+    "Normalize",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "Resize",
+    "TemporalJitter",
+    "ToFloat",
+    "kinetics_eval",
+    "kinetics_train",
+]
+
+KINETICS_MEAN = (0.43216, 0.394666, 0.37645)
+KINETICS_STD = (0.22803, 0.22145, 0.216989)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _check(video: torch.Tensor) -> None:
+    if not isinstance(video, torch.Tensor) or video.ndim != 4:
+        got = tuple(video.shape) if isinstance(video, torch.Tensor) else type(video).__name__
+        raise ValueError(f"expected a video tensor of shape (C, T, H, W), got {got}")
+
+
+def _size2(size: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(size, int):
+        return size, size
+    if len(size) != 2:
+        raise ValueError(f"size must be an int or (height, width), got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+class Compose:
+    def __init__(self, transforms: Sequence) -> None:
+        self.transforms = list(transforms)
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        for t in self.transforms:
+            video = t(video)
+        return video
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(t) for t in self.transforms)
+        return f"Compose([{inner}])"
+
+
+class ToFloat:
+    """uint8 in [0, 255] -> float32 in [0, 1]."""
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        if video.dtype == torch.uint8:
+            return video.to(torch.float32).div_(255.0)
+        return video.to(torch.float32)
+
+    def __repr__(self) -> str:
+        return "ToFloat()"
+
+
+class Resize:
+    """Resize every frame; an int resizes the shorter side to it (aspect kept), as torchvision does."""
+
+    def __init__(self, size: int | Sequence[int], antialias: bool = True) -> None:
+        self.size = [size] if isinstance(size, int) else list(_size2(size))
+        self.antialias = antialias
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        return TF.resize(video, self.size, antialias=self.antialias)  # (C, T, H', W')
+
+    def __repr__(self) -> str:
+        return f"Resize({self.size})"
+
+
+class CenterCrop:
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size = _size2(size)
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        return TF.center_crop(video, list(self.size))
+
+    def __repr__(self) -> str:
+        return f"CenterCrop({self.size})"
+
+
+class RandomCrop:
+    """One random crop position for the whole clip."""
+
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size = _size2(size)
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        h, w = video.shape[-2:]
+        th, tw = self.size
+        if h < th or w < tw:
+            raise ValueError(f"RandomCrop{self.size} is larger than the frames ({h}x{w}); resize first")
+        top = int(torch.randint(h - th + 1, (1,)))
+        left = int(torch.randint(w - tw + 1, (1,)))
+        return video[..., top : top + th, left : left + tw]
+
+    def __repr__(self) -> str:
+        return f"RandomCrop({self.size})"
+
+
+class RandomHorizontalFlip:
+    def __init__(self, p: float = 0.5) -> None:
+        self.p = p
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        return video.flip(-1) if float(torch.rand(())) < self.p else video
+
+    def __repr__(self) -> str:
+        return f"RandomHorizontalFlip(p={self.p})"
+
+
+class Normalize:
+    """Per-channel ``(x - mean) / std`` on a float ``(C, T, H, W)`` clip."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1, 1)
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        if not video.is_floating_point():
+            raise ValueError(f"Normalize expects a float clip (apply ToFloat first), got {video.dtype}")
+        if video.shape[0] != self.mean.shape[0]:
+            raise ValueError(f"Normalize has {self.mean.shape[0]} channels, the clip has {video.shape[0]}")
+        return (video - self.mean.to(video.dtype)) / self.std.to(video.dtype)
+
+    def __repr__(self) -> str:
+        return f"Normalize(mean={self.mean.flatten().tolist()}, std={self.std.flatten().tolist()})"
+
+
+class TemporalJitter:
+    """Move each frame up to ``max_shift`` positions in time (clamped at the ends; order is kept).
+
+    A cheap stand-in for sampling jitter when the clip is already decoded: each output frame t shows
+    input frame ``clamp(t + u_t)`` with ``u_t`` uniform in ``[-max_shift, max_shift]``, sorted so
+    that time never runs backwards.
+    """
+
+    def __init__(self, max_shift: int = 1) -> None:
+        if max_shift < 0:
+            raise ValueError(f"max_shift must be >= 0, got {max_shift}")
+        self.max_shift = max_shift
+
+    def __call__(self, video: torch.Tensor) -> torch.Tensor:
+        _check(video)
+        t = video.shape[1]
+        shift = torch.randint(-self.max_shift, self.max_shift + 1, (t,))
+        idx = (torch.arange(t) + shift).clamp_(0, t - 1).sort().values
+        return video[:, idx]
+
+    def __repr__(self) -> str:
+        return f"TemporalJitter(max_shift={self.max_shift})"
+
+
+def kinetics_eval(resize: Sequence[int] = (128, 171), crop: int = 112) -> Compose:
+    """The evaluation transform torchvision's Kinetics-400 video weights expect."""
+    return Compose([Resize(resize), CenterCrop(crop), ToFloat(), Normalize(KINETICS_MEAN, KINETICS_STD)])
+
+
+def kinetics_train(resize: Sequence[int] = (128, 171), crop: int = 112, flip: float = 0.5) -> Compose:
+    """Training augmentation matching :func:`kinetics_eval` (random crop and horizontal flip)."""
+    return Compose(
+        [Resize(resize), RandomCrop(crop), RandomHorizontalFlip(flip), ToFloat(),
+         Normalize(KINETICS_MEAN, KINETICS_STD)]
+    )

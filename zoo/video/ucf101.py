@@ -1,0 +1,263 @@
+"""The UCF101 clip dataset: an index from split files and container headers, clips decoded on demand.
+
+``UCF101(root, split_dir, fold=1, train=True, frames_per_clip=16, ...)`` keeps torchvision's argument
+names where they mean the same thing (``root``, ``fold``, ``train``, ``frames_per_clip``,
+``step_between_clips``, ``frame_rate``, ``transform``; ``split_dir`` is torchvision's
+``annotation_path``) and differs where torchvision's design hurts:
+
+- the index comes from the split list and each file's header (:func:`zoo.video.decoding.probe`); no
+  video is decoded to build it (torchvision's ``VideoClips`` decodes every file of the root, train and
+  test alike, and in 0.29 needs TorchCodec);
+- items are ``(video, label)`` with ``video`` a ``(C, T, H, W)`` uint8 tensor (or whatever
+  ``transform`` makes of it); audio is never read, so batches never carry ragged audio
+  (https://github.com/pytorch/vision/issues/2265);
+- a split entry whose file is missing is an error; a corrupt or truncated file is skipped with a
+  warning and listed in ``skipped`` (``strict=True`` raises instead);
+- videos shorter than a clip give one clip that loops (``short_video="loop"``) or repeats its last
+  frame (``"pad"``) instead of vanishing from the data set.
+
+Lengths: ``sampling="uniform"`` has one item per clip (every ``step_between_clips`` frames, as
+torchvision); ``"random"`` and ``"segments"`` have one item per video, drawn afresh on every access.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from zoo.video import sampling as S
+from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_frames
+from zoo.video.splits import read_class_index, read_split
+
+__all__ = ["UCF101", "VideoClipDataset"]
+
+Sampling = Literal["uniform", "random", "segments"]
+_MAX_RETRIES = 5
+
+
+class VideoClipDataset(Dataset):
+    """Clips from a list of ``(path, label)`` videos; :class:`UCF101` fills the list from split files."""
+
+    def __init__(
+        self,
+        videos: list[tuple[str, int]],
+        classes: list[str],
+        *,
+        frames_per_clip: int = 16,
+        step_between_clips: int = 1,
+        sampling: Sampling = "uniform",
+        num_segments: int | None = None,
+        train: bool = True,
+        frame_rate: float | None = None,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        short_video: S.ShortVideo = "loop",
+        strict: bool = False,
+        thread_type: str = "AUTO",
+        thread_count: int = 0,
+        progress: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        if sampling not in S.SAMPLINGS:
+            raise ValueError(f"sampling must be one of {S.SAMPLINGS}, got {sampling!r}")
+        if sampling != "segments" and num_segments is not None:
+            raise ValueError("num_segments only applies to sampling='segments'")
+        if short_video not in ("loop", "pad"):
+            raise ValueError(f"short_video must be 'loop' or 'pad', got {short_video!r}")
+        if frames_per_clip < 1 or step_between_clips < 1:
+            raise ValueError(
+                f"frames_per_clip and step_between_clips must be >= 1, got {frames_per_clip}, {step_between_clips}"
+            )
+        self.classes = list(classes)
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+        self.frames_per_clip = frames_per_clip
+        self.step_between_clips = step_between_clips
+        self.sampling = sampling
+        self.num_segments = num_segments if num_segments is not None else 8
+        self.train = train
+        self.frame_rate = frame_rate
+        self.transform = transform
+        self.short_video = short_video
+        self.strict = strict
+        self.thread_type = thread_type
+        self.thread_count = thread_count
+        self.seed = seed
+        self.stats = DecodeStats()  # this process's decoding cost (each DataLoader worker has its own)
+        self.failed_reads = 0
+
+        self.skipped: list[tuple[str, str]] = []  # (path, reason): corrupt or truncated files
+        self.videos: list[VideoMeta] = []
+        self.labels: list[int] = []
+        for path, label in tqdm(videos, desc="indexing videos", unit="video", disable=not progress, leave=False):
+            try:
+                self.videos.append(probe(path))
+                self.labels.append(label)
+            except CorruptVideoError as err:
+                if strict:
+                    raise
+                self.skipped.append((path, str(err)))
+        if self.skipped:
+            warnings.warn(
+                f"skipped {len(self.skipped)} unreadable video(s) of {len(videos)}, e.g. {self.skipped[0][1]} "
+                "(see .skipped; strict=True raises instead)",
+                stacklevel=2,
+            )
+        if not self.videos:
+            raise ValueError(f"no readable videos among the {len(videos)} listed")
+        self._lengths = [S.resampled_length(m.num_frames, m.fps, frame_rate) for m in self.videos]
+        # uniform: item -> (video, clip); cumulative clip counts give the mapping without a big table
+        if sampling == "uniform":
+            counts = [S.num_uniform_clips(n, frames_per_clip, step_between_clips) for n in self._lengths]
+            self._cum = torch.tensor(counts, dtype=torch.int64).cumsum(0)
+        self._generator: torch.Generator | None = None
+        self._generator_pid: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # DataLoader workers get a copy; each derives its own generator (see _rng).
+        state = dict(self.__dict__)
+        state["_generator"] = state["_generator_pid"] = None
+        return state
+
+    # -- index -------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._cum[-1]) if self.sampling == "uniform" else len(self.videos)
+
+    @property
+    def num_videos(self) -> int:
+        return len(self.videos)
+
+    def video_index(self, item: int) -> int:
+        """The video an item comes from (for video-level accuracy: mean over a video's clips)."""
+        if self.sampling != "uniform":
+            return item
+        return int(torch.searchsorted(self._cum, torch.tensor(item), right=True))
+
+    def _rng(self) -> torch.Generator | None:
+        # A seeded generator per process: DataLoader workers each derive their own stream.
+        if self.seed is None:
+            return None
+        pid = os.getpid()
+        if self._generator is None or self._generator_pid != pid:
+            info = torch.utils.data.get_worker_info()
+            self._generator = torch.Generator().manual_seed(self.seed + (info.id + 1 if info else 0) * 7919)
+            self._generator_pid = pid
+        return self._generator
+
+    def frame_indices(self, item: int) -> tuple[int, torch.Tensor]:
+        """``(video_index, source frame indices)`` of an item, without decoding anything."""
+        if not 0 <= item < len(self):
+            raise IndexError(f"item {item} out of range for a data set of {len(self)}")
+        v = self.video_index(item)
+        length = self._lengths[v]
+        if self.sampling == "uniform":
+            clip = item - (int(self._cum[v - 1]) if v > 0 else 0)
+            idx = S.uniform_clip(length, self.frames_per_clip, self.step_between_clips, clip, self.short_video)
+        elif self.sampling == "random":
+            idx = S.random_clip(length, self.frames_per_clip, self._rng(), self.short_video)
+        else:
+            idx = S.segment_indices(length, self.num_segments, random=self.train, generator=self._rng())
+        meta = self.videos[v]
+        return v, S.to_source_indices(idx, meta.num_frames, meta.fps, self.frame_rate)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def read_clip(self, item: int) -> tuple[torch.Tensor, int, int]:
+        """``(video (C, T, H, W) uint8, label, video_index)`` before the transform."""
+        v, idx = self.frame_indices(item)
+        meta = self.videos[v]
+        frames = read_frames(
+            meta.path, idx.tolist(), meta,
+            thread_type=self.thread_type, thread_count=self.thread_count, stats=self.stats,
+        )  # (T, H, W, C)
+        return frames.permute(3, 0, 1, 2).contiguous(), self.labels[v], v  # (C, T, H, W)
+
+    def __getitem__(self, item: int):
+        tried = 0
+        while True:
+            try:
+                video, label, _ = self.read_clip(item)
+                break
+            except CorruptVideoError as err:
+                # Headers can look fine while the data is broken; count it and take the next item so
+                # that one bad file does not end an epoch.
+                if self.strict:
+                    raise
+                self.failed_reads += 1
+                warnings.warn(f"skipping an undecodable clip: {err}", stacklevel=2)
+                tried += 1
+                if tried >= _MAX_RETRIES:
+                    raise
+                item = (item + 1) % len(self)
+        if self.transform is not None:
+            video = self.transform(video)
+        return video, label
+
+
+class UCF101(VideoClipDataset):
+    """UCF101 (https://www.crcv.ucf.edu/data/UCF101.php) from its ``root`` and official split files.
+
+    Args:
+        root: folder holding ``<Class>/v_<Class>_gXX_cYY.avi`` (the unpacked ``UCF-101`` folder).
+        split_dir: folder with ``classInd.txt`` and the train/test lists (``ucfTrainTestlist``).
+        fold: 1, 2 or 3. train: the trainlist (True) or the testlist (False) of that fold.
+        frames_per_clip: T for ``uniform`` and ``random`` sampling.
+        step_between_clips: frames between the starts of consecutive ``uniform`` clips.
+        sampling: ``"uniform"`` | ``"random"`` | ``"segments"`` (see :mod:`zoo.video.sampling`).
+        num_segments: T for ``segments`` sampling (default 8).
+        frame_rate: resample every video to this rate first (None: the file's own rate).
+        transform: applied to the ``(C, T, H, W)`` uint8 clip (see :mod:`zoo.video.transforms`).
+        short_video: ``"loop"`` or ``"pad"`` for clips longer than their video.
+        strict: raise on corrupt or truncated videos instead of skipping them with a warning.
+        thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads).
+        seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        split_dir: str | os.PathLike,
+        fold: int = 1,
+        train: bool = True,
+        frames_per_clip: int = 16,
+        step_between_clips: int = 1,
+        sampling: Sampling = "uniform",
+        num_segments: int | None = None,
+        frame_rate: float | None = None,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        short_video: S.ShortVideo = "loop",
+        strict: bool = False,
+        thread_type: str = "AUTO",
+        thread_count: int = 0,
+        progress: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        root = Path(root)
+        if not root.is_dir():
+            raise FileNotFoundError(f"UCF101 root folder not found: {root}")
+        self.root = root
+        self.split_dir = Path(split_dir)
+        self.fold = fold
+        entries = read_split(split_dir, fold, train)
+        classes = read_class_index(split_dir)
+        paths = [(os.path.join(root, *e.path.split("/")), e.label) for e in entries]
+        missing = [p for p, _ in paths if not os.path.isfile(p)]
+        if missing:
+            shown = ", ".join(missing[:3])
+            raise FileNotFoundError(
+                f"{len(missing)} of the {len(paths)} videos in {'train' if train else 'test'}list{fold:02d}.txt "
+                f"are missing under {root}, e.g. {shown}"
+            )
+        super().__init__(
+            paths, classes,
+            frames_per_clip=frames_per_clip, step_between_clips=step_between_clips, sampling=sampling,
+            num_segments=num_segments, train=train, frame_rate=frame_rate, transform=transform,
+            short_video=short_video, strict=strict, thread_type=thread_type, thread_count=thread_count,
+            progress=progress, seed=seed,
+        )

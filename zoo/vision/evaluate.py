@@ -1,0 +1,56 @@
+"""Classifier evaluation on an image dataset: accuracy, per-class recall, confusion matrix (PNG)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, Dataset
+
+from zoo.engine import metrics as M
+
+__all__ = ["predict_dataset", "evaluate_classifier"]
+
+
+@torch.no_grad()
+def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = None,
+                    device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode."""
+    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
+    was_training = model.training
+    model.eval().to(device)
+    logits, targets = [], []
+    try:
+        for x, y in loader:
+            with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
+                out = model(x.to(device))  # (B, K)
+            logits.append(out.float().cpu())
+            targets.append(torch.as_tensor(y))
+    finally:
+        model.train(was_training)
+    return torch.cat(logits), torch.cat(targets)
+
+
+def evaluate_classifier(model: nn.Module, data: Dataset | DataLoader, *, class_names: Sequence[str] | None = None,
+                        confusion_png: str | os.PathLike | None = None, batch_size: int = 64,
+                        amp: str | None = None, device: str = "cpu") -> dict[str, Any]:
+    """``{"accuracy", "per_class_recall": {class: recall}, "confusion_matrix": [[...]]}``; writes the
+    row-normalised confusion matrix to ``confusion_png`` when given."""
+    logits, targets = predict_dataset(model, data, batch_size=batch_size, amp=amp, device=device)
+    k = logits.shape[1]
+    names = list(class_names) if class_names is not None else [str(i) for i in range(k)]
+    if len(names) != k:
+        raise ValueError(f"{len(names)} class names for a {k}-class model")
+    cm = M.confusion_matrix(logits, targets, k)
+    recall = M.per_class_recall(cm)
+    out = {
+        "accuracy": M.accuracy(logits, targets),
+        "per_class_recall": {n: float(r) for n, r in zip(names, recall)},
+        "confusion_matrix": [[int(v) for v in row] for row in cm.tolist()],
+    }
+    if confusion_png is not None:
+        M.plot_confusion_matrix(cm, confusion_png, class_names=names)
+    return out

@@ -1,0 +1,89 @@
+"""``predict``: classify image files, a folder of them, or PIL images with a model and its weights' transform."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+import torch.nn as nn
+from PIL import Image
+
+from zoo.vision.data import IMG_EXTENSIONS, open_rgb
+from zoo.vision.transforms import transforms_for
+
+__all__ = ["predict", "collect_images"]
+
+
+def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """Image files from a file, a folder (recursively, sorted; non-image files ignored) or a list of both."""
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in IMG_EXTENSIONS)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"no such image file or folder: {p}")
+    if not out:
+        raise ValueError(f"no image files found in {[str(i) for i in items]} (extensions: {', '.join(IMG_EXTENSIONS)})")
+    return out
+
+
+@torch.no_grad()
+def predict(
+    model: nn.Module,
+    inputs: Any,
+    *,
+    topk: int = 1,
+    classes: Sequence[str] | None = None,
+    transform: Any = None,
+    batch_size: int = 32,
+    device: str = "cpu",
+) -> list[dict[str, Any]]:
+    """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
+
+    ``inputs``: a path (file or folder), a list of paths, a PIL image or a list of PIL images. Class names
+    come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
+    :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
+    entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
+    """
+    if isinstance(inputs, Image.Image):
+        inputs = [inputs]
+    if isinstance(inputs, list) and inputs and all(isinstance(i, Image.Image) for i in inputs):
+        named: list[tuple[str, Any]] = [(f"image{i}", img) for i, img in enumerate(inputs)]
+    else:
+        named = [(str(p), p) for p in collect_images(inputs)]
+    cfg = getattr(model, "pretrained_cfg", {}) or {}
+    names = list(classes) if classes is not None else cfg.get("classes")
+    tf = transform if transform is not None else transforms_for(model, train=False)
+    model.eval().to(device)
+    results: list[dict[str, Any]] = []
+    for start in range(0, len(named), batch_size):
+        chunk = named[start:start + batch_size]
+        tensors, ok = [], []
+        for key, src in chunk:
+            try:
+                img = src.convert("RGB") if isinstance(src, Image.Image) else open_rgb(src)
+            except (OSError, ValueError, SyntaxError) as err:
+                warnings.warn(f"cannot decode {key}: {err}", stacklevel=2)
+                results.append({"input": key, "error": str(err)})
+                continue
+            tensors.append(tf(img))
+            ok.append(key)
+        if not tensors:
+            continue
+        probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
+        k = min(topk, probs.shape[1])
+        top_p, top_i = probs.topk(k, dim=1)
+        for key, ps, idx in zip(ok, top_p.tolist(), top_i.tolist()):
+            label = lambda i: names[i] if names is not None and i < len(names) else str(i)  # noqa: E731
+            results.append({"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
+                            "topk": [(label(i), p) for i, p in zip(idx, ps)]})
+    order = {key: i for i, (key, _) in enumerate(named)}
+    results.sort(key=lambda r: order[r["input"]])
+    return results

@@ -1,0 +1,167 @@
+"""Decode once, augment on tensors: the fast image pipeline for small images on a CPU.
+
+JPEG decoding and PIL transforms cost as much as a small network's training step on a 2-core machine,
+and a DataLoader worker doing them takes a core away from the math. So the images are decoded once into a
+``uint8`` tensor ``(N, 3, H, W)`` (cached as ``.npz``), and every batch is augmented with a few batched
+tensor ops (padded random crop + horizontal flip, as in the standard CIFAR recipe) in the main process.
+
+Batches are indexed by :class:`EpochBatchSampler`, whose order *and augmentation seeds* are a pure function
+of ``(seed, epoch)``; :func:`tensor_loader` wraps both in a ``DataLoader(batch_size=None)`` that
+:func:`zoo.engine.fit` takes as a ready loader (it calls ``sampler.set_epoch`` each epoch).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from zoo.vision.data import ImageFolderDataset, open_rgb
+
+__all__ = ["decode_images", "load_or_decode", "TensorImageDataset", "EpochBatchSampler", "tensor_loader"]
+
+
+def _decode_one(args: tuple[str, int | None]) -> np.ndarray:
+    path, size = args
+    img = open_rgb(path)
+    if size is not None:  # short side to `size`, then the centre square
+        from torchvision.transforms.v2 import functional as F
+
+        img = F.center_crop(F.resize(img, size, antialias=True), [size, size])
+    arr = np.asarray(img, dtype=np.uint8)
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"{path}: decoded to shape {arr.shape}, expected (H, W, 3)")
+    return arr
+
+
+def decode_images(paths: Sequence[str], size: int | None = None, workers: int = 0,
+                  progress: bool = True) -> torch.Tensor:
+    """Decode image files to one ``uint8`` tensor ``(N, 3, size, size)`` (``size=None``: files must share a
+    size). ``workers > 0`` decodes in that many processes."""
+    from tqdm.auto import tqdm
+
+    jobs = [(str(p), size) for p in paths]
+    if workers > 0:
+        with ProcessPoolExecutor(workers) as pool:
+            arrays = list(tqdm(pool.map(_decode_one, jobs, chunksize=256), total=len(jobs), desc="decode",
+                               disable=not progress))
+    else:
+        arrays = [_decode_one(j) for j in tqdm(jobs, desc="decode", disable=not progress)]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"images have different sizes {sorted(shapes)[:4]}...; pass size= to resize them")
+    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+
+
+def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size: int | None = None,
+                   classes: Sequence[str] | None = None, workers: int = 0,
+                   progress: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """``(images uint8 (N, 3, H, W), targets int64 (N,), classes)`` for an image folder, decoded once and
+    cached in ``cache`` (``.npz``, written atomically); a cache from another folder/size is rebuilt."""
+    cache = Path(cache)
+    key = f"{Path(folder).resolve()}|{size}"
+    if cache.is_file():
+        with np.load(cache, allow_pickle=False) as z:
+            if str(z["key"]) == key:
+                return (torch.from_numpy(z["images"]), torch.from_numpy(z["targets"]),
+                        [str(c) for c in z["classes"]])
+    ds = ImageFolderDataset(folder, classes=classes, verify=False)
+    images = decode_images([p for p, _ in ds.samples], size=size, workers=workers, progress=progress)
+    targets = torch.tensor(ds.targets, dtype=torch.int64)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".npz")
+    os.close(fd)
+    try:
+        np.savez(tmp, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes), key=np.array(key))
+        os.replace(tmp, cache)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return images, targets, list(ds.classes)
+
+
+class EpochBatchSampler(Sampler):
+    """Yields ``(indices, augmentation_seed)`` per batch; order and seeds depend only on ``(seed, epoch)``."""
+
+    def __init__(self, n: int, batch_size: int, *, shuffle: bool, drop_last: bool = False, seed: int = 0) -> None:
+        if n < 1 or batch_size < 1:
+            raise ValueError(f"need n >= 1 and batch_size >= 1, got n={n}, batch_size={batch_size}")
+        self.n, self.batch_size, self.shuffle, self.drop_last, self.seed = n, batch_size, shuffle, drop_last, seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[tuple[list[int], int]]:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        order = torch.randperm(self.n, generator=g) if self.shuffle else torch.arange(self.n)
+        seeds = torch.randint(0, 2**31 - 1, (len(self),), generator=g)
+        for b in range(len(self)):
+            yield order[b * self.batch_size:(b + 1) * self.batch_size].tolist(), int(seeds[b])
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+
+
+class TensorImageDataset(Dataset):
+    """Batches from a ``uint8`` image tensor: ``dataset[(indices, seed)] -> (x float (B, 3, S, S), y (B,))``.
+
+    ``train=True``: random ``crop`` from the image zero-padded by ``pad`` (or from a larger stored image)
+    plus horizontal flips; ``train=False``: the centre ``crop``. Then scaled to [0, 1] and normalised.
+    """
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor, *, mean: Sequence[float], std: Sequence[float],
+                 train: bool, crop: int | None = None, pad: int = 0, flip: bool = True,
+                 channels_last: bool = False) -> None:
+        if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
+            raise ValueError(f"images must be uint8 (N, 3, H, W), got {images.dtype} {tuple(images.shape)}")
+        if len(images) != len(targets):
+            raise ValueError(f"{len(images)} images but {len(targets)} targets")
+        h, w = images.shape[2:]
+        self.crop = crop or min(h, w)
+        self.train, self.flip, self.channels_last = train, flip, channels_last
+        self.images = torch.nn.functional.pad(images, (pad, pad, pad, pad)) if (train and pad) else images
+        self.targets = targets
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1) * 255
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, item: tuple[list[int], int]) -> tuple[torch.Tensor, torch.Tensor]:
+        indices, seed = item
+        idx = torch.as_tensor(indices)
+        x = self.images[idx]  # (B, 3, H, W) uint8
+        H, W, c = x.shape[2], x.shape[3], self.crop
+        if self.train:
+            g = torch.Generator().manual_seed(seed)
+            b = len(idx)
+            dy = torch.randint(0, H - c + 1, (b,), generator=g)
+            dx = torch.randint(0, W - c + 1, (b,), generator=g)
+            rows = (dy[:, None] + torch.arange(c))[:, None, :, None]  # (B, 1, c, 1)
+            cols = (dx[:, None] + torch.arange(c))[:, None, None, :]  # (B, 1, 1, c)
+            x = x[torch.arange(b)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols]
+            if self.flip:
+                flip = torch.rand(b, generator=g) < 0.5
+                x = torch.where(flip[:, None, None, None], x.flip(3), x)
+        else:
+            top, left = (H - c) // 2, (W - c) // 2
+            x = x[:, :, top:top + c, left:left + c]
+        x = (x.float() - self.mean) / self.std  # (B, 3, c, c)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, self.targets[idx]
+
+
+def tensor_loader(images: torch.Tensor, targets: torch.Tensor, *, batch_size: int, train: bool, seed: int = 0,
+                  drop_last: bool | None = None, **aug) -> DataLoader:
+    """A ready ``DataLoader`` of augmented batches (see :class:`TensorImageDataset` for ``aug``)."""
+    ds = TensorImageDataset(images, targets, train=train, **aug)
+    sampler = EpochBatchSampler(len(ds), batch_size, shuffle=train, seed=seed,
+                                drop_last=train if drop_last is None else drop_last)
+    return DataLoader(ds, sampler=sampler, batch_size=None)

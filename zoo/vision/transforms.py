@@ -1,0 +1,68 @@
+"""Image transforms bound to the weights: the eval pipeline a network was trained with, and its train twin.
+
+The numbers (input size, resize, mean/std, interpolation) come from ``model.pretrained_cfg`` (timm's name),
+which :mod:`zoo.vision.resnet` fills from the builder's stem and, when weights are loaded, from the
+manifest entry's ``meta``; so ``transforms_for(zoo.build("resnet18", weights="cifar10"))`` gives the
+CIFAR preprocessing and ``weights="imagenet1k-v1"`` gives torchvision's ``ImageClassification`` one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms import v2 as T
+
+__all__ = ["transforms_for", "resolve_cfg"]
+
+_INTERP = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
+           "nearest": InterpolationMode.NEAREST}
+
+
+def resolve_cfg(model_or_cfg: Any, image_size: int | None = None) -> dict[str, Any]:
+    """``pretrained_cfg`` of a model (or a mapping), with ``image_size`` overriding the crop (and the resize
+    scaled by the same ratio, as timm's ``crop_pct``)."""
+    if isinstance(model_or_cfg, Mapping):
+        cfg = dict(model_or_cfg)
+    else:
+        cfg = getattr(model_or_cfg, "pretrained_cfg", None)
+        if cfg is None:
+            raise TypeError(
+                f"{type(model_or_cfg).__name__} has no pretrained_cfg; pass a zoo vision model or a mapping "
+                "with input_size, resize, mean, std"
+            )
+        cfg = dict(cfg)
+    for key in ("input_size", "mean", "std"):
+        if key not in cfg:
+            raise ValueError(f"pretrained_cfg is missing {key!r}: got keys {sorted(cfg)}")
+    size = int(cfg["input_size"][-1])
+    resize = int(cfg.get("resize", size))
+    if image_size is not None:
+        if image_size < 1:
+            raise ValueError(f"image_size must be >= 1, got {image_size}")
+        resize = max(image_size, round(resize * image_size / size))
+        size = image_size
+    cfg["size"], cfg["resize"] = size, resize
+    return cfg
+
+
+def transforms_for(model_or_cfg: Any, *, train: bool = False, image_size: int | None = None) -> T.Compose:
+    """PIL image (RGB) -> normalised float tensor ``(C, H, W)``.
+
+    Eval: resize the short side to ``resize``, centre-crop ``size`` (deterministic).
+    Train: small images (<= 64 px, CIFAR-like) get padded random crops + flips, the standard CIFAR recipe;
+    larger ones get ``RandomResizedCrop`` + flips, torchvision's ImageNet recipe.
+    """
+    cfg = resolve_cfg(model_or_cfg, image_size)
+    size, resize = cfg["size"], cfg["resize"]
+    interp = _INTERP.get(cfg.get("interpolation", "bilinear"), InterpolationMode.BILINEAR)
+    tail = [T.ToImage(), T.ToDtype(torch.float32, scale=True), T.Normalize(cfg["mean"], cfg["std"])]
+    if not train:
+        return T.Compose([T.Resize(resize, interpolation=interp, antialias=True), T.CenterCrop(size), *tail])
+    if size <= 64:
+        head = [T.Resize(resize, interpolation=interp, antialias=True), T.CenterCrop(size),
+                T.RandomCrop(size, padding=max(1, size // 8), padding_mode="reflect"), T.RandomHorizontalFlip()]
+    else:
+        head = [T.RandomResizedCrop(size, interpolation=interp, antialias=True), T.RandomHorizontalFlip()]
+    return T.Compose([*head, *tail])
