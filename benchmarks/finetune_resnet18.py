@@ -23,38 +23,28 @@ Writes benchmarks/results/finetune_resnet18.json and finetune_resnet18.png (accu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import zoo  # noqa: E402
-from zoo.vision.tensor_data import load_or_decode, tensor_loader  # noqa: E402
+from _harness import write_result  # benchmarks/ is on sys.path when the script runs
+
+import zoo
+from zoo.vision.tensor_data import load_or_decode, tensor_loader
 
 WORK = ROOT / "benchmarks" / "_work"
 RESULTS = ROOT / "benchmarks" / "results"
 NAME = "finetune_resnet18"
-
-
-def machine() -> dict:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def build(source: str, cifar_weights: str | None, seed: int) -> nn.Module:
@@ -77,7 +67,7 @@ def imagenet_cached() -> bool:
     try:
         from zoo import hub
 
-        entry = hub.get_entry("resnet18.imagenet1k-v1")
+        hub.get_entry("resnet18.imagenet1k-v1")
         os.environ["ZOO_OFFLINE"] = "1"
         try:
             hub.resolve("imagenet1k-v1", model="resnet18")
@@ -99,25 +89,31 @@ class Data:
         va = load_or_decode(root / "val", WORK / f"hymenoptera_val_{self.resize}.npz", size=self.resize,
                             classes=tr[2], progress=False)
         g = torch.Generator().manual_seed(0)
-        pick = lambda x, y, n: (x, y) if n is None else (lambda i: (x[i], y[i]))(torch.randperm(len(x), generator=g)[:n])  # noqa: E731
+        def pick(x, y, n):
+            if n is None:
+                return x, y
+            i = torch.randperm(len(x), generator=g)[:n]
+            return x[i], y[i]
+
         (self.xtr, self.ytr), (self.xva, self.yva) = pick(tr[0], tr[1], n_train), pick(va[0], va[1], n_val)
         self.classes = tr[2]
         self.root = root
 
     def loaders(self, model: nn.Module, batch_size: int, seed: int, train_aug: bool):
         cfg = model.pretrained_cfg
-        kw = dict(mean=cfg["mean"], std=cfg["std"], crop=self.size, channels_last=True)
+        kw = {"mean": cfg["mean"], "std": cfg["std"], "crop": self.size, "channels_last": True}
         train = tensor_loader(self.xtr, self.ytr, batch_size=batch_size, train=train_aug, seed=seed, drop_last=False, **kw)
         val = tensor_loader(self.xva, self.yva, batch_size=64, train=False, **kw)
         return train, val
 
 
-def run_ours(model, data: Data, strategy: str, args, seed: int, cache: bool) -> dict:
-    train, val = data.loaders(model, args.batch_size, seed, train_aug=not cache)
+def run_ours(model, data: Data, strategy: str, args, seed: int, *, cache: bool, augment: bool,
+             backbone_lr_mult: float) -> dict:
+    train, val = data.loaders(model, args.batch_size, seed, train_aug=augment)
     lr = args.lr_head if strategy == "head" else args.lr
     t0 = time.perf_counter()
     result = zoo.finetune(model, (train, val), strategy=strategy, epochs=args.epochs, lr=lr, batch_size=args.batch_size,
-                          backbone_lr_mult=args.backbone_lr_mult, amp="bf16", channels_last=True,
+                          backbone_lr_mult=backbone_lr_mult, amp="bf16", channels_last=True,
                           cache_features=cache if strategy == "head" else None, schedule="cosine", seed=seed,
                           progress=False, weight_decay=1e-4)
     seconds = time.perf_counter() - t0
@@ -270,12 +266,17 @@ def main(argv=None) -> int:
         for source, strategy in plans:
             key = f"{source}/{strategy}"
             d = data_in if source == "imagenet1k-v1" else data
-            r = run_ours(build(source, args.cifar_weights, seed), d, strategy, args, seed, cache=strategy == "head")
+            # head: features cached, so no augmentation; scratch trains every layer at the full lr
+            r = run_ours(build(source, args.cifar_weights, seed), d, strategy, args, seed, cache=strategy == "head",
+                         augment=strategy != "head",
+                         backbone_lr_mult=1.0 if source == "scratch" else args.backbone_lr_mult)
             acc.setdefault(key, []).append(r["accuracy"])
             tput.setdefault(key, []).append(r["images_per_s"])
             print(f"seed {seed} {key:>24} zoo.finetune: acc {r['accuracy']:.3f}  {r['images_per_s']:7.1f} img/s", flush=True)
             if strategy == "head" and source != "scratch":
-                u = run_ours(build(source, args.cifar_weights, seed), d, "head", args, seed, cache=False)
+                # the same augmentation-free head, but the backbone runs every epoch: the cache's speed-up
+                u = run_ours(build(source, args.cifar_weights, seed), d, "head", args, seed, cache=False,
+                             augment=False, backbone_lr_mult=args.backbone_lr_mult)
                 k2 = f"{source}/head_uncached"
                 acc.setdefault(k2, []).append(u["accuracy"])
                 tput.setdefault(k2, []).append(u["images_per_s"])
@@ -305,16 +306,13 @@ def main(argv=None) -> int:
                                "train_images_per_s": peer_med,
                                "what": "fp32, ImageFolder + PIL transforms each epoch, SGD momentum + StepLR, "
                                        f"{args.peer_workers} DataLoader workers, same frozen parameters per epoch"}}
+    # a smoke run proves the script works; its numbers are not results, so they stay out of results/
     name = NAME + ("_smoke" if args.smoke else "")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}.json"
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"benchmark": name, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                               "machine": machine(), "command": command, "metrics": metrics, "peers": peers,
-                               "ratios": ratios}, indent=2) + "\n")
-    os.replace(tmp, out)
+    folder = WORK if args.smoke else RESULTS
+    out = write_result(name, command=command, metrics=metrics, peers=peers, ratios=ratios, results_dir=folder,
+                       readme=None if args.smoke else ROOT / "benchmarks" / "README.md")
     if args.peer:
-        plot(metrics, peers, RESULTS / f"{name}.png")
+        plot(metrics, peers, folder / f"{name}.png")
     print("\n| run | val accuracy | images/s | tutorial acc | tutorial images/s | speed-up |\n|---|---|---|---|---|---|")
     for k, s in acc_s.items():
         pa = peers["tutorial_loop"]["accuracy"].get(k)

@@ -39,7 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, interleave, median, write_result
 
 import zoo
-from zoo.hyperspectral import HyperspectralPCA, load_dataset, plot_classification_map, resolve_split, score_map
+from zoo.hyperspectral import (
+    HyperspectralPCA,
+    load_dataset,
+    plot_classification_map,
+    resolve_split,
+    score_map,
+)
 from zoo.hyperspectral.readers import EnviWriter
 
 NAME = "hsi_indian_pines"
@@ -87,29 +93,32 @@ def pca_speed(scene, repeats: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------- (b) out of core
-CHILD_OOC = r"""
-import json, resource, sys, time
+# Peak RSS is read from /proc/self/status VmHWM: getrusage's ru_maxrss survives fork + execve on Linux, so
+# a child would report the (larger) benchmark parent's peak.
+HWM = "import re\ndef hwm_kb(): return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+CHILD_OOC = HWM + r"""
+import json, sys, time
 from zoo.hyperspectral import HyperspectralPCA, open_envi
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm_kb()
 scene = open_envi(sys.argv[1])
 pca = HyperspectralPCA(n_components=30, chunk_bytes=int(sys.argv[3]), progress=True)
 t0 = time.perf_counter(); pca.fit(scene); fit_s = time.perf_counter() - t0
 t0 = time.perf_counter(); out = pca.transform_to_envi(scene, sys.argv[2]); tr_s = time.perf_counter() - t0
-print(json.dumps({"fit_s": fit_s, "transform_s": tr_s, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"fit_s": fit_s, "transform_s": tr_s, "peak_rss_kb": hwm_kb(),
                   "rss_after_imports_kb": base, "n_pixels": int(pca.n_samples_seen_),
                   "explained_variance_30": float(pca.explained_variance_ratio_.sum())}))
 """
 
-CHILD_SPY = r"""
-import json, resource, sys, time
+CHILD_SPY = HWM + r"""
+import json, sys, time
 import numpy as np, spectral, spectral.io.envi as envi
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm_kb()
 t0 = time.perf_counter()
 img = envi.open(sys.argv[1])
 arr = img.load()
 pc = spectral.principal_components(arr)
 red = np.asarray(pc.reduce(num=30).transform(arr), dtype=np.float32)
-print(json.dumps({"seconds": time.perf_counter() - t0, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"seconds": time.perf_counter() - t0, "peak_rss_kb": hwm_kb(),
                   "rss_after_imports_kb": base, "loaded_dtype": str(arr.dtype)}))
 """
 
@@ -131,7 +140,7 @@ def build_tiled_cube(scene, path: Path, tiles_h: int, tiles_w: int, seed: int = 
 
 def run_child(code: str, *args: str) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count()))}
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -146,7 +155,7 @@ def out_of_core(scene, tiles: tuple[int, int], small_tiles: tuple[int, int]) -> 
         gen_s = time.perf_counter() - t0
         size = (WORK / "tiled.img").stat().st_size
         log(f"out-of-core cube: {size / 2**30:.2f} GiB written in {gen_s:.0f} s")
-        ooc = run_child(CHILD_OOC, str(big), str(WORK / "reduced.hdr"), str(64 << 20))
+        ooc = run_child(CHILD_OOC, str(big), str(WORK / "reduced.hdr"), str(32 << 20))
         reduced = (WORK / "reduced.img").stat().st_size
         (WORK / "tiled.img").unlink()
         (WORK / "reduced.img").unlink()
@@ -155,7 +164,7 @@ def out_of_core(scene, tiles: tuple[int, int], small_tiles: tuple[int, int]) -> 
         small_size = (WORK / "small.img").stat().st_size
         log(f"spectral in-memory route on a {small_size / 2**20:.0f} MiB file")
         spy = run_child(CHILD_SPY, str(small))
-        ours_small = run_child(CHILD_OOC, str(small), str(WORK / "small_red.hdr"), str(64 << 20))
+        ours_small = run_child(CHILD_OOC, str(small), str(WORK / "small_red.hdr"), str(32 << 20))
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
     spy_extra_kb = spy["peak_rss_kb"] - spy["rss_after_imports_kb"]
@@ -164,6 +173,8 @@ def out_of_core(scene, tiles: tuple[int, int], small_tiles: tuple[int, int]) -> 
         "generate_s": gen_s, "fit_s": ooc["fit_s"], "transform_write_s": ooc["transform_s"],
         "fit_mb_per_s": size / 1e6 / ooc["fit_s"], "transform_mb_per_s": size / 1e6 / ooc["transform_s"],
         "peak_rss_mb": ooc["peak_rss_kb"] / 1024, "rss_after_imports_mb": ooc["rss_after_imports_kb"] / 1024,
+        "pca_working_set_mb": (ooc["peak_rss_kb"] - ooc["rss_after_imports_kb"]) / 1024,
+        "chunk_bytes": 32 << 20,
         "reduced_bytes": reduced, "explained_variance_30": ooc["explained_variance_30"],
         "spectral_in_memory": {
             "measured_on_file_bytes": small_size, "seconds": spy["seconds"], "peak_rss_mb": spy["peak_rss_kb"] / 1024,
@@ -173,7 +184,8 @@ def out_of_core(scene, tiles: tuple[int, int], small_tiles: tuple[int, int]) -> 
             "loaded_dtype": spy["loaded_dtype"],
         },
         "ours_on_small_file": {"seconds": ours_small["fit_s"] + ours_small["transform_s"],
-                               "peak_rss_mb": ours_small["peak_rss_kb"] / 1024},
+                               "peak_rss_mb": ours_small["peak_rss_kb"] / 1024,
+                               "rss_after_imports_mb": ours_small["rss_after_imports_kb"] / 1024},
     }
 
 
@@ -193,7 +205,8 @@ def train_svm(scene, split, search_grid) -> tuple[object, dict]:
                  "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()), "_cm": s["confusion_matrix"]}
 
 
-def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, lr: float, seed: int = 0):
+def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, lr: float, seed: int = 0,
+                   map_mask: np.ndarray | None = None):
     net = zoo.build("hybridsn")
     t0 = time.perf_counter()
     res = zoo.train(net, scene, split=split, epochs=epochs, batch_size=batch_size, lr=lr, amp=amp,
@@ -201,12 +214,13 @@ def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, 
     train_s = time.perf_counter() - t0
     sp = net._last_split
     t0 = time.perf_counter()
-    pred = net.predict_scene(scene, mask=sp.test, amp=amp, batch_size=256)
+    pred = net.predict_scene(scene, mask=sp.test if map_mask is None else (map_mask | sp.test), amp=amp,
+                             batch_size=256)
     pred_s = time.perf_counter() - t0
     s = score_map(pred, scene.labels, sp.test, n_classes=16)
     hist = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in h.items()} for h in res.history]
     return net, {"train_s": train_s, "epochs": epochs, "amp": amp or "fp32", "batch_size": batch_size, "lr": lr,
-                 "predict_test_s": pred_s, **_scores(s), "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()),
+                 "predict_s": pred_s, "predicted_pixels": int((sp.test if map_mask is None else map_mask | sp.test).sum()), **_scores(s), "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()),
                  "train_loss": [h["train_loss"] for h in hist], "_cm": s["confusion_matrix"], "_pred": pred}
 
 
@@ -298,19 +312,16 @@ def main() -> None:
         log(f"  svm OA {ms['overall_accuracy']:.2f} in {ms['train_s_including_cv_search']:.0f} s")
         log(f"({'c' if split == 'random' else 'd'}) {split} split: HybridSN")
         epochs = args.epochs_random if split == "random" else args.epochs_disjoint
-        net, mh = train_hybridsn(scene, split, epochs, "bf16", args.batch_size, args.lr)
+        labelled = scene.labels > 0
+        map_mask = labelled if split == "disjoint" or args.smoke else np.ones_like(labelled)
+        net, mh = train_hybridsn(scene, split, epochs, "bf16", args.batch_size, args.lr, map_mask=map_mask)
         log(f"  hybridsn OA {mh['overall_accuracy']:.2f} in {mh['train_s']:.0f} s")
         from zoo.engine.metrics import plot_confusion_matrix
 
         for tag, m in (("pca_svm", ms), ("hybridsn", mh)):
             plot_confusion_matrix(m.pop("_cm"), RESULTS_DIR / f"{NAME}_cm_{tag}_{split}{suffix}.png",
                                   class_names=list(names), title=f"{tag} on Indian Pines, {split} split")
-        pred = mh.pop("_pred")
-        labelled = scene.labels > 0
-        t0 = time.perf_counter()
-        full = net.predict_scene(scene, mask=labelled if split == "disjoint" or args.smoke else None, amp="bf16")
-        full[sp.test] = pred[sp.test]
-        mh["predict_map_s"] = time.perf_counter() - t0
+        full = mh.pop("_pred")
         plot_classification_map(full, scene.labels, RESULTS_DIR / f"{NAME}_map_{split}{suffix}.png", class_names=names,
                                 test_mask=sp.test, title=f"HybridSN, {split} split: test OA {mh['overall_accuracy']:.2f} %")
         svm_pred = svm.predict_scene(scene)

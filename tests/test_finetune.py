@@ -54,7 +54,7 @@ class _Recorder(Callback):
         self.changed.append(_changed(self._before, _snapshot(state.model)))
 
 
-FIT = dict(batch_size=8, lr=0.05, progress=False, optimizer="sgd", augment=False)
+FIT = {"batch_size": 8, "lr": 0.05, "progress": False, "optimizer": "sgd", "augment": False}
 
 
 def test_stage_discovery_and_plans():

@@ -139,7 +139,7 @@ def _add_run_options(p: argparse.ArgumentParser, training: bool) -> None:
     p.add_argument("--data", help="data root (an image folder, a scene file, a video root, ...)")
     p.add_argument("--splits", help="split files folder (UCF101)")
     p.add_argument("--env", help="gymnasium environment id (TD3)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: the model's own, cpu)")
     p.add_argument("--batch-size", type=int, help="batch size")
     p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. num_classes=10")
     p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="extra options for the family's loop")
@@ -175,8 +175,8 @@ def _model_and_data(args: argparse.Namespace, training: bool):
 
 
 def _train_config(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("epochs", "lr", "batch_size", "checkpoint_dir"):
+    out: dict[str, Any] = {"seed": args.seed}
+    for key in ("epochs", "lr", "batch_size", "checkpoint_dir", "device"):
         if getattr(args, key, None) is not None:
             out[key] = getattr(args, key)
     if args.amp:
@@ -204,7 +204,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.out:
         from zoo import hub
 
-        hub.save_weights(result.model if getattr(result, "model", None) is not None else model, args.out)
+        trained = result.model if getattr(result, "model", None) is not None else model
+        # objects that are not a Module (the hyperspectral sklearn pipeline) export their own tensors
+        state = trained.export_state_dict() if hasattr(trained, "export_state_dict") else trained
+        hub.save_weights(state, args.out)
         print(f"weights written to {args.out}")
     return 0
 

@@ -24,16 +24,17 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo.engine.callbacks import Callback, TrainState
 
-__all__ = ["finetune", "StrategyPlan", "plan_strategy", "head_name", "backbone_stages", "extract_features"]
+__all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
 STRATEGIES = ("head", "full", "gradual")
 _HEAD_NAMES = ("fc", "classifier", "head")
@@ -326,7 +327,7 @@ def finetune(
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
-    common = dict(epochs=epochs, batch_size=batch_size, lr=lr, amp=amp, device=device, progress=progress)
+    common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
 
     if use_cache:
         return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
@@ -348,8 +349,8 @@ def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_
     """``head`` with a feature cache: one backbone pass per sample, then the head trains on (N, D) features."""
     from zoo.engine import fit
 
-    kw = dict(batch_size=max(64, common["batch_size"]), amp=common["amp"], device=common["device"],
-              channels_last=bool(fit_kwargs.get("channels_last")), progress=common["progress"])
+    kw = {"batch_size": max(64, common["batch_size"]), "amp": common["amp"], "device": common["device"],
+          "channels_last": bool(fit_kwargs.get("channels_last")), "progress": common["progress"]}
     train_feats = extract_features(model, train_data, **kw)
     val_feats = extract_features(model, val_data, **kw) if val_data is not None else None
     fit_kwargs = {k: v for k, v in fit_kwargs.items() if k != "channels_last"}  # (N, D) features: no layout

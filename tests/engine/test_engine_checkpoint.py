@@ -60,6 +60,30 @@ def test_resume_is_bit_identical(tmp_path, extra):
     assert resumed.best_metric == full.best_metric and resumed.best_epoch == full.best_epoch
 
 
+class NoisyData(torch.utils.data.Dataset):
+    """Random augmentation inside __getitem__: in workers it draws from the worker's seeded RNG."""
+
+    def __init__(self) -> None:
+        self.base = data(48)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i):
+        x, y = self.base[i]
+        return x + 0.1 * torch.randn(x.shape), y
+
+
+def test_resume_is_bit_identical_with_worker_augmentation(tmp_path):
+    kw = {"epochs": 3, "batch_size": 16, "progress": False, "seed": 1, "num_workers": 2, "metrics": ()}
+    full = fit(net(), NoisyData(), **kw)
+    fit(net(), NoisyData(), checkpoint_dir=tmp_path, callbacks=[stop_after(1)], **kw)
+    resumed = fit(net(), NoisyData(), checkpoint_dir=tmp_path, resume=True, **kw)
+    assert strip(resumed.history) == strip(full.history)
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)
+
+
 def test_checkpoint_contents_and_pruning(tmp_path):
     result = fit(net(), data(), data(32, 1), epochs=4, batch_size=32, progress=False, checkpoint_dir=tmp_path,
                  keep_last=2, schedule="cosine", monitor="val_accuracy")

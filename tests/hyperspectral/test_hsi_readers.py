@@ -68,9 +68,9 @@ def test_envi_streamed_writer_and_bad_files(tmp_path):
         w.write(cube[:4])
         w.write(cube[4:])
     np.testing.assert_array_equal(np.asarray(envi.open(str(tmp_path / "w.hdr")).load()), cube)
-    with pytest.raises(ValueError, match="wrote 4 of 6 rows"):
-        with EnviWriter(tmp_path / "x.hdr", cube.shape, np.float32) as w:
-            w.write(cube[:4])
+    with pytest.raises(ValueError, match="wrote 4 of 6 rows"), EnviWriter(tmp_path / "x.hdr", cube.shape,
+                                                                         np.float32) as w:
+        w.write(cube[:4])
     assert not (tmp_path / "x.hdr").exists()
     # a data file shorter than its header says is a clear error, not a crash later
     save_envi(tmp_path / "t.hdr", cube)

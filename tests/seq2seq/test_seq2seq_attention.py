@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn as nn
+from torch import nn
 
 from zoo.seq2seq.attention import MultiHeadAttention, attention, causal_mask, combine_masks
 
@@ -58,11 +58,11 @@ def test_additive_mask_is_combined_with_padding_as_minus_inf():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(attn_mask=torch.ones(3, 7, dtype=torch.bool)), r"\(3, 7\).*\(2, 4, 5, 7\)"),
-        (dict(attn_mask=torch.ones(2, 4, 5, 6, dtype=torch.bool)), r"\(2, 4, 5, 6\).*\(2, 4, 5, 7\)"),
-        (dict(attn_mask=torch.ones(5, dtype=torch.bool)), r"2, 3 or 4 dims.*\(5,\)"),
-        (dict(attn_mask=torch.ones(4, 1, 5, 7, dtype=torch.bool)), r"\(4, 1, 5, 7\)"),
-        (dict(key_padding_mask=torch.zeros(2, 6, dtype=torch.bool)), r"\(2, 7\).*\(2, 6\)"),
+        ({"attn_mask": torch.ones(3, 7, dtype=torch.bool)}, r"\(3, 7\).*\(2, 4, 5, 7\)"),
+        ({"attn_mask": torch.ones(2, 4, 5, 6, dtype=torch.bool)}, r"\(2, 4, 5, 6\).*\(2, 4, 5, 7\)"),
+        ({"attn_mask": torch.ones(5, dtype=torch.bool)}, r"2, 3 or 4 dims.*\(5,\)"),
+        ({"attn_mask": torch.ones(4, 1, 5, 7, dtype=torch.bool)}, r"\(4, 1, 5, 7\)"),
+        ({"key_padding_mask": torch.zeros(2, 6, dtype=torch.bool)}, r"\(2, 7\).*\(2, 6\)"),
     ],
 )
 def test_bad_mask_shapes_name_both_shapes(kwargs, match):

@@ -12,16 +12,16 @@ from zoo.seq2seq.search import beam_search, default_max_len, greedy_search
 
 V = 40
 TINY = {
-    "transformer": ("seq2seq-transformer", dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, src_vocab=V, tgt_vocab=V)),
+    "transformer": ("seq2seq-transformer", {"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 64, "src_vocab": V, "tgt_vocab": V}),
     "transformer-learned": (
         "seq2seq-transformer",
-        dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, src_vocab=V, tgt_vocab=V + 3, positions="learned",
-             tie_embeddings=False, share_embeddings=False),
+        {"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 64, "src_vocab": V, "tgt_vocab": V + 3, "positions": "learned",
+             "tie_embeddings": False, "share_embeddings": False},
     ),
-    "gru-bahdanau": ("seq2seq-gru", dict(emb_dim=16, hidden=32, src_vocab=V, tgt_vocab=V)),
-    "gru-luong-dot": ("seq2seq-gru", dict(emb_dim=16, hidden=32, src_vocab=V, tgt_vocab=V, attention="luong-dot")),
+    "gru-bahdanau": ("seq2seq-gru", {"emb_dim": 16, "hidden": 32, "src_vocab": V, "tgt_vocab": V}),
+    "gru-luong-dot": ("seq2seq-gru", {"emb_dim": 16, "hidden": 32, "src_vocab": V, "tgt_vocab": V, "attention": "luong-dot"}),
     "gru-luong-general": (
-        "seq2seq-gru", dict(emb_dim=16, hidden=32, src_vocab=V, tgt_vocab=V, attention="luong-general")
+        "seq2seq-gru", {"emb_dim": 16, "hidden": 32, "src_vocab": V, "tgt_vocab": V, "attention": "luong-general"}
     ),
 }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
 import torch
@@ -37,8 +36,8 @@ EN = [
     "The boy eats an apple.",
     "A group of people stands in front of a building.",
 ]
-TINY_T = dict(d_model=32, n_heads=4, n_layers=1, d_ff=64, src_vocab=400, tgt_vocab=400, dropout=0.0)
-TINY_G = dict(emb_dim=16, hidden=32, src_vocab=400, tgt_vocab=400, dropout=0.0)
+TINY_T = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "src_vocab": 400, "tgt_vocab": 400, "dropout": 0.0}
+TINY_G = {"emb_dim": 16, "hidden": 32, "src_vocab": 400, "tgt_vocab": 400, "dropout": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +176,7 @@ def test_save_and_load_with_the_tokenizer_reproduce_translations_exactly(name, t
     path = m.save(tmp_path / "m.safetensors")
     loaded = zoo.build(name, weights=str(path))  # the defaults differ: the file's own config rebuilds it
     assert loaded.tokenizer == tok
-    shape = lambda c: {k: v for k, v in vars(c).items() if k != "dropout"}  # noqa: E731
+    shape = lambda c: {k: v for k, v in vars(c).items() if k != "dropout"}
     assert shape(loaded.config) == shape(m.config)  # dropout is the caller's (here the default)
     assert loaded.translate(DE, beam_size=3, max_len=12) == before
     # hub.save_weights / a plain state dict carry the tokenizer too (it is the module's extra state)

@@ -59,9 +59,9 @@ def _learn(name: str, lr: float, max_steps: int, **kw) -> tuple[float, float]:
 @pytest.mark.parametrize(
     "name, lr, kw",
     [
-        ("seq2seq-transformer", 2e-3, dict(d_model=64, n_heads=4, n_layers=2, d_ff=128)),
-        ("seq2seq-gru", 1e-2, dict(emb_dim=32, hidden=64, attention="bahdanau")),
-        ("seq2seq-gru", 1e-2, dict(emb_dim=32, hidden=64, attention="luong-general")),
+        ("seq2seq-transformer", 2e-3, {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 128}),
+        ("seq2seq-gru", 1e-2, {"emb_dim": 32, "hidden": 64, "attention": "bahdanau"}),
+        ("seq2seq-gru", 1e-2, {"emb_dim": 32, "hidden": 64, "attention": "luong-general"}),
     ],
     ids=["transformer", "gru-bahdanau", "gru-luong"],
 )

@@ -123,3 +123,19 @@ def test_transforms_follow_the_model_cfg_and_train_is_random():
     assert torch.allclose(x[:, 0, 0], torch.tensor([1.0, -1.0, 1.0]))
     with pytest.raises(ValueError, match="missing 'mean'"):
         transforms_for({"input_size": [3, 8, 8], "std": [1, 1, 1]})
+
+
+def test_weights_meta_sets_the_transform(tmp_path):
+    from types import SimpleNamespace
+
+    from zoo.vision.resnet import _load_weights
+
+    _, path = _saved(tmp_path, stem="cifar", num_classes=2)
+    entry = SimpleNamespace(name="resnet18.test", meta={
+        "transforms": {"resize": 40, "crop": 36, "mean": [0.1, 0.2, 0.3], "std": [0.5, 0.5, 0.5]},
+        "classes": ["a", "b"]})
+    model = _load_weights(zoo.build("resnet18", stem="cifar", num_classes=2), path, entry)
+    cfg = model.pretrained_cfg
+    assert cfg["input_size"] == [3, 36, 36] and cfg["resize"] == 40 and cfg["mean"] == [0.1, 0.2, 0.3]
+    assert cfg["classes"] == ["a", "b"] and cfg["weights"] == "resnet18.test"
+    assert transforms_for(model)(Image.new("RGB", (50, 60))).shape == (3, 36, 36)

@@ -76,7 +76,8 @@ def prepare_loader(
     ds = _as_dataset(data)
     common: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "collate_fn": collate_fn,
                                   "pin_memory": pin_memory, "drop_last": drop_last,
-                                  "persistent_workers": num_workers > 0}
+                                  # fresh workers each epoch, seeded from (seed, epoch): exact resume
+                                  "persistent_workers": False}
     if isinstance(ds, IterableDataset):
         return DataLoader(ds, **common)
     sampler: Sampler[int] | None = None

@@ -46,8 +46,8 @@ def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]
     if not training:
         config.pop("seed")
         config["split"] = "random"  # the weights' own protocol; override with --set split=disjoint
-    if args.batch_size and not training:
-        config["batch_size"] = args.batch_size
+    if args.batch_size and not training and hasattr(model, "predict_scene") and hasattr(model, "parameters"):
+        config["batch_size"] = args.batch_size  # inference batch of a network; the SVM has none
     return scene, config
 
 

@@ -93,7 +93,7 @@ class SceneClassifierMixin:
         reduced = self.reduce(scene)
         train_ds = PatchDataset.from_mask(reduced, scene.labels, sp.train, window=self.config.window,
                                           padding=self.padding)
-        self.split_ = (dict(split=split, train_fraction=train_fraction, seed=seed) if isinstance(split, str)
+        self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed} if isinstance(split, str)
                        else None)
         self._last_split = sp
         fit_kwargs.setdefault("monitor", "train_loss" if val_data is None else "val_loss")

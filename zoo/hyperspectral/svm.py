@@ -53,7 +53,7 @@ class HSIPipeline(Pipeline):
             sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window,
                                train_mask=train_mask)
             X, y = scene.pixels(sp.train), scene.labels[sp.train]
-            self.split_ = (dict(split=split, train_fraction=train_fraction, seed=seed, window=window)
+            self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed, "window": window}
                            if isinstance(split, str) else None)
             self._last_split = sp
         t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-__all__ = ["ReplayBuffer", "Batch"]
+__all__ = ["Batch", "ReplayBuffer"]
 
 
 class Batch(NamedTuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["TD3Config", "PRESETS", "preset_config"]
+__all__ = ["PRESETS", "TD3Config", "preset_config"]
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,6 @@ class TD3Config:
     """Gradient steps per update phase; -1 means as many as environment transitions collected."""
     amp: str | None = None
     """``"bf16"`` runs the networks' matmuls under bf16 autocast (master weights stay fp32)."""
-    compile: bool = False
-    """``torch.compile`` the update (pays back its compile time only on long runs)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -83,24 +81,24 @@ class TD3Config:
         return d
 
     @classmethod
-    def keys(cls) -> list[str]:
+    def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
 
 # rl-baselines3-zoo td3.yml: "&mujoco-defaults" applies to every MuJoCo env it lists; we use it for any
 # env the file does not tune (SB3 defaults fill the rest).
-_RL_ZOO_DEFAULT: dict[str, Any] = dict(
-    net_arch=(400, 300), actor_lr=1e-3, critic_lr=1e-3, buffer_size=1_000_000, learning_starts=10_000,
-    batch_size=256, gamma=0.99, exploration_noise=0.1, train_freq=1, gradient_steps=1,
-)
-_RL_ZOO_ENVS: dict[str, dict[str, Any]] = {
-    "Pendulum-v1": dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, exploration_noise=0.1),
+_RL_ZOO_DEFAULT: dict[str, Any] = {
+    "net_arch": (400, 300), "actor_lr": 1e-3, "critic_lr": 1e-3, "buffer_size": 1_000_000, "learning_starts": 10_000,
+    "batch_size": 256, "gamma": 0.99, "exploration_noise": 0.1, "train_freq": 1, "gradient_steps": 1,
 }
-_FUJIMOTO: dict[str, Any] = dict(
-    net_arch=(256, 256), actor_lr=3e-4, critic_lr=3e-4, buffer_size=1_000_000, learning_starts=25_000,
-    batch_size=256, gamma=0.99, tau=0.005, exploration_noise=0.1, target_policy_noise=0.2,
-    target_noise_clip=0.5, policy_delay=2, train_freq=1, gradient_steps=1,
-)
+_RL_ZOO_ENVS: dict[str, dict[str, Any]] = {
+    "Pendulum-v1": {"gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, "exploration_noise": 0.1},
+}
+_FUJIMOTO: dict[str, Any] = {
+    "net_arch": (256, 256), "actor_lr": 3e-4, "critic_lr": 3e-4, "buffer_size": 1_000_000, "learning_starts": 25_000,
+    "batch_size": 256, "gamma": 0.99, "tau": 0.005, "exploration_noise": 0.1, "target_policy_noise": 0.2,
+    "target_noise_clip": 0.5, "policy_delay": 2, "train_freq": 1, "gradient_steps": 1,
+}
 PRESETS: tuple[str, ...] = ("rl-zoo", "fujimoto")
 
 
@@ -112,7 +110,7 @@ def preset_config(preset: str, env_id: str, **overrides: Any) -> TD3Config:
         base = dict(_FUJIMOTO)
     else:
         raise ValueError(f"unknown TD3 preset {preset!r}; presets: {', '.join(PRESETS)}")
-    unknown = [k for k in overrides if k not in TD3Config.keys()]
+    unknown = [k for k in overrides if k not in TD3Config.field_names()]
     if unknown:
-        raise TypeError(f"unknown TD3 config key(s) {unknown}; valid keys: {', '.join(TD3Config.keys())}")
+        raise TypeError(f"unknown TD3 config key(s) {unknown}; valid keys: {', '.join(TD3Config.field_names())}")
     return TD3Config(**{**base, **overrides})

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["train", "evaluate", "make_env", "CHECKPOINT_NAME"]
+__all__ = ["CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
 CHECKPOINT_NAME = "td3_last.pt"
 
@@ -47,7 +47,7 @@ def make_env(env: Any, *, num_envs: int = 1):
 
 def _env_name(env: Any) -> str:
     spec = getattr(env, "spec", None)
-    return getattr(spec, "id", None) or type(env).__name__
+    return getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
 
 
 def _check_env_fits(agent, env) -> None:
@@ -94,7 +94,7 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     import gymnasium as gym
 
     if isinstance(e, gym.vector.VectorEnv):
-        raise ValueError("evaluate takes a single env (an id or gymnasium.Env), not a VectorEnv")
+        raise TypeError("evaluate takes a single env (an id or gymnasium.Env), not a VectorEnv")
     _check_env_fits(agent, e)
     base = agent.seed + 10_000 if seed is None else int(seed)
     returns, lengths = [], []
@@ -301,23 +301,34 @@ def train(
     next_eval = _next_multiple(agent.num_timesteps, eval_every) if eval_every else None
     next_ckpt = _next_multiple(agent.num_timesteps, ckpt_every) if (ckpt_dir and ckpt_every) else None
     ckpt_path = ckpt_dir / CHECKPOINT_NAME if ckpt_dir else None
-    learn_time = 0.0
+    # learning-phase speed: wall time from the first step at learning_starts on, minus evaluations
+    learn_t0: float | None = None
+    eval_time = 0.0
     learn_steps = 0
+
+    def learn_rate() -> float:
+        if learn_t0 is None or learn_steps == 0:
+            return float("nan")
+        return learn_steps / (time.perf_counter() - learn_t0 - eval_time)
     step_since_train = 0
     bar = tqdm(total=total_steps, initial=agent.num_timesteps, desc=f"td3 {env_name}", unit="step",
                disable=not progress, dynamic_ncols=True)
 
     def run_eval() -> None:
+        nonlocal eval_time
+        t_eval = time.perf_counter()
         res = evaluate(agent, env=eval_env if eval_env is not None else (chosen if isinstance(chosen, str)
                        else agent.env_id), episodes=eval_episodes)
         row = {"step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
                "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
                "train_return_recent": float(np.mean(recent)) if recent else float("nan"),
                "episodes": agent.num_episodes, "updates": agent.num_updates,
-               "learn_steps_per_s": learn_steps / learn_time if learn_time > 0 else float("nan")}
+               "learn_steps_per_s": learn_rate()}
         agent.history.append(row)
         bar.set_postfix(ret=f"{row['train_return_recent']:.1f}", eval=f"{res['return_mean']:.1f}")
         logger.write(agent.history, episodes_log)
+        if learn_t0 is not None:
+            eval_time += time.perf_counter() - t_eval
 
     def save_ckpt() -> None:
         state = agent.checkpoint_state()
@@ -332,8 +343,9 @@ def train(
             if need_reset:
                 obs, _ = train_env.reset()
                 need_reset = False
-            t0 = time.perf_counter()
             learning = agent.num_timesteps >= cfg.learning_starts
+            if learning and learn_t0 is None:
+                learn_t0 = time.perf_counter()
             if learning:
                 a = agent.act_normalised(obs, explore=True)
             else:
@@ -387,7 +399,6 @@ def train(
             if episode_ended and recent:
                 bar.set_postfix(ret=f"{np.mean(recent):.1f}", refresh=False)
             if learning:
-                learn_time += time.perf_counter() - t0
                 learn_steps += n_envs
 
             if next_eval is not None and agent.num_timesteps >= next_eval:
@@ -400,6 +411,7 @@ def train(
 
             obs = next_obs
             need_reset = not vec and bool(done[0])
+        learn_time = (time.perf_counter() - learn_t0 - eval_time) if learn_t0 is not None else 0.0
         if eval_every != 0 and (not agent.history or agent.history[-1]["step"] != agent.num_timesteps):
             run_eval()
         if ckpt_path is not None:

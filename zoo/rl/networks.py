@@ -7,11 +7,12 @@ which is what dominates an update at these sizes on a CPU.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 __all__ = ["Actor", "TwinCritic"]
 
@@ -22,14 +23,15 @@ class Actor(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, net_arch: tuple[int, ...] = (400, 300)) -> None:
         super().__init__()
         dims = (obs_dim, *net_arch)
-        self.hidden = nn.ModuleList(nn.Linear(i, o) for i, o in zip(dims[:-1], dims[1:]))
+        self.hidden = nn.ModuleList(nn.Linear(i, o) for i, o in itertools.pairwise(dims))
         self.out = nn.Linear(dims[-1], act_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs
         for layer in self.hidden:
             x = F.relu(layer(x))
-        return torch.tanh(self.out(x))
+        # the output layer may be kept in fp32 when the rest runs in bf16 (see TD3Agent)
+        return torch.tanh(self.out(x.to(self.out.weight.dtype)))
 
 
 class TwinCritic(nn.Module):
@@ -44,7 +46,7 @@ class TwinCritic(nn.Module):
         self.n = n
         dims = (obs_dim + act_dim, *net_arch, 1)
         self.num_layers = len(dims) - 1
-        for i, (fan_in, fan_out) in enumerate(zip(dims[:-1], dims[1:])):
+        for i, (fan_in, fan_out) in enumerate(itertools.pairwise(dims)):
             bound = 1.0 / math.sqrt(fan_in)
             w = torch.empty(n, fan_in, fan_out).uniform_(-bound, bound)
             b = torch.empty(n, 1, fan_out).uniform_(-bound, bound)
@@ -56,7 +58,7 @@ class TwinCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """All critics: ``(B, obs_dim), (B, act_dim) -> (n, B)``."""
-        x = torch.cat([obs, act], dim=-1)  # (B, in)
+        x = torch.cat([obs, act], dim=-1).to(self.weight0.dtype)  # (B, in)
         layers = self._layers()
         w, b = layers[0]
         # the first layer shares its input across critics: one (B, in) @ (in, n*out) matmul
@@ -65,13 +67,14 @@ class TwinCritic(nn.Module):
         for w, b in layers[1:-1]:
             h = F.relu(torch.baddbmm(b, h, w))  # (n, B, h)
         w, b = layers[-1]
-        return torch.baddbmm(b, h, w).squeeze(-1)  # (n, B)
+        # the output layer may be fp32 under bf16 (Q values need more than bf16's 8 bits of mantissa)
+        return torch.baddbmm(b, h.to(w.dtype), w).squeeze(-1)  # (n, B)
 
     def q1(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """The first critic only (the actor's objective): ``-> (B,)``."""
-        h = torch.cat([obs, act], dim=-1)
+        h = torch.cat([obs, act], dim=-1).to(self.weight0.dtype)
         layers = self._layers()
         for w, b in layers[:-1]:
             h = F.relu(torch.addmm(b[0], h, w[0]))
         w, b = layers[-1]
-        return torch.addmm(b[0], h, w[0]).squeeze(-1)
+        return torch.addmm(b[0], h.to(w.dtype), w[0]).squeeze(-1)

@@ -22,13 +22,12 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["MultiHeadAttention", "combine_masks", "causal_mask", "attention", "reference_attention"]
+__all__ = ["MultiHeadAttention", "attention", "causal_mask", "combine_masks", "reference_attention"]
 
-Impl = Literal["sdpa", "reference"]
+Impl = Literal["sdpa", "sdpa-always", "reference"]
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> Tensor:
@@ -78,7 +77,7 @@ def combine_masks(
     additive float mask of ``dtype`` when ``attn_mask`` is float. Shapes are validated with an error
     that prints both the mask's shape and the attention's (B, H, T, S).
     """
-    B, H, T, S = shape
+    B, _H, T, S = shape
     bool_parts: list[Tensor] = []
     additive: Tensor | None = None
     if attn_mask is not None:
@@ -127,6 +126,14 @@ def _revive(mask: Tensor, dead: Tensor) -> Tensor:
     return mask.masked_fill(dead, 0.0)
 
 
+def _sdpa_backward_is_slow(q: Tensor) -> bool:
+    """bf16 training on CPU: the fused CPU kernel's bf16 *backward* is ~6x slower than the explicit
+    path at translation shapes (T ~ 20-60, head dim 32; torch 2.14, measured in
+    benchmarks/attention_decode.py), while its forward is fast. So bf16 with autograd uses the explicit
+    path (bf16 matmuls on AMX); inference and fp32 use SDPA."""
+    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled() and q.requires_grad
+
+
 def attention(
     q: Tensor,
     k: Tensor,
@@ -139,6 +146,8 @@ def attention(
 ) -> Tensor:
     """Attention over per-head tensors ``q (B, H, T, Dh)``, ``k, v (B, H, S, Dh)`` with a combined mask.
 
+    ``impl="sdpa"`` uses ``F.scaled_dot_product_attention`` except for bf16 training on CPU (see
+    :func:`_sdpa_backward_is_slow`); ``impl="sdpa-always"`` forces it (benchmarks).
     ``is_causal`` is only honoured when ``mask`` is None and T == S (SDPA's top-left alignment); callers
     with a cache pass an explicit mask built by :func:`combine_masks`.
     """
@@ -149,12 +158,14 @@ def attention(
             mask = _revive(mask, dead)
         else:
             dead = None
-    if impl == "sdpa":
+    if impl == "sdpa" and _sdpa_backward_is_slow(q):
+        impl = "reference"
+    if impl in ("sdpa", "sdpa-always"):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
     elif impl == "reference":
         out = reference_attention(q, k, v, mask, dropout_p=dropout_p, is_causal=is_causal)
     else:
-        raise ValueError(f"impl must be 'sdpa' or 'reference', got {impl!r}")
+        raise ValueError(f"impl must be 'sdpa', 'sdpa-always' or 'reference', got {impl!r}")
     if dead is not None:
         out = out.masked_fill(dead, 0.0)  # dead: (B|1, H|1, T, 1) broadcasts over Dh
     return out

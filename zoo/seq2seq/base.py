@@ -8,17 +8,17 @@ and the search agree on them without any extra configuration.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
-import torch.nn as nn
-from torch import Tensor
+from torch import Tensor, nn
 
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
-__all__ = ["Seq2SeqModel", "EXTRA_STATE_KEY", "decode_extra_state"]
+__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "decode_extra_state"]
 
 EXTRA_STATE_KEY = "_extra_state"  # nn.Module's key for get_extra_state()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["LayerCache", "KVCache"]
+__all__ = ["KVCache", "LayerCache"]
 
 
 class LayerCache:
@@ -63,7 +63,7 @@ class KVCache:
     extras: dict[str, Tensor] = field(default_factory=dict)
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int = 64, src_pad_mask: Tensor | None = None) -> "KVCache":
+    def empty(cls, n_layers: int, capacity: int = 64, src_pad_mask: Tensor | None = None) -> KVCache:
         return cls([LayerCache(capacity) for _ in range(n_layers)], src_pad_mask)
 
     def reorder(self, index: Tensor) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli import UsageError, command, data_adapter, demo, parse_kv
+from zoo.seq2seq.data import read_lines
 
 DEMO_WEIGHTS = ("seq2seq-transformer.multi30k-de-en", "seq2seq-transformer.multi30k-en-de")
 DEMO_SENTENCES = {
@@ -72,9 +73,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         raise UsageError(f"{name} is not a seq2seq model; choose one of {', '.join(zoo.list_models('seq2seq'))}")
     sentences = list(args.text)
     if args.input:
-        fh = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-        with fh if fh is not sys.stdin else _nullcontext(fh):
-            sentences += [line.rstrip("\r\n") for line in fh]
+        if args.input == "-":
+            sentences += [line.rstrip("\r\n") for line in sys.stdin]
+        else:
+            sentences += read_lines(args.input)
     if not sentences:
         raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
     if args.beam_size < 1:
@@ -91,17 +93,6 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     for line in out:
         print(line)
     return 0
-
-
-class _nullcontext:
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-    def __enter__(self) -> Any:
-        return self.obj
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 @data_adapter("seq2seq")
@@ -134,7 +125,7 @@ def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]
             model.tokenizer = train_tokenizer(train.src + train.tgt, vocab_size=vocab)
         val = load_multi30k(root, str(ours.get("val_split", "val")), direction)
         tok = model.tokenizer
-        train_loader = make_loader(ParallelDataset(train, tok, model.max_len), max_tokens=max_tokens, seed=args.seed)
+        train_loader = make_loader(ParallelDataset(train, tok, model.max_len), max_tokens=max_tokens, seed=getattr(args, "seed", None) or 0)
         val_loader = make_loader(ParallelDataset(val, tok, model.max_len), max_tokens=max_tokens, shuffle=False)
         n = ours.get("bleu_sentences")
         eval_fn = bleu_eval_fn(val.src[:n] if n else val.src, val.tgt[:n] if n else val.tgt,
@@ -142,8 +133,6 @@ def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]
         config = training_config(eval_fn=eval_fn)
         config.pop("epochs")
         config["val_data"] = val_loader
-        config["seed"] = args.seed
-        config["device"] = args.device
         return train_loader, config
     if model.tokenizer is None:
         raise UsageError(f"{args.name}: evaluation needs trained weights with a tokenizer (--weights ...)")
@@ -153,4 +142,7 @@ def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]
     from zoo.seq2seq.translate import seq2seq_forward
 
     eval_fn = bleu_eval_fn(test.src, test.tgt, beam_size=int(ours.get("beam_size", 5)))
-    return loader, {"forward_fn": seq2seq_forward, "eval_fn": eval_fn, "device": args.device}
+    config = {"forward_fn": seq2seq_forward, "eval_fn": eval_fn}
+    if getattr(args, "device", None):
+        config["device"] = args.device
+    return loader, config

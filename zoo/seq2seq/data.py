@@ -11,9 +11,9 @@ from __future__ import annotations
 import gzip
 import math
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -22,17 +22,17 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
-    "read_lines",
-    "load_parallel",
-    "load_multi30k",
-    "find_split",
-    "ParallelText",
+    "MULTI30K_TEST",
     "ParallelDataset",
+    "ParallelText",
     "TokenBucketSampler",
     "collate",
+    "find_split",
+    "load_multi30k",
+    "load_parallel",
     "make_loader",
     "parse_direction",
-    "MULTI30K_TEST",
+    "read_lines",
 ]
 
 MULTI30K_TEST = "test_2016_flickr"
@@ -62,7 +62,7 @@ class ParallelText:
     def __len__(self) -> int:
         return len(self.src)
 
-    def subset(self, n: int | None) -> "ParallelText":
+    def subset(self, n: int | None) -> ParallelText:
         return self if n is None else ParallelText(self.src[:n], self.tgt[:n])
 
 

@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from zoo.seq2seq.base import Seq2SeqModel
 
-__all__ = ["GRUConfig", "Seq2SeqGRU", "AdditiveAttention", "LuongAttention"]
+__all__ = ["AdditiveAttention", "GRUConfig", "LuongAttention", "Seq2SeqGRU"]
 
 AttentionKind = Literal["bahdanau", "luong-dot", "luong-general"]
 

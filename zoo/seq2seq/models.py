@@ -11,7 +11,7 @@ from zoo.seq2seq.base import EXTRA_STATE_KEY, Seq2SeqModel, decode_extra_state
 from zoo.seq2seq.gru import GRUConfig, Seq2SeqGRU
 from zoo.seq2seq.transformer import Seq2SeqTransformer, TransformerConfig
 
-__all__ = ["seq2seq_transformer", "seq2seq_gru", "load_seq2seq_weights"]
+__all__ = ["load_seq2seq_weights", "seq2seq_gru", "seq2seq_transformer"]
 
 # Config keys that do not change any tensor's shape: a caller's value for these is kept when a file's
 # own config rebuilds the model (e.g. dropout=0.0 for inference).
@@ -96,8 +96,8 @@ def seq2seq_transformer(
     family="seq2seq",
     summary="Bidirectional-GRU encoder, GRU decoder with Bahdanau or Luong attention, beam search, byte-level BPE",
     references=(
-        "Bahdanau et al. 2015, Neural Machine Translation by Jointly Learning to Align and Translate, "
-        "https://arxiv.org/abs/1409.0473",
+        ("Bahdanau et al. 2015, Neural Machine Translation by Jointly Learning to Align and Translate, "
+        "https://arxiv.org/abs/1409.0473"),
         "Luong et al. 2015, Effective Approaches to Attention-based NMT, https://arxiv.org/abs/1508.04025",
     ),
     load_weights=load_seq2seq_weights,

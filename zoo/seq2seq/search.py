@@ -16,7 +16,7 @@ from torch import Tensor
 
 from zoo.seq2seq.cache import expand_index
 
-__all__ = ["greedy_search", "beam_search", "default_max_len"]
+__all__ = ["beam_search", "default_max_len", "greedy_search"]
 
 
 def default_max_len(src: Tensor, pad_id: int, model_max: int) -> int:

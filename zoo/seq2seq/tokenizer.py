@@ -9,12 +9,12 @@ which is stored in the weights file's safetensors metadata.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-__all__ = ["Tokenizer", "train_tokenizer", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS"]
+__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "Tokenizer", "train_tokenizer"]
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
@@ -55,7 +55,7 @@ class Tokenizer:
         return self.hf.to_str()
 
     @classmethod
-    def from_json(cls, text: str) -> "Tokenizer":
+    def from_json(cls, text: str) -> Tokenizer:
         return cls(_HFTokenizer.from_str(text))
 
     def __eq__(self, other: object) -> bool:

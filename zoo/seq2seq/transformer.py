@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from zoo.seq2seq.attention import MultiHeadAttention
 from zoo.seq2seq.base import Seq2SeqModel
 from zoo.seq2seq.cache import KVCache
 
-__all__ = ["TransformerConfig", "Seq2SeqTransformer", "sinusoidal_positions"]
+__all__ = ["Seq2SeqTransformer", "TransformerConfig", "sinusoidal_positions"]
 
 
 @dataclass

@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,7 +20,7 @@ from tqdm.auto import tqdm
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
-__all__ = ["translate", "corpus_bleu", "seq2seq_forward", "bleu_eval_fn", "training_config"]
+__all__ = ["bleu_eval_fn", "corpus_bleu", "seq2seq_forward", "training_config", "translate"]
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -129,19 +130,19 @@ def training_config(
     eval_fn: Callable | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments for ``zoo.engine.fit`` that train a seq2seq model well on CPU."""
-    config: dict[str, Any] = dict(
-        epochs=epochs,
-        optimizer="adamw",
-        lr=lr,
-        weight_decay=weight_decay,
-        schedule="inverse_sqrt",
-        warmup_steps=warmup_steps,
-        label_smoothing=label_smoothing,
-        amp=amp,
-        clip_grad_norm=clip_grad_norm,
-        forward_fn=seq2seq_forward,
-        metrics=("accuracy",),
-    )
+    config: dict[str, Any] = {
+        "epochs": epochs,
+        "optimizer": "adamw",
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "schedule": "inverse_sqrt",
+        "warmup_steps": warmup_steps,
+        "label_smoothing": label_smoothing,
+        "amp": amp,
+        "clip_grad_norm": clip_grad_norm,
+        "forward_fn": seq2seq_forward,
+        "metrics": ("accuracy",),
+    }
     if eval_fn is not None:
         config.update(eval_fn=eval_fn, monitor="val_bleu", monitor_mode="max")
     return config

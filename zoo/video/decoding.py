@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,6 +30,7 @@ from fractions import Fraction
 import av
 import numpy as np
 import torch
+from av.video.reformatter import VideoReformatter
 
 __all__ = [
     "CorruptVideoError",
@@ -183,8 +185,16 @@ def _decoded_frames(container, stream) -> Iterable[av.VideoFrame]:
         yield frame
 
 
+_LOCAL = threading.local()
+
+
 def _to_array(frame) -> np.ndarray:
-    return frame.to_ndarray(format="rgb24")  # (H, W, 3) uint8
+    # frame.to_ndarray() builds a new swscale context for every frame, which costs more than decoding
+    # a 320x240 frame; one reformatter per thread keeps its context cached across frames and videos.
+    reformatter = getattr(_LOCAL, "reformatter", None)
+    if reformatter is None:
+        reformatter = _LOCAL.reformatter = VideoReformatter()
+    return reformatter.reformat(frame, format="rgb24").to_ndarray()  # (H, W, 3) uint8
 
 
 def read_frames(
@@ -234,7 +244,7 @@ def _read_sorted(
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
     # Seek a little before the wanted time: the demuxer's seek timestamps (AVI: dts) may lead the
     # displayed pts by the B-frame delay, and landing one keyframe early only costs decoding.
-    margin = meta.start_pts - meta.seek_origin + 1
+    margin = meta.start_pts - meta.seek_origin + math.ceil(ticks_per_frame)
     targets = [meta.seek_origin + int(first * ticks_per_frame) - margin]
     targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
     targets.append(None)  # from the start

@@ -14,5 +14,15 @@ from zoo.vision.predict import predict
 from zoo.vision.resnet import adapt_input_conv, replace_head, resnet18
 from zoo.vision.transforms import transforms_for
 
-__all__ = ["resnet18", "adapt_input_conv", "replace_head", "ImageFolderDataset", "load_image_folders",
-           "transforms_for", "predict", "evaluate_classifier", "export_torchscript", "export_onnx"]
+__all__ = [
+           "ImageFolderDataset",
+           "adapt_input_conv",
+           "evaluate_classifier",
+           "export_onnx",
+           "export_torchscript",
+           "load_image_folders",
+           "predict",
+           "replace_head",
+           "resnet18",
+           "transforms_for",
+]

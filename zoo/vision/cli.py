@@ -71,7 +71,7 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import zoo
     from zoo import hub
-    from zoo.vision.data import find_split, ImageFolderDataset
+    from zoo.vision.data import ImageFolderDataset, find_split
     from zoo.vision.evaluate import evaluate_classifier
     from zoo.vision.transforms import transforms_for
 
@@ -192,7 +192,7 @@ def _demo_images() -> tuple[list[Any], list[str], str]:
     if test.is_dir():
         from zoo.vision.data import open_rgb
 
-        files = [sorted((test / c).glob("*.jpg"))[0] for c in sorted(p.name for p in test.iterdir() if p.is_dir())]
+        files = [min((test / c).glob("*.jpg")) for c in sorted(p.name for p in test.iterdir() if p.is_dir())]
         return [open_rgb(f) for f in files], [f.parent.name for f in files], f"CIFAR-10 test images from {test}"
     from PIL import Image
     from sklearn.datasets import load_sample_images

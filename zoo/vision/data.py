@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from PIL import Image
 from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-__all__ = ["ImageFolderDataset", "load_image_folders", "to_rgb", "open_rgb", "IMG_EXTENSIONS", "find_split"]
+__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "to_rgb"]
 
 SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
 
-__all__ = ["predict_dataset", "evaluate_classifier"]
+__all__ = ["evaluate_classifier", "predict_dataset"]
 
 
 @torch.no_grad()

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn as nn
+from torch import nn
 
-__all__ = ["ExportResult", "export_torchscript", "export_onnx"]
+__all__ = ["ExportResult", "export_onnx", "export_torchscript"]
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
-import torch.nn as nn
 from PIL import Image
+from torch import nn
 
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb
 from zoo.vision.transforms import transforms_for
 
-__all__ = ["predict", "collect_images"]
+__all__ = ["collect_images", "predict"]
 
 
 def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
@@ -81,7 +82,7 @@ def predict(
         k = min(topk, probs.shape[1])
         top_p, top_i = probs.topk(k, dim=1)
         for key, ps, idx in zip(ok, top_p.tolist(), top_i.tolist()):
-            label = lambda i: names[i] if names is not None and i < len(names) else str(i)  # noqa: E731
+            label = lambda i: names[i] if names is not None and i < len(names) else str(i)
             results.append({"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
                             "topk": [(label(i), p) for i, p in zip(idx, ps)]})
     order = {key: i for i, (key, _) in enumerate(named)}

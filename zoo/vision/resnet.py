@@ -8,17 +8,16 @@ The network *is* ``torchvision.models.ResNet`` (same module names and state-dict
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn as nn
+from torch import nn
 from torchvision.models import resnet18 as tv_resnet18
 
 from zoo.registry import register
 
-__all__ = ["resnet18", "adapt_input_conv", "replace_head", "STEMS", "default_pretrained_cfg"]
+__all__ = ["STEMS", "adapt_input_conv", "default_pretrained_cfg", "replace_head", "resnet18"]
 
 STEMS = ("imagenet", "cifar")
 
@@ -86,9 +85,14 @@ def _load_weights(model: nn.Module, path: Path, entry: Any) -> nn.Module:
     report = hub.load_into(model, state, reinit=("fc.",))
     cfg = dict(model.pretrained_cfg)
     meta = dict(getattr(entry, "meta", None) or {})
-    for key in ("input_size", "resize", "mean", "std", "interpolation"):
-        if key in meta and conv.in_channels == 3:
-            cfg[key] = meta[key]
+    # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"} (the hub's form
+    # for upstream files and ours); mean/std only apply to RGB inputs
+    tf = dict(meta.get("transforms") or {})
+    if "crop" in tf:
+        cfg["input_size"] = [conv.in_channels, int(tf["crop"]), int(tf["crop"])]
+    for key in ("resize", "mean", "std", "interpolation"):
+        if key in tf and (conv.in_channels == 3 or key in ("resize", "interpolation")):
+            cfg[key] = tf[key]
     if "classes" in meta and model.fc.out_features == len(meta["classes"]):
         cfg["classes"] = list(meta["classes"])
     cfg["weights"] = getattr(entry, "name", None) or str(path)
@@ -137,7 +141,3 @@ def resnet18(
     model.pretrained_cfg = default_pretrained_cfg(stem, in_chans)
     model.pretrained_cfg["stem"] = stem
     return model
-
-
-def _warn(msg: str) -> None:
-    warnings.warn(msg, stacklevel=3)

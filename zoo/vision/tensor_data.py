@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo.vision.data import ImageFolderDataset, open_rgb
 
-__all__ = ["decode_images", "load_or_decode", "TensorImageDataset", "EpochBatchSampler", "tensor_loader"]
+__all__ = ["EpochBatchSampler", "TensorImageDataset", "decode_images", "load_or_decode", "tensor_loader"]
 
 
 def _decode_one(args: tuple[str, int | None]) -> np.ndarray:

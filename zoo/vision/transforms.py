@@ -8,13 +8,14 @@ CIFAR preprocessing and ``weights="imagenet1k-v1"`` gives torchvision's ``ImageC
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2 as T
 
-__all__ = ["transforms_for", "resolve_cfg"]
+__all__ = ["resolve_cfg", "transforms_for"]
 
 _INTERP = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
            "nearest": InterpolationMode.NEAREST}

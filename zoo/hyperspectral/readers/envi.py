@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from spectral.io import envi
+from typing_extensions import Self
 
 from zoo.hyperspectral.scene import RawLayout, Scene
 
@@ -95,8 +96,8 @@ def save_envi(path: str | os.PathLike, cube: np.ndarray, *, wavelengths=None, in
     os.close(fd)
     tmp_hdr = Path(tmp)
     try:
-        kwargs: dict[str, Any] = dict(interleave=interleave, force=True, ext=ext,
-                                      metadata=_meta(wavelengths, metadata))
+        kwargs: dict[str, Any] = {"interleave": interleave, "force": True, "ext": ext,
+                                      "metadata": _meta(wavelengths, metadata)}
         if byteorder is not None:
             kwargs["byteorder"] = byteorder
         envi.save_image(str(tmp_hdr), np.asarray(cube), **kwargs)
@@ -128,7 +129,7 @@ class EnviWriter:
         meta.update({"lines": h, "samples": w, "bands": c, "header offset": 0, "file type": "ENVI Standard",
                      "data type": envi.dtype_to_envi[self.dtype.char], "interleave": "bip", "byte order": 0})
         envi.write_envi_header(str(self._tmp_hdr), meta)
-        self._fh = open(self._tmp_hdr.with_suffix(ext), "wb")
+        self._fh = open(self._tmp_hdr.with_suffix(ext), "wb")  # noqa: SIM115  (closed by close()/abort())
         self._rows = 0
 
     def write(self, block: np.ndarray) -> None:
@@ -154,7 +155,7 @@ class EnviWriter:
         for p in (self._tmp_hdr, self._tmp_hdr.with_suffix(self.ext)):
             p.unlink(missing_ok=True)
 
-    def __enter__(self) -> EnviWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

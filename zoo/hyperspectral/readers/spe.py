@@ -142,10 +142,9 @@ def parse_spe_header(head: bytes, file_size: int, read_at=None) -> SpeHeader:
     if len(head) < HEADER_SIZE or file_size < HEADER_SIZE:
         raise SPEFormatError(f"file is {file_size} B; an SPE file starts with a {HEADER_SIZE}-byte header")
     (version,) = struct.unpack_from("<f", head, 1992)
-    if not math.isfinite(version) or not (0.0 < version < 100.0):
-        # WinSpec 1.x files left this zero; anything else here is not an SPE header
-        if version != 0.0:
-            raise SPEFormatError(f"SPE header version field is {version!r}; expected 1.x, 2.x or 3.0")
+    # WinSpec 1.x files left this zero; anything else outside (0, 100) is not an SPE header
+    if (not math.isfinite(version) or not 0.0 < version < 100.0) and version != 0.0:
+        raise SPEFormatError(f"SPE header version field is {version!r}; expected 1.x, 2.x or 3.0")
     if version >= 3.0:
         (xml_offset,) = struct.unpack_from("<Q", head, 678)
         if not HEADER_SIZE <= xml_offset < file_size:

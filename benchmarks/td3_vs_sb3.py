@@ -1,0 +1,254 @@
+"""TD3: zoo vs Stable-Baselines3, same machine, same run, interleaved, identical hyperparameters.
+
+Claim (issue 6): zoo's TD3 collects learning-phase environment steps several times faster than SB3's
+TD3 (the ``rl-zoo`` preset: rl-baselines3-zoo's hyperparameters), at an equal or better deterministic
+evaluation return. Per seed, each variant trains ``--steps`` steps; the runs of one seed are
+interleaved (order rotated per seed). Measured per run:
+
+* ``learn_steps_per_s``: environment steps after ``learning_starts`` (each with one gradient step)
+  per second of wall time, evaluations excluded;
+* ``final_return``: mean deterministic return over ``--eval-episodes`` episodes at the end (episode i
+  reset with seed ``seed + 10_000 + i``, the same episodes for every variant);
+* the learning curve (evaluation every ``--eval-every`` steps), plotted to results/<name>.png.
+
+The peer needs the ``bench`` extra (``pip install -e '.[bench]'``, i.e. stable-baselines3); without it
+the peer is skipped with a note. ``--publish TAG`` adds the best zoo run's agent as ``td3.TAG`` to the
+weights manifest (actor + critic, fp32 safetensors), with its re-measured eval return in the meta.
+
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_vs_sb3.py --env Pendulum-v1 --steps 20000 \\
+        --seeds 0 1 2 --variants zoo-bf16 zoo-fp32 sb3 --threads 1 --publish pendulum-v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import RESULTS_DIR, command_line, median, write_result
+
+import zoo
+from zoo.rl.config import preset_config
+from zoo.rl.loop import plot_learning_curves
+
+
+def _eval_episodes(policy, env_id: str, episodes: int, base_seed: int) -> tuple[float, float]:
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=base_seed + i)
+        total, done = 0.0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(policy(obs))
+            total += float(r)
+            done = term or trunc
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns)), float(np.std(returns))
+
+
+def run_zoo(env_id: str, steps: int, seed: int, amp: str | None, args) -> dict[str, Any]:
+    agent = zoo.build("td3", env=env_id, preset=args.preset, seed=seed, amp=amp, **args.overrides)
+    t0 = time.perf_counter()
+    zoo.train(agent, env=env_id, total_steps=steps, eval_every=args.eval_every,
+              eval_episodes=args.eval_episodes, seed=seed, progress=args.progress)
+    wall = time.perf_counter() - t0
+    final = agent.history[-1]
+    return {
+        "learn_steps_per_s": agent.last_run_stats["learn_steps_per_s"],
+        "final_return": final["eval_return_mean"], "final_return_std": final["eval_return_std"],
+        "wall_s": wall,
+        "curve": [(h["step"], h["eval_return_mean"], h["eval_return_std"]) for h in agent.history],
+        "agent": agent,
+    }
+
+
+def run_sb3(env_id: str, steps: int, seed: int, args) -> dict[str, Any]:
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    cfg = preset_config(args.preset, env_id, **args.overrides)
+    env = gym.make(env_id)
+    n_act = env.action_space.shape[0]
+    # SB3 adds the noise in the normalised action space too (scaled_action + noise, clipped to [-1, 1])
+    model = TD3(
+        "MlpPolicy", env, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
+        learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.tau, gamma=cfg.gamma,
+        train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps,
+        action_noise=NormalActionNoise(np.zeros(n_act), cfg.exploration_noise * np.ones(n_act)),
+        policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
+        target_noise_clip=cfg.target_noise_clip, policy_kwargs={"net_arch": list(cfg.net_arch)},
+        seed=seed, device="cpu", verbose=0,
+    )
+    if abs(cfg.actor_lr - cfg.critic_lr) > 0:
+        raise ValueError("SB3's TD3 has one learning rate; the preset's actor_lr and critic_lr differ")
+
+    def policy(obs):
+        return model.predict(obs, deterministic=True)[0]
+
+    class Timer(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.t_learn: float | None = None
+            self.eval_time = 0.0
+            self.curve: list[tuple[int, float, float]] = []
+
+        def _on_step(self) -> bool:
+            n = self.num_timesteps
+            if n == cfg.learning_starts and self.t_learn is None:
+                self.t_learn = time.perf_counter()
+            if args.eval_every and n % args.eval_every == 0:
+                t = time.perf_counter()
+                m, s = _eval_episodes(policy, env_id, args.eval_episodes, seed + 10_000)
+                self.curve.append((n, m, s))
+                if self.t_learn is not None:
+                    self.eval_time += time.perf_counter() - t
+            return True
+
+    timer = Timer()
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=timer, progress_bar=False)
+    t_end = time.perf_counter()
+    learn_time = t_end - timer.t_learn - timer.eval_time
+    if not timer.curve or timer.curve[-1][0] != steps:
+        m, s = _eval_episodes(policy, env_id, args.eval_episodes, seed + 10_000)
+        timer.curve.append((steps, m, s))
+    env.close()
+    return {
+        "learn_steps_per_s": (steps - cfg.learning_starts) / learn_time,
+        "final_return": timer.curve[-1][1], "final_return_std": timer.curve[-1][2],
+        "wall_s": t_end - t0, "curve": timer.curve,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="Pendulum-v1")
+    p.add_argument("--steps", type=int, default=20_000)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--preset", default="rl-zoo")
+    p.add_argument("--variants", nargs="+", default=["zoo-bf16", "zoo-fp32", "sb3"],
+                   choices=["zoo-bf16", "zoo-fp32", "sb3"])
+    p.add_argument("--threads", type=int, default=1, help="torch threads for every variant (default 1)")
+    p.add_argument("--eval-every", type=int, default=1000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--name", help="result name (default: td3_vs_sb3_<env>)")
+    p.add_argument("--publish", metavar="TAG", help="publish the best zoo run's agent as td3.TAG")
+    p.add_argument("--progress", action="store_true", help="show the zoo runs' progress bars")
+    p.add_argument("--learning-starts", type=int, help="override the preset (smoke runs only)")
+    args = p.parse_args(argv)
+    args.overrides = {} if args.learning_starts is None else {"learning_starts": args.learning_starts}
+
+    torch.set_num_threads(args.threads)
+    name = args.name or "td3_vs_sb3_" + args.env.lower().replace("-", "_")
+    variants = list(args.variants)
+    notes: list[str] = []
+    if "sb3" in variants:
+        try:
+            import stable_baselines3  # noqa: F401
+        except ImportError:
+            variants.remove("sb3")
+            notes.append("stable-baselines3 not installed (pip install -e '.[bench]'): peer skipped")
+            print(notes[-1], file=sys.stderr)
+
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for i, seed in enumerate(args.seeds):
+        order = variants[i % len(variants):] + variants[: i % len(variants)]
+        for v in order:
+            print(f"[seed {seed}] {v} ...", file=sys.stderr, flush=True)
+            if v == "sb3":
+                r = run_sb3(args.env, args.steps, seed, args)
+            else:
+                r = run_zoo(args.env, args.steps, seed, "bf16" if v == "zoo-bf16" else None, args)
+            r["seed"] = seed
+            runs[v].append(r)
+            print(f"[seed {seed}] {v}: {r['learn_steps_per_s']:.1f} learn steps/s, final return "
+                  f"{r['final_return']:.1f} +- {r['final_return_std']:.1f}, wall {r['wall_s']:.0f} s",
+                  file=sys.stderr, flush=True)
+
+    def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "learn_steps_per_s": median([r["learn_steps_per_s"] for r in rs]),
+            "final_return_median": median([r["final_return"] for r in rs]),
+            "final_return_mean": float(np.mean([r["final_return"] for r in rs])),
+            "final_return_per_seed": [round(r["final_return"], 2) for r in rs],
+            "learn_steps_per_s_per_seed": [round(r["learn_steps_per_s"], 1) for r in rs],
+            "wall_s_per_seed": [round(r["wall_s"], 1) for r in rs],
+        }
+
+    ours_key = "zoo-bf16" if "zoo-bf16" in runs else "zoo-fp32"
+    metrics = summary(runs[ours_key])
+    metrics["variant"] = ours_key
+    peers = {v: summary(rs) for v, rs in runs.items() if v != ours_key}
+    ratios = {}
+    for v, s in peers.items():
+        ratios[f"learn_steps_per_s_vs_{v}"] = metrics["learn_steps_per_s"] / s["learn_steps_per_s"]
+        ratios[f"final_return_median_minus_{v}"] = metrics["final_return_median"] - s["final_return_median"]
+
+    # learning curves: mean over seeds of each variant's evaluation curve
+    curves = {}
+    for v, rs in runs.items():
+        steps = [c[0] for c in rs[0]["curve"]]
+        means = np.mean([[c[1] for c in r["curve"]] for r in rs], axis=0)
+        stds = np.std([[c[1] for c in r["curve"]] for r in rs], axis=0)
+        hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
+                for s, m, sd in zip(steps, means, stds)]
+        curves[f"{v} ({len(rs)} seeds)"] = (hist, [])
+    png = RESULTS_DIR / f"{name}.png"
+    plot_learning_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
+
+    extra: dict[str, Any] = {
+        "settings": {"env": args.env, "steps": args.steps, "seeds": args.seeds, "preset": args.preset,
+                     "threads": args.threads, "eval_every": args.eval_every, "eval_episodes": args.eval_episodes,
+                     "config": preset_config(args.preset, args.env, **args.overrides).to_dict()},
+        "curves": {v: [r["curve"] for r in rs] for v, rs in runs.items()},
+        "plot": str(png.relative_to(RESULTS_DIR.parent.parent)),
+        "notes": notes,
+    }
+    if args.publish:
+        best = max(runs[ours_key], key=lambda r: r["final_return"])
+        extra["published"] = publish(best["agent"], args, best["seed"], ours_key)
+    write_result(name, metrics=metrics, peers=peers, ratios=ratios, command=command_line(), extra=extra)
+    return 0
+
+
+def publish(agent, args, seed: int, variant: str) -> dict[str, Any]:
+    """Add the agent's actor + critic (fp32) to the manifest as td3.TAG, re-measured after loading."""
+    from zoo import hub
+
+    state = agent.export_state_dict()
+    config = {"env": args.env, "preset": args.preset, **args.overrides}
+    if agent.config.amp:
+        config["amp"] = agent.config.amp
+    wname = f"td3.{args.publish}"
+    meta = {
+        "dataset": f"gymnasium {args.env} (online interaction, {args.steps} steps, seed {seed})",
+        "license": "MIT",
+        "command": command_line(),
+        "storage": "float32 actor + twin critic (targets are re-initialised from them on load)",
+        "num_params": sum(v.numel() for v in state.values()),
+        "variant": variant,
+    }
+    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": {}})
+    loaded = zoo.build("td3", weights=args.publish)
+    res = zoo.evaluate(loaded, env=args.env, episodes=10)
+    metrics = {"eval_return_mean_10ep": round(res["return_mean"], 2), "eval_return_std_10ep": round(res["return_std"], 2),
+               "train_steps": args.steps, "seed": seed}
+    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": metrics})
+    print(f"published {wname}: {json.dumps(metrics)}", file=sys.stderr)
+    return {"name": wname, "sha256": entry.sha256, "metrics": metrics}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""TD3: the maths of the update, the buffer, the loop's bootstrapping, resume and determinism, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import zoo
+from zoo.rl.buffer import Batch, ReplayBuffer
+
+SMALL = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+def _params(module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def _fill(agent, n: int = 64, seed: int = 0) -> None:
+    g = np.random.default_rng(seed)
+    agent.ensure_buffer().add(g.standard_normal((n, agent.obs_dim)), g.uniform(-1, 1, (n, agent.act_dim)),
+                              g.standard_normal(n), g.standard_normal((n, agent.obs_dim)), g.random(n) < 0.1)
+
+
+# --- actions ----------------------------------------------------------------------------------------
+
+
+def test_action_rescaling_asymmetric_bounds(counter_env):
+    low, high = (-1.0, 0.0, 2.0), (3.0, 10.0, 2.5)
+    agent = zoo.build("td3", env=counter_env(low=low, high=high), **SMALL)
+    a = torch.tensor([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.5, -0.5, 0.0]])
+    out = agent.scale_action(a)
+    expected = torch.tensor([list(low), list(high), [1.0, 5.0, 2.25], [2.0, 2.5, 2.25]])
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(agent.unscale_action(out), a)
+    obs = np.random.default_rng(0).standard_normal((50, 2)) * 100  # saturates the tanh both ways
+    for explore in (False, True):
+        acts = agent.act(obs, explore=explore)
+        assert acts.shape == (50, 3)
+        assert (acts >= np.array(low) - 1e-6).all() and (acts <= np.array(high) + 1e-6).all()
+    assert agent.act(obs[0]).shape == (3,)
+
+
+# --- the update's maths -----------------------------------------------------------------------------
+
+
+def test_clipped_double_q_target_by_hand(counter_env):
+    agent = zoo.build("td3", env=counter_env(), net_arch=(1,), gamma=0.9, target_noise_clip=0.5)
+    with torch.no_grad():
+        # target actor: constant tanh(atanh(0.8)) = 0.8
+        for p in agent.actor_target.parameters():
+            p.zero_()
+        agent.actor_target.out.bias.fill_(math.atanh(0.8))
+        # target critics: h = relu(0.5 a + 1); Q1 = h, Q2 = -h + 2.9  (input = [obs(2), act(1)])
+        c = agent.critic_target
+        c.weight0.zero_()
+        c.weight0[:, 2, 0] = 0.5
+        c.bias0.fill_(1.0)
+        c.weight1.copy_(torch.tensor([1.0, -1.0]).view(2, 1, 1))
+        c.bias1.copy_(torch.tensor([0.0, 2.9]).view(2, 1, 1))
+    agent._build_compute_copies()
+    batch = Batch(obs=torch.zeros(3, 2), act=torch.zeros(3, 1), reward=torch.tensor([1.0, 2.0, -1.0]),
+                  next_obs=torch.randn(3, 2), not_done=torch.tensor([1.0, 0.0, 1.0]))
+    noise = torch.tensor([[0.9], [-0.1], [0.0]])  # clipped to 0.5 -> a' = clip(1.3) = 1, 0.7, 0.8
+    # a'=1: Q1 1.5, Q2 1.4 -> 1.4;  a'=0.7: terminal;  a'=0.8: Q1 1.4, Q2 1.5 -> 1.4
+    expected = torch.tensor([1 + 0.9 * 1.4, 2.0, -1 + 0.9 * 1.4])
+    torch.testing.assert_close(agent.critic_target_value(batch, noise), expected)
+    # negative noise: no clipping of the action; the minimum now comes from the first critic
+    noise2 = torch.tensor([[-0.9], [0.0], [-0.3]])  # -> a' = 0.3, 0.8, 0.5: Q1 1.15 / 1.25, Q2 1.75 / 1.65
+    torch.testing.assert_close(agent.critic_target_value(batch, noise2), torch.tensor([1 + 0.9 * 1.15, 2.0, -1 + 0.9 * 1.25]))
+
+
+def test_update_counts_with_policy_delay(counter_env):
+    agent = zoo.build("td3", env=counter_env(), policy_delay=3, **SMALL)
+    _fill(agent)
+    actor0, critic0, target0 = _params(agent.actor), _params(agent.critic), _params(agent.critic_target)
+    agent.update(2)
+    assert (agent.num_updates, agent.num_actor_updates) == (2, 0)
+    assert _same(_params(agent.actor), actor0) and _same(_params(agent.critic_target), target0)
+    assert not _same(_params(agent.critic), critic0)
+    agent.update(1)  # the third critic update also updates the actor and the targets
+    assert (agent.num_updates, agent.num_actor_updates) == (3, 1)
+    assert not _same(_params(agent.actor), actor0) and not _same(_params(agent.critic_target), target0)
+    agent.update(7)
+    assert (agent.num_updates, agent.num_actor_updates) == (10, 3)
+    assert agent.actor_opt.state[agent.actor.out.weight]["step"].item() == 3
+    assert agent.critic_opt.state[agent.critic.weight0]["step"].item() == 10
+
+
+def test_soft_update_tau_one_copies_tau_zero_keeps(counter_env):
+    agent = zoo.build("td3", env=counter_env(), **SMALL)
+    with torch.no_grad():
+        for p in list(agent.actor.parameters()) + list(agent.critic.parameters()):
+            p.add_(1.0)
+    before = _params(agent.actor_target) + _params(agent.critic_target)
+    agent.soft_update(0.0)
+    assert _same(_params(agent.actor_target) + _params(agent.critic_target), before)
+    agent.soft_update(0.25)
+    for t, t0, o in zip(_params(agent.actor_target), before, _params(agent.actor)):
+        torch.testing.assert_close(t, 0.75 * t0 + 0.25 * o)
+    agent.soft_update(1.0)
+    assert _same(_params(agent.actor_target), _params(agent.actor))
+    assert _same(_params(agent.critic_target), _params(agent.critic))
+
+
+# --- replay buffer ----------------------------------------------------------------------------------
+
+
+def test_buffer_wraparound_and_sampling(tmp_path):
+    buf = ReplayBuffer(5, obs_dim=2, act_dim=1)
+    for i in range(3):
+        buf.add_one(np.array([i, i]), np.array([0.1 * i]), float(i), np.array([i + 1, i + 1]), i == 1)
+    assert (len(buf), buf.pos) == (3, 3)
+    # a batch of 4 crosses the end: rows 3, 4, then 0, 1 are overwritten
+    ids = np.arange(3, 7)
+    buf.add(np.stack([ids, ids], 1), 0.1 * ids[:, None], ids.astype(float), np.stack([ids + 1] * 2, 1),
+            np.array([False, False, True, False]))
+    assert (len(buf), buf.pos) == (5, 2)
+    assert buf.obs[:, 0].tolist() == [5, 6, 2, 3, 4]
+    assert buf.reward.tolist() == [5, 6, 2, 3, 4]
+    assert buf.not_done.tolist() == [0, 1, 1, 1, 1]  # transition 5 terminated
+    torch.testing.assert_close(buf.next_obs[:, 0], buf.obs[:, 0] + 1)
+    torch.testing.assert_close(buf.act[:, 0], 0.1 * buf.obs[:, 0])
+
+    g = torch.Generator().manual_seed(0)
+    batch = buf.sample(5000, g)
+    assert batch.obs.shape == (5000, 2) and batch.act.shape == (5000, 1) and batch.reward.shape == (5000,)
+    counts = torch.bincount(batch.obs[:, 0].long(), minlength=7)[2:]
+    assert counts.sum() == 5000 and counts.min() > 850  # uniform over the 5 stored rows (expected 1000)
+    torch.testing.assert_close(batch.reward, batch.obs[:, 0])  # rows stay intact
+
+    buf.save(tmp_path / "buf.pt")
+    other = ReplayBuffer(5, obs_dim=2, act_dim=1)
+    other.load(tmp_path / "buf.pt")
+    assert torch.equal(other.data, buf.data) and (other.pos, other.size) == (buf.pos, buf.size)
+    with pytest.raises(ValueError, match="capacity"):
+        ReplayBuffer(6, 2, 1).load(tmp_path / "buf.pt")
+
+
+# --- the loop: bootstrapping, NaN, resume, determinism ----------------------------------------------
+
+
+def test_terminated_vs_truncated_bootstrapping(counter_env):
+    # episodes end by truncation (horizon 4) in the first env, by termination (t=3) in the second
+    for horizon, terminate_at, not_done_last in ((4, None, 1.0), (None, 3, 0.0)):
+        env = counter_env(horizon=horizon, terminate_at=terminate_at)
+        agent = zoo.build("td3", env=env, **{**SMALL, "learning_starts": 100})
+        zoo.train(agent, env=env, total_steps=12, eval_every=0, progress=False)
+        buf = agent.buffer
+        length = horizon or terminate_at
+        ends = [i for i in range(len(buf)) if buf.obs[i, 1] == length - 1]  # the last step of each episode
+        assert len(ends) == 12 // length
+        for i in ends:
+            assert buf.not_done[i].item() == not_done_last
+            # next_obs is the true final observation, not the next episode's reset observation
+            assert buf.next_obs[i].tolist() == [buf.obs[i, 0].item(), float(length)]
+        others = [i for i in range(len(buf)) if i not in ends]
+        assert buf.not_done[others].eq(1.0).all()
+    # the target bootstraps only where not_done is 1
+    batch = Batch(torch.zeros(2, 2), torch.zeros(2, 1), torch.tensor([1.0, 1.0]), torch.zeros(2, 2),
+                  torch.tensor([1.0, 0.0]))
+    target = agent.critic_target_value(batch, torch.zeros(2, 1))
+    assert target[1].item() == 1.0 and target[0].item() != 1.0
+
+
+def test_vector_env_truncation_keeps_final_obs(counter_env):
+    venv = gym.vector.SyncVectorEnv([lambda: counter_env(horizon=3)] * 2,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = zoo.build("td3", env=venv, **{**SMALL, "learning_starts": 100})
+    zoo.train(agent, env=venv, total_steps=12, eval_every=0, progress=False)
+    buf = agent.buffer
+    assert len(buf) == 12 and agent.num_episodes == 4
+    ends = buf.obs[:12, 1] == 2
+    assert ends.sum() == 4 and buf.not_done[:12].eq(1.0).all()
+    assert buf.next_obs[:12][ends, 1].eq(3.0).all()  # info["final_obs"], not the reset obs
+
+
+def test_nan_observation_names_the_step(counter_env):
+    env = counter_env(horizon=5, nan_at=7)
+    agent = zoo.build("td3", env=env, **SMALL)
+    with pytest.raises(ValueError, match=r"non-finite observation at env step 7 \(episode 2\)"):
+        zoo.train(agent, env=env, total_steps=20, eval_every=0, progress=False)
+
+
+PENDULUM_SMALL = {"net_arch": (32, 32), "batch_size": 32, "learning_starts": 100, "buffer_size": 2000}
+
+
+@pytest.mark.slow
+def test_exact_resume(tmp_path):
+    full = zoo.build("td3", **PENDULUM_SMALL)
+    zoo.train(full, total_steps=600, eval_every=200, eval_episodes=1, progress=False)
+
+    first = zoo.build("td3", **PENDULUM_SMALL)
+    r1 = zoo.train(first, total_steps=400, eval_every=200, eval_episodes=1, checkpoint_dir=tmp_path,
+                   progress=False)
+    assert r1.checkpoint_path.is_file()
+    saved = torch.load(r1.checkpoint_path, weights_only=True)  # plain content only
+    assert saved["counters"]["num_timesteps"] == 400
+    resumed = zoo.build("td3", **PENDULUM_SMALL)
+    zoo.train(resumed, total_steps=600, eval_every=200, eval_episodes=1, checkpoint_dir=tmp_path,
+              resume=True, progress=False)
+    assert resumed.num_timesteps == full.num_timesteps == 600
+    assert resumed.num_updates == full.num_updates == 500
+    sd_full, sd_res = full.network_state_dict(), resumed.network_state_dict()
+    assert all(torch.equal(sd_full[k], sd_res[k]) for k in sd_full)
+    assert torch.equal(full.buffer.data, resumed.buffer.data)
+    assert [h["eval_return_mean"] for h in full.history] == [h["eval_return_mean"] for h in resumed.history]
+    assert (tmp_path / "evaluations.csv").is_file() and (tmp_path / "learning_curve.png").is_file()
+
+
+@pytest.mark.slow
+def test_same_seed_same_result():
+    runs = []
+    for seed in (3, 3, 4):
+        agent = zoo.build("td3", seed=seed, **PENDULUM_SMALL)
+        res = zoo.train(agent, total_steps=300, eval_every=0, progress=False)
+        runs.append((agent.network_state_dict(), agent.buffer.data.clone(), res))
+    (a, buf_a, _), (b, buf_b, _), (c, _, _) = runs
+    assert all(torch.equal(a[k], b[k]) for k in a) and torch.equal(buf_a, buf_b)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+    agent = zoo.build("td3", seed=3, **PENDULUM_SMALL)
+    assert zoo.evaluate(agent, episodes=2) == zoo.evaluate(agent, episodes=2)
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+class _SpaceEnv(gym.Env):
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+
+def test_unsupported_spaces_fail_at_build():
+    vec = spaces.Box(-1, 1, (3,), np.float32)
+    act = spaces.Box(-1, 1, (1,), np.float32)
+    with pytest.raises(ValueError, match="continuous Box action space"):
+        zoo.build("td3", env=_SpaceEnv(vec, spaces.Discrete(3)))
+    with pytest.raises(ValueError, match="finite action bounds"):
+        zoo.build("td3", env=_SpaceEnv(vec, spaces.Box(-np.inf, np.inf, (2,), np.float32)))
+    with pytest.raises(ValueError, match="pixel observations .* need an encoder"):
+        zoo.build("td3", env=_SpaceEnv(spaces.Box(0, 255, (64, 64, 3), np.uint8), act))
+    with pytest.raises(ValueError, match="flat Box observation space"):
+        zoo.build("td3", env=_SpaceEnv(spaces.Dict({"x": vec}), act))
+    with pytest.raises(ValueError, match="CartPole-v1: TD3 needs a continuous Box"):
+        zoo.build("td3", env="CartPole-v1")
+    with pytest.raises(ValueError, match="unknown TD3 preset"):
+        zoo.build("td3", preset="nope")
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        zoo.build("td3", batch_size=0)
+
+
+# --- presets, weights round trip --------------------------------------------------------------------
+
+
+def test_presets_and_default_build():
+    agent = zoo.build("td3")
+    cfg = agent.config
+    assert (agent.env_id, agent.preset) == ("Pendulum-v1", "rl-zoo")
+    assert (cfg.gamma, cfg.buffer_size, cfg.learning_starts, cfg.exploration_noise) == (0.98, 200_000, 10_000, 0.1)
+    assert (cfg.net_arch, cfg.actor_lr, cfg.batch_size, cfg.policy_delay) == ((400, 300), 1e-3, 256, 2)
+    f = zoo.build("td3", preset="fujimoto", env="Pendulum-v1").config
+    assert (f.net_arch, f.actor_lr, f.learning_starts, f.gamma, f.target_policy_noise, f.target_noise_clip) == (
+        (256, 256), 3e-4, 25_000, 0.99, 0.2, 0.5)
+
+
+def test_weights_round_trip(tmp_path, counter_env):
+    agent = zoo.build("td3", **PENDULUM_SMALL)
+    with torch.no_grad():
+        agent.actor.out.bias.add_(0.3)
+    path = tmp_path / "agent.safetensors"
+    agent.save(path)
+    loaded = zoo.build("td3", weights=str(path), **PENDULUM_SMALL)
+    obs = np.random.default_rng(0).standard_normal((4, 3))
+    np.testing.assert_array_equal(loaded.act(obs), agent.act(obs))
+    with pytest.raises(ValueError, match="obs_dim"):
+        zoo.build("td3", weights=str(path), env=counter_env(), **PENDULUM_SMALL)
+
+
+def test_cli_train_out_and_eval(tmp_path, capsys):
+    from zoo import cli
+
+    out = tmp_path / "p.safetensors"
+    model = ["--model", "net_arch=[16,16]", "learning_starts=100", "batch_size=8", "buffer_size=500"]
+    assert cli.main(["train", "td3", "--env", "Pendulum-v1", "--steps", "150", *model, "--out", str(out)]) == 0
+    assert out.is_file()
+    assert cli.main(["eval", "td3", "--weights", str(out), *model, "--episodes", "1"]) == 0
+    assert "return_mean:" in capsys.readouterr().out
+    assert cli.main(["train", "td3", "--env", "Pendulum-v1", *model]) == 2  # no --steps: one-line error
+    assert "--steps" in capsys.readouterr().err
+
+
+def test_bf16_update_keeps_fp32_masters_in_sync(counter_env):
+    agent = zoo.build("td3", env=counter_env(), amp="bf16", policy_delay=1, **SMALL)
+    _fill(agent)
+    agent.update(3)
+    # masters and the soft-updated targets stay fp32; the compute copies are their bf16 images, with
+    # the one-unit output layers kept in fp32
+    for master, comp in ((agent.critic, agent._c_critic), (agent.actor_target, agent._c_actor_target),
+                         (agent.critic_target, agent._c_critic_target), (agent.actor, agent._c_actor)):
+        for (name, p), (_, c) in zip(master.named_parameters(), comp.named_parameters()):
+            assert p.dtype == torch.float32
+            last = name.startswith("out.") or name.endswith(str(len(SMALL["net_arch"])))
+            assert c.dtype == (torch.float32 if last else torch.bfloat16), name
+            assert torch.equal(c, p.to(c.dtype)), name
+    assert agent.num_actor_updates == 3

@@ -1,0 +1,84 @@
+"""The vision commands end to end on a tiny generated folder: finetune -> predict -> export; the demo step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from zoo.cli import main
+
+
+def _folder(root):
+    for split, n in (("train", 4), ("val", 2)):
+        for cls, color in (("red things", (220, 20, 20)), ("blue things", (20, 20, 220))):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (20, 18), tuple(c + 5 * i for c in color)).save(root / split / cls / f"{i}.png")
+    return root
+
+
+@pytest.mark.slow
+def test_finetune_predict_export_commands(tmp_path, capsys):
+    data = _folder(tmp_path / "data")
+    out = tmp_path / "run"
+    code = main(["finetune", "resnet18", "--data", str(data), "--strategy", "full", "--epochs", "1",
+                 "--batch-size", "4", "--image-size", "16", "--amp", "none", "--model", "stem=cifar",
+                 "--out-dir", str(out)])
+    assert code == 0
+    assert (out / "model.safetensors").is_file() and (out / "confusion.png").is_file()
+    report = json.loads((out / "metrics.json").read_text())
+    assert set(report["per_class_recall"]) == {"blue things", "red things"}
+    capsys.readouterr()
+    assert main(["predict", "resnet18", str(data / "val"), "--weights", str(out / "model.safetensors"), "--json"]) == 0
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 4 and all(r["label"] in ("blue things", "red things") for r in lines)
+    assert main(["export", "resnet18", "--weights", str(out / "model.safetensors"), "--format", "torchscript",
+                 "--out", str(tmp_path / "m.pt")]) == 0
+    assert (tmp_path / "m.pt").is_file()
+
+
+def test_finetune_command_errors(tmp_path, capsys):
+    assert main(["finetune", "resnet18", "--data", str(tmp_path / "missing")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "d" / "train" / "a").mkdir(parents=True)
+    (tmp_path / "d" / "train" / "b").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(tmp_path / "d" / "train" / "a" / "x.png")
+    assert main(["finetune", "resnet18", "--data", str(tmp_path / "d"), "--model", "stem=cifar"]) == 2
+    assert "no usable images: ['b']" in capsys.readouterr().err
+
+
+def test_demo_step_runs_or_says_which_command_makes_the_weights(capsys):
+    from zoo.vision.cli import _demo
+
+    _demo()
+    out = capsys.readouterr().out
+    assert "resnet18.cifar10 is not published yet" in out and "cifar10_resnet18.py" in out or "->" in out
+
+
+def test_generic_train_and_eval_use_the_vision_data_adapter(tmp_path, capsys):
+    data = _folder(tmp_path / "data")
+    out = tmp_path / "w.safetensors"
+    assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4",
+                 "--model", "stem=cifar", "num_classes=2", "--out", str(out)]) == 0
+    assert out.is_file()
+    capsys.readouterr()
+    assert main(["eval", "resnet18", "--weights", str(out), "--data", str(data), "--model", "stem=cifar",
+                 "num_classes=2"]) == 0
+    assert "accuracy" in capsys.readouterr().out
+    assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--model", "stem=cifar"]) == 2
+    assert "num_classes=2" in capsys.readouterr().err
+
+
+def test_demo_step_classifies_images_when_the_weights_exist(monkeypatch, capsys):
+    import zoo
+    from zoo import hub
+    from zoo.vision import cli as vcli
+
+    real_build = zoo.build
+    monkeypatch.setattr(hub, "get_entry", lambda name: object())
+    monkeypatch.setattr(zoo, "build", lambda name, weights=None, **kw: real_build(name, stem="cifar", num_classes=10))
+    vcli._demo()
+    out = capsys.readouterr().out
+    assert ("CIFAR-10 test images" in out or "scikit-learn's sample photos" in out) and out.count("->") >= 2

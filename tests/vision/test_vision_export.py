@@ -1,0 +1,49 @@
+"""Export round trips: TorchScript and ONNX of a fine-tuned model give the eager model's outputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+import zoo
+from zoo.vision.export import export_onnx, export_torchscript
+
+
+@pytest.fixture(scope="module")
+def finetuned():
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", stem="cifar", num_classes=3)
+    data = TensorDataset(torch.randn(6, 3, 16, 16), torch.tensor([0, 1, 2, 0, 1, 2]))
+    zoo.finetune(model, data, strategy="full", epochs=1, batch_size=6, lr=1e-2, progress=False)
+    return model.eval()
+
+
+def test_torchscript_round_trip(finetuned, tmp_path):
+    x = torch.randn(2, 3, 16, 16)
+    res = export_torchscript(finetuned, tmp_path / "m.pt", x)
+    assert res.verified and res.max_abs_diff < 1e-4 and res.path.is_file()
+    loaded = torch.jit.load(str(res.path))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(torch.ones(5, 3, 16, 16)), finetuned(torch.ones(5, 3, 16, 16)),
+                                   rtol=1e-4, atol=1e-4)
+    assert not list(tmp_path.glob(".*tmp"))  # nothing left behind
+
+
+@pytest.mark.slow
+def test_onnx_round_trip_with_dynamic_batch(finetuned, tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    res = export_onnx(finetuned, tmp_path / "m.onnx", torch.randn(2, 3, 16, 16))
+    assert res.verified and res.max_abs_diff < 1e-4
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    x = torch.randn(7, 3, 16, 16)
+    (out,) = session.run(None, {"input": x.numpy()})
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(out), finetuned(x), rtol=1e-4, atol=1e-4)
+
+
+def test_export_rejects_unbatched_input(finetuned, tmp_path):
+    with pytest.raises(ValueError, match="batched tensor"):
+        export_torchscript(finetuned, tmp_path / "m.pt", torch.randn(16))
