@@ -206,11 +206,11 @@ def train_svm(scene, split, search_grid) -> tuple[object, dict]:
 
 
 def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, lr: float, seed: int = 0,
-                   map_mask: np.ndarray | None = None):
+                   map_mask: np.ndarray | None = None, augment: bool = False):
     net = zoo.build("hybridsn")
     t0 = time.perf_counter()
     res = zoo.train(net, scene, split=split, epochs=epochs, batch_size=batch_size, lr=lr, amp=amp,
-                    schedule="cosine", warmup_steps=20, weight_decay=1e-4, seed=seed, progress=False)
+                    schedule="cosine", warmup_steps=20, weight_decay=1e-4, seed=seed, progress=False, augment=augment)
     train_s = time.perf_counter() - t0
     sp = net._last_split
     t0 = time.perf_counter()
@@ -221,7 +221,8 @@ def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, 
     hist = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in h.items()} for h in res.history]
     return net, {"train_s": train_s, "epochs": epochs, "amp": amp or "fp32", "batch_size": batch_size, "lr": lr,
                  "predict_s": pred_s, "predicted_pixels": int((sp.test if map_mask is None else map_mask | sp.test).sum()), **_scores(s), "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()),
-                 "train_loss": [h["train_loss"] for h in hist], "_cm": s["confusion_matrix"], "_pred": pred}
+                 "train_loss": [h["train_loss"] for h in hist], "augment": augment,
+                 "epoch_time_s": [h.get("epoch_time_s") for h in hist], "_cm": s["confusion_matrix"], "_pred": pred}
 
 
 def _scores(s: dict) -> dict:
@@ -266,11 +267,17 @@ def main() -> None:
     ap.add_argument("--tiles", type=int, nargs=2, default=(24, 22), help="out-of-core cube = tiles of 145x145x200")
     ap.add_argument("--skip", nargs="*", default=(), choices=["pca", "ooc", "throughput", "amp-check"])
     ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument("--augment", action="store_true",
+                    help="HybridSN with random flips / quarter turns of the windows (not used for the published run)")
+    ap.add_argument("--flush-denormals", action="store_true",
+                    help="torch.set_flush_denormal(True) (not used for the published run)")
     args = ap.parse_args()
     if args.smoke:
         args.epochs_random, args.epochs_disjoint, args.amp_check_epochs, args.tiles = 1, 1, 1, (2, 2)
         args.no_publish = True
     torch.manual_seed(0)
+    torch.set_flush_denormal(args.flush_denormals)
+    augment = args.augment
     scene = load_dataset("indian_pines")
     names = scene.class_names
     metrics: dict = {}
@@ -314,7 +321,8 @@ def main() -> None:
         epochs = args.epochs_random if split == "random" else args.epochs_disjoint
         labelled = scene.labels > 0
         map_mask = labelled if split == "disjoint" or args.smoke else np.ones_like(labelled)
-        net, mh = train_hybridsn(scene, split, epochs, "bf16", args.batch_size, args.lr, map_mask=map_mask)
+        net, mh = train_hybridsn(scene, split, epochs, "bf16", args.batch_size, args.lr, map_mask=map_mask,
+                                 augment=augment)
         log(f"  hybridsn OA {mh['overall_accuracy']:.2f} in {mh['train_s']:.0f} s")
         from zoo.engine.metrics import plot_confusion_matrix
 
@@ -351,7 +359,8 @@ def main() -> None:
         log("(e) bf16 vs fp32 at equal epochs")
         chk = {}
         for amp in (None, "bf16"):
-            _, m = train_hybridsn(scene, "random", args.amp_check_epochs, amp, args.batch_size, args.lr, seed=1)
+            _, m = train_hybridsn(scene, "random", args.amp_check_epochs, amp, args.batch_size, args.lr, seed=1,
+                                  augment=augment)
             m.pop("_cm"), m.pop("_pred")
             chk[amp or "fp32"] = {k: m[k] for k in ("overall_accuracy", "kappa", "average_accuracy", "train_s",
                                                     "train_loss", "epochs")}
@@ -370,8 +379,9 @@ def main() -> None:
                         meta={**common, "metrics": {k: mh[k] for k in ("overall_accuracy", "average_accuracy", "kappa")}
                               | {"disjoint_split_overall_accuracy": d_net["overall_accuracy"]},
                               "storage": "network fp16, preprocessing (standardise + PCA whiten, 200->30) fp32",
-                              "training": f"{mh['epochs']} epochs bf16 autocast, AdamW lr {mh['lr']}, batch "
-                                          f"{mh['batch_size']}, {mh['train_s']:.0f} s on 2 CPU cores"},
+                              "training": f"{mh['epochs']} epochs bf16 autocast, AdamW lr {mh['lr']} cosine, batch "
+                                          f"{mh['batch_size']}, flips/quarter turns {augment}, "
+                                          f"{mh['train_s']:.0f} s on 2 CPU cores"},
                         dtype=None)
         best = ms["cv"] or {}
         hub.add_weights(svm.export_state_dict(), "hsi-pca-svm.indian-pines",

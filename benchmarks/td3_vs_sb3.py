@@ -12,8 +12,9 @@ interleaved (order rotated per seed). Measured per run:
 * the learning curve (evaluation every ``--eval-every`` steps), plotted to results/<name>.png.
 
 The peer needs the ``bench`` extra (``pip install -e '.[bench]'``, i.e. stable-baselines3); without it
-the peer is skipped with a note. ``--publish TAG`` adds the best zoo run's agent as ``td3.TAG`` to the
-weights manifest (actor + critic, fp32 safetensors), with its re-measured eval return in the meta.
+the peer is skipped with a note. ``--publish TAG`` adds the zoo run with the best evaluation, at that evaluation (as
+rl-zoo's EvalCallback keeps its best_model), as ``td3.TAG`` to the weights manifest (actor + critic,
+fp32 safetensors), with its eval return re-measured after loading it back in the meta.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_vs_sb3.py --env Pendulum-v1 --steps 20000 \\
         --seeds 0 1 2 --variants zoo-bf16 zoo-fp32 sb3 --threads 1 --publish pendulum-v1
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "final_return_median": median([r["final_return"] for r in rs]),
             "final_return_mean": float(np.mean([r["final_return"] for r in rs])),
             "final_return_per_seed": [round(r["final_return"], 2) for r in rs],
+            "best_eval_return_per_seed": [round(max(c[1] for c in r["curve"]), 2) for r in rs],
             "learn_steps_per_s_per_seed": [round(r["learn_steps_per_s"], 1) for r in rs],
             "wall_s_per_seed": [round(r["wall_s"], 1) for r in rs],
         }
@@ -217,13 +219,17 @@ def main(argv: list[str] | None = None) -> int:
         "notes": notes,
     }
     if args.publish:
-        best = max(runs[ours_key], key=lambda r: r["final_return"])
-        extra["published"] = publish(best["agent"], args, best["seed"], ours_key)
+        # the run with the best evaluation, at that evaluation (rl-zoo's EvalCallback best_model)
+        best = max(runs[ours_key], key=lambda r: max(c[1] for c in r["curve"]))
+        agent = best["agent"]
+        step = agent.best_step
+        agent.load_network_state_dict(agent.best_state)
+        extra["published"] = publish(agent, args, best["seed"], ours_key, step)
     write_result(name, metrics=metrics, peers=peers, ratios=ratios, command=command_line(), extra=extra)
     return 0
 
 
-def publish(agent, args, seed: int, variant: str) -> dict[str, Any]:
+def publish(agent, args, seed: int, variant: str, step: int) -> dict[str, Any]:
     """Add the agent's actor + critic (fp32) to the manifest as td3.TAG, re-measured after loading."""
     from zoo import hub
 
@@ -233,7 +239,8 @@ def publish(agent, args, seed: int, variant: str) -> dict[str, Any]:
         config["amp"] = agent.config.amp
     wname = f"td3.{args.publish}"
     meta = {
-        "dataset": f"gymnasium {args.env} (online interaction, {args.steps} steps, seed {seed})",
+        "dataset": f"gymnasium {args.env} (online interaction; run of {args.steps} steps, seed {seed}; "
+                   f"the policy of its best evaluation, at step {step})",
         "license": "MIT",
         "command": command_line(),
         "storage": "float32 actor + twin critic (targets are re-initialised from them on load)",
@@ -244,7 +251,7 @@ def publish(agent, args, seed: int, variant: str) -> dict[str, Any]:
     loaded = zoo.build("td3", weights=args.publish)
     res = zoo.evaluate(loaded, env=args.env, episodes=10)
     metrics = {"eval_return_mean_10ep": round(res["return_mean"], 2), "eval_return_std_10ep": round(res["return_std"], 2),
-               "train_steps": args.steps, "seed": seed}
+               "train_steps": step, "seed": seed}
     entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": metrics})
     print(f"published {wname}: {json.dumps(metrics)}", file=sys.stderr)
     return {"name": wname, "sha256": entry.sha256, "metrics": metrics}

@@ -64,7 +64,7 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
     from safetensors import safe_open
 
     with safe_open(str(path), "pt") as f:  # tensors only: nothing to unpickle
-        assert "svm.support_vectors_" in f and "__meta__" in f
+        assert {"svm.support_vectors_", "__meta__"} <= set(f.keys())
     loaded = zoo.build("hsi-pca-svm", weights=str(path))
     X = scene.pixels()
     np.testing.assert_array_equal(loaded.predict(X), svm.predict(X))

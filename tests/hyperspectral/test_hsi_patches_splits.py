@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from zoo.hyperspectral import (
     PatchDataset,
@@ -45,6 +46,20 @@ def test_patches_at_borders():
         pad_cube(cube, 7, "reflect")
     unl = PatchDataset(cube, [[0, 0]], np.zeros((h, w), int), window=3)
     assert int(unl[0][1]) == -100
+    # augmentation: each item is one of the 8 quarter-turn / mirror versions of the window, centre unchanged
+    plain = PatchDataset(cube, coords, labels, window=5)[2][0][0].numpy()
+    variants = [np.rot90(plain, k, axes=(1, 2)) for k in range(4)]
+    variants += [v[:, :, ::-1] for v in variants]
+    aug = PatchDataset(cube, coords, labels, window=5, augment=True)
+    torch.manual_seed(0)
+    seen = set()
+    for _ in range(40):
+        x = aug[2][0][0].numpy()
+        match = [i for i, v in enumerate(variants) if np.array_equal(v, x)]
+        assert match, "augmented window is not a rotation/mirror of the window"
+        seen.add(match[0])
+        np.testing.assert_array_equal(x[:, 2, 2], cube[2, 2])
+    assert len(seen) >= 6
 
 
 def test_random_split_overlap_is_detected():

@@ -35,12 +35,13 @@ class PatchDataset(Dataset):
 
     Items are ``(x, y)`` with ``x`` of shape ``(1, C, window, window)`` (the 3-D convolution layout;
     ``add_channel_dim=False`` gives ``(C, window, window)``) and ``y`` the class index (label - 1, so
-    classes start at 0; unlabelled pixels give -100, the ignore index).
+    classes start at 0; unlabelled pixels give -100, the ignore index). ``augment`` applies a random
+    quarter turn and mirror per item (training only).
     """
 
     def __init__(self, cube: np.ndarray, coords: np.ndarray, labels: np.ndarray | None = None, *,
                  window: int = 25, padding: str = "constant", add_channel_dim: bool = True,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, augment: bool = False) -> None:
         if window < 1 or window % 2 == 0:
             raise ValueError(f"window must be a positive odd number; got {window}")
         cube = np.asarray(cube)
@@ -62,6 +63,7 @@ class PatchDataset(Dataset):
             tgt = lab[coords[:, 0], coords[:, 1]].astype(np.int64) - 1 if lab.ndim == 2 else lab.astype(np.int64)
             self.targets = torch.from_numpy(np.where(tgt < 0, -100, tgt))
         self.add_channel_dim = add_channel_dim
+        self.augment = augment  # random flips / quarter turns of the window (a scene has no "up")
 
     @classmethod
     def from_mask(cls, cube: np.ndarray, labels: np.ndarray, mask: np.ndarray, **kwargs) -> PatchDataset:
@@ -76,6 +78,11 @@ class PatchDataset(Dataset):
         r, c = (int(v) for v in self.coords[i])
         # padded row r + radius is pixel r, so the window starts at r
         x = self.padded[:, r:r + self.window, c:c + self.window]  # (C, window, window) view
+        if self.augment:
+            k, flip = torch.randint(0, 4, (2,)).tolist()
+            x = torch.rot90(x, k, dims=(1, 2))
+            if flip % 2:
+                x = x.flip(2)
         if self.add_channel_dim:
             x = x.unsqueeze(0)  # (1, C, window, window)
         return x, self.targets[i]

@@ -73,9 +73,11 @@ class SceneClassifierMixin:
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
     def zoo_train(self, data: Any, *, split: Any = "random", train_fraction: float = 0.3, seed: int = 0,
-                  train_mask: np.ndarray | None = None, val_data: Any = None, **fit_kwargs):
+                  train_mask: np.ndarray | None = None, val_data: Any = None, augment: bool = False,
+                  **fit_kwargs):
         """Train on a scene (Scene, path or data set name): split, fit the preprocessing on the training
-        pixels, cut windows on the fly, then :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
+        pixels, cut windows on the fly (``augment``: random quarter turns and mirrors), then
+        :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
         A Dataset/DataLoader of ready windows goes to the engine unchanged."""
         from zoo.engine import fit
 
@@ -92,7 +94,7 @@ class SceneClassifierMixin:
         self.fit_preprocessor(scene, sp.train)
         reduced = self.reduce(scene)
         train_ds = PatchDataset.from_mask(reduced, scene.labels, sp.train, window=self.config.window,
-                                          padding=self.padding)
+                                          padding=self.padding, augment=augment)
         self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed} if isinstance(split, str)
                        else None)
         self._last_split = sp

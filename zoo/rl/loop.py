@@ -197,7 +197,7 @@ def plot_learning_curves(curves: dict[str, tuple[list[dict], list[dict]]], path:
     ax.set_ylabel("episode return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".png")
@@ -235,7 +235,8 @@ def train(
         seed: seeds the training env's first reset (default: the agent's seed).
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
-            ``checkpoint_every`` steps (default: ``eval_every``) and at the end.
+            ``checkpoint_every`` steps (default: ``eval_every``) and at the end; the best evaluated
+            policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
         log_dir: evaluations.csv, episodes.csv, learning_curve.png (default: ``checkpoint_dir``).
         num_threads: ``torch.set_num_threads`` for the run (restored afterwards).
@@ -269,6 +270,9 @@ def train(
     prev_threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(int(num_threads))
+    # Adam's second moments and small gradients underflow into denormals as training goes on; on x86 they
+    # made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here). Flushed to zero for the run.
+    torch.set_flush_denormal(True)
 
     buf = agent.ensure_buffer()
     episodes_log: list[dict[str, Any]] = []
@@ -324,6 +328,12 @@ def train(
                "train_return_recent": float(np.mean(recent)) if recent else float("nan"),
                "episodes": agent.num_episodes, "updates": agent.num_updates,
                "learn_steps_per_s": learn_rate()}
+        if not agent.history or res["return_mean"] > max(h["eval_return_mean"] for h in agent.history):
+            # the best evaluated policy so far (what rl-zoo's EvalCallback keeps as best_model)
+            agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
+            agent.best_step = agent.num_timesteps
+            if ckpt_dir is not None:
+                agent.save(ckpt_dir / "td3_best.safetensors", {"step": str(agent.num_timesteps)})
         agent.history.append(row)
         bar.set_postfix(ret=f"{row['train_return_recent']:.1f}", eval=f"{res['return_mean']:.1f}")
         logger.write(agent.history, episodes_log)
@@ -422,6 +432,7 @@ def train(
         if owns_env:
             train_env.close()
         torch.set_num_threads(prev_threads)
+        torch.set_flush_denormal(False)  # torch's default (it has no getter to restore a previous value)
 
     evals = [h["eval_return_mean"] for h in agent.history]
     best_i = int(np.argmax(evals)) if evals else None

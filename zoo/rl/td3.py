@@ -118,6 +118,8 @@ class TD3Agent:
         self.num_actor_updates = 0
         self.num_episodes = 0
         self.history: list[dict[str, float]] = []
+        self.best_state: dict[str, torch.Tensor] | None = None  # actor + critic at the best evaluation
+        self.best_step: int | None = None
 
     # --- acting -----------------------------------------------------------------------------------
 
@@ -326,6 +328,8 @@ class TD3Agent:
             "counters": {"num_timesteps": self.num_timesteps, "num_updates": self.num_updates,
                          "num_actor_updates": self.num_actor_updates, "num_episodes": self.num_episodes},
             "history": [dict(h) for h in self.history],
+            "best_state": dict(self.best_state or {}),
+            "best_step": -1 if self.best_step is None else self.best_step,
         }
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
@@ -347,6 +351,8 @@ class TD3Agent:
         for key, value in state["counters"].items():
             setattr(self, key, int(value))
         self.history = [dict(h) for h in state["history"]]
+        self.best_state = dict(state["best_state"]) or None
+        self.best_step = None if state["best_step"] < 0 else int(state["best_step"])
 
     # --- zoo.api.Trainable ------------------------------------------------------------------------
 

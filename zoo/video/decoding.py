@@ -313,7 +313,7 @@ def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_st
 
 
 def read_all_frames(
-    path: str | os.PathLike, *, thread_type: str = "AUTO", stats: DecodeStats | None = None
+    path: str | os.PathLike, *, thread_type: str = "AUTO", thread_count: int = 0, stats: DecodeStats | None = None
 ) -> torch.Tensor:
     """Decode the whole video in display order: ``(N, H, W, 3)`` uint8.
 
@@ -324,6 +324,8 @@ def read_all_frames(
     with _open(path) as container:
         stream = container.streams.video[0]
         stream.thread_type = thread_type
+        if thread_count:
+            stream.codec_context.thread_count = thread_count
         try:
             for frame in _decoded_frames(container, stream):
                 frames.append(_to_array(frame))

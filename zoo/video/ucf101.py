@@ -60,7 +60,7 @@ class VideoClipDataset(Dataset):
         short_video: S.ShortVideo = "loop",
         strict: bool = False,
         thread_type: str = "AUTO",
-        thread_count: int = 0,
+        thread_count: int | None = None,
         progress: bool = True,
         seed: int | None = None,
     ) -> None:
@@ -172,9 +172,13 @@ class VideoClipDataset(Dataset):
         """``(video (C, T, H, W) uint8, label, video_index)`` before the transform."""
         v, idx = self.frame_indices(item)
         meta = self.videos[v]
+        threads = self.thread_count
+        if threads is None:
+            # DataLoader workers already decode in parallel; more decoder threads per worker only
+            # oversubscribe the cores (the reason torch sets 1 intra-op thread in workers, too).
+            threads = 1 if torch.utils.data.get_worker_info() is not None else 0
         frames = read_frames(
-            meta.path, idx.tolist(), meta,
-            thread_type=self.thread_type, thread_count=self.thread_count, stats=self.stats,
+            meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=threads, stats=self.stats,
         )  # (T, H, W, C)
         return frames.permute(3, 0, 1, 2).contiguous(), self.labels[v], v  # (C, T, H, W)
 
@@ -215,7 +219,8 @@ class UCF101(VideoClipDataset):
         transform: applied to the ``(C, T, H, W)`` uint8 clip (see :mod:`zoo.video.transforms`).
         short_video: ``"loop"`` or ``"pad"`` for clips longer than their video.
         strict: raise on corrupt or truncated videos instead of skipping them with a warning.
-        thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads).
+        thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads;
+            ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
     """
 
@@ -234,7 +239,7 @@ class UCF101(VideoClipDataset):
         short_video: S.ShortVideo = "loop",
         strict: bool = False,
         thread_type: str = "AUTO",
-        thread_count: int = 0,
+        thread_count: int | None = None,
         progress: bool = True,
         seed: int | None = None,
     ) -> None:
