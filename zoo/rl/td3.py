@@ -195,7 +195,9 @@ class TD3Agent:
             torch._foreach_copy_([p.grad for p in master], list(grads))
         else:
             for p, g in zip(master, grads):
-                p.grad = g
+                # contiguous: torch's fused CPU Adam (2.14) applies a non-contiguous grad (the first
+                # critic layer's, through its transpose) to the wrong elements
+                p.grad = g.contiguous()
         _adam_step(opt, master)
         self._sync_compute(compute, master)
 
