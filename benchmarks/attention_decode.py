@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -38,6 +37,9 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _harness
 
 import zoo
 from zoo.seq2seq.attention import MultiHeadAttention
@@ -47,23 +49,13 @@ NAME = "attention_decode"
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    return _harness.machine_info()
 
 
 def write_json(payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{NAME}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
+    _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
+    _harness.refresh_readme()
     return path
 
 
