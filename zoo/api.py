@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
 
-__all__ = ["Trainable", "train", "evaluate"]
+__all__ = ["Trainable", "evaluate", "train"]
 
 
 @runtime_checkable
@@ -48,7 +48,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     Returns a :class:`zoo.engine.TrainResult`. ``config`` goes to the loop of the model's kind:
     :func:`zoo.engine.fit` for networks, ``zoo_train`` for agents and pipelines.
     """
-    import torch.nn as nn
+    from torch import nn
 
     model = _resolve(model_or_name, model_config)
     if isinstance(model, Trainable):
@@ -74,7 +74,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data``; returns ``{metric: value}`` (accuracy, loss, return, BLEU, ...)."""
-    import torch.nn as nn
+    from torch import nn
 
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)

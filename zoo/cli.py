@@ -12,8 +12,10 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 __all__ = ["UsageError", "command", "demo", "main"]
 
@@ -227,9 +229,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmarks_dir() -> "Path":
-    from pathlib import Path
-
+def _benchmarks_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -285,7 +285,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import zoo  # noqa: F401  (families register their commands and demo steps on import)
+    import zoo
     import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, fine-tune and pull models.")

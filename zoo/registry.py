@@ -10,11 +10,12 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["ModelCard", "register", "build", "list_models", "model_info", "list_families"]
+__all__ = ["ModelCard", "build", "list_families", "list_models", "model_info", "register"]
 
 Builder = Callable[..., Any]
 # (object built from the merged config, local weights file, manifest entry or None) -> loaded object

@@ -18,6 +18,7 @@ def run_zoo(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
         env={**os.environ, **(env or {})},
     )
 
