@@ -221,7 +221,9 @@ def main(argv=None) -> int:
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "hymenoptera_data")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--epochs", type=int, default=12)
-    p.add_argument("--size", type=int, default=64, help="crop size for scratch / cifar10 runs (resize = size*256/224)")
+    # 32 px: the scale resnet18.cifar10 was trained at. Measured (seed 0, full): cifar10 - scratch was
+    # +1.3 pts at 64 px and +6.5 pts at 32 px.
+    p.add_argument("--size", type=int, default=32, help="crop size for scratch / cifar10 runs (resize = size*256/224)")
     p.add_argument("--imagenet-size", type=int, default=224, help="crop size for imagenet1k-v1 runs")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW lr of full / gradual / scratch (head's)")
