@@ -70,6 +70,41 @@ def write_json(name: str, payload: dict) -> Path:
     return path
 
 
+DETAIL_KEYS = ("history", "samples", "config")  # per-run lists/dicts: kept in the JSON, out of the README table
+
+
+def merge_runs(results: dict, path: Path) -> dict:
+    """Fold this run into the results already at ``path``: one direction or model at a time adds to the earlier
+    runs instead of replacing them (the same ``direction/model`` key: the newer run wins). Per-epoch history and
+    samples move to ``details`` so the generated README table keeps the scalar figures."""
+    old: dict = {}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            print(f"warning: not merging unreadable {path}: {err}", file=sys.stderr)
+        if old.get("benchmark") != NAME:
+            old = {}
+    runs = old.get("runs") or ([{"command": old["command"], "date": old.get("date"), "wall_minutes": old.get("wall_minutes"),
+                                 "keys": sorted(old.get("metrics", {}))}] if old.get("command") else [])
+    results["runs"] = runs + results.get("runs", [])
+    for section in ("metrics", "published", "details"):
+        results[section] = {**(old.get(section) or {}), **(results.get(section) or {})}
+    for key, run in results["metrics"].items():
+        moved = {k: run.pop(k) for k in DETAIL_KEYS if k in run}
+        if moved:
+            results["details"][key] = {**results["details"].get(key, {}), **moved}
+    ratios = {}
+    for direction, goal in GOALS.items():
+        tr, gru = results["metrics"].get(f"{direction}/transformer"), results["metrics"].get(f"{direction}/gru")
+        if tr:
+            ratios[f"{direction}/transformer_beam5_vs_goal"] = tr["test_bleu_beam5"] / goal
+            if gru:
+                ratios[f"{direction}/transformer_vs_gru_beam5"] = tr["test_bleu_beam5"] / max(gru["test_bleu_beam5"], 1e-9)
+    results["ratios"] = ratios
+    return results
+
+
 class TimeBudget(Callback):
     """Engine callback: stop when the next epoch would not finish inside ``minutes`` (or at the budget)."""
 
@@ -283,13 +318,11 @@ def main(argv=None) -> int:
         for kind, run in runs.items():
             run.pop("_model")
             results["metrics"][f"{direction}/{kind}"] = run
-        if "transformer" in runs:
-            tr = runs["transformer"]
-            results["ratios"][f"{direction}/transformer_beam5_vs_goal"] = tr["test_bleu_beam5"] / GOALS[direction]
-            if "gru" in runs:
-                results["ratios"][f"{direction}/transformer_vs_gru_beam5"] = tr["test_bleu_beam5"] / max(
-                    runs["gru"]["test_bleu_beam5"], 1e-9)
     results["wall_minutes"] = round((time.perf_counter() - t_all) / 60, 1)
+    results["runs"] = [{"command": cmd, "date": results["date"], "wall_minutes": results["wall_minutes"],
+                        "keys": sorted(results["metrics"])}]
+    if not args.smoke:
+        results = merge_runs(results, RESULTS / f"{NAME}.json")
     print("\n| direction | model | train min | epochs | BLEU greedy | BLEU beam 5 | goal |")
     print("|---|---|---|---|---|---|---|")
     for key, run in results["metrics"].items():

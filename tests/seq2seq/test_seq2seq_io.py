@@ -279,3 +279,45 @@ def test_cli_train_then_translate_and_eval(tmp_path, capsys):
                  "--set", "direction=de-en", "beam_size=1"]) == 0
     assert "bleu" in capsys.readouterr().out
     assert main(["translate", "--weights", str(out), "--beam-size", "0", "x"]) == 2
+
+
+SHIPPED_CASES = {  # Multi30k-style captions and words any usable translation contains ("a|b": either)
+    "seq2seq-transformer.multi30k-de-en": [("Zwei Hunde spielen im Schnee.", ("dogs", "snow")),
+                                            ("Ein Mann fährt mit dem Fahrrad.", ("man", "bike|bicycle"))],
+    "seq2seq-transformer.multi30k-en-de": [("Two dogs are playing in the snow.", ("Hunde", "Schnee")),
+                                            ("A woman is reading a book.", ("Frau", "Buch"))],
+}
+
+
+@pytest.mark.parametrize("wname", list(SHIPPED_CASES))
+def test_shipped_multi30k_weights_translate(wname, monkeypatch):
+    from zoo import hub
+
+    monkeypatch.delenv("ZOO_WEIGHTS_DIR", raising=False)
+    if wname not in hub.list_weights("seq2seq-transformer"):
+        pytest.skip(f"{wname} is not published in weights/manifest.json")
+    model = zoo.build("seq2seq-transformer", weights=wname)
+    assert model.tokenizer is not None and model.tokenizer.vocab_size == model.config.src_vocab
+    assert "sacrebleu_test2016_beam5" in hub.get_entry(wname).meta["metrics"]
+    sources = [s for s, _ in SHIPPED_CASES[wname]]
+    for beam in (1, 5):
+        for (src, words), out in zip(SHIPPED_CASES[wname], model.translate(sources, beam_size=beam)):
+            missing = [w for w in words if not any(alt.lower() in out.lower() for alt in w.split("|"))]
+            assert not missing, f"{wname} beam {beam}: {src!r} -> {out!r} lacks {missing}"
+    assert all(isinstance(t, str) for t in model.translate(["", "¿ ✓ 𝔘 ??"], beam_size=2))
+
+
+def test_demo_step_translates_with_the_shipped_weights(capsys, monkeypatch):
+    from zoo import hub
+    from zoo.seq2seq import cli
+
+    monkeypatch.delenv("ZOO_WEIGHTS_DIR", raising=False)
+    published = [w for w in cli.DEMO_WEIGHTS if w in hub.list_weights("seq2seq-transformer")]
+    if not published:
+        pytest.skip("no Multi30k weights published yet")
+    cli._demo()
+    out = capsys.readouterr().out
+    for wname in published:
+        direction = wname.rsplit("multi30k-", 1)[1]
+        assert out.count(f"[{direction}]") == len(cli.DEMO_SENTENCES[direction]), out
+    assert out.count("->") == sum(len(cli.DEMO_SENTENCES[w.rsplit("multi30k-", 1)[1]]) for w in published)
