@@ -85,9 +85,7 @@ def merge_runs(results: dict, path: Path) -> dict:
             print(f"warning: not merging unreadable {path}: {err}", file=sys.stderr)
         if old.get("benchmark") != NAME:
             old = {}
-    runs = old.get("runs") or ([{"command": old["command"], "date": old.get("date"), "wall_minutes": old.get("wall_minutes"),
-                                 "keys": sorted(old.get("metrics", {}))}] if old.get("command") else [])
-    results["runs"] = runs + results.get("runs", [])
+    results["runs"] = old.get("runs", []) + results.get("runs", [])
     for section in ("metrics", "published", "details"):
         results[section] = {**(old.get(section) or {}), **(results.get(section) or {})}
     for key, run in results["metrics"].items():
