@@ -174,7 +174,7 @@ def train_one(kind: str, direction: str, data: dict, tok, args) -> dict:
     model.eval()
     test = data["test"]
     out = {"model": name, "config": dataclasses.asdict(model.config), "train_seconds": round(train_s, 1),
-           "epochs": len(result.history), "best_epoch": result.best_epoch, "best_val_bleu_greedy": result.best_metric,
+           "epochs": len(result.history), "best_epoch": result.best_epoch, "best_val_bleu_greedy": 100 * result.best_metric,  # eval_fn reports a fraction
            "history": result.history, "lr": lr, "warmup_steps": warmup, "amp": args.amp,
            "num_params": sum(p.numel() for p in model.parameters())}
     for beam in (1, 5):

@@ -1,31 +1,57 @@
-"""zoo: five model families behind one build / train / finetune / pull API.
+"""zoo: five model families behind one build / train / evaluate / predict / save / pull API.
 
     import zoo
     zoo.list_models()
-    model = zoo.build("resnet18", num_classes=2, weights="cifar10")
+    model = zoo.build("resnet18", weights="cifar10")
     result = zoo.train(model, "path/to/imagefolder", epochs=3)
+    zoo.evaluate(result.model, "path/to/imagefolder")
+    zoo.predict(result.model, "photo.jpg")
+    zoo.save(result.model, "mine.safetensors")          # zoo.build("resnet18", weights="mine.safetensors")
+
+``import zoo`` is light: the families declare their model names here and load their modules (and
+torch) when a model is first built, so ``zoo list`` and ``zoo --help`` answer at once.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from zoo.api import evaluate, train
-from zoo.finetune import finetune
-from zoo.hub import list_weights, pull
+from zoo.api import evaluate, predict, save, train
 from zoo.registry import ModelCard, build, list_families, list_models, model_info
 
 __version__ = "0.1.0"
 
-# Families register themselves on import. The spine (registry, hub, engine) imports none of them,
-# which keeps the import graph free of cycles; a family that is not written yet is simply absent.
+# Families declare their names on import (cheap: no torch). The spine (registry, hub, engine, api) imports
+# none of them, which keeps the import graph free of cycles.
 FAMILIES = ("vision", "seq2seq", "rl", "hyperspectral", "video")
 for _family in FAMILIES:
-    try:
-        importlib.import_module(f"zoo.{_family}")
-    except ModuleNotFoundError as _err:  # only a missing family package is tolerated, not a broken one
-        if _err.name != f"zoo.{_family}":
-            raise
+    importlib.import_module(f"zoo.{_family}")
+
+# Public names that live in heavier modules, loaded on first use (PEP 562).
+_LAZY = {
+    "finetune": "zoo.finetune",
+    "list_weights": "zoo.hub",
+    "pull": "zoo.hub",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from zoo.finetune import finetune
+    from zoo.hub import list_weights, pull
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ModelCard",
@@ -36,6 +62,8 @@ __all__ = [
     "list_models",
     "list_weights",
     "model_info",
+    "predict",
     "pull",
+    "save",
     "train",
 ]

@@ -1,32 +1,38 @@
-"""``zoo.train`` / ``zoo.evaluate``: one signature for the user, one loop per kind of model inside.
+"""The contract every family honours: ``train``, ``evaluate``, ``predict`` and ``save``.
 
-Dispatch, in order:
+One signature for the user, one loop per kind of model inside. A family's object says how it is
+trained, scored, run and saved by implementing the protocols below; ``zoo.engine.Network`` implements
+the first two for networks trained by the shared engine, from a family's data forms and recipe.
 
-1. an ``nn.Module`` goes through the shared supervised engine (:func:`zoo.engine.fit`);
-2. an object implementing :class:`Trainable` (the TD3 agent, the hyperspectral pipelines, ...) runs its
-   own loop through ``zoo_train`` / ``zoo_evaluate``; this is the protocol a family implements when a
-   batch-and-loss loop does not describe its training;
-3. a plain scikit-learn estimator is ``fit`` on ``data=(X, y)`` and scored with ``score``.
+Fallbacks, for objects zoo did not build: a plain ``nn.Module`` trains and scores through
+:func:`zoo.engine.fit` / :func:`zoo.engine.evaluate` and predicts by calling it on a tensor; a
+scikit-learn estimator fits on ``data=(X, y)``, is scored with ``score`` and predicts with ``predict``.
+
+Units: every metric ``evaluate`` returns that is a proportion is a fraction in [0, 1] (``accuracy``,
+``top5``, ``overall_accuracy``, ``average_accuracy``, ``kappa``, ``bleu``); ``loss`` and returns
+(``return_mean``) are in their own units.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
 
-__all__ = ["Trainable", "evaluate", "train"]
+__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "predict", "save", "train"]
 
 
 @runtime_checkable
 class Trainable(Protocol):
-    """The protocol for models that bring their own training loop.
+    """Objects that train and score themselves (the TD3 agent, the hyperspectral pipelines, zoo networks).
 
-    ``zoo_train(data, **config)`` trains in place and returns a :class:`zoo.engine.TrainResult`
-    (history as a list of per-epoch or per-evaluation dicts, best metric, checkpoint path, the model).
-    ``zoo_evaluate(data, **config)`` returns ``{metric_name: float}``. ``data`` is whatever the family
-    documents (a gymnasium env id for TD3, a ``Scene`` for hyperspectral pipelines, ...), and may be
-    ``None`` when the config says everything (``env=...``).
+    ``zoo_train(data, **config)`` trains in place and returns a :class:`zoo.engine.TrainResult`;
+    ``zoo_evaluate(data, **config)`` returns ``{metric: float}``. ``data`` takes the same forms in both
+    (a folder, a scene, an env id, a Dataset or DataLoader: whatever the family documents).
     """
 
     def zoo_train(self, data: Any, **config: Any) -> Any: ...
@@ -34,38 +40,78 @@ class Trainable(Protocol):
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]: ...
 
 
-def _resolve(model_or_name: Any, model_config: dict[str, Any] | None) -> Any:
+@runtime_checkable
+class Predictor(Protocol):
+    """``zoo_predict(inputs, **config)``: images -> labels, sentences -> translations, observations ->
+    actions, scenes -> label maps, videos -> labels (the family documents its forms)."""
+
+    def zoo_predict(self, inputs: Any, **config: Any) -> Any: ...
+
+
+@dataclass
+class ModelState:
+    """Everything :func:`save` writes: ``zoo.build(name, weights=path)`` rebuilds the object from it.
+
+    ``config``: the builder config that rebuilds the object's shapes (JSON-able); ``tensors``: the state;
+    ``metadata``: extra strings the family's weights loader reads back (class names, preprocessing, ...).
+    """
+
+    name: str
+    config: dict[str, Any]
+    tensors: dict[str, Any]
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Saveable(Protocol):
+    def zoo_state(self) -> ModelState: ...
+
+
+def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any = None) -> Any:
     if isinstance(model_or_name, str):
-        return registry.build(model_or_name, **(model_config or {}))
+        inferred = registry.infer_config(model_or_name, data)
+        return registry.build(model_or_name, **{**inferred, **(model_config or {})})
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
     return model_or_name
 
 
-def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None, **config: Any):
-    """Train a model (or a registered name, built with ``model_config``) on ``data``.
-
-    Returns a :class:`zoo.engine.TrainResult`. ``config`` goes to the loop of the model's kind:
-    :func:`zoo.engine.fit` for networks, ``zoo_train`` for agents and pipelines.
-    """
+def _is_module(model: Any) -> bool:
     from torch import nn
 
-    model = _resolve(model_or_name, model_config)
+    return isinstance(model, nn.Module)
+
+
+def _xy(data: Any, what: str) -> tuple[Any, Any]:
+    if not (isinstance(data, tuple) and len(data) == 2):
+        raise TypeError(f"a scikit-learn estimator {what} data=(X, y); got {type(data).__name__}")
+    return data
+
+
+def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None, **config: Any):
+    """Train a model (or a registered name, built with ``model_config`` and what ``data`` implies) on
+    ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
+
+    ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
+    total_steps, eval_every, ... for agents; split, search, ... for pipelines).
+    """
+    model = _resolve(model_or_name, model_config, data)
     if isinstance(model, Trainable):
         return model.zoo_train(data, **config)
-    if isinstance(model, nn.Module):
+    if _is_module(model):
         from zoo.engine import fit
 
         if data is None:
-            raise ValueError("zoo.train(network, data): data is required (a Dataset, DataLoader or folder)")
+            raise ValueError("zoo.train(network, data): data is required (a Dataset, DataLoader or (X, y) tensors)")
         return fit(model, data, **config)
     if hasattr(model, "fit"):
         from zoo.engine import TrainResult
 
-        if not (isinstance(data, tuple) and len(data) == 2):
-            raise TypeError(f"an estimator trains on data=(X, y); got {type(data).__name__}")
-        model.fit(*data, **config)
-        return TrainResult(history=[], best_metric=None, best_epoch=None, checkpoint_path=None, model=model)
+        X, y = _xy(data, "trains on")
+        model.fit(X, y, **config)
+        row = {"epoch": 1, "step": 1, "train_score": float(model.score(X, y))}
+        return TrainResult(history=[row], best_metric=row["train_score"], best_epoch=1, checkpoint_path=None,
+                           model=model, monitor="train_score")
     raise TypeError(
         f"zoo.train does not know how to train a {type(model).__name__}: expected an nn.Module, "
         "an object with zoo_train/zoo_evaluate (zoo.api.Trainable) or a scikit-learn estimator"
@@ -73,17 +119,68 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
-    """Score a model on ``data``; returns ``{metric: value}`` (accuracy, loss, return, BLEU, ...)."""
-    from torch import nn
-
+    """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
+    fractions in [0, 1], with the same metric names in every family."""
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
-    if isinstance(model, nn.Module):
+    if _is_module(model):
         from zoo.engine import evaluate as engine_evaluate
 
         return engine_evaluate(model, data, **config)
     if hasattr(model, "score"):
-        if not (isinstance(data, tuple) and len(data) == 2):
-            raise TypeError(f"an estimator is scored on data=(X, y); got {type(data).__name__}")
-        return {"score": float(model.score(*data, **config))}
+        X, y = _xy(data, "is scored on")
+        return {"accuracy": float(model.score(X, y, **config))}
     raise TypeError(f"zoo.evaluate does not know how to score a {type(model).__name__}")
+
+
+def predict(model: Any, inputs: Any, **config: Any) -> Any:
+    """Run a model on raw inputs: image paths -> labels, sentences -> translations, observations ->
+    actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor in
+    eval mode without gradients; an estimator's ``predict`` is called."""
+    if isinstance(model, Predictor):
+        return model.zoo_predict(inputs, **config)
+    if _is_module(model):
+        import torch
+
+        if not isinstance(inputs, torch.Tensor):
+            raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, got "
+                            f"{type(inputs).__name__}")
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                return model(inputs)
+        finally:
+            model.train(was_training)
+    if hasattr(model, "predict"):
+        return model.predict(inputs, **config)
+    raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")
+
+
+def _output_path(path: str | os.PathLike, name: str | None) -> Path:
+    out = Path(path)
+    if out.is_dir():
+        out = out / f"{name or 'model'}.safetensors"
+    if out.suffix != ".safetensors":
+        raise ValueError(f"zoo.save writes safetensors: give a path ending in .safetensors or a folder, got {out}")
+    return out
+
+
+def save(model: Any, path: str | os.PathLike) -> Path:
+    """Write ``model`` to one safetensors file (atomically) with everything needed to rebuild it:
+    ``zoo.build(name, weights=path)`` returns it whole (config, tokenizer, preprocessing, class names).
+    ``path`` may be a folder (the file is then ``<name>.safetensors`` inside). Returns the file's path."""
+    from zoo import hub
+
+    if isinstance(model, Saveable):
+        state = model.zoo_state()
+        out = _output_path(path, state.name)
+        meta = {"zoo.model": state.name, "zoo.config": json.dumps(state.config), **state.metadata}
+        hub.save_weights(state.tensors, out, metadata=meta)
+        return out
+    if _is_module(model):
+        out = _output_path(path, None)
+        hub.save_weights(model, out)
+        return out
+    raise TypeError(f"zoo.save does not know how to save a {type(model).__name__}: expected a zoo model "
+                    "(zoo.api.Saveable) or an nn.Module")

@@ -1,9 +1,17 @@
 """The ``zoo`` command.
 
-Subcommands are registered with :func:`command` (the spine's here and in ``zoo/hub_cli.py``, each family's
-in its own ``zoo/<family>/cli.py``), and ``zoo demo`` runs every step registered with :func:`demo`.
-A user error (:class:`UsageError`, or the ``KeyError``/``TypeError``/``ValueError``/``FileNotFoundError``
-the API raises for bad input) prints one line and exits 2, without a traceback; ``ZOO_DEBUG=1`` shows it.
+Subcommands are registered with :func:`command` (the spine's here, in ``zoo/hub_cli.py`` and in each
+family's ``zoo/<family>/cli.py``); ``zoo demo`` runs every step registered with :func:`demo`.
+
+``zoo train|eval|predict NAME`` are one command for every family: they build ``NAME`` (its config
+options are generated from the model's config dataclass: ``zoo train td3 --help`` lists them), hand
+``--data``/``--env`` to ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict`` as they are, and say what
+they inferred from the data (an env's spaces, a folder's classes). A family adds options of its own
+with :func:`family_options` (``--splits`` for videos, ``--labels`` for scenes).
+
+Errors print one line and a hint, exit code 2; ``--debug`` (or ``ZOO_DEBUG=1``) shows the traceback.
+Importing this module and the families' CLI modules imports no torch, so ``zoo --help`` and
+``zoo list`` answer at once.
 """
 
 from __future__ import annotations
@@ -12,12 +20,13 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "command", "demo", "main"]
+__all__ = ["UsageError", "command", "demo", "family_options", "main", "parse_kv"]
 
 
 class UsageError(Exception):
@@ -39,10 +48,17 @@ class _DemoStep:
     order: int
 
 
+@dataclass(frozen=True)
+class _FamilyOptions:
+    configure: Callable[[argparse.ArgumentParser], None]
+    to_config: Callable[[argparse.Namespace], dict[str, Any]]
+
+
 _COMMANDS: dict[str, _Command] = {}
 _DEMOS: list[_DemoStep] = []
-# family -> fn(args, model) -> (data, config): turns `zoo train/eval` options into a family's data
-_DATA_ADAPTERS: dict[str, Callable[[argparse.Namespace, Any], tuple[Any, dict[str, Any]]]] = {}
+_FAMILY_OPTIONS: dict[str, _FamilyOptions] = {}
+# family -> fn(list of input strings) -> what zoo.predict takes (observations parsed from JSON, ...)
+_PREDICT_INPUTS: dict[str, Callable[[list[str]], Any]] = {}
 
 
 def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None] | None = None):
@@ -67,17 +83,23 @@ def demo(title: str, order: int = 50):
     return decorator
 
 
-def data_adapter(family: str):
-    """Register ``fn(args, model) -> (data, config)`` that ``zoo train``/``zoo eval`` use for ``family``.
+def family_options(family: str, configure: Callable[[argparse.ArgumentParser], None]):
+    """Register options of one family for ``zoo train/eval NAME``: ``configure(parser)`` adds them and the
+    decorated ``fn(args) -> dict`` turns them into options for ``zoo.train`` / ``zoo.evaluate``."""
 
-    ``args`` holds the common options (``--data``, ``--splits``, ``--env``, ``--epochs``, ``--steps``,
-    ``--batch-size``, ``--lr``, ``--amp``, ``--device``, ``--seed``, ``--overfit-batches``,
-    ``--checkpoint-dir``, ``--resume``, ``--set KEY=VALUE``); ``config`` is passed on to ``zoo.train`` or
-    ``zoo.evaluate``. Without an adapter, ``--data`` is passed as it is.
-    """
+    def decorator(fn: Callable[[argparse.Namespace], dict[str, Any]]):
+        _FAMILY_OPTIONS[family] = _FamilyOptions(configure, fn)
+        return fn
 
-    def decorator(fn):
-        _DATA_ADAPTERS[family] = fn
+    return decorator
+
+
+def predict_inputs(family: str):
+    """Register ``fn(strings) -> inputs`` for ``zoo predict`` of a family whose inputs are not file paths
+    or sentences (TD3 observations given as JSON)."""
+
+    def decorator(fn: Callable[[list[str]], Any]):
+        _PREDICT_INPUTS[family] = fn
         return fn
 
     return decorator
@@ -107,13 +129,12 @@ def _configure_list(p: argparse.ArgumentParser) -> None:
 
 @command("list", "list the registered models", _configure_list)
 def _cmd_list(args: argparse.Namespace) -> int:
-    import zoo
+    from zoo import registry
 
-    names = zoo.list_models(args.family)
+    names = registry.list_models(args.family)
     width = max((len(n) for n in names), default=4)
     for name in names:
-        card = zoo.model_info(name)
-        print(f"{name:<{width}}  {card.family:<13}  {card.summary}")
+        print(f"{name:<{width}}  {registry.family_of(name):<13}  {registry.summary_of(name)}")
     return 0
 
 
@@ -135,97 +156,266 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_run_options(p: argparse.ArgumentParser, training: bool) -> None:
-    p.add_argument("name", help="a registered model name (see `zoo list`)")
-    p.add_argument("--weights", help="weights to start from: a tag, MODEL.TAG, a path or a URL")
-    p.add_argument("--data", help="data root (an image folder, a scene file, a video root, ...)")
-    p.add_argument("--splits", help="split files folder (UCF101)")
-    p.add_argument("--env", help="gymnasium environment id (TD3)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: the model's own, cpu)")
+# --- zoo train / eval / predict: one command for every family --------------------------------------------
+
+# common options -> the loop option they set (when given)
+_LOOP_OPTIONS = {"epochs": "epochs", "steps": "total_steps", "episodes": "episodes", "lr": "lr",
+                 "batch_size": "batch_size", "device": "device", "seed": "seed", "checkpoint_dir": "checkpoint_dir"}
+# common options that are also a model's config key where the model has one (TD3's batch_size, amp, seed)
+_SHARED_WITH_CONFIG = ("batch_size", "amp", "device", "seed")
+
+
+def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
+    p.add_argument("name", help="a registered model name (see `zoo list`); `zoo KIND NAME --help` lists its config")
+    p.add_argument("--weights", required=kind == "predict",
+                   help="weights: a tag (pendulum-v1), MODEL.TAG, a .safetensors path or a URL")
+    if kind != "predict":
+        p.add_argument("--data", help="data: an image/video/corpus folder, a scene file or data set name")
+        p.add_argument("--env", help="gymnasium environment id (TD3): the agent is built for it")
+        p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="more options for the family's loop")
+    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="config keys, as an alternative to --KEY VALUE")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cpu)")
+    p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--batch-size", type=int, help="batch size")
-    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. num_classes=10")
-    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="extra options for the family's loop")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    if training:
-        p.add_argument("--epochs", type=int, help="epochs (supervised models)")
-        p.add_argument("--steps", type=int, help="environment steps (TD3)")
+    p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"], help="mixed precision")
+    if kind == "train":
+        p.add_argument("--epochs", type=int, help="epochs (networks)")
+        p.add_argument("--steps", type=int, help="environment steps (agents)")
         p.add_argument("--lr", type=float, help="learning rate")
-        p.add_argument("--amp", choices=["bf16", "fp16", "none"], help="mixed precision")
         p.add_argument("--overfit-batches", type=int, default=0,
                        help="sanity mode: train and validate on the first N batches only")
-        p.add_argument("--checkpoint-dir", help="folder for checkpoints (last N and best)")
+        p.add_argument("--checkpoint-dir", help="folder for checkpoints and logs")
         p.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --checkpoint-dir")
-        p.add_argument("--out", help="save the trained weights here (.safetensors)")
+        p.add_argument("--out", help="save the trained model here (.safetensors, or a folder)")
+    elif kind == "eval":
+        p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
     else:
-        p.add_argument("--episodes", type=int, help="evaluation episodes (TD3)")
+        p.add_argument("inputs", nargs="+", help="image/video files or folders, sentences, scene files, "
+                                                 "observations as JSON")
+        p.add_argument("--topk", type=int, help="classes to show per input (classifiers)")
+        p.add_argument("--out", help="where to write an output that is a file (a scene's label map: .npy + .png)")
+        p.add_argument("--json", action="store_true", help="print JSON lines")
+        p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="more options for zoo.predict (beam_size=5)")
 
 
-def _model_and_data(args: argparse.Namespace, training: bool):
-    import zoo
-
-    model = zoo.build(args.name, weights=args.weights, **parse_kv(args.model))
-    family = zoo.model_info(args.name).family
-    adapter = _DATA_ADAPTERS.get(family)
-    if adapter is not None:
-        data, config = adapter(args, model)
-    else:
-        if args.data is None:
-            raise UsageError(f"{args.name}: --data is required")
-        data, config = args.data, {}
-    config.update(parse_kv(args.set))
-    return model, data, config
+def _config_flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
 
 
-def _train_config(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"seed": args.seed}
-    for key in ("epochs", "lr", "batch_size", "checkpoint_dir", "device"):
-        if getattr(args, key, None) is not None:
-            out[key] = getattr(args, key)
-    if args.amp:
+def _add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """``--KEY VALUE`` for every config key of ``name`` that is not a common option."""
+    from zoo import registry
+    from zoo.config import field_docs, type_name
+
+    taken = {a.dest for a in p._actions}
+    cls = registry.config_class(name)
+    docs = field_docs(cls) if cls is not None else {}
+    group = p.add_argument_group(f"{name} config (defaults: `zoo info {name}`)")
+    for key, tp in registry.config_params(name).items():
+        if key in taken:
+            continue
+        group.add_argument(_config_flag(key), dest=f"cfg__{key}", metavar=type_name(tp).upper().replace(" ", ""),
+                           help=docs.get(key, ""))
+
+
+def _model_name_in(argv: Sequence[str]) -> str | None:
+    """The NAME of ``zoo train|eval|predict NAME ...`` when it is a registered model (for its flags)."""
+    from zoo import registry
+
+    if len(argv) >= 2 and argv[0] in ("train", "eval", "predict") and argv[1] in registry.list_models():
+        return argv[1]
+    return None
+
+
+def _model_config(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
+    from zoo.config import check_value, coerce_value
+
+    config: dict[str, Any] = {}
+    for key, value in parse_kv(args.model).items():
+        if key not in params:
+            raise UsageError(f"{args.name}: unknown config key {key!r}; keys: {', '.join(sorted(params))}")
+        config[key] = check_value(args.name, key, value, params[key])
+    for key, value in vars(args).items():
+        if key.startswith("cfg__") and value is not None:
+            config[key[5:]] = coerce_value(args.name, key[5:], value, params[key[5:]])
+    for key in _SHARED_WITH_CONFIG:
+        value = getattr(args, key, None)
+        if key in params and value is not None:
+            config[key] = None if (key == "amp" and value == "none") else value
+    return config
+
+
+def _loop_config(args: argparse.Namespace, family: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for opt, key in _LOOP_OPTIONS.items():
+        if getattr(args, opt, None) is not None:
+            out[key] = getattr(args, opt)
+    if getattr(args, "amp", None):
         out["amp"] = None if args.amp == "none" else args.amp
-    if args.overfit_batches:
+    if getattr(args, "overfit_batches", 0):
         out["overfit_batches"] = args.overfit_batches
-    if args.resume:
+    if getattr(args, "resume", False):
         out["resume"] = True
+    extra = _FAMILY_OPTIONS.get(family)
+    if extra is not None:
+        out.update(extra.to_config(args))
+    out.update(parse_kv(getattr(args, "set", None)))
     return out
 
 
-def _configure_train(p: argparse.ArgumentParser) -> None:
-    _add_run_options(p, training=True)
+def _data(args: argparse.Namespace) -> Any:
+    if args.data is not None and args.env is not None:
+        raise UsageError("give the data once: --data for datasets, --env for an environment")
+    return args.env if args.env is not None else args.data
 
 
-@command("train", "train a model on data (supervised, RL or pipeline; one command for all)", _configure_train)
-def _cmd_train(args: argparse.Namespace) -> int:
+def _build(args: argparse.Namespace, data: Any, infer: bool) -> Any:
+    """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so)."""
+    import zoo
+    from zoo import registry
+
+    params = registry.config_params(args.name)
+    config = _model_config(args, params)
+    if infer:
+        inferred = {k: v for k, v in registry.infer_config(args.name, data).items() if k not in config}
+        if inferred:
+            shown = ", ".join(f"{k}={v!r}" for k, v in inferred.items())
+            print(f"{args.name}: {shown} (inferred from {'--env' if args.env else '--data'})")
+        config = {**inferred, **config}
+    return zoo.build(args.name, weights=args.weights, **config)
+
+
+def _out_path(out: str | None, name: str) -> Path | None:
+    """Check ``--out`` before any work: a folder gets ``NAME.safetensors`` inside; an unwritable place fails now."""
+    if out is None:
+        return None
+    path = Path(out)
+    if path.is_dir() or out.endswith(("/", os.sep)):
+        path = path / f"{name}.safetensors"
+    if path.suffix != ".safetensors":
+        raise UsageError(f"--out {out}: zoo saves .safetensors files; give NAME.safetensors or a folder")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--out {out}: {path if path.exists() else parent} is not writable")
+    return path
+
+
+def _save_trained(model: Any, out: Path, run_dir: Path) -> Path:
+    """Save to ``out``; if that fails after all (disk full, permissions changed), save to a fallback file in
+    the run folder so the trained model is not lost, and say where."""
     import zoo
 
-    model, data, config = _model_and_data(args, training=True)
-    config = {**_train_config(args), **config}
-    result = zoo.train(model, data, **config)
-    best = getattr(result, "best_metric", None)
-    print(f"trained {args.name}: best metric {best}")
-    if args.out:
-        from zoo import hub
+    try:
+        return zoo.save(model, out)
+    except OSError as err:
+        fallback = run_dir / f"{out.stem}.unsaved-{time.strftime('%Y%m%d-%H%M%S')}.safetensors"
+        try:
+            zoo.save(model, fallback)
+        except OSError:
+            raise UsageError(f"could not save the trained model to {out} ({err}), nor to {fallback}") from err
+        print(f"could not save to {out} ({err}); the trained model is in {fallback}", file=sys.stderr)
+        return fallback
 
-        trained = result.model if getattr(result, "model", None) is not None else model
-        # objects that are not a Module (the hyperspectral sklearn pipeline) export their own tensors
-        state = trained.export_state_dict() if hasattr(trained, "export_state_dict") else trained
-        hub.save_weights(state, args.out)
-        print(f"weights written to {args.out}")
+
+def _configure_train(p: argparse.ArgumentParser) -> None:
+    _add_common(p, "train")
+
+
+@command("train", "train a model on data: networks, agents and pipelines alike", _configure_train)
+def _cmd_train(args: argparse.Namespace) -> int:
+    import zoo
+    from zoo import registry
+
+    out = _out_path(args.out, args.name)
+    data = _data(args)
+    config = _loop_config(args, registry.family_of(args.name))
+    model = _build(args, data, infer=True)
+    result = zoo.train(model, data, **config)
+    if result.best_metric is None:
+        print(f"trained {args.name}: no evaluation was made")
+    else:
+        print(f"trained {args.name}: best {result.monitor} {result.best_metric:.6g} at row {result.best_epoch} "
+              f"(step {result.best_step})")
+    if out is not None:
+        run_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else Path.cwd()
+        print(f"saved to {_save_trained(result.model, out, run_dir)}")
     return 0
 
 
 def _configure_eval(p: argparse.ArgumentParser) -> None:
-    _add_run_options(p, training=False)
+    _add_common(p, "eval")
 
 
 @command("eval", "evaluate a model (with --weights) on data and print its metrics", _configure_eval)
 def _cmd_eval(args: argparse.Namespace) -> int:
     import zoo
+    from zoo import registry
 
-    model, data, config = _model_and_data(args, training=False)
-    metrics = zoo.evaluate(model, data, **config)
-    for key, value in metrics.items():
+    data = _data(args)
+    config = _loop_config(args, registry.family_of(args.name))
+    model = _build(args, data, infer=False)
+    for key, value in zoo.evaluate(model, data, **config).items():
         print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
+    return 0
+
+
+def _configure_predict(p: argparse.ArgumentParser) -> None:
+    _add_common(p, "predict")
+
+
+def _print_prediction(result: Any, args: argparse.Namespace) -> None:
+    import numpy as np
+
+    if isinstance(result, str):
+        result = [result]
+    if isinstance(result, list) and result and all(isinstance(r, dict) for r in result):
+        for r in result:
+            if args.json:
+                print(json.dumps(r, default=str))
+            elif "error" in r:
+                print(f"{r['input']}\tERROR {r['error']}")
+            else:
+                print(f"{r['input']}\t" + "  ".join(f"{lbl} {p:.3f}" for lbl, p in r["topk"]))
+        return
+    if isinstance(result, list):
+        for r in result:
+            print(json.dumps(r) if args.json else r)
+        return
+    arr = np.asarray(result)
+    if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1 and args.out:
+        _write_label_map(arr, Path(args.out))
+        return
+    print(json.dumps(arr.tolist()))
+
+
+def _write_label_map(label_map: Any, out: Path) -> None:
+    import numpy as np
+
+    from zoo.engine._atomic import atomic_path
+
+    npy = out.with_suffix(".npy")
+    with atomic_path(npy) as tmp, open(tmp, "wb") as f:
+        np.save(f, label_map)
+    print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy}")
+
+
+@command("predict", "run a model on inputs: images, videos, sentences, scenes or observations", _configure_predict)
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import zoo
+    from zoo import registry
+
+    family = registry.family_of(args.name)
+    parse = _PREDICT_INPUTS.get(family)
+    inputs: Any = parse(args.inputs) if parse is not None else args.inputs
+    if parse is None and len(inputs) == 1 and family == "hyperspectral":
+        inputs = inputs[0]
+    config = parse_kv(args.set)
+    if args.topk is not None:
+        config["topk"] = args.topk
+    model = _build(args, None, infer=False)
+    _print_prediction(zoo.predict(model, inputs, **config), args)
     return 0
 
 
@@ -262,15 +452,14 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     import zoo
 
-    print(f"zoo {zoo.__version__}: {len(zoo.list_models())} models registered")
-    for name in zoo.list_models():
-        print(f"  {name}")
+    print(f"zoo {zoo.__version__}: {len(zoo.list_models())} models registered: {', '.join(zoo.list_models())}")
     steps = sorted(_DEMOS, key=lambda s: (s.order, s.title))
     if args.only:
         steps = [s for s in steps if any(o.lower() in s.title.lower() for o in args.only)]
     failed = 0
     for step in steps:
         print(f"\n== {step.title} ==")
+        t0 = time.perf_counter()
         try:
             step.run()
         except Exception as err:  # one broken step must not hide the others
@@ -278,40 +467,73 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"demo step failed: {type(err).__name__}: {err}", file=sys.stderr)
             if os.environ.get("ZOO_DEBUG"):
                 raise
+        print(f"({time.perf_counter() - t0:.1f} s)")
     return 1 if failed else 0
 
 
 # --- entry point ------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; with ``argv`` naming ``train|eval|predict MODEL``, that model's config options too."""
     import zoo
     import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
+    from zoo import registry
 
-    parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, fine-tune and pull models.")
+    parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    name = _model_name_in(argv)
     for cmd in sorted(_COMMANDS.values(), key=lambda c: c.name):
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
+        if cmd.name in ("train", "eval") and name is not None:
+            extra = _FAMILY_OPTIONS.get(registry.family_of(name))
+            if extra is not None:
+                extra.configure(p.add_argument_group(f"{registry.family_of(name)} options"))
+        if name is not None and cmd.name == argv[0]:
+            _add_model_flags(p, name)
         p.set_defaults(_run=cmd.run)
     return parser
 
 
+_HINTS = {
+    "FileNotFoundError": "check the path",
+    "PermissionError": "check the file's permissions",
+    "KeyError": "`zoo list` and `zoo weights list` show the names",
+    "TypeError": "`zoo info NAME` shows the config keys and their types",
+}
+
+
+def _report(command_name: str, err: BaseException) -> None:
+    msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+    known = isinstance(err, (UsageError, ValueError, TypeError, KeyError, OSError))
+    kind = "" if known else f"{type(err).__name__}: "
+    print(f"zoo {command_name}: error: {kind}{msg}", file=sys.stderr)
+    hint = _HINTS.get(type(err).__name__)
+    print(f"  ({hint + '; ' if hint else ''}run with --debug for the traceback)", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
+    rest = [a for a in argv if a != "--debug"]
     try:
+        parser = build_parser(rest)
+        args = parser.parse_args(rest)
         code = args._run(args)
-    except (UsageError, KeyError, TypeError, ValueError, FileNotFoundError, PermissionError) as err:
-        if os.environ.get("ZOO_DEBUG"):
-            raise
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"zoo {args.command}: error: {msg}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `zoo list | head`
+        sys.stderr.close()
+        return 0
+    except Exception as err:
+        if debug:
+            raise
+        _report(rest[0] if rest else "", err)
+        return 2
     return int(code or 0)
 
 

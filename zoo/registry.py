@@ -1,25 +1,40 @@
 """The model registry: every family registers its builders here; users build them by name.
 
-A builder is a plain function whose keyword arguments with defaults *are* the model's config:
-``register`` reads them with ``inspect`` so that ``model_info`` can show the defaults and ``build``
-can reject a misspelt key before any work is done (as torchvision's and timm's registries do).
+Two steps, so that ``zoo list`` and ``zoo --help`` import no family's heavy modules (torch among them):
+
+* a family's ``__init__`` *declares* each name with its summary and the module that implements it
+  (:func:`declare`: cheap, no import);
+* that module *registers* the builder with its config dataclass, references and weights loader
+  (:func:`register`), and is imported the first time the name is built or inspected.
+
+A model's settings are one frozen config dataclass (see :mod:`zoo.config`): ``build`` checks every key
+and value against it before any work is done, ``model_info`` shows its defaults, and the ``zoo`` command
+derives its options from it (as torchvision's and timm's registries do for names and defaults).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import importlib
 import inspect
+import json
 import os
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ModelCard", "build", "list_families", "list_models", "model_info", "register"]
+from zoo.config import check_value, config_defaults, config_types
+
+__all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register"]
 
 Builder = Callable[..., Any]
 # (object built from the merged config, local weights file, manifest entry or None) -> loaded object
 WeightsLoader = Callable[[Any, Path, Any], Any]
+# (data a user passes, e.g. a folder or an env id) -> the builder config that data implies
+ConfigInference = Callable[[Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -32,61 +47,94 @@ class ModelCard:
     default_config: dict[str, Any]
     weights: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
+    config_docs: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [f"{self.name}  [{self.family}]", f"  {self.summary}", "  default config:"]
-        lines += [f"    {k} = {v!r}" for k, v in self.default_config.items()] or ["    (none)"]
+        for k, v in self.default_config.items():
+            doc = self.config_docs.get(k)
+            lines.append(f"    {k} = {v!r}" + (f"  # {doc}" if doc else ""))
+        if not self.default_config:
+            lines.append("    (none)")
         lines.append("  weights: " + (", ".join(self.weights) if self.weights else "(none published)"))
         lines += [f"  reference: {r}" for r in self.references]
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Registration:
     name: str
     family: str
     summary: str
-    builder: Builder
+    module: str | None = None  # where the builder lives (imported on first use)
+    builder: Builder | None = None
+    config: type | None = None
     references: tuple[str, ...] = ()
     load_weights: WeightsLoader | None = None
-    params: dict[str, inspect.Parameter] = field(default_factory=dict)
-    accepts_any: bool = False
+    infer_config: ConfigInference | None = None
+
+    def params(self) -> dict[str, Any]:
+        """``{key: type}`` of every config key: the builder's own keyword arguments and the dataclass fields."""
+        assert self.builder is not None
+        sig = inspect.signature(self.builder)
+        hints = typing.get_type_hints(self.builder)
+        own = {p.name: hints.get(p.name, Any) for p in sig.parameters.values()
+               if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        return {**own, **(config_types(self.config) if self.config is not None else {})}
+
+    def defaults(self) -> dict[str, Any]:
+        assert self.builder is not None
+        own = {p.name: p.default for p in inspect.signature(self.builder).parameters.values()
+               if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
+        return {**own, **(config_defaults(self.config) if self.config is not None else {})}
 
 
 _REGISTRY: dict[str, _Registration] = {}
 
 
+def declare(name: str, *, family: str, summary: str, module: str) -> None:
+    """Make ``name`` known (``zoo list``) without importing ``module``, which registers its builder."""
+    if name in _REGISTRY:
+        raise ValueError(f"model name {name!r} is already declared by family {_REGISTRY[name].family!r}")
+    _REGISTRY[name] = _Registration(name, family, summary, module)
+
+
 def register(
     name: str,
     *,
-    family: str,
-    summary: str,
+    family: str | None = None,
+    summary: str | None = None,
+    config: type | None = None,
     references: tuple[str, ...] | list[str] = (),
     load_weights: WeightsLoader | None = None,
+    infer_config: ConfigInference | None = None,
 ) -> Callable[[Builder], Builder]:
-    """Decorator that registers ``builder`` under ``name``.
+    """Decorator that registers ``builder`` under ``name`` (declared beforehand, or new: then ``family`` and
+    ``summary`` are required).
 
-    ``load_weights(obj, path, entry)`` loads a weights file into the freshly built object; without it,
-    networks load a state dict strictly through :func:`zoo.hub.load_into`.
+    ``config``: the model's config dataclass; the builder takes its fields as keyword arguments (``**config``)
+    besides any keyword arguments of its own. ``load_weights(obj, path, entry)`` loads a weights file into the
+    freshly built object (default: a strict state-dict load through :func:`zoo.hub.load_into`).
+    ``infer_config(data)`` says what a data source implies (an env id -> ``{"env": ...}``, an image folder
+    -> ``{"num_classes": ...}``), for ``zoo train NAME`` and ``zoo.train(NAME, data)``.
     """
+    if config is not None and not dataclasses.is_dataclass(config):
+        raise TypeError(f"{name}: config must be a dataclass type, got {config!r}")
 
     def decorator(builder: Builder) -> Builder:
-        if name in _REGISTRY:
-            prev = _REGISTRY[name].builder
-            raise ValueError(
-                f"model name {name!r} is already registered by {prev.__module__}.{prev.__qualname__}; "
-                "choose another name"
-            )
-        sig = inspect.signature(builder)
-        params = {
-            p.name: p
-            for p in sig.parameters.values()
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-        }
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        _REGISTRY[name] = _Registration(
-            name, family, summary, builder, tuple(references), load_weights, params, accepts_any
-        )
+        reg = _REGISTRY.get(name)
+        if reg is not None and reg.builder is not None:
+            prev = reg.builder
+            raise ValueError(f"model name {name!r} is already registered by {prev.__module__}.{prev.__qualname__}; "
+                             "choose another name")
+        if reg is None:
+            if family is None or summary is None:
+                raise ValueError(f"register({name!r}): a name that was not declared needs family= and summary=")
+            reg = _REGISTRY[name] = _Registration(name, family, summary, builder.__module__)
+        reg.builder, reg.config, reg.references = builder, config, tuple(references)
+        reg.load_weights, reg.infer_config = load_weights, infer_config
+        if summary is not None:
+            reg.summary = summary
         return builder
 
     return decorator
@@ -95,63 +143,102 @@ def register(
 def _lookup(name: str) -> _Registration:
     if not isinstance(name, str):
         raise TypeError(f"model name must be a str, got {type(name).__name__}: {name!r}")
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    reg = _REGISTRY.get(name)
+    if reg is None:
         close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.4)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise KeyError(
-            f"unknown model {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))} (see `zoo list`)."
-        ) from None
+        raise KeyError(f"unknown model {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))} (see `zoo list`).")
+    if reg.builder is None and reg.module is not None:
+        importlib.import_module(reg.module)
+    if reg.builder is None:
+        raise RuntimeError(f"{name!r} is declared by the {reg.family} family, but {reg.module} registered no builder")
+    return reg
 
 
-def _default_config(reg: _Registration) -> dict[str, Any]:
-    return {k: p.default for k, p in reg.params.items() if p.default is not inspect.Parameter.empty}
-
-
-def validate_config(name: str, config: dict[str, Any]) -> None:
-    """Raise a TypeError naming the valid keys when ``config`` holds a key the builder does not take."""
+def validate_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with values normalised to their declared types; a TypeError naming the key otherwise
+    (an unknown key lists the valid ones and the closest match)."""
     reg = _lookup(name)
-    if reg.accepts_any:
-        return
-    unknown = [k for k in config if k not in reg.params]
+    params = reg.params()
+    unknown = [k for k in config if k not in params]
     if unknown:
-        valid = sorted(reg.params)
+        valid = sorted(params)
         hints = []
         for k in unknown:
             close = difflib.get_close_matches(k, valid, n=1)
             hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise TypeError(
-            f"{name}: unknown config key(s) {', '.join(hints)}; valid keys are: {', '.join(valid)}"
-        )
+        raise TypeError(f"{name}: unknown config key(s) {', '.join(hints)}; valid keys are: {', '.join(valid)}")
+    return {k: check_value(name, k, v, params[k]) for k, v in config.items()}
+
+
+def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
+    """The builder config a weights file written by :func:`zoo.save` records (empty for other files); an
+    error when the file holds another model."""
+    if not str(path).endswith(".safetensors"):
+        return {}
+    from zoo import hub
+
+    meta = hub.read_metadata(path)
+    saved = meta.get("zoo.model")
+    if saved is not None and saved != name:
+        raise ValueError(f"{path} holds a {saved!r} model, not {name!r}: build it with zoo.build({saved!r}, "
+                         f"weights={str(path)!r})")
+    return json.loads(meta["zoo.config"]) if "zoo.config" in meta else {}
 
 
 def build(name: str, *, weights: str | os.PathLike | None = None, **config: Any) -> Any:
     """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path or a URL).
 
-    With weights from the manifest, the entry's ``config`` supplies the defaults the file needs and
-    the caller's ``config`` overrides them (a different ``num_classes`` re-initialises the head, where
-    the family supports that).
+    The weights' own config (the manifest entry's, or the one :func:`zoo.save` wrote into the file)
+    supplies the defaults the file needs, and the caller's ``config`` overrides them (a different
+    ``num_classes`` re-initialises the head, where the family supports that).
     """
     reg = _lookup(name)
     if weights is None:
-        validate_config(name, config)
-        return reg.builder(**config)
+        return reg.builder(**validate_config(name, config))
 
     from zoo import hub  # spine-to-spine; imported lazily so that registering stays cheap
 
     path, entry = hub.resolve(weights, model=name)
-    merged = {**(entry.config if entry is not None else {}), **config}
-    validate_config(name, merged)
-    obj = reg.builder(**merged)
+    saved = dict(entry.config) if entry is not None else file_config(path, name)
+    obj = reg.builder(**validate_config(name, {**saved, **config}))
     if reg.load_weights is not None:
         return reg.load_weights(obj, path, entry)
     hub.load_into(obj, hub.load_state_dict(path))
     return obj
 
 
+def infer_config(name: str, data: Any) -> dict[str, Any]:
+    """What ``data`` implies about ``name``'s config (``{}`` when the family cannot tell)."""
+    reg = _lookup(name)
+    return dict(reg.infer_config(data)) if reg.infer_config is not None and data is not None else {}
+
+
+def config_class(name: str) -> type | None:
+    """The config dataclass of a registered model (None when it has none)."""
+    return _lookup(name).config
+
+
+def config_params(name: str) -> dict[str, Any]:
+    """``{key: type}`` of every config key ``build(name, ...)`` takes."""
+    return _lookup(name).params()
+
+
+def family_of(name: str) -> str:
+    """The family of a registered name, without importing it."""
+    if name not in _REGISTRY:
+        _lookup(name)  # raises the helpful KeyError
+    return _REGISTRY[name].family
+
+
+def summary_of(name: str) -> str:
+    if name not in _REGISTRY:
+        _lookup(name)
+    return _REGISTRY[name].summary
+
+
 def list_models(family: str | None = None) -> list[str]:
-    """Registered model names, sorted; only those of ``family`` when given."""
+    """Registered model names, sorted; only those of ``family`` when given. Imports no family module."""
     if family is not None and family not in list_families():
         raise KeyError(f"unknown family {family!r}; families: {', '.join(list_families())}")
     return sorted(n for n, r in _REGISTRY.items() if family is None or r.family == family)
@@ -164,17 +251,14 @@ def list_families() -> list[str]:
 def model_info(name: str) -> ModelCard:
     reg = _lookup(name)
     from zoo import hub
+    from zoo.config import field_docs
 
     return ModelCard(
         name=reg.name,
         family=reg.family,
         summary=reg.summary,
-        default_config=_default_config(reg),
+        default_config=reg.defaults(),
         weights=tuple(hub.list_weights(name)),
         references=reg.references,
+        config_docs=field_docs(reg.config) if reg.config is not None else {},
     )
-
-
-def builder_params(name: str) -> list[str]:
-    """The config keys a model's builder takes (used by ``zoo.train`` to route CLI options)."""
-    return sorted(_lookup(name).params)

@@ -59,12 +59,15 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclass
 class TrainResult:
-    """What a training run returns (``zoo.train`` gives the same for every kind of model).
+    """What a training run returns; ``zoo.train`` gives the same for every kind of model.
 
-    ``history``: one dict per epoch (``epoch``, ``train_loss``, ``lr``, ``val_*``, ...);
-    ``best_metric`` / ``best_epoch``: the monitored metric's best value and its 1-based epoch;
-    ``checkpoint_path``: ``best.pt`` when checkpoints were written (else the last one, else None);
-    ``model``: the trained model (its weights after the last epoch).
+    ``history``: one row per epoch for networks, per evaluation for agents, one row for an estimator's
+      fit. Every row has ``epoch`` (1-based row number) and ``step``: optimizer steps taken so far for
+      networks, environment steps (transitions collected, all envs) for agents, 1 for an estimator.
+    ``monitor`` / ``best_metric`` / ``best_epoch``: the monitored key of the rows, its best value and the
+      1-based row it came from (``best_step`` is that row's ``step``); None when nothing was trained.
+    ``checkpoint_path``: the best checkpoint when checkpoints were written (else the last one, else None);
+    ``model``: the trained model (its weights after the last row).
     """
 
     history: list[dict[str, Any]]
@@ -74,6 +77,13 @@ class TrainResult:
     model: Any
     monitor: str | None = None
     stopped_early: bool = False
+
+    @property
+    def best_step(self) -> int | None:
+        """The ``step`` of the best row (optimizer steps for networks, environment steps for agents)."""
+        if self.best_epoch is None or not 0 < self.best_epoch <= len(self.history):
+            return None
+        return self.history[self.best_epoch - 1].get("step")
 
     @property
     def last(self) -> dict[str, Any]:
@@ -586,7 +596,7 @@ def _fit(
                     break
             bar.close()
 
-            row: dict[str, Any] = {"epoch": epoch + 1, "train_loss": loss_sum / max(1, n_seen)}
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / max(1, n_seen)}
             acc = all_reduce_mean(torch.stack([correct, n_scored]).double())
             if track_acc and float(acc[1]) > 0:
                 row["train_accuracy"] = float(acc[0] / acc[1])

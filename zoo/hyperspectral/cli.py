@@ -1,14 +1,14 @@
-"""Command line of the hyperspectral family: ``zoo hsi-fetch``, the ``zoo train/eval`` data adapter, and
-the ``zoo demo`` step (Indian Pines with the shipped weights, else a generated scene)."""
+"""Command line of the hyperspectral family: ``zoo hsi-fetch`` and the ``zoo demo`` step (Indian Pines with
+the shipped weights, else a generated scene). ``zoo train/eval/predict hsi-pca-svm|hybridsn --data SCENE``
+pass the scene file or data set name to ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict``."""
 
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
-from typing import Any
 
-from zoo.cli import UsageError, command, data_adapter, demo
+from zoo.cli import command, demo
 
 __all__: list[str] = []
 
@@ -29,26 +29,6 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     folder = fetch(args.name, allow_unverified=args.allow_unverified, force=args.force)
     print(f"{args.name}: {folder}")
     return 0
-
-
-@data_adapter("hyperspectral")
-def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]:
-    """``--data`` is a scene file or a data set name (default indian_pines); ``--set split=disjoint`` etc."""
-    from zoo.hyperspectral.evaluation import as_scene
-
-    source = args.data or "indian_pines"
-    try:
-        scene = as_scene(source)
-    except FileNotFoundError as err:
-        raise UsageError(str(err)) from None
-    config: dict[str, Any] = {"seed": args.seed}
-    training = hasattr(args, "epochs")
-    if not training:
-        config.pop("seed")
-        config["split"] = "random"  # the weights' own protocol; override with --set split=disjoint
-    if args.batch_size and not training and hasattr(model, "predict_scene") and hasattr(model, "parameters"):
-        config["batch_size"] = args.batch_size  # inference batch of a network; the SVM has none
-    return scene, config
 
 
 def _demo_out() -> Path:
@@ -117,4 +97,4 @@ def _demo_synthetic() -> None:
     m = zoo.evaluate(svm, scene)
     png = plot_classification_map(svm.predict_scene(scene), scene.labels, _demo_out() / "synthetic_pca_svm_map.png",
                                   class_names=scene.class_names, title="PCA+SVM on a generated scene")
-    print(f"generated 64x64x60 scene, 5 classes: OA {m['overall_accuracy']:.2f} %  kappa {m['kappa']:.2f}; map: {png}")
+    print(f"generated 64x64x60 scene, 5 classes: OA {100 * m['overall_accuracy']:.2f} %  kappa {m['kappa']:.3f}; map: {png}")

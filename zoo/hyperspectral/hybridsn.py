@@ -21,22 +21,29 @@ __all__ = ["HybridSN", "HybridSNConfig"]
 
 @dataclass(frozen=True)
 class HybridSNConfig:
-    n_bands: int = 30  # spectral depth of the input window (PCA components in the paper)
+    """The settings of a HybridSN (Roy et al. 2019); the defaults are the paper's Indian Pines ones."""
+
+    n_bands: int = 30
+    """Spectral depth of the input window: the PCA components the scene is reduced to."""
     n_classes: int = 16
-    window: int = 25  # spatial side of the input window
+    window: int = 25
+    """Spatial side of the input window (pixels)."""
     dropout: float = 0.4
+    padding: str = "constant"
+    """How windows at the scene border are padded: ``constant`` (zeros, as the reference code) or ``reflect``."""
 
 
 class HybridSN(SceneClassifierMixin, nn.Module):
     """Input ``(B, 1, n_bands, window, window)`` (or ``(B, n_bands, window, window)``) -> logits ``(B, n_classes)``."""
 
+    registry_name = "hybridsn"
     # (out_channels, spectral kernel) of the three 3-D convolutions; spatial kernels are 3x3 (paper Fig. 1)
     _SPEC3D = ((8, 7), (16, 5), (32, 3))
 
-    def __init__(self, config: HybridSNConfig | None = None, padding: str = "constant") -> None:
+    def __init__(self, config: HybridSNConfig | None = None) -> None:
         nn.Module.__init__(self)
-        self.padding = padding  # border padding of the windows (constant zeros, as the reference code)
         c = config or HybridSNConfig()
+        self.padding = c.padding
         depth, side = c.n_bands, c.window
         shrink = sum(k - 1 for _, k in self._SPEC3D)
         if depth - shrink < 1 or side - 8 < 1:

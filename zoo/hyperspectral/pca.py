@@ -11,6 +11,7 @@ positive, as scikit-learn's ``svd_flip`` does).
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
-from zoo.hyperspectral.preprocessing import _apply, as_pixels
+from zoo.hyperspectral.preprocessing import _apply, as_pixels, check_pixels, out_dtype
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["CovarianceAccumulator", "HyperspectralPCA"]
@@ -46,7 +47,7 @@ class CovarianceAccumulator:
 
     def finalize(self) -> tuple[np.ndarray, np.ndarray]:
         if self.n < 2:
-            raise ValueError(f"PCA needs at least 2 pixels; got {self.n}")
+            raise ValueError(f"PCA needs at least 2 samples (pixels); got {self.n} sample(s)")
         dm = self.sum / self.n
         cov = (self.scatter - self.n * np.outer(dm, dm)) / (self.n - 1)
         return self.shift + dm, (cov + cov.T) / 2
@@ -88,6 +89,7 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
             yield None, np.asarray(P[i:i + step], dtype=np.float64)
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
+        X = check_pixels(self, X, reset=True)
         n_features = X.n_bands if isinstance(X, Scene) else np.shape(X)[-1]
         acc = CovarianceAccumulator(n_features)
         for _, block in self._blocks(X, mask):
@@ -125,20 +127,25 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
             ratio = np.cumsum(evals) / evals.sum()
             return int(min(c, np.searchsorted(ratio, nc) + 1))
         k = int(nc)
-        if not 1 <= k <= c:
-            raise ValueError(f"n_components={k} must lie in [1, {c}] for {c} bands")
-        return k
+        if k < 1:
+            raise ValueError(f"n_components must be >= 1 (or a variance fraction in (0, 1)); got {nc}")
+        if k > c:  # the default 30 on a narrower scene: keep every component there is
+            warnings.warn(f"n_components={k} > {c} bands: keeping all {c} components", stacklevel=3)
+        return min(k, c)
 
     # -- transforming ----------------------------------------------------------------------------------
-    def _project(self, P: np.ndarray) -> np.ndarray:
+    def _project(self, P: np.ndarray, dtype: type = np.float32) -> np.ndarray:
         Z = (np.asarray(P, dtype=np.float64) - self.mean_) @ self.components_.T
         if self.whiten:
             Z /= np.sqrt(np.maximum(self.explained_variance_, 1e-12))
-        return Z.astype(np.float32)
+        return Z.astype(dtype)
 
     def transform(self, X, mask: np.ndarray | None = None):
-        """``(H, W, C) -> (H, W, k)``, ``(N, C) -> (N, k)``; with ``mask`` on a cube: ``(N_mask, k)``."""
+        """``(H, W, C) -> (H, W, k)``, ``(N, C) -> (N, k)``; with ``mask`` on a cube: ``(N_mask, k)``.
+        float64 input gives float64 output, anything else float32."""
         check_is_fitted(self, "components_")
+        X = check_pixels(self, X, reset=False)
+        dtype = out_dtype(X)
         if isinstance(X, Scene):
             if X.layout is not None and mask is None:
                 h, w, _ = X.shape
@@ -148,8 +155,8 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
                 return out
             X = X.cube
         if mask is not None:
-            return self._project(as_pixels(X, mask))
-        return _apply(X, self._project)
+            return self._project(as_pixels(X, mask), dtype)
+        return _apply(X, lambda P: self._project(P, dtype))
 
     def inverse_transform(self, Z):
         check_is_fitted(self, "components_")
@@ -180,3 +187,8 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
 
     def fit_transform(self, X, y=None, mask: np.ndarray | None = None):
         return self.fit(X, mask=mask).transform(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from zoo.hyperspectral.scene import Scene
 
@@ -52,6 +52,35 @@ def as_pixels(X, mask: np.ndarray | None = None) -> np.ndarray:
     raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
 
 
+def out_dtype(X) -> type:
+    """The dtype a transform returns: float64 for float64 input (as scikit-learn's transformers), float32
+    otherwise (a uint16 cube becomes float32: half the memory of float64, ample for sensor counts)."""
+    return np.float64 if getattr(X, "dtype", None) == np.float64 else np.float32
+
+
+def check_pixels(est: BaseEstimator, X, *, reset: bool):
+    """Validate what ``fit``/``transform`` receive, as scikit-learn estimators do: ``(N, C)`` pixels go through
+    ``validate_data`` (finite, numeric, 2-D, not sparse, the fitted band count); an ``(H, W, C)`` cube is
+    checked the same way without copying it; a :class:`Scene` passes as is (it may be read lazily)."""
+    if isinstance(X, Scene):
+        if not reset and X.n_bands != getattr(est, "n_features_in_", X.n_bands):
+            raise ValueError(f"X has {X.n_bands} bands, but {type(est).__name__} is expecting "
+                             f"{est.n_features_in_} features as input")
+        return X
+    if getattr(X, "ndim", None) == 3 and isinstance(X, np.ndarray):
+        if X.dtype.kind not in "biuf":
+            raise ValueError(f"a cube must hold real numbers; got dtype {X.dtype}")
+        if X.dtype.kind == "f" and not np.isfinite(X).all():
+            raise ValueError("Input X contains NaN or infinity; exclude those pixels with mask=valid_pixel_mask(...)")
+        if reset:
+            est.n_features_in_ = X.shape[2]
+        elif X.shape[2] != est.n_features_in_:
+            raise ValueError(f"X has {X.shape[2]} bands, but {type(est).__name__} is expecting "
+                             f"{est.n_features_in_} features as input")
+        return X
+    return validate_data(est, X, reset=reset, dtype=[np.float64, np.float32])
+
+
 def _apply(X, fn):
     """Apply a per-pixel ``fn((N, C)) -> (N, K)`` keeping the input's layout."""
     if isinstance(X, Scene):
@@ -73,6 +102,7 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
         self.eps = eps
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
+        X = check_pixels(self, X, reset=True)
         P = as_pixels(X, mask).astype(np.float64)
         if P.shape[0] < 1:
             raise ValueError("BandStandardizer.fit: no pixels to fit on (empty mask?)")
@@ -84,11 +114,18 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self, "mean_")
-        return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(np.float32))
+        X = check_pixels(self, X, reset=False)
+        dtype = out_dtype(X)
+        return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(dtype))
 
     def inverse_transform(self, X):
         check_is_fitted(self, "mean_")
         return _apply(X, lambda P: P * self.scale_ + self.mean_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
 
 
 class MinMaxNormalizer(TransformerMixin, BaseEstimator):

@@ -5,6 +5,8 @@ a scene through :func:`zoo.engine.fit`, evaluation and prediction of full label 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from typing import Any
 
@@ -13,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.api import ModelState
 from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
@@ -27,7 +30,8 @@ PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
 class SceneClassifierMixin:
     """Mixed into an ``nn.Module`` whose input is a ``(1, k, w, w)`` window of ``k`` PCA components.
 
-    Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.n_classes``.
+    Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.n_classes``, and ``registry_name``.
+    ``zoo.train`` / ``zoo.evaluate`` take a scene (Scene, scene file, data set name) or a Dataset of windows.
     """
 
     padding: str = "constant"
@@ -106,14 +110,16 @@ class SceneClassifierMixin:
 
     def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
                      amp: str | None = None, **kw) -> dict[str, float]:
-        """OA / AA / kappa (%) on the test pixels of the training split (or ``mask`` / ``split``)."""
+        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); on a
+        Dataset of windows, the same metrics through the engine."""
         from zoo.hyperspectral.svm import _flat, _test_mask
 
         if isinstance(data, (Dataset, DataLoader)):
             from zoo.engine import evaluate
 
-            return evaluate(self, data, batch_size=batch_size, amp=amp,
-                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
+            out = evaluate(self, data, batch_size=batch_size, amp=amp,
+                           metrics=("accuracy", "average_accuracy", "kappa"), **kw)
+            return {**out, "overall_accuracy": out["accuracy"]}
         scene = as_scene(data)
         test = _test_mask(self, scene, mask, split, kw)
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
@@ -143,6 +149,17 @@ class SceneClassifierMixin:
             pred[sel] = torch.cat(out).numpy() + 1
         return pred
 
+    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
+                    amp: str | None = None, progress: bool = False) -> np.ndarray:
+        """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
+        of classes 1..n (0 outside ``mask``)."""
+        scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
+        return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress)
+
+    def zoo_state(self) -> ModelState:
+        meta = {"zoo.split": json.dumps(self.split_)} if getattr(self, "split_", None) else {}
+        return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(), meta)
+
     # -- weights ---------------------------------------------------------------------------------------
     def export_state_dict(self, network_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
         """The network (optionally cast, e.g. fp16 storage) plus the preprocessing buffers in fp32."""
@@ -168,4 +185,10 @@ def load_scene_model(model: nn.Module, path, entry=None) -> nn.Module:
     if pre:
         model.set_preprocessor(*(sd[k].float() for k in PRE_KEYS))
     load_into(model, sd)
+    if str(path).endswith(".safetensors"):
+        from zoo.hub import read_metadata
+
+        split = read_metadata(path).get("zoo.split")
+        if split:
+            model.split_ = json.loads(split)
     return model

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,31 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
+from zoo.api import ModelState
 from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
-__all__ = ["HSIPipeline", "load_pipeline", "make_pca_svm"]
+__all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
 
 FORMAT = "zoo.hsi-pca-svm/1"
+
+
+@dataclass(frozen=True)
+class PCASVMConfig:
+    """The settings of the PCA + SVM pixel classifier (Indian Pines defaults of the HybridSN paper's baseline)."""
+
+    n_components: float = 30
+    """PCA components kept: an int count, or a float in (0, 1) for that fraction of the variance."""
+    whiten: bool = False
+    C: float = 100.0
+    """RBF SVM regularisation."""
+    gamma: float | str = "scale"
+    """RBF kernel width: a float, or ``scale`` / ``auto`` (scikit-learn's rules)."""
+    class_weight: str | None = None
+    """``balanced`` reweights classes by inverse frequency."""
 
 
 class HSIPipeline(Pipeline):
@@ -57,7 +74,7 @@ class HSIPipeline(Pipeline):
                            if isinstance(split, str) else None)
             self._last_split = sp
         t0 = time.perf_counter()
-        history: dict[str, Any] = {}
+        history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
         if search:
             grid = param_grid or {"svm__C": [10.0, 100.0, 1000.0], "svm__gamma": ["scale", 0.01, 0.1]}
             gs = GridSearchCV(self, grid, cv=StratifiedKFold(cv, shuffle=True, random_state=seed),
@@ -70,11 +87,12 @@ class HSIPipeline(Pipeline):
         history["fit_seconds"] = time.perf_counter() - t0
         history["train_accuracy"] = float((self.predict(X) == y).mean())
         history["n_train"] = len(y)
-        return TrainResult(history=[history], best_metric=history.get("cv_accuracy", history["train_accuracy"]),
-                           best_epoch=None, checkpoint_path=None, model=self)
+        monitor = "cv_accuracy" if search else "train_accuracy"
+        return TrainResult(history=[history], best_metric=history[monitor], best_epoch=1, checkpoint_path=None,
+                           model=self, monitor=monitor)
 
     def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, **kw) -> dict[str, float]:
-        """OA / AA / kappa (%) on the test pixels of the split used for training (or ``mask``/``split``)."""
+        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``)."""
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
             pred = self.predict(X)
@@ -83,6 +101,20 @@ class HSIPipeline(Pipeline):
         test = _test_mask(self, scene, mask, split, kw)
         pred = self.predict_scene(scene, mask=test)
         return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())))
+
+    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None) -> np.ndarray:
+        """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
+        (0 outside ``mask``); ``(N, C)`` pixel spectra -> ``(N,)`` labels."""
+        if isinstance(inputs, np.ndarray) and inputs.ndim == 2:
+            return self.predict(inputs)
+        scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
+        return self.predict_scene(scene, mask=mask)
+
+    def zoo_state(self) -> ModelState:
+        svm, pca = self.named_steps["svm"], self.named_steps["pca"]
+        config = PCASVMConfig(n_components=pca.n_components, whiten=pca.whiten, C=svm.C, gamma=svm.gamma,
+                              class_weight=svm.class_weight)
+        return ModelState("hsi-pca-svm", asdict(config), self.export_state_dict())
 
     # -- scene helpers ---------------------------------------------------------------------------------
     def classes_and_names(self) -> np.ndarray:
@@ -155,6 +187,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
 
 def make_pca_svm(n_components: float = 30, whiten: bool = False, C: float = 100.0,
                  gamma: float | str = "scale", class_weight: str | None = None) -> HSIPipeline:
+    """The unfitted pipeline: ``scale`` (:class:`BandStandardizer`), ``pca``, ``svm``."""
     return HSIPipeline([
         ("scale", BandStandardizer()),
         ("pca", HyperspectralPCA(n_components=n_components, whiten=whiten)),
@@ -184,9 +217,11 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.
 
 
 def _flat(scores: dict[str, Any]) -> dict[str, float]:
-    out = {k: float(v) for k, v in scores.items() if isinstance(v, (int, float))}
-    out["accuracy"] = out["overall_accuracy"] / 100.0
+    """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``."""
+    out = {k: float(scores[k]) / 100.0 for k in ("overall_accuracy", "average_accuracy", "kappa")}
+    out["accuracy"] = out["overall_accuracy"]
+    out["n_test"] = float(scores["n_test"])
     for i, v in enumerate(scores["per_class_accuracy"], start=1):
         if v is not None:
-            out[f"class_{i}_accuracy"] = float(v)
+            out[f"class_{i}_accuracy"] = float(v) / 100.0
     return out

@@ -1,8 +1,26 @@
 """Reinforcement learning: TD3 on gymnasium (``zoo.build("td3", env="Pendulum-v1")``)."""
 
-from zoo.rl import cli  # noqa: F401  (registers `zoo train td3` options and the demo step)
-from zoo.rl.buffer import ReplayBuffer
-from zoo.rl.config import PRESETS, TD3Config, preset_config
-from zoo.rl.td3 import TD3Agent, td3
+from zoo._lazy import lazy_exports
+from zoo.registry import declare
+from zoo.rl import cli as _cli  # noqa: F401  (registers the observation parser of `zoo predict` and the demo step)
 
-__all__ = ["PRESETS", "ReplayBuffer", "TD3Agent", "TD3Config", "preset_config", "td3"]
+declare("td3", family="rl", module="zoo.rl.td3",
+        summary="TD3 agent for continuous-control gymnasium envs (preset hyperparameters, overridable)")
+
+_EXPORTS = {
+    "ReplayBuffer": "zoo.rl.buffer",
+    "PRESETS": "zoo.rl.config",
+    "TD3Config": "zoo.rl.config",
+    "preset_config": "zoo.rl.config",
+    "TD3Agent": "zoo.rl.td3",
+    "td3": "zoo.rl.td3",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = [
+    "PRESETS",
+    "ReplayBuffer",
+    "TD3Agent",
+    "TD3Config",
+    "preset_config",
+    "td3",
+]

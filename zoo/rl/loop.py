@@ -14,6 +14,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -274,6 +275,12 @@ def train(
     # made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here). Flushed to zero for the run.
     torch.set_flush_denormal(True)
 
+    if total_steps <= max(cfg.learning_starts, agent.num_timesteps):
+        warnings.warn(
+            f"TD3 on {env_name}: total_steps={total_steps} does not pass learning_starts={cfg.learning_starts} "
+            f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
+            "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
+            stacklevel=3)
     buf = agent.ensure_buffer()
     episodes_log: list[dict[str, Any]] = []
     env_rng = None
@@ -323,7 +330,7 @@ def train(
         t_eval = time.perf_counter()
         res = evaluate(agent, env=eval_env if eval_env is not None else (chosen if isinstance(chosen, str)
                        else agent.env_id), episodes=eval_episodes)
-        row = {"step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
+        row = {"epoch": len(agent.history) + 1, "step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
                "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
                "train_return_recent": float(np.mean(recent)) if recent else float("nan"),
                "episodes": agent.num_episodes, "updates": agent.num_updates,
@@ -435,15 +442,17 @@ def train(
         torch.set_flush_denormal(False)  # torch's default (it has no getter to restore a previous value)
 
     evals = [h["eval_return_mean"] for h in agent.history]
-    best_i = int(np.argmax(evals)) if evals else None
+    # no gradient update, no trained policy: its evaluations score the random initialisation
+    best_i = int(np.argmax(evals)) if evals and agent.num_updates > 0 else None
     agent.last_run_stats = {"learn_steps": learn_steps, "learn_time_s": learn_time,
                             "learn_steps_per_s": learn_steps / learn_time if learn_time > 0 else float("nan")}
     return TrainResult(
         history=list(agent.history),
         best_metric=evals[best_i] if best_i is not None else None,
-        best_epoch=agent.history[best_i]["step"] if best_i is not None else None,
+        best_epoch=best_i + 1 if best_i is not None else None,
         checkpoint_path=ckpt_path,
         model=agent,
+        monitor="eval_return_mean",
     )
 
 

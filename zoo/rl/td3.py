@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.api import ModelState
 from zoo.rl.buffer import Batch, ReplayBuffer
 from zoo.rl.config import TD3Config
 from zoo.rl.networks import Actor, TwinCritic
@@ -365,6 +366,7 @@ class TD3Agent:
 
         if config.pop("epochs", None) is not None:
             raise ValueError("TD3 trains for a number of environment steps (total_steps / --steps), not epochs")
+        self._check_device(config.pop("device", None))
         changes = {k: config.pop(k) for k in ("batch_size", "amp") if k in config}
         lr = config.pop("lr", None)
         if lr is not None:
@@ -391,7 +393,22 @@ class TD3Agent:
         """Deterministic evaluation: ``{"return_mean", "return_std", "length_mean", "episodes"}``."""
         from zoo.rl.loop import evaluate
 
+        self._check_device(config.pop("device", None))
         return evaluate(self, data, **config)
+
+    def zoo_predict(self, inputs: Any, *, explore: bool = False) -> np.ndarray:
+        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`)."""
+        return self.act(inputs, explore=explore)
+
+    def zoo_state(self) -> ModelState:
+        """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""
+        config = {"env": self.env_id, "preset": self.preset, "seed": self.seed, **self.config.to_dict()}
+        return ModelState("td3", config, self.export_state_dict(), {"zoo.td3": json.dumps(self.describe())})
+
+    def _check_device(self, device: Any) -> None:
+        if device is not None and torch.device(device) != self.device:
+            raise ValueError(f"this agent lives on {self.device}; build it on {device} to run there: "
+                             f"zoo.build('td3', device={str(device)!r}, ...)")
 
     def __repr__(self) -> str:
         n = sum(p.numel() for p in self._online)
@@ -459,49 +476,29 @@ def _load_weights(agent: TD3Agent, path, entry) -> TD3Agent:
     return agent
 
 
+def _env_in(data: Any) -> dict[str, Any]:
+    """An env id (or env) as data implies the agent's env."""
+    return {"env": data} if data is not None else {}
+
+
 @register(
     "td3",
-    family="rl",
-    summary="TD3 agent for continuous-control gymnasium envs (config None = the preset's value)",
+    config=TD3Config,
     references=(("Fujimoto et al. 2018, Addressing Function Approximation Error in Actor-Critic Methods, "
                 "https://arxiv.org/abs/1802.09477"),
                 "rl-baselines3-zoo hyperparams/td3.yml, https://github.com/DLR-RM/rl-baselines3-zoo"),
     load_weights=_load_weights,
+    infer_config=_env_in,
 )
-def td3(
-    env: Any = "Pendulum-v1",
-    preset: str = "rl-zoo",
-    device: str = "cpu",
-    seed: int = 0,
-    net_arch: tuple[int, ...] | None = None,
-    actor_lr: float | None = None,
-    critic_lr: float | None = None,
-    buffer_size: int | None = None,
-    learning_starts: int | None = None,
-    batch_size: int | None = None,
-    gamma: float | None = None,
-    tau: float | None = None,
-    policy_delay: int | None = None,
-    target_policy_noise: float | None = None,
-    target_noise_clip: float | None = None,
-    exploration_noise: float | None = None,
-    train_freq: int | None = None,
-    gradient_steps: int | None = None,
-    amp: str | None = None,
-) -> TD3Agent:
+def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", seed: int = 0,
+        **overrides: Any) -> TD3Agent:
     """A TD3 agent for ``env`` (a gymnasium id, or an env whose spaces are read) with ``preset``'s
-    hyperparameters (``"rl-zoo"`` or ``"fujimoto"``); every other argument left at ``None`` keeps the
-    preset's value (see :class:`zoo.rl.config.TD3Config` for their meaning)."""
+    hyperparameters (``"rl-zoo"`` or ``"fujimoto"``); ``overrides`` (:class:`zoo.rl.config.TD3Config`
+    fields) replace the preset's values."""
     import gymnasium as gym
 
     from zoo.rl.config import preset_config
 
-    overrides = {k: v for k, v in {
-        "net_arch": net_arch, "actor_lr": actor_lr, "critic_lr": critic_lr, "buffer_size": buffer_size,
-        "learning_starts": learning_starts, "batch_size": batch_size, "gamma": gamma, "tau": tau, "policy_delay": policy_delay,
-        "target_policy_noise": target_policy_noise, "target_noise_clip": target_noise_clip,
-        "exploration_noise": exploration_noise, "train_freq": train_freq, "gradient_steps": gradient_steps, "amp": amp,
-    }.items() if v is not None}
     if isinstance(env, str):
         env_id = env
         try:

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.api import ModelState
+from zoo.engine.network import Network
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "decode_extra_state"]
@@ -36,7 +38,7 @@ def decode_extra_state(state: Any) -> dict[str, Any]:
     return blob
 
 
-class Seq2SeqModel(nn.Module):
+class Seq2SeqModel(Network, nn.Module):
     """Base class of :class:`~zoo.seq2seq.transformer.Seq2SeqTransformer` and :class:`~zoo.seq2seq.gru.Seq2SeqGRU`.
 
     Subclasses implement ``forward(src, tgt_in) -> logits (B, T, V)`` (teacher forcing), and
@@ -93,17 +95,39 @@ class Seq2SeqModel(nn.Module):
             progress=progress,
         )
 
-    def save(self, path: str | Path) -> Path:
-        """Write weights, tokenizer and config to one safetensors file (atomic)."""
-        from zoo import hub
+    # --- zoo's contract ---------------------------------------------------------------------------------
+    def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
+        from zoo.seq2seq.translate import seq2seq_forward, training_config
 
+        if not train:
+            return {"forward_fn": seq2seq_forward, "metrics": ("accuracy",)}
+        return {k: v for k, v in training_config().items() if k != "epochs"}
+
+    def zoo_data(self, data: Any, *, train: bool, **options: Any) -> tuple[Any, dict[str, Any]]:
+        """A parallel-corpus folder (``train.xx``/``train.yy``, ``val.*``, ``test_2016_flickr.*``, plain or
+        ``.gz``; Multi30k's layout) with ``direction="xx-yy"`` (default: the model's own), or a
+        Dataset/DataLoader of ``((src, tgt_in), tgt_out)`` batches. See :func:`zoo.seq2seq.corpus.corpus_data`."""
+        from zoo.seq2seq.corpus import corpus_data
+
+        return corpus_data(self, data, train=train, **options)
+
+    def zoo_predict(self, inputs: Sequence[str] | str, **options: Any) -> list[str] | str:
+        """Sentences -> translations (a string gives a string); ``options``: those of :meth:`translate`."""
+        return self.translate(inputs, **options)
+
+    def zoo_state(self) -> ModelState:
         if self.tokenizer is None:
             raise ValueError(
-                f"{type(self).__name__} has no tokenizer: train one (zoo.seq2seq.train_tokenizer) "
-                "and set model.tokenizer before saving, so that the file can translate on its own"
+                f"{type(self).__name__} has no tokenizer: train one (zoo.train on a corpus folder does, or "
+                "zoo.seq2seq.train_tokenizer) before saving, so that the file can translate on its own"
             )
-        hub.save_weights(self, path, metadata={"zoo.model": self.registry_name})
-        return Path(path)
+        return ModelState(self.registry_name, asdict(self.config), self.state_dict())
+
+    def save(self, path: str | Path) -> Path:
+        """Write weights, tokenizer and config to one safetensors file (atomic): ``zoo.save(self, path)``."""
+        from zoo.api import save
+
+        return save(self, path)
 
     # The tokenizer and config travel *inside* the state dict, as PyTorch's per-module extra state (a
     # uint8 tensor of JSON): every way a state dict is written (hub.save_weights, hub.add_weights with
@@ -119,6 +143,3 @@ class Seq2SeqModel(nn.Module):
     def extra_repr(self) -> str:
         return f"tokenizer={'yes' if self.tokenizer is not None else 'none'}"
 
-    @torch.no_grad()
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

@@ -36,6 +36,9 @@ class GRUConfig:
     attention: AttentionKind = "bahdanau"
     dropout: float = 0.3
     max_len: int = 256
+    direction: str | None = None
+    """The languages translated, as ``"src-tgt"`` codes (``"de-en"``): what ``zoo.train`` / ``zoo.evaluate``
+    read from a parallel-corpus folder when no ``direction=`` is given."""
 
     def __post_init__(self) -> None:
         if self.attention not in ("bahdanau", "luong-dot", "luong-general"):

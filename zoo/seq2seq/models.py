@@ -15,7 +15,7 @@ __all__ = ["load_seq2seq_weights", "seq2seq_gru", "seq2seq_transformer"]
 
 # Config keys that do not change any tensor's shape: a caller's value for these is kept when a file's
 # own config rebuilds the model (e.g. dropout=0.0 for inference).
-_SHAPE_FREE = {"dropout"}
+_SHAPE_FREE = {"dropout", "direction"}
 
 
 def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2SeqModel:
@@ -52,74 +52,29 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2Seq
 
 @register(
     "seq2seq-transformer",
-    family="seq2seq",
-    summary="Pre-LN Transformer encoder-decoder with KV-cache decoding, beam search and a byte-level BPE",
+    config=TransformerConfig,
     references=(
         "Vaswani et al. 2017, Attention Is All You Need, https://arxiv.org/abs/1706.03762",
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture, https://arxiv.org/abs/2002.04745",
     ),
     load_weights=load_seq2seq_weights,
 )
-def seq2seq_transformer(
-    src_vocab: int = 8000,
-    tgt_vocab: int = 8000,
-    d_model: int = 256,
-    n_heads: int = 8,
-    n_layers: int = 3,
-    d_ff: int = 1024,
-    dropout: float = 0.1,
-    max_len: int = 256,
-    positions: str = "sinusoidal",
-    tie_embeddings: bool = True,
-    share_embeddings: bool = True,
-) -> Seq2SeqTransformer:
-    """A Transformer for translation; ``n_layers`` encoder and ``n_layers`` decoder layers."""
-    return Seq2SeqTransformer(
-        TransformerConfig(
-            src_vocab=src_vocab,
-            tgt_vocab=tgt_vocab,
-            d_model=d_model,
-            n_heads=n_heads,
-            n_layers=n_layers,
-            d_ff=d_ff,
-            dropout=dropout,
-            max_len=max_len,
-            positions=positions,
-            tie_embeddings=tie_embeddings,
-            share_embeddings=share_embeddings,
-        )
-    )
+def seq2seq_transformer(**config: Any) -> Seq2SeqTransformer:
+    """A Transformer for translation; ``config``: :class:`TransformerConfig` fields."""
+    return Seq2SeqTransformer(TransformerConfig(**config))
 
 
 @register(
     "seq2seq-gru",
-    family="seq2seq",
-    summary="Bidirectional-GRU encoder, GRU decoder with Bahdanau or Luong attention, beam search, byte-level BPE",
+    config=GRUConfig,
     references=(
         ("Bahdanau et al. 2015, Neural Machine Translation by Jointly Learning to Align and Translate, "
-        "https://arxiv.org/abs/1409.0473"),
+         "https://arxiv.org/abs/1409.0473"),
         "Luong et al. 2015, Effective Approaches to Attention-based NMT, https://arxiv.org/abs/1508.04025",
     ),
     load_weights=load_seq2seq_weights,
 )
-def seq2seq_gru(
-    src_vocab: int = 8000,
-    tgt_vocab: int = 8000,
-    emb_dim: int = 256,
-    hidden: int = 512,
-    attention: str = "bahdanau",
-    dropout: float = 0.3,
-    max_len: int = 256,
-) -> Seq2SeqGRU:
-    """A GRU encoder-decoder; ``attention`` is ``"bahdanau"``, ``"luong-dot"`` or ``"luong-general"``."""
-    return Seq2SeqGRU(
-        GRUConfig(
-            src_vocab=src_vocab,
-            tgt_vocab=tgt_vocab,
-            emb_dim=emb_dim,
-            hidden=hidden,
-            attention=attention,
-            dropout=dropout,
-            max_len=max_len,
-        )
-    )
+def seq2seq_gru(**config: Any) -> Seq2SeqGRU:
+    """A GRU encoder-decoder; ``config``: :class:`GRUConfig` fields (``attention``: ``"bahdanau"``,
+    ``"luong-dot"`` or ``"luong-general"``)."""
+    return Seq2SeqGRU(GRUConfig(**config))

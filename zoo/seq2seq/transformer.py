@@ -38,6 +38,9 @@ class TransformerConfig:
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
     tie_embeddings: bool = True  # decoder input embedding == output projection
     share_embeddings: bool = True  # encoder embedding == decoder embedding (needs src_vocab == tgt_vocab)
+    direction: str | None = None
+    """The languages translated, as ``"src-tgt"`` codes (``"de-en"``): what ``zoo.train`` / ``zoo.evaluate``
+    read from a parallel-corpus folder when no ``direction=`` is given."""
 
     def __post_init__(self) -> None:
         if self.positions not in ("sinusoidal", "learned"):

@@ -10,34 +10,70 @@ warning that says so. Inputs: ``(B, 3, T, H, W)`` floats normalised with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch import nn
-from torchvision.models.video import r2plus1d_18 as tv_r2plus1d_18
+from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, R2Plus1dStem, VideoResNet
 
 from zoo.registry import register
+from zoo.video.classifier import VideoClassifierMixin, classes_in
 
-__all__ = ["r2plus1d_18"]
+__all__ = ["R2Plus1D18", "R2Plus1DConfig", "r2plus1d_18"]
 
 
-def _load_weights(model: nn.Module, path: Path, entry: Any) -> nn.Module:
+@dataclass(frozen=True)
+class R2Plus1DConfig:
+    """The settings of an R(2+1)D-18 (Tran et al. 2018)."""
+
+    num_classes: int = 101
+    """Classifier outputs (UCF101: 101; Kinetics-400 weights carry 400, re-initialised with a warning)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_classes, int) or self.num_classes < 1:
+            raise ValueError(f"num_classes must be a positive int, got {self.num_classes!r}")
+
+
+class R2Plus1D18(VideoClassifierMixin, VideoResNet):
+    """torchvision's ``r2plus1d_18`` (same modules and state-dict keys) with zoo's contract."""
+
+    registry_name = "r2plus1d_18"
+
+    def __init__(self, config: R2Plus1DConfig | None = None) -> None:
+        c = config or R2Plus1DConfig()
+        VideoResNet.__init__(self, block=BasicBlock, conv_makers=[Conv2Plus1D] * 4, layers=[2, 2, 2, 2],
+                             stem=R2Plus1dStem, num_classes=c.num_classes)
+        from zoo.video.transforms import KINETICS_MEAN, KINETICS_STD
+
+        self.video_cfg = {"size": 112, "resize": 128, "mean": list(KINETICS_MEAN), "std": list(KINETICS_STD),
+                          "frames_per_clip": 16}
+
+    @property
+    def num_classes(self) -> int:
+        return self.fc.out_features
+
+    @property
+    def config(self) -> R2Plus1DConfig:
+        return R2Plus1DConfig(num_classes=self.fc.out_features)
+
+
+def _load_weights(model: R2Plus1D18, path: Path, entry: Any) -> nn.Module:
     """Load strictly, except a classifier of another size (Kinetics' 400 vs UCF101's 101) starts fresh."""
     from zoo import hub
 
     model.load_report = hub.load_into(model, hub.load_state_dict(path), reinit=("fc.",))
+    model.load_video_cfg(path, entry)
     return model
 
 
 @register(
     "r2plus1d_18",
-    family="video",
-    summary="R(2+1)D-18 (torchvision) video ResNet; Kinetics-400 weights, head adapted to UCF101's 101 classes",
+    config=R2Plus1DConfig,
     references=("https://arxiv.org/abs/1711.11248", "https://pytorch.org/vision/stable/models/video_resnet.html"),
     load_weights=_load_weights,
+    infer_config=classes_in,
 )
-def r2plus1d_18(num_classes: int = 101) -> nn.Module:
+def r2plus1d_18(**config: Any) -> R2Plus1D18:
     """torchvision's ``r2plus1d_18`` (no weights) with a ``num_classes`` head."""
-    if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
-    return tv_r2plus1d_18(weights=None, num_classes=num_classes)
+    return R2Plus1D18(R2Plus1DConfig(**config))

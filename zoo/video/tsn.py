@@ -17,12 +17,16 @@ the backbone sees the difference of consecutive sampled frames, where direction 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 import torch
 from torch import nn
 
 from zoo.registry import register
+from zoo.video.classifier import VideoClassifierMixin, classes_in
 
-__all__ = ["CONSENSUS", "MODALITIES", "VideoTSN", "video_tsn"]
+__all__ = ["CONSENSUS", "MODALITIES", "TSNConfig", "VideoTSN", "video_tsn"]
 
 CONSENSUS = ("avg", "attention")
 MODALITIES = ("rgb", "rgbdiff")
@@ -38,8 +42,28 @@ class AttentionPool(nn.Module):
         return (weights * feats).sum(dim=1)
 
 
-class VideoTSN(nn.Module):
+@dataclass(frozen=True)
+class TSNConfig:
+    """The settings of a Temporal Segment Network on ResNet18 (Wang et al. 2016)."""
+
+    num_classes: int = 101
+    """Classifier outputs (UCF101: 101)."""
+    consensus: Literal["avg", "attention"] = "avg"
+    """How the segments' features become one: their average (the paper), or a learned attention pool."""
+    modality: Literal["rgb", "rgbdiff"] = "rgb"
+    """``rgb`` frames, or ``rgbdiff``: differences of consecutive sampled frames (motion direction)."""
+    dropout: float = 0.5
+    """Before the classifier (the paper uses 0.8 for RGB on UCF101)."""
+    backbone_weights: str | None = None
+    """Weights for the ResNet18 backbone (e.g. ``resnet18.imagenet1k-v1``); its classifier is dropped."""
+    stem: Literal["imagenet", "cifar"] | None = None
+    """The ResNet18 stem (``cifar`` for tiny frames); None: the backbone weights' own, else ``imagenet``."""
+
+
+class VideoTSN(VideoClassifierMixin, nn.Module):
     """``forward(x)``: ``x`` is ``(B, C, T, H, W)``; returns logits ``(B, num_classes)``."""
+
+    registry_name = "video-tsn"
 
     def __init__(
         self,
@@ -49,8 +73,15 @@ class VideoTSN(nn.Module):
         consensus: str = "avg",
         modality: str = "rgb",
         dropout: float = 0.5,
+        config: TSNConfig | None = None,
     ) -> None:
-        super().__init__()
+        nn.Module.__init__(self)
+        self._config = config or TSNConfig(num_classes=num_classes, consensus=consensus, modality=modality,
+                                           dropout=dropout)
+        from zoo.video.transforms import IMAGENET_MEAN, IMAGENET_STD
+
+        self.video_cfg = {"size": 112, "resize": 128, "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD),
+                          "num_segments": 8}
         if consensus not in CONSENSUS:
             raise ValueError(f"consensus must be one of {CONSENSUS}, got {consensus!r}")
         if modality not in MODALITIES:
@@ -74,46 +105,49 @@ class VideoTSN(nn.Module):
         frames = x.transpose(1, 2).reshape(b * t, c, h, w)  # (B*T, C, H, W)
         return self.backbone(frames).reshape(b, t, -1)  # (B, T, D)
 
+    @property
+    def num_classes(self) -> int:
+        return self.fc.out_features
+
+    @property
+    def config(self) -> TSNConfig:
+        from dataclasses import replace
+
+        return replace(self._config, num_classes=self.fc.out_features)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.features(x)
         pooled = feats.mean(dim=1) if self.pool is None else self.pool(feats)  # (B, D)
         return self.fc(self.dropout(pooled))
 
 
+def _load_weights(model: VideoTSN, path: Any, entry: Any) -> VideoTSN:
+    from zoo import hub
+
+    model.load_report = hub.load_into(model, hub.load_state_dict(path), reinit=("fc.",))
+    model.load_video_cfg(path, entry)
+    return model
+
+
 @register(
     "video-tsn",
-    family="video",
-    summary="Temporal Segment Network: ResNet18 per segment + temporal consensus (avg or attention)",
+    config=TSNConfig,
     references=("https://arxiv.org/abs/1608.00859",),
+    load_weights=_load_weights,
+    infer_config=classes_in,
 )
-def video_tsn(
-    num_classes: int = 101,
-    consensus: str = "avg",
-    modality: str = "rgb",
-    dropout: float = 0.5,
-    backbone_weights: str | None = None,
-    stem: str | None = None,
-) -> VideoTSN:
-    """Build a TSN.
-
-    Args:
-        num_classes: classifier outputs (UCF101: 101).
-        consensus: ``"avg"`` or ``"attention"`` over segments.
-        modality: ``"rgb"`` frames, or ``"rgbdiff"`` differences of consecutive sampled frames.
-        dropout: before the classifier (the paper uses 0.8 for RGB on UCF101; 0.5 here).
-        backbone_weights: weights for the ResNet18 backbone (e.g. ``"resnet18.imagenet1k-v1"``); its
-            classifier is dropped, so any head size loads.
-        stem: the ResNet18 stem (``"imagenet"``, or ``"cifar"`` for tiny frames); None: resnet18's
-            default, or the one ``backbone_weights`` were trained with.
-    """
+def video_tsn(**config: Any) -> VideoTSN:
+    """A TSN on ``zoo.build("resnet18")``; ``config``: :class:`TSNConfig` fields."""
     import zoo
 
-    if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
-    backbone = zoo.build("resnet18", weights=backbone_weights, **({} if stem is None else {"stem": stem}))
+    cfg = TSNConfig(**config)
+    if cfg.num_classes < 1:
+        raise ValueError(f"num_classes must be a positive int, got {cfg.num_classes!r}")
+    backbone = zoo.build("resnet18", weights=cfg.backbone_weights, **({} if cfg.stem is None else {"stem": cfg.stem}))
     head = getattr(backbone, "fc", None)
     if not isinstance(head, nn.Linear):
         raise TypeError("video-tsn needs a resnet18 with a Linear `fc` head to strip")
     feature_dim = head.in_features
     backbone.fc = nn.Identity()  # the TSN head replaces ResNet18's classifier
-    return VideoTSN(backbone, feature_dim, num_classes, consensus=consensus, modality=modality, dropout=dropout)
+    return VideoTSN(backbone, feature_dim, cfg.num_classes, consensus=cfg.consensus, modality=cfg.modality,
+                    dropout=cfg.dropout, config=cfg)

@@ -2,27 +2,42 @@
 
     model = zoo.build("resnet18", weights="cifar10", num_classes=2)   # head re-initialised, with a warning
     result = zoo.finetune(model, "hymenoptera_data", strategy="head")
-    zoo.vision.predict(result.model, "photos/")
+    zoo.predict(result.model, "photos/")
 """
 
-from zoo.vision import cli as _cli  # noqa: F401  (registers zoo finetune / predict / export and the demo step)
-from zoo.vision import resnet  # noqa: F401  (registers "resnet18")
-from zoo.vision.data import ImageFolderDataset, load_image_folders
-from zoo.vision.evaluate import evaluate_classifier
-from zoo.vision.export import export_onnx, export_torchscript
-from zoo.vision.predict import predict
-from zoo.vision.resnet import adapt_input_conv, replace_head, resnet18
-from zoo.vision.transforms import transforms_for
+from zoo._lazy import lazy_exports
+from zoo.registry import declare
+from zoo.vision import cli as _cli  # noqa: F401  (registers zoo finetune and the demo step; imports no torch)
 
+declare("resnet18", family="vision", module="zoo.vision.resnet",
+        summary="ResNet18 (torchvision), fine-tunable: head surgery, in_chans, small-image stem")
+
+_EXPORTS = {
+    "ImageFolderDataset": "zoo.vision.data",
+    "load_image_folders": "zoo.vision.data",
+    "evaluate_classifier": "zoo.vision.evaluate",
+    "export_onnx": "zoo.vision.export",
+    "export_torchscript": "zoo.vision.export",
+    "predict": "zoo.vision.predict",
+    "ResNet18": "zoo.vision.resnet",
+    "ResNet18Config": "zoo.vision.resnet",
+    "adapt_input_conv": "zoo.vision.resnet",
+    "replace_head": "zoo.vision.resnet",
+    "resnet18": "zoo.vision.resnet",
+    "transforms_for": "zoo.vision.transforms",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = [
-           "ImageFolderDataset",
-           "adapt_input_conv",
-           "evaluate_classifier",
-           "export_onnx",
-           "export_torchscript",
-           "load_image_folders",
-           "predict",
-           "replace_head",
-           "resnet18",
-           "transforms_for",
+    "ImageFolderDataset",
+    "ResNet18",
+    "ResNet18Config",
+    "adapt_input_conv",
+    "evaluate_classifier",
+    "export_onnx",
+    "export_torchscript",
+    "load_image_folders",
+    "predict",
+    "replace_head",
+    "resnet18",
+    "transforms_for",
 ]

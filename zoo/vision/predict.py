@@ -48,19 +48,22 @@ def predict(
 ) -> list[dict[str, Any]]:
     """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
 
-    ``inputs``: a path (file or folder), a list of paths, a PIL image or a list of PIL images. Class names
+    ``inputs``: a path (file or folder), a list of paths, a PIL image, a list of PIL images, or an already
+    preprocessed ``(N, C, H, W)`` float tensor. Class names
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
     """
+    cfg = getattr(model, "pretrained_cfg", {}) or {}
+    names = list(classes) if classes is not None else cfg.get("classes")
+    if isinstance(inputs, torch.Tensor):
+        return _predict_tensor(model, inputs, topk, names, batch_size, device)
     if isinstance(inputs, Image.Image):
         inputs = [inputs]
     if isinstance(inputs, list) and inputs and all(isinstance(i, Image.Image) for i in inputs):
         named: list[tuple[str, Any]] = [(f"image{i}", img) for i, img in enumerate(inputs)]
     else:
         named = [(str(p), p) for p in collect_images(inputs)]
-    cfg = getattr(model, "pretrained_cfg", {}) or {}
-    names = list(classes) if classes is not None else cfg.get("classes")
     tf = transform if transform is not None else transforms_for(model, train=False)
     model.eval().to(device)
     results: list[dict[str, Any]] = []
@@ -79,12 +82,33 @@ def predict(
         if not tensors:
             continue
         probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
-        k = min(topk, probs.shape[1])
-        top_p, top_i = probs.topk(k, dim=1)
-        for key, ps, idx in zip(ok, top_p.tolist(), top_i.tolist()):
-            label = lambda i: names[i] if names is not None and i < len(names) else str(i)
-            results.append({"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
-                            "topk": [(label(i), p) for i, p in zip(idx, ps)]})
+        results += _rows(ok, probs, topk, names)
     order = {key: i for i, (key, _) in enumerate(named)}
     results.sort(key=lambda r: order[r["input"]])
     return results
+
+
+def _rows(keys: Sequence[str], probs: torch.Tensor, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
+    top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
+
+    def label(i: int) -> str:
+        return names[i] if names is not None and i < len(names) else str(i)
+
+    return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
+             "topk": [(label(i), p) for i, p in zip(idx, ps)]}
+            for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
+
+
+def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequence[str] | None, batch_size: int,
+                    device: str) -> list[dict[str, Any]]:
+    if x.dim() != 4 or not x.is_floating_point():
+        raise ValueError(f"a tensor input must be a preprocessed float batch (N, C, H, W), got {x.dtype} "
+                         f"{tuple(x.shape)}")
+    was_training = model.training
+    model.eval().to(device)
+    try:
+        probs = torch.cat([model(x[i:i + batch_size].to(device)).float().softmax(dim=1).cpu()
+                           for i in range(0, len(x), batch_size)])  # (N, K)
+    finally:
+        model.train(was_training)
+    return _rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)

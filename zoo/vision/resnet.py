@@ -7,17 +7,23 @@ The network *is* ``torchvision.models.ResNet`` (same module names and state-dict
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
-from torchvision.models import resnet18 as tv_resnet18
+from torchvision.models.resnet import BasicBlock, ResNet
 
+from zoo.api import ModelState
+from zoo.engine.network import Network
 from zoo.registry import register
 
-__all__ = ["STEMS", "adapt_input_conv", "default_pretrained_cfg", "replace_head", "resnet18"]
+__all__ = ["STEMS", "ResNet18", "ResNet18Config", "adapt_input_conv", "default_pretrained_cfg", "replace_head",
+           "resnet18"]
 
 STEMS = ("imagenet", "cifar")
 
@@ -62,6 +68,110 @@ def adapt_input_conv(in_chans: int, weight: torch.Tensor) -> torch.Tensor:
     return out.to(weight.dtype)
 
 
+@dataclass(frozen=True)
+class ResNet18Config:
+    """The settings of a ResNet18 (He et al. 2016, https://arxiv.org/abs/1512.03385)."""
+
+    num_classes: int = 1000
+    """Outputs of the ``fc`` head; loading weights trained for another count re-initialises ``fc`` and warns."""
+    in_chans: int = 3
+    """Input channels; with pretrained weights ``conv1`` is adapted (:func:`adapt_input_conv`)."""
+    stem: Literal["imagenet", "cifar"] = "imagenet"
+    """``imagenet``: 7x7 stride-2 conv + max-pool (224 px inputs); ``cifar``: 3x3 stride-1 conv, no max-pool
+    (32 px inputs, kuangliu/pytorch-cifar). Weights record the stem they need."""
+    zero_init_residual: bool = False
+    """Zero the last BN of each block (Goyal et al., https://arxiv.org/abs/1706.02677)."""
+
+    def __post_init__(self) -> None:
+        if self.stem not in STEMS:
+            raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
+        for key in ("num_classes", "in_chans"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be a positive int, got {getattr(self, key)!r}")
+
+
+class ResNet18(Network, ResNet):
+    """torchvision's ``ResNet`` (same modules and state-dict keys, so torchvision's files load unchanged)
+    with what zoo's contract adds: image folders as data, ``zoo.predict`` on image paths, ``zoo.save`` with
+    the class names and preprocessing inside the file.
+
+    ``pretrained_cfg`` (timm's name) holds the preprocessing the network expects (input size, resize,
+    mean/std) and, once known, its ``classes``.
+    """
+
+    def __init__(self, config: ResNet18Config | None = None) -> None:
+        c = config or ResNet18Config()
+        super().__init__(BasicBlock, [2, 2, 2, 2], num_classes=c.num_classes, zero_init_residual=c.zero_init_residual)
+        if c.stem == "cifar":
+            self.conv1 = nn.Conv2d(c.in_chans, 64, kernel_size=3, stride=1, padding=1, bias=False)
+            self.maxpool = nn.Identity()
+        elif c.in_chans != 3:
+            self.conv1 = nn.Conv2d(c.in_chans, 64, kernel_size=7, stride=2, padding=3, bias=False)
+        nn.init.kaiming_normal_(self.conv1.weight, mode="fan_out", nonlinearity="relu")
+        self.stem = c.stem
+        self.zero_init_residual = c.zero_init_residual
+        self.pretrained_cfg = {**default_pretrained_cfg(c.stem, c.in_chans), "stem": c.stem}
+
+    @property
+    def config(self) -> ResNet18Config:
+        """The config that rebuilds this network's shapes (the head may have been replaced since it was built)."""
+        return ResNet18Config(num_classes=self.fc.out_features, in_chans=self.conv1.in_channels, stem=self.stem,
+                              zero_init_residual=self.zero_init_residual)
+
+    @property
+    def classes(self) -> list[str] | None:
+        return self.pretrained_cfg.get("classes")
+
+    # -- zoo.train / zoo.evaluate ------------------------------------------------------------------------
+    def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
+        return {"metrics": ("accuracy", "top5") if self.fc.out_features >= 5 else ("accuracy",)}
+
+    def zoo_data(self, data: Any, *, train: bool, image_size: int | None = None, augment: bool = True,
+                 strict: bool = False, **options: Any) -> tuple[Any, dict[str, Any]]:
+        """An image folder: ``DIR/train/<class>/...`` (+ ``DIR/val``) to train, ``DIR/val`` (or ``DIR/<class>``)
+        to evaluate, with the transforms the network's weights expect. A Dataset/DataLoader passes as is."""
+        if not isinstance(data, (str, os.PathLike)):
+            return data, options
+        from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
+        from zoo.vision.transforms import transforms_for
+
+        eval_tf = transforms_for(self, image_size=image_size)
+        if train:
+            train_tf = transforms_for(self, train=True, image_size=image_size) if augment else eval_tf
+            train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
+            self._check_classes(train_ds.classes, data)
+            self.pretrained_cfg["classes"] = list(train_ds.classes)
+            return train_ds, ({"val_data": val_ds} if val_ds is not None else {}) | options
+        root = Path(data)
+        if not root.is_dir():
+            raise FileNotFoundError(f"image folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
+        folder = find_split(root, "val") or root
+        ds = ImageFolderDataset(folder, eval_tf, classes=self.classes, strict=strict)
+        self._check_classes(ds.classes, folder)
+        return ds, options
+
+    def _check_classes(self, classes: list[str], where: Any) -> None:
+        if len(classes) != self.fc.out_features:
+            raise ValueError(
+                f"{where} has {len(classes)} classes but the network has {self.fc.out_features} outputs: build it "
+                f"with num_classes={len(classes)} (zoo.build('resnet18', num_classes={len(classes)}, weights=...)) "
+                "or use zoo.finetune, which replaces the head")
+
+    # -- zoo.predict ----------------------------------------------------------------------------------------
+    def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 32, **options: Any) -> list[dict[str, Any]]:
+        """Image files, a folder, PIL images or an ``(N, C, H, W)`` float tensor -> one dict per image:
+        ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``."""
+        from zoo.vision.predict import predict
+
+        return predict(self, inputs, topk=topk, batch_size=batch_size, **options)
+
+    # -- zoo.save ------------------------------------------------------------------------------------------
+    def zoo_state(self) -> ModelState:
+        cfg = {k: v for k, v in self.pretrained_cfg.items() if k != "weights"}
+        return ModelState("resnet18", asdict(self.config), self.state_dict(),
+                          {"zoo.pretrained_cfg": json.dumps(cfg)})
+
+
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
     """Give ``model.fc`` a fresh ``Linear(in_features, num_classes)`` (torchvision's default init)."""
     if not isinstance(getattr(model, "fc", None), nn.Linear):
@@ -70,11 +180,15 @@ def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     old = model.fc
     model.fc = nn.Linear(old.in_features, num_classes).to(old.weight.device, old.weight.dtype)
+    cfg = getattr(model, "pretrained_cfg", None)
+    if isinstance(cfg, dict) and len(cfg.get("classes") or ()) != num_classes:
+        cfg.pop("classes", None)  # the old head's names no longer describe the outputs
     return model
 
 
-def _load_weights(model: nn.Module, path: Path, entry: Any) -> nn.Module:
-    """Registry hook: adapt ``conv1`` to ``in_chans``, load strictly, re-initialise a head of another size."""
+def _load_weights(model: ResNet18, path: Path, entry: Any) -> ResNet18:
+    """Registry hook: adapt ``conv1`` to ``in_chans``, load strictly, re-initialise a head of another size,
+    and take the preprocessing and class names the weights carry (manifest meta or the file's metadata)."""
     from zoo import hub
 
     state = hub.load_state_dict(path)
@@ -84,60 +198,48 @@ def _load_weights(model: nn.Module, path: Path, entry: Any) -> nn.Module:
         state["conv1.weight"] = adapt_input_conv(conv.in_channels, w)
     report = hub.load_into(model, state, reinit=("fc.",))
     cfg = dict(model.pretrained_cfg)
-    meta = dict(getattr(entry, "meta", None) or {})
-    # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"} (the hub's form
-    # for upstream files and ours); mean/std only apply to RGB inputs
-    tf = dict(meta.get("transforms") or {})
-    if "crop" in tf:
-        cfg["input_size"] = [conv.in_channels, int(tf["crop"]), int(tf["crop"])]
-    for key in ("resize", "mean", "std", "interpolation"):
-        if key in tf and (conv.in_channels == 3 or key in ("resize", "interpolation")):
-            cfg[key] = tf[key]
-    if "classes" in meta and model.fc.out_features == len(meta["classes"]):
-        cfg["classes"] = list(meta["classes"])
+    saved = hub.read_metadata(path).get("zoo.pretrained_cfg") if str(path).endswith(".safetensors") else None
+    if saved:  # written by zoo.save / zoo finetune: the preprocessing the network was trained with
+        cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})
+        classes = json.loads(saved).get("classes")
+    else:
+        # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"}; mean/std
+        # only apply to RGB inputs
+        meta = dict(getattr(entry, "meta", None) or {})
+        tf = dict(meta.get("transforms") or {})
+        if "crop" in tf:
+            cfg["input_size"] = [conv.in_channels, int(tf["crop"]), int(tf["crop"])]
+        for key in ("resize", "mean", "std", "interpolation"):
+            if key in tf and (conv.in_channels == 3 or key in ("resize", "interpolation")):
+                cfg[key] = tf[key]
+        classes = meta.get("classes")
+    if classes is not None and model.fc.out_features == len(classes):
+        cfg["classes"] = list(classes)
     cfg["weights"] = getattr(entry, "name", None) or str(path)
     model.pretrained_cfg = cfg
     model.load_report = report
     return model
 
 
+def _classes_in(data: Any) -> dict[str, Any]:
+    """An image folder implies ``num_classes`` (its training split's class folders)."""
+    if not isinstance(data, (str, os.PathLike)) or not Path(data).is_dir():
+        return {}
+    from zoo.vision.data import find_split
+
+    root = Path(data)
+    folder = find_split(root, "train") or root
+    classes = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return {"num_classes": len(classes)} if classes else {}
+
+
 @register(
     "resnet18",
-    family="vision",
-    summary="ResNet18 (torchvision), fine-tunable: head surgery, in_chans, small-image stem",
+    config=ResNet18Config,
     references=("https://arxiv.org/abs/1512.03385", "https://pytorch.org/vision/stable/models/resnet.html"),
     load_weights=_load_weights,
+    infer_config=_classes_in,
 )
-def resnet18(
-    num_classes: int = 1000,
-    in_chans: int = 3,
-    stem: str = "imagenet",
-    zero_init_residual: bool = False,
-) -> nn.Module:
-    """torchvision's ResNet18.
-
-    Args:
-        num_classes: size of the ``fc`` head. Loading weights trained for another count re-initialises
-            ``fc`` and warns.
-        in_chans: input channels; with pretrained weights ``conv1`` is adapted (:func:`adapt_input_conv`).
-        stem: ``"imagenet"`` (default: 7x7 stride-2 conv + max-pool, 224x224 inputs) or ``"cifar"`` (3x3
-            stride-1 conv, no max-pool: the usual stem for 32x32 images, kuangliu/pytorch-cifar). The stem
-            changes ``conv1``'s shape, so weights record the stem they need in their config.
-        zero_init_residual: zero the last BN of each block (Goyal et al., https://arxiv.org/abs/1706.02677).
-    """
-    if stem not in STEMS:
-        raise ValueError(f"stem must be one of {STEMS}, got {stem!r}")
-    if not isinstance(in_chans, int) or in_chans < 1:
-        raise ValueError(f"in_chans must be a positive int, got {in_chans!r}")
-    if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
-    model = tv_resnet18(weights=None, num_classes=num_classes, zero_init_residual=zero_init_residual)
-    if stem == "cifar":
-        model.conv1 = nn.Conv2d(in_chans, 64, kernel_size=3, stride=1, padding=1, bias=False)
-        model.maxpool = nn.Identity()
-    elif in_chans != 3:
-        model.conv1 = nn.Conv2d(in_chans, 64, kernel_size=7, stride=2, padding=3, bias=False)
-    nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
-    model.pretrained_cfg = default_pretrained_cfg(stem, in_chans)
-    model.pretrained_cfg["stem"] = stem
-    return model
+def resnet18(**config: Any) -> ResNet18:
+    """torchvision's ResNet18 with zoo's contract; ``config``: :class:`ResNet18Config` fields."""
+    return ResNet18(ResNet18Config(**config))

@@ -1,0 +1,181 @@
+"""The one contract, for every registered name, through the top-level API only.
+
+Each case trains a few steps on tiny data of its family, then evaluates, predicts, saves and builds the
+model back from the saved file, with the same call shapes everywhere:
+
+    result = zoo.train(NAME, data, model_config=..., **loop)      # TrainResult, same meaning everywhere
+    metrics = zoo.evaluate(result.model, data)                     # fractions in [0, 1], shared names
+    out = zoo.predict(result.model, inputs)
+    path = zoo.save(result.model, tmp / "m.safetensors")
+    again = zoo.build(NAME, weights=path)                          # loads whole: predicts the same
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import zoo
+
+FRACTIONS = ("accuracy", "top5", "overall_accuracy", "average_accuracy", "kappa", "bleu")
+
+
+@dataclass
+class Case:
+    data: Any                      # what train and evaluate both take
+    model_config: dict[str, Any]   # tiny shapes, so that a few steps run in seconds
+    loop: dict[str, Any]           # the loop options of the family
+    inputs: Any                    # what predict takes
+    metrics: tuple[str, ...]       # names evaluate must return
+    same: Callable[[Any, Any], bool]
+
+
+def _image_folder(root: Path) -> Path:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c, cls in enumerate(("cat", "dog")):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(4):
+                arr = (rng.random((32, 32, 3)) * 80 + 120 * c).astype(np.uint8)
+                Image.fromarray(arr).save(root / split / cls / f"{i}.png")
+    return root
+
+
+def _corpus(root: Path) -> Path:
+    de = ["ein hund läuft .", "zwei katzen schlafen .", "ein mann isst .", "eine frau liest ."] * 4
+    en = ["a dog runs .", "two cats sleep .", "a man eats .", "a woman reads ."] * 4
+    root.mkdir()
+    for split in ("train", "val", "test_2016_flickr"):
+        (root / f"{split}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+        (root / f"{split}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    return root
+
+
+def _video_folder(root: Path) -> Path:
+    from zoo.video.synthetic import CLASSES, render_clip, write_video
+
+    rng = np.random.default_rng(0)
+    for label in (0, 1):
+        (root / CLASSES[label]).mkdir(parents=True)
+        for i in range(2):
+            write_video(root / CLASSES[label] / f"v{i}.avi", render_clip(label, rng, 32, 8))
+    return root
+
+
+def _scene():
+    from zoo.hyperspectral.synthetic import make_scene
+
+    return make_scene(24, 24, 20, 3, block=6, seed=0)
+
+
+def _equal_rows(a: list[dict], b: list[dict]) -> bool:
+    return [r["index"] for r in a] == [r["index"] for r in b] and np.allclose([r["prob"] for r in a],
+                                                                               [r["prob"] for r in b], atol=1e-5)
+
+
+def _case(name: str, tmp: Path) -> Case:
+    if name == "resnet18":
+        folder = _image_folder(tmp / "images")
+        return Case(folder, {"stem": "cifar"}, {"epochs": 1, "batch_size": 4}, folder / "val" / "dog",
+                    ("loss", "accuracy"), _equal_rows)
+    if name.startswith("seq2seq"):
+        folder = _corpus(tmp / "corpus")
+        tiny = ({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64} if name == "seq2seq-transformer"
+                else {"emb_dim": 16, "hidden": 32})
+        return Case(folder, {"src_vocab": 300, "tgt_vocab": 300, "max_len": 32, **tiny},
+                    {"epochs": 1, "direction": "de-en", "warmup_steps": 2}, ["ein hund läuft ."],
+                    ("loss", "accuracy", "bleu"), lambda a, b: a == b)
+    if name == "td3":
+        obs = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5]], np.float32)
+        return Case("Pendulum-v1", {"net_arch": [32, 32], "learning_starts": 100, "batch_size": 32},
+                    {"total_steps": 300, "eval_episodes": 1, "progress": False}, obs,
+                    ("return_mean", "return_std"), lambda a, b: np.allclose(a, b, atol=1e-6))
+    if name == "hsi-pca-svm":
+        scene = _scene()
+        return Case(scene, {"n_components": 5}, {"split": "random"}, scene,
+                    ("accuracy", "overall_accuracy", "average_accuracy", "kappa"), np.array_equal)
+    if name == "hybridsn":
+        scene = _scene()
+        return Case(scene, {"n_bands": 15, "window": 9}, {"split": "random", "epochs": 1, "batch_size": 32},
+                    scene, ("accuracy", "overall_accuracy", "average_accuracy", "kappa"), np.array_equal)
+    if name in ("video-tsn", "r2plus1d_18"):
+        folder = _video_folder(tmp / "videos")
+        clip = {"num_segments": 2} if name == "video-tsn" else {"frames_per_clip": 4}
+        return Case(folder, {"stem": "cifar"} if name == "video-tsn" else {},
+                    {"epochs": 1, "batch_size": 2, "size": 32, **clip}, folder / "MoveLeft",
+                    ("loss", "accuracy"), _equal_rows)
+    raise AssertionError(f"no contract case for {name!r}: every registered name needs one")
+
+
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_every_model_honours_the_contract(name, tmp_path):
+    case = _case(name, tmp_path)
+    result = zoo.train(name, case.data, model_config=case.model_config, **case.loop)
+    assert result.history, "a training run reports its rows"
+    for i, row in enumerate(result.history, start=1):
+        assert row["epoch"] == i and row["step"] >= 1  # rows count from 1; steps are optimizer or env steps
+    if result.best_epoch is not None:
+        assert result.history[result.best_epoch - 1][result.monitor] == result.best_metric
+        assert result.best_step == result.history[result.best_epoch - 1]["step"]
+    model = result.model
+
+    metrics = zoo.evaluate(model, case.data)
+    assert set(case.metrics) <= set(metrics), sorted(metrics)
+    for key in FRACTIONS:
+        if key in metrics:
+            low = -1.0 if key == "kappa" else 0.0
+            assert low <= metrics[key] <= 1.0, (key, metrics[key])
+
+    out = zoo.predict(model, case.inputs)
+    path = zoo.save(model, tmp_path / "model.safetensors")
+    again = zoo.build(name, weights=path)
+    assert case.same(out, zoo.predict(again, case.inputs)), "the saved file must load whole"
+
+
+def test_every_registered_name_builds_with_no_arguments():
+    for name in zoo.list_models():
+        assert zoo.build(name) is not None
+
+
+def test_save_into_a_folder_names_the_file_after_the_model(tmp_path):
+    path = zoo.save(zoo.build("resnet18", num_classes=3, stem="cifar"), tmp_path)
+    assert path == tmp_path / "resnet18.safetensors"
+    assert zoo.build("resnet18", weights=path).fc.out_features == 3  # the config travels in the file
+
+
+def test_a_saved_file_of_another_model_is_refused_by_name(tmp_path):
+    path = zoo.save(zoo.build("resnet18", num_classes=3, stem="cifar"), tmp_path / "r.safetensors")
+    with pytest.raises(ValueError, match="holds a 'resnet18' model"):
+        zoo.build("video-tsn", weights=path)
+
+
+def test_config_values_are_type_checked_with_the_key_named():
+    with pytest.raises(TypeError, match="d_model expects int, got 'big'"):
+        zoo.build("seq2seq-transformer", d_model="big")
+    with pytest.raises(TypeError, match="gamma expects float"):
+        zoo.build("td3", gamma="high")
+    with pytest.raises(TypeError, match=r"unknown config key\(s\) 'num_clases' \(did you mean 'num_classes'\?\)"):
+        zoo.build("resnet18", num_clases=3)
+
+
+def test_model_info_shows_the_config_dataclass_defaults_and_docs():
+    card = zoo.model_info("resnet18")
+    assert card.default_config == {"num_classes": 1000, "in_chans": 3, "stem": "imagenet", "zero_init_residual": False}
+    assert "Input channels" in card.config_docs["in_chans"]
+    td3 = zoo.model_info("td3").default_config
+    assert td3["env"] == "Pendulum-v1" and td3["tau"] == 0.005  # builder keys and TD3Config fields
+
+
+def test_importing_zoo_and_listing_models_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, zoo; zoo.list_models(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

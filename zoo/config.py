@@ -1,0 +1,130 @@
+"""Config dataclasses as the one definition of a model's settings: defaults, types, docs and CLI flags.
+
+A family writes one frozen dataclass per model (``ResNet18Config``, ``TD3Config``, ...). The registry
+reads its fields for ``model_info`` defaults, checks a ``zoo.build(name, **config)`` call against their
+types (naming the key, as in ``td3: gamma expects float, got 'high' (str)``), and the ``zoo`` command
+turns them into ``--key VALUE`` options, so builder defaults, dataclass defaults and CLI flags cannot
+disagree (the CleanRL / tyro idea, on argparse).
+
+Field docs are the string literal after a field (as in CleanRL's ``Args``); ``field_docs`` reads them
+from the source when it is available.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+import json
+import textwrap
+import types
+import typing
+from functools import cache
+from typing import Any, Literal, Union
+
+__all__ = ["check_value", "coerce_value", "config_defaults", "config_types", "field_docs", "type_name"]
+
+_MISSING = dataclasses.MISSING
+
+
+def config_types(cls: type) -> dict[str, Any]:
+    """``{field: resolved type}`` of a config dataclass (string annotations resolved)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls) if f.init}
+
+
+def config_defaults(cls: type) -> dict[str, Any]:
+    """``{field: default}`` for the fields that have one."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not _MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not _MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring literal written right after each field (empty when the source is not available)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, nxt in itertools.pairwise(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr) \
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def type_name(tp: Any) -> str:
+    """A readable name for an annotation: ``int``, ``float | None``, ``'avg' | 'attention'``, ``tuple[int, ...]``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return "any value"
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else type_name(a) for a in args)
+    if origin in (tuple, list):
+        inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in args)
+        return f"{origin.__name__}[{inner}]" if args else origin.__name__
+    return getattr(tp, "__name__", str(tp))
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any or tp is object:
+        return True
+    if tp is type(None):
+        return value is None
+    if origin is Literal:
+        return value in args
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if origin in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_matches(v, args[0]) for v in value)
+        return not args or (len(args) == len(value) and all(_matches(v, a) for v, a in zip(value, args)))
+    if origin is dict:
+        return isinstance(value, dict)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True  # an annotation we cannot check (a Protocol, a string we could not resolve)
+
+
+def check_value(owner: str, key: str, value: Any, tp: Any) -> Any:
+    """``value`` normalised for ``tp`` (a list for a tuple field becomes a tuple), or a TypeError naming the key."""
+    if not _matches(value, tp):
+        raise TypeError(f"{owner}: {key} expects {type_name(tp)}, got {value!r} ({type(value).__name__})")
+    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+        return tuple(value)
+    if isinstance(value, int) and not isinstance(value, bool) and tp is float:
+        return float(value)
+    return value
+
+
+def coerce_value(owner: str, key: str, text: str, tp: Any) -> Any:
+    """A command-line string -> a value of ``tp`` (JSON where it parses: ``0.5``, ``[400, 300]``, ``null``,
+    ``true``; a plain string otherwise), checked with :func:`check_value`."""
+    if tp is str or (typing.get_origin(tp) is Literal and all(isinstance(a, str) for a in typing.get_args(tp))):
+        return check_value(owner, key, text, tp)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = text
+    if isinstance(value, str) and "," in value and typing.get_origin(tp) is tuple:
+        value = [json.loads(v) for v in value.split(",") if v.strip()]
+    return check_value(owner, key, value, tp)

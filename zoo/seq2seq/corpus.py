@@ -1,0 +1,70 @@
+"""A parallel-corpus folder as training and evaluation data: what ``zoo.train`` / ``zoo.evaluate`` do
+with ``zoo.train(model, "multi30k", direction="de-en")``.
+
+The folder holds ``train.xx``/``train.yy``, ``val.*`` and a test split (``test_2016_flickr.*`` for
+Multi30k), plain or ``.gz``. Training trains a byte-level BPE on the training text when the model has
+no tokenizer yet, batches by token budget, and monitors validation BLEU; evaluation scores the test
+split: token loss and accuracy (teacher forcing) and sacreBLEU of the decoded translations.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["corpus_data"]
+
+
+def _direction(model: Any, direction: str | None) -> str:
+    chosen = direction or getattr(model.config, "direction", None)
+    if chosen is None:
+        raise ValueError("which languages? pass direction='de-en' (source-target codes) or build the model with "
+                         "direction=...; the corpus folder holds one file per language")
+    return str(chosen)
+
+
+def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = None, max_tokens: int = 4096,
+                vocab_size: int | None = None, val_split: str = "val", test_split: str = "test_2016_flickr",
+                beam_size: int = 1, bleu_sentences: int | None = None, **options: Any) -> tuple[Any, dict[str, Any]]:
+    """``(loader, loop options)`` for ``model`` from a corpus folder; a Dataset/DataLoader passes through.
+
+    ``max_tokens``: tokens per batch; ``vocab_size``: of a tokenizer trained here (default: the model's
+    ``tgt_vocab``); ``beam_size`` / ``bleu_sentences``: how BLEU is decoded and on how many sentences.
+    """
+    from zoo.seq2seq.data import ParallelDataset, load_multi30k, make_loader
+    from zoo.seq2seq.translate import bleu_eval_fn
+
+    if not isinstance(data, (str, os.PathLike)):
+        return data, options
+    root = Path(data)
+    if not root.is_dir():
+        raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
+    direction = _direction(model, direction)
+    if model.config.direction is None:
+        model.config.direction = direction
+
+    def loader(split: str, shuffle: bool) -> tuple[Any, Any]:
+        text = load_multi30k(root, split, direction)
+        return text, make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=max_tokens,
+                                 shuffle=shuffle, seed=int(options.get("seed", 0)))
+
+    def bleu(text: Any) -> Any:
+        n = bleu_sentences
+        return bleu_eval_fn(text.src[:n] if n else text.src, text.tgt[:n] if n else text.tgt, beam_size=beam_size)
+
+    if train:
+        if model.tokenizer is None:
+            from zoo.seq2seq.tokenizer import train_tokenizer
+
+            text = load_multi30k(root, "train", direction)
+            model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=vocab_size or model.config.tgt_vocab)
+        _, train_loader = loader("train", True)
+        val_text, val_loader = loader(val_split, False)
+        extra = {"val_data": val_loader, "eval_fn": bleu(val_text), "monitor": "val_bleu", "monitor_mode": "max"}
+        return train_loader, {**extra, **options}
+    if model.tokenizer is None:
+        raise ValueError(f"{model.registry_name} has no tokenizer yet: train it (zoo.train) or load weights that "
+                         "carry one (zoo.build(name, weights=...))")
+    test_text, test_loader = loader(test_split, False)
+    return test_loader, {"eval_fn": bleu(test_text), **options}
