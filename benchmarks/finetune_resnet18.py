@@ -139,7 +139,7 @@ def run_tutorial(model, data: Data, strategy: str, args, seed: int) -> dict:
     from torchvision import datasets
     from torchvision import transforms as T
 
-    from zoo.finetune import plan_strategy
+    from zoo.vision.finetune import plan_strategy
 
     cfg = model.pretrained_cfg
     norm = T.Normalize(cfg["mean"], cfg["std"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zoo.api import evaluate, predict, save, train
+from zoo.api import evaluate, finetune, predict, save, train
 from zoo.registry import ModelCard, build, list_families, list_models, model_info
 
 __version__ = "0.1.0"
@@ -30,13 +30,11 @@ for _family in FAMILIES:
 
 # Public names that live in heavier modules, loaded on first use (PEP 562).
 _LAZY = {
-    "finetune": "zoo.finetune",
     "list_weights": "zoo.hub",
     "pull": "zoo.hub",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from zoo.finetune import finetune
     from zoo.hub import list_weights, pull
 
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
 
-__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "predict", "save", "train"]
+__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "finetune", "predict", "save", "train"]
 
 
 @runtime_checkable
@@ -118,6 +118,29 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     )
 
 
+def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: str | os.PathLike | None = None,
+             **config: Any):
+    """Transfer a pretrained model to new data: ``strategy`` ``"head"`` (only the classifier trains),
+    ``"full"`` (everything, the backbone at a lower learning rate) or ``"gradual"`` (unfrozen top-down).
+
+    The model's family does the surgery (``zoo_finetune``; the vision family's is
+    :func:`zoo.vision.finetune.finetune`, which documents ``num_classes``, ``backbone_lr_mult``, ...).
+    By name, the model is built with ``weights`` first. Returns a :class:`zoo.engine.TrainResult`.
+    """
+    if isinstance(model_or_name, str):
+        model = registry.build(model_or_name, weights=weights)
+    elif weights is not None:
+        raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
+    else:
+        model = model_or_name
+    if not hasattr(model, "zoo_finetune"):
+        tunable = [n for n in registry.list_models() if n == "resnet18"]
+        raise TypeError(f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no "
+                        f"zoo_finetune); models that fine-tune: {', '.join(tunable)}. For any torchvision-style "
+                        "classifier use zoo.vision.finetune.finetune(model, data, ...)")
+    return model.zoo_finetune(data, strategy=strategy, **config)
+
+
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
     fractions in [0, 1], with the same metric names in every family."""
@@ -128,8 +151,10 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
 
         return engine_evaluate(model, data, **config)
     if hasattr(model, "score"):
+        from sklearn.base import is_classifier
+
         X, y = _xy(data, "is scored on")
-        return {"accuracy": float(model.score(X, y, **config))}
+        return {"accuracy" if is_classifier(model) else "r2": float(model.score(X, y, **config))}
     raise TypeError(f"zoo.evaluate does not know how to score a {type(model).__name__}")
 
 

@@ -105,9 +105,22 @@ def _matches(value: Any, tp: Any) -> bool:
     return True  # an annotation we cannot check (a Protocol, a string we could not resolve)
 
 
+def _choice_of_right_type(value: Any, tp: Any) -> bool:
+    """Whether ``value`` has the type of a ``Literal`` in ``tp`` (so it is a bad choice, not a bad type)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return any(type(value) is type(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return any(_choice_of_right_type(value, a) for a in args)
+    return False
+
+
 def check_value(owner: str, key: str, value: Any, tp: Any) -> Any:
-    """``value`` normalised for ``tp`` (a list for a tuple field becomes a tuple), or a TypeError naming the key."""
+    """``value`` normalised for ``tp`` (a list for a tuple field becomes a tuple); a TypeError naming the key for
+    a value of the wrong type, a ValueError for one of the right type outside a ``Literal``'s choices."""
     if not _matches(value, tp):
+        if _choice_of_right_type(value, tp):
+            raise ValueError(f"{owner}: {key} must be one of {type_name(tp)}, got {value!r}")
         raise TypeError(f"{owner}: {key} expects {type_name(tp)}, got {value!r} ({type(value).__name__})")
     if isinstance(value, list) and typing.get_origin(tp) is tuple:
         return tuple(value)

@@ -49,7 +49,8 @@ def test_user_error_is_one_line_without_traceback():
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "unknown model 'no-such-model'" in lines[0]
+    assert len(lines) == 2 and "unknown model 'no-such-model'" in lines[0]  # the error, then a hint
+    assert "--debug" in lines[1]
 
 
 def test_bench_lists_scripts():

@@ -57,7 +57,7 @@ def test_demo_step_runs_or_says_which_command_makes_the_weights(capsys):
     assert "resnet18.cifar10 is not published yet" in out and "cifar10_resnet18.py" in out or "->" in out
 
 
-def test_generic_train_and_eval_use_the_vision_data_adapter(tmp_path, capsys):
+def test_generic_train_and_eval_take_an_image_folder(tmp_path, capsys):
     data = _folder(tmp_path / "data")
     out = tmp_path / "w.safetensors"
     assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4",
@@ -67,7 +67,12 @@ def test_generic_train_and_eval_use_the_vision_data_adapter(tmp_path, capsys):
     assert main(["eval", "resnet18", "--weights", str(out), "--data", str(data), "--model", "stem=cifar",
                  "num_classes=2"]) == 0
     assert "accuracy" in capsys.readouterr().out
-    assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--model", "stem=cifar"]) == 2
+    # the folder decides the head size when the command does not, and says so
+    assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--model", "stem=cifar"]) == 0
+    assert "num_classes=2 (inferred from --data)" in capsys.readouterr().out
+    # a head size that contradicts the folder is an error that says how to fix the call
+    assert main(["train", "resnet18", "--data", str(data), "--epochs", "1", "--model", "stem=cifar",
+                 "num_classes=3"]) == 2
     assert "num_classes=2" in capsys.readouterr().err
 
 

@@ -254,7 +254,8 @@ def train(
         from zoo.engine.fit import TrainResult
 
     if total_steps is None or int(total_steps) < 1:
-        raise ValueError(f"total_steps must be a positive number of environment steps, got {total_steps!r}")
+        raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
+                         f"got {total_steps!r}")
     total_steps = int(total_steps)
     cfg = agent.config
     chosen = _pick_env(agent, data, env)

@@ -157,6 +157,13 @@ class ResNet18(Network, ResNet):
                 f"with num_classes={len(classes)} (zoo.build('resnet18', num_classes={len(classes)}, weights=...)) "
                 "or use zoo.finetune, which replaces the head")
 
+    # -- zoo.finetune ---------------------------------------------------------------------------------------
+    def zoo_finetune(self, data: Any, **config: Any):
+        """``zoo.finetune(model, data, strategy=...)``: see :func:`zoo.vision.finetune.finetune`."""
+        from zoo.vision.finetune import finetune
+
+        return finetune(self, data, **config)
+
     # -- zoo.predict ----------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 32, **options: Any) -> list[dict[str, Any]]:
         """Image files, a folder, PIL images or an ``(N, C, H, W)`` float tensor -> one dict per image:

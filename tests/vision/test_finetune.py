@@ -11,7 +11,7 @@ from torch.utils.data import TensorDataset
 
 import zoo
 from zoo.engine import Callback
-from zoo.finetune import backbone_stages, param_groups, plan_strategy, replace_classifier
+from zoo.vision.finetune import backbone_stages, param_groups, plan_strategy, replace_classifier
 
 CHILDREN = ["conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"]
 
