@@ -334,7 +334,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     model = _build(args, data, infer=True)
     result = zoo.train(model, data, **config)
     if result.best_metric is None:
-        print(f"trained {args.name}: no evaluation was made")
+        print(f"trained {args.name}: nothing to report as best (the run made no update or no evaluation)")
     else:
         print(f"trained {args.name}: best {result.monitor} {result.best_metric:.6g} at row {result.best_epoch} "
               f"(step {result.best_step})")
@@ -384,8 +384,14 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> None:
             print(json.dumps(r) if args.json else r)
         return
     arr = np.asarray(result)
-    if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1 and args.out:
-        _write_label_map(arr, Path(args.out))
+    if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1:  # a scene's label map
+        if args.out:
+            _write_label_map(arr, Path(args.out))
+        else:
+            classes, counts = np.unique(arr, return_counts=True)
+            print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
+                  + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))
+                  + " (--out FILE writes it as .npy)")
         return
     print(json.dumps(arr.tolist()))
 

@@ -13,7 +13,6 @@ model back from the saved file, with the same call shapes everywhere:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -34,58 +33,18 @@ class Case:
     same: Callable[[Any, Any], bool]
 
 
-def _image_folder(root: Path) -> Path:
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for c, cls in enumerate(("cat", "dog")):
-            (root / split / cls).mkdir(parents=True)
-            for i in range(4):
-                arr = (rng.random((32, 32, 3)) * 80 + 120 * c).astype(np.uint8)
-                Image.fromarray(arr).save(root / split / cls / f"{i}.png")
-    return root
-
-
-def _corpus(root: Path) -> Path:
-    de = ["ein hund läuft .", "zwei katzen schlafen .", "ein mann isst .", "eine frau liest ."] * 4
-    en = ["a dog runs .", "two cats sleep .", "a man eats .", "a woman reads ."] * 4
-    root.mkdir()
-    for split in ("train", "val", "test_2016_flickr"):
-        (root / f"{split}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
-        (root / f"{split}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
-    return root
-
-
-def _video_folder(root: Path) -> Path:
-    from zoo.video.synthetic import CLASSES, render_clip, write_video
-
-    rng = np.random.default_rng(0)
-    for label in (0, 1):
-        (root / CLASSES[label]).mkdir(parents=True)
-        for i in range(2):
-            write_video(root / CLASSES[label] / f"v{i}.avi", render_clip(label, rng, 32, 8))
-    return root
-
-
-def _scene():
-    from zoo.hyperspectral.synthetic import make_scene
-
-    return make_scene(24, 24, 20, 3, block=6, seed=0)
-
-
 def _equal_rows(a: list[dict], b: list[dict]) -> bool:
     return [r["index"] for r in a] == [r["index"] for r in b] and np.allclose([r["prob"] for r in a],
                                                                                [r["prob"] for r in b], atol=1e-5)
 
 
-def _case(name: str, tmp: Path) -> Case:
+def _case(name: str, tiny: Any) -> Case:
     if name == "resnet18":
-        folder = _image_folder(tmp / "images")
+        folder = tiny.image_folder()
         return Case(folder, {"stem": "cifar"}, {"epochs": 1, "batch_size": 4}, folder / "val" / "dog",
                     ("loss", "accuracy"), _equal_rows)
     if name.startswith("seq2seq"):
-        folder = _corpus(tmp / "corpus")
+        folder = tiny.corpus()
         tiny = ({"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64} if name == "seq2seq-transformer"
                 else {"emb_dim": 16, "hidden": 32})
         return Case(folder, {"src_vocab": 300, "tgt_vocab": 300, "max_len": 32, **tiny},
@@ -97,15 +56,15 @@ def _case(name: str, tmp: Path) -> Case:
                     {"total_steps": 300, "eval_episodes": 1, "progress": False}, obs,
                     ("return_mean", "return_std"), lambda a, b: np.allclose(a, b, atol=1e-6))
     if name == "hsi-pca-svm":
-        scene = _scene()
+        scene = tiny.scene()
         return Case(scene, {"n_components": 5}, {"split": "random"}, scene,
                     ("accuracy", "overall_accuracy", "average_accuracy", "kappa"), np.array_equal)
     if name == "hybridsn":
-        scene = _scene()
+        scene = tiny.scene()
         return Case(scene, {"n_bands": 15, "window": 9}, {"split": "random", "epochs": 1, "batch_size": 32},
                     scene, ("accuracy", "overall_accuracy", "average_accuracy", "kappa"), np.array_equal)
     if name in ("video-tsn", "r2plus1d_18"):
-        folder = _video_folder(tmp / "videos")
+        folder = tiny.video_folder()
         clip = {"num_segments": 2} if name == "video-tsn" else {"frames_per_clip": 4}
         return Case(folder, {"stem": "cifar"} if name == "video-tsn" else {},
                     {"epochs": 1, "batch_size": 2, "size": 32, **clip}, folder / "MoveLeft",
@@ -114,8 +73,8 @@ def _case(name: str, tmp: Path) -> Case:
 
 
 @pytest.mark.parametrize("name", zoo.list_models())
-def test_every_model_honours_the_contract(name, tmp_path):
-    case = _case(name, tmp_path)
+def test_every_model_honours_the_contract(name, tiny, tmp_path):
+    case = _case(name, tiny)
     result = zoo.train(name, case.data, model_config=case.model_config, **case.loop)
     assert result.history, "a training run reports its rows"
     for i, row in enumerate(result.history, start=1):
