@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from zoo.hyperspectral.readers.envi import EnviWriter, open_envi, save_envi
+from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.mat import find_cube_key, find_gt_key, load_mat_arrays, open_mat
 from zoo.hyperspectral.readers.npy import open_npy
 from zoo.hyperspectral.readers.spe import SPEFormatError, open_spe, read_spe, write_spe
@@ -14,6 +15,7 @@ from zoo.hyperspectral.scene import Scene
 __all__ = [
     "EnviWriter",
     "SPEFormatError",
+    "SceneFormatError",
     "find_cube_key",
     "find_gt_key",
     "load_mat_arrays",

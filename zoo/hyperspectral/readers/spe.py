@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["SPEFormatError", "SpeHeader", "open_spe", "parse_spe_header", "read_spe", "write_spe"]
@@ -47,7 +48,7 @@ _PIXEL_FORMATS = {
 }
 
 
-class SPEFormatError(ValueError):
+class SPEFormatError(SceneFormatError):
     """A malformed or unsupported SPE file."""
 
 
