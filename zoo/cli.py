@@ -140,6 +140,7 @@ def _add_run_options(p: argparse.ArgumentParser, training: bool) -> None:
     p.add_argument("--weights", help="weights to start from: a tag, MODEL.TAG, a path or a URL")
     p.add_argument("--data", help="data root (an image folder, a scene file, a video root, ...)")
     p.add_argument("--splits", help="split files folder (UCF101)")
+    p.add_argument("--labels", help="ground truth for --data (hyperspectral: .npy, .mat, ENVI or PNG/TIFF label map)")
     p.add_argument("--env", help="gymnasium environment id (TD3)")
     p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: the model's own, cpu)")
     p.add_argument("--batch-size", type=int, help="batch size")

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.cli import UsageError, command, data_adapter, demo
+from zoo.cli import UsageError, command, data_adapter, demo, parse_kv
 
 __all__: list[str] = []
 
@@ -33,19 +33,36 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 @data_adapter("hyperspectral")
 def _adapter(args: argparse.Namespace, model: Any) -> tuple[Any, dict[str, Any]]:
-    """``--data`` is a scene file or a data set name (default indian_pines); ``--set split=disjoint`` etc."""
-    from zoo.hyperspectral.evaluation import as_scene
+    """``--data``: a scene file or a data set name (default indian_pines); ``--labels FILE``: its ground truth
+    (.npy, .mat, ENVI, PNG/TIFF); ``--set split=random|blocks|disjoint``, ``train_mask=FILE`` (disjoint).
+
+    Without ``--set split``, training uses the data set's published protocol, the disjoint split when a
+    training mask is given, and spatial blocks on a user's scene; evaluation uses the split recorded in
+    the weights. The choice is printed.
+    """
+    from zoo.hyperspectral.evaluation import as_scene, auto_split
+    from zoo.hyperspectral.readers import with_ground_truth
 
     source = args.data or "indian_pines"
     try:
         scene = as_scene(source)
+        if getattr(args, "labels", None):
+            scene = with_ground_truth(scene, args.labels)
     except FileNotFoundError as err:
         raise UsageError(str(err)) from None
-    config: dict[str, Any] = {"seed": args.seed}
+    sets = parse_kv(args.set)
     training = hasattr(args, "epochs")
-    if not training:
-        config.pop("seed")
-        config["split"] = "random"  # the weights' own protocol; override with --set split=disjoint
+    config: dict[str, Any] = {"seed": args.seed} if training else {}
+    recorded = None if training else getattr(model, "split_", None)
+    if "split" in sets or recorded:
+        kind = sets.get("split") or recorded.get("split")
+        print(f"split: {kind} ({'--set split' if 'split' in sets else 'recorded in the weights'})")
+    else:
+        kind = auto_split(scene, sets.get("train_mask"))
+        why = {"random": f"the published protocol of {scene.name}", "disjoint": "a training mask was given",
+               "blocks": "spatial tiles, the honest default on a scene without a training mask"}.get(kind, "")
+        print(f"split: {kind} ({why}; --set split=random|blocks|disjoint to choose)")
+        config["split"] = kind
     if args.batch_size and not training and hasattr(model, "predict_scene") and hasattr(model, "parameters"):
         config["batch_size"] = args.batch_size  # inference batch of a network; the SVM has none
     return scene, config

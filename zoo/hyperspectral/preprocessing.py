@@ -65,6 +65,12 @@ def _apply(X, fn):
     raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
 
 
+def _bands(P: np.ndarray, fitted: int, est) -> np.ndarray:
+    if P.shape[1] != fitted:
+        raise ValueError(f"{type(est).__name__} was fitted on {fitted} bands; got pixels with {P.shape[1]} bands")
+    return P
+
+
 class BandStandardizer(TransformerMixin, BaseEstimator):
     """Zero mean, unit variance per band, from the pixels ``fit`` sees (``with_std=False``: centring only)."""
 
@@ -84,7 +90,7 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self, "mean_")
-        return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(np.float32))
+        return _apply(X, lambda P: ((_bands(P, self.mean_.size, self) - self.mean_) / self.scale_).astype(np.float32))
 
     def inverse_transform(self, X):
         check_is_fitted(self, "mean_")

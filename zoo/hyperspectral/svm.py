@@ -22,6 +22,7 @@ from sklearn.svm import SVC
 from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
@@ -34,10 +35,14 @@ class HSIPipeline(Pipeline):
     """scikit-learn Pipeline on ``(N, C)`` pixels, plus scene-level training, evaluation and prediction."""
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
-    def zoo_train(self, data: Any, *, split: Any = "random", train_fraction: float = 0.3, seed: int = 0,
-                  train_mask: np.ndarray | None = None, window: int = 25, search: bool = False,
+    def zoo_train(self, data: Any, *, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
+                  train_mask: Any = None, window: int = 25, block: int = 16, search: bool = False,
                   param_grid: dict[str, list] | None = None, cv: int = 3, n_jobs: int | None = None, **unused):
         """Fit on the training pixels of ``data`` (a Scene, path or data set name) or on ``(X, y)``.
+
+        ``split="auto"``: a public data set's protocol, ``"disjoint"`` with a ``train_mask`` (array or file),
+        else spatial ``"blocks"`` (see :func:`zoo.hyperspectral.evaluation.auto_split`). The training pixels
+        are recorded (``training_record_``, saved with the weights) so no evaluation scores them.
 
         ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation on the
         training pixels only. Returns a ``zoo.engine.TrainResult``.
@@ -48,14 +53,16 @@ class HSIPipeline(Pipeline):
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
             self.split_ = None
+            self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
         else:
             scene = as_scene(data)
             sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window,
-                               train_mask=train_mask)
+                               block=block, train_mask=train_mask)
             X, y = scene.pixels(sp.train), scene.labels[sp.train]
-            self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed, "window": window}
-                           if isinstance(split, str) else None)
+            self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
+                            "window": window, "block": block} if isinstance(split, str) else None)
             self._last_split = sp
+            self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
         t0 = time.perf_counter()
         history: dict[str, Any] = {}
         if search:
@@ -73,24 +80,37 @@ class HSIPipeline(Pipeline):
         return TrainResult(history=[history], best_metric=history.get("cv_accuracy", history["train_accuracy"]),
                            best_epoch=None, checkpoint_path=None, model=self)
 
-    def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, **kw) -> dict[str, float]:
-        """OA / AA / kappa (%) on the test pixels of the split used for training (or ``mask``/``split``)."""
+    def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, on_overlap: str = "error",
+                     **kw) -> dict[str, float]:
+        """OA / AA / kappa (%) on the test pixels of the split used for training (or ``mask``/``split``).
+
+        Test pixels that were training pixels of this model (its weights record them) are refused
+        (``on_overlap="error"``) or left out and counted (``"exclude"``: ``excluded_training_pixels``).
+        """
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
             pred = self.predict(X)
             return _flat(score_map(pred[None, :], y[None, :], np.ones((1, len(y)), bool)))
         scene = as_scene(data)
-        test = _test_mask(self, scene, mask, split, kw)
+        test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
         pred = self.predict_scene(scene, mask=test)
-        return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())))
+        return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())), excluded)
 
     # -- scene helpers ---------------------------------------------------------------------------------
     def classes_and_names(self) -> np.ndarray:
         return self.named_steps["svm"].classes_
 
+    def fitted_bands(self) -> int | None:
+        """The band count the pipeline was fitted on (``None`` before fitting)."""
+        return getattr(self.steps[0][1], "n_features_in_", None)
+
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192) -> np.ndarray:
         """``(H, W)`` label map (0 outside ``mask``)."""
-        h, w, _ = scene.shape
+        h, w, c = scene.shape
+        fitted = self.fitted_bands()
+        if fitted is not None and fitted != c:
+            raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
+                             f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)")
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
         P = scene.pixels(sel)
         out = np.concatenate([self.predict(P[i:i + chunk]) for i in range(0, len(P), chunk)]) if len(P) else []
@@ -104,8 +124,10 @@ class HSIPipeline(Pipeline):
         import sklearn
 
         tensors: dict[str, torch.Tensor] = {}
+        record = getattr(self, "training_record_", None)
         meta: dict[str, Any] = {"format": FORMAT, "sklearn": sklearn.__version__, "steps": [],
-                                "split": getattr(self, "split_", None)}
+                                "split": getattr(self, "split_", None),
+                                "training": record.to_json() if record is not None else None}
         for name, est in self.steps:
             t, plain = estimator_state(est, name)
             t.pop(f"{name}.covariance_", None)  # PCA's C x C covariance is not needed to transform
@@ -150,6 +172,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
         steps.append((name, restore_estimator(cls, sd, spec["attrs"], name)))
     pipe = HSIPipeline(steps)
     pipe.split_ = meta.get("split")
+    pipe.training_record_ = TrainingRecord.from_json(meta["training"]) if meta.get("training") else None
     return pipe
 
 
@@ -180,11 +203,17 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.
     cfg.update(kw)
     if "split" not in cfg:
         raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained through zoo.train")
+    record = getattr(model, "training_record_", None)
+    if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
+            and record is not None and record.matches(scene)):
+        cfg["train_mask"] = record.train_mask  # the mask it was trained with, kept in its weights
     return resolve_split(scene, **cfg).test
 
 
-def _flat(scores: dict[str, Any]) -> dict[str, float]:
+def _flat(scores: dict[str, Any], excluded: int = 0) -> dict[str, float]:
     out = {k: float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+    if excluded:
+        out["excluded_training_pixels"] = float(excluded)
     out["accuracy"] = out["overall_accuracy"] / 100.0
     for i, v in enumerate(scores["per_class_accuracy"], start=1):
         if v is not None:
