@@ -15,7 +15,7 @@ from zoo.video import r2plus1d, tsn  # noqa: F401  (register "r2plus1d_18" and "
 from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_all_frames, read_frames
 from zoo.video.evaluation import evaluate_videos, video_eval_fn
 from zoo.video.predict import predict_video
-from zoo.video.splits import SplitEntry, read_class_index, read_split
+from zoo.video.splits import SplitEntry, SplitFileError, read_class_index, read_split
 from zoo.video.synthetic import SyntheticConfig, make_synthetic_actions, render_clip, write_video
 from zoo.video.tsn import VideoTSN
 from zoo.video.ucf101 import UCF101, VideoClipDataset
@@ -25,6 +25,7 @@ __all__ = [
     "CorruptVideoError",
     "DecodeStats",
     "SplitEntry",
+    "SplitFileError",
     "SyntheticConfig",
     "VideoClipDataset",
     "VideoMeta",

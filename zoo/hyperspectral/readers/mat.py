@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "load_mat_arrays",
@@ -41,7 +42,8 @@ def _v5_errors() -> tuple[type[BaseException], ...]:
 
     # what scipy's MATLAB reader raises on a damaged or hostile file (found by the fuzz tests)
     return (MatReadError, ValueError, TypeError, NotImplementedError, OSError, EOFError, IndexError, KeyError,
-            OverflowError, AttributeError, UnicodeDecodeError, zlib.error, struct.error, MemoryError)
+            OverflowError, AttributeError, UnicodeDecodeError, zlib.error, struct.error, MemoryError,
+            UnboundLocalError)  # scipy 1.17 on an unknown array class (mclass) leaves "arr" unset
 
 
 def _hdf5_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -73,6 +75,7 @@ def load_mat_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         return _hdf5_arrays(path)
     import scipy.io
 
+    check_v5_structure(path)  # a damaged tag would crash scipy's compiled reader, not raise
     try:
         raw = scipy.io.loadmat(path)
     except _v5_errors() as err:
@@ -207,6 +210,8 @@ def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path
     elif cube_key not in arrays:
         raise KeyError(f"{cube_key!r} not in {path}; arrays: {sorted(arrays)}")
     v = arrays[cube_key]
+    if v.size == 0:
+        raise SceneFormatError(f"{path}: {cube_key!r} is empty (shape {v.shape})")
     if v.ndim == 3:
         return cube_key, v, {}
     rows, cols = _positive_scalar(arrays, _ROWS), _positive_scalar(arrays, _COLS)

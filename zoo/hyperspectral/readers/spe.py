@@ -90,7 +90,7 @@ def _parse_footer(xml: bytes, data_end: int) -> SpeHeader:
         raise SPEFormatError("SPE 3.0 footer: DTDs / entities are not allowed in an SPE footer")
     try:
         root = ET.fromstring(xml)
-    except ET.ParseError as err:
+    except (ET.ParseError, LookupError) as err:  # LookupError: an unknown encoding="..." (found by fuzzing)
         raise SPEFormatError(f"SPE 3.0 footer is not well-formed XML: {err}") from None
     frame = next((el for el in root.iter() if _local(el.tag) == "DataBlock" and el.get("type") == "Frame"), None)
     if frame is None:
