@@ -33,3 +33,93 @@ def _isolated_zoo_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
     monkeypatch.delenv("ZOO_OFFLINE", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
+
+
+class Mutations:
+    """Hypothesis strategies that damage a real file, for the reader fuzz tests (``mutations`` fixture).
+
+    ``binary(seed, hot=...)`` applies 1-4 byte edits: flips, interesting values at random places or at the
+    ``hot`` offsets where a format keeps its sizes and codes, truncation, insertion, deletion.
+    ``text(seed, values=...)`` edits lines (drop, duplicate, swap, replace a value after ``=`` or a field
+    with one of ``values``) and sometimes the bytes too, so invalid UTF-8 appears as well.
+    """
+
+    INTS = (0, 1, -1, 2, 7, 255, 256, 2**15 - 1, 2**16 - 1, 2**16, 2**31 - 1, -(2**31), 2**32 - 1, 10**9)
+
+    @classmethod
+    def binary(cls, seed: bytes, hot: tuple[int, ...] = (), max_ops: int = 4):
+        from hypothesis import strategies as st
+
+        n = len(seed)
+        pos = st.integers(0, max(n - 1, 0))
+        field_pos = st.sampled_from(hot) if hot else pos
+        op = st.one_of(
+            st.tuples(st.just("xor"), pos, st.integers(1, 255)),
+            st.tuples(st.just("put"), field_pos, st.sampled_from((1, 2, 4, 8)),
+                      st.one_of(st.sampled_from(cls.INTS), st.integers(-(2**63), 2**64 - 1))),
+            st.tuples(st.just("truncate"), st.integers(0, n)),
+            st.tuples(st.just("insert"), st.integers(0, n), st.binary(min_size=1, max_size=64)),
+            st.tuples(st.just("delete"), pos, st.integers(1, 256)),
+        )
+        return st.lists(op, min_size=1, max_size=max_ops).map(lambda ops: cls._apply(seed, ops))
+
+    @staticmethod
+    def _apply(data: bytes, ops) -> bytes:
+        buf = bytearray(data)
+        for op in ops:
+            kind, at = op[0], min(op[1], len(buf))
+            if kind == "xor" and at < len(buf):
+                buf[at] ^= op[2]
+            elif kind == "put":
+                size, value = op[2], op[3] % (1 << (8 * op[2]))
+                buf[at:at + size] = value.to_bytes(size, "little")
+            elif kind == "truncate":
+                del buf[at:]
+            elif kind == "insert":
+                buf[at:at] = op[2]
+            elif kind == "delete":
+                del buf[at:at + op[2]]
+        return bytes(buf)
+
+    @classmethod
+    def text(cls, seed: str, values: tuple[str, ...] = (), max_ops: int = 4):
+        from hypothesis import strategies as st
+
+        lines = seed.splitlines(keepends=True)
+        n = len(lines)
+        idx = st.integers(0, max(n - 1, 0))
+        value = st.one_of(st.sampled_from(values + ("", "-1", "0", "abc", "{", "1e9", "99999999999999999999", "²")),
+                          st.text(max_size=12), st.integers(-(2**40), 2**40).map(str))
+        op = st.one_of(
+            st.tuples(st.just("drop"), idx), st.tuples(st.just("dup"), idx), st.tuples(st.just("swap"), idx, idx),
+            st.tuples(st.just("value"), idx, value), st.tuples(st.just("line"), idx, st.text(max_size=40)),
+        )
+        edited = st.lists(op, min_size=1, max_size=max_ops).map(lambda ops: cls._edit(lines, ops).encode())
+        return st.one_of(edited, edited.flatmap(lambda b: cls.binary(b, max_ops=2)))
+
+    @staticmethod
+    def _edit(lines: list[str], ops) -> str:
+        out = list(lines)
+        for op in ops:
+            if not out:
+                break
+            i = min(op[1], len(out) - 1)
+            if op[0] == "drop":
+                del out[i]
+            elif op[0] == "dup":
+                out.insert(i, out[i])
+            elif op[0] == "swap":
+                j = min(op[2], len(out) - 1)
+                out[i], out[j] = out[j], out[i]
+            elif op[0] == "value":  # the value after "=", else the last whitespace-separated field
+                head, sep, _ = out[i].partition("=")
+                fields = out[i].split()
+                out[i] = (f"{head}= {op[2]}\n" if sep else " ".join([*fields[:-1], op[2]]) + "\n")
+            elif op[0] == "line":
+                out.insert(i, op[2] + "\n")
+        return "".join(out)
+
+
+@pytest.fixture(scope="session")
+def mutations() -> type[Mutations]:
+    return Mutations

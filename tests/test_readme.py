@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("ZOO_SHARED_DATA", ROOT.parent / "shared" / "data"))
 README = ROOT / "README.md"
-_FENCE = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>python|bash|sh)\n(?P<body>.*?)\n```", re.S)
+_FENCE = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>python|bash|sh)\n(?P<body>.*?)\n```", re.DOTALL)
 _SKIP = re.compile(r"<!--\s*readme-test:\s*skip\s*(?P<why>.*?)\s*-->")
 
 

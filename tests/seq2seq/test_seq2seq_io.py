@@ -105,8 +105,9 @@ def test_dataset_and_collate_make_teacher_forcing_batches(tok):
     assert tok.decode(tgt_out[0].tolist()) == EN[0]
     loader = make_loader(ds, max_tokens=64)
     assert sum(b[0][0].shape[0] for b in loader) == len(DE)
-    long = ParallelDataset(ParallelText(["a " * 100], ["b " * 100]), tok, max_len=16)
-    assert len(long[0][0]) == 16 and len(long[0][1]) == 16
+    with pytest.warns(UserWarning, match=r"1 of 1 sentence pairs are longer than the model's max_len 16"):
+        long = ParallelDataset(ParallelText(["a " * 100], ["b " * 100]), tok, max_len=16)
+    assert len(long[0][0]) == 16 and len(long[0][1]) == 16 and long.clipped == 1
 
 
 def test_parallel_files_plain_and_gzip(tmp_path):
@@ -145,10 +146,11 @@ def test_multi30k_real_files_both_directions(shared_data):
 @pytest.mark.parametrize("name", ["seq2seq-transformer", "seq2seq-gru"])
 def test_empty_strings_and_unknown_characters_translate(name, tok):
     m = _model(name, tok)
-    inputs = ["", "日本語 🐕 \x00\x07 ¿?", "Ein Hund läuft.", "   ", "x" * 1000]
+    inputs = ["", "日本語 🐕 \x00\x07 ¿?", "Ein Hund läuft.", "   ", "x. " * 300]
     for beam in (1, 3):
         out = m.translate(inputs, beam_size=beam, max_len=8)
         assert isinstance(out, list) and len(out) == len(inputs) and all(isinstance(s, str) for s in out)
+        assert out[0] == out[3] == ""  # blank in, blank out
     assert isinstance(m.translate("Ein Hund.", max_len=5), str)
     assert m.translate([]) == []
 

@@ -12,8 +12,9 @@ model back from the saved file, with the same call shapes everywhere:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

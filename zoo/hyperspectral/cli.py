@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
-from zoo.cli import command, demo
+from zoo.cli import command, demo, family_options
 
 __all__: list[str] = []
 
@@ -29,6 +30,17 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     folder = fetch(args.name, allow_unverified=args.allow_unverified, force=args.force)
     print(f"{args.name}: {folder}")
     return 0
+
+
+def _configure_scene(p: argparse._ActionsContainer) -> None:
+    p.add_argument("--labels", help="ground truth for --data (.npy, .mat, ENVI, PNG/TIFF label map)")
+
+
+@family_options("hyperspectral", _configure_scene)
+def _scene_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--labels FILE`` becomes ``labels=FILE`` for ``zoo.train`` / ``zoo.evaluate``; ``--set split=...`` and
+    ``--set train_mask=FILE`` (a disjoint training mask) go there as they are."""
+    return {"labels": args.labels} if getattr(args, "labels", None) else {}
 
 
 def _demo_out() -> Path:

@@ -166,8 +166,9 @@ def _scene_from_folder(info: DatasetInfo, folder: Path) -> Scene:
             extra["train_mask"] = arrays[key]
     from dataclasses import replace
 
+    # the protocol published results use (split="auto" follows it, so numbers stay comparable)
     return replace(scene, class_names=info.class_names or None, metadata={**scene.metadata, **extra,
-                                                                             "source": str(folder)})
+                                                                             "source": str(folder), "protocol": "random"})
 
 
 def load_dataset(name: str, *, download: bool = False, **fetch_kwargs) -> Scene:

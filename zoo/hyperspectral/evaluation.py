@@ -15,11 +15,16 @@ import numpy as np
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, spatial_block_split
 
-__all__ = ["as_scene", "class_colors", "plot_classification_map", "resolve_split", "score_map"]
+__all__ = ["as_scene", "auto_split", "class_colors", "plot_classification_map", "resolve_split", "score_map"]
 
 
-def as_scene(data: Any) -> Scene:
-    """A Scene from a Scene, a path (any reader), or a data set name (``"indian_pines"``)."""
+def as_scene(data: Any, labels: str | os.PathLike | None = None) -> Scene:
+    """A Scene from a Scene, a path (any reader), or a data set name (``"indian_pines"``); ``labels``: a
+    ground-truth file for it (.npy, .mat, ENVI, PNG/TIFF), for a cube that ships without one."""
+    if labels is not None:
+        from zoo.hyperspectral.readers import with_ground_truth
+
+        return with_ground_truth(as_scene(data), labels)
     if isinstance(data, Scene):
         return data
     if isinstance(data, (str, os.PathLike)):
@@ -36,11 +41,31 @@ def as_scene(data: Any) -> Scene:
     raise TypeError(f"expected a Scene, a scene path or a data set name; got {type(data).__name__}")
 
 
-def resolve_split(scene: Scene, *, split: str | Split = "random", train_fraction: float = 0.3, seed: int = 0,
-                  window: int = 25, block: int = 16, train_mask: np.ndarray | None = None,
-                  guard: bool = False) -> Split:
-    """``"random"`` (stratified, HybridSN protocol), ``"disjoint"`` (the scene's ``train_mask`` metadata or
-    ``train_mask=``), ``"blocks"`` (spatial tiles, always guarded), or a ready :class:`Split`.
+def auto_split(scene: Scene, train_mask: Any = None) -> str:
+    """The split ``split="auto"`` means: a public data set's published protocol (Indian Pines: ``"random"``);
+    ``"disjoint"`` when a training mask is given; otherwise ``"blocks"`` -- on a user's own scene random
+    pixels would put most test windows next to training pixels of the same field."""
+    if scene.metadata.get("protocol"):
+        return str(scene.metadata["protocol"])
+    return "disjoint" if train_mask is not None else "blocks"
+
+
+def _mask_array(scene: Scene, train_mask: Any) -> np.ndarray | None:
+    """A training mask given as an array or as a file (.npy, .mat, ENVI, PNG/TIFF), checked against the scene."""
+    if train_mask is None or isinstance(train_mask, np.ndarray):
+        return train_mask
+    if isinstance(train_mask, (str, os.PathLike)):
+        from zoo.hyperspectral.readers import read_label_map
+
+        return read_label_map(train_mask, scene.shape[:2], what="training mask")
+    return np.asarray(train_mask)
+
+
+def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: float = 0.3, seed: int = 0,
+                  window: int = 25, block: int = 16, train_mask: Any = None, guard: bool = False) -> Split:
+    """``"random"`` (stratified, HybridSN protocol), ``"disjoint"`` (``train_mask=``: an array or a file, else
+    the scene's ``train_mask`` metadata), ``"blocks"`` (spatial tiles, always guarded), ``"auto"`` (see
+    :func:`auto_split`), or a ready :class:`Split`. ``split.info["split"]`` names the kind chosen.
 
     ``guard`` drops disjoint-mask test pixels whose ``window`` reaches a training pixel. Off by default:
     on Indian Pines the published mask leaves no test pixel 12 pixels away from every training pixel, so
@@ -49,17 +74,28 @@ def resolve_split(scene: Scene, *, split: str | Split = "random", train_fraction
     if isinstance(split, Split):
         return split
     if scene.labels is None:
-        raise ValueError(f"scene {scene.name!r} has no labels: cannot split it for training")
-    if split == "random":
-        return random_split(scene.labels, train_fraction, seed=seed)
-    if split == "disjoint":
+        raise ValueError(f"scene {scene.name!r} has no labels: cannot split it for training (give ground truth: "
+                         f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
+    train_mask = _mask_array(scene, train_mask)
+    kind = auto_split(scene, train_mask) if split == "auto" else split
+    if kind == "random":
+        sp = random_split(scene.labels, train_fraction, seed=seed)
+    elif kind == "disjoint":
         mask = train_mask if train_mask is not None else scene.metadata.get("train_mask")
         if mask is None:
-            raise ValueError("split='disjoint' needs a training mask (train_mask=..., or a data set that ships one)")
-        return disjoint_mask_split(scene.labels, mask, window=window, guard=guard)
-    if split == "blocks":
-        return spatial_block_split(scene.labels, block=block, train_fraction=train_fraction, window=window, seed=seed)
-    raise ValueError(f"split must be 'random', 'disjoint', 'blocks' or a Split; got {split!r}")
+            raise ValueError("split='disjoint' needs a training mask (train_mask=array or file; CLI: --set "
+                             "train_mask=FILE), or a data set that ships one")
+        sp = disjoint_mask_split(scene.labels, mask, window=window, guard=guard)
+    elif kind == "blocks":
+        sp = spatial_block_split(scene.labels, block=block, train_fraction=train_fraction, window=window, seed=seed)
+    else:
+        raise ValueError(f"split must be 'auto', 'random', 'disjoint', 'blocks' or a Split; got {split!r}")
+    for part, mask in (("training", sp.train), ("test", sp.test)):
+        if not mask.any():
+            raise ValueError(f"split {kind!r} on scene {scene.name!r} ({scene.shape[0]}x{scene.shape[1]}) leaves no "
+                             f"{part} pixels ({sp.info}); try a smaller block/window or another split")
+    sp.info.setdefault("split", kind)
+    return sp
 
 
 def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes: int | None = None) -> dict[str, Any]:

@@ -20,11 +20,13 @@ from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["PRE_KEYS", "SceneClassifierMixin"]
+__all__ = ["PRE_KEYS", "TRAINING_KEY", "SceneClassifierMixin"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
+TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
 
 
 class SceneClassifierMixin:
@@ -76,20 +78,22 @@ class SceneClassifierMixin:
         return Z.astype(np.float32).reshape(h, w, -1)
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
-    def zoo_train(self, data: Any, *, split: Any = "random", train_fraction: float = 0.3, seed: int = 0,
-                  train_mask: np.ndarray | None = None, val_data: Any = None, augment: bool = False,
+    def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
+                  train_mask: Any = None, block: int = 16, val_data: Any = None, augment: bool = False,
                   **fit_kwargs):
         """Train on a scene (Scene, path or data set name): split, fit the preprocessing on the training
         pixels, cut windows on the fly (``augment``: random quarter turns and mirrors), then
-        :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
+        :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...). ``split="auto"``: the data set's
+        protocol, ``"disjoint"`` with a ``train_mask`` (array or file), else spatial ``"blocks"``; the
+        training pixels are recorded with the weights so that no evaluation scores them.
         A Dataset/DataLoader of ready windows goes to the engine unchanged."""
         from zoo.engine import fit
 
         if isinstance(data, (Dataset, DataLoader)):
             return fit(self, data, val_data, seed=seed, **fit_kwargs)
-        scene = as_scene(data)
+        scene = as_scene(data, labels)
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
-                           window=self.config.window, train_mask=train_mask)
+                           window=self.config.window, block=block, train_mask=train_mask)
         n_cls = int(scene.labels[sp.train].max())
         if n_cls > self.config.n_classes:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
@@ -99,19 +103,21 @@ class SceneClassifierMixin:
         reduced = self.reduce(scene)
         train_ds = PatchDataset.from_mask(reduced, scene.labels, sp.train, window=self.config.window,
                                           padding=self.padding, augment=augment)
-        self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed} if isinstance(split, str)
-                       else None)
+        self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
+                        "window": self.config.window, "block": block} if isinstance(split, str) else None)
         self._last_split = sp
+        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
         fit_kwargs.setdefault("monitor", "train_loss" if val_data is None else "val_loss")
         result = fit(self, train_ds, val_data, seed=seed, **fit_kwargs)
         if result.history:
             result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
         return result
 
-    def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
-                     amp: str | None = None, **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); on a
-        Dataset of windows, the same metrics through the engine."""
+    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
+                     amp: str | None = None, on_overlap: str = "error", **kw) -> dict[str, float]:
+        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); test
+        pixels that were training pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
+        On a Dataset of windows, the same metrics through the engine."""
         from zoo.hyperspectral.svm import _flat, _test_mask
 
         if isinstance(data, (Dataset, DataLoader)):
@@ -120,10 +126,10 @@ class SceneClassifierMixin:
             out = evaluate(self, data, batch_size=batch_size, amp=amp,
                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
-        scene = as_scene(data)
-        test = _test_mask(self, scene, mask, split, kw)
+        scene = as_scene(data, labels)
+        test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
-        return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes))
+        return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes), excluded)
 
     @torch.inference_mode()
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, *, batch_size: int = 256,
@@ -166,6 +172,11 @@ class SceneClassifierMixin:
         sd = {k: v.detach().clone() for k, v in self.state_dict().items()}
         if network_dtype is not None:
             sd = {k: (v.to(network_dtype) if v.is_floating_point() and k not in PRE_KEYS else v) for k, v in sd.items()}
+        record = getattr(self, "training_record_", None)
+        if record is not None:
+            from zoo.hyperspectral.serialize import pack_json
+
+            sd[TRAINING_KEY] = pack_json(record.to_json())
         return sd
 
     def save(self, path, network_dtype: torch.dtype | None = None):
@@ -179,6 +190,12 @@ def load_scene_model(model: nn.Module, path, entry=None) -> nn.Module:
     from zoo.hub import load_into, load_state_dict
 
     sd = load_state_dict(path)
+    if TRAINING_KEY in sd:
+        from zoo.hyperspectral.serialize import unpack_json
+
+        record = TrainingRecord.from_json(unpack_json(sd.pop(TRAINING_KEY)))
+        model.training_record_ = record
+        model.split_ = {k: v for k, v in record.split.items() if k in ("split", "train_fraction", "seed", "window", "block")} or None
     pre = [k for k in PRE_KEYS if k in sd]
     if pre and len(pre) != len(PRE_KEYS):
         raise ValueError(f"weights file {path} has only some preprocessing tensors: {pre}")

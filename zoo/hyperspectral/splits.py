@@ -143,23 +143,37 @@ def remap_mask_classes(mask_labels: np.ndarray, labels: np.ndarray) -> dict[int,
     return mapping
 
 
+def _is_boolean_mask(train_mask: np.ndarray, labels: np.ndarray) -> bool:
+    """A mask of 0/1 over pixels of several ground-truth classes selects pixels; it does not name classes."""
+    if np.unique(train_mask).tolist() not in ([1], [0, 1]):
+        return False
+    return np.unique(labels[(train_mask > 0) & (labels > 0)]).size > 1
+
+
 def disjoint_mask_split(labels: np.ndarray, train_mask: np.ndarray, *, window: int = 25,
                         guard: bool = False) -> Split:
     """A split from a given spatially disjoint training mask (e.g. ``indianpines_disjoint_dset.mat``).
 
     Training pixels: mask pixels that the ground truth labels with the class the mask's class maps to
-    (pixels where the two disagree, or that the ground truth leaves unlabelled, are dropped and counted).
+    (pixels where the two disagree, or that the ground truth leaves unlabelled, are dropped and counted);
+    a 0/1 mask selects pixels, which train with their ground-truth class.
     Test pixels: the other labelled pixels, minus (``guard``) those whose window reaches a training pixel.
     """
     labels = _check_labels(labels)
-    train_mask = np.asarray(train_mask)
+    train_mask = np.asarray(train_mask).astype(np.int64)
     if train_mask.shape != labels.shape:
         raise ValueError(f"training mask {train_mask.shape} and labels {labels.shape} differ in shape")
-    mapping = remap_mask_classes(train_mask, labels)
-    mapped = np.zeros_like(labels)
-    for src, dst in mapping.items():
-        mapped[train_mask == src] = dst
-    train = (mapped > 0) & (mapped == labels)
+    if not (train_mask > 0).any():
+        raise ValueError("the training mask marks no pixel (all 0)")
+    if _is_boolean_mask(train_mask, labels):
+        mapping = None  # a 0/1 mask: its pixels train with the ground truth's own labels
+        train = (train_mask > 0) & (labels > 0)
+    else:
+        mapping = remap_mask_classes(train_mask, labels)
+        mapped = np.zeros_like(labels)
+        for src, dst in mapping.items():
+            mapped[train_mask == src] = dst
+        train = (mapped > 0) & (mapped == labels)
     raw_test = (labels > 0) & ~(train_mask > 0)
     test = guard_band(train, raw_test, window) if guard else raw_test
     info = {

@@ -24,6 +24,7 @@ from zoo.api import ModelState
 from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
@@ -51,10 +52,14 @@ class HSIPipeline(Pipeline):
     """scikit-learn Pipeline on ``(N, C)`` pixels, plus scene-level training, evaluation and prediction."""
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
-    def zoo_train(self, data: Any, *, split: Any = "random", train_fraction: float = 0.3, seed: int = 0,
-                  train_mask: np.ndarray | None = None, window: int = 25, search: bool = False,
+    def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
+                  train_mask: Any = None, window: int = 25, block: int = 16, search: bool = False,
                   param_grid: dict[str, list] | None = None, cv: int = 3, n_jobs: int | None = None, **unused):
         """Fit on the training pixels of ``data`` (a Scene, path or data set name) or on ``(X, y)``.
+
+        ``split="auto"``: a public data set's protocol, ``"disjoint"`` with a ``train_mask`` (array or file),
+        else spatial ``"blocks"`` (see :func:`zoo.hyperspectral.evaluation.auto_split`). The training pixels
+        are recorded (``training_record_``, saved with the weights) so no evaluation scores them.
 
         ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation on the
         training pixels only. Returns a ``zoo.engine.TrainResult``.
@@ -65,14 +70,16 @@ class HSIPipeline(Pipeline):
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
             self.split_ = None
+            self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
         else:
-            scene = as_scene(data)
+            scene = as_scene(data, labels)
             sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window,
-                               train_mask=train_mask)
+                               block=block, train_mask=train_mask)
             X, y = scene.pixels(sp.train), scene.labels[sp.train]
-            self.split_ = ({"split": split, "train_fraction": train_fraction, "seed": seed, "window": window}
-                           if isinstance(split, str) else None)
+            self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
+                            "window": window, "block": block} if isinstance(split, str) else None)
             self._last_split = sp
+            self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
         t0 = time.perf_counter()
         history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
         if search:
@@ -91,16 +98,21 @@ class HSIPipeline(Pipeline):
         return TrainResult(history=[history], best_metric=history[monitor], best_epoch=1, checkpoint_path=None,
                            model=self, monitor=monitor)
 
-    def zoo_evaluate(self, data: Any, *, mask: np.ndarray | None = None, split: Any = None, **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``)."""
+    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, on_overlap: str = "error",
+                     **kw) -> dict[str, float]:
+        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``).
+
+        Test pixels that were training pixels of this model (its weights record them) are refused
+        (``on_overlap="error"``) or left out and counted (``"exclude"``: ``excluded_training_pixels``).
+        """
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
             pred = self.predict(X)
             return _flat(score_map(pred[None, :], y[None, :], np.ones((1, len(y)), bool)))
-        scene = as_scene(data)
-        test = _test_mask(self, scene, mask, split, kw)
+        scene = as_scene(data, labels)
+        test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
         pred = self.predict_scene(scene, mask=test)
-        return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())))
+        return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())), excluded)
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
@@ -120,9 +132,17 @@ class HSIPipeline(Pipeline):
     def classes_and_names(self) -> np.ndarray:
         return self.named_steps["svm"].classes_
 
+    def fitted_bands(self) -> int | None:
+        """The band count the pipeline was fitted on (``None`` before fitting)."""
+        return getattr(self.steps[0][1], "n_features_in_", None)
+
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192) -> np.ndarray:
         """``(H, W)`` label map (0 outside ``mask``)."""
-        h, w, _ = scene.shape
+        h, w, c = scene.shape
+        fitted = self.fitted_bands()
+        if fitted is not None and fitted != c:
+            raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
+                             f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)")
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
         P = scene.pixels(sel)
         out = np.concatenate([self.predict(P[i:i + chunk]) for i in range(0, len(P), chunk)]) if len(P) else []
@@ -136,8 +156,10 @@ class HSIPipeline(Pipeline):
         import sklearn
 
         tensors: dict[str, torch.Tensor] = {}
+        record = getattr(self, "training_record_", None)
         meta: dict[str, Any] = {"format": FORMAT, "sklearn": sklearn.__version__, "steps": [],
-                                "split": getattr(self, "split_", None)}
+                                "split": getattr(self, "split_", None),
+                                "training": record.to_json() if record is not None else None}
         for name, est in self.steps:
             t, plain = estimator_state(est, name)
             t.pop(f"{name}.covariance_", None)  # PCA's C x C covariance is not needed to transform
@@ -182,6 +204,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
         steps.append((name, restore_estimator(cls, sd, spec["attrs"], name)))
     pipe = HSIPipeline(steps)
     pipe.split_ = meta.get("split")
+    pipe.training_record_ = TrainingRecord.from_json(meta["training"]) if meta.get("training") else None
     return pipe
 
 
@@ -213,14 +236,20 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.
     cfg.update(kw)
     if "split" not in cfg:
         raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained through zoo.train")
+    record = getattr(model, "training_record_", None)
+    if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
+            and record is not None and record.matches(scene)):
+        cfg["train_mask"] = record.train_mask  # the mask it was trained with, kept in its weights
     return resolve_split(scene, **cfg).test
 
 
-def _flat(scores: dict[str, Any]) -> dict[str, float]:
+def _flat(scores: dict[str, Any], excluded: int = 0) -> dict[str, float]:
     """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``."""
     out = {k: float(scores[k]) / 100.0 for k in ("overall_accuracy", "average_accuracy", "kappa")}
     out["accuracy"] = out["overall_accuracy"]
     out["n_test"] = float(scores["n_test"])
+    if excluded:
+        out["excluded_training_pixels"] = float(excluded)
     for i, v in enumerate(scores["per_class_accuracy"], start=1):
         if v is not None:
             out[f"class_{i}_accuracy"] = float(v) / 100.0

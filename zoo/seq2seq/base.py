@@ -80,8 +80,9 @@ class Seq2SeqModel(Network, nn.Module):
     ) -> list[str] | str:
         """Translate detokenized sentences; greedy with ``beam_size=1``, beam search otherwise.
 
-        A single string gives a single string back. Empty strings and characters never seen in training
-        are fine (the byte-level tokenizer has no unknowns).
+        A single string gives a single string back. Empty or blank inputs give ``""``; characters never
+        seen in training are fine (the byte-level tokenizer has no unknowns); inputs longer than the
+        model's ``max_len`` are translated sentence by sentence (see :func:`zoo.seq2seq.translate.translate`).
         """
         from zoo.seq2seq.translate import translate
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import math
 import random
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,11 +105,17 @@ def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-e
 
 
 class ParallelDataset(Dataset):
-    """Tokenized pairs; item ``i`` is ``(src_ids + [EOS], [BOS] + tgt_ids + [EOS])``, clipped to ``max_len``."""
+    """Tokenized pairs; item ``i`` is ``(src_ids + [EOS], [BOS] + tgt_ids + [EOS])``, clipped to ``max_len``
+    (the model's positions); a warning counts the pairs that had to be clipped."""
 
     def __init__(self, text: ParallelText, tokenizer: Tokenizer, max_len: int = 256) -> None:
-        self.src = [ids[: max_len - 1] + [EOS_ID] for ids in tokenizer.encode_batch(text.src)]
-        self.tgt = [[BOS_ID] + ids[: max_len - 2] + [EOS_ID] for ids in tokenizer.encode_batch(text.tgt)]
+        src, tgt = tokenizer.encode_batch(text.src), tokenizer.encode_batch(text.tgt)
+        self.clipped = sum(len(s) > max_len - 1 or len(t) > max_len - 2 for s, t in zip(src, tgt))
+        if self.clipped:
+            warnings.warn(f"{self.clipped} of {len(src)} sentence pairs are longer than the model's max_len "
+                          f"{max_len} tokens and were clipped (their ends are not seen)", stacklevel=2)
+        self.src = [ids[: max_len - 1] + [EOS_ID] for ids in src]
+        self.tgt = [[BOS_ID] + ids[: max_len - 2] + [EOS_ID] for ids in tgt]
         self.text = text
 
     def __len__(self) -> int:

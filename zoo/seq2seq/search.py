@@ -9,6 +9,7 @@ hypotheses (fairseq's rule). ``beam_size=1`` is exactly greedy search.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -25,6 +26,15 @@ def default_max_len(src: Tensor, pad_id: int, model_max: int) -> int:
     return max(1, min(model_max - 1, int(1.5 * longest) + 10))
 
 
+def _steps(model: Any, src: Tensor, max_len: int | None) -> int:
+    """New tokens to allow: ``max_len``, checked, or the default for ``src``."""
+    if max_len is None:
+        return default_max_len(src, model.pad_id, model.max_len)
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be an int >= 1 (new tokens) or None; got {max_len!r}")
+    return max_len
+
+
 def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
     logp = torch.log_softmax(logits.float(), dim=-1)
     logp[:, list(banned)] = float("-inf")  # never emit <pad> / <s>
@@ -34,7 +44,7 @@ def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
 @torch.no_grad()
 def greedy_search(model: Any, src: Tensor, max_len: int | None = None) -> list[list[int]]:
     """Token ids (without BOS/EOS) for each row of ``src (B, S)``; stops a row at EOS."""
-    max_len = max_len or default_max_len(src, model.pad_id, model.max_len)
+    max_len = _steps(model, src, max_len)
     B = src.shape[0]
     state = model.start(src)
     tokens = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
@@ -68,9 +78,11 @@ def beam_search(
     length_penalty: float = 0.6,
 ) -> list[list[int]]:
     """Best hypothesis (token ids without BOS/EOS) per row of ``src (B, S)``."""
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    max_len = max_len or default_max_len(src, model.pad_id, model.max_len)
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    if not math.isfinite(length_penalty) or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a finite number >= 0, got {length_penalty!r}")
+    max_len = _steps(model, src, max_len)
     B, K, device = src.shape[0], beam_size, src.device
     state = model.start(src)
     state.reorder(expand_index(B, K, device))  # (B*K) rows, K per sentence

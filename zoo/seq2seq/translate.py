@@ -1,7 +1,7 @@
 """Translation, sacreBLEU scoring, and the hooks that train a seq2seq model through ``zoo.engine.fit``.
 
-* :func:`translate`: sentences in, sentences out (tokenize, batch by length, search, detokenize,
-  restore the order).
+* :func:`translate`: sentences in, sentences out (tokenize, chunk long inputs at sentence ends, batch by
+  length, search, detokenize, restore the order).
 * :func:`corpus_bleu`: sacreBLEU on detokenized, cased output with its default 13a tokenizer (the
   comparable number; Post 2018, https://arxiv.org/abs/1804.08771).
 * :func:`seq2seq_forward` (the engine's ``forward_fn``: teacher forcing, padding removed) and
@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +31,50 @@ def _device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+# a sentence ends after . ! ? ... ; : (and any closing quote or bracket) followed by space, or at a line break
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][\"'\u201d\u2019)\]]))\s+|\n+")
+
+
+def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batch_size: Any,
+                         model_max: int) -> None:
+    """Every decoding option a user can get wrong, named with what came and what was expected."""
+    for name, value, low in (("beam_size", beam_size, 1), ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int >= {low}; got {value!r} ({type(value).__name__})")
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}; got {value}")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        raise TypeError(f"length_penalty must be a number >= 0; got {length_penalty!r}")
+    if not math.isfinite(length_penalty) or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a finite number >= 0 (GNMT alpha, 0 = none); got {length_penalty}")
+    if max_len is not None:
+        if isinstance(max_len, bool) or not isinstance(max_len, int):
+            raise TypeError(f"max_len must be an int (new tokens per sentence) or None; got {max_len!r}")
+        if not 1 <= max_len <= model_max - 1:
+            raise ValueError(f"max_len must be between 1 and {model_max - 1} (the model's {model_max} positions "
+                             f"less BOS), or None for 1.5 x the source + 10; got {max_len}")
+
+
+def _segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int]]]:
+    """``(input index, source ids)`` pieces: whole inputs that fit, long ones split into sentences."""
+    pieces: list[tuple[int, list[int]]] = []
+    for i, (text, x) in enumerate(zip(texts, ids)):
+        if not text.strip():
+            continue  # nothing to translate: "" without a model call
+        if len(x) <= limit:
+            pieces.append((i, x))
+            continue
+        sentences = [t.strip() for t in _SENTENCE_END.split(text) if t.strip()]
+        for sent, sid in zip(sentences, tok.encode_batch(sentences)):
+            if len(sid) > limit:
+                raise ValueError(
+                    f"input {i} is {len(x)} tokens; split at sentence ends, one sentence is still {len(sid)} tokens, "
+                    f"more than the model's limit of {limit} source tokens (max_len {limit + 1} positions less "
+                    f"EOS): {sent[:60]!r}... -- split it into shorter sentences")
+            pieces.append((i, sid))
+    return pieces
+
+
 def translate(
     model: Any,
     sentences: Sequence[str] | str,
@@ -38,7 +85,17 @@ def translate(
     batch_size: int = 64,
     progress: bool = False,
 ) -> list[str] | str:
-    """Translate ``sentences`` with ``model`` (which must carry its ``tokenizer``)."""
+    """Translate ``sentences`` with ``model`` (which must carry its ``tokenizer``).
+
+    Inputs longer than the model can take (``model.max_len - 1`` source tokens) are *chunked*: split at
+    sentence ends and translated sentence by sentence, the pieces joined with a space. Why not refuse: a
+    model trained on single sentences (Multi30k) translates a paragraph best one sentence at a time, and
+    a user would have to split it by hand anyway; why not cut: the old behaviour dropped the end of a long
+    input without a word. A single sentence longer than the limit is refused, with the limit and its
+    length in the message. Empty or whitespace-only inputs translate to ``""`` with no model call.
+    ``beam_size`` < 1, ``max_len`` outside ``1 .. model.max_len - 1`` and a negative or non-finite
+    ``length_penalty`` are errors naming the argument.
+    """
     single = isinstance(sentences, str)
     items = [sentences] if single else list(sentences)
     tok = getattr(model, "tokenizer", None)
@@ -47,15 +104,27 @@ def translate(
             "this model has no tokenizer: build it with weights (zoo.build(name, weights=...)) or train one "
             "(zoo.seq2seq.train_tokenizer) and set model.tokenizer"
         )
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    limit = model.max_len - 1
-    ids = [x[:limit] + [EOS_ID] for x in tok.encode_batch(items)]
+    check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
+    pieces = _segments(items, tok.encode_batch(items), tok, model.max_len - 1)
+    hyps = _search_all(model, [x + [EOS_ID] for _, x in pieces], beam_size, length_penalty, max_len, batch_size,
+                       progress)
+    texts = tok.decode_batch(hyps)
+    out: list[list[str]] = [[] for _ in items]
+    for (i, _), text in zip(pieces, texts):
+        out[i].append(text)
+    joined = [" ".join(t.strip() for t in parts) if len(parts) > 1 else (parts[0] if parts else "") for parts in out]
+    return joined[0] if single else joined
+
+
+def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty: float, max_len: int | None,
+                batch_size: int, progress: bool) -> list[list[int]]:
+    """Token ids out for each source row, batched by length, in the input order."""
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
     out: list[list[int]] = [[] for _ in ids]
     device = _device(model)
     was_training = model.training
     model.eval()
+    cap, capped = model.max_len - 1, 0
     try:
         for s in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
             chunk = order[s : s + batch_size]
@@ -70,10 +139,13 @@ def translate(
                 hyps = beam_search(model, src, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty)
             for i, h in zip(chunk, hyps):
                 out[i] = h
+                capped += len(h) >= cap
     finally:
         model.train(was_training)
-    texts = tok.decode_batch(out)
-    return texts[0] if single else texts
+    if capped:
+        warnings.warn(f"{capped} translation(s) reached the model's limit of {cap} target tokens without ending: "
+                      f"their end is missing (translate shorter sentences)", stacklevel=3)
+    return out
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:

@@ -15,12 +15,18 @@ Wild", https://arxiv.org/abs/1212.0402.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FOLDS", "SplitEntry", "read_class_index", "read_split"]
+__all__ = ["FOLDS", "SplitEntry", "SplitFileError", "read_class_index", "read_split"]
 
 FOLDS = (1, 2, 3)
+_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits only: str.isdigit() also accepts "²", which int() refuses
+
+
+class SplitFileError(ValueError):
+    """A UCF101 split file that is not what the official files look like (named with its line)."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,12 @@ def _lines(path: Path) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"UCF101 split file not found: {path}")
     # newline=None turns CRLF into "\n"; strip() removes any stray "\r" or spaces as well.
-    with open(path, encoding="utf-8", newline=None) as fh:
-        return [ln.strip() for ln in fh if ln.strip()]
+    try:
+        with open(path, encoding="utf-8", newline=None) as fh:
+            return [ln.strip() for ln in fh if ln.strip()]
+    except UnicodeDecodeError as err:
+        raise SplitFileError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); expected a UCF101 "
+                             "split file") from None
 
 
 def read_class_index(split_dir: str | os.PathLike) -> list[str]:
@@ -44,13 +54,15 @@ def read_class_index(split_dir: str | os.PathLike) -> list[str]:
     names: list[str] = []
     for n, line in enumerate(_lines(path), 1):
         parts = line.split()
-        if len(parts) != 2 or not parts[0].isdigit():
-            raise ValueError(f"{path}:{n}: expected '<label> <ClassName>', got {line!r}")
+        if len(parts) != 2 or not _NUMBER.fullmatch(parts[0]):
+            raise SplitFileError(f"{path}:{n}: expected '<label> <ClassName>', got {line!r:.80}")
         if int(parts[0]) != len(names) + 1:
-            raise ValueError(f"{path}:{n}: labels must count up from 1; expected {len(names) + 1}, got {parts[0]}")
+            raise SplitFileError(f"{path}:{n}: labels must count up from 1; expected {len(names) + 1}, got {parts[0]}")
+        if parts[1].lower() in (c.lower() for c in names):
+            raise SplitFileError(f"{path}:{n}: class {parts[1]!r} is listed twice")
         names.append(parts[1])
     if not names:
-        raise ValueError(f"{path} lists no classes")
+        raise SplitFileError(f"{path} lists no classes")
     return names
 
 
@@ -67,14 +79,15 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
         parts = line.split()
         rel = parts[0].replace("\\", "/")
         folder = rel.split("/")[0]
-        if "/" not in rel or folder.lower() not in by_lower:
-            raise ValueError(f"{path}:{n}: {rel!r} is not '<Class>/<file>' with a class from classInd.txt")
+        if "/" not in rel or folder.lower() not in by_lower or rel.endswith("/"):
+            raise SplitFileError(f"{path}:{n}: {rel!r:.80} is not '<Class>/<file>' with a class from classInd.txt")
         label = by_lower[folder.lower()]
-        if len(parts) >= 2 and (not parts[1].isdigit() or int(parts[1]) != label + 1):
-            raise ValueError(
-                f"{path}:{n}: label {parts[1]!r} does not match class {folder!r} (classInd label {label + 1})"
+        if len(parts) > 2 or (len(parts) == 2 and (not _NUMBER.fullmatch(parts[1]) or int(parts[1]) != label + 1)):
+            raise SplitFileError(
+                f"{path}:{n}: label {' '.join(parts[1:])!r:.40} does not match class {folder!r} (classInd label "
+                f"{label + 1})"
             )
         entries.append(SplitEntry(rel, label, classes[label]))
     if not entries:
-        raise ValueError(f"{path} lists no videos")
+        raise SplitFileError(f"{path} lists no videos")
     return entries

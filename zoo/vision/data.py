@@ -6,9 +6,17 @@ What real folders contain and what happens to it:
   ``skipped["non_image"]`` (extensions as ``torchvision.datasets.folder.IMG_EXTENSIONS``, any case);
 * spaces and unicode in names -> plain ``pathlib`` paths, nothing to quote;
 * grayscale, palette, CMYK, RGBA/LA images -> RGB (transparent pixels composited on white);
+* 16-bit and 32-bit integer / float images (16-bit PNG, scientific TIFF) -> scaled to 8 bits over their
+  bit depth (``/ 257`` for 16-bit), not clipped at 255; a float or 32-bit image outside the range its
+  type implies is min-max scaled with a warning naming the file;
+* photos with an EXIF orientation tag (phones) -> turned upright (``exif_transpose=False`` keeps them as
+  stored);
 * a corrupt or truncated image -> skipped with one warning and counted in ``skipped["corrupt"]``;
-  ``strict=True`` raises instead, naming the file;
-* a class folder with no images -> ``ValueError`` before any training starts.
+  an image above Pillow's decompression-bomb limit -> ``skipped["too_large"]``; ``strict=True`` raises
+  instead, naming the file;
+* a class folder with no images -> ``ValueError`` before any training starts; a class folder unknown to
+  the ``classes`` given (a val class train does not have) -> ``ValueError`` naming it, or with
+  ``unknown_classes="skip"`` a warning and ``skipped["unknown_class"]``.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
+from PIL import Image, ImageOps
 from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -28,25 +36,65 @@ __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_fol
 SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
 
 
-def to_rgb(img: Image.Image) -> Image.Image:
+_HIGH_DEPTH = {"I;16": 65535.0, "I;16B": 65535.0, "I;16L": 65535.0, "I;16N": 65535.0, "I": 65535.0, "F": 1.0}
+
+
+def _to_8bit(img: Image.Image, name: str) -> Image.Image:
+    """A 16/32-bit integer or float single-channel image as 8-bit ``L``, scaled over its bit depth.
+
+    16-bit modes span 0..65535 (a 16-bit PNG that Pillow opens as 32-bit ``I`` too, when its values fit);
+    floats span 0..1. Values outside that range have no known scale: they are min-max scaled, with a
+    warning, rather than clipped.
+    """
+    import numpy as np
+
+    arr = np.asarray(img, dtype=np.float64)
+    top = _HIGH_DEPTH[img.mode]
+    lo, hi = (float(arr.min()), float(arr.max())) if arr.size else (0.0, 0.0)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"image {name} ({img.mode}) holds NaN or infinite values")
+    if lo < 0 or hi > top:
+        warnings.warn(f"image {name}: {img.mode} values span [{lo:g}, {hi:g}], outside the 0..{top:g} its type "
+                      f"implies; scaled that span to 0..255", stacklevel=4)
+        arr, top = arr - lo, max(hi - lo, 1e-12)
+    return Image.fromarray(np.rint(arr * (255.0 / top)).astype(np.uint8), mode="L")
+
+
+def to_rgb(img: Image.Image, *, name: str = "image") -> Image.Image:
     """Any PIL mode -> RGB; images with transparency are composited on white (not on black, which a plain
-    ``convert("RGB")`` of RGBA gives for fully transparent pixels)."""
+    ``convert("RGB")`` of RGBA gives for fully transparent pixels); 16/32-bit and float images are scaled
+    to 8 bits over their depth (a plain ``convert`` clips them at 255)."""
     if img.mode == "RGB":
         return img
+    if img.mode in _HIGH_DEPTH:
+        return _to_8bit(img, name).convert("RGB")
     if img.mode == "P" and "transparency" in img.info:
         img = img.convert("RGBA")
     if img.mode in ("RGBA", "LA", "PA"):
         rgba = img.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(background, rgba).convert("RGB")
-    return img.convert("RGB")  # L, 1, I, F, P, CMYK, YCbCr, ...
+    return img.convert("RGB")  # L, 1, P, CMYK, YCbCr, ...
 
 
-def open_rgb(path: str | os.PathLike) -> Image.Image:
-    """Decode an image file fully and return it as RGB (raises ``OSError`` for a corrupt file)."""
-    with Image.open(path) as img:
-        img.load()
-        return to_rgb(img)
+def _too_large(path: str | os.PathLike, err: Exception) -> ValueError:
+    return ValueError(f"image {path} is above Pillow's decompression-bomb limit (PIL.Image.MAX_IMAGE_PIXELS = "
+                      f"{Image.MAX_IMAGE_PIXELS}; refused above twice that): {err}. Raise the limit only for files "
+                      f"you trust")
+
+
+def open_rgb(path: str | os.PathLike, *, exif_transpose: bool = True) -> Image.Image:
+    """Decode an image file fully and return it as RGB, upright per its EXIF orientation unless
+    ``exif_transpose=False`` (raises ``OSError`` for a corrupt file, ``ValueError`` for one above Pillow's
+    decompression-bomb limit, naming the file and the limit)."""
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if exif_transpose:
+                img = ImageOps.exif_transpose(img)
+            return to_rgb(img, name=str(path))
+    except Image.DecompressionBombError as err:
+        raise _too_large(path, err) from None
 
 
 def _is_image(path: Path) -> bool:
@@ -61,9 +109,12 @@ class ImageFolderDataset(Dataset):
         transform: applied to the RGB PIL image (e.g. :func:`zoo.vision.transforms.transforms_for`).
         classes: class names to use, in index order (give the train split's to the val split so the
             indices agree); default: sorted sub-folder names.
-        strict: raise on a corrupt image instead of skipping it.
+        strict: raise on a corrupt (or too large) image instead of skipping it.
         verify: decode every image once while scanning, so that corrupt files are found before
             training (cheap next to an epoch; ``False`` defers errors to loading time).
+        exif_transpose: turn photos upright per their EXIF orientation tag (``False``: as stored).
+        unknown_classes: with ``classes`` given, a sub-folder not among them is an error (``"error"``) or
+            is skipped with a warning and listed in ``skipped["unknown_class"]`` (``"skip"``).
     """
 
     def __init__(
@@ -74,11 +125,15 @@ class ImageFolderDataset(Dataset):
         classes: Sequence[str] | None = None,
         strict: bool = False,
         verify: bool = True,
+        exif_transpose: bool = True,
+        unknown_classes: str = "error",
     ) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
             raise FileNotFoundError(f"image folder not found: {self.root} (expected root/<class>/<image files>)")
         found = sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if unknown_classes not in ("error", "skip"):
+            raise ValueError(f"unknown_classes must be 'error' or 'skip'; got {unknown_classes!r}")
         if classes is None:
             classes = found
         if not classes:
@@ -90,7 +145,9 @@ class ImageFolderDataset(Dataset):
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.transform = transform
         self.strict = strict
-        self.skipped: dict[str, list[str]] = {"non_image": [], "corrupt": []}
+        self.exif_transpose = exif_transpose
+        self.skipped: dict[str, list[str]] = {"non_image": [], "corrupt": [], "too_large": [], "unknown_class": []}
+        self._unknown(sorted(set(found) - set(self.classes)), unknown_classes)
         self.samples: list[tuple[str, int]] = []
         empty = []
         for cls in self.classes:
@@ -110,19 +167,37 @@ class ImageFolderDataset(Dataset):
                 f"{self.root}: class folder(s) with no usable images: {empty}; every class needs at least one "
                 f"image ({', '.join(sorted(IMG_EXTENSIONS))})"
             )
-        if self.skipped["corrupt"]:
-            warnings.warn(
-                f"{self.root}: skipped {len(self.skipped['corrupt'])} corrupt image(s): "
-                f"{self.skipped['corrupt'][:5]}{' ...' if len(self.skipped['corrupt']) > 5 else ''} "
-                "(strict=True raises instead)",
-                stacklevel=2,
-            )
+        bomb = f"image(s) above Pillow's decompression-bomb limit ({Image.MAX_IMAGE_PIXELS} px)"
+        for kind, what in (("corrupt", "corrupt image(s)"), ("too_large", bomb)):
+            bad = self.skipped[kind]
+            if bad:
+                more = " ..." if len(bad) > 5 else ""
+                warnings.warn(f"{self.root}: skipped {len(bad)} {what}: {bad[:5]}{more} (strict=True raises instead)",
+                              stacklevel=2)
         self.targets = [t for _, t in self.samples]
+
+    def _unknown(self, extra: list[str], policy: str) -> None:
+        """Class folders that ``classes`` does not list: their images could not be scored."""
+        if not extra:
+            return
+        counts = {c: sum(1 for f in (self.root / c).rglob("*") if f.is_file() and _is_image(f)) for c in extra}
+        listed = ", ".join(f"{c!r} ({n} images)" for c, n in counts.items())
+        if policy == "error":
+            raise ValueError(f"{self.root}: class folder(s) {listed} are not among the {len(self.classes)} classes "
+                             f"given ({self.classes[:10]}{' ...' if len(self.classes) > 10 else ''}); their images "
+                             f"cannot be scored. Remove them, or pass unknown_classes='skip' to leave them out")
+        self.skipped["unknown_class"] = [str(self.root / c) for c in extra]
+        warnings.warn(f"{self.root}: skipped class folder(s) unknown to the given classes: {listed}", stacklevel=3)
 
     def _check(self, path: Path) -> bool:
         try:
             with Image.open(path) as img:
                 img.load()
+        except Image.DecompressionBombError as err:
+            if self.strict:
+                raise _too_large(path, err) from None
+            self.skipped["too_large"].append(str(path))
+            return False
         except (OSError, ValueError, SyntaxError) as err:  # PIL raises these for bad files
             if self.strict:
                 raise ValueError(f"corrupt image {path}: {err}") from err
@@ -136,14 +211,14 @@ class ImageFolderDataset(Dataset):
     def __getitem__(self, index: int):
         path, target = self.samples[index]
         try:
-            img = open_rgb(path)
+            img = open_rgb(path, exif_transpose=self.exif_transpose)
         except (OSError, ValueError, SyntaxError) as err:
             raise ValueError(f"cannot decode image {path}: {err}") from err
         return (self.transform(img) if self.transform is not None else img), target
 
     def __repr__(self) -> str:
-        return (f"ImageFolderDataset({str(self.root)!r}, {len(self)} images, {len(self.classes)} classes, "
-                f"skipped {len(self.skipped['non_image'])} non-image + {len(self.skipped['corrupt'])} corrupt)")
+        skipped = " + ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in self.skipped.items() if v) or "nothing"
+        return f"ImageFolderDataset({str(self.root)!r}, {len(self)} images, {len(self.classes)} classes, skipped {skipped})"
 
 
 def find_split(root: Path, split: str) -> Path | None:
@@ -159,14 +234,18 @@ def load_image_folders(
     train_transform: Callable | None = None,
     eval_transform: Callable | None = None,
     strict: bool = False,
+    exif_transpose: bool = True,
+    unknown_classes: str = "error",
 ) -> tuple[ImageFolderDataset, ImageFolderDataset | None]:
     """``root/train/<class>/...`` (+ ``root/val`` or ``valid``/``test``) -> ``(train, val or None)`` with shared
-    class indices. A ``root`` without a ``train/`` folder is itself the training set."""
+    class indices. A ``root`` without a ``train/`` folder is itself the training set. A val class that train
+    does not have is an error (``unknown_classes="skip"``: left out with a warning naming it)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"data folder not found: {root} (expected DIR/train/<class>/... and DIR/val/<class>/...)")
     train_dir = find_split(root, "train") or root
-    train = ImageFolderDataset(train_dir, train_transform, strict=strict)
+    train = ImageFolderDataset(train_dir, train_transform, strict=strict, exif_transpose=exif_transpose)
     val_dir = find_split(root, "val") if train_dir != root else None
-    val = ImageFolderDataset(val_dir, eval_transform, classes=train.classes, strict=strict) if val_dir else None
+    val = ImageFolderDataset(val_dir, eval_transform, classes=train.classes, strict=strict, exif_transpose=exif_transpose,
+                             unknown_classes=unknown_classes) if val_dir else None
     return train, val

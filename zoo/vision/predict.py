@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from torch import nn
 
-from zoo.vision.data import IMG_EXTENSIONS, open_rgb
+from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
 __all__ = ["collect_images", "predict"]
@@ -45,6 +45,7 @@ def predict(
     transform: Any = None,
     batch_size: int = 32,
     device: str = "cpu",
+    exif_transpose: bool = True,
 ) -> list[dict[str, Any]]:
     """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
 
@@ -53,6 +54,7 @@ def predict(
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
+    Photos are turned upright per their EXIF orientation (``exif_transpose=False``: classified as stored).
     """
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = list(classes) if classes is not None else cfg.get("classes")
@@ -72,7 +74,10 @@ def predict(
         tensors, ok = [], []
         for key, src in chunk:
             try:
-                img = src.convert("RGB") if isinstance(src, Image.Image) else open_rgb(src)
+                if isinstance(src, Image.Image):
+                    img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
+                else:
+                    img = open_rgb(src, exif_transpose=exif_transpose)
             except (OSError, ValueError, SyntaxError) as err:
                 warnings.warn(f"cannot decode {key}: {err}", stacklevel=2)
                 results.append({"input": key, "error": str(err)})

@@ -1,7 +1,8 @@
-"""ENVI (.hdr + raw data) through ``spectral``: every interleave, byte order and ENVI data type.
+"""ENVI (.hdr + raw data): every interleave, byte order and ENVI data type; writing through ``spectral``.
 
-The cube is opened as a memmap, never loaded: ``Scene.cube`` is an ``(H, W, C)`` view of the file in
-whatever interleave it has, and ``Scene.layout`` lets chunked code map one block at a time.
+The header is parsed by ``spectral`` and validated by :mod:`.envi_header` (fields, and the data file's
+size); the cube is then opened as a memmap, never loaded: ``Scene.cube`` is an ``(H, W, C)`` view of the
+file in whatever interleave it has, and ``Scene.layout`` lets chunked code map one block at a time.
 """
 
 from __future__ import annotations
@@ -16,60 +17,127 @@ import numpy as np
 from spectral.io import envi
 from typing_extensions import Self
 
+from zoo.hyperspectral.readers.envi_header import EnviHeader, find_data_file, read_envi_header
+from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import RawLayout, Scene
 
-__all__ = ["EnviWriter", "open_envi", "save_envi"]
+__all__ = ["EnviWriter", "open_envi", "save_envi", "verify_byte_order"]
 
-_INTERLEAVE = {0: "bsq", 1: "bil", 2: "bip"}  # spectral's BSQ/BIL/BIP constants
 _UNIT_TO_NM = {"nanometers": 1.0, "nm": 1.0, "micrometers": 1e3, "microns": 1e3, "um": 1e3, "millimeters": 1e6}
+_SAMPLE_PIXELS = 256  # spectra read to judge the byte order (a few pages of even a huge file)
 
 
-def _header_path(path: Path) -> Path:
-    if path.suffix.lower() == ".hdr":
-        return path
-    for cand in (path.with_suffix(".hdr"), Path(str(path) + ".hdr")):
-        if cand.exists():
-            return cand
-    raise FileNotFoundError(f"no ENVI header (.hdr) found for {path}")
-
-
-def _wavelengths(meta: dict[str, Any], n_bands: int) -> np.ndarray | None:
+def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | None:
     raw = meta.get("wavelength")
     if raw is None:
         return None
     try:
-        wl = np.asarray([float(v) for v in raw], dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"ENVI header: 'wavelength' must be numbers, got {raw!r:.80}") from err
+        wl = np.asarray([float(v) for v in np.atleast_1d(raw)], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SceneFormatError(f"ENVI header {hdr}: 'wavelength' must be numbers, got {raw!r:.80}") from None
     if wl.size != n_bands:
-        raise ValueError(f"ENVI header lists {wl.size} wavelengths for {n_bands} bands")
+        raise SceneFormatError(f"ENVI header {hdr} lists {wl.size} wavelengths for {n_bands} bands")
     unit = str(meta.get("wavelength units", "nanometers")).strip().lower()
     return wl * _UNIT_TO_NM.get(unit, 1.0)
 
 
+def _sample(cube: np.ndarray) -> np.ndarray:
+    """A few spectra ``(P, C)`` spread over the cube (single-band cubes: row segments ``(P, <=256)``)."""
+    h, w, c = cube.shape
+    n = int(np.ceil(np.sqrt(_SAMPLE_PIXELS)))
+    rows = np.unique(np.linspace(0, h - 1, n).astype(int))
+    if c >= 2:
+        cols = np.unique(np.linspace(0, w - 1, n).astype(int))
+        return np.asarray(cube[rows[:, None], cols[None, :], :]).reshape(-1, c)
+    return np.asarray(cube[rows, : min(w, 256), 0])
+
+
+def _other_order(a: np.ndarray) -> np.ndarray:
+    return a.view(a.dtype.newbyteorder())  # the same bytes, read in the other order
+
+
+def _wild(a: np.ndarray) -> tuple[float, float]:
+    """``(fraction of values no instrument writes, spread of magnitudes)`` of float samples.
+
+    Wild values are NaN/inf and magnitudes beyond 1e30 or below 1e-30; the spread is the standard deviation
+    of log2|x| over the other non-zero values (a few units for data, tens for byte-swapped floats, whose
+    exponent byte is a mantissa byte).
+    """
+    with np.errstate(all="ignore"):
+        x = np.abs(a.astype(np.float64)).ravel()
+        bad = ~np.isfinite(x) | ((x != 0) & ((x < 1e-30) | (x > 1e30)))
+        ok = x[~bad & (x != 0)]
+        spread = float(np.log2(ok).std()) if ok.size > 1 else 0.0
+    return (float(bad.mean()) if bad.size else 0.0), spread
+
+
+def _roughness(a: np.ndarray) -> float:
+    """Mean step between neighbouring samples (spectra and images are smooth; their byte swaps are not)."""
+    return float(np.abs(np.diff(a.astype(np.float64), axis=-1)).mean()) if a.shape[-1] > 1 else 0.0
+
+
+def verify_byte_order(cube: np.ndarray, header: EnviHeader) -> None:
+    """Refuse a cube that reads as garbage in the header's byte order and as data in the other.
+
+    Floats: as declared, most values wild (NaN/inf, > 1e30 or < 1e-30) where swapped almost none are, or
+    no fewer wild values and magnitudes spread over 4x more octaves than swapped.
+    Integers wider than a byte: neighbouring samples 16x rougher as declared than swapped (a swap moves
+    the noisy low byte to the top). For 16-bit data whose declared low byte never changes the two
+    readings cannot be told apart (8-bit values stored swapped, or values scaled by 256) and the header is
+    trusted; for wider integers values below 2**24 are far likelier than multiples of 256.
+    """
+    dtype = header.dtype
+    if dtype.itemsize == 1 or dtype.kind == "c":
+        return
+    a = _sample(cube)
+    if a.size == 0:
+        return
+    swapped = _other_order(a)
+    declared = "big" if header.dtype.byteorder == ">" else "little"
+    other = "little" if declared == "big" else "big"
+    if dtype.kind == "f":
+        (w_decl, s_decl), (w_swap, s_swap) = _wild(a), _wild(swapped)
+        if (w_swap < 0.01 and w_decl > 0.5) or (w_swap <= w_decl and s_decl > 4 * max(s_swap, 1.0)):
+            raise SceneFormatError(
+                f"ENVI header {header.path} says byte order = {int(declared == 'big')} ({declared}-endian), but "
+                f"read that way {w_decl:.0%} of sampled values are NaN/inf/absurd and magnitudes spread over "
+                f"{s_decl:.1f} octaves (std of log2|x|); read as {other}-endian: {w_swap:.0%} and {s_swap:.1f}. "
+                f"The header's byte order looks wrong: fix it (or pass check_byte_order=False)")
+        return
+    if dtype.itemsize == 2:
+        low = a.view(np.uint8).reshape(*a.shape, 2)[..., 1 if declared == "big" else 0]
+        if np.all(low == low.flat[0]):
+            return  # ambiguous: the declared low byte never changes
+    r_decl, r_swap = _roughness(a), _roughness(swapped)
+    if r_decl > 16 * r_swap:
+        raise SceneFormatError(
+            f"ENVI header {header.path} says byte order = {int(declared == 'big')} ({declared}-endian), but the "
+            f"data read that way jump {r_decl / max(r_swap, 1e-12):.0f}x more between neighbouring samples than "
+            f"read as {other}-endian (mean step {r_decl:.4g} vs {r_swap:.4g}): the header's byte order looks "
+            f"wrong; fix it (or pass check_byte_order=False)")
+
+
 def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *, labels=None,
-              name: str | None = None) -> Scene:
-    """Open an ENVI scene lazily. ``path`` is the .hdr (or the data file next to it)."""
-    hdr = _header_path(Path(path))
-    try:
-        img = envi.open(str(hdr), None if image is None else str(image))
-    except envi.EnviException as err:  # spectral's own "bad header / data file not found"
-        raise ValueError(f"cannot open ENVI scene {hdr}: {err}") from err
-    interleave = _INTERLEAVE[img.interleave]
-    dtype = np.dtype(img.dtype)
-    rows, cols, bands = (int(v) for v in img.shape)
-    expected = img.offset + rows * cols * bands * dtype.itemsize
-    size = os.path.getsize(img.filename)
-    if size < expected:
-        raise ValueError(
-            f"ENVI data file {img.filename} holds {size} bytes; the header ({rows}x{cols}x{bands} {dtype}, "
-            f"offset {img.offset}) needs {expected}"
-        )
-    layout = RawLayout(Path(img.filename), int(img.offset), dtype, interleave, (rows, cols, bands))
-    cube = img.open_memmap(interleave="bip")  # (H, W, C) view of the file, whatever its interleave
-    meta = dict(img.metadata)
-    return Scene(cube=cube, wavelengths=_wavelengths(meta, bands), labels=labels,
-                 name=name or hdr.stem, metadata=meta, layout=layout)
+              name: str | None = None, check_byte_order: bool = True) -> Scene:
+    """Open an ENVI scene lazily. ``path`` is the .hdr (or the data file next to it).
+
+    The header is validated against itself and the data file's size (:mod:`.envi_header`); with
+    ``check_byte_order`` a sample of the data must look like data in the header's byte order.
+    """
+    path = Path(path)
+    header = read_envi_header(path)
+    if image is None and path.suffix.lower() != ".hdr":
+        image = path
+    data = find_data_file(header, image)
+    header.check_file(data)
+    layout = RawLayout(data, header.offset, header.dtype, header.interleave,
+                       (header.lines, header.samples, header.bands))
+    cube = layout.memmap()  # (H, W, C) view of the file, whatever its interleave
+    if check_byte_order:
+        verify_byte_order(cube, header)
+    meta = dict(header.metadata)
+    return Scene(cube=cube, wavelengths=_wavelengths(meta, header.bands, header.path), labels=labels,
+                 name=name or header.path.stem, metadata=meta, layout=layout)
 
 
 def _meta(wavelengths: Iterable[float] | None, extra: dict[str, Any] | None) -> dict[str, Any]:

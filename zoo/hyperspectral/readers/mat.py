@@ -1,57 +1,103 @@
 """MATLAB .mat scenes: v5 through scipy, v7.3 (HDF5) through h5py, with discovery of the cube and ground truth.
 
-The EHU/GIC files name their arrays freely (``indian_pines_corrected``, ``paviaU``, ``salinas_gt``, ...),
-so the cube is the largest 3-D numeric array and the ground truth the 2-D integer array whose shape matches
-the cube's first two axes (preferring names with ``gt`` / ``label`` / ``map``).
+Two layouts are found in the wild:
+
+* classification scenes (EHU/GIC: ``indian_pines_corrected``, ``paviaU``, ``salinas_gt``, ...): the cube is
+  the largest 3-D numeric array and the ground truth the 2-D integer array whose shape matches the cube's
+  first two axes (preferring names with ``gt`` / ``label`` / ``map``);
+* unmixing scenes (Samson, Jasper Ridge, Urban as distributed): ``Y`` (or ``V``) is ``bands x pixels`` with
+  the image size in ``nRow`` / ``nCol``, pixels in MATLAB's column-major order (``reshape(Y', nRow, nCol, B)``);
+  their ground-truth files hold abundances ``A`` (``endmembers x pixels``, same pixel order) and
+  endmember spectra ``M`` (``bands x endmembers``), with names in ``cood`` when present.
+
+Every file that cannot be read as either raises :class:`SceneFormatError` naming the file and what it holds.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import struct
+import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["find_cube_key", "find_gt_key", "load_mat_arrays", "open_mat"]
+__all__ = ["describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "load_mat_arrays",
+           "mat_ground_truth", "open_mat", "unmixing_cube"]
 
 _GT_HINT = re.compile(r"(gt|ground|label|truth|map|class|mask|dset)", re.IGNORECASE)
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_ROWS, _COLS = ("nRow", "nrow", "nRows", "n_row"), ("nCol", "ncol", "nCols", "n_col")
+_UNMIXING_DATA = ("Y", "V", "X", "data")  # the names the distributed unmixing files use, best first
+
+
+def _v5_errors() -> tuple[type[BaseException], ...]:
+    from scipy.io.matlab import MatReadError
+
+    # what scipy's MATLAB reader raises on a damaged or hostile file (found by the fuzz tests)
+    return (MatReadError, ValueError, TypeError, NotImplementedError, OSError, EOFError, IndexError, KeyError,
+            OverflowError, AttributeError, UnicodeDecodeError, zlib.error, struct.error, MemoryError,
+            UnboundLocalError)  # scipy 1.17 on an unknown array class (mclass) leaves "arr" unset
+
+
+def _hdf5_arrays(path: Path) -> dict[str, np.ndarray]:
+    try:
+        import h5py
+    except ImportError as err:
+        raise ImportError(f"{path} is a MATLAB v7.3 (HDF5) file: install h5py to read it") from err
+    out: dict[str, np.ndarray] = {}
+    try:
+        with h5py.File(path, "r") as f:
+            for key, ds in f.items():
+                if isinstance(ds, h5py.Dataset) and ds.dtype.kind in "biuf":
+                    out[key] = np.asarray(ds[()]).T  # HDF5 stores MATLAB arrays column-major
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise SceneFormatError(f"{path} is not a readable MATLAB v7.3 (HDF5) file: {err}") from None
+    return out
 
 
 def load_mat_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All numeric arrays of a .mat file by name (MATLAB's column-major v7.3 arrays are transposed back)."""
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f".mat file not found: {path}")
     with open(path, "rb") as fh:
         head = fh.read(600)
+    if not head:
+        raise SceneFormatError(f"{path} is empty (0 bytes): not a MATLAB .mat file")
     if _HDF5_MAGIC in head[:8] or head[512:520] == _HDF5_MAGIC:
-        try:
-            import h5py
-        except ImportError as err:
-            raise ImportError(f"{path} is a MATLAB v7.3 (HDF5) file: install h5py to read it") from err
-        out: dict[str, np.ndarray] = {}
-        with h5py.File(path, "r") as f:
-            for key, ds in f.items():
-                if isinstance(ds, h5py.Dataset) and ds.dtype.kind in "biuf":
-                    out[key] = np.asarray(ds[()]).T  # HDF5 stores MATLAB arrays column-major
-        return out
+        return _hdf5_arrays(path)
     import scipy.io
 
+    check_v5_structure(path)  # a damaged tag would crash scipy's compiled reader, not raise
     try:
         raw = scipy.io.loadmat(path)
-    except (ValueError, TypeError, NotImplementedError) as err:
-        raise ValueError(f"{path} is not a readable MATLAB .mat file: {err}") from err
+    except _v5_errors() as err:
+        raise SceneFormatError(f"{path} is not a readable MATLAB .mat file: {type(err).__name__}: {err}") from None
     return {k: v for k, v in raw.items()
             if not k.startswith("__") and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"}
+
+
+def describe_arrays(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = None) -> str:
+    """``"name (shape)"`` of each array; ``(transposed?)`` after a 2-D one whose shape is ``shape`` reversed."""
+    def one(k: str, v: np.ndarray) -> str:
+        flip = shape is not None and v.ndim == 2 and v.shape == tuple(shape)[::-1] and shape[0] != shape[1]
+        return f"{k} {v.shape}" + (" (transposed?)" if flip else "")
+
+    return ", ".join(one(k, v) for k, v in arrays.items()) or "(no numeric arrays)"
 
 
 def find_cube_key(arrays: dict[str, np.ndarray]) -> str:
     cubes = [k for k, v in arrays.items() if v.ndim == 3]
     if not cubes:
-        shapes = {k: v.shape for k, v in arrays.items()}
-        raise ValueError(f"no 3-D (H, W, C) array in this .mat file; arrays: {shapes}")
+        raise SceneFormatError(f"no 3-D (H, W, C) array and no unmixing layout (Y: bands x pixels with nRow/nCol) "
+                               f"in this .mat file; arrays: {describe_arrays(arrays)}")
     return max(cubes, key=lambda k: arrays[k].size)
 
 
@@ -72,22 +118,144 @@ def find_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = N
     return min(cands, key=lambda k: (_GT_HINT.search(k) is None, len(np.unique(arrays[k]))))
 
 
-def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: str | None = None,
-             gt_path: str | os.PathLike | None = None, name: str | None = None) -> Scene:
-    """A scene from a .mat cube (and its ground truth, in the same file or in ``gt_path``)."""
-    arrays = load_mat_arrays(path)
+def _positive_scalar(arrays: dict[str, np.ndarray], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        v = arrays.get(name)
+        if v is not None and v.size == 1:
+            x = float(v.reshape(-1)[0])
+            if np.isfinite(x) and x >= 1 and x == int(x):
+                return int(x)
+    return None
+
+
+def find_unmixing_key(arrays: dict[str, np.ndarray]) -> tuple[str, int, int] | None:
+    """``(key, nRow, nCol)`` of an unmixing data matrix (``bands x pixels`` or ``pixels x bands``), if any."""
+    rows, cols = _positive_scalar(arrays, _ROWS), _positive_scalar(arrays, _COLS)
+    if rows is None or cols is None:
+        return None
+    n = rows * cols
+    cands = [k for k, v in arrays.items() if v.ndim == 2 and n in v.shape and v.size > n]
+    if not cands:
+        return None
+    named = [k for k in _UNMIXING_DATA if k in cands]
+    return (named[0] if named else max(cands, key=lambda k: arrays[k].size)), rows, cols
+
+
+def _pixels_last(mat: np.ndarray, n: int, what: str) -> np.ndarray:
+    """``(K, n)`` from a ``(K, n)`` or ``(n, K)`` matrix of ``n`` pixels."""
+    if mat.ndim == 2 and mat.shape[1] == n:
+        return mat
+    if mat.ndim == 2 and mat.shape[0] == n:
+        return mat.T
+    raise SceneFormatError(f"{what} has shape {mat.shape}; expected (k, {n}) or ({n}, k) for {n} pixels")
+
+
+def unmixing_cube(matrix: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """``(rows, cols, K)`` from a ``(K, rows * cols)`` matrix whose pixels run column-major (MATLAB's order)."""
+    m = _pixels_last(np.asarray(matrix), rows * cols, "the unmixing matrix")
+    return m.T.reshape((rows, cols, m.shape[0]), order="F")  # cube[:, :, k] = reshape(m[k], rows, cols, 'F')
+
+
+def _names(path: Path, key: str, k: int) -> tuple[str, ...] | None:
+    """Endmember names (``cood``: a cell array of strings) when the file has them."""
+    import scipy.io
+
+    try:
+        raw = scipy.io.loadmat(path, variable_names=[key]).get(key)
+        names = tuple(str(np.asarray(x).reshape(-1)[0]).strip() for x in np.asarray(raw, dtype=object).reshape(-1))
+    except (*_v5_errors(), AttributeError):
+        return None
+    return names if len(names) == k else None
+
+
+def mat_ground_truth(arrays: dict[str, np.ndarray], shape: tuple[int, int], path: Path, *,
+                     n_bands: int | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """``(label map or None, extras)`` from a .mat file's arrays for a scene of ``shape`` = (H, W).
+
+    ``extras`` holds ``abundances`` ``(H, W, K)`` (from ``A``, column-major pixels), ``endmembers``
+    ``(K, C)`` (from ``M``) and ``endmember_names`` when the file has them.
+    """
+    h, w = shape
+    key = find_gt_key(arrays, shape)
+    labels = arrays[key] if key is not None else None
+    extras: dict[str, Any] = {} if key is None else {"gt_key": key}
+    if "A" in arrays and h * w in arrays["A"].shape:
+        ab = unmixing_cube(arrays["A"], h, w)  # (H, W, K)
+        extras["abundances"] = ab
+        if "M" in arrays:
+            m = np.asarray(arrays["M"])
+            k = ab.shape[2]
+            if m.ndim != 2 or k not in m.shape or (n_bands is not None and n_bands not in m.shape):
+                raise SceneFormatError(f"{path}: endmembers M have shape {m.shape}; expected (bands, {k}) "
+                                       f"= ({n_bands if n_bands is not None else 'C'}, {k})")
+            extras["endmembers"] = m.T if m.shape[1] == k and (n_bands is None or m.shape[0] == n_bands) else m
+        names = _names(path, "cood", ab.shape[2])
+        if names:
+            extras["endmember_names"] = names
+    return labels, extras
+
+
+def _wrong_gt(arrays: dict[str, np.ndarray], shape: tuple[int, int]) -> dict[str, np.ndarray]:
+    """Ground-truth-looking arrays (2-D, named like one) whose shape is not the cube's."""
+    return {k: v for k, v in arrays.items()
+            if v.ndim == 2 and v.shape != tuple(shape) and _GT_HINT.search(k) and v.size > 1}
+
+
+def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path):
+    """``(key, (H, W, C) cube, metadata)``: a 3-D array, or an unmixing matrix reshaped with nRow/nCol."""
     if cube_key is None:
-        cube_key = find_cube_key(arrays)
+        unmix = find_unmixing_key(arrays)
+        has_3d = any(v.ndim == 3 for v in arrays.values())
+        cube_key = unmix[0] if unmix is not None and not has_3d else find_cube_key(arrays)
     elif cube_key not in arrays:
         raise KeyError(f"{cube_key!r} not in {path}; arrays: {sorted(arrays)}")
-    cube = arrays[cube_key]
-    labels = None
-    gt_arrays = load_mat_arrays(gt_path) if gt_path is not None else arrays
-    if gt_key is None:
-        gt_key = find_gt_key(gt_arrays, cube.shape[:2])
+    v = arrays[cube_key]
+    if v.size == 0:
+        raise SceneFormatError(f"{path}: {cube_key!r} is empty (shape {v.shape})")
+    if v.ndim == 3:
+        return cube_key, v, {}
+    rows, cols = _positive_scalar(arrays, _ROWS), _positive_scalar(arrays, _COLS)
+    if v.ndim == 2 and rows is not None and cols is not None:
+        meta = {"layout": "unmixing (bands x pixels, column-major)", "n_row": rows, "n_col": cols}
+        return cube_key, unmixing_cube(v, rows, cols), meta
+    raise SceneFormatError(f"{path}: {cube_key!r} has shape {v.shape}; expected an (H, W, C) cube, or a bands x "
+                           f"pixels matrix with nRow/nCol beside it")
+
+
+def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: str | None = None,
+             gt_path: str | os.PathLike | None = None, name: str | None = None,
+             abundance_labels: bool = False) -> Scene:
+    """A scene from a .mat cube (and its ground truth, in the same file or in ``gt_path``, any format).
+
+    ``abundance_labels=True`` labels every pixel with its dominant endmember (argmax abundance + 1) when
+    the ground truth is an abundance matrix rather than a label map.
+    """
+    from zoo.hyperspectral.readers.ground_truth import labels_from_abundances, read_ground_truth
+
+    path = Path(path)
+    arrays = load_mat_arrays(path)
+    cube_key, cube, meta = _select_cube(arrays, cube_key, path)
+    shape = cube.shape[:2]
+    gt_file = Path(gt_path) if gt_path is not None else path
     if gt_key is not None:
+        gt_arrays = load_mat_arrays(gt_file) if gt_path is not None else arrays
         if gt_key not in gt_arrays:
-            raise KeyError(f"{gt_key!r} not in {gt_path or path}; arrays: {sorted(gt_arrays)}")
-        labels = gt_arrays[gt_key]
-    return Scene(cube=cube, labels=labels, name=name or Path(path).stem, metadata={"cube_key": cube_key,
-                 "gt_key": gt_key})
+            raise KeyError(f"{gt_key!r} not in {gt_file}; arrays: {sorted(gt_arrays)}")
+        labels, extras = gt_arrays[gt_key], {}
+        if labels.shape != shape:
+            raise SceneFormatError(f"{gt_file}: ground truth {gt_key!r} has shape {labels.shape}; the cube is "
+                                   f"(H, W) = {shape}")
+    elif gt_path is not None:
+        labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2])
+    else:
+        own = {k: v for k, v in arrays.items() if k != cube_key}
+        labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2])
+        wrong = _wrong_gt(own, shape)
+        if labels is None and not extras and wrong:
+            raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the cube's "
+                                   f"(H, W) = {shape}")
+    if abundance_labels:
+        labels = labels_from_abundances(extras, gt_file)
+    meta.update({"gt_key": gt_key, **extras, "cube_key": cube_key})
+    names = extras.get("endmember_names") if abundance_labels else None
+    return Scene(cube=cube, labels=labels, name=name or path.stem, metadata=meta, class_names=names)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.readers.ground_truth import with_ground_truth
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["open_npy"]
@@ -14,25 +16,15 @@ __all__ = ["open_npy"]
 
 def open_npy(path: str | os.PathLike, *, gt_path: str | os.PathLike | None = None, name: str | None = None,
              mmap: bool = True) -> Scene:
-    """An ``(H, W, C)`` .npy cube (memory-mapped), with an ``(H, W)`` .npy/.mat ground truth if given."""
+    """An ``(H, W, C)`` .npy cube (memory-mapped), with a ground truth of any format if given."""
     path = Path(path)
     try:
         cube = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except ValueError as err:
-        raise ValueError(f"{path} is not a plain .npy array: {err}") from err
+    except (ValueError, OSError, EOFError) as err:
+        raise SceneFormatError(f"{path} is not a plain .npy array: {err}") from None
     if cube.ndim != 3:
-        raise ValueError(f"{path}: expected an (H, W, C) cube, got shape {cube.shape}")
-    labels = None
-    if gt_path is not None:
-        gt_path = Path(gt_path)
-        if gt_path.suffix.lower() == ".mat":
-            from zoo.hyperspectral.readers.mat import find_gt_key, load_mat_arrays
-
-            arrays = load_mat_arrays(gt_path)
-            key = find_gt_key(arrays, cube.shape[:2])
-            if key is None:
-                raise ValueError(f"{gt_path}: no (H, W) = {cube.shape[:2]} label array")
-            labels = arrays[key]
-        else:
-            labels = np.load(gt_path, allow_pickle=False)
-    return Scene(cube=cube, labels=labels, name=name or path.stem)
+        raise SceneFormatError(f"{path}: expected an (H, W, C) cube, got shape {cube.shape}")
+    if cube.dtype.kind not in "biuf":
+        raise SceneFormatError(f"{path}: expected a numeric cube, got dtype {cube.dtype}")
+    scene = Scene(cube=cube, name=name or path.stem)
+    return scene if gt_path is None else with_ground_truth(scene, gt_path)

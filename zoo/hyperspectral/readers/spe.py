@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["SPEFormatError", "SpeHeader", "open_spe", "parse_spe_header", "read_spe", "write_spe"]
@@ -47,7 +48,7 @@ _PIXEL_FORMATS = {
 }
 
 
-class SPEFormatError(ValueError):
+class SPEFormatError(SceneFormatError):
     """A malformed or unsupported SPE file."""
 
 
@@ -89,7 +90,7 @@ def _parse_footer(xml: bytes, data_end: int) -> SpeHeader:
         raise SPEFormatError("SPE 3.0 footer: DTDs / entities are not allowed in an SPE footer")
     try:
         root = ET.fromstring(xml)
-    except ET.ParseError as err:
+    except (ET.ParseError, LookupError) as err:  # LookupError: an unknown encoding="..." (found by fuzzing)
         raise SPEFormatError(f"SPE 3.0 footer is not well-formed XML: {err}") from None
     frame = next((el for el in root.iter() if _local(el.tag) == "DataBlock" and el.get("type") == "Frame"), None)
     if frame is None:

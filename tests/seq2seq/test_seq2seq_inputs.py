@@ -1,0 +1,103 @@
+"""What translate() does with inputs a model cannot take as they are: blank inputs give "" without a model
+call, long inputs are translated sentence by sentence (a single over-long sentence is refused with the
+limit), and every bad decoding option is an error naming it."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import zoo
+from zoo.seq2seq.search import beam_search, greedy_search
+from zoo.seq2seq.tokenizer import train_tokenizer
+
+DE = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball am Strand.", "Eine Frau liest ein Buch im Park."]
+EN = ["A dog runs across the meadow.", "Two men play soccer on the beach.", "A woman reads a book in the park."]
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = zoo.build("seq2seq-transformer", d_model=32, n_heads=4, n_layers=1, d_ff=64, src_vocab=300, tgt_vocab=300,
+                  dropout=0.0, max_len=32)  # 31 source tokens at most: every DE sentence fits, all three do not
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    return m.eval()
+
+
+def test_blank_inputs_translate_to_empty_without_a_model_call(model, monkeypatch):
+    """Before: translate("") returned "A" and whitespace a hallucinated sentence."""
+    def boom(*a, **k):
+        raise AssertionError("the model was called for a blank input")
+
+    monkeypatch.setattr(model, "start", boom)
+    assert model.translate("") == ""
+    assert model.translate(["   ", "\n\t", ""], beam_size=3) == ["", "", ""]
+
+
+def test_long_input_is_translated_sentence_by_sentence(model):
+    """Before: an input longer than the model's positions was cut to max_len - 1 tokens without a word."""
+    paragraph = " ".join(DE)
+    assert len(model.tokenizer.encode(paragraph)) > model.max_len - 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no truncation warning either
+        whole = model.translate(paragraph, max_len=6)
+    pieces = model.translate(DE, max_len=6)
+    assert whole == " ".join(p.strip() for p in pieces)
+    # the same in a batch next to short inputs, and with beam search
+    batch = model.translate(["", paragraph, DE[0]], beam_size=2, max_len=6)
+    assert batch[0] == "" and batch[2] == model.translate(DE[0], beam_size=2, max_len=6)
+    assert batch[1] == " ".join(p.strip() for p in model.translate(DE, beam_size=2, max_len=6))
+
+
+def test_one_sentence_longer_than_the_model_is_refused_with_the_limit(model):
+    sentence = "Ein Hund läuft über die Wiese und " * 6  # no sentence end to split at
+    n = len(model.tokenizer.encode(sentence.strip()))
+    with pytest.raises(ValueError, match=rf"one sentence is still {n} tokens, more than the model's limit of 31 "
+                                         r"source tokens"):
+        model.translate(["Kurz.", sentence])
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"max_len": 0}, ValueError, r"max_len must be between 1 and 31 .*got 0"),
+    ({"max_len": -3}, ValueError, r"max_len must be between 1 and 31"),
+    ({"max_len": 32}, ValueError, r"max_len must be between 1 and 31 \(the model's 32 positions"),
+    ({"max_len": 2.5}, TypeError, r"max_len must be an int"),
+    ({"max_len": True}, TypeError, r"max_len must be an int"),
+    ({"length_penalty": math.nan}, ValueError, r"length_penalty must be a finite number >= 0 .*got nan"),
+    ({"length_penalty": math.inf}, ValueError, r"length_penalty must be a finite number"),
+    ({"length_penalty": -0.5}, ValueError, r"length_penalty must be a finite number >= 0"),
+    ({"length_penalty": "0.6"}, TypeError, r"length_penalty must be a number"),
+    ({"beam_size": 0}, ValueError, r"beam_size must be >= 1; got 0"),
+    ({"beam_size": 2.0}, TypeError, r"beam_size must be an int"),
+    ({"batch_size": 0}, ValueError, r"batch_size must be >= 1"),
+])
+def test_bad_decoding_options_name_the_argument(model, kwargs, error, message):
+    """Before: max_len=0 was ignored and length_penalty=nan accepted."""
+    with pytest.raises(error, match=message):
+        model.translate(DE[:1], **kwargs)
+
+
+def test_search_functions_check_their_options_too(model):
+    src = torch.tensor([[5, 6, 7, 2]])
+    with pytest.raises(ValueError, match="max_len must be an int >= 1"):
+        greedy_search(model, src, max_len=0)
+    with pytest.raises(ValueError, match="length_penalty must be a finite number"):
+        beam_search(model, src, beam_size=2, length_penalty=float("nan"))
+    with pytest.raises(ValueError, match="beam_size must be an int >= 1"):
+        beam_search(model, src, beam_size=0)
+
+
+def test_shipped_weights_translate_a_long_paragraph_to_its_end():
+    """A 300+ token paragraph: before, everything after token 255 was dropped (here: the snow)."""
+    from zoo import hub
+
+    if "seq2seq-transformer.multi30k-de-en" not in hub.list_weights("seq2seq-transformer"):
+        pytest.skip("seq2seq-transformer.multi30k-de-en is not published")
+    m = zoo.build("seq2seq-transformer", weights="multi30k-de-en")
+    paragraph = " ".join(["Ein Mann fährt mit dem Fahrrad."] * 40 + ["Zwei Hunde spielen im Schnee."])
+    assert len(m.tokenizer.encode(paragraph)) > m.max_len
+    out = m.translate(paragraph)
+    assert out.count(".") >= 41 and "snow" in out.rsplit(".", 2)[-2].lower()

@@ -1,0 +1,134 @@
+"""Images as users have them: 16-bit and float files scaled (not clipped), phone photos turned upright by
+their EXIF tag, val classes train does not know, and decompression bombs -- each a clear, counted decision."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+
+from zoo.vision.data import ImageFolderDataset, load_image_folders, open_rgb
+from zoo.vision.predict import predict
+
+
+def test_16bit_png_is_scaled_not_clipped(tmp_path):
+    """Before: values clipped at 255, 65,440 levels of a gradient became 5."""
+    ramp = np.linspace(0, 65535, 256 * 64).astype(np.uint16).reshape(64, 256)
+    Image.fromarray(ramp).save(tmp_path / "deep.png")  # a real 16-bit greyscale PNG
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I")
+    rgb = np.asarray(open_rgb(tmp_path / "deep.png"))
+    assert rgb.shape == (64, 256, 3) and (rgb[..., 0] == rgb[..., 2]).all()
+    assert len(np.unique(rgb)) == 256  # every 8-bit level is used
+    np.testing.assert_array_equal(rgb[..., 0], np.rint(ramp / 257.0).astype(np.uint8))
+
+
+def test_32bit_and_float_images_are_scaled_over_their_range(tmp_path):
+    f = np.linspace(0, 1, 100, dtype=np.float32).reshape(10, 10)
+    Image.fromarray(f, mode="F").save(tmp_path / "unit.tif")
+    np.testing.assert_array_equal(np.asarray(open_rgb(tmp_path / "unit.tif"))[..., 1], np.rint(f * 255).astype(np.uint8))
+    wide = (np.arange(100, dtype=np.int32) * 100_000).reshape(10, 10)  # 32-bit values beyond 16 bits
+    Image.fromarray(wide, mode="I").save(tmp_path / "wide.tif")
+    with pytest.warns(UserWarning, match=r"wide.tif: I values span \[0, 9.9e\+06\].*scaled that span to 0..255"):
+        out = np.asarray(open_rgb(tmp_path / "wide.tif"))[..., 0]
+    assert out.min() == 0 and out.max() == 255 and len(np.unique(out)) == 100
+    Image.fromarray(f * 1000 - 5, mode="F").save(tmp_path / "radiance.tif")
+    with pytest.warns(UserWarning, match="radiance.tif: F values span"):
+        assert np.asarray(open_rgb(tmp_path / "radiance.tif")).max() == 255
+
+
+def _sideways_jpeg(path, orientation=6):
+    """A 40x20 photo stored sideways: red on the left, blue on the right, EXIF says 'rotate 90 CW'."""
+    img = Image.new("RGB", (40, 20), (0, 0, 255))
+    img.paste((255, 0, 0), (0, 0, 20, 20))
+    exif = Image.Exif()
+    exif[0x0112] = orientation  # Orientation
+    img.save(path, quality=95, exif=exif)
+    return path
+
+
+class _RedOnTop(nn.Module):
+    """Logits [red in the top half, red in the left half]: says which way up it was shown the photo."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pretrained_cfg = {"input_size": (3, 16, 16), "resize": 16, "mean": (0.0, 0.0, 0.0),
+                               "std": (1.0, 1.0, 1.0), "classes": ["upright", "as stored"]}
+
+    def forward(self, x):  # (B, 3, 16, 16)
+        red = x[:, 0]
+        return torch.stack([red[:, :8].mean((1, 2)), red[:, :, :8].mean((1, 2))], dim=1) * 20
+
+
+def test_exif_orientation_is_applied_with_an_option_to_keep_it(tmp_path):
+    """Before: phone photos were classified as stored (sideways)."""
+    path = _sideways_jpeg(tmp_path / "phone.jpg")
+    upright = open_rgb(path)
+    assert upright.size == (20, 40)  # turned: tall
+    top = np.asarray(upright)[:10].mean((0, 1))
+    assert top[0] > 200 and top[2] < 50  # red on top after the 90 degree turn
+    assert open_rgb(path, exif_transpose=False).size == (40, 20)
+    model = _RedOnTop()
+    assert predict(model, path)[0]["label"] == "upright"
+    assert predict(model, path, exif_transpose=False)[0]["label"] == "as stored"
+    with Image.open(path) as pil:  # a PIL image opened by the caller is turned the same way
+        assert predict(model, pil)[0]["label"] == "upright"
+    (tmp_path / "cls" / "a").mkdir(parents=True)
+    _sideways_jpeg(tmp_path / "cls" / "a" / "p.jpg")
+    assert ImageFolderDataset(tmp_path / "cls")[0][0].size == (20, 40)
+    assert ImageFolderDataset(tmp_path / "cls", exif_transpose=False)[0][0].size == (40, 20)
+
+
+def _folders(root, train=("ants", "bees"), val=("ants", "bees", "wasps")):
+    for split, classes in (("train", train), ("val", val)):
+        for cls in classes:
+            (root / split / cls).mkdir(parents=True)
+            Image.new("RGB", (8, 8), (9, 9, 9)).save(root / split / cls / f"{cls}.png")
+    return root
+
+
+def test_val_class_unknown_to_train_is_an_error_or_a_counted_skip(tmp_path):
+    """Before: the wasps folder was silently not scored."""
+    root = _folders(tmp_path)
+    with pytest.raises(ValueError, match=r"class folder\(s\) 'wasps' \(1 images\) are not among the 2 classes"):
+        load_image_folders(root)
+    with pytest.warns(UserWarning, match=r"skipped class folder\(s\) unknown to the given classes: 'wasps'"):
+        _, val = load_image_folders(root, unknown_classes="skip")
+    assert len(val) == 2 and val.skipped["unknown_class"] == [str(root / "val" / "wasps")]
+    assert "1 unknown class" in repr(val)
+    with pytest.raises(ValueError, match="unknown_classes must be"):
+        ImageFolderDataset(root / "val", unknown_classes="ignore")
+
+
+def _png_header(path, width, height):
+    """A PNG whose header says ``width x height`` (8-bit grey) with one tiny data chunk: a decompression bomb."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def test_20000px_png_is_skipped_and_counted_or_named_with_the_limit(tmp_path):
+    """Before: PIL's DecompressionBombError escaped the folder scan."""
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        Image.new("RGB", (8, 8)).save(tmp_path / cls / "ok.png")
+    bomb = _png_header(tmp_path / "a" / "huge.png", 20000, 20000)
+    with pytest.warns(UserWarning, match=r"skipped 1 image\(s\) above Pillow's decompression-bomb limit.*huge.png"):
+        ds = ImageFolderDataset(tmp_path)
+    assert len(ds) == 2 and ds.skipped["too_large"] == [str(bomb)] and ds.skipped["corrupt"] == []
+    with pytest.raises(ValueError, match=r"huge.png is above Pillow's decompression-bomb limit .*MAX_IMAGE_PIXELS = "
+                                         rf"{Image.MAX_IMAGE_PIXELS}"):
+        ImageFolderDataset(tmp_path, strict=True)
+    with pytest.raises(ValueError, match=r"huge.png is above Pillow's decompression-bomb limit"):
+        open_rgb(bomb)
+    with pytest.warns(UserWarning, match="huge.png"):
+        out = predict(_RedOnTop(), [bomb, tmp_path / "b" / "ok.png"])
+    assert "decompression-bomb limit" in out[0]["error"] and out[1]["label"] in ("upright", "as stored")

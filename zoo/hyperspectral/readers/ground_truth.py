@@ -1,0 +1,136 @@
+"""Ground truth and training masks from any file a user has: .npy, .mat, ENVI, or a PNG/TIFF label image.
+
+A label map is ``(H, W)``, integer-valued, ``>= 0`` (0 = unlabelled), and must match the scene's
+``(H, W)``; anything else raises :class:`SceneFormatError` naming the file, the expected and the found shape.
+A training mask is read the same way (class ids, or 0/1).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.hyperspectral.readers.errors import SceneFormatError
+
+__all__ = ["IMAGE_EXTENSIONS", "labels_from_abundances", "read_ground_truth", "read_label_map", "with_ground_truth"]
+
+IMAGE_EXTENSIONS = (".png", ".tif", ".tiff", ".bmp", ".gif", ".pgm", ".pnm")
+_LABEL_MODES = ("1", "L", "P", "I", "I;16", "I;16B", "I;16L", "F")  # single channel: grey levels or palette ids
+
+
+def _from_image(path: Path) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.mode not in _LABEL_MODES:
+                raise SceneFormatError(f"{path} is a {img.mode} image; a label map must have one channel (class ids "
+                                       f"as grey levels or palette indices), not colours")
+            return np.asarray(img)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        if isinstance(err, SceneFormatError):
+            raise
+        raise SceneFormatError(f"{path} is not a readable image: {err}") from None
+
+
+def _from_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise SceneFormatError(f"{path} is not a plain .npy array: {err}") from None
+
+
+def _from_envi(path: Path) -> np.ndarray:
+    from zoo.hyperspectral.readers.envi import open_envi
+
+    scene = open_envi(path, check_byte_order=False)  # class ids are not smooth data: nothing to judge
+    if scene.n_bands != 1:
+        raise SceneFormatError(f"{path}: an ENVI label map has one band; this one has {scene.n_bands}")
+    return np.asarray(scene.cube[:, :, 0])
+
+
+def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
+    if arr.ndim != 2:
+        raise SceneFormatError(f"{path}: {what} must be an (H, W) map; got shape {arr.shape}")
+    if shape is not None and arr.shape != tuple(shape):
+        hint = " (transposed?)" if arr.shape == tuple(shape)[::-1] else ""
+        raise SceneFormatError(f"{path}: {what} has shape {arr.shape}{hint}; the scene is (H, W) = {tuple(shape)}")
+    if arr.dtype.kind == "b":
+        return arr.astype(np.int64)
+    if arr.dtype.kind not in "iuf":
+        raise SceneFormatError(f"{path}: {what} must be numeric class ids; got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise SceneFormatError(f"{path}: {what} must hold whole class ids (0 = unlabelled); found fractions or NaN")
+    if arr.size and arr.min() < 0:
+        raise SceneFormatError(f"{path}: {what} must be >= 0 (0 = unlabelled); found {arr.min()}")
+    return arr.astype(np.int64)
+
+
+def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = None, *, what: str = "ground truth",
+                      n_bands: int | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth."""
+    from zoo.hyperspectral.readers.envi_header import find_header
+    from zoo.hyperspectral.readers.mat import describe_arrays, find_gt_key, load_mat_arrays, mat_ground_truth
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} file not found: {path}")
+    ext = path.suffix.lower()
+    if ext == ".mat":
+        arrays = load_mat_arrays(path)
+        if shape is None:
+            key = find_gt_key(arrays)
+            if key is None:
+                raise SceneFormatError(f"{path}: no 2-D label array; arrays: {describe_arrays(arrays)}")
+            return _check(arrays[key], path, None, what), {}
+        labels, extras = mat_ground_truth(arrays, shape, path, n_bands=n_bands)
+        if labels is None and not extras:
+            raise SceneFormatError(f"{path}: no {what} for a scene of (H, W) = {tuple(shape)}: expected an (H, W) "
+                                   f"integer label map or abundances A; found {describe_arrays(arrays, shape)}")
+        return (None if labels is None else _check(labels, path, shape, what)), extras
+    if ext == ".npy":
+        return _check(_from_npy(path), path, shape, what), {}
+    if ext in IMAGE_EXTENSIONS:
+        return _check(_from_image(path), path, shape, what), {}
+    try:
+        find_header(path)
+    except FileNotFoundError:
+        raise SceneFormatError(f"{path}: unknown {what} format {ext or '(no extension)'!r}; expected .npy, .mat, "
+                               f"an ENVI .hdr/data pair, or an image ({', '.join(IMAGE_EXTENSIONS)})") from None
+    return _check(_from_envi(path), path, shape, what), {}
+
+
+def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None, *,
+                   what: str = "label map") -> np.ndarray:
+    """An ``(H, W)`` int64 label map (or training mask) from any supported file; abundances are not labels."""
+    labels, _ = read_ground_truth(path, shape, what=what)
+    if labels is None:
+        raise SceneFormatError(f"{path} holds abundances, not a {what} (pass abundance_labels=True to the scene "
+                               f"reader to label pixels by their dominant endmember)")
+    return labels
+
+
+def labels_from_abundances(extras: dict[str, Any], path: str | os.PathLike) -> np.ndarray:
+    """Every pixel labelled with its dominant endmember: ``argmax(abundances) + 1`` (classes 1..K)."""
+    if "abundances" not in extras:
+        raise SceneFormatError(f"abundance_labels=True but {path} holds no abundance matrix A")
+    return np.argmax(extras["abundances"], axis=2).astype(np.int64) + 1
+
+
+def with_ground_truth(scene, path: str | os.PathLike, *, abundance_labels: bool = False):
+    """``scene`` with the labels (and unmixing extras) of the ground-truth file ``path``."""
+    from dataclasses import replace
+
+    labels, extras = read_ground_truth(path, scene.shape[:2], n_bands=scene.n_bands)
+    if abundance_labels:
+        labels = labels_from_abundances(extras, path)
+    names = extras.get("endmember_names") if abundance_labels else scene.class_names
+    return replace(scene, labels=labels, class_names=names,
+                   metadata={**scene.metadata, **extras, "ground_truth": str(path)})
