@@ -58,8 +58,11 @@ def test_pca_mask_fraction_whiten_and_sklearn_api():
     from sklearn.base import clone
 
     assert clone(pca).get_params()["n_components"] == 0.95
+    # more components than bands keeps every component, and says so (the default 30 on a narrow scene)
+    with pytest.warns(UserWarning, match=f"n_components=500 > {cube.shape[-1]} bands"):
+        assert HyperspectralPCA(n_components=500).fit(cube).n_components_ == cube.shape[-1]
     with pytest.raises(ValueError, match="n_components"):
-        HyperspectralPCA(n_components=500).fit(cube)
+        HyperspectralPCA(n_components=0).fit(cube)
     with pytest.raises(ValueError, match="NaN"):
         bad = cube.copy()
         bad[0, 0, 0] = np.nan
