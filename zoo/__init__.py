@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from zoo.api import evaluate, train
+from zoo.export import export
 from zoo.finetune import finetune
 from zoo.hub import list_weights, pull
 from zoo.registry import ModelCard, build, list_families, list_models, model_info
@@ -31,6 +32,7 @@ __all__ = [
     "ModelCard",
     "build",
     "evaluate",
+    "export",
     "finetune",
     "list_families",
     "list_models",

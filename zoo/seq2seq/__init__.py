@@ -9,6 +9,7 @@ encoder-decoders, greedy and beam search, byte-level BPE, Multi30k and parallel-
 from __future__ import annotations
 
 from zoo.seq2seq import cli as _cli  # noqa: F401  (registers `zoo translate`, the demo step, the data adapter)
+from zoo.seq2seq import export as _export  # noqa: F401  (what zoo.export ships: encoder + decoder step)
 from zoo.seq2seq.attention import MultiHeadAttention, causal_mask, combine_masks
 from zoo.seq2seq.base import Seq2SeqModel
 from zoo.seq2seq.cache import KVCache, LayerCache
