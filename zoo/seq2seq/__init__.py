@@ -24,12 +24,14 @@ from zoo.seq2seq.data import (
 )
 from zoo.seq2seq.gru import GRUConfig, Seq2SeqGRU
 from zoo.seq2seq.models import load_seq2seq_weights, seq2seq_gru, seq2seq_transformer
+from zoo.seq2seq.runner import ExportedTranslator
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import Tokenizer, train_tokenizer
 from zoo.seq2seq.transformer import Seq2SeqTransformer, TransformerConfig
 from zoo.seq2seq.translate import bleu_eval_fn, corpus_bleu, seq2seq_forward, training_config, translate
 
 __all__ = [
+    "ExportedTranslator",
     "GRUConfig",
     "KVCache",
     "LayerCache",

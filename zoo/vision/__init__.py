@@ -5,11 +5,11 @@
     zoo.vision.predict(result.model, "photos/")
 """
 
-from zoo.vision import cli as _cli  # noqa: F401  (registers zoo finetune / predict / export and the demo step)
+from zoo.vision import cli as _cli  # noqa: F401  (registers zoo finetune / predict and the demo step)
 from zoo.vision import resnet  # noqa: F401  (registers "resnet18")
 from zoo.vision.data import ImageFolderDataset, load_image_folders
 from zoo.vision.evaluate import evaluate_classifier
-from zoo.vision.export import export_onnx, export_torchscript
+from zoo.vision.export import export_onnx, export_torchscript  # also registers what zoo.export ships
 from zoo.vision.predict import predict
 from zoo.vision.resnet import adapt_input_conv, replace_head, resnet18
 from zoo.vision.transforms import transforms_for

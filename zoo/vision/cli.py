@@ -1,4 +1,5 @@
-"""Vision commands: ``zoo finetune``, ``zoo predict``, ``zoo export``, the ``zoo train/eval`` data adapter, the demo step."""
+"""Vision commands: ``zoo finetune``, ``zoo predict``, the ``zoo train/eval`` data adapter, the loader ``zoo export``
+uses for fine-tuned files, the demo step."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.cli import UsageError, command, data_adapter, demo, parse_kv
+from zoo.export_cli import model_loader
 
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15"
@@ -114,15 +116,16 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
 
 
+@model_loader("vision")  # `zoo export` builds fine-tuned files the same way
 def _load_for_predict(args: argparse.Namespace):
     """A manifest tag builds directly; a fine-tuned file saved by ``zoo finetune`` carries its head size,
     stem and classes in its metadata."""
     from zoo import hub
 
-    path = Path(args.weights)
     extra: dict[str, Any] = {}
     cfg = None
-    if path.is_file():
+    if args.weights is not None and Path(args.weights).is_file():
+        path = Path(args.weights)
         meta = hub.read_metadata(path)
         if "zoo.pretrained_cfg" in meta:
             cfg = json.loads(meta["zoo.pretrained_cfg"])
@@ -151,32 +154,6 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             print(f"{r['input']}\tERROR {r['error']}")
         else:
             print(f"{r['input']}\t" + "  ".join(f"{lbl} {p:.3f}" for lbl, p in r["topk"]))
-    return 0
-
-
-# --- zoo export -------------------------------------------------------------------------------------
-
-
-def _configure_export(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="a registered model (resnet18)")
-    p.add_argument("--weights", required=True, help="a tag or a fine-tuned model.safetensors")
-    p.add_argument("--format", choices=["torchscript", "onnx"], default="onnx")
-    p.add_argument("--out", required=True, help="output file (.pt for TorchScript, .onnx)")
-    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config")
-
-
-@command("export", "export a model to TorchScript or ONNX and check its outputs", _configure_export)
-def _cmd_export(args: argparse.Namespace) -> int:
-    import torch
-
-    from zoo.vision.export import export_onnx, export_torchscript
-
-    args.topk, args.json = 1, False
-    model = _load_for_predict(args).eval()
-    c, h, w = model.pretrained_cfg["input_size"]
-    x = torch.randn(2, c, h, w)
-    res = (export_onnx if args.format == "onnx" else export_torchscript)(model, args.out, x)
-    print(f"exported {args.format}: {res}")
     return 0
 
 
