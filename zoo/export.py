@@ -127,7 +127,7 @@ class ExportSpec:
 
 @dataclass(frozen=True)
 class ExportResult(os.PathLike):
-    """What :func:`export` wrote; usable as a path (``os.fspath(result)``).
+    """What :func:`export` wrote; usable as a path (``os.fspath(result)``, ``str(result)``).
 
     ``path`` is the file (one graph) or the folder (several graphs + files); ``files`` lists everything
     written. ``max_abs_diff`` is the largest ``|export - PyTorch|`` over every graph, output and sample
@@ -147,7 +147,11 @@ class ExportResult(os.PathLike):
     def __fspath__(self) -> str:
         return str(self.path)
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # a path-like prints as its path: str(result) can be opened
+        return str(self.path)
+
+    def describe(self) -> str:
+        """One line: where, which format, and how far from PyTorch."""
         check = (f"max |diff| {self.max_abs_diff:.2e} vs PyTorch (atol {self.atol:g}, rtol {self.rtol:g})"
                  if self.verified else "outputs not verified")
         return f"{self.path} ({self.format}, {check})"
@@ -193,7 +197,7 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
             raise ValueError(f"example_inputs[{i}] must be a batched tensor (B, ...), got "
                              f"{type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
     with torch.no_grad():
-        outputs = model.eval()(*inputs)
+        outputs = model.eval()(*inputs)  # export() gives the model its training flag back
     n_out = 1 if isinstance(outputs, torch.Tensor) else len(outputs)
     checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
     names = tuple(f"input{i}" for i in range(len(inputs)))
@@ -233,14 +237,18 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         from zoo.registry import build
 
         model = build(model)
-    spec = _spec_for(model, config)
-    if fmt in spec.unsupported:
-        raise ExportError(f"{type(model).__name__} cannot be exported as {fmt}: {spec.unsupported[fmt]}")
-    if fmt == "torchscript" and not spec.torchscript:
-        raise ExportError(f"TorchScript export is kept only where it works (vision); export "
-                          f"{type(model).__name__} with format='torch.export' (.pt2) or 'onnx'")
-    target = _target_path(Path(path), fmt, spec)
-    with _eval_mode(spec):
+    with _restore_training(model) as remember:
+        spec = _spec_for(model, config)
+        if fmt in spec.unsupported:
+            raise ExportError(f"{type(model).__name__} cannot be exported as {fmt}: {spec.unsupported[fmt]}")
+        if fmt == "torchscript" and not spec.torchscript:
+            raise ExportError(f"TorchScript export is kept only where it works (vision); export "
+                              f"{type(model).__name__} with format='torch.export' (.pt2) or 'onnx'")
+        target = _target_path(Path(path), fmt, spec)
+        for g in spec.graphs:  # exported and checked in eval mode (dropout off, running BN statistics)
+            if g.module is not None:
+                remember(g.module)
+                g.module.eval()
         return _write(spec, target, fmt, verify)
 
 
@@ -275,17 +283,21 @@ def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
 
 
 @contextlib.contextmanager
-def _eval_mode(spec: ExportSpec):
-    """Export in eval mode (dropout off), then give every module its own training flag back."""
-    modules = [m for g in spec.graphs if g.module is not None for m in g.module.modules()]
-    flags = [m.training for m in modules]
-    for g in spec.graphs:
-        if g.module is not None:
-            g.module.eval()
+def _restore_training(model: Any):
+    """Give every module its training flag back afterwards; ``remember(module)`` adds a module (and its
+    children) the family's exporter built around the model, before it is switched to eval mode."""
+    saved: dict[nn.Module, bool] = {}
+
+    def remember(module: nn.Module) -> None:
+        for m in module.modules():
+            saved.setdefault(m, m.training)
+
+    if isinstance(model, nn.Module):
+        remember(model)
     try:
-        yield
+        yield remember
     finally:
-        for m, flag in zip(modules, flags):
+        for m, flag in saved.items():
             m.training = flag
 
 

@@ -59,7 +59,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except ExportError as err:  # refused for this format, or the export disagrees with PyTorch: nothing written
         print(f"zoo export: {err}", file=sys.stderr)
         return 1
-    print(f"exported {args.name}: {result}")
+    print(f"exported {args.name}: {result.describe()}")
     for path in result.files:
         print(f"  {path}")
     return 0
