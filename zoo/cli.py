@@ -286,8 +286,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     import zoo
+    import zoo.export_cli
     import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
-    import zoo.export_cli  # noqa: F401  (`zoo export`)
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, fine-tune and pull models.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

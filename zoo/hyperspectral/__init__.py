@@ -12,8 +12,8 @@ PCA in memory or out of core, on-the-fly windows, leak-aware splits, and two cla
 """
 
 from zoo.hyperspectral import cli as _cli  # noqa: F401  (registers `zoo hsi` and the demo step)
-from zoo.hyperspectral import models as _models  # noqa: F401  (registers hsi-pca-svm and hybridsn)
 from zoo.hyperspectral import export as _export  # noqa: F401  (what zoo.export ships for both)
+from zoo.hyperspectral import models as _models  # noqa: F401  (registers hsi-pca-svm and hybridsn)
 from zoo.hyperspectral.datasets import fetch, load_dataset
 from zoo.hyperspectral.evaluation import plot_classification_map, resolve_split, score_map
 from zoo.hyperspectral.hybridsn import HybridSN, HybridSNConfig

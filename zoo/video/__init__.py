@@ -11,8 +11,8 @@ transforms, ``video-tsn`` (TSN on ResNet18) and ``r2plus1d_18`` (torchvision, Ki
 """
 
 from zoo.video import cli as _cli  # noqa: F401  (registers the data adapter, a command and the demo step)
-from zoo.video import r2plus1d, tsn  # noqa: F401  (register "r2plus1d_18" and "video-tsn")
 from zoo.video import export as _export  # noqa: F401  (what zoo.export ships: the clip classifier)
+from zoo.video import r2plus1d, tsn  # noqa: F401  (register "r2plus1d_18" and "video-tsn")
 from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_all_frames, read_frames
 from zoo.video.evaluation import evaluate_videos, video_eval_fn
 from zoo.video.predict import predict_video
