@@ -383,7 +383,10 @@ def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     if g.module is None:
         raise ExportError(f"graph {g.name!r} is not a torch module")
     program = _torch_program(g)
-    torch.export.save(program, str(path), extra_files={METADATA_FILE: json.dumps(meta)})
+    with warnings.catch_warnings():
+        # raised for tensors that share storage (a model's tied weights); harmless on CPU, where we export
+        warnings.filterwarnings("ignore", message="No complete tensor found in the group")
+        torch.export.save(program, str(path), extra_files={METADATA_FILE: json.dumps(meta)})
 
 
 def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
