@@ -57,6 +57,13 @@ def _session(path: Path):
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
+def _export(model, path: Path, **options) -> tuple[Path, float]:
+    """``zoo.export`` (verified against PyTorch on the way), and how long it took."""
+    t0 = time.perf_counter()
+    res = zoo.export(model, path, **options)
+    return res.path, time.perf_counter() - t0
+
+
 def _tensor_cases(module, session, inputs: dict[int, np.ndarray]) -> dict[int, Case]:
     """``module(x).numpy()`` vs ``session.run`` for each batch size."""
     name = session.get_inputs()[0].name
@@ -70,11 +77,10 @@ def _tensor_cases(module, session, inputs: dict[int, np.ndarray]) -> dict[int, C
 
 def vision(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     model = zoo.build("resnet18", weights="cifar10").eval()
-    t0 = time.perf_counter()
-    res = zoo.export(model, out / "resnet18.onnx")
+    path, elapsed = _export(model, out / "resnet18.onnx")
     rng = np.random.default_rng(0)
     inputs = {b: rng.standard_normal((b, 3, 32, 32), dtype=np.float32) for b in (1, 8 if quick else 64)}
-    return _tensor_cases(model, _session(res.path), inputs), time.perf_counter() - t0
+    return _tensor_cases(model, _session(path), inputs), elapsed
 
 
 def _sentences(n: int) -> list[str]:
@@ -93,10 +99,8 @@ def seq2seq(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     from zoo.seq2seq import ExportedTranslator
 
     model = zoo.build("seq2seq-transformer", weights="multi30k-de-en").eval()
-    t0 = time.perf_counter()
-    res = zoo.export(model, out / "de_en")
-    elapsed = time.perf_counter() - t0
-    runner = ExportedTranslator(res.path)
+    path, elapsed = _export(model, out / "de_en")
+    runner = ExportedTranslator(path)
     cases = {}
     for n in (1, 8 if quick else 32):
         sents = _sentences(n)
@@ -111,10 +115,8 @@ def seq2seq(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
 
 def rl(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     agent = zoo.build("td3", weights="halfcheetah-v5")
-    t0 = time.perf_counter()
-    res = zoo.export(agent, out / "policy.onnx")
-    elapsed = time.perf_counter() - t0
-    session = _session(res.path)
+    path, elapsed = _export(agent, out / "policy.onnx")
+    session = _session(path)
     rng = np.random.default_rng(0)
     cases = {}
     for b in (1, 256):
@@ -127,22 +129,18 @@ def hybridsn(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     from zoo.hyperspectral.export import RawWindowClassifier
 
     model = zoo.build("hybridsn", weights="indian-pines").eval()
-    t0 = time.perf_counter()
-    res = zoo.export(model, out / "hybridsn.onnx")
-    elapsed = time.perf_counter() - t0
+    path, elapsed = _export(model, out / "hybridsn.onnx")
     mean, scale = model.pre_mean.numpy(), model.pre_scale.numpy()
     rng = np.random.default_rng(0)
     inputs = {b: (mean + scale * rng.standard_normal((b, 25, 25, mean.size))).astype(np.float32)
               for b in (1, 32 if quick else 256)}
-    return _tensor_cases(RawWindowClassifier(model).eval(), _session(res.path), inputs), elapsed
+    return _tensor_cases(RawWindowClassifier(model).eval(), _session(path), inputs), elapsed
 
 
 def pca_svm(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     pipe = zoo.build("hsi-pca-svm", weights="indian-pines")
-    t0 = time.perf_counter()
-    res = zoo.export(pipe, out / "svm.onnx")
-    elapsed = time.perf_counter() - t0
-    session = _session(res.path)
+    path, elapsed = _export(pipe, out / "svm.onnx")
+    session = _session(path)
     scaler = pipe.steps[0][1]
     rng = np.random.default_rng(0)
     cases = {}
@@ -154,22 +152,20 @@ def pca_svm(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
 
 def tsn(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     model = zoo.build("video-tsn", weights="synthetic-actions").eval()
-    t0 = time.perf_counter()
-    res = zoo.export(model, out / "tsn.onnx", frames=8, size=64)
+    path, elapsed = _export(model, out / "tsn.onnx", frames=8, size=64)
     rng = np.random.default_rng(0)
     inputs = {b: rng.standard_normal((b, 3, 8, 64, 64), dtype=np.float32) for b in (1, 2 if quick else 8)}
-    return _tensor_cases(model, _session(res.path), inputs), time.perf_counter() - t0
+    return _tensor_cases(model, _session(path), inputs), elapsed
 
 
 def r2plus1d(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
     torch.manual_seed(0)
     model = zoo.build("r2plus1d_18").eval()
     frames, size = (8, 56) if quick else (16, 112)
-    t0 = time.perf_counter()
-    res = zoo.export(model, out / "r2plus1d.onnx", frames=frames, size=size)
+    path, elapsed = _export(model, out / "r2plus1d.onnx", frames=frames, size=size)
     rng = np.random.default_rng(0)
     inputs = {b: rng.standard_normal((b, 3, frames, size, size), dtype=np.float32) for b in (1, 2 if quick else 4)}
-    return _tensor_cases(model, _session(res.path), inputs), time.perf_counter() - t0
+    return _tensor_cases(model, _session(path), inputs), elapsed
 
 
 FAMILIES = {"vision": vision, "seq2seq": seq2seq, "rl": rl, "hybridsn": hybridsn, "hsi-pca-svm": pca_svm,

@@ -323,9 +323,10 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
             files: tuple[Path, ...] = (target,)
         else:
             for fname, content in spec.files.items():
-                mode = "wb" if isinstance(content, bytes) else "w"
-                with open(staging / fname, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
-                    fh.write(content)
+                if isinstance(content, bytes):
+                    (staging / fname).write_bytes(content)
+                else:
+                    (staging / fname).write_text(content, encoding="utf-8")
             index = {**spec.metadata, "format": fmt, "atol": spec.atol, "rtol": spec.rtol,
                      "graphs": {g.name: {"file": n, "inputs": list(g.input_names), "outputs": list(g.output_names)}
                                 for g, n in zip(spec.graphs, names)},
@@ -420,7 +421,8 @@ def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     module = _cpu_module(g)
     try:
         scripted = torch.jit.script(module)
-    except Exception:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
+    except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
+        warnings.warn(f"torch.jit.script failed ({type(err).__name__}); tracing instead", stacklevel=4)
         scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False)
     scripted.save(str(path), _extra_files={METADATA_FILE: json.dumps(meta)})
 
