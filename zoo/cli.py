@@ -286,7 +286,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     import zoo
-    import zoo.export_cli
+    import zoo.export_cli  # `zoo export`
     import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, fine-tune and pull models.")
