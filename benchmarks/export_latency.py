@@ -15,11 +15,14 @@ way a user calls them, numpy in and out on both sides:
 * video ``video-tsn.synthetic-actions`` (8 segments, 64x64; batch 1 / 8) and ``r2plus1d_18``
   (default build, 16 frames at 112x112; batch 1 / 4).
 
-onnxruntime gets as many intra-op threads as torch has. Reported: median milliseconds per call over
+onnxruntime gets as many intra-op threads as torch has (``--threads N`` sets both; on a machine shared with
+other work, one thread each is the fairer comparison: torch's spinning OpenMP workers suffer most from
+oversubscription, and the 1-minute load average before and after is recorded). Reported: median milliseconds per call over
 ``--repeats`` interleaved repeats (each repeat times enough calls to last ~0.3 s), and the ratio
 PyTorch / onnxruntime (> 1: the export is faster).
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/export_latency.py             # ~10 min on 2 cores
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/export_latency.py --threads 1
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/export_latency.py --quick     # smoke: small inputs, 2 repeats
 """
 
@@ -100,7 +103,7 @@ def seq2seq(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
 
     model = zoo.build("seq2seq-transformer", weights="multi30k-de-en").eval()
     path, elapsed = _export(model, out / "de_en")
-    runner = ExportedTranslator(path)
+    runner = ExportedTranslator(path, threads=torch.get_num_threads())
     cases = {}
     for n in (1, 8 if quick else 32):
         sents = _sentences(n)
@@ -193,7 +196,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", nargs="*", choices=sorted(FAMILIES), help="measure only these")
     ap.add_argument("--quick", action="store_true", help="smoke run: smaller inputs and 2 repeats")
+    ap.add_argument("--threads", type=int, help="torch and onnxruntime intra-op threads (default: torch's); "
+                    "results go to export_latency_<N>threads.json when given")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     repeats = 2 if args.quick else args.repeats
     load_before = os.getloadavg()  # other work on the machine slows torch's spinning threads most: recorded
     metrics, peers, ratios, export_s = {}, {}, {}, {}
@@ -213,7 +220,7 @@ def main() -> None:
     import onnxruntime
 
     _harness.write_result(
-        NAME, metrics=metrics, peers=peers, ratios=ratios,
+        NAME + (f"_{args.threads}threads" if args.threads else ""), metrics=metrics, peers=peers, ratios=ratios,
         extra={"export_seconds": {k: round(v, 2) for k, v in export_s.items()}, "onnxruntime": onnxruntime.__version__,
                "repeats": repeats, "quick": args.quick,
                "loadavg_1min_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],

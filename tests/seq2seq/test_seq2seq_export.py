@@ -42,16 +42,17 @@ def tiny_gru():
     return model
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
-def test_gru_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru, fmt):
-    res = zoo.export(tiny_gru, tmp_path / "gru", fmt, src_len=5)
+SOURCES = torch.tensor([[5, 9, 17, 2, 0, 0], [7, 8, 11, 12, 13, 2], [2, 0, 0, 0, 0, 0]])  # padded, full, empty
+
+
+def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
+    res = zoo.export(tiny_gru, tmp_path / "gru", "onnx", src_len=5)
     runner = ExportedTranslator(res.path)
-    src = torch.tensor([[5, 9, 17, 2, 0, 0], [7, 8, 11, 12, 13, 2], [2, 0, 0, 0, 0, 0]])  # padded, full, empty
-    assert runner.greedy(src.numpy(), max_len=12) == greedy_search(tiny_gru, src, max_len=12)
+    assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
     assert runner.translate(SENTENCES) == tiny_gru.translate(SENTENCES, beam_size=1)
 
 
-def test_runner_errors(tmp_path, tiny_gru):
+def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
     with pytest.raises(FileNotFoundError, match="no export.json"):
         ExportedTranslator(tmp_path)
     tiny_gru.tokenizer, tok = None, tiny_gru.tokenizer
@@ -61,6 +62,7 @@ def test_runner_errors(tmp_path, tiny_gru):
         tiny_gru.tokenizer = tok
     assert not (res.path / "tokenizer.json").exists()
     runner = ExportedTranslator(res.path)
+    assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
     with pytest.raises(ValueError, match="no tokenizer.json"):
         runner.translate("Hallo")
     with pytest.raises(ValueError, match=r"src must be \(B, S\)"):

@@ -23,11 +23,14 @@ import numpy as np
 __all__ = ["ExportedTranslator"]
 
 
-def _session(path: Path) -> Callable[..., list[np.ndarray]]:
+def _session(path: Path, threads: int | None) -> Callable[..., list[np.ndarray]]:
     if path.suffix == ".onnx":
         import onnxruntime as ort
 
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         names = [i.name for i in session.get_inputs()]
         return lambda *xs: session.run(None, dict(zip(names, xs)))
     import torch
@@ -42,9 +45,12 @@ def _session(path: Path) -> Callable[..., list[np.ndarray]]:
 
 
 class ExportedTranslator:
-    """Greedy decoding with the ``encoder`` and ``decoder_step`` graphs of a seq2seq export folder."""
+    """Greedy decoding with the ``encoder`` and ``decoder_step`` graphs of a seq2seq export folder.
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    ``threads``: onnxruntime's intra-op threads (default: its own choice, one per physical core).
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
         folder = Path(folder)
         index = folder / "export.json"
         if not index.is_file():
@@ -54,8 +60,8 @@ class ExportedTranslator:
         if "state" not in self.meta or set(self.meta.get("graphs", {})) != {"encoder", "decoder_step"}:
             raise ValueError(f"{folder}/export.json does not describe a seq2seq export (encoder + decoder_step)")
         graphs = self.meta["graphs"]
-        self._encoder = _session(folder / graphs["encoder"]["file"])
-        self._step = _session(folder / graphs["decoder_step"]["file"])
+        self._encoder = _session(folder / graphs["encoder"]["file"], threads)
+        self._step = _session(folder / graphs["decoder_step"]["file"], threads)
         self.tokenizer = None
         if self.meta.get("tokenizer"):
             from zoo.seq2seq.tokenizer import Tokenizer
