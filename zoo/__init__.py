@@ -30,11 +30,13 @@ for _family in FAMILIES:
 
 # Public names that live in heavier modules, loaded on first use (PEP 562).
 _LAZY = {
+    "export": "zoo.exporting",
     "list_weights": "zoo.hub",
     "pull": "zoo.hub",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from zoo.exporting import export
     from zoo.hub import list_weights, pull
 
 
@@ -55,6 +57,7 @@ __all__ = [
     "ModelCard",
     "build",
     "evaluate",
+    "export",
     "finetune",
     "list_families",
     "list_models",

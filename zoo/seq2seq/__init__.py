@@ -37,6 +37,7 @@ _EXPORTS = {
     "load_seq2seq_weights": "zoo.seq2seq.models",
     "seq2seq_gru": "zoo.seq2seq.models",
     "seq2seq_transformer": "zoo.seq2seq.models",
+    "ExportedTranslator": "zoo.seq2seq.runner",
     "beam_search": "zoo.seq2seq.search",
     "greedy_search": "zoo.seq2seq.search",
     "Tokenizer": "zoo.seq2seq.tokenizer",
@@ -51,6 +52,7 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = [
+    "ExportedTranslator",
     "GRUConfig",
     "KVCache",
     "LayerCache",

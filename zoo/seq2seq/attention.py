@@ -154,7 +154,8 @@ def attention(
     dead = None
     if mask is not None:
         dead = _dead_rows(mask)
-        if bool(dead.any()):
+        # an exported graph cannot branch on data: it revives always (the same result, one op more)
+        if torch.compiler.is_exporting() or bool(dead.any()):
             mask = _revive(mask, dead)
         else:
             dead = None

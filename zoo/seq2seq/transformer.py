@@ -172,7 +172,7 @@ class Seq2SeqTransformer(Seq2SeqModel):
         if src.dim() != 2:
             raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
         pad = src == self.pad_id
-        pad_mask = pad if bool(pad.any()) else None
+        pad_mask = pad if torch.compiler.is_exporting() or bool(pad.any()) else None  # exported: always a mask
         x = self._embed(self.src_embed, src)
         for layer in self.encoder_layers:
             x = layer(x, pad_mask)

@@ -1,5 +1,5 @@
-"""Vision commands: ``zoo finetune``, ``zoo export`` and the demo step (``zoo train/eval/predict resnet18`` are
-the spine's commands, with an image folder as ``--data``)."""
+"""Vision commands: ``zoo finetune`` and the demo step (``zoo train/eval/predict/export resnet18`` are the
+spine's commands, with an image folder as ``--data``)."""
 
 from __future__ import annotations
 
@@ -74,36 +74,6 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"confusion matrix: {out / 'confusion.png'}")
     (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
     print(f"weights: {out / 'model.safetensors'}  (zoo predict {args.name} --weights {out / 'model.safetensors'} IMAGES...)")
-    return 0
-
-
-def _load_for_export(args: argparse.Namespace):
-    """A manifest tag builds directly; a file written by ``zoo.save`` / ``zoo finetune`` carries its config."""
-    return _build(args.name, args.weights, args.model)
-
-
-# --- zoo export -------------------------------------------------------------------------------------
-
-
-def _configure_export(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="a registered model (resnet18)")
-    p.add_argument("--weights", required=True, help="a tag or a fine-tuned model.safetensors")
-    p.add_argument("--format", choices=["torchscript", "onnx"], default="onnx")
-    p.add_argument("--out", required=True, help="output file (.pt for TorchScript, .onnx)")
-    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config")
-
-
-@command("export", "export a model to TorchScript or ONNX and check its outputs", _configure_export)
-def _cmd_export(args: argparse.Namespace) -> int:
-    import torch
-
-    from zoo.vision.export import export_onnx, export_torchscript
-
-    model = _load_for_export(args).eval()
-    c, h, w = model.pretrained_cfg["input_size"]
-    x = torch.randn(2, c, h, w)
-    res = (export_onnx if args.format == "onnx" else export_torchscript)(model, args.out, x)
-    print(f"exported {args.format}: {res}")
     return 0
 
 

@@ -1,119 +1,61 @@
-"""Export a (fine-tuned) network to TorchScript and ONNX, and check that the export computes the same thing.
+"""What ``zoo.export`` ships for a vision classifier: the network on normalised images, ``(B, C, H, W) -> logits``.
 
-Both writers go through a temporary file and ``os.replace``; each export is loaded back and run on the
-example input and on a second batch size (the batch axis is dynamic), and the largest absolute
-difference from the eager model is reported. ONNX outputs are checked with ONNX Runtime
-(``pip install onnxruntime``; the ``dev`` extra has it); without it only ``onnx.checker`` runs and the
-result says ``verified=False``.
+The graph takes images already resized and normalised as the weights expect (``pretrained_cfg``: input
+size, mean, std; stored with the export, together with the class names when the weights have them). The
+batch axis is dynamic; the spatial size is the one traced (``image_size``, default the weights' input size).
+Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript works for ResNet18 and is kept
+(``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` are the earlier entry
+points, now shortcuts for :func:`zoo.export`.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-import warnings
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
+from torchvision.models import ResNet
 
-__all__ = ["ExportResult", "export_onnx", "export_torchscript"]
+from zoo.exporting import ExportResult, ExportSpec, Graph, export, register_exporter
 
-
-@dataclass(frozen=True)
-class ExportResult:
-    path: Path
-    max_abs_diff: float | None  # vs the eager model, over the checked inputs; None when not verified
-    verified: bool
-
-    def __str__(self) -> str:
-        check = f"max |diff| {self.max_abs_diff:.2e}" if self.verified else "outputs not verified"
-        return f"{self.path} ({check})"
+__all__ = ["export_onnx", "export_resnet", "export_torchscript"]
 
 
-def _check_inputs(example: torch.Tensor) -> list[torch.Tensor]:
-    if not isinstance(example, torch.Tensor) or example.dim() < 2:
-        raise ValueError(f"example_input must be a batched tensor (B, ...), got {type(example).__name__} "
-                         f"{tuple(getattr(example, 'shape', ()))}")
-    other = torch.randn((example.shape[0] + 1, *example.shape[1:]), generator=torch.Generator().manual_seed(0))
-    return [example, other.to(example.dtype)]
+def _sample(x: torch.Tensor, batch: int, seed: int) -> torch.Tensor:
+    return torch.randn((batch, *x.shape[1:]), generator=torch.Generator().manual_seed(seed)).to(x.dtype)
 
 
-def _tmp_beside(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    return Path(tmp)
+@register_exporter(ResNet)
+def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = None,
+                  example_input: torch.Tensor | None = None) -> ExportSpec:
+    """The classifier with a dynamic batch axis, traced on ``example_input`` or on random ``(batch, C,
+    image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too."""
+    cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    if example_input is None:
+        c, h, w = cfg.get("input_size") or (model.conv1.in_channels, 224, 224)
+        if image_size is not None:
+            h = w = int(image_size)
+        example_input = torch.randn(batch, c, h, w, generator=torch.Generator().manual_seed(0))
+    elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4:
+        raise ValueError(f"example_input must be a batched tensor (B, C, H, W), got {type(example_input).__name__} "
+                         f"{tuple(getattr(example_input, 'shape', ()))}")
+    n = example_input.shape[0]
+    graph = Graph("classifier", model, (example_input,), ("input",), ("logits",), {0: {0: "batch"}},
+                  checks=[(_sample(example_input, 1, 1),), (_sample(example_input, n + 3, 2),)])
+    meta = {"model": "resnet18", "input": f"(B, {example_input.shape[1]}, {example_input.shape[2]}, "
+            f"{example_input.shape[3]}) float32, normalised with mean/std",
+            **{k: cfg[k] for k in ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights")
+               if k in cfg}}
+    return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta, torchscript=True)
 
 
-@torch.no_grad()
-def _reference(model: nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [model(x).float() for x in inputs]
+def export_onnx(model: nn.Module, path: str | os.PathLike, example_input: torch.Tensor, **config: Any) -> ExportResult:
+    """``zoo.export(model, path, "onnx", example_input=example_input)``."""
+    return export(model, path, "onnx", example_input=example_input, **config)
 
 
-def _compare(got: list[torch.Tensor], want: list[torch.Tensor], atol: float, what: str) -> float:
-    diff = max(float((g.float() - w).abs().max()) for g, w in zip(got, want))
-    if diff > atol:
-        raise RuntimeError(f"{what} export differs from the eager model: max |diff| {diff:.3e} > atol {atol:g}")
-    return diff
-
-
-def export_torchscript(model: nn.Module, path: str | os.PathLike, example_input: torch.Tensor, *,
-                       atol: float = 1e-4) -> ExportResult:
-    """``torch.jit.script`` (falling back to ``torch.jit.trace`` for models scripting cannot compile) in
-    eval mode; loaded back and compared with the eager model."""
-    path = Path(path)
-    model = model.eval()
-    inputs = _check_inputs(example_input)
-    try:
-        scripted = torch.jit.script(model)
-    except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
-        warnings.warn(f"torch.jit.script failed ({type(err).__name__}); tracing instead", stacklevel=2)
-        scripted = torch.jit.trace(model, example_input, check_trace=False)
-    tmp = _tmp_beside(path)
-    try:
-        scripted.save(str(tmp))
-        loaded = torch.jit.load(str(tmp))
-        with torch.no_grad():
-            diff = _compare([loaded(x) for x in inputs], _reference(model, inputs), atol, "TorchScript")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return ExportResult(path, diff, True)
-
-
-def export_onnx(model: nn.Module, path: str | os.PathLike, example_input: torch.Tensor, *, opset: int = 18,
-                atol: float = 1e-4, input_name: str = "input", output_name: str = "logits") -> ExportResult:
-    """ONNX with a dynamic batch axis (``torch.onnx.export``), checked by ``onnx.checker`` and, when
-    ONNX Runtime is installed, by running it against the eager model."""
-    try:
-        import onnx
-    except ImportError as err:
-        raise ImportError("ONNX export needs the onnx and onnxscript packages: pip install onnx onnxscript") from err
-    path = Path(path)
-    model = model.eval()
-    inputs = _check_inputs(example_input)
-    tmp = _tmp_beside(path)
-    try:
-        batch = torch.export.Dim("batch", min=1, max=1 << 16)
-        program = torch.onnx.export(
-            model, (example_input,), dynamo=True, opset_version=opset, input_names=[input_name],
-            output_names=[output_name], dynamic_shapes=({0: batch},), verbose=False,
-        )
-        program.save(str(tmp), external_data=False)
-        onnx.checker.check_model(onnx.load(str(tmp)), full_check=True)
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            warnings.warn("onnxruntime is not installed: the ONNX file passed onnx.checker but its outputs "
-                          "were not compared with the eager model", stacklevel=2)
-            os.replace(tmp, path)
-            return ExportResult(path, None, False)
-        session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
-        got = [torch.from_numpy(session.run(None, {input_name: x.numpy()})[0]) for x in inputs]
-        diff = _compare(got, _reference(model, inputs), atol, "ONNX")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return ExportResult(path, diff, True)
+def export_torchscript(model: nn.Module, path: str | os.PathLike, example_input: torch.Tensor,
+                       **config: Any) -> ExportResult:
+    """``zoo.export(model, path, "torchscript", example_input=example_input)``."""
+    return export(model, path, "torchscript", example_input=example_input, **config)

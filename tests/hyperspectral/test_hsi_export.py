@@ -1,0 +1,71 @@
+"""Hyperspectral export: HybridSN with its preprocessing in the graph classifies raw-band windows like
+``predict_scene`` (borders included, through the stored pad pixel); the PCA+SVM pipeline through skl2onnx
+labels pixels like scikit-learn; torch.export of the pipeline is refused with the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.exporting import ExportError, read_metadata
+
+ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def indian_pines():
+    from zoo.hyperspectral import load_dataset
+
+    try:
+        return load_dataset("indian_pines")
+    except FileNotFoundError as err:
+        pytest.skip(f"Indian Pines not available: {err}")
+
+
+def _raw_windows(cube: np.ndarray, pixels: np.ndarray, window: int, pad_pixel: np.ndarray) -> np.ndarray:
+    r = window // 2
+    h, w, c = cube.shape
+    padded = np.broadcast_to(pad_pixel.astype(np.float32), (h + 2 * r, w + 2 * r, c)).copy()
+    padded[r:r + h, r:r + w] = cube
+    return np.stack([padded[i:i + window, j:j + window] for i, j in pixels])  # (B, w, w, C_raw)
+
+
+def test_hybridsn_raw_windows_classify_like_predict_scene(tmp_path, indian_pines):
+    model = zoo.build("hybridsn", weights="indian-pines").eval()
+    res = zoo.export(model, tmp_path / "hybridsn.onnx")
+    meta = read_metadata(res.path)
+    assert res.max_abs_diff <= res.atol == 1e-4 and meta["windows"].startswith("(B, 25, 25, 200)")
+    rng = np.random.default_rng(0)
+    labelled = np.argwhere(indian_pines.labels > 0)
+    pixels = np.concatenate([[[0, 0], [0, 77], [144, 144], [3, 140], [130, 2]],
+                             labelled[rng.choice(len(labelled), 40, replace=False)]])
+    windows = _raw_windows(np.asarray(indian_pines.cube, np.float32), pixels, 25, np.asarray(meta["pad_pixel"]))
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"windows": windows})
+    mask = np.zeros(indian_pines.labels.shape, bool)
+    mask[pixels[:, 0], pixels[:, 1]] = True
+    want = model.predict_scene(indian_pines, mask=mask)
+    got = np.zeros_like(want)
+    got[pixels[:, 0], pixels[:, 1]] = logits.argmax(1) + 1
+    assert (got == want).all()
+
+
+def test_hybridsn_without_preprocessing_exports_the_bare_network(tmp_path):
+    model = zoo.build("hybridsn", n_bands=18, n_classes=3, window=9)
+    with pytest.warns(UserWarning, match="no fitted preprocessing"):
+        res = zoo.export(model, tmp_path / "bare", "torch.export")
+    assert read_metadata(res.path)["pca_windows"] == "(B, 18, 9, 9) float32"
+
+
+def test_pca_svm_labels_like_sklearn_and_refuses_torch_export(tmp_path, indian_pines):
+    pipe = zoo.build("hsi-pca-svm", weights="indian-pines")
+    res = zoo.export(pipe, tmp_path / "svm.onnx")
+    assert res.atol == 1e-3 and read_metadata(res.path)["classes"] == list(range(1, 17))
+    pixels = indian_pines.pixels(indian_pines.labels > 0)[::7].astype(np.float32)  # ~1,500 real pixels
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    label, scores = session.run(None, {"pixels": pixels})
+    np.testing.assert_array_equal(label, pipe.predict(pixels))
+    np.testing.assert_allclose(scores, pipe.decision_function(pixels), atol=1e-3, rtol=1e-4)
+    with pytest.raises(ExportError, match="scikit-learn pipeline .* no torch graph"):
+        zoo.export(pipe, tmp_path / "svm.pt2", "torch.export")

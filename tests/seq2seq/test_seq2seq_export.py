@@ -1,0 +1,69 @@
+"""Seq2seq export: the encoder + cached decoder step graphs, and ExportedTranslator's greedy decoding from
+them, which must give the text (and token ids) of PyTorch's own greedy search."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from zoo.seq2seq import ExportedTranslator, greedy_search, train_tokenizer
+
+pytest.importorskip("onnxruntime")
+
+SENTENCES = [
+    "Ein Hund läuft über die Wiese.",
+    "Zwei Männer spielen Fußball im Park.",
+    "Eine Frau mit einem roten Hut liest ein Buch am Fenster.",
+    "Kinder.",
+    "",
+]
+
+
+@pytest.mark.slow
+def test_onnx_runner_translates_like_pytorch_greedy(tmp_path):
+    model = zoo.build("seq2seq-transformer", weights="multi30k-de-en")
+    res = zoo.export(model, tmp_path / "de_en", "onnx")
+    assert {p.name for p in res.files} == {"encoder.onnx", "decoder_step.onnx", "tokenizer.json", "export.json"}
+    assert res.max_abs_diff <= res.atol == 1e-4
+    runner = ExportedTranslator(res.path)
+    expected = model.translate(SENTENCES, beam_size=1)
+    assert runner.translate(SENTENCES) == expected
+    assert runner.translate(SENTENCES, batch_size=2) == expected  # other batch compositions: same text
+    assert runner.translate(SENTENCES[0]) == expected[0]
+    assert "Hund" not in expected[0] and expected[0].startswith("A dog")  # a real translation, not a copy
+
+
+@pytest.fixture(scope="module")
+def tiny_gru():
+    torch.manual_seed(0)
+    model = zoo.build("seq2seq-gru", src_vocab=300, tgt_vocab=300, emb_dim=16, hidden=24).eval()
+    model.tokenizer = train_tokenizer(SENTENCES * 3 + ["A dog runs across the meadow."], vocab_size=300)
+    return model
+
+
+SOURCES = torch.tensor([[5, 9, 17, 2, 0, 0], [7, 8, 11, 12, 13, 2], [2, 0, 0, 0, 0, 0]])  # padded, full, empty
+
+
+def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
+    res = zoo.export(tiny_gru, tmp_path / "gru", "onnx", src_len=5)
+    runner = ExportedTranslator(res.path)
+    assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
+    assert runner.translate(SENTENCES) == tiny_gru.translate(SENTENCES, beam_size=1)
+
+
+def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
+    with pytest.raises(FileNotFoundError, match="no export.json"):
+        ExportedTranslator(tmp_path)
+    tiny_gru.tokenizer, tok = None, tiny_gru.tokenizer
+    try:
+        res = zoo.export(tiny_gru, tmp_path / "ids_only", "torch.export")
+    finally:
+        tiny_gru.tokenizer = tok
+    assert not (res.path / "tokenizer.json").exists()
+    runner = ExportedTranslator(res.path)
+    assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
+    with pytest.raises(ValueError, match="no tokenizer.json"):
+        runner.translate("Hallo")
+    with pytest.raises(ValueError, match=r"src must be \(B, S\)"):
+        runner.greedy([1, 2, 3])

@@ -1,0 +1,207 @@
+"""zoo.export: the spine on tiny modules (formats, verification, errors, atomic writes, the command), and
+every registered network exported with its shipped weights (or a default build), run in onnxruntime and
+through torch.export.load, and compared with PyTorch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import zoo
+from zoo.cli import main
+from zoo.exporting import ExportError, ExportSpec, Graph, read_metadata, register_exporter
+
+ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+
+
+def test_plain_module_round_trips_with_dynamic_batch(tmp_path):
+    model = _mlp().train()  # exported in eval mode (dropout off), then handed back in training mode
+    res = zoo.export(model, tmp_path / "mlp", "onnx", example_inputs=torch.randn(2, 4))
+    assert res.path == tmp_path / "mlp.onnx" and res.files == (res.path,) and res.verified
+    assert res.max_abs_diff <= res.atol and model.training
+    x = torch.randn(9, 4)
+    (got,) = ort.InferenceSession(str(res.path)).run(None, {"input0": x.numpy()})
+    with torch.no_grad():
+        want = model.eval()(x).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    pt2 = zoo.export(model, tmp_path / "mlp.pt2", "torch.export", example_inputs=torch.randn(2, 4))
+    np.testing.assert_allclose(torch.export.load(str(pt2)).module()(x).detach().numpy(), want, atol=1e-6)
+    assert read_metadata(res.path)["inputs"] == ["input0"] and read_metadata(pt2)["outputs"] == ["output0"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.onnx", "mlp.pt2"]  # no temporaries left
+
+
+class _Shifted(nn.Module):
+    """A model whose 'PyTorch reference' is deliberately off: the export must be refused."""
+
+    def __init__(self, shift: float, integer: bool = False) -> None:
+        super().__init__()
+        self.lin, self.shift, self.integer = nn.Linear(3, 2), shift, integer
+
+    def forward(self, x):
+        return self.lin(x).argmax(-1) if self.integer else self.lin(x)
+
+
+@register_exporter(_Shifted)
+def _export_shifted(model: _Shifted, batch: int = 2) -> ExportSpec:
+    x = torch.randn(batch, 3, generator=torch.Generator().manual_seed(0))
+
+    def reference(x):
+        return model(x) + (1 if model.integer else model.shift)
+
+    graph = Graph("g", model, (x,), ("x",), ("y",), {0: {0: "batch"}}, checks=[(torch.randn(5, 3),)],
+                  reference=reference)
+    return ExportSpec([graph], atol=1e-3, rtol=0.0)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
+def test_disagreement_fails_naming_the_largest_difference(tmp_path, fmt):
+    with pytest.raises(ExportError, match=r"max \|diff\| 2\.000e-02.*atol 0\.001"):
+        zoo.export(_Shifted(0.02), tmp_path / "m", fmt)
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even a temporary
+    res = zoo.export(_Shifted(5e-4), tmp_path / "m", fmt)  # within atol: accepted, the difference reported
+    assert res.max_abs_diff == pytest.approx(5e-4, rel=1e-2) and res.atol == 1e-3
+
+
+def test_integer_outputs_must_be_equal(tmp_path):
+    with pytest.raises(ExportError, match="integer outputs must be equal"):
+        zoo.export(_Shifted(0.0, integer=True), tmp_path / "m.onnx")
+
+
+def test_bad_calls_say_what_was_expected(tmp_path):
+    model = _mlp()
+    x = torch.randn(2, 4)
+    with pytest.raises(ValueError, match="unknown export format 'tflite'"):
+        zoo.export(model, tmp_path / "m", "tflite", example_inputs=x)
+    with pytest.raises(TypeError, match="unknown option.*'batchsize'.*valid: batch"):
+        zoo.export(_Shifted(0.0), tmp_path / "m", batchsize=3)
+    with pytest.raises(TypeError, match="example_inputs"):
+        zoo.export(model, tmp_path / "m")
+    with pytest.raises(TypeError, match="no exporter for dict"):
+        zoo.export({"not": "a model"}, tmp_path / "m")
+    with pytest.raises(ValueError, match=r"writes a \.pt2 file"):
+        zoo.export(model, tmp_path / "m.onnx", "torch.export", example_inputs=x)
+    with pytest.raises(ExportError, match="TorchScript export is kept only where it works"):
+        zoo.export(_Shifted(0.0), tmp_path / "m.pt", "torchscript")
+    with pytest.raises(ValueError, match="batched tensor"):
+        zoo.export(model, tmp_path / "m", example_inputs=torch.tensor(1.0))
+
+
+class _TwoGraphs(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@register_exporter(_TwoGraphs)
+def _export_two(model: _TwoGraphs, note: str = "v1") -> ExportSpec:
+    graphs = [Graph(n, model, (torch.randn(2, 3),), ("x",), ("y",), {0: {0: "batch"}}) for n in ("a", "b")]
+    return ExportSpec(graphs, atol=1e-6, rtol=0.0, metadata={"note": note}, files={"notes.txt": note})
+
+
+def test_folder_export_is_replaced_whole(tmp_path):
+    out = tmp_path / "bundle"
+    res = zoo.export(_TwoGraphs(), out, "torch.export")
+    assert res.path == out and sorted(p.name for p in res.files) == ["a.pt2", "b.pt2", "export.json", "notes.txt"]
+    (out / "stale.bin").write_bytes(b"old")
+    zoo.export(_TwoGraphs(), out, "onnx", note="v2")
+    assert sorted(p.name for p in out.iterdir()) == ["a.onnx", "b.onnx", "export.json", "notes.txt"]
+    index = json.loads((out / "export.json").read_text())
+    assert index["note"] == "v2" and index["format"] == "onnx" and set(index["graphs"]) == {"a", "b"}
+    assert read_metadata(out)["graphs"]["a"]["file"] == "a.onnx"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+
+
+# --- every registered network ---------------------------------------------------------------------------
+
+# name -> (shipped weights tag or None for a default build, export options that keep the samples small)
+CASES = {
+    "resnet18": ("cifar10", {}),
+    "seq2seq-transformer": ("multi30k-de-en", {}),
+    "seq2seq-gru": (None, {"src_len": 4}),
+    "td3": ("pendulum-v1", {}),
+    "hsi-pca-svm": ("indian-pines", {}),
+    "hybridsn": ("indian-pines", {}),
+    "video-tsn": ("synthetic-actions", {"frames": 4, "size": 32}),
+    "r2plus1d_18": (None, {"frames": 4, "size": 32}),
+}
+SLOW = {"seq2seq-transformer", "seq2seq-gru", "video-tsn", "r2plus1d_18"}
+
+
+def test_every_registered_network_has_a_case():
+    assert sorted(CASES) == zoo.list_models()
+
+
+def _expected(graph: Graph, sample):
+    if graph.module is not None:
+        graph.module.eval()  # zoo.export hands the model back in the mode it had (zoo.build: training)
+    with torch.no_grad():
+        out = graph.reference(*sample) if graph.reference is not None else graph.module(*sample)
+    out = [out] if isinstance(out, (torch.Tensor, np.ndarray)) else list(out)
+    return [o.detach().float().numpy() if isinstance(o, torch.Tensor) and o.is_floating_point()
+            else np.asarray(o) for o in out]
+
+
+def _feeds(sample):
+    return [x.numpy() if isinstance(x, torch.Tensor) else x for x in sample]
+
+
+def _assert_close(got, want, spec: ExportSpec, what: str):
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        if np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_allclose(g, w, atol=spec.atol, rtol=spec.rtol, err_msg=what)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CASES)])
+def test_every_network_runs_in_onnxruntime_and_torch_export_load(name, tmp_path):
+    from zoo.exporting import _spec_for  # the family's own description: its graphs and fresh sample inputs
+
+    weights, options = CASES[name]
+    model = zoo.build(name, weights=weights)
+    spec = _spec_for(model, options)
+    res = zoo.export(model, tmp_path / name, "onnx", **options)
+    assert res.verified and res.max_abs_diff <= spec.atol and set(res.per_graph) == {g.name for g in spec.graphs}
+    files = {g.name: (res.path / f"{g.name}.onnx" if spec.is_folder else res.path) for g in spec.graphs}
+    for graph in spec.graphs:
+        sample = graph.checks[-1]  # another batch size / length than the traced one
+        session = ort.InferenceSession(str(files[graph.name]), providers=["CPUExecutionProvider"])
+        got = session.run(None, dict(zip([i.name for i in session.get_inputs()], _feeds(sample))))
+        _assert_close(got, _expected(graph, sample), spec, f"{name}/{graph.name} in onnxruntime")
+    if "torch.export" in spec.unsupported:
+        with pytest.raises(ExportError, match="cannot be exported as torch.export: .+"):
+            zoo.export(model, tmp_path / f"{name}.pt2", "torch.export", **options)
+        return
+    res = zoo.export(model, tmp_path / f"{name}-pt2", "torch.export", **options)
+    for graph in spec.graphs:
+        sample = graph.checks[-1]
+        path = res.path / f"{graph.name}.pt2" if spec.is_folder else res.path
+        with torch.no_grad():
+            got = torch.export.load(str(path)).module()(*sample)
+        got = [got] if isinstance(got, torch.Tensor) else list(got)
+        _assert_close([g.numpy() for g in got], _expected(graph, sample), spec, f"{name}/{graph.name} .pt2")
+
+
+# --- the command ----------------------------------------------------------------------------------------
+
+
+def test_export_command(tmp_path, capsys):
+    out = tmp_path / "policy.onnx"
+    assert main(["export", "td3", "--weights", "pendulum-v1", "--out", str(out)]) == 0
+    assert "max |diff|" in capsys.readouterr().out and read_metadata(out)["action_high"] == [2.0]
+    code = main(["export", "hsi-pca-svm", "--weights", "indian-pines", "--format", "pt2",
+                 "--out", str(tmp_path / "svm.pt2")])
+    assert code == 1 and "no torch graph to export" in capsys.readouterr().err
+    assert main(["export", "td3", "--out", str(tmp_path / "p.onnx"), "--set", "size=3"]) == 2  # one-line error
+    assert "unknown option(s) 'size'" in capsys.readouterr().err

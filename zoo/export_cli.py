@@ -1,0 +1,46 @@
+"""``zoo export NAME --weights W --format onnx|torch.export|torchscript --out PATH``: :func:`zoo.export` on
+the command line, for every registered model.
+
+Imported by :func:`zoo.cli.build_parser`. Files written by ``zoo.save`` (and ``zoo finetune``) carry their
+config, so ``zoo.build(name, weights=...)`` loads any of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from zoo.cli import command, parse_kv
+
+__all__: list[str] = []
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a registered model name (see `zoo list`)")
+    p.add_argument("--weights", help="a tag, MODEL.TAG, a path or a URL (default: a fresh build)")
+    p.add_argument("--format", default="onnx", choices=["onnx", "torch.export", "pt2", "torchscript"],
+                   help="onnx (default), torch.export (.pt2; pt2 is the same) or torchscript (vision only)")
+    p.add_argument("--out", required=True,
+                   help="output file (.onnx / .pt2 / .pt), or a folder for models with several graphs (seq2seq)")
+    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. num_classes=10")
+    p.add_argument("--set", nargs="*", metavar="KEY=VALUE",
+                   help="export options of the family, e.g. batch=4 frames=8 size=112 image_size=64")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="skip running the export against PyTorch (verification is on by default)")
+
+
+@command("export", "export a model to ONNX / torch.export (.pt2), checked against PyTorch", _configure)
+def _cmd_export(args: argparse.Namespace) -> int:
+    import sys
+
+    import zoo
+    from zoo.exporting import ExportError
+
+    model = zoo.build(args.name, weights=args.weights, **parse_kv(args.model))
+    try:
+        result = zoo.export(model, args.out, args.format, verify=args.verify, **parse_kv(args.set))
+    except ExportError as err:  # refused for this format, or the export disagrees with PyTorch: nothing written
+        print(f"zoo export: {err}", file=sys.stderr)
+        return 1
+    print(f"exported {args.name}: {result.describe()}")
+    for path in result.files:
+        print(f"  {path}")
+    return 0

@@ -1,0 +1,555 @@
+"""``zoo.export``: ship a model as ONNX or as a ``torch.export`` program (``.pt2``), checked against PyTorch.
+
+    import zoo
+    agent = zoo.build("td3", weights="pendulum-v1")
+    result = zoo.export(agent, "pendulum_policy.onnx")        # observation in, action in the env's units out
+    result.max_abs_diff, result.atol                         # how far the export is from PyTorch, and the bound
+
+A family says *what* is exported by registering an exporter for its model class (the family imports this
+module, never the reverse)::
+
+    @register_exporter(TD3Agent)
+    def _policy(agent) -> ExportSpec:
+        return ExportSpec([Graph("policy", module, (obs,), ("observation",), ("action",), {0: {0: "batch"}})],
+                          atol=1e-5, rtol=1e-5)
+
+and the spine does the rest for every format: the trace (``torch.export.export``, or ``torch.onnx.export``
+with the dynamo exporter), dynamic axes named in the spec, the write (temporary file, then ``os.replace``:
+nothing half-written is ever at ``path``), and the check. On export (``verify=True``, the default) the written
+file is loaded back (onnxruntime for ONNX, ``torch.export.load`` for ``.pt2``) and run on the spec's sample
+inputs, which include other batch sizes and lengths than the traced one; every output must satisfy
+``|got - want| <= atol + rtol * |want|`` against the eager module (integer outputs must be equal), or
+:class:`ExportError` names the graph, the output, the sample and the largest difference, and ``path`` is
+left untouched.
+
+Formats: ``"onnx"`` (opset 18), ``"torch.export"`` (``.pt2``, the modern PyTorch path; load with
+``torch.export.load(path).module()``) and ``"torchscript"`` (only where a family says it works: vision).
+A model with one graph is written to ``path`` itself (the format's suffix is added when ``path`` has none);
+a model with several graphs or extra files (seq2seq: encoder, decoder step, tokenizer) is written to the
+folder ``path``, with an ``export.json`` that describes the graphs. Single files carry the same description
+inside (ONNX ``metadata_props["zoo"]``, the ``.pt2``/TorchScript extra file ``zoo.json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import inspect
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "FORMATS",
+    "ExportError",
+    "ExportResult",
+    "ExportSpec",
+    "Graph",
+    "export",
+    "read_metadata",
+    "register_exporter",
+]
+
+FORMATS = ("onnx", "torch.export", "torchscript")
+SUFFIX = {"onnx": ".onnx", "torch.export": ".pt2", "torchscript": ".pt"}
+_ALIASES = {"pt2": "torch.export", "torch_export": "torch.export", "export": "torch.export", "jit": "torchscript"}
+ONNX_OPSET = 18
+MAX_DIM = 1 << 16  # the upper bound of a dynamic axis (torch.export needs one; ONNX keeps it symbolic)
+METADATA_FILE = "zoo.json"
+
+
+class ExportError(RuntimeError):
+    """The export cannot be made for this model and format, or the exported graph disagrees with PyTorch."""
+
+
+@dataclass
+class Graph:
+    """One exported computation.
+
+    ``module(*inputs)`` is what is exported; ``dynamic`` maps an input index to ``{axis: dim name}``
+    (inputs sharing a name share the axis, e.g. the batch), with bounds per name in ``min_sizes`` (default
+    1) and ``max_sizes`` (default 65536). ``checks`` are further sample inputs that the export must also
+    reproduce (other batch sizes, lengths). The export is compared with ``reference(*sample)`` when given
+    (a family's own eager path, where the traced module is a wrapper of it), else with ``module(*sample)``.
+    For a model that is not a torch module (an sklearn pipeline), ``onnx_model`` is a converted
+    ``onnx.ModelProto``, the inputs are numpy arrays and ``reference`` is required.
+    """
+
+    name: str
+    module: nn.Module | None
+    inputs: tuple[Any, ...]
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    dynamic: dict[int, dict[int, str]] = field(default_factory=dict)
+    checks: list[tuple[Any, ...]] = field(default_factory=list)
+    min_sizes: dict[str, int] = field(default_factory=dict)
+    max_sizes: dict[str, int] = field(default_factory=dict)
+    onnx_model: Any = None
+    reference: Callable[..., Sequence[Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.module is None) == (self.onnx_model is None):
+            raise ValueError(f"graph {self.name!r}: give exactly one of module and onnx_model")
+        if self.module is None and self.reference is None:
+            raise ValueError(f"graph {self.name!r}: an onnx_model needs a reference to be checked against")
+        if len(self.inputs) != len(self.input_names):
+            raise ValueError(f"graph {self.name!r}: {len(self.inputs)} inputs but {len(self.input_names)} names")
+
+
+@dataclass
+class ExportSpec:
+    """What a family exports for one model: its graphs, the tolerance the export must meet, a description
+    stored with the files (``metadata``: JSON-able; inputs, outputs, units, classes), extra files for a
+    folder export, and the formats it refuses, each with its reason."""
+
+    graphs: list[Graph]
+    atol: float
+    rtol: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    unsupported: dict[str, str] = field(default_factory=dict)
+    torchscript: bool = False
+
+    @property
+    def is_folder(self) -> bool:
+        return len(self.graphs) > 1 or bool(self.files)
+
+
+@dataclass(frozen=True)
+class ExportResult(os.PathLike):
+    """What :func:`export` wrote; usable as a path (``os.fspath(result)``, ``str(result)``).
+
+    ``path`` is the file (one graph) or the folder (several graphs + files); ``files`` lists everything
+    written. ``max_abs_diff`` is the largest ``|export - PyTorch|`` over every graph, output and sample
+    input (``None`` with ``verify=False``); ``per_graph`` breaks it down; ``atol``/``rtol`` is the bound
+    the export was held to.
+    """
+
+    path: Path
+    format: str
+    files: tuple[Path, ...]
+    atol: float
+    rtol: float
+    max_abs_diff: float | None
+    verified: bool
+    per_graph: dict[str, float] = field(default_factory=dict)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:  # a path-like prints as its path: str(result) can be opened
+        return str(self.path)
+
+    def describe(self) -> str:
+        """One line: where, which format, and how far from PyTorch."""
+        check = (f"max |diff| {self.max_abs_diff:.2e} vs PyTorch (atol {self.atol:g}, rtol {self.rtol:g})"
+                 if self.verified else "outputs not verified")
+        return f"{self.path} ({self.format}, {check})"
+
+
+# --- the exporter registry ------------------------------------------------------------------------------
+
+_EXPORTERS: dict[type, Callable[..., ExportSpec]] = {}
+
+
+def register_exporter(cls: type):
+    """Register ``fn(model, **config) -> ExportSpec`` for ``cls`` and its subclasses (the nearest class in
+    the model's MRO wins). ``fn``'s keyword arguments are the export config ``zoo.export`` accepts."""
+
+    def decorator(fn: Callable[..., ExportSpec]) -> Callable[..., ExportSpec]:
+        if cls in _EXPORTERS:
+            prev = _EXPORTERS[cls]
+            raise ValueError(f"an exporter for {cls.__qualname__} is already registered by "
+                             f"{prev.__module__}.{prev.__qualname__}")
+        _EXPORTERS[cls] = fn
+        return fn
+
+    return decorator
+
+
+def _load_family_exporters(model: Any) -> None:
+    """Import ``zoo.<family>.export`` for a model of a zoo family, which registers its exporters: families
+    stay unimported (no torch) until a model of theirs is exported."""
+    for cls in type(model).__mro__:
+        parts = cls.__module__.split(".")
+        if len(parts) > 2 and parts[0] == "zoo":
+            try:
+                importlib.import_module(f"zoo.{parts[1]}.export")
+            except ModuleNotFoundError as err:
+                if err.name != f"zoo.{parts[1]}.export":
+                    raise
+
+
+def _exporter_for(model: Any) -> Callable[..., ExportSpec] | None:
+    _load_family_exporters(model)
+    for cls in type(model).__mro__:
+        if cls in _EXPORTERS:
+            return _EXPORTERS[cls]
+    return None
+
+
+def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e-4, rtol: float = 1e-4) -> ExportSpec:
+    """A module no family describes: its ``forward(*example_inputs)``, axis 0 of every input dynamic."""
+    if example_inputs is None:
+        known = ", ".join(sorted(c.__qualname__ for c in _EXPORTERS))
+        raise TypeError(f"zoo.export does not know what to export for {type(model).__name__}: pass "
+                        f"example_inputs=(tensor, ...) for a plain nn.Module, or a model of a registered "
+                        f"family ({known})")
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            raise ValueError(f"example_inputs[{i}] must be a batched tensor (B, ...), got "
+                             f"{type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
+    with torch.no_grad():
+        outputs = model.eval()(*inputs)  # export() gives the model its training flag back
+    n_out = 1 if isinstance(outputs, torch.Tensor) else len(outputs)
+    checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
+    names = tuple(f"input{i}" for i in range(len(inputs)))
+    return ExportSpec([Graph("model", model, inputs, names, tuple(f"output{i}" for i in range(n_out)),
+                             {i: {0: "batch"} for i in range(len(inputs))}, checks)], atol=atol, rtol=rtol,
+                      torchscript=True)
+
+
+def _resized(x: torch.Tensor, batch: int) -> torch.Tensor:
+    """A sample like ``x`` with another batch size (random values of its dtype and range)."""
+    g = torch.Generator().manual_seed(batch)
+    shape = (batch, *x.shape[1:])
+    if x.is_floating_point():
+        return torch.randn(shape, generator=g).to(x.dtype)
+    lo, hi = int(x.min()), int(x.max()) + 1
+    return torch.randint(lo, max(hi, lo + 1), shape, generator=g).to(x.dtype)
+
+
+# --- the public entry point -----------------------------------------------------------------------------
+
+
+def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify: bool = True,
+           **config: Any) -> ExportResult:
+    """Export ``model`` (a built model, or a registered name to build with defaults) to ``path``.
+
+    ``format``: ``"onnx"``, ``"torch.export"`` (``.pt2``) or ``"torchscript"`` (vision only). ``config``
+    goes to the family's exporter (e.g. ``batch``/``frames``/``size`` of the sample inputs; see the
+    family's exporter); a plain ``nn.Module`` takes ``example_inputs=``. Returns an :class:`ExportResult`
+    (a path-like: the file, or the folder for seq2seq). The tolerance each family is held to is in its
+    exporter's docstring and in the result. Raises :class:`ExportError` when the export is refused for
+    this format (with the reason) or disagrees with PyTorch (with the largest difference).
+    """
+    fmt = _ALIASES.get(format, format)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
+    if isinstance(model, str):
+        from zoo.registry import build
+
+        model = build(model)
+    with _restore_training(model) as remember:
+        spec = _spec_for(model, config)
+        if fmt in spec.unsupported:
+            raise ExportError(f"{type(model).__name__} cannot be exported as {fmt}: {spec.unsupported[fmt]}")
+        if fmt == "torchscript" and not spec.torchscript:
+            raise ExportError(f"TorchScript export is kept only where it works (vision); export "
+                              f"{type(model).__name__} with format='torch.export' (.pt2) or 'onnx'")
+        target = _target_path(Path(path), fmt, spec)
+        for g in spec.graphs:  # exported and checked in eval mode (dropout off, running BN statistics)
+            if g.module is not None:
+                remember(g.module)
+                g.module.eval()
+        return _write(spec, target, fmt, verify)
+
+
+def _spec_for(model: Any, config: dict[str, Any]) -> ExportSpec:
+    fn = _exporter_for(model)
+    if fn is None:
+        if not isinstance(model, nn.Module):
+            known = ", ".join(sorted(c.__qualname__ for c in _EXPORTERS))
+            raise TypeError(f"zoo.export: no exporter for {type(model).__name__}; exportable: nn.Module "
+                            f"(with example_inputs=...) and {known}")
+        fn = _generic_spec
+    params = inspect.signature(fn).parameters
+    valid = [n for i, n in enumerate(params) if i > 0]
+    unknown = sorted(k for k in config if k not in valid)
+    if unknown:
+        raise TypeError(f"zoo.export of {type(model).__name__}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                        f"valid: {', '.join(valid) or '(none)'}")
+    return fn(model, **config)
+
+
+def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
+    if spec.is_folder:
+        if path.exists() and not path.is_dir():
+            raise FileExistsError(f"{path} is a file; this model exports a folder (several graphs and files)")
+        return path
+    suffix = SUFFIX[fmt]
+    if not path.suffix:
+        return path.with_suffix(suffix)
+    if path.suffix != suffix:
+        raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)})")
+    return path
+
+
+@contextlib.contextmanager
+def _restore_training(model: Any):
+    """Give every module its training flag back afterwards; ``remember(module)`` adds a module (and its
+    children) the family's exporter built around the model, before it is switched to eval mode."""
+    saved: dict[nn.Module, bool] = {}
+
+    def remember(module: nn.Module) -> None:
+        for m in module.modules():
+            saved.setdefault(m, m.training)
+
+    if isinstance(model, nn.Module):
+        remember(model)
+    try:
+        yield remember
+    finally:
+        for m, flag in saved.items():
+            m.training = flag
+
+
+# --- writing --------------------------------------------------------------------------------------------
+
+
+def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResult:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        per_graph: dict[str, float] = {}
+        names = []
+        for g in spec.graphs:
+            name = f"{g.name}{SUFFIX[fmt]}"
+            meta = {**spec.metadata, "graph": g.name, "inputs": list(g.input_names),
+                    "outputs": list(g.output_names), "atol": spec.atol, "rtol": spec.rtol}
+            _WRITERS[fmt](g, staging / name, meta)
+            if verify:
+                per_graph[g.name] = _verify(g, staging / name, fmt, spec.atol, spec.rtol)
+            names.append(name)
+        if not spec.is_folder:
+            os.replace(staging / names[0], target)
+            files: tuple[Path, ...] = (target,)
+        else:
+            for fname, content in spec.files.items():
+                if isinstance(content, bytes):
+                    (staging / fname).write_bytes(content)
+                else:
+                    (staging / fname).write_text(content, encoding="utf-8")
+            index = {**spec.metadata, "format": fmt, "atol": spec.atol, "rtol": spec.rtol,
+                     "graphs": {g.name: {"file": n, "inputs": list(g.input_names), "outputs": list(g.output_names)}
+                                for g, n in zip(spec.graphs, names)},
+                     "max_abs_diff": per_graph or None}
+            (staging / "export.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+            _replace_dir(staging, target)
+            files = tuple(sorted(target / n for n in [*names, *spec.files, "export.json"]))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    worst = max(per_graph.values()) if per_graph else None
+    return ExportResult(target, fmt, files, spec.atol, spec.rtol, worst, verify, per_graph)
+
+
+def _replace_dir(staging: Path, target: Path) -> None:
+    """Move the finished folder into place; an older export there is removed only after the new one is whole."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(staging, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, target)
+
+
+def _dynamic_shapes(g: Graph) -> dict[str, Any]:
+    """The spec's named axes as ``torch.export.Dim`` objects, keyed by ``forward``'s parameter names."""
+    dims: dict[str, torch.export.Dim] = {}
+    for axes in g.dynamic.values():
+        for name in axes.values():
+            if name not in dims:
+                dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name, MAX_DIM))
+    params = [p.name for p in inspect.signature(g.module.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return {params[i]: ({ax: dims[n] for ax, n in g.dynamic[i].items()} if i in g.dynamic else None)
+            for i in range(len(g.inputs))}
+
+
+def _cpu_module(g: Graph) -> nn.Module:
+    module = g.module
+    on_cpu = all(t.device.type == "cpu" for t in [*module.parameters(), *module.buffers()])
+    return module if on_cpu else copy.deepcopy(module).cpu()
+
+
+def _torch_program(g: Graph) -> torch.export.ExportedProgram:
+    try:
+        with torch.no_grad():
+            return torch.export.export(_cpu_module(g), tuple(g.inputs), dynamic_shapes=_dynamic_shapes(g), strict=False)
+    except Exception as err:  # the tracer's errors are long; keep their first line and the cause
+        raise ExportError(f"torch.export could not trace graph {g.name!r}: {type(err).__name__}: "
+                          f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
+
+
+def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
+    if g.module is None:
+        raise ExportError(f"graph {g.name!r} is not a torch module")
+    program = _torch_program(g)
+    with warnings.catch_warnings():
+        # raised for tensors that share storage (a model's tied weights); harmless on CPU, where we export
+        warnings.filterwarnings("ignore", message="No complete tensor found in the group")
+        torch.export.save(program, str(path), extra_files={METADATA_FILE: json.dumps(meta)})
+
+
+def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
+    try:
+        import onnx
+    except ImportError as err:
+        raise ImportError("ONNX export needs onnx and onnxscript: pip install 'zoo[export]'") from err
+    if g.onnx_model is not None:
+        proto = g.onnx_model
+    else:
+        with warnings.catch_warnings(), torch.no_grad():
+            # the exporter narrates its passes through warnings (deprecations of its own internals)
+            warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning, UserWarning))
+            try:
+                program = torch.onnx.export(
+                    _cpu_module(g), tuple(g.inputs), dynamo=True, opset_version=ONNX_OPSET,
+                    input_names=list(g.input_names), output_names=list(g.output_names),
+                    dynamic_shapes=_dynamic_shapes(g), verbose=False)
+            except Exception as err:
+                raise ExportError(f"ONNX export of graph {g.name!r} failed: {type(err).__name__}: "
+                                  f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
+        proto = program.model_proto
+    del proto.metadata_props[:]
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = "zoo", json.dumps(meta)
+    onnx.save_model(proto, str(path))
+    onnx.checker.check_model(str(path), full_check=True)
+
+
+def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
+    module = _cpu_module(g)
+    try:
+        scripted = torch.jit.script(module)
+    except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
+        warnings.warn(f"torch.jit.script failed ({type(err).__name__}); tracing instead", stacklevel=4)
+        scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False)
+    scripted.save(str(path), _extra_files={METADATA_FILE: json.dumps(meta)})
+
+
+_WRITERS = {"onnx": _write_onnx, "torch.export": _write_pt2, "torchscript": _write_torchscript}
+
+
+# --- checking -------------------------------------------------------------------------------------------
+
+
+def _runner(path: Path, fmt: str) -> Callable[..., list[np.ndarray]]:
+    """``run(*numpy inputs) -> list of numpy outputs`` for a written file, loaded as a user would."""
+    if fmt == "onnx":
+        try:
+            import onnxruntime as ort
+        except ImportError as err:
+            raise ImportError("verifying an ONNX export needs onnxruntime: pip install onnxruntime "
+                              "(or pass verify=False)") from err
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda *xs: session.run(None, dict(zip(names, xs)))
+    module = torch.export.load(str(path)).module() if fmt == "torch.export" else torch.jit.load(str(path))
+
+    def run(*xs: np.ndarray) -> list[np.ndarray]:
+        with torch.no_grad():
+            return [t.numpy() for t in _flat(module(*(torch.from_numpy(np.asarray(x)) for x in xs)))]
+
+    return run
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    flat: list[torch.Tensor] = []
+    for o in out:
+        flat.extend(_flat(o))
+    return flat
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _expected(g: Graph, sample: tuple[Any, ...]) -> list[np.ndarray]:
+    """PyTorch's outputs: ``reference`` when the family gives one (its own eager path), else the module."""
+    with torch.no_grad():
+        outs = g.reference(*sample) if g.reference is not None else g.module(*sample)
+    outs = [outs] if isinstance(outs, (torch.Tensor, np.ndarray)) else list(outs)
+    return [_numpy(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o) for o in outs]
+
+
+def _verify(g: Graph, path: Path, fmt: str, atol: float, rtol: float) -> float:
+    """Run the written file on every sample of ``g`` and compare with PyTorch; returns the largest
+    ``|diff|`` or raises :class:`ExportError` naming it."""
+    run = _runner(path, fmt)
+    worst = 0.0
+    for i, sample in enumerate([tuple(g.inputs), *g.checks]):
+        want = _expected(g, sample)
+        got = run(*(_numpy(x) for x in sample))
+        if len(got) != len(want):
+            raise ExportError(f"{fmt} export of {g.name!r} gives {len(got)} outputs, PyTorch {len(want)}")
+        for name, a, b in zip(g.output_names, got, want):
+            worst = max(worst, _compare(np.asarray(a), b, atol, rtol, f"{fmt} export of {g.name!r}, output "
+                                        f"{name!r}, sample {i} (input shapes {[tuple(np.shape(x)) for x in sample]})"))
+    return worst
+
+
+def _compare(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, what: str) -> float:
+    if got.shape != want.shape:
+        raise ExportError(f"{what}: shape {got.shape}, PyTorch {want.shape}")
+    if got.size == 0:
+        return 0.0
+    if not np.issubdtype(want.dtype, np.floating):
+        bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+        if bad.size:
+            j = np.unravel_index(bad[0], want.shape)
+            raise ExportError(f"{what}: {bad.size} of {want.size} values differ (first at {tuple(map(int, j))}: "
+                              f"{got[j]} vs PyTorch {want[j]}); integer outputs must be equal")
+        return 0.0
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    diff = np.abs(g - w)
+    if not np.isfinite(g).all() or not np.isfinite(w).all():
+        same = (np.isnan(g) == np.isnan(w)) & ((g == w) | np.isfinite(g) & np.isfinite(w))
+        if not same.all():
+            raise ExportError(f"{what}: non-finite values differ from PyTorch's")
+        diff = np.where(np.isfinite(w), diff, 0.0)
+    excess = diff - (atol + rtol * np.abs(w))
+    j = np.unravel_index(int(np.argmax(excess)), w.shape)
+    if excess[j] > 0:
+        raise ExportError(f"{what} differs from PyTorch: max |diff| {float(diff.max()):.3e}; worst at "
+                          f"{tuple(map(int, j))}: {g[j]:.6g} vs {w[j]:.6g} (bound atol {atol:g} + rtol {rtol:g} * |want|)")
+    return float(diff.max())
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The description zoo stored with an export: ``export.json`` of a folder, ONNX ``metadata_props``,
+    or the ``zoo.json`` extra file of a ``.pt2``/TorchScript file."""
+    path = Path(path)
+    if path.is_dir():
+        return json.loads((path / "export.json").read_text(encoding="utf-8"))
+    if path.suffix == ".onnx":
+        import onnx
+
+        props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        if "zoo" not in props:
+            raise ValueError(f"{path} has no zoo metadata (was it written by zoo.export?)")
+        return json.loads(props["zoo"])
+    extra = {METADATA_FILE: ""}
+    if path.suffix == ".pt2":
+        torch.export.load(str(path), extra_files=extra)
+    else:
+        torch.jit.load(str(path), _extra_files=extra)
+    if not extra[METADATA_FILE]:
+        raise ValueError(f"{path} has no zoo metadata (was it written by zoo.export?)")
+    return json.loads(extra[METADATA_FILE])

@@ -1,0 +1,167 @@
+"""What ``zoo.export`` ships for the hyperspectral models.
+
+``hybridsn``: the network *with its preprocessing folded into the graph*, so a deployment feeds raw
+sensor values. Input: raw-band windows ``(B, window, window, C_raw)`` float32, channels last, i.e. a
+slice ``cube[r - k : r + k + 1, c - k : c + k + 1]`` of an ``(H, W, C_raw)`` scene (the layout every
+reader in this family returns); output: logits ``(B, n_classes)`` for the centre pixel (class = argmax + 1).
+The graph standardises each band, projects onto the whitened PCA components (one matmul) and runs the
+network. Border pixels: zoo pads the *reduced* cube with zeros; the raw pixel that reduces to exactly
+zero is stored with the export as ``pad_pixel`` (``mean + scale * pca_mean``), so padding the raw cube
+with it reproduces ``predict_scene`` at the borders. A network without fitted preprocessing (trained on
+ready windows) is exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warning.
+Tolerance: ``atol = rtol = 1e-4`` on the logits. The batch axis is dynamic.
+
+``hsi-pca-svm``: the scikit-learn pipeline through skl2onnx (ONNX only: it has no PyTorch graph).
+:class:`BandStandardizer` and :class:`HyperspectralPCA` are handed over as the scikit-learn
+``StandardScaler`` and ``PCA`` they are equivalent to (same fitted arrays), with the fitted ``SVC``.
+Input: pixels ``(B, C_raw)`` float32; outputs ``label`` ``(B,)`` int64 (the scene's class ids) and
+``scores`` ``(B, n_classes)`` (``decision_function``, one-vs-rest). Tolerance: labels equal, scores within
+``atol = 1e-3``, ``rtol = 1e-4`` (ONNX Runtime evaluates the SVM in float32, scikit-learn in float64).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+from zoo.exporting import ExportError, ExportSpec, Graph, register_exporter
+from zoo.hyperspectral.hybridsn import HybridSN
+from zoo.hyperspectral.pca import HyperspectralPCA
+from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.svm import HSIPipeline
+
+__all__ = ["RawWindowClassifier", "export_hybridsn", "export_pca_svm"]
+
+
+class RawWindowClassifier(nn.Module):
+    """``windows (B, w, w, C_raw)`` raw bands -> logits: standardise + whitened PCA as one affine map, then
+    the network on ``(B, k, w, w)``."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        # ((x - m) / s - pm) @ P.T * ps  ==  (x - m) @ W + b: folded in float64, applied in float32; the
+        # centring stays a subtraction (raw values are large, so folding it into b would lose digits)
+        m, s, pm, P, ps = (net.pre_mean.double(), net.pre_scale.double(), net.pca_mean.double(),
+                           net.pca_components.double(), net.pca_scale.double())
+        self.register_buffer("center", m.float().clone())
+        self.register_buffer("weight", ((P / s).T * ps).float())  # (C_raw, k)
+        self.register_buffer("bias", (-(pm @ P.T) * ps).float())  # (k,)
+
+    def forward(self, windows: torch.Tensor) -> torch.Tensor:
+        z = (windows - self.center) @ self.weight + self.bias  # (B, w, w, k)
+        return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, n_classes)
+
+
+def pad_pixel(net: HybridSN) -> np.ndarray:
+    """The raw pixel that the stored preprocessing maps to all zeros (the reduced cube's padding)."""
+    return (net.pre_mean.double() + net.pre_scale.double() * net.pca_mean.double()).numpy()
+
+
+@register_exporter(HybridSN)
+def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
+    """HybridSN on raw-band windows ``(B, w, w, C_raw)`` (preprocessing in the graph), dynamic batch;
+    checked on batch sizes 1 and ``batch + 3`` too."""
+    c = model.config
+    gen = torch.Generator().manual_seed(0)
+    if model.has_preprocessor:
+        module: nn.Module = RawWindowClassifier(model)
+        mean, scale = model.pre_mean, model.pre_scale
+
+        def sample(n: int) -> torch.Tensor:  # in-distribution raw windows: per-band mean + scale * noise
+            return mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
+
+        name, layout = "windows", f"(B, {c.window}, {c.window}, {mean.numel()}) float32 raw bands, channels last"
+        extra = {"pad_pixel": pad_pixel(model).tolist()}
+    else:
+        warnings.warn("this HybridSN has no fitted preprocessing (it was not trained on a scene): exporting the "
+                      "bare network on PCA windows (B, n_bands, window, window)", stacklevel=3)
+        module = model
+
+        def sample(n: int) -> torch.Tensor:
+            return torch.randn(n, c.n_bands, c.window, c.window, generator=gen)
+
+        name, layout, extra = "pca_windows", f"(B, {c.n_bands}, {c.window}, {c.window}) float32", {}
+    graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}},
+                  checks=[(sample(1),), (sample(batch + 3),)])
+    meta = {"model": "hybridsn", name: layout, "logits": f"(B, {c.n_classes}); class id = argmax + 1", **extra}
+    return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
+
+
+def _as_sklearn(pipe: HSIPipeline):
+    """The same pipeline with scikit-learn's own StandardScaler and PCA (which skl2onnx converts)."""
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    steps = []
+    for name, est in pipe.steps:
+        if isinstance(est, BandStandardizer):
+            new = StandardScaler(with_std=est.with_std)
+            new.mean_, new.scale_, new.var_ = est.mean_, est.scale_, est.scale_ ** 2
+            new.n_features_in_, new.n_samples_seen_ = est.n_features_in_, 1
+        elif isinstance(est, HyperspectralPCA):
+            new = PCA(n_components=est.n_components_, whiten=est.whiten)
+            new.mean_, new.components_ = est.mean_, est.components_
+            new.explained_variance_ = np.maximum(est.explained_variance_, 1e-12)  # the same floor as _project
+            new.n_components_, new.n_features_in_ = est.n_components_, est.n_features_in_
+        elif isinstance(est, SVC):
+            new = est
+        else:
+            raise ExportError(f"hsi-pca-svm step {name!r} is a {type(est).__name__}; the ONNX export knows "
+                              "BandStandardizer, HyperspectralPCA and SVC")
+        steps.append((name, new))
+    return Pipeline(steps)
+
+
+def _to_onnx(pipe: HSIPipeline, n_bands: int):
+    try:
+        from skl2onnx import to_onnx
+        from skl2onnx.common.data_types import FloatTensorType
+    except ImportError as err:
+        raise ImportError("exporting hsi-pca-svm needs skl2onnx: pip install skl2onnx (or 'zoo[export]')") from err
+    svm = pipe.steps[-1][1]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # skl2onnx reads SVC's deprecated probA_/probB_
+            proto = to_onnx(_as_sklearn(pipe), initial_types=[("pixels", FloatTensorType([None, n_bands]))],
+                            target_opset={"": 18, "ai.onnx.ml": 3}, options={id(svm): {"zipmap": False}})
+    except ExportError:
+        raise
+    except Exception as err:
+        raise ExportError(f"skl2onnx cannot convert this pipeline: {type(err).__name__}: {err}") from err
+    renames = {proto.graph.output[0].name: "label", proto.graph.output[1].name: "scores"}
+    for node in proto.graph.node:
+        node.output[:] = [renames.get(o, o) for o in node.output]
+    for out in proto.graph.output:
+        out.name = renames[out.name]
+    return proto
+
+
+@register_exporter(HSIPipeline)
+def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
+    """The fitted pipeline as one ONNX graph (skl2onnx), pixels ``(B, C_raw)`` in; checked on ``batch``,
+    1 and ``3 * batch`` pixels drawn around the fitted band means."""
+    scaler = pipe.steps[0][1]
+    if not hasattr(scaler, "mean_"):
+        raise ExportError("hsi-pca-svm is not fitted: train it first (zoo.train) or build it with weights")
+    n_bands = int(scaler.n_features_in_)
+    rng = np.random.default_rng(0)
+
+    def sample(n: int) -> np.ndarray:
+        return (scaler.mean_ + scaler.scale_ * rng.standard_normal((n, n_bands))).astype(np.float32)
+
+    graph = Graph("pipeline", None, (sample(batch),), ("pixels",), ("label", "scores"),
+                  checks=[(sample(1),), (sample(3 * batch),)], onnx_model=_to_onnx(pipe, n_bands),
+                  reference=lambda X: (pipe.predict(X), pipe.decision_function(X)))
+    meta = {"model": "hsi-pca-svm", "pixels": f"(B, {n_bands}) float32 raw bands",
+            "label": "(B,) int64 class id", "scores": "(B, n_classes) SVC decision_function (one-vs-rest)",
+            "classes": [int(c) for c in pipe.classes_and_names()]}
+    reason = ("hsi-pca-svm is a scikit-learn pipeline (standardise, PCA, SVC), not a PyTorch network: it has "
+              "no torch graph to export; use format='onnx' (skl2onnx)")
+    return ExportSpec([graph], atol=1e-3, rtol=1e-4, metadata=meta,
+                      unsupported={"torch.export": reason, "torchscript": reason})

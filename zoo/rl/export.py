@@ -1,0 +1,55 @@
+"""What ``zoo.export`` ships for a TD3 agent: its deterministic policy, in the environment's units.
+
+The exported graph is ``observation (B, obs_dim) float32 -> action (B, act_dim) float32``: the actor's tanh
+output rescaled to the action Box (``center + tanh(...) * half_range``), i.e. exactly ``agent.act(obs)`` without
+exploration noise, so a deployment needs no zoo code and no knowledge of the bounds. The critics, target
+networks and optimiser state are training-only and are not exported. Tolerance: ``atol = rtol = 1e-5``
+(actions in the env's units).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from zoo.exporting import ExportSpec, Graph, register_exporter
+from zoo.rl.td3 import TD3Agent
+
+__all__ = ["DeterministicPolicy"]
+
+
+class DeterministicPolicy(nn.Module):
+    """``obs (B, obs_dim) -> action (B, act_dim)`` in the env's Box: the actor plus the tanh rescale."""
+
+    def __init__(self, actor: nn.Module, low: torch.Tensor, high: torch.Tensor) -> None:
+        super().__init__()
+        self.actor = actor
+        self.register_buffer("center", ((high + low) / 2).float())
+        self.register_buffer("half_range", ((high - low) / 2).float())
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.center + self.actor(observation).float() * self.half_range  # (B, act_dim)
+
+
+def _observations(agent: TD3Agent, n: int, seed: int) -> torch.Tensor:
+    """``n`` observations drawn from the agent's observation space (normal where it is unbounded)."""
+    space = copy.deepcopy(agent.observation_space)
+    space.seed(seed)
+    return torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32))
+
+
+@register_exporter(TD3Agent)
+def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
+    """The deterministic policy with a dynamic batch axis; checked at batch ``batch``, 1 and 7."""
+    low = agent.scale_action(-torch.ones(agent.act_dim, device=agent.device)).cpu()
+    high = agent.scale_action(torch.ones(agent.act_dim, device=agent.device)).cpu()
+    policy = DeterministicPolicy(agent.actor, low, high)
+    graph = Graph("policy", policy, (_observations(agent, batch, 0),), ("observation",), ("action",),
+                  {0: {0: "batch"}}, checks=[(_observations(agent, 1, 1),), (_observations(agent, 7, 2),)])
+    meta = {"model": "td3", "env": agent.env_id, "observation": f"(B, {agent.obs_dim}) float32",
+            "action": f"(B, {agent.act_dim}) float32 in the env's units",
+            "action_low": low.tolist(), "action_high": high.tolist()}
+    return ExportSpec([graph], atol=1e-5, rtol=1e-5, metadata=meta)

@@ -1,0 +1,123 @@
+"""Greedy translation from an exported folder (``zoo.export(translator, folder)``), without the model.
+
+    from zoo.seq2seq import ExportedTranslator
+    t = ExportedTranslator("de_en_onnx")                  # encoder.onnx + decoder_step.onnx + tokenizer.json
+    t.translate("Ein Hund läuft über die Wiese.")
+
+ONNX graphs run in onnxruntime; ``.pt2`` graphs through ``torch.export.load``. The loop is
+:func:`zoo.seq2seq.search.greedy_search`'s: the same source preparation as ``model.translate`` (at most
+``max_len - 1`` tokens, then EOS, sentences batched by length), the same length limit, ``<pad>``/``<s>``
+never emitted, a sentence stops at EOS, so the text equals ``model.translate(..., beam_size=1)``'s up to
+the export's tolerance (a near-tie between two tokens could go either way).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ExportedTranslator"]
+
+
+def _session(path: Path, threads: int | None) -> Callable[..., list[np.ndarray]]:
+    if path.suffix == ".onnx":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return lambda *xs: session.run(None, dict(zip(names, xs)))
+    import torch
+
+    module = torch.export.load(str(path)).module()
+
+    def run(*xs: np.ndarray) -> list[np.ndarray]:
+        with torch.no_grad():
+            return [t.numpy() for t in module(*(torch.from_numpy(x) for x in xs))]
+
+    return run
+
+
+class ExportedTranslator:
+    """Greedy decoding with the ``encoder`` and ``decoder_step`` graphs of a seq2seq export folder.
+
+    ``threads``: onnxruntime's intra-op threads (default: its own choice, one per physical core).
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
+        folder = Path(folder)
+        index = folder / "export.json"
+        if not index.is_file():
+            raise FileNotFoundError(f"{folder} is not a seq2seq export folder (no export.json); write one with "
+                                    "zoo.export(model, folder)")
+        self.meta = json.loads(index.read_text(encoding="utf-8"))
+        if "state" not in self.meta or set(self.meta.get("graphs", {})) != {"encoder", "decoder_step"}:
+            raise ValueError(f"{folder}/export.json does not describe a seq2seq export (encoder + decoder_step)")
+        graphs = self.meta["graphs"]
+        self._encoder = _session(folder / graphs["encoder"]["file"], threads)
+        self._step = _session(folder / graphs["decoder_step"]["file"], threads)
+        self.tokenizer = None
+        if self.meta.get("tokenizer"):
+            from zoo.seq2seq.tokenizer import Tokenizer
+
+            self.tokenizer = Tokenizer.from_json((folder / self.meta["tokenizer"]).read_text(encoding="utf-8"))
+        self.max_len = int(self.meta["max_len"])
+        self.pad_id, self.bos_id, self.eos_id = (int(self.meta[k]) for k in ("pad_id", "bos_id", "eos_id"))
+
+    def greedy(self, src: np.ndarray, max_len: int | None = None) -> list[list[int]]:
+        """Token ids (without BOS/EOS) for each row of ``src (B, S)`` int64 (EOS-terminated, PAD-padded)."""
+        from zoo.seq2seq.search import default_max_len
+
+        src = np.asarray(src, dtype=np.int64)
+        if src.ndim != 2:
+            raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
+        if max_len is None:
+            import torch
+
+            max_len = default_max_len(torch.from_numpy(src), self.pad_id, self.max_len)
+        max_len = min(max_len, self.max_len - 1)  # the decoder's positions end there
+        outs = self._encoder(src)
+        n_state = len(self.meta["state"])
+        state, context = outs[:n_state], outs[n_state:]
+        tokens = np.full((src.shape[0], 1), self.bos_id, dtype=np.int64)
+        done = np.zeros(src.shape[0], dtype=bool)
+        out = []
+        for _ in range(max_len):
+            logits, *state = self._step(tokens, *state, *context)
+            logits[:, [self.pad_id, self.bos_id]] = -np.inf
+            nxt = np.where(done, self.eos_id, logits.argmax(-1))
+            out.append(nxt)
+            done |= nxt == self.eos_id
+            if done.all():
+                break
+            tokens = nxt[:, None].astype(np.int64)
+        rows = np.stack(out, 1).tolist() if out else [[] for _ in range(src.shape[0])]
+        return [r[: r.index(self.eos_id)] if self.eos_id in r else r for r in rows]
+
+    def translate(self, sentences: Sequence[str] | str, *, max_len: int | None = None,
+                  batch_size: int = 64) -> list[str] | str:
+        """Detokenized translations (a single string gives a single string back)."""
+        if self.tokenizer is None:
+            raise ValueError("this export has no tokenizer.json (the model had none): use greedy() on token ids")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        single = isinstance(sentences, str)
+        items = [sentences] if single else list(sentences)
+        ids = [x[: self.max_len - 1] + [self.eos_id] for x in self.tokenizer.encode_batch(items)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
+        out: list[list[int]] = [[] for _ in ids]
+        for s in range(0, len(order), batch_size):
+            chunk = order[s : s + batch_size]
+            src = np.full((len(chunk), max(len(ids[i]) for i in chunk)), self.pad_id, dtype=np.int64)
+            for r, i in enumerate(chunk):
+                src[r, : len(ids[i])] = ids[i]
+            for i, hyp in zip(chunk, self.greedy(src, max_len)):
+                out[i] = hyp
+        texts = self.tokenizer.decode_batch(out)
+        return texts[0] if single else texts
