@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -522,8 +523,32 @@ def _report(command_name: str, err: BaseException) -> None:
     print(f"  ({hint + '; ' if hint else ''}run with --debug for the traceback)", file=sys.stderr)
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Log records to whatever ``sys.stdout`` is when they are emitted (so a captured stdout gets them)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def _show_zoo_logs() -> None:
+    """The families say what they decided (a split chosen, a setting applied on resume) through their
+    module loggers; the command shows those INFO messages as plain lines."""
+    logger = logging.getLogger("zoo")
+    if not any(isinstance(h, _StdoutHandler) for h in logger.handlers):
+        handler = _StdoutHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _show_zoo_logs()
     debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
     rest = [a for a in argv if a != "--debug"]
     try:

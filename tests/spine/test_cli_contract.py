@@ -31,7 +31,9 @@ def _commands(name: str, tiny, out: str) -> tuple[list[str], list[str], list[str
     if name in ("hsi-pca-svm", "hybridsn"):
         data = tiny.scene_file()
         cfg = ["--n-components", "5"] if name == "hsi-pca-svm" else ["--n-bands", "15", "--window", "9", "--epochs", "1"]
-        return ["--data", str(data), *cfg], ["--data", str(data)], [str(data), "--out", out.replace(".safetensors", "")]
+        # random pixels: the 24x24 scene is too small for the spatial blocks a user's scene gets by default
+        return (["--data", str(data), *cfg, "--set", "split=random"], ["--data", str(data)],
+                [str(data), "--out", out.replace(".safetensors", "")])
     if name in ("video-tsn", "r2plus1d_18"):
         data = tiny.video_folder()
         clip = "num_segments=2" if name == "video-tsn" else "frames_per_clip=4"

@@ -6,6 +6,7 @@ module only turns ``(H, W)`` label maps into those calls and draws the classific
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import numpy as np
 
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, spatial_block_split
+
+log = logging.getLogger(__name__)
 
 __all__ = ["as_scene", "auto_split", "class_colors", "plot_classification_map", "resolve_split", "score_map"]
 
@@ -39,6 +42,19 @@ def as_scene(data: Any, labels: str | os.PathLike | None = None) -> Scene:
             return load_dataset(str(data))
         raise FileNotFoundError(f"{data!r} is neither a scene file nor a known data set ({', '.join(DATASETS)})")
     raise TypeError(f"expected a Scene, a scene path or a data set name; got {type(data).__name__}")
+
+
+def default_scene(model: Any) -> str:
+    """The data set a model's weights record as their training scene, when it is a public one zoo knows
+    (so ``zoo.evaluate(svm_from_weights)`` scores on it); else an error asking for the scene."""
+    from zoo.hyperspectral.datasets import DATASETS
+
+    record = getattr(model, "training_record_", None)
+    name = None if record is None else str(record.scene).lower().replace("-", "_")
+    if name in DATASETS:
+        return name
+    raise ValueError("which scene? pass data= (a Scene, a scene file or a data set name"
+                     + (f"; these weights were trained on {record.scene!r})" if record is not None else ")"))
 
 
 def auto_split(scene: Scene, train_mask: Any = None) -> str:
@@ -78,6 +94,10 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
                          f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
     train_mask = _mask_array(scene, train_mask)
     kind = auto_split(scene, train_mask) if split == "auto" else split
+    if split == "auto":
+        why = {"random": f"the published protocol of {scene.name}", "disjoint": "a training mask was given",
+               "blocks": "spatial tiles, the honest default on a scene without a training mask"}.get(kind, "")
+        log.info("split: %s (%s; split=random|blocks|disjoint to choose)", kind, why)
     if kind == "random":
         sp = random_split(scene.labels, train_fraction, seed=seed)
     elif kind == "disjoint":

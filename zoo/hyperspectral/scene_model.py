@@ -16,7 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.api import ModelState
-from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
+from zoo.hyperspectral.evaluation import as_scene, default_scene, resolve_split, score_map
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
@@ -126,7 +126,7 @@ class SceneClassifierMixin:
             out = evaluate(self, data, batch_size=batch_size, amp=amp,
                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
-        scene = as_scene(data, labels)
+        scene = as_scene(data if data is not None else default_scene(self), labels)
         test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
         return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes), excluded)

@@ -8,6 +8,7 @@ vector machines", IEEE TGRS 42(8), 2004. https://doi.org/10.1109/TGRS.2004.83186
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -21,7 +22,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
 from zoo.api import ModelState
-from zoo.hyperspectral.evaluation import as_scene, resolve_split, score_map
+from zoo.hyperspectral.evaluation import as_scene, default_scene, resolve_split, score_map
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
@@ -31,6 +32,7 @@ from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, re
 __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
 
 FORMAT = "zoo.hsi-pca-svm/1"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class HSIPipeline(Pipeline):
             X, y = np.asarray(data[0]), np.asarray(data[1])
             pred = self.predict(X)
             return _flat(score_map(pred[None, :], y[None, :], np.ones((1, len(y)), bool)))
-        scene = as_scene(data, labels)
+        scene = as_scene(data if data is not None else default_scene(self), labels)
         test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
         pred = self.predict_scene(scene, mask=test)
         return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())), excluded)
@@ -233,6 +235,8 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.
     cfg = dict(getattr(model, "split_", None) or {})
     if split is not None:
         cfg["split"] = split
+    elif "split" in cfg:
+        log.info("split: %s (recorded in the weights)", cfg["split"])
     cfg.update(kw)
     if "split" not in cfg:
         raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained through zoo.train")

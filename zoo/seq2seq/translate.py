@@ -55,7 +55,7 @@ def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batc
                              f"less BOS), or None for 1.5 x the source + 10; got {max_len}")
 
 
-def _segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int]]]:
+def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int]]]:
     """``(input index, source ids)`` pieces: whole inputs that fit, long ones split into sentences."""
     pieces: list[tuple[int, list[int]]] = []
     for i, (text, x) in enumerate(zip(texts, ids)):
@@ -105,15 +105,19 @@ def translate(
             "(zoo.seq2seq.train_tokenizer) and set model.tokenizer"
         )
     check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
-    pieces = _segments(items, tok.encode_batch(items), tok, model.max_len - 1)
+    pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1)
     hyps = _search_all(model, [x + [EOS_ID] for _, x in pieces], beam_size, length_penalty, max_len, batch_size,
                        progress)
-    texts = tok.decode_batch(hyps)
-    out: list[list[str]] = [[] for _ in items]
+    joined = join_pieces(pieces, tok.decode_batch(hyps), len(items))
+    return joined[0] if single else joined
+
+
+def join_pieces(pieces: list[tuple[int, list[int]]], texts: list[str], n: int) -> list[str]:
+    """The translations of :func:`segments`' pieces put back together, one string per input ("" for a blank one)."""
+    out: list[list[str]] = [[] for _ in range(n)]
     for (i, _), text in zip(pieces, texts):
         out[i].append(text)
-    joined = [" ".join(t.strip() for t in parts) if len(parts) > 1 else (parts[0] if parts else "") for parts in out]
-    return joined[0] if single else joined
+    return [" ".join(t.strip() for t in parts) if len(parts) > 1 else (parts[0] if parts else "") for parts in out]
 
 
 def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty: float, max_len: int | None,
