@@ -2,7 +2,7 @@
 
 Subcommands are registered with :func:`command` (the spine's here and in ``zoo/hub_cli.py``, each family's
 in its own ``zoo/<family>/cli.py``), and ``zoo demo`` runs every step registered with :func:`demo`.
-A user error (:class:`UsageError`, or the ``KeyError``/``TypeError``/``ValueError``/``FileNotFoundError``
+A user error (:class:`UsageError`, or the ``KeyError``/``TypeError``/``ValueError``/``OSError`` (file errors)
 the API raises for bad input) prints one line and exits 2, without a traceback; ``ZOO_DEBUG=1`` shows it.
 """
 
@@ -268,9 +268,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     steps = sorted(_DEMOS, key=lambda s: (s.order, s.title))
     if args.only:
         steps = [s for s in steps if any(o.lower() in s.title.lower() for o in args.only)]
+    import time
+
     failed = 0
+    times: list[tuple[str, float]] = []
     for step in steps:
-        print(f"\n== {step.title} ==")
+        print(f"\n== {step.title} ==", flush=True)
+        t0 = time.perf_counter()
         try:
             step.run()
         except Exception as err:  # one broken step must not hide the others
@@ -278,6 +282,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"demo step failed: {type(err).__name__}: {err}", file=sys.stderr)
             if os.environ.get("ZOO_DEBUG"):
                 raise
+        times.append((step.title, time.perf_counter() - t0))
+        print(f"-- {times[-1][1]:.1f} s", flush=True)
+    print("\ndemo step times: " + ", ".join(f"{t.split(':')[0].split(' (')[0]} {s:.1f} s" for t, s in times)
+          + f"; total {sum(s for _, s in times):.1f} s")
     return 1 if failed else 0
 
 
@@ -303,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args._run(args)
-    except (UsageError, KeyError, TypeError, ValueError, FileNotFoundError, PermissionError) as err:
+    except (UsageError, KeyError, TypeError, ValueError, OSError) as err:  # OSError: zoo.fs / hub errors name their path
         if os.environ.get("ZOO_DEBUG"):
             raise
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err

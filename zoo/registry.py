@@ -126,12 +126,14 @@ def validate_config(name: str, config: dict[str, Any]) -> None:
         )
 
 
-def build(name: str, *, weights: str | os.PathLike | None = None, **config: Any) -> Any:
-    """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path or a URL).
+def build(name: str, *, weights: str | os.PathLike | None = None, local_files_only: bool = False,
+          **config: Any) -> Any:
+    """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path, a URL or
+    ``hf-hub:org/repo``).
 
     With weights from the manifest, the entry's ``config`` supplies the defaults the file needs and
     the caller's ``config`` overrides them (a different ``num_classes`` re-initialises the head, where
-    the family supports that).
+    the family supports that). ``local_files_only=True`` never opens a network connection.
     """
     reg = _lookup(name)
     if weights is None:
@@ -140,7 +142,7 @@ def build(name: str, *, weights: str | os.PathLike | None = None, **config: Any)
 
     from zoo import hub  # spine-to-spine; imported lazily so that registering stays cheap
 
-    path, entry = hub.resolve(weights, model=name)
+    path, entry = hub.resolve(weights, model=name, local_files_only=local_files_only)
     merged = {**(entry.config if entry is not None else {}), **config}
     validate_config(name, merged)
     obj = reg.builder(**merged)

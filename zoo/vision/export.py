@@ -10,13 +10,14 @@ result says ``verified=False``.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from zoo import fs
 
 __all__ = ["ExportResult", "export_onnx", "export_torchscript"]
 
@@ -40,11 +41,9 @@ def _check_inputs(example: torch.Tensor) -> list[torch.Tensor]:
     return [example, other.to(example.dtype)]
 
 
-def _tmp_beside(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    return Path(tmp)
+def _staging(path: Path) -> fs.PrivateTemp:
+    """Exports are written, loaded back and checked in a private temp folder, then moved into place."""
+    return fs.PrivateTemp(path.parent, path.name)
 
 
 @torch.no_grad()
@@ -71,15 +70,16 @@ def export_torchscript(model: nn.Module, path: str | os.PathLike, example_input:
     except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
         warnings.warn(f"torch.jit.script failed ({type(err).__name__}); tracing instead", stacklevel=2)
         scripted = torch.jit.trace(model, example_input, check_trace=False)
-    tmp = _tmp_beside(path)
+    staging = _staging(path)
+    tmp = staging.path_for(path)
     try:
         scripted.save(str(tmp))
         loaded = torch.jit.load(str(tmp))
         with torch.no_grad():
             diff = _compare([loaded(x) for x in inputs], _reference(model, inputs), atol, "TorchScript")
-        os.replace(tmp, path)
+        staging.commit(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        staging.abort()
     return ExportResult(path, diff, True)
 
 
@@ -94,7 +94,8 @@ def export_onnx(model: nn.Module, path: str | os.PathLike, example_input: torch.
     path = Path(path)
     model = model.eval()
     inputs = _check_inputs(example_input)
-    tmp = _tmp_beside(path)
+    staging = _staging(path)
+    tmp = staging.path_for(path)
     try:
         batch = torch.export.Dim("batch", min=1, max=1 << 16)
         program = torch.onnx.export(
@@ -108,12 +109,12 @@ def export_onnx(model: nn.Module, path: str | os.PathLike, example_input: torch.
         except ImportError:
             warnings.warn("onnxruntime is not installed: the ONNX file passed onnx.checker but its outputs "
                           "were not compared with the eager model", stacklevel=2)
-            os.replace(tmp, path)
+            staging.commit(path)
             return ExportResult(path, None, False)
         session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
         got = [torch.from_numpy(session.run(None, {input_name: x.numpy()})[0]) for x in inputs]
         diff = _compare(got, _reference(model, inputs), atol, "ONNX")
-        os.replace(tmp, path)
+        staging.commit(path)
     finally:
-        tmp.unlink(missing_ok=True)
+        staging.abort()
     return ExportResult(path, diff, True)
