@@ -69,6 +69,8 @@ class ServerState:
     cuts_left: int = 0  # ...for this many requests
     corrupt_at: int | None = None  # flip the byte at this offset
     delay_s: float = 0.0  # sleep per 64 KiB block (to make downloads overlap)
+    stalls: list[int] = field(default_factory=list)  # per request: send this many body bytes, then go silent
+    stall_s: float = 0.0
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -87,6 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
             cut = st.cut_after if st.cuts_left > 0 else None
             if cut is not None:
                 st.cuts_left -= 1
+            stall = st.stalls.pop(0) if st.stalls else None
         path = st.root / self.path.lstrip("/").split("?")[0]
         if not path.is_file():
             self.send_error(404, "not found")
@@ -110,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = memoryview(data)[start:]
         if cut is not None:
             body = body[:cut]
+        if stall is not None:
+            body = body[:stall]
         try:
             for i in range(0, len(body), 1 << 16):
                 self.wfile.write(body[i:i + (1 << 16)])
@@ -118,6 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
 
                     time.sleep(st.delay_s)
             self.wfile.flush()
+            if stall is not None:  # a server that stops sending but keeps the connection open
+                import time
+
+                time.sleep(st.stall_s)
+                self.close_connection = True
+                return
         except (BrokenPipeError, ConnectionResetError):
             return
         if cut is not None:

@@ -186,7 +186,7 @@ def _stream(resp, part: Path, append: bool, bar, digest: _Digest) -> int:
     fh = _open_part(part, append)
     try:
         while True:
-            block = resp.read(CHUNK)
+            block = resp.read1(CHUNK)  # what has arrived (read() would hold a stalled server's bytes hostage)
             if not block:
                 break
             try:

@@ -99,6 +99,7 @@ def add_weights(
     storage = dtype or (floating[0].dtype if floating else None)
 
     folder = _publish_dir()
+    fs.sweep_temps(folder)  # temp files of publishers killed in this folder
     dest = folder / f"{name}.safetensors"
     staging = fs.PrivateTemp(folder, dest.name)
     tmp = staging.path_for(dest)
