@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import math
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -666,7 +667,12 @@ def _fit(
                 break
     finally:
         if logger is not None:
-            logger.close(history, title=type(model).__name__)
+            failing = sys.exc_info()[1]  # a failure that stopped the run matters more than its plot
+            try:
+                logger.close(history, title=type(model).__name__)
+            except OSError:
+                if failing is None:
+                    raise
 
     for cb in callbacks:
         cb.on_train_end(tstate)
