@@ -49,6 +49,7 @@ __all__ = [
     "WeightsEntry",
     "checkout_root",
     "manifest_path",
+    "parse_manifest",
     "read_manifest",
     "release_url",
     "weights_dir",
@@ -108,8 +109,15 @@ def manifest_path() -> Path:
     return PACKAGE_MANIFEST
 
 
+def _scheme(url: str) -> str | None:
+    try:
+        return urlparse(url).scheme
+    except ValueError:
+        return None
+
+
 def is_remote(url: str) -> bool:
-    return urlparse(url).scheme in ("http", "https")
+    return _scheme(url) in ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -177,7 +185,10 @@ class WeightsEntry:
             raise ManifestError(f"manifest entry {name!r}: model is {model!r} but the name says {m['model']!r}")
         if not isinstance(url, str) or not url:
             raise ManifestError(f"manifest entry {name!r}: url must be a non-empty string, got {url!r}")
-        scheme = urlparse(url).scheme
+        try:
+            scheme = urlparse(url).scheme
+        except ValueError as err:  # e.g. "http://[::1" (an unclosed IPv6 host)
+            raise ManifestError(f"manifest entry {name!r}: url {url!r} does not parse ({err})") from None
         if scheme and scheme not in ("http", "https"):
             raise ManifestError(f"manifest entry {name!r}: url must be relative or http(s), got {url!r}")
         if not scheme and (url.startswith(("/", "\\")) or ".." in Path(url).parts):
@@ -234,16 +245,17 @@ def _load(path: Path, missing_ok: bool) -> tuple[dict[str, WeightsEntry], str | 
     hit = _CACHE.get(path)
     if hit is not None and hit[0] == stamp:
         return dict(hit[1]), hit[2]
-    entries, release = _parse(path, path.read_bytes())
+    entries, release = parse_manifest(path.read_bytes(), path)
     _CACHE[path] = (stamp, entries, release)
     return dict(entries), release
 
 
-def _parse(path: Path, raw: bytes) -> tuple[dict[str, WeightsEntry], str | None]:
+def parse_manifest(raw: bytes, path: Path | str = "<manifest>") -> tuple[dict[str, WeightsEntry], str | None]:
+    """``(entries by name, release_url)`` from the bytes of a manifest; any defect is a ManifestError."""
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ManifestError(f"{path}: not valid UTF-8 JSON ({err})") from None
+    except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, a huge number, absurd nesting
+        raise ManifestError(f"{path}: not valid UTF-8 JSON ({type(err).__name__}: {str(err)[:200]})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_VERSION or not isinstance(doc.get("weights"), list):
         raise ManifestError(
             f'{path}: expected {{"schema": {SCHEMA_VERSION}, "release_url": ..., "weights": [...]}}, '
@@ -253,7 +265,7 @@ def _parse(path: Path, raw: bytes) -> tuple[dict[str, WeightsEntry], str | None]
     if extra:
         raise ManifestError(f"{path}: unknown top-level key(s) {', '.join(map(str, extra))}")
     release = doc.get("release_url")
-    if release is not None and (not isinstance(release, str) or urlparse(release).scheme not in ("http", "https")):
+    if release is not None and (not isinstance(release, str) or _scheme(release) not in ("http", "https")):
         raise ManifestError(f"{path}: release_url must be an http(s) URL or null, got {release!r}")
     entries: dict[str, WeightsEntry] = {}
     for raw_entry in doc["weights"]:
