@@ -133,6 +133,8 @@ def _cmd_weights(args: argparse.Namespace) -> int:
             print(f"{c.status:<15} {c.path}  {c.detail}")
         bad = sum(c.failed for c in checks)
         if args.shipped:
+            if hub.weights_dir() is None:
+                raise UsageError("--shipped checks a source checkout's weights/ folder; this zoo is installed")
             for name, e in sorted(hub.read_manifest().items()):
                 if e.upstream:
                     continue
