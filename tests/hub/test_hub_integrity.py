@@ -225,6 +225,13 @@ def test_release_folder_served_as_the_release_host(tiny_model, weights_home, ser
 
 
 def test_a_missing_manifest_is_an_error_not_an_empty_zoo(monkeypatch, tmp_path):
-    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path))
-    with pytest.raises(hub.ManifestError, match="manifest .* is missing"):
+    from zoo.hub import manifest
+
+    monkeypatch.setattr(manifest, "PACKAGE_MANIFEST", tmp_path / "gone" / "manifest.json")
+    with pytest.raises(hub.ManifestError, match="manifest .* is missing .*reinstall"):
         zoo.list_weights()
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path / "typo"))
+    with pytest.raises(hub.ManifestError, match="does not exist"):
+        zoo.list_weights()
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path))  # a workspace with nothing published yet
+    assert zoo.list_weights() == []

@@ -236,9 +236,12 @@ def _load(path: Path, missing_ok: bool) -> tuple[dict[str, WeightsEntry], str | 
     try:
         st = path.stat()
     except FileNotFoundError:
-        if missing_ok:
+        # a publishing workspace ($ZOO_WEIGHTS_DIR) where nothing is published yet is empty; the
+        # manifest shipped in the package never is: its absence means a broken installation
+        workspace = os.environ.get("ZOO_WEIGHTS_DIR") and path.parent.is_dir()
+        if missing_ok or workspace:
             return {}, None
-        hint = ("ZOO_WEIGHTS_DIR points to a folder without one" if os.environ.get("ZOO_WEIGHTS_DIR")
+        hint = ("ZOO_WEIGHTS_DIR names a folder that does not exist" if os.environ.get("ZOO_WEIGHTS_DIR")
                 else "the zoo installation is incomplete; reinstall the package")
         raise ManifestError(f"the weights manifest {path} is missing ({hint})") from None
     stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
