@@ -180,7 +180,8 @@ def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path,
     from zoo.hub.state import state_diff
 
     bad = [(k, src, dst) for k, src, dst in state_diff(model.state_dict(), sd)
-           if src != dst and (strict or (src is not None and dst is not None))]
+           if src != dst and (strict or (src is not None and dst is not None))
+           and not k.endswith("_extra_state")]  # a module's own extra state (a tokenizer's bytes) has no fixed shape
     if bad:
         shown = "; ".join(f"{k}: checkpoint {list(s) if s else 'absent'} vs model {list(d) if d else 'absent'}"
                           for k, s, d in bad[:8]) + (f"; and {len(bad) - 8} more" if len(bad) > 8 else "")
