@@ -137,9 +137,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Server:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, handler: type[BaseHTTPRequestHandler] = _Handler) -> None:
         self.state = ServerState(root)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = self.state  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -259,14 +259,7 @@ def hf_server(tmp_path, monkeypatch):
     """A loopback Hub on 127.0.0.1 reached through HF_ENDPOINT; ``hf_server.state.root/org/repo/`` are repos."""
     root = tmp_path / "hub"
     root.mkdir()
-    srv = Server.__new__(Server)
-    srv.state = ServerState(root)
-    srv.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _HubHandler)
-    srv.httpd.daemon_threads = True
-    srv.httpd.state = srv.state  # type: ignore[attr-defined]
-    srv.url = f"http://127.0.0.1:{srv.httpd.server_address[1]}"
-    srv.thread = threading.Thread(target=srv.httpd.serve_forever, args=(0.05,), daemon=True)
-    srv.thread.start()
+    srv = Server(root, _HubHandler)
     monkeypatch.setenv("HF_ENDPOINT", srv.url)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     yield srv
