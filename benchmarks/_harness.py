@@ -26,7 +26,6 @@ import platform
 import shlex
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -128,17 +127,9 @@ def median(values: list[float]) -> float:
 
 # ------------------------------------------------------------------------------------------------ output
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from zoo import fs
+
+    fs.write_text(path, text)
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from _harness import write_result  # benchmarks/ is on sys.path when the script runs
 
 import zoo
+from zoo.engine.logs import atomic_savefig
 from zoo.vision.tensor_data import load_or_decode, tensor_loader
 
 WORK = ROOT / "benchmarks" / "_work"
@@ -210,9 +211,7 @@ def plot(metrics: dict, peers: dict, path: Path) -> None:
     a2.legend()
     a2.set_title("training throughput")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
 
 

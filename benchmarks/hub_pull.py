@@ -38,7 +38,7 @@ def main() -> int:
     import torch
     import torchvision
 
-    from zoo import hub
+    from zoo import fs, hub
 
     work = Path(tempfile.mkdtemp(prefix="zoo-hub-bench-"))
     served, weights = work / "served", work / "weights"
@@ -99,10 +99,7 @@ def main() -> int:
         "ratios": {"zoo_over_torch_hub_time": round(med["zoo.pull"] / med["torch.hub"], 3)},
     }
     out = Path(__file__).resolve().parent / "results" / "hub_pull.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    fs.write_text(out, json.dumps(result, indent=2) + "\n")
     print(f"| pull of a {mb:.1f} MB safetensors over local HTTP | zoo.pull | torch.hub | ratio |")
     print("|---|---|---|---|")
     print(f"| median seconds ({args.repeats} interleaved repeats) | {med['zoo.pull']:.3f} | "

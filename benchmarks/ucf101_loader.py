@@ -52,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from _harness import write_result
 
+from zoo import fs
+
 NAME = "ucf101_loader"
 WORK = ROOT / "benchmarks" / "_work"
 TREE = WORK / "ucf101_tree"
@@ -214,9 +216,8 @@ def peer_worker(mode: str, n_batches: int) -> dict:
                   output_format="TCHW", num_workers=1, _precomputed_metadata=pre)
     index_s = time.perf_counter() - t0
     if mode == "index":
-        tmp = cache.with_name(f".{cache.name}.tmp")
-        torch.save(ds.metadata, tmp)
-        os.replace(tmp, cache)
+        with fs.atomic_write(cache) as fh:
+            torch.save(ds.metadata, fh)
     out = {"index_s": index_s, "clips": len(ds), "torchvision": torchvision.__version__}
     if mode == "clips":
         out["clips_per_s"] = clips_per_second(_TVWrap(ds, clip_transform()), n_batches, collate_fn=_tv_collate)

@@ -17,7 +17,6 @@ Writes benchmarks/results/video_synthetic.json and video_synthetic.png (learning
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from _harness import write_result  # benchmarks/ is sys.path[0] when this runs as a script
 
 import zoo
+from zoo.engine.logs import atomic_savefig
 from zoo.video import transforms as VT
 from zoo.video.evaluation import evaluate_videos, video_eval_fn
 from zoo.video.synthetic import CLASSES, SyntheticConfig, make_synthetic_actions
@@ -118,9 +118,7 @@ def plot(runs: dict, path: Path) -> None:
     for a in axes:
         a.legend(fontsize=7)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    os.replace(tmp, path)
+    atomic_savefig(fig, path, dpi=100)
 
 
 def main(argv=None) -> int:

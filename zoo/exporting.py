@@ -39,7 +39,6 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from zoo import fs
 
 __all__ = [
     "FORMATS",
@@ -320,37 +321,39 @@ def _restore_training(model: Any):
 
 
 def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResult:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    """Write (and verify) in a private temp folder (:class:`zoo.fs.PrivateTemp`), then move into place."""
+    staging = fs.PrivateTemp(target.parent, target.name)
     try:
+        out = staging.path_for(target)  # the file, or the folder of a multi-graph export, being built
+        if spec.is_folder:
+            out.mkdir()
         per_graph: dict[str, float] = {}
         names = []
         for g in spec.graphs:
             name = f"{g.name}{SUFFIX[fmt]}"
             meta = {**spec.metadata, "graph": g.name, "inputs": list(g.input_names),
                     "outputs": list(g.output_names), "atol": spec.atol, "rtol": spec.rtol}
-            _WRITERS[fmt](g, staging / name, meta)
+            path = out / name if spec.is_folder else out
+            _WRITERS[fmt](g, path, meta)
             if verify:
-                per_graph[g.name] = _verify(g, staging / name, fmt, spec.atol, spec.rtol)
+                per_graph[g.name] = _verify(g, path, fmt, spec.atol, spec.rtol)
             names.append(name)
         if not spec.is_folder:
-            os.replace(staging / names[0], target)
+            staging.commit(target)
             files: tuple[Path, ...] = (target,)
         else:
             for fname, content in spec.files.items():
-                if isinstance(content, bytes):
-                    (staging / fname).write_bytes(content)
-                else:
-                    (staging / fname).write_text(content, encoding="utf-8")
+                data = content if isinstance(content, bytes) else content.encode("utf-8")
+                (out / fname).write_bytes(data)
             index = {**spec.metadata, "format": fmt, "atol": spec.atol, "rtol": spec.rtol,
                      "graphs": {g.name: {"file": n, "inputs": list(g.input_names), "outputs": list(g.output_names)}
                                 for g, n in zip(spec.graphs, names)},
                      "max_abs_diff": per_graph or None}
-            (staging / "export.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
-            _replace_dir(staging, target)
+            (out / "export.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+            _replace_dir(out, target)
             files = tuple(sorted(target / n for n in [*names, *spec.files, "export.json"]))
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.abort()
     worst = max(per_graph.values()) if per_graph else None
     return ExportResult(target, fmt, files, spec.atol, spec.rtol, worst, verify, per_graph)
 

@@ -1,4 +1,5 @@
-"""``zoo pull`` and ``zoo weights list|verify|add|readme``: the hub on the command line.
+"""``zoo pull``, ``zoo weights list|verify|add|readme|release|export-hf`` and ``zoo cache info|clean``:
+the hub on the command line.
 
 Imported by :func:`zoo.cli.build_parser`, so the hub itself never imports the CLI.
 """
@@ -22,6 +23,8 @@ def _configure_pull(p: argparse.ArgumentParser) -> None:
                    help="with --all: also the upstream (https) files, which need a network or a mirror")
     p.add_argument("--force", action="store_true", help="download again even when cached")
     p.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    p.add_argument("--local-files-only", action="store_true",
+                   help="never open a network connection (cache, checkout and file:// mirror only)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
@@ -44,24 +47,35 @@ def _cmd_pull(args: argparse.Namespace) -> int:
     failed = 0
     for name in names:
         try:
-            path = hub.pull(name, cache_dir=args.cache_dir, force=args.force, progress=not args.quiet)
+            how = _pull_one(hub, entries[name], args)
         except hub.OfflineError as err:
             failed += 1
             print(f"{name}: {err}", file=sys.stderr)
             continue
-        except (hub.DownloadError, hub.HashMismatchError) as err:
+        except (hub.DownloadError, hub.HashMismatchError, OSError) as err:
             failed += 1
             print(f"{name}: error: {err}", file=sys.stderr)
             continue
-        entry = entries[name]
-        how = "sha256 ok" if entry.sha256 else f"sha256 prefix {entry.sha256_prefix} ok"
-        print(f"{name}: {path} ({how})")
+        print(f"{name}: {how}")
     if not names and args.all:
         print("the project ships no weights files yet")
     for name in skipped:
         print(f"{name}: skipped (upstream file {entries[name].url}: needs a network or a mirror; "
               f"`zoo pull {name}` or `zoo pull --all --upstream`)")
     return 1 if failed else 0
+
+
+def _pull_one(hub, entry, args: argparse.Namespace) -> str:
+    """Pull one entry and say truthfully how its hash was checked."""
+    ok = "sha256 ok" if entry.sha256 else f"sha256 prefix {entry.sha256_prefix} ok"
+    cached = hub.cached_path(entry, args.cache_dir)
+    how = f"downloaded, {ok}"
+    if cached.is_file() and not args.force:
+        _, hashed_now = hub.verify_entry(entry, cached)
+        how = f"cached, {ok} ({'re-hashed now' if hashed_now else 'verified on arrival, file unchanged since'})"
+    path = hub.pull(entry.name, cache_dir=args.cache_dir, force=args.force, progress=not args.quiet,
+                    local_files_only=args.local_files_only)
+    return f"{path} ({how})"
 
 
 def _configure_weights(p: argparse.ArgumentParser) -> None:
@@ -80,7 +94,14 @@ def _configure_weights(p: argparse.ArgumentParser) -> None:
     q.add_argument("--meta", nargs="*", metavar="KEY=VALUE",
                    help="dataset=..., metrics='{\"acc\": 0.9}', command=..., license=...")
     q.add_argument("--dtype", choices=sorted(_DTYPES), help="storage dtype of floating tensors (e.g. float16)")
+    q.add_argument("--force", action="store_true", help="replace weights already published under --name")
     sub.add_parser("readme", help="regenerate weights/README.md from the manifest")
+    q = sub.add_parser("release", help="gather the project's files + manifest as the release host serves them")
+    q.add_argument("out_dir", metavar="OUT_DIR", help="folder to fill (upload its files to the release_url)")
+    q = sub.add_parser("export-hf", help="write a Hugging Face Hub repo folder (safetensors, config, model card)")
+    q.add_argument("name", metavar="NAME", help="MODEL.TAG of the project's own weights")
+    q.add_argument("out_dir", metavar="DIR", help="folder to write (then `huggingface-cli upload ORG/REPO DIR`)")
+    q.add_argument("--repo", default="ORG/REPO", help="the repo id, shown in the model card's example")
 
 
 def _size(n: int | None) -> str:
@@ -112,6 +133,8 @@ def _cmd_weights(args: argparse.Namespace) -> int:
             print(f"{c.status:<15} {c.path}  {c.detail}")
         bad = sum(c.failed for c in checks)
         if args.shipped:
+            if hub.weights_dir() is None:
+                raise UsageError("--shipped checks a source checkout's weights/ folder; this zoo is installed")
             for name, e in sorted(hub.read_manifest().items()):
                 if e.upstream:
                     continue
@@ -132,10 +155,51 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
         dtype = getattr(torch, _DTYPES[args.dtype]) if args.dtype else None
         entry = hub.add_weights(args.file, name=args.name, config=parse_kv(args.config),
-                                meta=parse_kv(args.meta), dtype=dtype)
+                                meta=parse_kv(args.meta), dtype=dtype, force=args.force)
         print(f"added {entry.name}: {hub.weights_dir() / entry.url} ({_size(entry.size)}, sha256 {entry.sha256})")
         return 0
     if args.action == "readme":
         print(hub.write_readme())
         return 0
+    if args.action == "release":
+        written = hub.release(args.out_dir)
+        total = sum(p.stat().st_size for p in written)
+        print(f"{len(written)} files ({total / 2**20:.1f} MiB) in {args.out_dir}; the release host serves them "
+              f"at {hub.release_url() or '(no release_url in the manifest)'}/<name>")
+        return 0
+    if args.action == "export-hf":
+        from zoo.hub.hf import export_hf
+
+        for path in export_hf(args.name, args.out_dir, repo_hint=args.repo):
+            print(path)
+        print(f"upload with: huggingface-cli upload {args.repo} {args.out_dir}")
+        return 0
     raise UsageError(f"unknown action {args.action!r}")
+
+
+def _configure_cache(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    q = sub.add_parser("info", help="what the cache holds: weights, partial downloads, temp files, sizes")
+    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    q = sub.add_parser("clean", help="delete cached files (downloads in progress are left alone)")
+    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    q.add_argument("--stale", action="store_true", help="only partial downloads and temp files of killed writers")
+
+
+@command("cache", "show (info) or free (clean) the weights cache", _configure_cache)
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from zoo import hub
+
+    root = hub.cache_root(args.cache_dir)
+    if args.action == "info":
+        items = hub.cache_info(args.cache_dir)
+        for item in items:
+            print(f"{_size(item.size):>10}  {item.kind:<8} {item.name:<40} {item.status:<10} {item.path}")
+        total = sum(i.size for i in items)
+        print(f"{len(items)} item(s), {_size(total)} in {root}" + (" (and $ZOO_HOME/hf)" if any(
+            i.kind == "hf" for i in items) else ""))
+        return 0
+    removed, freed = hub.clean_cache(args.cache_dir, stale_only=args.stale)
+    print(f"removed {removed} item(s), freed {_size(freed)} from {root}")
+    return 0

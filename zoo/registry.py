@@ -186,12 +186,15 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
     return json.loads(meta["zoo.config"]) if "zoo.config" in meta else {}
 
 
-def build(name: str, *, weights: str | os.PathLike | None = None, **config: Any) -> Any:
-    """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path or a URL).
+def build(name: str, *, weights: str | os.PathLike | None = None, local_files_only: bool = False,
+          **config: Any) -> Any:
+    """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path, a URL or
+    ``hf-hub:org/repo``).
 
     The weights' own config (the manifest entry's, or the one :func:`zoo.save` wrote into the file)
     supplies the defaults the file needs, and the caller's ``config`` overrides them (a different
-    ``num_classes`` re-initialises the head, where the family supports that).
+    ``num_classes`` re-initialises the head, where the family supports that). ``local_files_only=True``
+    never opens a network connection.
     """
     reg = _lookup(name)
     if weights is None:
@@ -199,7 +202,7 @@ def build(name: str, *, weights: str | os.PathLike | None = None, **config: Any)
 
     from zoo import hub  # spine-to-spine; imported lazily so that registering stays cheap
 
-    path, entry = hub.resolve(weights, model=name)
+    path, entry = hub.resolve(weights, model=name, local_files_only=local_files_only)
     saved = dict(entry.config) if entry is not None else file_config(path, name)
     obj = reg.builder(**validate_config(name, {**saved, **config}))
     if reg.load_weights is not None:

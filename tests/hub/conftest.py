@@ -69,6 +69,8 @@ class ServerState:
     cuts_left: int = 0  # ...for this many requests
     corrupt_at: int | None = None  # flip the byte at this offset
     delay_s: float = 0.0  # sleep per 64 KiB block (to make downloads overlap)
+    stalls: list[int] = field(default_factory=list)  # per request: send this many body bytes, then go silent
+    stall_s: float = 0.0
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -87,6 +89,7 @@ class _Handler(BaseHTTPRequestHandler):
             cut = st.cut_after if st.cuts_left > 0 else None
             if cut is not None:
                 st.cuts_left -= 1
+            stall = st.stalls.pop(0) if st.stalls else None
         path = st.root / self.path.lstrip("/").split("?")[0]
         if not path.is_file():
             self.send_error(404, "not found")
@@ -110,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = memoryview(data)[start:]
         if cut is not None:
             body = body[:cut]
+        if stall is not None:
+            body = body[:stall]
         try:
             for i in range(0, len(body), 1 << 16):
                 self.wfile.write(body[i:i + (1 << 16)])
@@ -118,6 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
 
                     time.sleep(st.delay_s)
             self.wfile.flush()
+            if stall is not None:  # a server that stops sending but keeps the connection open
+                import time
+
+                time.sleep(st.stall_s)
+                self.close_connection = True
+                return
         except (BrokenPipeError, ConnectionResetError):
             return
         if cut is not None:
@@ -126,9 +137,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Server:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, handler: type[BaseHTTPRequestHandler] = _Handler) -> None:
         self.state = ServerState(root)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.httpd.state = self.state  # type: ignore[attr-defined]
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -177,3 +188,79 @@ def cache_files(home: str | os.PathLike | None = None) -> list[Path]:
 def cached():
     """``cached()`` -> every file under $ZOO_HOME/weights (to assert nothing partial landed)."""
     return cache_files
+
+
+# --- a loopback Hugging Face Hub ------------------------------------------------------------------------
+
+HF_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class _HubHandler(BaseHTTPRequestHandler):
+    """The Hub's file-resolve protocol, as huggingface_hub speaks it: ``HEAD``/``GET
+    /{org}/{repo}/resolve/{revision}/{file}``, answered with ``X-Repo-Commit``, an ``ETag`` (the git blob
+    sha1 of a small file; for a large "LFS" file, ``X-Linked-Etag`` = its sha256 and ``X-Linked-Size``),
+    Range support, and ``X-Error-Code`` on a 404. Repos are folders ``root/{org}/{repo}/``."""
+
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _resolve(self):
+        import hashlib
+        from urllib.parse import unquote
+
+        st = self.server.state  # type: ignore[attr-defined]
+        parts = unquote(self.path.split("?")[0]).lstrip("/").split("/")
+        with st.lock:
+            st.requests.append((self.command, "/".join(parts)))
+        if len(parts) < 5 or parts[2] != "resolve":
+            return self._error(404, "RepoNotFound")
+        repo = st.root / parts[0] / parts[1]
+        if not repo.is_dir():
+            return self._error(404, "RepoNotFound")
+        if parts[3] not in ("main", HF_COMMIT):
+            return self._error(404, "RevisionNotFound")
+        path = repo.joinpath(*parts[4:])
+        if not path.is_file():
+            return self._error(404, "EntryNotFound")
+        data = path.read_bytes()
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", HF_COMMIT)
+        if path.suffix == ".safetensors":  # stored with LFS on the real Hub
+            self.send_header("X-Linked-Etag", f'"{hashlib.sha256(data).hexdigest()}"')
+            self.send_header("X-Linked-Size", str(len(data)))
+            self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        else:
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            self.send_header("ETag", f'"{blob}"')
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        return data
+
+    def _error(self, code: int, error_code: str):
+        self.send_response(code)
+        self.send_header("X-Error-Code", error_code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self._resolve()
+
+    def do_GET(self) -> None:
+        data = self._resolve()
+        if data is not None:
+            self.wfile.write(data)
+
+
+@pytest.fixture
+def hf_server(tmp_path, monkeypatch):
+    """A loopback Hub on 127.0.0.1 reached through HF_ENDPOINT; ``hf_server.state.root/org/repo/`` are repos."""
+    root = tmp_path / "hub"
+    root.mkdir()
+    srv = Server(root, _HubHandler)
+    monkeypatch.setenv("HF_ENDPOINT", srv.url)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield srv
+    srv.close()

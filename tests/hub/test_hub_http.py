@@ -49,7 +49,8 @@ def test_pull_over_http_matches_hash(tiny_model, weights_home, server, monkeypat
     path = zoo.pull(entry.name, progress=False)
     assert hub.sha256_file(path) == entry.sha256 and path.stat().st_size == entry.size
     assert server.gets(entry.url) == [None]
-    assert path == hub.cached_path(entry) and (path.parent / (path.name + ".sha256")).is_file()
+    assert path == hub.cached_path(entry) and path.parent.name == entry.sha256
+    assert (path.parent / (path.name + ".verified")).is_file()
     # the cache is reused: no second request
     assert zoo.pull(entry.name, progress=False) == path and len(server.gets(entry.url)) == 1
     loaded = zoo.build(tiny_model, weights="v1")

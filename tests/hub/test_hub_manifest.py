@@ -1,5 +1,6 @@
-"""The manifest: schema validation, the shipped weights/manifest.json (every entry, as families add
-them), publishing with add_weights (locked, atomic), README generation, and the `zoo` commands."""
+"""The manifest: schema validation, the shipped zoo/hub/manifest.json (every entry, as families add
+them), publishing with add_weights (locked, atomic, no silent replacement), README generation, and the
+`zoo` commands."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 
 import zoo
 from zoo import hub, registry
-from zoo.hub.manifest import ManifestError, WeightsEntry
+from zoo.hub.manifest import PACKAGE_MANIFEST, ManifestError, WeightsEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT_WEIGHTS = ROOT / "weights"
@@ -67,13 +68,13 @@ def test_schema_round_trip_and_prefix_entries():
 
 # --- the shipped manifest: every entry, whatever families have published by now -----------------------
 
-SHIPPED = hub.read_manifest(CHECKOUT_WEIGHTS / "manifest.json")
+SHIPPED = hub.read_manifest(PACKAGE_MANIFEST)
 LOCAL = [e for e in SHIPPED.values() if not e.upstream]
 UPSTREAM = [e for e in SHIPPED.values() if e.upstream]
 
 
 def test_shipped_manifest_is_valid_and_readme_is_current():
-    assert SHIPPED, "weights/manifest.json lists no weights"
+    assert SHIPPED, "zoo/hub/manifest.json lists no weights"
     assert (CHECKOUT_WEIGHTS / "README.md").read_text() == hub.render_readme(SHIPPED), (
         "weights/README.md is stale: run `zoo weights readme`")
     for e in SHIPPED.values():
@@ -167,7 +168,7 @@ def test_add_weights_refuses_a_file_that_does_not_fit(tiny_model, weights_home):
         hub.add_weights(other, name=f"{tiny_model}.bad", config={})
     with pytest.raises(TypeError, match="unknown config key"):
         hub.add_weights(other, name=f"{tiny_model}.bad", config={"widht": 4})
-    assert hub.list_weights() == [] and [p.name for p in weights_home.iterdir()] == []
+    assert hub.list_weights() == [] and [p.name for p in weights_home.iterdir()] == []  # no staging left
 
 
 def _publish_many(k: int) -> None:
@@ -234,7 +235,7 @@ def test_cli_pull_all_against_the_checkout(tmp_path):
     pulled, verified = run.stdout.split("=== verify")
     for e in LOCAL:
         assert f"{e.name}: " in pulled and "sha256 ok" in pulled
-        assert (tmp_path / "home" / "weights" / e.name / e.filename).is_file()
+        assert (tmp_path / "home" / "weights" / e.sha256 / e.filename).is_file()  # keyed by content
     for e in UPSTREAM:
         assert f"{e.name}: skipped (upstream" in pulled
     assert f"{len(LOCAL)} cached file(s)" in verified and "0 problem(s)" in verified

@@ -6,11 +6,15 @@ state, the RNG states of every generator (per rank under DDP), and the run's con
 Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are stored; never pickled objects.
 
 Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
+Writes go through :mod:`zoo.fs` (atomic, free space checked against the serialised size before the
+first byte, the user's umask). A resume from a folder falls back to the newest *loadable* checkpoint
+and says which ones it skipped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
@@ -19,21 +23,28 @@ from typing import Any
 
 import torch
 
-from zoo.engine._atomic import atomic_path
+from zoo import fs
 
 __all__ = [
     "FORMAT",
+    "CheckpointError",
     "copy_checkpoint",
     "epoch_checkpoint_name",
     "latest_checkpoint",
     "load_checkpoint",
     "plain_config",
     "prune_checkpoints",
+    "resumable_checkpoint",
     "save_checkpoint",
 ]
 
 FORMAT = "zoo.checkpoint/1"
 _EPOCH_RE = re.compile(r"^epoch-(\d+)\.pt$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable (empty, truncated, corrupt), not a zoo checkpoint,
+    or made for another network (the mismatched keys and shapes are listed)."""
 
 
 def epoch_checkpoint_name(epoch: int) -> str:
@@ -81,11 +92,13 @@ def save_checkpoint(
     rng: Any = None,
     extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a checkpoint atomically (temp file in the same folder, fsync, ``os.replace``).
+    """Write a checkpoint atomically through :mod:`zoo.fs` (temp file, fsync, ``os.replace``).
 
     ``epoch`` is the number of *completed* epochs, ``step`` the number of optimizer steps taken.
     ``rng`` is a :func:`zoo.engine.seed.get_rng_state` dict, or a list of them (one per rank).
-    A crash at any point of the write leaves the previous file at ``path`` (if any) intact.
+    A crash at any point of the write leaves the previous file at ``path`` (if any) intact. The payload
+    is serialised in memory first, so a folder without room for it fails before the first byte
+    (:class:`zoo.fs.NoSpaceError` naming the folder, the size needed and the size free).
     """
     payload: dict[str, Any] = {
         "format": FORMAT,
@@ -102,11 +115,9 @@ def save_checkpoint(
         "rng": rng,
         "extra": extra or {},
     }
-    path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        torch.save(payload, fh)
-        fh.flush()
-    return path
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return fs.write_bytes(path, buf.getbuffer())
 
 
 def load_checkpoint(
@@ -130,17 +141,9 @@ def load_checkpoint(
         if found is None:
             raise FileNotFoundError(f"no epoch-*.pt checkpoint in {path}")
         path = found
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:
-        raise ValueError(f"{path} is not a loadable checkpoint ({type(err).__name__}: {err})") from err
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
-                         f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")
+    ckpt = read_checkpoint(path, map_location)
     if model is not None:
-        _unwrap(model).load_state_dict(ckpt["model"], strict=strict)
+        _load_model(_unwrap(model), ckpt["model"], path, strict)
     if optimizer is not None:
         if ckpt["optimizer"] is None:
             raise ValueError(f"{path} holds no optimizer state")
@@ -151,6 +154,59 @@ def load_checkpoint(
         scaler.load_state_dict(ckpt["scaler"])
     ckpt["path"] = str(path)
     return ckpt
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The checkpoint dict at ``path``; an empty, truncated or foreign file is a :class:`CheckpointError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): not a loadable checkpoint")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, ...)
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise CheckpointError(f"{path} is not a loadable checkpoint (truncated or corrupt; "
+                              f"{type(err).__name__}: {first})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("model"), dict):
+        raise CheckpointError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
+                              f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")
+    return ckpt
+
+
+def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path, strict: bool) -> None:
+    """``model.load_state_dict`` with a mismatch named key by key, both shapes, before anything is copied."""
+    from zoo.hub.state import state_diff
+
+    bad = [(k, src, dst) for k, src, dst in state_diff(model.state_dict(), sd)
+           if src != dst and (strict or (src is not None and dst is not None))
+           and not k.endswith("_extra_state")]  # a module's own extra state (a tokenizer's bytes) has no fixed shape
+    if bad:
+        shown = "; ".join(f"{k}: checkpoint {list(s) if s else 'absent'} vs model {list(d) if d else 'absent'}"
+                          for k, s, d in bad[:8]) + (f"; and {len(bad) - 8} more" if len(bad) > 8 else "")
+        raise CheckpointError(
+            f"{path} was written by a different network than {type(model).__name__}: {shown}. A resume "
+            "needs the same architecture and head; to start a new head from these weights, load the model "
+            "state with zoo.hub.load_into(model, state, reinit=(...)) or use zoo.finetune")
+    model.load_state_dict(sd, strict=strict)
+
+
+def resumable_checkpoint(folder: str | os.PathLike, map_location: str | torch.device = "cpu"
+                         ) -> tuple[Path | None, list[str]]:
+    """The newest ``epoch-NNNN.pt`` in ``folder`` that loads, and why each newer one was skipped."""
+    folder = Path(folder)
+    found = sorted(((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_RE.match(p.name))),
+                   reverse=True) if folder.is_dir() else []
+    skipped: list[str] = []
+    for _, path in found:
+        try:
+            read_checkpoint(path, map_location)
+        except CheckpointError as err:
+            skipped.append(str(err))
+            continue
+        return path, skipped
+    return None, skipped
 
 
 def latest_checkpoint(folder: str | os.PathLike) -> Path | None:
@@ -174,8 +230,8 @@ def prune_checkpoints(folder: str | os.PathLike, keep_last: int) -> None:
 
 
 def copy_checkpoint(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
-    """Atomically copy ``src`` onto ``dst`` (used for ``best.pt``)."""
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
+    """Atomically copy ``src`` onto ``dst`` (used for ``best.pt``), free space checked first."""
+    with open(src, "rb") as fin, fs.atomic_write(dst, size=os.fstat(fin.fileno()).st_size) as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
     return Path(dst)
 

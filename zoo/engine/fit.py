@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import math
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -410,7 +411,23 @@ def fit(
 
     info, dev, _ = init_distributed(device)
     args.pop("device")
-    return _fit(**args, run_config=run_config, info=info, dev=dev)
+    with _own_folders(checkpoint_dir, log_dir, info):
+        return _fit(**args, run_config=run_config, info=info, dev=dev)
+
+
+@contextlib.contextmanager
+def _own_folders(checkpoint_dir: Any, log_dir: Any, info: DistInfo):
+    """The run's folders, locked for its whole life (a second run there fails at once, naming this one),
+    after a sweep of temp files that killed runs left in them. Only the main process writes them."""
+    from zoo import fs
+
+    folders = {Path(d) for d in (checkpoint_dir, log_dir) if d is not None} if info.is_main else set()
+    with contextlib.ExitStack() as stack:
+        for folder in sorted(folders):
+            fs.ensure_dir(folder, "checkpoint_dir" if folder == Path(checkpoint_dir or "") else "log_dir")
+            stack.enter_context(fs.FolderLock(folder, "training run"))
+            fs.sweep_temps(folder)
+        yield
 
 
 def _fit(
@@ -487,10 +504,10 @@ def _fit(
     # ---- resume (before DDP wraps the model; every rank reads the same file)
     if resume:
         # Rank 0 picks the file so that every rank resumes from the same one.
-        path = broadcast_object(_resume_path(resume, ckpt_dir) if info.is_main else None)
+        path = broadcast_object(_resume_path(resume, ckpt_dir, dev) if info.is_main else None)
         if path is None:
             if info.is_main:
-                print(f"resume: no checkpoint in {ckpt_dir} yet, starting from scratch")
+                print(f"resume: no loadable checkpoint in {ckpt_dir} yet, starting from scratch")
         else:
             state = ckpt_mod.load_checkpoint(path, model, opt, scheduler, scaler, map_location=dev)
             start_epoch, step = state["epoch"], state["step"]
@@ -660,7 +677,12 @@ def _fit(
                 break
     finally:
         if logger is not None:
-            logger.close(history, title=type(model).__name__)
+            failing = sys.exc_info()[1]  # a failure that stopped the run matters more than its plot
+            try:
+                logger.close(history, title=type(model).__name__)
+            except OSError:
+                if failing is None:
+                    raise
 
     for cb in callbacks:
         cb.on_train_end(tstate)
@@ -674,15 +696,20 @@ def _fit(
                        checkpoint_path=result_path, model=model, monitor=monitor, stopped_early=stopped_early)
 
 
-def _resume_path(resume: Any, ckpt_dir: Path | None) -> Path | None:
-    if resume is True or resume == "true":
-        return ckpt_mod.latest_checkpoint(ckpt_dir) if ckpt_dir is not None else None
-    path = Path(resume)
-    if path.is_dir():
-        found = ckpt_mod.latest_checkpoint(path)
-        if found is None:
-            raise FileNotFoundError(f"resume={resume}: no epoch-*.pt checkpoint in that folder")
+def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path | None:
+    """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
+    newer one that does not load is skipped with a warning saying why)."""
+    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
+    if folder is not None and folder.is_dir():
+        found, skipped = ckpt_mod.resumable_checkpoint(folder, map_location=dev)
+        for reason in skipped:
+            warnings.warn(f"resume: skipped {reason}", stacklevel=4)
+        if found is None and folder != ckpt_dir:
+            raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
+        if found is not None and skipped:
+            print(f"resume: {len(skipped)} newer checkpoint(s) did not load; resuming from {found.name}")
         return found
+    path = Path(resume)
     if not path.is_file():
         raise FileNotFoundError(f"resume={resume}: no such checkpoint file")
     return path

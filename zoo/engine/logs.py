@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from zoo.engine._atomic import atomic_path, atomic_write_text
+from zoo import fs
 
 __all__ = ["RunLogger", "atomic_savefig", "plot_learning_curves", "write_csv"]
 
@@ -28,14 +28,14 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
-    return atomic_write_text(path, buf.getvalue())
+    return fs.write_text(path, buf.getvalue())
 
 
 def atomic_savefig(fig: Any, path: str | Path, dpi: int = 120) -> Path:
-    """``fig.savefig`` through a temp file, so a crash never leaves a half-written picture."""
+    """``fig.savefig`` through :mod:`zoo.fs`, so a crash never leaves a half-written picture."""
     path = Path(path)
-    with atomic_path(path, suffix=path.suffix) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+    with fs.atomic_write(path) as fh:
+        fig.savefig(fh, dpi=dpi, format=path.suffix.lstrip(".") or "png")
     return path
 
 

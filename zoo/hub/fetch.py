@@ -3,11 +3,20 @@
 A file is streamed to ``<dest>.part``, hashed, checked, and only then renamed to ``<dest>``; the final
 name never holds a partial or unverified file. A per-file lock (``filelock``) makes a second process
 pulling the same file wait and then reuse the first one's result. An interrupted HTTP transfer is
-retried with exponential backoff and resumed with a ``Range`` request when the server answers 206.
+retried with exponential backoff and resumed with a ``Range`` request when the server answers 206; a
+server that stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default 20) fails at once, keeping the bytes
+it sent for the next pull to resume from. Local sources (a checkout's ``weights/``, a ``file://``
+mirror) are copied straight into place through :mod:`zoo.fs`, without a progress bar.
+
+Nothing here follows a link it did not create: ``.part`` and ``.lock`` files that are symlinks are
+refused with one line naming them. Free space is checked before the first byte; a write that fails
+anyway removes the partial file, and stale ``.part`` files of other downloads are reclaimed when the
+space they hold is what this one lacks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -19,17 +28,24 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-__all__ = ["DownloadError", "HashMismatchError", "OfflineError", "fetch", "offline", "sha256_file"]
+from zoo import fs
+
+__all__ = ["DownloadError", "HashMismatchError", "OfflineError", "fetch", "offline", "sha256_file", "timeout_s"]
 
 CHUNK = 1 << 20
-TIMEOUT_S = 30.0  # per socket operation (connect, each read)
-RETRIES = 4  # attempts per source
+DEFAULT_TIMEOUT_S = 20.0  # no byte for this long (connect or read): the server is stalled
+RETRIES = 4  # attempts per source, while attempts make progress
 BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**attempt between attempts
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
 
 
 class DownloadError(OSError):
     """Every source failed (not found, or the network kept failing after retries)."""
+
+    def __str__(self) -> str:
+        return str(self.args[-1]) if self.args else ""
 
 
 class HashMismatchError(ValueError):
@@ -37,15 +53,48 @@ class HashMismatchError(ValueError):
 
 
 class OfflineError(FileNotFoundError):
-    """``ZOO_OFFLINE=1`` and the file is not in the cache (nor on a local source)."""
+    """``ZOO_OFFLINE=1`` (or ``local_files_only``) and the file is not in the cache nor on a local source."""
+
+    def __str__(self) -> str:
+        return str(self.args[-1]) if self.args else ""
 
 
 class _NotFound(Exception):
     pass
 
 
+class _WriteFailed(Exception):
+    """Writing the partial file failed (disk full, I/O error): not the source's fault, no retry."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
 def offline() -> bool:
-    return os.environ.get("ZOO_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
+    """``$ZOO_OFFLINE``: 1/true/yes/on mean offline; 0/false/no/off/empty mean online; else an error."""
+    raw = os.environ.get("ZOO_OFFLINE", "")
+    value = raw.strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ValueError(f"ZOO_OFFLINE={raw!r} is not understood: use 1/true/yes/on (never touch the network) "
+                     "or 0/false/no/off (online; the same as unset)")
+
+
+def timeout_s() -> float:
+    """``$ZOO_TIMEOUT``: seconds without a byte before a connection counts as stalled (default 20)."""
+    raw = os.environ.get("ZOO_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"ZOO_TIMEOUT={raw!r}: expected a positive number of seconds")
+    return value
 
 
 def is_network(source: str) -> bool:
@@ -98,20 +147,65 @@ class _Digest:
 def _bar(total: int | None, initial: int, label: str, progress: bool):
     from tqdm.auto import tqdm
 
+    # leave=True: a finished download stays on screen at 100 %, never as a bar cleared half-drawn
     return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=label, disable=not progress, leave=False)
+                desc=label, disable=not progress, leave=True, dynamic_ncols=True)
 
 
-def _copy_local(source: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
+def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, expected: str) -> str:
+    """Copy a local file straight into ``dest`` through :mod:`zoo.fs` (hashed on the way; a mismatch
+    never replaces ``dest``). Returns the sha256."""
     src = local_path(source)
     if not src.is_file():
         raise _NotFound(f"{src} does not exist")
-    digest.reset()
-    with open(src, "rb") as fin, open(part, "wb") as fout, _bar(src.stat().st_size, 0, label, progress) as bar:
+    digest = _Digest()
+    with open(src, "rb") as fin, fs.atomic_write(dest, size=src.stat().st_size) as fout:
         for block in iter(lambda: fin.read(CHUNK), b""):
             fout.write(block)
             digest.update(block)
+        if check is not None and not check(digest.hexdigest()):
+            raise HashMismatchError(
+                f"sha256 mismatch for {source}: expected {expected}, got {digest.hexdigest()}; "
+                f"nothing entered the cache ({dest.parent})")
+    return digest.hexdigest()
+
+
+def _open_part(part: Path, append: bool):
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    try:
+        return fs.open_fd_writer(fs.open_nofollow(part, flags))
+    except fs.FsError:
+        raise
+    except OSError as err:
+        raise _WriteFailed(err) from None
+
+
+def _stream(resp, part: Path, append: bool, bar, digest: _Digest) -> int:
+    """Copy the response body into ``part``; returns the bytes received. Write errors are _WriteFailed."""
+    received = 0
+    fh = _open_part(part, append)
+    try:
+        while True:
+            block = resp.read1(CHUNK)  # what has arrived (read() would hold a stalled server's bytes hostage)
+            if not block:
+                break
+            try:
+                fh.write(block)
+            except OSError as err:
+                raise _WriteFailed(err) from None
+            digest.update(block)
+            received += len(block)
             bar.update(len(block))
+    finally:
+        try:
+            fh.close()
+        except OSError as err:  # the buffered tail could not be written
+            raise _WriteFailed(err) from None
+    return received
+
+
+class _Stalled(Exception):
+    pass
 
 
 def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
@@ -122,7 +216,7 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
         headers["Range"] = f"bytes={offset}-"
     req = urllib.request.Request(url, headers=headers)
     try:
-        resp = urllib.request.urlopen(req, timeout=TIMEOUT_S)
+        resp = urllib.request.urlopen(req, timeout=timeout_s())
     except urllib.error.HTTPError as err:
         if err.code == 416 and offset:  # our partial file is not a prefix the server knows: restart
             part.unlink(missing_ok=True)
@@ -130,29 +224,32 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
         if err.code in (401, 403, 404, 410):
             raise _NotFound(f"HTTP {err.code} {err.reason}") from None
         raise
+    except (TimeoutError, urllib.error.URLError) as err:
+        if isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None), TimeoutError):
+            raise _Stalled(f"no answer within {timeout_s():g} s") from None
+        raise
     with resp:
         if resp.status == 206:
             content_range = resp.headers.get("Content-Range", "")
             if not content_range.startswith(f"bytes {offset}-"):
                 part.unlink(missing_ok=True)
                 raise ConnectionError(f"unexpected Content-Range {content_range!r} for a resume at {offset}")
-            mode = "ab"
+            append = True
             digest.sync(part)
         else:  # 200: the server sent the whole file (no Range support, or no partial file)
-            offset, mode = 0, "wb"
+            offset, append = 0, False
             digest.reset()
         length = resp.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
-        received = 0
-        with open(part, mode) as fh, _bar(total, offset, label, progress) as bar:
-            while True:
-                block = resp.read(CHUNK)
-                if not block:
-                    break
-                fh.write(block)
-                digest.update(block)
-                received += len(block)
-                bar.update(len(block))
+        if length is not None:
+            fs.check_free(part.parent, int(length), f"downloading {label}")
+        with _bar(total, offset, label, progress) as bar:
+            try:
+                received = _stream(resp, part, append, bar, digest)
+            except TimeoutError:
+                got = part.stat().st_size if part.exists() else 0
+                raise _Stalled(f"no data for {timeout_s():g} s after {fs.human_size(got)}"
+                               + (f" of {fs.human_size(total)}" if total else "")) from None
         if length is not None and received < int(length):
             raise http.client.IncompleteRead(b"", int(length) - received)
 
@@ -160,18 +257,78 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
 def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
     last: BaseException | None = None
     for attempt in range(RETRIES):
+        before = part.stat().st_size if part.exists() else 0
         try:
             _http_attempt(url, part, label, progress, digest)
             return
-        except _NotFound:
+        except (_NotFound, _WriteFailed, fs.FsError):
             raise
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as err:
+        except _Stalled as err:
+            got = part.stat().st_size if part.exists() else 0
+            if got <= before:  # a stalled server that sent nothing this time: waiting again will not help
+                kept = (f"; the {fs.human_size(got)} received are kept in {part} and the next pull resumes "
+                        "from there" if got else "")
+                raise DownloadError(f"{url}: the server stalled ({err}){kept}. Set ZOO_TIMEOUT=<seconds> "
+                                    "for a slower server") from None
+            last = err
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as err:
             if isinstance(err, urllib.error.HTTPError) and err.code < 500 and err.code not in (408, 429):
                 raise _NotFound(f"HTTP {err.code} {err.reason}") from None
             last = err
-            if attempt + 1 < RETRIES:
-                time.sleep(BACKOFF_S * 2**attempt)
+        if attempt + 1 < RETRIES:
+            time.sleep(BACKOFF_S * 2**attempt)
     raise DownloadError(f"{url}: failed after {RETRIES} attempts ({type(last).__name__}: {last})")
+
+
+def reclaim_stale_parts(root: Path, keep: Path) -> int:
+    """Delete ``*.part`` files under ``root`` that no live download holds (their lock is free); return
+    the bytes freed. A stale partial download of one file must never block the pull of another."""
+    from filelock import FileLock, Timeout
+
+    freed = 0
+    for part in root.rglob("*.part"):
+        if part == keep or part.is_symlink() or not part.is_file():
+            continue
+        lock_path = part.with_name(part.name[: -len(".part")] + ".lock")
+        if lock_path.is_symlink():
+            continue
+        try:
+            with FileLock(str(lock_path), timeout=0):
+                size = part.stat().st_size
+                part.unlink()
+                freed += size
+        except (Timeout, OSError):
+            continue
+    return freed
+
+
+def _ensure_space(dest: Path, part: Path, size: int | None, reclaim_root: Path | None) -> None:
+    if size is None:
+        return
+    have = part.stat().st_size if part.is_file() else 0
+    try:
+        fs.check_free(dest.parent, max(0, size - have), f"downloading {dest.name}")
+    except fs.NoSpaceError:
+        if reclaim_root is None or not reclaim_stale_parts(reclaim_root, keep=part):
+            raise
+        fs.check_free(dest.parent, max(0, size - have), f"downloading {dest.name}")
+
+
+@contextlib.contextmanager
+def _file_lock(lock_path: Path):
+    from filelock import FileLock
+
+    fs.refuse_symlink(lock_path, "lock file")
+    try:
+        lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+        lock.acquire()
+    except OSError as err:
+        fs.refuse_symlink(lock_path, "lock file")
+        raise fs.FsError(err.errno, f"cannot lock {lock_path}: {err.strerror or err}") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def fetch(
@@ -183,61 +340,53 @@ def fetch(
     force: bool = False,
     progress: bool = True,
     offline_hint: str = "",
+    size: int | None = None,
+    local_only: bool = False,
+    reclaim_root: Path | None = None,
+    on_arrival: Callable[[Path, str], None] | None = None,
 ) -> Path:
-    """Bring ``dest`` into the cache from the first source that has it.
+    """Bring ``dest`` into place from the first source that has it.
 
     ``check(sha256_hex) -> bool`` accepts the downloaded bytes (``None``: nothing to check against, the
     hash is only recorded). A rejected file raises :class:`HashMismatchError` and is deleted. With
-    ``ZOO_OFFLINE=1`` network sources are never contacted.
+    ``ZOO_OFFLINE=1`` or ``local_only`` network sources are never contacted. ``size`` (when known) is
+    checked against the free space first; ``reclaim_root`` is where stale ``.part`` files of other
+    downloads may be reclaimed. ``on_arrival(dest, sha256)`` runs under the lock once the file is in place.
     """
-    from filelock import FileLock
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest = Path(dest)
+    fs.ensure_dir(dest.parent)
+    fs.refuse_symlink(dest, "cached file")
     part = dest.with_name(dest.name + ".part")
-    with FileLock(str(dest) + ".lock", timeout=LOCK_TIMEOUT_S):
+    fs.refuse_symlink(part, "partial download")
+    with _file_lock(dest.with_name(dest.name + ".lock")):
+        fs.refuse_symlink(dest, "cached file")
         if dest.exists() and not force:
             return dest  # a concurrent puller finished it while we waited; it was verified then
         # with force, the old file stays until the new one is verified and replaces it atomically
-        usable = [s for s in sources if not (offline() and is_network(s))]
+        no_network = local_only or offline()
+        usable = [s for s in sources if not (no_network and is_network(s))]
         if not usable:
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
         failures: list[str] = []
         for source in usable:
-            label = dest.name
             try:
-                if not is_network(source) and not local_path(source).is_file():
-                    raise _NotFound(f"{local_path(source)} does not exist")  # before touching a kept .part
-                for fresh in (False, True):
-                    if fresh or not is_network(source):
-                        part.unlink(missing_ok=True)
-                    resumed = part.exists() and part.stat().st_size > 0
-                    running = _Digest()
-                    if is_network(source):
-                        _http_download(source, part, label, progress, running)
-                    else:
-                        _copy_local(source, part, label, progress, running)
-                    running.sync(part)  # a no-op unless the file changed behind the running hash
-                    digest = running.hexdigest()
-                    if check is None or check(digest):
-                        break
-                    if resumed and not fresh:
-                        continue  # the kept partial file may be stale: one clean download before failing
-                    part.unlink(missing_ok=True)
-                    raise HashMismatchError(
-                        f"sha256 mismatch for {source}: expected {expected}, got {digest}; "
-                        f"the file was discarded and nothing entered the cache ({dest.parent})"
-                    )
+                if not is_network(source):
+                    digest = _copy_local(source, dest, check, expected)
+                else:
+                    _ensure_space(dest, part, size, reclaim_root)
+                    digest = _fetch_http(source, part, check, expected, progress)
+                    os.replace(part, dest)
             except _NotFound as err:
                 failures.append(f"{source}: {err}")
                 continue
             except DownloadError as err:
                 failures.append(str(err))
                 continue
-            os.replace(part, dest)
-            try:
-                dest.with_name(dest.name + ".sha256").write_text(digest + "\n")
-            except OSError:
-                pass  # the record only helps `zoo weights verify` for files without a manifest hash
+            except _WriteFailed as err:
+                part.unlink(missing_ok=True)
+                raise fs.write_error(err.err, part, size) from None
+            if on_arrival is not None:
+                on_arrival(dest, digest)
             return dest
         if len(usable) < len(sources):  # offline, and the local sources did not have it
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
@@ -246,3 +395,25 @@ def fetch(
             + ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
         )
 
+
+def _fetch_http(source: str, part: Path, check, expected: str, progress: bool) -> str:
+    """Download into ``part`` (resuming a kept one) and return its sha256 once ``check`` accepts it."""
+    label = part.name[: -len(".part")]
+    for fresh in (False, True):
+        if fresh:
+            part.unlink(missing_ok=True)
+        resumed = part.exists() and part.stat().st_size > 0
+        running = _Digest()
+        _http_download(source, part, label, progress, running)
+        running.sync(part)  # a no-op unless the file changed behind the running hash
+        digest = running.hexdigest()
+        if check is None or check(digest):
+            return digest
+        if resumed and not fresh:
+            continue  # the kept partial file may be stale: one clean download before failing
+        break
+    part.unlink(missing_ok=True)
+    raise HashMismatchError(
+        f"sha256 mismatch for {source}: expected {expected}, got {digest}; "
+        f"the file was discarded and nothing entered the cache ({part.parent})"
+    )

@@ -1,13 +1,16 @@
-"""``weights/manifest.json``: the list of weights files users can pull, and its schema.
+"""The weights manifest: the list of weights files users can pull, and its schema.
 
-The file is ``{"schema": 1, "weights": [entry, ...]}``, entries sorted by name. An entry:
+It ships inside the package (``zoo/hub/manifest.json``, package data), so an installed zoo knows every
+file it can pull. The file is ``{"schema": 2, "release_url": BASE, "weights": [entry, ...]}``, entries
+sorted by name. ``release_url`` is the one place the project's own files are hosted (the release
+assets that ``zoo weights release`` prepares): an entry's file is ``BASE/<url>``. An entry:
 
 ========================  ===========================================================================
 ``name``                  ``"MODEL.TAG"``; ``MODEL`` is a registered model name, ``TAG`` matches
                           ``[A-Za-z0-9][A-Za-z0-9_.-]*`` (``"resnet18.cifar10"``)
 ``model``                 the registered model name (the part of ``name`` before the first dot)
-``url``                   a path relative to the weights folder for the project's own files (resolved
-                          against ``$ZOO_WEIGHTS_URL`` when set, else the checkout's ``weights/``), or
+``url``                   a path relative to the release (the project's own files: a source checkout's
+                          ``weights/<url>``, ``$ZOO_WEIGHTS_URL/<url>``, then ``release_url/<url>``), or
                           an ``https://`` URL for upstream files
 ``sha256``                the full 64-hex sha256 of the file, or ``null`` for an upstream file whose
                           full hash could not be computed where the entry was written
@@ -24,6 +27,9 @@ The file is ``{"schema": 1, "weights": [entry, ...]}``, entries sorted by name. 
                           benchmark that produced the file), ``license``, ``num_params``, ``dtype``
                           (storage), ``transforms``; types of the known keys are checked
 ========================  ===========================================================================
+
+``$ZOO_WEIGHTS_DIR`` replaces both the manifest and the files with a folder laid out like a release
+(``manifest.json`` + files): a publishing workspace, a test, or a downloaded release.
 """
 
 from __future__ import annotations
@@ -33,15 +39,25 @@ import json
 import os
 import re
 import tempfile
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-__all__ = ["ManifestError", "WeightsEntry", "manifest_path", "read_manifest", "weights_dir", "write_manifest"]
+__all__ = [
+    "ManifestError",
+    "WeightsEntry",
+    "checkout_root",
+    "manifest_path",
+    "parse_manifest",
+    "read_manifest",
+    "release_url",
+    "weights_dir",
+    "write_manifest",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+PACKAGE_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
 FORMATS = ("safetensors", "pth")
 _NAME_RE = re.compile(r"^(?P<model>[A-Za-z0-9][A-Za-z0-9_-]*)\.(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]*)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -64,24 +80,44 @@ class ManifestError(ValueError):
     """The manifest, or an entry for it, does not follow the schema."""
 
 
-def weights_dir() -> Path:
-    """The folder holding ``manifest.json`` and the project's own weights files.
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (with its ``weights/`` folder), or None when installed."""
+    root = PACKAGE_MANIFEST.parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "weights").is_dir():
+        return root
+    return None
 
-    ``$ZOO_WEIGHTS_DIR`` when set (tests, or an installed package pointing at a checkout), else the
-    ``weights/`` folder beside the ``zoo`` package in a source checkout.
+
+def weights_dir() -> Path | None:
+    """The folder holding the project's own weights files, used before any download.
+
+    ``$ZOO_WEIGHTS_DIR`` when set (a folder laid out like a release, with its ``manifest.json``), else
+    a source checkout's ``weights/``; ``None`` for an installed package (files come from the release host).
     """
     env = os.environ.get("ZOO_WEIGHTS_DIR")
     if env:
         return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parent.parent.parent / "weights"
+    root = checkout_root()
+    return root / "weights" if root is not None else None
 
 
 def manifest_path() -> Path:
-    return weights_dir() / "manifest.json"
+    """``$ZOO_WEIGHTS_DIR/manifest.json`` when set, else the manifest shipped in the package."""
+    env = os.environ.get("ZOO_WEIGHTS_DIR")
+    if env:
+        return Path(env).expanduser().resolve() / "manifest.json"
+    return PACKAGE_MANIFEST
+
+
+def _scheme(url: str) -> str | None:
+    try:
+        return urlparse(url).scheme
+    except ValueError:
+        return None
 
 
 def is_remote(url: str) -> bool:
-    return urlparse(url).scheme in ("http", "https")
+    return _scheme(url) in ("http", "https")
 
 
 @dataclass(frozen=True)
@@ -149,7 +185,10 @@ class WeightsEntry:
             raise ManifestError(f"manifest entry {name!r}: model is {model!r} but the name says {m['model']!r}")
         if not isinstance(url, str) or not url:
             raise ManifestError(f"manifest entry {name!r}: url must be a non-empty string, got {url!r}")
-        scheme = urlparse(url).scheme
+        try:
+            scheme = urlparse(url).scheme
+        except ValueError as err:  # e.g. "http://[::1" (an unclosed IPv6 host)
+            raise ManifestError(f"manifest entry {name!r}: url {url!r} does not parse ({err})") from None
         if scheme and scheme not in ("http", "https"):
             raise ManifestError(f"manifest entry {name!r}: url must be relative or http(s), got {url!r}")
         if not scheme and (url.startswith(("/", "\\")) or ".." in Path(url).parts):
@@ -189,53 +228,84 @@ class WeightsEntry:
         return cls(name, model, url, sha, size, d["format"], dict(d["config"]), dict(d["meta"]), prefix)
 
 
-def read_manifest(path: Path | None = None) -> dict[str, WeightsEntry]:
-    """Entries by name; a missing manifest is an empty one. Any schema error names the entry."""
-    path = path or manifest_path()
-    if not path.is_file():
-        return {}
+# path -> ((mtime_ns, size, inode), entries, release_url): a pull reads the manifest several times
+_CACHE: dict[Path, tuple[tuple[int, int, int], dict[str, WeightsEntry], str | None]] = {}
+
+
+def _load(path: Path, missing_ok: bool) -> tuple[dict[str, WeightsEntry], str | None]:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ManifestError(f"{path}: not valid JSON ({err})") from None
+        st = path.stat()
+    except FileNotFoundError:
+        # a publishing workspace ($ZOO_WEIGHTS_DIR) where nothing is published yet is empty; the
+        # manifest shipped in the package never is: its absence means a broken installation
+        workspace = os.environ.get("ZOO_WEIGHTS_DIR") and path.parent.is_dir()
+        if missing_ok or workspace:
+            return {}, None
+        hint = ("ZOO_WEIGHTS_DIR names a folder that does not exist" if os.environ.get("ZOO_WEIGHTS_DIR")
+                else "the zoo installation is incomplete; reinstall the package")
+        raise ManifestError(f"the weights manifest {path} is missing ({hint})") from None
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = _CACHE.get(path)
+    if hit is not None and hit[0] == stamp:
+        return dict(hit[1]), hit[2]
+    entries, release = parse_manifest(path.read_bytes(), path)
+    _CACHE[path] = (stamp, entries, release)
+    return dict(entries), release
+
+
+def parse_manifest(raw: bytes, path: Path | str = "<manifest>") -> tuple[dict[str, WeightsEntry], str | None]:
+    """``(entries by name, release_url)`` from the bytes of a manifest; any defect is a ManifestError."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, a huge number, absurd nesting
+        raise ManifestError(f"{path}: not valid UTF-8 JSON ({type(err).__name__}: {str(err)[:200]})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_VERSION or not isinstance(doc.get("weights"), list):
         raise ManifestError(
-            f'{path}: expected {{"schema": {SCHEMA_VERSION}, "weights": [...]}}, '
-            f"got keys {list(doc) if isinstance(doc, dict) else type(doc).__name__}"
+            f'{path}: expected {{"schema": {SCHEMA_VERSION}, "release_url": ..., "weights": [...]}}, '
+            f"got {f'keys {list(doc)}' if isinstance(doc, dict) else type(doc).__name__}"
         )
+    extra = [k for k in doc if k not in ("schema", "release_url", "weights")]
+    if extra:
+        raise ManifestError(f"{path}: unknown top-level key(s) {', '.join(map(str, extra))}")
+    release = doc.get("release_url")
+    if release is not None and (not isinstance(release, str) or _scheme(release) not in ("http", "https")):
+        raise ManifestError(f"{path}: release_url must be an http(s) URL or null, got {release!r}")
     entries: dict[str, WeightsEntry] = {}
-    for raw in doc["weights"]:
-        entry = WeightsEntry.from_dict(raw)
+    for raw_entry in doc["weights"]:
+        entry = WeightsEntry.from_dict(raw_entry)
         if entry.name in entries:
             raise ManifestError(f"{path}: duplicate entry {entry.name!r}")
         entries[entry.name] = entry
-    return entries
+    return entries, release
 
 
-def write_manifest(entries: dict[str, WeightsEntry], path: Path | None = None) -> None:
-    """Write atomically (temp + ``os.replace``); callers hold :func:`manifest_lock`."""
+def read_manifest(path: Path | None = None, *, missing_ok: bool = False) -> dict[str, WeightsEntry]:
+    """Entries by name. A missing manifest is an error (``missing_ok``: empty, for a first publish);
+    any schema error names the file and the entry."""
+    return _load(path or manifest_path(), missing_ok)[0]
+
+
+def release_url(path: Path | None = None) -> str | None:
+    """The manifest's ``release_url`` (base URL of the project's own files), or None."""
+    return _load(path or manifest_path(), True)[1]
+
+
+def write_manifest(entries: dict[str, WeightsEntry], path: Path | None = None,
+                   release: str | None = None) -> None:
+    """Write atomically; callers hold :func:`manifest_lock`. ``release`` defaults to the current one."""
+    from zoo import fs
+
     path = path or manifest_path()
-    doc = {"schema": SCHEMA_VERSION, "weights": [entries[k].to_dict() for k in sorted(entries)]}
-    _atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    release = release if release is not None else release_url(path)
+    doc = {"schema": SCHEMA_VERSION, "release_url": release,
+           "weights": [entries[k].to_dict() for k in sorted(entries)]}
+    fs.write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 def manifest_lock(path: Path | None = None):
     from filelock import FileLock
 
-    # The lock file lives in the temp folder, keyed by the manifest's path, so weights/ stays clean.
+    # The lock file lives in the temp folder, keyed by the manifest's path, so the package stays clean.
     path = (path or manifest_path()).resolve()
     key = hashlib.sha256(str(path).encode()).hexdigest()[:16]
     return FileLock(os.path.join(tempfile.gettempdir(), f"zoo-manifest-{key}.lock"), timeout=120)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Not mkstemp: its 0600 mode would make the manifest unreadable to other users of a shared checkout.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,9 +1,11 @@
-"""Publishing weights: how a benchmark adds the file it trained to ``weights/`` and the manifest."""
+"""Publishing weights: how a benchmark adds the file it trained to ``weights/`` and the manifest, and how
+the release host's folder is gathered (``zoo weights release``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo import fs
 from zoo.hub.fetch import sha256_file
 from zoo.hub.manifest import (
     _NAME_RE,
     ManifestError,
     WeightsEntry,
     manifest_lock,
+    manifest_path,
     read_manifest,
     weights_dir,
     write_manifest,
@@ -31,7 +35,24 @@ from zoo.hub.state import (
     save_weights,
 )
 
-__all__ = ["add_weights", "update_manifest"]
+__all__ = ["add_weights", "release", "update_manifest"]
+
+
+def _publish_dir() -> Path:
+    folder = weights_dir()
+    if folder is None:
+        raise ManifestError("publishing weights needs a source checkout (its weights/ folder) or "
+                            "ZOO_WEIGHTS_DIR=<folder>; this zoo is an installed package")
+    return folder
+
+
+def _refuse_existing(name: str, entries: Mapping[str, WeightsEntry], force: bool) -> None:
+    if name in entries and not force:
+        old = entries[name]
+        raise ManifestError(
+            f"weights {name!r} are already published ({old.url}, sha256 {old.expected_hash[:12]}…); "
+            "pass force=True (`zoo weights add --force`) to replace the file and its entry"
+        )
 
 
 def add_weights(
@@ -40,8 +61,12 @@ def add_weights(
     config: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     dtype: torch.dtype | None = None,
+    force: bool = False,
 ) -> WeightsEntry:
     """Write ``weights/<name>.safetensors`` and its manifest entry; return the entry.
+
+    A name that is already published is refused unless ``force=True`` (a shipped file and its entry
+    are never replaced by accident).
 
     ``file_or_state_dict``: a module, a state dict, or a file (safetensors, or a ``torch.save`` state
     dict, read with ``weights_only=True``). A safetensors file's metadata is carried over, so objects
@@ -60,6 +85,7 @@ def add_weights(
     model = m["model"]
     config = dict(config or {})
     registry.validate_config(model, config)  # unknown model or misspelt key: fail before writing anything
+    _refuse_existing(name, read_manifest(missing_ok=True), force)
     json.dumps(config), json.dumps(dict(meta or {}))  # both must be plain JSON
     carried: dict[str, str] = {}
     if isinstance(file_or_state_dict, (str, os.PathLike)):
@@ -72,12 +98,14 @@ def add_weights(
     floating = [t for t in sd.values() if t.is_floating_point()]
     storage = dtype or (floating[0].dtype if floating else None)
 
-    folder = weights_dir()
+    folder = _publish_dir()
+    fs.sweep_temps(folder)  # temp files of publishers killed in this folder
     dest = folder / f"{name}.safetensors"
-    tmp = folder / f".{name}.staged.safetensors"
+    staging = fs.PrivateTemp(folder, dest.name)
+    tmp = staging.path_for(dest)
     carried.update({"zoo.name": name, "zoo.config": json.dumps(config, sort_keys=True)})
-    save_weights(sd, tmp, metadata=carried, dtype=dtype)
     try:
+        save_weights(sd, tmp, metadata=carried, dtype=dtype)
         obj = registry.build(model, weights=str(tmp), **config)  # the check users' loading will pass
         if isinstance(obj, nn.Module):
             num_params = sum(p.numel() for p in obj.parameters())
@@ -93,12 +121,13 @@ def add_weights(
         })
 
         def put(entries: dict[str, WeightsEntry]) -> None:
-            os.replace(tmp, dest)  # inside the lock: the file and its entry change together
+            _refuse_existing(name, entries, force)  # another publisher may have added it meanwhile
+            staging.commit(dest)  # inside the lock: the file and its entry change together
             entries[name] = entry
 
         update_manifest(put)
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        staging.abort()
     return entry
 
 
@@ -108,8 +137,43 @@ def update_manifest(change: Callable[[dict[str, WeightsEntry]], None]) -> dict[s
     Several benchmark scripts may publish at the same time; the lock makes each read-modify-write whole.
     """
     with manifest_lock():
-        entries = read_manifest()
+        entries = read_manifest(missing_ok=True)
         change(entries)
         write_manifest(entries)
         write_readme(entries)
     return entries
+
+
+def release(out_dir: str | os.PathLike, *, progress: bool = True) -> list[Path]:
+    """Gather the project's own weights files and the manifest into ``out_dir``, exactly as the release
+    host serves them (``release_url/<url>`` for each file, ``release_url/manifest.json``), each file
+    checked against its manifest hash on the way. Upstream files are not ours to host and are left out.
+    Returns the paths written."""
+    from tqdm.auto import tqdm
+
+    from zoo.hub.store import cached_path, sources
+
+    out = fs.ensure_dir(out_dir, "release folder")
+    entries = read_manifest()
+    own = [e for e in entries.values() if not e.upstream]
+    written: list[Path] = []
+    for entry in tqdm(own, desc="release", unit="file", disable=not progress, leave=False):
+        local = [Path(s) for s in sources(entry) if "://" not in s] + [cached_path(entry)]
+        src = next((p for p in local if p.is_file()), None)
+        if src is None:
+            raise FileNotFoundError(f"{entry.name}: {entry.url} is neither in {weights_dir()} nor in the cache; "
+                                    f"`zoo pull {entry.name}` first, or release from the checkout that published it")
+        dest = out / entry.url
+        fs.check_free(out, entry.size or 0, f"copying {entry.url}")
+        with open(src, "rb") as fin, fs.atomic_write(dest) as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        digest = sha256_file(dest)
+        if not entry.hash_matches(digest) or dest.stat().st_size != entry.size:
+            dest.unlink()
+            raise ManifestError(f"{src} does not match its manifest entry {entry.name} (sha256 {digest}); "
+                                "fix weights/ before releasing")
+        written.append(dest)
+    written.append(fs.write_bytes(out / "manifest.json", manifest_path().read_bytes()))
+    sums = "".join(f"{e.sha256}  {e.url}\n" for e in sorted(own, key=lambda e: e.url))
+    written.append(fs.write_text(out / "SHA256SUMS", sums))
+    return written

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zoo.hub.manifest import WeightsEntry, _atomic_write_text, read_manifest, weights_dir
+from zoo.hub.manifest import ManifestError, WeightsEntry, read_manifest, weights_dir
 
 __all__ = ["render_readme", "write_readme"]
 
 _HEADER = """\
 # Pretrained weights
 
-<!-- Generated from manifest.json by zoo.hub (`zoo weights readme`); edit the manifest, not this file. -->
+<!-- Generated from zoo/hub/manifest.json by zoo.hub (`zoo weights readme`); edit the manifest, not this file. -->
 
-Every file below is checked by sha256 before it enters the cache (`$ZOO_HOME/weights`, default
-`~/.cache/zoo/weights`). Metrics are as measured by the command in the manifest entry's `meta.command`
-(upstream entries quote the publisher's figures and say so).
+The manifest ships inside the package (`zoo/hub/manifest.json`); this folder holds the project's own files
+in a source checkout. Every file below is checked by sha256 before it enters the cache (`$ZOO_HOME/weights`,
+default `~/.cache/zoo/weights`, one folder per sha256), and a cached file is re-hashed before a load whenever
+it changed since it was verified. Metrics are as measured by the command in the manifest entry's
+`meta.command` (upstream entries quote the publisher's figures and say so).
 
 ```bash
 zoo weights list                     # this table, with what is cached
 zoo pull resnet18.imagenet1k-v1      # one file (upstream files need a network or a mirror)
-zoo pull --all                       # every file the project ships (works offline, from the checkout)
+zoo pull --all                       # every file the project ships (from the checkout, a mirror or the release host)
 zoo pull --all --upstream            # ... and the upstream files too
 zoo weights verify                   # re-hash the whole cache
+zoo cache info                       # what the cache holds; `zoo cache clean` frees it
+zoo weights release OUT_DIR          # the files + manifest exactly as the release host serves them
+zoo weights export-hf NAME OUT_DIR   # a Hugging Face Hub repo folder (safetensors, config, model card)
 ```
 
 ```python
 import zoo
-model = zoo.build("resnet18", weights="imagenet1k-v1")   # a tag, "model.tag", a path or a URL
+model = zoo.build("resnet18", weights="imagenet1k-v1")   # a tag, "model.tag", a path, a URL or "hf-hub:org/repo"
 ```
 
 """
@@ -35,25 +40,31 @@ model = zoo.build("resnet18", weights="imagenet1k-v1")   # a tag, "model.tag", a
 _FOOTER = """
 ## Mirrors and offline use
 
-- `ZOO_WEIGHTS_URL=https://internal/zoo` (or `file:///srv/zoo`, or a plain folder): the project's own files
-  are fetched from `$ZOO_WEIGHTS_URL/<url>`, upstream files from `$ZOO_WEIGHTS_URL/<file name>`, before the
-  checkout's `weights/` folder or the official URL. To fill a mirror, copy `weights/*.safetensors` and the
-  upstream files (their names as in the table).
-- `ZOO_OFFLINE=1`: no connection is ever opened. A file that is not cached and has no local source fails
-  with one line naming the file, the cache path, the `zoo pull` command to run on a connected machine, and
-  the mirror variable.
+- Sources of the project's own files, in order: a source checkout's `weights/<url>`, then
+  `$ZOO_WEIGHTS_URL/<url>` (a mirror: `https://internal/zoo`, `file:///srv/zoo` or a plain folder), then the
+  release host, the manifest's `release_url`. Upstream files come from `$ZOO_WEIGHTS_URL/<file name>`, then
+  their official URL. To fill a mirror, run `zoo weights release DIR` and add the upstream files (their names
+  as in the table).
+- `ZOO_OFFLINE=1` (or `true`/`yes`/`on`; `0`/`false`/`no`/`off`/empty mean online), or `local_files_only=True`
+  on one call (`zoo.pull`, `zoo.build`): no connection is ever opened. A file that is not cached and has no
+  local source fails with one line naming the file, the cache path, the `zoo pull` command to run on a
+  connected machine, and the mirror variable.
 - Downloads resume after an interrupted connection (HTTP Range), retry with backoff, and are locked per
-  file, so parallel jobs pulling the same weights download them once.
+  file, so parallel jobs pulling the same weights download them once. A server silent for `$ZOO_TIMEOUT`
+  seconds (default 20) fails the pull at once; the bytes received are kept and the next pull resumes.
+- Free space is checked before a download; a full disk fails with the folder, the size needed and the size
+  free, and removes the partial file. Links planted in the cache are refused, never followed.
 
-## Manifest schema (`manifest.json`)
+## Manifest schema (`zoo/hub/manifest.json`)
 
-`{"schema": 1, "weights": [entry, ...]}`; each entry has:
+`{"schema": 2, "release_url": BASE, "weights": [entry, ...]}`; `release_url` is the base URL the project's own
+files are served from (`BASE/<url>`); each entry has:
 
 | key | meaning |
 |---|---|
 | `name` | `"model.tag"`; `model` is a registered model name |
 | `model` | the registered model the file loads into |
-| `url` | relative to this folder (the project's own files) or an `https://` URL (upstream files) |
+| `url` | relative to this folder and to `release_url` (the project's own files) or an `https://` URL (upstream files) |
 | `sha256` | the full sha256 (64 hex), or `null` for an upstream file whose full hash could not be computed when the entry was written |
 | `sha256_prefix` | only with `"sha256": null`: the hash prefix the publisher puts in the file name (`resnet18-f37072fd.pth` -> `f37072fd`). The download's sha256 must start with it; `zoo weights verify` reports such files as `prefix-verified`. Verification is never skipped. |
 | `size` | bytes; `null` only for upstream files not measured here |
@@ -63,7 +74,8 @@ _FOOTER = """
 
 Benchmarks publish with `zoo.hub.add_weights(model_or_file, name="model.tag", config=..., meta=...)` or
 `zoo weights add FILE --name MODEL.TAG --meta KEY=VALUE ...`, which writes the safetensors file, its hash and
-size, the manifest entry (under a lock) and this README.
+size, the manifest entry (under a lock) and this README. A name that is already published is refused unless
+`force=True` / `--force`.
 """
 
 
@@ -104,6 +116,11 @@ def render_readme(entries: dict[str, WeightsEntry] | None = None) -> str:
 
 
 def write_readme(entries: dict[str, WeightsEntry] | None = None, path: Path | None = None) -> Path:
-    path = path or weights_dir() / "README.md"
-    _atomic_write_text(path, render_readme(entries))
-    return path
+    from zoo import fs
+
+    if path is None:
+        folder = weights_dir()
+        if folder is None:
+            raise ManifestError("weights/README.md lives in a source checkout; this zoo is an installed package")
+        path = folder / "README.md"
+    return fs.write_text(path, render_readme(entries))

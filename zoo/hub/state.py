@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import uuid
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,15 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["LoadReport", "file_format", "load_into", "load_state_dict", "read_metadata", "save_weights"]
+__all__ = [
+    "CorruptWeightsError",
+    "LoadReport",
+    "file_format",
+    "load_into",
+    "load_state_dict",
+    "read_metadata",
+    "save_weights",
+]
 
 # Metadata key under which save_weights records tensors that shared storage (tied weights):
 # {"alias": "kept name"}. The file stores each storage once; load_state_dict restores every name.
@@ -32,29 +39,83 @@ _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "pa
 StateDict = dict[str, torch.Tensor]
 
 
+class CorruptWeightsError(ValueError):
+    """A weights file is empty, truncated, has a broken header, or holds NaN/inf values; names the file
+    and says how to get a good copy."""
+
+
+def _repull_hint(path: str | os.PathLike) -> str:
+    """How to get a good copy of ``path``: the `zoo pull` command when it is a cached manifest file."""
+    try:
+        from zoo.hub.manifest import read_manifest
+        from zoo.hub.store import cached_path
+
+        resolved = Path(path).resolve()
+        for entry in read_manifest().values():
+            if cached_path(entry).resolve() == resolved:
+                return f"re-pull it with `zoo pull {entry.name} --force`"
+    except (ValueError, OSError):  # a broken manifest must not hide the error this hint decorates
+        return "replace it with a good copy"
+    return "replace it with a good copy (for a cached download: `zoo pull MODEL.TAG --force`)"
+
+
 def file_format(path: str | os.PathLike) -> str:
     """``"safetensors"`` or ``"pth"``, from the file's first bytes (names in caches and URLs lie)."""
     with open(path, "rb") as fh:
         head = fh.read(9)
     if len(head) < 8:
-        raise ValueError(f"{path}: {len(head)} bytes is too short to be a weights file")
+        raise CorruptWeightsError(f"{path}: {len(head)} bytes is too short to be a weights file (empty or "
+                                  f"truncated); {_repull_hint(path)}")
     if head[:2] == b"PK" or head[:1] == b"\x80":  # torch.save zip archive / legacy pickle protocol 2+
         return "pth"
     n = int.from_bytes(head[:8], "little")
-    if head[8:9] == b"{" and 0 < n < os.path.getsize(path):
+    if head[8:9] == b"{":
+        if not 0 < n < os.path.getsize(path):
+            raise CorruptWeightsError(f"{path}: the safetensors header claims {n} bytes but the file holds "
+                                      f"{os.path.getsize(path)} (truncated or corrupt); {_repull_hint(path)}")
         return "safetensors"
-    raise ValueError(
+    raise CorruptWeightsError(
         f"{path}: not a safetensors file nor a torch.save file (first bytes {head[:8]!r}); "
         "expected weights written by zoo.hub.save_weights or torch.save"
     )
+
+
+def _safetensors_call(fn, path: str | os.PathLike):
+    """Run a safetensors reader; its errors (broken header, truncated data) become CorruptWeightsError."""
+    from safetensors import SafetensorError
+
+    try:
+        return fn()
+    except (SafetensorError, ValueError, RuntimeError) as err:  # a malformed header or truncated data
+        raise CorruptWeightsError(f"{path}: not a readable safetensors file ({type(err).__name__}: "
+                                  f"{str(err).splitlines()[0] if str(err) else err!r}); {_repull_hint(path)}") from None
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The ``__metadata__`` string map of a safetensors file (empty when it has none)."""
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="pt") as fh:
-        return dict(fh.metadata() or {})
+    def read() -> dict[str, str]:
+        with safe_open(str(path), framework="pt") as fh:
+            return dict(fh.metadata() or {})
+
+    return _safetensors_call(read, path)
+
+
+def assert_finite(sd: Mapping[str, torch.Tensor], path: str | os.PathLike) -> None:
+    """Refuse a state dict with NaN/inf in a floating tensor: a network built from it acts NaN silently."""
+    def finite(v: torch.Tensor) -> bool:  # min and max propagate NaN and show inf: 9x cheaper than isfinite().all()
+        lo, hi = torch.aminmax(v)
+        return bool(torch.isfinite(lo)) and bool(torch.isfinite(hi))
+
+    bad = [(k, int((~torch.isfinite(v)).sum())) for k, v in sd.items()
+           if v.is_floating_point() and v.numel() and not finite(v)]
+    if bad:
+        shown = ", ".join(f"{k} ({n} values)" for k, n in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise CorruptWeightsError(
+            f"{path}: non-finite values (NaN/inf) in {shown}; the file is corrupt or was saved from a "
+            f"diverged run; {_repull_hint(path)} (zoo.hub.load_state_dict(path, check_finite=False) reads it as it is)"
+        )
 
 
 def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
@@ -82,11 +143,14 @@ def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
     return sd
 
 
-def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> StateDict:
+def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+                    check_finite: bool = True) -> StateDict:
     """Read a state dict from safetensors, or from a torch.save file with ``weights_only=True``.
 
     A pickle that asks for anything beyond tensors and plain containers is refused with a
-    :class:`pickle.UnpicklingError` that names the file; nothing in it is executed.
+    :class:`pickle.UnpicklingError` that names the file; nothing in it is executed. An empty, truncated
+    or header-corrupted file, and (unless ``check_finite=False``) NaN/inf values, raise
+    :class:`CorruptWeightsError` naming the file and how to re-pull it.
     """
     path = Path(path)
     if not path.is_file():
@@ -95,20 +159,29 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
     if fmt == "safetensors":
         from safetensors.torch import load_file
 
-        sd = load_file(str(path), device=str(device))
-        aliases = json.loads(read_metadata(path).get(ALIASES_KEY, "{}"))
-        for alias, target in aliases.items():
-            sd[alias] = sd[target]
-        return sd
-    try:
-        obj = torch.load(path, map_location=device, weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise pickle.UnpicklingError(
-            f"refusing to load {path}: it is not a plain state dict, and loading it would run code it "
-            f"names (torch.load with weights_only=True rejected it). Only tensors and plain containers "
-            f"are accepted. Details: {str(err).splitlines()[0]}"
-        ) from None
-    return _unwrap(obj, path)
+        sd = _safetensors_call(lambda: load_file(str(path), device=str(device)), path)
+        try:
+            aliases = json.loads(read_metadata(path).get(ALIASES_KEY, "{}"))
+            for alias, target in aliases.items():
+                sd[alias] = sd[target]
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise CorruptWeightsError(f"{path}: broken {ALIASES_KEY} metadata ({err}); {_repull_hint(path)}") from None
+    else:
+        try:
+            obj = torch.load(path, map_location=device, weights_only=True)
+        except pickle.UnpicklingError as err:
+            raise pickle.UnpicklingError(
+                f"refusing to load {path}: it is not a plain state dict, and loading it would run code it "
+                f"names (torch.load with weights_only=True rejected it). Only tensors and plain containers "
+                f"are accepted. Details: {str(err).splitlines()[0]}"
+            ) from None
+        except (RuntimeError, EOFError, ValueError) as err:
+            raise CorruptWeightsError(f"{path}: not a readable torch.save file ({type(err).__name__}: "
+                                      f"{str(err).splitlines()[0] if str(err) else ''}); {_repull_hint(path)}") from None
+        sd = _unwrap(obj, path)
+    if check_finite:
+        assert_finite(sd, path)
+    return sd
 
 
 def _as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:
@@ -125,7 +198,7 @@ def save_weights(
     metadata: Mapping[str, str] | None = None,
     dtype: torch.dtype | None = None,
 ) -> Path:
-    """Write a safetensors file atomically (temp file in the same folder, then ``os.replace``).
+    """Write a safetensors file atomically through :mod:`zoo.fs` (checked free space, the user's umask).
 
     ``dtype`` casts floating-point tensors only (e.g. ``torch.float16`` storage; integer buffers such as
     BatchNorm's ``num_batches_tracked`` keep theirs). Tensors that share storage (tied embeddings) are
@@ -154,18 +227,12 @@ def save_weights(
         tensors[name] = t.to("cpu").contiguous().clone()
     if aliases:
         meta[ALIASES_KEY] = json.dumps(aliases, sort_keys=True)
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Not mkstemp: its 0600 mode would make published weights unreadable to other users.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        save_file(tensors, tmp, metadata=meta)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from zoo import fs
+
+    # save() builds the file in memory, so its exact size is checked against the free space first
+    return fs.write_bytes(path, save(tensors, metadata=meta))
 
 
 @dataclass
@@ -191,6 +258,15 @@ def _fmt(shape: tuple[int, ...] | None) -> str:
     return "absent" if shape is None else str(list(shape))
 
 
+def state_diff(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]
+               ) -> list[tuple[str, tuple[int, ...] | None, tuple[int, ...] | None]]:
+    """``(key, shape in other or None, shape in own or None)`` for every key of either, in ``other``'s
+    order then ``own``'s: what a strict load of ``other`` into ``own`` would meet."""
+    rows = [(k, tuple(v.shape), tuple(own[k].shape) if k in own else None) for k, v in other.items()]
+    rows += [(k, None, tuple(v.shape)) for k, v in own.items() if k not in other]
+    return rows
+
+
 def load_into(
     module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, reinit: tuple[str, ...] | list[str] = ()
 ) -> LoadReport:
@@ -209,27 +285,17 @@ def load_into(
     report = LoadReport()
     missing, unexpected, mismatched = [], [], []
     to_load: dict[str, torch.Tensor] = {}
-    for key, value in state_dict.items():
-        if key not in own:
-            if under(key):
-                report.reinitialized.append((key, tuple(value.shape), None))
-            else:
-                unexpected.append(f"{key} {list(value.shape)}")
-            continue
-        want = tuple(own[key].shape)
-        if tuple(value.shape) != want:
-            if under(key):
-                report.reinitialized.append((key, tuple(value.shape), want))
-            else:
-                mismatched.append(f"{key}: file {list(value.shape)} vs model {list(want)}")
-            continue
-        to_load[key] = value
-    for key, value in own.items():
-        if key not in state_dict:
-            if under(key):
-                report.reinitialized.append((key, None, tuple(value.shape)))
-            else:
-                missing.append(f"{key} {list(value.shape)}")
+    for key, src, dst in state_diff(own, state_dict):
+        if src is not None and dst is not None and src == dst:
+            to_load[key] = state_dict[key]
+        elif under(key):
+            report.reinitialized.append((key, src, dst))
+        elif dst is None:
+            unexpected.append(f"{key} {list(src)}")
+        elif src is None:
+            missing.append(f"{key} {list(dst)}")
+        else:
+            mismatched.append(f"{key}: file {list(src)} vs model {list(dst)}")
     if missing or unexpected or mismatched:
         parts = []
         if mismatched:

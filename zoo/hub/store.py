@@ -1,13 +1,18 @@
-"""The weights cache: where files live, which sources feed them, pull / resolve / verify.
+"""The weights cache and its sources: pull / resolve a weights name, a path, a URL or a Hub repo.
 
-Layout: ``$ZOO_HOME/weights/<model.tag>/<file name>`` for manifest entries (``$ZOO_HOME`` defaults to
-``~/.cache/zoo``), ``$ZOO_HOME/weights/urls/<sha256(url)[:16]>/<file name>`` for weights a user gave
-by URL. Next to each file, ``<file>.sha256`` records the full hash seen when it entered the cache.
+Layout, keyed by content: ``$ZOO_HOME/weights/<sha256>/<file name>`` for manifest entries
+(``<sha256 prefix>/`` for upstream files known only by their published prefix), so a tag re-published
+with new bytes gets a new place and can never be confused with the file it replaced;
+``$ZOO_HOME/weights/urls/<sha256(url)[:16]>/<file name>`` for weights a user gave by URL. Beside each
+file, ``<file>.verified`` binds the hash checked on arrival to the file as it is (:mod:`zoo.hub.verified`);
+a load re-hashes any file that changed since. ``$ZOO_HOME`` defaults to ``~/.cache/zoo``.
 
-Sources of a manifest entry, tried in order (``ZOO_OFFLINE=1`` drops the http(s) ones):
+Sources of a manifest entry, tried in order (``ZOO_OFFLINE=1`` or ``local_files_only=True`` drop the
+http(s) ones):
 
-- the project's own files (relative ``url``): ``$ZOO_WEIGHTS_URL/<url>`` when the mirror is set, then
-  the checkout's ``weights/<url>``;
+- the project's own files (relative ``url``): a source checkout's ``weights/<url>`` (or
+  ``$ZOO_WEIGHTS_DIR``), then ``$ZOO_WEIGHTS_URL/<url>`` (a mirror), then the manifest's
+  ``release_url/<url>`` (the release host);
 - upstream files (https ``url``): ``$ZOO_WEIGHTS_URL/<file name>`` when the mirror is set, then the
   official URL. A mirror may be ``http(s)://...``, ``file:///...`` or a plain folder; a file mirror
   works offline.
@@ -18,15 +23,16 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
-from zoo.hub.fetch import fetch, local_path, sha256_file
-from zoo.hub.manifest import WeightsEntry, read_manifest, weights_dir
+from zoo import fs
+from zoo.hub import verified
+from zoo.hub.fetch import HashMismatchError, fetch, local_path
+from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
 
 __all__ = [
-    "CacheCheck",
+    "CorruptCacheError",
     "cache_root",
     "cached_path",
     "get_entry",
@@ -34,11 +40,15 @@ __all__ = [
     "pull",
     "resolve",
     "sources",
-    "verify_cache",
+    "verify_entry",
     "zoo_home",
 ]
 
-_URL_DIR = "urls"
+URL_DIR = "urls"
+
+
+class CorruptCacheError(HashMismatchError):
+    """A cached file no longer matches the sha256 it was verified with; the message says how to re-pull."""
 
 
 def zoo_home() -> Path:
@@ -51,7 +61,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def cached_path(entry: WeightsEntry, cache_dir: str | os.PathLike | None = None) -> Path:
-    return cache_root(cache_dir) / entry.name / entry.filename
+    return cache_root(cache_dir) / entry.expected_hash / entry.filename
 
 
 def _join(base: str, rel: str) -> str:
@@ -67,10 +77,15 @@ def sources(entry: WeightsEntry) -> list[str]:
         if mirror:
             out.append(_join(mirror, entry.filename))
         out.append(entry.url)
-    else:
-        if mirror:
-            out.append(_join(mirror, entry.url))
-        out.append(str(weights_dir() / entry.url))
+        return out
+    local = weights_dir()
+    if local is not None:
+        out.append(str(local / entry.url))
+    if mirror:
+        out.append(_join(mirror, entry.url))
+    release = release_url()
+    if release:
+        out.append(_join(release, entry.url))
     return out
 
 
@@ -83,8 +98,7 @@ def get_entry(name: str) -> WeightsEntry:
         close = difflib.get_close_matches(name, entries, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise KeyError(
-            f"no weights named {name!r} in {weights_dir() / 'manifest.json'}.{hint} "
-            f"See `zoo weights list`."
+            f"no weights named {name!r} in {manifest_path()}.{hint} See `zoo weights list`."
         ) from None
 
 
@@ -93,47 +107,61 @@ def list_weights(model: str | None = None) -> list[str]:
     return sorted(n for n, e in read_manifest().items() if model is None or e.model == model)
 
 
-def _offline_hint(entry: WeightsEntry, dest: Path) -> str:
+def _offline_hint(entry: WeightsEntry, dest: Path, local_files_only: bool) -> str:
+    why = "local_files_only=True" if local_files_only else "ZOO_OFFLINE=1"
     return (
-        f"weights {entry.name!r} ({entry.filename}) are not in the cache at {dest}, and ZOO_OFFLINE=1 "
+        f"weights {entry.name!r} ({entry.filename}) are not in the cache at {dest}, and {why} "
         f"forbids downloading: run `zoo pull {entry.name}` on a connected machine and copy the file into {dest.parent}, "
         f"or set ZOO_WEIGHTS_URL to a mirror that holds {entry.filename} (a file:// folder works offline)"
     )
 
 
-def _check_for(entry: WeightsEntry):
-    def check(digest: str) -> bool:
-        return entry.hash_matches(digest)
-
-    return check
+def verify_entry(entry: WeightsEntry, path: Path) -> tuple[str, bool]:
+    """Check a cached file against its entry: ``(sha256, hashed_now)``. The verified marker saves the
+    hash when the file is unchanged since it arrived; a file that no longer matches is an error."""
+    fs.refuse_symlink(path, "cached weights")
+    digest, hashed_now = verified.verified_sha256(path)
+    if not entry.hash_matches(digest):
+        raise CorruptCacheError(
+            f"cached weights {path} do not match {entry.name}'s sha256 (expected {entry.expected_hash}, got "
+            f"{digest}): the file changed on disk after it was verified. Re-pull it with "
+            f"`zoo pull {entry.name} --force` (or zoo.pull({entry.name!r}, force=True))"
+        )
+    return digest, hashed_now
 
 
 def pull(name: str, *, cache_dir: str | os.PathLike | None = None, force: bool = False,
-         progress: bool = True) -> Path:
+         progress: bool = True, local_files_only: bool = False) -> Path:
     """Put the weights ``name`` ("model.tag") in the cache, verified by sha256; return the cached path.
 
-    A cached file is reused (its size is checked; ``zoo weights verify`` re-hashes); ``force=True``
-    downloads again.
+    A cached file is reused once its verified marker (or a fresh hash) matches the manifest;
+    ``force=True`` downloads again. ``local_files_only=True`` never opens a network connection (as
+    ``ZOO_OFFLINE=1`` does for the whole process).
     """
     entry = get_entry(name)
-    return _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress)
+    return _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress,
+                       local_files_only=local_files_only)
 
 
-def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True) -> Path:
+def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True,
+                local_files_only=False) -> Path:
+    root = cache_root(cache_dir)
     dest = cached_path(entry, cache_dir)
+    fs.refuse_symlink(dest, "cached weights")
+    fs.sweep_temps(dest.parent)  # temp files of writers killed in this folder
     if dest.is_file() and not force:
-        if entry.size is None or dest.stat().st_size == entry.size:
-            return dest
-        force = True  # truncated or replaced behind our back: fetch again
+        verify_entry(entry, dest)
+        return dest
     return fetch(
-        sources(entry), dest, check=_check_for(entry), expected=entry.expected_hash, force=force,
-        progress=progress, offline_hint=_offline_hint(entry, dest),
+        sources(entry), dest, check=entry.hash_matches, expected=entry.expected_hash, force=force,
+        progress=progress, offline_hint=_offline_hint(entry, dest, local_files_only), size=entry.size,
+        local_only=local_files_only, reclaim_root=root, on_arrival=verified.record,
     )
 
 
 def _entry_for_url(url: str) -> WeightsEntry | None:
     """The manifest entry a URL designates: its official URL, or its file on the mirror / checkout."""
-    for entry in read_manifest().values():
+    for entry in read_manifest(missing_ok=True).values():  # no manifest: no URL can be one of its files
         candidates = set(sources(entry))
         candidates |= {Path(s).resolve().as_uri() for s in candidates if not urlparse(s).scheme}
         if url in candidates:
@@ -145,50 +173,69 @@ def _looks_like_path(s: str) -> bool:
     return os.sep in s or "/" in s or Path(s).suffix in (".safetensors", ".pth", ".pt", ".bin", ".ckpt")
 
 
-def resolve(weights: str | os.PathLike, model: str | None = None) -> tuple[Path, WeightsEntry | None]:
+def _pull_url(url: str, local_files_only: bool) -> Path:
+    """A URL not in the manifest: cached under a hash of the URL; reused while unchanged since arrival."""
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    name = Path(urlparse(url).path).name or "weights"
+    dest = cache_root() / URL_DIR / key / name
+    fs.refuse_symlink(dest, "cached weights")
+    if dest.is_file():
+        arrived = verified.stored_sha256(dest)
+        digest, _ = verified.verified_sha256(dest)
+        if arrived is not None and digest != arrived:
+            raise CorruptCacheError(f"cached weights {dest} (from {url}) changed on disk since they arrived "
+                                    f"(sha256 {arrived} then, {digest} now); delete the file to download it again")
+        return dest
+    hint = (f"{url} is not in the cache ({dest}) and {'local_files_only=True' if local_files_only else 'ZOO_OFFLINE=1'}"
+            " forbids downloading it; download it on a connected machine and pass the local path")
+    return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint,
+                 local_only=local_files_only, on_arrival=verified.record)
+
+
+def resolve(weights: str | os.PathLike, model: str | None = None, *,
+            local_files_only: bool = False) -> tuple[Path, WeightsEntry | None]:
     """Turn what a user passed as ``weights=`` into a local file, and its manifest entry when known.
 
-    ``weights``: a tag of ``model`` ("cifar10"), a full "model.tag", a local path, a ``file://`` URL or
-    an ``http(s)://`` URL. Manifest weights are pulled into the cache (verified); a URL that matches a
-    manifest entry is verified against it; another URL is cached under a hash of the URL.
+    ``weights``: a tag of ``model`` ("cifar10"), a full "model.tag", a local path, a ``file://`` URL, an
+    ``http(s)://`` URL, or ``hf-hub:org/repo[@revision]`` (a Hugging Face Hub repo written by
+    ``zoo weights export-hf``). Manifest weights are pulled into the cache (verified); a URL that
+    matches a manifest entry is verified against it; another URL is cached under a hash of the URL.
     """
     if isinstance(weights, os.PathLike):
         weights = os.fspath(weights)
         if not Path(weights).is_file():
             raise FileNotFoundError(f"weights file not found: {weights}")
     if not isinstance(weights, str) or not weights:
-        raise TypeError(f"weights must be a tag, 'model.tag', a path or a URL; got {weights!r}")
+        raise TypeError(f"weights must be a tag, 'model.tag', a path, a URL or 'hf-hub:org/repo'; got {weights!r}")
+    if weights.startswith("hf-hub:"):
+        from zoo.hub.hf import resolve_hf
+
+        path, entry = resolve_hf(weights, local_files_only=local_files_only)
+        _check_model(entry, model)
+        return path, entry
     scheme = urlparse(weights).scheme
     if scheme in ("http", "https", "file"):
         entry = _entry_for_url(weights)
         if entry is not None:
             _check_model(entry, model)
-            return _pull_entry(entry), entry
+            return _pull_entry(entry, local_files_only=local_files_only), entry
         if scheme == "file":
             path = local_path(weights)
             if not path.is_file():
                 raise FileNotFoundError(f"weights file not found: {path} (from {weights})")
             return path, None
-        key = hashlib.sha256(weights.encode()).hexdigest()[:16]
-        name = Path(urlparse(weights).path).name or "weights"
-        dest = cache_root() / _URL_DIR / key / name
-        if dest.is_file():
-            return dest, None
-        hint = (f"{weights} is not in the cache ({dest}) and ZOO_OFFLINE=1 forbids downloading it; "
-                "download it on a connected machine and pass the local path")
-        return fetch([weights], dest, check=None, expected="(none: not in the manifest)",
-                     offline_hint=hint), None
-    entries = read_manifest()
+        return _pull_url(weights, local_files_only), None
+    path = Path(weights).expanduser()
+    entries = read_manifest(missing_ok=path.is_file())  # a file given by path needs no manifest
     for name in (weights, f"{model}.{weights}" if model else None):
         if name and name in entries:
             _check_model(entries[name], model)
-            return _pull_entry(entries[name]), entries[name]
-    path = Path(weights).expanduser()
+            return _pull_entry(entries[name], local_files_only=local_files_only), entries[name]
     if path.is_file():
         entry = _entry_for_url(path.resolve().as_uri())  # a shipped file given by its checkout path
         if entry is not None:
             _check_model(entry, model)
-            return _pull_entry(entry), entry
+            return _pull_entry(entry, local_files_only=local_files_only), entry
         return path, None
     if _looks_like_path(weights):
         raise FileNotFoundError(f"weights file not found: {path}")
@@ -197,55 +244,10 @@ def resolve(weights: str | os.PathLike, model: str | None = None) -> tuple[Path,
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     raise KeyError(
         f"unknown weights {weights!r}{f' for model {model!r}' if model else ''}.{hint} Published: "
-        f"{', '.join(tags) or '(none)'}; or pass a local path or a URL (see `zoo weights list`)."
+        f"{', '.join(tags) or '(none)'}; or pass a local path, a URL or 'hf-hub:org/repo' (see `zoo weights list`)."
     )
 
 
 def _check_model(entry: WeightsEntry, model: str | None) -> None:
     if model is not None and entry.model != model:
         raise ValueError(f"weights {entry.name!r} are for model {entry.model!r}, not {model!r}")
-
-
-@dataclass(frozen=True)
-class CacheCheck:
-    path: Path
-    status: str  # "ok", "prefix-verified", "recorded", "unverifiable", "partial", "MISMATCH"
-    detail: str
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "MISMATCH"
-
-
-def verify_cache(cache_dir: str | os.PathLike | None = None, progress: bool = True) -> list[CacheCheck]:
-    """Re-hash every file in the cache against the manifest (or the hash recorded when it arrived)."""
-    root = cache_root(cache_dir)
-    by_path = {cached_path(e, cache_dir): e for e in read_manifest().values()}
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".lock", ".sha256"))
-    from tqdm.auto import tqdm
-
-    out: list[CacheCheck] = []
-    for path in tqdm(files, desc="verify", unit="file", disable=not progress or not files, leave=False):
-        if path.suffix == ".part":
-            out.append(CacheCheck(path, "partial", "interrupted download; the next pull resumes it"))
-            continue
-        digest = sha256_file(path)
-        record = path.with_name(path.name + ".sha256")
-        recorded = record.read_text().strip() if record.is_file() else None
-        entry = by_path.get(path)
-        if entry is not None:
-            if not entry.hash_matches(digest):
-                out.append(CacheCheck(path, "MISMATCH", f"{entry.name}: expected {entry.expected_hash}, got {digest}"))
-            elif entry.sha256:
-                out.append(CacheCheck(path, "ok", f"{entry.name}: sha256 {digest[:12]}…"))
-            else:
-                out.append(CacheCheck(path, "prefix-verified",
-                                      f"{entry.name}: sha256 starts with the published {entry.sha256_prefix}"))
-        elif recorded is not None:
-            status = "recorded" if recorded == digest else "MISMATCH"
-            out.append(CacheCheck(path, status, f"hash recorded at download {recorded[:12]}…, now {digest[:12]}…"))
-        else:
-            out.append(CacheCheck(path, "unverifiable", "not in the manifest and no recorded hash"))
-    return out
-
-

@@ -116,21 +116,14 @@ class ReplayBuffer:
         self.size, self.pos = n, int(state["pos"])
 
     def save(self, path) -> None:
-        """Write the filled part atomically (temp file + os.replace)."""
-        import os
-        import tempfile
-        from pathlib import Path
+        """Write the filled part atomically through :mod:`zoo.fs`."""
+        import io
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save(self.state_dict(), tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        from zoo import fs
+
+        buf = io.BytesIO()
+        torch.save(self.state_dict(), buf)
+        fs.write_bytes(path, buf.getbuffer())
 
     def load(self, path) -> None:
         self.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))

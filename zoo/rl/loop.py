@@ -9,10 +9,10 @@ episodes in progress at a checkpoint restart on resume (their physics state is n
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections import deque
@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from zoo import fs
 
 __all__ = ["CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -121,15 +123,9 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
 
 
 def _env_rng_state(env) -> str | None:
@@ -158,14 +154,10 @@ class _Logger:
     def _write_csv(self, name: str, rows: list[dict[str, Any]]) -> None:
         if self.dir is None or not rows:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / name
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=name + ".", suffix=".tmp")
-        with os.fdopen(fd, "w", newline="") as f:
+        with fs.atomic_write(self.dir / name, text=True, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, path)
 
     def write(self, history: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> None:
         if self.dir is None:
@@ -200,12 +192,9 @@ def plot_learning_curves(curves: dict[str, tuple[list[dict], list[dict]]], path:
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
+    with fs.atomic_write(path) as fh:
+        fig.savefig(fh, dpi=110, format="png")
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def train(

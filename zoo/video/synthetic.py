@@ -13,13 +13,14 @@ Direction is only visible over time: a single frame of "moving left" looks like 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
 import numpy as np
 from tqdm.auto import tqdm
+
+from zoo import fs
 
 __all__ = ["CLASSES", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
 
@@ -99,31 +100,21 @@ def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 25, bit_
     path = Path(path)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise ValueError(f"frames must be (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix, prefix=".tmp-")
-    os.close(fd)
-    try:
-        with av.open(tmp, mode="w") as out:
-            stream = out.add_stream("mpeg4", rate=fps)
-            stream.width, stream.height = frames.shape[2], frames.shape[1]
-            stream.pix_fmt = "yuv420p"
-            stream.bit_rate = bit_rate
-            for img in frames:
-                for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                    out.mux(packet)
-            for packet in stream.encode():
+    with fs.atomic_path(path) as tmp, av.open(str(tmp), mode="w") as out:
+        stream = out.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        stream.bit_rate = bit_rate
+        for img in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
                 out.mux(packet)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for packet in stream.encode():
+            out.mux(packet)
     return path
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes("".join(f"{ln}\r\n" for ln in lines).encode("ascii"))
-    os.replace(tmp, path)
+    fs.write_bytes(path, "".join(f"{ln}\r\n" for ln in lines).encode("ascii"))
 
 
 def make_synthetic_actions(

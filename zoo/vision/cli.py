@@ -72,7 +72,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
               + ", ".join(f"{k} {v:.3f}" for k, v in ev["per_class_recall"].items()))
         print(f"confusion matrix: {out / 'confusion.png'}")
-    (out / "metrics.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
+    from zoo import fs
+
+    fs.write_text(out / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
     print(f"weights: {out / 'model.safetensors'}  (zoo predict {args.name} --weights {out / 'model.safetensors'} IMAGES...)")
     return 0
 

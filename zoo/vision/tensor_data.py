@@ -13,7 +13,6 @@ of ``(seed, epoch)``; :func:`tensor_loader` wraps both in a ``DataLoader(batch_s
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -74,14 +73,10 @@ def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size:
     ds = ImageFolderDataset(folder, classes=classes, verify=False)
     images = decode_images([p for p, _ in ds.samples], size=size, workers=workers, progress=progress)
     targets = torch.tensor(ds.targets, dtype=torch.int64)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.", suffix=".npz")
-    os.close(fd)
-    try:
-        np.savez(tmp, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes), key=np.array(key))
-        os.replace(tmp, cache)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    from zoo import fs
+
+    with fs.atomic_write(cache, size=images.numel() * images.element_size()) as fh:
+        np.savez(fh, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes), key=np.array(key))
     return images, targets, list(ds.classes)
 
 

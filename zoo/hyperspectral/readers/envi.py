@@ -8,7 +8,6 @@ file in whatever interleave it has, and ``Scene.layout`` lets chunked code map o
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import numpy as np
 from spectral.io import envi
 from typing_extensions import Self
 
+from zoo import fs
 from zoo.hyperspectral.readers.envi_header import EnviHeader, find_data_file, read_envi_header
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import RawLayout, Scene
@@ -148,31 +148,19 @@ def _meta(wavelengths: Iterable[float] | None, extra: dict[str, Any] | None) -> 
     return meta
 
 
-def _commit(tmp_hdr: Path, hdr: Path, ext: str) -> None:
-    """Move a finished temp header + data pair into place (data first, so a header never points at nothing)."""
-    os.replace(tmp_hdr.with_suffix(ext), hdr.with_suffix(ext))
-    os.replace(tmp_hdr, hdr)
-
-
 def save_envi(path: str | os.PathLike, cube: np.ndarray, *, wavelengths=None, interleave: str = "bip",
               byteorder: int | None = None, metadata: dict[str, Any] | None = None, ext: str = ".img") -> Path:
     """Write an in-memory ``(H, W, C)`` cube as ENVI (atomically: temp files, then ``os.replace``)."""
     hdr = Path(path).with_suffix(".hdr")
     if np.ndim(cube) != 3:
         raise ValueError(f"save_envi needs an (H, W, C) cube; got shape {np.shape(cube)}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{hdr.stem}.", suffix=".hdr", dir=hdr.parent)
-    os.close(fd)
-    tmp_hdr = Path(tmp)
-    try:
-        kwargs: dict[str, Any] = {"interleave": interleave, "force": True, "ext": ext,
-                                      "metadata": _meta(wavelengths, metadata)}
-        if byteorder is not None:
-            kwargs["byteorder"] = byteorder
+    kwargs: dict[str, Any] = {"interleave": interleave, "force": True, "ext": ext,
+                              "metadata": _meta(wavelengths, metadata)}
+    if byteorder is not None:
+        kwargs["byteorder"] = byteorder
+    # data first, then the header: a header never points at nothing
+    with fs.atomic_paths(hdr.with_suffix(ext), hdr, size=np.asarray(cube).nbytes) as (_, tmp_hdr):
         envi.save_image(str(tmp_hdr), np.asarray(cube), **kwargs)
-        _commit(tmp_hdr, hdr, ext)
-    finally:
-        for p in (tmp_hdr, tmp_hdr.with_suffix(ext)):
-            p.unlink(missing_ok=True)
     return hdr
 
 
@@ -189,10 +177,9 @@ class EnviWriter:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.ext = ext
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.hdr.stem}.", suffix=".hdr", dir=self.hdr.parent)
-        os.close(fd)
-        self._tmp_hdr = Path(tmp)
         h, w, c = self.shape
+        self._staging = fs.PrivateTemp(self.hdr.parent, self.hdr.name, size=h * w * c * self.dtype.itemsize)
+        self._tmp_hdr = self._staging.path_for(self.hdr)
         meta = _meta(wavelengths, metadata)
         meta.update({"lines": h, "samples": w, "bands": c, "header offset": 0, "file type": "ENVI Standard",
                      "data type": envi.dtype_to_envi[self.dtype.char], "interleave": "bip", "byte order": 0})
@@ -215,13 +202,12 @@ class EnviWriter:
         if self._rows != self.shape[0]:
             self.abort()
             raise ValueError(f"EnviWriter: wrote {self._rows} of {self.shape[0]} rows; nothing committed")
-        _commit(self._tmp_hdr, self.hdr, self.ext)
+        self._staging.commit(self.hdr.with_suffix(self.ext), self.hdr)  # data first, then its header
         return self.hdr
 
     def abort(self) -> None:
         self._fh.close()
-        for p in (self._tmp_hdr, self._tmp_hdr.with_suffix(self.ext)):
-            p.unlink(missing_ok=True)
+        self._staging.abort()
 
     def __enter__(self) -> Self:
         return self

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo import fs
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import Scene
 
@@ -254,8 +255,4 @@ def write_spe(path: str | os.PathLike, data: np.ndarray, *, version: float = 3.0
             head[3101] = order
             struct.pack_into("<6d", head, 3263, *np.pad(coeff, (0, 6 - coeff.size)))
         payload = bytes(head) + np.ascontiguousarray(data, dtype=code).tobytes()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
-    return path
+    return fs.write_bytes(path, payload)

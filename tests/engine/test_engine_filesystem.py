@@ -1,0 +1,149 @@
+"""Training against the filesystem (issues #20 and #16): a full disk at checkpoint time and on resume, two
+runs in one folder, a corrupt latest checkpoint, a resume into another head, a checkpoint_dir that is a
+file, empty checkpoints, and the modes of every file a run writes.
+
+A full disk is simulated at the OS boundary by the ``disk_quota`` fixture (tests/conftest.py): ``os.write``
+to files under the folder fails with ENOSPC past a byte budget, and ``shutil.disk_usage`` reports it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from zoo import fs
+from zoo.engine import LambdaCallback, fit, latest_checkpoint, load_checkpoint
+from zoo.engine.checkpoint import CheckpointError
+
+KW = {"batch_size": 32, "progress": False}
+
+
+def data(n: int = 64) -> torch.utils.data.TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, (x.sum(1) > 0).long())
+
+
+def net(out: int = 2) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, out))
+
+
+class Untouchable(torch.utils.data.Dataset):
+    """Data that fails the test if a single sample is read: the run must stop before training."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i):
+        raise AssertionError("training started although the run should have been refused first")
+
+
+def test_checkpoint_dir_that_is_a_file_fails_before_training(tmp_path):
+    (tmp_path / "ckpt").write_text("not a folder")
+    with pytest.raises(fs.FsError, match="checkpoint_dir .*ckpt exists and is not a folder"):
+        fit(net(), Untouchable(), epochs=1, checkpoint_dir=tmp_path / "ckpt", **KW)
+
+
+def test_full_disk_at_checkpoint_time_is_named_and_early(tmp_path, disk_quota):
+    fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, **KW)
+    first = (tmp_path / "epoch-0001.pt").read_bytes()
+    disk = disk_quota(tmp_path, 0)
+    disk.quota = disk.used() + 1000  # room for the CSV, not for a checkpoint
+    with pytest.raises(fs.NoSpaceError) as err:
+        fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    msg = str(err.value)
+    # the resume on the still-full disk: a named, early failure, never `RuntimeError: [enforce fail ...]`
+    assert str(tmp_path) in msg and "needs" in msg and "free" in msg and "\n" not in msg
+    assert (tmp_path / "epoch-0001.pt").read_bytes() == first and not (tmp_path / "epoch-0002.pt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]
+
+
+def test_disk_filling_during_the_checkpoint_write_removes_the_temp(tmp_path, disk_quota, monkeypatch):
+    fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, **KW)
+    disk = disk_quota(tmp_path, 0)
+    disk.quota = disk.used() + 1000
+    monkeypatch.setattr(fs, "check_free", lambda *a, **k: None)  # the disk fills after the check
+    with pytest.raises(fs.NoSpaceError) as err:
+        fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert str(tmp_path / "epoch-0002.pt") in str(err.value) and "removed" in str(err.value)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]
+    assert load_checkpoint(latest_checkpoint(tmp_path))["epoch"] == 1
+
+
+def test_a_second_run_in_the_same_folder_fails_fast_naming_the_first(tmp_path):
+    started, release = threading.Event(), threading.Event()
+
+    def hold(state, row):
+        started.set()
+        release.wait(60)
+
+    errors: list[BaseException] = []
+
+    def first_run():
+        try:
+            fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, callbacks=[LambdaCallback(on_epoch_end=hold)],
+                **KW)
+        except BaseException as err:  # noqa: BLE001  (reported to the main thread)
+            errors.append(err)
+
+    thread = threading.Thread(target=first_run)
+    thread.start()
+    try:
+        assert started.wait(60)
+        with pytest.raises(fs.FolderLockedError) as err:
+            fit(net(), Untouchable(), epochs=2, checkpoint_dir=tmp_path, **KW)
+        msg = str(err.value)
+        assert f"pid {os.getpid()}" in msg and "started 20" in msg and str(tmp_path) in msg
+        with pytest.raises(fs.FolderLockedError):  # resuming a run that is still alive is no exception
+            fit(net(), Untouchable(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    finally:
+        release.set()
+        thread.join(60)
+    assert errors == []
+    # the first run finished: resuming it by design works, and its files are its own
+    again = fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert [r["epoch"] for r in again.history] == [1, 2]
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_and_says_so(tmp_path):
+    full = fit(net(), data(), epochs=3, checkpoint_dir=tmp_path, **KW)
+    latest = tmp_path / "epoch-0003.pt"
+    latest.write_bytes(latest.read_bytes()[: latest.stat().st_size // 2])  # torn
+    with pytest.warns(UserWarning, match=r"skipped .*epoch-0003\.pt is not a loadable checkpoint"):
+        resumed = fit(net(), data(), epochs=3, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert [r["epoch"] for r in resumed.history] == [1, 2, 3]  # epoch 3 trained again from epoch 2's state
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)  # the resumed run is exact
+
+
+def test_resume_into_another_head_names_keys_and_shapes(tmp_path):
+    fit(net(out=2), data(), epochs=1, checkpoint_dir=tmp_path, **KW)
+    with pytest.raises(CheckpointError) as err:
+        fit(net(out=3), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    msg = str(err.value)
+    assert "2.weight: checkpoint [2, 8] vs model [3, 8]" in msg and "2.bias: checkpoint [2] vs model [3]" in msg
+
+
+def test_empty_and_truncated_checkpoints_are_named(tmp_path):
+    (tmp_path / "epoch-0001.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="is empty"):
+        load_checkpoint(tmp_path / "epoch-0001.pt")
+    with pytest.warns(UserWarning, match="skipped"):  # nothing loadable: a fresh start, said out loud
+        result = fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert load_checkpoint(tmp_path / "epoch-0001.pt")["epoch"] == 1 and result.history
+
+
+def test_every_file_a_run_writes_gets_the_users_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        fit(net(), data(), data(32), epochs=1, checkpoint_dir=tmp_path, **KW)
+    finally:
+        os.umask(old)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["best.pt", "epoch-0001.pt", "learning_curves.png", "metrics.csv"]
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == dict.fromkeys(written, 0o644)

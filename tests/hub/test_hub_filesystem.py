@@ -1,0 +1,179 @@
+"""The weights cache against a hostile or full filesystem (issue #20): planted links, a full disk during a
+pull, stale partial downloads of other files, orphaned temp files, and `zoo cache info|clean`.
+
+A full disk is simulated at the OS boundary by the ``disk_quota`` fixture (tests/conftest.py): ``os.write``
+to files under the cache fails with ENOSPC past a byte budget, and ``shutil.disk_usage`` reports it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import zoo
+from zoo import fs, hub
+from zoo.cli import main
+
+
+def _publish(tiny_model: str, tag: str, num_classes: int = 3):
+    torch.manual_seed(0)
+    return hub.add_weights(zoo.build(tiny_model, num_classes=num_classes), name=f"{tiny_model}.{tag}",
+                           config={"num_classes": num_classes}, meta={"dataset": "synthetic"})
+
+
+def _serve(entry, weights_home, server, monkeypatch) -> None:
+    """The file is only on the HTTP mirror now."""
+    shutil.move(weights_home / entry.url, server.state.root / entry.url)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_planted_part_link_is_refused_and_the_victim_untouched(tiny_model, weights_home, server, monkeypatch,
+                                                               tmp_path):
+    entry = _publish(tiny_model, "v1")
+    _serve(entry, weights_home, server, monkeypatch)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("another user's file")
+    dest = hub.cached_path(entry)
+    dest.parent.mkdir(parents=True)
+    part = dest.with_name(dest.name + ".part")
+    part.symlink_to(victim)
+    with pytest.raises(fs.UnsafePathError) as err:
+        zoo.pull(entry.name, progress=False)
+    assert str(part) in str(err.value) and "\n" not in str(err.value)
+    assert victim.read_text() == "another user's file" and not dest.exists()
+    assert server.state.requests == []  # refused before anything was downloaded
+
+
+def test_planted_lock_link_is_a_one_line_error(tiny_model, weights_home, server, monkeypatch, tmp_path, capsys):
+    entry = _publish(tiny_model, "v1")
+    _serve(entry, weights_home, server, monkeypatch)
+    dest = hub.cached_path(entry)
+    dest.parent.mkdir(parents=True)
+    lock = dest.with_name(dest.name + ".lock")
+    lock.symlink_to(tmp_path / "elsewhere.lock")
+    with pytest.raises(fs.UnsafePathError, match="lock file"):
+        zoo.pull(entry.name, progress=False)
+    assert main(["pull", entry.name, "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(lock) in err[0] and "Traceback" not in err[0]
+
+
+def test_cache_entry_that_is_a_link_is_refused(tiny_model, weights_home, tmp_path):
+    entry = _publish(tiny_model, "v1")
+    dest = hub.cached_path(entry)
+    dest.parent.mkdir(parents=True)
+    fake = tmp_path / "fake.safetensors"
+    shutil.copy(weights_home / entry.url, fake)  # even the right bytes: the link itself is the problem
+    dest.symlink_to(fake)
+    with pytest.raises(fs.UnsafePathError) as err:
+        zoo.build(tiny_model, weights="v1")
+    assert str(dest) in str(err.value) and "symbolic link" in str(err.value)
+
+
+def test_full_disk_is_refused_before_the_download(tiny_model, weights_home, server, monkeypatch, disk_quota):
+    entry = _publish(tiny_model, "big", num_classes=3000)
+    _serve(entry, weights_home, server, monkeypatch)
+    disk_quota(hub.cache_root(), entry.size // 2)
+    with pytest.raises(fs.NoSpaceError) as err:
+        zoo.pull(entry.name, progress=False)
+    msg = str(err.value)
+    assert str(hub.cached_path(entry).parent) in msg and fs.human_size(entry.size) in msg
+    assert fs.human_size(entry.size // 2) + " free" in msg
+    assert server.state.requests == []
+
+
+def test_disk_filling_during_a_pull_removes_the_part_and_the_next_pull_works(
+        tiny_model, weights_home, server, monkeypatch, disk_quota):
+    big = _publish(tiny_model, "big", num_classes=3000)  # ~100 KB
+    small = _publish(tiny_model, "small")  # ~2 KB
+    for e in (big, small):
+        _serve(e, weights_home, server, monkeypatch)
+    disk_quota(hub.cache_root(), big.size // 2)
+    # the free-space check passed, then another process filled the disk: the write itself meets ENOSPC
+    monkeypatch.setattr(hub.fetch, "_ensure_space", lambda *a, **k: None)
+    monkeypatch.setattr(fs, "check_free", lambda *a, **k: None)
+    with pytest.raises(fs.NoSpaceError) as err:
+        zoo.pull(big.name, progress=False)
+    part = hub.cached_path(big).with_name(big.filename + ".part")
+    assert str(part) in str(err.value) and "\n" not in str(err.value)
+    assert not part.exists() and not hub.cached_path(big).exists()
+    assert hub.sha256_file(zoo.pull(small.name, progress=False)) == small.sha256  # not blocked by the first
+
+
+def test_stale_part_of_another_file_never_blocks_a_pull(tiny_model, weights_home, server, monkeypatch,
+                                                        disk_quota):
+    big = _publish(tiny_model, "big", num_classes=3000)
+    small = _publish(tiny_model, "small")
+    for e in (big, small):
+        _serve(e, weights_home, server, monkeypatch)
+    stale = hub.cached_path(big).with_name(big.filename + ".part")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"\0" * (big.size - 100))  # an interrupted download nobody is resuming
+    disk_quota(hub.cache_root(), big.size)  # the stale part leaves less room than the small file needs
+    assert hub.sha256_file(zoo.pull(small.name, progress=False)) == small.sha256
+    assert not stale.exists()
+
+
+def test_orphaned_temp_files_are_swept_at_the_next_pull(tiny_model, weights_home):
+    entry = _publish(tiny_model, "v1")
+    folder = hub.cached_path(entry).parent
+    folder.mkdir(parents=True)
+    orphan = folder / f"{fs.TEMP_PREFIX}{fs._HOST}-{_dead_pid()}-0123abcd-{entry.filename}.verified"
+    orphan.write_text("torn")
+    zoo.pull(entry.name, progress=False)
+    assert not orphan.exists()
+
+
+_DIE_IN_SAVE = textwrap.dedent("""
+    import os, sys, torch
+    from zoo import hub
+    real = os.write
+    def dying(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(sys.argv[1]):
+            real(fd, bytes(data[:64]))
+            os._exit(9)
+        return real(fd, data)
+    os.write = dying
+    hub.save_weights({"w": torch.zeros(10000)}, os.path.join(sys.argv[1], "w.safetensors"))
+""")
+
+
+def test_kill_during_save_weights_leaves_an_orphan_the_next_publish_sweeps(tiny_model, weights_home):
+    proc = subprocess.run([sys.executable, "-c", _DIE_IN_SAVE, str(weights_home)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=False)
+    assert proc.returncode == 9, proc.stderr
+    orphans = [p for p in weights_home.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]
+    assert len(orphans) == 1 and not (weights_home / "w.safetensors").exists()
+    _publish(tiny_model, "v1")
+    assert not orphans[0].exists()
+
+
+def test_cache_info_and_clean(tiny_model, weights_home, capsys):
+    entry = _publish(tiny_model, "v1")
+    path = zoo.pull(entry.name, progress=False)
+    part = path.with_name("other.safetensors.part")
+    part.write_bytes(b"x" * 10)
+    orphan = path.parent / f"{fs.TEMP_PREFIX}{fs._HOST}-{_dead_pid()}-0123abcd-x.pt"
+    orphan.write_bytes(b"y" * 20)
+    kinds = {i.path: (i.kind, i.name, i.status) for i in hub.cache_info()}
+    assert kinds[path] == ("weights", entry.name, "verified")
+    assert kinds[part][0] == "partial" and kinds[orphan][0] == "temp"
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert entry.name in out and "partial" in out and "3 item(s)" in out
+    assert main(["cache", "clean", "--stale"]) == 0
+    assert path.exists() and not part.exists() and not orphan.exists()
+    assert main(["cache", "clean"]) == 0
+    assert "removed 1 item(s)" in capsys.readouterr().out.splitlines()[-1]
+    assert not path.exists() and hub.cache_info() == []

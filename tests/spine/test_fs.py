@@ -1,0 +1,176 @@
+"""zoo/fs.py, the one writer every module uses: atomic, never through a planted link, the user's umask,
+free space checked, ENOSPC named, orphans swept, one run per folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from zoo import fs
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (restored after)."""
+    saved = []
+
+    def set_(mask: int) -> None:
+        saved.append(os.umask(mask))
+
+    yield set_
+    for old in saved[:1]:
+        os.umask(old)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize("mask, want", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_files_get_the_users_umask(tmp_path, umask, mask, want):
+    umask(mask)
+    assert _mode(fs.write_text(tmp_path / "a.txt", "x")) == want
+    with fs.atomic_path(tmp_path / "b.bin") as tmp:
+        tmp.write_bytes(b"y")  # a writer that opens the path itself (matplotlib, spectral)
+    assert _mode(tmp_path / "b.bin") == want
+
+
+def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
+    target = fs.write_text(tmp_path / "t.txt", "old")
+    with pytest.raises(RuntimeError, match="boom"), fs.atomic_write(target) as fh:
+        fh.write(b"half of the new")
+        raise RuntimeError("boom")
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
+    with fs.atomic_write(target, text=True) as fh:
+        fh.write("new")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
+
+
+def test_enospc_is_named_and_leaves_nothing(tmp_path, disk_quota):
+    """ENOSPC simulated by patching os.write (the OS boundary zoo writes through)."""
+    disk_quota(tmp_path, 1000)
+    target = fs.write_bytes(tmp_path / "keep.bin", b"k" * 100)
+    # no size given: the write itself hits the wall
+    with pytest.raises(fs.NoSpaceError) as err, fs.atomic_write(tmp_path / "big.bin") as fh:
+        fh.write(b"x" * 5000)
+    msg = str(err.value)
+    assert "\n" not in msg and str(tmp_path / "big.bin") in msg and "free" in msg and "removed" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.bin"] and target.read_bytes() == b"k" * 100
+
+
+def test_free_space_is_checked_before_the_first_byte(tmp_path, disk_quota):
+    """shutil.disk_usage patched to report the quota: the write fails before any file is created."""
+    disk_quota(tmp_path, 1000)
+    with pytest.raises(fs.NoSpaceError) as err:
+        fs.write_bytes(tmp_path / "big.bin", b"x" * 4096)
+    msg = str(err.value)
+    assert str(tmp_path) in msg and "4.0 KiB" in msg and "1000 B free" in msg
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_links_are_refused_never_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "planted"
+    link.symlink_to(victim)
+    with pytest.raises(fs.UnsafePathError, match="symbolic link"):
+        fs.open_nofollow(link, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with pytest.raises(fs.UnsafePathError) as err:
+        fs.refuse_symlink(link)
+    assert str(link) in str(err.value) and "\n" not in str(err.value)
+    assert victim.read_text() == "precious"
+    fs.write_text(link, "replaced")  # writing *onto* a link name replaces the link, never the victim
+    assert victim.read_text() == "precious" and not link.is_symlink() and link.read_text() == "replaced"
+
+
+def test_private_temp_folder_commits_in_order_and_cleans_up(tmp_path):
+    staging = fs.PrivateTemp(tmp_path, "pair")
+    assert _mode(staging.dir) == 0o700 and staging.dir.name.startswith(fs.TEMP_PREFIX)
+    staging.path_for(tmp_path / "x.img").write_bytes(b"data")
+    staging.path_for(tmp_path / "x.hdr").write_text("header")
+    staging.commit(tmp_path / "x.img", tmp_path / "x.hdr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.hdr", "x.img"]
+    with pytest.raises(fs.FsError, match="did not produce"), fs.atomic_path(tmp_path / "never.bin"):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.hdr", "x.img"]
+
+
+def test_ensure_dir_names_a_file_in_the_way(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(fs.FsError, match="exists and is not a folder"):
+        fs.ensure_dir(tmp_path / "f", "checkpoint_dir")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_sweep_removes_orphans_of_dead_writers_only(tmp_path):
+    host = fs._HOST
+    dead = tmp_path / f"{fs.TEMP_PREFIX}{host}-{_dead_pid()}-0123abcd-epoch-0002.pt"
+    dead.write_bytes(b"torn")
+    dead_dir = tmp_path / f"{fs.TEMP_PREFIX}{host}-{_dead_pid()}-0123abcd-w.safetensors.x1"
+    dead_dir.mkdir()
+    (dead_dir / "w.safetensors").write_bytes(b"torn")
+    live = tmp_path / f"{fs.TEMP_PREFIX}{host}-{os.getpid()}-0123abcd-live.pt"
+    live.write_bytes(b"being written")
+    foreign_new = tmp_path / f"{fs.TEMP_PREFIX}ffffffff-1-0123abcd-other-host.pt"
+    foreign_new.write_bytes(b"maybe alive over NFS")
+    foreign_old = tmp_path / f"{fs.TEMP_PREFIX}ffffffff-2-0123abcd-other-host-old.pt"
+    foreign_old.write_bytes(b"a day old")
+    old = time.time() - fs.FOREIGN_TEMP_AGE_S - 60
+    os.utime(foreign_old, (old, old))
+    user = tmp_path / ".zoo-tmp-notes.txt"  # the prefix alone is not enough: a user's file is kept
+    user.write_text("mine")
+    removed = fs.sweep_temps(tmp_path)
+    assert sorted(removed) == sorted([dead, dead_dir, foreign_old])
+    assert live.exists() and foreign_new.exists() and user.exists()
+
+
+# zoo/fs.py imports nothing of zoo: load it alone, so the child starts in milliseconds, not seconds
+_HOLD = textwrap.dedent(f"""
+    import importlib.util, sys, time
+    spec = importlib.util.spec_from_file_location("zoo_fs", {fs.__file__!r})
+    fs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fs)
+    lock = fs.FolderLock(sys.argv[1], "training run").acquire()
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_folder_lock_names_the_holder_and_dies_with_it(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(fs.FolderLockedError) as err:
+            fs.FolderLock(tmp_path, "training run").acquire()
+        msg = str(err.value)
+        assert f"pid {holder.pid}" in msg and "started 20" in msg and "training run" in msg and "\n" not in msg
+    finally:
+        holder.send_signal(signal.SIGKILL)  # no cleanup: the kernel drops the lock
+        holder.wait()
+    with fs.FolderLock(tmp_path, "training run") as lock:
+        assert lock.holder()["pid"] == os.getpid()
+        with pytest.raises(fs.FolderLockedError):  # a second run in this very process is refused too
+            fs.FolderLock(tmp_path).acquire()
+    assert not (tmp_path / fs.LOCK_NAME).exists()  # released: the folder is left clean
+
+
+def test_a_planted_lock_link_is_refused(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / fs.LOCK_NAME).symlink_to(victim)
+    with pytest.raises(fs.UnsafePathError):
+        fs.FolderLock(tmp_path / "run").acquire()
+    assert victim.read_text() == "precious"

@@ -1,0 +1,470 @@
+"""Every file zoo writes goes through here: one atomic writer, and the lock of a folder a run owns.
+
+Why one module: a write can meet a full disk, a symlink another local user planted, a process killed
+half-way, or a second run in the same folder. Each of those is handled once, here:
+
+- **atomic**: bytes go to a temp file beside the target, are fsynced, then ``os.replace``d onto it;
+  a reader sees the old file or the new one, never a torn one. On any failure the temp file is removed.
+- **no planted links**: temp files are created ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a name that exists,
+  link or not, is never opened); writers that need a path (matplotlib, spectral) get one inside a
+  private ``0700`` temp folder nobody else can plant into. A final name that is a symlink is refused
+  by :func:`refuse_symlink` where a caller would read through it (the weights cache).
+- **the user's umask**: files are created with mode ``0666`` filtered by the umask, as ``open()`` does
+  (``mkstemp``'s ``0600`` made published weights unreadable to the rest of a team).
+- **free space**: :func:`check_free` fails before the first byte with the folder, the size needed and
+  the size free; ``ENOSPC`` met anyway becomes :class:`NoSpaceError` with the same facts.
+- **orphans**: temp names start with :data:`TEMP_PREFIX` and carry the writer's host and pid;
+  :func:`sweep_temps` removes those whose writer is gone (a run killed with ``kill -9`` leaves them;
+  the next pull or training in that folder clears them). A temp file of another host (a shared
+  folder) is only removed once it is a day old, since its writer may be alive there.
+- **one run per folder**: :class:`FolderLock` holds an ``fcntl`` lock (released by the kernel when the
+  process dies, so a crash never leaves a stale lock) and records who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from typing_extensions import Self
+
+__all__ = [
+    "TEMP_PREFIX",
+    "FolderLock",
+    "FolderLockedError",
+    "FsError",
+    "NoSpaceError",
+    "PrivateTemp",
+    "UnsafePathError",
+    "atomic_path",
+    "atomic_paths",
+    "atomic_write",
+    "check_free",
+    "ensure_dir",
+    "human_size",
+    "open_fd_writer",
+    "open_nofollow",
+    "refuse_symlink",
+    "sweep_temps",
+    "write_bytes",
+    "write_error",
+    "write_text",
+]
+
+TEMP_PREFIX = ".zoo-tmp-"
+LOCK_NAME = ".zoo-lock"
+_TEMP_RE = re.compile(r"^" + re.escape(TEMP_PREFIX) + r"([0-9a-f]{8})-(\d+)-[0-9a-f]{8}-")
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+FOREIGN_TEMP_AGE_S = 86400.0  # another host's temp file may still be written; after a day it is not
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+_SPACE_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}
+
+
+class FsError(OSError):
+    """A file or folder zoo reads or writes is unusable; the message names it and says what to do."""
+
+    def __str__(self) -> str:  # OSError prints "[Errno N] ..." before the message; ours is already whole
+        return str(self.args[-1]) if self.args else ""
+
+
+class UnsafePathError(FsError):
+    """A path zoo would write or read through is a symbolic link it did not create."""
+
+
+class NoSpaceError(FsError):
+    """Not enough free space for a write: names the folder, the size needed and the size free."""
+
+
+class FolderLockedError(FsError):
+    """Another live process holds the folder (a training run, a download); names it."""
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def refuse_symlink(path: str | os.PathLike, what: str = "file") -> None:
+    """Raise :class:`UnsafePathError` (one line naming ``path``) when ``path`` is a symbolic link."""
+    if os.path.islink(path):
+        raise UnsafePathError(
+            errno.ELOOP,
+            f"refusing {what} {path}: it is a symbolic link (to {os.readlink(path)}), which zoo never creates "
+            "there; someone else put it in place. Remove it and retry.",
+        )
+
+
+def ensure_dir(path: str | os.PathLike, what: str = "folder") -> Path:
+    """Create ``path`` (and parents); a file in its place is a clear error, not a raw traceback."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FsError(errno.ENOTDIR, f"{what} {path} exists and is not a folder; give a folder path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise FsError(errno.ENOTDIR, f"{what} {path}: a parent is a file, not a folder") from None
+    except OSError as err:
+        raise FsError(err.errno, f"cannot create {what} {path}: {err.strerror}") from None
+    return path
+
+
+def check_free(folder: str | os.PathLike, need: int, what: str = "the write") -> None:
+    """Fail early when ``folder``'s file system has less than ``need`` bytes free."""
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if need > free:
+        raise NoSpaceError(
+            errno.ENOSPC,
+            f"not enough free space in {folder}: {what} needs {human_size(need)}, {human_size(free)} free. "
+            "Free some space (`zoo cache clean` empties the weights cache) or choose another folder.",
+        )
+
+
+def write_error(err: OSError, path: Path, need: int | None) -> OSError:
+    """Turn an OS error met while writing ``path`` into zoo's one-line error naming it."""
+    if isinstance(err, FsError):
+        return err
+    if err.errno in _SPACE_ERRNOS:
+        try:
+            free = human_size(shutil.disk_usage(path.parent).free)
+        except OSError:
+            free = "unknown"
+        wanted = f"{human_size(need)} needed, " if need else ""
+        return NoSpaceError(err.errno, f"no space left writing {path} in {path.parent} ({wanted}{free} free); "
+                                       "the partial file was removed. Free some space and retry.")
+    if err.errno == errno.ELOOP:
+        return UnsafePathError(err.errno, f"refusing to write through {err.filename or path}: it is a "
+                                          "symbolic link zoo did not create; remove it and retry")
+    return FsError(err.errno, f"cannot write {path}: {err.strerror or err}")
+
+
+def _temp_name(target: str) -> str:
+    return f"{TEMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}-{target}"
+
+
+def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that never follows a symlink at ``path`` (raises :class:`UnsafePathError` instead)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC | _BINARY, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP or (err.errno == errno.EEXIST and os.path.islink(path)):
+            refuse_symlink(path)
+        raise
+
+
+class _FdWriter(io.RawIOBase):
+    """A raw file over an fd that writes through ``os.write`` (partial writes retried), so that the OS
+    boundary is one function: what a full disk, a quota, or a test simulating them acts on."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        view = memoryview(b).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.write(self.fd, view[done:])
+        return done
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self.fd)
+            finally:
+                super().close()
+
+
+def open_fd_writer(fd: int) -> io.BufferedWriter:
+    """A buffered binary file object over ``fd`` whose bytes reach the disk through ``os.write``."""
+    return io.BufferedWriter(_FdWriter(fd), buffer_size=1 << 20)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # makes the rename durable; not every file system allows it
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, *, size: int | None = None, text: bool = False,
+                 encoding: str = "utf-8", newline: str | None = None) -> Iterator[IO[Any]]:
+    """Yield a file object; on success its bytes replace ``path`` atomically (fsync + ``os.replace``).
+
+    ``size``: bytes about to be written, checked against the free space before anything is created.
+    The temp file is created ``O_EXCL | O_NOFOLLOW`` with the umask's permissions; on an exception it
+    is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    ensure_dir(path.parent)
+    if size is not None:
+        check_free(path.parent, size, f"writing {path.name}")
+    tmp = path.with_name(_temp_name(path.name))
+    try:
+        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except OSError as err:
+        raise write_error(err, path, size) from None
+    raw = open_fd_writer(fd)
+    fh: IO[Any] = io.TextIOWrapper(raw, encoding=encoding, newline=newline) if text else raw
+    try:
+        try:
+            yield fh
+            fh.flush()
+            os.fsync(fd)
+        finally:
+            with contextlib.suppress(OSError):
+                fh.close()
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise write_error(err, path, size) from None
+        raise
+    _fsync_dir(path.parent)
+
+
+class PrivateTemp:
+    """A private ``0700`` temp folder beside the targets, for writers that only take a path.
+
+    Nobody else can plant a link inside it, so a writer may open ``path_for(target)`` however it
+    likes; :meth:`commit` fsyncs each file and ``os.replace``s it onto its target, in the order given
+    (data before the header that points at it); :meth:`abort` (or a failed commit) removes everything.
+    """
+
+    def __init__(self, folder: str | os.PathLike, label: str = "tmp", size: int | None = None) -> None:
+        import tempfile
+
+        self.folder = ensure_dir(folder)
+        if size is not None:
+            check_free(self.folder, size, f"writing {label}")
+        try:
+            self.dir = Path(tempfile.mkdtemp(prefix=_temp_name(label) + ".", dir=self.folder))
+        except OSError as err:
+            raise write_error(err, self.folder / label, size) from None
+
+    def path_for(self, target: str | os.PathLike) -> Path:
+        return self.dir / Path(target).name
+
+    def commit(self, *targets: str | os.PathLike) -> None:
+        try:
+            for target in targets:
+                tmp = self.path_for(target)
+                if tmp.is_symlink() or not tmp.is_file():
+                    raise FsError(errno.ENOENT, f"the writer of {target} did not produce a file")
+                fd = os.open(tmp, os.O_RDONLY | _NOFOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            for target in targets:
+                os.replace(self.path_for(target), target)
+        except OSError as err:
+            raise write_error(err, Path(targets[0]), None) from None
+        finally:
+            self.abort()
+        _fsync_dir(self.folder)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_paths(*targets: str | os.PathLike, size: int | None = None) -> Iterator[tuple[Path, ...]]:
+    """Yield temp paths (one per target, same names) in a :class:`PrivateTemp`; on success each replaces
+    its target, in order. Writers that take a file object should use :func:`atomic_write` instead."""
+    first = Path(targets[0])
+    tmp = PrivateTemp(first.parent, first.name, size)
+    try:
+        yield tuple(tmp.path_for(t) for t in targets)
+    except BaseException as err:
+        tmp.abort()
+        if isinstance(err, OSError):
+            raise write_error(err, first, size) from None
+        raise
+    tmp.commit(*targets)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, *, size: int | None = None) -> Iterator[Path]:
+    """:func:`atomic_paths` for one target: yields a temp path with ``path``'s own name."""
+    with atomic_paths(path, size=size) as (tmp,):
+        yield tmp
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically, after checking the free space for it."""
+    with atomic_write(path, size=len(data)) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (encoded with ``encoding``)."""
+    return write_bytes(path, text.encode(encoding))
+
+
+# --- orphans -------------------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists, owned by someone else
+    return True
+
+
+def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[Path]:
+    """Remove zoo temp files/folders in ``folder`` left by dead writers; return what was removed.
+
+    A temp entry of this host is removed when its writer's pid is not alive; one of another host only
+    when it is older than :data:`FOREIGN_TEMP_AGE_S`.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed: list[Path] = []
+    entries = folder.rglob(f"{TEMP_PREFIX}*") if recursive else folder.glob(f"{TEMP_PREFIX}*")
+    for p in list(entries):
+        m = _TEMP_RE.match(p.name)
+        if m is None:
+            continue
+        try:
+            st = p.lstat()
+        except FileNotFoundError:
+            continue
+        if m.group(1) == _HOST:
+            if _alive(int(m.group(2))):
+                continue
+        elif time.time() - st.st_mtime < FOREIGN_TEMP_AGE_S:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p)
+    return removed
+
+
+# --- one run per folder --------------------------------------------------------------------------------
+
+
+class FolderLock:
+    """An exclusive lock on ``folder`` for the life of a run (``with FolderLock(dir): ...``).
+
+    A second process (or a second run in this one) asking for the folder gets
+    :class:`FolderLockedError` at once, naming the holder's pid, host, start time and command. The
+    kernel releases the lock when its process dies, so a crashed run never blocks the next one.
+    """
+
+    def __init__(self, folder: str | os.PathLike, what: str = "run") -> None:
+        self.folder = Path(folder)
+        self.what = what
+        self._fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.folder / LOCK_NAME
+
+    def holder(self) -> dict[str, Any]:
+        """What the last holder recorded (pid, host, started, command); empty if unreadable."""
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):
+            return {}
+
+    def acquire(self) -> FolderLock:
+        ensure_dir(self.folder)
+        while True:
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                _lock_fd(fd)
+            except BlockingIOError:
+                os.close(fd)
+                raise FolderLockedError(errno.EBUSY, self._busy_message()) from None
+            # the holder before us may have removed the file between our open and our lock: retry on the new one
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                "command": " ".join(sys.argv)[:300]}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+        return self
+
+    def _busy_message(self) -> str:
+        h = self.holder()
+        started = h.get("started")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "unknown time"
+        return (f"{self.folder} is in use by another {self.what}: pid {h.get('pid', '?')} on {h.get('host', '?')}, "
+                f"started {when} ({h.get('command', '?')}). Wait for it to finish, stop it, or use another folder.")
+
+    def release(self) -> None:
+        """Remove the lock file, then drop the lock (a waiter that opened the old file notices and retries)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            os.close(self._fd)  # closing drops the lock
+            self._fd = None
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _lock_fd(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            raise BlockingIOError(errno.EAGAIN, "locked") from None
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,0 +1,136 @@
+"""The cache as a whole: what is in it (``zoo cache info``), re-hashing it (``zoo weights verify``) and
+freeing it (``zoo cache clean``).
+
+Everything zoo downloads lives under ``$ZOO_HOME``: ``weights/`` (the pull cache, see
+:mod:`zoo.hub.store`) and ``hf/`` (files fetched from a Hugging Face Hub repo). Besides finished files
+the weights cache can hold ``.part`` files (interrupted downloads, resumed by the next pull), zoo temp
+files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.lock``, ``.verified``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from zoo import fs
+from zoo.hub.fetch import sha256_file
+from zoo.hub.manifest import read_manifest
+from zoo.hub.store import cache_root, cached_path, zoo_home
+from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256
+
+__all__ = ["CacheCheck", "CacheItem", "cache_info", "clean_cache", "verify_cache"]
+
+_BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256")
+
+
+@dataclass(frozen=True)
+class CacheItem:
+    path: Path
+    size: int
+    kind: str  # "weights", "partial", "temp", "hf"
+    name: str  # the manifest name, the URL folder, or "-"
+    status: str  # weights: "verified" (unchanged since checked) or "unchecked"; else what it is
+
+
+def _weights_items(root: Path) -> list[CacheItem]:
+    by_path = {cached_path(e, root): e.name for e in read_manifest(missing_ok=True).values()}
+    items: list[CacheItem] = []
+    for p in sorted(root.rglob("*")) if root.is_dir() else []:
+        if p.name.startswith(fs.TEMP_PREFIX) and not any(q.name.startswith(fs.TEMP_PREFIX) for q in p.parents):
+            size = sum(f.lstat().st_size for f in p.rglob("*")) if p.is_dir() else p.lstat().st_size
+            items.append(CacheItem(p, size, "temp", "-", "left by a killed writer"))
+            continue
+        if p.is_symlink() or not p.is_file() or p.name.endswith(_BOOKKEEPING) or fs.TEMP_PREFIX in str(p):
+            continue
+        size = p.stat().st_size
+        if p.suffix == ".part":
+            items.append(CacheItem(p, size, "partial", "-", "interrupted download; the next pull resumes it"))
+            continue
+        name = by_path.get(p) or str(p.parent.relative_to(root))  # an older manifest's file, or a URL's
+        items.append(CacheItem(p, size, "weights", name, "verified" if recorded(p) else "unchecked"))
+    return items
+
+
+def cache_info(cache_dir: str | os.PathLike | None = None) -> list[CacheItem]:
+    """Every file in the weights cache (and the Hub cache under ``$ZOO_HOME/hf``), with sizes."""
+    items = _weights_items(cache_root(cache_dir))
+    hf = zoo_home() / "hf"
+    if cache_dir is None and hf.is_dir():
+        size = sum(p.lstat().st_size for p in hf.rglob("*") if p.is_file() and not p.is_symlink())
+        items.append(CacheItem(hf, size, "hf", "-", "Hugging Face Hub downloads"))
+    return items
+
+
+def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool = False) -> tuple[int, int]:
+    """Delete the cache (``stale_only``: only partial downloads and temp files); returns (files, bytes).
+
+    Files whose download is in progress (their lock is held) are left alone.
+    """
+    from filelock import FileLock, Timeout
+
+    removed, freed = 0, 0
+    for item in cache_info(cache_dir):
+        if stale_only and item.kind not in ("partial", "temp"):
+            continue
+        if item.kind == "temp":
+            if item.path in fs.sweep_temps(item.path.parent) or not item.path.exists():
+                removed, freed = removed + 1, freed + item.size
+            continue
+        if item.kind == "hf":
+            shutil.rmtree(item.path, ignore_errors=True)
+            removed, freed = removed + 1, freed + item.size
+            continue
+        base = item.path.with_suffix("") if item.kind == "partial" else item.path
+        lock = base.with_name(base.name + ".lock")
+        try:
+            with FileLock(str(lock), timeout=0):
+                for p in (item.path, item.path.with_name(item.path.name + MARKER_SUFFIX)):
+                    p.unlink(missing_ok=True)
+        except Timeout:
+            continue
+        removed, freed = removed + 1, freed + item.size
+    return removed, freed
+
+
+@dataclass(frozen=True)
+class CacheCheck:
+    path: Path
+    status: str  # "ok", "prefix-verified", "recorded", "unverifiable", "partial", "MISMATCH"
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "MISMATCH"
+
+
+def verify_cache(cache_dir: str | os.PathLike | None = None, progress: bool = True) -> list[CacheCheck]:
+    """Re-hash every file in the cache against the manifest (or the hash recorded when it arrived)."""
+    by_path = {cached_path(e, cache_dir): e for e in read_manifest().values()}
+    items = [i for i in _weights_items(cache_root(cache_dir)) if i.kind in ("weights", "partial")]
+    from tqdm.auto import tqdm
+
+    out: list[CacheCheck] = []
+    for item in tqdm(items, desc="verify", unit="file", disable=not progress or not items, leave=False):
+        path = item.path
+        if item.kind == "partial":
+            out.append(CacheCheck(path, "partial", "interrupted download; the next pull resumes it"))
+            continue
+        digest = sha256_file(path)
+        entry = by_path.get(path)
+        arrived = stored_sha256(path)
+        if entry is not None:
+            if not entry.hash_matches(digest):
+                out.append(CacheCheck(path, "MISMATCH", f"{entry.name}: expected {entry.expected_hash}, got {digest}"))
+            elif entry.sha256:
+                out.append(CacheCheck(path, "ok", f"{entry.name}: sha256 {digest[:12]}…"))
+            else:
+                out.append(CacheCheck(path, "prefix-verified",
+                                      f"{entry.name}: sha256 starts with the published {entry.sha256_prefix}"))
+        elif arrived is not None:
+            status = "recorded" if arrived == digest else "MISMATCH"
+            out.append(CacheCheck(path, status, f"hash recorded at download {arrived[:12]}…, now {digest[:12]}…"))
+        else:
+            out.append(CacheCheck(path, "unverifiable", "not in the manifest and no recorded hash"))
+    return out
