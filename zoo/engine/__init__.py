@@ -5,16 +5,21 @@
                  amp="bf16", checkpoint_dir="runs/a", early_stopping_patience=3)
     result.history[-1], result.best_metric, result.checkpoint_path
 
-Modules: ``fit`` (the loop), ``checkpoint`` (atomic save, exact resume), ``distributed`` (torchrun/DDP),
+Modules: ``fit`` (the entry point), ``options`` (its options, defined once), ``trainer`` (the loop, step by
+step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, decay groups),
+``evaluation``, ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change),
+``checkpoint`` (atomic save, exact resume), ``result`` (``TrainResult``), ``distributed`` (torchrun/DDP),
 ``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``
-(loaders), ``logs`` (CSV, TensorBoard, learning curves). matplotlib and TensorBoard load only when used.
+(loaders), ``logs`` (CSV, TensorBoard, learning curves), ``network`` (the mixin families' networks use).
+matplotlib and TensorBoard load only when used.
 """
 
 from zoo.engine import metrics
 from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, TrainState
 from zoo.engine.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zoo.engine.data import prepare_loader
-from zoo.engine.fit import NonFiniteLossError, TrainResult, evaluate, fit
+from zoo.engine.evaluation import evaluate
+from zoo.engine.fit import fit
 from zoo.engine.metrics import (
     accuracy,
     average_accuracy,
@@ -26,14 +31,19 @@ from zoo.engine.metrics import (
     plot_confusion_matrix,
     topk_accuracy,
 )
+from zoo.engine.options import FitConfig
+from zoo.engine.result import NonFiniteLossError, TrainResult
+from zoo.engine.resume import ResumeError
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 
 __all__ = [
     "Callback",
+    "FitConfig",
     "GradualUnfreeze",
     "LambdaCallback",
     "NonFiniteLossError",
+    "ResumeError",
     "TrainResult",
     "TrainState",
     "accuracy",

@@ -34,6 +34,8 @@ __all__ = [
     "load_checkpoint",
     "plain_config",
     "prune_checkpoints",
+    "read_checkpoint",
+    "restore",
     "resumable_checkpoint",
     "save_checkpoint",
 ]
@@ -142,6 +144,14 @@ def load_checkpoint(
             raise FileNotFoundError(f"no epoch-*.pt checkpoint in {path}")
         path = found
     ckpt = read_checkpoint(path, map_location)
+    restore(ckpt, model, optimizer, scheduler, scaler, path=path, strict=strict)
+    return ckpt
+
+
+def restore(ckpt: dict[str, Any], model: torch.nn.Module | None = None, optimizer: Any = None, scheduler: Any = None,
+            scaler: Any = None, *, path: str | os.PathLike = "checkpoint", strict: bool = True) -> None:
+    """Load the given objects from a checkpoint dict already read (:func:`read_checkpoint`)."""
+    path = Path(path)
     if model is not None:
         _load_model(_unwrap(model), ckpt["model"], path, strict)
     if optimizer is not None:
@@ -153,7 +163,6 @@ def load_checkpoint(
     if scaler is not None and ckpt["scaler"] is not None:
         scaler.load_state_dict(ckpt["scaler"])
     ckpt["path"] = str(path)
-    return ckpt
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -41,7 +41,7 @@ class Network:
 
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:
         """``zoo.evaluate(network, data, **config)``: :func:`zoo.engine.evaluate` on the same data forms."""
-        from zoo.engine.fit import evaluate
+        from zoo.engine.evaluation import evaluate
 
         if data is None:
             raise ValueError(f"zoo.evaluate({type(self).__name__}, data): data is required")

@@ -88,12 +88,13 @@ def build_schedule(
         return ScheduleSpec(LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps)), "batch")
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {SCHEDULES}, None or a callable")
+    return _named_schedule(optimizer, schedule, total_steps, steps_per_epoch, warmup_steps, opts)
 
-    def take(name: str, default: Any) -> Any:
-        return opts.pop(name, default)
 
+def _named_schedule(optimizer: torch.optim.Optimizer, schedule: str, total_steps: int, steps_per_epoch: int,
+                    warmup_steps: int, opts: dict[str, Any]) -> ScheduleSpec:
     if schedule == "step":
-        step_size, gamma = int(take("step_size", 30)), float(take("gamma", 0.1))
+        step_size, gamma = int(opts.pop("step_size", 30)), float(opts.pop("gamma", 0.1))
         _no_leftovers(schedule, opts)
         if warmup_steps == 0:
             return ScheduleSpec(StepLR(optimizer, step_size=step_size, gamma=gamma), "epoch")
@@ -102,7 +103,7 @@ def build_schedule(
             LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps) * gamma ** ((s // spe) // step_size)), "batch"
         )
     if schedule == "onecycle":
-        pct = take("pct_start", warmup_steps / total_steps if warmup_steps else 0.3)
+        pct = opts.pop("pct_start", warmup_steps / total_steps if warmup_steps else 0.3)
         kwargs = {k: opts.pop(k) for k in ("div_factor", "final_div_factor", "three_phase", "anneal_strategy",
                                              "cycle_momentum", "base_momentum", "max_momentum") if k in opts}
         _no_leftovers(schedule, opts)
@@ -114,22 +115,16 @@ def build_schedule(
         w = max(1, warmup_steps)
         return ScheduleSpec(LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps) * min(1.0, math.sqrt(w / (s + 1)))),
                             "batch")
-    min_ratio = float(take("min_lr_ratio", 0.0))
+    min_ratio = float(opts.pop("min_lr_ratio", 0.0))
     _no_leftovers(schedule, opts)
     decay_steps = max(1, total_steps - warmup_steps)
 
-    if schedule == "cosine":
-        def factor(s: int) -> float:
-            if s < warmup_steps:
-                return _warmup(s, warmup_steps)
-            t = min(1.0, (s - warmup_steps) / decay_steps)
-            return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
-    else:  # linear
-        def factor(s: int) -> float:
-            if s < warmup_steps:
-                return _warmup(s, warmup_steps)
-            t = min(1.0, (s - warmup_steps) / decay_steps)
-            return 1 - (1 - min_ratio) * t
+    def factor(s: int) -> float:  # cosine or linear decay to min_ratio after the warm-up
+        if s < warmup_steps:
+            return _warmup(s, warmup_steps)
+        t = min(1.0, (s - warmup_steps) / decay_steps)
+        shape = 0.5 * (1 + math.cos(math.pi * t)) if schedule == "cosine" else 1 - t
+        return min_ratio + (1 - min_ratio) * shape
 
     return ScheduleSpec(LambdaLR(optimizer, factor), "batch")
 

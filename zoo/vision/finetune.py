@@ -240,13 +240,37 @@ def _split_data(data: Any) -> tuple[Any, Any]:
     )
 
 
+def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment: bool, image_size: int | None,
+                   strict: bool) -> tuple[Any, Any]:
+    """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, with
+    a warning) and the class names the model predicts."""
+    classes = None
+    if isinstance(data, (str, os.PathLike)):
+        from zoo.vision.data import load_image_folders
+        from zoo.vision.transforms import transforms_for
+
+        eval_tf = transforms_for(model, train=False, image_size=image_size)
+        train_tf = transforms_for(model, train=True, image_size=image_size) if augment else eval_tf
+        train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
+        classes = train_data.classes
+        num_classes = len(classes) if num_classes is None else num_classes
+    else:
+        train_data, val_data = _split_data(data)
+    current = _num_outputs(model)
+    if num_classes is not None and current != num_classes:
+        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head", stacklevel=3)
+        replace_classifier(model, num_classes)
+    if classes is not None and hasattr(model, "pretrained_cfg"):
+        model.pretrained_cfg = {**model.pretrained_cfg, "classes": list(classes)}
+    return train_data, val_data
+
+
 def finetune(
-    model_or_name: nn.Module | str,
+    model: nn.Module,
     data: Any,
     *,
     strategy: str = "head",
     num_classes: int | None = None,
-    weights: str | os.PathLike | None = None,
     epochs: int = 5,
     lr: float = 1e-3,
     backbone_lr_mult: float = 0.1,
@@ -265,8 +289,8 @@ def finetune(
     """Fine-tune a pretrained classifier; returns the engine's ``TrainResult`` (``.model`` is the network).
 
     Args:
-        model_or_name: a network with a ``fc``/``classifier``/``head`` Linear head, or a registered name
-            (built with ``weights``).
+        model: a network with a ``fc``/``classifier``/``head`` Linear head (``zoo.finetune`` builds one from
+            a registered name and its ``weights``).
         data: an image folder ``DIR`` with ``train/`` and ``val/`` class folders (transforms come from the
             model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset``,
             ``(train, val)`` or ``{"train": ..., "val": ...}``.
@@ -288,42 +312,15 @@ def finetune(
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
-    if isinstance(model_or_name, str):
-        import zoo
-
-        model = zoo.build(model_or_name, weights=weights, **({"num_classes": num_classes} if num_classes else {}))
-    elif isinstance(model_or_name, nn.Module):
-        if weights is not None:
-            raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
-        model = model_or_name
-    else:
-        raise TypeError(f"model_or_name must be an nn.Module or a registered name, got {type(model_or_name).__name__}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"finetune takes a network (zoo.finetune builds one from a name), got {type(model).__name__}")
     if cache_features and strategy != "head":
         raise ValueError(f"cache_features=True needs strategy='head' (the backbone must be frozen), got {strategy!r}")
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
 
-    classes = None
-    if isinstance(data, (str, os.PathLike)):
-        from zoo.vision.data import load_image_folders
-        from zoo.vision.transforms import transforms_for
-
-        eval_tf = transforms_for(model, train=False, image_size=image_size)
-        train_tf = transforms_for(model, train=True, image_size=image_size) if augment and not use_cache else eval_tf
-        train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
-        classes = train_data.classes
-        if num_classes is None:
-            num_classes = len(classes)
-    else:
-        train_data, val_data = _split_data(data)
+    train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
         val_data = fit_kwargs.pop("val_data")
-
-    current = _num_outputs(model)
-    if num_classes is not None and current != num_classes:
-        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head", stacklevel=2)
-        replace_classifier(model, num_classes)
-    if classes is not None and hasattr(model, "pretrained_cfg"):
-        model.pretrained_cfg = {**model.pretrained_cfg, "classes": list(classes)}
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every)
     groups = param_groups(model, plan, lr, backbone_lr_mult)

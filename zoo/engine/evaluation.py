@@ -1,0 +1,174 @@
+"""Evaluation: loss and metrics of a network on data, in eval mode under ``torch.inference_mode()``.
+
+:func:`evaluate` is the public face; :func:`evaluate_loader` is what ``fit`` calls every epoch. Under DDP
+each rank scores its shard and the results are gathered, so every sample counts once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.engine import metrics as metrics_mod
+from zoo.engine.data import move_batch, prepare_loader
+from zoo.engine.distributed import all_gather_objects, dist_info
+from zoo.engine.forward import autocast, check_amp, default_loss, forward
+
+__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys"]
+
+_TOPK = re.compile(r"^top(\d+)$")
+
+
+def metric_keys(metrics: Iterable[str]) -> list[str]:
+    known = {"accuracy", "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
+    out = list(metrics)
+    for m in out:
+        if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
+            raise ValueError(f"unknown metric {m!r}; expected some of {sorted(known)} or 'topK' (e.g. 'top5'); "
+                             "family metrics (BLEU, OA/AA) go in eval_fn")
+    return out
+
+
+
+@torch.inference_mode()
+def evaluate_loader(
+    model: nn.Module, loader: Iterable[Any], *, device: torch.device, forward_fn: Callable | None,
+    loss_fn: Callable, metrics: list[str], amp: str | None, channels_last: bool, progress: bool,
+    desc: str = "eval",
+) -> dict[str, float]:
+    from tqdm.auto import tqdm
+
+    was_training = model.training
+    model.eval()
+    kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    count = 0
+    preds: list[torch.Tensor] = []
+    targs: list[torch.Tensor] = []
+    num_classes = 0
+    try:
+        for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+            batch = move_batch(batch, device, channels_last)
+            with autocast(amp, device):
+                outputs, targets = forward(model, batch, forward_fn)
+                loss = loss_fn(outputs, targets)
+            n = _num_scored(targets)
+            loss_sum += loss.detach().double().cpu() * n
+            count += n
+            if metrics:
+                scores, y = _scores_targets(outputs, targets)
+                num_classes = max(num_classes, scores.shape[1])
+                preds.append(scores.topk(min(kmax, scores.shape[1]), dim=1).indices.cpu())
+                targs.append(y.cpu())
+    finally:
+        model.train(was_training)
+    gathered = all_gather_objects((float(loss_sum), count, preds, targs, num_classes))
+    loss_total = sum(g[0] for g in gathered)
+    count = sum(g[1] for g in gathered)
+    out: dict[str, float] = {"loss": loss_total / count if count else float("nan")}
+    if metrics:
+        p = torch.cat([t for g in gathered for t in g[2]]) if count else torch.zeros((0, 1), dtype=torch.long)
+        y = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0,), dtype=torch.long)
+        num_classes = max(g[4] for g in gathered)
+        out.update(_metrics_from_topk(p, y, num_classes, metrics))
+    return out
+
+
+def _num_scored(targets: Any) -> int:
+    if isinstance(targets, torch.Tensor):
+        if not targets.is_floating_point():
+            return int((targets != metrics_mod.IGNORE_INDEX).sum())
+        return int(targets.shape[0]) if targets.dim() else 1
+    return len(targets)
+
+
+def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``."""
+    if not isinstance(outputs, torch.Tensor) or not isinstance(targets, torch.Tensor) \
+            or targets.is_floating_point():
+        raise TypeError("classification metrics need tensor outputs and integer class targets; for other tasks "
+                        "pass metrics=() (and eval_fn for your own metrics)")
+    if outputs.dim() != targets.dim() + 1:
+        raise ValueError(f"outputs of shape {tuple(outputs.shape)} do not match targets {tuple(targets.shape)}: "
+                         "expected (N, C) scores for (N,) targets, or (N, C, ...) for (N, ...)")
+    scores = outputs.movedim(1, -1).reshape(-1, outputs.shape[1]) if outputs.dim() > 2 else outputs
+    y = targets.reshape(-1)
+    keep = y != metrics_mod.IGNORE_INDEX
+    return scores[keep].float(), y[keep].long()
+
+
+def _metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metrics: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    cm = None
+    for name in metrics:
+        m = _TOPK.match(name)
+        if name == "accuracy":
+            out[name] = float((top[:, 0] == y).double().mean()) if len(y) else float("nan")
+        elif m:
+            k = int(m.group(1))
+            out[name] = float((top[:, :k] == y[:, None]).any(1).double().mean()) if len(y) else float("nan")
+        else:
+            if cm is None:
+                cm = metrics_mod.confusion_matrix(top[:, 0], y, num_classes=num_classes)
+            if name in ("average_accuracy", "balanced_accuracy"):
+                out[name] = metrics_mod.average_accuracy(cm)
+            elif name == "kappa":
+                out[name] = metrics_mod.cohen_kappa(cm)
+            elif name == "per_class_recall":
+                out.update({f"recall_{i}": float(r) for i, r in enumerate(metrics_mod.per_class_recall(cm))})
+    return out
+
+
+def evaluate(
+    model: nn.Module,
+    data: Any,
+    *,
+    batch_size: int = 64,
+    forward_fn: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
+    label_smoothing: float = 0.0,
+    metrics: Sequence[str] = ("accuracy",),
+    amp: str | None = "auto",
+    device: str | torch.device = "cpu",
+    channels_last: bool = False,
+    num_workers: int = 0,
+    collate_fn: Any = None,
+    eval_fn: Callable[[nn.Module, Any], dict[str, float]] | None = None,
+    progress: bool = False,
+) -> dict[str, float]:
+    """Loss and metrics of ``model`` on ``data``, in eval mode under ``torch.inference_mode()``.
+
+    ``metrics``: ``"accuracy"``, ``"topK"`` (``"top5"``), ``"average_accuracy"`` (= balanced accuracy),
+    ``"kappa"``, ``"per_class_recall"`` (-> ``recall_0``, ``recall_1``, ...). ``eval_fn(model, data)``
+    adds family metrics. Under DDP each rank scores its shard and the results are gathered.
+    The model's train/eval mode is restored afterwards.
+    """
+    device = torch.device(device)
+    amp = check_amp(amp, device, model)
+    keys = metric_keys(metrics)
+    loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
+                            collate_fn=collate_fn, dist=dist_info())
+    model.to(device)
+    out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
+                          loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp,
+                          channels_last=channels_last, progress=progress)
+    if eval_fn is not None:
+        out.update(call_eval_fn(eval_fn, model, data))
+    return out
+
+
+def call_eval_fn(eval_fn: Callable, model: nn.Module, data: Any) -> dict[str, float]:
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            extra = eval_fn(model, data)
+    finally:
+        model.train(was_training)
+    if not isinstance(extra, dict):
+        raise TypeError(f"eval_fn must return a dict of metrics, got {type(extra).__name__}")
+    return {str(k): float(v) for k, v in extra.items()}

@@ -1,0 +1,58 @@
+"""What the engine does to one batch, in training and in evaluation alike: precision, forward, loss."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zoo.engine.data import split_batch
+
+__all__ = ["autocast", "check_amp", "default_loss", "forward"]
+
+
+def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None) -> str | None:
+    """``"bf16"``, ``"fp16"`` or None (fp32) for ``amp`` on ``device``; ``"auto"`` picks fp32 here."""
+    if amp in (None, False, "none", "fp32", "no", "auto"):
+        return None
+    if amp not in ("bf16", "fp16"):
+        raise ValueError(f"amp must be 'auto', 'bf16', 'fp16' or None, got {amp!r}")
+    if amp == "fp16" and device.type != "cuda":
+        raise ValueError(f"amp='fp16' needs a CUDA device (a grad scaler guards fp16 gradients), got "
+                         f"device={device}; use amp='bf16' on CPU")
+    return amp
+
+
+def autocast(amp: str | None, device: torch.device) -> contextlib.AbstractContextManager:
+    if amp is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+
+
+def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Cross entropy with ``label_smoothing`` (targets equal to -100 are ignored)."""
+
+    def loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
+
+    return loss
+
+
+def forward(model: nn.Module, batch: Any, forward_fn: Callable | None) -> tuple[Any, Any]:
+    """``(outputs, targets)`` of a batch: ``forward_fn(model, batch)``, or ``model(inputs)`` for
+    ``(inputs, targets)`` batches (``model(*inputs)`` for a tuple, ``model(**inputs)`` for a dict)."""
+    if forward_fn is not None:
+        out = forward_fn(model, batch)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"forward_fn must return (outputs, targets), got {type(out).__name__}")
+        return out[0], out[1]
+    inputs, targets = split_batch(batch)
+    if isinstance(inputs, dict):
+        return model(**inputs), targets
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs), targets
+    return model(inputs), targets

@@ -1,0 +1,63 @@
+"""The monitored metric of a run: its best value so far, and early stopping when it stops improving."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Monitor"]
+
+
+@dataclass
+class Monitor:
+    """``update(row)`` after every epoch says whether ``key`` improved (by more than ``min_delta``);
+    ``stopped`` turns True after ``patience`` epochs without improvement (never with ``patience=None``)."""
+
+    key: str
+    mode: str  # "min" or "max"
+    patience: int | None = None
+    min_delta: float = 0.0
+    best: float | None = None
+    best_epoch: int | None = None
+    bad_epochs: int = 0
+    stopped: bool = False
+
+    @classmethod
+    def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool) -> Monitor:
+        """``val_loss`` without validation data means ``train_loss``; the mode defaults to min for losses."""
+        if key == "val_loss" and not has_val:
+            key = "train_loss"
+        return cls(key, mode or ("min" if "loss" in key else "max"), patience, min_delta)
+
+    def update(self, row: dict[str, Any]) -> bool:
+        if self.key not in row:
+            raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}")
+        value = float(row[self.key])
+        improved = math.isfinite(value) and (
+            self.best is None
+            or (self.mode == "min" and value < self.best - self.min_delta)
+            or (self.mode == "max" and value > self.best + self.min_delta))
+        if improved:
+            self.best, self.best_epoch, self.bad_epochs = value, int(row["epoch"]), 0
+        else:
+            self.bad_epochs += 1
+        if self.patience is not None and self.bad_epochs >= self.patience:
+            self.stopped = True
+        return improved
+
+    @property
+    def stop_reason(self) -> str:
+        return (f"early stopping: {self.key} did not improve for {self.bad_epochs} epochs "
+                f"(best {self.best} at epoch {self.best_epoch})")
+
+    def restore(self, best: float | None, best_epoch: int | None, extra: dict[str, Any]) -> None:
+        """Continue from a checkpoint's bookkeeping (a changed ``patience`` applies from here on)."""
+        self.best, self.best_epoch = best, best_epoch
+        self.bad_epochs = int(extra.get("bad_epochs", 0))
+        self.stopped = bool(extra.get("stopped_early", False)) and (
+            self.patience is not None and self.bad_epochs >= self.patience)
+
+    def extra(self) -> dict[str, Any]:
+        return {"bad_epochs": self.bad_epochs, "stopped_early": self.stopped, "monitor": self.key,
+                "monitor_mode": self.mode}

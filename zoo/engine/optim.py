@@ -1,0 +1,71 @@
+"""The optimizer ``fit`` builds: named or given, with parameter groups, weight decay on matrices only.
+
+As nanoGPT's ``configure_optimizers``: weight decay shrinks weight matrices and convolution kernels;
+biases, LayerNorm/BatchNorm scales and other 1-D parameters get none (decaying a norm's scale towards 0
+fights the normalisation, and biases carry no capacity to regularise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["OPTIMIZERS", "build_optimizer", "decay_groups"]
+
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "adamw": torch.optim.AdamW,
+    "adam": torch.optim.Adam,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+}
+
+
+def decay_groups(groups: list[dict[str, Any]], weight_decay: float) -> list[dict[str, Any]]:
+    """Each group split into its >= 2-D parameters (``weight_decay``) and the rest (none). A group that sets
+    its own ``weight_decay`` keeps it for all its parameters; empty halves are dropped."""
+    if not weight_decay:
+        return groups
+    out = []
+    for g in groups:
+        if "weight_decay" in g:
+            out.append(g)
+            continue
+        decay = [p for p in g["params"] if p.dim() >= 2]
+        flat = [p for p in g["params"] if p.dim() < 2]
+        out += [{**g, "params": ps, "weight_decay": wd} for ps, wd in ((decay, weight_decay), (flat, 0.0)) if ps]
+    return out
+
+
+def _user_groups(param_groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups = []
+    for i, g in enumerate(param_groups):
+        if not isinstance(g, dict) or "params" not in g:
+            raise TypeError(f"param_groups[{i}] must be a dict with a 'params' key (torch optimizer group), got "
+                            f"{type(g).__name__}")
+        params = g["params"]
+        groups.append({**g, "params": list(params.parameters()) if isinstance(params, nn.Module) else list(params)})
+    return groups
+
+
+def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dict[str, Any]] | None, lr: float,
+                    weight_decay: float, options: dict[str, Any] | None) -> torch.optim.Optimizer:
+    """A ready optimizer passes (its parameters must be ``model``'s); a name or a factory builds one."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        if param_groups is not None:
+            raise ValueError("param_groups is for optimizers fit builds; a ready optimizer has its own groups")
+        owned = {id(p) for p in model.parameters()}
+        if any(id(p) not in owned for g in optimizer.param_groups for p in g["params"]):
+            raise ValueError("the optimizer holds parameters that are not the model's (built on another copy?)")
+        return optimizer
+    groups = _user_groups(param_groups) if param_groups is not None else [{"params": list(model.parameters())}]
+    groups = decay_groups(groups, weight_decay)
+    kwargs = {"lr": lr, "weight_decay": weight_decay, **(options or {})}
+    if callable(optimizer) and not isinstance(optimizer, str):
+        return optimizer(groups, **kwargs)
+    if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}, a torch Optimizer "
+                         "or a callable(param_groups, lr=..., weight_decay=...)")
+    return OPTIMIZERS[optimizer.lower()](groups, **kwargs)

@@ -1,0 +1,119 @@
+"""``FitConfig``: every option of :func:`zoo.engine.fit`, defined once with its default and meaning.
+
+``fit(model, train_data, val_data, **options)`` builds one from its keyword arguments, so a misspelt or
+mistyped option fails before any work with the key named; the checkpoint records it (as a plain dict),
+and a resume compares it with the one it was written with (:mod:`zoo.engine.resume`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zoo.config import check_value, config_types
+
+__all__ = ["FitConfig"]
+
+
+@dataclass
+class FitConfig:
+    """The options of one training run (see :func:`zoo.engine.fit` for how they combine)."""
+
+    epochs: int = 1
+    """Passes over the training data."""
+    batch_size: int = 32
+    """Samples per batch and process (DDP's global batch is ``batch_size * WORLD_SIZE``)."""
+    optimizer: Any = "adamw"
+    """``adamw``, ``adam``, ``sgd``, ``rmsprop``, a torch Optimizer, or ``fn(param_groups, lr=, weight_decay=)``."""
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    """Applied to weight matrices and kernels only; biases and normalisation parameters (1-D) get none."""
+    param_groups: Sequence[dict[str, Any]] | None = None
+    """Torch optimizer groups (each keeps its own ``lr``); default: the model's parameters."""
+    optimizer_options: dict[str, Any] | None = None
+    schedule: Any = None
+    """``step`` (per epoch), ``cosine``, ``onecycle``, ``inverse_sqrt``, ``linear`` (per batch), or a callable."""
+    schedule_options: dict[str, Any] | None = None
+    warmup_steps: int = 0
+    amp: str | None = "auto"
+    """``auto``: bf16 where this device computes the model's ops faster in it, else fp32; ``bf16``; ``fp16``
+    (CUDA, with a grad scaler); None: fp32."""
+    grad_accum_steps: int = 1
+    """Batches whose gradients are summed before one optimizer step."""
+    clip_grad_norm: float | None = None
+    loss_fn: Callable[[Any, Any], Any] | None = None
+    """``fn(outputs, targets) -> loss``; default: cross entropy (``label_smoothing``, targets -100 ignored)."""
+    label_smoothing: float = 0.0
+    forward_fn: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    """``fn(model, batch) -> (outputs, targets)`` for batches that are not ``(inputs, targets)``."""
+    metrics: Sequence[str] = ("accuracy",)
+    monitor: str = "val_loss"
+    """A key of the history rows; without validation data ``val_loss`` becomes ``train_loss``."""
+    monitor_mode: str | None = None
+    """``min`` or ``max``; default: min for names containing "loss", else max."""
+    early_stopping_patience: int | None = None
+    early_stopping_min_delta: float = 0.0
+    checkpoint_dir: str | Path | None = None
+    """Keeps ``epoch-NNNN.pt`` (the last ``keep_last``) and ``best.pt``; the run locks the folder."""
+    keep_last: int = 2
+    resume: Any = None
+    """True (the newest loadable checkpoint of ``checkpoint_dir``) or a checkpoint path or folder."""
+    seed: int = 0
+    deterministic: bool = False
+    device: Any = "cpu"
+    channels_last: bool = False
+    progress: bool = True
+    log_dir: str | Path | None = None
+    """``metrics.csv``, TensorBoard events (when installed) and ``learning_curves.png``; default: checkpoint_dir."""
+    overfit_batches: int = 0
+    """Sanity mode: train and validate on the first N batches only."""
+    num_workers: int = 0
+    collate_fn: Any = None
+    eval_fn: Callable[[Any, Any], dict[str, float]] | None = None
+    """``fn(model, val_data) -> {metric: value}`` added to each epoch's row with a ``val_`` prefix."""
+    drop_last: bool = False
+    config: dict[str, Any] | None = field(default=None, repr=False)
+    """Extra facts to record in the checkpoints (a family's recipe, say)."""
+
+    def __post_init__(self) -> None:
+        types = config_types(type(self))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, check_value("fit", f.name, getattr(self, f.name), types[f.name]))
+        problems = []
+        if self.epochs < 0:
+            problems.append(f"epochs must be >= 0, got {self.epochs}")
+        if self.grad_accum_steps < 1:
+            problems.append(f"grad_accum_steps must be >= 1, got {self.grad_accum_steps}")
+        if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
+            problems.append(f"clip_grad_norm must be > 0 or None, got {self.clip_grad_norm}")
+        if self.overfit_batches < 0:
+            problems.append(f"overfit_batches must be >= 0, got {self.overfit_batches}")
+        if self.monitor_mode not in (None, "min", "max"):
+            problems.append(f"monitor_mode must be 'min', 'max' or None, got {self.monitor_mode!r}")
+        if self.resume in (True, "true") and self.checkpoint_dir is None:
+            problems.append("resume=True resumes from checkpoint_dir; give checkpoint_dir (or a checkpoint path)")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> FitConfig:
+        """A config from ``fit``'s keyword arguments; an unknown key is a TypeError listing the valid ones."""
+        valid = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - valid)
+        if unknown:
+            import difflib
+
+            hints = [k + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, valid, n=1)) else "")
+                     for k in unknown]
+            raise TypeError(f"fit: unknown option(s) {', '.join(hints)}; options: {', '.join(sorted(valid))}")
+        return cls(**options)
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as a checkpoint records them (objects by name), with ``config`` merged in."""
+        from zoo.engine.checkpoint import plain_config
+
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
+        return plain_config({**out, **(self.config or {})})

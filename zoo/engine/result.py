@@ -1,0 +1,49 @@
+"""What a training run returns (``TrainResult``, the same for every kind of model) and how it can fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NonFiniteLossError", "TrainResult"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or inf; the message names the epoch, batch, step and last good checkpoint."""
+
+
+@dataclass
+class TrainResult:
+    """What a training run returns; ``zoo.train`` gives the same for every kind of model.
+
+    ``history``: one row per epoch for networks, per evaluation for agents, one row for an estimator's
+      fit. Every row has ``epoch`` (1-based row number) and ``step``: optimizer steps taken so far for
+      networks, environment steps (transitions collected, all envs) for agents, 1 for an estimator.
+    ``monitor`` / ``best_metric`` / ``best_epoch``: the monitored key of the rows, its best value and the
+      1-based row it came from (``best_step`` is that row's ``step``); None when nothing was trained.
+    ``checkpoint_path``: the best checkpoint when checkpoints were written (else the last one, else None);
+    ``model``: the trained model (its weights after the last row).
+    """
+
+    history: list[dict[str, Any]]
+    best_metric: float | None
+    best_epoch: int | None
+    checkpoint_path: Path | None
+    model: Any
+    monitor: str | None = None
+    stopped_early: bool = False
+    resumed: dict[str, Any] | None = None
+    """When the run resumed: ``{"checkpoint": path, "changed": {setting: (before, now)}}`` (what it applied)."""
+
+    @property
+    def best_step(self) -> int | None:
+        """The ``step`` of the best row (optimizer steps for networks, environment steps for agents)."""
+        if self.best_epoch is None or not 0 < self.best_epoch <= len(self.history):
+            return None
+        return self.history[self.best_epoch - 1].get("step")
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """The last epoch's row (empty when nothing was trained)."""
+        return self.history[-1] if self.history else {}

@@ -1,0 +1,367 @@
+"""``Trainer``: one run of :func:`zoo.engine.fit`, in the order a run meets its parts.
+
+Set-up (seed, device, loaders, optimizer and schedule, the monitored metric), resume, then per epoch:
+train the batches (forward + loss under autocast, NaN/inf guard, backward over the accumulation window
+with DDP syncing only on its last micro-batch, clip, step, per-batch schedule), validate, callbacks,
+best/early stopping, checkpoint, log. Each part is a method short enough to read at once; the ones it
+calls live in their own modules (``resume``, ``monitor``, ``checkpoint``, ``evaluation``, ``optim``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from zoo.engine import checkpoint as ckpt_mod
+from zoo.engine import metrics as metrics_mod
+from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
+from zoo.engine.data import move_batch, prepare_loader, set_loader_epoch
+from zoo.engine.distributed import (
+    DistInfo,
+    all_gather_objects,
+    all_reduce_mean,
+    barrier,
+    broadcast_object,
+    wrap_ddp,
+)
+from zoo.engine.evaluation import call_eval_fn, evaluate_loader, metric_keys
+from zoo.engine.forward import autocast, check_amp, default_loss, forward
+from zoo.engine.monitor import Monitor
+from zoo.engine.optim import build_optimizer
+from zoo.engine.options import FitConfig
+from zoo.engine.result import NonFiniteLossError, TrainResult
+from zoo.engine.resume import reconcile, scale_lr
+from zoo.engine.schedules import build_schedule
+from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
+
+__all__ = ["RESUME_APPLIED", "Trainer"]
+
+log = logging.getLogger(__name__)
+
+# settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
+RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
+                  "log_dir", "num_workers", "device", "eval_fn", "metrics")
+_NOT_COMPARED = ("resume", "checkpoint_dir", "config")
+
+
+class Trainer:
+    """Everything one ``fit`` call holds; :meth:`run` trains and returns the :class:`TrainResult`."""
+
+    def __init__(self, model: nn.Module, train_data: Any, val_data: Any, cfg: FitConfig,
+                 callbacks: list[Callback], info: DistInfo, dev: torch.device) -> None:
+        self.model, self.val_data, self.cfg, self.callbacks, self.info, self.dev = (
+            model, val_data, cfg, callbacks, info, dev)
+        self.amp = check_amp(cfg.amp, dev, model)
+        self.metric_keys = metric_keys(cfg.metrics)
+        set_seed(cfg.seed + info.rank, cfg.deterministic)
+        self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
+        model.to(dev)
+        if cfg.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self._setup_data(train_data)
+        self._setup_optimization()
+        self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
+                                      cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None)
+        self.history: list[dict[str, Any]] = []
+        self.start_epoch, self.step = 0, 0
+        self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
+        self.last_ckpt: Path | None = None
+        self.resumed = self._resume() if cfg.resume else None
+        if info.enabled and any(isinstance(cb, GradualUnfreeze) and max(cb.schedule) > 0 for cb in callbacks):
+            raise ValueError("GradualUnfreeze with later epochs is not supported under DDP (DDP fixes the trained "
+                             "parameters when it wraps the model); unfreeze at epoch 0 or train in one process")
+        self.net: nn.Module = wrap_ddp(model, dev) if info.enabled else model
+        self.logger = self._run_logger()
+        self.state = TrainState(model=model, optimizer=self.opt, scheduler=self.scheduler, epochs=cfg.epochs,
+                                epoch=self.start_epoch, step=self.step, history=self.history, rank=info.rank,
+                                world_size=info.world_size)
+        self.params = [p for g in self.opt.param_groups for p in g["params"]]
+        self.first_loss: float | None = None
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def _setup_data(self, train_data: Any) -> None:
+        cfg, info = self.cfg, self.info
+        self.train_loader: Any = prepare_loader(
+            train_data, batch_size=cfg.batch_size, shuffle=cfg.overfit_batches == 0, seed=cfg.seed,
+            num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, drop_last=cfg.drop_last, dist=info)
+        self.val_loader: Any = None
+        if cfg.overfit_batches:
+            fixed = list(itertools.islice(iter(self.train_loader), cfg.overfit_batches))
+            if len(fixed) < cfg.overfit_batches:
+                warnings.warn(f"overfit_batches={cfg.overfit_batches} but the data has only {len(fixed)} batches",
+                              stacklevel=4)
+            self.train_loader = self.val_loader = fixed
+        elif self.val_data is not None:
+            self.val_loader = prepare_loader(self.val_data, batch_size=cfg.batch_size, shuffle=False,
+                                             num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, dist=info)
+        try:
+            self.n_batches: int | None = len(self.train_loader)
+        except TypeError:
+            self.n_batches = None
+        if self.n_batches == 0:
+            raise ValueError("the training data gave no batches (empty dataset, or drop_last with too few samples)")
+
+    def _setup_optimization(self) -> None:
+        cfg = self.cfg
+        self.opt = build_optimizer(cfg.optimizer, self.model, cfg.param_groups, cfg.lr, cfg.weight_decay,
+                                   cfg.optimizer_options)
+        steps_per_epoch = math.ceil(self.n_batches / cfg.grad_accum_steps) if self.n_batches else 0
+        self.schedule = None
+        if cfg.schedule is not None or cfg.warmup_steps:
+            if not self.n_batches:
+                raise ValueError("a schedule needs the number of batches per epoch; this DataLoader has no len()")
+            self.schedule = build_schedule(self.opt, cfg.schedule, total_steps=max(1, steps_per_epoch * cfg.epochs),
+                                           steps_per_epoch=steps_per_epoch, warmup_steps=cfg.warmup_steps,
+                                           options=cfg.schedule_options)
+        elif cfg.schedule_options:
+            raise ValueError("schedule_options given without a schedule")
+        self.scheduler = self.schedule.scheduler if self.schedule else None
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
+
+    def _run_logger(self) -> Any:
+        out_dir = Path(self.cfg.log_dir) if self.cfg.log_dir is not None else self.ckpt_dir
+        if out_dir is None or not self.info.is_main:
+            return None
+        from zoo.engine.logs import RunLogger
+
+        return RunLogger(out_dir)
+
+    # -- resume ---------------------------------------------------------------------------------------------
+    def _resume(self) -> dict[str, Any] | None:
+        """Load the checkpoint (rank 0 picks it, so every rank reads the same file) under the resume policy."""
+        info, cfg = self.info, self.cfg
+        path = broadcast_object(_resume_path(cfg.resume, self.ckpt_dir, self.dev) if info.is_main else None)
+        if path is None:
+            if info.is_main:
+                log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
+            return None
+        state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
+        changed = reconcile(state.get("config") or {}, cfg.recorded(), applied=RESUME_APPLIED,
+                            ignored=_NOT_COMPARED, what=Path(path).name)
+        ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
+        if "lr" in changed:
+            scale_lr(self.opt, self.scheduler, *changed["lr"])
+        self.start_epoch, self.step = state["epoch"], state["step"]
+        self.history[:] = list(state["history"])
+        self.monitor.restore(state["best_metric"], state["best_epoch"], state.get("extra") or {})
+        self.last_ckpt = Path(path)
+        self._restore_rng(state.get("rng"))
+        return {"checkpoint": str(path), "changed": changed}
+
+    def _restore_rng(self, rng: Any) -> None:
+        if isinstance(rng, list):
+            if len(rng) != self.info.world_size:
+                warnings.warn(f"checkpoint has RNG states of {len(rng)} ranks, this run has {self.info.world_size}: "
+                              "random streams will differ from the original run", stacklevel=5)
+            rng = rng[self.info.rank] if self.info.rank < len(rng) else rng[0]
+        if rng is not None:
+            set_rng_state(rng)
+
+    # -- the run --------------------------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        for cb in self.callbacks:
+            cb.on_train_start(self.state)
+        try:
+            last = self.start_epoch if self.monitor.stopped else self.cfg.epochs
+            for epoch in range(self.start_epoch, last):
+                row = self._train_epoch(epoch)
+                self._end_epoch(epoch, row)
+                if self.state.stop_requested:
+                    if self.info.is_main and self.cfg.progress and self.state.stop_reason:
+                        _write(self.state.stop_reason)
+                    break
+        finally:
+            self._close_logger()
+        for cb in self.callbacks:
+            cb.on_train_end(self.state)
+        return self._result()
+
+    def _train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One pass over the training batches; the row's ``train_*`` values, ``lr`` and ``step``."""
+        from tqdm.auto import tqdm
+
+        cfg, st = self.cfg, self.state
+        st.epoch = epoch
+        self.t0 = time.perf_counter()
+        self.net.train()
+        set_loader_epoch(self.train_loader, epoch, cfg.seed)
+        epoch_lr = self.opt.param_groups[0]["lr"]  # the lr the epoch starts with (after warmup's first factor)
+        for cb in self.callbacks:
+            cb.on_epoch_start(st)
+        self.loss_sum, self.n_seen = 0.0, 0
+        self.correct = torch.zeros((), dtype=torch.long, device=self.dev)  # stays on device: no per-batch sync
+        self.n_scored = torch.zeros((), dtype=torch.long, device=self.dev)
+        bar = tqdm(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
+                   disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
+        self.opt.zero_grad(set_to_none=True)
+        for i, batch in enumerate(bar):
+            st.batch = i
+            loss_val = self._train_batch(epoch, i, batch)
+            if self.callbacks:
+                logs = {"loss": loss_val, "lr": self.opt.param_groups[0]["lr"]}
+                for cb in self.callbacks:
+                    cb.on_batch_end(st, logs)
+            if cfg.progress and i % 10 == 0:
+                bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
+            if st.stop_requested:
+                break
+        bar.close()
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step,
+                               "train_loss": self.loss_sum / max(1, self.n_seen)}
+        acc = all_reduce_mean(torch.stack([self.correct, self.n_scored]).double())
+        if "accuracy" in self.metric_keys and float(acc[1]) > 0:
+            row["train_accuracy"] = float(acc[0] / acc[1])
+        row["lr"] = epoch_lr
+        if self.schedule is not None and self.schedule.interval == "epoch":
+            self.scheduler.step()
+        return row
+
+    def _train_batch(self, epoch: int, i: int, batch: Any) -> float:
+        """Forward, loss, NaN guard and backward of one micro-batch; the optimizer step on a window's last."""
+        cfg, info = self.cfg, self.info
+        accum = cfg.grad_accum_steps
+        window_start = i - i % accum
+        window = min(accum, self.n_batches - window_start) if self.n_batches else accum
+        last_micro = i - window_start == window - 1
+        batch = move_batch(batch, self.dev, cfg.channels_last)
+        sync = contextlib.nullcontext() if (last_micro or not info.enabled) else self.net.no_sync()
+        with sync:
+            with autocast(self.amp, self.dev):
+                outputs, targets = forward(self.net, batch, cfg.forward_fn)
+                loss = self.loss_fn(outputs, targets)
+            # One host sync per batch: the NaN guard must see the value (all ranks together).
+            loss_val = float(all_reduce_mean(loss.detach()).item()) if info.enabled else loss.item()
+            if not math.isfinite(loss_val):
+                raise NonFiniteLossError(
+                    f"non-finite loss ({loss_val}) at epoch {epoch + 1}, batch {i}, optimizer step {self.step}: "
+                    f"last good checkpoint: {self.last_ckpt or 'none written (set checkpoint_dir to keep one)'}. "
+                    "Lower lr, add clip_grad_norm, or check the data/targets.")
+            self.scaler.scale(loss / window if window > 1 else loss).backward()
+        if self.first_loss is None:
+            self.first_loss = loss_val
+        self.loss_sum += loss_val
+        self.n_seen += 1
+        self._count_correct(outputs, targets)
+        if last_micro:
+            self._optimizer_step()
+        return loss_val
+
+    def _count_correct(self, outputs: Any, targets: Any) -> None:
+        if "accuracy" in self.metric_keys and isinstance(targets, torch.Tensor) and not targets.is_floating_point() \
+                and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
+            with torch.no_grad():
+                valid = targets != metrics_mod.IGNORE_INDEX
+                self.correct += ((outputs.argmax(1) == targets) & valid).sum()
+                self.n_scored += valid.sum()
+
+    def _optimizer_step(self) -> None:
+        if self.cfg.clip_grad_norm is not None:
+            self.scaler.unscale_(self.opt)
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        self.state.step = self.step
+        if self.schedule is not None and self.schedule.interval == "batch":
+            self.scheduler.step()
+
+    def _end_epoch(self, epoch: int, row: dict[str, Any]) -> None:
+        """Validation, callbacks, best / early stopping, checkpoint and logs of a finished epoch."""
+        cfg = self.cfg
+        if self.val_loader is not None:
+            val = evaluate_loader(self.model, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn,
+                                  loss_fn=self.loss_fn, metrics=self.metric_keys, amp=self.amp,
+                                  channels_last=cfg.channels_last, progress=False)
+            row.update({f"val_{k}": v for k, v in val.items()})
+        if cfg.eval_fn is not None:
+            row.update({f"val_{k}": v for k, v in call_eval_fn(cfg.eval_fn, self.model, self.val_data).items()})
+        row["epoch_time_s"] = time.perf_counter() - self.t0
+        self.history.append(row)
+        for cb in self.callbacks:
+            cb.on_epoch_end(self.state, row)
+        improved = self.monitor.update(row)
+        if self.monitor.stopped:
+            self.state.request_stop(self.monitor.stop_reason)
+        if self.ckpt_dir is not None:
+            self._checkpoint(epoch, improved)
+        if self.logger is not None:
+            self.logger.log_epoch(self.history)
+        if cfg.progress and self.info.is_main:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items()
+                              if k not in ("epoch", "epoch_time_s") and isinstance(v, float))
+            _write(f"epoch {epoch + 1}/{cfg.epochs}: {shown} ({row['epoch_time_s']:.1f}s)")
+
+    def _checkpoint(self, epoch: int, improved: bool) -> None:
+        """``epoch-NNNN.pt`` (RNG states of every rank; rank 0 writes), ``best.pt`` when improved, pruning."""
+        rng = all_gather_objects(get_rng_state())
+        name = ckpt_mod.epoch_checkpoint_name(epoch + 1)
+        if self.info.is_main:
+            self.last_ckpt = ckpt_mod.save_checkpoint(
+                self.ckpt_dir / name, model=self.model, optimizer=self.opt, scheduler=self.scheduler,
+                scaler=self.scaler, epoch=epoch + 1, step=self.step, best_metric=self.monitor.best,
+                best_epoch=self.monitor.best_epoch, history=self.history, config=self.cfg.recorded(), rng=rng,
+                extra={**self.monitor.extra(), "world_size": self.info.world_size})
+            if improved:
+                ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")
+            ckpt_mod.prune_checkpoints(self.ckpt_dir, self.cfg.keep_last)
+        else:
+            self.last_ckpt = self.ckpt_dir / name
+        barrier()  # the file exists for every rank before any rank can look for it
+
+    def _close_logger(self) -> None:
+        if self.logger is None:
+            return
+        failing = sys.exc_info()[1]  # a failure that stopped the run matters more than its plot
+        try:
+            self.logger.close(self.history, title=type(self.model).__name__)
+        except OSError:
+            if failing is None:
+                raise
+
+    def _result(self) -> TrainResult:
+        cfg, hist = self.cfg, self.history
+        if cfg.overfit_batches and hist and self.first_loss is not None and hist[-1]["train_loss"] > 0.5 * self.first_loss:
+            warnings.warn(f"overfit_batches={cfg.overfit_batches}: train loss went from {self.first_loss:.4g} to "
+                          f"{hist[-1]['train_loss']:.4g} only; a model that cannot overfit a few batches usually has "
+                          "a bug (or needs more epochs / a higher lr)", stacklevel=4)
+        best_file = self.ckpt_dir / "best.pt" if self.ckpt_dir is not None else None
+        path = best_file if best_file is not None and best_file.exists() else self.last_ckpt
+        return TrainResult(history=hist, best_metric=self.monitor.best, best_epoch=self.monitor.best_epoch,
+                           checkpoint_path=path, model=self.model, monitor=self.monitor.key,
+                           stopped_early=self.monitor.stopped, resumed=self.resumed)
+
+
+def _write(text: str) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(text)
+
+
+def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path | None:
+    """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
+    newer one that does not load is skipped with a warning saying why)."""
+    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
+    if folder is not None and folder.is_dir():
+        found, skipped = ckpt_mod.resumable_checkpoint(folder, map_location=dev)
+        for reason in skipped:
+            warnings.warn(f"resume: skipped {reason}", stacklevel=5)
+        if found is None and folder != ckpt_dir:
+            raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
+        if found is not None and skipped:
+            log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
+        return found
+    path = Path(resume)
+    if not path.is_file():
+        raise FileNotFoundError(f"resume={resume}: no such checkpoint file")
+    return path
