@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ResumeError", "reconcile", "scale_lr"]
+__all__ = ["ResumeError", "realign_schedule", "reconcile", "scale_lr"]
 
 log = logging.getLogger(__name__)
 
@@ -59,3 +59,19 @@ def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:
             group["initial_lr"] *= ratio
     if scheduler is not None and hasattr(scheduler, "base_lrs"):
         scheduler.base_lrs = [b * ratio for b in scheduler.base_lrs]
+
+
+def realign_schedule(optimizer: Any, scheduler: Any) -> None:
+    """Set each group's lr to what the (rebuilt) schedule gives at the restored step: a resume with another
+    ``lr`` or ``epochs`` continues on the new curve from where the run stopped, not from the old curve's value."""
+    if scheduler is None:
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # get_lr outside step() warns; here it is the closed form we want
+        closed = getattr(scheduler, "_get_closed_form_lr", None)
+        lrs = closed() if closed is not None else scheduler.get_lr()
+    for group, lr in zip(optimizer.param_groups, lrs):
+        group["lr"] = lr
+    scheduler._last_lr = list(lrs)

@@ -40,7 +40,7 @@ from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
 from zoo.engine.result import NonFiniteLossError, TrainResult
-from zoo.engine.resume import reconcile, scale_lr
+from zoo.engine.resume import realign_schedule, reconcile, scale_lr
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 
@@ -151,6 +151,8 @@ class Trainer:
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
         if "lr" in changed:
             scale_lr(self.opt, self.scheduler, *changed["lr"])
+        if "lr" in changed or "epochs" in changed:
+            realign_schedule(self.opt, self.scheduler)
         self.start_epoch, self.step = state["epoch"], state["step"]
         self.history[:] = list(state["history"])
         self.monitor.restore(state["best_metric"], state["best_epoch"], state.get("extra") or {})

@@ -1,0 +1,77 @@
+"""One resume policy: a changed lr / epochs / patience is applied and reported; any other changed setting
+(batch size, schedule, seed, ...) is refused with the keys listed, before anything is loaded."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import ResumeError, fit
+from zoo.engine.checkpoint import CheckpointError
+
+
+def _data(n: int = 64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 6, generator=g)
+    return x, (x[:, 0] > 0).long()
+
+
+def _net(out: int = 2) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, out))
+
+
+def _first_run(folder, **options):
+    return fit(_net(), _data(), epochs=2, batch_size=16, lr=1e-2, checkpoint_dir=folder, progress=False, **options)
+
+
+def test_a_changed_lr_and_epochs_are_applied_and_reported(tmp_path, caplog):
+    _first_run(tmp_path / "run")
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        result = fit(_net(), _data(), epochs=4, batch_size=16, lr=5e-2, checkpoint_dir=tmp_path / "run",
+                     resume=True, progress=False)
+    assert result.resumed["changed"] == {"lr": (1e-2, 5e-2), "epochs": (2, 4)}
+    assert [row["lr"] for row in result.history] == pytest.approx([1e-2, 1e-2, 5e-2, 5e-2])
+    assert len(result.history) == 4
+    said = caplog.text
+    assert "resume: lr 0.01 -> 0.05 (applied)" in said and "resume: epochs 2 -> 4 (applied)" in said
+
+
+def test_a_changed_lr_scales_the_schedule_too(tmp_path):
+    _first_run(tmp_path / "run", schedule="cosine", warmup_steps=2)
+    result = fit(_net(), _data(), epochs=4, batch_size=16, lr=2e-2, checkpoint_dir=tmp_path / "run", resume=True,
+                 progress=False, schedule="cosine", warmup_steps=2)
+    straight = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, schedule="cosine", warmup_steps=2,
+                   progress=False)
+    # the resumed epochs run at twice the lr the original schedule had at the same point
+    assert result.history[2]["lr"] == pytest.approx(2 * straight.history[2]["lr"])
+
+
+@pytest.mark.parametrize("change", [{"batch_size": 8}, {"seed": 3}, {"weight_decay": 0.1},
+                                    {"schedule": "cosine"}, {"label_smoothing": 0.1}])
+def test_a_setting_that_cannot_change_mid_run_is_refused_with_the_key(tmp_path, change):
+    _first_run(tmp_path / "run")
+    options = {"epochs": 3, "batch_size": 16, "lr": 1e-2, "progress": False, **change}
+    key = next(iter(change))
+    with pytest.raises(ResumeError, match=rf"{key}: .* in epoch-0002\.pt, .* now"):
+        fit(_net(), _data(), checkpoint_dir=tmp_path / "run", resume=True, **options)
+
+
+def test_another_architecture_is_refused_naming_keys_and_shapes(tmp_path):
+    _first_run(tmp_path / "run")
+    with pytest.raises(CheckpointError, match=r"2\.weight: checkpoint \[2, 16\] vs model \[3, 16\]"):
+        fit(_net(out=3), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
+            progress=False)
+
+
+def test_a_longer_patience_lets_an_early_stopped_run_continue(tmp_path):
+    flat = (torch.zeros(32, 6), torch.zeros(32, dtype=torch.long))  # nothing to learn: the loss stalls
+    fit(_net(), flat, epochs=6, batch_size=16, lr=0.0, early_stopping_patience=1, monitor="train_loss",
+        checkpoint_dir=tmp_path / "run", progress=False)
+    again = fit(_net(), flat, epochs=6, batch_size=16, lr=0.0, early_stopping_patience=3, monitor="train_loss",
+                checkpoint_dir=tmp_path / "run", resume=True, progress=False)
+    assert again.resumed["changed"] == {"early_stopping_patience": (1, 3)}
+    assert len(again.history) > 2  # it trained on where the first run had stopped
