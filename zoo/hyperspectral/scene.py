@@ -102,9 +102,6 @@ class Scene:
         t = torch.from_numpy(arr)
         return t if dtype is None else t.to(dtype)
 
-    def with_labels(self, labels: np.ndarray | None) -> Scene:
-        return replace(self, labels=labels)
-
     def with_cube(self, cube: np.ndarray, wavelengths: np.ndarray | None = None) -> Scene:
         return replace(self, cube=cube, wavelengths=wavelengths, layout=None)
 

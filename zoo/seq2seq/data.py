@@ -9,7 +9,6 @@ token budget ``max_tokens`` (the longest sentence times the number of rows), as 
 from __future__ import annotations
 
 import gzip
-import math
 import random
 import warnings
 from collections.abc import Iterator, Sequence
@@ -207,8 +206,3 @@ def make_loader(
     """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is)."""
     sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)
-
-
-def estimate_batches(dataset: ParallelDataset, max_tokens: int) -> int:
-    """Roughly how many batches an epoch has (for warm-up schedules)."""
-    return max(1, math.ceil(sum(dataset.lengths()) * 1.1 / max_tokens))

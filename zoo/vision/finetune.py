@@ -21,6 +21,7 @@ Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import warnings
@@ -37,6 +38,7 @@ from zoo.engine.callbacks import Callback, TrainState
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
 STRATEGIES = ("head", "full", "gradual")
+log = logging.getLogger(__name__)
 _HEAD_NAMES = ("fc", "classifier", "head")
 _BN = (nn.modules.batchnorm._BatchNorm,)
 
@@ -144,7 +146,7 @@ class _UnfreezeCallback(Callback):
     def on_epoch_start(self, state: TrainState) -> None:
         active = self.freezer.apply(state.epoch)
         if self.verbose and active != self.last:
-            print(f"finetune: epoch {state.epoch + 1}: training {', '.join(active)}")
+            log.info("finetune: epoch %d: training %s", state.epoch + 1, ", ".join(active))
         self.last = active
 
 
