@@ -2,10 +2,11 @@
 
 One loop for ResNet18, the Seq2Seq models, the hyperspectral CNN and the video models. What it does, in
 the order a batch meets it: train mode; batch to device (channels_last if asked); forward + loss under
-autocast (bf16 on CPU/CUDA, fp16 with a grad scaler on CUDA); NaN/inf guard; backward of loss /
-accumulation window (DDP gradient sync only on the window's last micro-batch); unscale + clip; optimizer
-step; per-batch schedule step. Per epoch: per-epoch schedule step, validation under
-``torch.inference_mode()`` in eval mode, callbacks, best/early-stopping bookkeeping, checkpoint, CSV log.
+autocast (``amp="auto"``: bf16 where the hardware runs it fast, else fp32; fp16 with a grad scaler on
+CUDA); NaN/inf guard; backward of loss / accumulation window (DDP gradient sync only on the window's
+last micro-batch); unscale + clip; optimizer step; per-batch schedule step. Per epoch: per-epoch
+schedule step, validation under ``torch.inference_mode()`` in eval mode, callbacks, best/early-stopping
+bookkeeping, checkpoint, CSV log.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from zoo.engine.distributed import (
     init_distributed,
     wrap_ddp,
 )
+from zoo.engine.precision import model_op_kind, resolve_amp
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 
@@ -89,11 +91,10 @@ def _autocast(amp: str | None, device: torch.device) -> contextlib.AbstractConte
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def _check_amp(amp: Any, device: torch.device) -> str | None:
-    if amp in (None, False, "none", "fp32", "no"):
-        return None
-    if amp not in ("bf16", "fp16"):
-        raise ValueError(f"amp must be 'bf16', 'fp16' or None, got {amp!r}")
+def _check_amp(amp: Any, device: torch.device, model: nn.Module | None = None) -> str | None:
+    # "auto": bf16 only where this device computes the model's kind of op faster in it (zoo.engine.precision)
+    op = model_op_kind(model) if model is not None else "matmul"
+    amp = resolve_amp(amp, device, op=op)
     if amp == "fp16" and device.type != "cuda":
         raise ValueError(f"amp='fp16' needs a CUDA device (a grad scaler guards fp16 gradients), got "
                          f"device={device}; use amp='bf16' on CPU")
@@ -266,7 +267,7 @@ def evaluate(
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     label_smoothing: float = 0.0,
     metrics: Sequence[str] = ("accuracy",),
-    amp: str | None = None,
+    amp: str | None = "auto",
     device: str | torch.device = "cpu",
     channels_last: bool = False,
     num_workers: int = 0,
@@ -282,7 +283,7 @@ def evaluate(
     The model's train/eval mode is restored afterwards.
     """
     device = torch.device(device)
-    amp = _check_amp(amp, device)
+    amp = _check_amp(amp, device, model)
     keys = _metric_keys(metrics)
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                             collate_fn=collate_fn, dist=dist_info())
@@ -324,7 +325,7 @@ def fit(
     schedule: str | Callable[..., Any] | None = None,
     schedule_options: dict[str, Any] | None = None,
     warmup_steps: int = 0,
-    amp: str | None = None,
+    amp: str | None = "auto",
     grad_accum_steps: int = 1,
     clip_grad_norm: float | None = None,
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
@@ -363,8 +364,9 @@ def fit(
     mean-reduced losses); ``param_groups`` are torch optimizer groups (their own ``lr`` is kept, every
     schedule scales each group's lr); ``schedule`` is ``"step"`` (per epoch), ``"cosine"``,
     ``"onecycle"``, ``"inverse_sqrt"``, ``"linear"`` (per batch, see :mod:`zoo.engine.schedules`);
-    ``amp`` is ``"bf16"`` (CPU or CUDA) or ``"fp16"`` (CUDA, with a grad scaler); ``monitor`` is any key
-    of a history row (``"val_loss"``, ``"val_accuracy"``, ``"val_bleu"`` from ``eval_fn``; without
+    ``amp`` is ``"auto"`` (default: bf16 where this device computes it fast, else fp32; see
+    :mod:`zoo.engine.precision`), ``"bf16"``, ``"fp16"`` (CUDA, with a grad scaler) or None; ``monitor`` is
+    any key of a history row (``"val_loss"``, ``"val_accuracy"``, ``"val_bleu"`` from ``eval_fn``; without
     validation data the default becomes ``"train_loss"``), ``monitor_mode`` ``"min"``/``"max"`` (default:
     min for names containing "loss", else max); ``checkpoint_dir`` keeps ``epoch-NNNN.pt`` (last
     ``keep_last``) and ``best.pt``; ``resume`` is True (latest in ``checkpoint_dir``) or a checkpoint path,
@@ -416,7 +418,8 @@ def _fit(
 ) -> TrainResult:
     from tqdm.auto import tqdm
 
-    amp = _check_amp(amp, dev)
+    amp = _check_amp(amp, dev, model)
+    run_config["precision"] = amp or "fp32"  # what "auto" became on this machine
     set_seed(seed + info.rank, deterministic)
     loss_fn = loss_fn or _default_loss(label_smoothing)
     model.to(dev)
