@@ -150,7 +150,8 @@ def _add_run_options(p: argparse.ArgumentParser, training: bool) -> None:
         p.add_argument("--epochs", type=int, help="epochs (supervised models)")
         p.add_argument("--steps", type=int, help="environment steps (TD3)")
         p.add_argument("--lr", type=float, help="learning rate")
-        p.add_argument("--amp", choices=["bf16", "fp16", "none"], help="mixed precision")
+        p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"],
+                       help="mixed precision (default auto: bf16 only where this device computes it fast)")
         p.add_argument("--overfit-batches", type=int, default=0,
                        help="sanity mode: train and validate on the first N batches only")
         p.add_argument("--checkpoint-dir", help="folder for checkpoints (last N and best)")
