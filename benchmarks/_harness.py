@@ -47,6 +47,7 @@ __all__ = [
     "machine_info",
     "markdown_table",
     "median",
+    "per_call",
     "refresh_readme",
     "result_name",
     "timed",
@@ -129,6 +130,19 @@ def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def per_call(fn: Callable[[], Any], min_time: float, min_calls: int = 1) -> float:
+    """Mean wall-clock seconds per call of ``fn`` over at least ``min_time`` s and ``min_calls`` calls,
+    after one untimed call (lazy initialisation, weight packing)."""
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= min_time and n >= min_calls:
+            return dt / n
 
 
 def interleave(cases: Mapping[str, Callable[[], float]], repeats: int, warmup: int = 1,

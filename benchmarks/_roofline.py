@@ -13,12 +13,12 @@ so ``fraction`` is the share of the work's time that is matrix arithmetic.
 from __future__ import annotations
 
 import functools
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from _harness import per_call
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["capture_gemms", "gemm_roofline"]
@@ -76,17 +76,6 @@ def _make(spec: Any) -> Any:
     return spec
 
 
-def _time_call(fn: Callable[[], Any], min_time: float) -> float:
-    fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_time and n >= 5:
-            return dt / n
-
-
 def gemm_roofline(calls: Counter, per: int = 1, min_time: float = 0.05) -> dict[str, Any]:
     """Time every captured GEMM alone (fresh operands of the same layout); totals divided by ``per``."""
     total_s, total_flops, rows = 0.0, 0, []
@@ -94,7 +83,7 @@ def gemm_roofline(calls: Counter, per: int = 1, min_time: float = 0.05) -> dict[
         args = [_make(s) for s in arg_specs]
         kwargs = {k: _make(s) for k, s in kw_specs}
         with torch.no_grad():
-            seconds = _time_call(functools.partial(func, *args, **kwargs), min_time)
+            seconds = per_call(functools.partial(func, *args, **kwargs), min_time, min_calls=5)
         flops = _flops(func.overloadpacket, arg_specs)
         total_s += seconds * count
         total_flops += flops * count

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import interleave, median, write_result
+from _harness import interleave, median, per_call, write_result
 
 from zoo.engine.precision import auto_amp, cpu_features
 from zoo.engine.threads import torch_threads
@@ -56,18 +55,6 @@ def cases(g: torch.Generator) -> dict[str, tuple[str, object]]:
     }
 
 
-def per_call_ms(fn, min_time: float) -> float:
-    """Mean ms per call over at least ``min_time`` seconds (after one untimed call)."""
-    fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_time:
-            return dt / n * 1e3
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5)
@@ -84,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, (kind, make) in cases(torch.Generator().manual_seed(0)).items():
                     fns = {"bf16": make(torch.bfloat16), "fp32": make(torch.float32)}
                     print(f"{name}, {threads} thread(s):", file=sys.stderr)
-                    got = interleave({k: (lambda f=f: per_call_ms(f, args.min_time)) for k, f in fns.items()},
+                    got = interleave({k: (lambda f=f: per_call(f, args.min_time) * 1e3) for k, f in fns.items()},
                                      repeats=args.repeats, warmup=0)
                     key = f"{name}.{threads}t_ms"
                     metrics[key] = median(got["bf16"])
