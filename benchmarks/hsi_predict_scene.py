@@ -37,9 +37,10 @@ NAME = "hsi_predict_scene"
 
 
 def logit_gap(net, scene, n: int = 256) -> float:
-    """Largest |dense - window| logit over ``n`` random pixels, fp32."""
+    """Largest |dense - window| logit over ``n`` random pixels, fp32, eval mode (dropout off)."""
     from zoo.hyperspectral.patches import PatchDataset, pad_cube
 
+    net.eval()
     reduced = net.reduce(scene)
     r = net.config.window // 2
     rng = np.random.default_rng(0)
