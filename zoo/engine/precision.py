@@ -1,17 +1,15 @@
 """Which precision this machine computes fast, and what ``amp="auto"`` means on it.
 
 bf16 only pays where the hardware multiplies bf16 natively *and* torch's kernels use it. On an x86 CPU
-without bf16 instructions torch falls back to a reference bf16 GEMM, 10-60x slower than fp32; on one
-with AVX512_BF16 but no AMX, oneDNN's bf16 GEMM is slower than MKL's fp32 GEMM at our shapes. Measured
-(``benchmarks/precision_ops.py``, 1 thread, 256x400x300 matmul, torch 2.14):
+without bf16 instructions torch falls back to reference bf16 kernels, 20-30x slower than fp32; on one
+with AVX512_BF16 but no AMX, oneDNN's bf16 kernels are slower than fp32 at our shapes. Measured with
+``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time; the two kinds without
+AMX emulated on the AMX Xeon by capping torch's kernels, see that script):
 
-============================  ==========  ==========  ===================
-CPU kind                      fp32        bf16        ``amp="auto"``
-============================  ==========  ==========  ===================
-amx (Xeon Sapphire Rapids+)   0.53 ms     0.14 ms     bf16 (matmul, conv)
-avx512_bf16, no AMX           0.43 ms     0.75 ms     fp32
-avx2 only                     0.90 ms     25.2 ms     fp32
-============================  ==========  ==========  ===================
+    CPU kind                 matmul 256x400x300   conv2d 3x3, 64 ch   HybridSN conv3d   amp="auto"
+    amx (Sapphire Rapids+)   0.29                 0.50                0.28              bf16
+    avx512_bf16, no AMX      1.8                  1.25                1.46              fp32
+    avx2 only                28                   31                  22                fp32
 
 :data:`BF16_FASTER` holds, per CPU kind, the kinds of op for which bf16 was measured faster than fp32
 there; ``amp="auto"`` picks bf16 exactly for those, fp32 everywhere else (and on CUDA: bf16 from
@@ -55,10 +53,10 @@ OP_KINDS = ("matmul", "conv")
 """What a model spends its time in: dense GEMMs (MLPs, attention, TD3) or convolutions."""
 
 BF16_FASTER: Mapping[str, frozenset[str]] = {
-    # Xeon with AMX tiles: bf16 GEMM 3.9x, conv 2-3x fp32 (ResNet18 training 2.9x, HybridSN 2.4x).
+    # Xeon with AMX tiles: bf16 GEMM 3.5x, convolutions 2-3.6x faster than fp32
     "amx": frozenset({"matmul", "conv"}),
-    # AVX512_BF16 without AMX (Cooper Lake, Zen 4; here: oneDNN capped at AVX512_CORE_BF16): the bf16
-    # GEMM is 1.8x *slower* than MKL's fp32 GEMM, and bf16 convolutions gain nothing measurable.
+    # AVX512_BF16 without AMX (Cooper Lake, Zen 4; measured with oneDNN capped at AVX512_CORE_BF16):
+    # the bf16 GEMM is 1.8x *slower* than MKL's fp32 GEMM, bf16 convolutions 1.25-1.5x slower
     "avx512_bf16": frozenset(),
 }
 """CPU kind -> op kinds measured faster in bf16 than fp32 (benchmarks/results/precision_ops_*.json)."""

@@ -23,7 +23,9 @@ __all__ = ["FlatAdam", "FlatParams"]
 class FlatParams:
     """``module``'s parameters re-seated as views of ``master`` (fp32), with ``grad`` (fp32) and, for a
     low-precision ``compute_dtype``, a ``compute`` copy and ``compute_grad`` for the names not in
-    ``keep_fp32``. ``weights[name]`` / ``grads[name]`` are the views the update's GEMMs read / write."""
+    ``keep_fp32``. ``weights[name]`` / ``grads[name]`` are the views the update's GEMMs read / write;
+    for a stacked parameter (``(n, ...)``: the twin critics) ``weights[f"{name}.{i}"]`` is member ``i``
+    (made once here: indexing per call costs more than some of the GEMMs it feeds)."""
 
     def __init__(self, module: nn.Module, compute_dtype: torch.dtype = torch.float32,
                  keep_fp32: Iterable[str] = ()) -> None:
@@ -54,8 +56,11 @@ class FlatParams:
                 p.data = view  # the module's parameter now lives in master
                 p.grad = None
                 in_compute = lowp and off < self.n_compute
-                self.weights[name] = self.compute[off:off + n].view_as(p) if in_compute else p
+                self.weights[name] = self.compute[off:off + n].view_as(p) if in_compute else p.detach()
                 self.grads[name] = (self.compute_grad if in_compute else self.grad)[off:off + n].view_as(p)
+                if p.dim() == 3:
+                    for d in (self.weights, self.grads):
+                        d.update({f"{name}.{i}": part for i, part in enumerate(d[name].unbind(0))})
                 off += n
         self.refresh()
 
