@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, write_result
+from _harness import RESULTS_DIR, command_line, median, result_name, write_result
 
 import zoo
 from zoo.rl.config import preset_config
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
                 for s, m, sd in zip(steps, means, stds)]
         curves[f"{v} ({len(rs)} seeds)"] = (hist, [])
-    png = RESULTS_DIR / f"{name}.png"
+    png = RESULTS_DIR / f"{result_name(name)}.png"  # one plot per CPU kind, like the JSON
     plot_learning_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
     extra: dict[str, Any] = {
