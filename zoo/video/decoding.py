@@ -224,7 +224,11 @@ def read_frames(
     wanted = sorted(set(idx))
     local = DecodeStats(reads=1)
     try:
-        got = _read_sorted(path, wanted, meta, thread_type, thread_count, local, size)
+        try:
+            got = _read_sorted(path, wanted, meta, thread_type, thread_count, local, size, _HEADER_ONLY)
+        except (CorruptVideoError, av.error.FFmpegError):
+            # a container whose decoder needs FFmpeg's full stream probing: open it the slow way
+            got = _read_sorted(path, wanted, meta, thread_type, thread_count, local, size, None)
     except av.error.FFmpegError as err:
         raise CorruptVideoError(f"decoding {path!r} failed: {err}") from err
     finally:
@@ -238,7 +242,7 @@ def read_frames(
 
 def _read_sorted(
     path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
-    size: tuple[int, int] | None = None,
+    size: tuple[int, int] | None = None, options: dict[str, str] | None = None,
 ) -> dict[int, np.ndarray]:
     first = wanted[0]
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
@@ -249,7 +253,9 @@ def _read_sorted(
     targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
     targets.append(None)  # from the start
     for target in targets:
-        with _open(path) as container:
+        # options=_HEADER_ONLY: the index's meta already holds what probing would learn (and probing
+        # decodes a frame of its own); the decoder finds the pixel format in the first packet
+        with _open(path, options) as container:
             stream = container.streams.video[0]
             stream.thread_type = thread_type
             if thread_count:
