@@ -21,7 +21,8 @@ Claims, same run, same settings:
     Ours runs twice: ``ours`` with the same transform as the peers (decode full 320x240 frames, Resize
     in torch), and ``ours_decode_resize`` with ``UCF101(size=(128, 171))``: the frames are scaled while
     swscale converts them to RGB (bilinear, one pass; no antialiasing, a 1.9x downscale), then the same
-    RandomCrop. Goal (issue 15): >= 1.3x the best peer, same frame indices.
+    RandomCrop. Goal (issue 15): >= 1.3x the best peer, same frame indices. (swscale's scaling costs
+    about what it saves: 0.2 ms a frame to 171x128 vs 0.06 ms for full-size RGB + the torch resize.)
 (c) frames decoded per frame returned: counted for ours and the baseline (single process, same random
     clips); for torchvision estimated from the keyframe index (TorchCodec seeks to the keyframe before
     the first wanted frame and decodes forward to the last, like ours).

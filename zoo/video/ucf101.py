@@ -230,8 +230,9 @@ class UCF101(VideoClipDataset):
             ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
         size: ``(height, width)`` to scale the frames to while they are converted to RGB (one swscale
-            pass, bilinear, no antialiasing): cheaper than decoding full frames and resizing them after;
-            None keeps the file's size.
+            pass, bilinear, no antialiasing); about as fast as converting full frames and resizing them
+            with :class:`zoo.video.transforms.Resize` (measured in benchmarks/ucf101_loader.py), and
+            the clips carry fewer bytes from there on. None keeps the file's size.
     """
 
     def __init__(
