@@ -242,8 +242,9 @@ def train(
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
         log_dir: evaluations.csv, episodes.csv, learning_curve.png (default: ``checkpoint_dir``).
         threads: torch threads for the run (an int, ``"all"`` cores, or None: leave torch's setting);
-            restored afterwards. At batch 256 and 400x300 layers the update's GEMMs gain from a second
-            core; its elementwise ops and Adam do not, so 2 cores give ~1.3-1.6x, not 2x.
+            restored afterwards. At batch 256 and 400x300 layers a second core makes an update 1.65x
+            faster (fp32, benchmarks/td3_update.py); on a machine whose other core is busy, 2 threads
+            can be many times *slower* (each parallel region waits for the preempted thread).
 
     Returns a ``zoo.engine.TrainResult`` (history = one dict per evaluation; best metric = best mean
     eval return; model = the agent).
