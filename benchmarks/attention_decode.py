@@ -8,9 +8,13 @@
     plain reference path; peak extra memory of one fwd+bwd measured as the RSS high-water mark of a
     fresh subprocess (tracemalloc does not see torch's CPU allocations).
     Goal: at least as fast as nn.MultiheadAttention and >= 1.5x the reference.
-(c) the same in bf16 autocast. ``ours_sdpa`` dispatches bf16 *training* on CPU to the explicit path,
-    because torch's fused CPU kernel has a slow bf16 backward at these shapes; ``ours_sdpa_always``
-    (SDPA forced) is measured too, so the JSON shows that choice.
+(c) the same in bf16 autocast. ``ours_sdpa`` dispatches bf16 *training* on CPU to the explicit path
+    at short sequences, because torch's fused CPU kernel has a slow bf16 backward there;
+    ``ours_sdpa_always`` (SDPA forced) is measured too, so the JSON shows that choice.
+(d) long sequences (issue 15: at 32 tokens both paths are two small GEMMs): self-attention fwd+bwd at
+    512 and 2,048 tokens, fp32 and ``amp="auto"`` (bf16 where this CPU has native bf16 GEMMs, else
+    fp32), ours vs the explicit-score reference: time, peak extra memory (fresh process), and the
+    largest difference of outputs and input gradients. Goal: ours >= 1.5x faster or >= 3x less memory.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/attention_decode.py            # full (~3-5 min)
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/attention_decode.py --quick    # smoke
@@ -42,6 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _harness
 
 import zoo
+from zoo.engine.precision import auto_amp
 from zoo.seq2seq.attention import MultiHeadAttention
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -53,7 +58,7 @@ def machine() -> dict:
 
 
 def write_json(payload: dict) -> Path:
-    path = RESULTS / f"{NAME}.json"
+    path = RESULTS / f"{_harness.result_name(NAME)}.json"  # one file per CPU kind
     _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
     _harness.refresh_readme()
     return path
@@ -162,6 +167,40 @@ def fwd_bwd(layer: nn.Module, impl: str, x: torch.Tensor, pad: torch.Tensor, amp
     y.float().square().mean().backward()
 
 
+def bench_long(args, length: int, batch: int, amp: bool) -> dict:
+    """(d): ours (SDPA dispatch) vs the explicit-score reference at one long shape."""
+    impls = ("ours_sdpa", "ours_reference")
+    x, pad = make_inputs(batch, length, args.d_model)
+    layers = {k: make_layer(k, args.d_model, args.n_heads) for k in impls}
+    grads, outs = {}, {}
+    for impl, layer in layers.items():  # same answers first
+        xx = x.detach().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            y = layer(xx, key_padding_mask=pad)
+        y.float().square().mean().backward()
+        outs[impl], grads[impl] = y.detach().float(), xx.grad.float()
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    for r in range(args.repeats):
+        for impl in (impls if r % 2 == 0 else impls[::-1]):
+            t0 = time.perf_counter()
+            fwd_bwd(layers[impl], impl, x, pad, amp)
+            times[impl].append((time.perf_counter() - t0) * 1000)
+        print(f"(d) {length} tokens, {'bf16' if amp else 'fp32'}, round {r + 1}/{args.repeats}: "
+              + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in times.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    sub = argparse.Namespace(**{**vars(args), "layer_batch": batch, "layer_len": length})
+    peak = {k: peak_memory_mb(k, sub, amp) for k in impls}
+    return {
+        "shape": {"batch": batch, "len": length, "d_model": args.d_model, "heads": args.n_heads},
+        "amp": "bf16" if amp else None,
+        "ms_per_fwd_bwd": med, "runs_ms": times, "peak_extra_mb": peak,
+        "speedup_vs_reference": med["ours_reference"] / med["ours_sdpa"],
+        "memory_ratio_reference_over_ours": peak["ours_reference"] / max(peak["ours_sdpa"], 1e-3),
+        "max_abs_diff": {"output": float((outs["ours_sdpa"] - outs["ours_reference"]).abs().max()),
+                         "input_grad": float((grads["ours_sdpa"] - grads["ours_reference"]).abs().max())},
+    }
+
+
 def bench_layer(args, amp: bool) -> dict:
     x, pad = make_inputs(args.layer_batch, args.layer_len, args.d_model)
     layers = {k: make_layer(k, args.d_model, args.n_heads) for k in IMPLS}
@@ -252,6 +291,16 @@ def markdown(res: dict) -> str:
             f"{mem['torch_mha']:.0f} MB; reference {ms['ours_reference']:.2f} ms, {mem['ours_reference']:.0f} MB | "
             f"{r['speedup_vs_torch_mha']:.2f}x vs MHA, {r['speedup_vs_reference']:.2f}x vs reference | >= 1x, >= 1.5x |"
         )
+    for key, r in res["metrics"].items():
+        if not (key.startswith("long") and isinstance(r, dict)):
+            continue
+        ms, mem, sh = r["ms_per_fwd_bwd"], r["peak_extra_mb"], r["shape"]
+        lines.append(
+            f"| (d) {r['amp'] or 'fp32'} self-attention fwd+bwd {sh['batch']}x{sh['len']}x{sh['d_model']} | "
+            f"{ms['ours_sdpa']:.1f} ms, {mem['ours_sdpa']:.0f} MB | reference {ms['ours_reference']:.1f} ms, "
+            f"{mem['ours_reference']:.0f} MB | {r['speedup_vs_reference']:.2f}x time, "
+            f"{r['memory_ratio_reference_over_ours']:.1f}x memory (max diff out {r['max_abs_diff']['output']:.1e}, "
+            f"grad {r['max_abs_diff']['input_grad']:.1e}) | >= 1.5x time or >= 3x memory |")
     return "\n".join(lines)
 
 
@@ -267,6 +316,8 @@ def main(argv=None) -> int:
     p.add_argument("--layer-len", type=int, default=32)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--n-heads", type=int, default=8)
+    p.add_argument("--long", type=int, nargs="+", default=[512, 2048], help="(d) sequence lengths")
+    p.add_argument("--long-batch", type=int, nargs="+", default=[8, 2], help="(d) batch per length")
     p.add_argument("--_memory-child", dest="_memory_child", help=argparse.SUPPRESS)
     p.add_argument("--_amp", dest="_amp", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -286,6 +337,12 @@ def main(argv=None) -> int:
     res["metrics"]["decode"] = bench_decode(args)
     res["metrics"]["layer_fp32"] = bench_layer(args, amp=False)
     res["metrics"]["layer_bf16"] = bench_layer(args, amp=True)
+    auto_bf16 = auto_amp("cpu", "matmul") == "bf16"
+    res["metrics"]["long_auto_precision"] = "bf16" if auto_bf16 else "fp32"
+    for length, batch in zip(args.long, args.long_batch):
+        res["metrics"][f"long{length}_fp32"] = bench_long(args, length, batch, amp=False)
+        if auto_bf16:  # "auto" is fp32 where bf16 is not native: then the fp32 row is the auto row
+            res["metrics"][f"long{length}_bf16"] = bench_long(args, length, batch, amp=True)
     m = res["metrics"]
     res["peers"] = {
         "recompute_prefix": {"seconds": m["decode"]["seconds"]["recompute_prefix"]},
@@ -305,12 +362,20 @@ def main(argv=None) -> int:
         "bf16_vs_torch_mha": m["layer_bf16"]["speedup_vs_torch_mha"],
         "bf16_vs_reference": m["layer_bf16"]["speedup_vs_reference"],
     }
+    for key, r in m.items():
+        if key.startswith("long") and isinstance(r, dict):
+            res["ratios"][f"{key}_speedup_vs_reference"] = r["speedup_vs_reference"]
+            res["ratios"][f"{key}_memory_reference_over_ours"] = r["memory_ratio_reference_over_ours"]
+            res["peers"]["reference_attention"][f"{key}_ms"] = r["ms_per_fwd_bwd"]["ours_reference"]
+            res["peers"]["reference_attention"][f"{key}_peak_mb"] = r["peak_extra_mb"]["ours_reference"]
     res["goals_met"] = {
         "kv_cache_5x_identical": m["decode"]["speedup"] >= 5 and m["decode"]["identical_tokens"],
         "fp32_at_least_torch_mha": m["layer_fp32"]["speedup_vs_torch_mha"] >= 1.0,
         "fp32_1.5x_reference": m["layer_fp32"]["speedup_vs_reference"] >= 1.5,
         "bf16_at_least_torch_mha": m["layer_bf16"]["speedup_vs_torch_mha"] >= 1.0,
         "bf16_1.5x_reference": m["layer_bf16"]["speedup_vs_reference"] >= 1.5,
+        **{f"{k}_1.5x_time_or_3x_memory": r["speedup_vs_reference"] >= 1.5 or r["memory_ratio_reference_over_ours"] >= 3
+           for k, r in m.items() if k.startswith("long") and isinstance(r, dict)},
     }
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     print()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,9 @@ import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -87,8 +89,7 @@ def main() -> int:
     result = {
         "benchmark": "hub_pull",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "torch": torch.__version__, "threads": torch.get_num_threads()},
+        "machine": _harness.machine_info(),  # CPU model, kind and flags
         "command": "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hub_pull.py " + " ".join(sys.argv[1:]),
         "metrics": {"file_mb": round(mb, 2), "seconds_median": round(med["zoo.pull"], 4),
                     "mb_per_s": round(mb / med["zoo.pull"], 1), "repeats": args.repeats,
@@ -98,7 +99,7 @@ def main() -> int:
             "seconds_all": [round(t, 4) for t in times["torch.hub"]]}},
         "ratios": {"zoo_over_torch_hub_time": round(med["zoo.pull"] / med["torch.hub"], 3)},
     }
-    out = Path(__file__).resolve().parent / "results" / "hub_pull.json"
+    out = Path(__file__).resolve().parent / "results" / f"{_harness.result_name('hub_pull')}.json"
     fs.write_text(out, json.dumps(result, indent=2) + "\n")
     print(f"| pull of a {mb:.1f} MB safetensors over local HTTP | zoo.pull | torch.hub | ratio |")
     print("|---|---|---|---|")

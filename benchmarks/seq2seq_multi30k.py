@@ -64,7 +64,7 @@ def machine() -> dict:
 
 
 def write_json(name: str, payload: dict) -> Path:
-    path = RESULTS / f"{name}.json"
+    path = RESULTS / f"{_harness.result_name(name)}.json"  # one file per CPU kind
     _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
     _harness.refresh_readme()
     return path
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     results["runs"] = [{"command": cmd, "date": results["date"], "wall_minutes": results["wall_minutes"],
                         "keys": sorted(results["metrics"])}]
     if not args.smoke:
-        results = merge_runs(results, RESULTS / f"{NAME}.json")
+        results = merge_runs(results, RESULTS / f"{_harness.result_name(NAME)}.json")
     print("\n| direction | model | train min | epochs | BLEU greedy | BLEU beam 5 | goal |")
     print("|---|---|---|---|---|---|---|")
     for key, run in results["metrics"].items():

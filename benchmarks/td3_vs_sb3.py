@@ -17,7 +17,10 @@ rl-zoo's EvalCallback keeps its best_model), as ``td3.TAG`` to the weights manif
 fp32 safetensors), with its eval return re-measured after loading it back in the meta.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_vs_sb3.py --env Pendulum-v1 --steps 20000 \\
-        --seeds 0 1 2 --variants zoo-bf16 zoo-fp32 sb3 --threads 1 --publish pendulum-v1
+        --seeds 0 1 2 --variants zoo-auto sb3 --threads 2 --publish pendulum-v1
+
+``--threads`` applies to every variant (SB3 too). ``zoo-auto`` runs the precision ``amp="auto"`` picks on
+this CPU (bf16 with native bf16 GEMMs, else fp32); ``zoo-bf16`` / ``zoo-fp32`` force one.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, write_result
+from _harness import RESULTS_DIR, command_line, median, result_name, write_result
 
 import zoo
 from zoo.rl.config import preset_config
@@ -61,7 +64,7 @@ def run_zoo(env_id: str, steps: int, seed: int, amp: str | None, args) -> dict[s
     agent = zoo.build("td3", env=env_id, preset=args.preset, seed=seed, amp=amp, **args.overrides)
     t0 = time.perf_counter()
     zoo.train(agent, env=env_id, total_steps=steps, eval_every=args.eval_every,
-              eval_episodes=args.eval_episodes, seed=seed, progress=args.progress)
+              eval_episodes=args.eval_episodes, seed=seed, progress=args.progress, threads=args.threads)
     wall = time.perf_counter() - t0
     final = agent.history[-1]
     return {
@@ -70,6 +73,7 @@ def run_zoo(env_id: str, steps: int, seed: int, amp: str | None, args) -> dict[s
         "wall_s": wall,
         "curve": [(h["step"], h["eval_return_mean"], h["eval_return_std"]) for h in agent.history],
         "agent": agent,
+        "precision": agent.precision,
     }
 
 
@@ -139,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=20_000)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--preset", default="rl-zoo")
-    p.add_argument("--variants", nargs="+", default=["zoo-bf16", "zoo-fp32", "sb3"],
-                   choices=["zoo-bf16", "zoo-fp32", "sb3"])
+    p.add_argument("--variants", nargs="+", default=["zoo-auto", "sb3"],
+                   choices=["zoo-auto", "zoo-bf16", "zoo-fp32", "sb3"],
+                   help="zoo-auto: the default precision on this CPU (bf16 only with native bf16 GEMMs)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for every variant (default 1)")
     p.add_argument("--eval-every", type=int, default=1000)
     p.add_argument("--eval-episodes", type=int, default=10)
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             if v == "sb3":
                 r = run_sb3(args.env, args.steps, seed, args)
             else:
-                r = run_zoo(args.env, args.steps, seed, "bf16" if v == "zoo-bf16" else None, args)
+                r = run_zoo(args.env, args.steps, seed, {"zoo-auto": "auto", "zoo-bf16": "bf16"}.get(v), args)
             r["seed"] = seed
             runs[v].append(r)
             print(f"[seed {seed}] {v}: {r['learn_steps_per_s']:.1f} learn steps/s, final return "
@@ -189,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s_per_seed": [round(r["wall_s"], 1) for r in rs],
         }
 
-    ours_key = "zoo-bf16" if "zoo-bf16" in runs else "zoo-fp32"
+    ours_key = next(v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32") if v in runs)
     metrics = summary(runs[ours_key])
     metrics["variant"] = ours_key
+    metrics["precision"] = runs[ours_key][0]["precision"]
     peers = {v: summary(rs) for v, rs in runs.items() if v != ours_key}
+    for v, rs in runs.items():
+        if v != ours_key and v != "sb3":
+            peers[v]["precision"] = rs[0]["precision"]
     ratios = {}
     for v, s in peers.items():
         ratios[f"learn_steps_per_s_vs_{v}"] = metrics["learn_steps_per_s"] / s["learn_steps_per_s"]
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
                 for s, m, sd in zip(steps, means, stds)]
         curves[f"{v} ({len(rs)} seeds)"] = (hist, [])
-    png = RESULTS_DIR / f"{name}.png"
+    png = RESULTS_DIR / f"{result_name(name)}.png"  # one plot per CPU kind, like the JSON
     plot_learning_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
     extra: dict[str, Any] = {
@@ -235,8 +244,8 @@ def publish(agent, args, seed: int, variant: str, step: int) -> dict[str, Any]:
 
     state = agent.export_state_dict()
     config = {"env": args.env, "preset": args.preset, **args.overrides}
-    if agent.config.amp:
-        config["amp"] = agent.config.amp
+    if agent.config.amp not in ("auto",):  # the precision to build it with; "auto" is the default
+        config["amp"] = agent.config.amp or "fp32"
     wname = f"td3.{args.publish}"
     meta = {
         "dataset": f"gymnasium {args.env} (online interaction; run of {args.steps} steps, seed {seed}; "
@@ -246,6 +255,7 @@ def publish(agent, args, seed: int, variant: str, step: int) -> dict[str, Any]:
         "storage": "float32 actor + twin critic (targets are re-initialised from them on load)",
         "num_params": sum(v.numel() for v in state.values()),
         "variant": variant,
+        "train_precision": agent.precision,
     }
     entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": {}})
     loaded = zoo.build("td3", weights=args.publish)

@@ -178,7 +178,8 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--batch-size", type=int, help="batch size")
-    p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"], help="mixed precision")
+    p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"],
+                   help="mixed precision (default auto: bf16 only where this device computes it fast)")
     if kind == "train":
         p.add_argument("--epochs", type=int, help="epochs (networks)")
         p.add_argument("--steps", type=int, help="environment steps (agents)")
@@ -400,10 +401,10 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> None:
 def _write_label_map(label_map: Any, out: Path) -> None:
     import numpy as np
 
-    from zoo.engine._atomic import atomic_path
+    from zoo import fs
 
     npy = out.with_suffix(".npy")
-    with atomic_path(npy) as tmp, open(tmp, "wb") as f:
+    with fs.atomic_write(npy) as f:
         np.save(f, label_map)
     print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy}")
 

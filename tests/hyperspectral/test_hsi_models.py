@@ -90,3 +90,61 @@ def test_demo_without_indian_pines(monkeypatch, tmp_path, capsys):
     from zoo.hub import zoo_home
 
     assert (zoo_home() / "demo" / "synthetic_pca_svm_map.png").stat().st_size > 1000
+
+
+def _fitted_hybridsn(padding: str = "constant", seed: int = 0):
+    """A random HybridSN (small: 9x9 windows, 15 bands) with a fitted preprocessing, and its scene."""
+    scene = make_scene(23, 31, 30, 4, block=6, noise=0.1, seed=seed)
+    torch.manual_seed(seed)
+    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9, padding=padding)
+    net.fit_preprocessor(scene, None)
+    return net.eval(), scene
+
+
+@pytest.mark.parametrize("padding", ["constant", "reflect"])
+def test_dense_pass_equals_the_per_window_network(padding):
+    net, scene = _fitted_hybridsn(padding)
+    from zoo.hyperspectral.patches import PatchDataset, pad_cube
+
+    reduced = net.reduce(scene)
+    r = net.config.window // 2
+    padded = torch.from_numpy(np.ascontiguousarray(pad_cube(reduced, r, padding).transpose(2, 0, 1)))
+    with torch.no_grad():
+        dense = net.dense_forward(padded)  # (4, 23, 31)
+        ds = PatchDataset.from_mask(reduced, None, np.ones(scene.shape[:2], bool), window=9, padding=padding)
+        windows = net(torch.stack([ds[i][0] for i in range(len(ds))]))  # (23 * 31, 4), row-major
+    assert dense.shape == (4, 23, 31)
+    torch.testing.assert_close(dense.permute(1, 2, 0).reshape(-1, 4), windows, rtol=1e-4, atol=1e-5)
+
+
+def test_predict_scene_dense_windows_and_tiles_agree():
+    net, scene = _fitted_hybridsn(seed=1)
+    kw = {"amp": None}
+    full = net.predict_scene(scene, method="windows", **kw)
+    assert (net.predict_scene(scene, method="dense", **kw) == full).all()
+    assert (net.predict_scene(scene, method="dense", tile_rows=5, **kw) == full).all()  # 23 rows: 5 tiles
+    mask = np.zeros(scene.shape[:2], bool)
+    mask[3, 4] = mask[20, 30] = True
+    sparse = net.predict_scene(scene, mask=mask, method="auto", **kw)  # 2 of 713 pixels: windows
+    assert (sparse[mask] == full[mask]).all() and (sparse[~mask] == 0).all()
+    assert net.training is False
+    with pytest.raises(ValueError, match="method must be"):
+        net.predict_scene(scene, method="fast")
+    with pytest.raises(ValueError, match="does not match"):
+        net.predict_scene(scene, mask=np.ones((3, 3), bool))
+
+
+def test_dense_pass_on_indian_pines_matches_windows(shared_data):
+    """The shipped weights on the real scene: the dense map equals the per-window one (fp32)."""
+    from zoo.hyperspectral.datasets import load_dataset
+
+    if not (shared_data / "hyperspectral" / "indian_pines" / "Indian_pines_corrected.npy").is_file():
+        pytest.skip("Indian Pines not in the shared data")
+    scene = load_dataset("indian_pines")
+    net = zoo.build("hybridsn", weights="indian-pines")
+    rng = np.random.default_rng(0)
+    mask = np.zeros(scene.shape[:2], bool)
+    mask[tuple(rng.integers(0, 145, (2, 300)))] = True  # 300 windows: a few seconds
+    dense = net.predict_scene(scene, method="dense", amp=None)
+    windows = net.predict_scene(scene, mask=mask, method="windows", amp=None)
+    assert (dense[mask] == windows[mask]).all()

@@ -53,7 +53,7 @@ def test_action_rescaling_asymmetric_bounds(counter_env):
 
 
 def test_clipped_double_q_target_by_hand(counter_env):
-    agent = zoo.build("td3", env=counter_env(), net_arch=(1,), gamma=0.9, target_noise_clip=0.5)
+    agent = zoo.build("td3", env=counter_env(), net_arch=(1,), gamma=0.9, target_noise_clip=0.5, amp=None)
     with torch.no_grad():
         # target actor: constant tanh(atanh(0.8)) = 0.8
         for p in agent.actor_target.parameters():
@@ -66,7 +66,7 @@ def test_clipped_double_q_target_by_hand(counter_env):
         c.bias0.fill_(1.0)
         c.weight1.copy_(torch.tensor([1.0, -1.0]).view(2, 1, 1))
         c.bias1.copy_(torch.tensor([0.0, 2.9]).view(2, 1, 1))
-    agent._build_compute_copies()
+    agent.refresh_compute_copies()  # the weights were edited in place
     batch = Batch(obs=torch.zeros(3, 2), act=torch.zeros(3, 1), reward=torch.tensor([1.0, 2.0, -1.0]),
                   next_obs=torch.randn(3, 2), not_done=torch.tensor([1.0, 0.0, 1.0]))
     noise = torch.tensor([[0.9], [-0.1], [0.0]])  # clipped to 0.5 -> a' = clip(1.3) = 1, 0.7, 0.8
@@ -300,19 +300,40 @@ def test_cli_train_out_and_eval(tmp_path, capsys):
 
 
 def test_bf16_update_keeps_fp32_masters_in_sync(counter_env):
-    agent = zoo.build("td3", env=counter_env(), amp="bf16", policy_delay=1, **SMALL)
+    agent = zoo.build("td3", env=counter_env(), amp="bf16", policy_delay=1, **{**SMALL, "net_arch": (64, 64)})
+    assert agent.precision == "bf16"
     _fill(agent)
     agent.update(3)
-    # masters and the soft-updated targets stay fp32; the compute copies are their bf16 images, with
-    # the one-unit output layers kept in fp32
-    for master, comp in ((agent.critic, agent._c_critic), (agent.actor_target, agent._c_actor_target),
-                         (agent.critic_target, agent._c_critic_target), (agent.actor, agent._c_actor)):
-        for (name, p), (_, c) in zip(master.named_parameters(), comp.named_parameters()):
+    # masters and the soft-updated targets stay fp32; the compute copies are their bf16 images for the
+    # wide hidden layer only (64 -> 64); the observation layer and the one-unit heads run in fp32
+    bf16 = {"hidden.1.weight", "hidden.1.bias", "weight1", "bias1"}
+    for name in ("actor", "critic", "actor_target", "critic_target"):
+        flat = agent._flat[name]
+        for pname, p in getattr(agent, name).named_parameters():
+            c = flat.weights[pname]
             assert p.dtype == torch.float32
-            last = name.startswith("out.") or name.endswith(str(len(SMALL["net_arch"])))
-            assert c.dtype == (torch.float32 if last else torch.bfloat16), name
-            assert torch.equal(c, p.to(c.dtype)), name
+            assert c.dtype == (torch.bfloat16 if pname in bf16 else torch.float32), pname
+            assert torch.equal(c, p.detach().to(c.dtype)), pname
     assert agent.num_actor_updates == 3
+    # a bf16 update stays close to the fp32 one (same algorithm, bf16 rounding in the middle layer)
+    ref = zoo.build("td3", env=counter_env(), amp=None, policy_delay=1, **{**SMALL, "net_arch": (64, 64)})
+    _fill(ref)
+    ref.update(3)
+    lr = agent.config.critic_lr  # an Adam step moves a weight by at most ~lr: 3 steps, either sign
+    for p, q in zip(agent.critic.parameters(), ref.critic.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=6 * lr)
+        assert (p - q).abs().mean() < 0.1 * lr
+
+
+def test_fp32_and_auto_precision(counter_env):
+    from zoo.engine.precision import auto_amp
+
+    assert zoo.build("td3", env=counter_env(), amp="fp32", **SMALL).precision == "fp32"
+    assert zoo.build("td3", env=counter_env(), amp="none", **SMALL).config.amp is None
+    agent = zoo.build("td3", env=counter_env(), **SMALL)
+    assert agent.config.amp == "auto" and agent.precision == (auto_amp("cpu", "matmul") or "fp32")
+    with pytest.raises(ValueError, match="amp must be"):
+        zoo.build("td3", env=counter_env(), amp="fp16", **SMALL)
 
 
 def test_critic_step_matches_reference_adam(counter_env):
@@ -320,7 +341,7 @@ def test_critic_step_matches_reference_adam(counter_env):
     layout's non-contiguous gradients (torch's fused CPU Adam misapplies those)."""
     import copy
 
-    agent = zoo.build("td3", env=counter_env(), **SMALL)
+    agent = zoo.build("td3", env=counter_env(), amp=None, **SMALL)
     _fill(agent)
     ref = copy.deepcopy(agent.critic)
     ref_opt = torch.optim.Adam(ref.parameters(), lr=agent.config.critic_lr, foreach=False)
@@ -335,3 +356,39 @@ def test_critic_step_matches_reference_adam(counter_env):
         agent._update(batch, noise, update_actor=False)
     for (name, p), q in zip(agent.critic.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_full_update_matches_autograd_reference(counter_env):
+    """Critic step, actor step through Q1 and soft update, against autograd + plain Adam (fp32): the
+    explicit backward of zoo.rl.networks computes the same gradients."""
+    import copy
+
+    agent = zoo.build("td3", env=counter_env(), amp=None, policy_delay=1, **SMALL)
+    _fill(agent)
+    critic, actor = copy.deepcopy(agent.critic), copy.deepcopy(agent.actor)
+    critic_t, actor_t = copy.deepcopy(agent.critic_target), copy.deepcopy(agent.actor_target)
+    c_opt = torch.optim.Adam(critic.parameters(), lr=agent.config.critic_lr, foreach=False)
+    a_opt = torch.optim.Adam(actor.parameters(), lr=agent.config.actor_lr, foreach=False)
+    tau, gamma, clip = agent.config.tau, agent.config.gamma, agent.config.target_noise_clip
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        batch = agent.buffer.sample(8, g)
+        noise = torch.randn(8, 1, generator=g) * 0.2
+        with torch.no_grad():
+            a2 = (actor_t(batch.next_obs) + noise.clamp(-clip, clip)).clamp(-1, 1)
+            y = batch.reward + gamma * batch.not_done * critic_t(batch.next_obs, a2).amin(0)
+        c_opt.zero_grad()
+        (critic(batch.obs, batch.act) - y).pow(2).mean(1).sum().backward()
+        c_opt.step()
+        a_opt.zero_grad()
+        (-critic.q1(batch.obs, actor(batch.obs)).mean()).backward()
+        a_opt.step()
+        with torch.no_grad():
+            for t, o in zip(list(actor_t.parameters()) + list(critic_t.parameters()),
+                            list(actor.parameters()) + list(critic.parameters())):
+                t.lerp_(o, tau)
+        agent._update(batch, noise, update_actor=True)
+    for mine, ref in ((agent.critic, critic), (agent.actor, actor), (agent.critic_target, critic_t),
+                      (agent.actor_target, actor_t)):
+        for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)

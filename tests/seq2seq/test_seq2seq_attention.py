@@ -215,3 +215,33 @@ def test_bad_inputs_are_clear_errors():
         MultiHeadAttention(D, H)(torch.randn(2, 3, 8))
     with pytest.raises(ValueError, match="impl"):
         attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4), impl="flash")
+
+
+def test_bf16_training_takes_the_explicit_path_only_at_short_lengths():
+    from zoo.seq2seq.attention import _sdpa_backward_is_slow
+
+    def q(t, dtype=torch.bfloat16, grad=True):
+        return torch.zeros(1, 2, t, 8, dtype=dtype, requires_grad=grad)
+
+    assert _sdpa_backward_is_slow(q(64))  # translation lengths: explicit bf16 GEMMs win
+    assert not _sdpa_backward_is_slow(q(512))  # long: SDPA (O(T) memory, faster from ~512 on)
+    assert not _sdpa_backward_is_slow(q(64, torch.float32)) and not _sdpa_backward_is_slow(q(64, grad=False))
+    with torch.no_grad():
+        assert not _sdpa_backward_is_slow(q(64))
+
+
+def test_long_sequence_sdpa_equals_reference_with_gradients():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 300, 16, requires_grad=True) for _ in range(3))
+    pad = torch.zeros(2, 300, dtype=torch.bool)
+    pad[1, 200:] = True
+    mask = combine_masks((2, 2, 300, 300), key_padding_mask=pad, causal=True)
+    outs, grads = [], []
+    for impl in ("sdpa", "reference"):
+        out = attention(q, k, v, mask, impl=impl)
+        g = torch.autograd.grad(out.square().sum(), (q, k, v))
+        outs.append(out.detach())
+        grads.append(g)
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

@@ -140,16 +140,15 @@ def test_index_is_built_without_decoding(tiny_set, monkeypatch):
         return _CountingContainer(real_open(*a, **k), counts)
 
     monkeypatch.setattr(av, "open", counting_open)
-    before = decoding.GLOBAL_STATS.frames_decoded
     ds = UCF101(videos, splits, train=True, frames_per_clip=4, step_between_clips=4, progress=False)
     n_videos = len(read_split(splits, 1, True))
     assert counts == {"open": n_videos, "decode": 0}
-    assert decoding.GLOBAL_STATS.frames_decoded == before
+    assert ds.stats.frames_decoded == 0
     assert ds.num_videos == n_videos and len(ds) == n_videos * 3  # 12 frames -> 3 clips of 4
     assert all(m.num_frames == TINY.num_frames and m.width == TINY.size for m in ds.videos)
     # the counter is live: reading one clip does decode
     ds[0]
-    assert counts["decode"] == 1 and decoding.GLOBAL_STATS.frames_decoded > before
+    assert counts["decode"] == 1 and ds.stats.frames_decoded > 0
 
 
 # --- seeking == full decode ---------------------------------------------------------------------
@@ -351,3 +350,32 @@ def test_synthetic_classes_differ_only_over_time():
     # the shape's centre of brightness moves right frame by frame
     xs = [(f.mean(-1) > 100).nonzero()[1].mean() for f in a]
     assert all(x1 > x0 for x0, x1 in itertools.pairwise(xs))
+
+
+def test_resize_of_every_frame_equals_a_per_frame_resize():
+    import torchvision.transforms.v2.functional as TF
+
+    torch.manual_seed(0)
+    frames = torch.randint(0, 256, (5, 30, 44, 3), dtype=torch.uint8)  # (T, H, W, C) as decoded
+    clip = frames.permute(3, 0, 1, 2)  # the loader's (C, T, H, W) view
+    for video in (clip, clip.contiguous(), clip.float()):
+        out = VT.Resize((17, 23))(video)
+        assert out.shape == (3, 5, 17, 23) and out.dtype == video.dtype
+        for t in range(5):  # frame t resized alone as a 3-channel image
+            ref = TF.resize(video[:, t].contiguous(), [17, 23], antialias=True)
+            torch.testing.assert_close(out[:, t], ref, atol=1, rtol=0)
+
+
+def test_decode_time_resize_keeps_the_frame_indices(tmp_path):
+    frames = np.zeros((12, 48, 64, 3), np.uint8)
+    for i in range(12):
+        frames[i, :, :, :] = 20 * i  # frame i has grey level 20 i: the index is visible after scaling
+    path = _encode(tmp_path / "grey.avi", frames, gop=5, fps=10)
+    meta = probe(path)
+    idx = [7, 2, 2, 11, 5]
+    full = read_frames(path, idx, meta).float().mean(dim=(1, 2, 3))
+    small = read_frames(path, idx, meta, size=(12, 16))
+    assert small.shape == (5, 12, 16, 3)
+    torch.testing.assert_close(small.float().mean(dim=(1, 2, 3)), full, atol=3.0, rtol=0)
+    with pytest.raises(ValueError, match="size must be"):
+        read_frames(path, idx, meta, size=(0, 16))

@@ -2,7 +2,7 @@
 
     from zoo.engine import fit, evaluate
     result = fit(model, train_ds, val_ds, epochs=10, lr=3e-4, schedule="cosine", warmup_steps=100,
-                 amp="bf16", checkpoint_dir="runs/a", early_stopping_patience=3)
+                 checkpoint_dir="runs/a", early_stopping_patience=3)   # amp="auto": bf16 only where fast
     result.history[-1], result.best_metric, result.checkpoint_path
 
 Modules: ``fit`` (the entry point), ``options`` (its options, defined once), ``trainer`` (the loop, step by

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from zoo.hyperspectral.scene_model import SceneClassifierMixin
@@ -87,3 +88,24 @@ class HybridSN(SceneClassifierMixin, nn.Module):
         x = x.reshape(b, ch * d, h, w)  # (B, 32*D', S, S)
         x = self.conv2d(x)  # (B, 64, S-2, S-2)
         return self.classifier(x)  # (B, n_classes)
+
+    def dense_forward(self, padded: torch.Tensor) -> torch.Tensor:
+        """Logits of every pixel of a scene at once (eval mode: dropout off).
+
+        ``padded``: the reduced cube ``(n_bands, H + window - 1, W + window - 1)`` padded by
+        ``window // 2`` as the windows are; returns ``(n_classes, H, W)``, pixel ``(r, c)`` equal to
+        ``forward`` of the window at ``padded[:, r:r + window, c:c + window]``.
+        """
+        c = self.config
+        if padded.dim() != 3 or padded.shape[0] != c.n_bands or min(padded.shape[1:]) < c.window:
+            raise ValueError(f"dense_forward expects a padded cube ({c.n_bands}, >= {c.window}, >= {c.window}); "
+                             f"got {tuple(padded.shape)}")
+        x = self.conv3d(padded[None, None])  # (1, 32, D', H'-6, W'-6)
+        b, ch, d, h, w = x.shape
+        x = self.conv2d(x.reshape(b, ch * d, h, w))  # (1, 64, H'-8, W'-8)
+        first, second, third = self.classifier[1], self.classifier[4], self.classifier[7]
+        side = c.window - 8
+        # Flatten orders (64, S, S) row-major, the layout of a conv kernel (out, in, kh, kw)
+        x = F.relu(F.conv2d(x, first.weight.view(first.out_features, 64, side, side), first.bias))  # (1, 256, H, W)
+        x = F.relu(F.conv2d(x, second.weight[:, :, None, None], second.bias))  # (1, 128, H, W)
+        return F.conv2d(x, third.weight[:, :, None, None], third.bias)[0]  # (n_classes, H, W)

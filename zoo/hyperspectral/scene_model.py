@@ -114,7 +114,7 @@ class SceneClassifierMixin:
         return result
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
-                     amp: str | None = None, on_overlap: str = "error", **kw) -> dict[str, float]:
+                     amp: str | None = "auto", on_overlap: str = "error", **kw) -> dict[str, float]:
         """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); test
         pixels that were training pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
         On a Dataset of windows, the same metrics through the engine."""
@@ -131,32 +131,55 @@ class SceneClassifierMixin:
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
         return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes), excluded)
 
+    # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
+    # this share of the scene's pixels, cutting windows around the selected ones is cheaper.
+    dense_min_fraction: float = 0.02
+    # activation bytes per pixel of one row tile of the dense pass (two consecutive layers alive)
+    dense_bytes_per_pixel: int = 6 * 1024
+    dense_memory_budget: int = 512 * 1024**2
+
     @torch.inference_mode()
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, *, batch_size: int = 256,
-                      amp: str | None = None, progress: bool = False) -> np.ndarray:
-        """``(H, W)`` map of classes 1..n (0 outside ``mask``), windows cut on the fly."""
-        from tqdm.auto import tqdm
+                      amp: str | None = "auto", method: str = "auto", tile_rows: int | None = None,
+                      progress: bool = False) -> np.ndarray:
+        """``(H, W)`` map of classes 1..n (0 outside ``mask``).
 
+        ``method="dense"`` runs the network over the whole scene at once (``dense_forward``: the
+        convolutions once, the head as convolutions; in row tiles of ``tile_rows`` to bound memory),
+        ``"windows"`` cuts one window per selected pixel and batches them, ``"auto"`` picks dense unless
+        the mask selects under ``dense_min_fraction`` of the pixels. Both give the same logits within
+        float rounding. ``amp="auto"``: bf16 where this CPU computes convolutions faster in it.
+        """
+        from zoo.engine.precision import resolve_amp
+
+        if method not in ("auto", "dense", "windows"):
+            raise ValueError(f"method must be 'auto', 'dense' or 'windows', got {method!r}")
         h, w, _ = scene.shape
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
-        ds = PatchDataset.from_mask(self.reduce(scene), None, sel, window=self.config.window, padding=self.padding)
+        if sel.shape != (h, w):
+            raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")
+        can_dense = hasattr(self, "dense_forward")
+        if method == "dense" and not can_dense:
+            raise ValueError(f"{type(self).__name__} has no dense_forward; use method='windows'")
+        dense = can_dense and (method == "dense" or (method == "auto" and sel.sum() >= self.dense_min_fraction * h * w))
+        device = next(self.parameters()).device
+        amp = resolve_amp(amp, device, op="conv", allow_fp16=False)
         was_training = self.training
         self.eval()
-        out: list[torch.Tensor] = []
-        use_amp = amp in ("bf16", "bfloat16")
         try:
-            for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_amp):
-                    out.append(self(xb).float().argmax(1))
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
+                if dense:
+                    classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress)[sel]
+                else:
+                    classes = self._window_classes(self.reduce(scene), sel, device, batch_size, progress)
         finally:
             self.train(was_training)
         pred = np.zeros((h, w), np.int64)
-        if out:
-            pred[sel] = torch.cat(out).numpy() + 1
+        pred[sel] = classes + 1
         return pred
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
-                    amp: str | None = None, progress: bool = False) -> np.ndarray:
+                    amp: str | None = "auto", progress: bool = False) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
         of classes 1..n (0 outside ``mask``)."""
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
@@ -165,6 +188,37 @@ class SceneClassifierMixin:
     def zoo_state(self) -> ModelState:
         meta = {"zoo.split": json.dumps(self.split_)} if getattr(self, "split_", None) else {}
         return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(), meta)
+
+    def _window_classes(self, reduced: np.ndarray, sel: np.ndarray, device: torch.device, batch_size: int,
+                        progress: bool) -> np.ndarray:
+        """Class index of each selected pixel (row-major), one window per pixel."""
+        from tqdm.auto import tqdm
+
+        ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
+        out = [self(xb.to(device)).float().argmax(1).cpu()
+               for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict")]
+        return torch.cat(out).numpy() if out else np.zeros(0, np.int64)
+
+    def _dense_classes(self, reduced: np.ndarray, device: torch.device, tile_rows: int | None,
+                       progress: bool) -> np.ndarray:
+        """``(H, W)`` class indices from ``dense_forward`` over row tiles of the padded cube."""
+        from tqdm.auto import tqdm
+
+        from zoo.hyperspectral.patches import pad_cube
+
+        h, w, _ = reduced.shape
+        r = self.config.window // 2
+        padded = torch.from_numpy(np.ascontiguousarray(pad_cube(reduced, r, self.padding).transpose(2, 0, 1)))
+        padded = padded.to(device)  # (C, H + 2r, W + 2r)
+        rows = tile_rows or max(1, self.dense_memory_budget // (self.dense_bytes_per_pixel * (w + 2 * r)))
+        if rows < 1:
+            raise ValueError(f"tile_rows must be >= 1, got {rows}")
+        out = np.empty((h, w), np.int64)
+        for r0 in tqdm(range(0, h, rows), disable=not progress, desc="predict (dense)"):
+            r1 = min(h, r0 + rows)
+            logits = self.dense_forward(padded[:, r0:r1 + 2 * r])  # output row i <- padded rows i..i+2r
+            out[r0:r1] = logits.float().argmax(0).cpu().numpy()
+        return out
 
     # -- weights ---------------------------------------------------------------------------------------
     def export_state_dict(self, network_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:

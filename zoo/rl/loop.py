@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from zoo import fs
+from zoo.engine.threads import check_threads
 
 __all__ = ["CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -213,7 +214,7 @@ def train(
     resume: bool | str | os.PathLike = False,
     log_dir: str | os.PathLike | None = None,
     progress: bool = True,
-    num_threads: int | None = None,
+    threads: int | str | None = None,
 ):
     """Train ``agent`` until it has collected ``total_steps`` environment transitions (in all).
 
@@ -229,7 +230,10 @@ def train(
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
         log_dir: evaluations.csv, episodes.csv, learning_curve.png (default: ``checkpoint_dir``).
-        num_threads: ``torch.set_num_threads`` for the run (restored afterwards).
+        threads: torch threads for the run (an int, ``"all"`` cores, or None: leave torch's setting);
+            restored afterwards. At batch 256 and 400x300 layers a second core makes an update 1.65x
+            faster (fp32, benchmarks/td3_update.py); on a machine whose other core is busy, 2 threads
+            can be many times *slower* (each parallel region waits for the preempted thread).
 
     Returns a ``zoo.engine.TrainResult`` (history = one dict per evaluation; best metric = best mean
     eval return; model = the agent).
@@ -259,8 +263,9 @@ def train(
     if eval_every is not None and eval_every < 0:
         raise ValueError(f"eval_every must be >= 0, got {eval_every}")
     prev_threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(int(num_threads))
+    n_threads = check_threads(threads)
+    if n_threads is not None:
+        torch.set_num_threads(n_threads)
     # Adam's second moments and small gradients underflow into denormals as training goes on; on x86 they
     # made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here). Flushed to zero for the run.
     torch.set_flush_denormal(True)

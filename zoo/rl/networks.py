@@ -78,3 +78,132 @@ class TwinCritic(nn.Module):
             h = F.relu(torch.addmm(b[0], h, w[0]))
         w, b = layers[-1]
         return torch.addmm(b[0], h.to(w.dtype), w[0]).squeeze(-1)
+
+
+# --- the update's explicit forward and backward ---------------------------------------------------------
+# TD3's update differentiates three fixed MLP expressions; writing their backward out (the same GEMMs
+# autograd runs) saves autograd's graph, its per-node bookkeeping and its layout copies, and lets the
+# weight gradients land directly in the flat gradient buffer (zoo.rl.flat). ``w`` / ``g`` map the
+# modules' parameter names to the compute views of the weights / their gradients. Each layer runs in
+# its weight's dtype (bf16 only for the large hidden-to-hidden layers, see ``lowp_layers``): its input
+# is cast to it, and ``ins`` keeps what each GEMM read, ``outs`` each ReLU output (the backward's mask).
+# ReLUs and their masks are fp32 (``_relu``): elementwise bf16 ops cost twice fp32 ones on CPU.
+
+
+def lowp_layers(dims: tuple[int, ...], min_width: int = 64) -> list[bool]:
+    """Which layers of an MLP with widths ``dims`` run in bf16: those with both widths >= ``min_width``.
+    A GEMM with a handful of inputs or outputs (the observation layer, the one-unit Q head) is 3-4x
+    *slower* in bf16 than in fp32 on CPU (oneDNN's bf16 path has a fixed cost; measured 72 vs 26 us
+    for 256x4 @ 4x400), and elementwise bf16 ops are 2x slower than fp32, so everything else stays fp32."""
+    return [min(i, o) >= min_width for i, o in itertools.pairwise(dims)]
+
+
+def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x if x.dtype == dtype else x.to(dtype)
+
+
+def _relu(z: torch.Tensor) -> torch.Tensor:
+    return _cast(z, torch.float32).relu_()
+
+
+def _relu_grad(dh: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.threshold_backward(_cast(dh, out.dtype), out, 0)
+
+
+def actor_forward(w: dict[str, torch.Tensor], obs: torch.Tensor, n_hidden: int) -> tuple[torch.Tensor, tuple]:
+    """``obs (B, obs_dim)`` -> ``(a (B, act_dim), (ins, outs))``."""
+    ins, outs = [], []
+    h = obs
+    for i in range(n_hidden):
+        W = w[f"hidden.{i}.weight"]
+        x = _cast(h, W.dtype)
+        h = _relu(torch.addmm(w[f"hidden.{i}.bias"], x, W.t()))
+        ins.append(x)
+        outs.append(h)
+    W = w["out.weight"]
+    x = _cast(h, W.dtype)
+    ins.append(x)
+    return torch.addmm(w["out.bias"], x, W.t()).tanh_(), (ins, outs)
+
+
+def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidden: int) -> None:
+    """Write ``dL/dparams`` into ``g`` given ``da = dL/da``, for ``a, saved = actor_forward(...)``."""
+    ins, outs = saved
+    W = w["out.weight"]
+    dz = _cast(da * (1.0 - a * a), W.dtype)  # through tanh
+    torch.mm(dz.t(), ins[-1], out=g["out.weight"])
+    torch.sum(dz, 0, out=g["out.bias"])
+    dh = dz @ W  # (B, h_n)
+    for i in reversed(range(n_hidden)):
+        W = w[f"hidden.{i}.weight"]
+        dz = _cast(_relu_grad(dh, outs[i]), W.dtype)
+        torch.mm(dz.t(), ins[i], out=g[f"hidden.{i}.weight"])
+        torch.sum(dz, 0, out=g[f"hidden.{i}.bias"])
+        if i:
+            dh = dz @ W
+
+
+def critic_forward(w: dict[str, torch.Tensor], x: torch.Tensor, num_layers: int) -> tuple[torch.Tensor, tuple]:
+    """All critics on ``x (B, in)``: ``-> (q (n, B), (ins, outs))`` with activations ``(n, B, h)``."""
+    W = w["weight0"]
+    n = W.shape[0]
+    x = _cast(x, W.dtype)
+    h = torch.empty(n, x.shape[0], W.shape[2], dtype=W.dtype, device=x.device)
+    for i in range(n):  # the input is shared: no need to expand it for a batched product
+        torch.addmm(w[f"bias0.{i}"], x, w[f"weight0.{i}"], out=h[i])
+    h = _relu(h)
+    ins, outs = [x], [h]
+    for k in range(1, num_layers):
+        W = w[f"weight{k}"]
+        inp = _cast(h, W.dtype)
+        ins.append(inp)
+        h = torch.baddbmm(w[f"bias{k}"], inp, W)
+        if k < num_layers - 1:
+            h = _relu(h)
+            outs.append(h)
+    return h.squeeze(-1), (ins, outs)
+
+
+def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> None:
+    """Write ``dL/dparams`` of every critic into ``g`` given ``dq = dL/dq (n, B)``."""
+    ins, outs = saved
+    last = num_layers - 1
+    W = w[f"weight{last}"]
+    dz = _cast(dq, W.dtype).unsqueeze(-1)  # (n, B, 1)
+    torch.bmm(ins[last].transpose(1, 2), dz, out=g[f"weight{last}"])
+    torch.sum(dz, 1, keepdim=True, out=g[f"bias{last}"])
+    dh = dz * W.transpose(1, 2)  # (n, B, h_last): an outer product, (n, B, 1) x (n, 1, h_last)
+    for k in reversed(range(last)):
+        W = w[f"weight{k}"]
+        dz = _cast(_relu_grad(dh, outs[k]), W.dtype)
+        torch.sum(dz, 1, keepdim=True, out=g[f"bias{k}"])
+        if k:
+            torch.bmm(ins[k].transpose(1, 2), dz, out=g[f"weight{k}"])
+            dh = torch.bmm(dz, W.transpose(1, 2))
+        else:
+            for i in range(dz.shape[0]):
+                torch.mm(ins[0].t(), dz[i], out=g[f"weight0.{i}"])
+
+
+def q1_forward(w: dict[str, torch.Tensor], x: torch.Tensor, num_layers: int) -> tuple[torch.Tensor, list]:
+    """The first critic only: ``x (B, in) -> (q1 (B,), [relu outputs])``."""
+    h = x
+    outs = []
+    for k in range(num_layers):
+        W = w[f"weight{k}.0"]
+        h = torch.addmm(w[f"bias{k}.0"], _cast(h, W.dtype), W)
+        if k < num_layers - 1:
+            h = _relu(h)
+            outs.append(h)
+    return h.squeeze(-1), outs
+
+
+def q1_input_grad(w, outs: list[torch.Tensor], dq1: torch.Tensor, num_layers: int) -> torch.Tensor:
+    """``dL/dx (B, in)`` of the first critic given ``dq1 = dL/dq1 (B,)`` (no weight gradients)."""
+    last = num_layers - 1
+    W = w[f"weight{last}.0"]  # (h_last, 1)
+    dh = _cast(dq1, W.dtype).unsqueeze(-1) * W.t()  # (B, h_last)
+    for k in reversed(range(last)):
+        W = w[f"weight{k}.0"]
+        dh = _cast(_relu_grad(dh, outs[k]), W.dtype) @ W.t()
+    return dh

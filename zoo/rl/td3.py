@@ -5,12 +5,14 @@ https://arxiv.org/abs/1802.09477. Three changes over DDPG: the clipped double-Q 
 two critics), target policy smoothing (clipped Gaussian noise on the target action), and delayed actor
 and target updates.
 
-Speed notes (measured in benchmarks/td3_vs_sb3.py): an update at these sizes is dominated by per-op
-overhead, not arithmetic, so the update (1) samples all fields with one row gather from a single
-buffer table, (2) runs both critics as one batched matmul per layer, (3) takes the actor's gradient
-with ``torch.autograd.grad`` w.r.t. the actor only (no critic weight gradients are computed for the
-actor loss), (4) uses the fused / foreach Adam and (5) one ``torch._foreach_lerp_`` for all the soft
-target updates.
+Speed notes (measured in benchmarks/td3_vs_sb3.py, which also reports the update time as a fraction
+of the GEMM roofline): at these sizes an update is its GEMMs plus per-op overhead, so the update
+(1) samples all fields with one row gather from a single buffer table, (2) runs its forward and
+backward as explicit GEMMs (:mod:`zoo.rl.networks`; no autograd graph), with the actor's gradient
+through the first critic's input only, (3) keeps each network's parameters, gradients and Adam moments
+as views of flat buffers (:mod:`zoo.rl.flat`), so an optimizer step, a soft update or a bf16 refresh is
+one vectorised kernel, and (4) runs in bf16 only where ``amp="auto"`` finds native bf16 GEMMs
+(:mod:`zoo.engine.precision`; an AVX2-only CPU computes bf16 10-60x slower than fp32).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import numpy as np
 import torch
 
 from zoo.api import ModelState
+from zoo.engine.precision import resolve_amp
+from zoo.rl import networks as nets
 from zoo.rl.buffer import Batch, ReplayBuffer
 from zoo.rl.config import TD3Config
+from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 
 __all__ = ["TD3Agent", "check_spaces"]
@@ -100,13 +105,9 @@ class TD3Agent:
             self.critic = TwinCritic(self.obs_dim, self.act_dim, config.net_arch).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        opt_kw = _adam_kwargs(self.device)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr, **opt_kw)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, **opt_kw)
-        self._actor_params = list(self.actor.parameters())
-        self._critic_params = list(self.critic.parameters())
-        self._online = self._actor_params + self._critic_params
-        self._target = list(self.actor_target.parameters()) + list(self.critic_target.parameters())
+        # fused: the same kernel FlatAdam runs; the optimizers own lr/betas and the per-parameter state_dict
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr, fused=True)
         self._build_compute_copies()
 
         # one generator for every random draw the agent makes (exploration, sampling, smoothing noise):
@@ -165,68 +166,69 @@ class TD3Agent:
         return self.buffer
 
     def _build_compute_copies(self) -> None:
-        """The networks the update runs. With ``amp="bf16"`` they are bf16 copies of the fp32 master
-        weights (which the optimizers and the soft update keep in fp32: a tau=0.005 lerp would round
-        away in bf16), refreshed with one ``_foreach_copy_`` per optimizer step. That replaces
-        autocast's per-op weight casts, which cost more than the bf16 (AMX) matmuls save."""
-        self._lowp = self.config.amp == "bf16"
-        self._dtype = torch.bfloat16 if self._lowp else torch.float32
-        if self._lowp:
-            self._c_actor = _lowp_copy(self.actor, self._dtype)
-            self._c_critic = _lowp_copy(self.critic, self._dtype)
-            self._c_actor_target = _lowp_copy(self.actor_target, self._dtype)
-            self._c_critic_target = _lowp_copy(self.critic_target, self._dtype)
-        else:
-            self._c_actor, self._c_critic = self.actor, self.critic
-            self._c_actor_target, self._c_critic_target = self.actor_target, self.critic_target
-        self._c_actor_params = list(self._c_actor.parameters())
-        self._c_critic_params = list(self._c_critic.parameters())
-        self._c_target = list(self._c_actor_target.parameters()) + list(self._c_critic_target.parameters())
+        """Seat the four networks in flat buffers (:mod:`zoo.rl.flat`) with the compute precision that
+        ``config.amp`` resolves to here. In bf16 the hidden layers run on bf16 copies of the fp32
+        masters (which Adam and the soft update keep: a tau=0.005 lerp would round away in bf16),
+        refreshed by one copy per step. Only the wide hidden-to-hidden layers run in bf16
+        (:func:`zoo.rl.networks.lowp_layers`): the observation layer and the one-unit output layers
+        stay fp32 (faster there, and the heads keep Q values and actions at fp32 resolution: bf16 would
+        round a Q of -500 to a step of 2)."""
+        self.precision = resolve_amp(self.config.amp, self.device, op="matmul", allow_fp16=False) or "fp32"
+        self._dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        arch = tuple(self.config.net_arch)
+        lowp_a = nets.lowp_layers((self.obs_dim, *arch, self.act_dim))
+        lowp_c = nets.lowp_layers((self.obs_dim + self.act_dim, *arch, 1))
+        names_a = [f"hidden.{i}" for i in range(len(arch))] + ["out"]
+        keep_a = {f"{names_a[i]}.{t}" for i, low in enumerate(lowp_a) if not low for t in ("weight", "bias")}
+        keep_c = {f"{t}{i}" for i, low in enumerate(lowp_c) if not low for t in ("weight", "bias")}
+        self._flat = {name: FlatParams(getattr(self, name), self._dtype, keep)
+                      for name, keep in (("actor", keep_a), ("critic", keep_c), ("actor_target", keep_a),
+                                         ("critic_target", keep_c))}
+        self._actor_adam = FlatAdam(self.actor_opt, self._flat["actor"])
+        self._critic_adam = FlatAdam(self.critic_opt, self._flat["critic"])
 
-    def _sync_compute(self, compute: list[torch.Tensor], master: list[torch.Tensor]) -> None:
-        if self._lowp:
-            with torch.no_grad():
-                torch._foreach_copy_(compute, master)
-
-    def _step(self, opt: torch.optim.Optimizer, master: list[torch.Tensor], grads, compute) -> None:
-        if self._lowp:
-            if master[0].grad is None:
-                for p in master:
-                    p.grad = torch.empty_like(p)
-            torch._foreach_copy_([p.grad for p in master], list(grads))
-        else:
-            for p, g in zip(master, grads):
-                # contiguous: torch's fused CPU Adam (2.14) applies a non-contiguous grad (the first
-                # critic layer's, through its transpose) to the wrong elements
-                p.grad = g.contiguous()
-        _adam_step(opt, master)
-        self._sync_compute(compute, master)
+    def refresh_compute_copies(self) -> None:
+        """Re-read the fp32 weights into the bf16 compute copies (after editing parameters in place)."""
+        for flat in self._flat.values():
+            flat.refresh()
 
     def critic_target_value(self, batch: Batch, noise: torch.Tensor) -> torch.Tensor:
         """``r + gamma * not_done * min_i Q'_i(s', clip(pi'(s') + clip(noise, -c, c), -1, 1))`` -> (B,)."""
-        cfg, dt = self.config, self._dtype
+        cfg, f = self.config, self._flat
         with torch.no_grad():
-            next_obs = batch.next_obs.to(dt)
             noise = noise.clamp(-cfg.target_noise_clip, cfg.target_noise_clip)
-            next_a = (self._c_actor_target(next_obs).float() + noise).clamp_(-1.0, 1.0)
-            q_next = self._c_critic_target(next_obs, next_a.to(dt)).float().amin(dim=0)  # (B,)
-            return batch.reward + cfg.gamma * batch.not_done * q_next
+            a, _ = nets.actor_forward(f["actor_target"].weights, batch.next_obs, len(cfg.net_arch))
+            next_a = (a.float() + noise).clamp_(-1.0, 1.0)
+            x = torch.cat([batch.next_obs, next_a], dim=1)
+            q, _ = nets.critic_forward(f["critic_target"].weights, x, self.critic.num_layers)
+            return batch.reward + cfg.gamma * batch.not_done * q.float().amin(dim=0)
 
+    @torch.no_grad()  # the backward is explicit (zoo.rl.networks): no autograd graph to build
     def _update(self, batch: Batch, noise: torch.Tensor, update_actor: bool) -> torch.Tensor:
-        cfg, dt = self.config, self._dtype
+        """One TD3 update: critic step on the clipped double-Q target, then (every ``policy_delay``
+        updates) the actor step on ``-Q1(s, pi(s))`` and the soft update of the targets."""
+        cfg, f = self.config, self._flat
+        layers, hidden = self.critic.num_layers, len(cfg.net_arch)
         target = self.critic_target_value(batch, noise)  # (B,)
-        obs = batch.obs.to(dt)
-        q = self._c_critic(obs, batch.act.to(dt)).float()  # (2, B)
-        critic_loss = (q - target).pow(2).mean(dim=1).sum()  # sum of the two critics' MSE
-        grads = torch.autograd.grad(critic_loss, self._c_critic_params)
-        self._step(self.critic_opt, self._critic_params, grads, self._c_critic_params)
+        q, saved = nets.critic_forward(f["critic"].weights, torch.cat([batch.obs, batch.act], dim=1), layers)
+        err = q.float() - target  # (2, B)
+        critic_loss = err.pow(2).mean(dim=1).sum()  # sum of the two critics' MSE
+        nets.critic_backward(f["critic"].weights, f["critic"].grads, saved, err.mul_(2.0 / err.shape[1]), layers)
+        self._step(self._critic_adam)
         if update_actor:
-            actor_loss = -self._c_critic.q1(obs, self._c_actor(obs)).float().mean()
-            # gradients w.r.t. the actor only: autograd then skips the critic's weight gradients
-            grads = torch.autograd.grad(actor_loss, self._c_actor_params)
-            self._step(self.actor_opt, self._actor_params, grads, self._c_actor_params)
+            a, saved_a = nets.actor_forward(f["actor"].weights, batch.obs, hidden)
+            q1, outs_q = nets.q1_forward(f["critic"].weights, torch.cat([batch.obs, a.float()], dim=1), layers)
+            dq1 = torch.full_like(q1, -1.0 / q1.shape[0], dtype=torch.float32)  # d(-mean q1)/dq1
+            dx = nets.q1_input_grad(f["critic"].weights, outs_q, dq1, layers)
+            nets.actor_backward(f["actor"].weights, f["actor"].grads, saved_a, a, dx[:, self.obs_dim:], hidden)
+            self._step(self._actor_adam)
             self.soft_update(cfg.tau)
         return critic_loss.detach()
+
+    def _step(self, adam: FlatAdam) -> None:
+        adam.flat.gather_grads()
+        adam.step()
+        adam.flat.refresh()
 
     def update(self, gradient_steps: int = 1) -> float | None:
         """Run ``gradient_steps`` TD3 updates from the replay buffer; returns the last critic loss."""
@@ -245,10 +247,11 @@ class TD3Agent:
         return None if loss is None else float(loss)
 
     def soft_update(self, tau: float) -> None:
-        """``target <- (1 - tau) * target + tau * online`` for every parameter, in one fused op."""
+        """``target <- (1 - tau) * target + tau * online`` for every parameter (one lerp per network)."""
         with torch.no_grad():
-            torch._foreach_lerp_(self._target, self._online, float(tau))
-        self._sync_compute(self._c_target, self._target)
+            for online, target in (("actor", "actor_target"), ("critic", "critic_target")):
+                self._flat[target].master.lerp_(self._flat[online].master, float(tau))
+                self._flat[target].refresh()
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -257,7 +260,7 @@ class TD3Agent:
         out: dict[str, torch.Tensor] = {}
         for prefix in ("actor", "critic", "actor_target", "critic_target"):
             for k, v in getattr(self, prefix).state_dict().items():
-                out[f"{prefix}.{k}"] = v.detach().cpu().contiguous()
+                out[f"{prefix}.{k}"] = v.detach().cpu().clone()  # own storage: the parameters are flat views
         return out
 
     def export_state_dict(self) -> dict[str, torch.Tensor]:
@@ -299,8 +302,8 @@ class TD3Agent:
                         "unexpected " + ", ".join(extra) if extra else "",
                     ]))
                 )
-            module.load_state_dict({k: v.to(self.device, torch.float32) for k, v in sd.items()})
-        self._build_compute_copies()
+            module.load_state_dict({k: v.to(self.device, torch.float32) for k, v in sd.items()})  # in place
+        self.refresh_compute_copies()
 
     def describe(self) -> dict[str, Any]:
         """Plain, JSON-able facts that make a weights file self-describing."""
@@ -349,6 +352,8 @@ class TD3Agent:
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
+        self._actor_adam.adopt_state()  # load_state_dict put fresh tensors in the state: back to flat views
+        self._critic_adam.adopt_state()
         self.ensure_buffer().load_state_dict(state["buffer"])
         self.generator.set_state(state["generator"])
         for key, value in state["counters"].items():
@@ -382,7 +387,7 @@ class TD3Agent:
         for key in ("net_arch", "buffer_size"):
             if key in changes and changes[key] != getattr(self.config, key):
                 raise ValueError(f"{key} fixes tensor shapes; build a new agent to change it")
-        changes = {k: (None if k == "amp" and v in ("none", None) else v) for k, v in changes.items()}
+        changes = {k: (None if k == "amp" and v in ("none", "fp32", None) else v) for k, v in changes.items()}
         self.config = dataclasses.replace(self.config, **changes)
         for opt, lr in ((self.actor_opt, self.config.actor_lr), (self.critic_opt, self.config.critic_lr)):
             for group in opt.param_groups:
@@ -411,48 +416,10 @@ class TD3Agent:
                              f"zoo.build('td3', device={str(device)!r}, ...)")
 
     def __repr__(self) -> str:
-        n = sum(p.numel() for p in self._online)
+        n = sum(p.numel() for m in (self.actor, self.critic) for p in m.parameters())
         return (f"TD3Agent(env={self.env_id!r}, preset={self.preset!r}, obs_dim={self.obs_dim}, "
                 f"act_dim={self.act_dim}, net_arch={self.config.net_arch}, params={n}, "
                 f"timesteps={self.num_timesteps}, device={self.device})")
-
-
-def _lowp_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """A copy in ``dtype`` except the output layer, which stays fp32: it is cheap (one output unit)
-    and keeps the Q values and actions at fp32 resolution (bf16 would round a Q of -500 to a step of 2)."""
-    out = copy.deepcopy(module)
-    keep = {"out.weight", "out.bias"} if isinstance(module, Actor) else {
-        f"weight{module.num_layers - 1}", f"bias{module.num_layers - 1}"}
-    for name, p in out.named_parameters():
-        if name not in keep:
-            p.data = p.data.to(dtype)
-    return out
-
-
-def _adam_step(opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
-    """``opt.step()`` for a fused Adam with one param group, without ``Optimizer.step``'s Python
-    bookkeeping (hooks, profiler records): ~0.1 ms per call, a few % of an update here. The same
-    kernel on the optimizer's own state, so ``state_dict`` and checkpoints are unchanged."""
-    group = opt.param_groups[0]
-    state = opt.state
-    if len(opt.param_groups) != 1 or not group.get("fused") or params[0] not in state or group["amsgrad"] \
-            or group["maximize"] or group["capturable"] or group.get("differentiable"):
-        opt.step()  # first step (lazy state init) or a configuration the shortcut does not cover
-        return
-    st = [state[p] for p in params]
-    steps = [s["step"] for s in st]
-    torch._foreach_add_(steps, 1)
-    beta1, beta2 = group["betas"]
-    torch._fused_adam_(
-        params, [p.grad for p in params], [s["exp_avg"] for s in st], [s["exp_avg_sq"] for s in st], [],
-        steps, amsgrad=False, lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"],
-        eps=group["eps"], maximize=False, grad_scale=None, found_inf=None,
-    )
-
-
-def _adam_kwargs(device: torch.device) -> dict[str, Any]:
-    # fused Adam runs every parameter's update in one kernel (CPU since torch 2.4, CUDA)
-    return {"fused": True}
 
 
 # --- registration -------------------------------------------------------------------------------------

@@ -126,12 +126,21 @@ def _revive(mask: Tensor, dead: Tensor) -> Tensor:
     return mask.masked_fill(dead, 0.0)
 
 
-def _sdpa_backward_is_slow(q: Tensor) -> bool:
-    """bf16 training on CPU: the fused CPU kernel's bf16 *backward* is ~6x slower than the explicit
-    path at translation shapes (T ~ 20-60, head dim 32; torch 2.14, measured in
-    benchmarks/attention_decode.py), while its forward is fast. So bf16 with autograd uses the explicit
-    path (bf16 matmuls on AMX); inference and fp32 use SDPA."""
-    return q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled() and q.requires_grad
+# Above this many scores per head (T * S) the explicit path loses in bf16 training too: fwd+bwd, 8 heads
+# of 32, 1 thread (torch 2.14, AMX Xeon): T=32: explicit 21 ms vs SDPA 62; T=128: 31 vs 66; T=512: 70 vs
+# 67 (and O(T^2) memory); T=2048: 352 vs 162. In fp32 SDPA wins at every length (2.8x at 512).
+_EXPLICIT_MAX_SCORES = 256 * 256
+
+
+def _sdpa_backward_is_slow(q: Tensor, k: Tensor | None = None) -> bool:
+    """bf16 training on CPU at translation lengths: the fused CPU kernel's bf16 *backward* is 2-3x
+    slower than the explicit path there (T ~ 20-130, head dim 32; measured in
+    benchmarks/attention_decode.py), while its forward is fast. So bf16 with autograd and at most
+    ``_EXPLICIT_MAX_SCORES`` scores per head uses the explicit path (bf16 matmuls on AMX); longer
+    sequences, inference and fp32 use SDPA (O(T) memory instead of the explicit path's O(T * S))."""
+    scores = q.shape[-2] * (k.shape[-2] if k is not None else q.shape[-2])
+    return (q.device.type == "cpu" and q.dtype == torch.bfloat16 and torch.is_grad_enabled() and q.requires_grad
+            and scores <= _EXPLICIT_MAX_SCORES)
 
 
 def attention(
@@ -159,7 +168,7 @@ def attention(
             mask = _revive(mask, dead)
         else:
             dead = None
-    if impl == "sdpa" and _sdpa_backward_is_slow(q):
+    if impl == "sdpa" and _sdpa_backward_is_slow(q, k):
         impl = "reference"
     if impl in ("sdpa", "sdpa-always"):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)

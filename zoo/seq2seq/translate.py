@@ -201,7 +201,7 @@ def training_config(
     lr: float = 7e-4,
     warmup_steps: int = 1000,
     label_smoothing: float = 0.1,
-    amp: str | None = "bf16",
+    amp: str | None = "auto",
     clip_grad_norm: float | None = 1.0,
     weight_decay: float = 1e-4,
     eval_fn: Callable | None = None,

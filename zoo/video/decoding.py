@@ -174,27 +174,25 @@ def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
         )
 
 
-# Process-wide counter; tests and the loader benchmark read it to check how much was decoded.
-GLOBAL_STATS = DecodeStats()
-
-
 def _decoded_frames(container, stream) -> Iterable[av.VideoFrame]:
-    """The one place frames leave the decoder (so that tests can count decoder use)."""
-    for frame in container.decode(stream):
-        GLOBAL_STATS.frames_decoded += 1
-        yield frame
+    """The one place frames leave the decoder."""
+    yield from container.decode(stream)
 
 
-_LOCAL = threading.local()
+_LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
 
 
-def _to_array(frame) -> np.ndarray:
+def _to_array(frame, size: tuple[int, int] | None = None) -> np.ndarray:
+    """RGB ``(H, W, 3)`` uint8; with ``size=(h, w)`` scaled in the same swscale pass (bilinear)."""
     # frame.to_ndarray() builds a new swscale context for every frame, which costs more than decoding
     # a 320x240 frame; one reformatter per thread keeps its context cached across frames and videos.
     reformatter = getattr(_LOCAL, "reformatter", None)
     if reformatter is None:
         reformatter = _LOCAL.reformatter = VideoReformatter()
-    return reformatter.reformat(frame, format="rgb24").to_ndarray()  # (H, W, 3) uint8
+    if size is None:
+        return reformatter.reformat(frame, format="rgb24").to_ndarray()
+    h, w = size
+    return reformatter.reformat(frame, width=w, height=h, format="rgb24", interpolation="BILINEAR").to_ndarray()
 
 
 def read_frames(
@@ -205,12 +203,14 @@ def read_frames(
     thread_type: str = "AUTO",
     thread_count: int = 0,
     stats: DecodeStats | None = None,
+    size: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """Frames at display ``indices`` (any order, repeats allowed) as a ``(T, H, W, 3)`` uint8 tensor.
 
     Seeks to the keyframe at or before ``min(indices)``, decodes forward, and stops after
     ``max(indices)``. Indices beyond the last decodable frame by at most a couple of frames (header
-    rounding) repeat the last frame; more than that raises :class:`CorruptVideoError`.
+    rounding) repeat the last frame; more than that raises :class:`CorruptVideoError`. ``size=(h, w)``
+    scales the returned frames while converting them to RGB (one swscale pass, bilinear).
     """
     path = os.fspath(path)
     idx = [int(i) for i in indices]
@@ -218,27 +218,31 @@ def read_frames(
         raise ValueError("read_frames: indices is empty")
     if min(idx) < 0:
         raise ValueError(f"read_frames: negative frame index {min(idx)}")
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"read_frames: size must be (height, width) >= 1, got {size!r}")
     meta = meta or probe(path)
     wanted = sorted(set(idx))
     local = DecodeStats(reads=1)
     try:
-        got = _read_sorted(path, wanted, meta, thread_type, thread_count, local)
+        try:
+            got = _read_sorted(path, wanted, meta, thread_type, thread_count, local, size, _HEADER_ONLY)
+        except (CorruptVideoError, av.error.FFmpegError):
+            # a container whose decoder needs FFmpeg's full stream probing: open it the slow way
+            got = _read_sorted(path, wanted, meta, thread_type, thread_count, local, size, None)
     except av.error.FFmpegError as err:
         raise CorruptVideoError(f"decoding {path!r} failed: {err}") from err
     finally:
-        GLOBAL_STATS.reads += 1
         if stats is not None:
             stats.add(local)
     out = torch.from_numpy(np.stack([got[i] for i in idx]))  # (T, H, W, 3)
-    local.frames_returned = len(idx)
     if stats is not None:
         stats.frames_returned += len(idx)
-    GLOBAL_STATS.frames_returned += len(idx)
     return out
 
 
 def _read_sorted(
-    path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats
+    path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
+    size: tuple[int, int] | None = None, options: dict[str, str] | None = None,
 ) -> dict[int, np.ndarray]:
     first = wanted[0]
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
@@ -249,7 +253,9 @@ def _read_sorted(
     targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
     targets.append(None)  # from the start
     for target in targets:
-        with _open(path) as container:
+        # options=_HEADER_ONLY: the index's meta already holds what probing would learn (and probing
+        # decodes a frame of its own); the decoder finds the pixel format in the first packet
+        with _open(path, options) as container:
             stream = container.streams.video[0]
             stream.thread_type = thread_type
             if thread_count:
@@ -259,13 +265,13 @@ def _read_sorted(
                 stats.seeks += 1
             elif target is not None:
                 target = None  # nothing to skip: decode from the start
-            result = _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, target is None)
+            result = _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, target is None, size)
         if result is not None:
             return result
     raise CorruptVideoError(f"{path!r}: could not position the decoder at frame {first}")
 
 
-def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_start):
+def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_start, size=None):
     """Decode from the current position; None if we landed after ``wanted[0]`` (then seek earlier)."""
     got: dict[int, np.ndarray] = {}
     j = 0
@@ -289,10 +295,10 @@ def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_st
             return None
         # Wanted indices this frame has passed show the previous frame (variable-rate gaps).
         while j < len(wanted) and wanted[j] < i:
-            got[wanted[j]] = _to_array(prev[1] if prev is not None else frame)
+            got[wanted[j]] = _to_array(prev[1] if prev is not None else frame, size)
             j += 1
         if j < len(wanted) and wanted[j] == i:
-            got[wanted[j]] = _to_array(frame)
+            got[wanted[j]] = _to_array(frame, size)
             j += 1
         if j == len(wanted):
             return got
@@ -306,7 +312,7 @@ def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_st
             f"{meta.path!r} ends at frame {prev[0]} but frame {missing[-1]} was asked for "
             f"(header: {meta.num_frames} frames); the file is probably truncated"
         )
-    last = _to_array(prev[1])
+    last = _to_array(prev[1], size)
     for w in missing:
         got[w] = last
     return got

@@ -15,6 +15,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.engine.precision import resolve_amp
+
 __all__ = ["evaluate_videos", "video_eval_fn"]
 
 
@@ -38,7 +40,7 @@ def evaluate_videos(
     batch_size: int = 8,
     num_workers: int = 0,
     device: str | torch.device = "cpu",
-    amp: str | None = None,
+    amp: str | None = "auto",
     progress: bool = False,
 ) -> dict[str, float]:
     """``{"clip_accuracy", "video_accuracy", "loss", "clips", "videos"}`` of ``model`` on ``dataset``."""
@@ -50,6 +52,7 @@ def evaluate_videos(
     was_training = model.training
     model.eval()
     device = torch.device(device)
+    amp = resolve_amp(amp, device, op="conv", allow_fp16=False)  # "auto": bf16 only where convs run faster
     autocast = (
         torch.autocast(device.type, dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext()
     )
@@ -84,7 +87,7 @@ def evaluate_videos(
     }
 
 
-def video_eval_fn(batch_size: int = 8, num_workers: int = 0, amp: str | None = None) -> Callable:
+def video_eval_fn(batch_size: int = 8, num_workers: int = 0, amp: str | None = "auto") -> Callable:
     """An ``eval_fn`` for :func:`zoo.engine.fit` adding ``video_accuracy`` to each epoch's validation."""
 
     def eval_fn(model: nn.Module, val_data) -> dict[str, float]:

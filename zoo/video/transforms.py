@@ -89,7 +89,11 @@ class Resize:
 
     def __call__(self, video: torch.Tensor) -> torch.Tensor:
         _check(video)
-        return TF.resize(video, self.size, antialias=self.antialias)  # (C, T, H', W')
+        # as T images of 3 channels (T, C, H, W): torch's uint8 antialiased kernel handles 3-channel
+        # images 4-8x faster than (C, T, H, W) read as C images of T channels; decoded frames are
+        # (T, H, W, C) in memory, so this is also the channels-last layout it is fastest on
+        frames = TF.resize(video.transpose(0, 1), self.size, antialias=self.antialias)
+        return frames.transpose(0, 1)  # (C, T, H', W')
 
     def __repr__(self) -> str:
         return f"Resize({self.size})"

@@ -63,6 +63,7 @@ class VideoClipDataset(Dataset):
         thread_count: int | None = None,
         progress: bool = True,
         seed: int | None = None,
+        size: tuple[int, int] | None = None,
     ) -> None:
         if sampling not in S.SAMPLINGS:
             raise ValueError(f"sampling must be one of {S.SAMPLINGS}, got {sampling!r}")
@@ -87,6 +88,9 @@ class VideoClipDataset(Dataset):
         self.strict = strict
         self.thread_type = thread_type
         self.thread_count = thread_count
+        if size is not None and (len(size) != 2 or min(int(s) for s in size) < 1):
+            raise ValueError(f"size must be (height, width) of positive ints or None, got {size!r}")
+        self.size = None if size is None else (int(size[0]), int(size[1]))
         self.seed = seed
         self.stats = DecodeStats()  # this process's decoding cost (each DataLoader worker has its own)
         self.failed_reads = 0
@@ -179,8 +183,11 @@ class VideoClipDataset(Dataset):
             threads = 1 if torch.utils.data.get_worker_info() is not None else 0
         frames = read_frames(
             meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=threads, stats=self.stats,
+            size=self.size,
         )  # (T, H, W, C)
-        return frames.permute(3, 0, 1, 2).contiguous(), self.labels[v], v  # (C, T, H, W)
+        # a (C, T, H, W) view of the (T, H, W, C) frames: no copy here; Resize works on this layout
+        # directly (3-channel images) and the collate copies the final clip once
+        return frames.permute(3, 0, 1, 2), self.labels[v], v
 
     def __getitem__(self, item: int):
         tried = 0
@@ -222,6 +229,10 @@ class UCF101(VideoClipDataset):
         thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads;
             ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
+        size: ``(height, width)`` to scale the frames to while they are converted to RGB (one swscale
+            pass, bilinear, no antialiasing); about as fast as converting full frames and resizing them
+            with :class:`zoo.video.transforms.Resize` (measured in benchmarks/ucf101_loader.py), and
+            the clips carry fewer bytes from there on. None keeps the file's size.
     """
 
     def __init__(
@@ -242,6 +253,7 @@ class UCF101(VideoClipDataset):
         thread_count: int | None = None,
         progress: bool = True,
         seed: int | None = None,
+        size: tuple[int, int] | None = None,
     ) -> None:
         root = Path(root)
         if not root.is_dir():
@@ -264,5 +276,5 @@ class UCF101(VideoClipDataset):
             frames_per_clip=frames_per_clip, step_between_clips=step_between_clips, sampling=sampling,
             num_segments=num_segments, train=train, frame_rate=frame_rate, transform=transform,
             short_video=short_video, strict=strict, thread_type=thread_type, thread_count=thread_count,
-            progress=progress, seed=seed,
+            progress=progress, seed=seed, size=size,
         )

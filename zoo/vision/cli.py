@@ -33,8 +33,8 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--backbone-lr-mult", type=float, default=0.1, help="backbone lr / head lr (full, gradual)")
     p.add_argument("--image-size", type=int, help="crop size (default: the weights' input size)")
-    p.add_argument("--amp", choices=["auto", "bf16", "none"], default="bf16",
-                   help="mixed precision; auto: bf16 where the CPU/GPU computes it natively, else fp32")
+    p.add_argument("--amp", choices=["auto", "bf16", "none"], default="auto",
+                   help="precision (auto: bf16 only where this CPU computes it fast)")
     p.add_argument("--no-augment", dest="augment", action="store_false",
                    help="train on the eval transform (with --strategy head: features are computed once)")
     p.add_argument("--strict", action="store_true", help="fail on a corrupt image instead of skipping it")

@@ -11,15 +11,17 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
+from zoo.engine.precision import resolve_amp
 
 __all__ = ["evaluate_classifier", "predict_dataset"]
 
 
 @torch.no_grad()
-def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = None,
+def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = "auto",
                     device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode."""
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     was_training = model.training
     model.eval().to(device)
@@ -37,7 +39,7 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
 
 def evaluate_classifier(model: nn.Module, data: Dataset | DataLoader, *, class_names: Sequence[str] | None = None,
                         confusion_png: str | os.PathLike | None = None, batch_size: int = 64,
-                        amp: str | None = None, device: str = "cpu") -> dict[str, Any]:
+                        amp: str | None = "auto", device: str = "cpu") -> dict[str, Any]:
     """``{"accuracy", "per_class_recall": {class: recall}, "confusion_matrix": [[...]]}``; writes the
     row-normalised confusion matrix to ``confusion_png`` when given."""
     logits, targets = predict_dataset(model, data, batch_size=batch_size, amp=amp, device=device)

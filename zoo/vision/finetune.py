@@ -34,6 +34,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo.engine.callbacks import Callback, TrainState
+from zoo.engine.precision import resolve_amp
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
@@ -193,7 +194,7 @@ def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mu
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = None,
+def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = "auto",
                      device: str | torch.device = "cpu", channels_last: bool = False,
                      progress: bool = True) -> TensorDataset:
     """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
@@ -206,6 +207,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     setattr(model, name, nn.Identity())
     model.eval().to(device)
     feats, targets = [], []
+    amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     # a ready DataLoader is used as it is (its batches may be built by a custom sampler); give one without
     # random augmentation, or each sample's single cached view is a random one
@@ -282,7 +284,7 @@ def finetune(
     image_size: int | None = None,
     strict: bool = False,
     batch_size: int = 32,
-    amp: str | None = None,
+    amp: str | None = "auto",
     device: str = "cpu",
     callbacks: Iterable[Any] = (),
     progress: bool = True,

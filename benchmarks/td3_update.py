@@ -1,0 +1,167 @@
+"""TD3's update alone: zoo vs Stable-Baselines3, and zoo as a fraction of its GEMM roofline (issue 15).
+
+The same replay contents (Pendulum-v1 shapes, random transitions) and the rl-zoo preset (400x300,
+batch 256, policy delay 2) for every variant; per thread count, interleaved repeats of ``--updates``
+gradient steps each, medians:
+
+* ``zoo-auto`` (the default precision on this CPU), ``zoo-fp32``, ``zoo-bf16`` (where the CPU has
+  native bf16; elsewhere it is 10-60x slower and only run with ``--force-bf16``), ``sb3`` (its
+  ``TD3.train(gradient_steps=N)``, same thread count);
+* the GEMM roofline of each zoo variant, measured in the same run: every matrix product an update
+  runs (captured with a dispatch mode), replayed alone at the same shapes, strides and dtype, timed and
+  summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the share of
+  the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
+
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_update.py                  # 1 and 2 threads
+    ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
+        flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_update.py              # an AVX2-only CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _harness import interleave, median, write_result
+from _roofline import capture_gemms, gemm_roofline
+
+import zoo
+from zoo.engine.precision import auto_amp, cpu_features
+from zoo.engine.threads import torch_threads
+
+ENV = "Pendulum-v1"
+
+
+def transitions(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    g = np.random.default_rng(seed)
+    obs = g.standard_normal((n, 3)).astype(np.float32)
+    act = g.uniform(-1, 1, (n, 1)).astype(np.float32)
+    return obs, act, g.standard_normal(n).astype(np.float32), g.standard_normal((n, 3)).astype(np.float32), \
+        g.random(n) < 0.01
+
+
+def zoo_agent(amp: str | None, data) -> Any:
+    agent = zoo.build("td3", env=ENV, preset="rl-zoo", amp=amp, seed=0)
+    agent.ensure_buffer().add(*data)
+    return agent
+
+
+def sb3_agent(data) -> Any:
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+
+    cfg = zoo.build("td3", env=ENV, preset="rl-zoo").config
+    model = TD3("MlpPolicy", gym.make(ENV), learning_rate=cfg.actor_lr, buffer_size=len(data[0]) + 10,
+                learning_starts=0, batch_size=cfg.batch_size, tau=cfg.tau, gamma=cfg.gamma,
+                policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
+                target_noise_clip=cfg.target_noise_clip, policy_kwargs={"net_arch": list(cfg.net_arch)},
+                seed=0, device="cpu", verbose=0)
+    obs, act, rew, nxt, term = data
+    for i in range(len(obs)):  # SB3's buffer takes env-unit actions; Pendulum's are [-2, 2]
+        model.replay_buffer.add(obs[i:i + 1], nxt[i:i + 1], 2.0 * act[i:i + 1], rew[i:i + 1],
+                                term[i:i + 1], [{}])
+    model._setup_learn(total_timesteps=1)
+    return model
+
+
+def ms_per_update(fn, n: int) -> float:
+    t0 = time.perf_counter()
+    fn(n)
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
+    """Interleaved repeats at ``threads``: ms/update per variant and roofline ms per zoo variant."""
+    with torch_threads(threads):
+        agents: dict[str, Any] = {}
+        runs: dict[str, Any] = {}
+        for v in variants:
+            if v == "sb3":
+                agents[v] = sb3_agent(data)
+                runs[v] = lambda n, m=agents[v]: m.train(gradient_steps=n, batch_size=256)
+            else:
+                agents[v] = zoo_agent({"zoo-auto": "auto", "zoo-fp32": None, "zoo-bf16": "bf16"}[v], data)
+                runs[v] = agents[v].update
+            runs[v](args.warmup)
+        gemms = {v: capture_gemms(lambda a=agents[v]: a.update(2)) for v in variants if v != "sb3"}
+        cases = {v: (lambda v=v: ms_per_update(runs[v], args.updates)) for v in variants}
+        cases.update({f"{v}.roofline": (lambda v=v: gemm_roofline(gemms[v], per=2)["seconds"] * 1e3)
+                      for v in gemms})
+        got = interleave(cases, repeats=args.repeats, warmup=1)
+        out: dict[str, Any] = {"ms_per_update": {v: median(got[v]) for v in variants}}
+        roof = {v: gemm_roofline(gemms[v], per=2) for v in gemms}
+        out["roofline_ms"] = {v: median(got[f"{v}.roofline"]) for v in gemms}
+        out["roofline_fraction"] = {v: out["roofline_ms"][v] / out["ms_per_update"][v] for v in gemms}
+        out["gflop_per_update"] = {v: roof[v]["flops"] / 1e9 for v in gemms}
+        out["gemm_gflop_per_s"] = {v: roof[v]["flops"] / 1e9 / (out["roofline_ms"][v] / 1e3) for v in gemms}
+        out["precision"] = {v: agents[v].precision for v in gemms}
+        out["runs_ms"] = {k: [round(x, 3) for x in vals] for k, vals in got.items()}
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--updates", type=int, default=100, help="gradient steps per timed sample")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--buffer", type=int, default=20_000, help="transitions in the replay buffer")
+    p.add_argument("--force-bf16", action="store_true", help="run zoo-bf16 on a CPU without native bf16 too")
+    p.add_argument("--no-sb3", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_flush_denormal(True)  # as zoo's training loop does (SB3 gets the same)
+    feats = cpu_features()
+    variants = ["zoo-auto", "zoo-fp32"]
+    if feats.native_bf16 or args.force_bf16:
+        variants.append("zoo-bf16")
+    notes = [] if "zoo-bf16" in variants else [
+        f"zoo-bf16 not run: this CPU ({feats.kind}) has no native bf16 (--force-bf16 runs it)"]
+    if not args.no_sb3:
+        try:
+            import stable_baselines3  # noqa: F401
+            variants.append("sb3")
+        except ImportError:
+            notes.append("stable-baselines3 not installed (pip install -e '.[bench]'): peer skipped")
+    data = transitions(args.buffer)
+    metrics: dict[str, Any] = {"auto_precision": auto_amp("cpu", "matmul") or "fp32"}
+    peers: dict[str, dict] = {"sb3": {}} if "sb3" in variants else {}
+    ratios: dict[str, float] = {}
+    extra: dict[str, Any] = {"runs": {}}
+    for threads in args.threads:
+        print(f"--- {threads} thread(s)", file=sys.stderr)
+        res = measure(threads, variants, args, data)
+        t = f"{threads}t"
+        for v in variants:
+            if v == "sb3":  # on the row of ours at the default precision
+                peers["sb3"][f"{t}.auto.ms_per_update"] = res["ms_per_update"][v]
+                continue
+            key = v.removeprefix("zoo-")
+            metrics[f"{t}.{key}.ms_per_update"] = res["ms_per_update"][v]
+            metrics[f"{t}.{key}.roofline_ms"] = res["roofline_ms"][v]
+            metrics[f"{t}.{key}.roofline_fraction"] = res["roofline_fraction"][v]
+            metrics[f"{t}.{key}.gemm_gflop_per_s"] = res["gemm_gflop_per_s"][v]
+            metrics[f"{t}.{key}.precision"] = res["precision"][v]
+            if "sb3" in variants:  # > 1: ours faster
+                name = f"{t}.auto.ms_per_update" if key == "auto" else f"{t}.sb3_ms_over_{key}_ms"
+                ratios[name] = res["ms_per_update"]["sb3"] / res["ms_per_update"][v]
+        metrics["gflop_per_update"] = res["gflop_per_update"]["zoo-auto"]
+        extra["runs"][t] = res["runs_ms"]
+    extra.update(notes=notes, settings={"env": ENV, "preset": "rl-zoo", "updates": args.updates,
+                                        "repeats": args.repeats, "buffer": args.buffer, "threads": args.threads},
+                 goals={"roofline_fraction": ">= 0.70", "sb3_ms_over_auto_ms": ">= 1.6 (AVX2), >= 4 (AMX)"})
+    write_result("td3_update", metrics=metrics, peers=peers, ratios=ratios, extra=extra)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
