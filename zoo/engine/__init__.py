@@ -11,7 +11,7 @@ Modules: ``fit`` (the loop), ``checkpoint`` (atomic save, exact resume), ``distr
 """
 
 from zoo.engine import metrics
-from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, TrainState
+from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, RestoreBest, TrainState
 from zoo.engine.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zoo.engine.data import prepare_loader
 from zoo.engine.fit import NonFiniteLossError, TrainResult, evaluate, fit
@@ -34,6 +34,7 @@ __all__ = [
     "GradualUnfreeze",
     "LambdaCallback",
     "NonFiniteLossError",
+    "RestoreBest",
     "TrainResult",
     "TrainState",
     "accuracy",
