@@ -64,21 +64,20 @@ def build(source: str, cifar_weights: str | None, seed: int) -> nn.Module:
         return zoo.build("resnet18", weights="imagenet1k-v1", num_classes=2)
 
 
-def imagenet_cached() -> bool:
-    try:
-        from zoo import hub
+def imagenet_available() -> tuple[bool, str]:
+    """Can ``resnet18.imagenet1k-v1`` load without a network (the zoo cache, or a ``file://`` mirror in
+    ``ZOO_WEIGHTS_URL``)? ``(True, where)``, or ``(False, why and how to get it)``; never downloads."""
+    from zoo import hub
 
-        hub.get_entry("resnet18.imagenet1k-v1")
-        os.environ["ZOO_OFFLINE"] = "1"
-        try:
-            hub.resolve("imagenet1k-v1", model="resnet18")
-            return True
-        except Exception:  # noqa: BLE001 - not cached: the imagenet rows are skipped, and the JSON says so
-            return False
-        finally:
-            os.environ.pop("ZOO_OFFLINE", None)
+    try:
+        path, _ = hub.resolve("imagenet1k-v1", model="resnet18", local_files_only=True)
     except KeyError:
-        return False
+        return False, "resnet18.imagenet1k-v1 is not in this zoo's manifest"
+    except (FileNotFoundError, hub.DownloadError, hub.HashMismatchError) as err:
+        return False, (f"resnet18.imagenet1k-v1 is not available offline ({type(err).__name__}): run "
+                       "`zoo pull resnet18.imagenet1k-v1` on a connected machine, or set ZOO_WEIGHTS_URL to a mirror "
+                       "holding resnet18-f37072fd.pth; the ImageNet rows are skipped")
+    return True, f"resnet18.imagenet1k-v1 from {path}"
 
 
 class Data:
@@ -252,7 +251,10 @@ def main(argv=None) -> int:
         except KeyError:
             raise SystemExit("resnet18.cifar10 is not published yet: run benchmarks/cifar10_resnet18.py first, "
                              "or pass --cifar-weights FILE") from None
-    use_imagenet = not args.no_imagenet and imagenet_cached()
+    use_imagenet, imagenet_note = imagenet_available()
+    if args.no_imagenet:
+        use_imagenet, imagenet_note = False, "ImageNet rows not requested (--no-imagenet)"
+    print(f"imagenet1k-v1: {imagenet_note}", flush=True)
     data = Data(args.data, args.size, args.n_train, args.n_val)
     data_in = Data(args.data, args.imagenet_size, args.n_train, args.n_val) if use_imagenet else None
 
@@ -302,7 +304,7 @@ def main(argv=None) -> int:
                             "lr": args.lr, "lr_head": args.lr_head, "backbone_lr_mult": args.backbone_lr_mult,
                             "n_train": len(data.ytr), "n_val": len(data.yva),
                             "cifar_weights": args.cifar_weights or "resnet18.cifar10",
-                            "imagenet1k_v1": "used" if use_imagenet else "not in the cache (zoo pull resnet18.imagenet1k-v1)"}}
+                            "imagenet1k_v1": imagenet_note}}
     peers = {"tutorial_loop": {"accuracy": {k: summarize(v) for k, v in peer_acc.items()},
                                "train_images_per_s": peer_med,
                                "what": "fp32, ImageFolder + PIL transforms each epoch, SGD momentum + StepLR, "

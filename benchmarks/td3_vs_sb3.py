@@ -26,6 +26,7 @@ this CPU (bf16 with native bf16 GEMMs, else fp32); ``zoo-bf16`` / ``zoo-fp32`` f
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
 import time
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, result_name, write_result
+from _harness import RESULTS_DIR, command_line, machine_info, median, result_name, write_result
 
 import zoo
 from zoo.rl.config import preset_config
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--publish", metavar="TAG", help="publish the best zoo run's agent as td3.TAG")
     p.add_argument("--progress", action="store_true", help="show the zoo runs' progress bars")
     p.add_argument("--learning-starts", type=int, help="override the preset (smoke runs only)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the variants of the earlier result (same env, steps, preset, evaluation) that this "
+                        "run does not repeat, e.g. an SB3 peer added beside a published zoo run")
     args = p.parse_args(argv)
     args.overrides = {} if args.learning_starts is None else {"learning_starts": args.learning_starts}
 
@@ -194,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s_per_seed": [round(r["wall_s"], 1) for r in rs],
         }
 
-    ours_key = next(v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32") if v in runs)
-    metrics = summary(runs[ours_key])
-    metrics["variant"] = ours_key
-    metrics["precision"] = runs[ours_key][0]["precision"]
-    peers = {v: summary(rs) for v, rs in runs.items() if v != ours_key}
-    for v, rs in runs.items():
-        if v != ours_key and v != "sb3":
-            peers[v]["precision"] = rs[0]["precision"]
+    summaries = {v: summary(rs) for v, rs in runs.items()}
+    seed_curves = {v: [r["curve"] for r in rs] for v, rs in runs.items()}
+    earlier = merge_earlier(RESULTS_DIR / f"{name}.json", args, set(runs)) if args.merge else {}
+    for v, e in earlier.items():
+        summaries[v], seed_curves[v] = e["summary"], e["curves"]
+    ours_key = next((v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32") if v in summaries), None)
+    if ours_key is None:
+        raise SystemExit("no zoo variant in this run or (with --merge) in the earlier result to compare against")
+    metrics = {**summaries[ours_key], "variant": ours_key}
+    peers = {v: s for v, s in summaries.items() if v != ours_key}
     ratios = {}
     for v, s in peers.items():
         ratios[f"learn_steps_per_s_vs_{v}"] = metrics["learn_steps_per_s"] / s["learn_steps_per_s"]
@@ -209,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # learning curves: mean over seeds of each variant's evaluation curve
     curves = {}
-    for v, rs in runs.items():
-        steps = [c[0] for c in rs[0]["curve"]]
-        means = np.mean([[c[1] for c in r["curve"]] for r in rs], axis=0)
-        stds = np.std([[c[1] for c in r["curve"]] for r in rs], axis=0)
+    for v, cs in seed_curves.items():
+        steps = [c[0] for c in cs[0]]
+        means = np.mean([[c[1] for c in curve] for curve in cs], axis=0)
+        stds = np.std([[c[1] for c in curve] for curve in cs], axis=0)
         hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
                 for s, m, sd in zip(steps, means, stds)]
-        curves[f"{v} ({len(rs)} seeds)"] = (hist, [])
+        curves[f"{v} ({len(cs)} seeds)"] = (hist, [])
     png = RESULTS_DIR / f"{result_name(name)}.png"  # one plot per CPU kind, like the JSON
     plot_learning_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
@@ -223,10 +229,17 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"env": args.env, "steps": args.steps, "seeds": args.seeds, "preset": args.preset,
                      "threads": args.threads, "eval_every": args.eval_every, "eval_episodes": args.eval_episodes,
                      "config": preset_config(args.preset, args.env, **args.overrides).to_dict()},
-        "curves": {v: [r["curve"] for r in rs] for v, rs in runs.items()},
+        "curves": seed_curves,
         "plot": str(png.relative_to(RESULTS_DIR.parent.parent)),
         "notes": notes,
     }
+    if earlier:
+        # which variant came from which run: each keeps its own command, date and machine
+        extra["runs"] = {v: {k: e[k] for k in ("command", "date", "machine", "seeds")} for v, e in earlier.items()}
+        extra["runs"].update({v: {"command": command_line(), "date": _dt.datetime.now(_dt.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"), "machine": machine_info(), "seeds": args.seeds} for v in runs})
+        if earlier_published := next((e["published"] for e in earlier.values() if e.get("published")), None):
+            extra["published"] = earlier_published
     if args.publish:
         # the run with the best evaluation, at that evaluation (rl-zoo's EvalCallback best_model)
         best = max(runs[ours_key], key=lambda r: max(c[1] for c in r["curve"]))
@@ -236,6 +249,31 @@ def main(argv: list[str] | None = None) -> int:
         extra["published"] = publish(agent, args, best["seed"], ours_key, step)
     write_result(name, metrics=metrics, peers=peers, ratios=ratios, command=command_line(), extra=extra)
     return 0
+
+
+def merge_earlier(path: Path, args, rerun: set[str]) -> dict[str, dict[str, Any]]:
+    """The variants of the earlier result at ``path`` that this run does not repeat: their summaries, per-seed
+    curves, command, date and machine. Refuses an earlier result measured under other settings."""
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text(encoding="utf-8"))
+    config = json.loads(json.dumps(preset_config(args.preset, args.env, **args.overrides).to_dict()))
+    was, now = old.get("settings", {}), {"env": args.env, "steps": args.steps, "preset": args.preset, "config": config,
+                                         "eval_every": args.eval_every, "eval_episodes": args.eval_episodes}
+    differ = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
+    if differ:
+        raise SystemExit(f"--merge: {path} was measured with other settings (earlier, now): {differ}")
+    ours = old["metrics"].get("variant")
+    summaries = {ours: {k: v for k, v in old["metrics"].items() if k != "variant"}, **old.get("peers", {})}
+    earlier = {}
+    for v, s in summaries.items():
+        if v in rerun or v not in old.get("curves", {}):
+            continue
+        run = old.get("runs", {}).get(v) or {"command": old["command"], "date": old["date"],
+                                             "machine": old["machine"], "seeds": was.get("seeds")}
+        earlier[v] = {"summary": s, "curves": old["curves"][v], **run,
+                      "published": old.get("published") if v == ours else None}
+    return earlier
 
 
 def publish(agent, args, seed: int, variant: str, step: int) -> dict[str, Any]:

@@ -121,7 +121,8 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
 def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: str | os.PathLike | None = None,
              **config: Any):
     """Transfer a pretrained model to new data: ``strategy`` ``"head"`` (only the classifier trains),
-    ``"full"`` (everything, the backbone at a lower learning rate) or ``"gradual"`` (unfrozen top-down).
+    ``"top"`` (the classifier and the top backbone stage), ``"full"`` (everything, the backbone at a lower
+    learning rate) or ``"gradual"`` (unfrozen top-down).
 
     The model's family does the surgery (``zoo_finetune``; the vision family's is
     :func:`zoo.vision.finetune.finetune`, which documents ``num_classes``, ``backbone_lr_mult``, ...).

@@ -148,3 +148,28 @@ def test_dense_pass_on_indian_pines_matches_windows(shared_data):
     dense = net.predict_scene(scene, method="dense", amp=None)
     windows = net.predict_scene(scene, mask=mask, method="windows", amp=None)
     assert (dense[mask] == windows[mask]).all()
+
+
+def test_hybridsn_held_out_tiles_validate_and_the_best_epoch_is_kept():
+    scene = make_scene(40, 40, 30, 4, block=8, noise=0.05, seed=3)
+    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    kept = {}
+
+    def remember(state, row):  # the weights each epoch ended with
+        kept[state.epoch + 1] = {k: v.clone() for k, v in state.model.state_dict().items()}
+
+    from zoo.engine import LambdaCallback
+
+    result = zoo.train(net, scene, split="random", train_fraction=0.5, epochs=4, batch_size=32, lr=2e-3, seed=0,
+                       progress=False, val_fraction=0.25, val_block=6, noise_std=0.1, augment=True,
+                       callbacks=[LambdaCallback(on_epoch_end=remember)])
+    rows = result.history
+    assert all("val_loss" in r for r in rows) and rows[-1]["held_out_pixels"] > 0
+    best = min(range(len(rows)), key=lambda i: rows[i]["val_loss"]) + 1
+    assert result.best_epoch == best
+    for k, v in net.state_dict().items():  # the model ends at the best epoch's weights, not the last
+        assert torch.equal(v, kept[best][k]), k
+    # the recorded training pixels are all of the split's, held-out tiles included: no evaluation scores them
+    assert net.training_record_.n_train == int(net._last_split.train.sum())
+    with pytest.raises(ValueError, match="not both"):
+        zoo.train(net, scene, split="random", epochs=1, val_fraction=0.2, val_data=object(), progress=False)

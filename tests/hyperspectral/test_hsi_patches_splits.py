@@ -121,3 +121,40 @@ def test_metrics_against_hand_computed_values():
     assert s["kappa"] == pytest.approx(100 * (7 / 9 - p_e) / (1 - p_e))
     assert s["per_class_accuracy"] == pytest.approx([200 / 3, 100.0, 75.0])
     assert s["n_test"] == 9
+
+
+def test_patch_noise_is_fresh_per_item_and_leaves_the_cube_clean():
+    cube = np.arange(6 * 6 * 3, dtype=np.float32).reshape(6, 6, 3)
+    labels = np.ones((6, 6), int)
+    plain = PatchDataset(cube, [[2, 3]], labels, window=3)[0][0]
+    noisy = PatchDataset(cube, [[2, 3]], labels, window=3, noise_std=0.5)
+    torch.manual_seed(0)
+    a, b = noisy[0][0], noisy[0][0]
+    assert not torch.equal(a, b), "noise must be drawn per item"
+    assert 0.3 < float((a - plain).std()) < 0.7  # the requested spread, around the clean window
+    assert torch.equal(noisy.padded, PatchDataset(cube, [[2, 3]], labels, window=3).padded)
+    with pytest.raises(ValueError, match="noise_std"):
+        PatchDataset(cube, [[2, 3]], labels, window=3, noise_std=-1.0)
+
+
+def test_holdout_blocks_takes_whole_tiles_within_each_class_budget():
+    from zoo.hyperspectral.splits import holdout_blocks
+
+    scene = make_scene(48, 48, 10, 4, block=12, seed=1)
+    train = scene.labels > 0
+    labels = scene.labels
+    fit_part, held = holdout_blocks(train, labels, 0.25, block=8, seed=0)
+    assert not (fit_part & held).any() and np.array_equal(fit_part | held, train)
+    assert held.any()
+    for c in range(1, 5):  # no class gives more than its share
+        assert (labels[held] == c).sum() <= 0.25 * (labels[train] == c).sum()
+    tile = (np.arange(48)[:, None] // 8) * 6 + np.arange(48)[None, :] // 8
+    for t in np.unique(tile[held]):  # a held-out tile has none of its training pixels left in fit_part
+        assert not (fit_part & (tile == t)).any()
+    again = holdout_blocks(train, labels, 0.25, block=8, seed=0)
+    assert np.array_equal(again[1], held)  # seeded
+    one = np.zeros((48, 48), bool)
+    one[:4, :4] = True  # one class inside a single tile: nothing can be held out without taking all of it
+    assert not holdout_blocks(one, one.astype(int), 0.5, block=8)[1].any()
+    with pytest.raises(ValueError, match="fraction"):
+        holdout_blocks(train, labels, 1.0)

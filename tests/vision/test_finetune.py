@@ -100,6 +100,25 @@ def test_gradual_unfreezes_layer4_to_layer1_one_per_epoch():
     assert all(p.requires_grad for p in m.parameters())
 
 
+def test_top_trains_layer4_and_head_and_freeze_bn_keeps_running_statistics():
+    m, rec = _model(), _Recorder()
+    zoo.finetune(m, _data(), strategy="top", epochs=1, callbacks=[rec], **FIT)
+    assert rec.grad == [{"fc", "layer4"}] and rec.changed == [{"fc", "layer4"}]
+    assert plan_strategy(m, "top", top_stages=2).trainable(0) == ["fc", "layer4", "layer3"]
+    with pytest.raises(ValueError, match="top_stages must be in 1..4"):
+        plan_strategy(m, "top", top_stages=5)
+    # freeze_bn: every BN keeps its running statistics, while the BN affine weights and the convs learn
+    m = _model()
+    before = _snapshot(m)
+    zoo.finetune(m, _data(), strategy="full", epochs=1, freeze_bn=True, **FIT)
+    after = _snapshot(m)
+    stats = [k for k in before if k.endswith(("running_mean", "running_var"))]
+    assert stats and all(torch.equal(before[k], after[k]) for k in stats)
+    assert not torch.equal(before["layer1.0.bn1.weight"], after["layer1.0.bn1.weight"])
+    assert not torch.equal(before["conv1.weight"], after["conv1.weight"])
+    assert m.training and all(b.training for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d))  # restored
+
+
 def test_feature_cache_gives_the_same_head_as_the_uncached_path():
     base = _model(3)
     data = (TensorDataset(torch.randn(12, 3, 8, 8), torch.arange(12) % 3),

@@ -15,7 +15,7 @@ matplotlib and TensorBoard load only when used.
 """
 
 from zoo.engine import metrics
-from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, TrainState
+from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, RestoreBest, TrainState
 from zoo.engine.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zoo.engine.data import prepare_loader
 from zoo.engine.evaluation import evaluate
@@ -43,6 +43,7 @@ __all__ = [
     "GradualUnfreeze",
     "LambdaCallback",
     "NonFiniteLossError",
+    "RestoreBest",
     "ResumeError",
     "TrainResult",
     "TrainState",

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Callback", "GradualUnfreeze", "LambdaCallback", "TrainState"]
+__all__ = ["Callback", "GradualUnfreeze", "LambdaCallback", "RestoreBest", "TrainState"]
 
 
 @dataclass
@@ -118,3 +118,32 @@ class GradualUnfreeze(Callback):
 
     def on_epoch_start(self, state: TrainState) -> None:
         self._apply(state.model, state.epoch)
+
+
+class RestoreBest(Callback):
+    """Keep the weights of the best epoch (by ``monitor`` of the history rows) in memory and load them back
+    when training ends, so that early stopping or a fixed epoch budget leaves the model at its best
+    validation score rather than at its last epoch. ``mode``: ``"min"``/``"max"`` (default: min for names
+    containing "loss", else max, as ``fit``'s monitor). ``best_epoch`` / ``best_value`` say what was kept."""
+
+    def __init__(self, monitor: str = "val_loss", mode: str | None = None) -> None:
+        mode = mode or ("min" if "loss" in monitor else "max")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max'; got {mode!r}")
+        self.monitor, self.mode = monitor, mode
+        self.best_value: float | None = None
+        self.best_epoch: int | None = None
+        self._state: dict[str, torch.Tensor] | None = None
+
+    def on_epoch_end(self, state: TrainState, row: dict[str, Any]) -> None:
+        if self.monitor not in row:
+            raise KeyError(f"RestoreBest monitors {self.monitor!r}, which the history row lacks (it has "
+                           f"{sorted(row)}); give validation data or monitor another key")
+        value = float(row[self.monitor])
+        if self.best_value is None or (value < self.best_value if self.mode == "min" else value > self.best_value):
+            self.best_value, self.best_epoch = value, state.epoch + 1
+            self._state = {k: v.detach().clone() for k, v in state.model.state_dict().items()}
+
+    def on_train_end(self, state: TrainState) -> None:
+        if self._state is not None:
+            state.model.load_state_dict(self._state)

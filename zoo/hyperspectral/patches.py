@@ -36,14 +36,18 @@ class PatchDataset(Dataset):
     Items are ``(x, y)`` with ``x`` of shape ``(1, C, window, window)`` (the 3-D convolution layout;
     ``add_channel_dim=False`` gives ``(C, window, window)``) and ``y`` the class index (label - 1, so
     classes start at 0; unlabelled pixels give -100, the ignore index). ``augment`` applies a random
-    quarter turn and mirror per item (training only).
+    quarter turn and mirror per item; ``noise_std`` adds Gaussian noise of that standard deviation to every
+    value of the window (in the cube's units: on whitened PCA components, a fraction of each component's
+    spread). Both are for training only.
     """
 
     def __init__(self, cube: np.ndarray, coords: np.ndarray, labels: np.ndarray | None = None, *,
                  window: int = 25, padding: str = "constant", add_channel_dim: bool = True,
-                 dtype: torch.dtype = torch.float32, augment: bool = False) -> None:
+                 dtype: torch.dtype = torch.float32, augment: bool = False, noise_std: float = 0.0) -> None:
         if window < 1 or window % 2 == 0:
             raise ValueError(f"window must be a positive odd number; got {window}")
+        if not noise_std >= 0.0:
+            raise ValueError(f"noise_std must be >= 0; got {noise_std}")
         cube = np.asarray(cube)
         if cube.ndim != 3:
             raise ValueError(f"expected an (H, W, C) cube; got shape {cube.shape}")
@@ -64,6 +68,7 @@ class PatchDataset(Dataset):
             self.targets = torch.from_numpy(np.where(tgt < 0, -100, tgt))
         self.add_channel_dim = add_channel_dim
         self.augment = augment  # random flips / quarter turns of the window (a scene has no "up")
+        self.noise_std = float(noise_std)
 
     @classmethod
     def from_mask(cls, cube: np.ndarray, labels: np.ndarray, mask: np.ndarray, **kwargs) -> PatchDataset:
@@ -83,6 +88,8 @@ class PatchDataset(Dataset):
             x = torch.rot90(x, k, dims=(1, 2))
             if flip % 2:
                 x = x.flip(2)
+        if self.noise_std:
+            x = x + self.noise_std * torch.randn_like(x)  # a new tensor: the padded cube stays clean
         if self.add_channel_dim:
             x = x.unsqueeze(0)  # (1, C, window, window)
         return x, self.targets[i]

@@ -80,14 +80,20 @@ class SceneClassifierMixin:
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
                   train_mask: Any = None, block: int = 16, val_data: Any = None, augment: bool = False,
-                  **fit_kwargs):
+                  noise_std: float = 0.0, val_fraction: float = 0.0, val_block: int = 8, **fit_kwargs):
         """Train on a scene (Scene, path or data set name): split, fit the preprocessing on the training
-        pixels, cut windows on the fly (``augment``: random quarter turns and mirrors), then
-        :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...). ``split="auto"``: the data set's
-        protocol, ``"disjoint"`` with a ``train_mask`` (array or file), else spatial ``"blocks"``; the
-        training pixels are recorded with the weights so that no evaluation scores them.
-        A Dataset/DataLoader of ready windows goes to the engine unchanged."""
-        from zoo.engine import fit
+        pixels, cut windows on the fly, then :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
+
+        ``split="auto"``: the data set's protocol, ``"disjoint"`` with a ``train_mask`` (array or file), else
+        spatial ``"blocks"``; the training pixels are recorded with the weights so that no evaluation scores
+        them. Regularisation: ``augment`` (random quarter turns and mirrors of the windows), ``noise_std``
+        (Gaussian noise on the whitened PCA components of every training window). ``val_fraction``: hold out
+        that share of the training pixels as whole ``val_block``-pixel tiles (see
+        :func:`~zoo.hyperspectral.splits.holdout_blocks`), validate on them each epoch (with
+        ``early_stopping_patience`` to stop) and end with the weights of the best epoch by ``monitor``
+        (default ``val_loss``). A Dataset/DataLoader of ready windows goes to the engine unchanged."""
+        from zoo.engine import RestoreBest, fit
+        from zoo.hyperspectral.splits import holdout_blocks
 
         if isinstance(data, (Dataset, DataLoader)):
             return fit(self, data, val_data, seed=seed, **fit_kwargs)
@@ -98,19 +104,34 @@ class SceneClassifierMixin:
         if n_cls > self.config.n_classes:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
                              f"{self.config.n_classes} (build it with n_classes={n_cls})")
+        fit_mask, held_out = sp.train, None
+        if val_fraction:
+            if val_data is not None:
+                raise ValueError("give val_data or val_fraction (held-out training tiles), not both")
+            fit_mask, held_out = holdout_blocks(sp.train, scene.labels, val_fraction, block=val_block, seed=seed)
+            if not held_out.any():
+                raise ValueError(f"val_fraction={val_fraction} with {val_block}-pixel tiles holds out no training "
+                                 f"pixel ({int(sp.train.sum())} training pixels); raise it or use smaller tiles")
         t0 = time.perf_counter()
-        self.fit_preprocessor(scene, sp.train)
+        self.fit_preprocessor(scene, fit_mask)
         reduced = self.reduce(scene)
-        train_ds = PatchDataset.from_mask(reduced, scene.labels, sp.train, window=self.config.window,
-                                          padding=self.padding, augment=augment)
+        window = {"window": self.config.window, "padding": self.padding}
+        train_ds = PatchDataset.from_mask(reduced, scene.labels, fit_mask, augment=augment, noise_std=noise_std,
+                                          **window)
+        fit_kwargs.setdefault("monitor", "train_loss" if val_data is None and held_out is None else "val_loss")
+        if held_out is not None:
+            val_data = PatchDataset.from_mask(reduced, scene.labels, held_out, **window)
+            fit_kwargs["callbacks"] = [*fit_kwargs.get("callbacks", ()),
+                                       RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
         self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
                         "window": self.config.window, "block": block} if isinstance(split, str) else None)
         self._last_split = sp
         self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
-        fit_kwargs.setdefault("monitor", "train_loss" if val_data is None else "val_loss")
         result = fit(self, train_ds, val_data, seed=seed, **fit_kwargs)
         if result.history:
             result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
+            if held_out is not None:
+                result.history[-1]["held_out_pixels"] = int(held_out.sum())
         return result
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,

@@ -18,6 +18,7 @@ __all__ = [
     "Split",
     "disjoint_mask_split",
     "guard_band",
+    "holdout_blocks",
     "overlap_report",
     "random_split",
     "remap_mask_classes",
@@ -148,6 +149,41 @@ def _is_boolean_mask(train_mask: np.ndarray, labels: np.ndarray) -> bool:
     if np.unique(train_mask).tolist() not in ([1], [0, 1]):
         return False
     return np.unique(labels[(train_mask > 0) & (labels > 0)]).size > 1
+
+
+def holdout_blocks(train: np.ndarray, labels: np.ndarray, fraction: float, *, block: int = 8,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Split the training pixels into ``(fit, held_out)`` by whole ``block x block`` tiles, for validation.
+
+    Held-out pixels are never a random sprinkle among training pixels (their windows would be nearly the
+    training windows, and validation would say little about new fields): a tile goes out whole, with every
+    class's training pixels in it. Tiles are drawn in random order and taken while no class exceeds
+    ``fraction`` of its training pixels, so each class gives at most that share and a class inside one tile
+    keeps all its pixels for training.
+    """
+    train = np.asarray(train, bool)
+    labels = _check_labels(labels)
+    if train.shape != labels.shape:
+        raise ValueError(f"training mask {train.shape} and labels {labels.shape} differ in shape")
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the held-out fraction must be in (0, 1); got {fraction}")
+    if block < 1:
+        raise ValueError(f"block must be >= 1 pixel; got {block}")
+    h, w = labels.shape
+    tile = (np.arange(h)[:, None] // block) * (-(-w // block)) + (np.arange(w)[None, :] // block)
+    y = np.where(train, labels, 0)
+    n_cls = int(y.max()) + 1
+    budget = np.floor(fraction * np.bincount(y[train], minlength=n_cls)).astype(np.int64)
+    held = np.zeros(n_cls, np.int64)
+    out_tiles = []
+    rng = np.random.default_rng(seed)
+    for t in rng.permutation(np.unique(tile[train])):
+        counts = np.bincount(y[(tile == t) & train], minlength=n_cls)
+        if np.all(held + counts <= budget):
+            held += counts
+            out_tiles.append(t)
+    held_out = train & np.isin(tile, out_tiles)
+    return train & ~held_out, held_out
 
 
 def disjoint_mask_split(labels: np.ndarray, train_mask: np.ndarray, *, window: int = 25,

@@ -27,7 +27,7 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a registered model (resnet18)")
     p.add_argument("--data", required=True, help="image folder: DIR/train/<class>/... and DIR/val/<class>/...")
     p.add_argument("--weights", default=None, help="pretrained weights: cifar10, imagenet1k-v1, a path (default: none)")
-    p.add_argument("--strategy", choices=["head", "full", "gradual"], default="head")
+    p.add_argument("--strategy", choices=["head", "top", "full", "gradual"], default="head")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)

@@ -8,11 +8,17 @@
 * ``"full"`` — every layer trains, with discriminative learning rates: the backbone gets
   ``lr * backbone_lr_mult`` (default 0.1), the new head ``lr`` (Howard & Ruder, ULMFiT,
   https://arxiv.org/abs/1801.06146; Yosinski et al., https://arxiv.org/abs/1411.1792). BN trains normally.
+* ``"top"`` — the head and the ``top_stages`` highest backbone stages train (default 1: ResNet's
+  ``layer4``), at ``lr * backbone_lr_mult``; the lower stages and the stem stay frozen, BN included.
 * ``"gradual"`` — starts as ``"head"`` and unfreezes one backbone stage per ``unfreeze_every`` epochs from
   the top (ResNet: ``layer4`` -> ``layer3`` -> ``layer2`` -> ``layer1``; the stem stays frozen, its
   Gabor-like filters transfer best). The optimizer holds every parameter group from the start (frozen
   parameters have no gradient, so the optimizer skips them) and an engine callback flips
   ``requires_grad`` and BN modes at each epoch start.
+
+``freeze_bn=True`` keeps *every* BatchNorm layer in eval mode (the pretrained running statistics), also in
+the stages that train (their affine weights still learn): with small batches of a new domain, batch
+statistics are noisy and the running ones drift from what the pretrained filters expect.
 
 Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress bars, metrics) is
 :func:`zoo.engine.fit`'s; extra keyword arguments go to it unchanged. On return every parameter has
@@ -38,7 +44,7 @@ from zoo.engine.precision import resolve_amp
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
-STRATEGIES = ("head", "full", "gradual")
+STRATEGIES = ("head", "top", "full", "gradual")
 log = logging.getLogger(__name__)
 _HEAD_NAMES = ("fc", "classifier", "head")
 _BN = (nn.modules.batchnorm._BatchNorm,)
@@ -82,25 +88,33 @@ class StrategyPlan:
     stem: list[str]
     unfreeze_every: int = 1
     trainable_at: dict[int, list[str]] = field(default_factory=dict)
+    top_stages: int = 1
+    freeze_bn: bool = False
 
     def trainable(self, epoch: int) -> list[str]:
         if self.strategy == "full":
             return [self.head, *self.stages, *self.stem]
         if self.strategy == "head":
             return [self.head]
+        if self.strategy == "top":
+            return [self.head, *self.stages[:self.top_stages]]
         k = min(len(self.stages), epoch // self.unfreeze_every)
         return [self.head, *self.stages[:k]]
 
 
-def plan_strategy(model: nn.Module, strategy: str, epochs: int = 1, unfreeze_every: int | None = None) -> StrategyPlan:
+def plan_strategy(model: nn.Module, strategy: str, epochs: int = 1, unfreeze_every: int | None = None,
+                  top_stages: int = 1, freeze_bn: bool = False) -> StrategyPlan:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     stages, stem = backbone_stages(model)
+    if not 1 <= top_stages <= len(stages):
+        raise ValueError(f"top_stages must be in 1..{len(stages)} (the backbone stages {stages}), got {top_stages}")
     if unfreeze_every is None:  # spread the unfreezing over the run: head alone first, all stages by the end
         unfreeze_every = max(1, epochs // (len(stages) + 1))
     if unfreeze_every < 1:
         raise ValueError(f"unfreeze_every must be >= 1, got {unfreeze_every}")
-    return StrategyPlan(strategy, head_name(model), stages, stem, unfreeze_every)
+    return StrategyPlan(strategy, head_name(model), stages, stem, unfreeze_every, top_stages=top_stages,
+                        freeze_bn=freeze_bn)
 
 
 class _Freezer:
@@ -124,7 +138,7 @@ class _Freezer:
             on = name in active
             for p in child.parameters():
                 p.requires_grad_(on)
-            if not on:
+            if not on or self.plan.freeze_bn:
                 self.frozen_bn += [m for m in child.modules() if isinstance(m, _BN)]
         if self.model.training:
             for bn in self.frozen_bn:
@@ -175,8 +189,8 @@ def _num_outputs(model: nn.Module) -> int | None:
 def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mult: float) -> list[dict[str, Any]]:
     """One group for the head at ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (only the
     modules the strategy ever trains: ``head`` -> the head alone; ``gradual`` -> head and stages)."""
-    names = {"head": [plan.head], "gradual": [plan.head, *plan.stages],
-             "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
+    names = {"head": [plan.head], "top": [plan.head, *plan.stages[:plan.top_stages]],
+             "gradual": [plan.head, *plan.stages], "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
     groups = []
     for name in names:
         params = list(getattr(model, name).parameters())
@@ -279,6 +293,8 @@ def finetune(
     lr: float = 1e-3,
     backbone_lr_mult: float = 0.1,
     unfreeze_every: int | None = None,
+    top_stages: int = 1,
+    freeze_bn: bool = False,
     augment: bool = True,
     cache_features: bool | None = None,
     image_size: int | None = None,
@@ -298,11 +314,13 @@ def finetune(
         data: an image folder ``DIR`` with ``train/`` and ``val/`` class folders (transforms come from the
             model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset``,
             ``(train, val)`` or ``{"train": ..., "val": ...}``.
-        strategy: ``"head"``, ``"full"`` or ``"gradual"`` (see the module docstring).
+        strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
         num_classes: head size; default: the folder's class count. A different size replaces the head
             (with a warning).
         backbone_lr_mult: backbone learning rate as a fraction of the head's (``full``, ``gradual``).
         unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``).
+        top_stages: ``top``: how many backbone stages train, from the top (default 1).
+        freeze_bn: keep every BatchNorm layer's running statistics (eval mode) while training.
         augment: random train augmentation for folder data (off: the eval transform for training too).
         cache_features: ``head`` only: compute the frozen backbone's features once and train the head on
             them. Default: on exactly when augmentation is off (with augmentation every epoch sees new
@@ -326,7 +344,7 @@ def finetune(
     if "val_data" in fit_kwargs:
         val_data = fit_kwargs.pop("val_data")
 
-    plan = plan_strategy(model, strategy, epochs, unfreeze_every)
+    plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
 

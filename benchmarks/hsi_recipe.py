@@ -1,0 +1,238 @@
+"""Claim (issue 18): a HybridSN training recipe that generalises across fields on Indian Pines.
+
+On the spatially disjoint split (``indianpines_disjoint_dset.mat``: whole fields train, other fields test)
+the paper's recipe overfits (train loss 0.008, test OA 79.45 against PCA+SVM's 83.38). Each change a
+practitioner would try is one *variant* (``key=value,...`` on top of the old recipe), trained on the same
+split with the same seeds; PCA+SVM (3-fold CV over components and C, as in hsi_indian_pines.py) is
+measured in the same run. Goal: the best zoo network >= SVM + 5 OA on the disjoint split; >= 99.5 OA on
+the 30 % random split (HybridSN protocol, PCA fitted on training pixels only).
+
+Variant keys: model ``window``, ``dropout``, ``n_bands``; training ``epochs``, ``lr``, ``batch_size``,
+``weight_decay``, ``label_smoothing``, ``augment`` (quarter turns + mirrors), ``noise_std`` (Gaussian
+noise on the whitened PCA components), ``val_fraction`` / ``val_block`` (held-out training tiles, best
+epoch kept), ``early_stopping_patience``. ``baseline`` is the old recipe (window 25, dropout 0.4, weight
+decay 1e-4, 15 epochs, no augmentation); ``recipe`` is the new default recipe (RECIPE below).
+Results accumulate per split / variant / seed in results/hsi_recipe.json (a rerun of the same triple
+replaces it). ``--publish`` adds the seed-0 ``recipe`` run as ``hybridsn.indian-pines-disjoint`` (fp16).
+
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hsi_recipe.py --variants baseline augment=true window=15
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hsi_recipe.py --variants recipe --seeds 0 1 2 --publish
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hsi_recipe.py --split random --variants recipe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import RESULTS_DIR, command_line, write_result
+
+import zoo
+from zoo.hyperspectral import load_dataset, resolve_split
+
+NAME = "hsi_recipe"
+MODEL_KEYS = ("window", "dropout", "n_bands")
+# the recipe of the published hybridsn.indian-pines disjoint figure (benchmarks/hsi_indian_pines.py)
+BASELINE: dict[str, Any] = {"window": 25, "dropout": 0.4, "n_bands": 30, "epochs": 15, "batch_size": 64, "lr": 1e-3,
+                            "weight_decay": 1e-4, "schedule": "cosine", "warmup_steps": 20, "amp": "bf16"}
+RECIPE: dict[str, Any] = {}  # filled in from the measured variants (see the README section)
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "schedule", "warmup_steps", "amp", "label_smoothing",
+              "augment", "noise_std", "val_fraction", "val_block", "early_stopping_patience")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_variant(spec: str) -> dict[str, Any]:
+    """``baseline`` / ``recipe`` / ``key=value,key=value`` -> the settings on top of BASELINE."""
+    if spec == "baseline":
+        return dict(BASELINE)
+    if spec == "recipe":
+        return {**BASELINE, **RECIPE}
+    out = dict(BASELINE)
+    for item in spec.split(","):
+        key, sep, raw = item.partition("=")
+        if not sep or key not in MODEL_KEYS + TRAIN_KEYS:
+            raise SystemExit(f"variant item {item!r}: expected key=value with key in {MODEL_KEYS + TRAIN_KEYS}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def train_one(scene, split: str, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, Any]]:
+    net = zoo.build("hybridsn", **{k: settings[k] for k in MODEL_KEYS})
+    t0 = time.perf_counter()
+    res = zoo.train(net, scene, split=split, seed=seed, progress=False,
+                    **{k: settings[k] for k in TRAIN_KEYS if k in settings})
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m = zoo.evaluate(net, scene, amp=settings["amp"])  # the split's test pixels; fractions
+    hist = res.history
+    return net, {
+        "seed": seed, "overall_accuracy": m["overall_accuracy"], "average_accuracy": m["average_accuracy"],
+        "kappa": m["kappa"], "per_class_accuracy": [per_class(m, c) for c in range(1, 17)],
+        "train_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t0, 1), "epochs_run": len(hist),
+        "best_epoch": res.best_epoch if "val_loss" in hist[-1] else None,
+        "train_loss": [round(h["train_loss"], 4) for h in hist],
+        "val_loss": [round(h["val_loss"], 4) for h in hist if "val_loss" in h] or None,
+        "held_out_pixels": hist[-1].get("held_out_pixels"),
+    }
+
+
+def per_class(m: dict[str, float], c: int) -> float | None:
+    """Class ``c``'s accuracy (fraction), None where the test pixels hold no pixel of it."""
+    v = m.get(f"class_{c}_accuracy")
+    return None if v is None else round(v, 4)
+
+
+def svm_peer(scene, split: str) -> dict[str, Any]:
+    svm = zoo.build("hsi-pca-svm")
+    t0 = time.perf_counter()
+    zoo.train(svm, scene, split=split, search=True, cv=3,
+              param_grid={"pca__n_components": [30, 50, 70], "svm__C": [30.0, 100.0, 300.0], "svm__gamma": ["scale"]})
+    m = zoo.evaluate(svm, scene)
+    return {"overall_accuracy": m["overall_accuracy"], "average_accuracy": m["average_accuracy"], "kappa": m["kappa"],
+            "per_class_accuracy": [per_class(m, c) for c in range(1, 17)],
+            "train_s": round(time.perf_counter() - t0, 1)}
+
+
+def summarise(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Mean +- std over seeds, in % (OA / AA / kappa), of one variant's runs."""
+    rs = list(runs.values())
+    out: dict[str, Any] = {}
+    for key, short in (("overall_accuracy", "OA"), ("average_accuracy", "AA"), ("kappa", "kappa")):
+        vals = [100 * r[key] for r in rs]
+        out[short] = round(statistics.fmean(vals), 2)
+        out[f"{short}_std"] = round(statistics.stdev(vals), 2) if len(vals) > 1 else None
+    out["seeds"] = len(rs)
+    out["train_s"] = round(statistics.median(r["train_s"] for r in rs), 1)
+    return out
+
+
+def details(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per-seed figures of one variant, kept in the JSON beside the README table."""
+    rs = list(runs.values())
+    return {"seeds": [r["seed"] for r in rs], "OA_per_seed": [round(100 * r["overall_accuracy"], 2) for r in rs],
+            "epochs_run": [r["epochs_run"] for r in rs], "best_epoch": [r["best_epoch"] for r in rs],
+            "per_class_mean": [None if any(r["per_class_accuracy"][c] is None for r in rs) else
+                               round(100 * statistics.fmean(r["per_class_accuracy"][c] for r in rs), 2)
+                               for c in range(16)]}
+
+
+def load_old() -> dict[str, Any]:
+    path = RESULTS_DIR / f"{NAME}.json"
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("benchmark") == NAME:
+            return old
+    return {}
+
+
+def class_counts(scene, sp) -> dict[str, list[int]]:
+    return {part: [int((scene.labels[mask] == c).sum()) for c in range(1, 17)]
+            for part, mask in (("train", sp.train), ("test", sp.test))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", default="disjoint", choices=["disjoint", "random"])
+    ap.add_argument("--variants", nargs="+", default=["baseline", "recipe"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--publish", action="store_true",
+                    help="publish the seed-0 'recipe' run (disjoint: hybridsn.indian-pines-disjoint)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.publish and (args.split != "disjoint" or "recipe" not in args.variants or 0 not in args.seeds):
+        raise SystemExit("--publish needs --split disjoint and the 'recipe' variant with seed 0")
+    settings = {v: parse_variant(v) for v in args.variants}
+    scene = load_dataset("indian_pines")
+    sp = resolve_split(scene, split=args.split)
+    old = load_old()
+    runs: dict[str, Any] = old.get("runs", {})
+    split_runs = runs.setdefault(args.split, {})
+    log(f"{args.split} split: PCA+SVM peer")
+    svm = svm_peer(scene, args.split)
+    log(f"  PCA+SVM OA {100 * svm['overall_accuracy']:.2f} in {svm['train_s']:.0f} s")
+    published = old.get("published")
+    for seed in args.seeds:
+        for v in args.variants:
+            log(f"{args.split} / {v} / seed {seed}: {settings[v]}")
+            net, r = train_one(scene, args.split, settings[v], seed)
+            log(f"  OA {100 * r['overall_accuracy']:.2f} AA {100 * r['average_accuracy']:.2f} "
+                f"in {r['train_s']:.0f} s ({r['epochs_run']} epochs, best {r['best_epoch']})")
+            entry = split_runs.setdefault(v, {"settings": settings[v], "seeds": {}})
+            entry["settings"] = settings[v]
+            entry["seeds"][str(seed)] = {**r, "command": command_line(),
+                                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if args.publish and v == "recipe" and seed == 0:
+                published = publish(net, r, settings[v], svm, scene, sp)
+    peers = old.get("peers", {})
+    peers.setdefault("pca_svm", {})[args.split] = {k: round(100 * svm[k], 2) for k in
+                                                   ("overall_accuracy", "average_accuracy", "kappa")}
+    metrics = {split: {v: summarise(e["seeds"]) for v, e in vs.items()} for split, vs in runs.items()}
+    ratios = {}
+    for split, vs in metrics.items():
+        best = max(vs, key=lambda v: vs[v]["OA"])
+        ratios[f"{split}_best_variant"] = best
+        ratios[f"{split}_best_OA_minus_svm"] = round(vs[best]["OA"] - peers["pca_svm"][split]["overall_accuracy"], 2)
+    extra = {"summary": {split: {v: details(e["seeds"]) for v, e in vs.items()} for split, vs in runs.items()},
+             "runs": runs, "svm_per_class": {**old.get("svm_per_class", {}), args.split: svm["per_class_accuracy"]},
+             "class_counts": {**old.get("class_counts", {}), args.split: class_counts(scene, sp)},
+             "class_names": list(scene.class_names), "baseline": BASELINE, "recipe": RECIPE,
+             "goals": {"disjoint": "best zoo network OA >= PCA+SVM + 5", "random": "OA >= 99.5"}}
+    if published:
+        extra["published"] = published
+    write_result(NAME, metrics=metrics, peers=peers, ratios=ratios, command=command_line(), extra=extra)
+    return 0
+
+
+def publish(net, r: dict[str, Any], settings: dict[str, Any], svm: dict[str, Any], scene, sp) -> dict[str, Any]:
+    """``hybridsn.indian-pines-disjoint``: network fp16 + preprocessing fp32, figures re-measured on the file."""
+    from zoo import hub
+
+    name = "hybridsn.indian-pines-disjoint"
+    config = {"n_bands": settings["n_bands"], "n_classes": 16, "window": settings["window"],
+              "dropout": settings["dropout"]}
+    counts = class_counts(scene, sp)
+    meta = {
+        "dataset": "Indian Pines (AVIRIS 1992, 145x145x200 corrected)",
+        "split": "spatially disjoint: training pixels = indianpines_disjoint_dset.mat (whole fields, "
+                 f"{int(sp.train.sum())} pixels), test = every other labelled pixel ({int(sp.test.sum())})",
+        "license": "weights: MIT (zoo); data: CC BY 3.0, doi:10.4231/R7RX991C",
+        "command": command_line(),
+        "storage": "network fp16, preprocessing (standardise + PCA whiten, 200->30) fp32",
+        "training": {k: settings[k] for k in TRAIN_KEYS if k in settings} | {"seed": 0, "train_s": r["train_s"],
+                                                                            "epochs_run": r["epochs_run"]},
+        "class_counts": counts,
+    }
+    hub.add_weights(net.export_state_dict(torch.float16), name, config=config, meta={**meta, "metrics": {}}, dtype=None,
+                    force=True)
+    loaded = zoo.build("hybridsn", weights="indian-pines-disjoint")
+    m = zoo.evaluate(loaded, scene, mask=sp.test, amp=settings["amp"])
+    classes = [per_class(m, c) for c in range(1, 17)]
+    metrics = {"overall_accuracy": round(m["overall_accuracy"], 5), "average_accuracy": round(m["average_accuracy"], 5),
+               "kappa": round(m["kappa"], 5), "OA_percent": round(100 * m["overall_accuracy"], 2),
+               "AA_percent": round(100 * m["average_accuracy"], 2), "kappa_percent": round(100 * m["kappa"], 2),
+               "per_class_accuracy": classes, "n_test": int(m["n_test"]),
+               "pca_svm_same_split_OA_percent": round(100 * svm["overall_accuracy"], 2)}
+    entry = hub.add_weights(net.export_state_dict(torch.float16), name, config=config,
+                            meta={**meta, "metrics": metrics}, dtype=None, force=True)
+    log(f"published {name}: OA {metrics['OA_percent']} (re-measured on the stored file)")
+    return {"name": name, "sha256": entry.sha256, "metrics": metrics}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
