@@ -22,38 +22,48 @@ re-initialisation, corrupt and non-finite files refused), ``publish`` (add_weigh
 
 from __future__ import annotations
 
-from zoo.hub.cache import CacheCheck, CacheItem, cache_info, clean_cache, verify_cache
-from zoo.hub.fetch import DownloadError, HashMismatchError, OfflineError, sha256_file
-from zoo.hub.manifest import (
-    ManifestError,
-    WeightsEntry,
-    checkout_root,
-    manifest_path,
-    read_manifest,
-    release_url,
-    weights_dir,
-)
-from zoo.hub.publish import add_weights, release, update_manifest
-from zoo.hub.readme import render_readme, write_readme
-from zoo.hub.state import (
-    CorruptWeightsError,
-    LoadReport,
-    load_into,
-    load_state_dict,
-    read_metadata,
-    save_weights,
-)
-from zoo.hub.store import (
-    CorruptCacheError,
-    cache_root,
-    cached_path,
-    get_entry,
-    list_weights,
-    pull,
-    resolve,
-    verify_entry,
-    zoo_home,
-)
+from zoo._lazy import lazy_exports
+
+# names import their module on first use: listing weights reads JSON only; loading a file imports torch
+_EXPORTS = {
+    "CacheCheck": "zoo.hub.cache",
+    "CacheItem": "zoo.hub.cache",
+    "CorruptCacheError": "zoo.hub.store",
+    "CorruptWeightsError": "zoo.hub.state",
+    "DownloadError": "zoo.hub.fetch",
+    "HashMismatchError": "zoo.hub.fetch",
+    "LoadReport": "zoo.hub.state",
+    "ManifestError": "zoo.hub.manifest",
+    "OfflineError": "zoo.hub.fetch",
+    "WeightsEntry": "zoo.hub.manifest",
+    "add_weights": "zoo.hub.publish",
+    "cache_info": "zoo.hub.cache",
+    "cache_root": "zoo.hub.store",
+    "cached_path": "zoo.hub.store",
+    "checkout_root": "zoo.hub.manifest",
+    "clean_cache": "zoo.hub.cache",
+    "get_entry": "zoo.hub.store",
+    "list_weights": "zoo.hub.store",
+    "load_into": "zoo.hub.state",
+    "load_state_dict": "zoo.hub.state",
+    "manifest_path": "zoo.hub.manifest",
+    "pull": "zoo.hub.store",
+    "read_manifest": "zoo.hub.manifest",
+    "read_metadata": "zoo.hub.state",
+    "release": "zoo.hub.publish",
+    "release_url": "zoo.hub.manifest",
+    "render_readme": "zoo.hub.readme",
+    "resolve": "zoo.hub.store",
+    "save_weights": "zoo.hub.state",
+    "sha256_file": "zoo.hub.fetch",
+    "update_manifest": "zoo.hub.publish",
+    "verify_cache": "zoo.hub.cache",
+    "verify_entry": "zoo.hub.store",
+    "weights_dir": "zoo.hub.manifest",
+    "write_readme": "zoo.hub.readme",
+    "zoo_home": "zoo.hub.store",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CacheCheck",

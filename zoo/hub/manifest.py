@@ -268,8 +268,9 @@ def parse_manifest(raw: bytes, path: Path | str = "<manifest>") -> tuple[dict[st
     if extra:
         raise ManifestError(f"{path}: unknown top-level key(s) {', '.join(map(str, extra))}")
     release = doc.get("release_url")
-    if release is not None and (not isinstance(release, str) or _scheme(release) not in ("http", "https")):
-        raise ManifestError(f"{path}: release_url must be an http(s) URL or null, got {release!r}")
+    if release is not None and not _is_http_url(release):
+        raise ManifestError(f"{path}: release_url must be an http(s) URL with a host (https://host/path) or "
+                            f"null, got {release!r}")
     entries: dict[str, WeightsEntry] = {}
     for raw_entry in doc["weights"]:
         entry = WeightsEntry.from_dict(raw_entry)
@@ -283,6 +284,16 @@ def read_manifest(path: Path | None = None, *, missing_ok: bool = False) -> dict
     """Entries by name. A missing manifest is an error (``missing_ok``: empty, for a first publish);
     any schema error names the file and the entry."""
     return _load(path or manifest_path(), missing_ok)[0]
+
+
+def _is_http_url(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlparse(value)
+    except ValueError:  # e.g. "http://[" (an unclosed IPv6 host)
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and value.startswith(f"{parts.scheme}://")
 
 
 def release_url(path: Path | None = None) -> str | None:
