@@ -58,16 +58,13 @@ def parse_variant(spec: str) -> dict[str, Any]:
         return dict(BASELINE)
     if spec == "recipe":
         return {**BASELINE, **RECIPE}
-    out = dict(BASELINE)
-    for item in spec.split(","):
-        key, sep, raw = item.partition("=")
-        if not sep or key not in MODEL_KEYS + TRAIN_KEYS:
-            raise SystemExit(f"variant item {item!r}: expected key=value with key in {MODEL_KEYS + TRAIN_KEYS}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
+    from zoo.cli import parse_kv
+
+    items = parse_kv(spec.split(","))
+    unknown = [k for k in items if k not in MODEL_KEYS + TRAIN_KEYS]
+    if unknown:
+        raise SystemExit(f"variant keys {unknown}: expected key=value with key in {MODEL_KEYS + TRAIN_KEYS}")
+    return {**BASELINE, **items}
 
 
 def train_one(scene, split: str, settings: dict[str, Any], seed: int) -> tuple[Any, dict[str, Any]]:

@@ -125,20 +125,10 @@ class VideoClassifierMixin(Network):
     # -- zoo.predict ---------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1) -> list[dict[str, Any]]:
         """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``."""
+        from zoo.fs import collect_files
         from zoo.video.predict import predict_video
 
-        items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-        paths: list[Path] = []
-        for item in items:
-            p = Path(item)
-            if p.is_dir():
-                paths += sorted(f for f in p.rglob("*") if f.suffix.lower() in VIDEO_EXTENSIONS)
-            elif p.is_file():
-                paths.append(p)
-            else:
-                raise FileNotFoundError(f"no such video file or folder: {p}")
-        if not paths:
-            raise ValueError(f"no video files ({', '.join(VIDEO_EXTENSIONS)}) in {[str(i) for i in items]}")
+        paths = collect_files(inputs, VIDEO_EXTENSIONS, "video")
         names = self.video_cfg.get("classes")
         clip = {k: self.video_cfg[k] for k in ("num_segments", "frames_per_clip") if k in self.video_cfg}
         out = []

@@ -20,19 +20,9 @@ __all__ = ["collect_images", "predict"]
 
 def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Image files from a file, a folder (recursively, sorted; non-image files ignored) or a list of both."""
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in IMG_EXTENSIONS)
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise FileNotFoundError(f"no such image file or folder: {p}")
-    if not out:
-        raise ValueError(f"no image files found in {[str(i) for i in items]} (extensions: {', '.join(IMG_EXTENSIONS)})")
-    return out
+    from zoo.fs import collect_files
+
+    return collect_files(inputs, IMG_EXTENSIONS, "image")
 
 
 @torch.no_grad()
