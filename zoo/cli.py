@@ -399,13 +399,16 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> None:
 
 
 def _write_label_map(label_map: Any, out: Path) -> None:
+    import io
+
     import numpy as np
 
     from zoo import fs
 
     npy = out.with_suffix(".npy")
-    with fs.atomic_write(npy) as f:
-        np.save(f, label_map)
+    buf = io.BytesIO()  # np.save seeks; the atomic writer streams
+    np.save(buf, label_map)
+    fs.write_bytes(npy, buf.getbuffer())
     print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy}")
 
 
