@@ -208,9 +208,9 @@ class _Run:
     logger: RunLogger | None = None
     bar: Any = None
     obs: Any = None  # (obs_dim,) or (n_envs, obs_dim)
-    ep_ret: np.ndarray = None  # (n_envs,) return of the episodes in progress
-    ep_len: np.ndarray = None  # (n_envs,)
-    prev_autoreset: np.ndarray = None  # (n_envs,) NEXT_STEP mode: this step's transition is skipped
+    ep_ret: np.ndarray = field(init=False)  # (n_envs,) return of the episodes in progress
+    ep_len: np.ndarray = field(init=False)  # (n_envs,)
+    prev_autoreset: np.ndarray = field(init=False)  # (n_envs,) NEXT_STEP mode: this step's transition is skipped
     episodes: list[dict[str, Any]] = field(default_factory=list)  # every finished training episode
     recent: deque = field(default_factory=lambda: deque(maxlen=10))  # the last 10 training returns
     # a single env is reset at the top of the next step, so that a checkpoint taken at an episode's end
