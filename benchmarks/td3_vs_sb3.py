@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, machine_info, median, result_name, write_result
 
 import zoo
+from zoo.engine.logs import plot_curves
 from zoo.rl.config import preset_config
-from zoo.rl.loop import plot_learning_curves
 
 
 def _eval_episodes(policy, env_id: str, episodes: int, base_seed: int) -> tuple[float, float]:
@@ -82,17 +82,20 @@ def run_sb3(env_id: str, steps: int, seed: int, args) -> dict[str, Any]:
     import gymnasium as gym
     from stable_baselines3 import TD3
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.noise import NormalActionNoise
+    from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
     cfg = preset_config(args.preset, env_id, **args.overrides)
     env = gym.make(env_id)
     n_act = env.action_space.shape[0]
     # SB3 adds the noise in the normalised action space too (scaled_action + noise, clipped to [-1, 1])
+    noise_class = OrnsteinUhlenbeckActionNoise if cfg.noise_type == "ornstein-uhlenbeck" else NormalActionNoise
+    # rl-zoo's lin_<lr>: the lr times SB3's progress_remaining (1 at the start, 0 at the end)
+    lr = (lambda progress: cfg.actor_lr * progress) if cfg.lr_schedule == "linear" else cfg.actor_lr
     model = TD3(
-        "MlpPolicy", env, learning_rate=cfg.actor_lr, buffer_size=cfg.buffer_size,
+        "MlpPolicy", env, learning_rate=lr, buffer_size=cfg.buffer_size,
         learning_starts=cfg.learning_starts, batch_size=cfg.batch_size, tau=cfg.tau, gamma=cfg.gamma,
         train_freq=cfg.train_freq, gradient_steps=cfg.gradient_steps,
-        action_noise=NormalActionNoise(np.zeros(n_act), cfg.exploration_noise * np.ones(n_act)),
+        action_noise=noise_class(np.zeros(n_act), cfg.exploration_noise * np.ones(n_act)),
         policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
         target_noise_clip=cfg.target_noise_clip, policy_kwargs={"net_arch": list(cfg.net_arch)},
         seed=seed, device="cpu", verbose=0,
@@ -223,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s, m, sd in zip(steps, means, stds)]
         curves[f"{v} ({len(cs)} seeds)"] = (hist, [])
     png = RESULTS_DIR / f"{result_name(name)}.png"  # one plot per CPU kind, like the JSON
-    plot_learning_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
+    plot_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
     extra: dict[str, Any] = {
         "settings": {"env": args.env, "steps": args.steps, "seeds": args.seeds, "preset": args.preset,

@@ -213,7 +213,8 @@ def test_exact_resume(tmp_path):
     assert all(torch.equal(sd_full[k], sd_res[k]) for k in sd_full)
     assert torch.equal(full.buffer.data, resumed.buffer.data)
     assert [h["eval_return_mean"] for h in full.history] == [h["eval_return_mean"] for h in resumed.history]
-    assert (tmp_path / "evaluations.csv").is_file() and (tmp_path / "learning_curve.png").is_file()
+    assert (tmp_path / "metrics.csv").is_file() and (tmp_path / "learning_curves.png").is_file()
+    assert (tmp_path / "episodes.csv").is_file()
     assert (tmp_path / "td3_best.safetensors").is_file() and resumed.best_step == full.best_step
     assert all(torch.equal(full.best_state[k], resumed.best_state[k]) for k in full.best_state)
 

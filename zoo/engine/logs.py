@@ -1,5 +1,8 @@
 """Run logs: per-epoch metrics as CSV (and TensorBoard when installed), a learning-curve PNG at the end.
 
+The one plotting module: :func:`plot_learning_curves` draws a run's history (one panel per metric family),
+:func:`plot_curves` several runs' evaluation returns on one axis (the RL benchmarks).
+
 matplotlib and TensorBoard are imported lazily, only when a run actually writes a picture or an event
 file, so ``import zoo.engine`` stays cheap.
 """
@@ -15,7 +18,7 @@ from typing import Any
 
 from zoo import fs
 
-__all__ = ["RunLogger", "atomic_savefig", "plot_learning_curves", "write_csv"]
+__all__ = ["RunLogger", "atomic_savefig", "plot_curves", "plot_learning_curves", "write_csv"]
 
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
@@ -39,8 +42,10 @@ def atomic_savefig(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     return path
 
 
-def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title: str | None = None) -> Path:
-    """One panel per metric family: losses together, then each other ``train_*``/``val_*`` metric, then lr."""
+def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title: str | None = None, *,
+                         x_key: str = "epoch") -> Path:
+    """One panel per metric family: losses together, then each other ``train_*``/``val_*`` metric, then lr.
+    ``x_key``: the row key on the x axis (``"step"`` for an RL run: environment steps)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,8 +53,8 @@ def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title:
 
     if not history:
         raise ValueError("no history to plot")
-    epochs = [row.get("epoch", i + 1) for i, row in enumerate(history)]
-    keys = [k for k in history[-1] if k not in ("epoch", "epoch_time_s")
+    xs = [row.get(x_key, i + 1) for i, row in enumerate(history)]
+    keys = [k for k in history[-1] if k not in ("epoch", "epoch_time_s", x_key)
             and isinstance(history[-1][k], (int, float)) and not isinstance(history[-1][k], bool)]
     panels: dict[str, list[str]] = {}
     for k in keys:
@@ -59,8 +64,8 @@ def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title:
     for ax, (base, names) in zip(axes[0], panels.items()):
         for name in names:
             ys = [row.get(name, math.nan) for row in history]
-            ax.plot(epochs, [math.nan if y is None else y for y in ys], marker="o", ms=3, label=name)
-        ax.set_xlabel("epoch")
+            ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", ms=3, label=name)
+        ax.set_xlabel(x_key)
         ax.set_title(base)
         if base == "lr":
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
@@ -74,12 +79,45 @@ def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title:
     return out
 
 
+def plot_curves(curves: dict[str, tuple[list[dict], list[dict]]], path: str | Path, title: str) -> Path:
+    """Several runs on one axis: ``{label: (evaluations, episodes)}``, each evaluation row with ``step``,
+    ``eval_return_mean``, ``eval_return_std`` (drawn as mean +- std), each episode row with ``step`` and
+    ``return`` (drawn faintly)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (label, (history, episodes)) in enumerate(curves.items()):
+        color = f"C{i}"
+        if episodes:
+            ax.plot([e["step"] for e in episodes], [e["return"] for e in episodes], color=color, alpha=0.25, lw=0.8)
+        if history:
+            x = [h["step"] for h in history]
+            m = [h["eval_return_mean"] for h in history]
+            s = [h["eval_return_std"] for h in history]
+            ax.plot(x, m, color=color, lw=2, label=f"{label} (eval)")
+            ax.fill_between(x, [a - b for a, b in zip(m, s)], [a + b for a, b in zip(m, s)], color=color, alpha=0.15)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    out = atomic_savefig(fig, path, dpi=110)
+    plt.close(fig)
+    return out
+
+
 class RunLogger:
     """Writes ``metrics.csv`` after every epoch, TensorBoard scalars when ``tensorboard`` is installed, and
-    ``learning_curves.png`` at the end. Only the main process should own one."""
+    ``learning_curves.png`` at the end. Only the main process should own one. ``step_key``: the row key
+    that numbers the rows (TensorBoard's global step, the plot's x axis): ``"epoch"``, or ``"step"`` for
+    an RL run's environment steps."""
 
-    def __init__(self, log_dir: str | Path, tensorboard: bool | None = None) -> None:
-        self.log_dir = Path(log_dir)
+    def __init__(self, log_dir: str | Path, tensorboard: bool | None = None, *, step_key: str = "epoch") -> None:
+        self.log_dir, self.step_key = Path(log_dir), step_key
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.log_dir / "metrics.csv"
         self.png_path = self.log_dir / "learning_curves.png"
@@ -95,13 +133,13 @@ class RunLogger:
         if self._tb is not None:
             row = history[-1]
             for k, v in row.items():
-                if k != "epoch" and isinstance(v, (int, float)) and not isinstance(v, bool):
-                    self._tb.add_scalar(k, v, global_step=int(row.get("epoch", len(history))))
+                if k not in ("epoch", self.step_key) and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self._tb.add_scalar(k, v, global_step=int(row.get(self.step_key, len(history))))
             self._tb.flush()
 
     def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:
         if history:
-            plot_learning_curves(history, self.png_path, title=title)
+            plot_learning_curves(history, self.png_path, title=title, x_key=self.step_key)
         if self._tb is not None:
             self._tb.close()
             self._tb = None

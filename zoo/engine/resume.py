@@ -9,6 +9,7 @@ continuing would silently mix two runs (another batch size, schedule, seed or ar
 |-------------------------------------------|-----------|
 | learning rate (``lr``, TD3's ``actor_lr``/``critic_lr``) | applied: the optimizer's lr (and the schedule's base) scaled to it |
 | ``epochs`` / ``total_steps``              | applied: the run continues to the new end (a schedule stretches with it) |
+| TD3's ``exploration_noise``               | applied: the noise's scale from the resumed step on |
 | early stopping patience and min delta     | applied from the resumed epoch on |
 | where and how it reports (``progress``, ``log_dir``, ``keep_last``, ``num_workers``, ``device``, evaluation) | applied |
 | everything else (batch size, optimizer, weight decay, schedule, warm-up, precision, loss, seed, architecture, ...) | refused |

@@ -12,15 +12,19 @@ _EXPORTS = {
     "PRESETS": "zoo.rl.config",
     "TD3Config": "zoo.rl.config",
     "preset_config": "zoo.rl.config",
+    "suggested_total_steps": "zoo.rl.config",
+    "OrnsteinUhlenbeckNoise": "zoo.rl.noise",
     "TD3Agent": "zoo.rl.td3",
     "td3": "zoo.rl.td3",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = [
     "PRESETS",
+    "OrnsteinUhlenbeckNoise",
     "ReplayBuffer",
     "TD3Agent",
     "TD3Config",
     "preset_config",
+    "suggested_total_steps",
     "td3",
 ]

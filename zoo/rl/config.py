@@ -1,8 +1,10 @@
 """TD3 hyperparameters: one documented dataclass and the two published presets.
 
-* ``rl-zoo``: rl-baselines3-zoo's ``hyperparams/td3.yml`` (per environment where the file tunes one,
-  its MuJoCo defaults otherwise), on top of Stable-Baselines3's TD3 defaults (tau 0.005, policy delay
-  2, target noise 0.2 clipped at 0.5). https://github.com/DLR-RM/rl-baselines3-zoo
+* ``rl-zoo``: rl-baselines3-zoo's ``hyperparams/td3.yml``, per environment it lists (the action noise type
+  included: Ornstein-Uhlenbeck for MountainCarContinuous-v0; its MuJoCo v4 entries also serve v5), on top
+  of Stable-Baselines3's TD3 defaults (learning_starts 100, tau 0.005, policy delay 2, target noise 0.2
+  clipped at 0.5), which with td3.yml's ``default`` entry (normal noise 0.1) is also what an env it does
+  not list gets. https://github.com/DLR-RM/rl-baselines3-zoo
 * ``fujimoto``: the authors' reference implementation (https://github.com/sfujim/TD3, ``main.py``).
 
 All noises are in the actor's normalised action space [-1, 1] (as SB3 does); for a symmetric Box this
@@ -16,7 +18,9 @@ from typing import Any
 
 from zoo.engine.precision import normalize_amp
 
-__all__ = ["PRESETS", "TD3Config", "preset_config"]
+__all__ = ["NOISE_TYPES", "PRESETS", "TD3Config", "preset_config", "suggested_total_steps"]
+
+NOISE_TYPES: tuple[str, ...] = ("normal", "ornstein-uhlenbeck")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,9 @@ class TD3Config:
     """Hidden layer widths, shared by the actor and each of the twin critics."""
     actor_lr: float = 1e-3
     critic_lr: float = 1e-3
+    lr_schedule: str = "constant"
+    """``"constant"``, or ``"linear"``: SB3's ``lin_<lr>``, the lr times the fraction of ``total_steps``
+    still to go (from the lr at step 0 to 0 at the end)."""
     buffer_size: int = 1_000_000
     """Replay capacity (transitions); the oldest are overwritten once full."""
     learning_starts: int = 10_000
@@ -42,7 +49,11 @@ class TD3Config:
     """Std of the Gaussian smoothing noise added to the target action (normalised units)."""
     target_noise_clip: float = 0.5
     exploration_noise: float = 0.1
-    """Std of the Gaussian noise added to the actor's action while collecting (normalised units)."""
+    """Scale of the exploration noise added to the actor's action while collecting (normalised units): the
+    std of the Gaussian noise, or the sigma of the Ornstein-Uhlenbeck process."""
+    noise_type: str = "normal"
+    """Exploration noise: ``"normal"`` (independent Gaussian per step) or ``"ornstein-uhlenbeck"``
+    (temporally correlated, :class:`zoo.rl.noise.OrnsteinUhlenbeckNoise`; theta 0.15, dt 0.01 as SB3's)."""
     train_freq: int = 1
     """Environment steps (per env) between update phases."""
     gradient_steps: int = 1
@@ -77,6 +88,10 @@ class TD3Config:
         for name in ("target_policy_noise", "target_noise_clip", "exploration_noise"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.noise_type not in NOISE_TYPES:
+            problems.append(f"noise_type must be one of {', '.join(NOISE_TYPES)}, got {self.noise_type!r}")
+        if self.lr_schedule not in ("constant", "linear"):
+            problems.append(f"lr_schedule must be 'constant' or 'linear', got {self.lr_schedule!r}")
         if problems:
             raise ValueError("invalid TD3 config: " + "; ".join(problems))
         object.__setattr__(self, "net_arch", tuple(int(w) for w in self.net_arch))
@@ -91,27 +106,82 @@ class TD3Config:
         return [f.name for f in fields(cls)]
 
 
-# rl-baselines3-zoo td3.yml: "&mujoco-defaults" applies to every MuJoCo env it lists; we use it for any
-# env the file does not tune (SB3 defaults fill the rest).
-_RL_ZOO_DEFAULT: dict[str, Any] = {
-    "net_arch": (400, 300), "actor_lr": 1e-3, "critic_lr": 1e-3, "buffer_size": 1_000_000, "learning_starts": 10_000,
-    "batch_size": 256, "gamma": 0.99, "exploration_noise": 0.1, "train_freq": 1, "gradient_steps": 1,
+# Stable-Baselines3's TD3 defaults (stable_baselines3/td3/td3.py and td3/policies.py: net_arch [400, 300]) with
+# rl-baselines3-zoo's `default:` entry of td3.yml on top (normal noise of std 0.1): what rl-zoo trains an env
+# it does not list with.
+_SB3_TD3: dict[str, Any] = {
+    "net_arch": (400, 300), "actor_lr": 1e-3, "critic_lr": 1e-3, "lr_schedule": "constant", "buffer_size": 1_000_000,
+    "learning_starts": 100, "batch_size": 256, "gamma": 0.99, "tau": 0.005, "policy_delay": 2,
+    "target_policy_noise": 0.2, "target_noise_clip": 0.5, "noise_type": "normal", "exploration_noise": 0.1,
+    "train_freq": 1, "gradient_steps": 1,
 }
+
+
+def _lr(lr: float, schedule: str = "constant") -> dict[str, Any]:
+    """rl-zoo's one ``learning_rate`` (SB3's TD3 has one optimizer lr) -> actor_lr and critic_lr."""
+    return {"actor_lr": lr, "critic_lr": lr, "lr_schedule": schedule}
+
+
+# rl-baselines3-zoo hyperparams/td3.yml (commit 22e3ff2450fd92033f7f032915e1f64894a09584), entry by entry, as
+# TD3Config fields; what an entry does not set is _SB3_TD3's. noise_std -> exploration_noise, learning_rate ->
+# actor_lr = critic_lr, "lin_7e-4" -> lr 7e-4 with lr_schedule "linear", policy_kwargs net_arch -> net_arch.
+_PENDULUM_LIKE = {"gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, **_lr(1e-3)}
+_PYBULLET = {"gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, "batch_size": 256, **_lr(7e-4)}
+_MUJOCO = {"learning_starts": 10_000, "batch_size": 256, **_lr(1e-3)}
 _RL_ZOO_ENVS: dict[str, dict[str, Any]] = {
-    "Pendulum-v1": {"gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, "exploration_noise": 0.1},
+    "MountainCarContinuous-v0": {"noise_type": "ornstein-uhlenbeck", "exploration_noise": 0.5, "batch_size": 256,
+                                 **_lr(1e-3)},
+    "Pendulum-v1": _PENDULUM_LIKE,
+    "LunarLanderContinuous-v3": _PENDULUM_LIKE,
+    "BipedalWalker-v3": _PENDULUM_LIKE,
+    "BipedalWalkerHardcore-v3": {"gamma": 0.99, "buffer_size": 1_000_000, "learning_starts": 10_000,
+                                 "batch_size": 256, **_lr(7e-4, "linear")},
+    "HalfCheetahBulletEnv-v0": _PYBULLET,
+    "AntBulletEnv-v0": _PYBULLET,
+    "HopperBulletEnv-v0": _PYBULLET,
+    "Walker2DBulletEnv-v0": _PYBULLET,
+    "HumanoidBulletEnv-v0": {"gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, **_lr(1e-3)},
+    "ReacherBulletEnv-v0": _PYBULLET,
+    "InvertedDoublePendulumBulletEnv-v0": _PYBULLET,
+    "InvertedPendulumSwingupBulletEnv-v0": _PYBULLET,
+    "MinitaurBulletEnv-v0": {"gamma": 0.99, "buffer_size": 1_000_000, "learning_starts": 10_000, "batch_size": 256,
+                             **_lr(1e-3)},
+    "HalfCheetah-v4": _MUJOCO,
+    "Ant-v4": _MUJOCO,
+    "Hopper-v4": _MUJOCO,
+    "Walker2d-v4": _MUJOCO,
+    "Humanoid-v4": _MUJOCO,
+    "Swimmer-v4": {**_MUJOCO, "gamma": 0.9999},
 }
+# td3.yml's n_timesteps: the training length rl-zoo runs (and reports its scores at) per env
+_RL_ZOO_STEPS: dict[str, int] = {
+    "MountainCarContinuous-v0": 300_000, "Pendulum-v1": 20_000, "LunarLanderContinuous-v3": 300_000,
+    "BipedalWalker-v3": 1_000_000, "BipedalWalkerHardcore-v3": 10_000_000, "HalfCheetahBulletEnv-v0": 1_000_000,
+    "AntBulletEnv-v0": 1_000_000, "HopperBulletEnv-v0": 1_000_000, "Walker2DBulletEnv-v0": 1_000_000,
+    "HumanoidBulletEnv-v0": 2_000_000, "ReacherBulletEnv-v0": 300_000, "InvertedDoublePendulumBulletEnv-v0": 1_000_000,
+    "InvertedPendulumSwingupBulletEnv-v0": 300_000, "MinitaurBulletEnv-v0": 1_000_000, "HalfCheetah-v4": 1_000_000,
+    "Ant-v4": 1_000_000, "Hopper-v4": 1_000_000, "Walker2d-v4": 1_000_000, "Humanoid-v4": 2_000_000,
+    "Swimmer-v4": 1_000_000,
+}
+_RL_ZOO_DEFAULT_STEPS = 1_000_000  # td3.yml's default: n_timesteps 1e6
+# td3.yml lists the MuJoCo envs as v4; gymnasium's v5 of them has the same observation and action spaces and
+# dynamics up to bug fixes, so rl-zoo's v4 hyperparameters are used for v5 too (rl-zoo has no v5 entries).
+_RL_ZOO_ENVS.update({k.replace("-v4", "-v5"): v for k, v in _RL_ZOO_ENVS.items() if k.endswith("-v4")})
+_RL_ZOO_STEPS.update({k.replace("-v4", "-v5"): v for k, v in _RL_ZOO_STEPS.items() if k.endswith("-v4")})
+
 _FUJIMOTO: dict[str, Any] = {
     "net_arch": (256, 256), "actor_lr": 3e-4, "critic_lr": 3e-4, "buffer_size": 1_000_000, "learning_starts": 25_000,
     "batch_size": 256, "gamma": 0.99, "tau": 0.005, "exploration_noise": 0.1, "target_policy_noise": 0.2,
     "target_noise_clip": 0.5, "policy_delay": 2, "train_freq": 1, "gradient_steps": 1,
 }
+_FUJIMOTO_STEPS = 1_000_000  # main.py --max_timesteps
 PRESETS: tuple[str, ...] = ("rl-zoo", "fujimoto")
 
 
 def preset_config(preset: str, env_id: str, **overrides: Any) -> TD3Config:
     """The preset's hyperparameters for ``env_id``, with ``overrides`` (TD3Config fields) on top."""
     if preset == "rl-zoo":
-        base = {**_RL_ZOO_DEFAULT, **_RL_ZOO_ENVS.get(env_id, {})}
+        base = {**_SB3_TD3, **_RL_ZOO_ENVS.get(env_id, {})}
     elif preset == "fujimoto":
         base = dict(_FUJIMOTO)
     else:
@@ -120,3 +190,14 @@ def preset_config(preset: str, env_id: str, **overrides: Any) -> TD3Config:
     if unknown:
         raise TypeError(f"unknown TD3 config key(s) {unknown}; valid keys: {', '.join(TD3Config.field_names())}")
     return TD3Config(**{**base, **overrides})
+
+
+def suggested_total_steps(preset: str, env_id: str) -> int:
+    """The training length the preset's source runs ``env_id`` for: rl-zoo's ``n_timesteps`` (1e6 for an env
+    td3.yml does not list), Fujimoto's ``max_timesteps`` (1e6). A suggestion for ``total_steps``; nothing
+    uses it by default."""
+    if preset == "rl-zoo":
+        return _RL_ZOO_STEPS.get(env_id, _RL_ZOO_DEFAULT_STEPS)
+    if preset == "fujimoto":
+        return _FUJIMOTO_STEPS
+    raise ValueError(f"unknown TD3 preset {preset!r}; presets: {', '.join(PRESETS)}")

@@ -1,5 +1,11 @@
 """The environment loop: collect, update, evaluate, log, checkpoint and resume.
 
+:func:`train` reads top to bottom: set up the run (:class:`_Run`), resume, then per environment step
+collect a transition, update, end episodes, evaluate and log, checkpoint. The log is the engine's
+(:class:`zoo.engine.logs.RunLogger`): ``metrics.csv`` with one row per evaluation keyed by ``step``
+(environment steps), TensorBoard scalars when it is installed, ``learning_curves.png`` at the end, and
+``episodes.csv`` (every training episode's return).
+
 Exact resume (single env, CPU): checkpoints are taken at episode boundaries, where the whole state of
 the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
 ``np_random`` state, so a resumed run replays the uninterrupted one bit for bit. With a vector env the
@@ -8,14 +14,16 @@ episodes in progress at a checkpoint restart on resume (their physics state is n
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import io
 import json
+import logging
 import math
 import os
 import time
 import warnings
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +31,16 @@ import numpy as np
 import torch
 
 from zoo import fs
-from zoo.engine.threads import check_threads
+from zoo.engine.logs import RunLogger, write_csv
+from zoo.engine.threads import check_threads, flush_denormal, torch_threads
 
 __all__ = ["CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
 CHECKPOINT_NAME = "td3_last.pt"
+
+log = logging.getLogger(__name__)
+# the history columns learning_curves.png draws, against "step"
+_PLOTTED = ("step", "eval_return_mean", "train_return_recent", "critic_loss", "actor_loss", "steps_per_s")
 
 
 def make_env(env: Any, *, num_envs: int = 1):
@@ -143,59 +156,80 @@ def _set_env_rng_state(env, state: str | None) -> None:
     env.unwrapped.np_random = np.random.Generator(bitgen)
 
 
-# --- the loop ----------------------------------------------------------------------------------------
+# --- the run -----------------------------------------------------------------------------------------
 
 
-class _Logger:
-    """evaluations.csv, episodes.csv and learning_curve.png in ``log_dir`` (rewritten atomically)."""
+@dataclass
+class _Clock:
+    """Speeds for the log: environment steps per second since the last row, and over the learning phase
+    (from the first step at ``learning_starts`` on); evaluation time is left out of both."""
 
-    def __init__(self, log_dir: Path | None, title: str) -> None:
-        self.dir, self.title = log_dir, title
+    mark_steps: int = 0  # environment steps at the last row
+    mark_t: float = field(default_factory=time.perf_counter)  # when the last row's evaluation ended
+    t0: float | None = None  # the first step of the learning phase
+    eval_s: float = 0.0  # evaluation time since t0
+    steps: int = 0  # environment steps since t0
 
-    def _write_csv(self, name: str, rows: list[dict[str, Any]]) -> None:
-        if self.dir is None or not rows:
-            return
-        with fs.atomic_write(self.dir / name, text=True, newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    def learn_time(self, now: float) -> float:
+        return now - self.t0 - self.eval_s if self.t0 is not None else 0.0
 
-    def write(self, history: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> None:
-        if self.dir is None:
-            return
-        self._write_csv("evaluations.csv", history)
-        self._write_csv("episodes.csv", episodes)
-        if history or episodes:
-            plot_learning_curves({"zoo TD3": (history, episodes)}, self.dir / "learning_curve.png", self.title)
+    def learn_rate(self, now: float) -> float:
+        t = self.learn_time(now)
+        return self.steps / t if self.steps and t > 0 else float("nan")
+
+    def row_rate(self, steps: int, now: float) -> float:
+        return (steps - self.mark_steps) / (now - self.mark_t) if now > self.mark_t else float("nan")
+
+    def evaluated(self, started: float, steps: int) -> None:
+        end = time.perf_counter()
+        if self.t0 is not None:
+            self.eval_s += end - started
+        self.mark_steps, self.mark_t = steps, end
 
 
-def plot_learning_curves(curves: dict[str, tuple[list[dict], list[dict]]], path: Path, title: str) -> None:
-    """One PNG: deterministic eval return (mean +- std) and training episode returns per run."""
-    import matplotlib
+@dataclass
+class _Run:
+    """One call of :func:`train` besides the agent: its env and settings, the episodes in progress, the log."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    env: Any
+    chosen: Any  # what the caller gave (an env id is made again for each evaluation)
+    owns_env: bool
+    name: str
+    vec: bool
+    n_envs: int
+    next_step_mode: bool  # a NEXT_STEP-autoreset vector env: the step after an episode's end is a reset
+    total_steps: int
+    eval_every: int | None
+    eval_episodes: int
+    eval_env: Any
+    ckpt_dir: Path | None
+    ckpt_every: int | None
+    log_dir: Path | None
+    logger: RunLogger | None = None
+    bar: Any = None
+    obs: Any = None  # (obs_dim,) or (n_envs, obs_dim)
+    ep_ret: np.ndarray = field(init=False)  # (n_envs,) return of the episodes in progress
+    ep_len: np.ndarray = field(init=False)  # (n_envs,)
+    prev_autoreset: np.ndarray = field(init=False)  # (n_envs,) NEXT_STEP mode: this step's transition is skipped
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # every finished training episode
+    recent: deque = field(default_factory=lambda: deque(maxlen=10))  # the last 10 training returns
+    # a single env is reset at the top of the next step, so that a checkpoint taken at an episode's end
+    # holds the env's random state from before that reset
+    need_reset: bool = False
+    since_train: int = 0  # steps (per env) since the last update phase
+    next_eval: float = math.inf
+    next_ckpt: float = math.inf
+    clock: _Clock = field(default_factory=_Clock)
+    resumed: dict[str, Any] | None = None
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (label, (history, episodes)) in enumerate(curves.items()):
-        color = f"C{i}"
-        if episodes:
-            ax.plot([e["step"] for e in episodes], [e["return"] for e in episodes], color=color, alpha=0.25, lw=0.8)
-        if history:
-            x = np.array([h["step"] for h in history])
-            m = np.array([h["eval_return_mean"] for h in history])
-            s = np.array([h["eval_return_std"] for h in history])
-            ax.plot(x, m, color=color, lw=2, label=f"{label} (eval)")
-            ax.fill_between(x, m - s, m + s, color=color, alpha=0.15)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best")
-    fig.tight_layout()
-    with fs.atomic_write(path) as fh:
-        fig.savefig(fh, dpi=110, format="png")
-    plt.close(fig)
+    def __post_init__(self) -> None:
+        self.ep_ret = np.zeros(self.n_envs)
+        self.ep_len = np.zeros(self.n_envs, dtype=np.int64)
+        self.prev_autoreset = np.zeros(self.n_envs, dtype=bool)
+
+    @property
+    def ckpt_path(self) -> Path | None:
+        return self.ckpt_dir / CHECKPOINT_NAME if self.ckpt_dir is not None else None
 
 
 def train(
@@ -229,7 +263,11 @@ def train(
             ``checkpoint_every`` steps (default: ``eval_every``) and at the end; the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
-        log_dir: evaluations.csv, episodes.csv, learning_curve.png (default: ``checkpoint_dir``).
+            ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ from the
+            checkpointed run's (applied and logged); any other change raises ``zoo.engine.ResumeError``.
+        log_dir: ``metrics.csv`` (one row per evaluation: returns, mean critic and actor loss since the
+            previous row, steps/s), TensorBoard events when installed, ``learning_curves.png`` and
+            ``episodes.csv`` (default: ``checkpoint_dir``).
         threads: torch threads for the run (an int, ``"all"`` cores, or None: leave torch's setting);
             restored afterwards. At batch 256 and 400x300 layers a second core makes an update 1.65x
             faster (fp32, benchmarks/td3_update.py); on a machine whose other core is busy, 2 threads
@@ -238,218 +276,272 @@ def train(
     Returns a ``zoo.engine.TrainResult`` (history = one dict per evaluation; best metric = best mean
     eval return; model = the agent).
     """
-    import gymnasium as gym
-    from tqdm.auto import tqdm
-
-    try:
-        from zoo.engine import TrainResult
-    except ImportError:  # the engine package's __init__ not in place yet: same class from its module
-        from zoo.engine.fit import TrainResult
-
     if total_steps is None or int(total_steps) < 1:
         raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
                          f"got {total_steps!r}")
-    total_steps = int(total_steps)
-    cfg = agent.config
-    chosen = _pick_env(agent, data, env)
-    train_env = make_env(chosen, num_envs=num_envs)
-    owns_env = train_env is not chosen
-    vec = isinstance(train_env, gym.vector.VectorEnv)
-    _check_env_fits(agent, train_env)
-    env_name = _env_name(train_env)
-    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    log_path = Path(log_dir) if log_dir is not None else ckpt_dir
-    ckpt_every = checkpoint_every if checkpoint_every is not None else (eval_every or None)
     if eval_every is not None and eval_every < 0:
         raise ValueError(f"eval_every must be >= 0, got {eval_every}")
-    prev_threads = torch.get_num_threads()
-    n_threads = check_threads(threads)
-    if n_threads is not None:
-        torch.set_num_threads(n_threads)
-    # Adam's second moments and small gradients underflow into denormals as training goes on; on x86 they
-    # made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here). Flushed to zero for the run.
-    torch.set_flush_denormal(True)
+    check_threads(threads)  # a bad value fails before an env is made
+    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
+                    eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
+                    ckpt_every=checkpoint_every if checkpoint_every is not None else (eval_every or None),
+                    log_dir=Path(log_dir) if log_dir is not None else ckpt_dir)
+    try:
+        # Adam's second moments and small gradients underflow into denormals as training goes on; on x86
+        # they made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here): flushed to zero for
+        # the run, the caller's setting (and thread count) restored afterwards
+        with torch_threads(threads), flush_denormal():
+            _start(agent, run, resume, seed, progress)
+            while agent.num_timesteps < run.total_steps:
+                done, reward = _collect(agent, run)
+                _update(agent, run)
+                ended = _end_episodes(agent, run, done, reward)
+                if agent.num_timesteps >= run.next_eval:
+                    _evaluate(agent, run)
+                # checkpoints only where an episode just ended: then the run's state is fully saveable
+                if agent.num_timesteps >= run.next_ckpt and (ended or run.vec):
+                    _checkpoint(agent, run)
+                run.need_reset = not run.vec and bool(done[0])
+            _finish(agent, run)
+    finally:
+        _close(run)
+    return _result(agent, run)
 
-    if total_steps <= max(cfg.learning_starts, agent.num_timesteps):
+
+def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Run:
+    """The training env (made from an id, or the caller's), checked against the agent's spaces."""
+    import gymnasium as gym
+
+    chosen = _pick_env(agent, data, env)
+    train_env = make_env(chosen, num_envs=num_envs)
+    try:
+        _check_env_fits(agent, train_env)
+    except ValueError:
+        if train_env is not chosen:
+            train_env.close()
+        raise
+    vec = isinstance(train_env, gym.vector.VectorEnv)
+    next_step = vec and train_env.metadata.get("autoreset_mode") == gym.vector.AutoresetMode.NEXT_STEP
+    return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
+                vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step, **settings)
+
+
+def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
+    """Resume (when asked), then the env's first reset: seeded for a new run, continuing the env's random
+    stream for a resumed one; the schedule of evaluations and checkpoints; the log and the progress bar."""
+    from tqdm.auto import tqdm
+
+    cfg = agent.config
+    if run.total_steps <= max(cfg.learning_starts, agent.num_timesteps):
         warnings.warn(
-            f"TD3 on {env_name}: total_steps={total_steps} does not pass learning_starts={cfg.learning_starts} "
+            f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
             f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
             "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
-            stacklevel=3)
-    buf = agent.ensure_buffer()
-    episodes_log: list[dict[str, Any]] = []
-    env_rng = None
-    if resume:
-        path = Path(resume) if not isinstance(resume, bool) else (ckpt_dir / CHECKPOINT_NAME if ckpt_dir else None)
-        if path is None:
-            raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
-        if not path.is_file():
-            raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
-        state = torch.load(path, map_location=agent.device, weights_only=True)
-        agent.load_checkpoint_state(state)
-        episodes_log = [dict(e) for e in state.get("episodes", [])]
-        env_rng = state.get("env_rng")
-    run_seed = agent.seed if seed is None else int(seed)
+            stacklevel=5)  # _start <- train <- TD3Agent.zoo_train <- zoo.train <- the caller
+    agent.ensure_buffer()
+    env_rng = _resume(agent, run, resume) if resume else None
     if agent.num_timesteps == 0:
-        obs, _ = train_env.reset(seed=run_seed)
+        run.obs, _ = run.env.reset(seed=agent.seed if seed is None else int(seed))
     else:  # resumed (or trained before): continue the env's random stream instead of reseeding
-        if not vec:
-            _set_env_rng_state(train_env, env_rng)
-        obs, _ = train_env.reset()
-    n_envs = train_env.num_envs if vec else 1
-    logger = _Logger(log_path, f"TD3 on {env_name}")
-    recent = deque((e["return"] for e in episodes_log[-10:]), maxlen=10)
-    ep_ret = np.zeros(n_envs)
-    ep_len = np.zeros(n_envs, dtype=np.int64)
-    prev_autoreset = np.zeros(n_envs, dtype=bool)  # NEXT_STEP autoreset: that step's transition is skipped
-    next_step_mode = vec and train_env.metadata.get("autoreset_mode") == gym.vector.AutoresetMode.NEXT_STEP
-    grad_steps = cfg.gradient_steps
-    next_eval = _next_multiple(agent.num_timesteps, eval_every) if eval_every else None
-    next_ckpt = _next_multiple(agent.num_timesteps, ckpt_every) if (ckpt_dir and ckpt_every) else None
-    ckpt_path = ckpt_dir / CHECKPOINT_NAME if ckpt_dir else None
-    # learning-phase speed: wall time from the first step at learning_starts on, minus evaluations
-    learn_t0: float | None = None
-    eval_time = 0.0
-    learn_steps = 0
+        if not run.vec:
+            _set_env_rng_state(run.env, env_rng)
+        run.obs, _ = run.env.reset()
+    if not resume:
+        agent.reset_noise()  # new episodes: the correlated noise starts again (a resumed run keeps its own)
+    run.recent.extend(e["return"] for e in run.episodes[-10:])
+    run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
+    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
+    run.clock = _Clock(mark_steps=agent.num_timesteps)
+    run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
+    run.bar = tqdm(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
+                   disable=not progress, dynamic_ncols=True)
 
-    def learn_rate() -> float:
-        if learn_t0 is None or learn_steps == 0:
-            return float("nan")
-        return learn_steps / (time.perf_counter() - learn_t0 - eval_time)
-    step_since_train = 0
-    bar = tqdm(total=total_steps, initial=agent.num_timesteps, desc=f"td3 {env_name}", unit="step",
-               disable=not progress, dynamic_ncols=True)
 
-    def run_eval() -> None:
-        nonlocal eval_time
-        t_eval = time.perf_counter()
-        res = evaluate(agent, env=eval_env if eval_env is not None else (chosen if isinstance(chosen, str)
-                       else agent.env_id), episodes=eval_episodes)
-        row = {"epoch": len(agent.history) + 1, "step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
-               "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
-               "train_return_recent": float(np.mean(recent)) if recent else float("nan"),
-               "episodes": agent.num_episodes, "updates": agent.num_updates,
-               "learn_steps_per_s": learn_rate()}
-        if not agent.history or res["return_mean"] > max(h["eval_return_mean"] for h in agent.history):
-            # the best evaluated policy so far (what rl-zoo's EvalCallback keeps as best_model)
-            agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
-            agent.best_step = agent.num_timesteps
-            if ckpt_dir is not None:
-                agent.save(ckpt_dir / "td3_best.safetensors", {"step": str(agent.num_timesteps)})
-        agent.history.append(row)
-        bar.set_postfix(ret=f"{row['train_return_recent']:.1f}", eval=f"{res['return_mean']:.1f}")
-        logger.write(agent.history, episodes_log)
-        if learn_t0 is not None:
-            eval_time += time.perf_counter() - t_eval
+def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> str | None:
+    """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
+    the run's episode log; returns the env's saved random state."""
+    if isinstance(resume, bool):
+        if run.ckpt_path is None:
+            raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
+        path = run.ckpt_path
+    else:
+        path = Path(resume)
+    if not path.is_file():
+        raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
+    state = torch.load(path, map_location=agent.device, weights_only=True)
+    changed = agent.load_checkpoint_state(state, run={"total_steps": run.total_steps}, what=str(path))
+    run.episodes = [dict(e) for e in state.get("episodes", [])]
+    run.resumed = {"checkpoint": path, "changed": changed}
+    log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
+    return state.get("env_rng")
 
-    def save_ckpt() -> None:
-        state = agent.checkpoint_state()
-        state["env_rng"] = _env_rng_state(train_env) if not vec else None
-        state["episodes"] = episodes_log
-        _atomic_torch_save(state, ckpt_path)
 
-    need_reset = False  # a single env is reset at the top of the next step, so that a checkpoint taken
-    # at an episode end holds the env's random state from before that reset
-    try:
-        while agent.num_timesteps < total_steps:
-            if need_reset:
-                obs, _ = train_env.reset()
-                need_reset = False
-            learning = agent.num_timesteps >= cfg.learning_starts
-            if learning and learn_t0 is None:
-                learn_t0 = time.perf_counter()
-            if learning:
-                a = agent.act_normalised(obs, explore=True)
-            else:
-                a = agent.random_action_normalised(n_envs if vec else None)
-            action = agent.scale_action(a).cpu().numpy()
-            a_np = a.cpu().numpy()
-            next_obs, reward, terminated, truncated, info = train_env.step(action)
-            step = agent.num_timesteps + n_envs
-            if not (np.isfinite(next_obs).all() and np.isfinite(reward).all()):
-                what = "observation" if not np.isfinite(next_obs).all() else "reward"
-                raise ValueError(f"{env_name} returned a non-finite {what} at env step {step} "
-                                 f"(episode {agent.num_episodes + 1}): obs={np.asarray(next_obs).tolist()}, "
-                                 f"reward={np.asarray(reward).tolist()}; training stopped")
-            if not vec:
-                buf.add_one(obs, a_np, reward, next_obs, terminated)
-                done = np.array([terminated or truncated])
-                reward_arr = np.array([reward])
-            else:
-                done = np.logical_or(terminated, truncated)
-                store = next_obs
-                if not next_step_mode and done.any():
-                    final = info.get("final_obs")
-                    store = np.array(next_obs, copy=True)
-                    for i in np.flatnonzero(done):
-                        store[i] = final[i]
-                keep = ~prev_autoreset
-                if keep.all():
-                    buf.add(obs, a_np, reward, store, terminated)
-                elif keep.any():
-                    buf.add(obs[keep], a_np[keep], reward[keep], store[keep], terminated[keep])
-                prev_autoreset = done if next_step_mode else prev_autoreset
-                reward_arr = np.where(keep, reward, 0.0) if next_step_mode else np.asarray(reward)
-            agent.num_timesteps = step
-            bar.update(n_envs)
-            step_since_train += 1
+def _collect(agent, run: _Run) -> tuple[np.ndarray, np.ndarray]:
+    """One environment step (all envs): uniform random actions before ``learning_starts``, the actor's
+    with exploration noise after; the transitions go to the buffer. Returns ``(done, reward)``, (n_envs,)."""
+    if run.need_reset:
+        run.obs, _ = run.env.reset()
+        run.need_reset = False
+    learning = agent.num_timesteps >= agent.config.learning_starts
+    if learning and run.clock.t0 is None:
+        run.clock.t0 = time.perf_counter()
+    if learning:
+        a = agent.act_normalised(run.obs, explore=True)  # (act_dim,) or (n_envs, act_dim) in [-1, 1]
+    else:
+        a = agent.random_action_normalised(run.n_envs if run.vec else None)
+    next_obs, reward, terminated, truncated, info = run.env.step(agent.scale_action(a).cpu().numpy())
+    step = agent.num_timesteps + run.n_envs
+    if not (np.isfinite(next_obs).all() and np.isfinite(reward).all()):
+        what = "observation" if not np.isfinite(next_obs).all() else "reward"
+        raise ValueError(f"{run.name} returned a non-finite {what} at env step {step} "
+                         f"(episode {agent.num_episodes + 1}): obs={np.asarray(next_obs).tolist()}, "
+                         f"reward={np.asarray(reward).tolist()}; training stopped")
+    done, reward = _store(agent.buffer, run, a.cpu().numpy(), next_obs, reward, terminated, truncated, info)
+    agent.num_timesteps = step
+    run.obs = next_obs
+    run.bar.update(run.n_envs)
+    run.since_train += 1
+    if learning:
+        run.clock.steps += run.n_envs
+    return done, reward
 
-            if agent.num_timesteps > cfg.learning_starts and step_since_train >= cfg.train_freq:
-                agent.update(grad_steps if grad_steps > 0 else step_since_train * n_envs)
-                step_since_train = 0
 
-            ep_ret += reward_arr
-            ep_len += 1
-            episode_ended = False
-            for i in np.flatnonzero(done):
-                agent.num_episodes += 1
-                recent.append(float(ep_ret[i]))
-                episodes_log.append({"step": agent.num_timesteps, "return": float(ep_ret[i]),
-                                     "length": int(ep_len[i])})
-                ep_ret[i], ep_len[i] = 0.0, 0
-                episode_ended = True
-            if episode_ended and recent:
-                bar.set_postfix(ret=f"{np.mean(recent):.1f}", refresh=False)
-            if learning:
-                learn_steps += n_envs
+def _store(buf, run: _Run, a: np.ndarray, next_obs, reward, terminated, truncated,
+           info: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Add this step's transitions; returns ``(done, reward)`` per env (a skipped transition's reward 0)."""
+    if not run.vec:
+        buf.add_one(run.obs, a, reward, next_obs, terminated)
+        return np.array([terminated or truncated]), np.array([reward])
+    done = np.logical_or(terminated, truncated)
+    store = next_obs
+    if not run.next_step_mode and done.any():  # SAME_STEP: next_obs is the reset obs; store the true final one
+        final = info.get("final_obs")
+        store = np.array(next_obs, copy=True)
+        for i in np.flatnonzero(done):
+            store[i] = final[i]
+    keep = ~run.prev_autoreset
+    if keep.all():
+        buf.add(run.obs, a, reward, store, terminated)
+    elif keep.any():
+        buf.add(run.obs[keep], a[keep], reward[keep], store[keep], terminated[keep])
+    if run.next_step_mode:
+        run.prev_autoreset = done
+        return done, np.where(keep, reward, 0.0)
+    return done, np.asarray(reward)
 
-            if next_eval is not None and agent.num_timesteps >= next_eval:
-                run_eval()
-                next_eval = _next_multiple(agent.num_timesteps, eval_every)
-            # checkpoints only where an episode just ended: then the run's state is fully saveable
-            if next_ckpt is not None and agent.num_timesteps >= next_ckpt and (episode_ended or vec):
-                save_ckpt()
-                next_ckpt = _next_multiple(agent.num_timesteps, ckpt_every)
 
-            obs = next_obs
-            need_reset = not vec and bool(done[0])
-        learn_time = (time.perf_counter() - learn_t0 - eval_time) if learn_t0 is not None else 0.0
-        if eval_every != 0 and (not agent.history or agent.history[-1]["step"] != agent.num_timesteps):
-            run_eval()
-        if ckpt_path is not None:
-            save_ckpt()
-        logger.write(agent.history, episodes_log)
-    finally:
-        bar.close()
-        if owns_env:
-            train_env.close()
-        torch.set_num_threads(prev_threads)
-        torch.set_flush_denormal(False)  # torch's default (it has no getter to restore a previous value)
+def _update(agent, run: _Run) -> None:
+    """Every ``train_freq`` steps after ``learning_starts``: ``gradient_steps`` updates (-1: as many as
+    transitions were collected since the last ones)."""
+    cfg = agent.config
+    if agent.num_timesteps > cfg.learning_starts and run.since_train >= cfg.train_freq:
+        if cfg.lr_schedule == "linear":  # SB3: lr * the fraction of the run still to go, before each phase
+            agent.apply_lr(1.0 - agent.num_timesteps / run.total_steps)
+        agent.update(cfg.gradient_steps if cfg.gradient_steps > 0 else run.since_train * run.n_envs)
+        run.since_train = 0
+
+
+def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> bool:
+    """Count this step's reward; log the episodes that ended (and restart their noise). True if any did."""
+    run.ep_ret += reward
+    run.ep_len += 1
+    ended = np.flatnonzero(done)
+    for i in ended:
+        agent.num_episodes += 1
+        run.recent.append(float(run.ep_ret[i]))
+        run.episodes.append({"step": agent.num_timesteps, "return": float(run.ep_ret[i]),
+                             "length": int(run.ep_len[i])})
+        run.ep_ret[i], run.ep_len[i] = 0.0, 0
+    if len(ended):
+        agent.reset_noise(ended.tolist() if run.vec else None)
+        run.bar.set_postfix(ret=f"{np.mean(run.recent):.1f}", refresh=False)
+    return len(ended) > 0
+
+
+def _evaluate(agent, run: _Run) -> None:
+    """A deterministic evaluation -> one history row (and metrics.csv row); keeps the best policy."""
+    started = time.perf_counter()
+    target = run.eval_env if run.eval_env is not None else (
+        run.chosen if isinstance(run.chosen, str) else agent.env_id)
+    res = evaluate(agent, env=target, episodes=run.eval_episodes)
+    row = {"epoch": len(agent.history) + 1, "step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
+           "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
+           "train_return_recent": float(np.mean(run.recent)) if run.recent else float("nan"),
+           "episodes": agent.num_episodes, "updates": agent.num_updates, **agent.pop_losses(),
+           "steps_per_s": run.clock.row_rate(agent.num_timesteps, started),
+           "learn_steps_per_s": run.clock.learn_rate(started)}
+    if not agent.history or res["return_mean"] > max(h["eval_return_mean"] for h in agent.history):
+        # the best evaluated policy so far (what rl-zoo's EvalCallback keeps as best_model)
+        agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
+        agent.best_step = agent.num_timesteps
+        if run.ckpt_dir is not None:
+            agent.save(run.ckpt_dir / "td3_best.safetensors", {"step": str(agent.num_timesteps)})
+    agent.history.append(row)
+    run.bar.set_postfix(ret=f"{row['train_return_recent']:.1f}", eval=f"{res['return_mean']:.1f}")
+    _write_logs(agent, run)
+    run.clock.evaluated(started, agent.num_timesteps)
+    run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
+
+
+def _write_logs(agent, run: _Run) -> None:
+    if run.logger is not None and agent.history:
+        run.logger.log_epoch(agent.history)
+    if run.log_dir is not None and run.episodes:
+        write_csv(run.episodes, run.log_dir / "episodes.csv")
+
+
+def _checkpoint(agent, run: _Run) -> None:
+    """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng."""
+    state = agent.checkpoint_state(run={"total_steps": run.total_steps})
+    state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
+    state["episodes"] = run.episodes
+    _atomic_torch_save(state, run.ckpt_path)
+    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
+
+
+def _finish(agent, run: _Run) -> None:
+    """The speed of the learning phase, a last evaluation and checkpoint at the end, the learning curves."""
+    now = time.perf_counter()
+    learn_time = run.clock.learn_time(now)
+    agent.last_run_stats = {"learn_steps": run.clock.steps, "learn_time_s": learn_time,
+                            "learn_steps_per_s": run.clock.steps / learn_time if learn_time > 0 else float("nan")}
+    if run.eval_every != 0 and (not agent.history or agent.history[-1]["step"] != agent.num_timesteps):
+        _evaluate(agent, run)
+    if run.ckpt_path is not None:
+        _checkpoint(agent, run)
+    _write_logs(agent, run)
+    if run.logger is not None:  # the picture shows the curves worth a look; metrics.csv has every column
+        shown = [{k: h[k] for k in _PLOTTED if k in h} for h in agent.history]
+        run.logger.close(shown, title=f"TD3 on {run.name}")
+
+
+def _close(run: _Run) -> None:
+    if run.bar is not None:
+        run.bar.close()
+    if run.owns_env:
+        run.env.close()
+    if run.logger is not None:
+        with contextlib.suppress(Exception):  # an error on the way out must not hide the run's own error
+            run.logger.close([])
+
+
+def _result(agent, run: _Run):
+    from zoo.engine.result import TrainResult
 
     evals = [h["eval_return_mean"] for h in agent.history]
     # no gradient update, no trained policy: its evaluations score the random initialisation
     best_i = int(np.argmax(evals)) if evals and agent.num_updates > 0 else None
-    agent.last_run_stats = {"learn_steps": learn_steps, "learn_time_s": learn_time,
-                            "learn_steps_per_s": learn_steps / learn_time if learn_time > 0 else float("nan")}
     return TrainResult(
         history=list(agent.history),
         best_metric=evals[best_i] if best_i is not None else None,
         best_epoch=best_i + 1 if best_i is not None else None,
-        checkpoint_path=ckpt_path,
+        checkpoint_path=run.ckpt_path,
         model=agent,
         monitor="eval_return_mean",
+        resumed=run.resumed,
     )
 
 
-def _next_multiple(current: int, every: int) -> int:
+def _next_multiple(current: int, every: int | None) -> float:
     return (current // every + 1) * every if every else math.inf

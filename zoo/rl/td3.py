@@ -26,13 +26,19 @@ import torch
 
 from zoo.api import ModelState
 from zoo.engine.precision import resolve_amp
+from zoo.engine.resume import ResumeError, reconcile
 from zoo.rl import networks as nets
 from zoo.rl.buffer import Batch, ReplayBuffer
 from zoo.rl.config import TD3Config
 from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
+from zoo.rl.noise import OrnsteinUhlenbeckNoise
 
-__all__ = ["TD3Agent", "check_spaces"]
+__all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces"]
+
+# what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
+# scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
+RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
 
 
 def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
@@ -122,6 +128,10 @@ class TD3Agent:
         self.history: list[dict[str, float]] = []
         self.best_state: dict[str, torch.Tensor] | None = None  # actor + critic at the best evaluation
         self.best_step: int | None = None
+        self.action_noise: OrnsteinUhlenbeckNoise | None = None  # noise_type "ornstein-uhlenbeck": its state
+        # sums of the critic and actor losses since the last pop_losses(), and how many of each
+        self._loss_sum = torch.zeros(2, device=self.device)
+        self._loss_n = [0, 0]
 
     # --- acting -----------------------------------------------------------------------------------
 
@@ -144,13 +154,28 @@ class TD3Agent:
         """The action in ``[-1, 1]`` for ``obs`` of shape ``(obs_dim,)`` or ``(N, obs_dim)``."""
         a = self.actor(self._obs_tensor(obs))  # the fp32 master weights (cheap at these batch sizes)
         if explore and self.config.exploration_noise > 0:
-            noise = torch.randn(a.shape, generator=self.generator, device=self.device)
-            a = (a + noise * self.config.exploration_noise).clamp_(-1.0, 1.0)
+            a = (a + self._exploration_noise(a.shape)).clamp_(-1.0, 1.0)
         return a
+
+    def _exploration_noise(self, shape: torch.Size) -> torch.Tensor:
+        """This step's noise for actions of ``shape``: Gaussian, or the Ornstein-Uhlenbeck process's next
+        value (one state per row; a new process when the batch shape changes)."""
+        cfg = self.config
+        if cfg.noise_type == "normal":
+            return torch.randn(shape, generator=self.generator, device=self.device) * cfg.exploration_noise
+        if self.action_noise is None or self.action_noise.x.shape != shape:
+            self.action_noise = OrnsteinUhlenbeckNoise(cfg.exploration_noise, tuple(shape), device=self.device)
+        self.action_noise.sigma = cfg.exploration_noise  # a resumed run may have changed it
+        return self.action_noise.sample(self.generator)
+
+    def reset_noise(self, envs: list[int] | None = None) -> None:
+        """An episode ended: the correlated exploration noise of those envs (all by default) starts again."""
+        if self.action_noise is not None:
+            self.action_noise.reset(envs)
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
-        when ``obs`` is). ``explore=True`` adds the Gaussian exploration noise."""
+        when ``obs`` is). ``explore=True`` adds the exploration noise (``config.noise_type``)."""
         return self.scale_action(self.act_normalised(obs, explore)).cpu().numpy()
 
     def random_action_normalised(self, n: int | None = None) -> torch.Tensor:
@@ -213,12 +238,16 @@ class TD3Agent:
         q, saved = nets.critic_forward(f["critic"].weights, torch.cat([batch.obs, batch.act], dim=1), layers)
         err = q.float() - target  # (2, B)
         critic_loss = err.pow(2).mean(dim=1).sum()  # sum of the two critics' MSE
+        self._loss_sum[0].add_(critic_loss)
+        self._loss_n[0] += 1
         nets.critic_backward(f["critic"].weights, f["critic"].grads, saved, err.mul_(2.0 / err.shape[1]), layers)
         self._step(self._critic_adam)
         if update_actor:
             a, saved_a = nets.actor_forward(f["actor"].weights, batch.obs, hidden)
             q1, outs_q = nets.q1_forward(f["critic"].weights, torch.cat([batch.obs, a.float()], dim=1), layers)
             dq1 = torch.full_like(q1, -1.0 / q1.shape[0], dtype=torch.float32)  # d(-mean q1)/dq1
+            self._loss_sum[1].sub_(q1.float().mean())  # the actor's loss: -mean Q1(s, pi(s))
+            self._loss_n[1] += 1
             dx = nets.q1_input_grad(f["critic"].weights, outs_q, dq1, layers)
             nets.actor_backward(f["actor"].weights, f["actor"].grads, saved_a, a, dx[:, self.obs_dim:], hidden)
             self._step(self._actor_adam)
@@ -245,6 +274,23 @@ class TD3Agent:
             loss = self._update(batch, noise, update_actor)
             self.num_actor_updates += int(update_actor)
         return None if loss is None else float(loss)
+
+    def pop_losses(self) -> dict[str, float]:
+        """Mean critic and actor loss of the updates since the last call (NaN where none), then reset."""
+        sums = self._loss_sum.tolist()
+        out = {name: sums[i] / n if n else float("nan")
+               for i, (name, n) in enumerate(zip(("critic_loss", "actor_loss"), self._loss_n))}
+        self._loss_sum.zero_()
+        self._loss_n = [0, 0]
+        return out
+
+    def apply_lr(self, progress_remaining: float = 1.0) -> None:
+        """Set the optimizers' lr from the config: constant, or (``lr_schedule="linear"``) scaled by the
+        fraction of the run still to go, as SB3's ``lin_<lr>`` schedules do."""
+        scale = progress_remaining if self.config.lr_schedule == "linear" else 1.0
+        for opt, lr in ((self.actor_opt, self.config.actor_lr), (self.critic_opt, self.config.critic_lr)):
+            for group in opt.param_groups:
+                group["lr"] = lr * scale
 
     def soft_update(self, tau: float) -> None:
         """``target <- (1 - tau) * target + tau * online`` for every parameter (one lerp per network)."""
@@ -321,8 +367,13 @@ class TD3Agent:
         meta.update(metadata or {})
         hub.save_weights(self.network_state_dict(), path, metadata=meta)
 
-    def checkpoint_state(self) -> dict[str, Any]:
-        """Everything a resumed run needs (weights_only-loadable: tensors, numbers, strings, dicts, lists)."""
+    def resume_settings(self) -> dict[str, Any]:
+        """The settings a checkpoint records and a resume compares (zoo.engine.resume): config and seed."""
+        return {**self.config.to_dict(), "seed": self.seed}
+
+    def checkpoint_state(self, run: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything a resumed run needs (weights_only-loadable: tensors, numbers, strings, dicts, lists);
+        ``run``: the training loop's own settings to record (``total_steps``)."""
         return {
             "format": "zoo.td3.checkpoint/1",
             "describe": json.dumps(self.describe()),
@@ -336,19 +387,24 @@ class TD3Agent:
             "history": [dict(h) for h in self.history],
             "best_state": dict(self.best_state or {}),
             "best_step": -1 if self.best_step is None else self.best_step,
+            "settings": json.dumps({**self.resume_settings(), **(run or {})}),
+            "action_noise": self.action_noise.state() if self.action_noise is not None else torch.zeros(0),
+            "losses": {"sum": self._loss_sum.cpu().clone(), "n": list(self._loss_n)},
         }
 
-    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+    def load_checkpoint_state(self, state: dict[str, Any], run: dict[str, Any] | None = None,
+                              what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:
+        """Continue from :meth:`checkpoint_state`. The checkpoint's settings are compared with this agent's
+        (and ``run``'s) first: ``RESUME_APPLIED`` changes are applied and returned as ``{key: (saved, now)}``,
+        any other change raises :class:`zoo.engine.ResumeError` before anything is loaded."""
         if state.get("format") != "zoo.td3.checkpoint/1":
             raise ValueError(f"not a TD3 checkpoint (format {state.get('format')!r})")
         saved = json.loads(state["describe"])
-        mine = self.describe()
         for key in ("obs_dim", "act_dim"):
-            if saved[key] != mine[key]:
-                raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={mine[key]}")
-        if saved["config"] != mine["config"]:
-            diff = {k: (saved["config"].get(k), v) for k, v in mine["config"].items() if saved["config"].get(k) != v}
-            raise ValueError(f"checkpoint config differs from this agent's (saved, this): {diff}")
+            if saved[key] != getattr(self, key):
+                raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={getattr(self, key)}")
+        recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
+        changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what)
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
@@ -361,6 +417,29 @@ class TD3Agent:
         self.history = [dict(h) for h in state["history"]]
         self.best_state = dict(state["best_state"]) or None
         self.best_step = None if state["best_step"] < 0 else int(state["best_step"])
+        noise = state.get("action_noise")
+        self.action_noise = None
+        if noise is not None and noise.numel() > 0:
+            self.action_noise = OrnsteinUhlenbeckNoise(self.config.exploration_noise, tuple(noise.shape),
+                                                       device=self.device)
+            self.action_noise.load_state(noise)
+        if "losses" in state:
+            self._loss_sum.copy_(state["losses"]["sum"])
+            self._loss_n = [int(n) for n in state["losses"]["n"]]
+        self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
+        return changed
+
+    def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str) -> dict[str, tuple[Any, Any]]:
+        try:
+            return reconcile(saved, current, applied=RESUME_APPLIED, what=what)
+        except ResumeError as err:
+            refused = {k: saved[k] for k in sorted(current)
+                       if k in saved and saved[k] != current[k] and k not in RESUME_APPLIED}
+            call = ", ".join(f"{k}={v!r}" for k, v in refused.items())
+            raise ResumeError(
+                f"{err}. To continue this TD3 run, build the agent with the checkpoint's values "
+                f"(zoo.build('td3', env={self.env_id!r}, {call}, ...)) and pass zoo.train(agent, ..., "
+                f"resume=True) no other value for them") from None
 
     # --- zoo.api.Trainable ------------------------------------------------------------------------
 
@@ -389,9 +468,7 @@ class TD3Agent:
                 raise ValueError(f"{key} fixes tensor shapes; build a new agent to change it")
         changes = {k: (None if k == "amp" and v in ("none", "fp32", None) else v) for k, v in changes.items()}
         self.config = dataclasses.replace(self.config, **changes)
-        for opt, lr in ((self.actor_opt, self.config.actor_lr), (self.critic_opt, self.config.critic_lr)):
-            for group in opt.param_groups:
-                group["lr"] = lr
+        self.apply_lr()
         self._build_compute_copies()
 
     def zoo_evaluate(self, data: Any = None, **config: Any) -> dict[str, float]:
