@@ -478,7 +478,8 @@ def _evaluate(agent, run: _Run) -> None:
         if run.ckpt_dir is not None:
             agent.save(run.ckpt_dir / "td3_best.safetensors", {"step": str(agent.num_timesteps)})
     agent.history.append(row)
-    run.bar.set_postfix(ret=f"{row['train_return_recent']:.1f}", eval=f"{res['return_mean']:.1f}")
+    recent = f"{row['train_return_recent']:.1f}" if run.recent else "-"  # no episode finished yet
+    run.bar.set_postfix(ret=recent, eval=f"{res['return_mean']:.1f}")
     _write_logs(agent, run)
     run.clock.evaluated(started, agent.num_timesteps)
     run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
