@@ -80,7 +80,7 @@ def _demo() -> None:
         print(f"hsi-pca-svm.indian-pines: OA {s['overall_accuracy']:.2f}  AA {s['average_accuracy']:.2f}  "
               f"kappa {s['kappa']:.2f} on {s['n_test']} test pixels (30 % random split, seed 0); map: {png}")
     else:
-        print("hsi-pca-svm.indian-pines is not in weights/manifest.json (run benchmarks/hsi_indian_pines.py)")
+        print("hsi-pca-svm.indian-pines is not in the weights manifest (benchmarks/hsi_indian_pines.py publishes it)")
     if "hybridsn.indian-pines" in set(zoo.list_weights("hybridsn")):
         net = zoo.build("hybridsn", weights="indian-pines")
         t1 = time.perf_counter()
@@ -94,7 +94,7 @@ def _demo() -> None:
               f"{s['kappa']:.2f} on {s['n_test']} test pixels; the full {scene.shape[0]}x{scene.shape[1]} map "
               f"in {dt:.1f} s; map: {png}")
     else:
-        print("hybridsn.indian-pines is not in weights/manifest.json (run benchmarks/hsi_indian_pines.py)")
+        print("hybridsn.indian-pines is not in the weights manifest (benchmarks/hsi_indian_pines.py publishes it)")
     print(f"({time.perf_counter() - t0:.1f} s)")
 
 
