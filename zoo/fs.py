@@ -36,7 +36,7 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,7 +54,6 @@ __all__ = [
     "atomic_paths",
     "atomic_write",
     "check_free",
-    "collect_files",
     "ensure_dir",
     "human_size",
     "open_fd_writer",
@@ -469,23 +468,3 @@ def _lock_fd(fd: int) -> None:
             raise BlockingIOError(errno.EAGAIN, "locked") from None
         return
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-
-
-def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],
-                  what: str = "file") -> list[Path]:
-    """Files from a file, a folder (recursively, sorted; other extensions ignored) or a list of both;
-    ``extensions`` are lower-case suffixes (".jpg"). A missing path or finding nothing is an error."""
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    suffixes = tuple(extensions)
-    out: list[Path] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in suffixes)
-        elif p.is_file():
-            out.append(p)
-        else:
-            raise FileNotFoundError(f"no such {what} file or folder: {p}")
-    if not out:
-        raise ValueError(f"no {what} files found in {[str(i) for i in items]} (extensions: {', '.join(suffixes)})")
-    return out

@@ -14,7 +14,7 @@ import zoo
 
 PACKAGE = Path(zoo.__file__).resolve().parent
 FAMILIES = ("vision", "seq2seq", "rl", "hyperspectral", "video")
-SPINE = ("zoo.registry", "zoo.hub", "zoo.engine", "zoo.api", "zoo.config", "zoo.fs")
+SPINE = ("zoo.registry", "zoo.hub", "zoo.engine", "zoo.api", "zoo.config", "zoo.fs", "zoo.inputs")
 MAX_FUNCTION_LINES = 80
 
 

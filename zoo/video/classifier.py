@@ -125,7 +125,7 @@ class VideoClassifierMixin(Network):
     # -- zoo.predict ---------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1) -> list[dict[str, Any]]:
         """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``."""
-        from zoo.fs import collect_files
+        from zoo.inputs import collect_files
         from zoo.video.predict import predict_video
 
         paths = collect_files(inputs, VIDEO_EXTENSIONS, "video")

@@ -20,7 +20,7 @@ __all__ = ["collect_images", "predict"]
 
 def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Image files from a file, a folder (recursively, sorted; non-image files ignored) or a list of both."""
-    from zoo.fs import collect_files
+    from zoo.inputs import collect_files
 
     return collect_files(inputs, IMG_EXTENSIONS, "image")
 
