@@ -10,7 +10,8 @@ the 30 % random split (HybridSN protocol, PCA fitted on training pixels only).
 Variant keys: model ``window``, ``dropout``, ``n_bands``; training ``epochs``, ``lr``, ``batch_size``,
 ``weight_decay``, ``label_smoothing``, ``augment`` (quarter turns + mirrors), ``noise_std`` (Gaussian
 noise on the whitened PCA components), ``val_fraction`` / ``val_block`` (held-out training tiles, best
-epoch kept), ``early_stopping_patience``. ``baseline`` is the old recipe (window 25, dropout 0.4, weight
+epoch kept), ``early_stopping_patience``, ``ema_decay`` (the run ends with an exponential moving average of
+its weights). ``--tta`` also scores every trained network with test-time augmentation (``<variant>+tta``). ``baseline`` is the old recipe (window 25, dropout 0.4, weight
 decay 1e-4, 15 epochs, no augmentation); ``recipe`` is the new default recipe (RECIPE below).
 Results accumulate per split / variant / seed in results/hsi_recipe.json (a rerun of the same triple
 replaces it). ``--publish`` adds the seed-0 ``recipe`` run as ``hybridsn.indian-pines-disjoint`` (fp16).
@@ -48,7 +49,7 @@ BASELINE: dict[str, Any] = {"window": 25, "dropout": 0.4, "n_bands": 30, "epochs
 # but AA 71.4; held-out tiles (val_fraction 0.2) 82.0; 30 epochs 86.4; window 11 81.0
 RECIPE: dict[str, Any] = {"window": 15, "augment": True}
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "weight_decay", "schedule", "warmup_steps", "amp", "label_smoothing",
-              "augment", "noise_std", "val_fraction", "val_block", "early_stopping_patience")
+              "augment", "noise_std", "val_fraction", "val_block", "early_stopping_patience", "ema_decay")
 
 
 def log(msg: str) -> None:
@@ -76,13 +77,22 @@ def train_one(scene, split: str, settings: dict[str, Any], seed: int) -> tuple[A
     res = zoo.train(net, scene, split=split, seed=seed, progress=False,
                     **{k: settings[k] for k in TRAIN_KEYS if k in settings})
     train_s = time.perf_counter() - t0
+    return net, {**score(net, scene, settings, seed, tta=False), **run_facts(res, train_s)}
+
+
+def score(net, scene, settings: dict[str, Any], seed: int, tta: bool) -> dict[str, Any]:
+    """OA / AA / kappa / per-class accuracy on the split's test pixels (fractions)."""
     t0 = time.perf_counter()
-    m = zoo.evaluate(net, scene, amp=settings["amp"])  # the split's test pixels; fractions
+    m = zoo.evaluate(net, scene, amp=settings["amp"], tta=tta)
+    return {"seed": seed, "overall_accuracy": m["overall_accuracy"], "average_accuracy": m["average_accuracy"],
+            "kappa": m["kappa"], "per_class_accuracy": [per_class(m, c) for c in range(1, 17)],
+            "eval_s": round(time.perf_counter() - t0, 1), "tta": tta}
+
+
+def run_facts(res, train_s: float) -> dict[str, Any]:
     hist = res.history
-    return net, {
-        "seed": seed, "overall_accuracy": m["overall_accuracy"], "average_accuracy": m["average_accuracy"],
-        "kappa": m["kappa"], "per_class_accuracy": [per_class(m, c) for c in range(1, 17)],
-        "train_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t0, 1), "epochs_run": len(hist),
+    return {
+        "train_s": round(train_s, 1), "epochs_run": len(hist),
         "best_epoch": res.best_epoch if "val_loss" in hist[-1] else None,
         "train_loss": [round(h["train_loss"], 4) for h in hist],
         "val_loss": [round(h["val_loss"], 4) for h in hist if "val_loss" in h] or None,
@@ -152,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--publish", action="store_true",
                     help="publish the seed-0 'recipe' run (disjoint: hybridsn.indian-pines-disjoint)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--tta", action="store_true",
+                    help="also score each trained network with test-time augmentation (the window's eight "
+                         "symmetries), filed as the variant '<variant>+tta'")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -173,10 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             net, r = train_one(scene, args.split, settings[v], seed)
             log(f"  OA {100 * r['overall_accuracy']:.2f} AA {100 * r['average_accuracy']:.2f} "
                 f"in {r['train_s']:.0f} s ({r['epochs_run']} epochs, best {r['best_epoch']})")
+            stamp = {"command": command_line(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             entry = split_runs.setdefault(v, {"settings": settings[v], "seeds": {}})
             entry["settings"] = settings[v]
-            entry["seeds"][str(seed)] = {**r, "command": command_line(),
-                                         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            entry["seeds"][str(seed)] = {**r, **stamp}
+            if args.tta:  # the same network, scored with test-time augmentation
+                t = {**r, **score(net, scene, settings[v], seed, tta=True), **stamp}
+                log(f"  with tta: OA {100 * t['overall_accuracy']:.2f} AA {100 * t['average_accuracy']:.2f}")
+                split_runs[f"{v}+tta"] = {"settings": {**settings[v], "tta": True},
+                                          "seeds": {**split_runs.get(f"{v}+tta", {}).get("seeds", {}), str(seed): t}}
             if args.publish and v == "recipe" and seed == 0:
                 published = publish(net, r, settings[v], svm, scene, sp)
     peers = old.get("peers", {})

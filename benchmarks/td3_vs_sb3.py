@@ -26,6 +26,7 @@ this CPU (bf16 with native bf16 GEMMs, else fp32); ``zoo-bf16`` / ``zoo-fp32`` f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import sys
@@ -41,7 +42,7 @@ from _harness import RESULTS_DIR, command_line, machine_info, median, result_nam
 
 import zoo
 from zoo.engine.logs import plot_curves
-from zoo.rl.config import preset_config
+from zoo.rl.config import TD3Config, preset_config
 
 
 def _eval_episodes(policy, env_id: str, episodes: int, base_seed: int) -> tuple[float, float]:
@@ -263,6 +264,13 @@ def merge_earlier(path: Path, args, rerun: set[str]) -> dict[str, dict[str, Any]
     config = json.loads(json.dumps(preset_config(args.preset, args.env, **args.overrides).to_dict()))
     was, now = old.get("settings", {}), {"env": args.env, "steps": args.steps, "preset": args.preset, "config": config,
                                          "eval_every": args.eval_every, "eval_episodes": args.eval_episodes}
+    # fields added to the config since the earlier run held their default then; amp is set per variant
+    defaults = {f.name: f.default for f in dataclasses.fields(TD3Config)}
+    was_config = dict(was.get("config") or {})
+    for k, v in config.items():
+        if k == "amp" or (k not in was_config and v == defaults.get(k)):
+            was_config[k] = v
+    was = {**was, "config": was_config}
     differ = {k: (was.get(k), v) for k, v in now.items() if was.get(k) != v}
     if differ:
         raise SystemExit(f"--merge: {path} was measured with other settings (earlier, now): {differ}")

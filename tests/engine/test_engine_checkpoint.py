@@ -44,7 +44,8 @@ def strip(history):
     {"schedule": "step", "schedule_options": {"step_size": 1, "gamma": 0.5}, "grad_accum_steps": 2,
      "optimizer": "sgd", "optimizer_options": {"momentum": 0.9}},
     {"schedule": "onecycle", "amp": "bf16", "clip_grad_norm": 1.0},
-], ids=["cosine", "step-accum-sgd", "onecycle-bf16"])
+    {"schedule": "cosine", "ema_decay": 0.9},
+], ids=["cosine", "step-accum-sgd", "onecycle-bf16", "cosine-ema"])
 def test_resume_is_bit_identical(tmp_path, extra):
     kw = dict(epochs=4, batch_size=16, lr=5e-3, progress=False, seed=7, **extra)
     full = fit(net(), data(), data(32, 1), checkpoint_dir=tmp_path / "full", **kw)

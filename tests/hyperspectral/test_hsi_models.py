@@ -134,6 +134,27 @@ def test_predict_scene_dense_windows_and_tiles_agree():
         net.predict_scene(scene, mask=np.ones((3, 3), bool))
 
 
+def test_tta_averages_the_eight_symmetries_of_each_window():
+    """tta=True: the class of the mean softmax over the window's quarter turns and mirrors, the same by the
+    dense pass (turning the whole padded scene) and per window; and not simply the plain prediction."""
+    from zoo.hyperspectral.patches import PatchDataset
+
+    net, scene = _fitted_hybridsn(seed=1)
+    kw = {"amp": None, "tta": True}
+    windows = net.predict_scene(scene, method="windows", **kw)
+    assert (net.predict_scene(scene, method="dense", **kw) == windows).all()
+    assert (net.predict_scene(scene, method="dense", tile_rows=4, **kw) == windows).all()
+    ds = PatchDataset.from_mask(net.reduce(scene), None, np.ones(scene.shape[:2], bool), window=9)
+    x = torch.stack([ds[i][0] for i in range(len(ds))])  # (713, 1, C, 9, 9)
+    with torch.no_grad():
+        views = [torch.rot90(v, k, dims=(-2, -1)) for v in (x, x.flip(-1)) for k in range(4)]
+        want = torch.stack([net(v).softmax(1) for v in views]).mean(0).argmax(1) + 1
+    assert (torch.from_numpy(windows).reshape(-1) == want).all()
+    assert not any(torch.equal(a, b) for i, a in enumerate(views) for b in views[i + 1:])  # eight distinct views
+    with pytest.raises(ValueError, match="tta=True works on a scene"):
+        net.zoo_evaluate(ds, tta=True)
+
+
 def test_dense_pass_on_indian_pines_matches_windows(shared_data):
     """The shipped weights on the real scene: the dense map equals the per-window one (fp32)."""
     from zoo.hyperspectral.datasets import load_dataset

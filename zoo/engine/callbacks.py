@@ -42,6 +42,12 @@ class TrainState:
     world_size: int = 1
     stop_requested: bool = False
     stop_reason: str | None = None
+    ema_model: torch.nn.Module | None = None  # with ema_decay: the averaged weights validation scores
+
+    @property
+    def eval_model(self) -> torch.nn.Module:
+        """The weights validation scores and training ends with: the average with ``ema_decay``, else the model."""
+        return self.ema_model if self.ema_model is not None else self.model
 
     @property
     def is_main(self) -> bool:
@@ -142,7 +148,7 @@ class RestoreBest(Callback):
         value = float(row[self.monitor])
         if self.best_value is None or (value < self.best_value if self.mode == "min" else value > self.best_value):
             self.best_value, self.best_epoch = value, state.epoch + 1
-            self._state = {k: v.detach().clone() for k, v in state.model.state_dict().items()}
+            self._state = {k: v.detach().clone() for k, v in state.eval_model.state_dict().items()}
 
     def on_train_end(self, state: TrainState) -> None:
         if self._state is not None:

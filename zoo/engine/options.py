@@ -44,6 +44,10 @@ class FitConfig:
     grad_accum_steps: int = 1
     """Batches whose gradients are summed before one optimizer step."""
     clip_grad_norm: float | None = None
+    ema_decay: float | None = None
+    """Keep an exponential moving average of the weights (and buffers), updated after every optimizer step
+    with this decay (0.999: a horizon of about 1,000 steps), as timm's ``ModelEmaV3``: validation scores the
+    average and the trained model ends holding it (the raw weights stay in the checkpoints for resuming)."""
     loss_fn: Callable[[Any, Any], Any] | None = None
     """``fn(outputs, targets) -> loss``; default: cross entropy (``label_smoothing``, targets -100 ignored)."""
     label_smoothing: float = 0.0
@@ -87,6 +91,8 @@ class FitConfig:
             problems.append(f"epochs must be >= 0, got {self.epochs}")
         if self.grad_accum_steps < 1:
             problems.append(f"grad_accum_steps must be >= 1, got {self.grad_accum_steps}")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            problems.append(f"ema_decay must be in (0, 1) or None, got {self.ema_decay}")
         if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
             problems.append(f"clip_grad_norm must be > 0 or None, got {self.clip_grad_norm}")
         if self.overfit_batches < 0:

@@ -84,7 +84,7 @@ class Trainer:
         self.logger = self._run_logger()
         self.state = TrainState(model=model, optimizer=self.opt, scheduler=self.scheduler, epochs=cfg.epochs,
                                 epoch=self.start_epoch, step=self.step, history=self.history, rank=info.rank,
-                                world_size=info.world_size)
+                                world_size=info.world_size, ema_model=None if self.ema is None else self.ema.module)
         self.params = [p for g in self.opt.param_groups for p in g["params"]]
         self.first_loss: float | None = None
 
@@ -127,6 +127,12 @@ class Trainer:
             raise ValueError("schedule_options given without a schedule")
         self.scheduler = self.schedule.scheduler if self.schedule else None
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
+        self.ema = None
+        if cfg.ema_decay is not None:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            # a copy of the model whose weights and buffers follow ema <- decay * ema + (1 - decay) * model
+            self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
 
     def _run_logger(self) -> Any:
         out_dir = Path(self.cfg.log_dir) if self.cfg.log_dir is not None else self.ckpt_dir
@@ -149,6 +155,12 @@ class Trainer:
         changed = reconcile(state.get("config") or {}, cfg.recorded(), applied=RESUME_APPLIED,
                             ignored=_NOT_COMPARED, what=Path(path).name)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
+        if self.ema is not None:
+            ema_state = (state.get("extra") or {}).get("ema")
+            if ema_state is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
+                raise ValueError(f"{Path(path).name} holds no weight average, but this run has ema_decay="
+                                 f"{cfg.ema_decay}")
+            self.ema.load_state_dict(ema_state)
         if "lr" in changed:
             scale_lr(self.opt, self.scheduler, *changed["lr"])
         if "lr" in changed or "epochs" in changed:
@@ -184,6 +196,8 @@ class Trainer:
                     break
         finally:
             self._close_logger()
+        if self.ema is not None:  # the run ends holding the average (RestoreBest, below, may pick an epoch of it)
+            self.model.load_state_dict(self.ema.module.state_dict())
         for cb in self.callbacks:
             cb.on_train_end(self.state)
         return self._result()
@@ -273,6 +287,8 @@ class Trainer:
         self.scaler.step(self.opt)
         self.scaler.update()
         self.opt.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         self.step += 1
         self.state.step = self.step
         if self.schedule is not None and self.schedule.interval == "batch":
@@ -281,13 +297,14 @@ class Trainer:
     def _end_epoch(self, epoch: int, row: dict[str, Any]) -> None:
         """Validation, callbacks, best / early stopping, checkpoint and logs of a finished epoch."""
         cfg = self.cfg
+        scored = self.state.eval_model
         if self.val_loader is not None:
-            val = evaluate_loader(self.model, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn,
+            val = evaluate_loader(scored, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn,
                                   loss_fn=self.loss_fn, metrics=self.metric_keys, amp=self.amp,
                                   channels_last=cfg.channels_last, progress=False)
             row.update({f"val_{k}": v for k, v in val.items()})
         if cfg.eval_fn is not None:
-            row.update({f"val_{k}": v for k, v in call_eval_fn(cfg.eval_fn, self.model, self.val_data).items()})
+            row.update({f"val_{k}": v for k, v in call_eval_fn(cfg.eval_fn, scored, self.val_data).items()})
         row["epoch_time_s"] = time.perf_counter() - self.t0
         self.history.append(row)
         for cb in self.callbacks:
@@ -313,7 +330,8 @@ class Trainer:
                 self.ckpt_dir / name, model=self.model, optimizer=self.opt, scheduler=self.scheduler,
                 scaler=self.scaler, epoch=epoch + 1, step=self.step, best_metric=self.monitor.best,
                 best_epoch=self.monitor.best_epoch, history=self.history, config=self.cfg.recorded(), rng=rng,
-                extra={**self.monitor.extra(), "world_size": self.info.world_size})
+                extra={**self.monitor.extra(), "world_size": self.info.world_size,
+                       **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")
             ckpt_mod.prune_checkpoints(self.ckpt_dir, self.cfg.keep_last)

@@ -23,10 +23,23 @@ from zoo.hyperspectral.preprocessing import BandStandardizer
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["PRE_KEYS", "TRAINING_KEY", "SceneClassifierMixin"]
+__all__ = ["PRE_KEYS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "square_symmetry"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
 TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
+
+
+# the eight symmetries of a square window: (quarter turns, mirrored first)
+SQUARE_SYMMETRIES = tuple((k, flip) for flip in (False, True) for k in range(4))
+
+
+def square_symmetry(x: torch.Tensor, k: int, flip: bool, inverse: bool = False) -> torch.Tensor:
+    """``x`` (``(..., H, W)``) mirrored left-right if ``flip``, then turned ``k`` quarter turns; ``inverse``
+    undoes that transform."""
+    if inverse:
+        x = torch.rot90(x, -k, dims=(-2, -1))
+        return x.flip(-1) if flip else x
+    return torch.rot90(x.flip(-1) if flip else x, k, dims=(-2, -1))
 
 
 class SceneClassifierMixin:
@@ -135,21 +148,26 @@ class SceneClassifierMixin:
         return result
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
-                     amp: str | None = "auto", on_overlap: str = "error", **kw) -> dict[str, float]:
+                     amp: str | None = "auto", on_overlap: str = "error", tta: bool = False, **kw) -> dict[str, float]:
         """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); test
         pixels that were training pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
-        On a Dataset of windows, the same metrics through the engine."""
+        ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
+        (see :meth:`predict_scene`). On a Dataset of windows, the same metrics through the engine."""
         from zoo.hyperspectral.svm import _flat, _test_mask
 
         if isinstance(data, (Dataset, DataLoader)):
             from zoo.engine import evaluate
+
+            if tta:
+                raise ValueError("tta=True works on a scene (the windows are cut here); a Dataset of windows is "
+                                 "scored as it comes: pass the scene, or tta=False")
 
             out = evaluate(self, data, batch_size=batch_size, amp=amp,
                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
         scene = as_scene(data if data is not None else default_scene(self), labels)
         test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
-        pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp)
+        pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta)
         return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes), excluded)
 
     # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
@@ -162,7 +180,7 @@ class SceneClassifierMixin:
     @torch.inference_mode()
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, *, batch_size: int = 256,
                       amp: str | None = "auto", method: str = "auto", tile_rows: int | None = None,
-                      progress: bool = False) -> np.ndarray:
+                      progress: bool = False, tta: bool = False) -> np.ndarray:
         """``(H, W)`` map of classes 1..n (0 outside ``mask``).
 
         ``method="dense"`` runs the network over the whole scene at once (``dense_forward``: the
@@ -170,6 +188,9 @@ class SceneClassifierMixin:
         ``"windows"`` cuts one window per selected pixel and batches them, ``"auto"`` picks dense unless
         the mask selects under ``dense_min_fraction`` of the pixels. Both give the same logits within
         float rounding. ``amp="auto"``: bf16 where this CPU computes convolutions faster in it.
+        ``tta=True`` (test-time augmentation) classifies each pixel by the mean class probabilities of its
+        window under the eight symmetries of the square (quarter turns, with and without a mirror), the
+        transforms ``augment=True`` trains with; it costs eight passes.
         """
         from zoo.engine.precision import resolve_amp
 
@@ -190,9 +211,9 @@ class SceneClassifierMixin:
         try:
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
                 if dense:
-                    classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress)[sel]
+                    classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress, tta)[sel]
                 else:
-                    classes = self._window_classes(self.reduce(scene), sel, device, batch_size, progress)
+                    classes = self._window_classes(self.reduce(scene), sel, device, batch_size, progress, tta)
         finally:
             self.train(was_training)
         pred = np.zeros((h, w), np.int64)
@@ -200,45 +221,64 @@ class SceneClassifierMixin:
         return pred
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
-                    amp: str | None = "auto", progress: bool = False) -> np.ndarray:
+                    amp: str | None = "auto", progress: bool = False, tta: bool = False) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
         of classes 1..n (0 outside ``mask``)."""
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
-        return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress)
+        return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)
 
     def zoo_state(self) -> ModelState:
         meta = {"zoo.split": json.dumps(self.split_)} if getattr(self, "split_", None) else {}
         return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(), meta)
 
     def _window_classes(self, reduced: np.ndarray, sel: np.ndarray, device: torch.device, batch_size: int,
-                        progress: bool) -> np.ndarray:
+                        progress: bool, tta: bool = False) -> np.ndarray:
         """Class index of each selected pixel (row-major), one window per pixel."""
         from tqdm.auto import tqdm
 
         ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
-        out = [self(xb.to(device)).float().argmax(1).cpu()
-               for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict")]
+        out = []
+        for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
+            xb = xb.to(device)  # (B, ..., w, w)
+            if not tta:
+                out.append(self(xb).float().argmax(1).cpu())
+                continue
+            probs = sum(self(square_symmetry(xb, k, flip)).float().softmax(1) for k, flip in SQUARE_SYMMETRIES)
+            out.append(probs.argmax(1).cpu())
         return torch.cat(out).numpy() if out else np.zeros(0, np.int64)
 
     def _dense_classes(self, reduced: np.ndarray, device: torch.device, tile_rows: int | None,
-                       progress: bool) -> np.ndarray:
-        """``(H, W)`` class indices from ``dense_forward`` over row tiles of the padded cube."""
-        from tqdm.auto import tqdm
-
+                       progress: bool, tta: bool = False) -> np.ndarray:
+        """``(H, W)`` class indices from ``dense_forward`` over row tiles of the padded cube; with ``tta``, of
+        the mean probabilities over the padded cube's eight symmetries (each map turned back)."""
         from zoo.hyperspectral.patches import pad_cube
 
-        h, w, _ = reduced.shape
         r = self.config.window // 2
         padded = torch.from_numpy(np.ascontiguousarray(pad_cube(reduced, r, self.padding).transpose(2, 0, 1)))
         padded = padded.to(device)  # (C, H + 2r, W + 2r)
+        if not tta:
+            return self._dense_logits(padded, tile_rows, progress).argmax(0).numpy()
+        probs = None
+        for k, flip in SQUARE_SYMMETRIES:
+            p = self._dense_logits(square_symmetry(padded, k, flip), tile_rows, progress).softmax(0)
+            p = square_symmetry(p, k, flip, inverse=True)  # (n_classes, H, W) in the scene's orientation
+            probs = p if probs is None else probs.add_(p)
+        return probs.argmax(0).numpy()
+
+    def _dense_logits(self, padded: torch.Tensor, tile_rows: int | None, progress: bool) -> torch.Tensor:
+        """``(n_classes, H, W)`` fp32 logits of a padded ``(C, H + 2r, W + 2r)`` cube, in row tiles."""
+        from tqdm.auto import tqdm
+
+        r = self.config.window // 2
+        h, w = padded.shape[1] - 2 * r, padded.shape[2] - 2 * r
         rows = tile_rows or max(1, self.dense_memory_budget // (self.dense_bytes_per_pixel * (w + 2 * r)))
         if rows < 1:
             raise ValueError(f"tile_rows must be >= 1, got {rows}")
-        out = np.empty((h, w), np.int64)
+        out = torch.empty((self.config.n_classes, h, w), dtype=torch.float32)
         for r0 in tqdm(range(0, h, rows), disable=not progress, desc="predict (dense)"):
             r1 = min(h, r0 + rows)
             logits = self.dense_forward(padded[:, r0:r1 + 2 * r])  # output row i <- padded rows i..i+2r
-            out[r0:r1] = logits.float().argmax(0).cpu().numpy()
+            out[:, r0:r1] = logits.float().cpu()
         return out
 
     # -- weights ---------------------------------------------------------------------------------------

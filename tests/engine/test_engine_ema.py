@@ -1,0 +1,57 @@
+"""``ema_decay``: an exponential moving average of the weights, scored by validation and kept at the end."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import LambdaCallback, evaluate, fit, load_checkpoint
+
+
+def data(n: int = 64, seed: int = 0) -> torch.utils.data.TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    return torch.utils.data.TensorDataset(x, (x.sum(1) > 0).long())
+
+
+def net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def test_the_model_ends_holding_the_average_of_the_weights_after_each_step(tmp_path):
+    decay, raw = 0.8, []
+    keep = LambdaCallback(on_batch_end=lambda state, logs: raw.append(
+        {k: v.detach().clone().float() for k, v in state.model.state_dict().items()}))
+    r = fit(net(), data(), data(32, 1), epochs=3, batch_size=16, lr=0.05, ema_decay=decay, progress=False,
+            callbacks=[keep], checkpoint_dir=tmp_path)
+    assert len(raw) == 12  # 4 steps x 3 epochs
+    want = dict(raw[0])  # the first step copies; each later one moves the average by (1 - decay)
+    for w in raw[1:]:
+        want = {k: decay * want[k] + (1 - decay) * w[k] for k in want}
+    got = r.model.state_dict()
+    for k, v in want.items():
+        if k.endswith("num_batches_tracked"):
+            continue
+        torch.testing.assert_close(got[k].float(), v, rtol=1e-5, atol=1e-6, msg=k)
+    assert not torch.allclose(raw[-1]["0.weight"], got["0.weight"])  # the average, not the last step
+    # validation scored the average: the last epoch's val_loss is the returned model's
+    assert r.history[-1]["val_loss"] == pytest.approx(evaluate(r.model, data(32, 1), batch_size=16)["loss"], rel=1e-5)
+    # the checkpoint keeps the raw weights (to resume exactly) and the average beside them
+    ckpt = load_checkpoint(r.checkpoint_path)
+    torch.testing.assert_close(ckpt["model"]["0.weight"], raw[-1]["0.weight"])
+    torch.testing.assert_close(ckpt["extra"]["ema"]["module.0.weight"], got["0.weight"])
+
+
+def test_without_ema_the_model_ends_at_its_last_step():
+    raw = []
+    keep = LambdaCallback(on_batch_end=lambda state, logs: raw.append(state.model[0].weight.detach().clone()))
+    r = fit(net(), data(), epochs=1, batch_size=16, progress=False, callbacks=[keep])
+    assert torch.equal(r.model[0].weight, raw[-1])
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.1])
+def test_ema_decay_outside_zero_one_is_refused(bad):
+    with pytest.raises(ValueError, match=r"ema_decay must be in \(0, 1\)"):
+        fit(net(), data(), epochs=1, ema_decay=bad, progress=False)
