@@ -27,15 +27,20 @@ def test_the_model_ends_holding_the_average_of_the_weights_after_each_step(tmp_p
     r = fit(net(), data(), data(32, 1), epochs=3, batch_size=16, lr=0.05, ema_decay=decay, progress=False,
             callbacks=[keep], checkpoint_dir=tmp_path)
     assert len(raw) == 12  # 4 steps x 3 epochs
-    want = dict(raw[0])  # the first step copies; each later one moves the average by (1 - decay)
-    for w in raw[1:]:
-        want = {k: decay * want[k] + (1 - decay) * w[k] for k in want}
+    # bias-corrected: sum_k (1 - d) d^(n - k) w_k / (1 - d^n) over the steps k = 1..n, written out
+    n = len(raw)
+    want = {k: sum((1 - decay) * decay ** (n - i) * w[k] for i, w in enumerate(raw, 1)) / (1 - decay ** n)
+            for k in raw[0]}
     got = r.model.state_dict()
     for k, v in want.items():
         if k.endswith("num_batches_tracked"):
             continue
         torch.testing.assert_close(got[k].float(), v, rtol=1e-5, atol=1e-6, msg=k)
     assert not torch.allclose(raw[-1]["0.weight"], got["0.weight"])  # the average, not the last step
+    plain = dict(raw[0])  # AveragedModel's plain EMA (first step copied) would weigh the first step d^(n-1)
+    for w in raw[1:]:
+        plain = {k: decay * plain[k] + (1 - decay) * w[k] for k in plain}
+    assert not torch.allclose(plain["0.weight"], got["0.weight"], rtol=1e-3, atol=1e-4)
     # validation scored the average: the last epoch's val_loss is the returned model's
     assert r.history[-1]["val_loss"] == pytest.approx(evaluate(r.model, data(32, 1), batch_size=16)["loss"], rel=1e-5)
     # the checkpoint keeps the raw weights (to resume exactly) and the average beside them

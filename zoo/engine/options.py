@@ -46,8 +46,9 @@ class FitConfig:
     clip_grad_norm: float | None = None
     ema_decay: float | None = None
     """Keep an exponential moving average of the weights (and buffers), updated after every optimizer step
-    with this decay (0.999: a horizon of about 1,000 steps), as timm's ``ModelEmaV3``: validation scores the
-    average and the trained model ends holding it (the raw weights stay in the checkpoints for resuming)."""
+    with this decay (0.999: a horizon of about 1,000 steps), bias-corrected as Adam's moments are
+    (:mod:`zoo.engine.ema`): validation scores the average and the trained model ends holding it (the raw
+    weights stay in the checkpoints for resuming)."""
     loss_fn: Callable[[Any, Any], Any] | None = None
     """``fn(outputs, targets) -> loss``; default: cross entropy (``label_smoothing``, targets -100 ignored)."""
     label_smoothing: float = 0.0

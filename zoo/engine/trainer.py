@@ -129,10 +129,9 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == "fp16")
         self.ema = None
         if cfg.ema_decay is not None:
-            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+            from zoo.engine.ema import averaged_model
 
-            # a copy of the model whose weights and buffers follow ema <- decay * ema + (1 - decay) * model
-            self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
+            self.ema = averaged_model(self.model, cfg.ema_decay)
 
     def _run_logger(self) -> Any:
         out_dir = Path(self.cfg.log_dir) if self.cfg.log_dir is not None else self.ckpt_dir
