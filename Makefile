@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/zoo demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check zoo tests benchmarks
