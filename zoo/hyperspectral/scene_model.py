@@ -258,17 +258,18 @@ class SceneClassifierMixin:
         r = self.config.window // 2
         padded = torch.from_numpy(np.ascontiguousarray(pad_cube(reduced, r, self.padding).transpose(2, 0, 1)))
         padded = padded.to(device)  # (C, H + 2r, W + 2r)
-        if not tta:
-            return self._dense_logits(padded, tile_rows, progress).argmax(0).numpy()
-        probs = None
+        if not tta:  # class indices tile by tile: memory stays (H, W), whatever the number of classes
+            return self._dense_map(padded, tile_rows, progress, lambda logits: logits.argmax(0)).numpy()
+        probs = None  # (n_classes, H, W): eight maps turned back and summed
         for k, flip in SQUARE_SYMMETRIES:
-            p = self._dense_logits(square_symmetry(padded, k, flip), tile_rows, progress).softmax(0)
-            p = square_symmetry(p, k, flip, inverse=True)  # (n_classes, H, W) in the scene's orientation
+            p = self._dense_map(square_symmetry(padded, k, flip), tile_rows, progress, lambda logits: logits.softmax(0))
+            p = square_symmetry(p, k, flip, inverse=True)  # in the scene's orientation
             probs = p if probs is None else probs.add_(p)
         return probs.argmax(0).numpy()
 
-    def _dense_logits(self, padded: torch.Tensor, tile_rows: int | None, progress: bool) -> torch.Tensor:
-        """``(n_classes, H, W)`` fp32 logits of a padded ``(C, H + 2r, W + 2r)`` cube, in row tiles."""
+    def _dense_map(self, padded: torch.Tensor, tile_rows: int | None, progress: bool, per_tile) -> torch.Tensor:
+        """``per_tile`` of the fp32 logits ``(n_classes, rows, W)`` of each row tile of a padded
+        ``(C, H + 2r, W + 2r)`` cube, joined along the rows (on the CPU)."""
         from tqdm.auto import tqdm
 
         r = self.config.window // 2
@@ -276,12 +277,12 @@ class SceneClassifierMixin:
         rows = tile_rows or max(1, self.dense_memory_budget // (self.dense_bytes_per_pixel * (w + 2 * r)))
         if rows < 1:
             raise ValueError(f"tile_rows must be >= 1, got {rows}")
-        out = torch.empty((self.config.n_classes, h, w), dtype=torch.float32)
+        tiles = []
         for r0 in tqdm(range(0, h, rows), disable=not progress, desc="predict (dense)"):
             r1 = min(h, r0 + rows)
             logits = self.dense_forward(padded[:, r0:r1 + 2 * r])  # output row i <- padded rows i..i+2r
-            out[:, r0:r1] = logits.float().cpu()
-        return out
+            tiles.append(per_tile(logits.float()).cpu())
+        return torch.cat(tiles, dim=-2)
 
     # -- weights ---------------------------------------------------------------------------------------
     def export_state_dict(self, network_dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
