@@ -11,9 +11,10 @@ Variant keys: model ``window``, ``dropout``, ``n_bands``; training ``epochs``, `
 ``weight_decay``, ``label_smoothing``, ``augment`` (quarter turns + mirrors), ``noise_std`` (Gaussian
 noise on the whitened PCA components), ``val_fraction`` / ``val_block`` (held-out training tiles, best
 epoch kept), ``early_stopping_patience``, ``ema_decay`` (the run ends with an exponential moving average of
-its weights). ``--tta`` also scores every trained network with test-time augmentation (``<variant>+tta``). ``baseline`` is the old recipe (window 25, dropout 0.4, weight
-decay 1e-4, 15 epochs, no augmentation); ``recipe`` is the new default recipe (RECIPE below), ``recipe-v1`` the
-one before it (window 15 + augmentation, no weight average).
+its weights). ``--tta`` also scores every trained network with test-time augmentation (``<variant>+tta``).
+``baseline`` is the old recipe (window 25, dropout 0.4, weight decay 1e-4, 15 epochs, no augmentation);
+``recipe`` is the new default recipe (RECIPE below), ``recipe-v1`` the one before it (window 15 +
+augmentation, no weight average).
 Results accumulate per split / variant / seed in results/hsi_recipe.json (a rerun of the same triple
 replaces it). ``--publish`` adds the seed-0 ``recipe`` run as ``hybridsn.indian-pines-disjoint`` (fp16).
 
@@ -107,6 +108,13 @@ def run_facts(res, train_s: float) -> dict[str, Any]:
     }
 
 
+def record(split_runs: dict[str, Any], variant: str, settings: dict[str, Any], seed: int, run: dict[str, Any]) -> None:
+    """File one seed's run under its variant (a rerun of the same seed replaces it)."""
+    entry = split_runs.setdefault(variant, {"settings": settings, "seeds": {}})
+    entry["settings"] = settings
+    entry["seeds"][str(seed)] = run
+
+
 def per_class(m: dict[str, float], c: int) -> float | None:
     """Class ``c``'s accuracy (fraction), None where the test pixels hold no pixel of it."""
     v = m.get(f"class_{c}_accuracy")
@@ -194,14 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  OA {100 * r['overall_accuracy']:.2f} AA {100 * r['average_accuracy']:.2f} "
                 f"in {r['train_s']:.0f} s ({r['epochs_run']} epochs, best {r['best_epoch']})")
             stamp = {"command": command_line(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            entry = split_runs.setdefault(v, {"settings": settings[v], "seeds": {}})
-            entry["settings"] = settings[v]
-            entry["seeds"][str(seed)] = {**r, **stamp}
+            record(split_runs, v, settings[v], seed, {**r, **stamp})
             if args.tta:  # the same network, scored with test-time augmentation
                 t = {**r, **score(net, scene, settings[v], seed, tta=True), **stamp}
                 log(f"  with tta: OA {100 * t['overall_accuracy']:.2f} AA {100 * t['average_accuracy']:.2f}")
-                split_runs[f"{v}+tta"] = {"settings": {**settings[v], "tta": True},
-                                          "seeds": {**split_runs.get(f"{v}+tta", {}).get("seeds", {}), str(seed): t}}
+                record(split_runs, f"{v}+tta", {**settings[v], "tta": True}, seed, t)
             if args.publish and v == "recipe" and seed == 0:
                 published = publish(net, r, settings[v], svm, scene, sp, args.tta)
     peers = old.get("peers", {})
