@@ -16,6 +16,15 @@ counter), and for DivX/Xvid files with packed B-frames — many UCF101 clips, e.
 neighbouring frames, while the decoder's output order is the true display order. Sorting by pts (as
 torchvision's ``read_video`` does) therefore shuffles such videos. For AVI we count frames from the
 keyframe we landed on instead (exact, since AVI is constant-rate by construction).
+
+Frames before the first wanted one are only decoded when later frames need them: until a few frames
+before it, the decoder skips non-reference pictures (``skip_frame="NONREF"``, i.e. B-frames), which
+are two thirds of the frames of the B-frame clips in UCF101. Skipped frames leave no output, so AVI
+cannot count decoder outputs there; it counts *packets* instead (one AVI chunk per frame slot, the
+``N-VOP`` placeholders of packed B-frames included): the frame that comes out while packet ``n`` is
+sent has display index ``keyframe + n - delay``, where ``delay`` (the B-frame reorder plus frame
+threading) is how many packets went in before the keyframe came out. A packet that yields two frames
+breaks that rule; the read then starts again without skipping and counts outputs.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -44,6 +53,10 @@ __all__ = [
 # How many packets `probe` demuxes to find the first displayed pts (B-frame delay makes the first
 # packet's pts differ from the first frame's); demuxing is not decoding.
 _PROBE_PACKETS = 8
+# Non-reference frames are skipped up to this many frames before the first wanted one: the skip
+# choice is made when a packet is sent, and a packed B-frame is decoded a packet or two after the
+# packet that holds it.
+_SKIP_MARGIN = 3
 # Header frame counts may overstate the decodable frames by a frame or two (rounding of
 # duration-derived counts); a larger shortfall is a truncated file.
 _TAIL_TOLERANCE = 2
@@ -74,7 +87,10 @@ class VideoMeta:
 
 @dataclass
 class DecodeStats:
-    """Counters that show how much decoding a read cost (frames decoded per frame returned)."""
+    """Counters that show how much decoding a read cost (frames decoded per frame returned).
+
+    ``frames_decoded`` counts the frames the decoder put out; skipped B-frames are not among them.
+    """
 
     frames_decoded: int = 0
     frames_returned: int = 0
@@ -174,9 +190,9 @@ def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
         )
 
 
-def _decoded_frames(container, stream) -> Iterable[av.VideoFrame]:
-    """The one place frames leave the decoder."""
-    yield from container.decode(stream)
+def _decode_packet(stream, packet) -> list[av.VideoFrame]:
+    """The one place frames leave the decoder: the frames that sending ``packet`` puts out."""
+    return stream.decode(packet)
 
 
 _LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
@@ -240,9 +256,23 @@ def read_frames(
     return out
 
 
+class _SlotRuleBroken(Exception):
+    """An AVI packet yielded more than one frame: packets cannot index frames in this file."""
+
+
 def _read_sorted(
     path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
     size: tuple[int, int] | None = None, options: dict[str, str] | None = None,
+) -> dict[int, np.ndarray]:
+    try:
+        return _read_positioned(path, wanted, meta, thread_type, thread_count, stats, size, options, skip=True)
+    except _SlotRuleBroken:
+        return _read_positioned(path, wanted, meta, thread_type, thread_count, stats, size, options, skip=False)
+
+
+def _read_positioned(
+    path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
+    size: tuple[int, int] | None, options: dict[str, str] | None, skip: bool,
 ) -> dict[int, np.ndarray]:
     first = wanted[0]
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
@@ -265,32 +295,67 @@ def _read_sorted(
                 stats.seeks += 1
             elif target is not None:
                 target = None  # nothing to skip: decode from the start
-            result = _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, target is None, size)
+            frames = _indexed_frames(container, stream, meta, first, ticks_per_frame, target is None, stats, skip)
+            result = _decode_run(frames, wanted, meta, target is None, size)
         if result is not None:
             return result
     raise CorruptVideoError(f"{path!r}: could not position the decoder at frame {first}")
 
 
-def _decode_run(container, stream, wanted, meta, ticks_per_frame, stats, from_start, size=None):
-    """Decode from the current position; None if we landed after ``wanted[0]`` (then seek earlier)."""
+def _indexed_frames(container, stream, meta, first, ticks_per_frame, from_start, stats, skip):
+    """``(display index, frame)`` in display order from the current position (module docstring).
+
+    With ``skip``, non-reference frames more than ``_SKIP_MARGIN`` frames before ``first`` are not
+    decoded; without it (the fallback), AVI frames are indexed by counting decoder outputs.
+    """
+    ctx = stream.codec_context
+    counted = meta.count_frames and not skip  # AVI without skipping: count outputs
+    slots = meta.count_frames and skip  # AVI with skipping: count packets
+    base = None  # display index of the first frame out (the keyframe we landed on)
+    delay = 0  # packets sent before the first frame came out
+    last = None  # display index of the latest frame out
+    skipping = False
+    for sent, packet in enumerate(container.demux(stream)):  # sent: packets sent before this one
+        if skip:
+            if meta.count_frames:
+                # the packet's own frame has display index <= base + sent (a B-frame is shown before
+                # the reference decoded ahead of it); until the keyframe is out, base is unknown
+                early = base is not None and base + sent < first - _SKIP_MARGIN
+            else:
+                early = packet.pts is not None and packet.pts < meta.start_pts + (first - _SKIP_MARGIN) * ticks_per_frame
+            if early != skipping:
+                ctx.skip_frame = "NONREF" if early else "DEFAULT"
+                skipping = early
+        flushing = packet.pts is None and packet.dts is None  # the demuxer's final, empty packet
+        frames = _decode_packet(stream, packet)
+        if slots and len(frames) > 1 and not flushing:
+            raise _SlotRuleBroken
+        for frame in frames:
+            stats.frames_decoded += 1
+            if base is None:
+                delay = sent
+                p = frame.pts if frame.pts is not None else frame.dts
+                if meta.count_frames:
+                    base = 0 if (from_start or p is None) else round((p - meta.start_pts) / ticks_per_frame)
+            if counted or (slots and flushing):
+                i = base if last is None else last + 1
+            elif slots:
+                i = base + sent - delay
+            else:
+                p = frame.pts if frame.pts is not None else frame.dts
+                if p is None:
+                    raise CorruptVideoError(f"{meta.path!r}: a frame without timestamps in a timestamped container")
+                i = round((p - meta.start_pts) / ticks_per_frame)
+            last = i
+            yield i, frame
+
+
+def _decode_run(frames, wanted, meta, from_start, size=None):
+    """Collect ``wanted`` from ``(index, frame)`` pairs; None if we landed after ``wanted[0]`` (seek earlier)."""
     got: dict[int, np.ndarray] = {}
     j = 0
     prev = None  # (index, frame) of the latest frame before the next wanted one
-    base = None
-    k = 0
-    for frame in _decoded_frames(container, stream):
-        stats.frames_decoded += 1
-        if meta.count_frames:
-            if base is None:
-                p = frame.pts if frame.pts is not None else frame.dts
-                base = 0 if (from_start or p is None) else round((p - meta.start_pts) / ticks_per_frame)
-            i = base + k
-            k += 1
-        else:
-            p = frame.pts if frame.pts is not None else frame.dts
-            if p is None:
-                raise CorruptVideoError(f"{meta.path!r}: a frame without timestamps in a timestamped container")
-            i = round((p - meta.start_pts) / ticks_per_frame)
+    for i, frame in frames:
         if prev is None and i > wanted[0] and not from_start:
             return None
         # Wanted indices this frame has passed show the previous frame (variable-rate gaps).
@@ -333,8 +398,8 @@ def read_all_frames(
         if thread_count:
             stream.codec_context.thread_count = thread_count
         try:
-            for frame in _decoded_frames(container, stream):
-                frames.append(_to_array(frame))
+            for packet in container.demux(stream):
+                frames.extend(_to_array(frame) for frame in _decode_packet(stream, packet))
         except av.error.FFmpegError as err:
             raise CorruptVideoError(f"decoding {os.fspath(path)!r} failed: {err}") from err
         # Decoders emit frames in display order; AVI's synthetic pts may disagree (module docstring),
