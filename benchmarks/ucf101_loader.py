@@ -10,7 +10,8 @@ Claims, same run, same settings:
     vs ``torchvision.datasets.UCF101`` (TorchCodec opens every video of the root, train and test, and
     reads all frame timestamps). Goal: ours < 10 s.
 (b) clips/s: 16 frames, random sampling, resize 128x171 + random crop 112x112, DataLoader with 2 workers,
-    batch 8: ours (seek to the keyframe, decode only to the last wanted frame) vs a hand-written loader
+    batch 8: ours (seek to the keyframe, decode only to the last wanted frame, and skip the B-frames
+    before the clip, which later frames do not reference) vs a hand-written loader
     that decodes the whole video with PyAV and slices (most UCF101 repos) — once as such loaders are
     usually written (``frame.to_ndarray()`` per frame) and once with ours' cached RGB converter, so
     that only the decoding strategy differs — vs torchvision's dataset
@@ -23,9 +24,10 @@ Claims, same run, same settings:
     swscale converts them to RGB (bilinear, one pass; no antialiasing, a 1.9x downscale), then the same
     RandomCrop. Goal (issue 15): >= 1.3x the best peer, same frame indices. (swscale's scaling costs
     about what it saves: 0.2 ms a frame to 171x128 vs 0.06 ms for full-size RGB + the torch resize.)
-(c) frames decoded per frame returned: counted for ours and the baseline (single process, same random
-    clips); for torchvision estimated from the keyframe index (TorchCodec seeks to the keyframe before
-    the first wanted frame and decodes forward to the last, like ours).
+(c) frames decoded per frame returned: counted for ours (frames the decoder put out: skipped B-frames
+    are not decoded) and the baseline (single process, same random clips); for torchvision estimated from
+    the keyframe index, counting every frame from the keyframe before the first wanted frame to the last
+    (TorchCodec seeks to that keyframe and decodes forward).
 
 torchvision 0.29's video datasets need TorchCodec, which needs FFmpeg shared libraries; this machine has
 none system-wide, so the torchvision peer runs in a subprocess whose LD_LIBRARY_PATH points at the FFmpeg 8

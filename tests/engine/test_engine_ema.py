@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from zoo.engine import LambdaCallback, evaluate, fit, load_checkpoint
+from zoo.engine.checkpoint import CheckpointError
 
 
 def data(n: int = 64, seed: int = 0) -> torch.utils.data.TensorDataset:
@@ -47,6 +48,19 @@ def test_the_model_ends_holding_the_average_of_the_weights_after_each_step(tmp_p
     ckpt = load_checkpoint(r.checkpoint_path)
     torch.testing.assert_close(ckpt["model"]["0.weight"], raw[-1]["0.weight"])
     torch.testing.assert_close(ckpt["extra"]["ema"]["module.0.weight"], got["0.weight"])
+    # use_ema=True loads the average (what the run returned), weights and BatchNorm statistics
+    fresh = net()
+    load_checkpoint(r.checkpoint_path, fresh, use_ema=True)
+    for k, v in got.items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    with pytest.raises(ValueError, match="resume continues from the raw weights"):
+        load_checkpoint(r.checkpoint_path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1), use_ema=True)
+
+
+def test_use_ema_on_a_checkpoint_without_an_average_says_so(tmp_path):
+    r = fit(net(), data(), epochs=1, batch_size=16, progress=False, checkpoint_dir=tmp_path)
+    with pytest.raises(CheckpointError, match="holds no weight average.*use_ema=False"):
+        load_checkpoint(r.checkpoint_path, net(), use_ema=True)
 
 
 def test_without_ema_the_model_ends_at_its_last_step():

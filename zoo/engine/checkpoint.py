@@ -131,11 +131,16 @@ def load_checkpoint(
     *,
     map_location: str | torch.device = "cpu",
     strict: bool = True,
+    use_ema: bool = False,
 ) -> dict[str, Any]:
     """Read a checkpoint (``torch.load(weights_only=True)``) and load the given objects from it.
 
     Returns the whole checkpoint dict (``epoch``, ``step``, ``best_metric``, ``history``, ``rng``, ...).
     RNG states are *not* restored here; :func:`zoo.engine.seed.set_rng_state` does that when wanted.
+
+    A run with ``ema_decay`` checkpoints the raw weights (what a resume continues from) and their
+    average (what validation scored and the run returned); ``use_ema=True`` loads the average into
+    ``model``, as timm's ``load_checkpoint(..., use_ema=True)``.
     """
     path = Path(path)
     if path.is_dir():
@@ -144,8 +149,26 @@ def load_checkpoint(
             raise FileNotFoundError(f"no epoch-*.pt checkpoint in {path}")
         path = found
     ckpt = read_checkpoint(path, map_location)
+    if use_ema:
+        if optimizer is not None or scheduler is not None or scaler is not None:
+            raise ValueError("use_ema=True loads the weight average for inference; a resume continues from the "
+                             "raw weights: pass the optimizer, scheduler and scaler without use_ema")
+        if model is not None:
+            _load_model(_unwrap(model), ema_weights(ckpt, path), path, strict)
+        ckpt["path"] = str(path)
+        return ckpt
     restore(ckpt, model, optimizer, scheduler, scaler, path=path, strict=strict)
     return ckpt
+
+
+def ema_weights(ckpt: dict[str, Any], path: str | os.PathLike = "checkpoint") -> dict[str, torch.Tensor]:
+    """The weight average a run with ``ema_decay`` checkpointed, as the model's own state dict."""
+    ema = (ckpt.get("extra") or {}).get("ema")
+    if ema is None:
+        raise CheckpointError(f"{path} holds no weight average: it was written by a run without ema_decay "
+                              "(load it with use_ema=False)")
+    # AveragedModel's state: the model's under "module." plus its own update counter
+    return {k.removeprefix("module."): v for k, v in ema.items() if k.startswith("module.")}
 
 
 def restore(ckpt: dict[str, Any], model: torch.nn.Module | None = None, optimizer: Any = None, scheduler: Any = None,
