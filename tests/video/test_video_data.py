@@ -219,6 +219,26 @@ def test_b_frames_before_the_clip_are_skipped_and_every_frame_is_exact(tmp_path,
     assert stats.seeks <= 1 and stats.frames_decoded <= 8 + 9, stats
 
 
+@pytest.mark.parametrize("suffix", [".avi", ".mp4"])
+def test_a_frame_or_two_past_the_end_repeats_the_last_and_order_is_the_callers(tmp_path, suffix):
+    path = _encode(tmp_path / f"clip{suffix}", render_clip(2, np.random.default_rng(5), 32, 12), gop=4, b_frames=2)
+    full = read_all_frames(path)
+    n = full.shape[0]
+    # header rounding: up to two frames past the end show the last frame
+    assert torch.equal(read_frames(path, [n - 2, n - 1, n, n + 1]), full[[n - 2, n - 1, n - 1, n - 1]])
+    # any order and repeats come back as asked, from one decoded copy of each frame
+    assert torch.equal(read_frames(path, [7, 3, 7, 0]), full[[7, 3, 7, 0]])
+    with pytest.raises(CorruptVideoError, match="truncated"):
+        read_frames(path, [n + 5])
+
+
+def test_a_frame_size_change_mid_clip_is_named():
+    rows = decoding._Rows("clip.mp4", 2, None)
+    rows.put(0, av.VideoFrame(32, 24, "yuv420p"))
+    with pytest.raises(CorruptVideoError, match=r"frame size changes mid-stream \(48x24 after 32x24\)"):
+        rows.put(1, av.VideoFrame(48, 24, "yuv420p"))
+
+
 def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(tmp_path, monkeypatch):
     frames = render_clip(1, np.random.default_rng(4), size=32, num_frames=30)
     path = _encode(tmp_path / "clip.avi", frames, gop=30, b_frames=2)

@@ -250,7 +250,11 @@ def read_frames(
     finally:
         if stats is not None:
             stats.add(local)
-    out = torch.from_numpy(np.stack([got[i] for i in idx]))  # (T, H, W, 3)
+    if idx == wanted:
+        out = torch.from_numpy(got)  # (T, H, W, 3): the rows were filled in this order, no copy
+    else:
+        row = {w: r for r, w in enumerate(wanted)}
+        out = torch.from_numpy(got[[row[i] for i in idx]])
     if stats is not None:
         stats.frames_returned += len(idx)
     return out
@@ -263,7 +267,7 @@ class _SlotRuleBroken(Exception):
 def _read_sorted(
     path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
     size: tuple[int, int] | None = None, options: dict[str, str] | None = None,
-) -> dict[int, np.ndarray]:
+) -> np.ndarray:
     try:
         return _read_positioned(path, wanted, meta, thread_type, thread_count, stats, size, options, skip=True)
     except _SlotRuleBroken:
@@ -273,7 +277,7 @@ def _read_sorted(
 def _read_positioned(
     path: str, wanted: list[int], meta: VideoMeta, thread_type: str, thread_count: int, stats: DecodeStats,
     size: tuple[int, int] | None, options: dict[str, str] | None, skip: bool,
-) -> dict[int, np.ndarray]:
+) -> np.ndarray:
     first = wanted[0]
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
     # Seek a little before the wanted time: the demuxer's seek timestamps (AVI: dts) may lead the
@@ -350,9 +354,35 @@ def _indexed_frames(container, stream, meta, first, ticks_per_frame, from_start,
             yield i, frame
 
 
+class _Rows:
+    """The wanted frames as rows of one ``(len(wanted), H, W, 3)`` array, converted straight into place.
+
+    One array for the clip, allocated at the first frame, instead of a fresh array per frame stacked at
+    the end: converted frames do not pile up (their buffers are reused) and the clip is not copied again.
+    """
+
+    def __init__(self, path: str, n: int, size: tuple[int, int] | None) -> None:
+        self.path, self.n, self.size = path, n, size
+        self.array: np.ndarray | None = None
+
+    def put(self, row: int, frame) -> None:
+        rgb = _to_array(frame, self.size)
+        if self.array is None:
+            self.array = np.empty((self.n, *rgb.shape), rgb.dtype)
+        elif rgb.shape != self.array.shape[1:]:
+            raise CorruptVideoError(f"{self.path!r}: the frame size changes mid-stream ({rgb.shape[1]}x{rgb.shape[0]} "
+                                    f"after {self.array.shape[2]}x{self.array.shape[1]}); pass size=(h, w) to scale "
+                                    "every frame to one size")
+        self.array[row] = rgb
+
+    def copy(self, row: int, src: int) -> None:
+        self.array[row] = self.array[src]
+
+
 def _decode_run(frames, wanted, meta, from_start, size=None):
-    """Collect ``wanted`` from ``(index, frame)`` pairs; None if we landed after ``wanted[0]`` (seek earlier)."""
-    got: dict[int, np.ndarray] = {}
+    """The ``(len(wanted), H, W, 3)`` frames from ``(index, frame)`` pairs; None if we landed after
+    ``wanted[0]`` (then seek earlier)."""
+    rows = _Rows(meta.path, len(wanted), size)
     j = 0
     prev = None  # (index, frame) of the latest frame before the next wanted one
     for i, frame in frames:
@@ -360,13 +390,13 @@ def _decode_run(frames, wanted, meta, from_start, size=None):
             return None
         # Wanted indices this frame has passed show the previous frame (variable-rate gaps).
         while j < len(wanted) and wanted[j] < i:
-            got[wanted[j]] = _to_array(prev[1] if prev is not None else frame, size)
+            rows.put(j, prev[1] if prev is not None else frame)
             j += 1
         if j < len(wanted) and wanted[j] == i:
-            got[wanted[j]] = _to_array(frame, size)
+            rows.put(j, frame)
             j += 1
         if j == len(wanted):
-            return got
+            return rows.array
         prev = (i, frame)
     # End of stream before the last wanted frame.
     if prev is None:
@@ -377,10 +407,10 @@ def _decode_run(frames, wanted, meta, from_start, size=None):
             f"{meta.path!r} ends at frame {prev[0]} but frame {missing[-1]} was asked for "
             f"(header: {meta.num_frames} frames); the file is probably truncated"
         )
-    last = _to_array(prev[1], size)
-    for w in missing:
-        got[w] = last
-    return got
+    rows.put(j, prev[1])
+    for r in range(j + 1, len(wanted)):
+        rows.copy(r, j)
+    return rows.array
 
 
 def read_all_frames(
