@@ -261,7 +261,7 @@ def read_frames(
 
 
 class _SlotRuleBroken(Exception):
-    """An AVI packet yielded more than one frame: packets cannot index frames in this file."""
+    """An AVI packet yielded more than one frame, or none by design: packets cannot index this file's frames."""
 
 
 def _read_sorted(
@@ -331,6 +331,8 @@ def _indexed_frames(container, stream, meta, first, ticks_per_frame, from_start,
                 ctx.skip_frame = "NONREF" if early else "DEFAULT"
                 skipping = early
         flushing = packet.pts is None and packet.dts is None  # the demuxer's final, empty packet
+        if slots and not flushing and packet.size == 0:
+            raise _SlotRuleBroken  # an empty chunk (a dropped frame) is a slot the decoder never fills
         frames = _decode_packet(stream, packet)
         if slots and len(frames) > 1 and not flushing:
             raise _SlotRuleBroken
