@@ -69,3 +69,26 @@ def test_pca_svm_labels_like_sklearn_and_refuses_torch_export(tmp_path, indian_p
     np.testing.assert_allclose(scores, pipe.decision_function(pixels), atol=1e-3, rtol=1e-4)
     with pytest.raises(ExportError, match="scikit-learn pipeline .* no torch graph"):
         zoo.export(pipe, tmp_path / "svm.pt2", "torch.export")
+
+
+def test_hybridsn_with_unit_spectra_exports_the_normalisation_and_pads_with_zero_pixels(tmp_path):
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(20, 20, n_bands=24, n_classes=3, seed=0)
+    model = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9, spectral_norm="l2").eval()
+    model.fit_preprocessor(scene, scene.labels > 0)
+    res = zoo.export(model, tmp_path / "l2.onnx")
+    pad = np.asarray(read_metadata(res.path)["pad_pixel"])
+    assert res.max_abs_diff <= res.atol and not pad.any()  # an all-zero raw pixel reduces to zero
+    pixels = np.array([[0, 0], [0, 19], [19, 7], [10, 10], [4, 15]])  # corners and borders: padding counts
+    cube = np.asarray(scene.cube, np.float32)
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"windows": _raw_windows(cube, pixels, 9, pad)})
+    # zoo's own path: reduce the scene, pad the reduced cube with zeros, run the network on the windows
+    reduced = np.pad(model.reduce(scene), ((4, 4), (4, 4), (0, 0)))
+    windows = np.stack([reduced[i:i + 9, j:j + 9].transpose(2, 0, 1) for i, j in pixels])
+    import torch
+
+    with torch.no_grad():
+        want = model(torch.from_numpy(windows)).numpy()
+    np.testing.assert_allclose(logits, want, atol=1e-4, rtol=1e-4)

@@ -194,3 +194,25 @@ def test_hybridsn_held_out_tiles_validate_and_the_best_epoch_is_kept():
     assert net.training_record_.n_train == int(net._last_split.train.sum())
     with pytest.raises(ValueError, match="not both"):
         zoo.train(net, scene, split="random", epochs=1, val_fraction=0.2, val_data=object(), progress=False)
+
+
+def test_unit_spectra_reduce_brighter_and_darker_fields_alike():
+    import dataclasses
+
+    scene = make_scene(16, 16, n_bands=24, n_classes=3, seed=1)
+    model = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9, spectral_norm="l2")
+    model.fit_preprocessor(scene, scene.labels > 0)
+    gain = np.random.default_rng(0).uniform(0.2, 5.0, size=(16, 16, 1))  # every pixel brighter or darker
+    cube = np.asarray(scene.cube, np.float64) * gain
+    cube[3, 4] = 0.0  # no data
+    relit = dataclasses.replace(scene, cube=cube)
+    a, b = model.reduce(scene), model.reduce(relit)
+    keep = np.ones((16, 16), bool)
+    keep[3, 4] = False
+    np.testing.assert_allclose(a[keep], b[keep], atol=1e-4)
+    assert not b[3, 4].any()  # an all-zero pixel reduces to the padding value
+    plain = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9)  # the paper's preprocessing is not invariant
+    plain.fit_preprocessor(scene, scene.labels > 0)
+    assert not np.allclose(plain.reduce(scene)[keep], plain.reduce(relit)[keep], atol=1e-2)
+    with pytest.raises(ValueError, match="spectral_norm must be one of"):
+        zoo.build("hybridsn", spectral_norm="l1")

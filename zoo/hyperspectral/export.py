@@ -5,7 +5,8 @@ sensor values. Input: raw-band windows ``(B, window, window, C_raw)`` float32, c
 slice ``cube[r - k : r + k + 1, c - k : c + k + 1]`` of an ``(H, W, C_raw)`` scene (the layout every
 reader in this family returns); output: logits ``(B, n_classes)`` for the centre pixel (class = argmax + 1).
 The graph standardises each band, projects onto the whitened PCA components (one matmul) and runs the
-network. Border pixels: zoo pads the *reduced* cube with zeros; the raw pixel that reduces to exactly
+network; with ``spectral_norm="l2"`` it first divides each pixel by its L2 norm (an all-zero pixel, then
+the ``pad_pixel``, reduces to zero). Border pixels: zoo pads the *reduced* cube with zeros; the raw pixel that reduces to exactly
 zero is stored with the export as ``pad_pixel`` (``mean + scale * pca_mean``), so padding the raw cube
 with it reproduces ``predict_scene`` at the borders. A network without fitted preprocessing (trained on
 ready windows) is exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warning.
@@ -43,6 +44,7 @@ class RawWindowClassifier(nn.Module):
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
         self.net = net
+        self.unit_spectra = getattr(net.config, "spectral_norm", "none") == "l2"
         # ((x - m) / s - pm) @ P.T * ps  ==  (x - m) @ W + b: folded in float64, applied in float32; the
         # centring stays a subtraction (raw values are large, so folding it into b would lose digits)
         m, s, pm, P, ps = (net.pre_mean.double(), net.pre_scale.double(), net.pca_mean.double(),
@@ -52,12 +54,20 @@ class RawWindowClassifier(nn.Module):
         self.register_buffer("bias", (-(pm @ P.T) * ps).float())  # (k,)
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
-        z = (windows - self.center) @ self.weight + self.bias  # (B, w, w, k)
+        if self.unit_spectra:  # spectral_norm="l2": unit spectra; an all-zero pixel reduces to zero (padding)
+            norm = torch.linalg.vector_norm(windows, dim=-1, keepdim=True)  # (B, w, w, 1)
+            z = (windows / norm.clamp_min(1e-30) - self.center) @ self.weight + self.bias
+            z = torch.where(norm > 0, z, torch.zeros_like(z))
+        else:
+            z = (windows - self.center) @ self.weight + self.bias  # (B, w, w, k)
         return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, n_classes)
 
 
 def pad_pixel(net: HybridSN) -> np.ndarray:
-    """The raw pixel that the stored preprocessing maps to all zeros (the reduced cube's padding)."""
+    """The raw pixel that the stored preprocessing maps to all zeros (the reduced cube's padding); with
+    ``spectral_norm="l2"`` that is the all-zero pixel."""
+    if net.config.spectral_norm == "l2":
+        return np.zeros(net.pre_mean.numel())
     return (net.pre_mean.double() + net.pre_scale.double() * net.pca_mean.double()).numpy()
 
 
@@ -72,7 +82,10 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         mean, scale = model.pre_mean, model.pre_scale
 
         def sample(n: int) -> torch.Tensor:  # in-distribution raw windows: per-band mean + scale * noise
-            return mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
+            x = mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
+            if c.spectral_norm == "l2":  # mean/scale are of unit spectra: give the pixels brightness again
+                x = x * torch.empty(n, c.window, c.window, 1).uniform_(100.0, 5000.0, generator=gen)
+            return x
 
         name, layout = "windows", f"(B, {c.window}, {c.window}, {mean.numel()}) float32 raw bands, channels last"
         extra = {"pad_pixel": pad_pixel(model).tolist()}

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zoo.hyperspectral.scene_model import SceneClassifierMixin
+from zoo.hyperspectral.scene_model import SPECTRAL_NORMS, SceneClassifierMixin
 
 __all__ = ["HybridSN", "HybridSNConfig"]
 
@@ -32,6 +32,10 @@ class HybridSNConfig:
     dropout: float = 0.4
     padding: str = "constant"
     """How windows at the scene border are padded: ``constant`` (zeros, as the reference code) or ``reflect``."""
+    spectral_norm: str = "none"
+    """``l2``: divide every pixel's spectrum by its L2 norm before band standardisation and PCA, so that a
+    field that is brighter or darker overall reduces to the same components (what carries a network
+    across fields: the disjoint Indian Pines split, benchmarks/hsi_recipe.py); ``none``: the paper's."""
 
 
 class HybridSN(SceneClassifierMixin, nn.Module):
@@ -54,6 +58,8 @@ class HybridSN(SceneClassifierMixin, nn.Module):
             )
         if c.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {c.n_classes}")
+        if c.spectral_norm not in SPECTRAL_NORMS:
+            raise ValueError(f"spectral_norm must be one of {SPECTRAL_NORMS}, got {c.spectral_norm!r}")
         self.config = c
         layers: list[nn.Module] = []
         in_ch = 1

@@ -42,6 +42,17 @@ def square_symmetry(x: torch.Tensor, k: int, flip: bool, inverse: bool = False) 
     return torch.rot90(x.flip(-1) if flip else x, k, dims=(-2, -1))
 
 
+SPECTRAL_NORMS = ("none", "l2")
+
+
+def unit_spectra(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, C)`` pixels divided by their L2 norms (float64) and the mask of all-zero pixels (left zero)."""
+    P = np.asarray(pixels, dtype=np.float64)
+    norm = np.linalg.norm(P, axis=1, keepdims=True)
+    zero = norm[:, 0] == 0
+    return P / np.where(norm == 0, 1.0, norm), zero
+
+
 class SceneClassifierMixin:
     """Mixed into an ``nn.Module`` whose input is a ``(1, k, w, w)`` window of ``k`` PCA components.
 
@@ -66,11 +77,20 @@ class SceneClassifierMixin:
         for name, v in zip(PRE_KEYS, vals):
             self.register_buffer(name, v.clone())
 
+    @property
+    def _unit_spectra(self) -> bool:
+        return getattr(self.config, "spectral_norm", "none") == "l2"
+
     def fit_preprocessor(self, scene: Scene, train_mask: np.ndarray | None) -> None:
-        """Fit standardisation + whitened PCA on the training pixels only."""
-        scaler = BandStandardizer().fit(scene.cube, mask=train_mask)
-        pca = HyperspectralPCA(n_components=self.config.n_bands, whiten=True).fit(
-            scaler.transform(scene.pixels(train_mask)))
+        """Fit (spectral normalisation +) standardisation + whitened PCA on the training pixels only."""
+        if self._unit_spectra:
+            pixels, zero = unit_spectra(scene.pixels(train_mask))
+            pixels = pixels[~zero]  # an all-zero pixel (no data) has no direction to learn from
+            scaler = BandStandardizer().fit(pixels)
+        else:
+            scaler = BandStandardizer().fit(scene.cube, mask=train_mask)
+            pixels = scene.pixels(train_mask)
+        pca = HyperspectralPCA(n_components=self.config.n_bands, whiten=True).fit(scaler.transform(pixels))
         self.set_preprocessor(scaler.mean_, scaler.scale_, pca.mean_, pca.components_,
                               1.0 / np.sqrt(np.maximum(pca.explained_variance_, 1e-12)))
 
@@ -86,8 +106,12 @@ class SceneClassifierMixin:
             raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {cube.shape}")
         h, w, c = cube.shape
         P = cube.reshape(-1, c).astype(np.float64)
+        if self._unit_spectra:
+            P, zero = unit_spectra(P)
         Z = ((P - self.pre_mean.double().numpy()) / self.pre_scale.double().numpy() - self.pca_mean.double().numpy())
         Z = Z @ self.pca_components.double().numpy().T * self.pca_scale.double().numpy()
+        if self._unit_spectra:
+            Z[zero] = 0.0  # no data reduces to the padding value, as the exported graph does
         return Z.astype(np.float32).reshape(h, w, -1)
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
