@@ -23,7 +23,8 @@ from zoo.hyperspectral.preprocessing import BandStandardizer
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["PRE_KEYS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "square_symmetry"]
+__all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "square_symmetry",
+           "unit_spectra"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
 TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
