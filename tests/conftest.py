@@ -8,6 +8,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config) -> None:
+    """Under ``pytest -n N`` each worker takes its share of the cores for torch's thread pool: N workers that
+    each start one thread per core oversubscribe them, and loops of small ops slow down several-fold (the
+    GRU reverse-task test: 13 s alone, 153-162 s beside another worker in `make test`)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 SHARED_DATA = Path(os.environ.get("ZOO_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
