@@ -80,7 +80,8 @@ def test_short_engine_run_on_generated_clips_improves_accuracy(actions):
     torch.manual_seed(0)
     model = zoo.build("video-tsn", num_classes=5, modality="rgbdiff", dropout=0.0)
     before = evaluate_videos(model, train_eval, batch_size=10)
-    result = zoo.train(model, train, epochs=6, batch_size=5, lr=2e-3, progress=False, seed=0)
+    # lr 2e-3 spikes the loss in some float orders (1 thread: 0.25 -> 0.50); 1e-3 reaches 0.95-1.0 in both
+    result = zoo.train(model, train, epochs=6, batch_size=5, lr=1e-3, progress=False, seed=0)
     after = evaluate_videos(result.model, train_eval, batch_size=10)
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
     assert after["clip_accuracy"] >= before["clip_accuracy"] + 0.3, (before, after)
