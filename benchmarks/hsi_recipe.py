@@ -44,6 +44,7 @@ import zoo
 from zoo.hyperspectral import load_dataset, resolve_split
 
 NAME = "hsi_recipe"
+PUBLISHED = "hybridsn.indian-pines-disjoint"  # what --publish writes
 MODEL_KEYS = ("window", "dropout", "n_bands", "spectral_norm")
 # the recipe of the published hybridsn.indian-pines disjoint figure (benchmarks/hsi_indian_pines.py)
 BASELINE: dict[str, Any] = {"window": 25, "dropout": 0.4, "n_bands": 30, "spectral_norm": "none", "epochs": 15,
@@ -250,9 +251,9 @@ def published_oa(scene, sp, amp: str) -> float | None:
     """OA of the published ``hybridsn.indian-pines-disjoint`` on ``sp``'s test pixels; None if none is published."""
     from zoo import hub
 
-    if "hybridsn.indian-pines-disjoint" not in hub.read_manifest(missing_ok=True):
+    if PUBLISHED not in hub.read_manifest(missing_ok=True):
         return None
-    loaded = zoo.build("hybridsn", weights="indian-pines-disjoint")
+    loaded = zoo.build("hybridsn", weights=PUBLISHED)
     return zoo.evaluate(loaded, scene, mask=sp.test, amp=amp)["overall_accuracy"]
 
 
@@ -261,7 +262,7 @@ def publish(net, r: dict[str, Any], settings: dict[str, Any], svm: dict[str, Any
     """``hybridsn.indian-pines-disjoint``: network fp16 + preprocessing fp32, figures re-measured on the file."""
     from zoo import hub
 
-    name = "hybridsn.indian-pines-disjoint"
+    name = PUBLISHED
     config = {"n_bands": settings["n_bands"], "n_classes": 16, "window": settings["window"],
               "dropout": settings["dropout"], "spectral_norm": settings["spectral_norm"]}
     counts = class_counts(scene, sp)
@@ -279,7 +280,7 @@ def publish(net, r: dict[str, Any], settings: dict[str, Any], svm: dict[str, Any
     }
     hub.add_weights(net.export_state_dict(torch.float16), name, config=config, meta={**meta, "metrics": {}}, dtype=None,
                     force=True)
-    loaded = zoo.build("hybridsn", weights="indian-pines-disjoint")
+    loaded = zoo.build("hybridsn", weights=PUBLISHED)
     m = zoo.evaluate(loaded, scene, mask=sp.test, amp=settings["amp"])
     classes = [per_class(m, c) for c in range(1, 17)]
     metrics = {"overall_accuracy": round(m["overall_accuracy"], 5), "average_accuracy": round(m["average_accuracy"], 5),

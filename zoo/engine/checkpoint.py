@@ -153,11 +153,10 @@ def load_checkpoint(
         if optimizer is not None or scheduler is not None or scaler is not None:
             raise ValueError("use_ema=True loads the weight average for inference; a resume continues from the "
                              "raw weights: pass the optimizer, scheduler and scaler without use_ema")
-        if model is not None:
-            _load_model(_unwrap(model), ema_weights(ckpt, path), path, strict)
+        restore({**ckpt, "model": ema_weights(ckpt, path)}, model, path=path, strict=strict)
         ckpt["path"] = str(path)
-        return ckpt
-    restore(ckpt, model, optimizer, scheduler, scaler, path=path, strict=strict)
+    else:
+        restore(ckpt, model, optimizer, scheduler, scaler, path=path, strict=strict)
     return ckpt
 
 

@@ -44,7 +44,7 @@ class RawWindowClassifier(nn.Module):
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
         self.net = net
-        self.unit_spectra = getattr(net.config, "spectral_norm", "none") == "l2"
+        self.unit_spectra = net.unit_spectra
         # ((x - m) / s - pm) @ P.T * ps  ==  (x - m) @ W + b: folded in float64, applied in float32; the
         # centring stays a subtraction (raw values are large, so folding it into b would lose digits)
         m, s, pm, P, ps = (net.pre_mean.double(), net.pre_scale.double(), net.pca_mean.double(),
@@ -66,7 +66,7 @@ class RawWindowClassifier(nn.Module):
 def pad_pixel(net: HybridSN) -> np.ndarray:
     """The raw pixel that the stored preprocessing maps to all zeros (the reduced cube's padding); with
     ``spectral_norm="l2"`` that is the all-zero pixel."""
-    if net.config.spectral_norm == "l2":
+    if net.unit_spectra:
         return np.zeros(net.pre_mean.numel())
     return (net.pre_mean.double() + net.pre_scale.double() * net.pca_mean.double()).numpy()
 
@@ -83,7 +83,7 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
 
         def sample(n: int) -> torch.Tensor:  # in-distribution raw windows: per-band mean + scale * noise
             x = mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
-            if c.spectral_norm == "l2":  # mean/scale are of unit spectra: give the pixels brightness again
+            if model.unit_spectra:  # mean/scale are of unit spectra: give the pixels brightness again
                 x = x * torch.empty(n, c.window, c.window, 1).uniform_(100.0, 5000.0, generator=gen)
             return x
 

@@ -79,12 +79,13 @@ class SceneClassifierMixin:
             self.register_buffer(name, v.clone())
 
     @property
-    def _unit_spectra(self) -> bool:
+    def unit_spectra(self) -> bool:
+        """``spectral_norm="l2"``: every pixel's spectrum is divided by its L2 norm before standardisation."""
         return getattr(self.config, "spectral_norm", "none") == "l2"
 
     def fit_preprocessor(self, scene: Scene, train_mask: np.ndarray | None) -> None:
         """Fit (spectral normalisation +) standardisation + whitened PCA on the training pixels only."""
-        if self._unit_spectra:
+        if self.unit_spectra:
             pixels, zero = unit_spectra(scene.pixels(train_mask))
             pixels = pixels[~zero]  # an all-zero pixel (no data) has no direction to learn from
             scaler = BandStandardizer().fit(pixels)
@@ -107,11 +108,11 @@ class SceneClassifierMixin:
             raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {cube.shape}")
         h, w, c = cube.shape
         P = cube.reshape(-1, c).astype(np.float64)
-        if self._unit_spectra:
+        if self.unit_spectra:
             P, zero = unit_spectra(P)
         Z = ((P - self.pre_mean.double().numpy()) / self.pre_scale.double().numpy() - self.pca_mean.double().numpy())
         Z = Z @ self.pca_components.double().numpy().T * self.pca_scale.double().numpy()
-        if self._unit_spectra:
+        if self.unit_spectra:
             Z[zero] = 0.0  # no data reduces to the padding value, as the exported graph does
         return Z.astype(np.float32).reshape(h, w, -1)
 

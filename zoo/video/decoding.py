@@ -377,9 +377,6 @@ class _Rows:
                                     "every frame to one size")
         self.array[row] = rgb
 
-    def copy(self, row: int, src: int) -> None:
-        self.array[row] = self.array[src]
-
 
 def _decode_run(frames, wanted, meta, from_start, size=None):
     """The ``(len(wanted), H, W, 3)`` frames from ``(index, frame)`` pairs; None if we landed after
@@ -410,8 +407,7 @@ def _decode_run(frames, wanted, meta, from_start, size=None):
             f"(header: {meta.num_frames} frames); the file is probably truncated"
         )
     rows.put(j, prev[1])
-    for r in range(j + 1, len(wanted)):
-        rows.copy(r, j)
+    rows.array[j + 1 :] = rows.array[j]
     return rows.array
 
 
