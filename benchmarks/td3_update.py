@@ -7,10 +7,13 @@ gradient steps each, medians:
 * ``zoo-auto`` (the default precision on this CPU), ``zoo-fp32``, ``zoo-bf16`` (where the CPU has
   native bf16; elsewhere it is 10-60x slower and only run with ``--force-bf16``), ``sb3`` (its
   ``TD3.train(gradient_steps=N)``, same thread count);
-* the GEMM roofline of each zoo variant, measured in the same run: every matrix product an update
-  runs (captured with a dispatch mode), replayed alone at the same shapes, strides and dtype, timed and
-  summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the share of
-  the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
+* the GEMM roofline of each variant, SB3's included, measured in the same run: every matrix product
+  an update runs (captured with a dispatch mode), replayed alone at the same shapes, strides and dtype,
+  timed and summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the
+  share of the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
+  ``sb3_ms_over_auto_roofline_ms`` is the ratio to SB3 that zoo would reach if everything but its GEMMs
+  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (both run the same products, TD3's
+  FLOPs are fixed by the network sizes, and both multiply with the same BLAS).
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_update.py                  # 1 and 2 threads
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
@@ -81,7 +84,7 @@ def ms_per_update(fn, n: int) -> float:
 
 
 def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
-    """Interleaved repeats at ``threads``: ms/update per variant and roofline ms per zoo variant."""
+    """Interleaved repeats at ``threads``: ms/update and roofline ms per variant."""
     with torch_threads(threads):
         agents: dict[str, Any] = {}
         runs: dict[str, Any] = {}
@@ -94,6 +97,8 @@ def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
                 runs[v] = agents[v].update
             runs[v](args.warmup)
         gemms = {v: capture_gemms(lambda a=agents[v]: a.update(2)) for v in variants if v != "sb3"}
+        if "sb3" in agents:
+            gemms["sb3"] = capture_gemms(lambda m=agents["sb3"]: m.train(gradient_steps=2, batch_size=256))
         cases = {v: (lambda v=v: ms_per_update(runs[v], args.updates)) for v in variants}
         cases.update({f"{v}.roofline": (lambda v=v: gemm_roofline(gemms[v], per=2)["seconds"] * 1e3)
                       for v in gemms})
@@ -104,7 +109,7 @@ def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
         out["roofline_fraction"] = {v: out["roofline_ms"][v] / out["ms_per_update"][v] for v in gemms}
         out["gflop_per_update"] = {v: roof[v]["flops"] / 1e9 for v in gemms}
         out["gemm_gflop_per_s"] = {v: roof[v]["flops"] / 1e9 / (out["roofline_ms"][v] / 1e3) for v in gemms}
-        out["precision"] = {v: agents[v].precision for v in gemms}
+        out["precision"] = {v: agents[v].precision for v in gemms if v != "sb3"}
         out["runs_ms"] = {k: [round(x, 3) for x in vals] for k, vals in got.items()}
         return out
 
@@ -144,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             if v == "sb3":  # on the row of ours at the default precision
                 peers["sb3"][f"{t}.auto.ms_per_update"] = res["ms_per_update"][v]
+                peers["sb3"][f"{t}.auto.roofline_ms"] = res["roofline_ms"][v]
+                peers["sb3"][f"{t}.auto.roofline_fraction"] = res["roofline_fraction"][v]
+                peers["sb3"][f"{t}.auto.gemm_gflop_per_s"] = res["gemm_gflop_per_s"][v]
                 continue
             key = v.removeprefix("zoo-")
             metrics[f"{t}.{key}.ms_per_update"] = res["ms_per_update"][v]
@@ -154,7 +162,13 @@ def main(argv: list[str] | None = None) -> int:
             if "sb3" in variants:  # > 1: ours faster
                 name = f"{t}.auto.ms_per_update" if key == "auto" else f"{t}.sb3_ms_over_{key}_ms"
                 ratios[name] = res["ms_per_update"]["sb3"] / res["ms_per_update"][v]
+                if key == "auto":  # per repeat, SB3 and ours side by side: steadier on a noisy machine
+                    ratios[f"{t}.auto.paired"] = median([s / z for s, z in zip(res["runs_ms"]["sb3"],
+                                                                                res["runs_ms"]["zoo-auto"])])
+                    ratios[f"{t}.sb3_ms_over_auto_roofline_ms"] = res["ms_per_update"]["sb3"] / res["roofline_ms"][v]
         metrics["gflop_per_update"] = res["gflop_per_update"]["zoo-auto"]
+        if "sb3" in variants:
+            peers["sb3"]["gflop_per_update"] = res["gflop_per_update"]["sb3"]
         extra["runs"][t] = res["runs_ms"]
     extra.update(notes=notes, settings={"env": ENV, "preset": "rl-zoo", "updates": args.updates,
                                         "repeats": args.repeats, "buffer": args.buffer, "threads": args.threads},
