@@ -39,7 +39,7 @@ def _learn(name: str, lr: float, max_steps: int, **kw) -> tuple[float, float]:
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     warm = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
     held_src, held_tgt = _batch(200, torch.Generator().manual_seed(99))  # never trained on as a batch
-    acc = 0.0
+    acc = beam_acc = 0.0
     for step in range(1, max_steps + 1):
         src, tgt = _batch(64, g)
         logits = model(src, tgt[:, :-1])
@@ -50,9 +50,13 @@ def _learn(name: str, lr: float, max_steps: int, **kw) -> tuple[float, float]:
         warm.step()
         if step % 50 == 0:
             acc = _exact(model, held_src, held_tgt)
+            # stop when both searches are exact: stopping at the first exact greedy check left beam search
+            # one sequence in 200 short on an AMD EPYC (its float rounding differs from the Xeon's)
             if acc == 1.0:
-                break
-    return acc, _exact(model, held_src, held_tgt, beam=3)
+                beam_acc = _exact(model, held_src, held_tgt, beam=3)
+                if beam_acc == 1.0:
+                    break
+    return acc, beam_acc
 
 
 @pytest.mark.slow
