@@ -82,6 +82,13 @@ def cpu_kind() -> str:
     return feats.kind + ("-emulated" if feats.caps else "")
 
 
+def native_bf16() -> bool:
+    """True where this CPU computes bf16 natively (AVX512_BF16 / AMX, not capped away): a benchmark that
+    compares bf16 with fp32 runs its bf16 side only there by default (elsewhere bf16 is 10-60x slower)."""
+    feats = _cpu_features()
+    return feats is not None and bool(feats.native_bf16)
+
+
 def result_name(name: str) -> str:
     """``name`` on the reference CPU kind (every result committed before results recorded their CPU
     came from it), ``name.<kind>`` on any other, so that runs on different CPUs sit side by side."""

@@ -113,7 +113,7 @@ def run_ours(model, data: Data, strategy: str, args, seed: int, *, cache: bool, 
     lr = args.lr_head if strategy == "head" else args.lr
     t0 = time.perf_counter()
     result = zoo.finetune(model, (train, val), strategy=strategy, epochs=args.epochs, lr=lr, batch_size=args.batch_size,
-                          backbone_lr_mult=backbone_lr_mult, amp="bf16", channels_last=True,
+                          backbone_lr_mult=backbone_lr_mult, amp="auto", channels_last=True,
                           cache_features=cache if strategy == "head" else None, schedule="cosine", seed=seed,
                           progress=False, weight_decay=1e-4)
     seconds = time.perf_counter() - t0

@@ -148,7 +148,7 @@ def run(source: str, s: dict[str, Any], data: Data, seed: int) -> dict[str, Any]
     t0 = time.perf_counter()
     zoo.finetune(model, (train, val), strategy="full" if scratch else s["strategy"], epochs=s["epochs"], lr=s["lr"],
                  batch_size=s["batch_size"], backbone_lr_mult=1.0 if scratch else s["backbone_lr_mult"],
-                 top_stages=s["top_stages"], freeze_bn=False if scratch else s["freeze_bn"], amp="bf16",
+                 top_stages=s["top_stages"], freeze_bn=False if scratch else s["freeze_bn"], amp="auto",
                  channels_last=True, cache_features=False, schedule="cosine", seed=seed, progress=False,
                  weight_decay=s["weight_decay"], label_smoothing=s["label_smoothing"])
     return {"accuracy": accuracy(model, val, s["eval_flip"]), "seconds": round(time.perf_counter() - t0, 1)}

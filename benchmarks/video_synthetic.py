@@ -125,7 +125,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     p.add_argument("--epochs", type=int, help="override the recipes' epochs")
-    p.add_argument("--amp", default="bf16", help="bf16 autocast on CPU (default) or 'none'")
+    p.add_argument("--amp", default="auto", help="auto (default: bf16 where this CPU runs convolutions faster "
+                                                 "in it, else fp32), bf16 or none")
     p.add_argument("--workers", type=int, default=1, help="DataLoader workers (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-publish", action="store_true", help="do not add video-tsn.synthetic-actions")
