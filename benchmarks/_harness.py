@@ -97,14 +97,18 @@ def result_name(name: str) -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """``{cpu, cores, torch, threads}`` + the CPU kind and its relevant flags (avx2, avx512f, avx512_bf16,
-    amx_bf16; ISA caps when set), python, platform, gpu when CUDA is there."""
+    """``{cpu, cores, torch, threads}`` + the CPU kind, its vendor/family/model, its relevant flags (avx2,
+    avx512f, avx512_bf16, amx_bf16; ISA caps when set), what ``amp="auto"`` picks per op kind, python,
+    platform, gpu when CUDA is there."""
     info: dict[str, Any] = {"cpu": _cpu_model(), "cores": len(os.sched_getaffinity(0))
                             if hasattr(os, "sched_getaffinity") else os.cpu_count()}
     feats = _cpu_features()
     if feats is not None:
+        from zoo.engine.precision import OP_KINDS, auto_amp
+
         info.update({k: v for k, v in feats.describe().items() if k != "cpu"})
         info["cpu_kind"] = cpu_kind()
+        info["amp_auto"] = {op: auto_amp("cpu", op) or "fp32" for op in OP_KINDS}  # what the defaults ran
     try:
         import torch
 
@@ -213,8 +217,11 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     ratios = _flat(result.get("ratios") or {})
     m = result.get("machine", {})
     flags = ", ".join(f for f, on in (m.get("cpu_flags") or {}).items() if on)
-    cpu = f"{m.get('cpu', '?')} ({m['cpu_kind']}{': ' + flags if flags else ''})" if "cpu_kind" in m \
+    ident = f", {m['cpu_id']}" if m.get("cpu_id") else ""
+    auto = ", ".join(f"{op} {p}" for op, p in (m.get("amp_auto") or {}).items())
+    cpu = f"{m.get('cpu', '?')} ({m['cpu_kind']}{': ' + flags if flags else ''}{ident})" if "cpu_kind" in m \
         else m.get("cpu", "?")
+    cpu += f' · amp="auto": {auto}' if auto else ""
     lines = [f"### {result['benchmark']}", "",
              (f"{result.get('date', '?')} · {cpu} · {m.get('cores', '?')} cores · "
              f"torch {m.get('torch', '?')} · {m.get('threads', '?')} threads  "),

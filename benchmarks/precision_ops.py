@@ -1,9 +1,11 @@
 """fp32 vs bf16 per kind of op on this CPU: the measurements behind ``amp="auto"`` (issue 15).
 
-``zoo.engine.precision.BF16_FASTER`` says, per CPU kind, for which kinds of op bf16 beats fp32. This
-script measures them on the CPU it finds, at the shapes our models run: a TD3 layer (256x400 @ 400x300
-matmul), a ResNet18 3x3 convolution (64 channels, 56x56) and HybridSN's second 3-D convolution. fp32 and
-bf16 are interleaved, medians of ``--repeats``; the JSON also says what ``amp="auto"`` picks here.
+``zoo.engine.precision`` decides, per CPU kind (and on AVX512_BF16 CPUs by timing a probe on the machine),
+for which kinds of op bf16 beats fp32. This script measures them on the CPU it finds, at the shapes our
+models run: a TD3 layer (256x400 @ 400x300 matmul), a ResNet18 3x3 convolution (64 channels, 56x56) and
+HybridSN's second 3-D convolution. fp32 and bf16 are interleaved, medians of ``--repeats``; the JSON also
+says what ``amp="auto"`` picks here for inference and for training, and whether bf16 gradients passed
+the check training needs (``bf16_gradients_ok``).
 
 Other CPU kinds can be emulated on a newer CPU by capping torch's kernels (the JSON records the caps
 and files the result under the emulated kind), e.g. an AVX2-only CPU and an AVX512_BF16 CPU without AMX:
@@ -29,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _harness import interleave, median, per_call, write_result
 
-from zoo.engine.precision import auto_amp, cpu_features
+from zoo.engine.precision import OP_KINDS, auto_amp, bf16_gradients_ok, cpu_features
 from zoo.engine.threads import torch_threads
 
 NAME = "precision_ops"
@@ -51,7 +53,7 @@ def cases(g: torch.Generator) -> dict[str, tuple[str, object]]:
     return {
         "matmul_256x400x300": ("matmul", _bound(torch.mm, a, b)),
         "conv2d_8x64x56x56_k3": ("conv", _bound(lambda x, w: F.conv2d(x, w, padding=1), x2, w2)),
-        "conv3d_hybridsn_16x8x24x23x23_k533": ("conv", _bound(F.conv3d, x3, w3)),
+        "conv3d_hybridsn_16x8x24x23x23_k533": ("conv3d", _bound(F.conv3d, x3, w3)),
     }
 
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-time", type=float, default=0.3, help="seconds per timed sample")
     args = p.parse_args(argv)
     feats = cpu_features()
-    metrics: dict[str, dict] = {"cpu_kind": feats.kind, "auto": {}}
+    metrics: dict[str, dict] = {"cpu_kind": feats.kind, "auto": {}, "bf16_gradients_ok": {}}
     peers: dict[str, dict] = {"fp32": {}}
     ratios: dict[str, float] = {}
     with torch.inference_mode():
@@ -77,8 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                     metrics[key] = median(got["bf16"])
                     peers["fp32"][key] = median(got["fp32"])
                     ratios[key] = peers["fp32"][key] / metrics[key]  # > 1: bf16 faster
-    for kind in ("matmul", "conv"):
+    for kind in OP_KINDS:  # what the defaults run here: inference, and training (gradients checked too)
         metrics["auto"][kind] = auto_amp("cpu", kind) or "fp32"
+        metrics["auto"][f"{kind}_training"] = auto_amp("cpu", kind, training=True) or "fp32"
+        metrics["bf16_gradients_ok"][kind] = bf16_gradients_ok(kind)
     write_result(NAME, metrics=metrics, peers=peers, ratios=ratios,
                  extra={"notes": "ours = bf16, peer = fp32 on the same op; ratio > 1: bf16 faster",
                         "settings": {"repeats": args.repeats, "threads": args.threads, "min_time_s": args.min_time}})

@@ -16,14 +16,15 @@ from zoo.engine.precision import model_op_kind, resolve_amp
 __all__ = ["autocast", "check_amp", "default_loss", "forward"]
 
 
-def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None) -> str | None:
+def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None, *, training: bool = False) -> str | None:
     """``"bf16"``, ``"fp16"`` or None (fp32) for ``amp`` on ``device``.
 
-    ``"auto"``: bf16 only where this device computes the model's kind of op faster in it
-    (:mod:`zoo.engine.precision` measures and caches that); otherwise fp32.
+    ``"auto"``: bf16 only where this device computes the model's kind of op faster in it (and, when
+    ``training``, computes its gradients right: :mod:`zoo.engine.precision` measures and caches both);
+    otherwise fp32.
     """
     op = model_op_kind(model) if model is not None else "matmul"
-    amp = resolve_amp(amp, device, op=op)
+    amp = resolve_amp(amp, device, op=op, training=training)
     if amp == "fp16" and device.type != "cuda":
         raise ValueError(f"amp='fp16' needs a CUDA device (a grad scaler guards fp16 gradients), got "
                          f"device={device}; use amp='bf16' on CPU")

@@ -61,7 +61,7 @@ class Trainer:
                  callbacks: list[Callback], info: DistInfo, dev: torch.device) -> None:
         self.model, self.val_data, self.cfg, self.callbacks, self.info, self.dev = (
             model, val_data, cfg, callbacks, info, dev)
-        self.amp = check_amp(cfg.amp, dev, model)
+        self.amp = check_amp(cfg.amp, dev, model, training=True)
         self.metric_keys = metric_keys(cfg.metrics)
         set_seed(cfg.seed + info.rank, cfg.deterministic)
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)

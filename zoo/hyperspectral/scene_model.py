@@ -220,7 +220,7 @@ class SceneClassifierMixin:
         ``augment=True`` only: one trained on upright windows is not invariant to turns (measured on Indian
         Pines' random split: OA 99.55 without, 93.03 with; benchmarks/hsi_recipe.py).
         """
-        from zoo.engine.precision import resolve_amp
+        from zoo.engine.precision import model_op_kind, resolve_amp
 
         if method not in ("auto", "dense", "windows"):
             raise ValueError(f"method must be 'auto', 'dense' or 'windows', got {method!r}")
@@ -233,7 +233,7 @@ class SceneClassifierMixin:
             raise ValueError(f"{type(self).__name__} has no dense_forward; use method='windows'")
         dense = can_dense and (method == "dense" or (method == "auto" and sel.sum() >= self.dense_min_fraction * h * w))
         device = next(self.parameters()).device
-        amp = resolve_amp(amp, device, op="conv", allow_fp16=False)
+        amp = resolve_amp(amp, device, op=model_op_kind(self), allow_fp16=False)
         was_training = self.training
         self.eval()
         try:

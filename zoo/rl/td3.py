@@ -198,7 +198,8 @@ class TD3Agent:
         (:func:`zoo.rl.networks.lowp_layers`): the observation layer and the one-unit output layers
         stay fp32 (faster there, and the heads keep Q values and actions at fp32 resolution: bf16 would
         round a Q of -500 to a step of 2)."""
-        self.precision = resolve_amp(self.config.amp, self.device, op="matmul", allow_fp16=False) or "fp32"
+        self.precision = resolve_amp(self.config.amp, self.device, op="matmul", allow_fp16=False,
+                                    training=True) or "fp32"
         self._dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         arch = tuple(self.config.net_arch)
         lowp_a = nets.lowp_layers((self.obs_dim, *arch, self.act_dim))

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.engine.precision import resolve_amp
+from zoo.engine.precision import model_op_kind, resolve_amp
 
 __all__ = ["evaluate_videos", "video_eval_fn"]
 
@@ -52,7 +52,7 @@ def evaluate_videos(
     was_training = model.training
     model.eval()
     device = torch.device(device)
-    amp = resolve_amp(amp, device, op="conv", allow_fp16=False)  # "auto": bf16 only where convs run faster
+    amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=False)  # "auto": bf16 where it runs faster
     autocast = (
         torch.autocast(device.type, dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext()
     )
