@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = ["capture_gemms", "gemm_roofline"]
 
 _aten = torch.ops.aten
-_GEMMS = {_aten.mm, _aten.addmm, _aten.bmm, _aten.baddbmm}
+_GEMMS = {_aten.mm, _aten.addmm, _aten.bmm, _aten.baddbmm, _aten.mv, _aten.addmv}  # matrix-vector products too
 
 
 def _spec(x: Any) -> Any:
@@ -37,6 +37,9 @@ def _spec(x: Any) -> Any:
 
 def _flops(packet, args: tuple) -> int:
     shapes = [a[1] for a in args if isinstance(a, tuple) and a and a[0] == "T"]
+    if packet in (_aten.mv, _aten.addmv):
+        (m, k), _ = shapes[-2], shapes[-1]
+        return 2 * m * k
     if packet in (_aten.mm, _aten.addmm):
         (m, k), (_, n) = shapes[-2], shapes[-1]
         return 2 * m * k * n

@@ -126,6 +126,11 @@ def actor_forward(w: dict[str, torch.Tensor], obs: torch.Tensor, n_hidden: int) 
     return torch.addmm(w["out.bias"], x, W.t()).tanh_(), (ins, outs)
 
 
+_NARROW = 16
+"""A weight gradient ``dz^T @ x`` with fewer input columns than this is computed as ``(x^T @ dz)^T``: MKL
+runs ``(400, 256) @ (256, 3)`` at 7 GFLOP/s (93 us, AMD Zen 5, 1 thread), its transpose in 14 us."""
+
+
 def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidden: int) -> None:
     """Write ``dL/dparams`` into ``g`` given ``da = dL/da``, for ``a, saved = actor_forward(...)``."""
     ins, outs = saved
@@ -137,7 +142,10 @@ def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidd
     for i in reversed(range(n_hidden)):
         W = w[f"hidden.{i}.weight"]
         dz = _cast(_relu_grad(dh, outs[i]), W.dtype)
-        torch.mm(dz.t(), ins[i], out=g[f"hidden.{i}.weight"])
+        if ins[i].shape[1] < _NARROW:  # the observation layer: (out, B) @ (B, obs_dim) is a skinny GEMM
+            g[f"hidden.{i}.weight"].copy_(torch.mm(ins[i].t(), dz).t())
+        else:
+            torch.mm(dz.t(), ins[i], out=g[f"hidden.{i}.weight"])
         torch.sum(dz, 0, out=g[f"hidden.{i}.bias"])
         if i:
             dh = dz @ W
@@ -157,11 +165,24 @@ def critic_forward(w: dict[str, torch.Tensor], x: torch.Tensor, num_layers: int)
         W = w[f"weight{k}"]
         inp = _cast(h, W.dtype)
         ins.append(inp)
+        if W.shape[2] == 1:  # the Q head: one matrix-vector product per critic (see _gemv_head)
+            return _gemv_head(w, k, inp), (ins, outs)
         h = torch.baddbmm(w[f"bias{k}"], inp, W)
         if k < num_layers - 1:
             h = _relu(h)
             outs.append(h)
     return h.squeeze(-1), (ins, outs)
+
+
+def _gemv_head(w: dict[str, torch.Tensor], k: int, inp: torch.Tensor) -> torch.Tensor:
+    """``inp (n, B, h) @ weight{k} (n, h, 1) + bias{k}`` -> ``(n, B)`` as ``n`` matrix-vector products: a
+    batched GEMM with one output column runs at 3 GFLOP/s in MKL (122 us for 2x256x300 on an AMD Zen 5,
+    1 thread) against 16 us for two ``addmv``."""
+    n, batch = inp.shape[0], inp.shape[1]
+    q = torch.empty(n, batch, dtype=inp.dtype, device=inp.device)
+    for i in range(n):
+        torch.addmv(w[f"bias{k}.{i}"].view(1), inp[i], w[f"weight{k}.{i}"].view(-1), out=q[i])
+    return q
 
 
 def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> None:
@@ -170,7 +191,10 @@ def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> No
     last = num_layers - 1
     W = w[f"weight{last}"]
     dz = _cast(dq, W.dtype).unsqueeze(-1)  # (n, B, 1)
-    torch.bmm(ins[last].transpose(1, 2), dz, out=g[f"weight{last}"])
+    # (n, h, 1) and (n, 1, h) share one memory layout: the one-row product dz^T @ ins (9 us) writes the
+    # gradient that ins^T @ dz, a one-column batched GEMM, took 120 us to (2x256x300, Zen 5, 1 thread)
+    gw = g[f"weight{last}"]
+    torch.bmm(dz.transpose(1, 2), ins[last], out=gw.view(gw.shape[0], 1, gw.shape[1]))
     torch.sum(dz, 1, keepdim=True, out=g[f"bias{last}"])
     dh = dz * W.transpose(1, 2)  # (n, B, h_last): an outer product, (n, B, 1) x (n, 1, h_last)
     for k in reversed(range(last)):
