@@ -144,7 +144,7 @@ def main() -> None:
                          "input": "3x32x32, 10 classes, synthetic", "optimizer": "AdamW lr=1e-3"},
             "samples_raw": samples,
             "notes": "ratio = engine / plain-loop throughput (median of interleaved repeats); >= 0.95 meets "
-                     "the claim; <config>.paired is the median of the per-repeat ratios. bf16 uses CPU autocast (AMX)." + (
+                     "the claim; <config>.paired is the median of the per-repeat ratios. bf16 uses CPU autocast." + (
                          f" Not run: {', '.join(skipped)} (this CPU has no native bf16; --configs runs them)"
                          if skipped else ""),
         },
