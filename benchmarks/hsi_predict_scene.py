@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _harness import median, write_result
 
 import zoo
-from zoo.engine.precision import auto_amp
+from zoo.engine.precision import auto_amp, model_op_kind
 from zoo.engine.threads import torch_threads
 
 NAME = "hsi_predict_scene"
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scene = load_dataset("indian_pines")
     net = zoo.build("hybridsn", weights="indian-pines")
-    auto = auto_amp("cpu", "conv") or "fp32"
+    auto = auto_amp("cpu", model_op_kind(net)) or "fp32"  # what predict_scene resolves "auto" to
     times: dict[str, list[float]] = {"dense_auto": [], "dense_fp32": [], "windows_auto": [], "windows_fp32": []}
     maps = {}
     runs = {"dense_auto": ("dense", "auto"), "dense_fp32": ("dense", None), "windows_auto": ("windows", "auto"),
