@@ -214,3 +214,22 @@ def test_a_wrong_bf16_gradient_keeps_training_in_fp32(monkeypatch):
             assert resolve_amp("bf16", "cpu", op="matmul", training=True) == "bf16"  # explicit: kept, said
     finally:
         precision.bf16_gradients_ok.cache_clear()
+
+
+def test_explicit_bf16_where_the_timed_probe_is_slow_warns_once(monkeypatch):
+    """An AVX512_BF16 CPU whose bf16 kernels measured slower (the capped Xeon: 1.8x): explicit bf16 is kept and said."""
+    here = cpu_features(COOPER, env={})
+    monkeypatch.setattr(precision, "_this_cpu", lambda: here)
+    monkeypatch.setattr(precision, "bf16_cost", lambda op: {"ratio": 1.8, "bf16_ms": 1.8, "fp32_ms": 1.0,
+                                                            "shape": "probe"})
+    precision._warn_slow_bf16.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"bf16 kernels measured slow.*1\.8x the time of fp32.*would run fp32"):
+            assert resolve_amp("bf16", "cpu", op="conv") == "bf16"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert resolve_amp("bf16", "cpu", op="conv") == "bf16"  # said once
+            monkeypatch.setattr(precision, "bf16_cost", lambda op: {"ratio": 0.25})
+            assert resolve_amp("bf16", "cpu", op="matmul") == "bf16"  # fast here: silent
+    finally:
+        precision._warn_slow_bf16.cache_clear()

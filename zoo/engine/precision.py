@@ -25,8 +25,14 @@ On CUDA: bf16 from compute capability 8.0, where tensor cores run it. The CPU ki
 away from oneDNN, so it takes it away from the choice too. Detection reads one file once per process
 (cached).
 
-An explicit ``amp="bf16"`` on a CPU without native bf16 is honoured, with one warning per process that
-states the cost measured on this machine (a few ms of matmuls, measured when the warning is due).
+Training needs more than a fast forward: ``training=True`` (the engine's ``fit``, TD3) takes bf16 only
+where :func:`bf16_gradients_ok` finds this CPU's bf16 gradients of that op kind right, at shapes where a
+kernel was found wrong (``_GRADIENT_CASES``; ~10 ms, once per process). On the Zen 5 oneDNN's bf16 conv3d
+backward returns inf/NaN weight gradients for R(2+1)D's temporal convolutions, so 3-D convolution networks
+train in fp32 there and infer in bf16.
+
+An explicit ``amp="bf16"`` is honoured, with one warning per process where it is slow (no native bf16: the
+warning states the cost measured on this machine) or, when training, where its gradients are wrong here.
 """
 
 from __future__ import annotations
@@ -300,19 +306,23 @@ def resolve_amp(amp: Any, device: str | torch.device = "cpu", *, op: str = "matm
         return auto_amp(device, op, features, training=training)
     if choice == "bf16" and device.type == "cpu":
         feats = features or cpu_features()
+        here = feats == cpu_features()
         if not feats.native_bf16:
-            _warn_slow_bf16(feats.kind, feats.model, op)
-        elif training and feats == cpu_features() and not bf16_gradients_ok(op):
+            _warn_slow_bf16(feats.kind, feats.model, op, native=False)
+        elif feats.kind in TIMED_KINDS and here and choose_amp(feats.kind, op, 1 / bf16_cost(op)["ratio"]) is None:
+            _warn_slow_bf16(feats.kind, feats.model, op, native=True)
+        elif training and here and not bf16_gradients_ok(op):
             _warn_wrong_bf16_gradients(feats.model, op)
     return choice
 
 
 @functools.cache
-def _warn_slow_bf16(kind: str, model: str, op: str) -> None:
-    # lru_cache makes this run once per (CPU, op) and process: the warning is said once
+def _warn_slow_bf16(kind: str, model: str, op: str, native: bool = False) -> None:
+    # functools.cache makes this run once per (CPU, op) and process: the warning is said once
     cost = bf16_cost(op)
+    why = "its bf16 kernels measured slow" if native else "no native bf16 arithmetic"
     warnings.warn(
-        f"amp='bf16' on {model or 'this CPU'} ({kind}: no native bf16 arithmetic): a bf16 {op} measured "
+        f"amp='bf16' on {model or 'this CPU'} ({kind}: {why}): a bf16 {op} measured "
         f"{cost['ratio']:.1f}x the time of fp32 here ({cost['bf16_ms']:.2f} ms vs {cost['fp32_ms']:.2f} ms, "
         f"{cost['shape']}); amp='auto' would run fp32 on this CPU", RuntimeWarning, stacklevel=4)
 
