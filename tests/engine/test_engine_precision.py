@@ -172,6 +172,7 @@ def test_model_op_kind_tells_3d_convolutions_apart():
     assert model_op_kind(nn.Sequential(nn.Conv3d(1, 2, 3), nn.Flatten(), nn.LazyLinear(2))) == "conv3d"
     assert model_op_kind(nn.Sequential(nn.Conv3d(1, 2, 3), nn.Conv2d(2, 2, 1))) == "conv3d"  # HybridSN
     assert model_op_kind(nn.Conv1d(1, 2, 3)) == "conv"
+    assert model_op_kind(nn.Sequential(nn.LazyConv3d(2, 3), nn.ConvTranspose3d(2, 1, 3))) == "conv3d"  # before init
 
 
 @pytest.mark.parametrize("op", ["matmul", "conv", "conv3d"])

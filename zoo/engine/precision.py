@@ -234,10 +234,10 @@ def cpu_features(cpuinfo: str | None = None, env: Mapping[str, str] | None = Non
 def model_op_kind(model: torch.nn.Module) -> str:
     """``"conv3d"`` when the model has 3-D convolutions, else ``"conv"`` when it has convolutions (they
     dominate its time), else ``"matmul"``."""
-    modules = list(model.modules())
-    if any(isinstance(m, torch.nn.modules.conv._ConvNd) and m.weight.dim() == 5 for m in modules):
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.modules.conv._ConvNd)]
+    if any(len(m.kernel_size) == 3 for m in convs):  # kernel_size: also set on lazy and transposed ones
         return "conv3d"
-    return "conv" if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in modules) else "matmul"
+    return "conv" if convs else "matmul"
 
 
 def normalize_amp(amp: Any, *, allow_fp16: bool = True) -> str | None:
