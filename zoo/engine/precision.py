@@ -306,12 +306,13 @@ def resolve_amp(amp: Any, device: str | torch.device = "cpu", *, op: str = "matm
         return auto_amp(device, op, features, training=training)
     if choice == "bf16" and device.type == "cpu":
         feats = features or cpu_features()
-        here = feats == cpu_features()
+        here = feats == cpu_features()  # another CPU's features (tests) cannot be timed from here
+        # say why where "auto" would not have chosen bf16 (the same rule, so the two cannot disagree)
         if not feats.native_bf16:
             _warn_slow_bf16(feats.kind, feats.model, op, native=False)
-        elif feats.kind in TIMED_KINDS and here and choose_amp(feats.kind, op, 1 / bf16_cost(op)["ratio"]) is None:
+        elif here and auto_amp(device, op, feats) is None:
             _warn_slow_bf16(feats.kind, feats.model, op, native=True)
-        elif training and here and not bf16_gradients_ok(op):
+        elif here and training and auto_amp(device, op, feats, training=True) is None:
             _warn_wrong_bf16_gradients(feats.model, op)
     return choice
 
