@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import sys
@@ -42,12 +43,14 @@ __all__ = [
     "Benchmark",
     "command_line",
     "cpu_kind",
+    "cpu_uarch",
     "interleave",
     "machine_info",
     "markdown_table",
     "median",
     "per_call",
     "refresh_readme",
+    "result_kind",
     "result_name",
     "timed",
     "write_result",
@@ -82,6 +85,41 @@ def cpu_kind() -> str:
     return feats.kind + ("-emulated" if feats.caps else "")
 
 
+# AMD's microarchitecture from the CPU family and model (a VM may call its CPU just "AMD EPYC"):
+# family 25 holds both Zen 3 (AVX2 only) and Zen 4 (AVX-512 with AVX512_BF16, 256-bit datapaths).
+_AMD_UARCH = {25: [(range(0x10, 0x20), "zen4"), (range(0x60, 0x80), "zen4"), (range(0xA0, 0xB0), "zen4"),
+                   (range(0x00, 0x100), "zen3")],
+              26: [(range(0x00, 0x100), "zen5")], 23: [(range(0x00, 0x100), "zen2")]}
+# The microarchitecture each kind's results were first measured on keeps the plain ``name.<kind>`` file;
+# another one of the same kind files beside it as ``name.<kind>-<uarch>`` (Zen 4 and Zen 5 are both
+# ``avx512_bf16`` but differ in vector width and bf16 throughput).
+FIRST_UARCH = {"avx2": "zen3", "avx512_bf16": "zen5"}
+
+
+def cpu_uarch(ident: str | None = None) -> str:
+    """``"zen3"``, ``"zen4"``, ``"zen5"``, ... from the ``cpu_id`` ("AuthenticAMD family 25 model 17 ..."),
+    or ``""`` where it is not known (Intel: its kind says enough for these results)."""
+    if ident is None:
+        feats = _cpu_features()
+        ident = feats.ident if feats is not None else ""
+    m = re.match(r"AuthenticAMD family (\d+) model (\d+)", ident or "")
+    if not m:
+        return ""
+    family, model = int(m[1]), int(m[2])
+    return next((name for models, name in _AMD_UARCH.get(family, []) if model in models), "")
+
+
+def result_kind(kind: str | None = None, uarch: str | None = None) -> str:
+    """The label results are filed and grouped under: the CPU kind, plus ``-<uarch>`` when this CPU is
+    another microarchitecture than the one the kind was first measured on (:data:`FIRST_UARCH`)."""
+    kind = cpu_kind() if kind is None else kind
+    uarch = cpu_uarch() if uarch is None else uarch
+    base = kind.removesuffix("-emulated")
+    if uarch and base in FIRST_UARCH and uarch != FIRST_UARCH[base]:
+        return f"{base}-{uarch}" + kind[len(base):]
+    return kind
+
+
 def native_bf16() -> bool:
     """True where this CPU computes bf16 natively (AVX512_BF16 / AMX, not capped away): a benchmark that
     compares bf16 with fp32 runs its bf16 side only there by default (elsewhere bf16 is 10-60x slower)."""
@@ -92,7 +130,7 @@ def native_bf16() -> bool:
 def result_name(name: str) -> str:
     """``name`` on the reference CPU kind (every result committed before results recorded their CPU
     came from it), ``name.<kind>`` on any other, so that runs on different CPUs sit side by side."""
-    kind = cpu_kind()
+    kind = result_kind()
     return name if kind in (REFERENCE_KIND, "unknown") else f"{name}.{kind}"
 
 
@@ -108,6 +146,8 @@ def machine_info() -> dict[str, Any]:
 
         info.update({k: v for k, v in feats.describe().items() if k != "cpu"})
         info["cpu_kind"] = cpu_kind()
+        if result_kind() != info["cpu_kind"]:
+            info["result_kind"] = result_kind()  # filed and grouped apart from the kind's first CPU
         info["amp_auto"] = {op: auto_amp("cpu", op) or "fp32" for op in OP_KINDS}  # what the defaults ran
     try:
         import torch
@@ -265,7 +305,8 @@ def _tables_by_kind(results: list[dict[str, Any]]) -> str:
     """The results' tables under one heading per CPU kind (results without one: under "not recorded")."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        kind = (r.get("machine") or {}).get("cpu_kind") or "not recorded"
+        m = r.get("machine") or {}
+        kind = m.get("result_kind") or m.get("cpu_kind") or "not recorded"
         groups.setdefault(kind, []).append(r)
     order = sorted(groups, key=lambda k: (k == "not recorded", k != REFERENCE_KIND, k))
     parts = []

@@ -55,3 +55,35 @@ def test_results_json_and_readme_from_all_results(harness, tmp_path, capsys):
     assert "| fps | 12 |" in text and "| fps | 10 |" not in text
     assert "| cfg.bs |" not in text  # the rerun's metrics only
     assert not [p for p in tmp_path.rglob(".*.tmp")]
+
+
+@pytest.mark.parametrize(("ident", "uarch"), [
+    ("AuthenticAMD family 25 model 1 stepping 1", "zen3"),
+    ("AuthenticAMD family 25 model 17 stepping 1", "zen4"),
+    ("AuthenticAMD family 25 model 97 stepping 2", "zen4"),
+    ("AuthenticAMD family 26 model 2 stepping 1", "zen5"),
+    ("GenuineIntel family 6 model 143 stepping 8", ""),
+    ("", ""),
+])
+def test_cpu_uarch_from_family_and_model(harness, ident, uarch):
+    assert harness.cpu_uarch(ident) == uarch
+
+
+def test_result_kind_files_a_second_microarchitecture_of_a_kind_apart(harness):
+    # the kind's first CPU keeps the plain name; Zen 4 and Zen 5 are both avx512_bf16 but must not overwrite
+    assert harness.result_kind("avx512_bf16", "zen5") == "avx512_bf16"
+    assert harness.result_kind("avx512_bf16", "zen4") == "avx512_bf16-zen4"
+    assert harness.result_kind("avx2", "zen3") == "avx2"
+    assert harness.result_kind("avx2-emulated", "zen4") == "avx2-zen4-emulated"
+    assert harness.result_kind("amx", "") == "amx"
+    assert harness.result_kind("avx512_bf16", "") == "avx512_bf16"
+
+
+def test_readme_groups_results_by_result_kind(harness):
+    def result(name, **machine):
+        return {"benchmark": name, "machine": {"cpu": "AMD EPYC", "cores": 2, **machine}, "metrics": {"x": 1}}
+
+    text = harness._tables_by_kind([result("a", cpu_kind="avx512_bf16"),
+                                    result("b", cpu_kind="avx512_bf16", result_kind="avx512_bf16-zen4")])
+    assert "## CPU kind: avx512_bf16\n" in text and "## CPU kind: avx512_bf16-zen4\n" in text
+    assert text.index("### a") < text.index("## CPU kind: avx512_bf16-zen4") < text.index("### b")

@@ -3,13 +3,14 @@
 bf16 only pays where the hardware multiplies bf16 natively *and* torch's kernels use it. On an x86 CPU
 without bf16 instructions torch falls back to reference bf16 kernels, 20-30x slower than fp32. Between
 the two, CPUs with AVX512_BF16 but no AMX disagree with each other: on an AMD EPYC of family 26 (Zen 5,
-full-width AVX-512) bf16 is 2-4x *faster* than fp32, while the AMX Xeon with oneDNN capped at
-AVX512_CORE_BF16 ran it 1.25-1.8x *slower* (there MKL's fp32 GEMM uses AVX-512; on AMD it runs its AVX2
-kernels). Measured with ``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time):
+full-width AVX-512) bf16 is 2-4x *faster* than fp32, on a Zen 4 (family 25 model 17, AVX-512 on 256-bit
+units) 2.4-3.2x, while the AMX Xeon with oneDNN capped at AVX512_CORE_BF16 ran it 1.25-1.8x *slower*
+(there MKL's fp32 GEMM uses AVX-512; on AMD it runs its AVX2 kernels). Measured with ``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time):
 
     CPU kind                       matmul 256x400x300   conv2d 3x3, 64 ch   HybridSN conv3d   amp="auto"
     amx (Sapphire Rapids+)         0.29                 0.50                0.28              bf16
     avx512_bf16: AMD EPYC, Zen 5   0.24                 0.28                0.49              timed: bf16
+    avx512_bf16: AMD EPYC, Zen 4   0.42                 0.32                0.39              timed: bf16
     avx512_bf16: Xeon capped       1.8                  1.25                1.46              timed: fp32
     avx2 only (AMD EPYC, Zen 3)    28                   36                  26                fp32
 
@@ -27,9 +28,9 @@ away from oneDNN, so it takes it away from the choice too. Detection reads one f
 
 Training needs more than a fast forward: ``training=True`` (the engine's ``fit``, TD3) takes bf16 only
 where :func:`bf16_gradients_ok` finds this CPU's bf16 gradients of that op kind right, at shapes where a
-kernel was found wrong (``_GRADIENT_CASES``; ~10 ms, once per process). On the Zen 5 oneDNN's bf16 conv3d
-backward returns inf/NaN weight gradients for R(2+1)D's temporal convolutions, so 3-D convolution networks
-train in fp32 there and infer in bf16.
+kernel was found wrong (``_GRADIENT_CASES``; ~10 ms, once per process). On the Zen 5 and the Zen 4
+oneDNN's bf16 conv3d backward returns inf/NaN weight gradients for R(2+1)D's temporal convolutions, so 3-D
+convolution networks train in fp32 there and infer in bf16.
 
 An explicit ``amp="bf16"`` is honoured, with one warning per process where it is slow (no native bf16: the
 warning states the cost measured on this machine) or, when training, where its gradients are wrong here.
