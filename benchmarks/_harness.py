@@ -291,7 +291,8 @@ _README_HEAD = """# Benchmarks
 One script per claim. Each measures ours and its peer in the same run, with the same settings,
 interleaved, and reports medians and ratios in `results/<name>.json`
 (`{"benchmark", "date", "machine": {cpu, cpu_kind, cpu_flags, cores, torch, threads}, "command", "metrics",
-"peers", "ratios"}`); a run on a CPU kind other than the reference AMX Xeon writes `results/<name>.<kind>.json`.
+"peers", "ratios"}`); a run on a CPU kind other than the reference AMX Xeon writes `results/<name>.<kind>.json`
+(`<kind>-<uarch>` for a second microarchitecture of a kind).
 Run one under the shared CPU lock, from the repository root:
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/engine_throughput.py
