@@ -87,9 +87,8 @@ def cpu_kind() -> str:
 
 # AMD's microarchitecture from the CPU family and model (a VM may call its CPU just "AMD EPYC"):
 # family 25 holds both Zen 3 (AVX2 only) and Zen 4 (AVX-512 with AVX512_BF16, 256-bit datapaths).
-_AMD_UARCH = {25: [(range(0x10, 0x20), "zen4"), (range(0x60, 0x80), "zen4"), (range(0xA0, 0xB0), "zen4"),
-                   (range(0x00, 0x100), "zen3")],
-              26: [(range(0x00, 0x100), "zen5")], 23: [(range(0x00, 0x100), "zen2")]}
+_AMD_FAMILY = {23: "zen2", 25: "zen3", 26: "zen5"}
+_ZEN4_MODELS = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))  # of family 25
 # The microarchitecture each kind's results were first measured on keeps the plain ``name.<kind>`` file;
 # another one of the same kind files beside it as ``name.<kind>-<uarch>`` (Zen 4 and Zen 5 are both
 # ``avx512_bf16`` but differ in vector width and bf16 throughput).
@@ -106,7 +105,11 @@ def cpu_uarch(ident: str | None = None) -> str:
     if not m:
         return ""
     family, model = int(m[1]), int(m[2])
-    return next((name for models, name in _AMD_UARCH.get(family, []) if model in models), "")
+    if family == 25 and any(model in r for r in _ZEN4_MODELS):
+        return "zen4"
+    if family == 23 and model < 0x30:
+        return "zen1"  # Zen and Zen+ (Naples, Pinnacle Ridge); from model 0x30 on Zen 2
+    return _AMD_FAMILY.get(family, "")
 
 
 def result_kind(kind: str | None = None, uarch: str | None = None) -> str:

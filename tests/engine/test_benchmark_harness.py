@@ -62,6 +62,8 @@ def test_results_json_and_readme_from_all_results(harness, tmp_path, capsys):
     ("AuthenticAMD family 25 model 17 stepping 1", "zen4"),
     ("AuthenticAMD family 25 model 97 stepping 2", "zen4"),
     ("AuthenticAMD family 26 model 2 stepping 1", "zen5"),
+    ("AuthenticAMD family 23 model 49 stepping 0", "zen2"),
+    ("AuthenticAMD family 23 model 1 stepping 2", "zen1"),
     ("GenuineIntel family 6 model 143 stepping 8", ""),
     ("", ""),
 ])

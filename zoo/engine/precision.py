@@ -5,7 +5,8 @@ without bf16 instructions torch falls back to reference bf16 kernels, 20-30x slo
 the two, CPUs with AVX512_BF16 but no AMX disagree with each other: on an AMD EPYC of family 26 (Zen 5,
 full-width AVX-512) bf16 is 2-4x *faster* than fp32, on a Zen 4 (family 25 model 17, AVX-512 on 256-bit
 units) 2.4-3.2x, while the AMX Xeon with oneDNN capped at AVX512_CORE_BF16 ran it 1.25-1.8x *slower*
-(there MKL's fp32 GEMM uses AVX-512; on AMD it runs its AVX2 kernels). Measured with ``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time):
+(there MKL's fp32 GEMM uses AVX-512; on AMD it runs its AVX2 kernels). Measured with
+``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time):
 
     CPU kind                       matmul 256x400x300   conv2d 3x3, 64 ch   HybridSN conv3d   amp="auto"
     amx (Sapphire Rapids+)         0.29                 0.50                0.28              bf16
