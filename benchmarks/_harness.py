@@ -149,8 +149,9 @@ def machine_info() -> dict[str, Any]:
 
         info.update({k: v for k, v in feats.describe().items() if k != "cpu"})
         info["cpu_kind"] = cpu_kind()
-        if result_kind() != info["cpu_kind"]:
-            info["result_kind"] = result_kind()  # filed and grouped apart from the kind's first CPU
+        filed_as = result_kind(info["cpu_kind"])
+        if filed_as != info["cpu_kind"]:
+            info["result_kind"] = filed_as  # filed and grouped apart from the kind's first CPU
         info["amp_auto"] = {op: auto_amp("cpu", op) or "fp32" for op in OP_KINDS}  # what the defaults ran
     try:
         import torch
