@@ -16,7 +16,7 @@ Claims, same run, same settings:
     usually written (``frame.to_ndarray()`` per frame) and once with ours' cached RGB converter, so
     that only the decoding strategy differs — vs torchvision's dataset
     (shuffled clips; audio dropped in the collate, since its ragged audio tensors do not batch).
-    Interleaved repeats, medians, ratios. Goal: ours >= 3x the whole-video baseline. All three decode
+    Interleaved repeats, each loader's DataLoader started from a fresh subprocess, medians, ratios. Goal: ours >= 3x the whole-video baseline. All three decode
     with one FFmpeg thread per DataLoader worker (ours and the baseline by policy; TorchCodec's default)
     and convert to RGB with a cached swscale context (the baseline shares ours).
     Ours runs twice: ``ours`` with the same transform as the peers (decode full 320x240 frames, Resize
@@ -24,6 +24,13 @@ Claims, same run, same settings:
     swscale converts them to RGB (bilinear, one pass; no antialiasing, a 1.9x downscale), then the same
     RandomCrop. Goal (issue 15): >= 1.3x the best peer, same frame indices. (swscale's scaling costs
     about what it saves: 0.2 ms a frame to 171x128 vs 0.06 ms for full-size RGB + the torch resize.)
+    A second peer, ``torchcodec_decoder``, keeps ours' index and clip sampling and decodes each clip with
+    TorchCodec's ``VideoDecoder`` (one FFmpeg thread, approximate seeking, ``get_frames_at``): the decoder
+    backend issue 15 allows, without torchvision's dataset around it.
+(d) one clip at a time in one process on one thread (no DataLoader): ``read_frames`` vs TorchCodec's
+    ``get_frames_at`` on the same 120 random clips, interleaved repeats; and on how many of those clips
+    TorchCodec returns the frames of a full decode (AVI's swapped pts of packed B-frames, see
+    zoo/video/decoding.py: ours are tested equal to the full decode).
 (c) frames decoded per frame returned: counted for ours (frames the decoder put out: skipped B-frames
     are not decoded) and the baseline (single process, same random clips); for torchvision estimated from
     the keyframe index, counting every frame from the keyframe before the first wanted frame to the last
@@ -214,8 +221,84 @@ class _TVWrap(Dataset):
         return self.transform(video.permute(1, 0, 2, 3)), audio, label
 
 
-def peer_worker(mode: str, n_batches: int) -> dict:
-    """``index``: time torchvision.datasets.UCF101 construction; ``clips``: its clips/s."""
+def torchcodec_dataset(transform, seed=0):
+    """Ours' index and clip sampling, the frames decoded by TorchCodec's ``VideoDecoder`` instead (the
+    decoder backend issue 15 allows): one FFmpeg thread, approximate seeking (no scan of the file),
+    ``get_frames_at`` the same indices. Only the decoding differs from ``ours``."""
+    from zoo.video.ucf101 import UCF101
+
+    class TorchCodecUCF101(UCF101):
+        def read_clip(self, item):
+            from torchcodec.decoders import VideoDecoder
+
+            v, idx = self.frame_indices(item)
+            decoder = VideoDecoder(self.videos[v].path, seek_mode="approximate", num_ffmpeg_threads=1,
+                                   dimension_order="NHWC")
+            frames = decoder.get_frames_at(idx.tolist()).data  # (T, H, W, 3)
+            return frames.permute(3, 0, 1, 2), self.labels[v], v
+
+    return TorchCodecUCF101(TREE, SPLITS, fold=1, train=True, frames_per_clip=T, sampling="random",
+                            transform=transform, seed=seed, progress=False)
+
+
+def torchcodec_reads(n_clips: int, repeats: int) -> dict:
+    """One process, one thread: a 16-frame read by ours (``read_frames``) vs TorchCodec's
+    ``get_frames_at`` on the same random clips, interleaved repeats; and how many of those clips
+    TorchCodec returns exactly the frames of a full decode (ours' reads are tested equal to it)."""
+    from torchcodec.decoders import VideoDecoder
+
+    from zoo.video.decoding import read_frames
+
+    torch.set_num_threads(1)
+    ds = ours_dataset(None, seed=2)
+    rng = random.Random(2)
+    reqs = []
+    for item in (rng.randrange(len(ds)) for _ in range(n_clips)):
+        v, idx = ds.frame_indices(item)
+        reqs.append((ds.videos[v], idx.tolist()))
+
+    def ours():
+        return [read_frames(m.path, idx, m, thread_count=1) for m, idx in reqs]
+
+    def peer():
+        return [VideoDecoder(m.path, seek_mode="approximate", num_ffmpeg_threads=1,
+                             dimension_order="NHWC").get_frames_at(idx).data for m, idx in reqs]
+
+    exact = sum(torch.equal(a, b) for a, b in zip(ours(), peer()))
+    times: dict[str, list[float]] = {"ours": [], "torchcodec": []}
+    for _ in range(repeats):
+        for name, fn in (("ours", ours), ("torchcodec", peer)):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) / len(reqs) * 1e3)
+    return {"read_ms": times, "exact_clips": exact, "clips": len(reqs)}
+
+
+LOADERS = ("ours", "ours_decode_resize", "whole_video", "whole_video_typical", "torchcodec")
+
+
+def loader_dataset(name: str, seed: int):
+    """The dataset behind each clips/s figure but torchvision's (``peer_worker("clips")``)."""
+    if name == "ours":
+        return ours_dataset(clip_transform(), seed=seed)
+    if name == "ours_decode_resize":
+        return ours_dataset(crop_only(), seed=seed, size=RESIZE)
+    if name == "torchcodec":
+        return torchcodec_dataset(clip_transform(), seed=seed)
+    index = ours_dataset(None)
+    videos = [(m.path, lab) for m, lab in zip(index.videos, index.labels)]
+    return WholeVideoDataset(videos, clip_transform(), typical=name == "whole_video_typical")
+
+
+def peer_worker(mode: str, n_batches: int, seed: int = 0, loader: str = "ours") -> dict:
+    """Run in a fresh subprocess: the peers need one (FFmpeg's libraries on LD_LIBRARY_PATH), and every
+    loader is timed from the same kind of process, not some from the long-lived parent that has built
+    indexes and run other DataLoaders. ``index``: time torchvision.datasets.UCF101 construction; ``clips``: its clips/s; ``loader``: the clips/s
+    of ``loader`` (:data:`LOADERS`); ``reads``: :func:`torchcodec_reads`."""
+    if mode == "loader":
+        return {"clips_per_s": clips_per_second(loader_dataset(loader, seed), n_batches)}
+    if mode == "reads":
+        return torchcodec_reads(120, 5)
     import torchvision
     from torchvision.datasets import UCF101 as TVUCF101
 
@@ -237,10 +320,11 @@ def peer_worker(mode: str, n_batches: int) -> dict:
     return out
 
 
-def run_peer(mode: str, n_batches: int, timeout: float) -> dict:
+def run_peer(mode: str, n_batches: int, timeout: float, seed: int = 0, loader: str = "ours") -> dict:
     libs = ffmpeg_lib_dir()
     env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join([str(FFLIBS), str(libs), os.environ.get("LD_LIBRARY_PATH", "")]))
-    cmd = [sys.executable, __file__, "--peer-worker", mode, "--batches", str(n_batches)]
+    cmd = [sys.executable, __file__, "--peer-worker", mode, "--batches", str(n_batches), "--seed", str(seed),
+           "--loader", loader]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -304,10 +388,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-torchvision", action="store_true", help="skip the torchvision peer")
     p.add_argument("--tv-index-repeats", type=int, default=1,
                    help="torchvision index builds to time (each opens all 13,320 videos; default 1)")
-    p.add_argument("--peer-worker", choices=["index", "clips"], help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--loader", choices=LOADERS, default="ours", help=argparse.SUPPRESS)
+    p.add_argument("--peer-worker", choices=["index", "clips", "loader", "reads"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.peer_worker:
-        print(json.dumps(peer_worker(args.peer_worker, args.batches)))
+        print(json.dumps(peer_worker(args.peer_worker, args.batches, args.seed, args.loader)))
         return 0
     if args.quick:
         args.repeats, args.batches = 1, 5
@@ -333,25 +419,35 @@ def main(argv=None) -> int:
               + (f", torchvision {tv_idx[-1]:.1f} s" if tv_idx and len(tv_idx) == r + 1 else ""))
     index_videos = ds.num_videos
 
-    # (b) clips/s, interleaved
-    videos = [(m.path, lab) for m, lab in zip(ds.videos, ds.labels)]
-    rates: dict[str, list[float]] = {"ours": [], "ours_decode_resize": [], "whole_video": [],
-                                     "whole_video_typical": [], "torchvision": []}
-    tv_clip_error = None
+    # (b) clips/s, interleaved, each loader in a fresh subprocess (peer_worker)
+    rates: dict[str, list[float]] = {name: [] for name in (*LOADERS, "torchvision")}
+    tv_clip_error = tc_clip_error = None
     for r in range(args.repeats):
-        rates["ours"].append(clips_per_second(ours_dataset(clip_transform(), seed=r), args.batches))
-        rates["ours_decode_resize"].append(
-            clips_per_second(ours_dataset(crop_only(), seed=r, size=RESIZE), args.batches))
-        rates["whole_video"].append(clips_per_second(WholeVideoDataset(videos, clip_transform()), args.batches))
-        rates["whole_video_typical"].append(
-            clips_per_second(WholeVideoDataset(videos, clip_transform(), typical=True), args.batches))
+        for name in LOADERS[:-1]:
+            res = run_peer("loader", args.batches, timeout=600, seed=r, loader=name)
+            if "error" in res:
+                raise SystemExit(f"{name}: {res['error']}")
+            rates[name].append(res["clips_per_s"])
         if not args.no_torchvision and tv_clip_error is None and "error" not in tv_info:
             res = run_peer("clips", args.batches, timeout=600)
             if "error" in res:
                 tv_clip_error = res["error"]
             else:
                 rates["torchvision"].append(res["clips_per_s"])
+        if not args.no_torchvision and tc_clip_error is None:
+            res = run_peer("loader", args.batches, timeout=600, seed=r, loader="torchcodec")
+            if "error" in res:
+                tc_clip_error = res["error"]
+            else:
+                rates["torchcodec"].append(res["clips_per_s"])
         print(f"clips/s repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items() if len(v) == r + 1))
+
+    # (d) one clip read at a time, one process and thread: ours vs TorchCodec's decoder, and exactness
+    reads = {"error": "skipped (--no-torchvision)"} if args.no_torchvision else run_peer("reads", 0, timeout=900)
+    if "read_ms" in reads:
+        print(f"16-frame read, 1 thread: ours {median(reads['read_ms']['ours']):.2f} ms, TorchCodec "
+              f"{median(reads['read_ms']['torchcodec']):.2f} ms; TorchCodec exact on {reads['exact_clips']}"
+              f"/{reads['clips']} clips")
 
     # (c)
     cost = decode_cost(40 if args.quick else 120)
@@ -385,6 +481,18 @@ def main(argv=None) -> int:
     elif tv_clip_error:
         tv_peer["clips_error"] = tv_clip_error
     peers["torchvision_ucf101"] = tv_peer
+    tc_peer: dict = {}
+    if med["torchcodec"] is not None:
+        tc_peer["clips_per_s"] = round(med["torchcodec"], 2)
+    elif tc_clip_error or args.no_torchvision:
+        tc_peer["clips_error"] = tc_clip_error or "skipped (--no-torchvision)"
+    if "read_ms" in reads:
+        tc_peer["read_ms_1thread"] = round(median(reads["read_ms"]["torchcodec"]), 3)
+        tc_peer["exact_clips"] = f"{reads['exact_clips']}/{reads['clips']}"
+        metrics["read_ms_1thread"] = round(median(reads["read_ms"]["ours"]), 3)
+    else:
+        tc_peer["reads_error"] = reads.get("error", "unknown")
+    peers["torchcodec_decoder"] = tc_peer
     ratios = {"clips_per_s_vs_whole_video": round(med["ours"] / med["whole_video"], 2),
               "clips_per_s_vs_whole_video_to_ndarray": round(med["ours"] / med["whole_video_typical"], 2)}
     if med["torchvision"]:
@@ -394,6 +502,16 @@ def main(argv=None) -> int:
         if len(rates["torchvision"]) == len(rates["ours"]):
             ratios["clips_per_s_vs_torchvision_paired"] = round(
                 median([a / b for a, b in zip(rates["ours"], rates["torchvision"])]), 2)
+    if med["torchcodec"]:
+        ratios["clips_per_s_vs_torchcodec_decoder"] = round(med["ours"] / med["torchcodec"], 2)
+        if len(rates["torchcodec"]) == len(rates["ours"]):
+            ratios["clips_per_s_vs_torchcodec_decoder_paired"] = round(
+                median([a / b for a, b in zip(rates["ours"], rates["torchcodec"])]), 2)
+    if "read_ms" in reads:
+        ratios["read_1thread_vs_torchcodec"] = round(
+            median(reads["read_ms"]["torchcodec"]) / median(reads["read_ms"]["ours"]), 2)
+        ratios["read_1thread_vs_torchcodec_paired"] = round(
+            median([b / a for a, b in zip(reads["read_ms"]["ours"], reads["read_ms"]["torchcodec"])]), 2)
     best_peer = max(v for k, v in med.items() if not k.startswith("ours") and v)
     ratios["clips_per_s_vs_best_peer"] = round(med["ours"] / best_peer, 2)
     ratios["clips_per_s_decode_resize_vs_best_peer"] = round(med["ours_decode_resize"] / best_peer, 2)
@@ -408,7 +526,8 @@ def main(argv=None) -> int:
                      "clips": "4 real UCF101 clips (mpeg4 320x240) behind 13,320 symlinks; page-cache warm"},
         "goals": {"index_s_fold1_train": "< 10", "clips_per_s_vs_whole_video": ">= 3",
                   "clips_per_s_vs_best_peer": ">= 1.3 (issue 15)"},
-        "repeats": {"index_s_ours": ours_idx, "index_s_torchvision": tv_idx, "clips_per_s": rates},
+        "repeats": {"index_s_ours": ours_idx, "index_s_torchvision": tv_idx, "clips_per_s": rates,
+                    "read_ms_1thread": reads.get("read_ms")},
     }
     write_result(NAME, metrics=metrics, peers=peers, ratios=ratios, command=command.strip(), extra=extra)
     print("| loader | index fold 1 (s) | clips/s | decoded/returned |")
@@ -419,6 +538,8 @@ def main(argv=None) -> int:
           f"{peers['whole_video_pyav_to_ndarray']['clips_per_s']} | {cost['whole_video']} |")
     print(f"| torchvision UCF101 | {tv_peer.get('index_s_fold1_train', tv_peer.get('error', '-'))} | "
           f"{tv_peer.get('clips_per_s', tv_peer.get('clips_error', '-'))} | {cost['torchvision_estimated']} (est.) |")
+    print(f"| TorchCodec decoder, ours' sampling | - | {tc_peer.get('clips_per_s', tc_peer.get('clips_error', '-'))} "
+          f"| (exact on {tc_peer.get('exact_clips', '-')} clips) |")
     print(f"ratios: {ratios}")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import shutil
@@ -11,6 +12,7 @@ import av
 import numpy as np
 import pytest
 import torch
+from av.video.reformatter import VideoReformatter
 
 from zoo.video import decoding, sampling
 from zoo.video import transforms as VT
@@ -237,6 +239,63 @@ def test_a_frame_size_change_mid_clip_is_named():
     rows.put(0, av.VideoFrame(32, 24, "yuv420p"))
     with pytest.raises(CorruptVideoError, match=r"frame size changes mid-stream \(48x24 after 32x24\)"):
         rows.put(1, av.VideoFrame(48, 24, "yuv420p"))
+
+
+class _Sizes(torch.utils.data.Dataset):
+    def __init__(self, meta) -> None:
+        self.meta = meta
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i):
+        return decoding.decoder_thread_count(self.meta)
+
+
+def test_small_frames_and_dataloader_workers_decode_on_one_thread(tmp_path):
+    path = _encode(tmp_path / "clip.avi", render_clip(0, np.random.default_rng(1), size=32, num_frames=6), gop=6)
+    small = probe(path)
+    large = dataclasses.replace(small, width=1920, height=1080)
+    assert decoding.decoder_thread_count(small) == 1  # FFmpeg's threads cost more than they save here
+    assert decoding.decoder_thread_count(large) == 0  # FFmpeg's choice
+    assert decoding.decoder_thread_count(small, 0) == 0 and decoding.decoder_thread_count(large, 3) == 3
+    # inside a DataLoader worker one thread whatever the size: the sibling workers use the other cores
+    loader = torch.utils.data.DataLoader(_Sizes(large), batch_size=None, num_workers=1)
+    assert list(loader) == [1]
+    # the policy is read_frames' default and gives the same frames as FFmpeg's threading
+    assert torch.equal(read_frames(path, [1, 4], small), read_frames(path, [1, 4], small, thread_count=0))
+
+
+class _RecordingReformatter:
+    """Wraps PyAV's reformatter and records the swscale thread count it was asked for."""
+
+    def __init__(self, accepts_threads: bool = True) -> None:
+        self.real, self.accepts_threads, self.threads = VideoReformatter(), accepts_threads, []
+
+    def reformat(self, frame, **kwargs):
+        if "threads" in kwargs:
+            if not self.accepts_threads:  # PyAV < 17 has no threads argument
+                raise TypeError("reformat() got an unexpected keyword argument 'threads'")
+            self.threads.append(kwargs["threads"])
+        return self.real.reformat(frame, **kwargs)
+
+
+def test_rgb_conversion_threads_follow_the_decoder_and_frame_size(monkeypatch):
+    small, large = av.VideoFrame(320, 240, "yuv420p"), av.VideoFrame(1280, 720, "yuv420p")
+    rec = _RecordingReformatter()
+    monkeypatch.setattr(decoding._LOCAL, "reformatter", rec, raising=False)
+    monkeypatch.setattr(decoding._LOCAL, "sws_threads_arg", True, raising=False)
+    assert decoding._to_array(small, decoder_threads=0).shape == (240, 320, 3)
+    decoding._to_array(large, decoder_threads=0)
+    decoding._to_array(large, decoder_threads=1)
+    decoding._to_array(large, (90, 160), decoder_threads=0)
+    assert rec.threads == [1, 0, 1, 0]
+    # an older PyAV without the argument converts on its one thread, and is not asked again
+    old = _RecordingReformatter(accepts_threads=False)
+    monkeypatch.setattr(decoding._LOCAL, "reformatter", old)
+    want = VideoReformatter().reformat(small, format="rgb24").to_ndarray()
+    assert np.array_equal(decoding._to_array(small), want) and np.array_equal(decoding._to_array(small), want)
+    assert decoding._LOCAL.sws_threads_arg is False and old.threads == []
 
 
 def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(tmp_path, monkeypatch):

@@ -176,14 +176,11 @@ class VideoClipDataset(Dataset):
         """``(video (C, T, H, W) uint8, label, video_index)`` before the transform."""
         v, idx = self.frame_indices(item)
         meta = self.videos[v]
-        threads = self.thread_count
-        if threads is None:
-            # DataLoader workers already decode in parallel; more decoder threads per worker only
-            # oversubscribe the cores (the reason torch sets 1 intra-op thread in workers, too).
-            threads = 1 if torch.utils.data.get_worker_info() is not None else 0
+        # thread_count None: one decoder thread in DataLoader workers (they already decode in parallel;
+        # more threads per worker only oversubscribe the cores) and for small frames (decoding.py)
         frames = read_frames(
-            meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=threads, stats=self.stats,
-            size=self.size,
+            meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=self.thread_count,
+            stats=self.stats, size=self.size,
         )  # (T, H, W, C)
         # a (C, T, H, W) view of the (T, H, W, C) frames: no copy here; Resize works on this layout
         # directly (3-channel images) and the collate copies the final clip once
@@ -227,12 +224,14 @@ class UCF101(VideoClipDataset):
         short_video: ``"loop"`` or ``"pad"`` for clips longer than their video.
         strict: raise on corrupt or truncated videos instead of skipping them with a warning.
         thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads;
-            ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers).
+            ``thread_count`` None: 1 inside DataLoader workers and for frames under 1280x720, FFmpeg's
+            choice for larger ones; see :func:`zoo.video.decoding.decoder_thread_count`).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
         size: ``(height, width)`` to scale the frames to while they are converted to RGB (one swscale
-            pass, bilinear, no antialiasing); about as fast as converting full frames and resizing them
-            with :class:`zoo.video.transforms.Resize` (measured in benchmarks/ucf101_loader.py), and
-            the clips carry fewer bytes from there on. None keeps the file's size.
+            pass, bilinear, no antialiasing); 0.78-0.96x the clips/s of converting full frames and
+            resizing them with :class:`zoo.video.transforms.Resize` on the CPUs measured
+            (benchmarks/ucf101_loader.py), but the clips carry fewer bytes from there on. None keeps
+            the file's size.
     """
 
     def __init__(
