@@ -227,6 +227,7 @@ def _sws_threads(frame, decoder_threads: int) -> int:
 
 
 def _reformat(reformatter, frame, decoder_threads: int, **kwargs):
+    """``reformatter.reformat(frame, **kwargs)`` on the threads :func:`_sws_threads` picks."""
     # PyAV >= 17 converts on several threads by default (``threads=0``); older versions have no
     # ``threads`` argument and convert on one.
     if getattr(_LOCAL, "sws_threads_arg", True):
