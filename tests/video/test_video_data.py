@@ -264,6 +264,7 @@ def test_small_frames_and_dataloader_workers_decode_on_one_thread(tmp_path):
     assert list(loader) == [1]
     # the policy is read_frames' default and gives the same frames as FFmpeg's threading
     assert torch.equal(read_frames(path, [1, 4], small), read_frames(path, [1, 4], small, thread_count=0))
+    assert torch.equal(read_all_frames(path), read_all_frames(path, thread_count=0))
 
 
 class _RecordingReformatter:
