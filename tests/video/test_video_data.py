@@ -297,6 +297,11 @@ def test_rgb_conversion_threads_follow_the_decoder_and_frame_size(monkeypatch):
     want = VideoReformatter().reformat(small, format="rgb24").to_ndarray()
     assert np.array_equal(decoding._to_array(small), want) and np.array_equal(decoding._to_array(small), want)
     assert decoding._LOCAL.sws_threads_arg is False and old.threads == []
+    # any other TypeError is the caller's and is raised, not taken for an old PyAV
+    monkeypatch.setattr(decoding._LOCAL, "sws_threads_arg", True)
+    with pytest.raises(TypeError):
+        decoding._reformat(rec, small, 0, format="rgb24", no_such_argument=1)
+    assert decoding._LOCAL.sws_threads_arg is True
 
 
 def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(tmp_path, monkeypatch):

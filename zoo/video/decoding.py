@@ -237,7 +237,9 @@ def _reformat(reformatter, frame, decoder_threads: int, **kwargs):
     if getattr(_LOCAL, "sws_threads_arg", True):
         try:
             return reformatter.reformat(frame, threads=_sws_threads(frame, decoder_threads), **kwargs)
-        except TypeError:
+        except TypeError as err:
+            if "threads" not in str(err):
+                raise
             _LOCAL.sws_threads_arg = False
     return reformatter.reformat(frame, **kwargs)
 
