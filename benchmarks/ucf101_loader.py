@@ -385,7 +385,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each loader (default 3)")
     p.add_argument("--batches", type=int, default=12, help="timed batches of 8 clips per repeat (default 12)")
     p.add_argument("--quick", action="store_true", help="1 repeat, 5 batches (a smoke run)")
-    p.add_argument("--no-torchvision", action="store_true", help="skip the torchvision peer")
+    p.add_argument("--no-torchvision", action="store_true", help="skip the torchvision and TorchCodec peers (both need TorchCodec)")
     p.add_argument("--tv-index-repeats", type=int, default=1,
                    help="torchvision index builds to time (each opens all 13,320 videos; default 1)")
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
