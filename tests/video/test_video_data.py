@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import shutil
@@ -241,29 +240,25 @@ def test_a_frame_size_change_mid_clip_is_named():
         rows.put(1, av.VideoFrame(48, 24, "yuv420p"))
 
 
-class _Sizes(torch.utils.data.Dataset):
-    def __init__(self, meta) -> None:
-        self.meta = meta
-
+class _DecoderThreads(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return 1
 
     def __getitem__(self, i):
-        return decoding.decoder_thread_count(self.meta)
+        return decoding.decoder_thread_count()
 
 
-def test_small_frames_and_dataloader_workers_decode_on_one_thread(tmp_path):
+def test_dataloader_workers_decode_on_one_thread(tmp_path):
     path = _encode(tmp_path / "clip.avi", render_clip(0, np.random.default_rng(1), size=32, num_frames=6), gop=6)
-    small = probe(path)
-    large = dataclasses.replace(small, width=1920, height=1080)
-    assert decoding.decoder_thread_count(small) == 1  # FFmpeg's threads cost more than they save here
-    assert decoding.decoder_thread_count(large) == 0  # FFmpeg's choice
-    assert decoding.decoder_thread_count(small, 0) == 0 and decoding.decoder_thread_count(large, 3) == 3
-    # inside a DataLoader worker one thread whatever the size: the sibling workers use the other cores
-    loader = torch.utils.data.DataLoader(_Sizes(large), batch_size=None, num_workers=1)
+    assert decoding.decoder_thread_count() == 0  # the main process: FFmpeg's choice
+    assert decoding.decoder_thread_count(0) == 0 and decoding.decoder_thread_count(3) == 3  # kept when given
+    # inside a DataLoader worker one thread: the sibling workers use the other cores
+    loader = torch.utils.data.DataLoader(_DecoderThreads(), batch_size=None, num_workers=1)
     assert list(loader) == [1]
-    # the policy is read_frames' default and gives the same frames as FFmpeg's threading
-    assert torch.equal(read_frames(path, [1, 4], small), read_frames(path, [1, 4], small, thread_count=0))
+    # the default gives the same frames as FFmpeg's threading and as one thread
+    meta = probe(path)
+    assert torch.equal(read_frames(path, [1, 4], meta), read_frames(path, [1, 4], meta, thread_count=0))
+    assert torch.equal(read_frames(path, [1, 4], meta), read_frames(path, [1, 4], meta, thread_count=1))
     assert torch.equal(read_all_frames(path), read_all_frames(path, thread_count=0))
 
 

@@ -198,36 +198,27 @@ def _decode_packet(stream, packet) -> list[av.VideoFrame]:
 
 _LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
 
-# Frames with fewer pixels than this are decoded and converted on one thread when the caller leaves the
-# thread count to us. FFmpeg's default (one thread per CPU) costs more than it saves on small frames
-# (PyAV 18 / FFmpeg 8.1, a 2-core AMD Zen 4, one process): swscale's yuv420p -> rgb24 took 290-320 us a
-# 320x240 frame against 52 us on one thread (640x480: 301 vs 134 us), and a 16-frame read of the real
-# UCF101 clips 10.6 ms with frame-threaded decoding against 7.9 ms on one thread; at 1280x720 swscale's
-# threads win (286 vs 390 us), and a 1920x1080 H.264 read gains 7 % from decoder threads.
+# Frames with fewer pixels than this are converted to RGB on one thread, as PyAV did before 17; since 17
+# swscale takes one thread per CPU by default, which costs more than it saves on small frames (PyAV 18 /
+# FFmpeg 8.1, a 2-core AMD Zen 4, one process): yuv420p -> rgb24 took 290-320 us a 320x240 frame against
+# 52 us on one thread (640x480: 301 vs 134 us), while at 1280x720 threads win (286 vs 390 us).
 _THREADED_MIN_PIXELS = 1280 * 720
 
 
-def decoder_thread_count(meta: VideoMeta, thread_count: int | None = None) -> int:
-    """The decoder's thread count for reading ``meta``'s video: ``thread_count`` when given (0: FFmpeg's
-    choice), else 1 inside a DataLoader worker (its siblings already use the other cores) or for frames
-    under 1280x720, and FFmpeg's choice (0) for larger ones."""
+def decoder_thread_count(thread_count: int | None = None) -> int:
+    """The decoder's thread count: ``thread_count`` when given (0: FFmpeg's choice), else 1 inside a
+    DataLoader worker (its siblings already decode on the other cores; more threads per worker only
+    oversubscribe them, the reason torch runs workers on one intra-op thread too) and FFmpeg's choice (0)
+    elsewhere."""
     if thread_count is not None:
         return thread_count
-    return _default_threads(meta.width, meta.height)
-
-
-def _default_threads(width: int, height: int) -> int:
-    if torch.utils.data.get_worker_info() is not None or width * height < _THREADED_MIN_PIXELS:
-        return 1
-    return 0
+    return 1 if torch.utils.data.get_worker_info() is not None else 0
 
 
 def _sws_threads(frame, decoder_threads: int) -> int:
     """swscale threads for ``frame``: 1 where the decoder runs on one thread or the frame is small,
     otherwise FFmpeg's choice (0)."""
-    if decoder_threads == 1 or frame.width * frame.height < _THREADED_MIN_PIXELS:
-        return 1
-    return 0
+    return 1 if decoder_threads == 1 or frame.width * frame.height < _THREADED_MIN_PIXELS else 0
 
 
 def _reformat(reformatter, frame, decoder_threads: int, **kwargs):
@@ -275,7 +266,7 @@ def read_frames(
     ``max(indices)``. Indices beyond the last decodable frame by at most a couple of frames (header
     rounding) repeat the last frame; more than that raises :class:`CorruptVideoError`. ``size=(h, w)``
     scales the returned frames while converting them to RGB (one swscale pass, bilinear).
-    ``thread_count``: decoder threads (0: FFmpeg's choice); None picks by :func:`decoder_thread_count`.
+    ``thread_count``: decoder threads (0: FFmpeg's choice); None: :func:`decoder_thread_count`.
     """
     path = os.fspath(path)
     idx = [int(i) for i in indices]
@@ -286,7 +277,7 @@ def read_frames(
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"read_frames: size must be (height, width) >= 1, got {size!r}")
     meta = meta or probe(path)
-    thread_count = decoder_thread_count(meta, thread_count)
+    thread_count = decoder_thread_count(thread_count)
     wanted = sorted(set(idx))
     local = DecodeStats(reads=1)
     try:
@@ -466,8 +457,7 @@ def read_all_frames(
     stats: DecodeStats | None = None,
 ) -> torch.Tensor:
     """Decode the whole video in display order: ``(N, H, W, 3)`` uint8. ``thread_count`` as in
-    :func:`read_frames` (one thread decoded the 4 real UCF101 clips at 0.169 ms a frame, FFmpeg's
-    threads at 0.179: one process, 5 repeats, AMD Zen 4).
+    :func:`read_frames`.
 
     The reference for :func:`read_frames` (frame ``i`` here is display index ``i`` there) and the
     "decode everything, then slice" baseline of the loader benchmark.
@@ -476,8 +466,7 @@ def read_all_frames(
     with _open(path) as container:
         stream = container.streams.video[0]
         stream.thread_type = thread_type
-        if thread_count is None:
-            thread_count = _default_threads(stream.codec_context.width, stream.codec_context.height)
+        thread_count = decoder_thread_count(thread_count)
         if thread_count:
             stream.codec_context.thread_count = thread_count
         try:

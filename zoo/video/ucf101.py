@@ -176,8 +176,7 @@ class VideoClipDataset(Dataset):
         """``(video (C, T, H, W) uint8, label, video_index)`` before the transform."""
         v, idx = self.frame_indices(item)
         meta = self.videos[v]
-        # thread_count None: one decoder thread in DataLoader workers (they already decode in parallel;
-        # more threads per worker only oversubscribe the cores) and for small frames (decoding.py)
+        # thread_count None: one decoder thread in DataLoader workers, FFmpeg's choice elsewhere (decoding.py)
         frames = read_frames(
             meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=self.thread_count,
             stats=self.stats, size=self.size,
@@ -224,8 +223,8 @@ class UCF101(VideoClipDataset):
         short_video: ``"loop"`` or ``"pad"`` for clips longer than their video.
         strict: raise on corrupt or truncated videos instead of skipping them with a warning.
         thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads;
-            ``thread_count`` None: 1 inside DataLoader workers and for frames under 1280x720, FFmpeg's
-            choice for larger ones; see :func:`zoo.video.decoding.decoder_thread_count`).
+            ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers;
+            :func:`zoo.video.decoding.decoder_thread_count`).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
         size: ``(height, width)`` to scale the frames to while they are converted to RGB (one swscale
             pass, bilinear, no antialiasing); 0.78-0.96x the clips/s of converting full frames and
