@@ -27,6 +27,9 @@ Claims, same run, same settings:
     A second peer, ``torchcodec_decoder``, keeps ours' index and clip sampling and decodes each clip with
     TorchCodec's ``VideoDecoder`` (one FFmpeg thread, approximate seeking, ``get_frames_at``): the decoder
     backend issue 15 allows, without torchvision's dataset around it.
+    It runs in ours' ``VideoClipDataset.__getitem__``, so it shares what ours does around the decoder,
+    including keeping the heap memory a batch frees in the workers (zoo/engine/heap.py); torchvision's
+    dataset and the whole-video loaders run with glibc's default thresholds, as users run them.
 (d) one clip at a time in one process on one thread (no DataLoader): ``read_frames`` vs TorchCodec's
     ``get_frames_at`` on the same 120 random clips, interleaved repeats; and on how many of those clips
     TorchCodec returns the frames of a full decode (AVI's swapped pts of packed B-frames, see

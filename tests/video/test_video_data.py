@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import platform
 import shutil
 from pathlib import Path
 
@@ -260,6 +261,25 @@ def test_dataloader_workers_decode_on_one_thread(tmp_path):
     assert torch.equal(read_frames(path, [1, 4], meta), read_frames(path, [1, 4], meta, thread_count=0))
     assert torch.equal(read_frames(path, [1, 4], meta), read_frames(path, [1, 4], meta, thread_count=1))
     assert torch.equal(read_all_frames(path), read_all_frames(path, thread_count=0))
+
+
+class _HeapKept(UCF101):
+    def __getitem__(self, item):
+        from zoo.engine import heap
+
+        video, _ = super().__getitem__(item)
+        return video, heap._applied_pid == os.getpid()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")
+def test_dataloader_workers_keep_the_memory_a_batch_frees(tiny_set):
+    # glibc would return a batch's freed clips to the OS and fault them in again (zoo/engine/heap.py)
+    videos, splits = tiny_set
+    ds = _HeapKept(videos, splits, fold=1, train=True, frames_per_clip=4, sampling="random", seed=0,
+                   progress=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1)
+    kept = torch.cat([k for _, k in loader])
+    assert len(kept) == len(ds) and bool(kept.all())
 
 
 class _RecordingReformatter:

@@ -10,7 +10,8 @@ step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, 
 ``evaluation``, ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change),
 ``checkpoint`` (atomic save, exact resume), ``result`` (``TrainResult``), ``distributed`` (torchrun/DDP),
 ``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``
-(loaders), ``logs`` (CSV, TensorBoard, learning curves), ``network`` (the mixin families' networks use).
+(loaders), ``heap`` (DataLoader workers keep the memory a batch frees), ``logs`` (CSV, TensorBoard, learning
+curves), ``network`` (the mixin families' networks use).
 matplotlib and TensorBoard load only when used.
 """
 

@@ -32,6 +32,7 @@ import torch
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
+from zoo.engine.heap import keep_freed_memory_in_worker
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_frames
 from zoo.video.splits import read_class_index, read_split
@@ -186,6 +187,9 @@ class VideoClipDataset(Dataset):
         return frames.permute(3, 0, 1, 2), self.labels[v], v
 
     def __getitem__(self, item: int):
+        # a worker frees a batch of clips at once; glibc would hand that memory back to the OS and fault
+        # it in again for the next batch (zoo/engine/heap.py)
+        keep_freed_memory_in_worker()
         tried = 0
         while True:
             try:
