@@ -11,6 +11,7 @@ from zoo.hyperspectral import HyperspectralPCA, Scene, open_envi
 from zoo.hyperspectral.preprocessing import (
     BandStandardizer,
     MinMaxNormalizer,
+    pixel_view,
     remove_water_bands,
     valid_pixel_mask,
     water_band_mask,
@@ -67,6 +68,36 @@ def test_pca_mask_fraction_whiten_and_sklearn_api():
         bad = cube.copy()
         bad[0, 0, 0] = np.nan
         HyperspectralPCA().fit(bad)
+
+
+def test_fortran_ordered_and_integer_cubes_give_the_same_pca_and_maps():
+    # MATLAB files hold cubes in Fortran order (Indian Pines from .mat); their pixels are read in place
+    cube = _cube(21, 13, 9)
+    fortran = np.asfortranarray(cube)
+    view, order = pixel_view(fortran)
+    assert order == "F" and np.shares_memory(view, fortran) and pixel_view(cube)[1] == "C"
+    np.testing.assert_array_equal(view.reshape(21, 13, 9, order="F"), cube)
+    ref = HyperspectralPCA(n_components=4).fit(cube)
+    kept = fortran.copy()
+    got = HyperspectralPCA(n_components=4).fit(fortran)
+    np.testing.assert_array_equal(fortran, kept)  # centred in a copy, never in the caller's array
+    np.testing.assert_allclose(got.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    np.testing.assert_allclose(got.components_, ref.components_, atol=1e-10)
+    np.testing.assert_allclose(got.transform(fortran), ref.transform(cube), rtol=1e-10, atol=1e-10)
+    full = HyperspectralPCA(n_components=None).fit(fortran)
+    np.testing.assert_allclose(full.inverse_transform(full.transform(fortran)), cube, atol=1e-8)
+    # integers (a uint16 radiance cube) are converted a block at a time, to the same fit
+    ints = np.asfortranarray(np.round(cube * 100).astype(np.uint16))
+    as_float = HyperspectralPCA(n_components=4).fit(ints.astype(np.float64))
+    np.testing.assert_allclose(HyperspectralPCA(n_components=4).fit(ints).eigenvalues_, as_float.eigenvalues_,
+                               rtol=1e-10)
+    np.testing.assert_allclose(HyperspectralPCA(n_components=4).fit(ints).transform(ints),
+                               as_float.transform(ints.astype(np.float64)), rtol=1e-5, atol=1e-4)
+    # blocks of a few pixels (chunk_bytes) and the per-band standardiser on a Fortran cube agree too
+    small = HyperspectralPCA(n_components=4, chunk_bytes=9 * 8 * 7).fit(fortran)
+    np.testing.assert_allclose(small.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    std = BandStandardizer().fit(cube)
+    np.testing.assert_allclose(std.transform(fortran), std.transform(cube), rtol=1e-12)
 
 
 def test_out_of_core_pca_equals_in_memory(tmp_path):
