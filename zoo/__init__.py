@@ -40,7 +40,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from zoo.hub import list_weights, pull
 
 
+# Subpackages reachable as attributes after a bare ``import zoo`` (``zoo.hub.list_weights()``), loaded on first use.
+_SUBPACKAGES = ("engine", "hub")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"zoo.{name}")  # the import binds it in this module too
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'zoo' has no attribute {name!r}")
@@ -50,7 +56,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBPACKAGES))
 
 
 __all__ = [

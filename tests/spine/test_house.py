@@ -73,6 +73,17 @@ def test_listing_models_and_weights_loads_no_model_code():
     assert set(loaded) <= _DECLARATIONS, sorted(set(loaded) - _DECLARATIONS)
 
 
+def test_subpackages_are_attributes_of_a_bare_import_zoo():
+    # `import zoo; zoo.hub.get_entry(...)` works without `import zoo.hub`, and only loads what it names
+    code = ("import sys\nimport zoo\nassert 'zoo.hub' not in sys.modules\n"
+            "assert zoo.hub.get_entry('resnet18.cifar10').name == 'resnet18.cifar10'\n"
+            "assert callable(zoo.engine.fit) and 'hub' in dir(zoo)")
+    assert "torch" in _loaded_after(code)  # the engine is torch code
+    assert "torch" not in _loaded_after(code.split("\nassert callable")[0])  # the hub alone is not
+    with pytest.raises(subprocess.CalledProcessError):
+        _loaded_after("import zoo\nzoo.no_such_subpackage")
+
+
 def test_building_one_family_loads_no_other_familys_code():
     loaded = _loaded_after("import zoo\nzoo.build('hsi-pca-svm')")
     foreign = {m for m in loaded if _family(m) not in (None, "hyperspectral")} - _DECLARATIONS
