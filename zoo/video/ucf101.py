@@ -228,7 +228,8 @@ class UCF101(VideoClipDataset):
         strict: raise on corrupt or truncated videos instead of skipping them with a warning.
         thread_type, thread_count: PyAV decoder threading (``"AUTO"``: frame + slice threads;
             ``thread_count`` None: FFmpeg's choice in the main process, 1 inside DataLoader workers;
-            :func:`zoo.video.decoding.decoder_thread_count`).
+            :func:`zoo.video.decoding.decoder_thread_count`). DataLoader workers also keep the heap
+            memory a batch of clips frees for the next batch (glibc only; :mod:`zoo.engine.heap`).
         seed: seeds the random sampling (per DataLoader worker); None uses torch's global RNG.
         size: ``(height, width)`` to scale the frames to while they are converted to RGB (one swscale
             pass, bilinear, no antialiasing); 0.78-0.96x the clips/s of converting full frames and
