@@ -69,7 +69,8 @@ def pca_speed(scene, repeats: int) -> dict:
     from sklearn.decomposition import PCA
 
     cube = np.asarray(scene.cube, dtype=np.float64)  # (145, 145, 200)
-    X = cube.reshape(-1, cube.shape[2])
+    h, w, c = cube.shape
+    X = np.ascontiguousarray(cube.reshape(-1, c))  # (N, C) pixels, for sklearn_pixels only
     k = 30
 
     def ours():
@@ -82,8 +83,6 @@ def pca_speed(scene, repeats: int) -> dict:
         pc = spectral.principal_components(cube)
         np.asarray(pc.reduce(num=k).transform(cube))
         return time.perf_counter() - t0
-
-    h, w, c = cube.shape
 
     def skl():
         # from the same (H, W, C) cube to an (H, W, k) map, as ours and spectral: the reshapes are the
@@ -98,7 +97,6 @@ def pca_speed(scene, repeats: int) -> dict:
         PCA(n_components=k).fit_transform(X)
         return time.perf_counter() - t0
 
-    X = np.ascontiguousarray(X)
     samples = interleave({"ours": ours, "spectral": spy, "sklearn": skl, "sklearn_pixels": skl_pixels},
                          repeats=repeats, warmup=1)
     m = {n: median(v) for n, v in samples.items()}

@@ -16,7 +16,8 @@ Claims, same run, same settings:
     usually written (``frame.to_ndarray()`` per frame) and once with ours' cached RGB converter, so
     that only the decoding strategy differs — vs torchvision's dataset
     (shuffled clips; audio dropped in the collate, since its ragged audio tensors do not batch).
-    Interleaved repeats, each loader's DataLoader started from a fresh subprocess, medians, ratios. Goal: ours >= 3x the whole-video baseline. All three decode
+    Interleaved repeats, each loader's DataLoader started from a fresh subprocess, medians, ratios.
+    Goal: ours >= 3x the whole-video baseline. All three decode
     with one FFmpeg thread per DataLoader worker (ours and the baseline by policy; TorchCodec's default)
     and convert to RGB with a cached swscale context (the baseline shares ours).
     Ours runs twice: ``ours`` with the same transform as the peers (decode full 320x240 frames, Resize
@@ -164,9 +165,8 @@ class WholeVideoDataset(Dataset):
         if self.typical:
             frames = self._typical_decode(path)
         else:
-            # the same threading policy as ours: one decoder thread per DataLoader worker
-            in_worker = torch.utils.data.get_worker_info() is not None
-            frames = read_all_frames(path, thread_count=1 if in_worker else 0)  # (N, H, W, 3): the whole video
+            # ours' threading policy (decoding.decoder_thread_count): one decoder thread per DataLoader worker
+            frames = read_all_frames(path)  # (N, H, W, 3): the whole video
         start = random.randint(0, max(frames.shape[0] - T, 0))
         clip = frames[start : start + T].permute(3, 0, 1, 2)  # (C, T, H, W)
         return self.transform(clip), label
@@ -296,8 +296,8 @@ def loader_dataset(name: str, seed: int):
 def peer_worker(mode: str, n_batches: int, seed: int = 0, loader: str = "ours") -> dict:
     """Run in a fresh subprocess: the peers need one (FFmpeg's libraries on LD_LIBRARY_PATH), and every
     loader is timed from the same kind of process, not some from the long-lived parent that has built
-    indexes and run other DataLoaders. ``index``: time torchvision.datasets.UCF101 construction; ``clips``: its clips/s; ``loader``: the clips/s
-    of ``loader`` (:data:`LOADERS`); ``reads``: :func:`torchcodec_reads`."""
+    indexes and run other DataLoaders. ``index``: time torchvision.datasets.UCF101 construction; ``clips``:
+    its clips/s; ``loader``: the clips/s of ``loader`` (:data:`LOADERS`); ``reads``: :func:`torchcodec_reads`."""
     if mode == "loader":
         return {"clips_per_s": clips_per_second(loader_dataset(loader, seed), n_batches)}
     if mode == "reads":

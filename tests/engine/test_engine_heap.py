@@ -56,7 +56,11 @@ def test_the_main_process_is_left_alone(monkeypatch):
 
 def test_other_c_libraries_are_left_alone(monkeypatch):
     monkeypatch.setattr(heap, "_applied_pid", None)
+    monkeypatch.setattr(heap, "_declined_pid", None)
     monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
+    assert heap.keep_freed_memory() is False
+    # decided once per process: the binary is not read again for every item
+    monkeypatch.setattr(platform, "libc_ver", lambda: pytest.fail("libc_ver asked twice"))
     assert heap.keep_freed_memory() is False
 
 
