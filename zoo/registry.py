@@ -179,9 +179,12 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
     from zoo import hub
 
     meta = hub.read_metadata(path)
-    saved = meta.get("zoo.model")
+    # zoo.save writes zoo.model; a published file (and a copy of it) carries its "model.tag" as zoo.name
+    published = meta.get("zoo.name")
+    saved = meta.get("zoo.model") or (published.partition(".")[0] if published else None)
     if saved is not None and saved != name:
-        raise ValueError(f"{path} holds a {saved!r} model, not {name!r}: build it with zoo.build({saved!r}, "
+        what = f"{saved!r} model" + (f" (weights {published!r})" if published else "")
+        raise ValueError(f"{path} holds a {what}, not {name!r}: build it with zoo.build({saved!r}, "
                          f"weights={str(path)!r})")
     return json.loads(meta["zoo.config"]) if "zoo.config" in meta else {}
 

@@ -239,3 +239,17 @@ def test_cli_pull_all_against_the_checkout(tmp_path):
     for e in UPSTREAM:
         assert f"{e.name}: skipped (upstream" in pulled
     assert f"{len(LOCAL)} cached file(s)" in verified and "0 problem(s)" in verified
+
+
+def test_shipped_accuracy_metrics_are_fractions():
+    """Metrics are fractions in [0, 1] under the same names in every family; a percent beside a fraction
+    (86.411 next to 0.89132) makes `zoo weights list` compare apples with oranges. Names that say
+    ``percent`` are the only exception."""
+    doc = json.loads(PACKAGE_MANIFEST.read_text())
+    bad = []
+    for e in doc["weights"]:
+        for key, value in (e["meta"].get("metrics") or {}).items():
+            rate = any(w in key for w in ("accuracy", "kappa")) or key.startswith("acc@")
+            if rate and "percent" not in key and isinstance(value, (int, float)) and not 0 <= value <= 1:
+                bad.append(f"{e['name']}: {key}={value}")
+    assert not bad, "metrics given as percent, expected fractions: " + ", ".join(bad)

@@ -63,7 +63,22 @@ _EXPORTS = {
     "write_readme": "zoo.hub.readme",
     "zoo_home": "zoo.hub.store",
 }
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+_SUBMODULES = ("cache", "fetch", "hf", "manifest", "publish", "readme", "state", "store", "verified")
+_export, _dir = lazy_exports(__name__, _EXPORTS)
+
+
+def __getattr__(name: str):
+    # `hub.state.file_format(...)` must not depend on whether something else imported zoo.hub.state first
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    return _export(name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(_dir()) | set(_SUBMODULES))
+
 
 __all__ = [
     "CacheCheck",

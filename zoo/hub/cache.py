@@ -35,7 +35,7 @@ class CacheItem:
 
 
 def _weights_items(root: Path) -> list[CacheItem]:
-    by_path = {cached_path(e, root): e.name for e in read_manifest(missing_ok=True).values()}
+    by_path = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
     items: list[CacheItem] = []
     for p in sorted(root.rglob("*")) if root.is_dir() else []:
         if p.name.startswith(fs.TEMP_PREFIX) and not any(q.name.startswith(fs.TEMP_PREFIX) for q in p.parents):
@@ -48,8 +48,13 @@ def _weights_items(root: Path) -> list[CacheItem]:
         if p.suffix == ".part":
             items.append(CacheItem(p, size, "partial", "-", "interrupted download; the next pull resumes it"))
             continue
-        name = by_path.get(p) or str(p.parent.relative_to(root))  # an older manifest's file, or a URL's
-        items.append(CacheItem(p, size, "weights", name, "verified" if recorded(p) else "unchecked"))
+        entry = by_path.get(p)
+        name = entry.name if entry else str(p.parent.relative_to(root))  # an older manifest's file, or a URL's
+        digest = recorded(p)
+        # a marker written by an older zoo may hold the hash of a file it refused: trust it only if it
+        # also matches the manifest
+        ok = digest is not None and (entry is None or entry.hash_matches(digest))
+        items.append(CacheItem(p, size, "weights", name, "verified" if ok else "unchecked"))
     return items
 
 

@@ -23,6 +23,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
@@ -348,7 +349,10 @@ def fetch(
     """Bring ``dest`` into place from the first source that has it.
 
     ``check(sha256_hex) -> bool`` accepts the downloaded bytes (``None``: nothing to check against, the
-    hash is only recorded). A rejected file raises :class:`HashMismatchError` and is deleted. With
+    hash is only recorded). A source whose bytes ``check`` rejects is discarded with a warning naming it
+    and the next source is tried (a stale copy or a git-lfs pointer in a local folder must not hide a
+    good mirror); when every source fails and one of them served wrong bytes, :class:`HashMismatchError`
+    lists each source and why. With
     ``ZOO_OFFLINE=1`` or ``local_only`` network sources are never contacted. ``size`` (when known) is
     checked against the free space first; ``reclaim_root`` is where stale ``.part`` files of other
     downloads may be reclaimed. ``on_arrival(dest, sha256)`` runs under the lock once the file is in place.
@@ -368,7 +372,8 @@ def fetch(
         if not usable:
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
         failures: list[str] = []
-        for source in usable:
+        mismatched = local_mismatched = False
+        for i, source in enumerate(usable):
             try:
                 if not is_network(source):
                     digest = _copy_local(source, dest, check, expected)
@@ -382,18 +387,41 @@ def fetch(
             except DownloadError as err:
                 failures.append(str(err))
                 continue
+            except HashMismatchError as err:
+                mismatched = True
+                local_mismatched = local_mismatched or not is_network(source)
+                failures.append(str(err))
+                if i + 1 < len(usable):
+                    warnings.warn(f"{err}; trying the next source ({usable[i + 1]})", stacklevel=2)
+                continue
             except _WriteFailed as err:
                 part.unlink(missing_ok=True)
                 raise fs.write_error(err.err, part, size) from None
             if on_arrival is not None:
                 on_arrival(dest, digest)
             return dest
-        if len(usable) < len(sources):  # offline, and the local sources did not have it
-            raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
-        raise DownloadError(
-            f"could not get {dest.name}: " + "; ".join(failures)
-            + ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
-        )
+        raise _no_source_error(dest.name, expected, failures, mismatched, local_mismatched,
+                               untried=len(sources) - len(usable), offline_hint=offline_hint)
+
+
+def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,
+                     untried: int, offline_hint: str) -> Exception:
+    """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
+    offline, then the download failures."""
+    if mismatched:
+        skipped = f" ({untried} network source(s) not tried: offline)" if untried else ""
+        return HashMismatchError(
+            f"no source of {name} has the expected bytes (sha256 {expected}){skipped}: "
+            + "; ".join(f"[{n}] {f}" for n, f in enumerate(failures, 1))
+            + (". A wrong local copy is often a git-lfs pointer (run `git lfs pull` in the checkout) or a "
+               "stale file: replace it, or set ZOO_WEIGHTS_URL to a mirror that holds the right one"
+               if local_mismatched else ""))
+    if untried:  # offline, and the local sources did not have it
+        return OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {name}")
+    return DownloadError(
+        f"could not get {name}: " + "; ".join(failures)
+        + ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
+    )
 
 
 def _fetch_http(source: str, part: Path, check, expected: str, progress: bool) -> str:

@@ -17,7 +17,8 @@ The manifest ships inside the package (`zoo/hub/manifest.json`); this folder hol
 in a source checkout. Every file below is checked by sha256 before it enters the cache (`$ZOO_HOME/weights`,
 default `~/.cache/zoo/weights`, one folder per sha256), and a cached file is re-hashed before a load whenever
 it changed since it was verified. Metrics are as measured by the command in the manifest entry's
-`meta.command` (upstream entries quote the publisher's figures and say so).
+`meta.command` (upstream entries quote the publisher's figures and say so); accuracies and kappa are
+fractions in [0, 1], as `zoo.evaluate` returns them (BLEU and episode returns keep their usual scales).
 
 ```bash
 zoo weights list                     # this table, with what is cached

@@ -120,7 +120,7 @@ def verify_entry(entry: WeightsEntry, path: Path) -> tuple[str, bool]:
     """Check a cached file against its entry: ``(sha256, hashed_now)``. The verified marker saves the
     hash when the file is unchanged since it arrived; a file that no longer matches is an error."""
     fs.refuse_symlink(path, "cached weights")
-    digest, hashed_now = verified.verified_sha256(path)
+    digest, hashed_now = verified.verified_sha256(path, entry.hash_matches)
     if not entry.hash_matches(digest):
         raise CorruptCacheError(
             f"cached weights {path} do not match {entry.name}'s sha256 (expected {entry.expected_hash}, got "
@@ -169,26 +169,49 @@ def _entry_for_url(url: str) -> WeightsEntry | None:
     return None
 
 
+def _entry_for_cached(path: Path, entries: dict[str, WeightsEntry]) -> WeightsEntry | None:
+    """The manifest entry whose cache file ``path`` is (``<sha256>/<file name>``, the path `zoo pull` printed),
+    in the default cache or one given as ``cache_dir``."""
+    path = path.resolve()
+    for entry in entries.values():
+        if path.name == entry.filename and path.parent.name == entry.expected_hash:
+            return entry
+    return None
+
+
 def _looks_like_path(s: str) -> bool:
     return os.sep in s or "/" in s or Path(s).suffix in (".safetensors", ".pth", ".pt", ".bin", ".ckpt")
 
 
 def _pull_url(url: str, local_files_only: bool) -> Path:
-    """A URL not in the manifest: cached under a hash of the URL; reused while unchanged since arrival."""
+    """A URL not in the manifest: cached under a hash of the URL; reused while unchanged since arrival.
+
+    The only trusted hash of such a file is the one it had on arrival (its marker). A file whose bytes
+    changed since is refused on every load; a file without a marker has nothing to be checked against,
+    so it is downloaded again (replaced atomically once the new bytes are in).
+    """
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     name = Path(urlparse(url).path).name or "weights"
     dest = cache_root() / URL_DIR / key / name
     fs.refuse_symlink(dest, "cached weights")
+    why = "local_files_only=True" if local_files_only else "ZOO_OFFLINE=1"
+    hint = (f"{url} is not in the cache ({dest}) and {why} forbids downloading it; download it on a "
+            "connected machine and pass the local path")
+    force = False
     if dest.is_file():
         arrived = verified.stored_sha256(dest)
-        digest, _ = verified.verified_sha256(dest)
-        if arrived is not None and digest != arrived:
-            raise CorruptCacheError(f"cached weights {dest} (from {url}) changed on disk since they arrived "
-                                    f"(sha256 {arrived} then, {digest} now); delete the file to download it again")
-        return dest
-    hint = (f"{url} is not in the cache ({dest}) and {'local_files_only=True' if local_files_only else 'ZOO_OFFLINE=1'}"
-            " forbids downloading it; download it on a connected machine and pass the local path")
-    return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint,
+        if arrived is not None:
+            digest, _ = verified.verified_sha256(dest, lambda d: d == arrived)
+            if digest != arrived:
+                raise CorruptCacheError(
+                    f"cached weights {dest} (from {url}) changed on disk since they arrived (sha256 {arrived} "
+                    f"then, {digest} now); delete {dest} to download it again")
+            return dest
+        force = True
+        hint = (f"cached weights {dest} (from {url}) have no record of the sha256 they arrived with, so they "
+                f"cannot be verified, and {why} forbids downloading them again; delete the file and download "
+                "it on a connected machine, or pass a local path")
+    return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint, force=force,
                  local_only=local_files_only, on_arrival=verified.record)
 
 
@@ -236,6 +259,11 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
         if entry is not None:
             _check_model(entry, model)
             return _pull_entry(entry, local_files_only=local_files_only), entry
+        entry = _entry_for_cached(path, entries)
+        if entry is not None:
+            _check_model(entry, model)
+            verify_entry(entry, path)
+            return path, entry
         return path, None
     if _looks_like_path(weights):
         raise FileNotFoundError(f"weights file not found: {path}")
@@ -250,4 +278,5 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
 
 def _check_model(entry: WeightsEntry, model: str | None) -> None:
     if model is not None and entry.model != model:
-        raise ValueError(f"weights {entry.name!r} are for model {entry.model!r}, not {model!r}")
+        raise ValueError(f"weights {entry.name!r} are for model {entry.model!r}, not {model!r}: build it with "
+                         f"zoo.build({entry.model!r}, weights={entry.name!r})")

@@ -5,12 +5,17 @@ right lets a flipped byte through. A marker ``<file>.verified`` records the sha2
 arrived together with the file's identity (size, mtime, ctime, inode, device). Any change to the file
 — a write, a truncation, a replacement, even one that restores the mtime, since ctime cannot be set
 back — invalidates the marker, and the next load hashes the file again before trusting it.
+
+A marker only ever holds a hash that was checked against a trusted expectation (the manifest's sha256,
+or the hash a URL download had on arrival). Re-recording whatever a changed file hashes to would turn
+a refused file into a trusted one on the next load.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from zoo import fs
@@ -64,11 +69,16 @@ def recorded(path: Path) -> str | None:
         return None
 
 
-def verified_sha256(path: Path) -> tuple[str, bool]:
-    """``(sha256, hashed_now)``: the marker's hash when it still holds, else a fresh hash (re-recorded)."""
+def verified_sha256(path: Path, trusted: Callable[[str], bool]) -> tuple[str, bool]:
+    """``(sha256, hashed_now)``: the marker's hash when it still holds, else a fresh hash.
+
+    ``trusted(sha256) -> bool`` is the expectation the caller checks the file against; a fresh hash is
+    recorded only when it passes, so a changed file is hashed (and refused) again on every load.
+    """
     digest = recorded(path)
     if digest is not None:
         return digest, False
     digest = sha256_file(path)
-    record(path, digest)
+    if trusted(digest):
+        record(path, digest)
     return digest, True

@@ -1,0 +1,107 @@
+"""A cached file that changed on disk stays refused (its marker never learns the new hash), and a wrong copy
+in one weights source does not hide a right one in the next."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import pytest
+import torch
+
+import zoo
+from zoo import hub
+from zoo.cli import main
+
+
+def _publish(tiny_model: str, tag: str = "v1"):
+    torch.manual_seed(0)
+    return hub.add_weights(zoo.build(tiny_model), name=f"{tiny_model}.{tag}", config={"num_classes": 3},
+                           meta={"dataset": "synthetic"})
+
+
+def _flip(path, offset: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        b = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def _status(path) -> str:
+    return {i.path: i.status for i in hub.cache_info()}[path]
+
+
+def test_a_tampered_url_download_is_refused_on_every_load(tiny_model, weights_home, server):
+    torch.manual_seed(0)
+    src = hub.save_weights(zoo.build(tiny_model), server.state.root / "mine.safetensors")
+    url = f"{server.url}/{src.name}"
+    path, entry = hub.resolve(url, model=tiny_model)
+    assert entry is None and _status(path) == "verified"
+    _flip(path, path.stat().st_size // 2)
+    for _ in range(3):
+        with pytest.raises(hub.CorruptCacheError, match="changed on disk since they arrived"):
+            hub.resolve(url, model=tiny_model)
+    assert _status(path) == "unchecked"
+    assert {c.path: c.status for c in hub.verify_cache()}[path] == "MISMATCH"
+    assert len(server.gets(src.name)) == 1  # refused, never silently replaced
+
+
+def test_a_url_download_without_its_marker_is_downloaded_again(tiny_model, weights_home, server):
+    torch.manual_seed(0)
+    src = hub.save_weights(zoo.build(tiny_model), server.state.root / "mine.safetensors")
+    url = f"{server.url}/{src.name}"
+    path, _ = hub.resolve(url)
+    path.with_name(path.name + ".verified").unlink()
+    _flip(path, path.stat().st_size // 2)  # nothing left to check it against: its hash must not be adopted
+    assert hub.resolve(url)[0] == path and len(server.gets(src.name)) == 2
+    assert hub.sha256_file(path) == hub.sha256_file(src) and _status(path) == "verified"
+
+
+def test_a_tampered_manifest_file_is_refused_on_every_load_and_never_called_verified(tiny_model, weights_home,
+                                                                                       capsys):
+    entry = _publish(tiny_model)
+    path = zoo.pull(entry.name, progress=False)
+    assert _status(path) == "verified"
+    _flip(path, entry.size - 3)
+    for _ in range(3):
+        with pytest.raises(hub.CorruptCacheError, match="do not match"):
+            zoo.build(tiny_model, weights="v1")
+        assert _status(path) == "unchecked"
+    assert main(["pull", entry.name, "-q"]) == 1 and "do not match" in capsys.readouterr().err
+    assert _status(path) == "unchecked"
+    assert main(["cache", "info"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if str(path) in ln)
+    assert "verified" not in line
+    assert main(["pull", entry.name, "--force", "-q"]) == 0 and _status(path) == "verified"
+
+
+def test_a_lfs_pointer_in_the_weights_folder_falls_through_to_the_mirror(tiny_model, weights_home, server,
+                                                                         monkeypatch, cached, capsys):
+    entry = _publish(tiny_model)
+    shutil.copy(weights_home / entry.url, server.state.root / entry.url)
+    pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:{entry.sha256}\nsize {entry.size}\n")
+    (weights_home / entry.url).write_text(pointer)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    with pytest.warns(UserWarning, match=rf"{weights_home / entry.url}.*trying the next source \({server.url}"):
+        path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256 and len(server.gets(entry.url)) == 1
+    assert _status(path) == "verified"
+    path.unlink()
+    with pytest.warns(UserWarning):
+        assert main(["pull", entry.name, "-q"]) == 0
+    assert "sha256 ok" in capsys.readouterr().out
+
+
+def test_when_every_source_is_wrong_the_error_lists_each(tiny_model, weights_home, server, monkeypatch, cached):
+    entry = _publish(tiny_model)
+    (server.state.root / entry.url).write_bytes(b"not the weights either")
+    (weights_home / entry.url).write_text("version https://git-lfs.github.com/spec/v1\n")
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    with pytest.warns(UserWarning), pytest.raises(hub.HashMismatchError) as err:
+        zoo.pull(entry.name, progress=False)
+    msg = str(err.value)
+    assert f"[1] sha256 mismatch for {weights_home / entry.url}" in msg
+    assert f"[2] sha256 mismatch for {server.url}/{entry.url}" in msg
+    assert hashlib.sha256(b"not the weights either").hexdigest() in msg and "git lfs pull" in msg
+    assert [p for p in cached() if not p.name.endswith(".lock")] == []
