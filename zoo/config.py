@@ -129,15 +129,60 @@ def check_value(owner: str, key: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def _sequence_type(tp: Any) -> Any:
+    """The tuple/list annotation inside ``tp`` (``tuple[int, ...] | None`` -> ``tuple[int, ...]``), else None."""
+    origin = typing.get_origin(tp)
+    if origin in (tuple, list):
+        return tp
+    if origin in (Union, types.UnionType):
+        return next((a for a in typing.get_args(tp) if typing.get_origin(a) in (tuple, list)), None)
+    return None
+
+
+def _split_sequence(text: str) -> list[Any] | None:
+    """``32,32``, ``(32, 32)``, ``[32, 32]``, ``32 32`` -> ``[32, 32]`` (items as JSON where they parse, else
+    strings); None when the text is not written as a sequence (an empty item: ``32,,32``)."""
+    body = text.strip()
+    if len(body) >= 2 and (body[0], body[-1]) in (("(", ")"), ("[", "]")):
+        body = body[1:-1]
+    parts = [p.strip() for p in body.split(",")] if "," in body else body.split()
+    if parts and parts[-1] == "" and len(parts) > 1:  # a trailing comma, as in Python's (32,)
+        parts.pop()
+    if any(not p for p in parts):
+        return None
+    items: list[Any] = []
+    for part in parts:
+        try:
+            items.append(json.loads(part))
+        except json.JSONDecodeError:
+            items.append(part.strip("'\""))
+    return items
+
+
 def coerce_value(owner: str, key: str, text: str, tp: Any) -> Any:
     """A command-line string -> a value of ``tp`` (JSON where it parses: ``0.5``, ``[400, 300]``, ``null``,
-    ``true``; a plain string otherwise), checked with :func:`check_value`."""
+    ``true``; a plain string otherwise), checked with :func:`check_value`. A tuple or list may also be
+    written the way a shell user types it: ``32,32``, ``(32, 32)`` or ``"32 32"``."""
     if tp is str or (typing.get_origin(tp) is Literal and all(isinstance(a, str) for a in typing.get_args(tp))):
         return check_value(owner, key, text, tp)
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
         value = text
-    if isinstance(value, str) and "," in value and typing.get_origin(tp) is tuple:
-        value = [json.loads(v) for v in value.split(",") if v.strip()]
+    seq = _sequence_type(tp)
+    if seq is not None and not isinstance(value, list) and value is not None:
+        value = _split_sequence(text)
+        if value is None or not _matches(value, tp):
+            flag, example = f"--{key.replace('_', '-')}", _sequence_example(seq)
+            raise ValueError(f"{owner}: {flag} expects {type_name(tp)}, got {text!r}; write it as {flag} {example} "
+                             f"(or {flag} \"{example.replace(',', ', ').join('[]')}\", quoted as one argument)")
+    if isinstance(value, list) and seq is not None and typing.get_origin(seq) is tuple:
+        value = tuple(value)
     return check_value(owner, key, value, tp)
+
+
+def _sequence_example(tp: Any) -> str:
+    args = [a for a in typing.get_args(tp) if a is not Ellipsis] or [int]
+    samples = {int: "32", float: "0.5", str: "a", bool: "true"}
+    items = [samples.get(a, "32") for a in args]
+    return ",".join(items * 2 if len(items) == 1 else items)

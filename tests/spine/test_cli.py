@@ -63,3 +63,22 @@ def test_bench_lists_scripts():
 def test_unknown_benchmark_is_a_usage_error():
     out = run_zoo("bench", "no_such_bench")
     assert out.returncode == 2 and "unknown benchmark 'no_such_bench'" in out.stderr
+
+
+@pytest.mark.parametrize("written", ["(16, 8)", "[16, 8]", "16 8", "16,8"])
+def test_a_tuple_option_takes_the_forms_a_shell_user_types(written, tmp_path, capsys):
+    from zoo.cli import main
+
+    out = tmp_path / "td3.safetensors"
+    assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "20", "--net-arch", written, "--out", str(out),
+                 "--set", "eval_episodes=1", "progress=false"]) == 0
+    assert zoo.build("td3", weights=str(out)).config.net_arch == (16, 8)
+
+
+def test_a_malformed_tuple_option_names_the_option_the_value_and_the_form(capsys):
+    from zoo.cli import main
+
+    assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "20", "--net-arch", "(16, x)"]) == 2
+    err = capsys.readouterr().err
+    assert "--net-arch expects tuple[int, ...], got '(16, x)'" in err and "--net-arch 32,32" in err
+    assert "Expecting value" not in err and "Traceback" not in err
