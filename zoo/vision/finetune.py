@@ -241,20 +241,41 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     return TensorDataset(torch.cat(feats), torch.cat(targets))
 
 
+def _is_xy(data: Any) -> bool:
+    return isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)
+
+
+def _xy_dataset(data: Any) -> Any:
+    """``(X, y)`` tensors as a TensorDataset (the feature cache iterates samples); anything else unchanged."""
+    if not _is_xy(data):
+        return data
+    x, y = data
+    if len(x) != len(y):
+        raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
+    return TensorDataset(x, y)
+
+
 def _split_data(data: Any) -> tuple[Any, Any]:
+    """``(train, val)`` from the forms :func:`zoo.train` takes, plus ``(train, val)`` pairs and dicts.
+
+    Two tensors are ``(X, y)`` (as ``zoo.train`` reads them), never ``(train, val)``: a validation set is
+    ``((X, y), (X_val, y_val))``, ``{"train": ..., "val": ...}`` or ``val_data=``.
+    """
     if isinstance(data, dict):
         if "train" not in data:
             raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")
         return data["train"], data.get("val")
+    if _is_xy(data):
+        return _xy_dataset(data), None
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
-            raise ValueError(f"data as a sequence must be (train, val), got {len(data)} items")
-        return data[0], data[1]
-    if isinstance(data, (Dataset, DataLoader)):
+            raise ValueError(f"data as a sequence must be (X, y) tensors or (train, val), got {len(data)} items")
+        return _xy_dataset(data[0]), _xy_dataset(data[1])
+    if isinstance(data, (Dataset, DataLoader)) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
         return data, None
     raise TypeError(
-        f"data must be an image folder (DIR/train, DIR/val), a Dataset, (train, val) or "
-        f"{{'train': ..., 'val': ...}}; got {type(data).__name__}"
+        f"data must be an image folder (DIR/train, DIR/val), a Dataset or DataLoader, (X, y) tensors, (train, val) "
+        f"or {{'train': ..., 'val': ...}}; got {type(data).__name__}"
     )
 
 
@@ -279,7 +300,11 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head", stacklevel=3)
         replace_classifier(model, num_classes)
     if classes is not None and hasattr(model, "pretrained_cfg"):
-        model.pretrained_cfg = {**model.pretrained_cfg, "classes": list(classes)}
+        from zoo.vision.transforms import with_image_size
+
+        # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the
+        # size of the weights it started from
+        model.pretrained_cfg = {**with_image_size(model.pretrained_cfg, image_size), "classes": list(classes)}
     return train_data, val_data
 
 
@@ -312,8 +337,11 @@ def finetune(
         model: a network with a ``fc``/``classifier``/``head`` Linear head (``zoo.finetune`` builds one from
             a registered name and its ``weights``).
         data: an image folder ``DIR`` with ``train/`` and ``val/`` class folders (transforms come from the
-            model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset``,
-            ``(train, val)`` or ``{"train": ..., "val": ...}``.
+            model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset`` or
+            ``DataLoader``, ``(X, y)`` tensors (as :func:`zoo.train`), ``(train, val)`` or
+            ``{"train": ..., "val": ...}`` (a validation set also as ``val_data=``). Training at an
+            ``image_size`` on a folder records it in ``pretrained_cfg``: evaluate, predict and
+            ``zoo.save`` then use it.
         strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
         num_classes: head size; default: the folder's class count. A different size replaces the head
             (with a warning).
@@ -330,19 +358,12 @@ def finetune(
     """
     from zoo.engine import fit
 
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"finetune takes a network (zoo.finetune builds one from a name), got {type(model).__name__}")
-    if cache_features and strategy != "head":
-        raise ValueError(f"cache_features=True needs strategy='head' (the backbone must be frozen), got {strategy!r}")
+    _check_arguments(model, strategy, epochs, cache_features)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
 
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
-        val_data = fit_kwargs.pop("val_data")
+        val_data = _xy_dataset(fit_kwargs.pop("val_data"))
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
@@ -361,6 +382,17 @@ def finetune(
         freezer.close()
     result.model = model
     return result
+
+
+def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"finetune takes a network (zoo.finetune builds one from a name), got {type(model).__name__}")
+    if cache_features and strategy != "head":
+        raise ValueError(f"cache_features=True needs strategy='head' (the backbone must be frozen), got {strategy!r}")
 
 
 def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_data: Any,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image, ImageOps
 from torch import nn
@@ -25,6 +26,10 @@ def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> l
     return collect_files(inputs, IMG_EXTENSIONS, "image")
 
 
+_ACCEPTED = ("an image file or folder (str or Path), a PIL image, an (H, W) or (H, W, 3|4) uint8 numpy image, a "
+             "list mixing those, or a preprocessed (N, C, H, W) float batch (torch tensor or numpy array)")
+
+
 @torch.no_grad()
 def predict(
     model: nn.Module,
@@ -39,48 +44,85 @@ def predict(
 ) -> list[dict[str, Any]]:
     """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
 
-    ``inputs``: a path (file or folder), a list of paths, a PIL image, a list of PIL images, or an already
-    preprocessed ``(N, C, H, W)`` float tensor. Class names
+    ``inputs``: a path (file or folder), a PIL image, an ``(H, W)`` / ``(H, W, 3|4)`` uint8 numpy image, a
+    list mixing those, or an already preprocessed ``(N, C, H, W)`` float batch (a tensor or a numpy
+    array; an empty one gives ``[]``). Class names
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
     Photos are turned upright per their EXIF orientation (``exif_transpose=False``: classified as stored).
+    The model's train/eval mode is restored on return.
     """
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise ValueError(f"topk must be a positive int (how many classes to list per image), got {topk!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = list(classes) if classes is not None else cfg.get("classes")
+    if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
+        inputs = torch.from_numpy(inputs)
     if isinstance(inputs, torch.Tensor):
         return _predict_tensor(model, inputs, topk, names, batch_size, device)
-    if isinstance(inputs, Image.Image):
-        inputs = [inputs]
-    if isinstance(inputs, list) and inputs and all(isinstance(i, Image.Image) for i in inputs):
-        named: list[tuple[str, Any]] = [(f"image{i}", img) for i, img in enumerate(inputs)]
-    else:
-        named = [(str(p), p) for p in collect_images(inputs)]
+    named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
+    was_training = model.training
     model.eval().to(device)
-    results: list[dict[str, Any]] = []
-    for start in range(0, len(named), batch_size):
-        chunk = named[start:start + batch_size]
-        tensors, ok = [], []
-        for key, src in chunk:
-            try:
-                if isinstance(src, Image.Image):
-                    img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
-                else:
-                    img = open_rgb(src, exif_transpose=exif_transpose)
-            except (OSError, ValueError, SyntaxError) as err:
-                warnings.warn(f"cannot decode {key}: {err}", stacklevel=2)
-                results.append({"input": key, "error": str(err)})
+    results: list[tuple[int, dict[str, Any]]] = []
+    try:
+        for start in range(0, len(named), batch_size):
+            chunk = named[start:start + batch_size]
+            tensors, ok = [], []
+            for pos, (key, src) in enumerate(chunk, start):
+                try:
+                    if isinstance(src, Image.Image):
+                        img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
+                    else:
+                        img = open_rgb(src, exif_transpose=exif_transpose)
+                except (OSError, ValueError, SyntaxError) as err:
+                    warnings.warn(f"cannot decode {key}: {err}", stacklevel=2)
+                    results.append((pos, {"input": key, "error": str(err)}))
+                    continue
+                tensors.append(tf(img))
+                ok.append((pos, key))
+            if not tensors:
                 continue
-            tensors.append(tf(img))
-            ok.append(key)
-        if not tensors:
-            continue
-        probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
-        results += _rows(ok, probs, topk, names)
-    order = {key: i for i, (key, _) in enumerate(named)}
-    results.sort(key=lambda r: order[r["input"]])
-    return results
+            probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
+            rows = _rows([key for _, key in ok], probs, topk, names)
+            results += [(pos, row) for (pos, _), row in zip(ok, rows)]
+    finally:
+        model.train(was_training)
+    return [row for _, row in sorted(results, key=lambda r: r[0])]
+
+
+def _named_images(inputs: Any) -> list[tuple[str, Any]]:
+    """``[(name, PIL image or path)]`` in input order; folders expand to their image files."""
+    if isinstance(inputs, (str, os.PathLike, Image.Image, np.ndarray)):
+        items = [inputs]
+    elif isinstance(inputs, Iterable) and not isinstance(inputs, (bytes, bytearray, Mapping)):
+        items = list(inputs)
+    else:
+        raise TypeError(f"zoo.predict cannot classify {inputs!r:.60} ({type(inputs).__name__}); it takes {_ACCEPTED}")
+    if not items:
+        raise ValueError(f"no images given (an empty {type(inputs).__name__}); zoo.predict takes {_ACCEPTED}")
+    named: list[tuple[str, Any]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Image.Image):
+            named.append((f"image{i}", item))
+        elif isinstance(item, np.ndarray):
+            named.append((f"image{i}", _array_image(item, i)))
+        elif isinstance(item, (str, os.PathLike)):
+            named += [(str(p), p) for p in collect_images(item)]
+        else:
+            raise TypeError(f"zoo.predict cannot classify item {i}, {item!r:.60} ({type(item).__name__}); it takes "
+                            f"{_ACCEPTED}")
+    return named
+
+
+def _array_image(a: np.ndarray, i: int) -> Image.Image:
+    if a.dtype == np.uint8 and (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (1, 3, 4))):
+        return Image.fromarray(a[..., 0] if a.ndim == 3 and a.shape[2] == 1 else a)
+    raise ValueError(f"numpy input {i} has shape {a.shape} and dtype {a.dtype}: an image is (H, W) or (H, W, 3|4) "
+                     "uint8; a preprocessed batch is an (N, C, H, W) float array passed as the whole input")
 
 
 def _rows(keys: Sequence[str], probs: torch.Tensor, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
@@ -94,11 +136,26 @@ def _rows(keys: Sequence[str], probs: torch.Tensor, topk: int, names: Sequence[s
             for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
 
 
+def _in_channels(model: nn.Module) -> int | None:
+    """The channels the network takes: its first conv's, else its ``pretrained_cfg``'s (None: unknown)."""
+    conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if conv is not None:
+        return conv.in_channels
+    size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+    return int(size[0]) if size else None
+
+
 def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequence[str] | None, batch_size: int,
                     device: str) -> list[dict[str, Any]]:
     if x.dim() != 4 or not x.is_floating_point():
         raise ValueError(f"a tensor input must be a preprocessed float batch (N, C, H, W), got {x.dtype} "
                          f"{tuple(x.shape)}")
+    if len(x) == 0:
+        return []
+    channels = _in_channels(model)
+    if channels is not None and x.shape[1] != channels:
+        raise ValueError(f"the batch has {x.shape[1]} channels (shape {tuple(x.shape)}) but the network takes "
+                         f"{channels}: pass (N, {channels}, H, W), preprocessed as transforms_for(model) does")
     was_training = model.training
     model.eval().to(device)
     try:

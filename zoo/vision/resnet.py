@@ -133,14 +133,15 @@ class ResNet18(Network, ResNet):
         if not isinstance(data, (str, os.PathLike)):
             return data, options
         from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
-        from zoo.vision.transforms import transforms_for
+        from zoo.vision.transforms import transforms_for, with_image_size
 
         eval_tf = transforms_for(self, image_size=image_size)
         if train:
             train_tf = transforms_for(self, train=True, image_size=image_size) if augment else eval_tf
             train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
             self._check_classes(train_ds.classes, data)
-            self.pretrained_cfg["classes"] = list(train_ds.classes)
+            # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
+            self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
             return train_ds, ({"val_data": val_ds} if val_ds is not None else {}) | options
         root = Path(data)
         if not root.is_dir():
@@ -210,22 +211,40 @@ def _load_weights(model: ResNet18, path: Path, entry: Any) -> ResNet18:
         cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})
         classes = json.loads(saved).get("classes")
     else:
-        # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"}; mean/std
-        # only apply to RGB inputs
+        # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"}
         meta = dict(getattr(entry, "meta", None) or {})
         tf = dict(meta.get("transforms") or {})
         if "crop" in tf:
             cfg["input_size"] = [conv.in_channels, int(tf["crop"]), int(tf["crop"])]
         for key in ("resize", "mean", "std", "interpolation"):
-            if key in tf and (conv.in_channels == 3 or key in ("resize", "interpolation")):
+            if key in tf:
                 cfg[key] = tf[key]
         classes = meta.get("classes")
+    _fit_channels(cfg, conv.in_channels)
     if classes is not None and model.fc.out_features == len(classes):
         cfg["classes"] = list(classes)
     cfg["weights"] = getattr(entry, "name", None) or str(path)
     model.pretrained_cfg = cfg
     model.load_report = report
     return model
+
+
+def _fit_channels(cfg: dict[str, Any], in_chans: int) -> None:
+    """Make the weights' preprocessing fit a network built with another ``in_chans``. One channel gets the
+    average of the RGB statistics: :func:`adapt_input_conv` sums the RGB filters, which sees a grey image as
+    the RGB network saw it replicated when the channels share one mean and std. Other counts have no
+    statistics to inherit: scaling is left to the data (mean 0, std 1), as for a network without weights."""
+    cfg["input_size"] = [in_chans, *list(cfg["input_size"])[1:]]
+    for key, neutral in (("mean", 0.0), ("std", 1.0)):
+        values = [float(v) for v in cfg.get(key) or ()]
+        if len(values) == in_chans:
+            continue
+        if in_chans == 1 and values:
+            cfg[key] = [sum(values) / len(values)]
+        elif len(values) == 1:
+            cfg[key] = values * in_chans
+        else:
+            cfg[key] = [neutral] * in_chans
 
 
 def _classes_in(data: Any) -> dict[str, Any]:

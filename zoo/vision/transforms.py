@@ -15,7 +15,7 @@ import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2 as T
 
-__all__ = ["resolve_cfg", "transforms_for"]
+__all__ = ["resolve_cfg", "transforms_for", "with_image_size"]
 
 _INTERP = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
            "nearest": InterpolationMode.NEAREST}
@@ -48,22 +48,44 @@ def resolve_cfg(model_or_cfg: Any, image_size: int | None = None) -> dict[str, A
     return cfg
 
 
+def with_image_size(cfg: Mapping[str, Any], image_size: int | None) -> dict[str, Any]:
+    """``cfg`` for a network trained at ``image_size``: its crop and its resize (scaled by the same ratio, as
+    :func:`resolve_cfg` does), so that evaluate, predict and a saved file use the size the network learnt
+    at instead of the one its original weights had. ``None``: ``cfg`` unchanged."""
+    out = dict(cfg)
+    if image_size is None:
+        return out
+    resolved = resolve_cfg(cfg, image_size)
+    out["input_size"] = [int(cfg["input_size"][0]), resolved["size"], resolved["size"]]
+    out["resize"] = resolved["resize"]
+    return out
+
+
 def transforms_for(model_or_cfg: Any, *, train: bool = False, image_size: int | None = None) -> T.Compose:
-    """PIL image (RGB) -> normalised float tensor ``(C, H, W)``.
+    """PIL image -> normalised float tensor ``(C, H, W)``: RGB for a 3-channel network, greyscale (``L``)
+    for a 1-channel one (``input_size[0]``); image files hold no other channel counts.
 
     Eval: resize the short side to ``resize``, centre-crop ``size`` (deterministic).
     Train: small images (<= 64 px, CIFAR-like) get padded random crops + flips, the standard CIFAR recipe;
     larger ones get ``RandomResizedCrop`` + flips, torchvision's ImageNet recipe.
     """
     cfg = resolve_cfg(model_or_cfg, image_size)
+    channels = int(cfg["input_size"][0])
+    if channels not in (1, 3):
+        raise ValueError(
+            f"a network with {channels} input channels cannot read image files: images load as RGB (3 channels) "
+            f"or, for in_chans=1, greyscale (1 channel). Build it with in_chans=3 or in_chans=1, or pass tensors: "
+            f"(X, y) with X of shape (N, {channels}, H, W) (or a Dataset of such samples) to zoo.train / "
+            f"zoo.finetune / zoo.evaluate, and a preprocessed (N, {channels}, H, W) float tensor to zoo.predict")
     size, resize = cfg["size"], cfg["resize"]
     interp = _INTERP.get(cfg.get("interpolation", "bilinear"), InterpolationMode.BILINEAR)
+    grey = [T.Grayscale(num_output_channels=1)] if channels == 1 else []
     tail = [T.ToImage(), T.ToDtype(torch.float32, scale=True), T.Normalize(cfg["mean"], cfg["std"])]
     if not train:
-        return T.Compose([T.Resize(resize, interpolation=interp, antialias=True), T.CenterCrop(size), *tail])
+        return T.Compose([*grey, T.Resize(resize, interpolation=interp, antialias=True), T.CenterCrop(size), *tail])
     if size <= 64:
         head = [T.Resize(resize, interpolation=interp, antialias=True), T.CenterCrop(size),
                 T.RandomCrop(size, padding=max(1, size // 8), padding_mode="reflect"), T.RandomHorizontalFlip()]
     else:
         head = [T.RandomResizedCrop(size, interpolation=interp, antialias=True), T.RandomHorizontalFlip()]
-    return T.Compose([*head, *tail])
+    return T.Compose([*grey, *head, *tail])

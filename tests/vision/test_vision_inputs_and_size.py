@@ -1,0 +1,167 @@
+"""The size a network is trained at travels with it; finetune reads data as train does; in_chans and image
+files; predict's input forms and its errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import zoo
+from zoo.vision.predict import predict
+from zoo.vision.transforms import transforms_for
+
+FAST = {"epochs": 1, "batch_size": 4, "amp": None, "progress": False}
+
+
+def _folder(root, size=(20, 18)):
+    for split, n in (("train", 3), ("val", 2)):
+        for cls, color in (("red", (220, 20, 20)), ("blue", (20, 20, 220))):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", size, tuple(c + 9 * i for c in color)).save(root / split / cls / f"{i}.png")
+    return root
+
+
+def _net(**config):
+    torch.manual_seed(0)
+    return zoo.build("resnet18", stem="cifar", num_classes=2, **config)
+
+
+# --- the training image size is recorded -----------------------------------------------------------------
+
+@pytest.mark.parametrize("augment", [True, False])
+def test_finetune_at_an_image_size_is_what_evaluate_and_a_saved_file_use(tmp_path, augment):
+    data = _folder(tmp_path / "data")
+    model = _net()
+    assert model.pretrained_cfg["input_size"] == [3, 32, 32]
+    result = zoo.finetune(model, str(data), strategy="full", image_size=16, augment=augment, **FAST)
+    cfg = result.model.pretrained_cfg
+    assert cfg["input_size"] == [3, 16, 16] and cfg["resize"] == 16 and cfg["classes"] == ["blue", "red"]
+    path = zoo.save(result.model, tmp_path / "tuned.safetensors")
+    reloaded = zoo.build("resnet18", weights=path)
+    assert reloaded.pretrained_cfg["input_size"] == [3, 16, 16] and reloaded.pretrained_cfg["resize"] == 16
+    assert transforms_for(reloaded)(Image.new("RGB", (40, 30))).shape == (3, 16, 16)
+    at16 = zoo.evaluate(reloaded, str(data), image_size=16)
+    assert zoo.evaluate(reloaded, str(data)) == at16  # the recorded size is the default
+    assert zoo.evaluate(reloaded, str(data), image_size=32)["loss"] != at16["loss"]  # an explicit size still wins
+    assert predict(reloaded, str(data / "val"))[0]["prob"] == pytest.approx(
+        predict(reloaded, str(data / "val"), transform=transforms_for(reloaded, image_size=16))[0]["prob"])
+
+
+def test_train_on_a_folder_at_an_image_size_records_it(tmp_path):
+    data = _folder(tmp_path / "data")
+    model = _net()
+    zoo.train(model, str(data), image_size=16, **FAST)
+    assert model.pretrained_cfg["input_size"] == [3, 16, 16] and model.pretrained_cfg["resize"] == 16
+    zoo.evaluate(model, str(data), image_size=24)  # evaluating at another size does not change the network's
+    assert model.pretrained_cfg["input_size"] == [3, 16, 16]
+
+
+# --- finetune takes the data forms train takes -------------------------------------------------------------
+
+@pytest.mark.parametrize("cache_features", [False, True])
+def test_finetune_reads_x_y_tensors_as_train_does(cache_features):
+    torch.manual_seed(0)
+    X, y = torch.randn(8, 3, 16, 16), torch.randint(0, 2, (8,))
+    result = zoo.finetune(_net(), (X, y), strategy="head", cache_features=cache_features, **FAST)
+    assert len(result.history) == 1 and "val_accuracy" not in result.history[0]
+    with_val = zoo.finetune(_net(), ((X, y), (X[:4], y[:4])), strategy="head", cache_features=cache_features, **FAST)
+    assert "val_accuracy" in with_val.history[0]
+    assert "val_accuracy" in zoo.finetune(_net(), (X, y), val_data=(X[:4], y[:4]), **FAST).history[0]
+    with pytest.raises(ValueError, match=r"\(X, y\) must have the same length, got 8 and 7"):
+        zoo.finetune(_net(), (X, y[:7]), **FAST)
+
+
+# --- in_chans and image files ------------------------------------------------------------------------------
+
+def test_in_chans_one_reads_image_folders_as_greyscale(tmp_path):
+    data = _folder(tmp_path / "data")
+    model = _net(in_chans=1)
+    assert transforms_for(model, image_size=16)(Image.new("RGB", (20, 18), (200, 10, 10))).shape == (1, 16, 16)
+    assert transforms_for(model, train=True, image_size=16)(Image.new("RGB", (20, 18))).shape == (1, 16, 16)
+    result = zoo.train(model, str(data), image_size=16, **FAST)
+    assert len(result.history) == 1 and "val_accuracy" in result.history[0]
+    assert {"accuracy", "loss"} <= set(zoo.evaluate(model, str(data)))
+    assert [r["label"] in ("blue", "red") for r in predict(model, str(data / "val"))] == [True] * 4
+
+
+def test_in_chans_one_with_rgb_weights_normalises_with_their_average_statistics(tmp_path):
+    rgb = _net()
+    rgb.pretrained_cfg.update(mean=[0.3, 0.4, 0.5], std=[0.2, 0.3, 0.4])
+    path = zoo.save(rgb, tmp_path / "rgb.safetensors")
+    grey = zoo.build("resnet18", weights=path, in_chans=1)
+    cfg = grey.pretrained_cfg
+    assert cfg["input_size"][0] == 1 and cfg["mean"] == pytest.approx([0.4]) and cfg["std"] == pytest.approx([0.3])
+    assert transforms_for(grey)(Image.new("RGB", (32, 32), (102, 102, 102))).shape == (1, 32, 32)
+
+
+def test_other_channel_counts_say_image_files_are_rgb_or_grey(tmp_path):
+    data = _folder(tmp_path / "data")
+    model = _net(in_chans=5)
+    msg = r"5 input channels cannot read image files: images load as RGB \(3 channels\) or.*greyscale"
+    with pytest.raises(ValueError, match=msg):
+        zoo.train(model, str(data), **FAST)
+    with pytest.raises(ValueError, match=msg):
+        zoo.finetune(model, str(data), **FAST)
+    with pytest.raises(ValueError, match=r"pass tensors: \(X, y\) with X of shape \(N, 5, H, W\)"):
+        predict(model, str(data / "val"))
+    assert len(predict(model, torch.randn(2, 5, 16, 16))) == 2  # tensors are the way in
+
+
+# --- predict --------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def red_or_blue(tmp_path):
+    data = _folder(tmp_path / "data")
+    model = _net()
+    zoo.train(model, str(data), image_size=16, **FAST)
+    return model, data
+
+
+def test_predict_refuses_a_topk_below_one(red_or_blue):
+    model, data = red_or_blue
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match=f"topk must be a positive int.*got {bad}"):
+            predict(model, str(data / "val"), topk=bad)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        predict(model, str(data / "val"), batch_size=0)
+
+
+def test_predict_checks_a_tensor_batch(red_or_blue):
+    model, _ = red_or_blue
+    with pytest.raises(ValueError, match=r"the batch has 1 channels \(shape \(2, 1, 16, 16\)\) but the network takes 3"):
+        predict(model, torch.randn(2, 1, 16, 16))
+    assert predict(model, torch.zeros(0, 3, 16, 16)) == []
+    batch = torch.randn(3, 3, 16, 16)
+    from_numpy = predict(model, batch.numpy())
+    assert [r["prob"] for r in from_numpy] == pytest.approx([r["prob"] for r in predict(model, batch)])
+
+
+def test_predict_takes_mixed_lists_and_numpy_images_and_names_what_it_cannot_read(red_or_blue):
+    model, data = red_or_blue
+    path = data / "val" / "red" / "0.png"
+    pil = Image.open(path).convert("RGB")
+    out = predict(model, [str(path), pil, np.asarray(pil), data / "val" / "blue"])
+    assert [r["input"] for r in out] == [str(path), "image1", "image2", str(data / "val" / "blue" / "0.png"),
+                                         str(data / "val" / "blue" / "1.png")]
+    assert out[0]["prob"] == pytest.approx(out[1]["prob"]) == pytest.approx(out[2]["prob"])
+    assert predict(model, np.asarray(pil))[0]["prob"] == pytest.approx(out[0]["prob"])
+    for bad, name in ((5, "int"), ([str(path), 3.0], "float"), (b"x.png", "bytes")):
+        with pytest.raises(TypeError, match=rf"cannot classify .*\({name}\); it takes an image file or folder"):
+            predict(model, bad)
+    with pytest.raises(ValueError, match=r"numpy input 0 has shape \(16, 16, 3\) and dtype float32"):
+        predict(model, np.zeros((16, 16, 3), np.float32))
+    with pytest.raises(ValueError, match="no images given"):
+        predict(model, [])
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_predict_on_paths_restores_the_model_mode(red_or_blue, mode):
+    model, data = red_or_blue
+    model.train(mode == "train")
+    predict(model, str(data / "val"))
+    assert model.training == (mode == "train")
+    predict(model, torch.randn(1, 3, 16, 16))
+    assert model.training == (mode == "train")
