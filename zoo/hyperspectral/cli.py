@@ -19,7 +19,8 @@ def _configure_fetch(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("name", choices=sorted(DATASETS), help="public scene to download into $ZOO_HOME/datasets")
     p.add_argument("--allow-unverified", action="store_true",
-                   help="download files whose sha256 zoo does not pin (and record their hash)")
+                   help="download files whose sha256 zoo does not pin (their hash is recorded beside the file, "
+                        "and a changed file is refused when the scene loads)")
     p.add_argument("--force", action="store_true", help="download again even if cached")
 
 

@@ -4,7 +4,8 @@
 hub's verified, atomic, resumable downloader; ``load_dataset("indian_pines")`` returns the :class:`Scene`
 (from ``../shared/data`` beside the checkout when present, else from the cache). Files whose sha256 is
 not pinned here (the EHU cubes of the larger scenes, which this project could not hash offline) are only
-downloaded with ``allow_unverified=True``; their hash is then recorded beside the file.
+downloaded with ``allow_unverified=True``; their hash is then recorded beside the file (``<file>.verified``,
+as every download's), and a load of the cached scene refuses a file that no longer has it.
 ``ZOO_DATA_URL`` (or ``base_url=``) points every download at a mirror folder or server instead.
 """
 
@@ -16,7 +17,8 @@ from pathlib import Path
 
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["DATASETS", "DataFile", "DatasetInfo", "dataset_root", "fetch", "load_dataset", "local_dataset_dir"]
+__all__ = ["DATASETS", "DataFile", "DatasetInfo", "check_cached", "dataset_root", "fetch", "load_dataset",
+           "local_dataset_dir"]
 
 _TENSORLY = "https://raw.githubusercontent.com/tensorly/tensorly/acc439e9f9662c2b10ccdb53e5e88a0a40090525/tensorly/datasets/data/"
 _MHAUT = "https://raw.githubusercontent.com/mhaut/HSI-datasets/29efb503bdde94f620ba3873d3a56039fef18257/Classification/"
@@ -129,6 +131,7 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
     Each file comes from ``base_url``/``$ZOO_DATA_URL`` + filename when set, else its original URL; the bytes
     are hashed before they are moved into place, and a mismatch never enters the cache.
     """
+    from zoo.hub import verified
     from zoo.hub.fetch import fetch as hub_fetch
 
     info = _info(name)
@@ -145,11 +148,33 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
         hub_fetch(
             sources, folder / f.filename,
             check=(lambda digest, e=expected: digest == e) if expected else None,
-            expected=expected or "(not pinned)", force=force, progress=progress,
+            expected=expected or "(not pinned)", force=force, progress=progress, on_arrival=verified.record,
             offline_hint=f"ZOO_OFFLINE=1 and {folder / f.filename} is missing; run zoo.hyperspectral.datasets."
                          f"fetch({info.name!r}) on a connected machine or set ZOO_DATA_URL to a local mirror",
         )
     return folder
+
+
+def check_cached(info: DatasetInfo, folder: Path) -> None:
+    """Refuse a cached file whose bytes are not those it arrived with (its ``.verified`` marker's sha256).
+
+    Free while the file is unchanged (the marker binds the hash to its size, times and inode); a file
+    touched since is hashed once per load. A file without a marker (placed there by hand, or fetched before
+    markers were written) has nothing to be checked against and loads as before.
+    """
+    from zoo.hub import verified
+    from zoo.hub.fetch import HashMismatchError, sha256_file
+
+    for f in info.files:
+        path = folder / f.filename
+        arrived = verified.stored_sha256(path)
+        if arrived is None or verified.recorded(path) is not None:
+            continue
+        digest = sha256_file(path)
+        if digest != arrived:
+            raise HashMismatchError(f"{info.name}: {path} changed since it was downloaded (sha256 {digest}, it arrived "
+                             f"as {arrived}); delete it and fetch({info.name!r}) again, or fetch it with "
+                             f"force=True")
 
 
 def _scene_from_folder(info: DatasetInfo, folder: Path) -> Scene:
@@ -187,4 +212,5 @@ def load_dataset(name: str, *, download: bool = False, **fetch_kwargs) -> Scene:
                 f"`python -c \"from zoo.hyperspectral.datasets import fetch; fetch('{info.name}')\"` "
                 f"(or load_dataset('{info.name}', download=True))"
             )
+        check_cached(info, folder)
     return _scene_from_folder(info, folder)

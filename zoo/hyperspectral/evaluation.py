@@ -18,7 +18,8 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["as_scene", "auto_split", "class_colors", "plot_classification_map", "resolve_split", "score_map"]
+__all__ = ["as_scene", "auto_split", "class_colors", "plot_classification_map", "require_valid_pixels", "resolve_split",
+           "score_labels", "score_map"]
 
 
 def as_scene(data: Any, labels: str | os.PathLike | None = None) -> Scene:
@@ -121,16 +122,21 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
 def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes: int | None = None) -> dict[str, Any]:
     """OA / AA / kappa (in %), per-class accuracy and the confusion matrix on the pixels of ``mask``.
 
-    ``pred`` and ``labels`` hold 1-based classes (0 = unlabelled) as the ground truth does.
+    ``pred`` and ``labels`` hold 1-based classes (0 = unlabelled) as the ground truth does. Classes are the
+    scene's ids: the confusion matrix and ``per_class_accuracy`` (``class_ids`` names them) run over ids
+    1..n, n the largest of ``n_classes``, the ground truth's ids and the predicted ones. A class the model
+    never predicts (one it never trained on) scores 0; an id without test pixels (a gap such as 3 in
+    1, 2, 4, 7) has accuracy None and no part in AA, which averages over the classes of the test set.
     """
     from zoo.engine import metrics as M
 
-    mask = np.asarray(mask, bool) & (np.asarray(labels) > 0)
-    n = int(n_classes or max(int(labels.max()), int(pred.max())))
-    y = np.asarray(labels)[mask].astype(np.int64) - 1
+    labels = np.asarray(labels)
+    mask = np.asarray(mask, bool) & (labels > 0)
+    y = labels[mask].astype(np.int64) - 1
     p = np.asarray(pred)[mask].astype(np.int64) - 1
     if (p < 0).any():
         raise ValueError("predictions must be classes 1..n on every scored pixel")
+    n = max(int(n_classes or 0), int(labels.max()), int(p.max()) + 1 if p.size else 0)
     cm = M.confusion_matrix(p, y, num_classes=n)
     recall = M.per_class_recall(cm)
     return {
@@ -138,9 +144,43 @@ def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes:
         "average_accuracy": 100.0 * M.average_accuracy(cm),
         "kappa": 100.0 * M.cohen_kappa(cm),
         "per_class_accuracy": [None if np.isnan(r) else 100.0 * float(r) for r in recall],
+        "class_ids": list(range(1, n + 1)),
         "confusion_matrix": cm,
         "n_test": int(mask.sum()),
     }
+
+
+def score_labels(pred: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    """:func:`score_map`'s scores for ``(N,)`` labels taken as they are: every value is a class (0 too, as
+    scikit-learn's 0-based labels), ``class_ids`` the sorted classes of ``y`` and ``pred``."""
+    from zoo.engine import metrics as M
+
+    y, pred = np.asarray(y).reshape(-1), np.asarray(pred).reshape(-1)
+    if y.shape != pred.shape:
+        raise ValueError(f"{y.size} labels for {pred.size} predictions")
+    ids, index = np.unique(np.concatenate([y, pred]), return_inverse=True)
+    cm = M.confusion_matrix(index[y.size:], index[:y.size], num_classes=max(len(ids), 1))
+    recall = M.per_class_recall(cm)
+    return {
+        "overall_accuracy": 100.0 * M.overall_accuracy(cm),
+        "average_accuracy": 100.0 * M.average_accuracy(cm),
+        "kappa": 100.0 * M.cohen_kappa(cm),
+        "per_class_accuracy": [None if np.isnan(r) else 100.0 * float(r) for r in recall],
+        "class_ids": [i.item() if isinstance(i, np.generic) else i for i in ids],
+        "confusion_matrix": cm,
+        "n_test": int(y.size),
+    }
+
+
+def require_valid_pixels(scene: Scene, pixels: np.ndarray, what: str) -> None:
+    """Refuse labelled pixels that have no spectrum to learn from or to classify: NaN/inf in a band, or the
+    scene's no-data value in every band (see :func:`~zoo.hyperspectral.preprocessing.valid_pixel_mask`)."""
+    from zoo.hyperspectral.preprocessing import describe_pixels, valid_pixel_mask
+
+    bad = np.asarray(pixels, bool) & ~valid_pixel_mask(scene)
+    if bad.any():
+        raise ValueError(f"{describe_pixels(bad)} {what} of scene {scene.name!r} hold NaN/inf (or the no-data "
+                         f"value) instead of a spectrum: give them label 0 (unlabelled) or repair the cube")
 
 
 def class_colors(n: int) -> np.ndarray:

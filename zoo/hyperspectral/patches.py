@@ -64,6 +64,14 @@ class PatchDataset(Dataset):
             self.targets = torch.full((len(coords),), -100, dtype=torch.long)
         else:
             lab = np.asarray(labels)
+            if lab.ndim == 2 and lab.shape != (h, w):
+                raise ValueError(f"a label map must be (H, W) = {(h, w)} like the cube; got {lab.shape}")
+            if lab.ndim == 1 and len(lab) != len(coords):
+                raise ValueError(f"1-D labels give one class per pixel of coords: expected {len(coords)}, "
+                                 f"got {len(lab)}")
+            if lab.ndim not in (1, 2):
+                raise ValueError(f"labels must be an (H, W) label map or one class per pixel of coords (1-D); "
+                                 f"got shape {lab.shape}")
             tgt = lab[coords[:, 0], coords[:, 1]].astype(np.int64) - 1 if lab.ndim == 2 else lab.astype(np.int64)
             self.targets = torch.from_numpy(np.where(tgt < 0, -100, tgt))
         self.add_channel_dim = add_channel_dim

@@ -10,6 +10,7 @@ positive, as scikit-learn's ``svd_flip`` does).
 
 from __future__ import annotations
 
+import numbers
 import os
 import warnings
 from pathlib import Path
@@ -19,7 +20,13 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
-from zoo.hyperspectral.preprocessing import _apply, as_pixels, check_pixels, out_dtype, pixel_view
+from zoo.hyperspectral.preprocessing import (
+    _apply,
+    as_pixels,
+    check_fit_pixels,
+    out_dtype,
+    pixel_view,
+)
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["CovarianceAccumulator", "HyperspectralPCA"]
@@ -98,10 +105,12 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
             yield P[i:i + step], False  # a view of the caller's pixels (converted by the accumulator)
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
-        X = check_pixels(self, X, reset=True)
+        self._fraction_or_count()  # a bad n_components fails before a pass over a large file
+        X, mask = check_fit_pixels(self, X, mask)
         n_features = X.n_bands if isinstance(X, Scene) else np.shape(X)[-1]
         acc = CovarianceAccumulator(n_features)
-        # check_pixels has checked arrays for NaN/inf; a Scene (maybe a file read lazily) block by block
+        # check_fit_pixels has checked the masked pixels of arrays for NaN/inf; a Scene (maybe a file
+        # read lazily) is checked block by block
         scene = isinstance(X, Scene)
         for block, owned in self._blocks(X, mask):
             if scene and not np.all(np.isfinite(block)):
@@ -127,19 +136,35 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
         self.n_samples_seen_ = acc.n
         return self
 
-    def _choose_k(self, evals: np.ndarray) -> int:
-        c = evals.size
+    def _fraction_or_count(self) -> float | int | None:
+        """``n_components`` checked: a variance fraction (float), a count (int) or None, before any work."""
         nc = self.n_components
         if nc is None:
-            return c
-        if isinstance(nc, float) and not nc.is_integer() or nc == 0:
+            return None
+        # numbers.Real / Integral: numpy scalars (np.float32(0.9) from a config array) count as well
+        if isinstance(nc, bool) or not isinstance(nc, numbers.Real):
+            raise TypeError(f"n_components must be an int, a float in (0, 1) or None; got {nc!r}")
+        if not isinstance(nc, numbers.Integral) and not (float(nc).is_integer() and nc > 1):
+            # a float is a variance fraction strictly inside (0, 1), as in scikit-learn's PCA: 1.0 is refused
+            # there too (one component, or all of the variance?). Whole floats above 1 stay counts: zoo's
+            # config layer has handed this estimator 30.0 for a float-typed 30
             if not 0.0 < nc < 1.0:
-                raise ValueError(f"a float n_components is a variance fraction in (0, 1); got {nc}")
+                raise ValueError(f"a float n_components is a variance fraction in (0, 1); got {nc!r} (an int "
+                                 f"for a number of components, None to keep them all)")
+            return float(nc)
+        if nc < 1:
+            raise ValueError(f"n_components must be >= 1 (or a variance fraction in (0, 1)); got {nc!r}")
+        return int(nc)
+
+    def _choose_k(self, evals: np.ndarray) -> int:
+        c = evals.size
+        nc = self._fraction_or_count()
+        if nc is None:
+            return c
+        if isinstance(nc, float):
             ratio = np.cumsum(evals) / evals.sum()
             return int(min(c, np.searchsorted(ratio, nc) + 1))
-        k = int(nc)
-        if k < 1:
-            raise ValueError(f"n_components must be >= 1 (or a variance fraction in (0, 1)); got {nc}")
+        k = nc
         if k > c:  # the default 30 on a narrower scene: keep every component there is
             warnings.warn(f"n_components={k} > {c} bands: keeping all {c} components", stacklevel=3)
         return min(k, c)
@@ -171,7 +196,7 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
         """``(H, W, C) -> (H, W, k)``, ``(N, C) -> (N, k)``; with ``mask`` on a cube: ``(N_mask, k)``.
         float64 input gives float64 output, anything else float32."""
         check_is_fitted(self, "components_")
-        X = check_pixels(self, X, reset=False)
+        X, mask = check_fit_pixels(self, X, mask, reset=False)
         dtype = out_dtype(X)
         if isinstance(X, Scene):
             if X.layout is not None and mask is None:

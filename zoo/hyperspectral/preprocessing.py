@@ -19,6 +19,7 @@ __all__ = [
     "BandStandardizer",
     "MinMaxNormalizer",
     "as_pixels",
+    "no_data_to_zero",
     "pixel_view",
     "remove_water_bands",
     "valid_pixel_mask",
@@ -48,7 +49,10 @@ def as_pixels(X, mask: np.ndarray | None = None) -> np.ndarray:
         return X[mask]
     if X.ndim == 2:
         if mask is not None:
-            return X[np.asarray(mask, dtype=bool).reshape(-1)]
+            mask = np.asarray(mask, dtype=bool).reshape(-1)
+            if mask.size != X.shape[0]:
+                raise ValueError(f"mask must have one entry per pixel ({X.shape[0]}); got {mask.size}")
+            return X[mask]
         return X
     raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
 
@@ -59,10 +63,15 @@ def out_dtype(X) -> type:
     return np.float64 if getattr(X, "dtype", None) == np.float64 else np.float32
 
 
-def check_pixels(est: BaseEstimator, X, *, reset: bool):
+def check_pixels(est: BaseEstimator, X, *, reset: bool, mask: np.ndarray | None = None,
+                 hint: str = "mask=valid_pixel_mask(X)"):
     """Validate what ``fit``/``transform`` receive, as scikit-learn estimators do: ``(N, C)`` pixels go through
     ``validate_data`` (finite, numeric, 2-D, not sparse, the fitted band count); an ``(H, W, C)`` cube is
-    checked the same way without copying it; a :class:`Scene` passes as is (it may be read lazily)."""
+    checked the same way without copying it; a :class:`Scene` passes as is (it may be read lazily).
+
+    ``mask`` (``(H, W)``, for a cube): only the pixels it selects must be finite, since only they are used
+    (the NaN no-data pixels it leaves out are the reason it is there). ``hint`` says in the error how to
+    leave such pixels out."""
     if isinstance(X, Scene):
         if not reset and X.n_bands != getattr(est, "n_features_in_", X.n_bands):
             raise ValueError(f"X has {X.n_bands} bands, but {type(est).__name__} is expecting "
@@ -71,8 +80,14 @@ def check_pixels(est: BaseEstimator, X, *, reset: bool):
     if getattr(X, "ndim", None) == 3 and isinstance(X, np.ndarray):
         if X.dtype.kind not in "biuf":
             raise ValueError(f"a cube must hold real numbers; got dtype {X.dtype}")
-        if X.dtype.kind == "f" and not np.isfinite(X).all():
-            raise ValueError("Input X contains NaN or infinity; exclude those pixels with mask=valid_pixel_mask(...)")
+        if X.dtype.kind == "f" and not np.isfinite(X).all():  # one cheap pass when all is finite, the usual case
+            bad = ~np.isfinite(X).all(axis=2)
+            if mask is not None:
+                bad &= _mask_of(X, mask)
+            if bad.any():
+                where = "of the pixels mask selects " if mask is not None else ""
+                raise ValueError(f"Input X contains NaN or infinity in {describe_pixels(bad)} {where}"
+                                 f"(H x W = {X.shape[0]} x {X.shape[1]}); exclude those pixels with {hint}")
         if reset:
             est.n_features_in_ = X.shape[2]
         elif X.shape[2] != est.n_features_in_:
@@ -80,6 +95,33 @@ def check_pixels(est: BaseEstimator, X, *, reset: bool):
                              f"{est.n_features_in_} features as input")
         return X
     return validate_data(est, X, reset=reset, dtype=[np.float64, np.float32])
+
+
+def check_fit_pixels(est: BaseEstimator, X, mask: np.ndarray | None, *, reset: bool = True,
+                     hint: str = "mask=valid_pixel_mask(X)"):
+    """``(X, mask)`` for a method taking ``mask=``: :func:`check_pixels` on the pixels ``mask`` selects.
+
+    ``(N, C)`` pixels come back as their selected rows (and ``mask`` as None): scikit-learn's checks see
+    only those rows, so a NaN row the mask leaves out is no error."""
+    if mask is not None and not isinstance(X, Scene) and np.ndim(X) == 2:
+        return check_pixels(est, as_pixels(X, mask), reset=reset, hint=hint), None
+    return check_pixels(est, X, reset=reset, mask=mask, hint=hint), mask
+
+
+def _mask_of(cube: np.ndarray, mask) -> np.ndarray:
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != cube.shape[:2]:
+        raise ValueError(f"mask must be (H, W) = {cube.shape[:2]}; got {mask.shape}")
+    return mask
+
+
+def describe_pixels(where: np.ndarray, limit: int = 3) -> str:
+    """``"2 pixels (at (row, col) (0, 3), (5, 1))"``: how many of an ``(H, W)`` mask, and where the first are."""
+    where = np.asarray(where, dtype=bool)
+    n = int(where.sum())
+    first = ", ".join(f"({r}, {c})" for r, c in np.argwhere(where)[:limit])
+    more = ", ..." if n > limit else ""
+    return f"{n} pixel{'s' if n != 1 else ''} (at (row, col) {first}{more})"
 
 
 def pixel_view(cube: np.ndarray) -> tuple[np.ndarray, str]:
@@ -127,10 +169,13 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
         self.eps = eps
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
-        X = check_pixels(self, X, reset=True)
+        X, mask = check_fit_pixels(self, X, mask)
         P = as_pixels(X, mask).astype(np.float64)
         if P.shape[0] < 1:
             raise ValueError("BandStandardizer.fit: no pixels to fit on (empty mask?)")
+        if isinstance(X, Scene) and not np.isfinite(P).all():  # arrays were checked; a Scene passes unread
+            raise ValueError(f"BandStandardizer.fit: {int((~np.isfinite(P).all(axis=1)).sum())} of the pixels to fit "
+                             f"on hold NaN/inf; exclude them with mask=valid_pixel_mask(scene)")
         self.mean_ = P.mean(axis=0)
         std = P.std(axis=0) if self.with_std else np.ones(P.shape[1])
         self.scale_ = np.where(std > self.eps, std, 1.0)  # a constant band is centred, not blown up
@@ -139,7 +184,7 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
 
     def transform(self, X):
         check_is_fitted(self, "mean_")
-        X = check_pixels(self, X, reset=False)
+        X = check_pixels(self, X, reset=False, hint="X[valid_pixel_mask(X)] (transform the valid pixels only)")
         dtype = out_dtype(X)
         return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(dtype))
 
@@ -214,3 +259,19 @@ def valid_pixel_mask(cube, nodata: float | None = None) -> np.ndarray:
     if nodata is not None:
         ok &= ~(cube == nodata).all(axis=2)
     return ok
+
+
+def no_data_to_zero(scene: Scene | np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``sel`` without the pixels that have no spectrum (see :func:`valid_pixel_mask`), with a warning that
+    counts them: a label map gives them 0, the label of no data, as ENVI leaves pixels equal to its
+    ``data ignore value`` unclassified. A classifier would otherwise fail on the whole map (NaN), or
+    give such a pixel a made-up class."""
+    import warnings
+
+    sel = np.asarray(sel, dtype=bool)
+    bad = sel & ~valid_pixel_mask(scene)
+    if bad.any():
+        warnings.warn(f"{int(bad.sum())} of the {int(sel.sum())} pixels to classify have no spectrum (NaN/inf, or "
+                      f"the no-data value in every band): they get label 0 (no data) in the map", stacklevel=3)
+        return sel & ~bad
+    return sel

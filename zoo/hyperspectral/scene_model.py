@@ -16,10 +16,16 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.api import ModelState
-from zoo.hyperspectral.evaluation import as_scene, default_scene, resolve_split, score_map
+from zoo.hyperspectral.evaluation import (
+    as_scene,
+    default_scene,
+    require_valid_pixels,
+    resolve_split,
+    score_map,
+)
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
-from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, valid_pixel_mask
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
@@ -97,7 +103,9 @@ class SceneClassifierMixin:
                               1.0 / np.sqrt(np.maximum(pca.explained_variance_, 1e-12)))
 
     def reduce(self, scene: Scene | np.ndarray) -> np.ndarray:
-        """``(H, W, C_raw)`` -> ``(H, W, k)`` float32 through the stored preprocessing."""
+        """``(H, W, C_raw)`` -> ``(H, W, k)`` float32 through the stored preprocessing; a pixel without a
+        spectrum (NaN/inf, or the no-data value: see :func:`valid_pixel_mask`) reduces to 0, the padding
+        value, so it does not turn every window that reaches it into NaN."""
         if not self.has_preprocessor:
             raise ValueError("this model has no fitted preprocessing: train it on a scene with zoo.train, or load "
                              "weights that include it (e.g. zoo.build('hybridsn', weights='indian-pines'))")
@@ -114,6 +122,9 @@ class SceneClassifierMixin:
         Z = Z @ self.pca_components.double().numpy().T * self.pca_scale.double().numpy()
         if self.unit_spectra:
             Z[zero] = 0.0  # no data reduces to the padding value, as the exported graph does
+        valid = valid_pixel_mask(scene if isinstance(scene, Scene) else cube).reshape(-1)
+        if not valid.all():
+            Z[~valid] = 0.0
         return Z.astype(np.float32).reshape(h, w, -1)
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
@@ -139,10 +150,13 @@ class SceneClassifierMixin:
         scene = as_scene(data, labels)
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
                            window=self.config.window, block=block, train_mask=train_mask)
-        n_cls = int(scene.labels[sp.train].max())
+        # every labelled pixel, not only the training ones: a class beyond the outputs that only the
+        # test set holds would make the evaluation after training fail
+        n_cls = int(scene.labels.max())
         if n_cls > self.config.n_classes:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
                              f"{self.config.n_classes} (build it with n_classes={n_cls})")
+        require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
         fit_mask, held_out = sp.train, None
         if val_fraction:
             if val_data is not None:
@@ -175,8 +189,10 @@ class SceneClassifierMixin:
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
                      amp: str | None = "auto", on_overlap: str = "error", tta: bool = False, **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``); test
+        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``; on
+        another scene than the training one, all its labelled pixels: ``all_labelled_pixels`` 1); test
         pixels that were training pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
+        Class ids beyond the model's ``n_classes`` outputs cannot be predicted, and are refused.
         ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
         (see :meth:`predict_scene`). On a Dataset of windows, the same metrics through the engine."""
         from zoo.hyperspectral.svm import _flat, _test_mask
@@ -192,9 +208,18 @@ class SceneClassifierMixin:
                            metrics=("accuracy", "average_accuracy", "kappa"), **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
         scene = as_scene(data if data is not None else default_scene(self), labels)
-        test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
+        chosen, whole = _test_mask(self, scene, mask, split, kw)
+        test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
+        n = self.config.n_classes
+        beyond = np.unique(scene.labels[test & (scene.labels > n)])
+        if beyond.size:
+            raise ValueError(f"scene {scene.name!r} has test pixels of class id(s) {beyond.tolist()}, but this "
+                             f"{self.registry_name} has {n} outputs (class ids 1..{n}): it cannot predict them. "
+                             f"Evaluate on ground truth numbered 1..{n} as in training, or leave those pixels "
+                             f"out with mask=")
+        require_valid_pixels(scene, test, "among the test pixels")
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta)
-        return _flat(score_map(pred, scene.labels, test, n_classes=self.config.n_classes), excluded)
+        return _flat(score_map(pred, scene.labels, test, n_classes=n), excluded, whole)
 
     # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
     # this share of the scene's pixels, cutting windows around the selected ones is cheaper.
@@ -207,7 +232,8 @@ class SceneClassifierMixin:
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, *, batch_size: int = 256,
                       amp: str | None = "auto", method: str = "auto", tile_rows: int | None = None,
                       progress: bool = False, tta: bool = False) -> np.ndarray:
-        """``(H, W)`` map of classes 1..n (0 outside ``mask``).
+        """``(H, W)`` map of classes 1..n (0 outside ``mask``, and where a pixel has no spectrum: see
+        :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`).
 
         ``method="dense"`` runs the network over the whole scene at once (``dense_forward``: the
         convolutions once, the head as convolutions; in row tiles of ``tile_rows`` to bound memory),
@@ -231,6 +257,7 @@ class SceneClassifierMixin:
         can_dense = hasattr(self, "dense_forward")
         if method == "dense" and not can_dense:
             raise ValueError(f"{type(self).__name__} has no dense_forward; use method='windows'")
+        sel = no_data_to_zero(scene, sel)
         dense = can_dense and (method == "dense" or (method == "auto" and sel.sum() >= self.dense_min_fraction * h * w))
         device = next(self.parameters()).device
         amp = resolve_amp(amp, device, op=model_op_kind(self), allow_fp16=False)
@@ -251,7 +278,7 @@ class SceneClassifierMixin:
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
                     amp: str | None = "auto", progress: bool = False, tta: bool = False) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
-        of classes 1..n (0 outside ``mask``)."""
+        of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning)."""
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)
 

@@ -22,9 +22,16 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
 from zoo.api import ModelState
-from zoo.hyperspectral.evaluation import as_scene, default_scene, resolve_split, score_map
+from zoo.hyperspectral.evaluation import (
+    as_scene,
+    default_scene,
+    require_valid_pixels,
+    resolve_split,
+    score_labels,
+    score_map,
+)
 from zoo.hyperspectral.pca import HyperspectralPCA
-from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
@@ -39,7 +46,7 @@ log = logging.getLogger(__name__)
 class PCASVMConfig:
     """The settings of the PCA + SVM pixel classifier (Indian Pines defaults of the HybridSN paper's baseline)."""
 
-    n_components: float = 30
+    n_components: int | float = 30  # not "float": zoo's config checks would make an int count 30.0, and 1 1.0
     """PCA components kept: an int count, or a float in (0, 1) for that fraction of the variance."""
     whiten: bool = False
     C: float = 100.0
@@ -73,10 +80,12 @@ class HSIPipeline(Pipeline):
             X, y = np.asarray(data[0]), np.asarray(data[1])
             self.split_ = None
             self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
+            self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
         else:
             scene = as_scene(data, labels)
             sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window,
                                block=block, train_mask=train_mask)
+            require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
             X, y = scene.pixels(sp.train), scene.labels[sp.train]
             self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
                             "window": window, "block": block} if isinstance(split, str) else None)
@@ -102,23 +111,28 @@ class HSIPipeline(Pipeline):
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, on_overlap: str = "error",
                      **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``).
+        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``);
+        on another scene than the training one, on all its labelled pixels (``all_labelled_pixels``: 1).
 
         Test pixels that were training pixels of this model (its weights record them) are refused
         (``on_overlap="error"``) or left out and counted (``"exclude"``: ``excluded_training_pixels``).
+        Classes are the scene's ids; one the model never trained on scores 0 (``class_<id>_accuracy``).
+        ``(X, y)`` pixels are scored with their labels as they are, as ``zoo.train`` took them (0 is a class).
         """
         if isinstance(data, tuple) and len(data) == 2:
             X, y = np.asarray(data[0]), np.asarray(data[1])
-            pred = self.predict(X)
-            return _flat(score_map(pred[None, :], y[None, :], np.ones((1, len(y)), bool)))
+            return _flat(score_labels(self.predict(X), y))
         scene = as_scene(data if data is not None else default_scene(self), labels)
-        test, excluded = screen_test_pixels(self, scene, _test_mask(self, scene, mask, split, kw), on_overlap)
+        chosen, whole = _test_mask(self, scene, mask, split, kw)
+        test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
+        require_valid_pixels(scene, test, "among the test pixels")
         pred = self.predict_scene(scene, mask=test)
-        return _flat(score_map(pred, scene.labels, test, n_classes=len(self.classes_and_names())), excluded)
+        return _flat(score_map(pred, scene.labels, test), excluded, whole)
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
-        (0 outside ``mask``); ``(N, C)`` pixel spectra -> ``(N,)`` labels."""
+        (0 outside ``mask`` and on pixels without a spectrum, with a warning); ``(N, C)`` pixel spectra ->
+        ``(N,)`` labels."""
         if isinstance(inputs, np.ndarray) and inputs.ndim == 2:
             return self.predict(inputs)
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
@@ -139,13 +153,17 @@ class HSIPipeline(Pipeline):
         return getattr(self.steps[0][1], "n_features_in_", None)
 
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192) -> np.ndarray:
-        """``(H, W)`` label map (0 outside ``mask``)."""
+        """``(H, W)`` label map (0 outside ``mask``, and where a pixel has no spectrum: see
+        :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`)."""
         h, w, c = scene.shape
         fitted = self.fitted_bands()
         if fitted is not None and fitted != c:
             raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
                              f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)")
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
+        if sel.shape != (h, w):
+            raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")
+        sel = no_data_to_zero(scene, sel)
         P = scene.pixels(sel)
         out = np.concatenate([self.predict(P[i:i + chunk]) for i in range(0, len(P), chunk)]) if len(P) else []
         pred = np.zeros((h, w), np.int64)
@@ -225,13 +243,30 @@ def _reject(unused: dict[str, Any], what: str) -> None:
         raise TypeError(f"{what}: unknown option(s) {sorted(unused)}")
 
 
-def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.ndarray:
+def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tuple[np.ndarray, bool]:
+    """``(test mask, whole)``: the pixels to score, and whether they are all the labelled pixels of a scene
+    other than the training scene (none of which the model saw)."""
+    if scene.labels is None:
+        raise ValueError(f"scene {scene.name!r} has no labels to score against (give ground truth: "
+                         f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
     if mask is not None:
         _reject(kw, "evaluate")
-        return np.asarray(mask, bool)
+        mask = np.asarray(mask, bool)
+        if mask.shape != scene.shape[:2]:
+            raise ValueError(f"mask of shape {mask.shape} does not match the {scene.shape[0]}x{scene.shape[1]} "
+                             f"scene {scene.name!r}")
+        return mask, False
+    record = getattr(model, "training_record_", None)
+    own = record is not None and record.matches(scene)
     last = getattr(model, "_last_split", None)
-    if split is None and not kw and last is not None:
-        return last.test
+    if split is None and not kw and last is not None and own:
+        return last.test, False
+    if split is None and not kw and record is not None and not own:
+        # a split's test set keeps test pixels apart from training pixels of the same scene; on another
+        # scene no pixel was a training pixel, so every labelled one is a fair test pixel
+        log.info("scene %r is not the training scene (%s): scoring all its labelled pixels", scene.name,
+                 record.describe())
+        return scene.labels > 0, True
     cfg = dict(getattr(model, "split_", None) or {})
     if split is not None:
         cfg["split"] = split
@@ -239,22 +274,27 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> np.
         log.info("split: %s (recorded in the weights)", cfg["split"])
     cfg.update(kw)
     if "split" not in cfg:
-        raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained through zoo.train")
-    record = getattr(model, "training_record_", None)
+        raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained on a scene through "
+                         "zoo.train (this one records no training split: it was fitted on (X, y) pixels, or its "
+                         "weights carry none)")
     if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
-            and record is not None and record.matches(scene)):
+            and own):
         cfg["train_mask"] = record.train_mask  # the mask it was trained with, kept in its weights
-    return resolve_split(scene, **cfg).test
+    return resolve_split(scene, **cfg).test, False
 
 
-def _flat(scores: dict[str, Any], excluded: int = 0) -> dict[str, float]:
-    """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``."""
+def _flat(scores: dict[str, Any], excluded: int = 0, all_labelled: bool = False) -> dict[str, float]:
+    """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``,
+    ``class_<id>_accuracy`` per class with test pixels (``id``: the class as the labels name it)."""
     out = {k: float(scores[k]) / 100.0 for k in ("overall_accuracy", "average_accuracy", "kappa")}
     out["accuracy"] = out["overall_accuracy"]
     out["n_test"] = float(scores["n_test"])
     if excluded:
         out["excluded_training_pixels"] = float(excluded)
-    for i, v in enumerate(scores["per_class_accuracy"], start=1):
+    if all_labelled:
+        out["all_labelled_pixels"] = 1.0
+    ids = scores.get("class_ids") or range(1, len(scores["per_class_accuracy"]) + 1)
+    for i, v in zip(ids, scores["per_class_accuracy"]):
         if v is not None:
             out[f"class_{i}_accuracy"] = float(v) / 100.0
     return out
