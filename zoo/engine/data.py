@@ -4,7 +4,7 @@
 pure function of ``(seed, epoch)`` (a ``DistributedSampler``, also with one process, so 1-process and
 N-process runs see the same global batches), and whose worker seeds derive from the same pair. A ready
 DataLoader passes through unchanged: the family then owns its batching (a bucketing batch sampler, say);
-its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one.
+its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does its dataset.
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     for part in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         if part is not None and hasattr(part, "set_epoch"):
             part.set_epoch(epoch)
+    dataset = getattr(loader, "dataset", None)
+    if hasattr(dataset, "set_epoch"):  # a dataset that draws per item from (seed, epoch, index): video clips
+        dataset.set_epoch(epoch)
     gen = getattr(loader, "generator", None)
     if isinstance(gen, torch.Generator):
         gen.set_state(epoch_generator(seed, epoch).get_state())

@@ -10,14 +10,18 @@ Data forms, the same for ``zoo.train`` and ``zoo.evaluate``:
 - a Dataset or DataLoader of ``(clip (C, T, H, W), label)``.
 
 ``video_cfg`` (as the vision family's ``pretrained_cfg``) holds the input recipe the network expects: frame
-``size`` and ``resize``, ``mean``/``std``, and ``num_segments`` (TSN) or ``frames_per_clip`` (3D models),
-plus the ``classes`` once known.
+``size`` and ``resize``, ``mean``/``std``, and one of ``num_segments`` (TSN's sparse frames; the TSN
+default) or ``frames_per_clip`` (consecutive frames; the 3D models' default), plus the ``classes`` once
+known. Training with the other key replaces the default one, so training, evaluation and prediction
+always sample clips the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,30 @@ __all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder"]
 
 VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 _SPLITS = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
+CLIP_KEYS = ("num_segments", "frames_per_clip")
+
+
+def clip_recipe(cfg: dict[str, Any]) -> tuple[str, int]:
+    """``("num_segments", T)`` or ``("frames_per_clip", T)``: how a ``video_cfg`` samples a clip.
+
+    A cfg holds one of the two; files saved before that rule could hold both, and were then trained on
+    ``num_segments``, so it wins.
+    """
+    key = next((k for k in CLIP_KEYS if k in cfg), "frames_per_clip")
+    return key, int(cfg.get(key, 16))
+
+
+def set_clip_recipe(cfg: dict[str, Any], updates: dict[str, Any]) -> None:
+    """Update ``cfg`` from ``updates``; a clip key in ``updates`` replaces the other one in ``cfg``."""
+    given = [k for k in CLIP_KEYS if updates.get(k) is not None]
+    if len(given) > 1:
+        raise ValueError(f"give num_segments (one frame from each of T segments) or frames_per_clip (T consecutive "
+                         f"frames), not both: got num_segments={updates['num_segments']!r}, "
+                         f"frames_per_clip={updates['frames_per_clip']!r}")
+    if given:
+        for k in CLIP_KEYS:
+            cfg.pop(k, None)
+    cfg.update(updates)
 
 
 def _split_dir(root: Path, split: str) -> Path | None:
@@ -65,10 +93,9 @@ class VideoClassifierMixin(Network):
         return VT.Compose([VT.Resize(resize), *crop, VT.ToFloat(), VT.Normalize(cfg["mean"], cfg["std"])])
 
     def _clip_options(self, train: bool) -> dict[str, Any]:
-        cfg = self.video_cfg
-        if "num_segments" in cfg:
-            return {"sampling": "segments", "num_segments": int(cfg["num_segments"])}
-        t = int(cfg.get("frames_per_clip", 16))
+        key, t = clip_recipe(self.video_cfg)
+        if key == "num_segments":
+            return {"sampling": "segments", "num_segments": t}
         return {"sampling": "random", "frames_per_clip": t} if train else \
             {"sampling": "uniform", "frames_per_clip": t, "step_between_clips": t}
 
@@ -99,16 +126,20 @@ class VideoClassifierMixin(Network):
         if recipe and not train:
             raise ValueError(f"{sorted(recipe)} set how the network is fed; they are fixed once it is trained "
                              f"(video_cfg: {self.video_cfg})")
-        self.video_cfg.update(recipe)
+        set_clip_recipe(self.video_cfg, recipe)
         if not isinstance(data, (str, os.PathLike)):
             return data, options
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
-        extra = {"frame_rate": frame_rate, "strict": strict, "seed": options.get("seed") if train else None}
+        # the loop's progress default: bars while training, none while evaluating (zoo.engine)
+        extra = {"frame_rate": frame_rate, "strict": strict, "seed": options.get("seed") if train else None,
+                 "progress": bool(options.get("progress", train))}
         if not train:
             folder = root if splits is not None else (_split_dir(root, "val") or root)
-            return self._dataset(folder, False, splits, fold, extra), options
+            ds = self._dataset(folder, False, splits, fold, extra)
+            self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
+            return ds, options
         train_root = root if splits is not None else (_split_dir(root, "train") or root)
         train_ds = self._dataset(train_root, True, splits, fold, extra)
         self._check_classes(train_ds.classes, train_root)
@@ -123,23 +154,60 @@ class VideoClassifierMixin(Network):
                              f"build it with num_classes={len(classes)}")
 
     # -- zoo.predict ---------------------------------------------------------------------------------------
-    def zoo_predict(self, inputs: Any, *, topk: int = 1) -> list[dict[str, Any]]:
-        """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``."""
-        from zoo.inputs import collect_files
-        from zoo.video.predict import predict_video
+    def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 8) -> list[dict[str, Any]]:
+        """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``.
 
-        paths = collect_files(inputs, VIDEO_EXTENSIONS, "video")
+        ``inputs``: a video file, a folder (recursively), a list of both, or an already preprocessed float
+        clip ``(C, T, H, W)`` / batch ``(N, C, T, H, W)`` (rows named ``tensor[i]``). A file that cannot be
+        decoded gets an ``error`` entry instead of a label (and a warning), so one bad file does not lose
+        the others' predictions. ``batch_size`` clips go through the network at once.
+        """
+        import torch
+
+        from zoo.inputs import collect_files
+        from zoo.video.decoding import CorruptVideoError
+        from zoo.video.predict import forward_probs, load_clip
+
+        for name, value in (("topk", topk), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         names = self.video_cfg.get("classes")
-        clip = {k: self.video_cfg[k] for k in ("num_segments", "frames_per_clip") if k in self.video_cfg}
-        out = []
-        for path in paths:
-            probs = predict_video(self, path, transform=self._transform(False),
-                                  num_segments=clip.get("num_segments"), frames_per_clip=clip.get("frames_per_clip"))
-            top_p, top_i = probs.topk(min(topk, len(probs)))
-            labels = [names[i] if names and i < len(names) else str(i) for i in top_i.tolist()]
-            out.append({"input": str(path), "label": labels[0], "index": int(top_i[0]), "prob": float(top_p[0]),
-                        "topk": list(zip(labels, top_p.tolist()))})
-        return out
+        if isinstance(inputs, torch.Tensor):
+            if inputs.ndim not in (4, 5) or not inputs.is_floating_point() or not inputs.numel():
+                raise ValueError(f"a tensor input must be a preprocessed float clip (C, T, H, W) or batch "
+                                 f"(N, C, T, H, W), got {inputs.dtype} {tuple(inputs.shape)}")
+            if inputs.ndim == 4:
+                inputs = inputs.unsqueeze(0)
+            probs = [forward_probs(self, inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)]
+            return _rows([f"tensor[{i}]" for i in range(len(inputs))], torch.cat(probs), topk, names)
+        if isinstance(inputs, (str, os.PathLike)):
+            items = [inputs]
+        else:
+            items = list(inputs) if isinstance(inputs, Iterable) else None
+        if items is None or not all(isinstance(i, (str, os.PathLike)) for i in items):
+            got = type(inputs).__name__ if items is None else \
+                f"a {type(inputs).__name__} of {sorted({type(i).__name__ for i in items})}"
+            raise TypeError(f"zoo.predict on a video network takes a video file or folder path, a list of them, or "
+                            f"a preprocessed float tensor (C, T, H, W) / (N, C, T, H, W); got {got}")
+        paths = collect_files(items, VIDEO_EXTENSIONS, "video")
+        key, t = clip_recipe(self.video_cfg)
+        transform = self._transform(False)
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(paths), batch_size):
+            clips, ok = [], []
+            for path in paths[start:start + batch_size]:
+                try:
+                    clips.append(load_clip(path, transform=transform, **{key: t}))
+                except (CorruptVideoError, OSError) as err:
+                    warnings.warn(f"cannot decode {path}: {err}", stacklevel=2)
+                    results.append({"input": str(path), "error": str(err)})
+                    continue
+                ok.append(str(path))
+            if clips:
+                results += _rows(ok, forward_probs(self, torch.stack(clips)), topk, names)
+        order = {str(p): i for i, p in enumerate(paths)}
+        results.sort(key=lambda r: order[r["input"]])
+        return results
 
     # -- zoo.save ------------------------------------------------------------------------------------------
     def zoo_state(self):
@@ -156,23 +224,51 @@ class VideoClassifierMixin(Network):
 
         saved = hub.read_metadata(path).get("zoo.video_cfg") if str(path).endswith(".safetensors") else None
         if saved:
-            self.video_cfg.update(json.loads(saved))
+            set_clip_recipe(self.video_cfg, _one_clip_key(json.loads(saved)))
             return
         meta = dict(getattr(entry, "meta", None) or {})
         spec = dict(meta.get("input") or {})
-        for key in ("size", "resize", "mean", "std", "num_segments", "frames_per_clip"):
-            if key in spec:
-                self.video_cfg[key] = spec[key]
+        keys = ("size", "resize", "mean", "std", *CLIP_KEYS)
+        set_clip_recipe(self.video_cfg, _one_clip_key({k: spec[k] for k in keys if k in spec}))
         if "size" in spec and "resize" not in spec:
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
         if meta.get("classes") and len(meta["classes"]) == self.num_classes:
             self.video_cfg["classes"] = list(meta["classes"])
 
 
+def _one_clip_key(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` without the clip key :func:`clip_recipe` would not pick (files saved holding both)."""
+    if all(k in cfg for k in CLIP_KEYS):
+        return {k: v for k, v in cfg.items() if k != "frames_per_clip"}
+    return cfg
+
+
+def _rows(keys: list[str], probs: Any, topk: int, names: list[str] | None) -> list[dict[str, Any]]:
+    top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
+
+    def label(i: int) -> str:
+        return names[i] if names and i < len(names) else str(i)
+
+    return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
+             "topk": [(label(i), p) for i, p in zip(idx, ps)]}
+            for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
+
+
 def classes_in(data: Any) -> dict[str, Any]:
-    """A video folder implies ``num_classes`` (its class folders; a UCF101 root: its 101 class folders)."""
+    """A video folder implies ``num_classes``: its class folders, or for a UCF101 root that holds its split
+    files (``UCF-101/ucfTrainTestlist/classInd.txt``) the classes ``classInd.txt`` lists."""
     if not isinstance(data, (str, os.PathLike)) or not Path(data).is_dir():
         return {}
     root = _split_dir(Path(data), "train") or Path(data)
-    n = sum(1 for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return {"num_classes": n} if n else {}
+    dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # the split folder is no class, and a root with only some class folders still trains on all the classes
+    # of classInd.txt (splits= is not seen here: zoo.train builds the network from the data alone)
+    split = next((d for d in (root, *dirs) if (d / "classInd.txt").is_file()), None)
+    if split is not None:
+        from zoo.video.splits import SplitFileError, read_class_index
+
+        try:
+            return {"num_classes": len(read_class_index(split))}
+        except SplitFileError:
+            pass  # not a usable split folder: zoo_data names the problem if splits= points at it
+    return {"num_classes": len(dirs)} if dirs else {}

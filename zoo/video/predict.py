@@ -11,7 +11,28 @@ from torch import nn
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
 
-__all__ = ["predict_video"]
+__all__ = ["load_clip", "predict_video"]
+
+
+def load_clip(
+    path: str | os.PathLike,
+    *,
+    num_segments: int | None = None,
+    frames_per_clip: int | None = None,
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """The clip :func:`predict_video` classifies: ``(C, T, H, W)`` uint8, or what ``transform`` makes of it."""
+    if num_segments is not None and frames_per_clip is not None:
+        raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
+                         f"frames_per_clip={frames_per_clip!r}")
+    meta = probe(path)
+    if frames_per_clip is not None:
+        start = max((meta.num_frames - frames_per_clip) // 2, 0)
+        idx = (torch.arange(frames_per_clip) + start) % meta.num_frames
+    else:
+        idx = S.segment_indices(meta.num_frames, 8 if num_segments is None else num_segments, random=False)
+    clip = read_frames(meta.path, idx.tolist(), meta).permute(3, 0, 1, 2)  # (C, T, H, W)
+    return transform(clip) if transform is not None else clip
 
 
 @torch.inference_mode()
@@ -19,31 +40,29 @@ def predict_video(
     model: nn.Module,
     path: str | os.PathLike,
     *,
-    num_segments: int | None = 8,
+    num_segments: int | None = None,
     frames_per_clip: int | None = None,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Class probabilities ``(num_classes,)`` for the video at ``path``.
 
-    ``num_segments``: TSN-style centre-of-segment frames; or ``frames_per_clip`` consecutive frames from
-    the middle of the video (for 3D models like R(2+1)D). ``transform`` maps the ``(C, T, H, W)`` uint8
-    clip to the model's input (e.g. ``ToFloat`` + ``Normalize``).
+    ``num_segments``: TSN-style centre-of-segment frames (8 when neither is given); or
+    ``frames_per_clip`` consecutive frames from the middle of the video (for 3D models like R(2+1)D).
+    ``transform`` maps the ``(C, T, H, W)`` uint8 clip to the model's input (e.g. ``ToFloat`` +
+    ``Normalize``).
     """
-    meta = probe(path)
-    if frames_per_clip is not None:
-        start = max((meta.num_frames - frames_per_clip) // 2, 0)
-        idx = (torch.arange(frames_per_clip) + start) % meta.num_frames
-    elif num_segments is not None:
-        idx = S.segment_indices(meta.num_frames, num_segments, random=False)
-    else:
-        raise ValueError("predict_video: give num_segments or frames_per_clip")
-    clip = read_frames(meta.path, idx.tolist(), meta).permute(3, 0, 1, 2)  # (C, T, H, W)
-    if transform is not None:
-        clip = transform(clip)
+    clip = load_clip(path, num_segments=num_segments, frames_per_clip=frames_per_clip, transform=transform)
+    return forward_probs(model, clip.unsqueeze(0))[0]
+
+
+@torch.inference_mode()
+def forward_probs(model: nn.Module, clips: torch.Tensor) -> torch.Tensor:
+    """Softmax over classes of ``clips`` ``(N, C, T, H, W)`` in eval mode, on the model's device; ``(N, K)`` on CPU."""
+    device = next(model.parameters(), torch.empty(0)).device
     was_training = model.training
     model.eval()
     try:
-        logits = model(clip.unsqueeze(0))  # (1, num_classes)
+        logits = model(clips.to(device))  # (N, num_classes)
     finally:
         model.train(was_training)
-    return logits.float().softmax(1)[0]
+    return logits.float().softmax(1).cpu()

@@ -115,6 +115,17 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
 
         return replace(self._config, num_classes=self.fc.out_features)
 
+    def zoo_state(self):
+        state = super().zoo_state()
+        # The file holds the whole backbone, so rebuilding from it must not fetch backbone_weights again
+        # (offline that fails, and the file's tensors would overwrite them anyway). The stem those weights
+        # chose is what the tensors need; their name stays in the metadata as provenance.
+        source = state.config.get("backbone_weights")
+        state.config.update(backbone_weights=None, stem=getattr(self.backbone, "stem", state.config.get("stem")))
+        if source is not None:
+            state.metadata["zoo.backbone_weights"] = str(source)
+        return state
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feats = self.features(x)
         pooled = feats.mean(dim=1) if self.pool is None else self.pool(feats)  # (B, D)

@@ -1,0 +1,160 @@
+"""The video networks' zoo contract: rebuilding saved files, inferring classes, one clip recipe, checking
+evaluation folders, and ``zoo.predict``'s inputs and errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo import hub
+from zoo.video import predict as video_predict
+from zoo.video.synthetic import SyntheticConfig, make_synthetic_actions, render_clip, write_video
+
+TINY = SyntheticConfig(size=32, num_frames=12, train_per_class=2, test_per_class=1, seed=3)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """``DIR/<class>/<video>`` with three classes, two 12-frame clips each."""
+    root = tmp_path_factory.mktemp("folder")
+    rng = np.random.default_rng(0)
+    for label, name in enumerate(("a", "b", "c")):
+        for i in range(2):
+            write_video(root / name / f"{i}.avi", render_clip(label, rng, 32, 12))
+    return root
+
+
+def _small(model):
+    """A cheap input recipe for the tests' 32 px clips."""
+    model.video_cfg.update(size=16, resize=16)
+    return model
+
+
+# --- a saved TSN rebuilds from its own file ------------------------------------------------------------
+
+
+def test_saved_tsn_reloads_offline_without_its_backbone_weights(tmp_path, monkeypatch):
+    backbone = zoo.save(zoo.build("resnet18", stem="cifar", num_classes=10), tmp_path / "backbone.safetensors")
+    tsn = zoo.build("video-tsn", num_classes=3, backbone_weights=str(backbone))
+    assert tsn.backbone.stem == "cifar"  # the backbone weights' own stem
+    saved = zoo.save(tsn, tmp_path / "tsn.safetensors")
+    backbone.unlink()  # what the saved file was fine-tuned from is gone, and nothing may be fetched
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    again = zoo.build("video-tsn", weights=str(saved))
+    assert again.backbone.stem == "cifar"
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in tsn.state_dict().items())
+    meta = hub.read_metadata(saved)
+    assert json.loads(meta["zoo.config"])["backbone_weights"] is None
+    assert meta["zoo.backbone_weights"] == str(backbone)  # provenance
+
+
+# --- classes of a UCF101 root ----------------------------------------------------------------------------
+
+
+def test_split_files_inside_a_ucf101_root_give_the_classes(tmp_path):
+    videos, splits = make_synthetic_actions(tmp_path, TINY, progress=False)
+    inside = Path(shutil.move(str(splits), str(videos / "ucfTrainTestlist")))
+    assert zoo.registry.infer_config("video-tsn", videos) == {"num_classes": 5}  # not 5 classes + the split folder
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = zoo.train("video-tsn", videos, splits=inside, model_config={"stem": "cifar"}, size=16,
+                           num_segments=2, epochs=1, batch_size=10, progress=False)
+    assert result.model.num_classes == 5 and len(result.model.video_cfg["classes"]) == 5
+
+
+# --- one clip recipe for training, evaluation and prediction ---------------------------------------------
+
+
+def test_training_recipe_replaces_the_default_one_everywhere(folder, tmp_path, monkeypatch):
+    model = _small(zoo.build("r2plus1d_18", num_classes=3))
+    assert model.video_cfg["frames_per_clip"] == 16
+    train_ds, _ = model.zoo_data(folder, train=True, num_segments=4, size=16, progress=False)
+    assert train_ds.sampling == "segments" and train_ds.num_segments == 4
+    assert "frames_per_clip" not in model.video_cfg  # only the recipe training used
+    eval_ds, _ = model.zoo_data(folder, train=False)
+    assert eval_ds.sampling == "segments" and eval_ds[0][0].shape[1] == 4
+
+    reads = []
+    real = video_predict.read_frames
+    monkeypatch.setattr(video_predict, "read_frames", lambda path, idx, meta, **kw: reads.append(idx) or
+                        real(path, idx, meta, **kw))
+    zoo.predict(model, folder / "a" / "0.avi")
+    assert reads == [[1, 4, 7, 10]]  # the 4 segment centres of 12 frames, not 16 consecutive frames
+
+    again = zoo.build("r2plus1d_18", weights=str(zoo.save(model, tmp_path / "r.safetensors")))
+    assert again.video_cfg["num_segments"] == 4 and "frames_per_clip" not in again.video_cfg
+
+    with pytest.raises(ValueError, match="not both"):
+        zoo.build("video-tsn", num_classes=3).zoo_data(folder, train=True, num_segments=4, frames_per_clip=8)
+
+
+def test_a_file_saved_with_both_clip_keys_predicts_as_it_trained(folder, tmp_path):
+    model = _small(zoo.build("r2plus1d_18", num_classes=3))
+    model.video_cfg.update(num_segments=4, frames_per_clip=16)  # what zoo_data used to leave behind
+    again = zoo.build("r2plus1d_18", weights=str(zoo.save(model, tmp_path / "both.safetensors")))
+    assert again.video_cfg.get("num_segments") == 4 and "frames_per_clip" not in again.video_cfg
+
+
+# --- evaluation folders ---------------------------------------------------------------------------------
+
+
+def test_evaluating_on_more_classes_than_outputs_is_a_clear_error(folder):
+    model = _small(zoo.build("video-tsn", num_classes=2, stem="cifar"))
+    with pytest.raises(ValueError, match=r"has 3 classes but the network has 2 outputs"):
+        zoo.evaluate(model, folder, batch_size=2)
+
+
+def test_indexing_bar_follows_progress(folder, capfd):
+    model = zoo.build("video-tsn", num_classes=3)
+    model.zoo_data(folder, train=True, progress=False)
+    model.zoo_data(folder, train=False)  # evaluation shows no bars unless asked
+    assert "indexing videos" not in capfd.readouterr().err
+    model.zoo_data(folder, train=False, progress=True)
+    assert "indexing videos" in capfd.readouterr().err
+
+
+# --- zoo.predict ----------------------------------------------------------------------------------------
+
+
+def test_predict_reports_undecodable_files_and_predicts_the_rest(folder, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(folder / "a", mixed)
+    (mixed / "1_garbage.avi").write_bytes(bytes(range(256)) * 20)
+    (mixed / "2_empty.mp4").write_bytes(b"")
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    with pytest.warns(UserWarning, match="cannot decode"):
+        rows = zoo.predict(model, mixed, topk=2)
+    assert [Path(r["input"]).name for r in rows] == ["0.avi", "1.avi", "1_garbage.avi", "2_empty.mp4"]
+    assert [("error" in r) for r in rows] == [False, False, True, True]
+    assert all(len(r["topk"]) == 2 and 0 <= r["index"] < 3 for r in rows[:2])
+
+
+def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
+    torch.manual_seed(0)
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()
+    model.video_cfg["classes"] = ["a", "b", "c"]
+    clips = torch.randn(3, 3, 2, 16, 16)  # (N, C, T, H, W)
+    rows = zoo.predict(model, clips, topk=3, batch_size=2)
+    probs = model(clips).softmax(1)
+    assert [r["input"] for r in rows] == ["tensor[0]", "tensor[1]", "tensor[2]"]
+    assert [r["index"] for r in rows] == probs.argmax(1).tolist()
+    assert rows[1]["prob"] == pytest.approx(probs[1].max().item(), abs=1e-5)
+    assert zoo.predict(model, clips[1])[0]["label"] == rows[1]["label"]  # one (C, T, H, W) clip
+    files, one_by_one = zoo.predict(model, folder, batch_size=4), zoo.predict(model, folder, batch_size=1)
+    assert len(files) == 6 and [r["input"] for r in files] == [r["input"] for r in one_by_one]
+    assert [r["prob"] for r in files] == pytest.approx([r["prob"] for r in one_by_one], abs=1e-5)
+
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="topk must be a positive int"):
+            zoo.predict(model, clips, topk=bad)
+    with pytest.raises(ValueError, match=r"float clip \(C, T, H, W\) or batch \(N, C, T, H, W\)"):
+        zoo.predict(model, torch.zeros(3, 2, 16, 16, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="video file or folder path"):
+        zoo.predict(model, 5)
