@@ -6,10 +6,15 @@ collect a transition, update, end episodes, evaluate and log, checkpoint. The lo
 (environment steps), TensorBoard scalars when it is installed, ``learning_curves.png`` at the end, and
 ``episodes.csv`` (every training episode's return).
 
-Exact resume (single env, CPU): checkpoints are taken at episode boundaries, where the whole state of
-the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
-``np_random`` state, so a resumed run replays the uninterrupted one bit for bit. With a vector env the
-episodes in progress at a checkpoint restart on resume (their physics state is not saved).
+Exact resume (single env, CPU): periodic checkpoints are taken at episode boundaries, where the whole
+state of the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
+``np_random`` state, so a resumed run replays the uninterrupted one bit for bit. A run that stops
+mid-episode (its last checkpoint) cannot save the env's physics; it records how that episode started (the
+reset's seed or the env's random state before it), and a resume resets the env the same way and steps it
+with the episode's actions from the replay buffer, checking every observation and reward against the
+buffer's. An env that does not reproduce them (its dynamics depend on more than its seed) gets a warning
+and a fresh episode. With a vector env the episodes in progress at a checkpoint restart on resume (a
+warning says so).
 """
 
 from __future__ import annotations
@@ -201,7 +206,7 @@ class _Run:
     total_steps: int
     eval_every: int | None
     eval_episodes: int
-    eval_env: Any
+    eval_env: Any  # what evaluations run on: eval_env=, the env id, or the training env itself (at the end)
     ckpt_dir: Path | None
     ckpt_every: int | None
     log_dir: Path | None
@@ -217,6 +222,9 @@ class _Run:
     # holds the env's random state from before that reset
     need_reset: bool = False
     since_train: int = 0  # steps (per env) since the last update phase
+    # how the single env's episode in progress began: {"seed": the reset's seed} or {"rng": the env's
+    # random state before the reset}; what a resume replays that episode from
+    episode_start: dict[str, Any] = field(default_factory=dict)
     next_eval: float = math.inf
     next_ckpt: float = math.inf
     clock: _Clock = field(default_factory=_Clock)
@@ -257,10 +265,14 @@ def train(
         total_steps: environment transitions in total (a resumed run continues up to it).
         eval_every: deterministic evaluation of ``eval_episodes`` episodes on a separate env every this
             many steps (and at the end); ``None`` evaluates only at the end, 0 never.
-        seed: seeds the training env's first reset (default: the agent's seed).
+        eval_env: what evaluations run on (default: a new env of the training env's id; an env with no
+            id is evaluated on itself at the end, and every N steps only with ``eval_env``).
+        seed: seeds this call's first env reset (default: the agent's seed on a first call; later, a
+            caller's env continues its stream). Ignored, with a warning, when resuming.
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
-            ``checkpoint_every`` steps (default: ``eval_every``) and at the end; the best evaluated
+            ``checkpoint_every`` steps (default: ``eval_every``) and at the end (mid-episode too: a resume
+            replays that episode's steps, see the module's notes on exact resume); the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
             ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ from the
@@ -323,13 +335,42 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
         raise
     vec = isinstance(train_env, gym.vector.VectorEnv)
     next_step = vec and train_env.metadata.get("autoreset_mode") == gym.vector.AutoresetMode.NEXT_STEP
+    try:
+        settings["eval_env"] = _eval_target(agent, chosen, train_env, vec, settings["eval_env"],
+                                            settings["eval_every"])
+    except ValueError:
+        if train_env is not chosen:
+            train_env.close()
+        raise
     return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step, **settings)
 
 
+def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
+    """What the run evaluates on, decided before it trains: ``eval_env``, else a fresh env of the training
+    env's id (the caller's id, the env's registered spec, the agent's env). An env object without an id
+    can only be evaluated on itself, which mid-run would cut the training episode in progress: that is
+    done for the one evaluation at the end (``eval_every=None``); periodic evaluations need ``eval_env``."""
+    if eval_env is not None or eval_every == 0:
+        return eval_env
+    if isinstance(chosen, (str, os.PathLike)):
+        return str(chosen)
+    spec_id = getattr(getattr(train_env, "spec", None), "id", None)
+    if spec_id or agent.env_id:
+        return spec_id or agent.env_id
+    if not vec and eval_every is None:
+        return train_env
+    name = _env_name(train_env)
+    why = ("a vector env cannot be evaluated episode by episode" if vec else
+           f"evaluating every {eval_every} steps on the training env would cut its episodes")
+    raise ValueError(f"TD3 on {name}: no separate env to evaluate on ({name} has no registered id, and {why}): "
+                     f"pass eval_env=<another {name} instance> (or eval_every=0 to skip evaluation)")
+
+
 def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
-    """Resume (when asked), then the env's first reset: seeded for a new run, continuing the env's random
-    stream for a resumed one; the schedule of evaluations and checkpoints; the log and the progress bar."""
+    """Resume (when asked), then the env's first reset: seeded for a new run or by an explicit ``seed``,
+    the checkpoint's episode restored for a resumed one; the schedule of evaluations and checkpoints; the
+    log and the progress bar."""
     from tqdm.auto import tqdm
 
     cfg = agent.config
@@ -340,13 +381,19 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
             "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
             stacklevel=5)  # _start <- train <- TD3Agent.zoo_train <- zoo.train <- the caller
     agent.ensure_buffer()
-    env_rng = _resume(agent, run, resume) if resume else None
-    if agent.num_timesteps == 0:
-        run.obs, _ = run.env.reset(seed=agent.seed if seed is None else int(seed))
-    else:  # resumed (or trained before): continue the env's random stream instead of reseeding
-        if not run.vec:
-            _set_env_rng_state(run.env, env_rng)
-        run.obs, _ = run.env.reset()
+    if resume:
+        if seed is not None:
+            warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
+                          "state continues, so that the resumed run replays the uninterrupted one)", stacklevel=5)
+        _restore_env(agent, run, *_resume(agent, run, resume))
+    elif agent.num_timesteps == 0 or seed is not None:
+        _reset(run, seed=agent.seed if seed is None else int(seed))
+    elif run.owns_env:
+        # trained before, on an env made here: a fresh env has no stream to continue; seeding it from the
+        # agent's progress keeps a repeated sequence of calls repeatable
+        _reset(run, seed=agent.seed + agent.num_timesteps)
+    else:  # trained before, on the caller's env: continue its random stream instead of reseeding
+        _reset(run)
     if not resume:
         agent.reset_noise()  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
@@ -358,9 +405,10 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
                    disable=not progress, dynamic_ncols=True)
 
 
-def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> str | None:
+def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> tuple[str | None, dict[str, Any] | None]:
     """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
-    the run's episode log; returns the env's saved random state."""
+    the run's episode log; returns the env's saved random state and the run's state at the checkpoint
+    (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
     if isinstance(resume, bool):
         if run.ckpt_path is None:
             raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
@@ -374,14 +422,72 @@ def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> str | None:
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
     log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
-    return state.get("env_rng")
+    return state.get("env_rng"), state.get("run_state")
+
+
+def _reset(run: _Run, seed: int | None = None) -> None:
+    """Start the single env's next episode (all of a vector env's), remembering how, for a resume."""
+    if not run.vec:
+        run.episode_start = {"seed": seed} if seed is not None else {"rng": _env_rng_state(run.env)}
+    run.obs, _ = run.env.reset(seed=seed)
+
+
+def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
+    """Put the env where the checkpointed run was: at an episode boundary, its random state restored and
+    the next episode begun; mid-episode, that episode begun again and replayed (:func:`_replay_episode`)."""
+    if saved is not None:
+        run.since_train = int(saved["since_train"])
+    if run.vec:
+        if saved is not None and any(n > 0 for n in saved["ep_len"]):
+            warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
+                          "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
+                          "replay the uninterrupted one exactly", stacklevel=6)
+        _reset(run)
+        return
+    ep_len = int(saved["ep_len"][0]) if saved is not None else 0
+    if ep_len > 0:
+        if _replay_episode(agent, run, saved["episode_start"], ep_len):
+            run.ep_ret[0], run.ep_len[0] = float(saved["ep_ret"][0]), ep_len
+            run.episode_start = dict(saved["episode_start"])
+            return
+        warnings.warn(
+            f"TD3 on {run.name}: the checkpoint was taken {ep_len} steps into an episode, and replaying that "
+            "episode's actions did not reproduce its observations and rewards (the env's dynamics depend on more "
+            "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
+            "does not replay the uninterrupted one exactly", stacklevel=6)
+    _set_env_rng_state(run.env, env_rng)
+    _reset(run)
+
+
+def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
+    """Begin the checkpoint's episode in progress as it began, and step it with its ``n`` actions (the
+    buffer's last ``n`` transitions); True when every observation and reward matches the buffer's."""
+    buf = agent.buffer
+    if n > len(buf) or not (start.get("seed") is not None or start.get("rng")):
+        return False
+    if start.get("seed") is not None:
+        obs, _ = run.env.reset(seed=int(start["seed"]))
+    else:
+        _set_env_rng_state(run.env, start["rng"])
+        obs, _ = run.env.reset()
+    same = lambda x, stored: np.array_equal(np.asarray(x, np.float32), stored.cpu().numpy())
+    for i in range(n):
+        row = (buf.pos - n + i) % buf.capacity
+        if not same(obs, buf.obs[row]):
+            return False
+        # the action exactly as the env got it: the buffer keeps the normalised float32 action
+        obs, reward, terminated, truncated, _ = run.env.step(agent.scale_action(buf.act[row]).cpu().numpy())
+        if terminated or truncated or not (same(obs, buf.next_obs[row]) and same(reward, buf.reward[row])):
+            return False
+    run.obs = obs
+    return True
 
 
 def _collect(agent, run: _Run) -> tuple[np.ndarray, np.ndarray]:
     """One environment step (all envs): uniform random actions before ``learning_starts``, the actor's
     with exploration noise after; the transitions go to the buffer. Returns ``(done, reward)``, (n_envs,)."""
     if run.need_reset:
-        run.obs, _ = run.env.reset()
+        _reset(run)
         run.need_reset = False
     learning = agent.num_timesteps >= agent.config.learning_starts
     if learning and run.clock.t0 is None:
@@ -462,9 +568,13 @@ def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> boo
 def _evaluate(agent, run: _Run) -> None:
     """A deterministic evaluation -> one history row (and metrics.csv row); keeps the best policy."""
     started = time.perf_counter()
-    target = run.eval_env if run.eval_env is not None else (
-        run.chosen if isinstance(run.chosen, str) else agent.env_id)
-    res = evaluate(agent, env=target, episodes=run.eval_episodes)
+    if run.eval_env is run.env:  # the end of a run on an env without an id (_eval_target)
+        log.info("TD3 on %s: evaluating on the training env itself (pass eval_env= for a separate one)", run.name)
+        saved = _env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
+        res = evaluate(agent, env=run.env, episodes=run.eval_episodes)
+        _set_env_rng_state(run.env, saved)
+    else:
+        res = evaluate(agent, env=run.eval_env, episodes=run.eval_episodes)
     row = {"epoch": len(agent.history) + 1, "step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
            "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
            "train_return_recent": float(np.mean(run.recent)) if run.recent else float("nan"),
@@ -493,16 +603,20 @@ def _write_logs(agent, run: _Run) -> None:
 
 
 def _checkpoint(agent, run: _Run) -> None:
-    """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng."""
+    """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
+    where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
     state = agent.checkpoint_state(run={"total_steps": run.total_steps})
     state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
     state["episodes"] = run.episodes
+    state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
+                          "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
     _atomic_torch_save(state, run.ckpt_path)
     run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
 
 
 def _finish(agent, run: _Run) -> None:
-    """The speed of the learning phase, a last evaluation and checkpoint at the end, the learning curves."""
+    """The speed of the learning phase, a last evaluation and checkpoint at the end (mid-episode too: a
+    resume replays that episode), the learning curves."""
     now = time.perf_counter()
     learn_time = run.clock.learn_time(now)
     agent.last_run_stats = {"learn_steps": run.clock.steps, "learn_time_s": learn_time,

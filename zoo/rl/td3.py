@@ -18,6 +18,7 @@ one vectorised kernel, and (4) runs in bf16 only where ``amp="auto"`` finds nati
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -361,10 +362,12 @@ class TD3Agent:
         }
 
     def save(self, path, metadata: dict[str, str] | None = None) -> None:
-        """The four networks as safetensors, with this agent's description as JSON in the metadata."""
+        """The four networks as safetensors, with this agent's description as JSON in the metadata and the
+        config that rebuilds it (as :func:`zoo.save` writes it): ``zoo.build("td3", weights=path)`` loads it."""
         from zoo import hub
 
-        meta = {"zoo.td3": json.dumps(self.describe())}
+        meta = {"zoo.model": "td3", "zoo.config": json.dumps(self._build_config()),
+                "zoo.td3": json.dumps(self.describe())}
         meta.update(metadata or {})
         hub.save_weights(self.network_state_dict(), path, metadata=meta)
 
@@ -462,8 +465,6 @@ class TD3Agent:
 
     def reconfigure(self, **changes: Any) -> None:
         """Change hyperparameters that do not change the networks' shapes (lr, batch_size, noises, ...)."""
-        import dataclasses
-
         for key in ("net_arch", "buffer_size"):
             if key in changes and changes[key] != getattr(self.config, key):
                 raise ValueError(f"{key} fixes tensor shapes; build a new agent to change it")
@@ -485,8 +486,13 @@ class TD3Agent:
 
     def zoo_state(self) -> ModelState:
         """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""
-        config = {"env": self.env_id, "preset": self.preset, "seed": self.seed, **self.config.to_dict()}
-        return ModelState("td3", config, self.export_state_dict(), {"zoo.td3": json.dumps(self.describe())})
+        return ModelState("td3", self._build_config(), self.export_state_dict(),
+                          {"zoo.td3": json.dumps(self.describe())})
+
+    def _build_config(self) -> dict[str, Any]:
+        # an env without a registered id cannot be rebuilt from a name: the caller passes env= again
+        env = {"env": self.env_id} if self.env_id is not None else {}
+        return {**env, "preset": self.preset, "seed": self.seed, **self.config.to_dict()}
 
     def _check_device(self, device: Any) -> None:
         if device is not None and torch.device(device) != self.device:
@@ -507,16 +513,37 @@ from zoo.registry import register
 
 def _load_weights(agent: TD3Agent, path, entry) -> TD3Agent:
     """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
-    :meth:`TD3Agent.save` / ``hub.add_weights``; its ``zoo.td3`` metadata must fit the built agent."""
+    :meth:`TD3Agent.save` / ``hub.add_weights``; its ``zoo.td3`` metadata must fit the built agent. The file's
+    ``net_arch`` is used unless the caller asked for another (an error that names both)."""
     from zoo import hub
+    from zoo.registry import file_config
 
     meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
     if "zoo.td3" in meta:
         saved = json.loads(meta["zoo.td3"])
         for key in ("obs_dim", "act_dim"):
             if saved.get(key) != getattr(agent, key):
+                hint = "" if saved.get("env_id") else "; pass env=<the env it was trained on>"
                 raise ValueError(f"weights {path} were trained on {saved.get('env_id')!r} with {key}="
-                                 f"{saved.get(key)}; this agent ({agent.env_id!r}) has {key}={getattr(agent, key)}")
+                                 f"{saved.get(key)}; this agent ({agent.env_id!r}) has {key}={getattr(agent, key)}"
+                                 + hint)
+        arch = tuple(saved.get("config", {}).get("net_arch", agent.config.net_arch))
+        if arch != tuple(agent.config.net_arch):
+            # what the builder used when the caller gave no net_arch: the preset's, under the manifest
+            # entry's or the file's recorded config (files from TD3Agent.save before it wrote zoo.config
+            # record their net_arch in zoo.td3 only)
+            from zoo.rl.config import preset_config
+
+            recorded = dict(entry.config) if entry is not None else file_config(path, "td3")
+            default = tuple(recorded.get("net_arch", preset_config(agent.preset, agent.env_id or "").net_arch))
+            if tuple(agent.config.net_arch) != default:
+                raise ValueError(
+                    f"weights {entry.name if entry is not None else path} hold a TD3 agent with net_arch {arch}, but "
+                    f"net_arch {tuple(agent.config.net_arch)} was asked for: leave net_arch out to use the file's, "
+                    "or build without weights= to train an agent of that shape")
+            agent = TD3Agent(agent.observation_space, agent.action_space,
+                             dataclasses.replace(agent.config, net_arch=arch), env_id=agent.env_id,
+                             preset=agent.preset, device=agent.device, seed=agent.seed)
     agent.load_network_state_dict(hub.load_state_dict(path))
     return agent
 

@@ -24,13 +24,41 @@ def _direction(model: Any, direction: str | None) -> str:
     return str(chosen)
 
 
+def _tokenizer_size(model: Any, vocab_size: int | None) -> int:
+    """The vocabulary of a tokenizer trained for ``model``: one joint tokenizer encodes both sides, so
+    its ids index the source *and* the target embedding and must stay below the smaller of the two."""
+    src, tgt = int(model.config.src_vocab), int(model.config.tgt_vocab)
+    fits = min(src, tgt)
+    if vocab_size is None:
+        return fits
+    if int(vocab_size) > fits:
+        raise ValueError(
+            f"vocab_size={vocab_size} does not fit {model.registry_name} (src_vocab={src}, tgt_vocab={tgt}): "
+            f"the joint source+target tokenizer's ids index both embeddings, so it can have at most {fits} "
+            f"tokens; pass vocab_size<={fits} (or leave it out), or build the model with "
+            f"src_vocab and tgt_vocab >= {vocab_size}")
+    return int(vocab_size)
+
+
+def _check_tokenizer_fits(model: Any) -> None:
+    src, tgt = int(model.config.src_vocab), int(model.config.tgt_vocab)
+    n = model.tokenizer.vocab_size
+    if n > min(src, tgt):
+        sides = " and ".join(side for side, v in (("source", src), ("target", tgt)) if v < n)
+        raise ValueError(
+            f"{model.registry_name}'s tokenizer has {n} tokens but the model has src_vocab={src}, tgt_vocab={tgt}: "
+            f"its ids would overflow the {sides} embedding; attach a tokenizer of at most {min(src, tgt)} tokens "
+            f"(or none: zoo.train trains one), or build the model with src_vocab and tgt_vocab >= {n}")
+
+
 def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = None, max_tokens: int = 4096,
                 vocab_size: int | None = None, val_split: str = "val", test_split: str = "test_2016_flickr",
                 beam_size: int = 1, bleu_sentences: int | None = None, **options: Any) -> tuple[Any, dict[str, Any]]:
     """``(loader, loop options)`` for ``model`` from a corpus folder; a Dataset/DataLoader passes through.
 
-    ``max_tokens``: tokens per batch; ``vocab_size``: of a tokenizer trained here (default: the model's
-    ``tgt_vocab``); ``beam_size`` / ``bleu_sentences``: how BLEU is decoded and on how many sentences.
+    ``max_tokens``: tokens per batch; ``vocab_size``: of the joint tokenizer trained here when the model has
+    none (default and most: the smaller of the model's ``src_vocab`` and ``tgt_vocab``); ``beam_size`` /
+    ``bleu_sentences``: how BLEU is decoded and on how many sentences.
     """
     from zoo.seq2seq.data import ParallelDataset, load_multi30k, make_loader
     from zoo.seq2seq.translate import bleu_eval_fn
@@ -57,8 +85,11 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         if model.tokenizer is None:
             from zoo.seq2seq.tokenizer import train_tokenizer
 
+            size = _tokenizer_size(model, vocab_size)
             text = load_multi30k(root, "train", direction)
-            model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=vocab_size or model.config.tgt_vocab)
+            model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=size)
+        else:
+            _check_tokenizer_fits(model)
         _, train_loader = loader("train", True)
         val_text, val_loader = loader(val_split, False)
         extra = {"val_data": val_loader, "eval_fn": bleu(val_text), "monitor": "val_bleu", "monitor_mode": "max"}

@@ -18,14 +18,22 @@ __all__ = ["load_seq2seq_weights", "seq2seq_gru", "seq2seq_transformer"]
 _SHAPE_FREE = {"dropout", "direction"}
 
 
+def _shape_free(file_config: dict[str, Any]) -> set[str]:
+    # max_len only bounds the positions a model accepts, except for learned positions, whose table it sizes
+    return _SHAPE_FREE | ({"max_len"} if file_config.get("positions") != "learned" else set())
+
+
 def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2SeqModel:
     """Load a file written from a seq2seq model's state dict: weights, tokenizer and config.
 
-    A file given by path (no manifest entry) carries its own config; when its shapes differ from the
-    model built with defaults, the model is rebuilt from the file's config (keeping shape-free settings
-    such as ``dropout`` from the caller), so ``zoo.build(name, weights="my.safetensors")`` just works.
+    The file carries its own config, which decides every shape: when the model built from the defaults
+    (or from a manifest entry) differs from it, the model is rebuilt from the file's config (keeping
+    shape-free settings such as ``dropout`` from the caller), so ``zoo.build(name, weights="my.safetensors")``
+    just works. A shape-defining setting the caller asked for that differs from the file's is an error
+    naming both values, never silently dropped.
     """
     from zoo import hub
+    from zoo.registry import file_config as recorded_config
 
     sd = hub.load_state_dict(path)
     if EXTRA_STATE_KEY not in sd:
@@ -36,14 +44,29 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2Seq
         )
     blob = decode_extra_state(sd[EXTRA_STATE_KEY])
     file_config = blob["config"]
-    if entry is None:
-        ours = dataclasses.asdict(model.config)
-        unknown = sorted(set(file_config) - set(ours))
-        if unknown:
-            raise ValueError(f"{path}: config keys {unknown} are not {model.registry_name} settings")
-        wanted = {**file_config, **{k: ours[k] for k in _SHAPE_FREE if k in ours}}
-        if wanted != ours:
-            model = type(model)(type(model.config)(**wanted))
+    ours = dataclasses.asdict(model.config)
+    unknown = sorted(set(file_config) - set(ours))
+    if unknown:
+        raise ValueError(f"{path}: config keys {unknown} are not {model.registry_name} settings")
+    # The builder saw the defaults, overlaid by the manifest entry's config or the one zoo.save recorded,
+    # overlaid by the caller's: a value that differs from both that base and the file came from the caller.
+    # (A caller's value equal to the default, on a file with no recorded config, cannot be told apart.)
+    base = {**dataclasses.asdict(type(model.config)()),
+            **(entry.config if entry is not None else recorded_config(path, model.registry_name))}
+    free = _shape_free(file_config)
+    asked = [k for k, v in file_config.items() if k not in free and ours[k] != v and ours[k] != base.get(k)]
+    if asked:
+        found = ", ".join(f"{k}={file_config[k]!r}" for k in asked)
+        wanted = ", ".join(f"{k}={ours[k]!r}" for k in asked)
+        raise ValueError(
+            f"{entry.name if entry is not None else path} holds a {model.registry_name} with {found}, but {wanted} "
+            "was asked for: these settings fix tensor shapes, so the file's weights cannot be loaded with them; "
+            "leave them out to use the file's "
+            f"(only {', '.join(sorted(k for k in free if k in ours))} may differ from the file), or build without "
+            "weights= to train a model of that shape")
+    wanted_config = {**file_config, **{k: ours[k] for k in free if k in ours}}
+    if wanted_config != ours:
+        model = type(model)(type(model.config)(**wanted_config))
     model.load_state_dict(sd, strict=True)  # PyTorch names missing/unexpected keys and shape mismatches
     if model.tokenizer is None:
         raise ValueError(f"{path}: the weights file holds no tokenizer, so the model cannot translate text")

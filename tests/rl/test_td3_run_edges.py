@@ -1,0 +1,190 @@
+"""Run edges of the TD3 loop: a run that stops mid-episode resumes exactly, an env without an id is
+evaluated (or refused before training), ``seed=`` counts on every call, and the run's own weights files
+load back with their architecture."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import zoo
+
+PENDULUM_TINY = {"net_arch": (16, 16), "batch_size": 16, "learning_starts": 100, "buffer_size": 2000}
+SMALL = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+class Point(gym.Env):
+    """A 1-D point pushed toward 0, with no registered id; episodes of at most 25 steps."""
+
+    observation_space = spaces.Box(-10, 10, (2,), np.float32)
+    action_space = spaces.Box(-1, 1, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.n = float(self.np_random.uniform(-2, 2)), 0
+        return np.array([self.x, 0], np.float32), {}
+
+    def step(self, action):
+        self.x += 0.1 * float(action[0])
+        self.n += 1
+        return np.array([self.x, self.n / 25], np.float32), -abs(self.x), abs(self.x) < 0.05, self.n >= 25, {}
+
+
+def _same_agent(a, b) -> bool:
+    sa, sb = a.network_state_dict(), b.network_state_dict()
+    return (all(torch.equal(sa[k], sb[k]) for k in sa) and torch.equal(a.buffer.data, b.buffer.data)
+            and torch.equal(a.generator.get_state(), b.generator.get_state()))
+
+
+# --- resuming a run that stopped mid-episode ---------------------------------------------------------
+
+
+def _episodes(ckpt_dir):
+    return torch.load(ckpt_dir / "td3_last.pt", weights_only=True)["episodes"]
+
+
+@pytest.mark.slow
+def test_a_run_stopped_mid_episode_resumes_exactly(tmp_path):
+    """Pendulum's episodes are 200 steps: 250 and 330 stop inside the second episode, and eval_every=0 makes
+    the end-of-run checkpoint the only one (the resume point used to restart that episode)."""
+    full = zoo.build("td3", **PENDULUM_TINY)
+    zoo.train(full, "Pendulum-v1", total_steps=450, eval_every=0, checkpoint_dir=tmp_path / "full", progress=False)
+    run = tmp_path / "run"
+    part = zoo.build("td3", **PENDULUM_TINY)
+    zoo.train(part, "Pendulum-v1", total_steps=250, eval_every=0, checkpoint_dir=run, progress=False)
+    again = zoo.build("td3", **PENDULUM_TINY)  # stops again, inside the same episode
+    zoo.train(again, "Pendulum-v1", total_steps=330, eval_every=0, checkpoint_dir=run, resume=True, progress=False)
+    resumed = zoo.build("td3", **PENDULUM_TINY)
+    res = zoo.train(resumed, "Pendulum-v1", total_steps=450, eval_every=0, checkpoint_dir=run, resume=True,
+                    progress=False)
+    assert res.resumed["changed"] == {"total_steps": (330, 450)}
+    assert (resumed.num_timesteps, resumed.num_episodes) == (full.num_timesteps, full.num_episodes) == (450, 2)
+    assert _same_agent(resumed, full)
+    assert _episodes(run) == _episodes(tmp_path / "full")  # the episode cut at 250 logged whole, its return too
+
+
+def test_a_mid_episode_checkpoint_of_an_env_that_does_not_replay_warns(tmp_path, counter_env):
+    """CounterEnv's observation counts its episodes, state a fresh env does not have: the replayed episode
+    cannot match, so the resume says it restarts the episode (and still runs)."""
+    first = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+    zoo.train(first, counter_env(horizon=10), total_steps=35, eval_every=0, checkpoint_dir=tmp_path, progress=False)
+    resumed = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+    with pytest.warns(UserWarning, match="5 steps into an episode.*the episode restarts"):
+        zoo.train(resumed, counter_env(horizon=10), total_steps=50, eval_every=0, checkpoint_dir=tmp_path,
+                  resume=True, progress=False)
+    assert resumed.num_timesteps == 50
+
+
+def test_a_mid_episode_checkpoint_of_a_custom_env_resumes_exactly(tmp_path):
+    full = zoo.build("td3", env=Point(), **SMALL)
+    zoo.train(full, Point(), total_steps=90, eval_every=0, progress=False)
+    part = zoo.build("td3", env=Point(), **SMALL)
+    zoo.train(part, Point(), total_steps=60, eval_every=0, checkpoint_dir=tmp_path, progress=False)
+    assert torch.load(tmp_path / "td3_last.pt", weights_only=True)["run_state"]["ep_len"] != [0]  # mid-episode
+    resumed = zoo.build("td3", env=Point(), **SMALL)
+    zoo.train(resumed, Point(), total_steps=90, eval_every=0, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert _same_agent(resumed, full)
+
+
+# --- evaluating a run on an env without an id ----------------------------------------------------------
+
+
+def test_a_run_on_an_env_without_an_id_is_evaluated_at_the_end_on_that_env():
+    env = Point()
+    agent = zoo.build("td3", env=env, **SMALL)
+    assert agent.env_id is None
+    result = zoo.train(agent, env, total_steps=60, eval_episodes=2, progress=False)  # was: "no environment"
+    assert [h["step"] for h in result.history] == [60] and result.best_metric is not None
+    # the same evaluation a separate copy of the env gives: the training env was reset with the eval seeds
+    assert result.history[0]["eval_return_mean"] == zoo.evaluate(agent, Point(), episodes=2)["return_mean"]
+
+
+def test_periodic_evaluation_on_an_env_without_an_id_asks_for_eval_env_before_training():
+    env = Point()
+    agent = zoo.build("td3", env=env, **SMALL)
+    with pytest.raises(ValueError, match=r"Point has no registered id.*pass eval_env=<another Point instance>"):
+        zoo.train(agent, env, total_steps=60, eval_every=30, progress=False)
+    assert agent.num_timesteps == 0  # refused before any step
+    result = zoo.train(agent, env, total_steps=60, eval_every=30, eval_env=Point(), eval_episodes=1, progress=False)
+    assert [h["step"] for h in result.history] == [30, 60]
+
+
+def test_evaluating_on_the_training_env_leaves_its_random_stream_for_a_resume(tmp_path):
+    full = zoo.build("td3", env=Point(), **SMALL)
+    zoo.train(full, Point(), total_steps=100, eval_every=0, progress=False)
+    part = zoo.build("td3", env=Point(), **SMALL)  # evaluated at its end (50, an episode boundary) on itself
+    zoo.train(part, Point(), total_steps=50, eval_episodes=3, checkpoint_dir=tmp_path, progress=False)
+    assert part.history and torch.load(tmp_path / "td3_last.pt", weights_only=True)["run_state"]["ep_len"] == [0]
+    resumed = zoo.build("td3", env=Point(), **SMALL)
+    zoo.train(resumed, Point(), total_steps=100, eval_every=0, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert _same_agent(resumed, full)
+
+
+# --- seed= on a later call ------------------------------------------------------------------------------
+
+
+def _two_calls(second_seed):
+    agent = zoo.build("td3", **PENDULUM_TINY)
+    zoo.train(agent, "Pendulum-v1", total_steps=150, eval_every=0, progress=False)
+    zoo.train(agent, "Pendulum-v1", total_steps=250, eval_every=0, progress=False, seed=second_seed)
+    return agent
+
+
+def test_seed_on_a_second_train_call_is_honoured():
+    a, b, other = _two_calls(123), _two_calls(123), _two_calls(7)
+    assert _same_agent(a, b)  # the second env was reset from OS entropy: never equal
+    # the seed reaches the env: its first observation after the second call's reset is the seeded one
+    first = lambda agent: agent.buffer.obs[150].clone()
+    expected, _ = gym.make("Pendulum-v1").reset(seed=123)
+    np.testing.assert_array_equal(first(a).numpy(), expected.astype(np.float32))
+    assert not torch.equal(first(a), first(other))
+
+
+def test_a_second_train_call_without_a_seed_is_repeatable():
+    assert _same_agent(_two_calls(None), _two_calls(None))
+
+
+def test_seed_is_ignored_with_a_warning_on_resume(tmp_path, counter_env):
+    agent = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+    zoo.train(agent, counter_env(horizon=10), total_steps=30, eval_every=0, checkpoint_dir=tmp_path, progress=False)
+    resumed = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+    with pytest.warns(UserWarning, match="seed=5 is ignored when resuming"):
+        zoo.train(resumed, counter_env(horizon=10), total_steps=40, eval_every=0, checkpoint_dir=tmp_path,
+                  resume=True, seed=5, progress=False)
+
+
+# --- the run's weights files load back --------------------------------------------------------------------
+
+
+def test_the_runs_best_weights_load_with_their_net_arch(tmp_path):
+    agent = zoo.build("td3", **PENDULUM_TINY)
+    zoo.train(agent, "Pendulum-v1", total_steps=150, eval_episodes=1, checkpoint_dir=tmp_path, progress=False)
+    best = tmp_path / "td3_best.safetensors"
+    loaded = zoo.build("td3", weights=str(best))  # the default net_arch is (400, 300): used to be refused
+    assert loaded.config.net_arch == (16, 16)
+    assert (loaded.config.batch_size, loaded.config.learning_starts) == (16, 100)  # the whole config
+    obs = np.random.default_rng(0).standard_normal((5, 3))
+    np.testing.assert_array_equal(loaded.act(obs), agent.act(obs))
+    with pytest.raises(ValueError, match=r"net_arch \(16, 16\), but net_arch \(32, 32\) was asked for"):
+        zoo.build("td3", weights=str(best), net_arch=(32, 32))
+
+
+def test_a_weights_file_that_records_its_net_arch_only_in_its_description_loads(tmp_path):
+    """A TD3Agent.save file from before it wrote zoo.config: its architecture is in the zoo.td3 metadata."""
+    import json
+
+    from zoo import hub
+
+    agent = zoo.build("td3", net_arch=(8, 8))
+    path = tmp_path / "old.safetensors"
+    hub.save_weights(agent.network_state_dict(), path, metadata={"zoo.td3": json.dumps(agent.describe())})
+    loaded = zoo.build("td3", weights=str(path))
+    assert loaded.config.net_arch == (8, 8)
+    obs = np.zeros((2, 3))
+    np.testing.assert_array_equal(loaded.act(obs), agent.act(obs))
+    with pytest.raises(ValueError, match=r"net_arch \(8, 8\), but net_arch \(16, 16\) was asked for"):
+        zoo.build("td3", weights=str(path), net_arch=(16, 16))
+    assert zoo.build("td3", weights=str(path), net_arch=(8, 8)).config.net_arch == (8, 8)
