@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,22 +21,9 @@ from zoo.seq2seq.data import (
 )
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
 
-DE = [
-    "Ein Hund läuft über die Wiese.",
-    "Zwei Männer spielen Fußball am Strand.",
-    "Eine Frau liest ein Buch im Park.",
-    "Ein kleines Mädchen klettert auf einen Baum.",
-    "Der Junge isst einen Apfel.",
-    "Eine Gruppe von Menschen steht vor einem Gebäude.",
-]
-EN = [
-    "A dog runs across the meadow.",
-    "Two men play soccer on the beach.",
-    "A woman reads a book in the park.",
-    "A little girl climbs a tree.",
-    "The boy eats an apple.",
-    "A group of people stands in front of a building.",
-]
+# six parallel sentences shared by the seq2seq tests (tests/seq2seq/data/six.de, six.en)
+DE = (Path(__file__).parent / "data" / "six.de").read_text(encoding="utf-8").splitlines()
+EN = (Path(__file__).parent / "data" / "six.en").read_text(encoding="utf-8").splitlines()
 TINY_T = {"d_model": 32, "n_heads": 4, "n_layers": 1, "d_ff": 64, "src_vocab": 400, "tgt_vocab": 400, "dropout": 0.0}
 TINY_G = {"emb_dim": 16, "hidden": 32, "src_vocab": 400, "tgt_vocab": 400, "dropout": 0.0}
 

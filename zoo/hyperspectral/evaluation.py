@@ -137,17 +137,7 @@ def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes:
     if (p < 0).any():
         raise ValueError("predictions must be classes 1..n on every scored pixel")
     n = max(int(n_classes or 0), int(labels.max()), int(p.max()) + 1 if p.size else 0)
-    cm = M.confusion_matrix(p, y, num_classes=n)
-    recall = M.per_class_recall(cm)
-    return {
-        "overall_accuracy": 100.0 * M.overall_accuracy(cm),
-        "average_accuracy": 100.0 * M.average_accuracy(cm),
-        "kappa": 100.0 * M.cohen_kappa(cm),
-        "per_class_accuracy": [None if np.isnan(r) else 100.0 * float(r) for r in recall],
-        "class_ids": list(range(1, n + 1)),
-        "confusion_matrix": cm,
-        "n_test": int(mask.sum()),
-    }
+    return _scores(M.confusion_matrix(p, y, num_classes=n), list(range(1, n + 1)))
 
 
 def score_labels(pred: np.ndarray, y: np.ndarray) -> dict[str, Any]:
@@ -160,15 +150,22 @@ def score_labels(pred: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         raise ValueError(f"{y.size} labels for {pred.size} predictions")
     ids, index = np.unique(np.concatenate([y, pred]), return_inverse=True)
     cm = M.confusion_matrix(index[y.size:], index[:y.size], num_classes=max(len(ids), 1))
+    return _scores(cm, [i.item() if isinstance(i, np.generic) else i for i in ids])
+
+
+def _scores(cm: np.ndarray, class_ids: list) -> dict[str, Any]:
+    """OA / AA / kappa and per-class accuracy (in %) of a confusion matrix whose rows/columns are ``class_ids``."""
+    from zoo.engine import metrics as M
+
     recall = M.per_class_recall(cm)
     return {
         "overall_accuracy": 100.0 * M.overall_accuracy(cm),
         "average_accuracy": 100.0 * M.average_accuracy(cm),
         "kappa": 100.0 * M.cohen_kappa(cm),
         "per_class_accuracy": [None if np.isnan(r) else 100.0 * float(r) for r in recall],
-        "class_ids": [i.item() if isinstance(i, np.generic) else i for i in ids],
+        "class_ids": class_ids,
         "confusion_matrix": cm,
-        "n_test": int(y.size),
+        "n_test": int(cm.sum()),
     }
 
 
