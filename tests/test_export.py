@@ -40,6 +40,32 @@ def test_plain_module_round_trips_with_dynamic_batch(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.onnx", "mlp.pt2"]  # no temporaries left
 
 
+class _Log(nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
+def test_nan_where_pytorch_also_gives_nan_is_agreement(tmp_path, fmt):
+    x = torch.tensor([[1.0, -1.0], [2.0, 0.5]])  # log(-1) is NaN in PyTorch and in the export alike
+    res = zoo.export(_Log(), tmp_path / "log", fmt, example_inputs=(x,))
+    assert res.verified and res.max_abs_diff <= res.atol
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
+def test_a_batch_of_one_still_exports_a_dynamic_batch(tmp_path, fmt):
+    model = _mlp()
+    res = zoo.export(model, tmp_path / "one", fmt, example_inputs=torch.randn(1, 4))
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        want = model.eval()(x).numpy()
+    if fmt == "onnx":
+        (got,) = ort.InferenceSession(str(res.path)).run(None, {"input0": x.numpy()})
+    else:
+        got = torch.export.load(str(res.path)).module()(x).detach().numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
 class _Shifted(nn.Module):
     """A model whose 'PyTorch reference' is deliberately off: the export must be refused."""
 
@@ -94,6 +120,12 @@ def test_bad_calls_say_what_was_expected(tmp_path):
         zoo.export(_Shifted(0.0), tmp_path / "m.pt", "torchscript")
     with pytest.raises(ValueError, match="batched tensor"):
         zoo.export(model, tmp_path / "m", example_inputs=torch.tensor(1.0))
+    with pytest.raises(ValueError, match=r"example_inputs of shapes \[\(2, 5\)\] do not run through Sequential"):
+        zoo.export(model, tmp_path / "m", example_inputs=torch.randn(2, 5))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"out is a folder.*give its name \(e\.g\. .*out/model\.onnx\)"):
+        zoo.export(model, tmp_path / "out", example_inputs=x)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # not out.onnx beside it
 
 
 class _TwoGraphs(nn.Module):

@@ -213,7 +213,11 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
             raise ValueError(f"example_inputs[{i}] must be a batched tensor (B, ...), got "
                              f"{type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
     with torch.no_grad():
-        outputs = model.eval()(*inputs)  # export() gives the model its training flag back
+        try:
+            outputs = model.eval()(*inputs)  # export() gives the model its training flag back
+        except Exception as err:  # the tracer would fail on them later, with a far longer message
+            raise ValueError(f"example_inputs of shapes {[tuple(x.shape) for x in inputs]} do not run through "
+                             f"{type(model).__name__}: {type(err).__name__}: {err}") from err
     n_out = 1 if isinstance(outputs, torch.Tensor) else len(outputs)
     checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
     names = tuple(f"input{i}" for i in range(len(inputs)))
@@ -291,6 +295,9 @@ def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
             raise FileExistsError(f"{path} is a file; this model exports a folder (several graphs and files)")
         return path
     suffix = SUFFIX[fmt]
+    if path.is_dir():  # adding the suffix would write a sibling of the folder ("out" -> "out.onnx"), not into it
+        raise IsADirectoryError(f"{path} is a folder; this model exports one {suffix} file: give its name "
+                                f"(e.g. {path / ('model' + suffix)})")
     if not path.suffix:
         return path.with_suffix(suffix)
     if path.suffix != suffix:
@@ -389,10 +396,26 @@ def _cpu_module(g: Graph) -> nn.Module:
     return module if on_cpu else copy.deepcopy(module).cpu()
 
 
+def _trace_inputs(g: Graph) -> tuple[Any, ...]:
+    """The inputs to trace with: a dynamic axis of size 1 is doubled (the sample itself stays a check).
+
+    torch.export specialises every dimension of size 0 or 1 to that constant, so a batch-1 sample
+    would make a declared dynamic batch fail its constraint instead of exporting a batch-free graph."""
+    inputs = list(g.inputs)
+    for i, axes in g.dynamic.items():
+        x = inputs[i]
+        for axis, name in axes.items():
+            if isinstance(x, torch.Tensor) and x.shape[axis] == 1 and g.max_sizes.get(name, MAX_DIM) >= 2 \
+                    and g.min_sizes.get(name, 1) <= 2:
+                x = torch.cat([x, x], dim=axis)
+        inputs[i] = x
+    return tuple(inputs)
+
+
 def _torch_program(g: Graph) -> torch.export.ExportedProgram:
     try:
         with torch.no_grad():
-            return torch.export.export(_cpu_module(g), tuple(g.inputs), dynamic_shapes=_dynamic_shapes(g), strict=False)
+            return torch.export.export(_cpu_module(g), _trace_inputs(g), dynamic_shapes=_dynamic_shapes(g), strict=False)
     except Exception as err:  # the tracer's errors are long; keep their first line and the cause
         raise ExportError(f"torch.export could not trace graph {g.name!r}: {type(err).__name__}: "
                           f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
@@ -421,7 +444,7 @@ def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
             warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning, UserWarning))
             try:
                 program = torch.onnx.export(
-                    _cpu_module(g), tuple(g.inputs), dynamo=True, opset_version=ONNX_OPSET,
+                    _cpu_module(g), _trace_inputs(g), dynamo=True, opset_version=ONNX_OPSET,
                     input_names=list(g.input_names), output_names=list(g.output_names),
                     dynamic_shapes=_dynamic_shapes(g), verbose=False)
             except Exception as err:
@@ -523,7 +546,8 @@ def _compare(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, what: 
     g, w = got.astype(np.float64), want.astype(np.float64)
     diff = np.abs(g - w)
     if not np.isfinite(g).all() or not np.isfinite(w).all():
-        same = (np.isnan(g) == np.isnan(w)) & ((g == w) | np.isfinite(g) & np.isfinite(w))
+        # NaN never equals NaN, so a NaN PyTorch also gives must be matched by isnan, not ==
+        same = (np.isnan(g) == np.isnan(w)) & ((g == w) | (np.isnan(g) & np.isnan(w)) | np.isfinite(g) & np.isfinite(w))
         if not same.all():
             raise ExportError(f"{what}: non-finite values differ from PyTorch's")
         diff = np.where(np.isfinite(w), diff, 0.0)

@@ -79,3 +79,24 @@ def test_evaluate_reports_the_same_metrics():
 def test_plot_confusion_matrix(tmp_path):
     path = metrics.plot_confusion_matrix(np.array([[3, 1], [0, 2]]), tmp_path / "cm.png", class_names=["a", "b"])
     assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_probabilities_given_as_predictions_are_refused_not_truncated():
+    targets = torch.tensor([1, 0, 1])
+    # one probability per sample used to become class 0 everywhere (.long() truncates): accuracy 1/3, silently
+    with pytest.raises(ValueError, match=r"non-integer values \(e\.g\. 0\.9\).*expected class indices"):
+        metrics.accuracy(torch.tensor([0.9, 0.2, 0.7]), targets)
+    with pytest.raises(ValueError, match="non-integer"):
+        metrics.confusion_matrix(np.array([0.9, 0.2, 0.7]), targets)
+    assert metrics.accuracy(torch.tensor([1.0, 0.0, 0.0]), targets) == pytest.approx(2 / 3)  # whole floats: indices
+
+
+def test_a_batch_with_every_target_ignored_does_not_make_the_loss_nan():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3), torch.tensor([0, 1, 0, 1, -100, -100, -100, -100])
+    model = torch.nn.Linear(3, 2)
+    both = evaluate(model, DataLoader(TensorDataset(x, y), batch_size=4))
+    scored = evaluate(model, DataLoader(TensorDataset(x[:4], y[:4]), batch_size=4))
+    assert both["loss"] == pytest.approx(scored["loss"]) and both["accuracy"] == scored["accuracy"]

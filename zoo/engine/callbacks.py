@@ -17,8 +17,11 @@ Callbacks run on every rank under DDP; use ``state.is_main`` to do rank-0-only w
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,6 +46,7 @@ class TrainState:
     stop_requested: bool = False
     stop_reason: str | None = None
     ema_model: torch.nn.Module | None = None  # with ema_decay: the averaged weights validation scores
+    checkpoint_dir: Path | None = None  # where this run's epoch checkpoints are (a resumed run: the resumed one's)
 
     @property
     def eval_model(self) -> torch.nn.Module:
@@ -141,12 +145,57 @@ class RestoreBest(Callback):
         self.best_epoch: int | None = None
         self._state: dict[str, torch.Tensor] | None = None
 
+    def _better(self, value: float) -> bool:
+        # a NaN never compares better, so a NaN first epoch would otherwise be kept as the best for good
+        return math.isfinite(value) and (
+            self.best_value is None or (value < self.best_value if self.mode == "min" else value > self.best_value))
+
+    def on_train_start(self, state: TrainState) -> None:
+        """A resumed run's best epoch may lie before the resume: its weights are in memory no more, so they are
+        read back from that epoch's checkpoint (or ``best.pt``); without either, the best after the resume is
+        kept, with a warning."""
+        self.best_value, self.best_epoch, self._state = None, None, None
+        best_row = None
+        for row in state.history:
+            if self.monitor in row and self._better(float(row[self.monitor])):
+                self.best_value, best_row = float(row[self.monitor]), row
+        if best_row is None:
+            return
+        epoch = int(best_row["epoch"])
+        weights = self._checkpointed_weights(state, epoch)
+        if weights is None:
+            warnings.warn(f"RestoreBest: the best {self.monitor} ({self.best_value:.6g}) was at epoch {epoch}, before "
+                          f"the resume, and no checkpoint of that epoch is left in {state.checkpoint_dir}; the best "
+                          "epoch from the resume on will be restored instead", stacklevel=2)
+            self.best_value = None
+            return
+        self.best_epoch, self._state = epoch, weights
+
+    @staticmethod
+    def _checkpointed_weights(state: TrainState, epoch: int) -> dict[str, torch.Tensor] | None:
+        from zoo.engine import checkpoint as ckpt_mod
+
+        if state.checkpoint_dir is None:
+            return None
+        for path in (state.checkpoint_dir / ckpt_mod.epoch_checkpoint_name(epoch), state.checkpoint_dir / "best.pt"):
+            if not path.is_file():
+                continue
+            try:
+                ckpt = ckpt_mod.read_checkpoint(path)
+            except ckpt_mod.CheckpointError:
+                continue
+            if ckpt["epoch"] != epoch:
+                continue
+            # on_epoch_end keeps the weights validation scored: the average when the run has one
+            return ckpt_mod.ema_weights(ckpt, path) if state.ema_model is not None else ckpt["model"]
+        return None
+
     def on_epoch_end(self, state: TrainState, row: dict[str, Any]) -> None:
         if self.monitor not in row:
             raise KeyError(f"RestoreBest monitors {self.monitor!r}, which the history row lacks (it has "
                            f"{sorted(row)}); give validation data or monitor another key")
         value = float(row[self.monitor])
-        if self.best_value is None or (value < self.best_value if self.mode == "min" else value > self.best_value):
+        if self._better(value):
             self.best_value, self.best_epoch = value, state.epoch + 1
             self._state = {k: v.detach().clone() for k, v in state.eval_model.state_dict().items()}
 

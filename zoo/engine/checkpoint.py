@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from zoo import fs
@@ -58,24 +59,49 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
         model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) else model
 
 
+def _plain(v: Any, tensors: bool = True) -> Any:
+    """``v`` as data ``weights_only`` loads. NumPy scalars (``np.float64`` is a float subclass) and other
+    subclasses of the builtins pickle as their own class, which ``weights_only`` refuses: the whole checkpoint
+    would then fail to load, so they become the builtin; an object that is not data becomes its name. With
+    ``tensors=False`` (configs, compared with ``!=`` on resume) tensors and arrays become their name too."""
+    if v is None:
+        return v
+    if isinstance(v, np.generic):
+        v = v.item()
+    for kind in (bool, int, float, str):  # bool first: it is an int
+        if isinstance(v, kind):
+            return kind(v)
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    if tensors and isinstance(v, torch.Tensor):
+        return v
+    if tensors and isinstance(v, np.ndarray) and v.dtype != object:
+        return torch.from_numpy(np.ascontiguousarray(v))
+    if isinstance(v, (list, tuple)):
+        return [_plain(x, tensors) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x, tensors) for k, x in v.items()}
+    name = getattr(v, "__qualname__", None) or type(v).__qualname__
+    return f"<{name}>"
+
+
+def _builtin_numbers(v: Any) -> Any:
+    """NumPy scalars in an optimizer's or scheduler's state (an ``lr=np.float64(...)`` from a sweep) as builtin
+    numbers, containers kept as they are (``betas`` stays a tuple)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, tuple):
+        return tuple(_builtin_numbers(x) for x in v)
+    if isinstance(v, list):
+        return [_builtin_numbers(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _builtin_numbers(x) for k, x in v.items()}
+    return v
+
+
 def plain_config(config: dict[str, Any]) -> dict[str, Any]:
     """Keep what ``weights_only`` can load; anything else (a callable, a dataset) becomes its repr string."""
-
-    def plain(v: Any) -> Any:
-        if v is None or isinstance(v, (bool, int, str)):
-            return v
-        if isinstance(v, float):
-            return v
-        if isinstance(v, os.PathLike):
-            return os.fspath(v)
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        if isinstance(v, dict):
-            return {str(k): plain(x) for k, x in v.items()}
-        name = getattr(v, "__qualname__", None) or type(v).__qualname__
-        return f"<{name}>"
-
-    return {str(k): plain(v) for k, v in config.items()}
+    return {str(k): _plain(v, tensors=False) for k, v in config.items()}
 
 
 def save_checkpoint(
@@ -105,17 +131,17 @@ def save_checkpoint(
     payload: dict[str, Any] = {
         "format": FORMAT,
         "model": _unwrap(model).state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "optimizer": _builtin_numbers(optimizer.state_dict()) if optimizer is not None else None,
+        "scheduler": _builtin_numbers(scheduler.state_dict()) if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
         "epoch": int(epoch),
         "step": int(step),
         "best_metric": None if best_metric is None else float(best_metric),
         "best_epoch": best_epoch,
-        "history": list(history or []),
+        "history": [_plain(row) for row in history or []],  # callbacks may add NumPy values to rows
         "config": plain_config(config or {}),
         "rng": rng,
-        "extra": extra or {},
+        "extra": _plain(extra or {}),
     }
     buf = io.BytesIO()
     torch.save(payload, buf)

@@ -57,8 +57,9 @@ def evaluate_loader(
                 outputs, targets = forward(model, batch, forward_fn)
                 loss = loss_fn(outputs, targets)
             n = _num_scored(targets)
-            loss_sum += loss.detach().double().cpu() * n
-            count += n
+            if n:  # a batch whose targets are all ignore_index has a NaN mean loss, and NaN * 0 is NaN
+                loss_sum += loss.detach().double().cpu() * n
+                count += n
             if metrics:
                 scores, y = _scores_targets(outputs, targets)
                 num_classes = max(num_classes, scores.shape[1])

@@ -47,6 +47,11 @@ def _flatten(scores_or_preds: Any, targets: Any, ignore_index: int | None) -> tu
         x = x.reshape(-1, x.shape[-1])
     elif x.shape == y.shape:
         x = x.reshape(-1)
+        # .long() would truncate scores silently (0.9 -> class 0): predictions must already be class indices
+        if x.is_floating_point() and not bool((x == x.round()).all()):
+            raise ValueError(f"predictions of shape {tuple(x.shape)} have non-integer values (e.g. "
+                             f"{float(x[x != x.round()][0]):.4g}): expected class indices, or (N, C) scores "
+                             "for (N,) targets (for one binary probability per sample, pass (p > 0.5).long())")
     else:
         raise ValueError(f"scores/predictions of shape {tuple(x.shape)} do not match targets of shape "
                          f"{tuple(y.shape)}: expected (N,) predictions or (N, C) scores for (N,) targets")

@@ -96,6 +96,15 @@ class FitConfig:
             problems.append(f"ema_decay must be in (0, 1) or None, got {self.ema_decay}")
         if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
             problems.append(f"clip_grad_norm must be > 0 or None, got {self.clip_grad_norm}")
+        if self.keep_last < 1:  # else the first checkpoint write fails, after a whole epoch of training
+            problems.append(f"keep_last must be >= 1, got {self.keep_last}")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            problems.append(f"early_stopping_patience must be >= 1 (epochs without improvement) or None, got "
+                            f"{self.early_stopping_patience}")
+        if not self.early_stopping_min_delta >= 0:  # a negative one would count a worse epoch as an improvement
+            problems.append(f"early_stopping_min_delta must be >= 0, got {self.early_stopping_min_delta}")
+        if not 0.0 <= self.label_smoothing <= 1.0:
+            problems.append(f"label_smoothing must be in [0, 1], got {self.label_smoothing}")
         if self.overfit_batches < 0:
             problems.append(f"overfit_batches must be >= 0, got {self.overfit_batches}")
         if self.monitor_mode not in (None, "min", "max"):

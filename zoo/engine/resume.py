@@ -56,8 +56,10 @@ def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:
     ratio = float(new) / float(old)
     for group in optimizer.param_groups:
         group["lr"] *= ratio
-        if "initial_lr" in group:
-            group["initial_lr"] *= ratio
+        # OneCycleLR computes every lr from the group's initial/max/min lr, not from base_lrs
+        for key in ("initial_lr", "max_lr", "min_lr"):
+            if key in group:
+                group[key] *= ratio
     if scheduler is not None and hasattr(scheduler, "base_lrs"):
         scheduler.base_lrs = [b * ratio for b in scheduler.base_lrs]
 

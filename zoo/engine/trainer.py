@@ -84,7 +84,8 @@ class Trainer:
         self.logger = self._run_logger()
         self.state = TrainState(model=model, optimizer=self.opt, scheduler=self.scheduler, epochs=cfg.epochs,
                                 epoch=self.start_epoch, step=self.step, history=self.history, rank=info.rank,
-                                world_size=info.world_size, ema_model=None if self.ema is None else self.ema.module)
+                                world_size=info.world_size, ema_model=None if self.ema is None else self.ema.module,
+                                checkpoint_dir=Path(self.resumed["checkpoint"]).parent if self.resumed else self.ckpt_dir)
         self.params = [p for g in self.opt.param_groups for p in g["params"]]
         self.first_loss: float | None = None
 
@@ -153,7 +154,12 @@ class Trainer:
         state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
         changed = reconcile(state.get("config") or {}, cfg.recorded(), applied=RESUME_APPLIED,
                             ignored=_NOT_COMPARED, what=Path(path).name)
+        shape = _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
+        if "epochs" in changed and shape:
+            # the checkpoint's schedule ends where the old run did (OneCycleLR's total_steps refuses any step
+            # past it); the one built for the new length keeps the restored position, on the new curve
+            self.scheduler.__dict__.update(shape)
         if self.ema is not None:
             ema_state = (state.get("extra") or {}).get("ema")
             if ema_state is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
@@ -359,6 +365,20 @@ class Trainer:
         return TrainResult(history=hist, best_metric=self.monitor.best, best_epoch=self.monitor.best_epoch,
                            checkpoint_path=path, model=self.model, monitor=self.monitor.key,
                            stopped_early=self.monitor.stopped, resumed=self.resumed)
+
+
+# an LRScheduler's state that says where it is rather than what curve it follows
+_SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get_lr_called_within_step",
+                      "_is_initial", "verbose", "lr_lambdas"}
+
+
+def _schedule_shape(scheduler: Any) -> dict[str, Any]:
+    """What a freshly built scheduler says about its curve (its length and phases), to outlive a restore."""
+    if scheduler is None:
+        return {}
+    import copy
+
+    return {k: copy.deepcopy(v) for k, v in scheduler.state_dict().items() if k not in _SCHEDULE_PROGRESS}
 
 
 def _write(text: str) -> None:

@@ -1,0 +1,43 @@
+"""A resume with more epochs continues every schedule on the curve of the new length."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import fit
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 3, generator=g)
+    return x, (x[:, 0] > 0).long()
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Linear(3, 2)
+
+
+@pytest.mark.parametrize("schedule", ["onecycle", "cosine", "step"])
+def test_more_epochs_on_resume_follow_the_longer_schedule(tmp_path, schedule):
+    kw = {"batch_size": 8, "lr": 0.01, "schedule": schedule, "progress": False}
+    if schedule == "step":
+        kw["schedule_options"] = {"step_size": 1, "gamma": 0.5}
+    longer = fit(_net(), _data(), epochs=4, **kw)
+    fit(_net(), _data(), epochs=2, checkpoint_dir=tmp_path, **kw)
+    # OneCycleLR's restored state kept the old total_steps and refused the ninth step (a raw ValueError)
+    resumed = fit(_net(), _data(), epochs=4, checkpoint_dir=tmp_path, resume=True, **kw)
+    assert [r["step"] for r in resumed.history] == [4, 8, 12, 16]
+    assert [r["lr"] for r in resumed.history[2:]] == pytest.approx([r["lr"] for r in longer.history[2:]], rel=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["onecycle", "cosine"])
+def test_a_new_lr_on_resume_moves_the_schedule_to_it(tmp_path, schedule):
+    kw = {"batch_size": 8, "schedule": schedule, "progress": False}
+    target = fit(_net(), _data(), epochs=4, lr=0.1, **kw)
+    fit(_net(), _data(), epochs=2, lr=0.01, checkpoint_dir=tmp_path, **kw)
+    # OneCycleLR reads each group's max_lr / min_lr: scaling only lr and initial_lr left it at the old peak
+    resumed = fit(_net(), _data(), epochs=4, lr=0.1, checkpoint_dir=tmp_path, resume=True, **kw)
+    assert [r["lr"] for r in resumed.history[2:]] == pytest.approx([r["lr"] for r in target.history[2:]], rel=1e-6)
