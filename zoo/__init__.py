@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zoo.api import evaluate, finetune, predict, save, train
+from zoo.api import evaluate, finetune, list_weights, predict, save, train
 from zoo.registry import ModelCard, build, list_families, list_models, model_info
 
 __version__ = "0.1.0"
@@ -31,13 +31,12 @@ for _family in FAMILIES:
 # Public names that live in heavier modules, loaded on first use (PEP 562).
 _LAZY = {
     "export": "zoo.exporting",
-    "list_weights": "zoo.hub",
     "pull": "zoo.hub",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from zoo.exporting import export
-    from zoo.hub import list_weights, pull
+    from zoo.hub import pull
 
 
 # Subpackages reachable as attributes after a bare ``import zoo`` (``zoo.hub.list_weights()``), loaded on first use.

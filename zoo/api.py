@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
 
-__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "finetune", "predict", "save", "train"]
+__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "finetune", "list_weights", "predict", "save",
+           "train"]
 
 
 @runtime_checkable
@@ -67,9 +68,10 @@ class Saveable(Protocol):
     def zoo_state(self) -> ModelState: ...
 
 
-def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any = None) -> Any:
+def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any = None,
+             options: dict[str, Any] | None = None) -> Any:
     if isinstance(model_or_name, str):
-        inferred = registry.infer_config(model_or_name, data)
+        inferred = registry.infer_config(model_or_name, data, **(options or {}))
         return registry.build(model_or_name, **{**inferred, **(model_config or {})})
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
@@ -95,7 +97,10 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
     total_steps, eval_every, ... for agents; split, search, ... for pipelines).
     """
-    model = _resolve(model_or_name, model_config, data)
+    # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
+    # the agent for that environment
+    implied_by = data if data is not None else config.get("env")
+    model = _resolve(model_or_name, model_config, implied_by, config)
     if isinstance(model, Trainable):
         return model.zoo_train(data, **config)
     if _is_module(model):
@@ -171,6 +176,9 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
         if not isinstance(inputs, torch.Tensor):
             raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, got "
                             f"{type(inputs).__name__}")
+        if config:  # topk=, batch_size=, ... mean something to a zoo model; a plain call would drop them unseen
+            raise TypeError(f"zoo.predict on a plain {type(model).__name__} returns its raw outputs and takes no "
+                            f"options, got {', '.join(sorted(config))}")
         was_training = model.training
         model.eval()
         try:
@@ -210,3 +218,16 @@ def save(model: Any, path: str | os.PathLike) -> Path:
         return out
     raise TypeError(f"zoo.save does not know how to save a {type(model).__name__}: expected a zoo model "
                     "(zoo.api.Saveable) or an nn.Module")
+
+
+def list_weights(name: str | None = None) -> list[str]:
+    """Published ``"model.tag"`` weights names, sorted; only those of model ``name`` when given.
+
+    An unknown ``name`` is an error naming the closest registered ones: an empty list would read as
+    "this model has no weights" for a typo.
+    """
+    from zoo import hub
+
+    if name is not None:
+        registry.family_of(name)
+    return hub.list_weights(name)

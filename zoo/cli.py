@@ -10,6 +10,7 @@ they inferred from the data (an env's spaces, a folder's classes). A family adds
 with :func:`family_options` (``--splits`` for videos, ``--labels`` for scenes).
 
 Errors print one line and a hint, exit code 2; ``--debug`` (or ``ZOO_DEBUG=1``) shows the traceback.
+``zoo predict`` exits 1 when some inputs could not be read (their rows say why; the others are printed).
 Importing this module and the families' CLI modules imports no torch, so ``zoo --help`` and
 ``zoo list`` answer at once.
 """
@@ -224,9 +225,16 @@ def _model_name_in(argv: Sequence[str]) -> str | None:
     """The NAME of ``zoo train|eval|predict NAME ...`` when it is a registered model (for its flags)."""
     from zoo import registry
 
-    if len(argv) >= 2 and argv[0] in ("train", "eval", "predict") and argv[1] in registry.list_models():
+    if len(argv) < 2 or argv[0] not in ("train", "eval", "predict"):
+        return None
+    names = registry.list_models()
+    if argv[1] in names:
         return argv[1]
-    return None
+    if not argv[1].startswith("-"):
+        # a misspelt NAME now, or argparse rejects its model flags first ("unrecognized arguments: --stem")
+        registry.family_of(argv[1])
+    # options before NAME (`zoo train --data DIR resnet18 --stem cifar`)
+    return next((a for a in argv[2:] if a in names), None)
 
 
 def _model_config(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
@@ -271,15 +279,30 @@ def _data(args: argparse.Namespace) -> Any:
     return args.env if args.env is not None else args.data
 
 
-def _build(args: argparse.Namespace, data: Any, infer: bool) -> Any:
-    """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so)."""
+def _require_data(model: Any, data: Any, args: argparse.Namespace, method: str) -> None:
+    """Without ``--data``, the engine's networks fail naming the Python call (``zoo.train(ResNet18, data)``);
+    on the command line the missing thing is the flag. (Agents default to their env, the hyperspectral
+    models to their own scene: their own methods decide.)"""
+    if data is not None:
+        return
+    from zoo.engine.network import Network
+
+    if getattr(type(model), method, None) is getattr(Network, method):
+        raise UsageError(f"{args.name} needs --data: an image, video or corpus folder "
+                         f"(`zoo {args.command} {args.name} --help` lists the options)")
+
+
+def _build(args: argparse.Namespace, data: Any, infer: bool, loop: dict[str, Any] | None = None) -> Any:
+    """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so).
+    ``loop``: the options the data goes to ``zoo.train`` with (``splits`` changes what a video root holds)."""
     import zoo
     from zoo import registry
 
     params = registry.config_params(args.name)
     config = _model_config(args, params)
     if infer:
-        inferred = {k: v for k, v in registry.infer_config(args.name, data).items() if k not in config}
+        implied = registry.infer_config(args.name, data, **(loop or {}))
+        inferred = {k: v for k, v in implied.items() if k not in config}
         if inferred:
             shown = ", ".join(f"{k}={v!r}" for k, v in inferred.items())
             print(f"{args.name}: {shown} (inferred from {'--env' if args.env else '--data'})")
@@ -333,7 +356,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     out = _out_path(args.out, args.name)
     data = _data(args)
     config = _loop_config(args, registry.family_of(args.name))
-    model = _build(args, data, infer=True)
+    model = _build(args, data, infer=True, loop=config)
+    _require_data(model, data, args, "zoo_train")
     result = zoo.train(model, data, **config)
     if result.best_metric is None:
         print(f"trained {args.name}: nothing to report as best (the run made no update or no evaluation)")
@@ -358,6 +382,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     data = _data(args)
     config = _loop_config(args, registry.family_of(args.name))
     model = _build(args, data, infer=False)
+    _require_data(model, data, args, "zoo_evaluate")
     for key, value in zoo.evaluate(model, data, **config).items():
         print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
     return 0
@@ -367,7 +392,8 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     _add_common(p, "predict")
 
 
-def _print_prediction(result: Any, args: argparse.Namespace) -> None:
+def _print_prediction(result: Any, args: argparse.Namespace) -> int:
+    """Print ``zoo.predict``'s result; returns how many inputs could not be read (their rows say why)."""
     import numpy as np
 
     if isinstance(result, str):
@@ -380,11 +406,11 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> None:
                 print(f"{r['input']}\tERROR {r['error']}")
             else:
                 print(f"{r['input']}\t" + "  ".join(f"{lbl} {p:.3f}" for lbl, p in r["topk"]))
-        return
+        return sum("error" in r for r in result)
     if isinstance(result, list):
         for r in result:
             print(json.dumps(r) if args.json else r)
-        return
+        return 0
     arr = np.asarray(result)
     if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1:  # a scene's label map
         if args.out:
@@ -393,9 +419,10 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> None:
             classes, counts = np.unique(arr, return_counts=True)
             print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
                   + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))
-                  + " (--out FILE writes it as .npy)")
-        return
+                  + " (--out FILE writes it as .npy and .png)")
+        return 0
     print(json.dumps(arr.tolist()))
+    return 0
 
 
 def _write_label_map(label_map: Any, out: Path) -> None:
@@ -409,7 +436,31 @@ def _write_label_map(label_map: Any, out: Path) -> None:
     buf = io.BytesIO()  # np.save seeks; the atomic writer streams
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())
-    print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy}")
+    png = _label_map_png(label_map, out.with_suffix(".png"))
+    print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
+
+
+def _label_map_png(label_map: Any, path: Path) -> Path:
+    """The map as a picture, one colour per class id, 0 (unlabelled) black: what `--out` promises besides the
+    .npy, for a look without loading the array."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    from zoo.engine.logs import atomic_savefig
+
+    n = max(int(label_map.max()), 1)
+    colours = [(0.0, 0.0, 0.0)] + [plt.get_cmap("tab20")(i % 20)[:3] for i in range(n)]
+    height, width = label_map.shape
+    fig = plt.figure(figsize=(width / 100, height / 100), dpi=100)
+    fig.figimage(np.asarray(label_map), cmap=ListedColormap(colours), vmin=0, vmax=n, resize=True)
+    try:
+        return atomic_savefig(fig, path, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 @command("predict", "run a model on inputs: images, videos, sentences, scenes or observations", _configure_predict)
@@ -418,6 +469,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from zoo import registry
 
     family = registry.family_of(args.name)
+    if args.out is not None and family != "hyperspectral":
+        # the other families' results are the printed lines; an --out that writes nothing would pass unnoticed
+        raise UsageError(f"--out {args.out}: only a scene's label map (hyperspectral models) is written to a file; "
+                         f"{args.name} prints one line per input (--json for JSON lines): redirect the output")
     parse = _PREDICT_INPUTS.get(family)
     inputs: Any = parse(args.inputs) if parse is not None else args.inputs
     if parse is None and len(inputs) == 1 and family == "hyperspectral":
@@ -426,7 +481,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     if args.topk is not None:
         config["topk"] = args.topk
     model = _build(args, None, infer=False)
-    _print_prediction(zoo.predict(model, inputs, **config), args)
+    failed = _print_prediction(zoo.predict(model, inputs, **config), args)
+    if failed:
+        # the other inputs' rows are printed; the exit status still tells a script that some are missing
+        print(f"zoo predict: {failed} input(s) could not be read (their rows say why)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -463,10 +522,14 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     import zoo
 
-    print(f"zoo {zoo.__version__}: {len(zoo.list_models())} models registered: {', '.join(zoo.list_models())}")
     steps = sorted(_DEMOS, key=lambda s: (s.order, s.title))
     if args.only:
-        steps = [s for s in steps if any(o.lower() in s.title.lower() for o in args.only)]
+        chosen = [s for s in steps if any(o.lower() in s.title.lower() for o in args.only)]
+        if not chosen:  # a typo would otherwise run nothing and pass
+            raise UsageError(f"--only {' '.join(args.only)}: no demo step's title contains that; steps: "
+                             + "; ".join(s.title for s in steps))
+        steps = chosen
+    print(f"zoo {zoo.__version__}: {len(zoo.list_models())} models registered: {', '.join(zoo.list_models())}")
     note = _demo_threads()
     if note:
         print(note)

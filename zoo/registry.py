@@ -33,8 +33,9 @@ __all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "mod
 Builder = Callable[..., Any]
 # (object built from the merged config, local weights file, manifest entry or None) -> loaded object
 WeightsLoader = Callable[[Any, Path, Any], Any]
-# (data a user passes, e.g. a folder or an env id) -> the builder config that data implies
-ConfigInference = Callable[[Any], dict[str, Any]]
+# (data a user passes, e.g. a folder or an env id; loop options it takes by name, e.g. splits=) -> the
+# builder config that data implies
+ConfigInference = Callable[..., dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -140,12 +141,26 @@ def register(
     return decorator
 
 
+def _spelling(name: str) -> str:
+    return name.casefold().replace("_", "-")
+
+
+def _close_names(name: str, names: Any, n: int = 3) -> list[str]:
+    """The registered names closest to ``name``; case and '-' vs '_' do not count (``TD3`` is ``td3``,
+    ``seq2seq_transformer`` the torch.hub spelling of ``seq2seq-transformer``)."""
+    by_spelling: dict[str, list[str]] = {}
+    for known in names:
+        by_spelling.setdefault(_spelling(known), []).append(known)
+    close = difflib.get_close_matches(_spelling(name), by_spelling, n=n, cutoff=0.4)
+    return [known for c in close for known in by_spelling[c]][:n]
+
+
 def _lookup(name: str) -> _Registration:
     if not isinstance(name, str):
         raise TypeError(f"model name must be a str, got {type(name).__name__}: {name!r}")
     reg = _REGISTRY.get(name)
     if reg is None:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.4)
+        close = _close_names(name, _REGISTRY)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise KeyError(f"unknown model {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))} (see `zoo list`).")
     if reg.builder is None and reg.module is not None:
@@ -214,10 +229,21 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     return obj
 
 
-def infer_config(name: str, data: Any) -> dict[str, Any]:
-    """What ``data`` implies about ``name``'s config (``{}`` when the family cannot tell)."""
+def infer_config(name: str, data: Any, **options: Any) -> dict[str, Any]:
+    """What ``data`` implies about ``name``'s config (``{}`` when the family cannot tell).
+
+    ``options`` are the loop options the data comes with (``zoo.train(name, data, **options)``); those
+    the family's inference takes by name reach it, because they change what the data means (a UCF101
+    root's ``splits=`` folder holds the class list).
+    """
     reg = _lookup(name)
-    return dict(reg.infer_config(data)) if reg.infer_config is not None and data is not None else {}
+    if reg.infer_config is None or data is None:
+        return {}
+    _data, *params = inspect.signature(reg.infer_config).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return dict(reg.infer_config(data, **options))
+    named = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return dict(reg.infer_config(data, **{k: v for k, v in options.items() if k in named}))
 
 
 def config_class(name: str) -> type | None:

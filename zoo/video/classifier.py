@@ -254,19 +254,25 @@ def _rows(keys: list[str], probs: Any, topk: int, names: list[str] | None) -> li
             for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
 
 
-def classes_in(data: Any) -> dict[str, Any]:
-    """A video folder implies ``num_classes``: its class folders, or for a UCF101 root that holds its split
-    files (``UCF-101/ucfTrainTestlist/classInd.txt``) the classes ``classInd.txt`` lists."""
+def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, Any]:
+    """A video folder implies ``num_classes``: its class folders, or for a UCF101 root the classes its
+    ``classInd.txt`` lists (in ``splits`` when given, else a split folder inside the root)."""
     if not isinstance(data, (str, os.PathLike)) or not Path(data).is_dir():
         return {}
+    from zoo.video.splits import SplitFileError, read_class_index
+
+    if splits is not None:
+        # the labels are classInd.txt's, wherever it lives; a root holds only the class folders it has clips of
+        try:
+            return {"num_classes": len(read_class_index(splits))}
+        except (SplitFileError, OSError):
+            return {}  # zoo_data names the problem with the split folder
     root = _split_dir(Path(data), "train") or Path(data)
     dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     # the split folder is no class, and a root with only some class folders still trains on all the classes
-    # of classInd.txt (splits= is not seen here: zoo.train builds the network from the data alone)
+    # of classInd.txt
     split = next((d for d in (root, *dirs) if (d / "classInd.txt").is_file()), None)
     if split is not None:
-        from zoo.video.splits import SplitFileError, read_class_index
-
         try:
             return {"num_classes": len(read_class_index(split))}
         except SplitFileError:
