@@ -114,7 +114,9 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
     if args.action == "list":
         entries = hub.read_manifest()
-        names = hub.list_weights(args.model)
+        from zoo.api import list_weights
+
+        names = list_weights(args.model)  # an unknown model is an error naming the close ones, not "none"
         rows = [("NAME", "SIZE", "DATASET", "METRICS", "CACHED")]
         for name in names:
             e = entries[name]

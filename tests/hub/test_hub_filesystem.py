@@ -177,3 +177,20 @@ def test_cache_info_and_clean(tiny_model, weights_home, capsys):
     assert main(["cache", "clean"]) == 0
     assert "removed 1 item(s)" in capsys.readouterr().out.splitlines()[-1]
     assert not path.exists() and hub.cache_info() == []
+
+
+def test_cache_clean_on_a_folder_that_is_not_a_cache_deletes_nothing_of_its_own(tiny_model, weights_home, tmp_path):
+    """``--cache-dir`` may name any folder: only files where a pull puts them are zoo's to list and delete."""
+    entry = _publish(tiny_model, "v1")
+    folder = tmp_path / "project"
+    (folder / "src").mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    (folder / "src" / "main.py").write_text("print('mine')")
+    (folder / "deadbeef00" / "x").mkdir(parents=True)  # a hex-named folder, but one level too deep
+    (folder / "deadbeef00" / "x" / "data.bin").write_bytes(b"z")
+    path = zoo.pull(entry.name, cache_dir=folder, progress=False)
+    assert {i.path for i in hub.cache_info(folder)} == {path}
+    assert main(["cache", "clean", "--cache-dir", str(folder)]) == 0
+    assert not path.exists()
+    assert (folder / "notes.txt").read_text() == "mine" and (folder / "src" / "main.py").exists()
+    assert (folder / "deadbeef00" / "x" / "data.bin").exists()

@@ -276,3 +276,19 @@ def test_band_standardizer_refuses_nan_pixels_of_a_scene_instead_of_a_nan_mean()
         BandStandardizer().fit(scene)
     np.testing.assert_allclose(BandStandardizer().fit(scene, mask=valid_pixel_mask(scene)).mean_,
                                BandStandardizer().fit(cube[valid_pixel_mask(cube)]).mean_)
+
+
+def test_a_cube_trained_with_a_labels_file_implies_the_class_count(tmp_path):
+    """``zoo.train("hybridsn", "cube.npy", labels="gt.npy")`` builds a head for the labels' classes (3), not
+    the paper's 16: the ground truth comes as a loop option, and the class count is inferred from it."""
+    import numpy as np
+
+    from zoo import registry
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "cube.npy", rng.random((12, 10, 8)).astype(np.float32))
+    gt = np.zeros((12, 10), np.int64)
+    gt[:4], gt[4:8], gt[8:] = 1, 2, 3
+    np.save(tmp_path / "gt.npy", gt)
+    inferred = registry.infer_config("hybridsn", str(tmp_path / "cube.npy"), labels=str(tmp_path / "gt.npy"))
+    assert inferred == {"n_classes": 3}

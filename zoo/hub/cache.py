@@ -10,6 +10,7 @@ files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.lock``, ``.v
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from zoo import fs
 from zoo.hub.fetch import sha256_file
 from zoo.hub.manifest import read_manifest
-from zoo.hub.store import cache_root, cached_path, zoo_home
+from zoo.hub.store import URL_DIR, cache_root, cached_path, zoo_home
 from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256
 
 __all__ = ["CacheCheck", "CacheItem", "cache_info", "clean_cache", "verify_cache"]
@@ -34,6 +35,18 @@ class CacheItem:
     status: str  # weights: "verified" (unchanged since checked) or "unchecked"; else what it is
 
 
+_CONTENT_KEY = re.compile(r"[0-9a-f]{8,64}")  # a file's sha256 (or a published prefix of it): store.cached_path
+_URL_KEY = re.compile(r"[0-9a-f]{16}")  # a hash of a URL not in the manifest: store._pull_url
+
+
+def _in_cache_layout(rel: Path) -> bool:
+    """True for ``<content key>/<file>`` and ``urls/<url key>/<file>``, the only places a pull writes to."""
+    parts = rel.parts
+    if len(parts) == 2:
+        return bool(_CONTENT_KEY.fullmatch(parts[0]))
+    return len(parts) == 3 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
+
+
 def _weights_items(root: Path) -> list[CacheItem]:
     by_path = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
     items: list[CacheItem] = []
@@ -44,6 +57,8 @@ def _weights_items(root: Path) -> list[CacheItem]:
             continue
         if p.is_symlink() or not p.is_file() or p.name.endswith(_BOOKKEEPING) or fs.TEMP_PREFIX in str(p):
             continue
+        if p not in by_path and not _in_cache_layout(p.relative_to(root)):
+            continue  # not a file zoo put there (--cache-dir may name any folder): never listed, never deleted
         size = p.stat().st_size
         if p.suffix == ".part":
             items.append(CacheItem(p, size, "partial", "-", "interrupted download; the next pull resumes it"))

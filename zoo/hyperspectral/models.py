@@ -16,12 +16,13 @@ def _load_svm(obj: HSIPipeline, path, entry) -> HSIPipeline:
     return load_pipeline(path)
 
 
-def _classes_in(data: Any) -> dict[str, Any]:
-    """A labelled scene implies ``n_classes`` (its largest class id)."""
+def _classes_in(data: Any, labels: Any = None) -> dict[str, Any]:
+    """A labelled scene implies ``n_classes`` (its largest class id); ``labels``: the ground-truth file a
+    cube without one is trained with (``zoo.train("hybridsn", "cube.npy", labels="gt.npy")``)."""
     from zoo.hyperspectral.evaluation import as_scene
 
     try:
-        scene = as_scene(data)
+        scene = as_scene(data, labels=labels)
     except (TypeError, FileNotFoundError):
         return {}
     return {"n_classes": int(scene.labels.max())} if scene.labels is not None and scene.labels.max() > 1 else {}
