@@ -436,31 +436,26 @@ def _write_label_map(label_map: Any, out: Path) -> None:
     buf = io.BytesIO()  # np.save seeks; the atomic writer streams
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())
-    png = _label_map_png(label_map, out.with_suffix(".png"))
+    png = _label_map_png(np.asarray(label_map), out.with_suffix(".png"))
     print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
 
 
 def _label_map_png(label_map: Any, path: Path) -> Path:
-    """The map as a picture, one colour per class id, 0 (unlabelled) black: what `--out` promises besides the
-    .npy, for a look without loading the array."""
-    import matplotlib
+    """The map as a picture, one pixel per scene pixel in the hyperspectral family's class colours (0, unlabelled,
+    black): what `--out` promises besides the .npy, for a look without loading the array."""
+    import io
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.colors import ListedColormap
+    from PIL import Image
 
-    from zoo.engine.logs import atomic_savefig
+    from zoo import fs
+    from zoo.hyperspectral.evaluation import class_colors
 
-    n = max(int(label_map.max()), 1)
-    colours = [(0.0, 0.0, 0.0)] + [plt.get_cmap("tab20")(i % 20)[:3] for i in range(n)]
-    height, width = label_map.shape
-    fig = plt.figure(figsize=(width / 100, height / 100), dpi=100)
-    fig.figimage(np.asarray(label_map), cmap=ListedColormap(colours), vmin=0, vmax=n, resize=True)
-    try:
-        return atomic_savefig(fig, path, dpi=100)
-    finally:
-        plt.close(fig)
+    palette = np.round(class_colors(max(int(label_map.max()), 1)) * 255).astype(np.uint8)  # (n + 1, 3)
+    buf = io.BytesIO()
+    Image.fromarray(palette[np.clip(label_map, 0, None)]).save(buf, format="PNG")
+    fs.write_bytes(path, buf.getbuffer())
+    return path
 
 
 @command("predict", "run a model on inputs: images, videos, sentences, scenes or observations", _configure_predict)

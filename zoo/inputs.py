@@ -1,12 +1,14 @@
-"""The input files a user names on the command line or in ``zoo.predict``: a file, a folder, or a list of both."""
+"""What ``zoo.predict`` of a classifier takes and gives, the same in every family: the input files a user
+names (a file, a folder, or a list of both), its ``topk`` / ``batch_size`` options, and its result rows."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["collect_files"]
+__all__ = ["check_predict_options", "class_rows", "collect_files"]
 
 
 def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],
@@ -30,3 +32,23 @@ def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], exten
     if not out:
         raise ValueError(f"no {what} files found in {[str(i) for i in items]} (extensions: {', '.join(suffixes)})")
     return out
+
+
+def check_predict_options(topk: Any, batch_size: Any) -> None:
+    """``topk`` and ``batch_size`` are positive ints (a bool is not one)."""
+    for name, value, what in (("topk", topk, " (how many classes to list per input)"), ("batch_size", batch_size, "")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int{what}, got {value!r}")
+
+
+def class_rows(keys: Sequence[str], probs: Any, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
+    """One row per input of ``probs`` ``(N, K)``: ``{"input", "label", "index", "prob", "topk": [(label, prob)]}``;
+    labels are ``names[i]`` where known, else the index as text."""
+    top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
+
+    def label(i: int) -> str:
+        return names[i] if names is not None and i < len(names) else str(i)
+
+    return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
+             "topk": [(label(i), p) for i, p in zip(idx, ps)]}
+            for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]

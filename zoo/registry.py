@@ -23,7 +23,6 @@ import os
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from zoo.config import check_value, config_defaults, config_types
@@ -31,8 +30,10 @@ from zoo.config import check_value, config_defaults, config_types
 __all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register"]
 
 Builder = Callable[..., Any]
-# (object built from the merged config, local weights file, manifest entry or None) -> loaded object
-WeightsLoader = Callable[[Any, Path, Any], Any]
+# (object built from the merged config, local weights file, manifest entry or None[, requested=the config
+# the caller passed]) -> loaded object; a loader that takes ``requested`` can refuse a caller's setting
+# the file's weights cannot honour, instead of silently using the file's
+WeightsLoader = Callable[..., Any]
 # (data a user passes, e.g. a folder or an env id; loop options it takes by name, e.g. splits=) -> the
 # builder config that data implies
 ConfigInference = Callable[..., dict[str, Any]]
@@ -224,6 +225,8 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     saved = dict(entry.config) if entry is not None else file_config(path, name)
     obj = reg.builder(**validate_config(name, {**saved, **config}))
     if reg.load_weights is not None:
+        if "requested" in inspect.signature(reg.load_weights).parameters:
+            return reg.load_weights(obj, path, entry, requested=dict(config))
         return reg.load_weights(obj, path, entry)
     hub.load_into(obj, hub.load_state_dict(path))
     return obj

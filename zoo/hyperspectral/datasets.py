@@ -159,22 +159,22 @@ def check_cached(info: DatasetInfo, folder: Path) -> None:
     """Refuse a cached file whose bytes are not those it arrived with (its ``.verified`` marker's sha256).
 
     Free while the file is unchanged (the marker binds the hash to its size, times and inode); a file
-    touched since is hashed once per load. A file without a marker (placed there by hand, or fetched before
-    markers were written) has nothing to be checked against and loads as before.
+    touched but equal is hashed once and its marker renewed. A file without a marker (placed there by hand,
+    or fetched before markers were written) has nothing to be checked against and loads as before.
     """
     from zoo.hub import verified
-    from zoo.hub.fetch import HashMismatchError, sha256_file
+    from zoo.hub.fetch import HashMismatchError
 
     for f in info.files:
         path = folder / f.filename
         arrived = verified.stored_sha256(path)
-        if arrived is None or verified.recorded(path) is not None:
+        if arrived is None:
             continue
-        digest = sha256_file(path)
+        digest, _ = verified.verified_sha256(path, lambda d, a=arrived: d == a)
         if digest != arrived:
-            raise HashMismatchError(f"{info.name}: {path} changed since it was downloaded (sha256 {digest}, it arrived "
-                             f"as {arrived}); delete it and fetch({info.name!r}) again, or fetch it with "
-                             f"force=True")
+            raise HashMismatchError(f"{info.name}: {path} changed since it was downloaded (sha256 {digest}, it "
+                                    f"arrived as {arrived}); delete it and fetch({info.name!r}) again, or fetch "
+                                    "it with force=True")
 
 
 def _scene_from_folder(info: DatasetInfo, folder: Path) -> Scene:

@@ -511,12 +511,11 @@ class TD3Agent:
 from zoo.registry import register
 
 
-def _load_weights(agent: TD3Agent, path, entry) -> TD3Agent:
+def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None = None) -> TD3Agent:
     """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
     :meth:`TD3Agent.save` / ``hub.add_weights``; its ``zoo.td3`` metadata must fit the built agent. The file's
     ``net_arch`` is used unless the caller asked for another (an error that names both)."""
     from zoo import hub
-    from zoo.registry import file_config
 
     meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
     if "zoo.td3" in meta:
@@ -528,19 +527,15 @@ def _load_weights(agent: TD3Agent, path, entry) -> TD3Agent:
                                  f"{saved.get(key)}; this agent ({agent.env_id!r}) has {key}={getattr(agent, key)}"
                                  + hint)
         arch = tuple(saved.get("config", {}).get("net_arch", agent.config.net_arch))
+        asked = (requested or {}).get("net_arch")
+        if asked is not None and tuple(asked) != arch:
+            raise ValueError(
+                f"weights {entry.name if entry is not None else path} hold a TD3 agent with net_arch {arch}, but "
+                f"net_arch {tuple(asked)} was asked for: leave net_arch out to use the file's, "
+                "or build without weights= to train an agent of that shape")
         if arch != tuple(agent.config.net_arch):
-            # what the builder used when the caller gave no net_arch: the preset's, under the manifest
-            # entry's or the file's recorded config (files from TD3Agent.save before it wrote zoo.config
-            # record their net_arch in zoo.td3 only)
-            from zoo.rl.config import preset_config
-
-            recorded = dict(entry.config) if entry is not None else file_config(path, "td3")
-            default = tuple(recorded.get("net_arch", preset_config(agent.preset, agent.env_id or "").net_arch))
-            if tuple(agent.config.net_arch) != default:
-                raise ValueError(
-                    f"weights {entry.name if entry is not None else path} hold a TD3 agent with net_arch {arch}, but "
-                    f"net_arch {tuple(agent.config.net_arch)} was asked for: leave net_arch out to use the file's, "
-                    "or build without weights= to train an agent of that shape")
+            # files from TD3Agent.save before it wrote zoo.config record their net_arch in zoo.td3 only, so
+            # the builder used the preset's
             agent = TD3Agent(agent.observation_space, agent.action_space,
                              dataclasses.replace(agent.config, net_arch=arch), env_id=agent.env_id,
                              preset=agent.preset, device=agent.device, seed=agent.seed)

@@ -23,7 +23,8 @@ def _shape_free(file_config: dict[str, Any]) -> set[str]:
     return _SHAPE_FREE | ({"max_len"} if file_config.get("positions") != "learned" else set())
 
 
-def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2SeqModel:
+def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
+                         requested: dict[str, Any] | None = None) -> Seq2SeqModel:
     """Load a file written from a seq2seq model's state dict: weights, tokenizer and config.
 
     The file carries its own config, which decides every shape: when the model built from the defaults
@@ -33,7 +34,6 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2Seq
     naming both values, never silently dropped.
     """
     from zoo import hub
-    from zoo.registry import file_config as recorded_config
 
     sd = hub.load_state_dict(path)
     if EXTRA_STATE_KEY not in sd:
@@ -48,16 +48,12 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any) -> Seq2Seq
     unknown = sorted(set(file_config) - set(ours))
     if unknown:
         raise ValueError(f"{path}: config keys {unknown} are not {model.registry_name} settings")
-    # The builder saw the defaults, overlaid by the manifest entry's config or the one zoo.save recorded,
-    # overlaid by the caller's: a value that differs from both that base and the file came from the caller.
-    # (A caller's value equal to the default, on a file with no recorded config, cannot be told apart.)
-    base = {**dataclasses.asdict(type(model.config)()),
-            **(entry.config if entry is not None else recorded_config(path, model.registry_name))}
     free = _shape_free(file_config)
-    asked = [k for k, v in file_config.items() if k not in free and ours[k] != v and ours[k] != base.get(k)]
+    requested = requested or {}
+    asked = [k for k, v in file_config.items() if k not in free and k in requested and requested[k] != v]
     if asked:
         found = ", ".join(f"{k}={file_config[k]!r}" for k in asked)
-        wanted = ", ".join(f"{k}={ours[k]!r}" for k in asked)
+        wanted = ", ".join(f"{k}={requested[k]!r}" for k in asked)
         raise ValueError(
             f"{entry.name if entry is not None else path} holds a {model.registry_name} with {found}, but {wanted} "
             "was asked for: these settings fix tensor shapes, so the file's weights cannot be loaded with them; "

@@ -164,13 +164,11 @@ class VideoClassifierMixin(Network):
         """
         import torch
 
-        from zoo.inputs import collect_files
+        from zoo.inputs import check_predict_options, class_rows, collect_files
         from zoo.video.decoding import CorruptVideoError
         from zoo.video.predict import forward_probs, load_clip
 
-        for name, value in (("topk", topk), ("batch_size", batch_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_predict_options(topk, batch_size)
         names = self.video_cfg.get("classes")
         if isinstance(inputs, torch.Tensor):
             if inputs.ndim not in (4, 5) or not inputs.is_floating_point() or not inputs.numel():
@@ -179,7 +177,7 @@ class VideoClassifierMixin(Network):
             if inputs.ndim == 4:
                 inputs = inputs.unsqueeze(0)
             probs = [forward_probs(self, inputs[i:i + batch_size]) for i in range(0, len(inputs), batch_size)]
-            return _rows([f"tensor[{i}]" for i in range(len(inputs))], torch.cat(probs), topk, names)
+            return class_rows([f"tensor[{i}]" for i in range(len(inputs))], torch.cat(probs), topk, names)
         if isinstance(inputs, (str, os.PathLike)):
             items = [inputs]
         else:
@@ -204,7 +202,7 @@ class VideoClassifierMixin(Network):
                     continue
                 ok.append(str(path))
             if clips:
-                results += _rows(ok, forward_probs(self, torch.stack(clips)), topk, names)
+                results += class_rows(ok, forward_probs(self, torch.stack(clips)), topk, names)
         order = {str(p): i for i, p in enumerate(paths)}
         results.sort(key=lambda r: order[r["input"]])
         return results
@@ -241,17 +239,6 @@ def _one_clip_key(cfg: dict[str, Any]) -> dict[str, Any]:
     if all(k in cfg for k in CLIP_KEYS):
         return {k: v for k, v in cfg.items() if k != "frames_per_clip"}
     return cfg
-
-
-def _rows(keys: list[str], probs: Any, topk: int, names: list[str] | None) -> list[dict[str, Any]]:
-    top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
-
-    def label(i: int) -> str:
-        return names[i] if names and i < len(names) else str(i)
-
-    return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
-             "topk": [(label(i), p) for i, p in zip(idx, ps)]}
-            for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
 
 
 def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, Any]:

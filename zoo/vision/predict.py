@@ -13,6 +13,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
+from zoo.inputs import check_predict_options, class_rows, collect_files
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
@@ -21,8 +22,6 @@ __all__ = ["collect_images", "predict"]
 
 def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Image files from a file, a folder (recursively, sorted; non-image files ignored) or a list of both."""
-    from zoo.inputs import collect_files
-
     return collect_files(inputs, IMG_EXTENSIONS, "image")
 
 
@@ -53,10 +52,7 @@ def predict(
     Photos are turned upright per their EXIF orientation (``exif_transpose=False``: classified as stored).
     The model's train/eval mode is restored on return.
     """
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise ValueError(f"topk must be a positive int (how many classes to list per image), got {topk!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_predict_options(topk, batch_size)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = list(classes) if classes is not None else cfg.get("classes")
     if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
@@ -87,7 +83,7 @@ def predict(
             if not tensors:
                 continue
             probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
-            rows = _rows([key for _, key in ok], probs, topk, names)
+            rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
     finally:
         model.train(was_training)
@@ -125,17 +121,6 @@ def _array_image(a: np.ndarray, i: int) -> Image.Image:
                      "uint8; a preprocessed batch is an (N, C, H, W) float array passed as the whole input")
 
 
-def _rows(keys: Sequence[str], probs: torch.Tensor, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
-    top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
-
-    def label(i: int) -> str:
-        return names[i] if names is not None and i < len(names) else str(i)
-
-    return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
-             "topk": [(label(i), p) for i, p in zip(idx, ps)]}
-            for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
-
-
 def _in_channels(model: nn.Module) -> int | None:
     """The channels the network takes: its first conv's, else its ``pretrained_cfg``'s (None: unknown)."""
     conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
@@ -163,4 +148,4 @@ def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequenc
                            for i in range(0, len(x), batch_size)])  # (N, K)
     finally:
         model.train(was_training)
-    return _rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)
+    return class_rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)
