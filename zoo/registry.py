@@ -74,6 +74,9 @@ class _Registration:
     references: tuple[str, ...] = ()
     load_weights: WeightsLoader | None = None
     infer_config: ConfigInference | None = None
+    # the config values a call with no arguments builds where they are not the dataclass's own defaults
+    # (TD3: the rl-zoo preset for its default env replaces gamma, buffer_size, ...)
+    built_defaults: Callable[[], dict[str, Any]] | None = None
 
     def params(self) -> dict[str, Any]:
         """``{key: type}`` of every config key: the builder's own keyword arguments and the dataclass fields."""
@@ -88,7 +91,8 @@ class _Registration:
         assert self.builder is not None
         own = {p.name: p.default for p in inspect.signature(self.builder).parameters.values()
                if p.default is not inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD}
-        return {**own, **(config_defaults(self.config) if self.config is not None else {})}
+        merged = {**own, **(config_defaults(self.config) if self.config is not None else {})}
+        return {**merged, **(self.built_defaults() if self.built_defaults is not None else {})}
 
 
 _REGISTRY: dict[str, _Registration] = {}
@@ -110,6 +114,7 @@ def register(
     references: tuple[str, ...] | list[str] = (),
     load_weights: WeightsLoader | None = None,
     infer_config: ConfigInference | None = None,
+    built_defaults: Callable[[], dict[str, Any]] | None = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator that registers ``builder`` under ``name`` (declared beforehand, or new: then ``family`` and
     ``summary`` are required).
@@ -119,6 +124,8 @@ def register(
     freshly built object (default: a strict state-dict load through :func:`zoo.hub.load_into`).
     ``infer_config(data)`` says what a data source implies (an env id -> ``{"env": ...}``, an image folder
     -> ``{"num_classes": ...}``), for ``zoo train NAME`` and ``zoo.train(NAME, data)``.
+    ``built_defaults()``: the config values ``build(name)`` ends up with where a default of the builder
+    changes them (a preset picked by the default env), so that ``model_info`` shows what is built.
     """
     if config is not None and not dataclasses.is_dataclass(config):
         raise TypeError(f"{name}: config must be a dataclass type, got {config!r}")
@@ -134,7 +141,7 @@ def register(
                 raise ValueError(f"register({name!r}): a name that was not declared needs family= and summary=")
             reg = _REGISTRY[name] = _Registration(name, family, summary, builder.__module__)
         reg.builder, reg.config, reg.references = builder, config, tuple(references)
-        reg.load_weights, reg.infer_config = load_weights, infer_config
+        reg.load_weights, reg.infer_config, reg.built_defaults = load_weights, infer_config, built_defaults
         if summary is not None:
             reg.summary = summary
         return builder

@@ -91,11 +91,22 @@ def test_shipped_file_hash_size_and_strict_load(entry, monkeypatch):
     assert path.stat().st_size == entry.size
     assert hub.sha256_file(path) == entry.sha256
     assert hub.state.file_format(path) == "safetensors"
+    assert entry.meta.get("dtype") == _storage_dtype(hub.load_state_dict(path)), (
+        f"{entry.name}: meta.dtype is not the dtype most of the file's floating values are stored in")
     with __import__("warnings").catch_warnings():
         __import__("warnings").simplefilter("error")  # no head re-initialisation: the file must fit exactly
         obj = zoo.build(entry.model, weights=entry.name)
     if isinstance(obj, torch.nn.Module):
         assert sum(p.numel() for p in obj.parameters()) == entry.meta["num_params"]
+
+
+def _storage_dtype(sd: dict[str, torch.Tensor]) -> str:
+    counts: dict[str, int] = {}
+    for t in sd.values():
+        if t.is_floating_point():
+            name = str(t.dtype).removeprefix("torch.")
+            counts[name] = counts.get(name, 0) + t.numel()
+    return max(counts, key=counts.__getitem__)
 
 
 _REFERENCE = {  # upstream file stem -> torchvision constructor with the same state-dict layout
@@ -151,6 +162,17 @@ def test_add_weights_fp16_then_build(tiny_model, weights_home):
     assert loaded.head.weight.dtype == torch.float32
     assert torch.equal(loaded.head.weight, module.head.weight.half().float())
     assert not [p for p in weights_home.iterdir() if p.name.startswith(".")]  # no staged files left
+
+
+def test_add_weights_records_the_dtype_most_values_are_stored_in(tiny_model, weights_home, tmp_path):
+    """A network stored in fp16 beside a small fp32 array (HybridSN's preprocessing) is fp16 storage,
+    whichever tensor comes first in the file."""
+    sd = zoo.build(tiny_model).state_dict()
+    first = min(k for k, v in sd.items() if v.is_floating_point() and v.numel() < 100)
+    sd = {k: v.half() if v.is_floating_point() and k != first else v for k, v in sorted(sd.items())}
+    src = hub.save_weights(sd, tmp_path / "mixed.safetensors")
+    entry = hub.add_weights(src, name=f"{tiny_model}.mixed", config={})
+    assert entry.meta["dtype"] == "float16"
 
 
 def test_add_weights_keeps_a_safetensors_files_metadata(tiny_model, weights_home, tmp_path):

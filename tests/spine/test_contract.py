@@ -132,6 +132,24 @@ def test_model_info_shows_the_config_dataclass_defaults_and_docs():
     assert td3["env"] == "Pendulum-v1" and td3["tau"] == 0.005  # builder keys and TD3Config fields
 
 
+@pytest.mark.parametrize("name", zoo.list_models())
+def test_model_info_defaults_are_what_build_builds(name):
+    """`zoo info NAME` shows the values `zoo.build(NAME)` uses (TD3's default env picks the rl-zoo preset's
+    gamma and buffer size, not TD3Config's own field defaults)."""
+    import dataclasses
+
+    built = zoo.build(name)
+    config = getattr(built, "config", None)
+    if dataclasses.is_dataclass(config):
+        used = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    else:  # a scikit-learn pipeline: its steps' parameters, by their own names
+        used = {k.rpartition("__")[2]: v for k, v in built.get_params(deep=True).items()}
+    shown = zoo.model_info(name).default_config
+    differ = {k: (shown[k], v) for k, v in used.items() if k in shown and shown[k] != v}
+    assert set(shown) & set(used), f"{name}: nothing of model_info's defaults found in what was built"
+    assert not differ, f"model_info({name!r}) shows (shown, built): {differ}"
+
+
 def test_importing_zoo_and_listing_models_imports_no_torch():
     import subprocess
     import sys

@@ -95,8 +95,12 @@ def add_weights(
             carried = {k: v for k, v in read_metadata(file_or_state_dict).items() if k != ALIASES_KEY}
     else:
         sd = _as_state_dict(file_or_state_dict)
-    floating = [t for t in sd.values() if t.is_floating_point()]
-    storage = dtype or (floating[0].dtype if floating else None)
+    # the dtype most of the floating values are stored in (a network in fp16 beside small fp32 arrays is fp16)
+    by_dtype: dict[torch.dtype, int] = {}
+    for t in sd.values():
+        if t.is_floating_point():
+            by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + t.numel()
+    storage = dtype or (max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None)
 
     folder = _publish_dir()
     fs.sweep_temps(folder)  # temp files of publishers killed in this folder

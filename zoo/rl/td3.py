@@ -543,6 +543,14 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
     return agent
 
 
+def _preset_defaults(preset: str, env_id: str) -> dict[str, Any]:
+    """The TD3Config fields ``preset`` gives ``env_id`` (what ``td3()`` with no arguments builds)."""
+    from zoo.rl.config import preset_config
+
+    config = preset_config(preset, env_id)
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
+
+
 def _env_in(data: Any) -> dict[str, Any]:
     """An env id (or env) as data implies the agent's env."""
     return {"env": data} if data is not None else {}
@@ -556,6 +564,7 @@ def _env_in(data: Any) -> dict[str, Any]:
                 "rl-baselines3-zoo hyperparams/td3.yml, https://github.com/DLR-RM/rl-baselines3-zoo"),
     load_weights=_load_weights,
     infer_config=_env_in,
+    built_defaults=lambda: _preset_defaults("rl-zoo", "Pendulum-v1"),
 )
 def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", seed: int = 0,
         **overrides: Any) -> TD3Agent:
