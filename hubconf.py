@@ -3,12 +3,12 @@
     import torch
     model = torch.hub.load("OWNER/zoo", "resnet18", weights="cifar10")              # from GitHub
     model = torch.hub.load("path/to/zoo", "resnet18", weights="cifar10", source="local")
-    torch.hub.list("path/to/zoo", source="local")  # resnet18, seq2seq_transformer, td3, ...
+    torch.hub.list("OWNER/zoo")      # resnet18, seq2seq_transformer, td3, ... (torch.hub.list has no local source)
 
 Each entry point is ``zoo.build(name, weights=..., **config)``: ``weights`` is a tag, ``MODEL.TAG``, a
 path, a URL or ``hf-hub:org/repo``; the other keywords are the model's config (``zoo info NAME``). A
 model name with '-' gets an identifier-safe entry point with '_' (``seq2seq-transformer`` ->
-``seq2seq_transformer``); ``torch.hub.help(repo, entry)`` shows the model's card.
+``seq2seq_transformer``); ``torch.hub.help("OWNER/zoo", entry)`` shows the model's card.
 """
 
 from __future__ import annotations

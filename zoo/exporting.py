@@ -27,7 +27,9 @@ Formats: ``"onnx"`` (opset 18), ``"torch.export"`` (``.pt2``, the modern PyTorch
 A model with one graph is written to ``path`` itself (the format's suffix is added when ``path`` has none);
 a model with several graphs or extra files (seq2seq: encoder, decoder step, tokenizer) is written to the
 folder ``path``, with an ``export.json`` that describes the graphs. Single files carry the same description
-inside (ONNX ``metadata_props["zoo"]``, the ``.pt2``/TorchScript extra file ``zoo.json``).
+inside (ONNX ``metadata_props["zoo"]``, the ``.pt2``/TorchScript extra file ``zoo.json``). A folder export
+replaces its folder whole, so an existing folder is taken only when it is empty or an earlier zoo export
+(its ``export.json`` and the files listed there, nothing else); any other folder is refused, untouched.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ import copy
 import importlib
 import inspect
 import json
+import operator
 import os
-import shutil
+import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,8 +69,9 @@ FORMATS = ("onnx", "torch.export", "torchscript")
 SUFFIX = {"onnx": ".onnx", "torch.export": ".pt2", "torchscript": ".pt"}
 _ALIASES = {"pt2": "torch.export", "torch_export": "torch.export", "export": "torch.export", "jit": "torchscript"}
 ONNX_OPSET = 18
-MAX_DIM = 1 << 16  # the upper bound of a dynamic axis (torch.export needs one; ONNX keeps it symbolic)
 METADATA_FILE = "zoo.json"
+INDEX_FILE = "export.json"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # the tracers colour their messages for a terminal
 
 
 class ExportError(RuntimeError):
@@ -80,7 +84,7 @@ class Graph:
 
     ``module(*inputs)`` is what is exported; ``dynamic`` maps an input index to ``{axis: dim name}``
     (inputs sharing a name share the axis, e.g. the batch), with bounds per name in ``min_sizes`` (default
-    1) and ``max_sizes`` (default 65536). ``checks`` are further sample inputs that the export must also
+    1) and ``max_sizes`` (default: none, any size). ``checks`` are further sample inputs that the export must also
     reproduce (other batch sizes, lengths). The export is compared with ``reference(*sample)`` when given
     (a family's own eager path, where the traced module is a wrapper of it), else with ``module(*sample)``.
     For a model that is not a torch module (an sklearn pipeline), ``onnx_model`` is a converted
@@ -201,7 +205,8 @@ def _exporter_for(model: Any) -> Callable[..., ExportSpec] | None:
 
 
 def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e-4, rtol: float = 1e-4) -> ExportSpec:
-    """A module no family describes: its ``forward(*example_inputs)``, axis 0 of every input dynamic."""
+    """A module no family describes: its ``forward(*example_inputs)``, axis 0 of every input dynamic. Its
+    outputs may be a tensor or tuples, lists and dicts of them; a flat dict's keys name the graph's outputs."""
     if example_inputs is None:
         known = ", ".join(sorted(c.__qualname__ for c in _EXPORTERS))
         raise TypeError(f"zoo.export does not know what to export for {type(model).__name__}: pass "
@@ -218,12 +223,29 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
         except Exception as err:  # the tracer would fail on them later, with a far longer message
             raise ValueError(f"example_inputs of shapes {[tuple(x.shape) for x in inputs]} do not run through "
                              f"{type(model).__name__}: {type(err).__name__}: {err}") from err
-    n_out = 1 if isinstance(outputs, torch.Tensor) else len(outputs)
+    n_out = len(_leaves(outputs, f"{type(model).__name__}.forward"))
+    names = tuple(f"output{i}" for i in range(n_out))
+    if isinstance(outputs, Mapping) and all(isinstance(v, torch.Tensor) for v in outputs.values()) \
+            and all(isinstance(k, str) and k for k in outputs) and len(set(outputs)) == n_out:
+        names = tuple(outputs)  # the graph's outputs are the dict's values, in its order
     checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
-    names = tuple(f"input{i}" for i in range(len(inputs)))
-    return ExportSpec([Graph("model", model, inputs, names, tuple(f"output{i}" for i in range(n_out)),
+    return ExportSpec([Graph("model", model, inputs, tuple(f"input{i}" for i in range(len(inputs))), names,
                              {i: {0: "batch"} for i in range(len(inputs))}, checks)], atol=atol, rtol=rtol,
                       torchscript=True)
+
+
+def check_int(option: str, value: Any, minimum: int = 1) -> int:
+    """An integer export option (``batch``, ``size``, ...) as an int, or a ValueError naming it."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"export option {option} must be an integer >= {minimum}, got "
+                         f"{type(value).__name__} {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"export option {option} must be an integer >= {minimum}, got {number}")
+    return number
 
 
 def _resized(x: torch.Tensor, batch: int) -> torch.Tensor:
@@ -291,8 +313,18 @@ def _spec_for(model: Any, config: dict[str, Any]) -> ExportSpec:
 
 def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
     if spec.is_folder:
+        if Path(os.path.normpath(path)).name in ("", ".", "..") or not Path(os.path.abspath(path)).name:
+            # "." is the current folder: an export replaces its folder whole, so it needs one of its own
+            raise ValueError(f"{str(path)!r} names no folder of its own ({os.path.abspath(path)}); this model "
+                             f"exports a folder (several graphs and files): give it a new name, e.g. "
+                             f"{Path(os.path.abspath(path)) / 'export'}")
+        if path.is_symlink():
+            raise FileExistsError(f"{path} is a symbolic link; an export replaces its folder whole, which would "
+                                  f"replace the link: give the real folder or a new name")
         if path.exists() and not path.is_dir():
             raise FileExistsError(f"{path} is a file; this model exports a folder (several graphs and files)")
+        if path.is_dir():
+            _refuse_foreign_folder(path, spec.files)
         return path
     suffix = SUFFIX[fmt]
     if path.is_dir():  # adding the suffix would write a sibling of the folder ("out" -> "out.onnx"), not into it
@@ -303,6 +335,31 @@ def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
     if path.suffix != suffix:
         raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)})")
     return path
+
+
+def _foreign_entries(folder: Path, extra: Any = ()) -> list[str]:
+    """What in ``folder`` an earlier zoo export did not write: everything unless its ``export.json`` is
+    ours, else the entries that index does not list (nor ``extra``, the files this export adds). An empty
+    list means the folder may be replaced whole without losing anyone's files."""
+    entries = sorted(os.listdir(folder))
+    try:
+        index = json.loads((folder / INDEX_FILE).read_text(encoding="utf-8"))
+        ours = {INDEX_FILE, *(str(g["file"]) for g in index["graphs"].values()), *index.get("files", ()), *extra}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # absent, or not an index zoo wrote
+        return entries
+    return [e for e in entries if e not in ours or (folder / e).is_symlink() or not (folder / e).is_file()]
+
+
+def _refuse_foreign_folder(folder: Path, extra: Any = ()) -> None:
+    foreign = _foreign_entries(folder, extra)
+    if foreign:
+        shown = ", ".join(f + ("/" if (folder / f).is_dir() else "") for f in foreign[:5])
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        raise FileExistsError(
+            f"{folder} exists and is not an earlier zoo export: it holds {shown}{more}, which zoo did not write. "
+            f"An export replaces its folder whole, so zoo only writes into a new folder, an empty one, or one it "
+            f"exported before (its {INDEX_FILE} and the files listed there, nothing else); nothing was written. "
+            f"Give another folder name, or move those files out of {folder} first.")
 
 
 @contextlib.contextmanager
@@ -355,26 +412,36 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
             index = {**spec.metadata, "format": fmt, "atol": spec.atol, "rtol": spec.rtol,
                      "graphs": {g.name: {"file": n, "inputs": list(g.input_names), "outputs": list(g.output_names)}
                                 for g, n in zip(spec.graphs, names)},
+                     "files": sorted([*names, *spec.files, INDEX_FILE]),  # what a later export may replace
                      "max_abs_diff": per_graph or None}
-            (out / "export.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
-            _replace_dir(out, target)
-            files = tuple(sorted(target / n for n in [*names, *spec.files, "export.json"]))
+            (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+            _replace_dir(out, target, staging.path_for(f"{target.name}.previous"), spec.files)
+            files = tuple(sorted(target / n for n in [*names, *spec.files, INDEX_FILE]))
     finally:
         staging.abort()
     worst = max(per_graph.values()) if per_graph else None
     return ExportResult(target, fmt, files, spec.atol, spec.rtol, worst, verify, per_graph)
 
 
-def _replace_dir(staging: Path, target: Path) -> None:
-    """Move the finished folder into place; an older export there is removed only after the new one is whole."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-        os.replace(staging, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(staging, target)
+def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
+    """Move the finished folder onto ``target``. An earlier export there is first moved to ``aside`` (in
+    the private staging folder: a name nobody else uses, removed with it), checked again (files may have
+    appeared since the export began) and put back when it holds anything zoo did not write."""
+    if not (target.exists() or target.is_symlink()):
+        os.replace(built, target)
+        return
+    os.replace(target, aside)
+    try:
+        _refuse_foreign_folder(aside, extra)
+    except FileExistsError:
+        os.replace(aside, target)
+        _refuse_foreign_folder(target, extra)  # the same error, naming the user's folder
+        raise
+    try:
+        os.replace(built, target)
+    except OSError:
+        os.replace(aside, target)
+        raise
 
 
 def _dynamic_shapes(g: Graph) -> dict[str, Any]:
@@ -383,7 +450,8 @@ def _dynamic_shapes(g: Graph) -> dict[str, Any]:
     for axes in g.dynamic.values():
         for name in axes.values():
             if name not in dims:
-                dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name, MAX_DIM))
+                # no max unless the family sets one: torch.export then bounds the axis by nothing (int_oo)
+                dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name))
     params = [p.name for p in inspect.signature(g.module.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return {params[i]: ({ax: dims[n] for ax, n in g.dynamic[i].items()} if i in g.dynamic else None)
@@ -405,11 +473,18 @@ def _trace_inputs(g: Graph) -> tuple[Any, ...]:
     for i, axes in g.dynamic.items():
         x = inputs[i]
         for axis, name in axes.items():
-            if isinstance(x, torch.Tensor) and x.shape[axis] == 1 and g.max_sizes.get(name, MAX_DIM) >= 2 \
+            if isinstance(x, torch.Tensor) and x.shape[axis] == 1 and g.max_sizes.get(name, 2) >= 2 \
                     and g.min_sizes.get(name, 1) <= 2:
                 x = torch.cat([x, x], dim=axis)
         inputs[i] = x
     return tuple(inputs)
+
+
+def _first_line(err: BaseException) -> str:
+    """``Type: first line`` of a tracer's error (they run to pages), without its terminal colour codes; the
+    rest stays in the chained traceback."""
+    text = _ANSI.sub("", str(err)).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _torch_program(g: Graph) -> torch.export.ExportedProgram:
@@ -417,8 +492,7 @@ def _torch_program(g: Graph) -> torch.export.ExportedProgram:
         with torch.no_grad():
             return torch.export.export(_cpu_module(g), _trace_inputs(g), dynamic_shapes=_dynamic_shapes(g), strict=False)
     except Exception as err:  # the tracer's errors are long; keep their first line and the cause
-        raise ExportError(f"torch.export could not trace graph {g.name!r}: {type(err).__name__}: "
-                          f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
+        raise ExportError(f"torch.export could not trace graph {g.name!r}: {_first_line(err)}") from err
 
 
 def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
@@ -448,8 +522,7 @@ def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
                     input_names=list(g.input_names), output_names=list(g.output_names),
                     dynamic_shapes=_dynamic_shapes(g), verbose=False)
             except Exception as err:
-                raise ExportError(f"ONNX export of graph {g.name!r} failed: {type(err).__name__}: "
-                                  f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}") from err
+                raise ExportError(f"ONNX export of graph {g.name!r} failed: {_first_line(err)}") from err
         proto = program.model_proto
     del proto.metadata_props[:]
     entry = proto.metadata_props.add()
@@ -463,8 +536,10 @@ def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     try:
         scripted = torch.jit.script(module)
     except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
-        warnings.warn(f"torch.jit.script failed ({type(err).__name__}); tracing instead", stacklevel=4)
-        scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False)
+        # tracing records the ops of the sample: right for a fixed control flow, which the check below tests
+        warnings.warn(f"torch.jit.script cannot compile graph {g.name!r} ({_first_line(err)}); exported by "
+                      f"torch.jit.trace instead", stacklevel=4)
+        scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False, strict=False)
     scripted.save(str(path), _extra_files={METADATA_FILE: json.dumps(meta)})
 
 
@@ -489,18 +564,22 @@ def _runner(path: Path, fmt: str) -> Callable[..., list[np.ndarray]]:
 
     def run(*xs: np.ndarray) -> list[np.ndarray]:
         with torch.no_grad():
-            return [t.numpy() for t in _flat(module(*(torch.from_numpy(np.asarray(x)) for x in xs)))]
+            return [t.numpy() for t in _leaves(module(*(torch.from_numpy(np.asarray(x)) for x in xs)))]
 
     return run
 
 
-def _flat(out: Any) -> list[torch.Tensor]:
-    if isinstance(out, torch.Tensor):
+def _leaves(out: Any, what: str = "the graph") -> list[Any]:
+    """The tensors (or arrays) of an output structure, in order: tuples and lists as they are, a dict by its
+    values (its keys are names, not outputs). Anything else cannot be an exported output."""
+    if isinstance(out, (torch.Tensor, np.ndarray)):
         return [out]
-    flat: list[torch.Tensor] = []
-    for o in out:
-        flat.extend(_flat(o))
-    return flat
+    if isinstance(out, Mapping):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [leaf for o in out for leaf in _leaves(o, what)]
+    raise TypeError(f"{what} returns a {type(out).__name__} among its outputs; an exported graph returns "
+                    f"tensors (alone, or in tuples, lists or dicts)")
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -510,8 +589,7 @@ def _numpy(x: Any) -> np.ndarray:
 def _expected(g: Graph, sample: tuple[Any, ...]) -> list[np.ndarray]:
     """PyTorch's outputs: ``reference`` when the family gives one (its own eager path), else the module."""
     with torch.no_grad():
-        outs = g.reference(*sample) if g.reference is not None else g.module(*sample)
-    outs = [outs] if isinstance(outs, (torch.Tensor, np.ndarray)) else list(outs)
+        outs = _leaves(g.reference(*sample) if g.reference is not None else g.module(*sample), f"graph {g.name!r}")
     return [_numpy(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o) for o in outs]
 
 
@@ -564,7 +642,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     or the ``zoo.json`` extra file of a ``.pt2``/TorchScript file."""
     path = Path(path)
     if path.is_dir():
-        return json.loads((path / "export.json").read_text(encoding="utf-8"))
+        return json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
     if path.suffix == ".onnx":
         import onnx
 

@@ -100,7 +100,7 @@ def _configure_weights(p: argparse.ArgumentParser) -> None:
     q.add_argument("out_dir", metavar="OUT_DIR", help="folder to fill (upload its files to the release_url)")
     q = sub.add_parser("export-hf", help="write a Hugging Face Hub repo folder (safetensors, config, model card)")
     q.add_argument("name", metavar="NAME", help="MODEL.TAG of the project's own weights")
-    q.add_argument("out_dir", metavar="DIR", help="folder to write (then `huggingface-cli upload ORG/REPO DIR`)")
+    q.add_argument("out_dir", metavar="DIR", help="folder to write (then `hf upload ORG/REPO DIR`)")
     q.add_argument("--repo", default="ORG/REPO", help="the repo id, shown in the model card's example")
 
 
@@ -174,7 +174,7 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
         for path in export_hf(args.name, args.out_dir, repo_hint=args.repo):
             print(path)
-        print(f"upload with: huggingface-cli upload {args.repo} {args.out_dir}")
+        print(f"upload with: hf upload {args.repo} {args.out_dir}  (huggingface_hub < 1.0: huggingface-cli upload)")
         return 0
     raise UsageError(f"unknown action {args.action!r}")
 

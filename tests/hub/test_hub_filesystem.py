@@ -194,3 +194,15 @@ def test_cache_clean_on_a_folder_that_is_not_a_cache_deletes_nothing_of_its_own(
     assert not path.exists()
     assert (folder / "notes.txt").read_text() == "mine" and (folder / "src" / "main.py").exists()
     assert (folder / "deadbeef00" / "x" / "data.bin").exists()
+
+
+def test_shared_data_root_follows_the_working_directory_then_the_checkout(tmp_path, monkeypatch):
+    """An installed zoo has no checkout beside it: `../shared/data` means what the README's relative
+    paths mean, from the working directory; ZOO_SHARED_DATA overrides both."""
+    monkeypatch.delenv("ZOO_SHARED_DATA", raising=False)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert hub.shared_data_root() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "elsewhere"))
+    assert hub.shared_data_root() == tmp_path / "elsewhere"

@@ -188,3 +188,23 @@ def test_a_weights_file_that_records_its_net_arch_only_in_its_description_loads(
     with pytest.raises(ValueError, match=r"net_arch \(8, 8\), but net_arch \(16, 16\) was asked for"):
         zoo.build("td3", weights=str(path), net_arch=(16, 16))
     assert zoo.build("td3", weights=str(path), net_arch=(8, 8)).config.net_arch == (8, 8)
+
+
+def test_demo_step_is_selected_by_family_and_fails_when_its_file_cannot_be_had(tmp_path, monkeypatch, capsys):
+    """`zoo demo --only rl` picks the TD3 step like `--only vision` picks vision's; a published file that
+    cannot be had (offline, empty cache, no source) fails the step as in every other family."""
+    import shutil
+
+    from zoo.cli import main
+    from zoo.hub.manifest import PACKAGE_MANIFEST
+
+    release = tmp_path / "release"
+    release.mkdir()
+    shutil.copy(PACKAGE_MANIFEST, release / "manifest.json")  # td3.pendulum-v1 is published, its file is not here
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(release))
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
+    assert main(["demo", "--only", "rl"]) == 1
+    captured = capsys.readouterr()
+    assert "rl: TD3 on Pendulum-v1" in captured.out and "demo step failed: OfflineError" in captured.err

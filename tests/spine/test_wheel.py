@@ -40,7 +40,7 @@ def wheel(tmp_path_factory) -> Path:
     import shutil
 
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "zoo", src / "zoo", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
@@ -58,6 +58,31 @@ def test_the_wheel_holds_the_manifest_no_weights_and_is_small(wheel):
     assert not [n for n in names if n.endswith((".safetensors", ".pt", ".pth", ".npz")) or n.startswith("weights/")]
     assert wheel.stat().st_size < 1 << 20, f"{wheel.name}: {wheel.stat().st_size} bytes"
     print(f"wheel {wheel.name}: {wheel.stat().st_size / 1024:.0f} KiB")
+
+
+def test_the_wheel_carries_the_license_its_metadata_names(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert [n for n in names if ".dist-info/" in n and n.endswith("LICENSE")], names
+
+
+# API zoo calls -> the first release of its distribution that has it: the declared floor must not be older
+_NEWEST_API_NEEDED = [
+    ("sklearn.utils.validation", "validate_data", "scikit-learn", "1.6"),
+    ("torch.compiler", "is_exporting", "torch", "2.7"),
+]
+
+
+@pytest.mark.parametrize("module, attr, dist, first", _NEWEST_API_NEEDED)
+def test_declared_floors_are_releases_that_have_what_zoo_calls(module, attr, dist, first):
+    import importlib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    assert hasattr(importlib.import_module(module), attr)
+    req = next(Requirement(r) for r in PYPROJECT["project"]["dependencies"] if _dist(r) == _dist(dist))
+    floors = [Version(s.version) for s in req.specifier if s.operator == ">="]
+    assert floors and min(floors) >= Version(first), f"{req}: {module}.{attr} needs {dist}>={first}"
 
 
 @pytest.mark.slow

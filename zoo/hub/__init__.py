@@ -61,6 +61,7 @@ _EXPORTS = {
     "verify_entry": "zoo.hub.store",
     "weights_dir": "zoo.hub.manifest",
     "write_readme": "zoo.hub.readme",
+    "shared_data_root": "zoo.hub.store",
     "zoo_home": "zoo.hub.store",
 }
 _SUBMODULES = ("cache", "fetch", "hf", "manifest", "publish", "readme", "state", "store", "verified")
@@ -116,5 +117,6 @@ __all__ = [
     "verify_entry",
     "weights_dir",
     "write_readme",
+    "shared_data_root",
     "zoo_home",
 ]

@@ -170,7 +170,7 @@ model = zoo.build("{entry.model}", weights="hf-hub:{repo_hint}")
 
 
 def export_hf(name: str, out_dir: str | os.PathLike, *, repo_hint: str = "ORG/REPO") -> list[Path]:
-    """Write a folder ready for ``huggingface-cli upload``: the verified weights file, ``config.json``
+    """Write a folder ready for ``hf upload ORG/REPO DIR``: the verified weights file, ``config.json``
     and ``README.md`` (model card). Returns the paths written."""
     from zoo import registry
     from zoo.hub.store import get_entry, pull

@@ -165,8 +165,9 @@ def release(out_dir: str | os.PathLike, *, progress: bool = True) -> list[Path]:
         local = [Path(s) for s in sources(entry) if "://" not in s] + [cached_path(entry)]
         src = next((p for p in local if p.is_file()), None)
         if src is None:
-            raise FileNotFoundError(f"{entry.name}: {entry.url} is neither in {weights_dir()} nor in the cache; "
-                                    f"`zoo pull {entry.name}` first, or release from the checkout that published it")
+            where = f"neither in {weights_dir()} nor" if weights_dir() is not None else "not"
+            raise FileNotFoundError(f"{entry.name}: {entry.url} is {where} in the cache; `zoo pull {entry.name}` "
+                                    "first, or release from the checkout that published it")
         dest = out / entry.url
         fs.check_free(out, entry.size or 0, f"copying {entry.url}")
         with open(src, "rb") as fin, fs.atomic_write(dest) as fout:

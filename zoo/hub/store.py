@@ -41,6 +41,7 @@ __all__ = [
     "resolve",
     "sources",
     "verify_entry",
+    "shared_data_root",
     "zoo_home",
 ]
 
@@ -53,6 +54,18 @@ class CorruptCacheError(HashMismatchError):
 
 def zoo_home() -> Path:
     return Path(os.environ.get("ZOO_HOME") or "~/.cache/zoo").expanduser()
+
+
+def shared_data_root() -> Path:
+    """Where the project's read-only data sets live: ``$ZOO_SHARED_DATA``, else ``../shared/data`` from the
+    working directory (what the README's relative paths mean), else beside a source checkout. The first
+    candidate is returned when none exists, so that a message can name it."""
+    env = os.environ.get("ZOO_SHARED_DATA")
+    if env:
+        return Path(env).expanduser()
+    candidates = [Path.cwd().parent / "shared" / "data",
+                  Path(__file__).resolve().parents[2].parent / "shared" / "data"]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:

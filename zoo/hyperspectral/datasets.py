@@ -112,13 +112,14 @@ def dataset_root() -> Path:
 
 
 def local_dataset_dir(name: str) -> Path | None:
-    """The read-only copy beside the checkout (``../shared/data/hyperspectral/<subdir>``), if it is there."""
+    """The read-only copy (``<shared data>/hyperspectral/<subdir>``, see :func:`zoo.hub.shared_data_root`), if
+    it is there."""
     info = _info(name)
     if info.shared_subdir is None:
         return None
-    base = os.environ.get("ZOO_SHARED_DATA")
-    root = Path(base) if base else Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    folder = root / "hyperspectral" / info.shared_subdir
+    from zoo.hub import shared_data_root
+
+    folder = shared_data_root() / "hyperspectral" / info.shared_subdir
     if all((folder / f.filename).is_file() for f in info.files):
         return folder
     return None
@@ -196,6 +197,14 @@ def _scene_from_folder(info: DatasetInfo, folder: Path) -> Scene:
                                                                              "source": str(folder), "protocol": "random"})
 
 
+def _shared_hint(info: DatasetInfo) -> str:
+    if info.shared_subdir is None:
+        return ""
+    from zoo.hub import shared_data_root
+
+    return f"{shared_data_root() / 'hyperspectral' / info.shared_subdir} (ZOO_SHARED_DATA), "
+
+
 def load_dataset(name: str, *, download: bool = False, **fetch_kwargs) -> Scene:
     """The named scene: the shared local copy if present, else the zoo cache (downloading if ``download``)."""
     info = _info(name)
@@ -208,9 +217,9 @@ def load_dataset(name: str, *, download: bool = False, **fetch_kwargs) -> Scene:
             folder = fetch(name, **fetch_kwargs)
         else:
             raise FileNotFoundError(
-                f"data set {info.name!r} is not available locally; fetch it with "
-                f"`python -c \"from zoo.hyperspectral.datasets import fetch; fetch('{info.name}')\"` "
-                f"(or load_dataset('{info.name}', download=True))"
+                f"data set {info.name!r} is not available locally (looked in {_shared_hint(info)}the zoo cache "
+                f"{cached}); fetch it with `zoo hsi-fetch {info.name}` (or load_dataset('{info.name}', "
+                "download=True))"
             )
         check_cached(info, folder)
     return _scene_from_folder(info, folder)

@@ -1,18 +1,26 @@
 """What ``zoo.export`` ships for a video model: the clip classifier, ``clips (B, C, T, H, W) -> logits``.
 
-Clips are float frames already normalised as the model was trained (``zoo.video.transforms``). The batch
-axis is dynamic for both models; TSN's time axis is dynamic too (any number of segments, at least 2, or 3
-with ``modality="rgbdiff"``, whose frame differences must not collapse to one), while R(2+1)D's is fixed at
-the traced ``frames`` (its temporal strides make the shapes of later layers depend on T by rounding).
-The spatial size is the traced ``size``. Tolerance: ``atol = rtol = 1e-4`` on the logits.
+Clips are float frames already preprocessed as the model's input recipe says (``video_cfg``: frames resized
+to ``resize``, centre-cropped to ``size``, normalised with ``mean``/``std``; ``num_segments`` sparse frames
+for TSN, ``frames_per_clip`` consecutive ones for R(2+1)D), the clips ``zoo.predict`` builds. The defaults
+of ``frames`` and ``size`` are that recipe's, and the recipe is stored with the export (with the class
+names when the weights have them), as the vision family stores ``pretrained_cfg``. The batch axis is
+dynamic for both models; TSN's time axis is dynamic too (any number of segments, at least 2, or 3 with
+``modality="rgbdiff"``, whose frame differences must not collapse to one), while R(2+1)D's is fixed at the
+traced ``frames`` (its temporal strides make the shapes of later layers depend on T by rounding). The
+spatial size is the traced ``size``; a ``size`` other than the recipe's scales the stored ``resize`` with
+it. Tolerance: ``atol = rtol = 1e-4`` on the logits.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torchvision.models.video import VideoResNet
 
-from zoo.exporting import ExportSpec, Graph, register_exporter
+from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
+from zoo.video.classifier import clip_recipe
 from zoo.video.tsn import VideoTSN
 
 __all__ = ["export_r2plus1d", "export_tsn"]
@@ -22,26 +30,55 @@ def _clips(batch: int, frames: int, size: int, seed: int) -> torch.Tensor:
     return torch.randn(batch, 3, frames, size, size, generator=torch.Generator().manual_seed(seed))
 
 
+def _recipe(model: torch.nn.Module, frames: int | None, size: int | None,
+            default_t: int) -> tuple[dict[str, Any], int, int]:
+    """The stored input recipe, and the ``frames``/``size`` to trace (the recipe's unless given)."""
+    cfg = dict(getattr(model, "video_cfg", None) or {})
+    key, t = clip_recipe(cfg) if cfg else ("frames_per_clip", default_t)
+    frames = t if frames is None else check_int("frames", frames)
+    size = int(cfg.get("size", 112)) if size is None else check_int("size", size)
+    recipe = {k: cfg[k] for k in ("mean", "std", "classes") if k in cfg}
+    if cfg:
+        trained = int(cfg["size"])
+        resize = int(cfg.get("resize", trained))
+        # another crop than the recipe's: the resize follows it in proportion (as image_size does for images)
+        recipe.update(size=size, resize=resize if size == trained else max(size, round(resize * size / trained)))
+        recipe[key] = t
+    return recipe, frames, size
+
+
 def _spec(model: torch.nn.Module, name: str, sample: torch.Tensor, checks: list[torch.Tensor],
-          time_axis: dict[int, str], min_frames: int) -> ExportSpec:
+          time_axis: dict[int, str], min_frames: int, recipe: dict[str, Any]) -> ExportSpec:
     graph = Graph("classifier", model, (sample,), ("clips",), ("logits",), {0: {0: "batch", **time_axis}},
                   checks=[(c,) for c in checks], min_sizes={"frames": min_frames})
     t = "T" if time_axis else str(sample.shape[2])
-    meta = {"model": name, "clips": f"(B, 3, {t}, {sample.shape[3]}, {sample.shape[4]}) float32, normalised"}
+    meta = {"model": name, "clips": f"(B, 3, {t}, {sample.shape[3]}, {sample.shape[4]}) float32, normalised",
+            **recipe}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
 
 
 @register_exporter(VideoTSN)
-def export_tsn(model: VideoTSN, batch: int = 2, frames: int = 8, size: int = 112) -> ExportSpec:
-    """TSN with dynamic batch and segment count; checked on (1, frames + 2) and (batch + 1, frames - 1) too."""
+def export_tsn(model: VideoTSN, batch: int = 2, frames: int | None = None, size: int | None = None) -> ExportSpec:
+    """TSN with dynamic batch and segment count, traced on ``batch`` clips of ``frames`` segments (default
+    the recipe's ``num_segments``) of ``size`` pixels (default its ``size``); checked on (1, frames + 2) and
+    (batch + 1, frames - 1) too."""
+    batch = check_int("batch", batch)
+    recipe, frames, size = _recipe(model, frames, size, 8)
     min_frames = 3 if model.modality == "rgbdiff" else 2
     if frames - 1 < min_frames:
         raise ValueError(f"frames must be at least {min_frames + 1} to check another segment count, got {frames}")
     checks = [_clips(1, frames + 2, size, 1), _clips(batch + 1, frames - 1, size, 2)]
-    return _spec(model, "video-tsn", _clips(batch, frames, size, 0), checks, {2: "frames"}, min_frames)
+    return _spec(model, "video-tsn", _clips(batch, frames, size, 0), checks, {2: "frames"}, min_frames, recipe)
 
 
 @register_exporter(VideoResNet)
-def export_r2plus1d(model: VideoResNet, batch: int = 2, frames: int = 16, size: int = 112) -> ExportSpec:
-    """R(2+1)D with a dynamic batch; ``frames`` and ``size`` are fixed at export; checked on batch 1 too."""
-    return _spec(model, "r2plus1d_18", _clips(batch, frames, size, 0), [_clips(1, frames, size, 1)], {}, 1)
+def export_r2plus1d(model: VideoResNet, batch: int = 2, frames: int | None = None,
+                    size: int | None = None) -> ExportSpec:
+    """R(2+1)D with a dynamic batch; ``frames`` (default the recipe's ``frames_per_clip``) and ``size``
+    (default its ``size``) are fixed at export, and the stored recipe says the graph's T; checked on batch
+    1 too."""
+    batch = check_int("batch", batch)
+    recipe, frames, size = _recipe(model, frames, size, 16)
+    key = next((k for k in ("num_segments", "frames_per_clip") if k in recipe), "frames_per_clip")
+    recipe[key] = frames  # the graph takes exactly this T, whatever the recipe trained with
+    return _spec(model, "r2plus1d_18", _clips(batch, frames, size, 0), [_clips(1, frames, size, 1)], {}, 1, recipe)

@@ -84,10 +84,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 def _demo_images() -> tuple[list[Any], list[str], str]:
     """A few CIFAR-10 test images (one per class) when ../shared/data is there, else sklearn's photos."""
-    import os
+    from zoo.hub import shared_data_root
 
-    root = Path(os.environ.get("ZOO_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
-    test = root / "cifar10" / "test"
+    test = shared_data_root() / "cifar10" / "test"
     if test.is_dir():
         from zoo.vision.data import open_rgb
 
@@ -98,7 +97,7 @@ def _demo_images() -> tuple[list[Any], list[str], str]:
 
     imgs = load_sample_images()
     return ([Image.fromarray(a) for a in imgs.images], [Path(f).name for f in imgs.filenames],
-            "scikit-learn's sample photos (../shared/data not found)")
+            f"scikit-learn's sample photos ({test} not found; set ZOO_SHARED_DATA to the data folder)")
 
 
 @demo("vision: resnet18.cifar10 classifies images", order=20)

@@ -1,10 +1,12 @@
 """What ``zoo.export`` ships for a vision classifier: the network on normalised images, ``(B, C, H, W) -> logits``.
 
 The graph takes images already resized and normalised as the weights expect (``pretrained_cfg``: input
-size, mean, std; stored with the export, together with the class names when the weights have them). The
-batch axis is dynamic; the spatial size is the one traced (``image_size``, default the weights' input size).
-Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript works for ResNet18 and is kept
-(``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` are the earlier entry
+size, resize, mean, std; stored with the export, together with the class names when the weights have them).
+The batch axis is dynamic; the spatial size is the one traced (``image_size``, default the weights' input
+size), and the stored ``input_size``/``resize`` are those of that size (the resize scaled with it, as
+``zoo.predict`` does at ``image_size``). Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript
+works for ResNet18 (it is scripted, through a plain torchvision ``ResNet`` holding the same layers) and is
+kept (``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` are the earlier entry
 points, now shortcuts for :func:`zoo.export`.
 """
 
@@ -17,13 +19,43 @@ import torch
 from torch import nn
 from torchvision.models import ResNet
 
-from zoo.exporting import ExportResult, ExportSpec, Graph, export, register_exporter
+from zoo.exporting import ExportResult, ExportSpec, Graph, check_int, export, register_exporter
+from zoo.vision.transforms import with_image_size
 
 __all__ = ["export_onnx", "export_resnet", "export_torchscript"]
 
 
 def _sample(x: torch.Tensor, batch: int, seed: int) -> torch.Tensor:
     return torch.randn((batch, *x.shape[1:]), generator=torch.Generator().manual_seed(seed)).to(x.dtype)
+
+
+def _scriptable(model: ResNet) -> nn.Module:
+    """A plain torchvision ``ResNet`` holding ``model``'s layers (shared, not copied) when ``model`` computes
+    what ResNet computes: zoo's subclass adds Python-only attributes (``pretrained_cfg``, properties) that
+    ``torch.jit.script`` cannot compile, though its forward is torchvision's."""
+    if type(model).forward is not ResNet.forward or type(model)._forward_impl is not ResNet._forward_impl:
+        return model
+    plain = ResNet.__new__(ResNet)
+    nn.Module.__init__(plain)
+    for name, child in model.named_children():
+        plain.add_module(name, child)
+    plain.train(model.training)
+    return plain
+
+
+def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, Any]:
+    """The preprocessing keys of ``cfg`` for the traced input's size: a graph traced at another size than
+    the weights' takes images cropped to that size (and resized in proportion, as ``image_size`` does)."""
+    c, h, w = (int(n) for n in example_input.shape[1:])
+    keys = ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights")
+    out = {k: cfg[k] for k in keys if k in cfg}
+    if "input_size" in cfg and [int(n) for n in cfg["input_size"]][1:] != [h, w]:
+        if h == w and all(k in cfg for k in ("mean", "std")):
+            out.update({k: v for k, v in with_image_size(cfg, h).items() if k in ("input_size", "resize")})
+        else:  # a non-square crop has no single resize of the short side that leads to it
+            out["input_size"] = [c, h, w]
+            out.pop("resize", None)
+    return out
 
 
 @register_exporter(ResNet)
@@ -33,20 +65,19 @@ def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = Non
     image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too."""
     cfg = dict(getattr(model, "pretrained_cfg", None) or {})
     if example_input is None:
+        batch = check_int("batch", batch)
         c, h, w = cfg.get("input_size") or (model.conv1.in_channels, 224, 224)
         if image_size is not None:
-            h = w = int(image_size)
+            h = w = check_int("image_size", image_size)
         example_input = torch.randn(batch, c, h, w, generator=torch.Generator().manual_seed(0))
-    elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4:
+    elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4 or not example_input.numel():
         raise ValueError(f"example_input must be a batched tensor (B, C, H, W), got {type(example_input).__name__} "
                          f"{tuple(getattr(example_input, 'shape', ()))}")
     n = example_input.shape[0]
-    graph = Graph("classifier", model, (example_input,), ("input",), ("logits",), {0: {0: "batch"}},
+    graph = Graph("classifier", _scriptable(model), (example_input,), ("input",), ("logits",), {0: {0: "batch"}},
                   checks=[(_sample(example_input, 1, 1),), (_sample(example_input, n + 3, 2),)])
     meta = {"model": "resnet18", "input": f"(B, {example_input.shape[1]}, {example_input.shape[2]}, "
-            f"{example_input.shape[3]}) float32, normalised with mean/std",
-            **{k: cfg[k] for k in ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights")
-               if k in cfg}}
+            f"{example_input.shape[3]}) float32, normalised with mean/std", **_input_cfg(cfg, example_input)}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta, torchscript=True)
 
 
