@@ -412,7 +412,10 @@ class FolderLock:
     def acquire(self) -> FolderLock:
         ensure_dir(self.folder)
         while True:
-            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
+            except OSError as err:  # a read-only folder: say so before any work is done in it
+                raise write_error(err, self.path, None) from None
             try:
                 _lock_fd(fd)
             except BlockingIOError:

@@ -71,6 +71,7 @@ class ServerState:
     delay_s: float = 0.0  # sleep per 64 KiB block (to make downloads overlap)
     stalls: list[int] = field(default_factory=list)  # per request: send this many body bytes, then go silent
     stall_s: float = 0.0
+    no_length: bool = False  # send no Content-Length (HTTP/1.0: the body ends where the connection does)
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -107,7 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         else:
             self.send_response(200)
-        self.send_header("Content-Length", str(len(data) - start))
+        if not st.no_length:
+            self.send_header("Content-Length", str(len(data) - start))
         self.send_header("Accept-Ranges", "bytes" if st.range_support else "none")
         self.end_headers()
         body = memoryview(data)[start:]

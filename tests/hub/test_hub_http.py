@@ -219,6 +219,20 @@ def test_weights_given_by_url(resnet18_pth, tiny_model, weights_home, server):
         hub.resolve("resnet18.test-v1", model=tiny_model)
 
 
+def test_a_url_download_cut_short_without_a_length_never_enters_the_cache(resnet18_pth, weights_home, server):
+    """With no Content-Length and no sha256 to check, a dropped connection looks like the end of the file:
+    the archive's own structure must say it is whole before it is cached (and marked verified)."""
+    path, _, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    url = f"{server.url}/{path.name}"
+    server.state.no_length, server.state.cut_after, server.state.cuts_left = True, path.stat().st_size // 2, 1
+    with pytest.raises(hub.DownloadError, match="not whole"):
+        hub.resolve(url, model="resnet18")
+    assert not [p for p in hub.cache_root().rglob(path.name + "*") if not p.name.endswith(".lock")]
+    local, _ = hub.resolve(url, model="resnet18")  # the server now sends it whole: one clean download
+    assert hub.sha256_file(local) == hub.sha256_file(path)
+
+
 def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
     _publish_tiny(tiny_model, tag="cifar10")
     with pytest.raises(KeyError, match="Did you mean 'cifar10'"):

@@ -174,3 +174,20 @@ def test_a_planted_lock_link_is_refused(tmp_path):
     with pytest.raises(fs.UnsafePathError):
         fs.FolderLock(tmp_path / "run").acquire()
     assert victim.read_text() == "precious"
+
+
+def test_a_lock_in_a_read_only_folder_is_zoos_named_error(tmp_path, monkeypatch):
+    """A read-only checkpoint folder (simulated at the OS boundary: root ignores permissions) fails with the
+    one-line FsError naming the file, before any training starts."""
+    import errno
+
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if str(path).startswith(str(tmp_path)) and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(fs.FsError, match=r"cannot write .*\.zoo-lock: Read-only file system"):
+        fs.FolderLock(tmp_path, "training run").acquire()

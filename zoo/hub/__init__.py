@@ -112,11 +112,11 @@ __all__ = [
     "resolve",
     "save_weights",
     "sha256_file",
+    "shared_data_root",
     "update_manifest",
     "verify_cache",
     "verify_entry",
     "weights_dir",
     "write_readme",
-    "shared_data_root",
     "zoo_home",
 ]

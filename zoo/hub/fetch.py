@@ -345,6 +345,7 @@ def fetch(
     local_only: bool = False,
     reclaim_root: Path | None = None,
     on_arrival: Callable[[Path, str], None] | None = None,
+    validate: Callable[[Path], None] | None = None,
 ) -> Path:
     """Bring ``dest`` into place from the first source that has it.
 
@@ -356,6 +357,9 @@ def fetch(
     ``ZOO_OFFLINE=1`` or ``local_only`` network sources are never contacted. ``size`` (when known) is
     checked against the free space first; ``reclaim_root`` is where stale ``.part`` files of other
     downloads may be reclaimed. ``on_arrival(dest, sha256)`` runs under the lock once the file is in place.
+    ``validate(part)`` raises ``ValueError`` for a downloaded file that is not whole (with no sha256 to check
+    against, a connection dropped by a server that sent no Content-Length looks like a complete download):
+    such bytes never enter the cache, and the next source is tried.
     """
     dest = Path(dest)
     fs.ensure_dir(dest.parent)
@@ -380,6 +384,7 @@ def fetch(
                 else:
                     _ensure_space(dest, part, size, reclaim_root)
                     digest = _fetch_http(source, part, check, expected, progress)
+                    _validate(validate, part, source)
                     os.replace(part, dest)
             except _NotFound as err:
                 failures.append(f"{source}: {err}")
@@ -402,6 +407,16 @@ def fetch(
             return dest
         raise _no_source_error(dest.name, expected, failures, mismatched, local_mismatched,
                                untried=len(sources) - len(usable), offline_hint=offline_hint)
+
+
+def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) -> None:
+    if validate is None:
+        return
+    try:
+        validate(part)
+    except ValueError as err:
+        part.unlink(missing_ok=True)  # a resumed download would only append to the broken bytes
+        raise DownloadError(f"{source}: the downloaded file is not whole ({err}); it was discarded") from None
 
 
 def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,

@@ -48,12 +48,14 @@ def _repull_hint(path: str | os.PathLike) -> str:
     """How to get a good copy of ``path``: the `zoo pull` command when it is a cached manifest file."""
     try:
         from zoo.hub.manifest import read_manifest
-        from zoo.hub.store import cached_path
+        from zoo.hub.store import URL_DIR, cache_root, cached_path
 
         resolved = Path(path).resolve()
         for entry in read_manifest().values():
             if cached_path(entry).resolve() == resolved:
                 return f"re-pull it with `zoo pull {entry.name} --force`"
+        if resolved.parent.parent == (cache_root() / URL_DIR).resolve():
+            return f"it was downloaded from a URL: delete {resolved} and load the URL again"
     except (ValueError, OSError):  # a broken manifest must not hide the error this hint decorates
         return "replace it with a good copy"
     return "replace it with a good copy (for a cached download: `zoo pull MODEL.TAG --force`)"
@@ -143,6 +145,47 @@ def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
     return sd
 
 
+def check_complete(path: str | os.PathLike) -> None:
+    """Raise :class:`CorruptWeightsError` unless ``path`` holds every byte its own header describes (the
+    safetensors header's data offsets; a torch.save zip archive's central directory, written last)."""
+    import zipfile
+
+    path = Path(path)
+    fmt = file_format(path)
+    size = path.stat().st_size
+    if fmt == "safetensors":
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            try:
+                header = json.loads(f.read(n))
+                end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, KeyError, TypeError, IndexError) as err:
+                raise CorruptWeightsError(f"{path}: broken safetensors header ({err})") from None
+        if 8 + n + end != size:
+            raise CorruptWeightsError(f"{path}: its safetensors header describes {8 + n + end} bytes, the file "
+                                      f"holds {size} (truncated or corrupt)")
+    elif path.open("rb").read(2) == b"PK":
+        try:
+            zipfile.ZipFile(path).close()
+        except zipfile.BadZipFile as err:
+            raise CorruptWeightsError(f"{path}: a torch.save archive without its end ({err}): truncated") from None
+
+
+def _unpickling_error(path: Path, err: pickle.UnpicklingError) -> Exception:
+    """A pickle asking for code (a global the weights-only unpickler does not allow) is refused as such; a
+    corrupt file, whose bytes the unpickler cannot even read, is a CorruptWeightsError with its reason."""
+    # torch wraps the unpickler's own reason in advice (to load with weights_only=False) that must not be passed on
+    lines = [ln.split("WeightsUnpickler error:", 1)[-1].strip() for ln in str(err).splitlines()]
+    reason = next((ln for ln in lines if ln and not ln.startswith(("Weights only load failed", "Check the documentation"))),
+                  "")
+    if not any(m in reason.lower() for m in ("unsupported operand", "stack", "eof", "truncated")):
+        return pickle.UnpicklingError(
+            f"refusing to load {path}: it is not a plain state dict, and loading it would run code it names "
+            f"(torch.load with weights_only=True rejected it). Only tensors and plain containers are accepted. "
+            f"Details: {reason}")
+    return CorruptWeightsError(f"{path}: not a readable torch.save file (unpickler: {reason}); {_repull_hint(path)}")
+
+
 def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cpu",
                     check_finite: bool = True) -> StateDict:
     """Read a state dict from safetensors, or from a torch.save file with ``weights_only=True``.
@@ -170,12 +213,8 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
         try:
             obj = torch.load(path, map_location=device, weights_only=True)
         except pickle.UnpicklingError as err:
-            raise pickle.UnpicklingError(
-                f"refusing to load {path}: it is not a plain state dict, and loading it would run code it "
-                f"names (torch.load with weights_only=True rejected it). Only tensors and plain containers "
-                f"are accepted. Details: {str(err).splitlines()[0]}"
-            ) from None
-        except (RuntimeError, EOFError, ValueError) as err:
+            raise _unpickling_error(path, err) from None
+        except (RuntimeError, EOFError, ValueError, OSError) as err:  # OSError: a truncated zip archive
             raise CorruptWeightsError(f"{path}: not a readable torch.save file ({type(err).__name__}: "
                                       f"{str(err).splitlines()[0] if str(err) else ''}); {_repull_hint(path)}") from None
         sd = _unwrap(obj, path)

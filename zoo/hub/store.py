@@ -30,6 +30,7 @@ from zoo import fs
 from zoo.hub import verified
 from zoo.hub.fetch import HashMismatchError, fetch, local_path
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
+from zoo.hub.state import check_complete
 
 __all__ = [
     "CorruptCacheError",
@@ -39,9 +40,9 @@ __all__ = [
     "list_weights",
     "pull",
     "resolve",
+    "shared_data_root",
     "sources",
     "verify_entry",
-    "shared_data_root",
     "zoo_home",
 ]
 
@@ -225,7 +226,7 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
                 f"cannot be verified, and {why} forbids downloading them again; delete the file and download "
                 "it on a connected machine, or pass a local path")
     return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint, force=force,
-                 local_only=local_files_only, on_arrival=verified.record)
+                 local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
 
 
 def resolve(weights: str | os.PathLike, model: str | None = None, *,
