@@ -30,7 +30,6 @@ from zoo import fs
 from zoo.hub import verified
 from zoo.hub.fetch import HashMismatchError, fetch, local_path
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
-from zoo.hub.state import check_complete
 
 __all__ = [
     "CorruptCacheError",
@@ -225,6 +224,8 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
         hint = (f"cached weights {dest} (from {url}) have no record of the sha256 they arrived with, so they "
                 f"cannot be verified, and {why} forbids downloading them again; delete the file and download "
                 "it on a connected machine, or pass a local path")
+    from zoo.hub.state import check_complete  # imports torch: not at listing time
+
     return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint, force=force,
                  local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
 
