@@ -139,17 +139,84 @@ def _export_two(model: _TwoGraphs, note: str = "v1") -> ExportSpec:
     return ExportSpec(graphs, atol=1e-6, rtol=0.0, metadata={"note": note}, files={"notes.txt": note})
 
 
-def test_folder_export_is_replaced_whole(tmp_path):
+def test_folder_export_replaces_only_an_earlier_export(tmp_path):
     out = tmp_path / "bundle"
+    (tmp_path / ".bundle.old").mkdir()  # the user's own, beside the export: an earlier version deleted it
+    (tmp_path / ".bundle.old" / "keep.txt").write_text("mine")
     res = zoo.export(_TwoGraphs(), out, "torch.export")
     assert res.path == out and sorted(p.name for p in res.files) == ["a.pt2", "b.pt2", "export.json", "notes.txt"]
-    (out / "stale.bin").write_bytes(b"old")
-    zoo.export(_TwoGraphs(), out, "onnx", note="v2")
+    zoo.export(_TwoGraphs(), out, "onnx", note="v2")  # an earlier export: replaced whole
     assert sorted(p.name for p in out.iterdir()) == ["a.onnx", "b.onnx", "export.json", "notes.txt"]
     index = json.loads((out / "export.json").read_text())
     assert index["note"] == "v2" and index["format"] == "onnx" and set(index["graphs"]) == {"a", "b"}
     assert read_metadata(out)["graphs"]["a"]["file"] == "a.onnx"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+    assert (tmp_path / ".bundle.old" / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".bundle.old", "bundle"]
+    (out / "notes2.txt").write_text("a week of work")  # no longer only what zoo wrote: refused, untouched
+    with pytest.raises(FileExistsError, match=r"bundle exists and is not an earlier zoo export: it holds "
+                                              r"notes2\.txt.*nothing was written"):
+        zoo.export(_TwoGraphs(), out, "onnx", note="v3")
+    assert (out / "notes2.txt").exists() and json.loads((out / "export.json").read_text())["note"] == "v2"
+
+
+def test_folder_export_refuses_a_folder_it_did_not_write(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "thesis.tex").write_text("thesis")
+    with pytest.raises(FileExistsError, match=r"holds src/, thesis\.tex, which zoo did not write"):
+        zoo.export(_TwoGraphs(), project, "onnx")
+    assert sorted(p.name for p in project.iterdir()) == ["src", "thesis.tex"]
+    (tmp_path / "empty").mkdir()  # an empty folder loses nothing
+    zoo.export(_TwoGraphs(), tmp_path / "empty", "onnx")
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == ["a.onnx", "b.onnx", "export.json", "notes.txt"]
+    monkeypatch.chdir(project)
+    for path in (".", "", "./", "src/.."):  # the current folder: never replaced
+        with pytest.raises(ValueError, match="names no folder of its own.*give it a new name"):
+            zoo.export(_TwoGraphs(), path, "onnx")
+    assert sorted(p.name for p in project.iterdir()) == ["src", "thesis.tex"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "project"]  # no temporaries left
+
+
+class _DictOut(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return {"logits": self.lin(x), "probs": self.lin(x).softmax(-1)}
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export", "torchscript"])
+def test_dict_outputs_are_exported_by_value_and_named_by_key(tmp_path, fmt):
+    model = _DictOut()
+    res = zoo.export(model, tmp_path / "d", fmt, example_inputs=torch.randn(3, 4))
+    assert res.verified and res.max_abs_diff <= res.atol and read_metadata(res)["outputs"] == ["logits", "probs"]
+    if fmt == "onnx":
+        assert [o.name for o in ort.InferenceSession(str(res)).get_outputs()] == ["logits", "probs"]
+
+
+class _Branchy(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x - 1  # data-dependent: no graph can hold it
+
+
+def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
+    agent = zoo.build("td3")
+    for batch in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match=f"export option batch must be an integer >= 1, got .*{batch}"):
+            zoo.export(agent, tmp_path / "p.onnx", batch=batch)
+    with pytest.raises(ExportError, match=r"ONNX export of graph 'model' failed: \w+: .*\(cause: \w+") as err:
+        zoo.export(_Branchy(), tmp_path / "b.onnx", example_inputs=torch.ones(2, 3))
+    assert "\x1b" not in str(err.value)  # the tracer colours its message for a terminal
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pt2_batch_axis_has_no_upper_bound(tmp_path):
+    model = nn.Linear(3, 2)
+    res = zoo.export(model, tmp_path / "lin.pt2", "torch.export", example_inputs=torch.randn(2, 3))
+    x = torch.randn(70_000, 3)  # over the 65,536 an earlier version capped the batch at
+    with torch.no_grad():
+        torch.testing.assert_close(torch.export.load(str(res)).module()(x), model(x))
 
 
 # --- every registered network ---------------------------------------------------------------------------

@@ -19,7 +19,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="onnx", choices=["onnx", "torch.export", "pt2", "torchscript"],
                    help="onnx (default), torch.export (.pt2; pt2 is the same) or torchscript (vision only)")
     p.add_argument("--out", required=True,
-                   help="output file (.onnx / .pt2 / .pt), or a folder for models with several graphs (seq2seq)")
+                   help="output file (.onnx / .pt2 / .pt), or a folder for models with several graphs (seq2seq): "
+                        "a new or empty folder, or one zoo exported before (it is replaced whole)")
     p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. num_classes=10")
     p.add_argument("--set", nargs="*", metavar="KEY=VALUE",
                    help="export options of the family, e.g. batch=4 frames=8 size=112 image_size=64")

@@ -84,8 +84,8 @@ class Graph:
 
     ``module(*inputs)`` is what is exported; ``dynamic`` maps an input index to ``{axis: dim name}``
     (inputs sharing a name share the axis, e.g. the batch), with bounds per name in ``min_sizes`` (default
-    1) and ``max_sizes`` (default: none, any size). ``checks`` are further sample inputs that the export must also
-    reproduce (other batch sizes, lengths). The export is compared with ``reference(*sample)`` when given
+    1) and ``max_sizes`` (default: none, any size). ``checks`` are further sample inputs that the export
+    must also reproduce (other batch sizes, lengths). The export is compared with ``reference(*sample)`` when given
     (a family's own eager path, where the traced module is a wrapper of it), else with ``module(*sample)``.
     For a model that is not a torch module (an sklearn pipeline), ``onnx_model`` is a converted
     ``onnx.ModelProto``, the inputs are numpy arrays and ``reference`` is required.
@@ -481,10 +481,19 @@ def _trace_inputs(g: Graph) -> tuple[Any, ...]:
 
 
 def _first_line(err: BaseException) -> str:
-    """``Type: first line`` of a tracer's error (they run to pages), without its terminal colour codes; the
-    rest stays in the chained traceback."""
-    text = _ANSI.sub("", str(err)).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+    """``Type: first line`` of a tracer's error (they run to pages), without its terminal colour codes, and
+    that of its root cause (the ONNX exporter's own first line only says which step failed); the rest stays
+    in the chained traceback."""
+
+    def line(e: BaseException) -> str:
+        text = _ANSI.sub("", str(e)).strip()
+        return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+    root, seen = err, {id(err)}
+    while root.__cause__ is not None and id(root.__cause__) not in seen:
+        root = root.__cause__
+        seen.add(id(root))
+    return line(err) if root is err else f"{line(err)} (cause: {line(root)})"
 
 
 def _torch_program(g: Graph) -> torch.export.ExportedProgram:

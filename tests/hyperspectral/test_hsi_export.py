@@ -92,3 +92,46 @@ def test_hybridsn_with_unit_spectra_exports_the_normalisation_and_pads_with_zero
     with torch.no_grad():
         want = model(torch.from_numpy(windows)).numpy()
     np.testing.assert_allclose(logits, want, atol=1e-4, rtol=1e-4)
+
+
+def test_pca_svm_on_two_classes_gives_sklearns_one_score_per_pixel(tmp_path):
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(16, 16, 12, 2, seed=1)
+    pipe = zoo.build("hsi-pca-svm", n_components=4)
+    zoo.train(pipe, scene, split="random")
+    res = zoo.export(pipe, tmp_path / "svm2.onnx")
+    assert read_metadata(res.path)["scores"].startswith("(B,) SVC decision_function: > 0 for class 2")
+    pixels = scene.pixels(scene.labels > 0).astype(np.float32)
+    label, scores = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(None, {"pixels": pixels})
+    np.testing.assert_array_equal(label, pipe.predict(pixels))
+    np.testing.assert_allclose(scores, pipe.decision_function(pixels), atol=1e-3, rtol=1e-4)  # (B,), not (B, 2)
+
+
+@pytest.mark.parametrize("padding", ["reflect", "constant"])
+def test_hybridsn_borders_and_no_data_pixels_as_in_predict(tmp_path, padding):
+    """The stored padding mode is the one to pad the raw cube with (pad_pixel only for constant), and a
+    pixel without data reduces to zero as ``reduce`` maps it instead of making its neighbours' windows NaN."""
+    from zoo.hyperspectral.patches import pad_cube
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(12, 12, n_bands=16, n_classes=3, seed=0)
+    cube = np.asarray(scene.cube, np.float32).copy()
+    cube[5, 6, 3] = np.nan  # one band missing: the whole pixel has no data
+    model = zoo.build("hybridsn", n_bands=13, n_classes=3, window=9, padding=padding).eval()
+    model.fit_preprocessor(scene, scene.labels > 0)
+    res = zoo.export(model, tmp_path / "h.onnx")
+    meta = read_metadata(res.path)
+    assert meta["padding"] == padding and ("pad_pixel" in meta) == (padding == "constant")
+    raw = np.pad(cube, ((4, 4), (4, 4), (0, 0)), mode=padding)
+    if padding == "constant":
+        raw[:4], raw[-4:], raw[:, :4], raw[:, -4:] = (np.asarray(meta["pad_pixel"], np.float32),) * 4
+    pixels = [(0, 0), (11, 3), (5, 5), (6, 7), (4, 6)]  # corners, borders, and next to the no-data pixel
+    windows = np.stack([raw[i:i + 9, j:j + 9] for i, j in pixels])
+    (logits,) = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(None, {"windows": windows})
+    reduced = pad_cube(model.reduce(cube), 4, padding)  # zoo.predict's path: reduce, pad, window
+    want = np.stack([reduced[i:i + 9, j:j + 9].transpose(2, 0, 1) for i, j in pixels])
+    import torch
+
+    with torch.no_grad():
+        np.testing.assert_allclose(logits, model(torch.from_numpy(want)).numpy(), atol=1e-4, rtol=1e-4)

@@ -30,3 +30,28 @@ def test_export_options_are_checked(tmp_path):
     model = zoo.build("video-tsn", num_classes=5, modality="rgbdiff")
     with pytest.raises(ValueError, match="frames must be at least 4"):
         zoo.export(model, tmp_path / "tsn.onnx", frames=3, size=32)
+
+
+def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):
+    from zoo.exporting import _spec_for
+
+    model = zoo.build("video-tsn", num_classes=2)
+    model.video_cfg.update(size=24, resize=30, num_segments=4, classes=["a", "b"])
+    res = zoo.export(model, tmp_path / "tsn.pt2", "torch.export")  # no frames/size: the recipe's
+    meta = read_metadata(res.path)
+    assert meta["clips"] == "(B, 3, T, 24, 24) float32, normalised" and meta["classes"] == ["a", "b"]
+    assert (meta["size"], meta["resize"], meta["num_segments"]) == (24, 30, 4)
+    assert meta["mean"] == model.video_cfg["mean"] and meta["std"] == model.video_cfg["std"]
+    clip = torch.randn(1, 3, 4, 24, 24)  # what zoo.predict feeds this model
+    with torch.no_grad():
+        np.testing.assert_allclose(torch.export.load(str(res.path)).module()(clip).numpy(), model.eval()(clip).numpy(),
+                                   atol=1e-4, rtol=1e-4)
+    r21d = zoo.build("r2plus1d_18", num_classes=3)
+    r21d.video_cfg.update(frames_per_clip=6, size=40, resize=48)
+    spec = _spec_for(r21d, {})  # its T is fixed at the recipe's frames_per_clip (was always 16)
+    assert spec.graphs[0].inputs[0].shape[2:] == (6, 40, 40)
+    assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (6, 40, 48)
+    spec = _spec_for(r21d, {"frames": 8, "size": 20})  # the graph's own T and crop, the resize scaled with it
+    assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (8, 20, 24)
+    with pytest.raises(ValueError, match="export option size must be an integer >= 1, got 0"):
+        _spec_for(model, {"size": 0})

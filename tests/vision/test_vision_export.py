@@ -19,9 +19,10 @@ def finetuned():
     return model.eval()
 
 
-def test_torchscript_round_trip(finetuned, tmp_path):
+def test_torchscript_round_trip(finetuned, tmp_path, recwarn):
     x = torch.randn(2, 3, 16, 16)
     res = export_torchscript(finetuned, tmp_path / "m.pt", x)
+    assert not [w for w in recwarn if "torch.jit.script" in str(w.message) and "trac" in str(w.message)]  # scripted
     assert res.verified and res.max_abs_diff < 1e-4 and res.path.is_file()
     loaded = torch.jit.load(str(res.path))
     with torch.no_grad():
@@ -47,3 +48,16 @@ def test_onnx_round_trip_with_dynamic_batch(finetuned, tmp_path):
 def test_export_rejects_unbatched_input(finetuned, tmp_path):
     with pytest.raises(ValueError, match="batched tensor"):
         export_torchscript(finetuned, tmp_path / "m.pt", torch.randn(16))
+
+
+def test_metadata_describes_the_traced_image_size(tmp_path):
+    from zoo.exporting import read_metadata
+
+    model = zoo.build("resnet18", stem="cifar", num_classes=3)  # weights' recipe: 32 px crop, resize 32
+    model.pretrained_cfg.update(input_size=[3, 32, 32], resize=40)
+    res = zoo.export(model, tmp_path / "m16.pt2", "torch.export", image_size=16)
+    meta = read_metadata(res)
+    assert meta["input"].startswith("(B, 3, 16, 16)") and meta["input_size"] == [3, 16, 16]
+    assert meta["resize"] == 20  # scaled with the crop, as zoo.predict(image_size=16) resizes
+    with pytest.raises(ValueError, match="export option image_size must be an integer >= 1, got -4"):
+        zoo.export(model, tmp_path / "bad.pt2", "torch.export", image_size=-4)

@@ -6,29 +6,37 @@ slice ``cube[r - k : r + k + 1, c - k : c + k + 1]`` of an ``(H, W, C_raw)`` sce
 reader in this family returns); output: logits ``(B, n_classes)`` for the centre pixel (class = argmax + 1).
 The graph standardises each band, projects onto the whitened PCA components (one matmul) and runs the
 network; with ``spectral_norm="l2"`` it first divides each pixel by its L2 norm (an all-zero pixel, then
-the ``pad_pixel``, reduces to zero). Border pixels: zoo pads the *reduced* cube with zeros; the raw pixel that reduces to exactly
-zero is stored with the export as ``pad_pixel`` (``mean + scale * pca_mean``), so padding the raw cube
-with it reproduces ``predict_scene`` at the borders. A network without fitted preprocessing (trained on
-ready windows) is exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warning.
-Tolerance: ``atol = rtol = 1e-4`` on the logits. The batch axis is dynamic.
+the ``pad_pixel``, reduces to zero). A pixel without data (any band NaN or infinite) reduces to zero, as in
+``zoo.predict``, so it does not turn the windows around it into NaN; ``zoo.predict`` labels such a pixel
+itself 0 (no data), which the caller does for the centre pixels it knows are empty (a scene's no-data
+value: set those pixels to NaN first). Borders: zoo pads the *reduced* cube with the model's ``padding``
+mode, stored with the export as ``padding``. For ``"constant"`` (zeros) the raw pixel that reduces to
+exactly zero is stored too, as ``pad_pixel`` (``mean + scale * pca_mean``): padding the raw cube with it
+reproduces ``predict_scene`` at the borders. The other modes (``"reflect"``, ``"symmetric"``, ``"edge"``,
+numpy's ``np.pad`` modes) copy pixels, which the per-pixel preprocessing maps alike, so the raw cube is
+padded with that mode itself. A network without fitted preprocessing (trained on ready windows) is
+exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warning. Tolerance:
+``atol = rtol = 1e-4`` on the logits. The batch axis is dynamic.
 
 ``hsi-pca-svm``: the scikit-learn pipeline through skl2onnx (ONNX only: it has no PyTorch graph).
 :class:`BandStandardizer` and :class:`HyperspectralPCA` are handed over as the scikit-learn
 ``StandardScaler`` and ``PCA`` they are equivalent to (same fitted arrays), with the fitted ``SVC``.
 Input: pixels ``(B, C_raw)`` float32; outputs ``label`` ``(B,)`` int64 (the scene's class ids) and
-``scores`` ``(B, n_classes)`` (``decision_function``, one-vs-rest). Tolerance: labels equal, scores within
+``scores``: ``decision_function``, ``(B, n_classes)`` one-vs-rest, or for two classes ``(B,)`` as
+scikit-learn gives it (positive: the second class). Tolerance: labels equal, scores within
 ``atol = 1e-3``, ``rtol = 1e-4`` (ONNX Runtime evaluates the SVM in float32, scikit-learn in float64).
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from zoo.exporting import ExportError, ExportSpec, Graph, register_exporter
+from zoo.exporting import ExportError, ExportSpec, Graph, check_int, register_exporter
 from zoo.hyperspectral.hybridsn import HybridSN
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
@@ -54,12 +62,17 @@ class RawWindowClassifier(nn.Module):
         self.register_buffer("bias", (-(pm @ P.T) * ps).float())  # (k,)
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
+        # a pixel without data (NaN/inf in any band) reduces to zero, as SceneClassifierMixin.reduce maps it;
+        # it is replaced before the matmul, where one NaN would spread over the whole pixel
+        ok = torch.isfinite(windows).all(dim=-1, keepdim=True)  # (B, w, w, 1)
+        windows = torch.where(ok, windows, torch.zeros_like(windows))
         if self.unit_spectra:  # spectral_norm="l2": unit spectra; an all-zero pixel reduces to zero (padding)
             norm = torch.linalg.vector_norm(windows, dim=-1, keepdim=True)  # (B, w, w, 1)
             z = (windows / norm.clamp_min(1e-30) - self.center) @ self.weight + self.bias
-            z = torch.where(norm > 0, z, torch.zeros_like(z))
+            ok = ok & (norm > 0)
         else:
             z = (windows - self.center) @ self.weight + self.bias  # (B, w, w, k)
+        z = torch.where(ok, z, torch.zeros_like(z))
         return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, n_classes)
 
 
@@ -74,7 +87,8 @@ def pad_pixel(net: HybridSN) -> np.ndarray:
 @register_exporter(HybridSN)
 def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
     """HybridSN on raw-band windows ``(B, w, w, C_raw)`` (preprocessing in the graph), dynamic batch;
-    checked on batch sizes 1 and ``batch + 3`` too."""
+    checked on batch sizes 1 and ``batch + 3`` too, the latter with a pixel without data (NaN)."""
+    batch = check_int("batch", batch)
     c = model.config
     gen = torch.Generator().manual_seed(0)
     if model.has_preprocessor:
@@ -87,8 +101,14 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
                 x = x * torch.empty(n, c.window, c.window, 1).uniform_(100.0, 5000.0, generator=gen)
             return x
 
+        with_gap = sample(batch + 3)
+        with_gap[0, 0, 0, 0] = float("nan")  # a no-data pixel in a window's corner: it must not spread
         name, layout = "windows", f"(B, {c.window}, {c.window}, {mean.numel()}) float32 raw bands, channels last"
-        extra = {"pad_pixel": pad_pixel(model).tolist()}
+        extra: dict[str, Any] = {"padding": model.padding, "no_data": "a pixel with a NaN/inf band reduces to "
+                                 "zero, as in zoo.predict, which labels such a pixel 0 itself"}
+        if model.padding == "constant":
+            extra["pad_pixel"] = pad_pixel(model).tolist()
+        checks = [(sample(1),), (with_gap,)]
     else:
         warnings.warn("this HybridSN has no fitted preprocessing (it was not trained on a scene): exporting the "
                       "bare network on PCA windows (B, n_bands, window, window)", stacklevel=3)
@@ -97,11 +117,26 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         def sample(n: int) -> torch.Tensor:
             return torch.randn(n, c.n_bands, c.window, c.window, generator=gen)
 
-        name, layout, extra = "pca_windows", f"(B, {c.n_bands}, {c.window}, {c.window}) float32", {}
-    graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}},
-                  checks=[(sample(1),), (sample(batch + 3),)])
+        name, layout = "pca_windows", f"(B, {c.n_bands}, {c.window}, {c.window}) float32"
+        extra = {"padding": model.padding}
+        checks = [(sample(1),), (sample(batch + 3),)]
+    graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}}, checks=checks,
+                  reference=_reference(model) if model.has_preprocessor else None)
     meta = {"model": "hybridsn", name: layout, "logits": f"(B, {c.n_classes}); class id = argmax + 1", **extra}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
+
+
+def _reference(model: HybridSN):
+    """The eager path the graph must match: ``model.reduce`` (float64, no-data pixels to zero) per pixel,
+    then the network on the reduced windows."""
+
+    def run(windows: torch.Tensor) -> torch.Tensor:
+        b, w, _, c_raw = windows.shape
+        reduced = model.reduce(windows.reshape(b * w, w, c_raw).numpy())  # (B*w, w, k): any (H, W, C) cube
+        with torch.no_grad():
+            return model(torch.from_numpy(reduced).reshape(b, w, w, -1).permute(0, 3, 1, 2).contiguous())
+
+    return run
 
 
 def _as_sklearn(pipe: HSIPipeline):
@@ -147,22 +182,40 @@ def _to_onnx(pipe: HSIPipeline, n_bands: int):
         raise
     except Exception as err:
         raise ExportError(f"skl2onnx cannot convert this pipeline: {type(err).__name__}: {err}") from err
-    renames = {proto.graph.output[0].name: "label", proto.graph.output[1].name: "scores"}
+    binary = len(svm.classes_) == 2
+    # two classes: skl2onnx gives (B, 2) = [d, -d] where scikit-learn's decision_function gives d, (B,)
+    scores = "scores_both" if binary else "scores"
+    renames = {proto.graph.output[0].name: "label", proto.graph.output[1].name: scores}
     for node in proto.graph.node:
         node.output[:] = [renames.get(o, o) for o in node.output]
     for out in proto.graph.output:
         out.name = renames[out.name]
+    if binary:
+        _first_column(proto, scores, "scores")
     return proto
+
+
+def _first_column(proto, source: str, name: str) -> None:
+    """Make graph output ``source`` ``(B, 2)`` an output ``name`` ``(B,)`` of its first column."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    proto.graph.initializer.append(numpy_helper.from_array(np.array(0, np.int64), f"{name}_column"))
+    proto.graph.node.append(helper.make_node("Gather", [source, f"{name}_column"], [name], axis=1,
+                                             name=f"{name}_gather"))
+    out = next(o for o in proto.graph.output if o.name == source)
+    out.CopyFrom(helper.make_tensor_value_info(name, TensorProto.FLOAT, [None]))
 
 
 @register_exporter(HSIPipeline)
 def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
     """The fitted pipeline as one ONNX graph (skl2onnx), pixels ``(B, C_raw)`` in; checked on ``batch``,
     1 and ``3 * batch`` pixels drawn around the fitted band means."""
+    batch = check_int("batch", batch)
     scaler = pipe.steps[0][1]
     if not hasattr(scaler, "mean_"):
         raise ExportError("hsi-pca-svm is not fitted: train it first (zoo.train) or build it with weights")
     n_bands = int(scaler.n_features_in_)
+    classes = [int(c) for c in pipe.classes_and_names()]
     rng = np.random.default_rng(0)
 
     def sample(n: int) -> np.ndarray:
@@ -172,8 +225,9 @@ def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
                   checks=[(sample(1),), (sample(3 * batch),)], onnx_model=_to_onnx(pipe, n_bands),
                   reference=lambda X: (pipe.predict(X), pipe.decision_function(X)))
     meta = {"model": "hsi-pca-svm", "pixels": f"(B, {n_bands}) float32 raw bands",
-            "label": "(B,) int64 class id", "scores": "(B, n_classes) SVC decision_function (one-vs-rest)",
-            "classes": [int(c) for c in pipe.classes_and_names()]}
+            "label": "(B,) int64 class id", "classes": classes,
+            "scores": f"(B,) SVC decision_function: > 0 for class {classes[1]}, < 0 for class {classes[0]}"
+            if len(classes) == 2 else f"(B, {len(classes)}) SVC decision_function (one-vs-rest)"}
     reason = ("hsi-pca-svm is a scikit-learn pipeline (standardise, PCA, SVC), not a PyTorch network: it has "
               "no torch graph to export; use format='onnx' (skl2onnx)")
     return ExportSpec([graph], atol=1e-3, rtol=1e-4, metadata=meta,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from zoo.exporting import ExportSpec, Graph, register_exporter
+from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
 from zoo.rl.td3 import TD3Agent
 
 __all__ = ["DeterministicPolicy"]
@@ -44,6 +44,7 @@ def _observations(agent: TD3Agent, n: int, seed: int) -> torch.Tensor:
 @register_exporter(TD3Agent)
 def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
     """The deterministic policy with a dynamic batch axis; checked at batch ``batch``, 1 and 7."""
+    batch = check_int("batch", batch)
     low = agent.scale_action(-torch.ones(agent.act_dim, device=agent.device)).cpu()
     high = agent.scale_action(torch.ones(agent.act_dim, device=agent.device)).cpu()
     policy = DeterministicPolicy(agent.actor, low, high)

@@ -30,7 +30,7 @@ from torch._higher_order_ops.scan import (
     scan,  # the loop torch.export and the ONNX exporter keep (prototype API)
 )
 
-from zoo.exporting import ExportSpec, Graph, register_exporter
+from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
 from zoo.seq2seq.base import Seq2SeqModel
 from zoo.seq2seq.cache import KVCache
 from zoo.seq2seq.gru import GRUState, Seq2SeqGRU
@@ -216,8 +216,7 @@ def _step_inputs(model: Seq2SeqModel, enc: nn.Module, step: nn.Module, n_state: 
 
 
 def _spec(model, enc, step, names, batch, src_len, enc_dynamic, step_dynamic, references) -> ExportSpec:
-    if batch < 1 or src_len < 3:
-        raise ValueError(f"batch must be >= 1 and src_len >= 3, got batch={batch}, src_len={src_len}")
+    batch, src_len = check_int("batch", batch), check_int("src_len", src_len, minimum=3)
     lengths = [src_len - (i % 2) for i in range(batch)]  # every second sentence padded by one
     src = _sources(model, lengths, 0)
     others = [_sources(model, [src_len + 3, 2, src_len], 1), _sources(model, [2], 2)]
