@@ -14,11 +14,25 @@ def pytest_configure(config) -> None:
     """Under ``pytest -n N`` each worker takes its share of the cores for torch's thread pool: N workers that
     each start one thread per core oversubscribe them, and loops of small ops slow down several-fold (the
     GRU reverse-task test: 13 s alone, 153-162 s beside another worker in `make test`)."""
+    # Module- and session-scoped fixtures run before the per-test home below: they get a private one too, so
+    # that nothing a test run does (pulls, the amp.json timing record) lands in the user's ~/.cache/zoo.
+    import tempfile
+
+    os.environ["ZOO_HOME"] = tempfile.mkdtemp(prefix="zoo-tests-home-")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+    import tempfile
+
+    home = os.environ.get("ZOO_HOME", "")
+    if Path(home).name.startswith("zoo-tests-home-") and Path(home).parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(home, ignore_errors=True)
 
 
 SHARED_DATA = Path(os.environ.get("ZOO_SHARED_DATA", ROOT.parent / "shared" / "data"))

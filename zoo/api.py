@@ -9,8 +9,8 @@ Fallbacks, for objects zoo did not build: a plain ``nn.Module`` trains and score
 scikit-learn estimator fits on ``data=(X, y)``, is scored with ``score`` and predicts with ``predict``.
 
 Units: every metric ``evaluate`` returns that is a proportion is a fraction in [0, 1] (``accuracy``,
-``top5``, ``overall_accuracy``, ``average_accuracy``, ``kappa``, ``bleu``); ``loss`` and returns
-(``return_mean``) are in their own units.
+``top5``, ``overall_accuracy``, ``average_accuracy``, ``bleu``); Cohen's ``kappa`` is in [-1, 1] (0: chance
+agreement); ``loss`` and returns (``return_mean``) are in their own units.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
 
-__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "evaluate", "finetune", "list_weights", "predict", "save",
-           "train"]
+__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "accepts_option", "evaluate", "finetune", "list_weights",
+           "named_options", "predict", "save", "train"]
 
 
 @runtime_checkable
@@ -72,10 +72,21 @@ def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any 
              options: dict[str, Any] | None = None) -> Any:
     if isinstance(model_or_name, str):
         inferred = registry.infer_config(model_or_name, data, **(options or {}))
+        _seed_build((options or {}).get("seed"))
         return registry.build(model_or_name, **{**inferred, **(model_config or {})})
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
     return model_or_name
+
+
+def _seed_build(seed: Any) -> None:
+    """A model built by name for a run with ``seed=`` draws its initial weights from the seeded generators:
+    the loop seeds them only once the model exists, so without this the same seed gave another network
+    (torch starts each process from a random seed) and the run did not repeat."""
+    if seed is not None:
+        from zoo.engine.seed import set_seed
+
+        set_seed(seed)
 
 
 def _is_module(model: Any) -> bool:
@@ -95,7 +106,8 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
-    total_steps, eval_every, ... for agents; split, search, ... for pipelines).
+    total_steps, eval_every, ... for agents; split, search, ... for pipelines). By name with ``seed=``, the
+    model's initial weights are drawn after seeding, so the same seed, data and precision repeat the run.
     """
     # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
     # the agent for that environment
@@ -131,9 +143,11 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
 
     The model's family does the surgery (``zoo_finetune``; the vision family's is
     :func:`zoo.vision.finetune.finetune`, which documents ``num_classes``, ``backbone_lr_mult``, ...).
-    By name, the model is built with ``weights`` first. Returns a :class:`zoo.engine.TrainResult`.
+    By name, the model is built with ``weights`` first (after seeding, with ``seed=``: a new head starts from
+    the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
     if isinstance(model_or_name, str):
+        _seed_build(config.get("seed"))  # the new head's initial weights come from the seeded generators too
         model = registry.build(model_or_name, weights=weights)
     elif weights is not None:
         raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
@@ -149,7 +163,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
-    fractions in [0, 1], with the same metric names in every family."""
+    fractions in [0, 1] (``kappa`` in [-1, 1]), with the same metric names in every family."""
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
     if _is_module(model):
@@ -189,6 +203,56 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     if hasattr(model, "predict"):
         return model.predict(inputs, **config)
     raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")
+
+
+def _options_receiver(model: Any, call: str) -> Any:
+    """The function ``zoo.evaluate`` / ``zoo.predict`` (``call``) hands its keyword options to for ``model``
+    (None: that call takes none); the same dispatch as those two functions."""
+    if call == "evaluate":
+        if isinstance(model, Trainable):
+            return model.zoo_evaluate
+        if _is_module(model):
+            from zoo.engine import evaluate as engine_evaluate
+
+            return engine_evaluate
+        return getattr(model, "score", None)
+    if call == "predict":
+        if isinstance(model, Predictor):
+            return model.zoo_predict
+        return None if _is_module(model) else getattr(model, "predict", None)
+    raise ValueError(f"call must be 'evaluate' or 'predict', got {call!r}")
+
+
+def accepts_option(model: Any, call: str, option: str) -> bool | None:
+    """Whether ``zoo.<call>(model, ..., option=...)`` takes ``option``, from the signature of what receives it:
+    True (it names it), False (it names neither it nor ``**options``), None (it takes ``**options`` and
+    decides itself: a name it does not know is a TypeError naming it)."""
+    import inspect
+
+    fn = _options_receiver(model, call)
+    if fn is None:
+        return False
+    params = inspect.signature(fn).parameters
+    named = params.get(option)
+    if named is not None and named.kind in (named.KEYWORD_ONLY, named.POSITIONAL_OR_KEYWORD):
+        return True
+    return None if any(p.kind is p.VAR_KEYWORD for p in params.values()) else False
+
+
+def named_options(model: Any, call: str) -> list[str] | None:
+    """Every keyword option ``zoo.<call>(model, ...)`` takes, from its signature (for messages); None when it
+    also takes ``**options`` (the list would be incomplete)."""
+    import inspect
+
+    fn = _options_receiver(model, call)
+    if fn is None:
+        return []
+    # the first parameter is what the call is about (data, inputs, the model), never an option
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind is p.KEYWORD_ONLY
+            or (p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty)]
 
 
 def _output_path(path: str | os.PathLike, name: str | None) -> Path:

@@ -18,9 +18,11 @@ Importing this module and the families' CLI modules imports no torch, so ``zoo -
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -163,8 +165,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # common options -> the loop option they set (when given)
 _LOOP_OPTIONS = {"epochs": "epochs", "steps": "total_steps", "episodes": "episodes", "lr": "lr",
                  "batch_size": "batch_size", "device": "device", "seed": "seed", "checkpoint_dir": "checkpoint_dir"}
-# common options that are also a model's config key where the model has one (TD3's batch_size, amp, seed)
+# common options that are also a model's config key where the model has one (TD3's batch_size, amp, seed): for
+# zoo train they set it; zoo eval / predict build with the device only (where the model runs), the others are
+# training settings there
 _SHARED_WITH_CONFIG = ("batch_size", "amp", "device", "seed")
+_SHARED_WHEN_RUN = ("device",)
+# the common options of zoo eval / zoo predict: each goes to zoo.evaluate / zoo.predict where the model's
+# evaluate / predict takes it, and is refused where it does not (never dropped unseen)
+_CALL_FLAGS = {"evaluate": ("device", "amp", "batch_size", "seed", "episodes"),
+               "predict": ("device", "amp", "batch_size", "seed", "topk")}
 
 
 def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
@@ -176,11 +185,12 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--env", help="gymnasium environment id (TD3): the agent is built for it")
         p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="more options for the family's loop")
     p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="config keys, as an alternative to --KEY VALUE")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cpu)")
-    p.add_argument("--seed", type=int, help="random seed")
-    p.add_argument("--batch-size", type=int, help="batch size")
+    where = "" if kind == "train" else f" (models whose {'evaluate' if kind == 'eval' else kind} takes it)"
+    p.add_argument("--device", help=f"cpu (default), cuda, cuda:1, ...{where}")
+    p.add_argument("--seed", type=int, help=f"random seed{where}")
+    p.add_argument("--batch-size", type=int, help=f"batch size{where}")
     p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"],
-                   help="mixed precision (default auto: bf16 only where this device computes it fast)")
+                   help=f"mixed precision: auto (default) is bf16 only where this device computes it fast{where}")
     if kind == "train":
         p.add_argument("--epochs", type=int, help="epochs (networks)")
         p.add_argument("--steps", type=int, help="environment steps (agents)")
@@ -237,7 +247,7 @@ def _model_name_in(argv: Sequence[str]) -> str | None:
     return next((a for a in argv[2:] if a in names), None)
 
 
-def _model_config(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
+def _model_config(args: argparse.Namespace, params: dict[str, Any], shared: Sequence[str]) -> dict[str, Any]:
     from zoo.config import check_value, coerce_value
 
     config: dict[str, Any] = {}
@@ -248,7 +258,7 @@ def _model_config(args: argparse.Namespace, params: dict[str, Any]) -> dict[str,
     for key, value in vars(args).items():
         if key.startswith("cfg__") and value is not None:
             config[key[5:]] = coerce_value(args.name, key[5:], value, params[key[5:]])
-    for key in _SHARED_WITH_CONFIG:
+    for key in shared:
         value = getattr(args, key, None)
         if key in params and value is not None:
             config[key] = None if (key == "amp" and value == "none") else value
@@ -293,13 +303,14 @@ def _require_data(model: Any, data: Any, args: argparse.Namespace, method: str) 
 
 
 def _build(args: argparse.Namespace, data: Any, infer: bool, loop: dict[str, Any] | None = None) -> Any:
-    """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so).
-    ``loop``: the options the data goes to ``zoo.train`` with (``splits`` changes what a video root holds)."""
+    """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so), its initial
+    weights drawn after seeding with ``--seed``. ``loop``: the options the data goes to ``zoo.train`` with
+    (``splits`` changes what a video root holds)."""
     import zoo
     from zoo import registry
 
     params = registry.config_params(args.name)
-    config = _model_config(args, params)
+    config = _model_config(args, params, _SHARED_WITH_CONFIG if infer else _SHARED_WHEN_RUN)
     if infer:
         implied = registry.infer_config(args.name, data, **(loop or {}))
         inferred = {k: v for k, v in implied.items() if k not in config}
@@ -307,6 +318,11 @@ def _build(args: argparse.Namespace, data: Any, infer: bool, loop: dict[str, Any
             shown = ", ".join(f"{k}={v!r}" for k, v in inferred.items())
             print(f"{args.name}: {shown} (inferred from {'--env' if args.env else '--data'})")
         config = {**inferred, **config}
+        seed = (loop or {}).get("seed", args.seed)
+        if seed is not None:  # the initial weights come from the seeded generators: the same seed, the same run
+            from zoo.engine.seed import set_seed
+
+            set_seed(seed)
     return zoo.build(args.name, weights=args.weights, **config)
 
 
@@ -374,16 +390,76 @@ def _configure_eval(p: argparse.ArgumentParser) -> None:
     _add_common(p, "eval")
 
 
+def _call_options(args: argparse.Namespace, model: Any, call: str) -> dict[str, Any]:
+    """The common options given to ``zoo eval`` / ``zoo predict``, for ``zoo.<call>``: each one the model's
+    evaluate / predict takes (by its signature, looked at now: a family may add one), else a UsageError
+    naming it, except one the model was built with (TD3's --device: it runs where it was built)."""
+    from zoo import registry
+    from zoo.api import accepts_option
+
+    built = set(_SHARED_WHEN_RUN) & set(registry.config_params(args.name))
+    out: dict[str, Any] = {}
+    for dest in _CALL_FLAGS[call]:
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if accepts_option(model, call, dest) is False:
+            if dest in built:
+                continue
+            raise UsageError(_not_an_option(args, model, call, _config_flag(dest)))
+        out[dest] = None if (dest == "amp" and value == "none") else value
+    return out
+
+
+def _not_an_option(args: argparse.Namespace, model: Any, call: str, flag: str, said: str = "") -> str:
+    """The one line refusing ``flag``; ``said``: the family's own refusal, whose list of what it takes is kept."""
+    from zoo import registry
+    from zoo.api import named_options
+
+    takes = named_options(model, call)
+    if takes is None:  # the family decides; its own message may list what it takes
+        listed = re.search(r"(?:it takes|options:) (.+)$", said)
+        takes = [listed.group(1)] if listed else []
+    key = flag.removeprefix("--").replace("-", "_")
+    trained = (f"; {flag} is a training setting of {args.name} (`zoo train {args.name} {flag} ...`)"
+               if not flag.startswith("--set ") and key in registry.config_params(args.name) else "")
+    return (f"{flag} is not an option of {args.name}'s {call}" + (f" (it takes {', '.join(takes)})" if takes else "")
+            + f"{trained}; leave it out")
+
+
+@contextlib.contextmanager
+def _refusing_unknown(args: argparse.Namespace, model: Any, call: str, given: dict[str, str]):
+    """A family whose evaluate / predict takes ``**options`` refuses an unknown one with a TypeError (Python's
+    "got an unexpected keyword argument 'seed'", zoo's "unknown option(s) 'seed'"); on the command line that is
+    the flag the user typed, said as such."""
+    try:
+        yield
+    except TypeError as err:
+        found = re.search(r"(?:unexpected keyword argument|unknown option\(s\)) '?(\w+)", str(err))
+        if found is None or found.group(1) not in given:
+            raise
+        raise UsageError(_not_an_option(args, model, call, given[found.group(1)], str(err))) from err
+
+
 @command("eval", "evaluate a model (with --weights) on data and print its metrics", _configure_eval)
 def _cmd_eval(args: argparse.Namespace) -> int:
     import zoo
     from zoo import registry
 
     data = _data(args)
-    config = _loop_config(args, registry.family_of(args.name))
     model = _build(args, data, infer=False)
     _require_data(model, data, args, "zoo_evaluate")
-    for key, value in zoo.evaluate(model, data, **config).items():
+    config = _call_options(args, model, "evaluate")
+    given = {key: _config_flag(key) for key in config}
+    extra = _FAMILY_OPTIONS.get(registry.family_of(args.name))
+    if extra is not None:
+        config.update(extra.to_config(args))
+    sets = parse_kv(args.set)
+    config.update(sets)
+    given.update({key: f"--set {key}" for key in sets})
+    with _refusing_unknown(args, model, "evaluate", given):
+        metrics = zoo.evaluate(model, data, **config)
+    for key, value in metrics.items():
         print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
     return 0
 
@@ -472,11 +548,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     inputs: Any = parse(args.inputs) if parse is not None else args.inputs
     if parse is None and len(inputs) == 1 and family == "hyperspectral":
         inputs = inputs[0]
-    config = parse_kv(args.set)
-    if args.topk is not None:
-        config["topk"] = args.topk
     model = _build(args, None, infer=False)
-    failed = _print_prediction(zoo.predict(model, inputs, **config), args)
+    sets = parse_kv(args.set)
+    flags = _call_options(args, model, "predict")
+    config = {**sets, **flags}
+    given = {**{key: f"--set {key}" for key in sets}, **{key: _config_flag(key) for key in flags}}
+    with _refusing_unknown(args, model, "predict", given):
+        result = zoo.predict(model, inputs, **config)
+    failed = _print_prediction(result, args)
     if failed:
         # the other inputs' rows are printed; the exit status still tells a script that some are missing
         print(f"zoo predict: {failed} input(s) could not be read (their rows say why)", file=sys.stderr)

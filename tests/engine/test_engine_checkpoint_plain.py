@@ -24,5 +24,5 @@ def test_numpy_values_in_rows_and_config_keep_the_checkpoint_loadable(tmp_path):
     assert ckpt["history"][0]["val_f1"] == 0.5 and type(ckpt["history"][0]["n"]) is int
     assert type(ckpt["config"]["lr"]) is float and ckpt["config"]["note"] == 2.5
     resumed = run(2, resume=True)  # used to skip the unloadable file with a warning and start from scratch
-    assert resumed.resumed is not None and resumed.resumed["checkpoint"].endswith("epoch-0001.pt")
+    assert resumed.resumed is not None and resumed.resumed["checkpoint"] == tmp_path / "epoch-0001.pt"  # a Path
     assert [r["epoch"] for r in resumed.history] == [1, 2]

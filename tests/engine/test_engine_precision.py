@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import time
 import warnings
 
 import pytest
@@ -10,6 +13,16 @@ from torch import nn
 
 from zoo.engine import fit, precision
 from zoo.engine.precision import auto_amp, choose_amp, cpu_features, model_op_kind, normalize_amp, resolve_amp
+
+
+@pytest.fixture(autouse=True)
+def _forget_decisions():
+    """Each test starts as a new process would: no amp="auto" timing remembered in memory (its own $ZOO_HOME,
+    from the conftest, holds no amp.json either)."""
+    precision._SPEEDUPS.clear()
+    yield
+    precision._SPEEDUPS.clear()
+
 
 BASE = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 "
         "ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl pni pclmulqdq ssse3 fma cx16 sse4_1 "
@@ -129,7 +142,8 @@ def test_explicit_bf16_without_native_bf16_warns_once_with_the_measured_cost():
 @pytest.mark.parametrize("op", ["matmul", "conv"])
 def test_bf16_cost_measures_both(op):
     cost = precision.bf16_cost(op)
-    assert cost["fp32_ms"] > 0 and cost["bf16_ms"] > 0 and cost["ratio"] == cost["bf16_ms"] / cost["fp32_ms"]
+    assert cost["fp32_ms"] > 0 and cost["bf16_ms"] > 0 and cost["threads"] == precision.PROBE_THREADS
+    assert len(cost["ratios"]) == precision._ROUNDS and min(cost["ratios"]) <= cost["ratio"] <= max(cost["ratios"])
     assert precision.bf16_cost(op) is cost  # measured once per process
 
 
@@ -234,3 +248,101 @@ def test_explicit_bf16_where_the_timed_probe_is_slow_warns_once(monkeypatch):
             assert resolve_amp("bf16", "cpu", op="matmul") == "bf16"  # fast here: silent
     finally:
         precision._warn_slow_bf16.cache_clear()
+
+
+# --- amp="auto" is decided once per machine ----------------------------------------------------------------
+
+
+def _timed_machine(monkeypatch, ratio: float) -> list[str]:
+    """This process on a Zen 5 (a timed kind) whose probe measures ``ratio`` (bf16 time / fp32 time)."""
+    here = cpu_features(ZEN5, env={})
+    monkeypatch.setattr(precision, "_this_cpu", lambda: here)
+    asked: list[str] = []
+    # cached per op, as the real one is
+    monkeypatch.setattr(precision, "bf16_cost", functools.cache(lambda op: asked.append(op) or {"ratio": ratio}))
+    return asked
+
+
+def test_the_timed_choice_is_kept_for_every_later_process(monkeypatch, tmp_path):
+    """A probe that measures 4x now and 0.9x in the next process (a busy machine) must not flip the choice:
+    the first measurement is recorded in $ZOO_HOME/amp.json and the next process reads it."""
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    asked = _timed_machine(monkeypatch, 0.25)
+    assert auto_amp("cpu", "conv") == "bf16" and asked == ["conv"]
+    path = precision.amp_cache_path()
+    assert path == tmp_path / "home" / "amp.json"  # under $ZOO_HOME (the tests' own), never ~/.cache
+    saved = json.loads(path.read_text())
+    (key, entry), = saved["entries"].items()
+    assert entry["speedup"] == 4.0 and "conv" in key and torch.__version__ in key and "family 26" in key
+
+    precision._SPEEDUPS.clear()  # a new process
+    asked = _timed_machine(monkeypatch, 0.9)
+    assert auto_amp("cpu", "conv") == "bf16" and asked == []  # read, not timed again
+    assert auto_amp("cpu", "matmul") is None and asked == ["matmul"]  # another op kind: its own measurement
+
+    precision._SPEEDUPS.clear()
+    monkeypatch.setenv("ZOO_AMP_REMEASURE", "1")  # asked for: timed again, and recorded
+    assert auto_amp("cpu", "conv") is None and asked == ["matmul", "conv"]
+    monkeypatch.delenv("ZOO_AMP_REMEASURE")
+    precision._SPEEDUPS.clear()
+    assert auto_amp("cpu", "conv") is None and asked == ["matmul", "conv"]
+
+
+def test_remeasure_times_again_and_records(monkeypatch, tmp_path):
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    _timed_machine(monkeypatch, 0.25)
+    assert auto_amp("cpu", "matmul") == "bf16"
+    _timed_machine(monkeypatch, 2.0)
+    assert precision.remeasure(("matmul",)) == {"matmul": 0.5}
+    assert auto_amp("cpu", "matmul") is None
+    precision._SPEEDUPS.clear()
+    assert auto_amp("cpu", "matmul") is None  # the file says so too
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": "zoo.amp/1", "entries": []}', "[]",
+                                     '{"format": "zoo.amp/1", "entries": {"K": {"speedup": "fast"}}}'])
+def test_an_unreadable_record_is_ignored_and_rewritten(monkeypatch, tmp_path, content):
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    (tmp_path / "amp.json").write_text(content.replace("K", precision._decision_key(cpu_features(ZEN5, env={}),
+                                                                                     "conv")))
+    asked = _timed_machine(monkeypatch, 0.25)
+    assert auto_amp("cpu", "conv") == "bf16" and asked == ["conv"]
+    assert next(iter(json.loads((tmp_path / "amp.json").read_text())["entries"].values()))["speedup"] == 4.0
+
+
+def test_an_unwritable_home_still_decides_and_says_why_it_cannot_record(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("ZOO_HOME", str(blocker / "home"))  # a folder cannot be made under a file
+    _timed_machine(monkeypatch, 0.25)
+    with pytest.warns(RuntimeWarning, match="could not record this machine's bf16 timing"):
+        assert auto_amp("cpu", "conv") == "bf16"
+
+
+def test_the_probe_ignores_warm_up_and_a_busy_spell(monkeypatch):
+    """bf16 twice as fast as fp32, but the first call of each dtype is slow (kernel creation) and for a while
+    another process makes every call 10x slower: rounds that alternate the two dtypes, and their median
+    ratio, still say 2x. (Timing all fp32 calls, then all bf16 ones, and comparing the best of each said
+    anything from 0.93x to 221x on a busy machine: a busy spell fell on one dtype's calls only.)"""
+    calls = {torch.float32: 0, torch.bfloat16: 0}
+    # the n-th call of a dtype: 3 warm-up calls, 1 to size the samples (one call each here), then the rounds,
+    # fp32 first in even rounds: the spell spans the end of round 1, round 2 and the start of round 3
+    busy = {(torch.float32, 6), (torch.float32, 7), (torch.bfloat16, 7), (torch.bfloat16, 8)}
+
+    def fake(x, w):
+        calls[x.dtype] += 1
+        seconds = 0.004 if x.dtype == torch.float32 else 0.002
+        if calls[x.dtype] == 1:
+            seconds = 0.03  # the first call: kernel creation, weight packing
+        elif (x.dtype, calls[x.dtype]) in busy:
+            seconds *= 10  # another process holds the core
+        time.sleep(seconds)
+
+    monkeypatch.setattr(precision, "_probe", lambda op, g: ("fake", fake, (torch.ones(1), torch.ones(1))))
+    precision.bf16_cost.cache_clear()
+    try:
+        cost = precision.bf16_cost("matmul")
+    finally:
+        precision.bf16_cost.cache_clear()
+    assert 0.4 < cost["ratio"] < 0.65, cost
+    assert max(cost["ratios"]) > 0.65 or min(cost["ratios"]) < 0.4, cost  # the spell was measured, and outvoted

@@ -52,3 +52,84 @@ def test_unknown_object_is_a_clear_error():
 def test_model_config_only_with_a_name():
     with pytest.raises(TypeError, match="model_config"):
         zoo.train(_Agent(), None, model_config={"a": 1})
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    """A private registry holding one tiny network, built by name (its initial weights are random)."""
+    from torch import nn
+
+    from zoo import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+
+    class ToyNet(nn.Sequential):
+        def zoo_finetune(self, data, *, strategy, **config):
+            from zoo.engine import fit
+
+            self[-1] = nn.Linear(8, 3)  # a new head, as a fine-tune to new classes makes: drawn at random
+            return fit(self, data, **config)
+
+    @registry.register("toy-net", family="toys", summary="a toy")
+    def _build(*, width: int = 8):
+        return ToyNet(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 2))
+
+    return registry
+
+
+def _xy(classes: int = 2):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=g)
+    return x, torch.arange(32) % classes
+
+
+@pytest.mark.parametrize("call", ["train", "finetune"])
+def test_a_seeded_run_by_name_repeats_whatever_the_global_rng_did_before(toy_registry, call):
+    """zoo.train(NAME, data, seed=S) built NAME from torch's global generator before the loop seeded it, so
+    two runs in one process (or two processes: torch starts each from a random seed) trained two networks."""
+    import torch
+
+    def run():
+        fn = zoo.train if call == "train" else zoo.finetune
+        data = _xy(2 if call == "train" else 3)
+        result = fn("toy-net", data, seed=3, epochs=1, batch_size=8, amp=None, progress=False)
+        return {k: v.clone() for k, v in result.model.state_dict().items()}
+
+    torch.manual_seed(1)
+    first = run()
+    torch.rand(1000)  # the global generators elsewhere now
+    second = run()
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_accepts_option_reads_the_signature_of_what_receives_the_options():
+    from torch import nn
+
+    from zoo.api import accepts_option, named_options
+
+    class Named:
+        def zoo_predict(self, inputs, *, topk=1, amp="auto"):
+            return inputs
+
+    class Open:
+        def zoo_predict(self, inputs, **options):
+            return inputs
+
+        def zoo_train(self, data, **config):
+            return None
+
+        def zoo_evaluate(self, data=None, *, episodes=10, seed=None):
+            return {}
+
+    assert accepts_option(Named(), "predict", "amp") is True and accepts_option(Named(), "predict", "seed") is False
+    assert accepts_option(Open(), "predict", "amp") is None  # it decides: an unknown one is its TypeError
+    assert named_options(Named(), "predict") == ["topk", "amp"] and named_options(Open(), "predict") is None
+    assert accepts_option(Open(), "evaluate", "seed") is True and accepts_option(Open(), "evaluate", "amp") is False
+    assert named_options(Open(), "evaluate") == ["episodes", "seed"]  # data is what it scores, not an option
+    assert accepts_option(nn.Linear(2, 2), "predict", "batch_size") is False  # a plain module takes no options
+    assert accepts_option(nn.Linear(2, 2), "evaluate", "device") is True  # through zoo.engine.evaluate
+    assert accepts_option(LogisticRegression(), "evaluate", "sample_weight") is True
+    with pytest.raises(ValueError, match="call must be"):
+        accepts_option(Named(), "export", "amp")

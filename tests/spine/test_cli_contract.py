@@ -101,3 +101,85 @@ def test_out_is_checked_before_training(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--out", str(tmp_path / "m.pt")]) == 2
     assert ".safetensors" in capsys.readouterr().err
+
+
+def test_train_seed_repeats_the_run(tiny, tmp_path, capsys):
+    """`zoo train NAME --seed S` built NAME from the unseeded global generator: two runs, two networks."""
+    import torch
+    from safetensors.torch import load_file
+
+    outs = []
+    for run in ("a", "b"):
+        torch.rand(100 if run == "a" else 7)  # the global generators differ between the two runs
+        out = tmp_path / f"{run}.safetensors"
+        assert main(["train", "resnet18", "--data", str(tiny.image_folder()), "--stem", "cifar", "--epochs", "1",
+                     "--batch-size", "4", "--amp", "none", "--seed", "1", "--set", "image_size=32", "progress=false",
+                     "--out", str(out)]) == 0, capsys.readouterr().err
+        outs.append(load_file(out))
+    assert outs[0].keys() == outs[1].keys() and all(torch.equal(outs[0][k], outs[1][k]) for k in outs[0])
+
+
+@pytest.fixture
+def saved(tmp_path):
+    """Untrained resnet18 and td3 files: what `--weights` needs."""
+    paths = {"resnet18": tmp_path / "r.safetensors", "td3": tmp_path / "t.safetensors"}
+    zoo.save(zoo.build("resnet18", stem="cifar", num_classes=2), paths["resnet18"])
+    zoo.save(zoo.build("td3", net_arch=(16, 16)), paths["td3"])
+    return paths
+
+
+def _error(capsys) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err and "Traceback" not in "\n".join(err)
+    return err[0]
+
+
+@pytest.mark.parametrize(("name", "flags", "said"), [
+    ("resnet18", ["--seed", "1"], "--seed is not an option of resnet18's predict (it takes topk, batch_size"),
+    ("td3", ["--batch-size", "8"], ("--batch-size is not an option of td3's predict (it takes explore); --batch-size "
+                                   "is a training setting of td3")),
+    ("td3", ["--amp", "bf16"], "--amp is not an option of td3's predict"),
+    ("td3", ["--topk", "2"], "--topk is not an option of td3's predict"),
+    ("td3", ["--seed", "2"], "--seed is not an option of td3's predict"),
+])
+def test_predict_refuses_a_flag_the_model_does_not_take(name, flags, said, saved, tiny, capsys):
+    """They were listed in `zoo predict --help` and dropped unseen (td3: --batch-size set its training batch)."""
+    inputs = [str(tiny.image_folder() / "val" / "dog")] if name == "resnet18" else ["[1.0, 0.0, 0.0]"]
+    assert main(["predict", name, "--weights", str(saved[name]), *inputs, *flags]) == 2
+    assert said in _error(capsys)
+
+
+def test_predict_hands_the_flags_its_predict_takes_to_it(saved, tiny, capsys):
+    image = str(tiny.image_folder() / "val" / "dog" / "0.png")
+    assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), image, "--batch-size", "0"]) == 2
+    assert "batch_size must be a positive int, got 0" in _error(capsys)  # it reached predict, which checks it
+    assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), image, "--batch-size", "1",
+                 "--device", "cpu", "--amp", "none"]) == 0
+    assert "0.png" in capsys.readouterr().out
+    # td3 runs where it was built: --device builds it there, and predict (which takes no device) runs there
+    assert main(["predict", "td3", "--weights", str(saved["td3"]), "[1.0, 0.0, 0.0]", "--device", "cpu"]) == 0
+
+
+@pytest.mark.parametrize(("name", "flags", "said"), [
+    ("resnet18", ["--seed", "1"], "--seed is not an option of resnet18's evaluate; leave it out"),
+    ("resnet18", ["--episodes", "2"], "--episodes is not an option of resnet18's evaluate"),
+    ("resnet18", ["--set", "beam=3"], "--set beam is not an option of resnet18's evaluate"),
+    ("td3", ["--batch-size", "8"], ("--batch-size is not an option of td3's evaluate; --batch-size is a training "
+                                   "setting of td3 (`zoo train td3 --batch-size ...`)")),
+    ("td3", ["--amp", "bf16"], "--amp is not an option of td3's evaluate"),
+])
+def test_eval_refuses_a_flag_the_model_does_not_take(name, flags, said, saved, tiny, capsys):
+    """A raw "evaluate() got an unexpected keyword argument 'seed'" with a hint about config keys, or (td3) the
+    flag silently set the training config."""
+    data = ["--data", str(tiny.image_folder())] if name == "resnet18" else ["--env", "Pendulum-v1", "--episodes", "1"]
+    assert main(["eval", name, "--weights", str(saved[name]), *data, *flags]) == 2
+    assert said in _error(capsys)
+
+
+def test_eval_hands_the_flags_its_evaluate_takes_to_it(saved, tiny, capsys):
+    assert main(["eval", "td3", "--weights", str(saved["td3"]), "--env", "Pendulum-v1", "--episodes", "1",
+                 "--seed", "5", "--device", "cpu"]) == 0
+    assert "episodes: 1" in capsys.readouterr().out
+    assert main(["eval", "resnet18", "--weights", str(saved["resnet18"]), "--data", str(tiny.image_folder()),
+                 "--batch-size", "3", "--amp", "none", "--device", "cpu"]) == 0
+    assert "accuracy" in capsys.readouterr().out

@@ -18,7 +18,15 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
-__all__ = ["ShardSampler", "move_batch", "prepare_loader", "set_loader_epoch", "split_batch"]
+__all__ = ["ShardSampler", "model_device", "move_batch", "prepare_loader", "set_loader_epoch", "split_batch"]
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where ``model`` lives: its first parameter's device, else its first buffer's, else the CPU. What the
+    engine runs on when no ``device`` is given: a model on a GPU is scored there, never moved to the CPU."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 class ShardSampler(Sampler[int]):

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.data import move_batch, prepare_loader
+from zoo.engine.data import model_device, move_batch, prepare_loader
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 
@@ -134,7 +134,7 @@ def evaluate(
     label_smoothing: float = 0.0,
     metrics: Sequence[str] = ("accuracy",),
     amp: str | None = "auto",
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     channels_last: bool = False,
     num_workers: int = 0,
     collate_fn: Any = None,
@@ -146,14 +146,16 @@ def evaluate(
     ``metrics``: ``"accuracy"``, ``"topK"`` (``"top5"``), ``"average_accuracy"`` (= balanced accuracy),
     ``"kappa"``, ``"per_class_recall"`` (-> ``recall_0``, ``recall_1``, ...). ``eval_fn(model, data)``
     adds family metrics. Under DDP each rank scores its shard and the results are gathered.
+    ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     The model's train/eval mode is restored afterwards.
     """
-    device = torch.device(device)
+    device = model_device(model) if device is None else torch.device(device)
     amp = check_amp(amp, device, model)
     keys = metric_keys(metrics)
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                             collate_fn=collate_fn, dist=dist_info())
-    model.to(device)
+    if device != model_device(model):
+        model.to(device)
     out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
                           loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp,
                           channels_last=channels_last, progress=progress)

@@ -68,7 +68,8 @@ class FitConfig:
     """True (the newest loadable checkpoint of ``checkpoint_dir``) or a checkpoint path or folder."""
     seed: int = 0
     deterministic: bool = False
-    device: Any = "cpu"
+    device: Any = None
+    """``cpu``, ``cuda``, ``cuda:1``, ...; default: where the model is (its parameters' device)."""
     channels_last: bool = False
     progress: bool = True
     log_dir: str | Path | None = None

@@ -19,8 +19,12 @@ So the choice is made by capability first and by measurement where capability do
 :data:`BF16_FASTER` holds, per CPU kind, the kinds of op for which bf16 was measured faster than fp32 on
 every CPU of that kind met (AMX); kinds without native bf16 run fp32; on a kind in
 :data:`TIMED_KINDS` ``amp="auto"`` times one representative op of each kind in both precisions on this
-machine, once per process (:func:`bf16_cost`, ~10 ms), and picks bf16 only when it is at least
-:data:`MIN_BF16_SPEEDUP` times faster (the margin keeps the choice from flipping with a noisy machine).
+machine (:func:`bf16_cost`, ~30 ms per kind) and picks bf16 only when it is at least :data:`MIN_BF16_SPEEDUP`
+times faster. The timing is made robust to a busy machine (warm-up, one thread, interleaved rounds, the median
+ratio) and is made once per *machine*: the result is kept in ``$ZOO_HOME/amp.json`` (:func:`amp_cache_path`),
+keyed by CPU, torch version and op kind, so every process on the machine makes the same choice (a seeded run
+repeats in a new process; a resume does not switch precision). ``ZOO_AMP_REMEASURE=1`` or :func:`remeasure`
+times again and rewrites the entry; an unreadable file is ignored and rewritten.
 On CUDA: bf16 from compute capability 8.0, where tensor cores run it. The CPU kind comes from the
 ``/proc/cpuinfo`` flags, lowered by the ISA caps a user may set for torch's kernels
 (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``): a cap below AMX takes AMX
@@ -39,9 +43,14 @@ warning states the cost measured on this machine) or, when training, where its g
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import json
+import math
 import os
 import platform
+import statistics
 import time
 import warnings
 from collections.abc import Mapping
@@ -57,6 +66,7 @@ __all__ = [
     "OP_KINDS",
     "TIMED_KINDS",
     "CPUFeatures",
+    "amp_cache_path",
     "auto_amp",
     "bf16_cost",
     "bf16_gradients_ok",
@@ -65,6 +75,7 @@ __all__ = [
     "model_op_kind",
     "normalize_amp",
     "parse_cpuinfo",
+    "remeasure",
     "resolve_amp",
 ]
 
@@ -287,7 +298,7 @@ def auto_amp(device: str | torch.device = "cpu", op: str = "matmul", features: C
         return None
     feats = features or cpu_features()
     here = feats == cpu_features()
-    speedup = 1.0 / bf16_cost(op)["ratio"] if feats.kind in TIMED_KINDS and here else None
+    speedup = _timed_speedup(feats, op) if feats.kind in TIMED_KINDS and here else None
     choice = choose_amp(feats.kind, op, speedup)
     if choice == "bf16" and training and here and not bf16_gradients_ok(op):
         return None
@@ -338,7 +349,7 @@ def _warn_wrong_bf16_gradients(model: str, op: str) -> None:
         f"would train in fp32 here", RuntimeWarning, stacklevel=4)
 
 
-# --- what this machine does: timed once per process ----------------------------------------------------
+# --- what this machine does: timed once per machine, kept in $ZOO_HOME/amp.json ---------------------------
 def _probe(op: str, g: torch.Generator) -> tuple[str, Any, tuple[torch.Tensor, ...]]:
     """``op`` kind -> (description, function, fp32 operands) of its representative product."""
     F = torch.nn.functional
@@ -353,34 +364,172 @@ def _probe(op: str, g: torch.Generator) -> tuple[str, Any, tuple[torch.Tensor, .
     raise ValueError(f"op must be one of {OP_KINDS}, got {op!r}")
 
 
+PROBE_THREADS = 1
+"""The probe runs single-threaded. On a machine other processes keep busy, a multi-threaded op waits for any
+of its threads that was descheduled: measured on a loaded 2-core Zen 4, two-thread samples of one probe ranged
+from 0.03x to 106x, one-thread samples within 15 % of their median. The ratio is a property of the kernels
+(bf16 instructions vs fp32 ones), which one core shows as well as two."""
+_WARMUP_CALLS = 3  # the first calls of each dtype create oneDNN's kernels, pack weights, fault in fresh memory
+_ROUNDS = 9  # interleaved fp32/bf16 rounds; odd, so the median is one round's ratio
+_SAMPLE_S = 2e-3  # each timed sample spans several calls, so the clock's resolution and jitter stay small
+
+
 @functools.cache
-def bf16_cost(op: str = "matmul", threads: int | None = None) -> dict[str, Any]:
-    """Time one representative ``op`` in fp32 and bf16 on this CPU (best of 5, a few ms in all; cached).
+def bf16_cost(op: str = "matmul", threads: int | None = PROBE_THREADS) -> dict[str, Any]:
+    """Time one representative ``op`` in fp32 and bf16 on this CPU (~30 ms; cached per process).
+
+    After a warm-up of both dtypes, :data:`_ROUNDS` rounds each time fp32 and bf16 back to back, the order
+    flipped every round (a clock or load drift falls on both), and ``ratio`` (bf16 time / fp32 time) is the
+    median of the rounds' ratios: a round in which another process took the core is an outlier, not the
+    answer. ``fp32_ms`` / ``bf16_ms`` are the median times of one call; ``ratios`` every round's ratio.
+    ``threads``: :data:`PROBE_THREADS` (None: the process's own count).
 
     ``matmul``: 256x400 @ 400x300 (a TD3 layer); ``conv``: 3x3 conv, 64->64 channels, 1x64x32x32;
     ``conv3d``: HybridSN's 5x3x3 conv3d, 8->16 channels, on one 12x23x23 window.
     """
     shape, fn, operands = _probe(op, torch.Generator().manual_seed(0))
+    args = {dt: [t.to(dt) for t in operands] for dt in (torch.float32, torch.bfloat16)}
 
-    def best(dt: torch.dtype) -> float:
-        args = [t.to(dt) for t in operands]
-        fn(*args)  # first call: lazy init, JIT, weight packing
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn(*args)
-            times.append(time.perf_counter() - t0)
-        return min(times)
+    def sample(dt: torch.dtype, calls: int) -> float:
+        operands_dt = args[dt]
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(*operands_dt)
+        return (time.perf_counter() - t0) / calls
 
     prev = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
+    times: dict[torch.dtype, list[float]] = {torch.float32: [], torch.bfloat16: []}
     try:
         with torch.inference_mode():
-            fp32, bf16 = best(torch.float32), best(torch.bfloat16)
+            for _ in range(_WARMUP_CALLS):
+                for dt in args:
+                    sample(dt, 1)
+            calls = max(1, min(64, math.ceil(_SAMPLE_S / max(min(sample(dt, 1) for dt in args), 1e-6))))
+            for i in range(_ROUNDS):
+                for dt in (torch.float32, torch.bfloat16) if i % 2 == 0 else (torch.bfloat16, torch.float32):
+                    times[dt].append(sample(dt, calls))
     finally:
         torch.set_num_threads(prev)
-    return {"op": op, "shape": shape, "fp32_ms": fp32 * 1e3, "bf16_ms": bf16 * 1e3, "ratio": bf16 / fp32}
+    fp32, bf16 = times[torch.float32], times[torch.bfloat16]
+    ratios = [b / f for f, b in zip(fp32, bf16)]
+    return {"op": op, "shape": shape, "fp32_ms": statistics.median(fp32) * 1e3,
+            "bf16_ms": statistics.median(bf16) * 1e3, "ratio": statistics.median(ratios),
+            "ratios": [round(r, 4) for r in ratios], "threads": threads or prev, "calls_per_sample": calls}
+
+
+_CACHE_FORMAT = "zoo.amp/1"
+REMEASURE_ENV = "ZOO_AMP_REMEASURE"
+_SPEEDUPS: dict[str, float] = {}  # this process's decisions, by _decision_key (the file is read once per key)
+
+
+def amp_cache_path() -> Path:
+    """``$ZOO_HOME/amp.json``: the speedups ``amp="auto"`` measured on this machine, by CPU, torch and op."""
+    from zoo.hub.store import zoo_home
+
+    return zoo_home() / "amp.json"
+
+
+def _decision_key(feats: CPUFeatures, op: str) -> str:
+    """What a measurement holds for: this CPU (model, vendor/family, kind and effective flags, ISA caps), this
+    torch (its kernels), the probe's thread count and the op kind."""
+    flags = hashlib.sha256(" ".join(sorted(feats.flags)).encode()).hexdigest()[:12]
+    caps = ",".join(f"{k}={v}" for k, v in sorted(feats.caps.items()))
+    parts = (feats.model or "cpu", feats.ident, f"{feats.kind} flags:{flags}", caps, f"torch {torch.__version__}",
+             f"probe threads {PROBE_THREADS}", op)
+    return " | ".join(p for p in parts if p)
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    """The file's entries; a missing, unreadable or foreign file counts as empty (it is rewritten)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != _CACHE_FORMAT or not isinstance(data.get("entries"), dict):
+        return {}
+    return data["entries"]
+
+
+def _entry_speedup(entry: Any) -> float | None:
+    speedup = entry.get("speedup") if isinstance(entry, dict) else None
+    ok = isinstance(speedup, (int, float)) and not isinstance(speedup, bool) and math.isfinite(speedup) and speedup > 0
+    return float(speedup) if ok else None
+
+
+@contextlib.contextmanager
+def _cache_lock(path: Path):
+    """Exclusive while one process decides, so that processes starting together measure once and agree.
+    Where the lock cannot be had (no fcntl, a read-only home) the process decides on its own."""
+    fd = None
+    try:
+        import fcntl
+
+        from zoo import fs
+
+        fs.ensure_dir(path.parent)
+        fd = fs.open_nofollow(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        if fd is not None:
+            os.close(fd)
+            fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing drops the lock
+
+
+def _measure_and_store(path: Path, key: str, op: str) -> float:
+    """Time ``op`` now and record it under ``key`` (other entries kept; written atomically)."""
+    cost = bf16_cost(op)
+    speedup = 1.0 / cost["ratio"]
+    entry = {**{k: v for k, v in cost.items() if k != "ratio"}, "speedup": round(speedup, 4),
+             "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entries = {**_read_cache(path), key: entry}
+    try:
+        from zoo import fs
+
+        fs.write_text(path, json.dumps({"format": _CACHE_FORMAT, "entries": entries}, indent=1, sort_keys=True))
+    except OSError as err:  # a read-only or full home: this process still decides, the next one measures again
+        _warn_unrecorded(str(path), str(err))
+    return speedup
+
+
+@functools.cache
+def _warn_unrecorded(path: str, err: str) -> None:
+    # functools.cache: said once per process and file, not once per op kind
+    warnings.warn(f"amp='auto': could not record this machine's bf16 timing in {path} ({err}); other processes "
+                  "will time it again and may choose differently", RuntimeWarning, stacklevel=4)
+
+
+def _timed_speedup(feats: CPUFeatures, op: str) -> float:
+    """fp32 time / bf16 time of ``op`` on this machine: from this process's memory, else ``amp.json``, else
+    measured now and recorded there (``ZOO_AMP_REMEASURE=1``: measured again, once per process)."""
+    key = _decision_key(feats, op)
+    if key in _SPEEDUPS:
+        return _SPEEDUPS[key]
+    path = amp_cache_path()
+    with _cache_lock(path):
+        known = None if os.environ.get(REMEASURE_ENV, "") not in ("", "0") else _entry_speedup(_read_cache(path).get(key))
+        _SPEEDUPS[key] = known if known is not None else _measure_and_store(path, key, op)
+    return _SPEEDUPS[key]
+
+
+def remeasure(ops: tuple[str, ...] = OP_KINDS) -> dict[str, float]:
+    """Time ``ops`` again on this machine and record them in ``amp.json`` (after a hardware, BIOS or VM-host
+    change the old entry no longer holds); returns ``{op: speedup}`` (fp32 time / bf16 time)."""
+    feats = cpu_features()
+    bf16_cost.cache_clear()
+    path = amp_cache_path()
+    out = {}
+    for op in ops:
+        key = _decision_key(feats, op)
+        with _cache_lock(path):
+            _SPEEDUPS[key] = out[op] = _measure_and_store(path, key, op)
+    return out
 
 
 # Gradient shapes where a bf16 kernel was found wrong on a CPU of this project. oneDNN 3.x's

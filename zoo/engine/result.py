@@ -22,7 +22,7 @@ class TrainResult:
       networks, environment steps (transitions collected, all envs) for agents, 1 for an estimator.
     ``monitor`` / ``best_metric`` / ``best_epoch``: the monitored key of the rows, its best value and the
       1-based row it came from (``best_step`` is that row's ``step``); None when nothing was trained.
-    ``checkpoint_path``: the best checkpoint when checkpoints were written (else the last one, else None);
+    ``checkpoint_path``: the best checkpoint when checkpoints were written (else the last one, else None), a Path;
     ``model``: the trained model (its weights after the last row).
     """
 
@@ -34,7 +34,7 @@ class TrainResult:
     monitor: str | None = None
     stopped_early: bool = False
     resumed: dict[str, Any] | None = None
-    """When the run resumed: ``{"checkpoint": path, "changed": {setting: (before, now)}}`` (what it applied)."""
+    """When the run resumed: ``{"checkpoint": Path, "changed": {setting: (before, now)}}`` (what it applied)."""
 
     @property
     def best_step(self) -> int | None:

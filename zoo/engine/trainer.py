@@ -39,6 +39,7 @@ from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
+from zoo.engine.precision import normalize_amp
 from zoo.engine.result import NonFiniteLossError, TrainResult
 from zoo.engine.resume import realign_schedule, reconcile, scale_lr
 from zoo.engine.schedules import build_schedule
@@ -61,7 +62,8 @@ class Trainer:
                  callbacks: list[Callback], info: DistInfo, dev: torch.device) -> None:
         self.model, self.val_data, self.cfg, self.callbacks, self.info, self.dev = (
             model, val_data, cfg, callbacks, info, dev)
-        self.amp = check_amp(cfg.amp, dev, model, training=True)
+        # every rank runs rank 0's choice: "auto" is decided per machine, and the ranks of a job may span machines
+        self.amp = broadcast_object(check_amp(cfg.amp, dev, model, training=True))
         self.metric_keys = metric_keys(cfg.metrics)
         set_seed(cfg.seed + info.rank, cfg.deterministic)
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
@@ -175,7 +177,22 @@ class Trainer:
         self.monitor.restore(state["best_metric"], state["best_epoch"], state.get("extra") or {})
         self.last_ckpt = Path(path)
         self._restore_rng(state.get("rng"))
-        return {"checkpoint": str(path), "changed": changed}
+        self.amp = self._resumed_precision(state.get("extra") or {}, Path(path).name)
+        return {"checkpoint": Path(path), "changed": changed}
+
+    def _resumed_precision(self, extra: dict[str, Any], what: str) -> str | None:
+        """``amp="auto"`` is decided per machine (:mod:`zoo.engine.precision`); a resume keeps the precision the
+        checkpointed run trained in, so that it does not switch halfway (which would also break the exact
+        resume). On another kind of device, or with an explicit ``amp``, the choice made now stands."""
+        recorded = extra.get("precision")
+        if normalize_amp(self.cfg.amp) != "auto" or not isinstance(recorded, dict) \
+                or recorded.get("device") != self.dev.type or recorded.get("amp") not in ("bf16", "fp16", "fp32"):
+            return self.amp
+        amp = None if recorded["amp"] == "fp32" else recorded["amp"]
+        if amp != self.amp:
+            log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
+                     recorded["amp"], what, self.amp or "fp32")
+        return amp
 
     def _restore_rng(self, rng: Any) -> None:
         if isinstance(rng, list):
@@ -336,6 +353,7 @@ class Trainer:
                 scaler=self.scaler, epoch=epoch + 1, step=self.step, best_metric=self.monitor.best,
                 best_epoch=self.monitor.best_epoch, history=self.history, config=self.cfg.recorded(), rng=rng,
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
+                       "precision": {"amp": self.amp or "fp32", "device": self.dev.type},
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")

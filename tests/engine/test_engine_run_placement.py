@@ -1,0 +1,115 @@
+"""Where and in what precision the engine runs when the caller does not say: the model's own device, and on a
+resume the precision the checkpointed run trained in."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from zoo.engine import evaluation, fit, trainer
+from zoo.engine.data import model_device
+from zoo.engine.evaluation import evaluate
+
+fit_mod = importlib.import_module("zoo.engine.fit")  # the module (zoo.engine.fit is also the function)
+
+
+def _data(n: int = 32):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 4, generator=g)
+    return x, (x[:, 0] > 0).long()
+
+
+class DtypeProbe(nn.Module):
+    """Records the dtype its layer computes in (bf16 under autocast, else fp32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Linear(4, 2)
+        self.seen: list[torch.dtype] = []
+
+    def forward(self, x):
+        out = self.net(x)
+        self.seen.append(out.dtype)
+        return out
+
+
+def test_model_device_is_where_its_parameters_are():
+    assert model_device(nn.Linear(2, 2, device="meta")) == torch.device("meta")
+    assert model_device(nn.Linear(2, 2)) == torch.device("cpu")
+    assert model_device(nn.ReLU()) == torch.device("cpu")  # nothing to go by: the CPU
+    bn = nn.BatchNorm1d(2, affine=False, device="meta")  # buffers only
+    assert model_device(bn) == torch.device("meta")
+
+
+def test_evaluate_runs_where_the_model_is_and_does_not_move_it(monkeypatch):
+    """A model on a GPU (here: on 'meta', which this CPU machine has) is scored there; the default used to be
+    'cpu', which moved a CUDA model to the CPU and left it there."""
+    seen = {}
+    monkeypatch.setattr(evaluation, "evaluate_loader", lambda model, loader, **kw: seen.update(kw) or {"loss": 0.0})
+    model = nn.Linear(4, 2, device="meta")
+    monkeypatch.setattr(model, "to", lambda *a, **k: (_ for _ in ()).throw(AssertionError("moved")))
+    evaluate(model, _data())
+    assert seen["device"] == torch.device("meta")
+
+
+def test_evaluate_moves_the_model_when_told_to(monkeypatch):
+    model = nn.Linear(4, 2)
+    moved = []
+    monkeypatch.setattr(model, "to", lambda *a, **k: moved.append(a) or model)
+    assert set(evaluate(model, _data(), device="cpu", amp=None)) == {"loss", "accuracy"}
+    assert moved == []  # already there
+    seen = {}
+    monkeypatch.setattr(evaluation, "evaluate_loader", lambda model, loader, **kw: seen.update(kw) or {})
+    evaluate(model, _data(), device="meta")
+    assert moved == [(torch.device("meta"),)] and seen["device"] == torch.device("meta")
+
+
+def test_fit_trains_where_the_model_is(monkeypatch):
+    got = {}
+
+    class Recorder:
+        def __init__(self, model, train_data, val_data, cfg, callbacks, info, dev):
+            got.update(dev=dev, recorded=cfg.recorded()["device"])
+
+        def run(self):
+            return "ran"
+
+    monkeypatch.setattr(fit_mod, "Trainer", Recorder)
+    assert fit(nn.Linear(4, 2, device="meta"), _data()) == "ran"
+    assert got == {"dev": torch.device("meta"), "recorded": "meta"}
+    fit(nn.Linear(4, 2), _data(), device="meta")  # a device given wins
+    assert got["dev"] == torch.device("meta")
+    fit(nn.Linear(4, 2), _data())
+    assert got == {"dev": torch.device("cpu"), "recorded": "cpu"}  # as before for a model on the CPU
+
+
+def test_a_resume_keeps_the_precision_the_run_was_trained_in(tmp_path, monkeypatch, caplog):
+    """amp="auto" is decided on the machine; a resumed run must not switch precision because the process that
+    resumes decides otherwise (another machine state, or an old decision re-measured)."""
+    first = DtypeProbe()
+    fit(first, _data(), epochs=1, batch_size=16, checkpoint_dir=tmp_path, progress=False)
+    recorded = torch.load(tmp_path / "epoch-0001.pt", weights_only=True)["extra"]["precision"]
+    assert recorded == {"amp": "bf16" if torch.bfloat16 in first.seen else "fp32", "device": "cpu"}
+    flipped = None if recorded["amp"] == "bf16" else "bf16"
+    monkeypatch.setattr(trainer, "check_amp", lambda *a, **k: flipped)  # this process would now choose otherwise
+    again = DtypeProbe()
+    with caplog.at_level(logging.INFO, logger="zoo"):
+        result = fit(again, _data(), epochs=2, batch_size=16, checkpoint_dir=tmp_path, resume=True, progress=False)
+    want = torch.bfloat16 if recorded["amp"] == "bf16" else torch.float32
+    assert set(again.seen) == {want}
+    assert f"amp='auto' keeps {recorded['amp']}" in caplog.text
+    assert isinstance(result.resumed["checkpoint"], Path) and isinstance(result.checkpoint_path, Path)
+    ckpt = torch.load(tmp_path / "epoch-0002.pt", weights_only=True)
+    assert ckpt["extra"]["precision"]["amp"] == recorded["amp"]  # and the next resume keeps it too
+
+
+def test_an_explicit_amp_on_resume_is_what_runs(tmp_path, monkeypatch):
+    fit(DtypeProbe(), _data(), epochs=1, batch_size=16, amp=None, checkpoint_dir=tmp_path, progress=False)
+    again = DtypeProbe()
+    fit(again, _data(), epochs=2, batch_size=16, amp=None, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert set(again.seen) == {torch.float32}
