@@ -256,7 +256,7 @@ def named_options(model: Any, call: str) -> list[str] | None:
 
 
 def _output_path(path: str | os.PathLike, name: str | None) -> Path:
-    out = Path(path)
+    out = Path(path).expanduser()  # as zoo.build(weights=...) reads it: the round trip must hold
     if out.is_dir():
         out = out / f"{name or 'model'}.safetensors"
     if out.suffix != ".safetensors":

@@ -109,6 +109,14 @@ def test_save_into_a_folder_names_the_file_after_the_model(tmp_path):
     assert zoo.build("resnet18", weights=path).fc.out_features == 3  # the config travels in the file
 
 
+def test_save_expands_the_home_folder_as_build_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path / "..")
+    path = zoo.save(zoo.build("resnet18", num_classes=3, stem="cifar"), "~/net.safetensors")
+    assert path == tmp_path / "net.safetensors" and path.is_file()
+    assert zoo.build("resnet18", weights="~/net.safetensors").fc.out_features == 3
+
+
 def test_a_saved_file_of_another_model_is_refused_by_name(tmp_path):
     path = zoo.save(zoo.build("resnet18", num_classes=3, stem="cifar"), tmp_path / "r.safetensors")
     with pytest.raises(ValueError, match="holds a 'resnet18' model"):
