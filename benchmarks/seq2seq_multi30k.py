@@ -155,7 +155,8 @@ def train_one(kind: str, direction: str, data: dict, tok, args) -> dict:
     train_loader = make_loader(train_ds, max_tokens=args.max_tokens, seed=args.seed)
     val_loader = make_loader(val_ds, max_tokens=args.max_tokens, shuffle=False)
     n_bleu = args.val_bleu_sentences
-    eval_fn = bleu_eval_fn(data["val"].src[:n_bleu], data["val"].tgt[:n_bleu], beam_size=1)
+    # BLEU is scored on fp32 decoding, as every published figure was (training still runs at --amp)
+    eval_fn = bleu_eval_fn(data["val"].src[:n_bleu], data["val"].tgt[:n_bleu], beam_size=1, amp=None)
     lr = args.lr if args.lr is not None else (7e-4 if kind == "transformer" else 1e-3)
     warmup = min(args.warmup, max(1, len(train_loader)))
     config = training_config(epochs=args.epochs, lr=lr, warmup_steps=warmup, amp=args.amp, eval_fn=eval_fn)
@@ -179,7 +180,8 @@ def train_one(kind: str, direction: str, data: dict, tok, args) -> dict:
            "num_params": sum(p.numel() for p in model.parameters())}
     for beam in (1, 5):
         t1 = time.perf_counter()
-        hyps = model.translate(test.src, beam_size=beam, batch_size=64 if beam == 1 else 32, progress=not args.no_progress)
+        hyps = model.translate(test.src, beam_size=beam, batch_size=64 if beam == 1 else 32, progress=not args.no_progress,
+                               amp=None)
         out[f"test_bleu_{'greedy' if beam == 1 else 'beam5'}"] = round(corpus_bleu(hyps, test.tgt), 2)
         out[f"decode_seconds_{'greedy' if beam == 1 else 'beam5'}"] = round(time.perf_counter() - t1, 1)
         if beam == 5:
@@ -209,7 +211,7 @@ def publish(direction: str, run: dict, data: dict) -> dict:
     test = data["test"]
     metrics = {}
     for beam in (1, 5):
-        hyps = shipped.translate(test.src, beam_size=beam, batch_size=64 if beam == 1 else 32)
+        hyps = shipped.translate(test.src, beam_size=beam, batch_size=64 if beam == 1 else 32, amp=None)
         metrics[f"sacrebleu_test2016_{'greedy' if beam == 1 else 'beam5'}"] = round(corpus_bleu(hyps, test.tgt), 2)
     meta["metrics"] = metrics
     hub.add_weights(model, name=wname, config=cfg, meta=meta, dtype=torch.float16)

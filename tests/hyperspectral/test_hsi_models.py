@@ -216,3 +216,49 @@ def test_unit_spectra_reduce_brighter_and_darker_fields_alike():
     assert not np.allclose(plain.reduce(scene)[keep], plain.reduce(relit)[keep], atol=1e-2)
     with pytest.raises(ValueError, match="spectral_norm must be one of"):
         zoo.build("hybridsn", spectral_norm="l1")
+
+
+# --- evaluate / train options ------------------------------------------------------------------------------
+
+
+def test_pca_svm_names_unknown_options_and_refuses_scene_options_with_pixels():
+    """Before: (X, y) took any option silently (a typo, on_overlap='bogus', a mask, a split it ignored)."""
+    scene = make_scene(16, 16, 20, 3, seed=0)
+    svm = zoo.build("hsi-pca-svm", n_components=5)
+    zoo.train(svm, scene, split="random")
+    X, y = scene.pixels(scene.labels > 0), scene.labels[scene.labels > 0]
+    for data in (scene, (X, y)):
+        with pytest.raises(TypeError, match=r"zoo.evaluate on hsi-pca-svm: unknown option\(s\) 'batchsize'; it takes "
+                                            r"block, guard, labels, mask, on_overlap, seed, split"):
+            zoo.evaluate(svm, data, batchsize=8)
+        with pytest.raises(ValueError, match=r"on_overlap must be one of \('error', 'exclude'\); got 'bogus'"):
+            zoo.evaluate(svm, data, on_overlap="bogus")
+    with pytest.raises(ValueError, match=r"zoo.evaluate on \(X, y\) pixels got mask: options for a scene"):
+        zoo.evaluate(svm, (X, y), mask=np.zeros((2, 2), bool))
+    with pytest.raises(ValueError, match=r"zoo.evaluate on \(X, y\) pixels got split, train_fraction"):
+        zoo.evaluate(svm, (X, y), split="random", train_fraction=0.5)
+    with pytest.raises(ValueError, match=r"zoo.train on \(X, y\) pixels got block, split, train_fraction: options "
+                                         r"for a scene .* or pass the Scene"):
+        zoo.train(svm, (X, y), split="blocks", train_fraction=0.1, block=4, seed=5)
+    assert zoo.train(svm, (X, y), seed=5).history[0]["n_train"] == len(y)  # seed also shuffles a CV search
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'train_frac' \(did you mean 'train_fraction'\?\)"):
+        zoo.train(svm, scene, train_frac=0.2)
+    with pytest.raises(ValueError, match="mask= names the test pixels itself"):
+        zoo.evaluate(svm, scene, mask=scene.labels > 0, train_fraction=0.5)
+
+
+@pytest.mark.filterwarnings("ignore:HybridSN records no training pixels")
+def test_hybridsn_evaluate_takes_progress_and_device_and_names_unknown_options(capfd):
+    """Before: progress= and device= reached resolve_split: "TypeError: resolve_split() got an unexpected keyword"."""
+    net, scene = _fitted_hybridsn()
+    mask = scene.labels > 0
+    plain = zoo.evaluate(net, scene, mask=mask)
+    capfd.readouterr()
+    assert zoo.evaluate(net, scene, mask=mask, progress=True, device="cpu") == plain
+    assert "predict" in capfd.readouterr().err  # the bar of the pass over the scene
+    net.split_ = {"split": "random", "train_fraction": 0.3, "seed": 0}  # as training on a scene records it
+    assert set(zoo.evaluate(net, scene, progress=False, device="cpu", seed=1)) >= {"overall_accuracy", "kappa"}
+    with pytest.raises(TypeError, match=r"zoo.evaluate on hybridsn: unknown option\(s\) 'batchsize' \(did you mean "
+                                        r"'batch_size'\?\)"):
+        zoo.evaluate(net, scene, batchsize=8)
+    assert zoo.predict(net, scene, device="cpu").shape == scene.shape[:2]

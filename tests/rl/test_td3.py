@@ -201,8 +201,8 @@ def test_exact_resume(tmp_path):
     first = zoo.build("td3", **PENDULUM_SMALL)
     r1 = zoo.train(first, total_steps=400, eval_every=200, eval_episodes=1, checkpoint_dir=tmp_path,
                    progress=False)
-    assert r1.checkpoint_path.is_file()
-    saved = torch.load(r1.checkpoint_path, weights_only=True)  # plain content only
+    assert r1.checkpoint_path == tmp_path / "td3_best.safetensors"  # the best checkpoint, as TrainResult says
+    saved = torch.load(tmp_path / "td3_last.pt", weights_only=True)  # the run's checkpoint: plain content only
     assert saved["counters"]["num_timesteps"] == 400
     resumed = zoo.build("td3", **PENDULUM_SMALL)
     zoo.train(resumed, total_steps=600, eval_every=200, eval_episodes=1, checkpoint_dir=tmp_path,

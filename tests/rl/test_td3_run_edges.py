@@ -208,3 +208,24 @@ def test_demo_step_is_selected_by_family_and_fails_when_its_file_cannot_be_had(t
     assert main(["demo", "--only", "rl"]) == 1
     captured = capsys.readouterr()
     assert "rl: TD3 on Pendulum-v1" in captured.out and "demo step failed: OfflineError" in captured.err
+
+
+def test_checkpoint_path_is_the_best_policy_and_a_resume_from_it_names_the_run_checkpoint(tmp_path, counter_env):
+    """TrainResult.checkpoint_path is "the best checkpoint when checkpoints were written"; it was td3_last.pt."""
+    from pathlib import Path
+
+    from zoo import hub
+
+    def run(folder, **kw):
+        agent = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+        return zoo.train(agent, counter_env(horizon=10), eval_env=counter_env(horizon=10), eval_episodes=1,
+                         checkpoint_dir=folder, progress=False, **kw)
+
+    r = run(tmp_path / "a", total_steps=60, eval_every=30)
+    assert isinstance(r.checkpoint_path, Path) and r.checkpoint_path == tmp_path / "a" / "td3_best.safetensors"
+    assert hub.read_metadata(r.checkpoint_path)["step"] == str(r.best_step)  # the best row's policy
+    assert zoo.build("td3", weights=r.checkpoint_path, env=counter_env(horizon=10)).config.net_arch == (16, 16)
+    with pytest.raises(ValueError, match=r"holds a policy's weights only .* a resume needs the run's checkpoint, "
+                                         r".*td3_last.pt"):
+        run(tmp_path / "a", total_steps=90, eval_every=30, resume=r.checkpoint_path)
+    assert run(tmp_path / "b", total_steps=30, eval_every=0).checkpoint_path == tmp_path / "b" / "td3_last.pt"

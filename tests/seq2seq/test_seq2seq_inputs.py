@@ -101,3 +101,44 @@ def test_shipped_weights_translate_a_long_paragraph_to_its_end():
     assert len(m.tokenizer.encode(paragraph)) > m.max_len
     out = m.translate(paragraph)
     assert out.count(".") >= 41 and "snow" in out.rsplit(".", 2)[-2].lower()
+
+
+def _precision_of_steps(model, monkeypatch, **kw):
+    """The autocast dtypes the search ran its decoder steps under (None: none, fp32)."""
+    seen, step = set(), model.step
+
+    def spy(*a, **k):
+        seen.add(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
+        return step(*a, **k)
+
+    monkeypatch.setattr(model, "step", spy)
+    try:
+        out = zoo.predict(model, DE, max_len=4, **kw)
+    finally:
+        monkeypatch.undo()
+    assert len(out) == len(DE)
+    return seen
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_translate_runs_at_the_precision_amp_asks_for(model, monkeypatch, beam_size):
+    from zoo.engine.precision import auto_amp
+
+    for off in (None, "fp32", "none"):
+        assert _precision_of_steps(model, monkeypatch, amp=off, beam_size=beam_size) == {None}
+    assert _precision_of_steps(model, monkeypatch, amp="bf16", beam_size=beam_size) == {torch.bfloat16}
+    auto = {torch.bfloat16 if auto_amp("cpu", "matmul") == "bf16" else None}  # GEMMs decide for a seq2seq model
+    assert _precision_of_steps(model, monkeypatch, beam_size=beam_size) == auto
+    assert model.translate(DE, max_len=4, amp=None) == model.translate(DE, max_len=4, amp="fp32")
+    with pytest.raises(ValueError, match=r"amp must be 'auto', 'bf16' or None"):
+        model.translate(DE, amp="fp16")  # fp16 autocast: CUDA only
+
+
+def test_translate_runs_where_the_model_is_unless_device_is_given(model, monkeypatch):
+    moved, to = [], model.to
+    monkeypatch.setattr(model, "to", lambda *a, **k: moved.append(a) or to(*a, **k))
+    zoo.predict(model, DE[0], max_len=4)
+    model.translate(DE, max_len=4, beam_size=2)
+    assert moved == []
+    zoo.predict(model, DE[0], max_len=4, device="cpu")
+    assert moved == [(torch.device("cpu"),)]

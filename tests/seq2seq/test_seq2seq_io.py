@@ -83,6 +83,44 @@ def test_token_bucket_sampler_respects_the_budget_and_covers_everything():
         TokenBucketSampler([5, 300], max_tokens=100)
 
 
+def test_token_bucket_sampler_batches_by_sentence_count_when_asked():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 40, (50,), generator=g).tolist()
+    by_count = list(TokenBucketSampler(lengths, max_tokens=None, batch_size=8, seed=1))
+    assert sorted(i for b in by_count for i in b) == list(range(50))
+    assert sorted(map(len, by_count)) == [2] + [8] * 6  # whatever the lengths: 8 sentences a batch
+    both = list(TokenBucketSampler(lengths, max_tokens=100, batch_size=8, shuffle=False))
+    assert all(len(b) <= 8 and max(lengths[i] for i in b) * len(b) <= 100 for b in both)  # both caps hold
+    assert any(len(b) < 8 for b in both[:-1])  # the token budget cut some
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match=f"batch_size must be a positive int or None, got {bad!r}"):
+            TokenBucketSampler(lengths, batch_size=bad)
+    with pytest.raises(ValueError, match="give max_tokens .* or batch_size"):
+        TokenBucketSampler(lengths, max_tokens=None)
+
+
+def test_batch_size_on_a_corpus_folder_is_sentences_per_batch(tok, tmp_path):
+    """Before: zoo.train / zoo.evaluate took batch_size= and batched by the token budget regardless."""
+    for split in ("train", "val"):
+        (tmp_path / f"{split}.de").write_text("\n".join(DE) + "\n", encoding="utf-8")
+        (tmp_path / f"{split}.en").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    steps = {}
+    for batch_size in (None, 1, 4):
+        m = _model("seq2seq-gru", tok)
+        options = {} if batch_size is None else {"batch_size": batch_size}
+        r = zoo.train(m, tmp_path, direction="de-en", epochs=1, bleu_sentences=1, amp=None, progress=False, **options)
+        steps[batch_size] = r.history[0]["step"]
+        loader, _ = m.zoo_data(tmp_path, train=False, direction="de-en", test_split="val", **options)
+        assert [len(b[1]) for b in loader] == ([6] if batch_size is None else [batch_size] * (6 // batch_size)
+                                                + [6 % batch_size] * bool(6 % batch_size))
+    assert steps == {None: 1, 1: 6, 4: 2}  # six short pairs fit one 4096-token batch
+    loader, options = m.zoo_data(tmp_path, train=False, direction="de-en", test_split="val", batch_size=2,
+                                 max_tokens=40)
+    assert all(len(b[1]) <= 2 and b[1].numel() <= 40 for b in loader) and "batch_size" not in options
+    with pytest.raises(ValueError, match="max_tokens=64 batches a corpus folder by its token budget"):
+        m.zoo_data(loader, train=False, max_tokens=64)
+
+
 def test_dataset_and_collate_make_teacher_forcing_batches(tok):
     ds = ParallelDataset(ParallelText(DE, EN), tok, max_len=64)
     (src, tgt_in), tgt_out = collate([ds[0], ds[1]])
@@ -290,10 +328,10 @@ def test_shipped_multi30k_weights_translate(wname, monkeypatch):
     assert model.tokenizer is not None and model.tokenizer.vocab_size == model.config.src_vocab
     assert "sacrebleu_test2016_beam5" in hub.get_entry(wname).meta["metrics"]
     sources = [s for s, _ in SHIPPED_CASES[wname]]
-    for beam in (1, 5):
-        for (src, words), out in zip(SHIPPED_CASES[wname], model.translate(sources, beam_size=beam)):
+    for beam, amp in ((1, None), (5, None), (1, "bf16"), (5, "bf16")):  # bf16: what amp="auto" may choose
+        for (src, words), out in zip(SHIPPED_CASES[wname], model.translate(sources, beam_size=beam, amp=amp)):
             missing = [w for w in words if not any(alt.lower() in out.lower() for alt in w.split("|"))]
-            assert not missing, f"{wname} beam {beam}: {src!r} -> {out!r} lacks {missing}"
+            assert not missing, f"{wname} beam {beam} amp {amp}: {src!r} -> {out!r} lacks {missing}"
     assert all(isinstance(t, str) for t in model.translate(["", "¿ ✓ 𝔘 ??"], beam_size=2))
 
 

@@ -141,13 +141,14 @@ def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
     model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()
     model.video_cfg["classes"] = ["a", "b", "c"]
     clips = torch.randn(3, 3, 2, 16, 16)  # (N, C, T, H, W)
-    rows = zoo.predict(model, clips, topk=3, batch_size=2)
+    rows = zoo.predict(model, clips, topk=3, batch_size=2, amp=None)  # fp32, as the reference below
     probs = model(clips).softmax(1)
     assert [r["input"] for r in rows] == ["tensor[0]", "tensor[1]", "tensor[2]"]
     assert [r["index"] for r in rows] == probs.argmax(1).tolist()
     assert rows[1]["prob"] == pytest.approx(probs[1].max().item(), abs=1e-5)
-    assert zoo.predict(model, clips[1])[0]["label"] == rows[1]["label"]  # one (C, T, H, W) clip
-    files, one_by_one = zoo.predict(model, folder, batch_size=4), zoo.predict(model, folder, batch_size=1)
+    assert zoo.predict(model, clips[1], amp=None)[0]["label"] == rows[1]["label"]  # one (C, T, H, W) clip
+    files, one_by_one = zoo.predict(model, folder, batch_size=4, amp=None), zoo.predict(model, folder, batch_size=1,
+                                                                                         amp=None)
     assert len(files) == 6 and [r["input"] for r in files] == [r["input"] for r in one_by_one]
     assert [r["prob"] for r in files] == pytest.approx([r["prob"] for r in one_by_one], abs=1e-5)
 
@@ -158,3 +159,43 @@ def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
         zoo.predict(model, torch.zeros(3, 2, 16, 16, dtype=torch.uint8))
     with pytest.raises(TypeError, match="video file or folder path"):
         zoo.predict(model, 5)
+
+
+@pytest.mark.parametrize("name", ["video-tsn", "r2plus1d_18"])
+def test_predict_runs_at_the_precision_amp_asks_for(name):
+    from zoo.engine.precision import auto_amp, model_op_kind
+
+    torch.manual_seed(0)
+    model = _small(zoo.build(name, num_classes=3)).eval()
+    clips = torch.randn(2, 3, 2, 16, 16)
+    with torch.no_grad():
+        fp32 = model(clips).softmax(1).max(1).values.tolist()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(clips)
+        bf16 = logits.float().softmax(1).max(1).values.tolist()
+    assert bf16 != fp32  # else the test could not tell the precisions apart
+
+    def probs(**kw):
+        return [r["prob"] for r in zoo.predict(model, clips, **kw)]
+
+    assert probs(amp=None) == probs(amp="fp32") == fp32  # exact fp32
+    assert probs(amp="bf16") == bf16
+    op = model_op_kind(model)
+    assert op == ("conv" if name == "video-tsn" else "conv3d")  # 2-D and 3-D convolutions are judged apart
+    assert probs() == (bf16 if auto_amp("cpu", op) == "bf16" else fp32)
+    with pytest.raises(ValueError, match=r"amp must be 'auto', 'bf16' or None"):
+        probs(amp="fp16")  # fp16 autocast: CUDA only
+
+
+def test_predict_runs_where_the_model_is_unless_device_is_given(folder, monkeypatch):
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    moved, to = [], model.to
+    monkeypatch.setattr(model, "to", lambda *a, **k: moved.append(a) or to(*a, **k))
+    zoo.predict(model, torch.randn(3, 2, 16, 16))
+    zoo.predict(model, folder / "a" / "0.avi")
+    to_float = lambda clip: clip.float() / 255
+    video_predict.predict_video(model, folder / "a" / "0.avi", num_segments=2, transform=to_float)
+    assert moved == []
+    zoo.predict(model, folder / "a" / "0.avi", device="cpu")
+    video_predict.predict_video(model, folder / "a" / "0.avi", num_segments=2, transform=to_float, device="cpu")
+    assert moved == [(torch.device("cpu"),)] * 2

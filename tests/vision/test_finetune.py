@@ -161,6 +161,28 @@ def _stripes(root, n_per_class=12, size=16, seed=0):
     return root
 
 
+def test_a_num_classes_other_than_the_folders_is_an_error_as_in_train(tmp_path):
+    """Before: a warning, then a 3-output head trained on 2 classes that zoo.evaluate refused."""
+    root = _stripes(tmp_path, n_per_class=2, size=8)
+    model = _model(num_classes=2)
+    with pytest.raises(ValueError, match=r"has 2 classes \(horizontal, vertical\) but num_classes=3: leave "
+                                         r"num_classes out .* or pass num_classes=2"):
+        zoo.finetune(model, root, num_classes=3, epochs=1, **FIT)
+    assert model.fc.out_features == 2  # nothing was replaced
+    result = zoo.finetune(model, root, num_classes=2, epochs=1, **FIT)  # the folder's own count is fine
+    assert result.model.pretrained_cfg["classes"] == ["horizontal", "vertical"]
+
+
+@pytest.mark.parametrize("name, weights", [("r2plus1d_18", "kinetics400-v1"), ("video-tsn", "synthetic-actions")])
+def test_finetune_on_a_folder_names_what_works_for_a_model_without_pretrained_cfg(tmp_path, name, weights):
+    from zoo.vision.finetune import finetune
+
+    root = _stripes(tmp_path, n_per_class=2, size=8)
+    with pytest.raises(TypeError, match=rf"a \w+ has none: pass a Dataset .* zoo.train\(zoo.build\('{name}', "
+                                        rf"weights='{weights}', num_classes=N\), folder\)"):
+        finetune(zoo.build(name, num_classes=2), root, epochs=1)
+
+
 @pytest.mark.slow
 def test_short_finetune_on_a_generated_image_folder_improves_accuracy(tmp_path):
     from zoo.vision.data import ImageFolderDataset

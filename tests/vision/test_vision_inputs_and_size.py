@@ -165,3 +165,40 @@ def test_predict_on_paths_restores_the_model_mode(red_or_blue, mode):
     assert model.training == (mode == "train")
     predict(model, torch.randn(1, 3, 16, 16))
     assert model.training == (mode == "train")
+
+
+def _probs(rows):
+    return [r["prob"] for r in rows]
+
+
+def test_predict_runs_at_the_precision_amp_asks_for(red_or_blue):
+    from zoo.engine.precision import auto_amp
+
+    model, _ = red_or_blue
+    x = torch.randn(3, 3, 16, 16)
+    model.eval()
+    with torch.no_grad():
+        fp32 = model(x).softmax(1).max(1).values.tolist()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x)
+        bf16 = logits.float().softmax(1).max(1).values.tolist()
+    assert bf16 != fp32  # else the test could not tell the precisions apart
+    for off in (None, "fp32", "none"):
+        assert _probs(predict(model, x, amp=off)) == fp32  # exact fp32
+    assert _probs(predict(model, x, amp="bf16")) == bf16
+    auto = bf16 if auto_amp("cpu", "conv") == "bf16" else fp32  # resolved for convolutions on this CPU
+    assert _probs(predict(model, x)) == _probs(predict(model, x, amp="auto")) == auto
+    assert _probs(zoo.predict(model, x, amp=None)) == fp32  # zoo.predict takes it too
+    with pytest.raises(ValueError, match=r"amp must be 'auto', 'bf16' or None"):
+        predict(model, x, amp="fp16")  # fp16 autocast: CUDA only
+
+
+def test_predict_runs_where_the_model_is_unless_device_is_given(red_or_blue, monkeypatch):
+    model, data = red_or_blue
+    moved, to = [], model.to
+    monkeypatch.setattr(model, "to", lambda *a, **k: moved.append(a) or to(*a, **k))
+    predict(model, torch.randn(1, 3, 16, 16))
+    zoo.predict(model, str(data / "val"))
+    assert moved == []  # a model on another device would have been moved to the CPU
+    predict(model, str(data / "val"), device="cpu")
+    assert moved == [(torch.device("cpu"),)]

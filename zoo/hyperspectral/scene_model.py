@@ -187,14 +187,18 @@ class SceneClassifierMixin:
                 result.history[-1]["held_out_pixels"] = int(held_out.sum())
         return result
 
-    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, batch_size: int = 256,
-                     amp: str | None = "auto", on_overlap: str = "error", tta: bool = False, **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``; on
-        another scene than the training one, all its labelled pixels: ``all_labelled_pixels`` 1); test
-        pixels that were training pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
+    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
+                     batch_size: int = 256, amp: str | None = "auto", on_overlap: str = "error", tta: bool = False,
+                     progress: bool = False, device: Any = None, **kw) -> dict[str, float]:
+        """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``, with
+        the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`; on another scene than the
+        training one, all its labelled pixels: ``all_labelled_pixels`` 1); test pixels that were training
+        pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
         Class ids beyond the model's ``n_classes`` outputs cannot be predicted, and are refused.
         ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
-        (see :meth:`predict_scene`). On a Dataset of windows, the same metrics through the engine."""
+        (see :meth:`predict_scene`). Runs on the model's device (``device=`` moves the model there first).
+        On a Dataset of windows, the same metrics through the engine (``kw``: its options)."""
+        from zoo.hyperspectral.evaluation import SPLIT_OPTIONS, check_options
         from zoo.hyperspectral.svm import _flat, _test_mask
 
         if isinstance(data, (Dataset, DataLoader)):
@@ -203,10 +207,13 @@ class SceneClassifierMixin:
             if tta:
                 raise ValueError("tta=True works on a scene (the windows are cut here); a Dataset of windows is "
                                  "scored as it comes: pass the scene, or tta=False")
-
-            out = evaluate(self, data, batch_size=batch_size, amp=amp,
-                           metrics=("accuracy", "average_accuracy", "kappa"), **kw)
+            where = {} if device is None else {"device": device}
+            out = evaluate(self, data, batch_size=batch_size, amp=amp, progress=progress,
+                           metrics=("accuracy", "average_accuracy", "kappa"), **where, **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
+        check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, f"zoo.evaluate on {self.registry_name}",
+                      ("labels", "mask", "split", "batch_size", "amp", "on_overlap", "tta", "progress", "device",
+                       *SPLIT_OPTIONS))
         scene = as_scene(data if data is not None else default_scene(self), labels)
         chosen, whole = _test_mask(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
@@ -218,7 +225,9 @@ class SceneClassifierMixin:
                              f"Evaluate on ground truth numbered 1..{n} as in training, or leave those pixels "
                              f"out with mask=")
         require_valid_pixels(scene, test, "among the test pixels")
-        pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta)
+        if device is not None:
+            self.to(device)
+        pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta, progress=progress)
         return _flat(score_map(pred, scene.labels, test, n_classes=n), excluded, whole)
 
     # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
@@ -276,10 +285,14 @@ class SceneClassifierMixin:
         return pred
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
-                    amp: str | None = "auto", progress: bool = False, tta: bool = False) -> np.ndarray:
+                    amp: str | None = "auto", progress: bool = False, tta: bool = False,
+                    device: Any = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
-        of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning)."""
+        of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning). Runs on the
+        model's device (``device=`` moves the model there first)."""
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
+        if device is not None:
+            self.to(device)
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)
 
     def zoo_state(self) -> ModelState:

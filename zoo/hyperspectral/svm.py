@@ -23,8 +23,11 @@ from sklearn.svm import SVC
 
 from zoo.api import ModelState
 from zoo.hyperspectral.evaluation import (
+    SPLIT_OPTIONS,
     as_scene,
+    check_options,
     default_scene,
+    refuse_scene_options,
     require_valid_pixels,
     resolve_split,
     score_labels,
@@ -32,7 +35,7 @@ from zoo.hyperspectral.evaluation import (
 )
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
-from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
+from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
@@ -61,36 +64,36 @@ class HSIPipeline(Pipeline):
     """scikit-learn Pipeline on ``(N, C)`` pixels, plus scene-level training, evaluation and prediction."""
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
-    def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
-                  train_mask: Any = None, window: int = 25, block: int = 16, search: bool = False,
-                  param_grid: dict[str, list] | None = None, cv: int = 3, n_jobs: int | None = None, **unused):
+    def zoo_train(self, data: Any, *, labels: Any = None, split: Any = None, train_fraction: float | None = None,
+                  seed: int = 0, train_mask: Any = None, window: int | None = None, block: int | None = None,
+                  search: bool = False, param_grid: dict[str, list] | None = None, cv: int = 3,
+                  n_jobs: int | None = None, **unused):
         """Fit on the training pixels of ``data`` (a Scene, path or data set name) or on ``(X, y)``.
 
-        ``split="auto"``: a public data set's protocol, ``"disjoint"`` with a ``train_mask`` (array or file),
-        else spatial ``"blocks"`` (see :func:`zoo.hyperspectral.evaluation.auto_split`). The training pixels
-        are recorded (``training_record_``, saved with the weights) so no evaluation scores them.
+        ``split="auto"`` (the default): a public data set's protocol, ``"disjoint"`` with a ``train_mask``
+        (array or file), else spatial ``"blocks"`` (see :func:`zoo.hyperspectral.evaluation.auto_split`;
+        ``train_fraction`` 0.3, ``window`` 25, ``block`` 16 unless given). The training pixels are recorded
+        (``training_record_``, saved with the weights) so no evaluation scores them. ``(X, y)`` pixels are
+        fitted as they are: the split options are an error with them.
 
-        ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation on the
-        training pixels only. Returns a ``zoo.engine.TrainResult``.
+        ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation (shuffled
+        with ``seed``) on the training pixels only. Returns a ``zoo.engine.TrainResult``.
         """
         from zoo.engine import TrainResult
 
-        _reject(unused, "hsi-pca-svm training")
+        check_options(unused, "zoo.train on hsi-pca-svm", ("labels", "split", "train_fraction", "seed", "train_mask",
+                                                           "window", "block", "search", "param_grid", "cv", "n_jobs"))
         if isinstance(data, tuple) and len(data) == 2:
+            refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
+                                               "train_mask": train_mask, "window": window, "block": block})
             X, y = np.asarray(data[0]), np.asarray(data[1])
             self.split_ = None
             self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
             self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
         else:
-            scene = as_scene(data, labels)
-            sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window,
-                               block=block, train_mask=train_mask)
-            require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
-            X, y = scene.pixels(sp.train), scene.labels[sp.train]
-            self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
-                            "window": window, "block": block} if isinstance(split, str) else None)
-            self._last_split = sp
-            self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
+            X, y = self._train_pixels(as_scene(data, labels), "auto" if split is None else split,
+                                      0.3 if train_fraction is None else train_fraction, seed, train_mask,
+                                      25 if window is None else window, 16 if block is None else block)
         t0 = time.perf_counter()
         history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
         if search:
@@ -109,17 +112,36 @@ class HSIPipeline(Pipeline):
         return TrainResult(history=[history], best_metric=history[monitor], best_epoch=1, checkpoint_path=None,
                            model=self, monitor=monitor)
 
-    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None, on_overlap: str = "error",
-                     **kw) -> dict[str, float]:
-        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``);
-        on another scene than the training one, on all its labelled pixels (``all_labelled_pixels``: 1).
+    def _train_pixels(self, scene: Scene, split: Any, train_fraction: float, seed: int, train_mask: Any, window: int,
+                      block: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, y)`` of the split's training pixels; records the split and the training pixels."""
+        sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window, block=block,
+                           train_mask=train_mask)
+        require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
+        self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
+                        "window": window, "block": block} if isinstance(split, str) else None)
+        self._last_split = sp
+        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
+        return scene.pixels(sp.train), scene.labels[sp.train]
+
+    def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
+                     on_overlap: str = "error", **kw) -> dict[str, float]:
+        """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``,
+        with the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`); on another scene than
+        the training one, on all its labelled pixels (``all_labelled_pixels``: 1).
 
         Test pixels that were training pixels of this model (its weights record them) are refused
         (``on_overlap="error"``) or left out and counted (``"exclude"``: ``excluded_training_pixels``).
         Classes are the scene's ids; one the model never trained on scores 0 (``class_<id>_accuracy``).
-        ``(X, y)`` pixels are scored with their labels as they are, as ``zoo.train`` took them (0 is a class).
+        ``(X, y)`` pixels are scored with their labels as they are, as ``zoo.train`` took them (0 is a class);
+        the options that choose a scene's pixels are an error with them.
         """
+        check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, "zoo.evaluate on hsi-pca-svm",
+                      ("labels", "mask", "split", "on_overlap", *SPLIT_OPTIONS))
+        if on_overlap not in ON_OVERLAP:
+            raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
         if isinstance(data, tuple) and len(data) == 2:
+            refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, **kw})
             X, y = np.asarray(data[0]), np.asarray(data[1])
             return _flat(score_labels(self.predict(X), y))
         scene = as_scene(data if data is not None else default_scene(self), labels)
@@ -238,11 +260,6 @@ def make_pca_svm(n_components: float = 30, whiten: bool = False, C: float = 100.
     ])
 
 
-def _reject(unused: dict[str, Any], what: str) -> None:
-    if unused:
-        raise TypeError(f"{what}: unknown option(s) {sorted(unused)}")
-
-
 def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tuple[np.ndarray, bool]:
     """``(test mask, whole)``: the pixels to score, and whether they are all the labelled pixels of a scene
     other than the training scene (none of which the model saw)."""
@@ -250,7 +267,9 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tup
         raise ValueError(f"scene {scene.name!r} has no labels to score against (give ground truth: "
                          f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
     if mask is not None:
-        _reject(kw, "evaluate")
+        if kw:
+            raise ValueError(f"zoo.evaluate: mask= names the test pixels itself, so the split options "
+                             f"{', '.join(sorted(kw))} have nothing to choose; give mask= or the split options, not both")
         mask = np.asarray(mask, bool)
         if mask.shape != scene.shape[:2]:
             raise ValueError(f"mask of shape {mask.shape} does not match the {scene.shape[0]}x{scene.shape[1]} "

@@ -39,9 +39,12 @@ from zoo import fs
 from zoo.engine.logs import RunLogger, write_csv
 from zoo.engine.threads import check_threads, flush_denormal, torch_threads
 
-__all__ = ["CHECKPOINT_NAME", "evaluate", "make_env", "train"]
+__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
 CHECKPOINT_NAME = "td3_last.pt"
+"""The run's checkpoint (agent, optimizers, replay buffer, episodes): what ``resume`` continues from."""
+BEST_NAME = "td3_best.safetensors"
+"""The best evaluated policy's networks (``zoo.build("td3", weights=...)`` loads it): ``TrainResult.checkpoint_path``."""
 
 log = logging.getLogger(__name__)
 # the history columns learning_curves.png draws, against "step"
@@ -273,7 +276,8 @@ def train(
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
             ``checkpoint_every`` steps (default: ``eval_every``) and at the end (mid-episode too: a resume
             replays that episode's steps, see the module's notes on exact resume); the best evaluated
-            policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``).
+            policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
+            ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
             ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ from the
             checkpointed run's (applied and logged); any other change raises ``zoo.engine.ResumeError``.
@@ -286,7 +290,7 @@ def train(
             can be many times *slower* (each parallel region waits for the preempted thread).
 
     Returns a ``zoo.engine.TrainResult`` (history = one dict per evaluation; best metric = best mean
-    eval return; model = the agent).
+    eval return; checkpoint path = the best policy's file; model = the agent).
     """
     if total_steps is None or int(total_steps) < 1:
         raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
@@ -417,6 +421,11 @@ def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> tuple[str | N
         path = Path(resume)
     if not path.is_file():
         raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
+    if path.suffix == ".safetensors":
+        raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
+                         f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
+                         f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
+                         f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
     state = torch.load(path, map_location=agent.device, weights_only=True)
     changed = agent.load_checkpoint_state(state, run={"total_steps": run.total_steps}, what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
@@ -586,7 +595,7 @@ def _evaluate(agent, run: _Run) -> None:
         agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
         agent.best_step = agent.num_timesteps
         if run.ckpt_dir is not None:
-            agent.save(run.ckpt_dir / "td3_best.safetensors", {"step": str(agent.num_timesteps)})
+            agent.save(run.ckpt_dir / BEST_NAME, {"step": str(agent.num_timesteps)})
     agent.history.append(row)
     recent = f"{row['train_return_recent']:.1f}" if run.recent else "-"  # no episode finished yet
     run.bar.set_postfix(ret=recent, eval=f"{res['return_mean']:.1f}")
@@ -651,11 +660,22 @@ def _result(agent, run: _Run):
         history=list(agent.history),
         best_metric=evals[best_i] if best_i is not None else None,
         best_epoch=best_i + 1 if best_i is not None else None,
-        checkpoint_path=run.ckpt_path,
+        checkpoint_path=_best_file(agent, run, best_i) or run.ckpt_path,
         model=agent,
         monitor="eval_return_mean",
         resumed=run.resumed,
     )
+
+
+def _best_file(agent, run: _Run, best_i: int | None) -> Path | None:
+    """``td3_best.safetensors`` when it holds the policy of the best history row (the step it records is that
+    row's), as TrainResult documents; None when no checkpoints were written or the file is from another run."""
+    if run.ckpt_dir is None or best_i is None or not (run.ckpt_dir / BEST_NAME).is_file():
+        return None
+    from zoo import hub
+
+    path = run.ckpt_dir / BEST_NAME
+    return path if hub.read_metadata(path).get("step") == str(agent.history[best_i]["step"]) else None
 
 
 def _next_multiple(current: int, every: int | None) -> float:

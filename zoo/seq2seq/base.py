@@ -77,12 +77,16 @@ class Seq2SeqModel(Network, nn.Module):
         max_len: int | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        device: str | torch.device | None = None,
+        amp: str | None = "auto",
     ) -> list[str] | str:
         """Translate detokenized sentences; greedy with ``beam_size=1``, beam search otherwise.
 
         A single string gives a single string back. Empty or blank inputs give ``""``; characters never
         seen in training are fine (the byte-level tokenizer has no unknowns); inputs longer than the
         model's ``max_len`` are translated sentence by sentence (see :func:`zoo.seq2seq.translate.translate`).
+        Runs on the model's device (``device=`` moves the model there) at ``amp="auto"``: bf16 where this
+        device computes GEMMs faster in it, else fp32; ``amp=None`` is exact fp32.
         """
         from zoo.seq2seq.translate import translate
 
@@ -94,6 +98,8 @@ class Seq2SeqModel(Network, nn.Module):
             max_len=max_len,
             batch_size=batch_size,
             progress=progress,
+            device=device,
+            amp=amp,
         )
 
     # --- zoo's contract ---------------------------------------------------------------------------------
@@ -112,9 +118,12 @@ class Seq2SeqModel(Network, nn.Module):
 
         return corpus_data(self, data, train=train, **options)
 
-    def zoo_predict(self, inputs: Sequence[str] | str, **options: Any) -> list[str] | str:
-        """Sentences -> translations (a string gives a string); ``options``: those of :meth:`translate`."""
-        return self.translate(inputs, **options)
+    def zoo_predict(self, inputs: Sequence[str] | str, *, beam_size: int = 1, length_penalty: float = 0.6,
+                    max_len: int | None = None, batch_size: int = 64, progress: bool = False,
+                    device: str | torch.device | None = None, amp: str | None = "auto") -> list[str] | str:
+        """Sentences -> translations (a string gives a string); the options are :meth:`translate`'s."""
+        return self.translate(inputs, beam_size=beam_size, length_penalty=length_penalty, max_len=max_len,
+                              batch_size=batch_size, progress=progress, device=device, amp=amp)
 
     def zoo_state(self) -> ModelState:
         if self.tokenizer is None:

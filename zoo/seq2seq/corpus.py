@@ -51,20 +51,30 @@ def _check_tokenizer_fits(model: Any) -> None:
             f"(or none: zoo.train trains one), or build the model with src_vocab and tgt_vocab >= {n}")
 
 
-def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = None, max_tokens: int = 4096,
-                vocab_size: int | None = None, val_split: str = "val", test_split: str = "test_2016_flickr",
-                beam_size: int = 1, bleu_sentences: int | None = None, **options: Any) -> tuple[Any, dict[str, Any]]:
+def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = None, max_tokens: int | None = None,
+                batch_size: int | None = None, vocab_size: int | None = None, val_split: str = "val",
+                test_split: str = "test_2016_flickr", beam_size: int = 1, bleu_sentences: int | None = None,
+                **options: Any) -> tuple[Any, dict[str, Any]]:
     """``(loader, loop options)`` for ``model`` from a corpus folder; a Dataset/DataLoader passes through.
 
-    ``max_tokens``: tokens per batch; ``vocab_size``: of the joint tokenizer trained here when the model has
-    none (default and most: the smaller of the model's ``src_vocab`` and ``tgt_vocab``); ``beam_size`` /
-    ``bleu_sentences``: how BLEU is decoded and on how many sentences.
+    Batches hold sentences of similar length, at most ``max_tokens`` padded tokens (default 4096) or, with
+    ``batch_size``, that many sentence pairs (given both, whichever cap a batch reaches first);
+    ``vocab_size``: of the joint tokenizer trained here when the model has none (default and most: the
+    smaller of the model's ``src_vocab`` and ``tgt_vocab``); ``beam_size`` / ``bleu_sentences``: how BLEU is
+    decoded and on how many sentences, at the evaluation's ``amp``.
     """
     from zoo.seq2seq.data import ParallelDataset, load_multi30k, make_loader
     from zoo.seq2seq.translate import bleu_eval_fn
 
     if not isinstance(data, (str, os.PathLike)):
+        if batch_size is not None:
+            options["batch_size"] = batch_size  # the engine batches a Dataset (a DataLoader keeps its own)
+        if max_tokens is not None:
+            raise ValueError(f"max_tokens={max_tokens} batches a corpus folder by its token budget; a "
+                             f"{type(data).__name__} brings its own batching: leave max_tokens out")
         return data, options
+    if max_tokens is None and batch_size is None:
+        max_tokens = 4096  # fairseq's way: a token budget keeps the work per step even across lengths
     root = Path(data)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
@@ -75,11 +85,12 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     def loader(split: str, shuffle: bool) -> tuple[Any, Any]:
         text = load_multi30k(root, split, direction)
         return text, make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=max_tokens,
-                                 shuffle=shuffle, seed=int(options.get("seed", 0)))
+                                 batch_size=batch_size, shuffle=shuffle, seed=int(options.get("seed", 0)))
 
     def bleu(text: Any) -> Any:
         n = bleu_sentences
-        return bleu_eval_fn(text.src[:n] if n else text.src, text.tgt[:n] if n else text.tgt, beam_size=beam_size)
+        return bleu_eval_fn(text.src[:n] if n else text.src, text.tgt[:n] if n else text.tgt, beam_size=beam_size,
+                            amp=options.get("amp", "auto"))
 
     if train:
         if model.tokenizer is None:

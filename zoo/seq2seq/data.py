@@ -3,7 +3,8 @@
 A batch is ``((src (B, S), tgt_in (B, T)), tgt_out (B, T))``, right-padded with ``PAD_ID``; ``tgt_in``
 starts with BOS and ``tgt_out`` ends with EOS (teacher forcing). Batches are formed from sentences of
 similar length (sorted within large shuffled pools) so that padding stays small, and are sized by a
-token budget ``max_tokens`` (the longest sentence times the number of rows), as fairseq does.
+token budget ``max_tokens`` (the longest sentence times the number of rows), as fairseq does, or by a
+sentence count ``batch_size``.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ class ParallelDataset(Dataset):
 
 
 class TokenBucketSampler(Sampler[list[int]]):
-    """Batches of similar-length examples whose padded size stays under ``max_tokens``.
+    """Batches of similar-length examples whose padded size stays under ``max_tokens``, or of ``batch_size``
+    examples each (both given: whichever cap a batch reaches first, as fairseq's ``--max-tokens`` with
+    ``--batch-size``).
 
     Each epoch shuffles the examples, sorts them by length inside pools of ``pool`` batches' worth,
     cuts batches along the sorted order and shuffles the batch order (``shuffle=False``: one fixed,
@@ -140,12 +143,19 @@ class TokenBucketSampler(Sampler[list[int]]):
     """
 
     def __init__(
-        self, lengths: Sequence[int], max_tokens: int = 4096, shuffle: bool = True, seed: int = 0, pool: int = 100
+        self, lengths: Sequence[int], max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0,
+        pool: int = 100, *, batch_size: int | None = None,
     ) -> None:
-        if max_tokens < max(lengths, default=0):
+        for name, value in (("max_tokens", max_tokens), ("batch_size", batch_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if max_tokens is None and batch_size is None:
+            raise ValueError("give max_tokens (tokens per batch) or batch_size (sentences per batch), or both")
+        if max_tokens is not None and max_tokens < max(lengths, default=0):
             raise ValueError(f"max_tokens={max_tokens} is smaller than the longest example ({max(lengths)} tokens)")
         self.lengths = list(lengths)
-        self.max_tokens, self.shuffle, self.seed, self.pool = max_tokens, shuffle, seed, pool
+        self.max_tokens, self.batch_size = max_tokens, batch_size
+        self.shuffle, self.seed, self.pool = shuffle, seed, pool
         self.epoch = 0
         self._batches = self._make(0)
 
@@ -158,14 +168,16 @@ class TokenBucketSampler(Sampler[list[int]]):
         if self.shuffle:
             rng.shuffle(idx)
             mean = max(1.0, sum(self.lengths) / max(1, len(self.lengths)))
-            pool = max(1, int(self.pool * self.max_tokens / mean))
+            rows = min(self.max_tokens / mean if self.max_tokens is not None else float("inf"),
+                       self.batch_size if self.batch_size is not None else float("inf"))
+            pool = max(1, int(self.pool * rows))
             idx = [i for s in range(0, len(idx), pool) for i in sorted(idx[s : s + pool], key=self.lengths.__getitem__)]
         else:
             idx.sort(key=self.lengths.__getitem__)
         batches, cur, longest = [], [], 0
         for i in idx:
             n = max(longest, self.lengths[i])
-            if cur and n * (len(cur) + 1) > self.max_tokens:
+            if cur and self._full(len(cur), n):
                 batches.append(cur)
                 cur, n = [], self.lengths[i]
             cur.append(i)
@@ -175,6 +187,11 @@ class TokenBucketSampler(Sampler[list[int]]):
         if self.shuffle:
             rng.shuffle(batches)
         return batches
+
+    def _full(self, rows: int, longest: int) -> bool:
+        """Whether a batch of ``rows`` examples may not take one more, whose padded length would be ``longest``."""
+        over_tokens = self.max_tokens is not None and longest * (rows + 1) > self.max_tokens
+        return over_tokens or (self.batch_size is not None and rows >= self.batch_size)
 
     def __iter__(self) -> Iterator[list[int]]:
         self._batches = self._make(self.epoch)
@@ -201,8 +218,11 @@ def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor,
 
 
 def make_loader(
-    dataset: ParallelDataset, max_tokens: int = 4096, shuffle: bool = True, seed: int = 0
+    dataset: ParallelDataset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
+    batch_size: int | None = None,
 ) -> DataLoader:
-    """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is)."""
-    sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed)
+    """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is): batches of at most
+    ``max_tokens`` padded tokens and/or ``batch_size`` sentences (None: no such cap)."""
+    sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
+                                 batch_size=batch_size)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)

@@ -18,9 +18,12 @@ __all__ = ["evaluate_classifier", "predict_dataset"]
 
 @torch.no_grad()
 def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = "auto",
-                    device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode."""
+                    device: str | torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode, on the model's
+    device (``device=`` moves the model there first)."""
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    if device is None:
+        device = next(model.parameters(), torch.empty(0)).device
     amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     was_training = model.training
@@ -39,7 +42,7 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
 
 def evaluate_classifier(model: nn.Module, data: Dataset | DataLoader, *, class_names: Sequence[str] | None = None,
                         confusion_png: str | os.PathLike | None = None, batch_size: int = 64,
-                        amp: str | None = "auto", device: str = "cpu") -> dict[str, Any]:
+                        amp: str | None = "auto", device: str | torch.device | None = None) -> dict[str, Any]:
     """``{"accuracy", "per_class_recall": {class: recall}, "confusion_matrix": [[...]]}``; writes the
     row-normalised confusion matrix to ``confusion_png`` when given."""
     logits, targets = predict_dataset(model, data, batch_size=batch_size, amp=amp, device=device)

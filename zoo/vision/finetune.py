@@ -285,6 +285,19 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
     a warning) and the class names the model predicts."""
     classes = None
     if isinstance(data, (str, os.PathLike)):
+        if getattr(model, "pretrained_cfg", None) is None:
+            hint = ""
+            if registered := getattr(model, "registry_name", None):
+                from zoo import list_weights
+
+                tags = [w.split(".", 1)[1] for w in list_weights(registered)]
+                weights = repr(tags[0]) if tags else "PATH"
+                hint = (f"; to fine-tune the zoo model {registered!r} on its own kind of folder, train it from its "
+                        f"weights with a new head: zoo.train(zoo.build({registered!r}, weights={weights}, "
+                        f"num_classes=N), folder)")
+            raise TypeError(f"finetune reads {data} as an image folder, preprocessed as the model's pretrained_cfg "
+                            f"says (zoo vision networks have one); a {type(model).__name__} has none: pass a Dataset "
+                            f"or DataLoader of (input, label) batches, or (X, y) tensors{hint}")
         from zoo.vision.data import load_image_folders
         from zoo.vision.transforms import transforms_for
 
@@ -292,7 +305,11 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         train_tf = transforms_for(model, train=True, image_size=image_size) if augment else eval_tf
         train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
         classes = train_data.classes
-        num_classes = len(classes) if num_classes is None else num_classes
+        if num_classes is not None and num_classes != len(classes):
+            # zoo.train refuses the same mismatch: outputs no folder class maps to could never be trained
+            raise ValueError(f"{data} has {len(classes)} classes ({', '.join(classes)}) but num_classes={num_classes}: "
+                             f"leave num_classes out (the folder sets the head size) or pass num_classes={len(classes)}")
+        num_classes = len(classes)
     else:
         train_data, val_data = _split_data(data)
     current = _num_outputs(model)
@@ -343,8 +360,8 @@ def finetune(
             ``image_size`` on a folder records it in ``pretrained_cfg``: evaluate, predict and
             ``zoo.save`` then use it.
         strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
-        num_classes: head size; default: the folder's class count. A different size replaces the head
-            (with a warning).
+        num_classes: head size; default: the folder's class count (on a folder, another count is an
+            error). A head of another size is replaced (with a warning).
         backbone_lr_mult: backbone learning rate as a fraction of the head's (``full``, ``gradual``).
         unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``).
         top_stages: ``top``: how many backbone stages train, from the top (default 1).

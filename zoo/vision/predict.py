@@ -13,6 +13,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
+from zoo.engine.precision import model_op_kind, resolve_amp
 from zoo.inputs import check_predict_options, class_rows, collect_files
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
@@ -38,7 +39,8 @@ def predict(
     classes: Sequence[str] | None = None,
     transform: Any = None,
     batch_size: int = 32,
-    device: str = "cpu",
+    device: str | torch.device | None = None,
+    amp: str | None = "auto",
     exif_transpose: bool = True,
 ) -> list[dict[str, Any]]:
     """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
@@ -50,19 +52,23 @@ def predict(
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
     Photos are turned upright per their EXIF orientation (``exif_transpose=False``: classified as stored).
+    The model runs where it is; ``device=`` moves it there first (and it stays there, as with
+    ``model.to(device)``). ``amp="auto"``: bf16 where this device computes convolutions faster in it, else
+    fp32; ``amp=None`` (or ``"fp32"``) is exact fp32, ``"bf16"`` forces bf16 (``"fp16"`` on CUDA only).
     The model's train/eval mode is restored on return.
     """
     check_predict_options(topk, batch_size)
+    device, dtype = _placement(model, device, amp)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = list(classes) if classes is not None else cfg.get("classes")
     if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
         inputs = torch.from_numpy(inputs)
     if isinstance(inputs, torch.Tensor):
-        return _predict_tensor(model, inputs, topk, names, batch_size, device)
+        return _predict_tensor(model, inputs, topk, names, batch_size, device, dtype)
     named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
     was_training = model.training
-    model.eval().to(device)
+    model.eval()
     results: list[tuple[int, dict[str, Any]]] = []
     try:
         for start in range(0, len(named), batch_size):
@@ -82,12 +88,26 @@ def predict(
                 ok.append((pos, key))
             if not tensors:
                 continue
-            probs = model(torch.stack(tensors).to(device)).float().softmax(dim=1).cpu()  # (B, K)
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                logits = model(torch.stack(tensors).to(device))  # (B, K)
+            probs = logits.float().softmax(dim=1).cpu()
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
     finally:
         model.train(was_training)
     return [row for _, row in sorted(results, key=lambda r: r[0])]
+
+
+def _placement(model: nn.Module, device: str | torch.device | None,
+               amp: Any) -> tuple[torch.device, torch.dtype | None]:
+    """Where ``predict`` runs and the autocast dtype (None: fp32): the model's own device unless ``device`` is
+    given (the model is then moved there), ``amp`` resolved for the model's kind of op on that device."""
+    target = next(model.parameters(), torch.empty(0)).device if device is None else torch.device(device)
+    # fp16 autocast is for CUDA (no grad scaler is needed to infer); resolved before the move: a bad amp moves nothing
+    amp = resolve_amp(amp, target, op=model_op_kind(model), allow_fp16=target.type == "cuda")
+    if device is not None:
+        model.to(target)
+    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
@@ -131,7 +151,7 @@ def _in_channels(model: nn.Module) -> int | None:
 
 
 def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequence[str] | None, batch_size: int,
-                    device: str) -> list[dict[str, Any]]:
+                    device: torch.device, dtype: torch.dtype | None) -> list[dict[str, Any]]:
     if x.dim() != 4 or not x.is_floating_point():
         raise ValueError(f"a tensor input must be a preprocessed float batch (N, C, H, W), got {x.dtype} "
                          f"{tuple(x.shape)}")
@@ -142,10 +162,11 @@ def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequenc
         raise ValueError(f"the batch has {x.shape[1]} channels (shape {tuple(x.shape)}) but the network takes "
                          f"{channels}: pass (N, {channels}, H, W), preprocessed as transforms_for(model) does")
     was_training = model.training
-    model.eval().to(device)
+    model.eval()
     try:
-        probs = torch.cat([model(x[i:i + batch_size].to(device)).float().softmax(dim=1).cpu()
-                           for i in range(0, len(x), batch_size)])  # (N, K)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            logits = [model(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)]
+        probs = torch.cat(logits).softmax(dim=1).cpu()  # (N, K)
     finally:
         model.train(was_training)
     return class_rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)
