@@ -155,9 +155,18 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
         model = model_or_name
     if not hasattr(model, "zoo_finetune"):
         tunable = [n for n in registry.list_models() if n == "resnet18"]
+        name = getattr(model, "registry_name", None) or (model_or_name if isinstance(model_or_name, str) else None)
+        if name in registry.list_models() and "num_classes" in registry.model_info(name).default_config:
+            # a zoo network with a class head (the video ones): zoo.vision.finetune.finetune cannot read its
+            # data, but training it from its weights with a new head is its fine-tuning
+            tags = [w.split(".", 1)[1] for w in list_weights(name)]
+            given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+            how = (f"to fine-tune the zoo network {name!r}, train it from its weights with a new head: "
+                   f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}, num_classes=N), {given})")
+        else:
+            how = "for any torchvision-style classifier use zoo.vision.finetune.finetune(model, data, ...)"
         raise TypeError(f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no "
-                        f"zoo_finetune); models that fine-tune: {', '.join(tunable)}. For any torchvision-style "
-                        "classifier use zoo.vision.finetune.finetune(model, data, ...)")
+                        f"zoo_finetune); models that fine-tune: {', '.join(tunable)}; {how}")
     return model.zoo_finetune(data, strategy=strategy, **config)
 
 

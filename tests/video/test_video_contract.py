@@ -199,3 +199,41 @@ def test_predict_runs_where_the_model_is_unless_device_is_given(folder, monkeypa
     zoo.predict(model, folder / "a" / "0.avi", device="cpu")
     video_predict.predict_video(model, folder / "a" / "0.avi", num_segments=2, transform=to_float, device="cpu")
     assert moved == [(torch.device("cpu"),)] * 2
+
+
+# --- evaluate_videos runs where the model is; zoo.finetune names what fine-tunes a video network ----------
+
+
+def test_evaluate_videos_runs_where_the_model_is_unless_device_is_given(folder, monkeypatch):
+    from zoo.video import transforms as VT
+    from zoo.video.evaluation import evaluate_videos
+    from zoo.video.ucf101 import VideoClipDataset
+
+    videos = [(str(folder / c / f"{i}.avi"), k) for k, c in enumerate("abc") for i in range(2)]
+    ds = VideoClipDataset(videos, ["a", "b", "c"], sampling="segments", num_segments=2, frames_per_clip=1,
+                          train=False, transform=VT.ToFloat(), progress=False)
+    model = zoo.build("video-tsn", num_classes=3, stem="cifar")
+    moved, to = [], model.to
+    monkeypatch.setattr(model, "to", lambda *a, **k: moved.append(a) or to(*a, **k))
+    out = evaluate_videos(model, ds, batch_size=6, amp=None)
+    assert out["videos"] == 6 and moved == []  # run where it is
+    # "cpu:0" stands for a device the model is on other than the old default, "cpu" (a GPU, on a GPU machine)
+    monkeypatch.setattr("zoo.video.evaluation.model_device", lambda m: torch.device("cpu", 0))
+    seen = []
+    monkeypatch.setattr("zoo.video.evaluation.resolve_amp", lambda amp, device, **k: seen.append(device))
+    evaluate_videos(model, ds, batch_size=6, amp=None)
+    assert seen == [torch.device("cpu", 0)] and moved == []
+    evaluate_videos(model, ds, batch_size=6, amp=None, device="cpu")  # a device given: the model goes there
+    assert seen[-1] == torch.device("cpu") and moved == [(torch.device("cpu"),)]
+
+
+def test_finetune_of_a_video_network_names_the_call_that_works_and_that_call_works(folder):
+    model = zoo.build("video-tsn", num_classes=3)
+    with pytest.raises(TypeError, match=r"zoo\.train\(zoo\.build\('video-tsn', weights='synthetic-actions', "
+                                        rf"num_classes=N\), '{folder}'\)") as info:
+        zoo.finetune(model, str(folder))
+    assert "zoo.vision.finetune" not in str(info.value)  # it cannot read a video folder
+    with pytest.warns(UserWarning, match="left freshly initialised"):
+        tuned = zoo.build("video-tsn", weights="synthetic-actions", num_classes=3)
+    result = zoo.train(_small(tuned), str(folder), epochs=1, batch_size=3, progress=False, amp=None)
+    assert result.history[-1]["step"] == 2 and tuned.fc.out_features == 3

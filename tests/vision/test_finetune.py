@@ -206,3 +206,81 @@ def test_short_finetune_on_a_generated_image_folder_improves_accuracy(tmp_path):
     assert after["accuracy"] >= 0.9 and after["accuracy"] > before, (before, after)
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
     assert set(after["per_class_recall"]) == {"horizontal", "vertical"}
+
+
+# --- where it runs, seeding, and what the tuned network says it is --------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["head", "full"])  # head with augment=False: the feature-cache path
+def test_finetune_trains_where_the_model_is_unless_device_is_given(monkeypatch, strategy):
+    from types import SimpleNamespace
+
+    import zoo.engine
+
+    devices = []
+
+    def fake_fit(model, *args, device=None, **kwargs):
+        devices.append(device)
+        return SimpleNamespace()
+
+    monkeypatch.setattr(zoo.engine, "fit", fake_fit)
+    model = _model()
+    zoo.finetune(model, _data(), strategy=strategy, epochs=1, **FIT)
+    assert devices == [None]  # fit's own default: the model's device (before: "cpu", moving a GPU model off it)
+    zoo.finetune(model, _data(), strategy=strategy, epochs=1, device="cpu", **FIT)
+    assert devices[-1] == "cpu"
+
+
+def test_extract_features_runs_where_the_model_is_unless_device_is_given(monkeypatch):
+    import zoo.engine.data
+    from zoo.vision import finetune as ft
+
+    seen = []
+    real = ft.resolve_amp
+    monkeypatch.setattr(ft, "resolve_amp", lambda amp, device, **k: seen.append(device) or real(amp, device, **k))
+    # "cpu:0" stands for a device the model is on other than the old default, "cpu" (a GPU, on a GPU machine)
+    monkeypatch.setattr(zoo.engine.data, "model_device", lambda model: torch.device("cpu", 0))
+    model = _model()
+    feats = ft.extract_features(model, _data(n=4), progress=False)
+    assert feats.tensors[0].shape == (4, 512) and seen == [torch.device("cpu", 0)]
+    ft.extract_features(model, _data(n=4), device="cpu", progress=False)
+    assert seen[-1] == torch.device("cpu")  # a device given is used
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_finetune_on_a_gpu_model_stays_on_the_gpu():
+    for strategy in ("head", "full"):
+        model = _model().cuda()
+        result = zoo.finetune(model, _data(), strategy=strategy, epochs=1, **FIT)
+        assert all(p.is_cuda for p in result.model.parameters()), strategy
+
+
+def test_the_same_seed_gives_the_same_finetune_of_a_model_object():
+    """Before: the new head was drawn from whatever state the generators were in; fit seeded only after."""
+    base = _model(num_classes=3)
+    runs = []
+    for noise in (1, 2):
+        torch.manual_seed(noise)  # the caller's generators in another state each time
+        model = copy.deepcopy(base)
+        with pytest.warns(UserWarning, match="replacing the 3-class head"):
+            zoo.finetune(model, _data(), num_classes=2, strategy="head", epochs=1, seed=7, **FIT)
+        runs.append(model.fc.state_dict())
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+
+
+def test_a_finetuned_model_records_its_origin_not_the_weights_name(tmp_path):
+    from zoo.vision.export import _input_cfg
+
+    root = _stripes(tmp_path / "data", n_per_class=2, size=8)
+    model = _model(num_classes=10)
+    model.pretrained_cfg = {**model.pretrained_cfg, "weights": "resnet18.cifar10"}  # as _load_weights sets it
+    with pytest.warns(UserWarning, match="replacing the 10-class head"):
+        zoo.finetune(model, root, epochs=1, image_size=8, **FIT)
+    cfg = model.pretrained_cfg
+    assert "weights" not in cfg and cfg["finetuned_from"] == "resnet18.cifar10"
+    assert cfg["classes"] == ["horizontal", "vertical"]
+    assert "weights" not in _input_cfg(cfg, torch.zeros(1, 3, 8, 8))  # what an export's metadata would claim
+    path = zoo.save(model, tmp_path / "ants.safetensors")
+    again = zoo.build("resnet18", weights=str(path), stem="cifar", num_classes=2)
+    assert again.pretrained_cfg["finetuned_from"] == "resnet18.cifar10"
+    assert again.pretrained_cfg["weights"] == str(path)  # the file it holds now

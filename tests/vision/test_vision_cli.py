@@ -45,8 +45,22 @@ def test_finetune_command_errors(tmp_path, capsys):
     (tmp_path / "d" / "train" / "a").mkdir(parents=True)
     (tmp_path / "d" / "train" / "b").mkdir(parents=True)
     Image.new("RGB", (8, 8)).save(tmp_path / "d" / "train" / "a" / "x.png")
-    assert main(["finetune", "resnet18", "--data", str(tmp_path / "d"), "--model", "stem=cifar"]) == 2
+    assert main(["finetune", "resnet18", "--data", str(tmp_path / "d"), "--model", "stem=cifar",
+                 "--out-dir", str(tmp_path / "out")]) == 2
     assert "no usable images: ['b']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["afile", "afile/run"])
+def test_finetune_refuses_an_out_dir_it_cannot_make_before_training(tmp_path, capsys, monkeypatch, where):
+    import zoo
+
+    (tmp_path / "afile").write_text("not a folder")
+    data = _folder(tmp_path / "data")
+    monkeypatch.setattr(zoo, "finetune", lambda *a, **k: pytest.fail("trained before checking --out-dir"))
+    assert main(["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar",
+                 "--out-dir", str(tmp_path / where)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out-dir {tmp_path / where}" in err
 
 
 def test_demo_step_runs_or_says_which_command_makes_the_weights(capsys):

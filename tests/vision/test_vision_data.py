@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -127,3 +130,23 @@ def test_tensor_pipeline_is_reproducible_and_centre_crops(tmp_path):
     a = [x for x, _ in tensor_loader(images, targets, batch_size=2, train=True, pad=2, mean=(0, 0, 0), std=(1, 1, 1))]
     b = [x for x, _ in tensor_loader(images, targets, batch_size=2, train=True, pad=2, mean=(0, 0, 0), std=(1, 1, 1))]
     assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not_npz", "no_key"])
+def test_an_unreadable_tensor_cache_is_rebuilt_with_a_warning(tmp_path, damage):
+    from zoo.vision.tensor_data import load_or_decode
+
+    root = _messy(tmp_path) / "val"
+    cache = tmp_path / "cache.npz"
+    images, _, _ = load_or_decode(root, cache, size=8, progress=False)
+    good = cache.read_bytes()
+    if damage == "no_key":  # a readable .npz written by something else
+        np.savez(cache, images=np.zeros(1))
+    else:
+        cache.write_bytes({"truncated": good[: len(good) // 2], "empty": b"", "not_npz": b"hello" * 20}[damage])
+    with pytest.warns(UserWarning, match=f"image cache {re.escape(str(cache))} cannot be read"):
+        again, _, classes = load_or_decode(root, cache, size=8, progress=False)
+    assert torch.equal(again, images) and classes == ["ants", "bees"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rewritten whole: read back without a word
+        assert torch.equal(load_or_decode(root, cache, size=8, progress=False)[0], images)

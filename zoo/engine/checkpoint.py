@@ -222,10 +222,11 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(f"{path} is empty (0 bytes): not a loadable checkpoint")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, ...)
-        first = str(err).splitlines()[0] if str(err) else ""
+    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, OSError, ...)
+        from zoo.hub.state import load_error_reason
+
         raise CheckpointError(f"{path} is not a loadable checkpoint (truncated or corrupt; "
-                              f"{type(err).__name__}: {first})") from None
+                              f"{type(err).__name__}: {load_error_reason(err)})") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
                               f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")

@@ -171,13 +171,19 @@ def check_complete(path: str | os.PathLike) -> None:
             raise CorruptWeightsError(f"{path}: a torch.save archive without its end ({err}): truncated") from None
 
 
+def load_error_reason(err: BaseException) -> str:
+    """``torch.load``'s reason for failing, in one line, without its advice to load with ``weights_only=False``
+    (which would run whatever code a tampered file names) or to allow-list a refused global."""
+    lines = [ln.split("WeightsUnpickler error:", 1)[-1].strip() for ln in str(err).splitlines()]
+    lines = [ln for ln in lines if ln and "weights_only" not in ln
+             and not ln.startswith(("Weights only load failed", "Check the documentation", "Please file an issue"))]
+    return lines[0].split(" Please use", 1)[0] if lines else type(err).__name__
+
+
 def _unpickling_error(path: Path, err: pickle.UnpicklingError) -> Exception:
     """A pickle asking for code (a global the weights-only unpickler does not allow) is refused as such; a
     corrupt file, whose bytes the unpickler cannot even read, is a CorruptWeightsError with its reason."""
-    # torch wraps the unpickler's own reason in advice (to load with weights_only=False) that must not be passed on
-    lines = [ln.split("WeightsUnpickler error:", 1)[-1].strip() for ln in str(err).splitlines()]
-    reason = next((ln for ln in lines if ln and not ln.startswith(("Weights only load failed", "Check the documentation"))),
-                  "")
+    reason = load_error_reason(err)
     if not any(m in reason.lower() for m in ("unsupported operand", "stack", "eof", "truncated")):
         return pickle.UnpicklingError(
             f"refusing to load {path}: it is not a plain state dict, and loading it would run code it names "

@@ -46,6 +46,8 @@ CHECKPOINT_NAME = "td3_last.pt"
 BEST_NAME = "td3_best.safetensors"
 """The best evaluated policy's networks (``zoo.build("td3", weights=...)`` loads it): ``TrainResult.checkpoint_path``."""
 
+_FORMAT = "zoo.td3.checkpoint/1"  # what TD3Agent.checkpoint_state writes
+
 log = logging.getLogger(__name__)
 # the history columns learning_curves.png draws, against "step"
 _PLOTTED = ("step", "eval_return_mean", "train_return_recent", "critic_loss", "actor_loss", "steps_per_s")
@@ -148,6 +150,32 @@ def _atomic_torch_save(obj: Any, path: Path) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
+
+
+def _read_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
+    """The TD3 checkpoint at ``path``. An empty, truncated, corrupt or foreign file is a
+    ``zoo.engine.CheckpointError`` naming it and how to go on: torch's own errors name no file, and its advice
+    (load with ``weights_only=False``) would run whatever code a tampered file names."""
+    from zoo.engine.checkpoint import CheckpointError
+    from zoo.hub.state import load_error_reason
+
+    how = (f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
+           "checkpoint_dir)")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): not a loadable TD3 checkpoint; {how}")
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # noqa: BLE001  (torch raises OSError, RuntimeError, EOFError, UnpicklingError, ...)
+        raise CheckpointError(f"{path} is not a loadable TD3 checkpoint (truncated or corrupt; "
+                              f"{type(err).__name__}: {load_error_reason(err)}); {how}") from None
+    fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
+    if fmt != _FORMAT:
+        what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
+            if fmt == "zoo.checkpoint/1" else ""
+        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {_FORMAT!r}, got {fmt!r}{what}; "
+                              f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
+                              "checkpoint_dir=...) writes")
+    return state
 
 
 def _env_rng_state(env) -> str | None:
@@ -299,30 +327,51 @@ def train(
         raise ValueError(f"eval_every must be >= 0, got {eval_every}")
     check_threads(threads)  # a bad value fails before an env is made
     ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
-                    eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
-                    ckpt_every=checkpoint_every if checkpoint_every is not None else (eval_every or None),
-                    log_dir=Path(log_dir) if log_dir is not None else ckpt_dir)
-    try:
-        # Adam's second moments and small gradients underflow into denormals as training goes on; on x86
-        # they made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here): flushed to zero for
-        # the run, the caller's setting (and thread count) restored afterwards
-        with torch_threads(threads), flush_denormal():
-            _start(agent, run, resume, seed, progress)
-            while agent.num_timesteps < run.total_steps:
-                done, reward = _collect(agent, run)
-                _update(agent, run)
-                ended = _end_episodes(agent, run, done, reward)
-                if agent.num_timesteps >= run.next_eval:
-                    _evaluate(agent, run)
-                # checkpoints only where an episode just ended: then the run's state is fully saveable
-                if agent.num_timesteps >= run.next_ckpt and (ended or run.vec):
-                    _checkpoint(agent, run)
-                run.need_reset = not run.vec and bool(done[0])
-            _finish(agent, run)
-    finally:
-        _close(run)
+    logs = Path(log_dir) if log_dir is not None else ckpt_dir
+    with _own_folders(ckpt_dir, logs):  # before any work: a folder that cannot be ours fails at once
+        run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
+                        eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
+                        ckpt_every=checkpoint_every if checkpoint_every is not None else (eval_every or None),
+                        log_dir=logs)
+        try:
+            # Adam's second moments and small gradients underflow into denormals as training goes on; on x86
+            # they made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here): flushed to zero for
+            # the run, the caller's setting (and thread count) restored afterwards
+            with torch_threads(threads), flush_denormal():
+                _start(agent, run, resume, seed, progress)
+                _loop(agent, run)
+                _finish(agent, run)
+        finally:
+            _close(run)
     return _result(agent, run)
+
+
+@contextlib.contextmanager
+def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None):
+    """The run's folders, as the engine's fit owns its own: created (a file in the way, or a read-only
+    place, fails before the first step instead of at the first checkpoint), locked for the run's whole life
+    (a second run there fails at once, naming this one: two writers would interleave one td3_last.pt), and
+    swept of the temp files that killed writers left there."""
+    with contextlib.ExitStack() as stack:
+        for folder in sorted({d for d in (checkpoint_dir, log_dir) if d is not None}):
+            fs.ensure_dir(folder, "checkpoint_dir" if folder == checkpoint_dir else "log_dir")
+            stack.enter_context(fs.FolderLock(folder, "training run"))
+            fs.sweep_temps(folder)
+        yield
+
+
+def _loop(agent, run: _Run) -> None:
+    """Per environment step: collect, update, end episodes, evaluate, checkpoint, up to ``total_steps``."""
+    while agent.num_timesteps < run.total_steps:
+        done, reward = _collect(agent, run)
+        _update(agent, run)
+        ended = _end_episodes(agent, run, done, reward)
+        if agent.num_timesteps >= run.next_eval:
+            _evaluate(agent, run)
+        # checkpoints only where an episode just ended: then the run's state is fully saveable
+        if agent.num_timesteps >= run.next_ckpt and (ended or run.vec):
+            _checkpoint(agent, run)
+        run.need_reset = not run.vec and bool(done[0])
 
 
 def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Run:
@@ -426,7 +475,7 @@ def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> tuple[str | N
                          f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
                          f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
                          f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
-    state = torch.load(path, map_location=agent.device, weights_only=True)
+    state = _read_checkpoint(path, agent.device)
     changed = agent.load_checkpoint_state(state, run={"total_steps": run.total_steps}, what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}

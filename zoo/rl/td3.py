@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ __all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces"]
 # what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
 # scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
 RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
+
+log = logging.getLogger(__name__)
 
 
 def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
@@ -191,16 +194,16 @@ class TD3Agent:
             self.buffer = ReplayBuffer(self.config.buffer_size, self.obs_dim, self.act_dim, self.device)
         return self.buffer
 
-    def _build_compute_copies(self) -> None:
+    def _build_compute_copies(self, precision: str | None = None) -> None:
         """Seat the four networks in flat buffers (:mod:`zoo.rl.flat`) with the compute precision that
-        ``config.amp`` resolves to here. In bf16 the hidden layers run on bf16 copies of the fp32
-        masters (which Adam and the soft update keep: a tau=0.005 lerp would round away in bf16),
-        refreshed by one copy per step. Only the wide hidden-to-hidden layers run in bf16
-        (:func:`zoo.rl.networks.lowp_layers`): the observation layer and the one-unit output layers
-        stay fp32 (faster there, and the heads keep Q values and actions at fp32 resolution: bf16 would
-        round a Q of -500 to a step of 2)."""
-        self.precision = resolve_amp(self.config.amp, self.device, op="matmul", allow_fp16=False,
-                                    training=True) or "fp32"
+        ``config.amp`` resolves to here (``precision``, ``"bf16"`` or ``"fp32"``, overrides it: a resume keeps
+        the checkpoint's). In bf16 the hidden layers run on bf16 copies of the fp32 masters (which Adam and
+        the soft update keep: a tau=0.005 lerp would round away in bf16), refreshed by one copy per step.
+        Only the wide hidden-to-hidden layers run in bf16 (:func:`zoo.rl.networks.lowp_layers`): the
+        observation layer and the one-unit output layers stay fp32 (faster there, and the heads keep Q values
+        and actions at fp32 resolution: bf16 would round a Q of -500 to a step of 2)."""
+        self.precision = precision or resolve_amp(self.config.amp, self.device, op="matmul", allow_fp16=False,
+                                                  training=True) or "fp32"
         self._dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         arch = tuple(self.config.net_arch)
         lowp_a = nets.lowp_layers((self.obs_dim, *arch, self.act_dim))
@@ -394,6 +397,8 @@ class TD3Agent:
             "settings": json.dumps({**self.resume_settings(), **(run or {})}),
             "action_noise": self.action_noise.state() if self.action_noise is not None else torch.zeros(0),
             "losses": {"sum": self._loss_sum.cpu().clone(), "n": list(self._loss_n)},
+            # what amp resolved to: amp="auto" is decided per machine, and a resume keeps this
+            "precision": {"amp": self.precision, "device": self.device.type},
         }
 
     def load_checkpoint_state(self, state: dict[str, Any], run: dict[str, Any] | None = None,
@@ -409,6 +414,7 @@ class TD3Agent:
                 raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={getattr(self, key)}")
         recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
         changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what)
+        self._resume_precision(state.get("precision"), what)
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
@@ -432,6 +438,18 @@ class TD3Agent:
             self._loss_n = [int(n) for n in state["losses"]["n"]]
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
         return changed
+
+    def _resume_precision(self, recorded: Any, what: str) -> None:
+        """``amp="auto"`` is decided per machine (:mod:`zoo.engine.precision`): a resume keeps the precision the
+        checkpointed run trained in, so that it does not switch halfway (which would also break the exact
+        resume), as the engine's resume does. On another kind of device, or with an explicit ``amp`` (which
+        the checkpoint's settings must match), the choice made now stands."""
+        if self.config.amp != "auto" or not isinstance(recorded, dict) or recorded.get("device") != self.device.type \
+                or recorded.get("amp") not in ("bf16", "fp32") or recorded["amp"] == self.precision:
+            return
+        log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
+                 recorded["amp"], what, self.precision)
+        self._build_compute_copies(recorded["amp"])
 
     def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str) -> dict[str, tuple[Any, Any]]:
         try:

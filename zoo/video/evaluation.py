@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from zoo.engine.data import model_device
 from zoo.engine.precision import model_op_kind, resolve_amp
 
 __all__ = ["evaluate_videos", "video_eval_fn"]
@@ -39,19 +40,24 @@ def evaluate_videos(
     *,
     batch_size: int = 8,
     num_workers: int = 0,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     amp: str | None = "auto",
     progress: bool = False,
 ) -> dict[str, float]:
-    """``{"clip_accuracy", "video_accuracy", "loss", "clips", "videos"}`` of ``model`` on ``dataset``."""
+    """``{"clip_accuracy", "video_accuracy", "loss", "clips", "videos"}`` of ``model`` on ``dataset``.
+
+    ``device``: where to run; default: where the model is (a given one moves the model there, and it
+    stays), as :func:`zoo.engine.evaluate`."""
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"evaluate_videos needs a video clip dataset with video_index(); got {type(dataset).__name__}")
     from tqdm.auto import tqdm
 
     loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers)
     was_training = model.training
+    device = model_device(model) if device is None else torch.device(device)
+    if device != model_device(model):
+        model.to(device)
     model.eval()
-    device = torch.device(device)
     amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=False)  # "auto": bf16 where it runs faster
     autocast = (
         torch.autocast(device.type, dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext()
@@ -91,8 +97,7 @@ def video_eval_fn(batch_size: int = 8, num_workers: int = 0, amp: str | None = "
     """An ``eval_fn`` for :func:`zoo.engine.fit` adding ``video_accuracy`` to each epoch's validation."""
 
     def eval_fn(model: nn.Module, val_data) -> dict[str, float]:
-        device = next(model.parameters()).device
-        out = evaluate_videos(model, val_data, batch_size=batch_size, num_workers=num_workers, device=device, amp=amp)
+        out = evaluate_videos(model, val_data, batch_size=batch_size, num_workers=num_workers, amp=amp)
         return {"video_accuracy": out["video_accuracy"]}
 
     return eval_fn

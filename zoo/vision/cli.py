@@ -47,20 +47,21 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
 @command("finetune", "fine-tune a pretrained classifier on an image folder (head / full / gradual)", _configure_finetune)
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import zoo
+    from zoo import fs
     from zoo.vision.data import ImageFolderDataset, find_split
     from zoo.vision.evaluate import evaluate_classifier
     from zoo.vision.transforms import transforms_for
 
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
+    # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
+    out = fs.ensure_dir(args.out_dir, "--out-dir")
     model = _build(args.name, args.weights, args.model)
     result = zoo.finetune(model, args.data, strategy=args.strategy, epochs=args.epochs, batch_size=args.batch_size,
                           lr=args.lr, backbone_lr_mult=args.backbone_lr_mult, image_size=args.image_size,
                           amp=None if args.amp == "none" else args.amp, augment=args.augment, strict=args.strict,
                           seed=args.seed, **parse_kv(args.set))
     model = result.model
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")
     report: dict[str, Any] = {"strategy": args.strategy, "epochs": args.epochs, "best_metric": result.best_metric}
@@ -72,8 +73,6 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
               + ", ".join(f"{k} {v:.3f}" for k, v in ev["per_class_recall"].items()))
         print(f"confusion matrix: {out / 'confusion.png'}")
-    from zoo import fs
-
     fs.write_text(out / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
     print(f"weights: {out / 'model.safetensors'}  (zoo predict {args.name} --weights {out / 'model.safetensors'} IMAGES...)")
     return 0

@@ -209,12 +209,16 @@ def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mu
 
 @torch.no_grad()
 def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = "auto",
-                     device: str | torch.device = "cpu", channels_last: bool = False,
+                     device: str | torch.device | None = None, channels_last: bool = False,
                      progress: bool = True) -> TensorDataset:
     """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
-    ``TensorDataset(features (N, D) float32, targets (N,))``."""
+    ``TensorDataset(features (N, D) float32, targets (N,))``. ``device``: where to run; default: where the
+    model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`."""
     from tqdm.auto import tqdm
 
+    from zoo.engine.data import model_device
+
+    device = model_device(model) if device is None else torch.device(device)
     name = head_name(model)
     head = getattr(model, name)
     was_training = model.training
@@ -231,7 +235,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
             x = x.to(device)
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 f = model(x)  # (B, D)
             feats.append(f.float().flatten(1).cpu())
             targets.append(torch.as_tensor(y).cpu())
@@ -322,7 +326,17 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the
         # size of the weights it started from
         model.pretrained_cfg = {**with_image_size(model.pretrained_cfg, image_size), "classes": list(classes)}
+    _record_origin(model)
     return train_data, val_data
+
+
+def _record_origin(model: nn.Module) -> None:
+    """``pretrained_cfg["weights"]`` names the weights the network holds; fine-tuning changes them (every
+    strategy trains the head at least), so that name moves to ``finetuned_from``: exports and saved metadata
+    must not claim a tuned network is, say, resnet18.cifar10."""
+    cfg = getattr(model, "pretrained_cfg", None)
+    if isinstance(cfg, dict) and cfg.get("weights") is not None:
+        model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "finetuned_from": cfg["weights"]}
 
 
 def finetune(
@@ -343,7 +357,7 @@ def finetune(
     strict: bool = False,
     batch_size: int = 32,
     amp: str | None = "auto",
-    device: str = "cpu",
+    device: str | torch.device | None = None,
     callbacks: Iterable[Any] = (),
     progress: bool = True,
     **fit_kwargs: Any,
@@ -370,13 +384,16 @@ def finetune(
         cache_features: ``head`` only: compute the frozen backbone's features once and train the head on
             them. Default: on exactly when augmentation is off (with augmentation every epoch sees new
             views, so features cannot be reused).
+        device: where to train; default: where the model is (as :func:`zoo.engine.fit`).
         **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir,
-            early_stopping_patience, channels_last, seed, ...).
+            early_stopping_patience, channels_last, seed, ...). With ``seed``, the generators are seeded
+            before a new head is drawn, so the same seed repeats the whole run.
     """
     from zoo.engine import fit
 
     _check_arguments(model, strategy, epochs, cache_features)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
+    _seed_before_surgery(fit_kwargs.get("seed"))
 
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
@@ -399,6 +416,15 @@ def finetune(
         freezer.close()
     result.model = model
     return result
+
+
+def _seed_before_surgery(seed: Any) -> None:
+    """fit seeds only once it starts: without this, a new head came from whatever state the generators were
+    in, and the same seed gave another run."""
+    if seed is not None:
+        from zoo.engine.seed import set_seed
+
+        set_seed(int(seed))
 
 
 def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None) -> None:
@@ -424,6 +450,7 @@ def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_
     fit_kwargs = {k: v for k, v in fit_kwargs.items() if k != "channels_last"}  # (N, D) features: no layout
     head = getattr(model, plan.head)
     result = fit(head, train_feats, val_feats, callbacks=callbacks, **common, **fit_kwargs)
-    model.to(common["device"])
+    if common["device"] is not None:  # the head trained there: the whole network stays together
+        model.to(common["device"])
     result.model = model
     return result

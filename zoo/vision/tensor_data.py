@@ -13,6 +13,8 @@ of ``(seed, epoch)``; :func:`tensor_loader` wraps both in a ``DataLoader(batch_s
 from __future__ import annotations
 
 import os
+import warnings
+import zipfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -62,14 +64,14 @@ def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size:
                    classes: Sequence[str] | None = None, workers: int = 0,
                    progress: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """``(images uint8 (N, 3, H, W), targets int64 (N,), classes)`` for an image folder, decoded once and
-    cached in ``cache`` (``.npz``, written atomically); a cache from another folder/size is rebuilt."""
+    cached in ``cache`` (``.npz``, written atomically); a cache from another folder/size is rebuilt, and so is
+    one that cannot be read (with a warning naming it)."""
     cache = Path(cache)
     key = f"{Path(folder).resolve()}|{size}"
     if cache.is_file():
-        with np.load(cache, allow_pickle=False) as z:
-            if str(z["key"]) == key:
-                return (torch.from_numpy(z["images"]), torch.from_numpy(z["targets"]),
-                        [str(c) for c in z["classes"]])
+        cached = _read_cache(cache, key)
+        if cached is not None:
+            return cached
     ds = ImageFolderDataset(folder, classes=classes, verify=False)
     images = decode_images([p for p, _ in ds.samples], size=size, workers=workers, progress=progress)
     targets = torch.tensor(ds.targets, dtype=torch.int64)
@@ -78,6 +80,22 @@ def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size:
     with fs.atomic_write(cache, size=images.numel() * images.element_size()) as fh:
         np.savez(fh, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes), key=np.array(key))
     return images, targets, list(ds.classes)
+
+
+def _read_cache(cache: Path, key: str) -> tuple[torch.Tensor, torch.Tensor, list[str]] | None:
+    """The cached decode when ``cache`` holds ``key``'s; None when it is another folder's or size's, or cannot
+    be read (a copy cut short, a crash of another writer's tool): a cache is rebuilt, never a reason to fail."""
+    try:
+        with np.load(cache, allow_pickle=False) as z:
+            if str(z["key"]) != key:
+                return None
+            # read inside the try: an .npz member is decompressed (and its CRC checked) only when accessed
+            images, targets, classes = z["images"], z["targets"], [str(c) for c in z["classes"]]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        warnings.warn(f"image cache {cache} cannot be read ({type(err).__name__}: {err}); decoding the images "
+                      "again and rewriting it", stacklevel=3)
+        return None
+    return torch.from_numpy(images), torch.from_numpy(targets), classes
 
 
 class EpochBatchSampler(Sampler):

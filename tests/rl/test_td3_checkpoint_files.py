@@ -1,0 +1,114 @@
+"""The TD3 run's files: a corrupt checkpoint is one clear error naming it, the run owns its folders (locked,
+swept of dead writers' temp files, refused before the first step when unusable), and a checkpoint keeps the
+precision amp="auto" chose for a resume."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import zoo
+from zoo import fs
+from zoo.engine.checkpoint import CheckpointError
+
+SMALL = {"net_arch": (8, 8), "batch_size": 8, "learning_starts": 10, "buffer_size": 500}
+
+
+def _run(counter_env, ckpt_dir, steps: int = 30, **kw):
+    env = counter_env(horizon=5)
+    agent = zoo.build("td3", env=env, **{**SMALL, **kw.pop("build", {})})
+    zoo.train(agent, env=env, total_steps=steps, eval_every=0, checkpoint_dir=ckpt_dir, progress=False, **kw)
+    return agent
+
+
+@pytest.fixture
+def td3_checkpoint(tmp_path, counter_env):
+    _run(counter_env, tmp_path / "run")
+    return (tmp_path / "run" / "td3_last.pt").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "flipped"])
+def test_a_corrupt_checkpoint_is_one_error_naming_the_file(tmp_path, counter_env, td3_checkpoint, damage):
+    data = td3_checkpoint
+    bad = {"empty": b"", "truncated": data[: len(data) // 2],
+           "flipped": data[:100] + bytes(b ^ 0x5A for b in data[100:140]) + data[140:]}[damage]
+    path = tmp_path / "td3_last.pt"
+    path.write_bytes(bad)
+    with pytest.raises(CheckpointError) as info:
+        _run(counter_env, None, steps=40, resume=path)
+    msg = str(info.value)
+    assert str(path) in msg and ("truncated or corrupt" in msg or "empty (0 bytes)" in msg)
+    assert "older copy" in msg and "fresh run" in msg
+    assert "weights_only" not in msg and "\n" not in msg  # not torch's advice to unpickle it unsafely
+
+
+def test_a_network_checkpoint_is_refused_as_not_td3(tmp_path, counter_env):
+    path = tmp_path / "epoch-0001.pt"
+    torch.save({"format": "zoo.checkpoint/1", "model": {}}, path)
+    with pytest.raises(CheckpointError, match=r"not a TD3 checkpoint.*zoo\.checkpoint/1.*network's training"):
+        _run(counter_env, None, steps=40, resume=path)
+
+
+def test_a_second_run_in_the_folder_fails_at_once(tmp_path, counter_env):
+    with fs.FolderLock(tmp_path / "run", "training run"), pytest.raises(fs.FolderLockedError, match="in use"):
+        _run(counter_env, tmp_path / "run")
+    with fs.FolderLock(tmp_path / "logs", "training run"), pytest.raises(fs.FolderLockedError):
+        _run(counter_env, tmp_path / "run2", log_dir=tmp_path / "logs")
+    agent = _run(counter_env, tmp_path / "run")  # released, also after the error above
+    assert agent.num_timesteps == 30 and not (tmp_path / "run" / fs.LOCK_NAME).exists()
+
+
+def test_dead_writers_temp_files_are_swept(tmp_path, counter_env):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    stale = folder / f"{fs.TEMP_PREFIX}{fs._HOST}-999999-deadbeef-td3_last.pt"  # a pid that is not alive
+    stale.write_bytes(b"x" * 100)
+    _run(counter_env, folder)
+    assert not stale.exists() and (folder / "td3_last.pt").is_file()
+
+
+def test_an_unusable_checkpoint_dir_fails_before_the_first_step(tmp_path, counter_env):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    env = counter_env(horizon=5)
+    agent = zoo.build("td3", env=env, **SMALL)
+    for where in (afile, afile / "run"):
+        with pytest.raises(fs.FsError, match="checkpoint_dir"):
+            zoo.train(agent, env=env, total_steps=30, eval_every=0, checkpoint_dir=where, progress=False)
+    with pytest.raises(fs.FsError, match="log_dir"):
+        zoo.train(agent, env=env, total_steps=30, eval_every=0, log_dir=afile, progress=False)
+    assert agent.num_timesteps == 0
+
+
+def test_a_resume_keeps_the_precision_auto_chose(tmp_path, counter_env, caplog):
+    first = _run(counter_env, tmp_path / "run")
+    path = tmp_path / "run" / "td3_last.pt"
+    state = torch.load(path, weights_only=True)
+    assert state["precision"] == {"amp": first.precision, "device": "cpu"}
+    other = "fp32" if first.precision == "bf16" else "bf16"  # as if auto had decided otherwise on that day
+    state["precision"]["amp"] = other
+    torch.save(state, path)
+    with caplog.at_level(logging.INFO, logger="zoo.rl.td3"):
+        resumed = _run(counter_env, tmp_path / "run", steps=40, resume=True)
+    assert resumed.precision == other and resumed.num_timesteps == 40
+    assert f"amp='auto' keeps {other}" in caplog.text
+    assert torch.load(path, weights_only=True)["precision"]["amp"] == other  # and records it again
+
+
+def test_an_explicit_amp_or_another_device_kind_decides_now(tmp_path, counter_env):
+    env = counter_env(horizon=5)
+    fp32 = zoo.build("td3", env=env, **SMALL, amp=None)
+    fp32.ensure_buffer()
+    state = fp32.checkpoint_state()
+    state["precision"] = {"amp": "bf16", "device": "cpu"}
+    again = zoo.build("td3", env=env, **SMALL, amp=None)
+    again.load_checkpoint_state(state)
+    assert again.precision == "fp32"  # amp=None asked for fp32: the record does not override it
+    state["precision"] = {"amp": "fp32", "device": "cuda"}
+    auto = zoo.build("td3", env=env, **SMALL)
+    state["settings"] = auto.checkpoint_state()["settings"]  # the same settings, amp="auto"
+    now = auto.precision
+    auto.load_checkpoint_state(state)
+    assert auto.precision == now  # recorded on another kind of device: today's choice here stands
