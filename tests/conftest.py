@@ -210,3 +210,42 @@ def disk_quota(monkeypatch):
         return quotas[-1]
 
     return install
+
+
+def _flip_pickle_opcode(src: Path, dst: Path) -> Path:
+    """A copy of the torch.save archive ``src`` whose pickle holds a byte no unpickler knows: a corrupt file
+    (not a malicious one) that torch.load rejects with "Unsupported operand 43"."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for name in zin.namelist():
+            raw = bytearray(zin.read(name))
+            if name.endswith("data.pkl"):
+                raw[5] = 43
+            zout.writestr(name, bytes(raw))
+    return dst
+
+
+@pytest.fixture
+def flip_pickle_opcode():
+    """``flip_pickle_opcode(src, dst)`` -> ``dst``: see :func:`_flip_pickle_opcode`."""
+    return _flip_pickle_opcode
+
+
+def _top_probs(model, x) -> tuple[list[float], list[float]]:
+    import torch
+
+    with torch.no_grad():
+        fp32 = model(x).softmax(1).max(1).values.tolist()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x)
+    bf16 = logits.float().softmax(1).max(1).values.tolist()
+    assert bf16 != fp32  # else a test could not tell the precisions apart
+    return fp32, bf16
+
+
+@pytest.fixture
+def top_probs_fp32_bf16():
+    """``top_probs_fp32_bf16(model, x)`` -> (fp32, bf16) top-class probabilities of a classifier, computed
+    directly (no zoo call), for checking which precision a predict ran at."""
+    return _top_probs

@@ -138,19 +138,11 @@ def test_empty_and_truncated_checkpoints_are_named(tmp_path):
     assert load_checkpoint(tmp_path / "epoch-0001.pt")["epoch"] == 1 and result.history
 
 
-def test_a_corrupt_checkpoint_gives_the_unpicklers_reason_not_torchs_advice(tmp_path):
+def test_a_corrupt_checkpoint_gives_the_unpicklers_reason_not_torchs_advice(tmp_path, flip_pickle_opcode):
     """Flipped bytes: one line with the unpickler's reason; never torch's advice to load with
     weights_only=False, which would run whatever code a tampered file names."""
-    import zipfile
-
     fit(net(), data(), epochs=1, checkpoint_dir=tmp_path / "run", **KW)
-    good, bad = tmp_path / "run" / "epoch-0001.pt", tmp_path / "flipped.pt"
-    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
-        for name in src.namelist():
-            raw = bytearray(src.read(name))
-            if name.endswith("data.pkl"):
-                raw[5] = 43  # not an opcode the unpickler knows
-            dst.writestr(name, bytes(raw))
+    bad = flip_pickle_opcode(tmp_path / "run" / "epoch-0001.pt", tmp_path / "flipped.pt")
     with pytest.raises(CheckpointError, match="Unsupported operand 43") as err:
         load_checkpoint(bad)
     assert "weights_only" not in str(err.value)

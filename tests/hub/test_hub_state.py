@@ -92,24 +92,16 @@ def test_malicious_pickle_is_refused_never_executed(tmp_path, tiny_model):
     assert not marker.exists()
 
 
-def test_a_corrupt_torch_save_file_is_called_corrupt_not_malicious(tmp_path):
+def test_a_corrupt_torch_save_file_is_called_corrupt_not_malicious(tmp_path, flip_pickle_opcode):
     """Flipped or missing bytes are a corrupt file (with the unpickler's reason, without torch's advice to
     load it with weights_only=False); only a pickle naming code to run is refused as such."""
-    import zipfile
-
     path = tmp_path / "ok.pt"
     torch.save({"w": torch.randn(64)}, path)
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(hub.CorruptWeightsError, match="truncated.pt: not a readable torch.save file"):
         hub.load_state_dict(truncated)
-    flipped = tmp_path / "flipped.pt"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(flipped, "w") as dst:
-        for name in src.namelist():
-            data = bytearray(src.read(name))
-            if name.endswith("data.pkl"):
-                data[5] = 43  # not an opcode the unpickler knows
-            dst.writestr(name, bytes(data))
+    flipped = flip_pickle_opcode(path, tmp_path / "flipped.pt")
     with pytest.raises(hub.CorruptWeightsError, match="Unsupported operand 43") as err:
         hub.load_state_dict(flipped)
     assert "weights_only" not in str(err.value)

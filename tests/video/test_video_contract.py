@@ -162,18 +162,13 @@ def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
 
 
 @pytest.mark.parametrize("name", ["video-tsn", "r2plus1d_18"])
-def test_predict_runs_at_the_precision_amp_asks_for(name):
+def test_predict_runs_at_the_precision_amp_asks_for(name, top_probs_fp32_bf16):
     from zoo.engine.precision import auto_amp, model_op_kind
 
     torch.manual_seed(0)
     model = _small(zoo.build(name, num_classes=3)).eval()
     clips = torch.randn(2, 3, 2, 16, 16)
-    with torch.no_grad():
-        fp32 = model(clips).softmax(1).max(1).values.tolist()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(clips)
-        bf16 = logits.float().softmax(1).max(1).values.tolist()
-    assert bf16 != fp32  # else the test could not tell the precisions apart
+    fp32, bf16 = top_probs_fp32_bf16(model, clips)
 
     def probs(**kw):
         return [r["prob"] for r in zoo.predict(model, clips, **kw)]

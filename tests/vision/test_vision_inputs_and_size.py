@@ -171,18 +171,12 @@ def _probs(rows):
     return [r["prob"] for r in rows]
 
 
-def test_predict_runs_at_the_precision_amp_asks_for(red_or_blue):
+def test_predict_runs_at_the_precision_amp_asks_for(red_or_blue, top_probs_fp32_bf16):
     from zoo.engine.precision import auto_amp
 
     model, _ = red_or_blue
     x = torch.randn(3, 3, 16, 16)
-    model.eval()
-    with torch.no_grad():
-        fp32 = model(x).softmax(1).max(1).values.tolist()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(x)
-        bf16 = logits.float().softmax(1).max(1).values.tolist()
-    assert bf16 != fp32  # else the test could not tell the precisions apart
+    fp32, bf16 = top_probs_fp32_bf16(model.eval(), x)
     for off in (None, "fp32", "none"):
         assert _probs(predict(model, x, amp=off)) == fp32  # exact fp32
     assert _probs(predict(model, x, amp="bf16")) == bf16

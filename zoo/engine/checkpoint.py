@@ -213,20 +213,30 @@ def restore(ckpt: dict[str, Any], model: torch.nn.Module | None = None, optimize
     ckpt["path"] = str(path)
 
 
+def load_plain(path: str | os.PathLike, map_location: str | torch.device = "cpu", *, what: str = "checkpoint",
+               how: str = "") -> Any:
+    """``torch.load(path, weights_only=True)``; an empty, truncated or corrupt file is one
+    :class:`CheckpointError` naming it (and ``how`` to go on): torch's own errors name no file, and its advice
+    (load with ``weights_only=False``) would run whatever code a tampered file names."""
+    from zoo.hub.state import load_error_reason
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    tail = f"; {how}" if how else ""
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): not a loadable {what}{tail}")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, OSError, ...)
+        raise CheckpointError(f"{path} is not a loadable {what} (truncated or corrupt; "
+                              f"{type(err).__name__}: {load_error_reason(err)}){tail}") from None
+
+
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The checkpoint dict at ``path``; an empty, truncated or foreign file is a :class:`CheckpointError`."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"{path} is empty (0 bytes): not a loadable checkpoint")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, OSError, ...)
-        from zoo.hub.state import load_error_reason
-
-        raise CheckpointError(f"{path} is not a loadable checkpoint (truncated or corrupt; "
-                              f"{type(err).__name__}: {load_error_reason(err)})") from None
+    ckpt = load_plain(path, map_location)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
                               f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")

@@ -154,20 +154,12 @@ def _atomic_torch_save(obj: Any, path: Path) -> None:
 
 def _read_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
     """The TD3 checkpoint at ``path``. An empty, truncated, corrupt or foreign file is a
-    ``zoo.engine.CheckpointError`` naming it and how to go on: torch's own errors name no file, and its advice
-    (load with ``weights_only=False``) would run whatever code a tampered file names."""
-    from zoo.engine.checkpoint import CheckpointError
-    from zoo.hub.state import load_error_reason
+    ``zoo.engine.CheckpointError`` naming it and how to go on."""
+    from zoo.engine.checkpoint import CheckpointError, load_plain
 
-    how = (f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
-           "checkpoint_dir)")
-    if path.stat().st_size == 0:
-        raise CheckpointError(f"{path} is empty (0 bytes): not a loadable TD3 checkpoint; {how}")
-    try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # noqa: BLE001  (torch raises OSError, RuntimeError, EOFError, UnpicklingError, ...)
-        raise CheckpointError(f"{path} is not a loadable TD3 checkpoint (truncated or corrupt; "
-                              f"{type(err).__name__}: {load_error_reason(err)}); {how}") from None
+    state = load_plain(path, device, what="TD3 checkpoint", how=(
+        f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
+        "checkpoint_dir)"))
     fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
     if fmt != _FORMAT:
         what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
