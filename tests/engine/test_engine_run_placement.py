@@ -7,12 +7,14 @@ import importlib
 import logging
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
 from zoo.engine import evaluation, fit, trainer
 from zoo.engine.data import model_device
 from zoo.engine.evaluation import evaluate
+from zoo.engine.resume import ResumeError
 
 fit_mod = importlib.import_module("zoo.engine.fit")  # the module (zoo.engine.fit is also the function)
 
@@ -51,6 +53,7 @@ def test_evaluate_runs_where_the_model_is_and_does_not_move_it(monkeypatch):
     'cpu', which moved a CUDA model to the CPU and left it there."""
     seen = {}
     monkeypatch.setattr(evaluation, "evaluate_loader", lambda model, loader, **kw: seen.update(kw) or {"loss": 0.0})
+    monkeypatch.setattr(evaluation, "run_device", model_device)  # 'meta' stands in for a GPU: its refusal aside
     model = nn.Linear(4, 2, device="meta")
     monkeypatch.setattr(model, "to", lambda *a, **k: (_ for _ in ()).throw(AssertionError("moved")))
     evaluate(model, _data())
@@ -80,6 +83,7 @@ def test_fit_trains_where_the_model_is(monkeypatch):
             return "ran"
 
     monkeypatch.setattr(fit_mod, "Trainer", Recorder)
+    monkeypatch.setattr(fit_mod, "run_device", model_device)  # 'meta' stands in for a GPU: its refusal aside
     assert fit(nn.Linear(4, 2, device="meta"), _data()) == "ran"
     assert got == {"dev": torch.device("meta"), "recorded": "meta"}
     fit(nn.Linear(4, 2), _data(), device="meta")  # a device given wins
@@ -113,3 +117,23 @@ def test_an_explicit_amp_on_resume_is_what_runs(tmp_path, monkeypatch):
     again = DtypeProbe()
     fit(again, _data(), epochs=2, batch_size=16, amp=None, checkpoint_dir=tmp_path, resume=True, progress=False)
     assert set(again.seen) == {torch.float32}
+
+
+def test_a_model_on_the_meta_device_is_refused_before_it_runs(tmp_path):
+    with torch.device("meta"):
+        model = nn.Linear(4, 2)
+    for run in (lambda: evaluate(model, _data(), progress=False),
+                lambda: fit(model, _data(), epochs=1, checkpoint_dir=tmp_path, progress=False)):
+        with pytest.raises(ValueError, match=r"Linear is on the 'meta' device.*to_empty"):
+            run()  # was "Tensor.item() cannot be called on meta tensors", after a whole epoch on meta
+    assert not list(tmp_path.iterdir())  # refused before the run made anything
+
+
+def test_a_run_started_with_amp_fp32_resumes_with_amp_none(tmp_path):
+    fit(nn.Linear(4, 2), _data(), epochs=1, batch_size=16, amp="fp32", checkpoint_dir=tmp_path, progress=False)
+    result = fit(nn.Linear(4, 2), _data(), epochs=2, batch_size=16, amp=None, checkpoint_dir=tmp_path,
+                 resume=True, progress=False)  # one precision, two spellings: was a ResumeError
+    assert "amp" not in result.resumed["changed"] and len(result.history) == 2
+    with pytest.raises(ResumeError, match="amp: None in epoch-0002.pt, 'bf16' now"):
+        fit(nn.Linear(4, 2), _data(), epochs=3, batch_size=16, amp="bf16", checkpoint_dir=tmp_path, resume=True,
+            progress=False)  # another precision is still refused

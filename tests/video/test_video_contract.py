@@ -178,7 +178,7 @@ def test_predict_runs_at_the_precision_amp_asks_for(name, top_probs_fp32_bf16):
     op = model_op_kind(model)
     assert op == ("conv" if name == "video-tsn" else "conv3d")  # 2-D and 3-D convolutions are judged apart
     assert probs() == (bf16 if auto_amp("cpu", op) == "bf16" else fp32)
-    with pytest.raises(ValueError, match=r"amp must be 'auto', 'bf16' or None"):
+    with pytest.raises(ValueError, match=r"amp='fp16' runs on CUDA only, and this prediction runs on cpu"):
         probs(amp="fp16")  # fp16 autocast: CUDA only
 
 
@@ -213,7 +213,8 @@ def test_evaluate_videos_runs_where_the_model_is_unless_device_is_given(folder, 
     out = evaluate_videos(model, ds, batch_size=6, amp=None)
     assert out["videos"] == 6 and moved == []  # run where it is
     # "cpu:0" stands for a device the model is on other than the old default, "cpu" (a GPU, on a GPU machine)
-    monkeypatch.setattr("zoo.video.evaluation.model_device", lambda m: torch.device("cpu", 0))
+    for where in ("model_device", "run_device"):
+        monkeypatch.setattr(f"zoo.video.evaluation.{where}", lambda m: torch.device("cpu", 0))
     seen = []
     monkeypatch.setattr("zoo.video.evaluation.resolve_amp", lambda amp, device, **k: seen.append(device))
     evaluate_videos(model, ds, batch_size=6, amp=None)

@@ -183,8 +183,9 @@ def test_predict_runs_at_the_precision_amp_asks_for(red_or_blue, top_probs_fp32_
     auto = bf16 if auto_amp("cpu", "conv") == "bf16" else fp32  # resolved for convolutions on this CPU
     assert _probs(predict(model, x)) == _probs(predict(model, x, amp="auto")) == auto
     assert _probs(zoo.predict(model, x, amp=None)) == fp32  # zoo.predict takes it too
-    with pytest.raises(ValueError, match=r"amp must be 'auto', 'bf16' or None"):
-        predict(model, x, amp="fp16")  # fp16 autocast: CUDA only
+    with pytest.raises(ValueError, match=r"amp='fp16' runs on CUDA only, and this prediction runs on cpu; use "
+                                         r"amp='bf16', 'auto' or None"):
+        predict(model, x, amp="fp16")  # fp16 autocast: CUDA only, and the message says so
 
 
 def test_predict_runs_where_the_model_is_unless_device_is_given(red_or_blue, monkeypatch):
@@ -196,3 +197,10 @@ def test_predict_runs_where_the_model_is_unless_device_is_given(red_or_blue, mon
     assert moved == []  # a model on another device would have been moved to the CPU
     predict(model, str(data / "val"), device="cpu")
     assert moved == [(torch.device("cpu"),)]
+
+
+def test_predict_on_a_model_on_the_meta_device_says_how_to_materialize_it():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    with pytest.raises(ValueError, match=r"'meta' device.*model.to_empty\(device='cpu'\)"):
+        predict(model, torch.randn(1, 3, 8, 8))  # was torch's "unsupported scalarType" from autocast

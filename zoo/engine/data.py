@@ -9,6 +9,7 @@ its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,15 +19,48 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
-__all__ = ["ShardSampler", "model_device", "move_batch", "prepare_loader", "set_loader_epoch", "split_batch"]
+__all__ = ["ShardSampler", "inference_placement", "model_device", "move_batch", "prepare_loader", "run_device",
+           "set_loader_epoch", "split_batch"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
-    """Where ``model`` lives: its first parameter's device, else its first buffer's, else the CPU. What the
-    engine runs on when no ``device`` is given: a model on a GPU is scored there, never moved to the CPU."""
-    for tensor in (*model.parameters(), *model.buffers()):
+    """Where ``model`` lives: its first parameter's device, else its first buffer's, else the CPU."""
+    for tensor in itertools.chain(model.parameters(), model.buffers()):  # lazily: the first one decides
         return tensor.device
     return torch.device("cpu")
+
+
+def run_device(model: torch.nn.Module) -> torch.device:
+    """What the engine and the families' ``predict`` run on when no ``device`` is given: where the model is (a
+    model on a GPU is scored there, never moved to the CPU). A model on the ``meta`` device is an error saying
+    how to give it values: it could only fail later, at its first output read (after a whole epoch, in
+    ``fit``), with a message about meta tensors or an unsupported dtype."""
+    device = model_device(model)
+    if device.type == "meta":
+        raise ValueError(f"the {type(model).__name__} is on the 'meta' device: its tensors have shapes but no "
+                         "values, so it cannot run. Materialize it first: model.to_empty(device='cpu') and then "
+                         "load_state_dict(...) (or build it with weights=)")
+    return device
+
+
+def inference_placement(model: torch.nn.Module, device: str | torch.device | None,
+                        amp: Any) -> tuple[torch.device, torch.dtype | None]:
+    """Where a family's ``predict`` runs and its autocast dtype (None: fp32): the model's own device unless
+    ``device`` is given (the model is then moved there, as ``model.to(device)`` would), and ``amp`` resolved
+    for the model's kind of op there (``"auto"``: bf16 where this device computes it faster; ``None`` /
+    ``"none"`` / ``"fp32"``: exact fp32; ``"bf16"``; ``"fp16"`` on CUDA only)."""
+    from zoo.engine.precision import model_op_kind, normalize_amp, resolve_amp
+
+    target = run_device(model) if device is None else torch.device(device)
+    # fp16 autocast is offered on CUDA only (inference needs no grad scaler there); checked before the move so
+    # that a bad amp moves nothing
+    if target.type != "cuda" and normalize_amp(amp) == "fp16":
+        raise ValueError(f"amp={amp!r} runs on CUDA only, and this prediction runs on {target}; use amp='bf16', "
+                         "'auto' or None (fp32) here, or device='cuda'")
+    amp = resolve_amp(amp, target, op=model_op_kind(model))
+    if device is not None:
+        model.to(target)
+    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 class ShardSampler(Sampler[int]):

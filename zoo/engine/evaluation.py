@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.data import model_device, move_batch, prepare_loader
+from zoo.engine.data import model_device, move_batch, prepare_loader, run_device
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 
@@ -149,7 +149,7 @@ def evaluate(
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     The model's train/eval mode is restored afterwards.
     """
-    device = model_device(model) if device is None else torch.device(device)
+    device = run_device(model) if device is None else torch.device(device)
     amp = check_amp(amp, device, model)
     keys = metric_keys(metrics)
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from zoo.engine.callbacks import Callback
-from zoo.engine.data import model_device
+from zoo.engine.data import run_device
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
 from zoo.engine.options import FitConfig
@@ -61,7 +61,7 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
         if not isinstance(cb, Callback):
             raise TypeError(f"callbacks must be zoo.engine.Callback instances, got {type(cb).__name__}")
     if cfg.device is None:  # where the model is: a model on a GPU trains there (recorded as that device)
-        cfg.device = str(model_device(model))
+        cfg.device = str(run_device(model))
     info, dev, _ = init_distributed(cfg.device)
     with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info):
         return Trainer(model, train_data, val_data, cfg, callbacks, info, dev).run()

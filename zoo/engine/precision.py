@@ -19,7 +19,7 @@ So the choice is made by capability first and by measurement where capability do
 :data:`BF16_FASTER` holds, per CPU kind, the kinds of op for which bf16 was measured faster than fp32 on
 every CPU of that kind met (AMX); kinds without native bf16 run fp32; on a kind in
 :data:`TIMED_KINDS` ``amp="auto"`` times one representative op of each kind in both precisions on this
-machine (:func:`bf16_cost`, ~30 ms per kind) and picks bf16 only when it is at least :data:`MIN_BF16_SPEEDUP`
+machine (:func:`bf16_cost`, ~0.1 s per kind) and picks bf16 only when it is at least :data:`MIN_BF16_SPEEDUP`
 times faster. The timing is made robust to a busy machine (warm-up, one thread, interleaved rounds, the median
 ratio) and is made once per *machine*: the result is kept in ``$ZOO_HOME/amp.json`` (:func:`amp_cache_path`),
 keyed by CPU, torch version and op kind, so every process on the machine makes the same choice (a seeded run
@@ -376,7 +376,7 @@ _SAMPLE_S = 2e-3  # each timed sample spans several calls, so the clock's resolu
 
 @functools.cache
 def bf16_cost(op: str = "matmul", threads: int | None = PROBE_THREADS) -> dict[str, Any]:
-    """Time one representative ``op`` in fp32 and bf16 on this CPU (~30 ms; cached per process).
+    """Time one representative ``op`` in fp32 and bf16 on this CPU (~0.1 s on a Zen 4; cached per process).
 
     After a warm-up of both dtypes, :data:`_ROUNDS` rounds each time fp32 and bf16 back to back, the order
     flipped every round (a clock or load drift falls on both), and ``ratio`` (bf16 time / fp32 time) is the

@@ -154,8 +154,8 @@ class Trainer:
                 log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
             return None
         state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
-        changed = reconcile(state.get("config") or {}, cfg.recorded(), applied=RESUME_APPLIED,
-                            ignored=_NOT_COMPARED, what=Path(path).name)
+        changed = reconcile(_amp_spelled_one_way(state.get("config") or {}), _amp_spelled_one_way(cfg.recorded()),
+                            applied=RESUME_APPLIED, ignored=_NOT_COMPARED, what=Path(path).name)
         shape = _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
         if "epochs" in changed and shape:
@@ -388,6 +388,15 @@ class Trainer:
 # an LRScheduler's state that says where it is rather than what curve it follows
 _SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get_lr_called_within_step",
                       "_is_initial", "verbose", "lr_lambdas"}
+
+
+def _amp_spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its ``amp`` in one spelling (None/"none"/"fp32" -> None, "bfloat16" -> "bf16"): a run
+    started with amp="fp32" resumes with amp=None (the CLI's --amp fp32 and the Python default spell it apart)."""
+    try:
+        return {**config, "amp": normalize_amp(config["amp"])} if "amp" in config else config
+    except ValueError:  # a spelling of another version: compared as written
+        return config
 
 
 def _schedule_shape(scheduler: Any) -> dict[str, Any]:

@@ -20,30 +20,11 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.engine.data import inference_placement, model_device
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
 __all__ = ["bleu_eval_fn", "corpus_bleu", "seq2seq_forward", "training_config", "translate"]
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-def placement(model: torch.nn.Module, device: str | torch.device | None,
-              amp: Any) -> tuple[torch.device, torch.dtype | None]:
-    """Where translation runs and its autocast dtype (None: fp32): the model's own device unless ``device`` is
-    given (the model is then moved there, as ``model.to(device)`` would), and ``amp`` resolved for GEMMs there
-    (``"auto"``: bf16 where this device multiplies faster in it; ``None`` / ``"fp32"``: exact fp32;
-    ``"bf16"``; ``"fp16"`` on CUDA only)."""
-    target = _device(model) if device is None else torch.device(device)
-    # fp16 autocast is only offered on CUDA; resolved before the move so that a bad amp moves nothing
-    amp = resolve_amp(amp, target, op=model_op_kind(model), allow_fp16=target.type == "cuda")
-    if device is not None:
-        model.to(target)
-    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 # a sentence ends after . ! ? ... ; : (and any closing quote or bracket) followed by space, or at a line break
@@ -124,7 +105,7 @@ def translate(
             "(zoo.seq2seq.train_tokenizer) and set model.tokenizer"
         )
     check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
-    _, dtype = placement(model, device, amp)
+    _, dtype = inference_placement(model, device, amp)
     pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1)
     hyps = _search_all(model, [x + [EOS_ID] for _, x in pieces], beam_size, length_penalty, max_len, batch_size,
                        progress, dtype)
@@ -145,7 +126,7 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
     """Token ids out for each source row, batched by length, in the input order."""
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
     out: list[list[int]] = [[] for _ in ids]
-    device = _device(model)
+    device = model_device(model)
     was_training = model.training
     model.eval()
     cap, capped = model.max_len - 1, 0
@@ -188,7 +169,7 @@ def seq2seq_forward(model: torch.nn.Module, batch: Any) -> tuple[Tensor, Tensor]
     non-padding target positions only, so any plain cross entropy (with label smoothing) and token
     accuracy are right without an ``ignore_index``."""
     (src, tgt_in), tgt_out = batch
-    device = _device(model)
+    device = model_device(model)
     src, tgt_in, tgt_out = src.to(device), tgt_in.to(device), tgt_out.to(device)
     logits = model(src, tgt_in)  # (B, T, V)
     keep = tgt_out != PAD_ID

@@ -170,12 +170,13 @@ class VideoClassifierMixin(Network):
         """
         import torch
 
+        from zoo.engine.data import inference_placement
         from zoo.inputs import check_predict_options, class_rows, collect_files
         from zoo.video.decoding import CorruptVideoError
-        from zoo.video.predict import forward_probs, load_clip, placement
+        from zoo.video.predict import forward_probs, load_clip
 
         check_predict_options(topk, batch_size)
-        _, dtype = placement(self, device, amp)
+        _, dtype = inference_placement(self, device, amp)
         names = self.video_cfg.get("classes")
         if isinstance(inputs, torch.Tensor):
             if inputs.ndim not in (4, 5) or not inputs.is_floating_point() or not inputs.numel():

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from zoo.engine.data import model_device
+from zoo.engine.data import model_device, run_device
 from zoo.engine.precision import model_op_kind, resolve_amp
 
 __all__ = ["evaluate_videos", "video_eval_fn"]
@@ -54,7 +54,7 @@ def evaluate_videos(
 
     loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers)
     was_training = model.training
-    device = model_device(model) if device is None else torch.device(device)
+    device = run_device(model) if device is None else torch.device(device)
     if device != model_device(model):
         model.to(device)
     model.eval()

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
 
-from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.engine.data import inference_placement, model_device
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
 
-__all__ = ["forward_probs", "load_clip", "placement", "predict_video"]
+__all__ = ["forward_probs", "load_clip", "predict_video"]
 
 
 def load_clip(
@@ -53,32 +52,18 @@ def predict_video(
     ``num_segments``: TSN-style centre-of-segment frames (8 when neither is given); or
     ``frames_per_clip`` consecutive frames from the middle of the video (for 3D models like R(2+1)D).
     ``transform`` maps the ``(C, T, H, W)`` uint8 clip to the model's input (e.g. ``ToFloat`` +
-    ``Normalize``). ``device`` and ``amp``: see :func:`placement`.
+    ``Normalize``). ``device`` and ``amp``: see :func:`zoo.engine.data.inference_placement`.
     """
-    _, dtype = placement(model, device, amp)
+    _, dtype = inference_placement(model, device, amp)
     clip = load_clip(path, num_segments=num_segments, frames_per_clip=frames_per_clip, transform=transform)
     return forward_probs(model, clip.unsqueeze(0), dtype)[0]
-
-
-def placement(model: nn.Module, device: str | torch.device | None,
-              amp: Any) -> tuple[torch.device, torch.dtype | None]:
-    """Where prediction runs and its autocast dtype (None: fp32): the model's own device unless ``device`` is
-    given (the model is then moved there, as ``model.to(device)`` would), and ``amp`` resolved for the model's
-    kind of op there (``"auto"``: bf16 where this device computes 2-D or 3-D convolutions faster in it;
-    ``None`` / ``"fp32"``: exact fp32; ``"bf16"``; ``"fp16"`` on CUDA only)."""
-    target = next(model.parameters(), torch.empty(0)).device if device is None else torch.device(device)
-    # fp16 autocast is only offered on CUDA; resolved before the move so that a bad amp moves nothing
-    amp = resolve_amp(amp, target, op=model_op_kind(model), allow_fp16=target.type == "cuda")
-    if device is not None:
-        model.to(target)
-    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 @torch.inference_mode()
 def forward_probs(model: nn.Module, clips: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Softmax over classes of ``clips`` ``(N, C, T, H, W)`` in eval mode, on the model's device, under autocast
     to ``dtype`` (None: fp32); ``(N, K)`` float32 on CPU."""
-    device = next(model.parameters(), torch.empty(0)).device
+    device = model_device(model)
     was_training = model.training
     model.eval()
     try:

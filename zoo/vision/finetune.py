@@ -216,9 +216,9 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`."""
     from tqdm.auto import tqdm
 
-    from zoo.engine.data import model_device
+    from zoo.engine.data import run_device
 
-    device = model_device(model) if device is None else torch.device(device)
+    device = run_device(model) if device is None else torch.device(device)
     name = head_name(model)
     head = getattr(model, name)
     was_training = model.training

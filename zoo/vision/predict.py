@@ -13,7 +13,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
-from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.engine.data import inference_placement
 from zoo.inputs import check_predict_options, class_rows, collect_files
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
@@ -58,7 +58,7 @@ def predict(
     The model's train/eval mode is restored on return.
     """
     check_predict_options(topk, batch_size)
-    device, dtype = _placement(model, device, amp)
+    device, dtype = inference_placement(model, device, amp)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = list(classes) if classes is not None else cfg.get("classes")
     if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
@@ -96,18 +96,6 @@ def predict(
     finally:
         model.train(was_training)
     return [row for _, row in sorted(results, key=lambda r: r[0])]
-
-
-def _placement(model: nn.Module, device: str | torch.device | None,
-               amp: Any) -> tuple[torch.device, torch.dtype | None]:
-    """Where ``predict`` runs and the autocast dtype (None: fp32): the model's own device unless ``device`` is
-    given (the model is then moved there), ``amp`` resolved for the model's kind of op on that device."""
-    target = next(model.parameters(), torch.empty(0)).device if device is None else torch.device(device)
-    # fp16 autocast is for CUDA (no grad scaler is needed to infer); resolved before the move: a bad amp moves nothing
-    amp = resolve_amp(amp, target, op=model_op_kind(model), allow_fp16=target.type == "cuda")
-    if device is not None:
-        model.to(target)
-    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
