@@ -156,7 +156,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     for wname in card.weights:
         entry = hub.get_entry(wname)
         metrics = ", ".join(f"{k}={v}" for k, v in (entry.meta.get("metrics") or {}).items())
-        print(f"    {wname}: {entry.meta.get('dataset', '?')}  {metrics}")
+        print(f"    {wname}: {entry.meta.get('dataset', 'dataset not recorded')}" + (f"  {metrics}" if metrics else ""))
     return 0
 
 
@@ -360,6 +360,15 @@ def _save_trained(model: Any, out: Path, run_dir: Path) -> Path:
         return fallback
 
 
+def _train_flags(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, str]:
+    """The flag the user typed for each option ``zoo train`` hands to ``zoo.train`` (``total_steps`` was
+    ``--steps``, ``x`` of ``--set x=1`` was that), so a family's loop refusing one is said in those words."""
+    flags = {key: _config_flag(opt) for opt, key in _LOOP_OPTIONS.items() if key in config}
+    flags.update({key: _config_flag(key) for key in ("amp", "overfit_batches", "resume") if key in config})
+    flags.update({key: f"--set {key}" for key in parse_kv(getattr(args, "set", None))})
+    return flags
+
+
 def _configure_train(p: argparse.ArgumentParser) -> None:
     _add_common(p, "train")
 
@@ -374,7 +383,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = _loop_config(args, registry.family_of(args.name))
     model = _build(args, data, infer=True, loop=config)
     _require_data(model, data, args, "zoo_train")
-    result = zoo.train(model, data, **config)
+    with _refusing_unknown(args, model, "train", _train_flags(args, config)):
+        result = zoo.train(model, data, **config)
     if result.best_metric is None:
         print(f"trained {args.name}: nothing to report as best (the run made no update or no evaluation)")
     else:
@@ -416,13 +426,14 @@ def _not_an_option(args: argparse.Namespace, model: Any, call: str, flag: str, s
     from zoo import registry
     from zoo.api import named_options
 
-    takes = named_options(model, call)
+    takes = named_options(model, call) if call != "train" else None  # a loop's options are not in a signature
     if takes is None:  # the family decides; its own message may list what it takes
         listed = re.search(r"(?:it takes|options:) (.+)$", said)
         takes = [listed.group(1)] if listed else []
     key = flag.removeprefix("--").replace("-", "_")
     trained = (f"; {flag} is a training setting of {args.name} (`zoo train {args.name} {flag} ...`)"
-               if not flag.startswith("--set ") and key in registry.config_params(args.name) else "")
+               if call != "train" and not flag.startswith("--set ") and key in registry.config_params(args.name)
+               else "")
     return (f"{flag} is not an option of {args.name}'s {call}" + (f" (it takes {', '.join(takes)})" if takes else "")
             + f"{trained}; leave it out")
 
@@ -501,6 +512,19 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _label_map_paths(out: str | None) -> tuple[Path, Path] | None:
+    """``--out`` as the .npy and .png it writes: a .npy / .png suffix is replaced, any other kept (``map.v2`` is
+    ``map.v2.npy``, not ``map.npy``); a folder that is not there is refused, as ``zoo train --out`` does, rather
+    than made for a mistyped path."""
+    if out is None:
+        return None
+    path = Path(out)
+    stem = path.with_suffix("") if path.suffix.lower() in (".npy", ".png") else path
+    if not (stem.parent if str(stem.parent) else Path(".")).is_dir():
+        raise UsageError(f"--out {out}: folder {stem.parent} does not exist")
+    return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
+
+
 def _write_label_map(label_map: Any, out: Path) -> None:
     import io
 
@@ -508,11 +532,11 @@ def _write_label_map(label_map: Any, out: Path) -> None:
 
     from zoo import fs
 
-    npy = out.with_suffix(".npy")
+    npy, png = _label_map_paths(str(out))
     buf = io.BytesIO()  # np.save seeks; the atomic writer streams
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())
-    png = _label_map_png(np.asarray(label_map), out.with_suffix(".png"))
+    _label_map_png(np.asarray(label_map), png)
     print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
 
 
@@ -546,8 +570,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                          f"{args.name} prints one line per input (--json for JSON lines): redirect the output")
     parse = _PREDICT_INPUTS.get(family)
     inputs: Any = parse(args.inputs) if parse is not None else args.inputs
-    if parse is None and len(inputs) == 1 and family == "hyperspectral":
+    if family == "hyperspectral":
+        if len(inputs) > 1:  # zoo.predict takes one scene; its "got list" named no flag
+            raise UsageError(f"{args.name} predicts one scene per command, got {len(inputs)}: "
+                             f"run `zoo predict {args.name}` once per scene")
         inputs = inputs[0]
+        _label_map_paths(args.out)  # before the prediction: a folder that is not there fails now
     model = _build(args, None, infer=False)
     sets = parse_kv(args.set)
     flags = _call_options(args, model, "predict")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from zoo.cli import command, parse_kv
+from zoo.cli import UsageError, command, parse_kv
 
 __all__: list[str] = []
 
@@ -38,6 +38,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     model = zoo.build(args.name, weights=args.weights, **parse_kv(args.model))
     try:
         result = zoo.export(model, args.out, args.format, verify=args.verify, **parse_kv(args.set))
+    except TypeError as err:
+        if "unknown option" not in str(err):
+            raise
+        # an export option came with --set; the generic TypeError hint points at config keys (`zoo info`)
+        raise UsageError(f"--set: {err}") from err
     except ExportError as err:  # refused for this format, or the export disagrees with PyTorch: nothing written
         print(f"zoo export: {err}", file=sys.stderr)
         return 1

@@ -183,3 +183,65 @@ def test_eval_hands_the_flags_its_evaluate_takes_to_it(saved, tiny, capsys):
     assert main(["eval", "resnet18", "--weights", str(saved["resnet18"]), "--data", str(tiny.image_folder()),
                  "--batch-size", "3", "--amp", "none", "--device", "cpu"]) == 0
     assert "accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("name", "flags", "said"), [
+    ("hsi-pca-svm", ["--steps", "5"], "--steps is not an option of hsi-pca-svm's train (it takes block, cv"),
+    ("hsi-pca-svm", ["--set", "split=random", "bogus=1"], "--set bogus is not an option of hsi-pca-svm's train"),
+    ("td3", ["--overfit-batches", "1"], "--overfit-batches is not an option of td3's train; leave it out"),
+])
+def test_train_refuses_a_flag_the_loop_does_not_take_in_the_words_typed(name, flags, said, tiny, capsys):
+    """zoo eval / predict named the flag; zoo train said the loop's Python name ("unknown option(s) 'total_steps'",
+    "train() got an unexpected keyword argument 'overfit_batches'") with a hint about config keys."""
+    data = (["--data", str(tiny.scene_file()), "--n-components", "3"] if name == "hsi-pca-svm"
+            else ["--env", "Pendulum-v1", "--steps", "10", "--net-arch", "8,8"])
+    assert main(["train", name, *data, *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err.splitlines()[0] and "zoo info" not in err and "Traceback" not in err
+
+
+@pytest.fixture
+def scene_model(tiny, tmp_path, capsys):
+    out = tmp_path / "svm.safetensors"
+    assert main(["train", "hsi-pca-svm", "--data", str(tiny.scene_file()), "--n-components", "3",
+                 "--set", "split=random", "--out", str(out)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return out
+
+
+def test_predict_label_map_out_is_checked_first_and_keeps_a_suffix_it_does_not_own(scene_model, tiny, tmp_path,
+                                                                                  capsys, monkeypatch):
+    """--out made a missing folder (zoo train --out refuses one), and --out map.v2 wrote map.npy / map.png."""
+    monkeypatch.chdir(tmp_path)
+    scene = str(tiny.scene_file())
+    assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", "nodir/map"]) == 2
+    assert "--out nodir/map: folder nodir does not exist" in _error(capsys)
+    assert not (tmp_path / "nodir").exists()
+    assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", "map.v2"]) == 0
+    assert (tmp_path / "map.v2.npy").is_file() and (tmp_path / "map.v2.png").is_file()
+    assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", "m.png"]) == 0
+    assert (tmp_path / "m.npy").is_file() and (tmp_path / "m.png").is_file()
+
+
+def test_predict_of_several_scenes_is_one_line_naming_the_count(scene_model, tiny, capsys):
+    """It was "expected a Scene, a scene path or a data set name; got list" and a hint about config keys."""
+    scene = str(tiny.scene_file())
+    assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, scene]) == 2
+    assert "hsi-pca-svm predicts one scene per command, got 2" in _error(capsys)
+
+
+def test_export_refuses_an_unknown_set_option_without_the_config_key_hint(saved, tmp_path, capsys):
+    assert main(["export", "td3", "--weights", str(saved["td3"]), "--out", str(tmp_path / "t.onnx"),
+                 "--set", "bogus=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--set: zoo.export of TD3Agent: unknown option(s) 'bogus'" in err and "zoo info" not in err
+
+
+def test_info_of_weights_without_a_dataset_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path / "w"))
+    src = tmp_path / "t.safetensors"
+    zoo.save(zoo.build("td3", net_arch=(8, 8)), src)
+    assert main(["weights", "add", str(src), "--name", "td3.bare"]) == 0
+    capsys.readouterr()
+    assert main(["info", "td3"]) == 0
+    assert "    td3.bare: dataset not recorded\n" in capsys.readouterr().out
