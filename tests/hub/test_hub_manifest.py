@@ -175,6 +175,20 @@ def test_add_weights_records_the_dtype_most_values_are_stored_in(tiny_model, wei
     assert entry.meta["dtype"] == "float16"
 
 
+def test_add_weights_of_a_file_zoo_save_wrote_takes_its_config_and_model(tiny_model, weights_home, tmp_path):
+    """`zoo train NAME --stem cifar --out X` then `zoo weights add X`: the entry must rebuild what X holds
+    (its config travels in the file), and a file of another model is refused naming it, before any write."""
+    # what zoo.save writes for a registered model: its name and builder config in the metadata
+    saved = hub.save_weights(zoo.build(tiny_model, num_classes=5, width=4), tmp_path / "trained.safetensors",
+                             metadata={"zoo.model": tiny_model, "zoo.config": json.dumps({"num_classes": 5, "width": 4})})
+    entry = hub.add_weights(saved, name=f"{tiny_model}.trained")
+    assert entry.config == {"num_classes": 5, "width": 4}
+    assert zoo.build(tiny_model, weights="trained").head.out_features == 5
+    with pytest.raises(ValueError, match=r"trained.safetensors holds a '.*' model, not 'resnet18'"):
+        hub.add_weights(saved, name="resnet18.wrong")
+    assert [p.name for p in weights_home.iterdir() if p.name.startswith(".zoo-tmp")] == []
+
+
 def test_add_weights_keeps_a_safetensors_files_metadata(tiny_model, weights_home, tmp_path):
     """Non-network objects keep their JSON config in the metadata; publishing must not drop it."""
     src = hub.save_weights(zoo.build(tiny_model), tmp_path / "agent.safetensors",

@@ -28,8 +28,17 @@ def test_tsn_onnx_takes_other_clip_lengths(tmp_path):
 
 def test_export_options_are_checked(tmp_path):
     model = zoo.build("video-tsn", num_classes=5, modality="rgbdiff")
-    with pytest.raises(ValueError, match="frames must be at least 4"):
-        zoo.export(model, tmp_path / "tsn.onnx", frames=3, size=32)
+    with pytest.raises(ValueError, match="frames must be at least 3"):
+        zoo.export(model, tmp_path / "tsn.onnx", frames=2, size=32)
+
+
+def test_a_two_segment_recipe_exports_with_its_defaults(tmp_path):
+    """`zoo train video-tsn --num-segments 2` then `zoo export`: the recipe's 2 segments are the least an RGB
+    TSN takes, so the other segment counts checked are above it."""
+    model = zoo.build("video-tsn", num_classes=2, stem="cifar").eval()
+    model.video_cfg.update(size=16, resize=20, num_segments=2)
+    res = zoo.export(model, tmp_path / "tsn.pt2", "torch.export")
+    assert read_metadata(res.path)["num_segments"] == 2 and res.max_abs_diff <= res.atol
 
 
 def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):

@@ -73,7 +73,8 @@ def add_weights(
     that are not networks (an agent, a pipeline) publish the file their family's ``save`` wrote. ``dtype=torch.float16`` halves the file (floating tensors
     only; loading copies back into the model's dtype). Before the entry is written, the file is loaded
     into ``zoo.build(model, **config)`` exactly as users will load it, so a file that does not fit its
-    model is never published. ``meta`` gets ``dtype`` and ``num_params`` filled in when absent. The
+    model is never published; a file :func:`zoo.save` wrote brings its own config (``config`` overrides
+    keys of it). ``meta`` gets ``dtype`` and ``num_params`` filled in when absent. The
     manifest is updated under a lock (several benchmarks may publish at once) and weights/README.md is
     regenerated.
     """
@@ -84,6 +85,10 @@ def add_weights(
         raise ManifestError(f"weights name must look like 'model.tag' (e.g. 'resnet18.cifar10'), got {name!r}")
     model = m["model"]
     config = dict(config or {})
+    if isinstance(file_or_state_dict, (str, os.PathLike)):
+        # a file zoo.save wrote carries its model and config (stem, classes, bands...): the entry needs them to
+        # rebuild it, and a file of another model is refused here, naming the file, before anything is written
+        config = {**registry.file_config(file_or_state_dict, model), **config}
     registry.validate_config(model, config)  # unknown model or misspelt key: fail before writing anything
     _refuse_existing(name, read_manifest(missing_ok=True), force)
     json.dumps(config), json.dumps(dict(meta or {}))  # both must be plain JSON

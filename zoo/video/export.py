@@ -61,13 +61,16 @@ def _spec(model: torch.nn.Module, name: str, sample: torch.Tensor, checks: list[
 def export_tsn(model: VideoTSN, batch: int = 2, frames: int | None = None, size: int | None = None) -> ExportSpec:
     """TSN with dynamic batch and segment count, traced on ``batch`` clips of ``frames`` segments (default
     the recipe's ``num_segments``) of ``size`` pixels (default its ``size``); checked on (1, frames + 2) and
-    (batch + 1, frames - 1) too."""
+    (batch + 1, frames - 1) too (frames + 1 where frames - 1 is under the least TSN takes)."""
     batch = check_int("batch", batch)
     recipe, frames, size = _recipe(model, frames, size, 8)
     min_frames = 3 if model.modality == "rgbdiff" else 2
-    if frames - 1 < min_frames:
-        raise ValueError(f"frames must be at least {min_frames + 1} to check another segment count, got {frames}")
-    checks = [_clips(1, frames + 2, size, 1), _clips(batch + 1, frames - 1, size, 2)]
+    if frames < min_frames:
+        raise ValueError(f"export option frames must be at least {min_frames} for this TSN ({model.modality}), got "
+                         f"{frames} (zoo export video-tsn --set frames={min_frames})")
+    # another segment count on each side where the recipe's is above the least (a 2-segment recipe: above only)
+    other = frames - 1 if frames - 1 >= min_frames else frames + 1
+    checks = [_clips(1, frames + 2, size, 1), _clips(batch + 1, other, size, 2)]
     return _spec(model, "video-tsn", _clips(batch, frames, size, 0), checks, {2: "frames"}, min_frames, recipe)
 
 
