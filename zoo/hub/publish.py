@@ -55,6 +55,19 @@ def _refuse_existing(name: str, entries: Mapping[str, WeightsEntry], force: bool
         )
 
 
+def _entry_config(file_or_state_dict: Any, model: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config the entry rebuilds ``model`` with: a file zoo.save wrote carries its own (stem, classes,
+    bands...), which ``config`` overrides key by key; a file of another model, an unknown model or a misspelt
+    key is refused here, before anything is written."""
+    from zoo import registry
+
+    config = dict(config or {})
+    if isinstance(file_or_state_dict, (str, os.PathLike)):
+        config = {**registry.file_config(file_or_state_dict, model), **config}
+    registry.validate_config(model, config)
+    return config
+
+
 def add_weights(
     file_or_state_dict: str | os.PathLike | nn.Module | Mapping[str, torch.Tensor],
     name: str,
@@ -84,12 +97,7 @@ def add_weights(
     if m is None:
         raise ManifestError(f"weights name must look like 'model.tag' (e.g. 'resnet18.cifar10'), got {name!r}")
     model = m["model"]
-    config = dict(config or {})
-    if isinstance(file_or_state_dict, (str, os.PathLike)):
-        # a file zoo.save wrote carries its model and config (stem, classes, bands...): the entry needs them to
-        # rebuild it, and a file of another model is refused here, naming the file, before anything is written
-        config = {**registry.file_config(file_or_state_dict, model), **config}
-    registry.validate_config(model, config)  # unknown model or misspelt key: fail before writing anything
+    config = _entry_config(file_or_state_dict, model, config)
     _refuse_existing(name, read_manifest(missing_ok=True), force)
     json.dumps(config), json.dumps(dict(meta or {}))  # both must be plain JSON
     carried: dict[str, str] = {}
