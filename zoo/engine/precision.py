@@ -47,6 +47,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import platform
@@ -77,7 +78,10 @@ __all__ = [
     "parse_cpuinfo",
     "remeasure",
     "resolve_amp",
+    "resumed_precision",
 ]
+
+log = logging.getLogger(__name__)
 
 OP_KINDS = ("matmul", "conv", "conv3d")
 """What a model spends its time in: dense GEMMs (MLPs, attention, TD3), 2-D convolutions, or 3-D ones
@@ -303,6 +307,23 @@ def auto_amp(device: str | torch.device = "cpu", op: str = "matmul", features: C
     if choice == "bf16" and training and here and not bf16_gradients_ok(op):
         return None
     return choice
+
+
+def resumed_precision(amp: Any, recorded: Any, device: str | torch.device, decided: str | None, what: str,
+                      *, allowed: tuple[str, ...] = ("bf16", "fp16", "fp32")) -> str | None:
+    """The precision a resumed run computes in: with ``amp="auto"`` on the same kind of device, the one the
+    checkpoint ``recorded`` (``{"amp": "bf16" | "fp16" | "fp32", "device": "cpu" | ...}``) so that a run does
+    not switch halfway because this process decided otherwise (it would also break the exact resume); else
+    ``decided``, the choice made now (an explicit ``amp``, another device, an older checkpoint without the
+    record). Returns ``"bf16"``, ``"fp16"`` or None (fp32), like :func:`resolve_amp`."""
+    if normalize_amp(amp) != "auto" or not isinstance(recorded, dict) \
+            or recorded.get("device") != torch.device(device).type or recorded.get("amp") not in allowed:
+        return decided
+    kept = None if recorded["amp"] == "fp32" else recorded["amp"]
+    if kept != decided:
+        log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
+                 recorded["amp"], what, decided or "fp32")
+    return kept
 
 
 def resolve_amp(amp: Any, device: str | torch.device = "cpu", *, op: str = "matmul",

@@ -39,7 +39,7 @@ from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
-from zoo.engine.precision import normalize_amp
+from zoo.engine.precision import normalize_amp, resumed_precision
 from zoo.engine.result import NonFiniteLossError, TrainResult
 from zoo.engine.resume import realign_schedule, reconcile, scale_lr
 from zoo.engine.schedules import build_schedule
@@ -177,22 +177,9 @@ class Trainer:
         self.monitor.restore(state["best_metric"], state["best_epoch"], state.get("extra") or {})
         self.last_ckpt = Path(path)
         self._restore_rng(state.get("rng"))
-        self.amp = self._resumed_precision(state.get("extra") or {}, Path(path).name)
+        self.amp = resumed_precision(self.cfg.amp, (state.get("extra") or {}).get("precision"), self.dev, self.amp,
+                                     Path(path).name)
         return {"checkpoint": Path(path), "changed": changed}
-
-    def _resumed_precision(self, extra: dict[str, Any], what: str) -> str | None:
-        """``amp="auto"`` is decided per machine (:mod:`zoo.engine.precision`); a resume keeps the precision the
-        checkpointed run trained in, so that it does not switch halfway (which would also break the exact
-        resume). On another kind of device, or with an explicit ``amp``, the choice made now stands."""
-        recorded = extra.get("precision")
-        if normalize_amp(self.cfg.amp) != "auto" or not isinstance(recorded, dict) \
-                or recorded.get("device") != self.dev.type or recorded.get("amp") not in ("bf16", "fp16", "fp32"):
-            return self.amp
-        amp = None if recorded["amp"] == "fp32" else recorded["amp"]
-        if amp != self.amp:
-            log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
-                     recorded["amp"], what, self.amp or "fp32")
-        return amp
 
     def _restore_rng(self, rng: Any) -> None:
         if isinstance(rng, list):

@@ -20,14 +20,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import logging
 from typing import Any
 
 import numpy as np
 import torch
 
 from zoo.api import ModelState
-from zoo.engine.precision import resolve_amp
+from zoo.engine.precision import resolve_amp, resumed_precision
 from zoo.engine.resume import ResumeError, reconcile
 from zoo.rl import networks as nets
 from zoo.rl.buffer import Batch, ReplayBuffer
@@ -41,8 +40,6 @@ __all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces"]
 # what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
 # scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
 RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
-
-log = logging.getLogger(__name__)
 
 
 def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
@@ -440,16 +437,12 @@ class TD3Agent:
         return changed
 
     def _resume_precision(self, recorded: Any, what: str) -> None:
-        """``amp="auto"`` is decided per machine (:mod:`zoo.engine.precision`): a resume keeps the precision the
-        checkpointed run trained in, so that it does not switch halfway (which would also break the exact
-        resume), as the engine's resume does. On another kind of device, or with an explicit ``amp`` (which
-        the checkpoint's settings must match), the choice made now stands."""
-        if self.config.amp != "auto" or not isinstance(recorded, dict) or recorded.get("device") != self.device.type \
-                or recorded.get("amp") not in ("bf16", "fp32") or recorded["amp"] == self.precision:
-            return
-        log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
-                 recorded["amp"], what, self.precision)
-        self._build_compute_copies(recorded["amp"])
+        """A resume with ``amp="auto"`` keeps the precision the checkpointed run trained in
+        (:func:`zoo.engine.precision.resumed_precision`, the engine's rule)."""
+        decided = None if self.precision == "fp32" else self.precision
+        kept = resumed_precision(self.config.amp, recorded, self.device, decided, what, allowed=("bf16", "fp32"))
+        if (kept or "fp32") != self.precision:
+            self._build_compute_copies(kept or "fp32")
 
     def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str) -> dict[str, tuple[Any, Any]]:
         try:
