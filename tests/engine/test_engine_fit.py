@@ -33,7 +33,8 @@ def test_learns_a_toy_problem():
     assert evaluate(result.model, data)["accuracy"] > 0.9
 
 
-@pytest.mark.parametrize("n", [8, 12])  # 12 = two steps, the second one a half window of accumulation
+# 12 = two steps, the second one a half window; 6 and 10 end on a short micro-batch (4+2, 4+4 then 2)
+@pytest.mark.parametrize("n", [6, 8, 10, 12])
 def test_accumulation_equals_the_larger_batch(n):
     data = xor_data(n)
     # amp=None: the equality is an fp32 one (amp="auto" may pick bf16 on this CPU)
@@ -46,6 +47,50 @@ def test_accumulation_equals_the_larger_batch(n):
         assert torch.allclose(a, b, atol=1e-6, rtol=0), name
         changed |= not torch.equal(a, p0)
     assert changed
+
+
+def test_accumulation_weighs_micro_batches_by_scored_targets():
+    # Two micro-batches of 4 samples scoring 4 and 1 targets (-100 is ignored, as padding tokens are): the step
+    # must equal one batch of 8 whose mean loss is over its 5 scored targets, not the mean of the two means.
+    x, y = xor_data(8)
+    y = y.clone()
+    y[5:] = -100
+    kw = {"epochs": 1, "optimizer": "sgd", "lr": 0.5, "metrics": (), "progress": False, "seed": 3, "amp": None}
+    big = fit(mlp(1), (x, y), batch_size=8, **kw).model
+    accum = fit(mlp(1), (x, y), batch_size=4, grad_accum_steps=2, **kw).model
+    for (name, a), b in zip(big.named_parameters(), accum.parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __iter__(self):
+        return iter(zip(self.x, self.y))
+
+
+def test_accumulation_steps_on_a_loader_without_len():
+    # 3 batches, windows of 2: the last window holds one batch and must still step (and equal its own batch's).
+    x, y = xor_data(6)
+    kw = {"epochs": 1, "optimizer": "sgd", "lr": 0.5, "metrics": (), "progress": False, "seed": 3, "amp": None}
+    loader = torch.utils.data.DataLoader(_Stream(x, y), batch_size=2)
+    result = fit(mlp(1), loader, grad_accum_steps=2, **kw)
+    assert result.history[-1]["step"] == 2
+    in_order = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=2)  # has a len()
+    sized = fit(mlp(1), in_order, grad_accum_steps=2, **kw).model
+    for (name, a), b in zip(sized.named_parameters(), result.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+
+
+def test_train_loss_is_a_mean_over_samples_like_val_loss():
+    # Batches of 4, 4 and 2 at a learning rate too small to move the weights: the epoch's train_loss is the
+    # loss over the 10 samples (val_loss on the same data), not the mean of the three batch means.
+    data = xor_data(10)
+    result = fit(mlp(1), data, data, epochs=1, batch_size=4, optimizer="sgd", lr=1e-12, metrics=(),
+                 progress=False, amp=None)
+    row = result.history[-1]
+    assert row["train_loss"] == pytest.approx(row["val_loss"], rel=1e-6)
 
 
 def test_gradient_clipping_bounds_the_step():

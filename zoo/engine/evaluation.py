@@ -56,7 +56,7 @@ def evaluate_loader(
             with autocast(amp, device):
                 outputs, targets = forward(model, batch, forward_fn)
                 loss = loss_fn(outputs, targets)
-            n = _num_scored(targets)
+            n = metrics_mod.num_scored(targets)
             if n:  # a batch whose targets are all ignore_index has a NaN mean loss, and NaN * 0 is NaN
                 loss_sum += loss.detach().double().cpu() * n
                 count += n
@@ -77,14 +77,6 @@ def evaluate_loader(
         num_classes = max(g[4] for g in gathered)
         out.update(_metrics_from_topk(p, y, num_classes, metrics))
     return out
-
-
-def _num_scored(targets: Any) -> int:
-    if isinstance(targets, torch.Tensor):
-        if not targets.is_floating_point():
-            return int((targets != metrics_mod.IGNORE_INDEX).sum())
-        return int(targets.shape[0]) if targets.dim() else 1
-    return len(targets)
 
 
 def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,7 @@ __all__ = [
     "classification_report",
     "cohen_kappa",
     "confusion_matrix",
+    "num_scored",
     "overall_accuracy",
     "per_class_recall",
     "plot_confusion_matrix",
@@ -28,6 +29,19 @@ __all__ = [
 ]
 
 IGNORE_INDEX = -100
+
+
+def num_scored(targets: Any) -> int:
+    """How many targets a mean-reduced loss averaged over: class indices other than :data:`IGNORE_INDEX`,
+    else the samples along dim 0; one for targets of unknown structure (a dict, say), so such batches weigh
+    equally. Batch losses are weighted by this wherever the engine combines them (epoch means, accumulation)."""
+    if isinstance(targets, torch.Tensor):
+        if not targets.is_floating_point():
+            return int((targets != IGNORE_INDEX).sum())
+        return int(targets.shape[0]) if targets.dim() else 1
+    if isinstance(targets, (list, tuple)) and targets and not isinstance(targets[0], torch.Tensor):
+        return len(targets)
+    return 1
 
 
 def _as_tensor(x: Any) -> torch.Tensor:

@@ -224,6 +224,7 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_epoch_start(st)
         self.loss_sum, self.n_seen = 0.0, 0
+        self.window_ref, self.window_scored, self.window_pending = 1.0, 0, 0
         self.correct = torch.zeros((), dtype=torch.long, device=self.dev)  # stays on device: no per-batch sync
         self.n_scored = torch.zeros((), dtype=torch.long, device=self.dev)
         bar = tqdm(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
@@ -240,6 +241,10 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
             if st.stop_requested:
                 break
+        else:
+            if self.window_pending:  # a loader without len() ended inside an accumulation window
+                self._finish_window_sync()
+                self._optimizer_step()
         bar.close()
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step,
                                "train_loss": self.loss_sum / max(1, self.n_seen)}
@@ -271,15 +276,51 @@ class Trainer:
                     f"non-finite loss ({loss_val}) at epoch {epoch + 1}, batch {i}, optimizer step {self.step}: "
                     f"last good checkpoint: {self.last_ckpt or 'none written (set checkpoint_dir to keep one)'}. "
                     "Lower lr, add clip_grad_norm, or check the data/targets.")
-            self.scaler.scale(loss / window if window > 1 else loss).backward()
+            n = metrics_mod.num_scored(targets)
+            self.scaler.scale(self._window_share(loss, n) if accum > 1 else loss).backward()
         if self.first_loss is None:
             self.first_loss = loss_val
-        self.loss_sum += loss_val
-        self.n_seen += 1
+        self.loss_sum += loss_val * n  # the epoch's train_loss is a mean over scored targets, as val_loss
+        self.n_seen += n
         self._count_correct(outputs, targets)
         if last_micro:
             self._optimizer_step()
         return loss_val
+
+    def _window_share(self, loss: torch.Tensor, n: int) -> torch.Tensor:
+        """``loss`` (a mean over its ``n`` scored targets) weighted for an accumulation window: each micro-batch
+        by its ``n`` over the window's first one's (all ranks' mean), divided by ``grad_accum_steps``;
+        ``_optimizer_step`` then rescales by the window's real total, so the step equals the one big batch's
+        mean-loss step, whatever the micro-batch sizes (a short last batch, token counts) or window length."""
+        if self.window_pending == 0:
+            ref = float(n) if n else 1.0
+            if self.info.enabled:  # one reference for every rank, so their gradients add up consistently
+                ref = float(all_reduce_mean(torch.tensor(ref, dtype=torch.float64, device=self.dev)))
+            self.window_ref = ref
+        self.window_pending += 1
+        self.window_scored += n
+        return loss * (n / self.window_ref) / self.cfg.grad_accum_steps
+
+    def _finish_window_sync(self) -> None:
+        """Average gradients over ranks by hand for a window cut short where DDP's own reduce was skipped
+        (``no_sync`` on micro-batches that were not known to be a window's last)."""
+        if self.info.enabled:
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.copy_(all_reduce_mean(p.grad))
+
+    def _rescale_window(self) -> None:
+        """Gradients of a finished accumulation window times ``accum * ref / scored`` (see ``_window_share``):
+        exactly 1.0 when every micro-batch scored as many targets as the first and the window was full."""
+        total = float(self.window_scored)
+        if self.info.enabled:
+            total = float(all_reduce_mean(torch.tensor(total, dtype=torch.float64, device=self.dev)))
+        factor = self.cfg.grad_accum_steps * self.window_ref / total if total > 0 else 1.0
+        if factor != 1.0:
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.mul_(factor)
+        self.window_ref, self.window_scored, self.window_pending = 1.0, 0, 0
 
     def _count_correct(self, outputs: Any, targets: Any) -> None:
         if "accuracy" in self.metric_keys and isinstance(targets, torch.Tensor) and not targets.is_floating_point() \
@@ -290,6 +331,8 @@ class Trainer:
                 self.n_scored += valid.sum()
 
     def _optimizer_step(self) -> None:
+        if self.window_pending:
+            self._rescale_window()
         if self.cfg.clip_grad_norm is not None:
             self.scaler.unscale_(self.opt)
             torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
