@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.io
@@ -106,6 +108,33 @@ def test_mat_key_discovery_v5_and_v73(tmp_path):
     np.testing.assert_array_equal(scene3.labels, gt)
     with pytest.raises(ValueError, match="no 3-D"):
         find_cube_key({"a": gt})
+
+
+def test_mat_ground_truth_beats_a_mask_and_an_open_choice_warns(tmp_path):
+    """Before: a file holding ``gt`` (classes 1..3) and a 0/1 ``train_mask`` loaded the mask as the labels
+    (fewest distinct values won among "gt-like" names), with no warning."""
+    rng = np.random.default_rng(3)
+    cube = rng.normal(size=(8, 6, 5)).astype(np.float32)
+    gt = rng.integers(1, 4, size=(8, 6)).astype(np.uint8)
+    mask = np.zeros((8, 6), np.uint8)
+    mask[:, :3] = 1
+    scipy.io.savemat(tmp_path / "two.mat", {"cube": cube, "gt": gt, "train_mask": mask, "train_gt": gt * mask})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ground-truth name against mask names is no open choice
+        scene = load_scene(tmp_path / "two.mat")
+    assert scene.metadata["gt_key"] == "gt"
+    np.testing.assert_array_equal(scene.labels, gt)
+    np.testing.assert_array_equal(load_scene(tmp_path / "two.mat", gt_key="train_mask").labels, mask)
+    # two maps named alike, or only a mask and an unnamed map: the pick is named, with the way to change it
+    scipy.io.savemat(tmp_path / "alike.mat", {"cube": cube, "gt_a": gt, "gt_b": mask})
+    scipy.io.savemat(tmp_path / "masks.mat", {"cube": cube, "train_mask": mask, "m2": gt})
+    for name, chosen in (("alike.mat", "gt_b"), ("masks.mat", "train_mask")):
+        with pytest.warns(UserWarning, match=rf"using '{chosen}' .* pass gt_key=<name>"):
+            assert load_scene(tmp_path / name).metadata["gt_key"] == chosen
+    # the same ranking for a separate ground-truth file
+    scipy.io.savemat(tmp_path / "cube_only.mat", {"cube": cube})
+    scipy.io.savemat(tmp_path / "gt_file.mat", {"train_mask": mask, "salinas_gt": gt})
+    np.testing.assert_array_equal(load_scene(tmp_path / "cube_only.mat", gt=tmp_path / "gt_file.mat").labels, gt)
 
 
 def test_real_ground_truth_files(shared_data):

@@ -20,7 +20,7 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 log = logging.getLogger(__name__)
 
 __all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "check_options", "class_colors", "plot_classification_map",
-           "refuse_scene_options", "require_valid_pixels", "resolve_split", "score_labels", "score_map"]
+           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
@@ -104,8 +104,34 @@ def _mask_array(scene: Scene, train_mask: Any) -> np.ndarray | None:
     return np.asarray(train_mask)
 
 
+def require_classes(y: np.ndarray, what: str, hint: str) -> None:
+    """Refuse training labels ``y`` with fewer than two classes before any fit: scikit-learn's own error
+    names neither the scene nor the labels, and a network trains on one class silently."""
+    classes = np.unique(np.asarray(y))
+    if classes.size < 2:
+        found = f"only class {classes[0]}" if classes.size else "no class"
+        raise ValueError(f"{what} hold {found}; need >= 2 classes to train a classifier ({hint})")
+
+
+def _require_scene_classes(scene: Scene) -> np.ndarray:
+    """The scene's classes; an error when there are fewer than two (a mask or a wrong map taken as labels)."""
+    every = np.unique(scene.labels[scene.labels > 0])
+    require_classes(every, f"the labelled pixels of scene {scene.name!r}",
+                    "check the ground truth: labels= / gt=, or gt_key= for a .mat file holding several 2-D maps")
+    return every
+
+
+def _require_training_classes(scene: Scene, train: np.ndarray, kind: str) -> None:
+    every = _require_scene_classes(scene)
+    held = scene.labels[np.asarray(train, bool)]
+    require_classes(held[held > 0], f"the training pixels of split {kind!r} on scene {scene.name!r}",
+                    f"the scene holds classes {', '.join(str(c) for c in every)}: try another seed, a larger "
+                    f"train_fraction or another split")
+
+
 def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: float = 0.3, seed: int = 0,
-                  window: int = 25, block: int = 16, train_mask: Any = None, guard: bool = False) -> Split:
+                  window: int = 25, block: int = 16, train_mask: Any = None, guard: bool = False,
+                  for_training: bool = True) -> Split:
     """``"random"`` (stratified, HybridSN protocol), ``"disjoint"`` (``train_mask=``: an array or a file, else
     the scene's ``train_mask`` metadata), ``"blocks"`` (spatial tiles, always guarded), ``"auto"`` (see
     :func:`auto_split`), or a ready :class:`Split`. ``split.info["split"]`` names the kind chosen.
@@ -113,12 +139,19 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
     ``guard`` drops disjoint-mask test pixels whose ``window`` reaches a training pixel. Off by default:
     on Indian Pines the published mask leaves no test pixel 12 pixels away from every training pixel, so
     a guarded 25x25 split is empty; the overlap is reported instead (``Split.overlap``).
+
+    ``for_training`` (the default) refuses labels whose training pixels hold fewer than two classes; an
+    evaluation, which only uses the test pixels, passes False.
     """
     if isinstance(split, Split):
+        if for_training and scene.labels is not None:
+            _require_training_classes(scene, split.train, split.name)
         return split
     if scene.labels is None:
         raise ValueError(f"scene {scene.name!r} has no labels: cannot split it for training (give ground truth: "
                          f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
+    if for_training and (scene.labels > 0).any():
+        _require_scene_classes(scene)  # before splitting: a split error would hide the real cause
     train_mask = _mask_array(scene, train_mask)
     kind = auto_split(scene, train_mask) if split == "auto" else split
     if split == "auto":
@@ -141,6 +174,8 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
         if not mask.any():
             raise ValueError(f"split {kind!r} on scene {scene.name!r} ({scene.shape[0]}x{scene.shape[1]}) leaves no "
                              f"{part} pixels ({sp.info}); try a smaller block/window or another split")
+    if for_training:
+        _require_training_classes(scene, sp.train, kind)
     sp.info.setdefault("split", kind)
     return sp
 

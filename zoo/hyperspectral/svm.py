@@ -28,6 +28,7 @@ from zoo.hyperspectral.evaluation import (
     check_options,
     default_scene,
     refuse_scene_options,
+    require_classes,
     require_valid_pixels,
     resolve_split,
     score_labels,
@@ -87,6 +88,7 @@ class HSIPipeline(Pipeline):
             refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
                                                "train_mask": train_mask, "window": window, "block": block})
             X, y = np.asarray(data[0]), np.asarray(data[1])
+            require_classes(y, "the training labels y", "a classifier needs pixels of at least two classes")
             self.split_ = None
             self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
             self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
@@ -299,7 +301,7 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tup
     if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
             and own):
         cfg["train_mask"] = record.train_mask  # the mask it was trained with, kept in its weights
-    return resolve_split(scene, **cfg).test, False
+    return resolve_split(scene, **cfg, for_training=False).test, False
 
 
 def _flat(scores: dict[str, Any], excluded: int = 0, all_labelled: bool = False) -> dict[str, float]:

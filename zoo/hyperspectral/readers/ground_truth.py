@@ -77,7 +77,7 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
                       n_bands: int | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
     """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth."""
     from zoo.hyperspectral.readers.envi_header import find_header
-    from zoo.hyperspectral.readers.mat import describe_arrays, find_gt_key, load_mat_arrays, mat_ground_truth
+    from zoo.hyperspectral.readers.mat import describe_arrays, load_mat_arrays, mat_ground_truth, pick_gt_key
 
     path = Path(path)
     if not path.is_file():
@@ -86,7 +86,7 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
     if ext == ".mat":
         arrays = load_mat_arrays(path)
         if shape is None:
-            key = find_gt_key(arrays)
+            key = pick_gt_key(arrays, None, path)
             if key is None:
                 raise SceneFormatError(f"{path}: no 2-D label array; arrays: {describe_arrays(arrays)}")
             return _check(arrays[key], path, None, what), {}

@@ -4,7 +4,8 @@ Two layouts are found in the wild:
 
 * classification scenes (EHU/GIC: ``indian_pines_corrected``, ``paviaU``, ``salinas_gt``, ...): the cube is
   the largest 3-D numeric array and the ground truth the 2-D integer array whose shape matches the cube's
-  first two axes (preferring names with ``gt`` / ``label`` / ``map``);
+  first two axes (preferring names with ``gt`` / ``label`` / ``truth``, then ``map``, over mask names such
+  as ``train_mask``; a choice the names leave open is warned about, naming ``gt_key=``);
 * unmixing scenes (Samson, Jasper Ridge, Urban as distributed): ``Y`` (or ``V``) is ``bands x pixels`` with
   the image size in ``nRow`` / ``nCol``, pixels in MATLAB's column-major order (``reshape(Y', nRow, nCol, B)``);
   their ground-truth files hold abundances ``A`` (``endmembers x pixels``, same pixel order) and
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import warnings
 import zlib
 from pathlib import Path
 from typing import Any
@@ -28,10 +30,14 @@ from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "load_mat_arrays",
-           "mat_ground_truth", "open_mat", "unmixing_cube"]
+__all__ = ["describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "gt_candidates",
+           "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
 
 _GT_HINT = re.compile(r"(gt|ground|label|truth|map|class|mask|dset)", re.IGNORECASE)
+_LABEL_NAME = re.compile(r"(gt|ground|label|truth|class)", re.IGNORECASE)
+_WEAK_LABEL_NAME = re.compile(r"(map|dset)", re.IGNORECASE)
+# a train/val/test mask is a label-map-shaped integer array too; it must never win over the ground truth
+_MASK_NAME = re.compile(r"(mask|train|test|val|split|fold)", re.IGNORECASE)
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ROWS, _COLS = ("nRow", "nrow", "nRows", "n_row"), ("nCol", "ncol", "nCols", "n_col")
 _UNMIXING_DATA = ("Y", "V", "X", "data")  # the names the distributed unmixing files use, best first
@@ -101,8 +107,22 @@ def find_cube_key(arrays: dict[str, np.ndarray]) -> str:
     return max(cubes, key=lambda k: arrays[k].size)
 
 
-def find_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = None) -> str | None:
-    """The ground-truth array: 2-D, integer-valued, non-negative, ``shape`` when given."""
+def _name_rank(key: str) -> int:
+    """0: named like ground truth; 1: like a label map or a subset of one; 2: like a mask; 3: no hint."""
+    label, mask = _LABEL_NAME.search(key) is not None, _MASK_NAME.search(key) is not None
+    if label and not mask:
+        return 0
+    if label or (_WEAK_LABEL_NAME.search(key) and not mask):
+        return 1
+    return 2 if mask else 3
+
+
+def gt_candidates(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = None) -> list[str]:
+    """Keys that could be the ground truth (2-D, integer-valued, non-negative, ``shape`` when given), best first.
+
+    Ground-truth names beat label-map names, which beat mask names (``train_mask``); then fewest distinct
+    values (a label map, not an image band).
+    """
     cands = []
     for k, v in arrays.items():
         if v.ndim != 2 or (shape is not None and v.shape != tuple(shape)) or v.size == 0:
@@ -112,10 +132,29 @@ def find_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = N
         if v.min() < 0:
             continue
         cands.append(k)
+    return sorted(cands, key=lambda k: (_name_rank(k), len(np.unique(arrays[k]))))
+
+
+def find_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = None) -> str | None:
+    """The best ground-truth candidate of :func:`gt_candidates`, or None."""
+    cands = gt_candidates(arrays, shape)
+    return cands[0] if cands else None
+
+
+def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, path: Path) -> str | None:
+    """:func:`find_gt_key`, warning when the names leave the choice open (a second candidate as well named as
+    the chosen one, or a chosen one not named like ground truth), so a mask is never taken silently."""
+    cands = gt_candidates(arrays, shape)
     if not cands:
         return None
-    # a name that says "ground truth" wins; then fewest distinct values (a label map, not an image band)
-    return min(cands, key=lambda k: (_GT_HINT.search(k) is None, len(np.unique(arrays[k]))))
+    best = cands[0]
+    rivals = [k for k in cands[1:] if _name_rank(k) == _name_rank(best)]
+    if rivals or (_name_rank(best) > 0 and len(cands) > 1):
+        others = ", ".join(repr(k) for k in cands[1:])
+        warnings.warn(f"{path}: several arrays could be the ground truth; using {best!r} "
+                      f"({len(np.unique(arrays[best]))} distinct values), not {others}: pass gt_key=<name> "
+                      f"to load_scene to pick another", stacklevel=4)
+    return best
 
 
 def _positive_scalar(arrays: dict[str, np.ndarray], names: tuple[str, ...]) -> int | None:
@@ -176,7 +215,7 @@ def mat_ground_truth(arrays: dict[str, np.ndarray], shape: tuple[int, int], path
     ``(K, C)`` (from ``M``) and ``endmember_names`` when the file has them.
     """
     h, w = shape
-    key = find_gt_key(arrays, shape)
+    key = pick_gt_key(arrays, shape, path)
     labels = arrays[key] if key is not None else None
     extras: dict[str, Any] = {} if key is None else {"gt_key": key}
     if "A" in arrays and h * w in arrays["A"].shape:

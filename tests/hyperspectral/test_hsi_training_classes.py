@@ -1,0 +1,53 @@
+"""Training labels with a single class are refused, naming the scene, before either model fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.hyperspectral.evaluation import resolve_split
+from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.splits import Split
+from zoo.hyperspectral.synthetic import make_scene
+
+
+def _one_class_scene(seed: int = 2) -> Scene:
+    s = make_scene(24, 24, 20, 3, block=6, seed=seed)
+    return Scene(cube=s.cube, labels=(s.labels > 0).astype(np.int64), name="all-ones")
+
+
+@pytest.mark.parametrize("name,kw", [("hsi-pca-svm", {"n_components": 5}), ("hybridsn", {"window": 9})])
+def test_a_single_class_scene_is_refused_before_training(name, kw):
+    """Before: hsi-pca-svm raised scikit-learn's "The number of classes has to be greater than one; got 1
+    class" (no scene named); hybridsn trained a one-class network without a word."""
+    model = zoo.build(name, **kw)
+    train_kw = {"block": 6} if name == "hsi-pca-svm" else {"block": 6, "epochs": 1, "progress": False}
+    with pytest.raises(ValueError, match=r"pixels of scene 'all-ones' hold only class 1; need >= 2 classes.*gt_key="):
+        zoo.train(model, _one_class_scene(), **train_kw)
+
+
+def test_a_split_whose_training_pixels_hold_one_class_is_refused_but_evaluation_is_not():
+    s = make_scene(24, 24, 20, 3, block=6, seed=2)
+    train = s.labels == 1
+    sp = Split(train, (s.labels > 1), "by-hand")
+    with pytest.raises(ValueError, match=r"training pixels of split 'by-hand' on scene 'synthetic-2' hold "
+                                         r"only class 1; .*the scene holds classes 1, 2, 3"):
+        resolve_split(s, split=sp)
+    assert resolve_split(s, split=sp, for_training=False) is sp
+    # an evaluation takes a split's test pixels only: a one-class scene is scored, not refused
+    svm = zoo.build("hsi-pca-svm", n_components=5)
+    zoo.train(svm, s, block=6, window=5)
+    scores = zoo.evaluate(svm, _one_class_scene(seed=3), split="random")
+    assert 0.0 <= scores["overall_accuracy"] <= 1.0
+
+
+def test_svm_on_pixels_needs_two_classes_and_zero_is_a_class_there():
+    s = make_scene(24, 24, 20, 3, block=6, seed=2)
+    X = s.cube.reshape(-1, 20)
+    svm = zoo.build("hsi-pca-svm", n_components=5)
+    with pytest.raises(ValueError, match=r"the training labels y hold only class 7; need >= 2 classes"):
+        zoo.train(svm, (X, np.full(len(X), 7)))
+    y = (s.labels.reshape(-1) > 1).astype(np.int64)  # (X, y) pixels follow scikit-learn: 0 is a class
+    zoo.train(svm, (X, y))
+    assert set(np.unique(svm.predict(X))) <= {0, 1}
