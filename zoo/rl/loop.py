@@ -28,7 +28,7 @@ import os
 import time
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ import torch
 from zoo import fs
 from zoo.engine.logs import RunLogger, write_csv
 from zoo.engine.threads import check_threads, flush_denormal, torch_threads
+from zoo.rl.envspec import env_identity
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -54,22 +55,25 @@ _PLOTTED = ("step", "eval_return_mean", "train_return_recent", "critic_loss", "a
 
 
 def make_env(env: Any, *, num_envs: int = 1):
-    """An env id -> ``gymnasium.make`` (or a same-step-autoreset vector env when ``num_envs > 1``);
-    an env object is returned as it is."""
+    """An env id or ``EnvSpec`` -> ``gymnasium.make`` (or a same-step-autoreset vector env when
+    ``num_envs > 1``); an env object is returned as it is."""
     import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec
 
-    if isinstance(env, (str, os.PathLike)):
-        env_id = str(env)
+    if isinstance(env, (str, os.PathLike, EnvSpec)):
+        # a spec (zoo.rl.envspec) makes the id with its kwargs and recorded wrappers again
+        env_id = env if isinstance(env, EnvSpec) else str(env)
         try:
             if num_envs > 1:
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                                     vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
             return gym.make(env_id)
         except gym.error.Error as err:
-            raise ValueError(f"cannot make gymnasium env {env_id!r}: {err}") from None
+            name = env_id.id if isinstance(env_id, EnvSpec) else env_id
+            raise ValueError(f"cannot make gymnasium env {name!r}: {err}") from None
     if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         return env
-    raise TypeError(f"env must be a gymnasium env id, gymnasium.Env or VectorEnv; got {type(env).__name__}")
+    raise TypeError(f"env must be a gymnasium env id, EnvSpec, gymnasium.Env or VectorEnv; got {type(env).__name__}")
 
 
 def _env_name(env: Any) -> str:
@@ -92,7 +96,8 @@ def _check_env_fits(agent, env) -> None:
     low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
     if not (np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)):
         raise ValueError(f"{_env_name(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "
-                         f"{agent._low_np.tolist()}..{agent._high_np.tolist()}")
+                         f"{agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the agent acts in (a "
+                         "wrapped env with its wrappers, e.g. gymnasium.wrappers.RescaleAction)")
 
 
 def _pick_env(agent, data: Any, env: Any) -> Any:
@@ -101,7 +106,9 @@ def _pick_env(agent, data: Any, env: Any) -> Any:
     chosen = env if env is not None else data
     if chosen is None:
         if agent.env_id is None:
-            raise ValueError("no environment: pass env=<gymnasium id or env>")
+            raise ValueError(f"no environment: this agent (obs_dim {agent.obs_dim}, act_dim {agent.act_dim}) was built "
+                             "for an env without a registered id (or loaded from the weights of one), so there is "
+                             "none to make: pass env=<gymnasium id or env>")
         chosen = agent.env_id
     return chosen
 
@@ -229,7 +236,7 @@ class _Run:
     total_steps: int
     eval_every: int | None
     eval_episodes: int
-    eval_env: Any  # what evaluations run on: eval_env=, the env id, or the training env itself (at the end)
+    eval_env: Any  # what evaluations run on: eval_env=, the env id or spec, or the training env itself (at the end)
     ckpt_dir: Path | None
     ckpt_every: int | None
     log_dir: Path | None
@@ -252,6 +259,7 @@ class _Run:
     next_ckpt: float = math.inf
     clock: _Clock = field(default_factory=_Clock)
     resumed: dict[str, Any] | None = None
+    identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
 
     def __post_init__(self) -> None:
         self.ep_ret = np.zeros(self.n_envs)
@@ -288,8 +296,9 @@ def train(
         total_steps: environment transitions in total (a resumed run continues up to it).
         eval_every: deterministic evaluation of ``eval_episodes`` episodes on a separate env every this
             many steps (and at the end); ``None`` evaluates only at the end, 0 never.
-        eval_env: what evaluations run on (default: a new env of the training env's id; an env with no
-            id is evaluated on itself at the end, and every N steps only with ``eval_env``).
+        eval_env: what evaluations run on (default: a new env made from the training env's id, or from its
+            spec: make kwargs and wrappers too; an env with no id, or one its spec cannot make again, is
+            evaluated on itself at the end, and every N steps only with ``eval_env``).
         seed: seeds this call's first env reset (default: the agent's seed on a first call; later, a
             caller's env continues its stream). Ignored, with a warning, when resuming.
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
@@ -298,9 +307,11 @@ def train(
             replays that episode's steps, see the module's notes on exact resume); the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
-        resume: ``True`` continues from ``checkpoint_dir/td3_last.pt``; a path continues from that file.
-            ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ from the
-            checkpointed run's (applied and logged); any other change raises ``zoo.engine.ResumeError``.
+        resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (a run starts from scratch, saying
+            so, while there is none); a path continues from that file. ``actor_lr``, ``critic_lr``,
+            ``exploration_noise`` and ``total_steps`` may differ from the checkpointed run's (applied and
+            logged); any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
+            ``zoo.engine.ResumeError``.
         log_dir: ``metrics.csv`` (one row per evaluation: returns, mean critic and actor loss since the
             previous row, steps/s), TensorBoard events when installed, ``learning_curves.png`` and
             ``episodes.csv`` (default: ``checkpoint_dir``).
@@ -388,28 +399,59 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
             train_env.close()
         raise
     return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
-                vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step, **settings)
+                vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
+                identity=env_identity(train_env), **settings)
 
 
 def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
-    """What the run evaluates on, decided before it trains: ``eval_env``, else a fresh env of the training
-    env's id (the caller's id, the env's registered spec, the agent's env). An env object without an id
-    can only be evaluated on itself, which mid-run would cut the training episode in progress: that is
-    done for the one evaluation at the end (``eval_every=None``); periodic evaluations need ``eval_env``."""
+    """What the run evaluates on, decided (and checked against the agent) before it trains: ``eval_env``,
+    else the caller's id, else a fresh env made from the training env's spec (id, make kwargs and wrappers:
+    a wrapped env keeps its id, so the id alone would evaluate another env). An env object that cannot be
+    made again can only be evaluated on itself, which mid-run would cut the training episode in progress:
+    that is done for the one evaluation at the end (``eval_every=None``); periodic evaluations need
+    ``eval_env``."""
     if eval_env is not None or eval_every == 0:
         return eval_env
     if isinstance(chosen, (str, os.PathLike)):
         return str(chosen)
-    spec_id = getattr(getattr(train_env, "spec", None), "id", None)
-    if spec_id or agent.env_id:
-        return spec_id or agent.env_id
+    spec, missing = _equivalent_spec(agent, train_env)
+    if spec is not None:
+        return spec
     if not vec and eval_every is None:
         return train_env
     name = _env_name(train_env)
     why = ("a vector env cannot be evaluated episode by episode" if vec else
            f"evaluating every {eval_every} steps on the training env would cut its episodes")
-    raise ValueError(f"TD3 on {name}: no separate env to evaluate on ({name} has no registered id, and {why}): "
+    raise ValueError(f"TD3 on {name}: no separate env to evaluate on ({missing}, and {why}): "
                      f"pass eval_env=<another {name} instance> (or eval_every=0 to skip evaluation)")
+
+
+def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
+    """``(spec, "")`` when ``gymnasium.make(spec)`` of the training env's spec gives an env that fits the
+    agent; else ``(None, why not)``."""
+    import gymnasium as gym
+
+    from zoo.rl.envspec import single_spec
+
+    name, spec = _env_name(train_env), single_spec(train_env)
+    if spec is None:
+        return None, f"{name} has no registered id"
+    if spec.kwargs.get("render_mode") == "human":  # nobody watches an evaluation: no window for its episodes
+        spec = replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
+    try:
+        remade = gym.make(spec)
+    except Exception as err:  # noqa: BLE001  any failure of the env's own code means: no equivalent env
+        why = f"{name} cannot be made again from its spec ({type(err).__name__}: {err})"
+    else:
+        try:
+            _check_env_fits(agent, remade)
+            return spec, ""
+        except ValueError as err:
+            why = f"{name} made again from its spec does not fit the agent ({err})"
+        finally:
+            remade.close()
+    log.info("TD3 on %s: %s", name, why)
+    return None, why
 
 
 def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
@@ -426,11 +468,12 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
             "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
             stacklevel=5)  # _start <- train <- TD3Agent.zoo_train <- zoo.train <- the caller
     agent.ensure_buffer()
-    if resume:
+    path = _resume_path(run, resume) if resume else None
+    if path is not None:
         if seed is not None:
             warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
                           "state continues, so that the resumed run replays the uninterrupted one)", stacklevel=5)
-        _restore_env(agent, run, *_resume(agent, run, resume))
+        _restore_env(agent, run, *_resume(agent, run, path))
     elif agent.num_timesteps == 0 or seed is not None:
         _reset(run, seed=agent.seed if seed is None else int(seed))
     elif run.owns_env:
@@ -439,7 +482,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
         _reset(run, seed=agent.seed + agent.num_timesteps)
     else:  # trained before, on the caller's env: continue its random stream instead of reseeding
         _reset(run)
-    if not resume:
+    if path is None:
         agent.reset_noise()  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
     run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
@@ -450,25 +493,40 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
                    disable=not progress, dynamic_ncols=True)
 
 
-def _resume(agent, run: _Run, resume: bool | str | os.PathLike) -> tuple[str | None, dict[str, Any] | None]:
+def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
+    """The checkpoint ``resume`` names; None for ``resume=True`` on a folder that has none yet (the engine's
+    rule: one command line serves the first run and every restart after a kill)."""
+    if not isinstance(resume, bool):
+        path = Path(resume)
+        if not path.is_file():
+            raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
+        return path
+    if run.ckpt_path is None:
+        raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
+    if not run.ckpt_path.exists():  # a file there that does not load is an error (_read_checkpoint), not this
+        log.info("resume: no TD3 checkpoint in %s yet (%s), starting from scratch", run.ckpt_dir, CHECKPOINT_NAME)
+        return None
+    return run.ckpt_path
+
+
+def _run_settings(run: _Run) -> dict[str, Any]:
+    """The loop's own settings a checkpoint records and a resume compares (only ``total_steps`` may change):
+    how many envs collect, and which env (its id, make kwargs and wrappers: another env with the same
+    spaces is another experiment)."""
+    return {"total_steps": run.total_steps, "num_envs": run.n_envs, "env": run.identity}
+
+
+def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
     the run's episode log; returns the env's saved random state and the run's state at the checkpoint
     (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
-    if isinstance(resume, bool):
-        if run.ckpt_path is None:
-            raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
-        path = run.ckpt_path
-    else:
-        path = Path(resume)
-    if not path.is_file():
-        raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
     if path.suffix == ".safetensors":
         raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
                          f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
                          f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
                          f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
     state = _read_checkpoint(path, agent.device)
-    changed = agent.load_checkpoint_state(state, run={"total_steps": run.total_steps}, what=str(path))
+    changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
     log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
@@ -655,7 +713,7 @@ def _write_logs(agent, run: _Run) -> None:
 def _checkpoint(agent, run: _Run) -> None:
     """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
     where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
-    state = agent.checkpoint_state(run={"total_steps": run.total_steps})
+    state = agent.checkpoint_state(run=_run_settings(run))
     state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
     state["episodes"] = run.episodes
     state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),

@@ -410,7 +410,7 @@ class TD3Agent:
             if saved[key] != getattr(self, key):
                 raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={getattr(self, key)}")
         recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
-        changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what)
+        changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what, run_keys=set(run or {}))
         self._resume_precision(state.get("precision"), what)
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
@@ -444,17 +444,23 @@ class TD3Agent:
         if (kept or "fp32") != self.precision:
             self._build_compute_copies(kept or "fp32")
 
-    def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str) -> dict[str, tuple[Any, Any]]:
+    def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str,
+                   run_keys: set[str] = frozenset()) -> dict[str, tuple[Any, Any]]:
+        """``reconcile`` with a refusal that says how to fix the call: the agent's settings go to
+        ``zoo.build``, the loop's (``run_keys``: the env, ``num_envs``) to ``zoo.train``."""
         try:
             return reconcile(saved, current, applied=RESUME_APPLIED, what=what)
         except ResumeError as err:
             refused = {k: saved[k] for k in sorted(current)
                        if k in saved and saved[k] != current[k] and k not in RESUME_APPLIED}
-            call = ", ".join(f"{k}={v!r}" for k, v in refused.items())
-            raise ResumeError(
-                f"{err}. To continue this TD3 run, build the agent with the checkpoint's values "
-                f"(zoo.build('td3', env={self.env_id!r}, {call}, ...)) and pass zoo.train(agent, ..., "
-                f"resume=True) no other value for them") from None
+            built = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k not in run_keys)
+            trained = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k in run_keys)
+            fixes = [(f"build the agent with the checkpoint's values (zoo.build('td3', env={self.env_id!r}, "
+                      f"{built}, ...))")] if built else []
+            if trained:
+                fixes.append(f"train it as the checkpointed run did ({trained})")
+            raise ResumeError(f"{err}. To continue this TD3 run, {', '.join(fixes)} and pass zoo.train(agent, "
+                              "..., resume=True) no other value for them") from None
 
     # --- zoo.api.Trainable ------------------------------------------------------------------------
 
@@ -524,19 +530,15 @@ from zoo.registry import register
 
 def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None = None) -> TD3Agent:
     """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
-    :meth:`TD3Agent.save` / ``hub.add_weights``; its ``zoo.td3`` metadata must fit the built agent. The file's
-    ``net_arch`` is used unless the caller asked for another (an error that names both)."""
+    :meth:`TD3Agent.save` / ``hub.add_weights``, in the spaces its ``zoo.td3`` metadata records
+    (:func:`_file_spaces`). The file's ``net_arch`` is used unless the caller asked for another (an error
+    that names both)."""
     from zoo import hub
 
     meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
     if "zoo.td3" in meta:
         saved = json.loads(meta["zoo.td3"])
-        for key in ("obs_dim", "act_dim"):
-            if saved.get(key) != getattr(agent, key):
-                hint = "" if saved.get("env_id") else "; pass env=<the env it was trained on>"
-                raise ValueError(f"weights {path} were trained on {saved.get('env_id')!r} with {key}="
-                                 f"{saved.get(key)}; this agent ({agent.env_id!r}) has {key}={getattr(agent, key)}"
-                                 + hint)
+        obs_space, act_space, env_id = _file_spaces(agent, saved, path, (requested or {}).get("env") is not None)
         arch = tuple(saved.get("config", {}).get("net_arch", agent.config.net_arch))
         asked = (requested or {}).get("net_arch")
         if asked is not None and tuple(asked) != arch:
@@ -544,14 +546,43 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
                 f"weights {entry.name if entry is not None else path} hold a TD3 agent with net_arch {arch}, but "
                 f"net_arch {tuple(asked)} was asked for: leave net_arch out to use the file's, "
                 "or build without weights= to train an agent of that shape")
-        if arch != tuple(agent.config.net_arch):
-            # files from TD3Agent.save before it wrote zoo.config record their net_arch in zoo.td3 only, so
-            # the builder used the preset's
-            agent = TD3Agent(agent.observation_space, agent.action_space,
-                             dataclasses.replace(agent.config, net_arch=arch), env_id=agent.env_id,
+        # files from TD3Agent.save before it wrote zoo.config record their net_arch in zoo.td3 only (the
+        # builder used the preset's); the spaces differ where the file's are not the built env's
+        if (arch != tuple(agent.config.net_arch) or env_id != agent.env_id or obs_space is not agent.observation_space
+                or act_space is not agent.action_space):
+            agent = TD3Agent(obs_space, act_space, dataclasses.replace(agent.config, net_arch=arch), env_id=env_id,
                              preset=agent.preset, device=agent.device, seed=agent.seed)
     agent.load_network_state_dict(hub.load_state_dict(path))
     return agent
+
+
+def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) -> tuple[Any, Any, str | None]:
+    """``(observation space, action space, env id)`` for the agent a file describes. Its dims and action
+    bounds are what the actor's outputs were scaled to, so a loaded agent acts as the saved one did: an
+    env the caller gave (``env_given``) must have them (an error naming both otherwise); without one, the
+    built env's spaces serve where they match and the file's are used where they do not (a wrapped env
+    keeps its id, e.g. ``RescaleAction``; an env without an id leaves nothing to make)."""
+    from gymnasium import spaces
+
+    obs_dim, act_dim = int(saved["obs_dim"]), int(saved["act_dim"])
+    low = np.asarray(saved.get("action_low", agent._low_np), np.float32)
+    high = np.asarray(saved.get("action_high", agent._high_np), np.float32)
+    env_id = saved.get("env_id")
+    same_obs = obs_dim == agent.obs_dim
+    same_act = act_dim == agent.act_dim and np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)
+    if env_given:
+        if not (same_obs and same_act):
+            raise ValueError(
+                f"weights {path} were trained on {env_id!r} with obs_dim {obs_dim}, act_dim {act_dim}, actions in "
+                f"{low.tolist()}..{high.tolist()}; the env given ({agent.env_id!r}) has obs_dim {agent.obs_dim}, act_dim "
+                f"{agent.act_dim}, actions in {agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the "
+                "agent was trained on (with its wrappers), or leave env out to use the file's spaces")
+        return agent.observation_space, agent.action_space, agent.env_id
+    same_env = env_id is not None and env_id == agent.env_id
+    obs_space = (agent.observation_space if same_obs and same_env
+                 else spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32))
+    act_space = agent.action_space if same_act and same_env else spaces.Box(low, high, dtype=np.float32)
+    return obs_space, act_space, env_id
 
 
 def _preset_defaults(preset: str, env_id: str) -> dict[str, Any]:

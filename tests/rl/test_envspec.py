@@ -1,0 +1,99 @@
+"""Which env a TD3 run trains on: its identity (id, make kwargs, episode limit, wrappers), and evaluation on
+an env made again from the training env's spec, checked before the first step."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.wrappers import RescaleAction
+
+import zoo
+from zoo.rl.envspec import env_identity
+
+TINY = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+class _Unrecorded(gym.ActionWrapper):
+    """Actions in [0, 1] for Pendulum's [-2, 2], a wrapper that records no constructor arguments: gymnasium
+    cannot make it again from the spec."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def action(self, action):
+        return np.asarray(action, np.float32) * 4.0 - 2.0
+
+
+def test_identity_names_kwargs_limit_and_wrappers_not_rendering(counter_env):
+    assert env_identity(gym.make("Pendulum-v1")) == "Pendulum-v1"
+    assert env_identity(gym.make("Pendulum-v1", render_mode="rgb_array")) == "Pendulum-v1"
+    assert env_identity(gym.make("Pendulum-v1", g=2.0, max_episode_steps=7)) == \
+        "Pendulum-v1(g=2.0, max_episode_steps=7)"
+    rescaled = RescaleAction(gym.make("Pendulum-v1"), min_action=np.float32(0.0), max_action=np.float32(1.0))
+    assert env_identity(rescaled) == "Pendulum-v1 + RescaleAction(max_action=1.0, min_action=0.0)"
+    assert env_identity(gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync")) == "Pendulum-v1"
+    assert env_identity(counter_env(horizon=3)).endswith("CounterEnv (no registered id) + TimeLimit")
+
+
+def test_a_wrapped_registered_env_is_evaluated_on_the_same_wrapped_env():
+    rescaled = RescaleAction(gym.make("Pendulum-v1", max_episode_steps=7), min_action=np.float32(0.0),
+                             max_action=np.float32(1.0))
+    agent = zoo.build("td3", env=rescaled, **TINY)
+    # was: "Pendulum-v1 action bounds [-2.0]..[2.0] differ from the agent's [0.0]..[1.0]" after training
+    result = zoo.train(agent, rescaled, total_steps=30, eval_every=15, eval_episodes=1, progress=False)
+    assert [h["eval_length_mean"] for h in result.history] == [7, 7]  # the 7-step limit too, not Pendulum's 200
+    same = RescaleAction(gym.make("Pendulum-v1", max_episode_steps=7), min_action=np.float32(0.0),
+                         max_action=np.float32(1.0))
+    assert result.history[-1]["eval_return_mean"] == zoo.evaluate(agent, same, episodes=1)["return_mean"]
+
+    heavy = gym.make("Pendulum-v1", g=2.0, max_episode_steps=5)  # make kwargs: the id alone has g=10
+    agent = zoo.build("td3", env=heavy, **TINY)
+    result = zoo.train(agent, heavy, total_steps=25, eval_episodes=1, progress=False)
+    assert result.history[-1]["eval_return_mean"] == zoo.evaluate(
+        agent, gym.make("Pendulum-v1", g=2.0, max_episode_steps=5), episodes=1)["return_mean"]
+
+
+def test_an_env_its_spec_cannot_make_again_is_refused_before_training_or_evaluated_on_itself():
+    env = _Unrecorded(gym.make("Pendulum-v1", max_episode_steps=5))
+    agent = zoo.build("td3", env=env, **TINY)
+    with pytest.raises(ValueError, match=r"cannot be made again from its spec.*pass eval_env="):
+        zoo.train(agent, env, total_steps=30, eval_every=15, progress=False)
+    assert agent.num_timesteps == 0  # refused before the first step
+    result = zoo.train(agent, env, total_steps=30, eval_episodes=1, progress=False)  # at the end: on itself
+    assert [h["step"] for h in result.history] == [30] and result.history[0]["eval_length_mean"] == 5
+
+
+class _Shown(gym.Env):
+    """A registered env that records the render_mode of every instance made."""
+
+    metadata: ClassVar[dict] = {"render_modes": ["human"]}
+    made: ClassVar[list] = []
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        _Shown.made.append(render_mode)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    def render(self):
+        return None
+
+
+def test_evaluation_made_from_the_spec_opens_no_window():
+    if "ZooTestShown-v0" not in gym.registry:
+        gym.register("ZooTestShown-v0", entry_point=_Shown, max_episode_steps=3)
+    env = gym.make("ZooTestShown-v0", render_mode="human")
+    _Shown.made.clear()
+    zoo.train(zoo.build("td3", env=env, **TINY), env, total_steps=25, eval_episodes=1, progress=False)
+    assert _Shown.made and set(_Shown.made) == {None}  # the fit check's env and the evaluation's: not rendered

@@ -1,0 +1,63 @@
+"""A TD3 weights file carries the spaces its agent acts in: ``zoo.build("td3", weights=path)`` gives back an
+agent that acts as the saved one did (a wrapped env's bounds, an env without an id), and an env given
+with other bounds is refused naming both."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.wrappers import RescaleAction
+
+import zoo
+
+TINY = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+def _rescaled_pendulum():
+    return RescaleAction(gym.make("Pendulum-v1"), min_action=np.float32(0.0), max_action=np.float32(1.0))
+
+
+def _saved(env, path):
+    agent = zoo.build("td3", env=env, **TINY)
+    with torch.no_grad():
+        agent.actor.out.bias.add_(0.3)  # not the seed's initialisation: the file's weights are what act
+    zoo.save(agent, path)
+    return agent
+
+
+def test_a_wrapped_envs_bounds_come_back_with_its_weights(tmp_path, capsys):
+    path = tmp_path / "pend01.safetensors"
+    agent = _saved(_rescaled_pendulum(), path)
+    obs = np.random.default_rng(0).normal(size=(32, 3)).astype(np.float32) * 5
+    loaded = zoo.build("td3", weights=path)
+    assert (loaded.env_id, loaded._low_np.tolist(), loaded._high_np.tolist()) == ("Pendulum-v1", [0.0], [1.0])
+    np.testing.assert_array_equal(loaded.act(obs), agent.act(obs))  # was: actions in Pendulum's [-2, 2]
+    from zoo import cli
+
+    assert cli.main(["predict", "td3", "--weights", str(path), "[1, 0, 0]"]) == 0
+    assert capsys.readouterr().out.strip() == str(agent.act([1.0, 0.0, 0.0]).tolist())
+    # the env it was trained on loads it; the bare id (other bounds) is refused, naming both
+    assert zoo.build("td3", weights=path, env=_rescaled_pendulum())._high_np.tolist() == [1.0]
+    with pytest.raises(ValueError, match=r"actions in \[0\.0\]\.\.\[1\.0\].*\('Pendulum-v1'\).*actions in "
+                                         r"\[-2\.0\]\.\.\[2\.0\]"):
+        zoo.build("td3", weights=path, env="Pendulum-v1")
+
+
+def test_a_file_of_an_env_without_an_id_builds_without_that_env(tmp_path, counter_env):
+    path = tmp_path / "asym.safetensors"
+    agent = _saved(counter_env(low=(-2.0, 0.0), high=(2.0, 1.0), obs_dim=3), path)
+    loaded = zoo.build("td3", weights=path)  # was: "trained on None with act_dim=2; this agent has act_dim=1"
+    obs = np.random.default_rng(1).normal(size=(16, 3)).astype(np.float32) * 100
+    np.testing.assert_array_equal(loaded.act(obs), agent.act(obs))
+    assert loaded.env_id is None and (loaded._low_np.tolist(), loaded._high_np.tolist()) == ([-2, 0], [2, 1])
+    again = zoo.build("td3", weights=zoo.save(loaded, tmp_path / "again.safetensors"))  # saves, and loads back
+    np.testing.assert_array_equal(again.act(obs), agent.act(obs))
+    policy = zoo.export(loaded, tmp_path / "asym.onnx")
+    assert policy.max_abs_diff <= 1e-5
+    for call in (lambda: zoo.evaluate(loaded, episodes=1), lambda: zoo.train(loaded, total_steps=10, progress=False)):
+        with pytest.raises(ValueError, match=r"no environment: .*without a registered id.*pass env="):
+            call()
+    assert zoo.evaluate(loaded, counter_env(horizon=3, low=(-2.0, 0.0), high=(2.0, 1.0), obs_dim=3),
+                        episodes=1)["length_mean"] == 3
