@@ -297,7 +297,7 @@ def _require_data(model: Any, data: Any, args: argparse.Namespace, method: str) 
         return
     from zoo.engine.network import Network
 
-    if getattr(type(model), method, None) is getattr(Network, method):
+    if isinstance(model, Network):  # a family's own zoo_evaluate (video) still needs data
         raise UsageError(f"{args.name} needs --data: an image, video or corpus folder "
                          f"(`zoo {args.command} {args.name} --help` lists the options)")
 

@@ -185,13 +185,90 @@ def validate_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
     params = reg.params()
     unknown = [k for k in config if k not in params]
     if unknown:
-        valid = sorted(params)
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(k, valid, n=1)
-            hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise TypeError(f"{name}: unknown config key(s) {', '.join(hints)}; valid keys are: {', '.join(valid)}")
+        raise TypeError(_unknown_keys_message(name, {k: config[k] for k in unknown}, sorted(params)))
     return {k: check_value(name, k, v, params[k]) for k, v in config.items()}
+
+
+def _unknown_keys_message(name: str, unknown: dict[str, Any], valid: list[str]) -> str:
+    """One line for the keys ``build(name, ...)`` does not take: those that are options of ``zoo.train`` /
+    ``zoo.evaluate`` / ``zoo.predict`` for the model are said to be, with the call that takes them (the
+    likeliest reason to pass them to ``build``); the others get the valid key they probably misspell."""
+    calls = call_options(name)
+    misspelt, elsewhere = [], []
+    for key, value in unknown.items():
+        if key in calls:
+            where = " / ".join(f"zoo.{c}" for c in calls[key])
+            example = f"zoo.{calls[key][0]}(model, {'inputs' if calls[key][0] == 'predict' else 'data'}, {key}={value!r})"
+            elsewhere.append(f"{key} is an option of {where} for {name}, not of its architecture: {example}")
+        else:
+            close = _close_keys(key, valid)
+            said = " or ".join(", ".join(map(repr, close)).rsplit(", ", 1))
+            misspelt.append(f"{key!r}" + (f" (did you mean {said}?)" if close else ""))
+    parts = ([f"unknown config key(s) {', '.join(misspelt)}"] if misspelt else []) + elsewhere
+    return f"{name}: {'; '.join(parts)}; valid config keys are: {', '.join(valid)}"
+
+
+def _close_keys(key: str, valid: list[str]) -> list[str]:
+    """The valid keys ``key`` probably misspells: a close spelling, else one whose words hold all of its words
+    or are all among them (``window_size`` -> ``window``). A shared word alone is no likeness (difflib rates
+    ``num_segments`` 0.61 like ``num_classes``, past its 0.6 default), hence the higher cutoff."""
+    by_spelling = {k.casefold().replace("-", "_"): k for k in valid}
+    spelt = key.casefold().replace("-", "_")
+    close = difflib.get_close_matches(spelt, list(by_spelling), n=1, cutoff=0.75)
+    if close:
+        return [by_spelling[close[0]]]
+    words = set(spelt.split("_")) - {""}
+    return [k for s, k in sorted(by_spelling.items()) if words and
+            (words <= (theirs := set(s.split("_"))) or theirs <= words)][:3]
+
+
+def _built_class(reg: _Registration) -> type | None:
+    """The class the builder says it returns (its return annotation), None when it names none."""
+    try:
+        returned = typing.get_type_hints(reg.builder).get("return")
+    except (NameError, TypeError):  # an annotation only a type checker resolves
+        returned = inspect.signature(reg.builder).return_annotation
+    return returned if isinstance(returned, type) else None
+
+
+def _keyword_options(fn: Callable[..., Any], skip: int) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "train"]
+
+
+def call_options(name: str) -> dict[str, tuple[str, ...]]:
+    """``{option: calls}``: the keyword options ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict`` (``calls``)
+    take for model ``name``, read from the signatures of the class its builder returns: its ``zoo_train``,
+    ``zoo_evaluate``, ``zoo_predict``, ``zoo_data`` (the data options of train and evaluate) and, for a
+    :class:`zoo.engine.Network`, the engine loop's options. What a method hands on as ``**options`` to code
+    it does not name (TD3's loop, the seq2seq corpus reader) is not seen. Imports the model's module (as
+    ``build`` does), never at ``zoo list`` time."""
+    cls = _built_class(_lookup(name))
+    if cls is None:
+        return {}
+    found: dict[str, list[str]] = {}
+
+    def add(options: list[str], *calls: str) -> None:
+        for option in options:
+            found.setdefault(option, [])
+            found[option] += [c for c in calls if c not in found[option]]
+
+    for method, calls in (("zoo_data", ("train", "evaluate")), ("zoo_train", ("train",)),
+                          ("zoo_evaluate", ("evaluate",)), ("zoo_predict", ("predict",))):
+        if callable(getattr(cls, method, None)):
+            add(_keyword_options(getattr(cls, method), 2), *calls)  # after self and the data / inputs
+    from zoo.engine.network import Network
+
+    if issubclass(cls, Network):  # its training runs zoo.engine.fit, which takes FitConfig's fields
+        from zoo.engine.options import FitConfig
+
+        add([f.name for f in dataclasses.fields(FitConfig)], "train")
+        if cls.zoo_evaluate is Network.zoo_evaluate:
+            from zoo.engine.evaluation import evaluate
+
+            add(_keyword_options(evaluate, 2), "evaluate")
+    order = ("train", "evaluate", "predict")
+    return {k: tuple(sorted(v, key=order.index)) for k, v in found.items()}
 
 
 def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def test_zoo_train_takes_the_model_flags_with_options_before_the_name(tmp_path, 
     assert code == 2 and "unrecognized" not in err and "missing" in err
 
 
-@pytest.mark.parametrize("argv", [["eval", "resnet18"], ["train", "video-tsn"], ["eval", "seq2seq-gru"]])
+@pytest.mark.parametrize("argv", [["eval", "resnet18"], ["train", "video-tsn"], ["eval", "video-tsn"], ["eval", "seq2seq-gru"]])
 def test_zoo_train_and_eval_without_data_name_the_flag(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -89,3 +89,60 @@ def test_every_registered_model_has_a_card():
     for name in zoo.list_models():
         card = zoo.model_info(name)
         assert card.name == name and card.summary and card.family in zoo.list_families()
+
+
+class _ToyModel:
+    """What a family's builder returns: its train / evaluate / predict options are in its methods' signatures."""
+
+    def zoo_data(self, data, *, train: bool, crop: int | None = None, **options):
+        return data, options
+
+    def zoo_train(self, data, **config):
+        return None
+
+    def zoo_evaluate(self, data, *, tta: bool = False, **config):
+        return {}
+
+    def zoo_predict(self, inputs, *, topk: int = 1):
+        return []
+
+
+def test_a_train_or_predict_option_given_to_build_names_the_call_that_takes_it(scratch_registry):
+    @scratch_registry.register("toy-net", family="toys", summary="a toy")
+    def _build(*, num_classes: int = 2, width: int = 4) -> _ToyModel:
+        return _ToyModel()
+
+    assert scratch_registry.call_options("toy-net") == {"crop": ("train", "evaluate"), "tta": ("evaluate",),
+                                                        "topk": ("predict",)}
+    with pytest.raises(TypeError) as err:
+        scratch_registry.build("toy-net", crop=32, topk=3, num_segments=2, widht=8)
+    msg = str(err.value)
+    assert "crop is an option of zoo.train / zoo.evaluate for toy-net, not of its architecture: " \
+           "zoo.train(model, data, crop=32)" in msg
+    assert "topk is an option of zoo.predict for toy-net, not of its architecture: zoo.predict(model, inputs, topk=3)" \
+           in msg
+    # a shared word ("num") is no likeness: no hint for num_segments, one for a misspelling
+    assert "unknown config key(s) 'num_segments', 'widht' (did you mean 'width'?)" in msg
+    assert "valid config keys are: num_classes, width" in msg
+
+
+def test_close_keys_suggest_misspellings_and_word_subsets_only():
+    valid = ["actor_lr", "critic_lr", "num_classes", "stem", "window"]
+    assert registry._close_keys("num_clases", valid) == ["num_classes"]
+    assert registry._close_keys("Stem", valid) == ["stem"]
+    assert registry._close_keys("window_size", valid) == ["window"]
+    assert registry._close_keys("lr", valid) == ["actor_lr", "critic_lr"]
+    assert registry._close_keys("num_segments", valid) == []
+    assert registry._close_keys("frames_per_clip", valid) == []
+
+
+def test_video_tsn_says_num_segments_is_a_training_option():
+    """QA: build("video-tsn", num_segments=2) suggested 'num_classes'; num_segments is zoo.train's."""
+    with pytest.raises(TypeError) as err:
+        zoo.build("video-tsn", num_classes=3, num_segments=2)
+    msg = str(err.value)
+    assert "num_segments is an option of zoo.train / zoo.evaluate for video-tsn, not of its architecture: " \
+           "zoo.train(model, data, num_segments=2)" in msg
+    assert "did you mean" not in msg
+    with pytest.raises(TypeError, match=r"epochs is an option of zoo.train for resnet18"):
+        zoo.build("resnet18", epochs=2)

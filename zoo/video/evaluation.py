@@ -1,24 +1,83 @@
-"""Clip-level and video-level accuracy (video: the mean of the softmax over all of a video's clips).
+"""Video-level evaluation: each video counts once, classified by the mean softmax of its clips.
 
-``evaluate_videos(model, dataset)`` works on any :class:`zoo.video.ucf101.VideoClipDataset`; with
-``sampling="uniform"`` a video has many clips, so the two numbers differ (the usual UCF101 protocol
-reports the video-level one). ``video_eval_fn`` plugs the same into ``zoo.engine.fit(eval_fn=...)`` so
-that ``monitor="val_video_accuracy"`` works.
+``zoo.evaluate(video_network, data)`` is :func:`evaluate_classifier`:
+
+- on a video folder or UCF101 root, each video is scored by the clip ``zoo.predict`` classifies it by
+  (:func:`zoo.video.predict.clip_indices`, read through :class:`PredictedClips`), so ``accuracy`` is the
+  share of the videos ``zoo.predict`` labels right;
+- on a clip dataset with several clips per video (one with ``video_index``: ``sampling="uniform"`` takes a
+  clip every ``step_between_clips`` frames, the usual UCF101 protocol), each video by the mean softmax of
+  its clips, and ``clip_accuracy`` scores the clips one by one (there a long video, with more clips,
+  weighs more);
+- on any other Dataset or DataLoader, each item is a video (:func:`zoo.engine.evaluate`).
+
+``evaluate_videos(model, dataset)`` gives both numbers of any clip dataset; ``video_eval_fn`` plugs it into
+``zoo.engine.fit(eval_fn=...)`` so that ``monitor="val_video_accuracy"`` works.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 from zoo.engine.data import model_device, run_device
+from zoo.engine.evaluation import _metrics_from_topk, metric_keys
 from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.video import sampling as S
+from zoo.video.decoding import CorruptVideoError, read_frames
+from zoo.video.predict import clip_indices
 
-__all__ = ["evaluate_videos", "video_eval_fn"]
+__all__ = ["PredictedClips", "evaluate_classifier", "evaluate_videos", "video_eval_fn"]
+
+_TAKES = "batch_size, num_workers, device, amp, progress, metrics"
+
+
+class PredictedClips(Dataset):
+    """Each video of a clip dataset (:class:`zoo.video.ucf101.VideoClipDataset`, :class:`~zoo.video.ucf101.UCF101`)
+    once, as the clip ``zoo.predict`` classifies it by: :func:`zoo.video.predict.clip_indices` on the
+    dataset's timeline (its ``frame_rate``), decoded and transformed as the dataset decodes its own clips.
+
+    An item is ``(clip, label)``, or None for a video whose frames do not decode (with a warning naming it,
+    as ``zoo.predict`` reports it; the dataset's ``strict=True`` raises instead).
+    """
+
+    def __init__(self, dataset: Any, *, num_segments: int | None = None, frames_per_clip: int | None = None) -> None:
+        missing = [a for a in ("videos", "labels", "frame_rate", "transform") if not hasattr(dataset, a)]
+        if missing:
+            raise TypeError(f"PredictedClips needs a video clip dataset (videos, labels, frame_rate, transform); "
+                            f"a {type(dataset).__name__} has no {', '.join(missing)}")
+        clip_indices(8, num_segments=num_segments, frames_per_clip=frames_per_clip)  # checks the recipe now
+        self.dataset = dataset
+        self.recipe = {"num_segments": num_segments, "frames_per_clip": frames_per_clip}
+
+    def __len__(self) -> int:
+        return len(self.dataset.videos)
+
+    def video_index(self, item: int) -> int:
+        return item
+
+    def __getitem__(self, item: int) -> tuple[Any, int] | None:
+        ds = self.dataset
+        meta = ds.videos[item]
+        length = S.resampled_length(meta.num_frames, meta.fps, ds.frame_rate)
+        idx = S.to_source_indices(clip_indices(length, **self.recipe), meta.num_frames, meta.fps, ds.frame_rate)
+        try:
+            frames = read_frames(meta.path, idx.tolist(), meta, thread_type=getattr(ds, "thread_type", "AUTO"),
+                                 thread_count=getattr(ds, "thread_count", None), size=getattr(ds, "size", None))
+        except (CorruptVideoError, OSError) as err:
+            if getattr(ds, "strict", False):
+                raise
+            warnings.warn(f"cannot decode {meta.path}: {err}; it is left out of the evaluation", stacklevel=2)
+            return None
+        clip = frames.permute(3, 0, 1, 2)  # (C, T, H, W)
+        return (ds.transform(clip) if ds.transform is not None else clip), ds.labels[item]
 
 
 class _WithVideoIndex(Dataset):
@@ -29,11 +88,121 @@ class _WithVideoIndex(Dataset):
         return len(self.dataset)
 
     def __getitem__(self, i: int):
-        video, label = self.dataset[i]
+        item = self.dataset[i]
+        if item is None:
+            return None
+        video, label = item
         return video, label, self.dataset.video_index(i)
 
 
+def _collate(items: list[Any]) -> Any:
+    """A batch of the items that decoded (None when none did)."""
+    kept = [i for i in items if i is not None]
+    return default_collate(kept) if kept else None
+
+
+@dataclass
+class _Scores:
+    probs: torch.Tensor  # (V, K): each video's mean softmax over its clips
+    labels: torch.Tensor  # (V,)
+    nll: torch.Tensor  # (V,): -log of that mean probability of the video's label
+    clips: int
+    clip_correct: int
+    clip_loss_sum: float
+
+
 @torch.inference_mode()
+def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int, device: str | torch.device | None,
+           amp: str | None, progress: bool) -> _Scores:
+    """Every clip of ``dataset`` through ``model``, gathered per video (``dataset.video_index``)."""
+    from tqdm.auto import tqdm
+
+    if not hasattr(dataset, "video_index"):
+        raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
+                        f"got {type(dataset).__name__}")
+    loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers, collate_fn=_collate)
+    was_training = model.training
+    device = run_device(model) if device is None else torch.device(device)
+    if device != model_device(model):
+        model.to(device)
+    model.eval()
+    # "auto": bf16 where it runs faster; fp16 as zoo.engine.evaluate takes it, on CUDA
+    amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=device.type == "cuda")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+    prob_sum: dict[int, torch.Tensor] = {}
+    label_logps: dict[int, list[float]] = {}  # per video: log-probability of its label in each clip
+    video_label: dict[int, int] = {}
+    correct = total = 0
+    loss_sum = 0.0
+    try:
+        for batch in tqdm(loader, desc="evaluating", disable=not progress, leave=False):
+            if batch is None:  # no clip of this batch decoded
+                continue
+            video, label, vid = batch
+            with autocast:
+                logits = model(video.to(device))
+            logp = logits.float().log_softmax(1).cpu()
+            correct += int((logp.argmax(1) == label).sum())
+            total += len(label)
+            for lp, y, v in zip(logp, label.tolist(), vid.tolist()):
+                prob_sum[v] = prob_sum[v] + lp.exp() if v in prob_sum else lp.exp()
+                label_logps.setdefault(v, []).append(float(lp[y]))
+                video_label[v] = y
+                loss_sum -= float(lp[y])
+    finally:
+        model.train(was_training)
+    if total == 0:
+        raise ValueError("video evaluation: the data set is empty (or none of its clips decoded)")
+    order = sorted(video_label)
+    counts = torch.tensor([len(label_logps[v]) for v in order], dtype=torch.float64)
+    # -log(mean_c p_c) from the clips' log-probabilities: a clip's p underflows to 0 long before its log does
+    lse = torch.stack([torch.logsumexp(torch.tensor(label_logps[v], dtype=torch.float64), 0) for v in order])
+    return _Scores(probs=torch.stack([prob_sum[v] for v in order]) / counts[:, None].float(),
+                   labels=torch.tensor([video_label[v] for v in order]), nll=torch.log(counts) - lse,
+                   clips=total, clip_correct=correct, clip_loss_sum=loss_sum)
+
+
+def evaluate_classifier(
+    model: nn.Module,
+    data: Any,
+    *,
+    metrics: Sequence[str] = ("accuracy",),
+    batch_size: int = 8,
+    num_workers: int = 0,
+    device: str | torch.device | None = None,
+    amp: str | None = "auto",
+    progress: bool = False,
+    **engine_options: Any,
+) -> dict[str, float]:
+    """``zoo.evaluate`` of a video network on ``data`` (see the module docs): ``loss`` and ``metrics``
+    (``"accuracy"``, ``"top5"``, ...: :func:`zoo.engine.evaluate`'s names) over videos, each counted once.
+
+    ``loss``: the mean over videos of ``-log p``, ``p`` the video's probability of its label, which is the
+    mean of its clips' softmax; with one clip per video, the mean cross-entropy, as training reports it.
+    ``clip_accuracy``: also reported when some video has several clips. A Dataset or DataLoader without
+    ``video_index`` goes to :func:`zoo.engine.evaluate` (its items are the videos), with ``engine_options``.
+    ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
+    """
+    if not hasattr(data, "video_index"):
+        from zoo.engine.evaluation import evaluate
+
+        return evaluate(model, data, metrics=metrics, batch_size=batch_size, num_workers=num_workers, device=device,
+                        amp=amp, progress=progress, **engine_options)
+    if engine_options:
+        raise TypeError(f"zoo.evaluate on a video network: unknown option(s) "
+                        f"{', '.join(repr(k) for k in sorted(engine_options))}; it takes {_TAKES}")
+    keys = metric_keys(metrics)
+    s = _score(model, data, batch_size=batch_size, num_workers=num_workers, device=device, amp=amp, progress=progress)
+    num_classes = s.probs.shape[1]
+    kmax = max([1] + [int(k[3:]) for k in keys if k.startswith("top")])
+    top = s.probs.topk(min(kmax, num_classes), dim=1).indices
+    out = {"loss": float(s.nll.mean()), **_metrics_from_topk(top, s.labels, num_classes, keys)}
+    if s.clips > len(s.labels):
+        out["clip_accuracy"] = s.clip_correct / s.clips
+    return out
+
+
 def evaluate_videos(
     model: nn.Module,
     dataset,
@@ -44,52 +213,19 @@ def evaluate_videos(
     amp: str | None = "auto",
     progress: bool = False,
 ) -> dict[str, float]:
-    """``{"clip_accuracy", "video_accuracy", "loss", "clips", "videos"}`` of ``model`` on ``dataset``.
+    """``{"clip_accuracy", "video_accuracy", "loss", "clips", "videos"}`` of ``model`` on ``dataset``
+    (``loss``: the mean cross-entropy over clips).
 
     ``device``: where to run; default: where the model is (a given one moves the model there, and it
     stays), as :func:`zoo.engine.evaluate`."""
-    if not hasattr(dataset, "video_index"):
-        raise TypeError(f"evaluate_videos needs a video clip dataset with video_index(); got {type(dataset).__name__}")
-    from tqdm.auto import tqdm
-
-    loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers)
-    was_training = model.training
-    device = run_device(model) if device is None else torch.device(device)
-    if device != model_device(model):
-        model.to(device)
-    model.eval()
-    amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=False)  # "auto": bf16 where it runs faster
-    autocast = (
-        torch.autocast(device.type, dtype=torch.bfloat16) if amp == "bf16" else contextlib.nullcontext()
-    )
-    prob_sum: dict[int, torch.Tensor] = {}
-    video_label: dict[int, int] = {}
-    correct = total = 0
-    loss_sum = 0.0
-    try:
-        for video, label, vid in tqdm(loader, desc="evaluating", disable=not progress, leave=False):
-            video, label = video.to(device), label.to(device)
-            with autocast:
-                logits = model(video)
-            logits = logits.float()
-            loss_sum += float(nn.functional.cross_entropy(logits, label, reduction="sum"))
-            correct += int((logits.argmax(1) == label).sum())
-            total += len(label)
-            probs = logits.softmax(1).cpu()
-            for p, y, v in zip(probs, label.tolist(), vid.tolist()):
-                prob_sum[v] = prob_sum[v] + p if v in prob_sum else p.clone()
-                video_label[v] = y
-    finally:
-        model.train(was_training)
-    if total == 0:
-        raise ValueError("evaluate_videos: the data set is empty")
-    video_correct = sum(int(prob_sum[v].argmax()) == y for v, y in video_label.items())
+    s = _score(model, dataset, batch_size=batch_size, num_workers=num_workers, device=device, amp=amp,
+               progress=progress)
     return {
-        "clip_accuracy": correct / total,
-        "video_accuracy": video_correct / len(video_label),
-        "loss": loss_sum / total,
-        "clips": float(total),
-        "videos": float(len(video_label)),
+        "clip_accuracy": s.clip_correct / s.clips,
+        "video_accuracy": float((s.probs.argmax(1) == s.labels).double().mean()),
+        "loss": s.clip_loss_sum / s.clips,
+        "clips": float(s.clips),
+        "videos": float(len(s.labels)),
     }
 
 

@@ -1,4 +1,8 @@
-"""Classify one video file end to end: probe, sample, decode only those frames, transform, forward."""
+"""Classify one video file end to end: probe, sample, decode only those frames, transform, forward.
+
+:func:`clip_indices` is the one definition of the frames a video is classified by: ``zoo.predict`` reads
+them, and ``zoo.evaluate`` on a video folder scores each video by the same frames
+(:class:`zoo.video.evaluation.PredictedClips`), so the two agree video by video."""
 
 from __future__ import annotations
 
@@ -12,7 +16,20 @@ from zoo.engine.data import inference_placement, model_device
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
 
-__all__ = ["forward_probs", "load_clip", "predict_video"]
+__all__ = ["clip_indices", "forward_probs", "load_clip", "predict_video"]
+
+
+def clip_indices(num_frames: int, *, num_segments: int | None = None, frames_per_clip: int | None = None) -> torch.Tensor:
+    """The frames (indices ``< num_frames``) a video is classified by: ``frames_per_clip`` consecutive frames
+    from its middle (a shorter video loops), or the centre frame of each of ``num_segments`` equal segments
+    (8 when neither is given)."""
+    if num_segments is not None and frames_per_clip is not None:
+        raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
+                         f"frames_per_clip={frames_per_clip!r}")
+    if frames_per_clip is not None:
+        start = max((num_frames - frames_per_clip) // 2, 0)
+        return (torch.arange(frames_per_clip) + start) % num_frames
+    return S.segment_indices(num_frames, 8 if num_segments is None else num_segments, random=False)
 
 
 def load_clip(
@@ -23,15 +40,11 @@ def load_clip(
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """The clip :func:`predict_video` classifies: ``(C, T, H, W)`` uint8, or what ``transform`` makes of it."""
-    if num_segments is not None and frames_per_clip is not None:
+    if num_segments is not None and frames_per_clip is not None:  # before probing: the call is wrong, not the file
         raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
                          f"frames_per_clip={frames_per_clip!r}")
     meta = probe(path)
-    if frames_per_clip is not None:
-        start = max((meta.num_frames - frames_per_clip) // 2, 0)
-        idx = (torch.arange(frames_per_clip) + start) % meta.num_frames
-    else:
-        idx = S.segment_indices(meta.num_frames, 8 if num_segments is None else num_segments, random=False)
+    idx = clip_indices(meta.num_frames, num_segments=num_segments, frames_per_clip=frames_per_clip)
     clip = read_frames(meta.path, idx.tolist(), meta).permute(3, 0, 1, 2)  # (C, T, H, W)
     return transform(clip) if transform is not None else clip
 

@@ -1,0 +1,96 @@
+"""``zoo.evaluate`` of a video network counts every video once: on a folder, by the clip ``zoo.predict``
+classifies it by (so the two agree); on a clip data set, by the mean softmax of its clips."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.video.decoding import CorruptVideoError
+from zoo.video.evaluation import evaluate_videos
+from zoo.video.synthetic import render_clip, write_video
+from zoo.video.ucf101 import VideoClipDataset
+
+# uneven lengths: clip-level counting (a clip every 4 frames) would weigh class "a" 12 / 16 clips, not 2 / 5 videos
+LENGTHS = {"a": (24, 24), "b": (4, 6), "c": (8,)}
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("uneven")
+    rng = np.random.default_rng(1)
+    for label, (name, lengths) in enumerate(LENGTHS.items()):
+        for i, n in enumerate(lengths):
+            write_video(root / name / f"{i}.avi", render_clip(label, rng, 32, n))
+    return root
+
+
+def _model(name: str):
+    torch.manual_seed(0)
+    model = zoo.build(name, num_classes=3)
+    key = "frames_per_clip" if name == "r2plus1d_18" else "num_segments"
+    model.video_cfg.update({"size": 8, "resize": 8, key: 4, "classes": list(LENGTHS)})  # 8 px: cheap, still a clip
+    return model
+
+
+@pytest.mark.parametrize("name", ["r2plus1d_18", "video-tsn"])
+def test_evaluate_on_a_folder_scores_each_video_as_predict_classifies_it(name, uneven):
+    """QA: r2plus1d_18's evaluate counted uniform clips (long videos weighed more) and disagreed with predict."""
+    model = _model(name)
+    rows = zoo.predict(model, uneven, topk=3, amp=None)
+    truth = [Path(r["input"]).parent.name for r in rows]
+    metrics = zoo.evaluate(model, uneven, amp=None)
+    assert set(metrics) == {"loss", "accuracy"}  # one clip per video: no separate clip_accuracy
+    assert metrics["accuracy"] == pytest.approx(np.mean([r["label"] == t for r, t in zip(rows, truth)]))
+    # loss: the mean over videos of -log p(label), p what predict reports
+    nll = [-math.log(dict(r["topk"])[t]) for r, t in zip(rows, truth)]
+    assert metrics["loss"] == pytest.approx(np.mean(nll), rel=1e-4)
+
+
+def test_evaluate_on_a_clip_dataset_averages_each_videos_clips(uneven):
+    model = _model("video-tsn").eval()  # a 2-D network takes any clip length: uniform clips of 4 frames here
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling="uniform", frames_per_clip=4, step_between_clips=4,
+                          train=False, transform=model._transform(False), progress=False)
+    assert len(ds) == 16 and ds.num_videos == 5
+    metrics = zoo.evaluate(model, ds, amp=None, batch_size=5, metrics=("accuracy", "top2"))
+
+    with torch.inference_mode():
+        clip_probs = model(torch.stack([ds[i][0] for i in range(len(ds))])).softmax(1)
+    of_video = torch.tensor([ds.video_index(i) for i in range(len(ds))])
+    mean = torch.stack([clip_probs[of_video == v].mean(0) for v in range(5)])
+    labels = torch.tensor([k for _, k in videos])
+    assert metrics["accuracy"] == pytest.approx(float((mean.argmax(1) == labels).double().mean()))
+    assert metrics["top2"] == pytest.approx(float((mean.topk(2).indices == labels[:, None]).any(1).double().mean()))
+    assert metrics["loss"] == pytest.approx(float(-mean[torch.arange(5), labels].log().mean()), rel=1e-4)
+    clip_level = evaluate_videos(model, ds, batch_size=5, amp=None)
+    assert metrics["clip_accuracy"] == pytest.approx(clip_level["clip_accuracy"])
+    assert metrics["accuracy"] == pytest.approx(clip_level["video_accuracy"])
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'channels_last'; it takes batch_size"):
+        zoo.evaluate(model, ds, channels_last=True)
+
+
+def test_a_video_whose_frames_do_not_decode_is_left_out_with_a_warning(uneven, monkeypatch):
+    model = _model("video-tsn")
+    rows = zoo.predict(model, uneven, amp=None)
+    import zoo.video.evaluation as E
+
+    real = E.read_frames
+
+    def broken_b(path, *args, **kwargs):  # headers fine, data broken: found only when decoding
+        if Path(path).parent.name == "b":
+            raise CorruptVideoError(f"{path}: invalid data in frame 2")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(E, "read_frames", broken_b)
+    with pytest.warns(UserWarning, match=r"cannot decode .*[/\\]b[/\\]\d\.avi.*left out of the evaluation"):
+        metrics = zoo.evaluate(model, uneven, amp=None, batch_size=2)
+    kept = [r for r in rows if Path(r["input"]).parent.name != "b"]
+    assert metrics["accuracy"] == pytest.approx(np.mean([r["label"] == Path(r["input"]).parent.name for r in kept]))
+    with pytest.raises(CorruptVideoError, match="invalid data"):
+        zoo.evaluate(model, uneven, amp=None, strict=True)
