@@ -2,7 +2,8 @@
 
 A checkpoint holds everything an exact resume needs: model, optimizer, scheduler and grad-scaler states,
 the epoch and optimizer-step counters, the best monitored metric, the per-epoch history, early-stopping
-state, the RNG states of every generator (per rank under DDP), and the run's config as a plain dict.
+state, the RNG states of every generator (per rank under DDP), and the run's config as a plain dict (fit's
+options, the real batch size, and the family's data recipe and architecture: :mod:`zoo.engine.resume`).
 Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are stored; never pickled objects.
 
 Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
@@ -29,6 +30,7 @@ from zoo import fs
 __all__ = [
     "FORMAT",
     "CheckpointError",
+    "checkpoint_epoch",
     "copy_checkpoint",
     "epoch_checkpoint_name",
     "latest_checkpoint",
@@ -275,6 +277,18 @@ def resumable_checkpoint(folder: str | os.PathLike, map_location: str | torch.de
             continue
         return path, skipped
     return None, skipped
+
+
+def checkpoint_epoch(path: str | os.PathLike) -> int | None:
+    """The ``epoch`` a checkpoint file holds, read without loading its tensors (memory-mapped); None for a
+    missing, unreadable or foreign file."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001  (missing, torn, corrupt or not a zip file: none holds a usable epoch)
+        return None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("epoch"), int):
+        return None
+    return int(ckpt["epoch"])
 
 
 def latest_checkpoint(folder: str | os.PathLike) -> Path | None:

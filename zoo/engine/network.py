@@ -12,10 +12,16 @@ A family overrides two hooks:
   ``forward_fn`` / ``label_smoothing``, its metrics), under the user's options.
 
 Precedence: the recipe, then what the data brings, then what the user passed.
+
+What a run trains on must be what it resumes on. The data options ``zoo_data`` consumes never reach ``fit``,
+so while training it hands them on with :func:`zoo.engine.resume.with_recipe` (the recipe it applied, a
+cheap fingerprint of the data source); ``zoo_train`` adds the network's architecture config
+(``zoo_architecture``). The checkpoints record both and a resume refuses a change (:mod:`zoo.engine.resume`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 __all__ = ["Network"]
@@ -30,13 +36,28 @@ class Network:
     def zoo_data(self, data: Any, *, train: bool, **options: Any) -> tuple[Any, dict[str, Any]]:
         return data, options
 
+    def zoo_architecture(self) -> dict[str, Any]:
+        """The settings that define the network (its config dataclass): recorded by every checkpoint of a
+        ``zoo.train`` run as ``model.<key>``, so that a resume with another dropout or stem is refused."""
+        config = getattr(self, "config", None)
+        if dataclasses.is_dataclass(config) and not isinstance(config, type):
+            return dataclasses.asdict(config)
+        return {}
+
+    def zoo_recorded_in_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Recipe keys (``data.*``) a checkpoint's model ``state`` implies, compared on resume where the
+        checkpoint did not record them (it was written before recipes were); default: none."""
+        return {}
+
     def zoo_train(self, data: Any, **config: Any):
         """``zoo.train(network, data, **config)``: :func:`zoo.engine.fit` on the family's data and recipe."""
         from zoo.engine.fit import fit
+        from zoo.engine.resume import with_recipe
 
         if data is None:
             raise ValueError(f"zoo.train({type(self).__name__}, data): data is required")
         data, options = self.zoo_data(data, train=True, **config)
+        options = with_recipe(options, model=self.zoo_architecture())
         return fit(self, data, **{**self.zoo_recipe(train=True), **options})
 
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:

@@ -12,18 +12,43 @@ continuing would silently mix two runs (another batch size, schedule, seed or ar
 | TD3's ``exploration_noise``               | applied: the noise's scale from the resumed step on |
 | early stopping patience and min delta     | applied from the resumed epoch on |
 | where and how it reports (``progress``, ``log_dir``, ``keep_last``, ``num_workers``, ``device``, evaluation) | applied |
+| the family's data recipe (``data.*``: image or clip size, augmentation, split, token budget, direction, tokenizer, a fingerprint of the data source) | refused, except the few the family lists as harmless (evaluation and error-handling settings: seq2seq's ``bleu_sentences`` / ``beam_size``, vision's and video's ``strict``): applied |
+| the model's architecture config (``model.*``: dropout, stem, attention, ...) | refused |
 | everything else (batch size, optimizer, weight decay, schedule, warm-up, precision, loss, seed, architecture, ...) | refused |
+
+A family's data step consumes its own options (``direction=``, ``image_size=``, ``split=``, ...) before
+``fit`` sees them, so it hands what it consumed to ``fit`` with :func:`with_recipe`: the checkpoints record
+it beside fit's options (``batch_size`` there is the real one: a DataLoader's own, when ``fit`` is given one)
+and a resume compares it the same way. Checkpoints written before runs recorded a recipe still resume: keys
+a checkpoint did not record are not compared, except what its model state shows (the network's
+``zoo_recorded_in_state``: a seq2seq checkpoint's tokenizer, which the restore would put in the model).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ResumeError", "realign_schedule", "reconcile", "scale_lr"]
+__all__ = [
+    "BATCH_SIZE_FROM",
+    "RECIPE_MAY_CHANGE",
+    "ResumeError",
+    "files_fingerprint",
+    "realign_schedule",
+    "reconcile",
+    "scale_lr",
+    "with_recipe",
+]
 
 log = logging.getLogger(__name__)
+
+# keys of a checkpoint's recorded config that are bookkeeping, never compared
+RECIPE_MAY_CHANGE = "recipe_may_change"  # the recipe keys (data.*) its family lets a resume change
+BATCH_SIZE_FROM = "batch_size_from"  # "loader" (the DataLoader's own) or "options" (fit's); absent: written before
 
 
 class ResumeError(ValueError):
@@ -46,6 +71,42 @@ def reconcile(saved: dict[str, Any], current: dict[str, Any], *, applied: Iterab
     for k, (old, new) in sorted(changed.items()):
         log.info("resume: %s %r -> %r (applied)", k, old, new)
     return changed
+
+
+def with_recipe(options: dict[str, Any], *, data: Mapping[str, Any] | None = None,
+                model: Mapping[str, Any] | None = None, may_change: Iterable[str] = ()) -> dict[str, Any]:
+    """``options`` for :func:`zoo.engine.fit` with a family's recipe added to what its checkpoints record
+    (``FitConfig.config``): ``data`` what its data step consumed (recorded as ``data.<key>``: the data recipe,
+    the split, a cheap fingerprint of the source), ``model`` the architecture config (``model.<key>``). A
+    resume compares them as fit's own options (:func:`reconcile`): a changed ``may_change`` data key is
+    applied and reported, any other change is refused."""
+    record = dict(options.get("config") or {})
+    record.update({f"data.{k}": v for k, v in (data or {}).items()})
+    record.update({f"model.{k}": v for k, v in (model or {}).items()})
+    if may_change:
+        record[RECIPE_MAY_CHANGE] = sorted({*record.get(RECIPE_MAY_CHANGE, ()), *(f"data.{k}" for k in may_change)})
+    return {**options, "config": record}
+
+
+def files_fingerprint(paths: Iterable[str | os.PathLike], root: str | os.PathLike | None = None, *,
+                      sample: int = 16, head: int = 1 << 16) -> str:
+    """``"N files, B bytes, <hash>"``: a hash of the files' names (relative to ``root``) and sizes, and of the
+    first ``head`` bytes of ``sample`` of them (evenly spaced in name order). A ``stat`` per file and at most
+    1 MiB read: cheap on any data set, the same after the folder moved, and different for another data set
+    (other files, other sizes, or as many files of the same sizes with other contents)."""
+    files = sorted(Path(p) for p in paths)
+    n = len(files)
+    picked = set(range(n)) if n <= sample else {round(i * (n - 1) / max(1, sample - 1)) for i in range(sample)}
+    digest, total = hashlib.sha256(), 0
+    for i, path in enumerate(files):
+        size = path.stat().st_size
+        name = path.relative_to(root).as_posix() if root is not None else path.name
+        digest.update(f"{name}\0{size}\n".encode())
+        if i in picked:
+            with open(path, "rb") as f:
+                digest.update(f.read(head))
+        total += size
+    return f"{n} files, {total} bytes, {digest.hexdigest()[:16]}"
 
 
 def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
@@ -41,7 +42,7 @@ from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
 from zoo.engine.precision import normalize_amp, resumed_precision
 from zoo.engine.result import NonFiniteLossError, TrainResult
-from zoo.engine.resume import realign_schedule, reconcile, scale_lr
+from zoo.engine.resume import BATCH_SIZE_FROM, RECIPE_MAY_CHANGE, realign_schedule, reconcile, scale_lr
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 # settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
 RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
                   "log_dir", "num_workers", "device", "eval_fn", "metrics")
-_NOT_COMPARED = ("resume", "checkpoint_dir", "config")
+_NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
 class Trainer:
@@ -78,6 +79,7 @@ class Trainer:
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
         self.last_ckpt: Path | None = None
+        self.record = _run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
         if info.enabled and any(isinstance(cb, GradualUnfreeze) and max(cb.schedule) > 0 for cb in callbacks):
             raise ValueError("GradualUnfreeze with later epochs is not supported under DDP (DDP fixes the trained "
@@ -154,8 +156,7 @@ class Trainer:
                 log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
             return None
         state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
-        changed = reconcile(_amp_spelled_one_way(state.get("config") or {}), _amp_spelled_one_way(cfg.recorded()),
-                            applied=RESUME_APPLIED, ignored=_NOT_COMPARED, what=Path(path).name)
+        changed = self._reconcile(state, Path(path))
         shape = _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
         if "epochs" in changed and shape:
@@ -179,7 +180,45 @@ class Trainer:
         self._restore_rng(state.get("rng"))
         self.amp = resumed_precision(self.cfg.amp, (state.get("extra") or {}).get("precision"), self.dev, self.amp,
                                      Path(path).name)
+        if info.is_main:
+            self._repair_best(Path(path))
         return {"checkpoint": Path(path), "changed": changed}
+
+    def _reconcile(self, state: dict[str, Any], path: Path) -> dict[str, tuple[Any, Any]]:
+        """The resume policy (:func:`reconcile`) on what the checkpoint recorded and what this run records:
+        fit's options and the family's recipe, whose harmless keys (``recipe_may_change``) are applied."""
+        implied = getattr(self.model, "zoo_recorded_in_state", None)
+        # a checkpoint written before recipes were recorded: what its model state shows of one (a tokenizer)
+        saved = {**(implied(state["model"]) if implied is not None else {}), **(state.get("config") or {})}
+        ignored = set(_NOT_COMPARED)
+        if BATCH_SIZE_FROM not in saved and self.record[BATCH_SIZE_FROM] == "loader":
+            ignored.add("batch_size")  # it recorded fit's batch_size option, which a DataLoader does not use
+        applied = (*RESUME_APPLIED, *self.record.get(RECIPE_MAY_CHANGE, ()))
+        return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(self.record), applied=applied,
+                         ignored=ignored, what=path.name)
+
+    def _repair_best(self, resumed: Path) -> None:
+        """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
+        (its new best) and copying it to ``best.pt`` left the previous best there, and no later epoch would
+        rewrite it: the resumed monitor already holds epoch N's value, so N never improves on itself."""
+        best_epoch = self.monitor.best_epoch
+        if self.ckpt_dir is None or best_epoch is None:
+            return
+        best = self.ckpt_dir / "best.pt"
+        held = ckpt_mod.checkpoint_epoch(best)
+        if held == best_epoch:
+            return
+        name = ckpt_mod.epoch_checkpoint_name(best_epoch)
+        source = next((p for p in (self.ckpt_dir / name, resumed.parent / name) if p.is_file()), None)
+        if source is None:  # only a resume from an older file of a folder that went on without it gets here
+            if held is not None:
+                warnings.warn(f"resume: {best} holds epoch {held}, but the best epoch of the run resumed from "
+                              f"{resumed.name} is {best_epoch}, whose checkpoint is kept no more; best.pt is "
+                              "replaced when the resumed run improves on it", stacklevel=5)
+            return
+        ckpt_mod.copy_checkpoint(source, best)
+        log.info("resume: best.pt held %s, the best epoch is %d: copied %s to it",
+                 "nothing" if held is None else f"epoch {held}", best_epoch, source.name)
 
     def _restore_rng(self, rng: Any) -> None:
         if isinstance(rng, list):
@@ -381,7 +420,7 @@ class Trainer:
             self.last_ckpt = ckpt_mod.save_checkpoint(
                 self.ckpt_dir / name, model=self.model, optimizer=self.opt, scheduler=self.scheduler,
                 scaler=self.scaler, epoch=epoch + 1, step=self.step, best_metric=self.monitor.best,
-                best_epoch=self.monitor.best_epoch, history=self.history, config=self.cfg.recorded(), rng=rng,
+                best_epoch=self.monitor.best_epoch, history=self.history, config=self.record, rng=rng,
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
                        "precision": {"amp": self.amp or "fp32", "device": self.dev.type},
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
@@ -436,6 +475,20 @@ def _schedule_shape(scheduler: Any) -> dict[str, Any]:
     import copy
 
     return {k: copy.deepcopy(v) for k, v in scheduler.state_dict().items() if k not in _SCHEDULE_PROGRESS}
+
+
+def _run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
+    """What the checkpoints record of the run: fit's options with the family's recipe (``cfg.config``), the
+    batch size the batches really have (a DataLoader's own: fit's ``batch_size`` does not reach it) and
+    where that came from (``batch_size_from``)."""
+    record = cfg.recorded()
+    record[BATCH_SIZE_FROM] = "options"
+    if isinstance(train_data, DataLoader):
+        batch_sampler = train_data.batch_sampler
+        record["batch_size"] = (train_data.batch_size if train_data.batch_size is not None
+                                else getattr(batch_sampler, "batch_size", None))
+        record[BATCH_SIZE_FROM] = "loader"
+    return record
 
 
 def _write(text: str) -> None:

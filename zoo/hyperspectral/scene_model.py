@@ -29,8 +29,8 @@ from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, v
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "square_symmetry",
-           "unit_spectra"]
+__all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "scene_recipe",
+           "square_symmetry", "unit_spectra"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
 TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
@@ -58,6 +58,27 @@ def unit_spectra(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     norm = np.linalg.norm(P, axis=1, keepdims=True)
     zero = norm[:, 0] == 0
     return P / np.where(norm == 0, 1.0, norm), zero
+
+
+def scene_recipe(scene: Scene, sp: Any, **options: Any) -> dict[str, Any]:
+    """What training on a scene consumed, as its checkpoints record it (``data.*``): the scene's fingerprint
+    (size and sampled spectra, :func:`~zoo.hyperspectral.provenance.scene_fingerprint`), the split by kind and
+    by its very pixels (mask and labels hashed: a resume on another split would train on test pixels), and
+    the options that shaped the windows; options the split kind does not read are left out."""
+    import hashlib
+
+    from zoo.hyperspectral.provenance import scene_fingerprint
+
+    kind = sp.info.get("split", sp.name)
+    pixels = hashlib.sha256(np.packbits(sp.train).tobytes())
+    pixels.update(np.ascontiguousarray(scene.labels[sp.train], dtype=np.int64).tobytes())
+    h, w, c = scene.shape
+    recipe = {"scene": f"{h}x{w}x{c}, {scene_fingerprint(scene)[:16]}", "split": kind,
+              "train_pixels": f"{int(sp.train.sum())} pixels, {pixels.hexdigest()[:16]}"}
+    skip = {"train_fraction"} if kind not in ("random", "blocks") else set()
+    skip |= {"block"} if kind != "blocks" else set()
+    skip |= {"val_block"} if not options.get("val_fraction") else set()
+    return {**recipe, **{k: v for k, v in options.items() if k not in skip}}
 
 
 class SceneClassifierMixin:
@@ -141,12 +162,16 @@ class SceneClassifierMixin:
         that share of the training pixels as whole ``val_block``-pixel tiles (see
         :func:`~zoo.hyperspectral.splits.holdout_blocks`), validate on them each epoch (with
         ``early_stopping_patience`` to stop) and end with the weights of the best epoch by ``monitor``
-        (default ``val_loss``). A Dataset/DataLoader of ready windows goes to the engine unchanged."""
+        (default ``val_loss``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
+        The checkpoints record the scene's fingerprint, the split (its training pixels) and the recipe: a
+        resume with any of them changed is refused, so no test pixel was trained on before the resume."""
         from zoo.engine import RestoreBest, fit
+        from zoo.engine.resume import with_recipe
         from zoo.hyperspectral.splits import holdout_blocks
 
+        arch = dataclasses.asdict(self.config)
         if isinstance(data, (Dataset, DataLoader)):
-            return fit(self, data, val_data, seed=seed, **fit_kwargs)
+            return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
         scene = as_scene(data, labels)
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
                            window=self.config.window, block=block, train_mask=train_mask)
@@ -180,7 +205,9 @@ class SceneClassifierMixin:
                         "window": self.config.window, "block": block} if isinstance(split, str) else None)
         self._last_split = sp
         self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
-        result = fit(self, train_ds, val_data, seed=seed, **fit_kwargs)
+        recipe = scene_recipe(scene, sp, train_fraction=train_fraction, block=block, augment=augment,
+                              noise_std=noise_std, val_fraction=val_fraction, val_block=val_block)
+        result = fit(self, train_ds, val_data, seed=seed, **with_recipe(fit_kwargs, data=recipe, model=arch))
         if result.history:
             result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
             if held_out is not None:

@@ -20,7 +20,7 @@ from zoo.api import ModelState
 from zoo.engine.network import Network
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
-__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "decode_extra_state"]
+__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "decode_extra_state", "tokenizer_fingerprint"]
 
 EXTRA_STATE_KEY = "_extra_state"  # nn.Module's key for get_extra_state()
 
@@ -36,6 +36,14 @@ def decode_extra_state(state: Any) -> dict[str, Any]:
     if not isinstance(blob, dict) or "config" not in blob:
         raise ValueError("seq2seq extra state is not the JSON zoo writes (no 'config' key)")
     return blob
+
+
+def tokenizer_fingerprint(tokenizer: Tokenizer) -> str:
+    """``"N tokens, <hash>"`` of the tokenizer's whole JSON: what a checkpoint records of the vocabulary its
+    batches were encoded with (weights trained on one vocabulary are meaningless under another)."""
+    import hashlib
+
+    return f"{tokenizer.vocab_size} tokens, {hashlib.sha256(tokenizer.to_json().encode()).hexdigest()[:16]}"
 
 
 class Seq2SeqModel(Network, nn.Module):
@@ -117,6 +125,17 @@ class Seq2SeqModel(Network, nn.Module):
         from zoo.seq2seq.corpus import corpus_data
 
         return corpus_data(self, data, train=train, **options)
+
+    def zoo_recorded_in_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The tokenizer a checkpoint's weights were trained with (its model state carries it), compared on
+        resume with the one this run encodes its batches with, also for checkpoints that recorded no recipe:
+        the restore would otherwise swap the model's tokenizer for the checkpoint's behind the batches' back."""
+        try:
+            blob = decode_extra_state(state.get(EXTRA_STATE_KEY))
+        except (ValueError, UnicodeDecodeError):
+            return {}
+        return {"data.tokenizer": tokenizer_fingerprint(Tokenizer.from_json(blob["tokenizer"]))} \
+            if blob.get("tokenizer") else {}
 
     def zoo_predict(self, inputs: Sequence[str] | str, *, beam_size: int = 1, length_penalty: float = 0.6,
                     max_len: int | None = None, batch_size: int = 64, progress: bool = False,

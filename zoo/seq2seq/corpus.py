@@ -2,18 +2,26 @@
 with ``zoo.train(model, "multi30k", direction="de-en")``.
 
 The folder holds ``train.xx``/``train.yy``, ``val.*`` and a test split (``test_2016_flickr.*`` for
-Multi30k), plain or ``.gz``. Training trains a byte-level BPE on the training text when the model has
-no tokenizer yet, batches by token budget, and monitors validation BLEU; evaluation scores the test
-split: token loss and accuracy (teacher forcing) and sacreBLEU of the decoded translations.
+Multi30k, else ``test.*``; ``test_split=`` names another), plain or ``.gz``. Training trains a byte-level
+BPE on the training text when the model has no tokenizer yet, batches by token budget, and monitors
+validation BLEU; evaluation scores the test split: token loss and accuracy (teacher forcing) and sacreBLEU
+of the decoded translations.
+
+Training records its recipe in the checkpoints (direction, token budget, validation split, a fingerprint of
+the tokenizer and of the corpus files): a resume with another one is refused, as a changed ``bleu_sentences``
+or ``beam_size`` (how validation BLEU is decoded) is applied (:mod:`zoo.engine.resume`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 __all__ = ["corpus_data"]
+
+log = logging.getLogger(__name__)
 
 
 def _direction(model: Any, direction: str | None) -> str:
@@ -53,7 +61,7 @@ def _check_tokenizer_fits(model: Any) -> None:
 
 def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = None, max_tokens: int | None = None,
                 batch_size: int | None = None, vocab_size: int | None = None, val_split: str = "val",
-                test_split: str = "test_2016_flickr", beam_size: int = 1, bleu_sentences: int | None = None,
+                test_split: str | None = None, beam_size: int = 1, bleu_sentences: int | None = None,
                 **options: Any) -> tuple[Any, dict[str, Any]]:
     """``(loader, loop options)`` for ``model`` from a corpus folder; a Dataset/DataLoader passes through.
 
@@ -61,7 +69,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     ``batch_size``, that many sentence pairs (given both, whichever cap a batch reaches first);
     ``vocab_size``: of the joint tokenizer trained here when the model has none (default and most: the
     smaller of the model's ``src_vocab`` and ``tgt_vocab``); ``beam_size`` / ``bleu_sentences``: how BLEU is
-    decoded and on how many sentences, at the evaluation's ``amp``.
+    decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
+    scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
     from zoo.seq2seq.data import ParallelDataset, load_multi30k, make_loader
     from zoo.seq2seq.translate import bleu_eval_fn
@@ -72,7 +81,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         if max_tokens is not None:
             raise ValueError(f"max_tokens={max_tokens} batches a corpus folder by its token budget; a "
                              f"{type(data).__name__} brings its own batching: leave max_tokens out")
-        return data, options
+        return data, _with_tokenizer(model, options) if train else options
     if max_tokens is None and batch_size is None:
         max_tokens = 4096  # fairseq's way: a token budget keeps the work per step even across lengths
     root = Path(data)
@@ -82,8 +91,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     if model.config.direction is None:
         model.config.direction = direction
 
-    def loader(split: str, shuffle: bool) -> tuple[Any, Any]:
-        text = load_multi30k(root, split, direction)
+    def loader(split: str, shuffle: bool, option: str | None = None) -> tuple[Any, Any]:
+        text = load_multi30k(root, split, direction, option=option)
         return text, make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=max_tokens,
                                  batch_size=batch_size, shuffle=shuffle, seed=int(options.get("seed", 0)))
 
@@ -102,11 +111,58 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         else:
             _check_tokenizer_fits(model)
         _, train_loader = loader("train", True)
-        val_text, val_loader = loader(val_split, False)
+        val_text, val_loader = loader(val_split, False, "val_split")
         extra = {"val_data": val_loader, "eval_fn": bleu(val_text), "monitor": "val_bleu", "monitor_mode": "max"}
-        return train_loader, {**extra, **options}
+        recipe = {"direction": direction, "max_tokens": max_tokens, "val_split": val_split,
+                  "corpus": _corpus_fingerprint(root, direction, ("train", val_split)),
+                  "bleu_sentences": bleu_sentences, "beam_size": beam_size}
+        return train_loader, _with_tokenizer(model, {**extra, **options}, recipe)
     if model.tokenizer is None:
         raise ValueError(f"{model.registry_name} has no tokenizer yet: train it (zoo.train) or load weights that "
                          "carry one (zoo.build(name, weights=...))")
-    test_text, test_loader = loader(test_split, False)
+    test_text, test_loader = loader(_test_split(root, direction, test_split), False, "test_split")
     return test_loader, {"eval_fn": bleu(test_text), **options}
+
+
+def _test_split(root: Path, direction: str, test_split: str | None) -> str:
+    """The split evaluation scores: ``test_split`` as given, else Multi30k's ``test_2016_flickr`` where the
+    folder has it, else ``test`` (a user's own ``test.xx``/``test.yy``), saying which files were read."""
+    from zoo.seq2seq.data import MULTI30K_TEST, find_split, parse_direction
+
+    if test_split is not None:
+        return test_split
+    src, tgt = parse_direction(direction)
+    for name in (MULTI30K_TEST, "test"):
+        try:
+            found = find_split(root, name, src)
+        except FileNotFoundError:
+            continue
+        if name != MULTI30K_TEST:  # Multi30k's own test set needs no word; a fallback does
+            log.info("no %s.%s (Multi30k's test set) under %s: evaluating on %s and its .%s side (another split: "
+                     "test_split=NAME, CLI: --set test_split=NAME)", MULTI30K_TEST, src, root, found.name, tgt)
+        return name
+    raise FileNotFoundError(
+        f"no test files for {direction} under {root}: looked for {MULTI30K_TEST}.{src}[.gz] (Multi30k's) and "
+        f"test.{src}[.gz]; name the split to score with test_split=NAME (CLI: --set test_split=NAME), e.g. "
+        f"test_split='val' for val.{src}")
+
+
+def _corpus_fingerprint(root: Path, direction: str, splits: tuple[str, ...]) -> str:
+    """Names and sizes of the corpus files a run reads (no byte read): another corpus is another fingerprint."""
+    from zoo.engine.resume import files_fingerprint
+    from zoo.seq2seq.data import find_split
+
+    return files_fingerprint([find_split(root, split, lang) for split in splits for lang in direction.split("-")],
+                             root=root)
+
+
+def _with_tokenizer(model: Any, options: dict[str, Any], recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``options`` recording the training recipe and the tokenizer the batches are encoded with: a resume on
+    another corpus (which would train another tokenizer) is refused, not trained under the checkpoint's."""
+    from zoo.engine.resume import with_recipe
+    from zoo.seq2seq.base import tokenizer_fingerprint
+
+    recipe = dict(recipe or {})
+    if model.tokenizer is not None:
+        recipe["tokenizer"] = tokenizer_fingerprint(model.tokenizer)
+    return with_recipe(options, data=recipe, may_change=("bleu_sentences", "beam_size") if "beam_size" in recipe else ())

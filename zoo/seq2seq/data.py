@@ -85,8 +85,9 @@ def parse_direction(direction: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def find_split(root: str | Path, split: str, lang: str) -> Path:
-    """``root/split.lang`` or ``root/split.lang.gz`` (also under ``root/task1_raw`` for Multi30k)."""
+def find_split(root: str | Path, split: str, lang: str, *, option: str | None = None) -> Path:
+    """``root/split.lang`` or ``root/split.lang.gz`` (also under ``root/task1_raw`` for Multi30k); the error
+    names the ``option`` (``val_split``, ``test_split``) that picks another split, when there is one."""
     root = Path(root)
     tried = []
     for folder in (root, root / "task1_raw"):
@@ -94,14 +95,19 @@ def find_split(root: str | Path, split: str, lang: str) -> Path:
             tried.append(folder / name)
             if tried[-1].is_file():
                 return tried[-1]
-    raise FileNotFoundError(f"no {split!r} file for language {lang!r} under {root} (looked for {tried[0].name} / {tried[1].name})")
+    other = (f"; the folder's own split name goes in {option}=NAME (CLI: --set {option}=NAME), for files "
+             f"NAME.{lang}" if option else "")
+    raise FileNotFoundError(f"no {split!r} file for language {lang!r} under {root} (looked for {tried[0].name} / "
+                            f"{tried[1].name}){other}")
 
 
-def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-en") -> ParallelText:
+def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-en", *,
+                  option: str | None = None) -> ParallelText:
     """Multi30k task 1 (``train``, ``val``, ``test_2016_flickr``) from the gzip files of
-    github.com/multi30k/dataset ``data/task1/raw``; ``direction`` picks source and target."""
+    github.com/multi30k/dataset ``data/task1/raw``, or any folder of ``split.xx`` files; ``direction`` picks
+    source and target (``option``: see :func:`find_split`)."""
     s, t = parse_direction(direction)
-    return load_parallel(find_split(root, split, s), find_split(root, split, t))
+    return load_parallel(find_split(root, split, s, option=option), find_split(root, split, t, option=option))
 
 
 class ParallelDataset(Dataset):

@@ -131,7 +131,7 @@ class VideoClassifierMixin(Network):
                              f"(video_cfg: {self.video_cfg})")
         set_clip_recipe(self.video_cfg, recipe)
         if not isinstance(data, (str, os.PathLike)):
-            return data, options
+            return data, (self._recorded(options) if train else options)
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
@@ -149,12 +149,44 @@ class VideoClassifierMixin(Network):
         self.video_cfg["classes"] = list(train_ds.classes)
         val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)
         val = self._dataset(val_root, False, splits, fold, extra) if val_root is not None else None
+        from zoo.engine.resume import files_fingerprint
+
+        read = {"train_videos": files_fingerprint((m.path for m in train_ds.videos), root=train_root),
+                "val_videos": None if val is None else files_fingerprint((m.path for m in val.videos), root=val_root)}
+        options = self._recorded(options, frame_rate=frame_rate, strict=strict, **read)
         return train_ds, ({"val_data": val} if val is not None else {}) | options
+
+    def _recorded(self, options: dict[str, Any], **data: Any) -> dict[str, Any]:
+        """``options`` for fit recording the input recipe training feeds the network (``video_cfg``) and what
+        the data step read: a resume with another is refused (``strict``, what a corrupt file does, may change)."""
+        from zoo.engine.resume import with_recipe
+
+        cfg = self.video_cfg
+        recipe = {"size": cfg.get("size"), "resize": cfg.get("resize", cfg.get("size")), "mean": cfg.get("mean"),
+                  "std": cfg.get("std"), "clip": "{}={}".format(*clip_recipe(cfg)), **data}
+        return with_recipe(options, data=recipe, may_change=("strict",) if "strict" in data else ())
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
         if len(classes) != self.num_classes:
             raise ValueError(f"{where} has {len(classes)} classes but the network has {self.num_classes} outputs: "
                              f"build it with num_classes={len(classes)}")
+
+    # -- zoo.evaluate --------------------------------------------------------------------------------------
+    def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:
+        """``zoo.evaluate(network, data)``: ``loss``, ``accuracy`` (and ``top5`` from 5 classes) over videos,
+        each counted once. A folder's (or UCF101 root's) videos are scored by the clip ``zoo.predict``
+        classifies them by, so the two agree video by video; a clip data set's by the mean softmax of its
+        clips, with ``clip_accuracy``. See :func:`zoo.video.evaluation.evaluate_classifier` for ``loss``."""
+        from zoo.video.evaluation import PredictedClips, evaluate_classifier
+
+        if data is None:
+            raise ValueError(f"zoo.evaluate({type(self).__name__}, data): data is required")
+        folder = isinstance(data, (str, os.PathLike))
+        data, options = self.zoo_data(data, train=False, **config)
+        if folder:  # the dataset's own clips (uniform, for training's validation) would weigh long videos more
+            key, t = clip_recipe(self.video_cfg)
+            data = PredictedClips(data, **{key: t})
+        return evaluate_classifier(self, data, **{**self.zoo_recipe(train=False), **options})
 
     # -- zoo.predict ---------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 8, device: str | torch.device | None = None,

@@ -22,8 +22,8 @@ from zoo.api import ModelState
 from zoo.engine.network import Network
 from zoo.registry import register
 
-__all__ = ["STEMS", "ResNet18", "ResNet18Config", "adapt_input_conv", "default_pretrained_cfg", "replace_head",
-           "resnet18"]
+__all__ = ["STEMS", "ResNet18", "ResNet18Config", "adapt_input_conv", "default_pretrained_cfg", "folder_recipe",
+           "replace_head", "resnet18"]
 
 STEMS = ("imagenet", "cifar")
 
@@ -129,9 +129,12 @@ class ResNet18(Network, ResNet):
     def zoo_data(self, data: Any, *, train: bool, image_size: int | None = None, augment: bool = True,
                  strict: bool = False, **options: Any) -> tuple[Any, dict[str, Any]]:
         """An image folder: ``DIR/train/<class>/...`` (+ ``DIR/val``) to train, ``DIR/val`` (or ``DIR/<class>``)
-        to evaluate, with the transforms the network's weights expect. A Dataset/DataLoader passes as is."""
+        to evaluate, with the transforms the network's weights expect. A Dataset/DataLoader passes as is.
+        Training records the recipe (preprocessing, ``augment``, the folder's fingerprint) in the checkpoints:
+        a resume with another is refused (``strict`` may change: it only says what a bad file does)."""
         if not isinstance(data, (str, os.PathLike)):
             return data, options
+        from zoo.engine.resume import with_recipe
         from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
         from zoo.vision.transforms import transforms_for, with_image_size
 
@@ -142,7 +145,9 @@ class ResNet18(Network, ResNet):
             self._check_classes(train_ds.classes, data)
             # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
             self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
-            return train_ds, ({"val_data": val_ds} if val_ds is not None else {}) | options
+            options = ({"val_data": val_ds} if val_ds is not None else {}) | options
+            return train_ds, with_recipe(options, data=folder_recipe(self.pretrained_cfg, train_ds, val_ds, augment,
+                                                                     strict), may_change=("strict",))
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"image folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
@@ -182,6 +187,20 @@ class ResNet18(Network, ResNet):
         cfg = {k: v for k, v in self.pretrained_cfg.items() if k != "weights"}
         return ModelState("resnet18", asdict(self.config), self.state_dict(),
                           {"zoo.pretrained_cfg": json.dumps(cfg)})
+
+
+def folder_recipe(pretrained_cfg: dict[str, Any], train_ds: Any, val_ds: Any, augment: bool,
+                  strict: bool) -> dict[str, Any]:
+    """What training on an image folder consumed, as its checkpoints record it (``data.*``): the
+    preprocessing, ``augment``, ``strict``, and each split's fingerprint (its files' names and sizes)."""
+    from zoo.engine.resume import files_fingerprint
+
+    recipe = {k: pretrained_cfg.get(k) for k in ("input_size", "resize", "mean", "std", "interpolation")}
+    recipe.update(augment=bool(augment), strict=bool(strict),
+                  train_images=files_fingerprint((p for p, _ in train_ds.samples), root=train_ds.root))
+    if val_ds is not None:
+        recipe["val_images"] = files_fingerprint((p for p, _ in val_ds.samples), root=val_ds.root)
+    return recipe
 
 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
