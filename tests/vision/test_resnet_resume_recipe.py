@@ -59,3 +59,22 @@ def test_the_same_recipe_resumes_and_strict_may_change(first_run, tmp_path):
     run = shutil.copytree(first_run / "run", tmp_path / "run")
     result = _train(first_run / "a", run, 2, resume=True, strict=True)
     assert result.resumed["changed"] == {"epochs": (1, 2), "data.strict": (False, True)}
+
+
+def _finetune(data, folder, epochs, **options):
+    model = zoo.build("resnet18", stem="cifar", num_classes=2)
+    options = {"strategy": "full", "image_size": 8, "batch_size": 4, "amp": None, "progress": False, "seed": 0,
+               **options}
+    return zoo.finetune(model, str(data), epochs=epochs, checkpoint_dir=folder, **options)
+
+
+
+def test_a_finetune_resumes_only_on_its_recipe(first_run, tmp_path):
+    _finetune(first_run / "a", tmp_path / "run", 1)
+    for change, said in [({"strategy": "gradual"}, "data.strategy: 'full' in epoch-0001.pt, 'gradual' now"),
+                         ({"backbone_lr_mult": 0.5}, "data.backbone_lr_mult: 0.1 in epoch-0001.pt, 0.5 now"),
+                         ({"data": "b"}, "data.train_images: '6 files, ")]:
+        with pytest.raises(ResumeError) as err:  # refused before anything is loaded or trained
+            _finetune(first_run / change.pop("data", "a"), tmp_path / "run", 2, resume=True, **change)
+        assert said in str(err.value)
+    assert _finetune(first_run / "a", tmp_path / "run", 2, resume=True).resumed["changed"] == {"epochs": (1, 2)}

@@ -401,6 +401,9 @@ def finetune(
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
+    fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, strategy=strategy,
+                              backbone_lr_mult=backbone_lr_mult, unfreeze_every=unfreeze_every, top_stages=top_stages,
+                              freeze_bn=freeze_bn, augment=augment, cache_features=use_cache, strict=strict)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
 
     if use_cache:
@@ -416,6 +419,22 @@ def finetune(
         freezer.close()
     result.model = model
     return result
+
+
+def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fit_kwargs: dict[str, Any],
+                 **settings: Any) -> dict[str, Any]:
+    """``fit_kwargs`` recording what this fine-tuning run consumed before ``fit`` (the strategy and its
+    settings; on an image folder its preprocessing and fingerprint, as ``zoo.train`` records them), so that
+    a resume of its checkpoints with another recipe is refused (:func:`zoo.engine.resume.with_recipe`)."""
+    from zoo.engine.resume import with_recipe
+    from zoo.vision.resnet import folder_recipe
+
+    recipe = dict(settings)
+    if isinstance(data, (str, os.PathLike)) and getattr(model, "pretrained_cfg", None) is not None:
+        recipe.update(folder_recipe(model.pretrained_cfg, train_data, val_data, settings["augment"], settings["strict"]))
+    architecture = getattr(model, "zoo_architecture", None)
+    return with_recipe(fit_kwargs, data=recipe, model=architecture() if callable(architecture) else None,
+                       may_change=("strict",))
 
 
 def _seed_before_surgery(seed: Any) -> None:
