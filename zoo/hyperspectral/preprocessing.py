@@ -244,20 +244,46 @@ def remove_water_bands(scene: Scene) -> Scene:
     return scene.with_cube(np.asarray(scene.cube)[:, :, keep], wl)
 
 
-def valid_pixel_mask(cube, nodata: float | None = None) -> np.ndarray:
-    """``(H, W)`` bool: False where any band is NaN/inf, or where every band equals ``nodata``."""
-    if isinstance(cube, Scene):
-        if nodata is None and "data ignore value" in cube.metadata:
-            nodata = float(cube.metadata["data ignore value"])
-        cube = cube.cube
-    cube = np.asarray(cube)
-    if cube.ndim != 3:
-        raise ValueError(f"expected an (H, W, C) cube; got shape {cube.shape}")
-    ok = np.ones(cube.shape[:2], dtype=bool)
-    if cube.dtype.kind in "fc":
-        ok &= np.isfinite(cube).all(axis=2)
+# rows of a cube checked at once: the bool temporaries of a block stay small whatever the scene's size
+VALID_CHUNK_BYTES = 16 << 20
+
+
+def scene_nodata(scene, nodata: float | None = None) -> float | None:
+    """``nodata``, else a Scene's ENVI ``data ignore value`` (None when it has none)."""
+    if nodata is None and isinstance(scene, Scene) and "data ignore value" in scene.metadata:
+        return float(scene.metadata["data ignore value"])
+    return nodata
+
+
+def valid_pixel_mask(cube, nodata: float | None = None, rows: slice | None = None) -> np.ndarray:
+    """``(H, W)`` bool: False where any band is NaN/inf, or where every band equals ``nodata``; with ``rows``
+    (a slice), the ``(len(rows), W)`` mask of those rows only.
+
+    Read one block of rows at a time (a lazily opened file through short-lived mappings), so memory stays
+    near :data:`VALID_CHUNK_BYTES` whatever the scene's size."""
+    nodata = scene_nodata(cube, nodata)
+    if not isinstance(cube, Scene):
+        cube = np.asarray(cube)
+        if cube.ndim != 3:
+            raise ValueError(f"expected an (H, W, C) cube; got shape {cube.shape}")
+    h, w, _ = cube.shape
+    start, stop, _ = (rows or slice(0, h)).indices(h)
+    ok = np.ones((max(0, stop - start), w), dtype=bool)
+    if ok.size == 0 or min(cube.shape) == 0:
+        return ok
+    scene = cube if isinstance(cube, Scene) else Scene(cube)
+    for sl, block in scene.iter_row_chunks(VALID_CHUNK_BYTES, dtype=None, rows=slice(start, stop)):
+        ok[sl.start - start:sl.stop - start] = _valid_block(block, nodata)
+    return ok
+
+
+def _valid_block(block: np.ndarray, nodata: float | None) -> np.ndarray:
+    """:func:`valid_pixel_mask` of one ``(h, W, C)`` block, compared in its stored dtype."""
+    ok = np.ones(block.shape[:2], dtype=bool)
+    if block.dtype.kind in "fc":
+        ok &= np.isfinite(block).all(axis=2)
     if nodata is not None:
-        ok &= ~(cube == nodata).all(axis=2)
+        ok &= ~(block == nodata).all(axis=2)
     return ok
 
 
@@ -269,7 +295,14 @@ def no_data_to_zero(scene: Scene | np.ndarray, sel: np.ndarray) -> np.ndarray:
     import warnings
 
     sel = np.asarray(sel, dtype=bool)
-    bad = sel & ~valid_pixel_mask(scene)
+    hw = tuple((scene.shape if isinstance(scene, Scene) else np.shape(scene))[:2])
+    if sel.shape != hw:
+        raise ValueError(f"the pixels to classify must be an (H, W) = {hw} mask; got shape {sel.shape}")
+    bad = np.zeros_like(sel)
+    hit = np.flatnonzero(sel.any(axis=1))
+    if hit.size:  # only the rows holding selected pixels are read: a few windows of a large file stay cheap
+        span = slice(int(hit[0]), int(hit[-1]) + 1)
+        bad[span] = sel[span] & ~valid_pixel_mask(scene, rows=span)
     if bad.any():
         warnings.warn(f"{int(bad.sum())} of the {int(sel.sum())} pixels to classify have no spectrum (NaN/inf, or "
                       f"the no-data value in every band): they get label 0 (no data) in the map", stacklevel=3)

@@ -105,34 +105,51 @@ class Scene:
     def with_cube(self, cube: np.ndarray, wavelengths: np.ndarray | None = None) -> Scene:
         return replace(self, cube=cube, wavelengths=wavelengths, layout=None)
 
-    def iter_row_chunks(self, max_bytes: int = 64 << 20) -> Iterator[tuple[slice, np.ndarray]]:
-        """Yield ``(row_slice, block)`` with ``block`` an in-memory float64 ``(h, W, C)`` copy of those rows.
+    def iter_row_chunks(self, max_bytes: int = 64 << 20, dtype: Any = np.float64,
+                        rows: slice | None = None) -> Iterator[tuple[slice, np.ndarray]]:
+        """Yield ``(row_slice, block)`` with ``block`` an in-memory float64 ``(h, W, C)`` copy of those rows
+        (``dtype=None``: the rows as stored, a view of an in-memory cube), over all rows or those of ``rows``.
 
-        Blocks are sized so that one float64 copy is about ``max_bytes``; for a lazily opened file each
+        Blocks are sized so that one of them is about ``max_bytes``; for a lazily opened file each
         block is read through its own short-lived mapping, so peak memory stays near ``max_bytes``
         whatever the file size.
         """
         h, w, c = self.shape
-        rows = max(1, int(max_bytes // max(1, w * c * 8)))
-        for r0 in range(0, h, rows):
-            sl = slice(r0, min(h, r0 + rows))
+        start, stop, _ = (rows or slice(0, h)).indices(h)
+        itemsize = np.dtype(self.cube.dtype if dtype is None else dtype).itemsize
+        step = max(1, int(max_bytes // max(1, w * c * itemsize)))
+        for r0 in range(start, stop, step):
+            sl = slice(r0, min(stop, r0 + step))
             if self.layout is not None:
                 view = self.layout.memmap()
-                block = np.array(view[sl], dtype=np.float64)
+                block = np.array(view[sl], dtype=dtype)
                 del view  # unmap: the pages this block touched leave the RSS
             else:
-                block = np.asarray(self.cube[sl], dtype=np.float64)
+                block = np.asarray(self.cube[sl], dtype=dtype)
             yield sl, block
 
     def pixels(self, mask: np.ndarray | None = None) -> np.ndarray:
         """``(N, C)`` spectra of the pixels where ``mask`` is true (all pixels without a mask)."""
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != self.shape[:2]:
+                raise ValueError(f"mask must be (H, W) = {self.shape[:2]}; got {mask.shape}")
+        if self.layout is not None:
+            # (N, C) of a BSQ/BIL file is a copy whatever is done: filled block by block through short-lived
+            # mappings, the file's pages do not stay resident beside it
+            out = np.empty((self.shape[0] * self.shape[1] if mask is None else int(mask.sum()), self.shape[2]),
+                           dtype=self.cube.dtype)
+            n, span = 0, None
+            if mask is not None:  # only the rows the mask reaches are read
+                hit = np.flatnonzero(mask.any(axis=1))
+                span = slice(int(hit[0]), int(hit[-1]) + 1) if hit.size else slice(0, 0)
+            for sl, block in self.iter_row_chunks(dtype=None, rows=span):
+                part = block.reshape(-1, block.shape[2]) if mask is None else block[mask[sl]]
+                out[n:n + len(part)] = part
+                n += len(part)
+            return out
         cube = np.asarray(self.cube)
-        if mask is None:
-            return cube.reshape(-1, cube.shape[2])
-        mask = np.asarray(mask, dtype=bool)
-        if mask.shape != cube.shape[:2]:
-            raise ValueError(f"mask must be (H, W) = {cube.shape[:2]}; got {mask.shape}")
-        return cube[mask]
+        return cube.reshape(-1, cube.shape[2]) if mask is None else cube[mask]
 
     def __repr__(self) -> str:
         h, w, c = self.shape

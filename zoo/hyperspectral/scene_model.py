@@ -25,7 +25,7 @@ from zoo.hyperspectral.evaluation import (
 )
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
-from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, valid_pixel_mask
+from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, scene_nodata, valid_pixel_mask
 from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
@@ -123,30 +123,50 @@ class SceneClassifierMixin:
         self.set_preprocessor(scaler.mean_, scaler.scale_, pca.mean_, pca.components_,
                               1.0 / np.sqrt(np.maximum(pca.explained_variance_, 1e-12)))
 
-    def reduce(self, scene: Scene | np.ndarray) -> np.ndarray:
-        """``(H, W, C_raw)`` -> ``(H, W, k)`` float32 through the stored preprocessing; a pixel without a
-        spectrum (NaN/inf, or the no-data value: see :func:`valid_pixel_mask`) reduces to 0, the padding
-        value, so it does not turn every window that reaches it into NaN."""
+    # raw bytes of the row block reduced at once: its float64 temporaries stay a few times this, whatever
+    # the scene's size (a whole 1000x1000x200 scene in float64 at once peaked near 6 GB)
+    reduce_chunk_bytes: int = 16 << 20
+
+    def reduce(self, scene: Scene | np.ndarray, rows: slice | None = None) -> np.ndarray:
+        """``(H, W, C_raw)`` -> ``(H, W, k)`` float32 through the stored preprocessing (``rows``: only those
+        rows of the scene, ``(len(rows), W, k)``); a pixel without a spectrum (NaN/inf, or the no-data
+        value: see :func:`valid_pixel_mask`) reduces to 0, the padding value, so it does not turn every
+        window that reaches it into NaN. Reads and reduces one block of rows at a time (float64 math), so
+        a lazily opened file is never in memory whole."""
         if not self.has_preprocessor:
             raise ValueError("this model has no fitted preprocessing: train it on a scene with zoo.train, or load "
                              "weights that include it (e.g. zoo.build('hybridsn', weights='indian-pines'))")
-        cube = scene.cube if isinstance(scene, Scene) else scene
-        cube = np.asarray(cube)
+        nodata = scene_nodata(scene)
+        if not isinstance(scene, Scene):
+            scene = np.asarray(scene)
         raw = self.pre_mean.numel()
-        if cube.ndim != 3 or cube.shape[2] != raw:
-            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {cube.shape}")
-        h, w, c = cube.shape
-        P = cube.reshape(-1, c).astype(np.float64)
+        if len(scene.shape) != 3 or scene.shape[2] != raw:
+            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {scene.shape}")
+        h, w, _ = scene.shape
+        start, stop, _ = (rows or slice(0, h)).indices(h)
+        out = np.zeros((max(0, stop - start), w, self.config.n_bands), np.float32)
+        if out.size == 0:
+            return out
+        scene = scene if isinstance(scene, Scene) else Scene(scene)
+        for sl, block in scene.iter_row_chunks(self.reduce_chunk_bytes, dtype=None, rows=slice(start, stop)):
+            out[sl.start - start:sl.stop - start] = self._reduce_block(block, nodata)
+        return out
+
+    def _reduce_block(self, block: np.ndarray, nodata: float | None) -> np.ndarray:
+        """:meth:`reduce` of one ``(h, W, C_raw)`` block of rows as stored, in float64."""
+        hb, w, c = block.shape
+        P = np.asarray(block, dtype=np.float64, order="C").reshape(-1, c)  # may be the caller's cube: not written
         if self.unit_spectra:
             P, zero = unit_spectra(P)
-        Z = ((P - self.pre_mean.double().numpy()) / self.pre_scale.double().numpy() - self.pca_mean.double().numpy())
-        Z = Z @ self.pca_components.double().numpy().T * self.pca_scale.double().numpy()
+        Z = P - self.pre_mean.double().numpy()  # a new array: the steps below work in place on it
+        Z /= self.pre_scale.double().numpy()
+        Z -= self.pca_mean.double().numpy()
+        Z = Z @ self.pca_components.double().numpy().T
+        Z *= self.pca_scale.double().numpy()
         if self.unit_spectra:
             Z[zero] = 0.0  # no data reduces to the padding value, as the exported graph does
-        valid = valid_pixel_mask(scene if isinstance(scene, Scene) else cube).reshape(-1)
-        if not valid.all():
-            Z[~valid] = 0.0
-        return Z.astype(np.float32).reshape(h, w, -1)
+        Z[~valid_pixel_mask(block, nodata).reshape(-1)] = 0.0
+        return Z.reshape(hb, w, -1)
 
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
@@ -303,8 +323,11 @@ class SceneClassifierMixin:
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
                 if dense:
                     classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress, tta)[sel]
-                else:
-                    classes = self._window_classes(self.reduce(scene), sel, device, batch_size, progress, tta)
+                else:  # only the rows the windows reach are reduced: a few pixels of a large scene stay cheap
+                    lo, hi = self._window_rows(sel)
+                    reduced = self.reduce(scene, rows=slice(lo, hi))
+                    classes = (self._window_classes(reduced, sel[lo:hi], device, batch_size, progress, tta)
+                               if hi > lo else np.zeros(0, np.int64))
         finally:
             self.train(was_training)
         pred = np.zeros((h, w), np.int64)
@@ -325,6 +348,16 @@ class SceneClassifierMixin:
     def zoo_state(self) -> ModelState:
         meta = {"zoo.split": json.dumps(self.split_)} if getattr(self, "split_", None) else {}
         return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(), meta)
+
+    def _window_rows(self, sel: np.ndarray) -> tuple[int, int]:
+        """``(lo, hi)``: the rows the windows of the pixels of ``sel`` reach (``(0, 0)`` when none). Cut from
+        those rows only, every window equals its cut from the whole scene: it meets the scene's padding
+        only where the rows reach the scene's edge."""
+        hit = np.flatnonzero(sel.any(axis=1))
+        if not hit.size:
+            return 0, 0
+        r = self.config.window // 2
+        return max(0, int(hit[0]) - r), min(sel.shape[0], int(hit[-1]) + r + 1)
 
     def _window_classes(self, reduced: np.ndarray, sel: np.ndarray, device: torch.device, batch_size: int,
                         progress: bool, tta: bool = False) -> np.ndarray:
