@@ -1,0 +1,184 @@
+"""Sparse reads (TSN's segment centres): a seek per run of nearby frames, every frame as a full decode's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from zoo.video import decoding
+from zoo.video import sampling as S
+from zoo.video.decoding import probe, read_all_frames, read_frames
+from zoo.video.synthetic import render_clip
+
+
+def _encode(path: Path, frames: np.ndarray, *, codec: str, gop: int, b_frames: int) -> Path:
+    """``frames`` encoded with a keyframe every ``gop`` frames and ``b_frames`` B-frames between references
+    (the container follows the suffix)."""
+    with av.open(str(path), mode="w") as out:
+        s = out.add_stream(codec, rate=25)
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        s.codec_context.gop_size = gop
+        s.codec_context.max_b_frames = b_frames
+        if codec == "libx264":  # no scene-cut keyframes: keyframes exactly every `gop` frames
+            s.codec_context.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0",
+                                       "bf": str(b_frames)}
+        for img in frames:
+            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    return path
+
+
+def _frames(n: int, seed: int = 3) -> np.ndarray:
+    # a moving shape over a rolling noise texture: every frame differs from its neighbours
+    clip = render_clip(0, np.random.default_rng(seed), size=32, num_frames=n)
+    noise = np.random.default_rng(seed).integers(0, 40, (32, 32, 3), dtype=np.uint8)
+    return np.stack([np.clip(c.astype(np.int16) + np.roll(noise, t, axis=1), 0, 255).astype(np.uint8)
+                     for t, c in enumerate(clip)])
+
+
+def _index_sets(n: int, seed: int = 0) -> list[list[int]]:
+    """TSN-like sparse sets (fixed and random segment frames), random sparse sets, dense 16-frame clips,
+    and any order with repeats."""
+    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    sets = [S.segment_indices(n, k, random=False).tolist() for k in (3, 8)]
+    sets += [S.segment_indices(n, 8, random=True, generator=g).tolist() for _ in range(3)]
+    sets += [sorted(rng.choice(n, size=5, replace=False).tolist()) for _ in range(3)]
+    sets += [list(range(s, s + 16)) for s in (0, n // 3, n - 16)]
+    sets += [[n - 1, 0, n // 2, n // 2]]
+    return sets
+
+
+def _check_against_full_decode(path: Path, sets: list[list[int]],
+                               threads_list=(1, 0)) -> decoding.DecodeStats:
+    meta, full = probe(path), read_all_frames(path)
+    assert full.shape[0] == meta.num_frames, (path.name, full.shape, meta.num_frames)
+    stats = decoding.DecodeStats()
+    for idx in sets:
+        for threads in threads_list:
+            got = read_frames(path, idx, meta, thread_count=threads, stats=stats)
+            assert torch.equal(got, full[idx]), f"{path.name} threads={threads}: frames {idx} differ"
+    return stats
+
+
+def _pict_types(path: Path) -> str:
+    with av.open(str(path)) as c:
+        return "".join("IPB"[int(f.pict_type) - 1] for f in c.decode(video=0))
+
+
+_FORMATS = [("mpeg4", ".avi", 0), ("mpeg4", ".avi", 2), ("mpeg4", ".mp4", 0), ("mpeg4", ".mp4", 2),
+            ("libx264", ".mp4", 0), ("libx264", ".mp4", 2), ("mpeg4", ".mkv", 2)]
+
+
+@pytest.mark.parametrize(("codec", "suffix", "b_frames"), _FORMATS)
+def test_sparse_and_dense_reads_equal_the_full_decode(tmp_path, codec, suffix, b_frames):
+    if codec not in av.codecs_available:
+        pytest.skip(f"this FFmpeg build has no {codec} encoder")
+    path = _encode(tmp_path / f"clip{suffix}", _frames(120), codec=codec, gop=10, b_frames=b_frames)
+    assert ("B" in _pict_types(path)) == (b_frames > 0)
+    _check_against_full_decode(path, _index_sets(120))
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mp4"])
+def test_far_apart_frames_are_reached_by_one_seek_each(tmp_path, suffix):
+    path = _encode(tmp_path / f"clip{suffix}", _frames(200), codec="mpeg4", gop=10, b_frames=0)
+    meta, full = probe(path), read_all_frames(path)
+    idx = S.segment_indices(200, 8, random=False).tolist()  # 12, 37, ..., 187: a keyframe between each two
+    stats = decoding.DecodeStats()
+    assert torch.equal(read_frames(path, idx, meta, thread_count=1, stats=stats), full[idx])
+    # one forward pass from the keyframe before frame 12 would decode ~180 frames; a seek per frame
+    # decodes at most the keyframe interval for each
+    assert stats.seeks == 8 and stats.frames_decoded <= 8 * 10, stats
+    # a dense clip across keyframes is one run: one seek, every frame from its keyframe on
+    stats = decoding.DecodeStats()
+    assert torch.equal(read_frames(path, range(95, 111), meta, thread_count=1, stats=stats), full[95:111])
+    assert stats.seeks == 1 and stats.frames_decoded <= 16 + 10, stats
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mp4"])
+def test_b_frames_between_wanted_frames_of_one_run_are_skipped(tmp_path, suffix):
+    path = _encode(tmp_path / f"clip{suffix}", _frames(90), codec="mpeg4", gop=300, b_frames=2)
+    assert _pict_types(path).count("I") == 1
+    meta, full = probe(path), read_all_frames(path)
+    idx = [5, 35, 65, 85]
+    stats = decoding.DecodeStats()
+    assert torch.equal(read_frames(path, idx, meta, thread_count=1, stats=stats), full[idx])
+    # no keyframe to seek to: one pass, but between the wanted frames only I- and P-frames (a third) and the
+    # few frames before each wanted one are decoded (44 here), not all 86 frames up to frame 85
+    assert stats.seeks <= 1 and stats.frames_decoded <= 0.7 * 86, stats
+
+
+@pytest.mark.parametrize("suffix", [".avi", ".mp4"])
+def test_runs_past_the_end_and_in_any_order_come_back_as_asked(tmp_path, suffix):
+    path = _encode(tmp_path / f"clip{suffix}", _frames(80), codec="mpeg4", gop=10, b_frames=2)
+    full = read_all_frames(path)
+    n = full.shape[0]
+    stats = decoding.DecodeStats()
+    # header rounding: the last run reads up to two frames past the end as the last frame
+    got = read_frames(path, [n + 1, 3, n - 1, 40, 3], thread_count=1, stats=stats)
+    assert torch.equal(got, full[[n - 1, 3, n - 1, 40, 3]])
+    assert stats.seeks >= 2, stats  # frame 3 from the start, 40 and the end by a seek each
+
+
+def test_decoding_from_the_start_after_a_seek_opens_the_file_again(tmp_path):
+    path = _encode(tmp_path / "clip.avi", _frames(60), codec="mpeg4", gop=10, b_frames=0)
+    meta, full = probe(path), read_all_frames(path)
+    source = decoding._Source(str(path), None, "AUTO", 1)
+    try:
+        stats = decoding.DecodeStats()
+        target = decoding._seek_target(meta, 35, 1.0)  # AVI at 25 fps: one pts tick a frame
+        assert source.position(target, meta, stats) is False and stats.seeks == 1
+        first = source.container
+        frame = next(iter(source.container.decode(source.stream)))
+        assert np.array_equal(frame.to_ndarray(format="rgb24"), full[30].numpy())  # the keyframe before 35
+        # a run the seeks overshot decodes from the start: a fresh container, the first frame first
+        assert source.position(None, meta, stats) is True and source.container is not first
+        frame = next(iter(source.container.decode(source.stream)))
+        assert np.array_equal(frame.to_ndarray(format="rgb24"), full[0].numpy())
+    finally:
+        source.close()
+
+
+# --- the real UCF101 clips: packed B-frames, 25 and 29.97 fps ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_clips(shared_data) -> list[Path]:
+    clips = sorted((shared_data / "ucf101" / "clips").glob("*/*.avi"))
+    if not clips:
+        pytest.skip(f"no real UCF101 clips under {shared_data / 'ucf101' / 'clips'}")
+    return clips
+
+
+def _repeat(src: Path, dst: Path, times: int) -> Path:
+    """``src``'s packets ``times`` times in a row: a packed-B-frame AVI with ``times`` keyframes."""
+    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+        s = inp.streams.video[0]
+        o = out.add_stream_from_template(s)
+        packets = [p for p in inp.demux(s) if p.size]
+        span = max(p.dts for p in packets) + 1
+        for r in range(times):
+            for p in packets:
+                q = av.Packet(bytes(p))
+                q.dts, q.pts = p.dts + r * span, None if p.pts is None else p.pts + r * span
+                q.is_keyframe, q.stream, q.time_base = p.is_keyframe, o, p.time_base
+                out.mux(q)
+    return dst
+
+
+def test_sparse_reads_of_real_clips_equal_the_full_decode(real_clips, tmp_path):
+    # one decoder thread, as in the DataLoader workers; both thread counts on the tripled clip below
+    for clip in real_clips:
+        _check_against_full_decode(clip, _index_sets(probe(clip).num_frames), threads_list=(1,))
+    # packed B-frames and several keyframes, so that the reads are cut into runs
+    packed = next(c for c in real_clips if "B" in _pict_types(c))
+    tripled = _repeat(packed, tmp_path / "tripled.avi", 3)
+    assert probe(tripled).count_frames and _pict_types(tripled).count("I") == 3
+    stats = _check_against_full_decode(tripled, _index_sets(probe(tripled).num_frames))
+    assert stats.seeks > stats.reads, stats
