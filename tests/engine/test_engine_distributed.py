@@ -22,6 +22,10 @@ COMMON = textwrap.dedent("""
         x = torch.randn(n, 4, generator=g)
         return x, (x.sum(1) > 0).long()
 
+    def data_ignored(n, seed):  # every third target ignored: micro-batches score unequal numbers of targets
+        x, y = data(n, seed)
+        return x, torch.where(torch.arange(n) % 3 == 0, torch.full_like(y, -100), y)
+
     def net():
         torch.manual_seed(0)
         return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
@@ -56,9 +60,12 @@ WORKER = COMMON + textwrap.dedent("""
     fit(net(), data(64, 0), data(20, 1), batch_size=4, checkpoint_dir=out / "B",
         callbacks=[LambdaCallback(on_epoch_end=stop_after_1)], **KW)
     c = fit(net(), data(64, 0), data(20, 1), batch_size=4, checkpoint_dir=out / "B", resume=True, **KW)
+    # 2 ranks x batch 2 x 2 micro-batches: one global batch of 8, weighted by the targets each rank scored
+    d = fit(net(), data_ignored(64, 0), batch_size=2, grad_accum_steps=2, **{**KW, "metrics": ()})
+    torch.save({"d_hist": d.history}, out / f"accum{rank}.pt")  # every rank's own train_loss
     if rank == 0:
         torch.save({"a": a.model.state_dict(), "a_hist": a.history, "c": c.model.state_dict(),
-                    "c_hist": c.history}, out / "ddp.pt")
+                    "c_hist": c.history, "d": d.model.state_dict()}, out / "ddp.pt")
 """)
 
 
@@ -84,6 +91,13 @@ def test_two_process_gloo_matches_one_process(tmp_path):
     for mine, theirs in zip(single.history, got["a_hist"]):
         for key in ("train_loss", "val_loss", "val_accuracy", "val_kappa", "lr"):
             assert theirs[key] == pytest.approx(mine[key], abs=1e-5), key
+    # accumulation over ranks whose micro-batches score unequal numbers of targets == one batch of 8
+    big = fit(ns["net"](), ns["data_ignored"](64, 0), batch_size=8, **{**ns["KW"], "metrics": ()})
+    for name, ref in big.model.state_dict().items():
+        assert torch.allclose(got["d"][name], ref, atol=1e-5), name
+    per_rank = [torch.load(tmp_path / f"accum{r}.pt", weights_only=True)["d_hist"] for r in (0, 1)]
+    for mine, rank0, rank1 in zip(big.history, *per_rank):
+        assert rank0["train_loss"] == rank1["train_loss"] == pytest.approx(mine["train_loss"], abs=1e-5)
     # resumed DDP run == uninterrupted DDP run, exactly
     for name, ref in got["a"].items():
         assert torch.equal(got["c"][name], ref), name

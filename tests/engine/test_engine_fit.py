@@ -62,6 +62,20 @@ def test_accumulation_weighs_micro_batches_by_scored_targets():
         assert torch.allclose(a, b, atol=1e-6, rtol=0), name
 
 
+def test_a_batch_whose_targets_are_all_ignored_adds_nothing():
+    # The first micro-batch scores no target (0/0 = NaN mean loss): not a diverged run; the window's step
+    # equals the big batch's over its 4 scored targets.
+    x, y = xor_data(8)
+    y = torch.where(torch.arange(8) < 4, torch.full_like(y, -100), y)
+    kw = {"epochs": 1, "optimizer": "sgd", "lr": 0.5, "metrics": (), "progress": False, "seed": 3, "amp": None}
+    in_order = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+    accum = fit(mlp(1), in_order, grad_accum_steps=2, **kw)
+    big = fit(mlp(1), (x, y), batch_size=8, **kw)
+    for (name, a), b in zip(big.model.named_parameters(), accum.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+    assert accum.history[-1]["train_loss"] == pytest.approx(big.history[-1]["train_loss"], rel=1e-6)
+
+
 class _Stream(torch.utils.data.IterableDataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
         self.x, self.y = x, y

@@ -130,3 +130,12 @@ def test_lazily_opened_file_is_reduced_and_read_block_by_block(tmp_path, interle
     np.testing.assert_array_equal(scene.pixels(mask), cube[mask])
     assert scene.pixels(np.zeros(cube.shape[:2], bool)).shape == (0, cube.shape[2])
     assert scene.cube.reads == []
+
+
+def test_all_pixels_of_a_bip_file_are_a_view_of_it(tmp_path):
+    """A BIP file is already (H*W, C) on disk: all its pixels are a view of the mapping, not a copy in memory."""
+    _, cube = _model_and_cube()
+    lazy = open_envi(save_envi(tmp_path / "s.hdr", cube, interleave="bip"))
+    pixels = lazy.pixels()
+    np.testing.assert_array_equal(pixels, cube.reshape(-1, cube.shape[2]))
+    assert not pixels.flags.owndata  # a view of the mapping

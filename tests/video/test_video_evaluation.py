@@ -52,6 +52,11 @@ def test_evaluate_on_a_folder_scores_each_video_as_predict_classifies_it(name, u
     assert metrics["loss"] == pytest.approx(np.mean(nll), rel=1e-4)
 
 
+def test_evaluate_on_a_folder_refuses_a_frame_rate_predict_would_not_use(uneven):
+    with pytest.raises(ValueError, match="frame_rate=12.5: zoo.evaluate on a folder scores each video by"):
+        zoo.evaluate(_model("r2plus1d_18"), uneven, frame_rate=12.5, amp=None)
+
+
 def test_evaluate_on_a_clip_dataset_averages_each_videos_clips(uneven):
     model = _model("video-tsn").eval()  # a 2-D network takes any clip length: uniform clips of 4 frames here
     videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]

@@ -78,3 +78,10 @@ def test_a_finetune_resumes_only_on_its_recipe(first_run, tmp_path):
             _finetune(first_run / change.pop("data", "a"), tmp_path / "run", 2, resume=True, **change)
         assert said in str(err.value)
     assert _finetune(first_run / "a", tmp_path / "run", 2, resume=True).resumed["changed"] == {"epochs": (1, 2)}
+
+
+def test_a_folder_with_validation_data_of_the_users_own_is_recorded_by_its_kind(first_run, tmp_path):
+    val = torch.utils.data.TensorDataset(torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 0, 1]))
+    result = _finetune(first_run / "a", tmp_path / "run", 1, val_data=val)
+    recorded = torch.load(tmp_path / "run" / "epoch-0001.pt", weights_only=True)["config"]
+    assert recorded["data.val_images"] == "TensorDataset of 4 items" and "val_loss" in result.history[-1]

@@ -25,10 +25,18 @@ __all__ = [
     "overall_accuracy",
     "per_class_recall",
     "plot_confusion_matrix",
+    "scored_count",
     "topk_accuracy",
 ]
 
 IGNORE_INDEX = -100
+
+
+def scored_count(targets: Any) -> int | torch.Tensor:
+    """:func:`num_scored` without a host sync: a 0-dim device tensor for class-index targets, an int otherwise."""
+    if isinstance(targets, torch.Tensor) and not targets.is_floating_point():
+        return (targets != IGNORE_INDEX).sum()
+    return num_scored(targets)
 
 
 def num_scored(targets: Any) -> int:

@@ -262,9 +262,12 @@ class Trainer:
         epoch_lr = self.opt.param_groups[0]["lr"]  # the lr the epoch starts with (after warmup's first factor)
         for cb in self.callbacks:
             cb.on_epoch_start(st)
-        self.loss_sum, self.n_seen = 0.0, 0
-        self.window_ref, self.window_scored, self.window_pending = 1.0, 0, 0
-        self.correct = torch.zeros((), dtype=torch.long, device=self.dev)  # stays on device: no per-batch sync
+        # sums stay on the device (no per-batch sync) and are reduced over ranks once, at the epoch's end
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.dev)
+        self.n_seen = torch.zeros((), dtype=torch.float64, device=self.dev)
+        self.window_scored = torch.zeros((), dtype=torch.float64, device=self.dev)
+        self.window_pending = 0
+        self.correct = torch.zeros((), dtype=torch.long, device=self.dev)
         self.n_scored = torch.zeros((), dtype=torch.long, device=self.dev)
         bar = tqdm(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
@@ -285,11 +288,12 @@ class Trainer:
                 self._finish_window_sync()
                 self._optimizer_step()
         bar.close()
-        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step,
-                               "train_loss": self.loss_sum / max(1, self.n_seen)}
-        acc = all_reduce_mean(torch.stack([self.correct, self.n_scored]).double())
-        if "accuracy" in self.metric_keys and float(acc[1]) > 0:
-            row["train_accuracy"] = float(acc[0] / acc[1])
+        # every rank's sums together: each rank must see the same train_loss (the monitor may stop on it)
+        sums = all_reduce_mean(torch.stack([self.loss_sum, self.n_seen, self.correct.double(),
+                                            self.n_scored.double()])).tolist()
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": sums[0] / max(1.0, sums[1])}
+        if "accuracy" in self.metric_keys and sums[3] > 0:
+            row["train_accuracy"] = sums[2] / sums[3]
         row["lr"] = epoch_lr
         if self.schedule is not None and self.schedule.interval == "epoch":
             self.scheduler.step()
@@ -308,37 +312,41 @@ class Trainer:
             with autocast(self.amp, self.dev):
                 outputs, targets = forward(self.net, batch, cfg.forward_fn)
                 loss = self.loss_fn(outputs, targets)
-            # One host sync per batch: the NaN guard must see the value (all ranks together).
-            loss_val = float(all_reduce_mean(loss.detach()).item()) if info.enabled else loss.item()
+            # One host sync per batch (two under DDP): the NaN guard must see the value (all ranks together).
+            loss_val = loss.item()
+            if not math.isfinite(loss_val) and metrics_mod.num_scored(targets) == 0 \
+                    and (zero := _tied_zero(outputs)) is not None:
+                # every target ignored (-100: padding, masked labels): 0/0, not a diverged run; the batch adds
+                # nothing, through a zero still tied to the outputs so that DDP's ranks all reduce gradients
+                loss, loss_val = zero, 0.0
+            if info.enabled:
+                loss_val = float(all_reduce_mean(loss.detach()).item())
             if not math.isfinite(loss_val):
                 raise NonFiniteLossError(
                     f"non-finite loss ({loss_val}) at epoch {epoch + 1}, batch {i}, optimizer step {self.step}: "
                     f"last good checkpoint: {self.last_ckpt or 'none written (set checkpoint_dir to keep one)'}. "
                     "Lower lr, add clip_grad_norm, or check the data/targets.")
-            n = metrics_mod.num_scored(targets)
+            n = metrics_mod.scored_count(targets)
             self.scaler.scale(self._window_share(loss, n) if accum > 1 else loss).backward()
         if self.first_loss is None:
             self.first_loss = loss_val
-        self.loss_sum += loss_val * n  # the epoch's train_loss is a mean over scored targets, as val_loss
-        self.n_seen += n
+        with torch.no_grad():  # the epoch's train_loss is a mean over scored targets, as val_loss
+            self.loss_sum += loss.detach().double() * n
+            self.n_seen += n
         self._count_correct(outputs, targets)
         if last_micro:
             self._optimizer_step()
         return loss_val
 
-    def _window_share(self, loss: torch.Tensor, n: int) -> torch.Tensor:
+    def _window_share(self, loss: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
         """``loss`` (a mean over its ``n`` scored targets) weighted for an accumulation window: each micro-batch
-        by its ``n`` over the window's first one's (all ranks' mean), divided by ``grad_accum_steps``;
-        ``_optimizer_step`` then rescales by the window's real total, so the step equals the one big batch's
-        mean-loss step, whatever the micro-batch sizes (a short last batch, token counts) or window length."""
-        if self.window_pending == 0:
-            ref = float(n) if n else 1.0
-            if self.info.enabled:  # one reference for every rank, so their gradients add up consistently
-                ref = float(all_reduce_mean(torch.tensor(ref, dtype=torch.float64, device=self.dev)))
-            self.window_ref = ref
+        by ``n / batch_size``, divided by ``grad_accum_steps``; ``_optimizer_step`` then rescales by the window's
+        real total over every rank, so the step equals the one big batch's mean-loss step whatever the
+        micro-batch sizes (a short last batch, token counts) or window length. ``batch_size`` is only a
+        reference every rank shares (no collective needed); a full batch of samples weighs exactly 1."""
         self.window_pending += 1
         self.window_scored += n
-        return loss * (n / self.window_ref) / self.cfg.grad_accum_steps
+        return loss * (n / self.cfg.batch_size) / self.cfg.grad_accum_steps
 
     def _finish_window_sync(self) -> None:
         """Average gradients over ranks by hand for a window cut short where DDP's own reduce was skipped
@@ -349,17 +357,15 @@ class Trainer:
                     p.grad.copy_(all_reduce_mean(p.grad))
 
     def _rescale_window(self) -> None:
-        """Gradients of a finished accumulation window times ``accum * ref / scored`` (see ``_window_share``):
-        exactly 1.0 when every micro-batch scored as many targets as the first and the window was full."""
-        total = float(self.window_scored)
-        if self.info.enabled:
-            total = float(all_reduce_mean(torch.tensor(total, dtype=torch.float64, device=self.dev)))
-        factor = self.cfg.grad_accum_steps * self.window_ref / total if total > 0 else 1.0
-        if factor != 1.0:
-            for p in self.params:
-                if p.grad is not None:
-                    p.grad.mul_(factor)
-        self.window_ref, self.window_scored, self.window_pending = 1.0, 0, 0
+        """Gradients of a finished accumulation window times ``accum * batch_size / scored`` (``scored``: the
+        ranks' mean; see ``_window_share``), on the device: exactly 1.0 for full windows of full batches."""
+        total = all_reduce_mean(self.window_scored) if self.info.enabled else self.window_scored
+        factor = self.cfg.grad_accum_steps * self.cfg.batch_size / total.clamp(min=1.0)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, factor.to(grads[0].dtype))
+        self.window_scored.zero_()
+        self.window_pending = 0
 
     def _count_correct(self, outputs: Any, targets: Any) -> None:
         if "accuracy" in self.metric_keys and isinstance(targets, torch.Tensor) and not targets.is_floating_point() \
@@ -457,6 +463,16 @@ class Trainer:
 # an LRScheduler's state that says where it is rather than what curve it follows
 _SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get_lr_called_within_step",
                       "_is_initial", "verbose", "lr_lambdas"}
+
+
+def _tied_zero(outputs: Any) -> torch.Tensor | None:
+    """A zero loss whose backward reaches every parameter the outputs came from (zero gradients), or None
+    when the outputs hold no differentiable tensor."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs.sum() * 0.0 if outputs.requires_grad and outputs.is_floating_point() else None
+    parts = outputs.values() if isinstance(outputs, dict) else outputs if isinstance(outputs, (list, tuple)) else ()
+    zeros = [z for z in map(_tied_zero, parts) if z is not None]
+    return sum(zeros[1:], zeros[0]) if zeros else None
 
 
 def _amp_spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:

@@ -134,9 +134,9 @@ class Scene:
             mask = np.asarray(mask, dtype=bool)
             if mask.shape != self.shape[:2]:
                 raise ValueError(f"mask must be (H, W) = {self.shape[:2]}; got {mask.shape}")
-        if self.layout is not None:
+        if self.layout is not None and (mask is not None or self.layout.interleave != "bip"):
             # (N, C) of a BSQ/BIL file is a copy whatever is done: filled block by block through short-lived
-            # mappings, the file's pages do not stay resident beside it
+            # mappings, the file's pages do not stay resident beside it (a BIP file's is a view: below)
             out = np.empty((self.shape[0] * self.shape[1] if mask is None else int(mask.sum()), self.shape[2]),
                            dtype=self.cube.dtype)
             n, span = 0, None

@@ -148,7 +148,8 @@ def _test_split(root: Path, direction: str, test_split: str | None) -> str:
 
 
 def _corpus_fingerprint(root: Path, direction: str, splits: tuple[str, ...]) -> str:
-    """Names and sizes of the corpus files a run reads (no byte read): another corpus is another fingerprint."""
+    """The corpus files a run reads, as :func:`zoo.engine.resume.files_fingerprint` sees them (names, sizes, first
+    bytes): another corpus is another fingerprint."""
     from zoo.engine.resume import files_fingerprint
     from zoo.seq2seq.data import find_split
 

@@ -182,6 +182,10 @@ class VideoClassifierMixin(Network):
         if data is None:
             raise ValueError(f"zoo.evaluate({type(self).__name__}, data): data is required")
         folder = isinstance(data, (str, os.PathLike))
+        if folder and config.get("frame_rate") is not None:
+            raise ValueError(f"frame_rate={config['frame_rate']!r}: zoo.evaluate on a folder scores each video by "
+                             "the frames zoo.predict reads, on the video's own timeline; leave frame_rate out (it "
+                             "resamples training clips), or evaluate a clip dataset built with it")
         data, options = self.zoo_data(data, train=False, **config)
         if folder:  # the dataset's own clips (uniform, for training's validation) would weigh long videos more
             key, t = clip_recipe(self.video_cfg)

@@ -146,8 +146,8 @@ class ResNet18(Network, ResNet):
             # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
             self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
             options = ({"val_data": val_ds} if val_ds is not None else {}) | options
-            return train_ds, with_recipe(options, data=folder_recipe(self.pretrained_cfg, train_ds, val_ds, augment,
-                                                                     strict), may_change=("strict",))
+            return train_ds, with_recipe(options, data=folder_recipe(self.pretrained_cfg, train_ds, options.get(
+                "val_data"), augment, strict), may_change=("strict",))
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"image folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
@@ -193,14 +193,23 @@ def folder_recipe(pretrained_cfg: dict[str, Any], train_ds: Any, val_ds: Any, au
                   strict: bool) -> dict[str, Any]:
     """What training on an image folder consumed, as its checkpoints record it (``data.*``): the
     preprocessing, ``augment``, ``strict``, and each split's fingerprint (its files' names and sizes)."""
+    recipe = {k: pretrained_cfg.get(k) for k in ("input_size", "resize", "mean", "std", "interpolation")}
+    recipe.update(augment=bool(augment), strict=bool(strict), train_images=_data_fingerprint(train_ds))
+    if val_ds is not None:
+        recipe["val_images"] = _data_fingerprint(val_ds)
+    return recipe
+
+
+def _data_fingerprint(ds: Any) -> str:
+    """An image folder's fingerprint (its files' names, sizes and first bytes); for other data (a Dataset the
+    user passed as ``val_data``, say) its kind and size, all that can be told of it cheaply."""
     from zoo.engine.resume import files_fingerprint
 
-    recipe = {k: pretrained_cfg.get(k) for k in ("input_size", "resize", "mean", "std", "interpolation")}
-    recipe.update(augment=bool(augment), strict=bool(strict),
-                  train_images=files_fingerprint((p for p, _ in train_ds.samples), root=train_ds.root))
-    if val_ds is not None:
-        recipe["val_images"] = files_fingerprint((p for p, _ in val_ds.samples), root=val_ds.root)
-    return recipe
+    samples, root = getattr(ds, "samples", None), getattr(ds, "root", None)
+    if samples is not None and root is not None:
+        return files_fingerprint((p for p, _ in samples), root=root)
+    size = f" of {len(ds)} items" if hasattr(ds, "__len__") else ""
+    return f"{type(ds).__name__}{size}"
 
 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
