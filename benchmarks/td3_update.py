@@ -135,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import stable_baselines3  # noqa: F401
             variants.append("sb3")
-        except ImportError:
-            notes.append("stable-baselines3 not installed (pip install -e '.[bench]'): peer skipped")
+        except ImportError:  # a result without its peer would replace the last one that had it
+            raise SystemExit("stable-baselines3 is not installed: pip install -e '.[bench]' "
+                             "(or pass --no-sb3 to measure ours alone)") from None
     data = transitions(args.buffer)
     metrics: dict[str, Any] = {"auto_precision": auto_amp("cpu", "matmul") or "fp32"}
     peers: dict[str, dict] = {"sb3": {}} if "sb3" in variants else {}

@@ -171,10 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sb3" in variants:
         try:
             import stable_baselines3  # noqa: F401
-        except ImportError:
-            variants.remove("sb3")
-            notes.append("stable-baselines3 not installed (pip install -e '.[bench]'): peer skipped")
-            print(notes[-1], file=sys.stderr)
+        except ImportError:  # a result without its peer would replace the last one that had it
+            raise SystemExit("stable-baselines3 is not installed: pip install -e '.[bench]' "
+                             "(or leave sb3 out of --variants to run ours alone)") from None
 
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for i, seed in enumerate(args.seeds):

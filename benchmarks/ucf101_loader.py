@@ -52,6 +52,7 @@ libraries bundled in the PyAV wheel (symlinked under their sonames). Peer instal
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -400,6 +401,10 @@ def main(argv=None) -> int:
         return 0
     if args.quick:
         args.repeats, args.batches = 1, 5
+    if not args.no_torchvision and importlib.util.find_spec("torchcodec") is None:
+        # without it both peers fail after the whole run, and the result written would have no peer to compare
+        raise SystemExit("torchcodec is not installed, so neither peer can run: pip install -e '.[bench]' "
+                         "(or pass --no-torchvision to measure ours alone)")
 
     from zoo.video.ucf101 import UCF101
 
