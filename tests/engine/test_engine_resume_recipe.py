@@ -131,3 +131,12 @@ def test_files_fingerprint_sees_names_sizes_and_contents_not_where_the_folder_is
     (tmp_path / "moved" / "2.txt").write_text("dx")  # same names and sizes, other contents
     assert files_fingerprint([tmp_path / "moved" / "x" / "1.txt", tmp_path / "moved" / "2.txt"],
                              root=tmp_path / "moved") != same[0]
+
+
+def test_files_fingerprint_takes_a_relative_root_beside_absolute_paths(tmp_path, monkeypatch):
+    (tmp_path / "data" / "x").mkdir(parents=True)
+    (tmp_path / "data" / "x" / "1.txt").write_text("abc")
+    absolute = files_fingerprint([tmp_path / "data" / "x" / "1.txt"], root=tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    assert files_fingerprint([tmp_path / "data" / "x" / "1.txt"], root="data") == absolute
+    assert files_fingerprint(["data/x/1.txt"], root=tmp_path / "data") == absolute

@@ -18,7 +18,7 @@ from zoo.engine.data import model_device, move_batch, prepare_loader, run_device
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 
-__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys"]
+__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk"]
 
 _TOPK = re.compile(r"^top(\d+)$")
 
@@ -75,7 +75,7 @@ def evaluate_loader(
         p = torch.cat([t for g in gathered for t in g[2]]) if count else torch.zeros((0, 1), dtype=torch.long)
         y = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0,), dtype=torch.long)
         num_classes = max(g[4] for g in gathered)
-        out.update(_metrics_from_topk(p, y, num_classes, metrics))
+        out.update(metrics_from_topk(p, y, num_classes, metrics))
     return out
 
 
@@ -94,7 +94,10 @@ def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Ten
     return scores[keep].float(), y[keep].long()
 
 
-def _metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metrics: list[str]) -> dict[str, float]:
+def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metrics: list[str]) -> dict[str, float]:
+    """``metrics`` (see :func:`metric_keys`) of predictions given as each sample's top classes, best first
+    (``top``: (N, k) class indices, k at least the largest topK asked for) against targets ``y`` (N,): what
+    :func:`evaluate_loader` and a family that ranks classes its own way (video's per-video scores) share."""
     out: dict[str, float] = {}
     cm = None
     for name in metrics:

@@ -100,7 +100,9 @@ def files_fingerprint(paths: Iterable[str | os.PathLike], root: str | os.PathLik
     digest, total = hashlib.sha256(), 0
     for i, path in enumerate(files):
         size = path.stat().st_size
-        name = path.relative_to(root).as_posix() if root is not None else path.name
+        # relpath of both made absolute: a relative root with absolute paths (or a path outside root) is fine
+        name = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix() if root is not None \
+            else path.name
         digest.update(f"{name}\0{size}\n".encode())
         if i in picked:
             with open(path, "rb") as f:

@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from zoo.engine.data import model_device, run_device
-from zoo.engine.evaluation import _metrics_from_topk, metric_keys
+from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.precision import model_op_kind, resolve_amp
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, read_frames
@@ -197,7 +197,7 @@ def evaluate_classifier(
     num_classes = s.probs.shape[1]
     kmax = max([1] + [int(k[3:]) for k in keys if k.startswith("top")])
     top = s.probs.topk(min(kmax, num_classes), dim=1).indices
-    out = {"loss": float(s.nll.mean()), **_metrics_from_topk(top, s.labels, num_classes, keys)}
+    out = {"loss": float(s.nll.mean()), **metrics_from_topk(top, s.labels, num_classes, keys)}
     if s.clips > len(s.labels):
         out["clip_accuracy"] = s.clip_correct / s.clips
     return out
