@@ -173,6 +173,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
     fractions in [0, 1] (``kappa`` in [-1, 1]), with the same metric names in every family."""
+    _refuse_unknown(model, "evaluate", config)
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
     if _is_module(model):
@@ -191,6 +192,7 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     """Run a model on raw inputs: image paths -> labels, sentences -> translations, observations ->
     actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor in
     eval mode without gradients; an estimator's ``predict`` is called."""
+    _refuse_unknown(model, "predict", config)
     if isinstance(model, Predictor):
         return model.zoo_predict(inputs, **config)
     if _is_module(model):
@@ -230,6 +232,19 @@ def _options_receiver(model: Any, call: str) -> Any:
             return model.zoo_predict
         return None if _is_module(model) else getattr(model, "predict", None)
     raise ValueError(f"call must be 'evaluate' or 'predict', got {call!r}")
+
+
+def _refuse_unknown(model: Any, call: str, config: dict[str, Any]) -> None:
+    """An option the receiving function does not name is refused here, naming the ones it takes (a receiver
+    with ``**options`` checks its own); a plain module's predict takes none and says so itself."""
+    fn = _options_receiver(model, call)
+    if fn is None or not config or (call == "predict" and _is_module(model) and not isinstance(model, Predictor)):
+        return
+    from zoo.engine.options import refuse_unknown_options
+
+    skip = 2 if getattr(fn, "__self__", None) is None else 1  # engine.evaluate(model, data, ...) vs a bound method
+    refuse_unknown_options(config, f"zoo.{call} on {getattr(model, 'registry_name', None) or type(model).__name__}",
+                           fn, skip=skip)
 
 
 def accepts_option(model: Any, call: str, option: str) -> bool | None:

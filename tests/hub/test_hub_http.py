@@ -51,8 +51,8 @@ def test_pull_over_http_matches_hash(tiny_model, weights_home, server, monkeypat
     assert server.gets(entry.url) == [None]
     assert path == hub.cached_path(entry) and path.parent.name == entry.sha256
     assert (path.parent / (path.name + ".verified")).is_file()
-    # the cache is reused: no second request
-    assert zoo.pull(entry.name, progress=False) == path and len(server.gets(entry.url)) == 1
+    # the cache is reused: no second request (the keyword is design.md's `weights_name`)
+    assert zoo.pull(weights_name=entry.name, progress=False) == path and len(server.gets(entry.url)) == 1
     loaded = zoo.build(tiny_model, weights="v1")
     assert torch.equal(loaded.head.weight, module.head.weight)
 

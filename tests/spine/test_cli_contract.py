@@ -161,11 +161,12 @@ def test_predict_hands_the_flags_its_predict_takes_to_it(saved, tiny, capsys):
 
 
 @pytest.mark.parametrize(("name", "flags", "said"), [
-    ("resnet18", ["--seed", "1"], "--seed is not an option of resnet18's evaluate; leave it out"),
+    ("resnet18", ["--seed", "1"], "--seed is not an option of resnet18's evaluate (it takes amp, batch_size,"),
     ("resnet18", ["--episodes", "2"], "--episodes is not an option of resnet18's evaluate"),
     ("resnet18", ["--set", "beam=3"], "--set beam is not an option of resnet18's evaluate"),
-    ("td3", ["--batch-size", "8"], ("--batch-size is not an option of td3's evaluate; --batch-size is a training "
-                                   "setting of td3 (`zoo train td3 --batch-size ...`)")),
+    ("td3", ["--batch-size", "8"], ("--batch-size is not an option of td3's evaluate (it takes device, env, episodes, "
+                                   "max_steps, seed); --batch-size is a training setting of td3 "
+                                   "(`zoo train td3 --batch-size ...`)")),
     ("td3", ["--amp", "bf16"], "--amp is not an option of td3's evaluate"),
 ])
 def test_eval_refuses_a_flag_the_model_does_not_take(name, flags, said, saved, tiny, capsys):
@@ -188,7 +189,7 @@ def test_eval_hands_the_flags_its_evaluate_takes_to_it(saved, tiny, capsys):
 @pytest.mark.parametrize(("name", "flags", "said"), [
     ("hsi-pca-svm", ["--steps", "5"], "--steps is not an option of hsi-pca-svm's train (it takes block, cv"),
     ("hsi-pca-svm", ["--set", "split=random", "bogus=1"], "--set bogus is not an option of hsi-pca-svm's train"),
-    ("td3", ["--overfit-batches", "1"], "--overfit-batches is not an option of td3's train; leave it out"),
+    ("td3", ["--overfit-batches", "1"], "--overfit-batches is not an option of td3's train (it takes amp, batch_size,"),
 ])
 def test_train_refuses_a_flag_the_loop_does_not_take_in_the_words_typed(name, flags, said, tiny, capsys):
     """zoo eval / predict named the flag; zoo train said the loop's Python name ("unknown option(s) 'total_steps'",

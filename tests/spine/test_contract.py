@@ -92,6 +92,11 @@ def test_every_model_honours_the_contract(name, tiny, tmp_path):
             low = -1.0 if key == "kappa" else 0.0
             assert low <= metrics[key] <= 1.0, (key, metrics[key])
 
+    # a misspelt option is refused by the call the user made, naming what it takes, in every family
+    for call, arg in ((zoo.evaluate, case.data), (zoo.predict, case.inputs)):
+        with pytest.raises(TypeError, match=r"unknown option\(s\) 'bogus_option'.*; it takes \w"):
+            call(model, arg, bogus_option=1)
+
     out = zoo.predict(model, case.inputs)
     path = zoo.save(model, tmp_path / "model.safetensors")
     again = zoo.build(name, weights=path)

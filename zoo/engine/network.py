@@ -63,8 +63,11 @@ class Network:
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:
         """``zoo.evaluate(network, data, **config)``: :func:`zoo.engine.evaluate` on the same data forms."""
         from zoo.engine.evaluation import evaluate
+        from zoo.engine.options import keyword_options, refuse_unknown_options
 
         if data is None:
             raise ValueError(f"zoo.evaluate({type(self).__name__}, data): data is required")
         data, options = self.zoo_data(data, train=False, **config)
+        refuse_unknown_options(options, f"zoo.evaluate on {getattr(self, 'registry_name', None) or type(self).__name__}",
+                               evaluate, skip=2, also=[k for k in keyword_options(self.zoo_data) or () if k != "train"])
         return evaluate(self, data, **{**self.zoo_recipe(train=False), **options})

@@ -8,14 +8,15 @@ and a resume compares it with the one it was written with (:mod:`zoo.engine.resu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zoo.config import check_value, config_types
 
-__all__ = ["FitConfig"]
+__all__ = ["FitConfig", "check_options", "keyword_options", "refuse_unknown_options"]
 
 
 @dataclass
@@ -134,3 +135,39 @@ class FitConfig:
 
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
         return plain_config({**out, **(self.config or {})})
+
+
+def check_options(unknown: Mapping[str, Any] | Iterable[str], call: str, accepted: Iterable[str]) -> None:
+    """One TypeError for the options ``call`` does not take, with the ones it does (a typo is named, never
+    passed on to an inner function whose name means nothing to the caller)."""
+    if unknown:
+        import difflib
+
+        accepted = sorted(set(accepted))
+        hints = [repr(k) + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, accepted, n=1)) else "")
+                 for k in sorted(unknown)]
+        raise TypeError(f"{call}: unknown option(s) {', '.join(hints)}; it takes {', '.join(accepted)}")
+
+
+def keyword_options(fn: Callable[..., Any], skip: int = 1) -> list[str] | None:
+    """The keyword options ``fn`` names after its first ``skip`` parameters (what the call is about: data,
+    inputs); None when it also takes ``**options`` (it then decides itself what it takes)."""
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def refuse_unknown_options(options: Mapping[str, Any], call: str, *receivers: Callable[..., Any],
+                           skip: int = 1, also: Iterable[str] = ()) -> None:
+    """Refuse, naming the valid ones, the ``options`` that none of the ``receivers`` (the functions a call
+    hands its keyword options on to) nor ``also`` names: Python's bare "unexpected keyword argument" from an
+    inner function would neither name the call the user made nor what it takes. A receiver that takes
+    ``**options`` checks its own, so none is refused here."""
+    accepted = set(also)
+    for fn in receivers:
+        named = keyword_options(fn, skip)
+        if named is None:
+            return
+        accepted.update(named)
+    check_options([k for k in options if k not in accepted], call, accepted)

@@ -143,15 +143,15 @@ def verify_entry(entry: WeightsEntry, path: Path) -> tuple[str, bool]:
     return digest, hashed_now
 
 
-def pull(name: str, *, cache_dir: str | os.PathLike | None = None, force: bool = False,
+def pull(weights_name: str, *, cache_dir: str | os.PathLike | None = None, force: bool = False,
          progress: bool = True, local_files_only: bool = False) -> Path:
-    """Put the weights ``name`` ("model.tag") in the cache, verified by sha256; return the cached path.
+    """Put the weights ``weights_name`` ("model.tag") in the cache, verified by sha256; return the cached path.
 
     A cached file is reused once its verified marker (or a fresh hash) matches the manifest;
     ``force=True`` downloads again. ``local_files_only=True`` never opens a network connection (as
     ``ZOO_OFFLINE=1`` does for the whole process).
     """
-    entry = get_entry(name)
+    entry = get_entry(weights_name)
     return _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress,
                        local_files_only=local_files_only)
 

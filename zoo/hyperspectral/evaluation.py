@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +19,11 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "check_options", "class_colors", "plot_classification_map",
+__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "plot_classification_map",
            "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
-
-
-def check_options(unknown: Mapping[str, Any], call: str, accepted: Iterable[str]) -> None:
-    """One TypeError for the options ``call`` does not take, with the ones it does (a typo is named, never
-    passed on to an inner function whose name means nothing to the caller)."""
-    if unknown:
-        import difflib
-
-        accepted = sorted(accepted)
-        hints = [repr(k) + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, accepted, n=1)) else "")
-                 for k in sorted(unknown)]
-        raise TypeError(f"{call}: unknown option(s) {', '.join(hints)}; it takes {', '.join(accepted)}")
 
 
 def refuse_scene_options(call: str, given: Mapping[str, Any]) -> None:

@@ -245,7 +245,8 @@ class SceneClassifierMixin:
         ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
         (see :meth:`predict_scene`). Runs on the model's device (``device=`` moves the model there first).
         On a Dataset of windows, the same metrics through the engine (``kw``: its options)."""
-        from zoo.hyperspectral.evaluation import SPLIT_OPTIONS, check_options
+        from zoo.engine.options import check_options
+        from zoo.hyperspectral.evaluation import SPLIT_OPTIONS
         from zoo.hyperspectral.svm import _flat, _test_mask
 
         if isinstance(data, (Dataset, DataLoader)):

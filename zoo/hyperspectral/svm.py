@@ -22,10 +22,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
 from zoo.api import ModelState
+from zoo.engine.options import check_options
 from zoo.hyperspectral.evaluation import (
     SPLIT_OPTIONS,
     as_scene,
-    check_options,
     default_scene,
     refuse_scene_options,
     require_classes,

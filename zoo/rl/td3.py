@@ -467,11 +467,13 @@ class TD3Agent:
     def zoo_train(self, data: Any = None, **config: Any):
         """Train in place: ``zoo.train(agent, env="Pendulum-v1", total_steps=20_000, ...)``; see
         :func:`zoo.rl.loop.train` for the options. Returns a ``zoo.engine.TrainResult``."""
+        from zoo.engine.options import refuse_unknown_options
         from zoo.rl.loop import train
 
         if config.pop("epochs", None) is not None:
             raise ValueError("TD3 trains for a number of environment steps (total_steps / --steps), not epochs")
         self._check_device(config.pop("device", None))
+        refuse_unknown_options(config, "zoo.train on td3", train, skip=2, also=["device", "batch_size", "amp", "lr"])
         changes = {k: config.pop(k) for k in ("batch_size", "amp") if k in config}
         lr = config.pop("lr", None)
         if lr is not None:
@@ -492,9 +494,11 @@ class TD3Agent:
 
     def zoo_evaluate(self, data: Any = None, **config: Any) -> dict[str, float]:
         """Deterministic evaluation: ``{"return_mean", "return_std", "length_mean", "episodes"}``."""
+        from zoo.engine.options import refuse_unknown_options
         from zoo.rl.loop import evaluate
 
         self._check_device(config.pop("device", None))
+        refuse_unknown_options(config, "zoo.evaluate on td3", evaluate, skip=2, also=["device"])
         return evaluate(self, data, **config)
 
     def zoo_predict(self, inputs: Any, *, explore: bool = False) -> np.ndarray:
