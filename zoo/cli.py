@@ -620,7 +620,8 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="*", help="run only the demo steps whose title contains one of these")
 
 
-@command("demo", "run every family's demo on the bundled default weights", _configure_demo)
+@command("demo", "run every family's demo on the default weights (a checkout's weights/; installed: pulled "
+         "into the cache, or from a ZOO_WEIGHTS_URL mirror)", _configure_demo)
 def _cmd_demo(args: argparse.Namespace) -> int:
     import zoo
 

@@ -197,7 +197,7 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         items = hub.cache_info(args.cache_dir)
         for item in items:
-            print(f"{_size(item.size):>10}  {item.kind:<8} {item.name:<40} {item.status:<10} {item.path}")
+            print(f"{_size(item.size):>10}  {item.kind:<8} {item.name:<40} {item.status:<11} {item.path}")
         total = sum(i.size for i in items)
         print(f"{len(items)} item(s), {_size(total)} in {root}" + (" (and $ZOO_HOME/hf)" if any(
             i.kind == "hf" for i in items) else ""))

@@ -205,6 +205,8 @@ def test_weights_given_by_url(resnet18_pth, tiny_model, weights_home, server):
     local, entry = hub.resolve(url, model="resnet18")
     assert entry is None and local.parent.parent.name == "urls" and local.name == path.name
     assert hub.resolve(url, model="resnet18")[0] == local and len(server.gets(path.name)) == 1
+    # no published sha256 checked it: cache info must not call it verified
+    assert {i.path: i.status for i in hub.cache_info()}[local] == "unpublished"
     by_url = zoo.build("resnet18", weights=url)  # cached: still one request
     by_file_url = zoo.build("resnet18", weights=path.as_uri())
     assert len(server.gets(path.name)) == 1
@@ -239,3 +241,25 @@ def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
         zoo.build(tiny_model, weights="cifar1O")
     with pytest.raises(FileNotFoundError):
         zoo.build(tiny_model, weights="nowhere/w.safetensors")
+
+
+@pytest.mark.parametrize(("errno_name", "asked"), [("EAI_NONAME", 1), ("EAI_AGAIN", None)])
+def test_a_host_the_resolver_says_does_not_exist_is_asked_once(errno_name, asked, weights_home, monkeypatch):
+    """Offline, the resolver answers "Name or service not known" at once: retrying it only made every pull (and
+    each `zoo demo` step of an installed package) wait 7 s; a temporary failure is still retried."""
+    import socket
+
+    from zoo.hub import fetch
+
+    calls = []
+
+    def resolver(host, *args, **kwargs):
+        calls.append(host)
+        raise socket.gaierror(getattr(socket, errno_name), "resolver says no")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr(fetch, "BACKOFF_S", 0.0)
+    with pytest.raises(hub.DownloadError) as err:
+        hub.resolve("http://weights.example.invalid/w.safetensors", model="resnet18")
+    assert len(calls) == (asked or fetch.RETRIES)
+    assert ("cannot resolve host 'weights.example.invalid'" in str(err.value)) == (asked == 1)

@@ -37,7 +37,7 @@ def test_a_tampered_url_download_is_refused_on_every_load(tiny_model, weights_ho
     src = hub.save_weights(zoo.build(tiny_model), server.state.root / "mine.safetensors")
     url = f"{server.url}/{src.name}"
     path, entry = hub.resolve(url, model=tiny_model)
-    assert entry is None and _status(path) == "verified"
+    assert entry is None and _status(path) == "unpublished"  # unchanged since arrival; no published hash
     _flip(path, path.stat().st_size // 2)
     for _ in range(3):
         with pytest.raises(hub.CorruptCacheError, match="changed on disk since they arrived"):
@@ -55,7 +55,7 @@ def test_a_url_download_without_its_marker_is_downloaded_again(tiny_model, weigh
     path.with_name(path.name + ".verified").unlink()
     _flip(path, path.stat().st_size // 2)  # nothing left to check it against: its hash must not be adopted
     assert hub.resolve(url)[0] == path and len(server.gets(src.name)) == 2
-    assert hub.sha256_file(path) == hub.sha256_file(src) and _status(path) == "verified"
+    assert hub.sha256_file(path) == hub.sha256_file(src) and _status(path) == "unpublished"
 
 
 def test_a_tampered_manifest_file_is_refused_on_every_load_and_never_called_verified(tiny_model, weights_home,

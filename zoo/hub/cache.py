@@ -32,7 +32,9 @@ class CacheItem:
     size: int
     kind: str  # "weights", "partial", "temp", "hf"
     name: str  # the manifest name, the URL folder, or "-"
-    status: str  # weights: "verified" (unchanged since checked) or "unchecked"; else what it is
+    # weights: "verified" (matched its published sha256, unchanged since), "unpublished" (a URL's file: no
+    # published hash to check, unchanged since it arrived) or "unchecked"; else what it is
+    status: str
 
 
 _CONTENT_KEY = re.compile(r"[0-9a-f]{8,64}")  # a file's sha256 (or a published prefix of it): store.cached_path
@@ -69,7 +71,8 @@ def _weights_items(root: Path) -> list[CacheItem]:
         # a marker written by an older zoo may hold the hash of a file it refused: trust it only if it
         # also matches the manifest
         ok = digest is not None and (entry is None or entry.hash_matches(digest))
-        items.append(CacheItem(p, size, "weights", name, "verified" if ok else "unchecked"))
+        status = ("verified" if entry is not None else "unpublished") if ok else "unchecked"
+        items.append(CacheItem(p, size, "weights", name, status))
     return items
 
 

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import http.client
 import os
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -255,6 +256,13 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
             raise http.client.IncompleteRead(b"", int(length) - received)
 
 
+def _unknown_host(err: BaseException) -> bool:
+    """The resolver said the host does not exist (EAI_NONAME), as opposed to a temporary failure (EAI_AGAIN)."""
+    reason = getattr(err, "reason", None)
+    return isinstance(err, urllib.error.URLError) and isinstance(reason, socket.gaierror) \
+        and reason.errno == socket.EAI_NONAME
+
+
 def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
     last: BaseException | None = None
     for attempt in range(RETRIES):
@@ -275,6 +283,8 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as err:
             if isinstance(err, urllib.error.HTTPError) and err.code < 500 and err.code not in (408, 429):
                 raise _NotFound(f"HTTP {err.code} {err.reason}") from None
+            if _unknown_host(err):  # the resolver's final answer (offline, or a mistyped host): asking again waits for nothing
+                raise DownloadError(f"{url}: cannot resolve host {urlparse(url).hostname!r} ({err.reason})") from None
             last = err
         if attempt + 1 < RETRIES:
             time.sleep(BACKOFF_S * 2**attempt)
