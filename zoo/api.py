@@ -80,13 +80,15 @@ def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any 
 
 
 def _seed_build(seed: Any) -> None:
-    """A model built by name for a run with ``seed=`` draws its initial weights from the seeded generators:
-    the loop seeds them only once the model exists, so without this the same seed gave another network
-    (torch starts each process from a random seed) and the run did not repeat."""
-    if seed is not None:
-        from zoo.engine.seed import set_seed
+    """A model built by name for a run draws its initial weights from the run's seeded generators: the loop
+    seeds them only once the model exists, so without this the same seed gave another network (torch starts
+    each process from a random seed) and the run did not repeat. No ``seed=`` is the loops' default seed
+    (:class:`zoo.engine.FitConfig`'s 0), as it is for the data order: a run without one repeats too, and is
+    the run with ``seed=0``."""
+    from zoo.engine.options import FitConfig
+    from zoo.engine.seed import set_seed
 
-        set_seed(seed)
+    set_seed(FitConfig.seed if seed is None else seed)
 
 
 def _is_module(model: Any) -> bool:
@@ -106,8 +108,9 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
-    total_steps, eval_every, ... for agents; split, search, ... for pipelines). By name with ``seed=``, the
-    model's initial weights are drawn after seeding, so the same seed, data and precision repeat the run.
+    total_steps, eval_every, ... for agents; split, search, ... for pipelines). By name, the model's initial
+    weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same seed, data and
+    precision repeat the run.
     """
     # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
     # the agent for that environment

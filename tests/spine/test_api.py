@@ -104,6 +104,26 @@ def test_a_seeded_run_by_name_repeats_whatever_the_global_rng_did_before(toy_reg
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
 
 
+@pytest.mark.parametrize("call", ["train", "finetune"])
+def test_a_run_by_name_without_a_seed_repeats_and_is_the_run_with_seed_0(toy_registry, call):
+    """The loops' default seed is 0 (data order, dropout), but the network built by name came from torch's
+    global generator: the same call without seed= gave another model each time."""
+    import torch
+
+    def run(**seed):
+        fn = zoo.train if call == "train" else zoo.finetune
+        result = fn("toy-net", _xy(2 if call == "train" else 3), epochs=1, batch_size=8, amp=None, progress=False,
+                    **seed)
+        return result.model.state_dict()
+
+    torch.manual_seed(1)
+    first = run()
+    torch.rand(1000)
+    for other in (run(), run(seed=0)):
+        assert all(torch.equal(first[k], other[k]) for k in first)
+    assert not all(torch.equal(first[k], v) for k, v in run(seed=1).items())
+
+
 def test_accepts_option_reads_the_signature_of_what_receives_the_options():
     from torch import nn
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zoo.engine.network import Network
+from zoo.engine.options import FitConfig
 
 if TYPE_CHECKING:
     import torch
@@ -136,7 +137,9 @@ class VideoClassifierMixin(Network):
         if not root.is_dir():
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
         # the loop's progress default: bars while training, none while evaluating (zoo.engine)
-        extra = {"frame_rate": frame_rate, "strict": strict, "seed": options.get("seed") if train else None,
+        # the clips a training run samples follow its seed; none given is the loop's default (0), as in fit
+        extra = {"frame_rate": frame_rate, "strict": strict,
+                 "seed": (options.get("seed", FitConfig.seed) if train else None),
                  "progress": bool(options.get("progress", train))}
         if not train:
             folder = root if splits is not None else (_split_dir(root, "val") or root)
