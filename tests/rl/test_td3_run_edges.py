@@ -147,6 +147,16 @@ def test_a_second_train_call_without_a_seed_is_repeatable():
     assert _same_agent(_two_calls(None), _two_calls(None))
 
 
+def test_a_later_call_whose_total_is_already_collected_says_so(recwarn):
+    """total_steps counts every transition of the agent: a second call with a total it has passed collects
+    nothing, and the warning named learning_starts instead of the total."""
+    agent = zoo.build("td3", **PENDULUM_TINY)
+    zoo.train(agent, "Pendulum-v1", total_steps=150, eval_every=0, progress=False)
+    with pytest.warns(UserWarning, match=r"total_steps=100 counts every transition .* has collected 150"):
+        zoo.train(agent, "Pendulum-v1", total_steps=100, eval_every=0, progress=False)
+    assert agent.num_timesteps == 150
+
+
 def test_seed_is_ignored_with_a_warning_on_resume(tmp_path, counter_env):
     agent = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
     zoo.train(agent, counter_env(horizon=10), total_steps=30, eval_every=0, checkpoint_dir=tmp_path, progress=False)

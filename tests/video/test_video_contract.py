@@ -157,6 +157,8 @@ def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
             zoo.predict(model, clips, topk=bad)
     with pytest.raises(ValueError, match=r"float clip \(C, T, H, W\) or batch \(N, C, T, H, W\)"):
         zoo.predict(model, torch.zeros(3, 2, 16, 16, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"the clips have 5 channels .* but the network takes 3"):
+        zoo.predict(model, torch.randn(2, 5, 2, 16, 16))  # (N, T, C, H, W) mistaken for (N, C, T, H, W), say
     with pytest.raises(TypeError, match="video file or folder path"):
         zoo.predict(model, 5)
 

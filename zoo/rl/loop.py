@@ -461,7 +461,12 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     from tqdm.auto import tqdm
 
     cfg = agent.config
-    if run.total_steps <= max(cfg.learning_starts, agent.num_timesteps):
+    if run.total_steps <= agent.num_timesteps and not resume:
+        warnings.warn(
+            f"TD3 on {run.name}: total_steps={run.total_steps} counts every transition this agent collected, and it "
+            f"has collected {agent.num_timesteps}: this call collects none. To train further, give a larger "
+            f"total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=5)
+    elif run.total_steps <= cfg.learning_starts:
         warnings.warn(
             f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
             f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "

@@ -223,6 +223,10 @@ class VideoClassifierMixin(Network):
                                  f"(N, C, T, H, W), got {inputs.dtype} {tuple(inputs.shape)}")
             if inputs.ndim == 4:
                 inputs = inputs.unsqueeze(0)
+            takes = next(m.in_channels for m in self.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d)))
+            if inputs.shape[1] != takes:  # else a convolution's error about weights and groups, deep inside
+                raise ValueError(f"the clips have {inputs.shape[1]} channels (shape {tuple(inputs.shape)}, read as "
+                                 f"(N, C, T, H, W)) but the network takes {takes}")
             probs = [forward_probs(self, inputs[i:i + batch_size], dtype) for i in range(0, len(inputs), batch_size)]
             return class_rows([f"tensor[{i}]" for i in range(len(inputs))], torch.cat(probs), topk, names)
         if isinstance(inputs, (str, os.PathLike)):
