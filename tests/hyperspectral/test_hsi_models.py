@@ -262,3 +262,19 @@ def test_hybridsn_evaluate_takes_progress_and_device_and_names_unknown_options(c
                                         r"'batch_size'\?\)"):
         zoo.evaluate(net, scene, batchsize=8)
     assert zoo.predict(net, scene, device="cpu").shape == scene.shape[:2]
+
+
+def test_hybridsn_weights_adapt_to_another_number_of_classes_and_refuse_other_shapes(tmp_path):
+    """design.md: a different num_classes re-initialises the head and says so; the error for n_bands came from
+    deep in set_preprocessor, and window's told the user to pass reinit=('fc.',), which zoo.build does not take."""
+    net, scene = _fitted_hybridsn()
+    path = zoo.save(net, tmp_path / "h.safetensors")
+    with pytest.warns(UserWarning, match=r"left freshly initialised.*classifier\.7\.weight file \[4, 128\] model \[6, 128\]"):
+        wider = zoo.build("hybridsn", weights=path, n_classes=6)
+    kept = {k: v for k, v in net.state_dict().items() if not k.startswith("classifier.7.")}
+    assert all(torch.equal(wider.state_dict()[k], v) for k, v in kept.items())  # the rest loaded whole
+    assert zoo.predict(wider, scene).max() < 6
+    with pytest.raises(ValueError, match="made with n_bands=15 .* asks for n_bands=14: leave n_bands out"):
+        zoo.build("hybridsn", weights=path, n_bands=14)
+    with pytest.raises(ValueError, match=r"classifier\.1\.weight.*adapts only a classifier head"):
+        zoo.build("hybridsn", weights=path, window=11)

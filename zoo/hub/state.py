@@ -349,7 +349,9 @@ def load_into(
             parts.append("missing in the file: " + ", ".join(missing))
         if unexpected:
             parts.append("not in the model: " + ", ".join(unexpected))
-        hint = "" if prefixes else " (to re-initialise a head, pass reinit=('fc.',) or the head's prefix)"
+        hint = (" (zoo.build adapts only a classifier head, to another num_classes; every other shape comes from "
+                "the config the weights were made with: leave those keys out of zoo.build. In code, "
+                "zoo.hub.load_into(model, state, reinit=(prefix,)) leaves the keys under prefix fresh)")
         raise ValueError(f"weights do not fit {type(module).__name__}: " + " | ".join(parts) + hint)
     # module.load_state_dict keeps custom _load_from_state_dict hooks working and copy_-casts dtypes.
     module.load_state_dict(to_load, strict=False)

@@ -33,6 +33,7 @@ __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "S
            "square_symmetry", "unit_spectra"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
+HEAD_PREFIX = "classifier.7."  # HybridSN's output layer (hybridsn.py), the one that depends on n_classes
 TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
 
 
@@ -445,8 +446,15 @@ def load_scene_model(model: nn.Module, path, entry=None) -> nn.Module:
     if pre and len(pre) != len(PRE_KEYS):
         raise ValueError(f"weights file {path} has only some preprocessing tensors: {pre}")
     if pre:
+        k = sd["pca_components"].shape[0]
+        if k != model.config.n_bands:
+            raise ValueError(f"weights file {path} was made with n_bands={k} (its PCA keeps {k} components), the "
+                             f"model asks for n_bands={model.config.n_bands}: leave n_bands out of zoo.build (it "
+                             f"comes from the file), or train a new model for {model.config.n_bands} bands")
         model.set_preprocessor(*(sd[k].float() for k in PRE_KEYS))
-    load_into(model, sd)
+    # another n_classes is a new classifier output layer, left freshly initialised with a warning (as for
+    # the other families' heads); any other shape (window, n_bands) cannot be adapted and is an error
+    load_into(model, sd, reinit=(HEAD_PREFIX,))
     if str(path).endswith(".safetensors"):
         from zoo.hub import read_metadata
 
