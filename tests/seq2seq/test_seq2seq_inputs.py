@@ -37,6 +37,19 @@ def test_blank_inputs_translate_to_empty_without_a_model_call(model, monkeypatch
     assert model.translate(["   ", "\n\t", ""], beam_size=3) == ["", "", ""]
 
 
+def test_a_text_file_given_as_a_path_is_translated_line_by_line_and_other_inputs_are_refused(model, tmp_path):
+    """A str is a sentence (zoo.predict(m, "corpus/test.de") translates those words); a pathlib.Path is the
+    file. An int gave "'int' object is not iterable"."""
+    path = tmp_path / "test.de"
+    path.write_text("\n".join(DE) + "\n", encoding="utf-8")
+    assert zoo.predict(model, path, amp=None) == zoo.predict(model, DE, amp=None)
+    with pytest.raises(FileNotFoundError, match="no text file to translate"):
+        zoo.predict(model, tmp_path / "missing.de")
+    for bad, got in ((5, "got int"), ([DE[0], 3], r"got a list of \['int', 'str'\]")):
+        with pytest.raises(TypeError, match=f"translates a sentence .*; {got}"):
+            zoo.predict(model, bad)
+
+
 def test_long_input_is_translated_sentence_by_sentence(model):
     """Before: an input longer than the model's positions was cut to max_len - 1 tokens without a word."""
     paragraph = " ".join(DE)

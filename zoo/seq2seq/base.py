@@ -140,7 +140,8 @@ class Seq2SeqModel(Network, nn.Module):
     def zoo_predict(self, inputs: Sequence[str] | str, *, beam_size: int = 1, length_penalty: float = 0.6,
                     max_len: int | None = None, batch_size: int = 64, progress: bool = False,
                     device: str | torch.device | None = None, amp: str | None = "auto") -> list[str] | str:
-        """Sentences -> translations (a string gives a string); the options are :meth:`translate`'s."""
+        """Sentences -> translations (a string gives a string; a ``pathlib.Path`` of a text file, one sentence
+        per line, gives a list); the options are :meth:`translate`'s."""
         return self.translate(inputs, beam_size=beam_size, length_penalty=length_penalty, max_len=max_len,
                               batch_size=batch_size, progress=progress, device=device, amp=amp)
 

@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -97,7 +99,7 @@ def translate(
     compared in fp32); ``amp=None`` is exact fp32.
     """
     single = isinstance(sentences, str)
-    items = [sentences] if single else list(sentences)
+    items = [sentences] if single else _sentences(sentences)
     tok = getattr(model, "tokenizer", None)
     if tok is None:
         raise ValueError(
@@ -111,6 +113,23 @@ def translate(
                        progress, dtype)
     joined = join_pieces(pieces, tok.decode_batch(hyps), len(items))
     return joined[0] if single else joined
+
+
+def _sentences(inputs: Any) -> list[str]:
+    """A list of sentences from a sequence of strings, or from a text file given as a ``pathlib.Path`` (one
+    sentence per line; a ``str`` is always a sentence, never a file name)."""
+    if isinstance(inputs, os.PathLike):
+        path = Path(inputs)
+        if not path.is_file():
+            raise FileNotFoundError(f"no text file to translate at {path} (expected one sentence per line)")
+        return path.read_text(encoding="utf-8").splitlines()
+    items = list(inputs) if isinstance(inputs, Iterable) else None
+    if items is None or not all(isinstance(s, str) for s in items):
+        got = type(inputs).__name__ if items is None else \
+            f"a {type(inputs).__name__} of {sorted({type(s).__name__ for s in items})}"
+        raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
+                        f"pathlib.Path (one sentence per line); got {got}")
+    return items
 
 
 def join_pieces(pieces: list[tuple[int, list[int]]], texts: list[str], n: int) -> list[str]:
