@@ -241,6 +241,8 @@ def test_pca_svm_names_unknown_options_and_refuses_scene_options_with_pixels():
                                          r"for a scene .* or pass the Scene"):
         zoo.train(svm, (X, y), split="blocks", train_fraction=0.1, block=4, seed=5)
     assert zoo.train(svm, (X, y), seed=5).history[0]["n_train"] == len(y)  # seed also shuffles a CV search
+    # progress= means what it means in every family (here: the CV search reports its folds; was refused)
+    zoo.train(svm, (X, y), progress=False)
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'train_frac' \(did you mean 'train_fraction'\?\)"):
         zoo.train(svm, scene, train_frac=0.2)
     with pytest.raises(ValueError, match="mask= names the test pixels itself"):

@@ -68,7 +68,7 @@ class HSIPipeline(Pipeline):
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = None, train_fraction: float | None = None,
                   seed: int = 0, train_mask: Any = None, window: int | None = None, block: int | None = None,
                   search: bool = False, param_grid: dict[str, list] | None = None, cv: int = 3,
-                  n_jobs: int | None = None, **unused):
+                  n_jobs: int | None = None, progress: bool = False, **unused):
         """Fit on the training pixels of ``data`` (a Scene, path or data set name) or on ``(X, y)``.
 
         ``split="auto"`` (the default): a public data set's protocol, ``"disjoint"`` with a ``train_mask``
@@ -78,12 +78,14 @@ class HSIPipeline(Pipeline):
         fitted as they are: the split options are an error with them.
 
         ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation (shuffled
-        with ``seed``) on the training pixels only. Returns a ``zoo.engine.TrainResult``.
+        with ``seed``) on the training pixels only; ``progress=True`` has it report its folds (scikit-learn's
+        ``verbose``: one fit has nothing to report). Returns a ``zoo.engine.TrainResult``.
         """
         from zoo.engine import TrainResult
 
         check_options(unused, "zoo.train on hsi-pca-svm", ("labels", "split", "train_fraction", "seed", "train_mask",
-                                                           "window", "block", "search", "param_grid", "cv", "n_jobs"))
+                                                           "window", "block", "search", "param_grid", "cv", "n_jobs",
+                                                           "progress"))
         if isinstance(data, tuple) and len(data) == 2:
             refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
                                                "train_mask": train_mask, "window": window, "block": block})
@@ -101,7 +103,7 @@ class HSIPipeline(Pipeline):
         if search:
             grid = param_grid or {"svm__C": [10.0, 100.0, 1000.0], "svm__gamma": ["scale", 0.01, 0.1]}
             gs = GridSearchCV(self, grid, cv=StratifiedKFold(cv, shuffle=True, random_state=seed),
-                              n_jobs=n_jobs, refit=False)
+                              n_jobs=n_jobs, refit=False, verbose=2 if progress else 0)
             gs.fit(X, y)
             self.set_params(**gs.best_params_)
             history["cv_accuracy"] = float(gs.best_score_)
