@@ -243,6 +243,8 @@ def test_pca_svm_names_unknown_options_and_refuses_scene_options_with_pixels():
     assert zoo.train(svm, (X, y), seed=5).history[0]["n_train"] == len(y)  # seed also shuffles a CV search
     # progress= means what it means in every family (here: the CV search reports its folds; was refused)
     zoo.train(svm, (X, y), progress=False)
+    # one spectrum is one pixel (it was read as a 1-D "scene cube" and refused)
+    assert zoo.predict(svm, X[0]) == zoo.predict(svm, X[:1])[0]
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'train_frac' \(did you mean 'train_fraction'\?\)"):
         zoo.train(svm, scene, train_frac=0.2)
     with pytest.raises(ValueError, match="mask= names the test pixels itself"):
@@ -280,3 +282,9 @@ def test_hybridsn_weights_adapt_to_another_number_of_classes_and_refuse_other_sh
         zoo.build("hybridsn", weights=path, n_bands=14)
     with pytest.raises(ValueError, match=r"classifier\.1\.weight.*adapts only a classifier head"):
         zoo.build("hybridsn", weights=path, window=11)
+
+
+def test_hybridsn_predict_names_what_it_takes_for_pixel_spectra():
+    net, _ = _fitted_hybridsn()
+    with pytest.raises(ValueError, match=r"9x9 window around it, so it predicts a scene.*shape \(4, 30\).*hsi-pca-svm"):
+        zoo.predict(net, np.zeros((4, 30), np.float32))

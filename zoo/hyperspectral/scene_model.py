@@ -342,6 +342,12 @@ class SceneClassifierMixin:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
         of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning). Runs on the
         model's device (``device=`` moves the model there first)."""
+        if isinstance(inputs, np.ndarray) and inputs.ndim != 3:
+            w = self.config.window
+            raise ValueError(f"{self.registry_name} classifies a pixel from the {w}x{w} window around it, so it "
+                             f"predicts a scene: an (H, W, C) cube, a Scene, a scene file or a data set name; got "
+                             f"an array of shape {inputs.shape} (pixel spectra without their neighbours: "
+                             "hsi-pca-svm classifies those)")
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
         if device is not None:
             self.to(device)

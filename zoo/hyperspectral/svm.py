@@ -158,7 +158,9 @@ class HSIPipeline(Pipeline):
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
         (0 outside ``mask`` and on pixels without a spectrum, with a warning); ``(N, C)`` pixel spectra ->
-        ``(N,)`` labels."""
+        ``(N,)`` labels; one ``(C,)`` spectrum -> its label."""
+        if isinstance(inputs, np.ndarray) and inputs.ndim == 1:
+            return self.predict(inputs[None])[0]
         if isinstance(inputs, np.ndarray) and inputs.ndim == 2:
             return self.predict(inputs)
         scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
