@@ -64,6 +64,8 @@ class PCASVMConfig:
 class HSIPipeline(Pipeline):
     """scikit-learn Pipeline on ``(N, C)`` pixels, plus scene-level training, evaluation and prediction."""
 
+    registry_name = "hsi-pca-svm"  # the name zoo.build knows it by, as every zoo model has (not a parameter)
+
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = None, train_fraction: float | None = None,
                   seed: int = 0, train_mask: Any = None, window: int | None = None, block: int | None = None,

@@ -84,6 +84,8 @@ class TD3Agent:
     ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``.
     """
 
+    registry_name = "td3"  # the name zoo.build knows it by, as every zoo model has
+
     def __init__(
         self,
         observation_space: Any,

@@ -99,6 +99,8 @@ class ResNet18(Network, ResNet):
     mean/std) and, once known, its ``classes``.
     """
 
+    registry_name = "resnet18"  # the name zoo.build knows it by, as every zoo model has
+
     def __init__(self, config: ResNet18Config | None = None) -> None:
         c = config or ResNet18Config()
         super().__init__(BasicBlock, [2, 2, 2, 2], num_classes=c.num_classes, zero_init_residual=c.zero_init_residual)
