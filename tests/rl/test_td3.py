@@ -393,3 +393,13 @@ def test_full_update_matches_autograd_reference(counter_env):
                       (agent.actor_target, actor_t)):
         for (name, p), q in zip(mine.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_predict_refuses_an_observation_that_is_not_finite():
+    """The policy answered NaN with a NaN action, without a word."""
+    agent = zoo.build("td3")
+    assert zoo.predict(agent, [0.1, 0.2, 0.3]).shape == (1,)
+    with pytest.raises(ValueError, match=r"observations must be finite; got nan at index \[0\]"):
+        zoo.predict(agent, [float("nan"), 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"got inf at index \[1, 1\]"):
+        zoo.predict(agent, torch.tensor([[0.0, 0.0, 0.0], [0.0, math.inf, 0.0]]))

@@ -504,7 +504,12 @@ class TD3Agent:
         return evaluate(self, data, **config)
 
     def zoo_predict(self, inputs: Any, *, explore: bool = False) -> np.ndarray:
-        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`)."""
+        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`); a NaN or
+        infinite observation is refused (the policy would answer it with a NaN action, without a word)."""
+        arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            at = np.argwhere(~np.isfinite(arr))[0].tolist()
+            raise ValueError(f"observations must be finite; got {arr[tuple(at)]} at index {at}")
         return self.act(inputs, explore=explore)
 
     def zoo_state(self) -> ModelState:
