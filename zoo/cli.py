@@ -10,7 +10,8 @@ they inferred from the data (an env's spaces, a folder's classes). A family adds
 with :func:`family_options` (``--splits`` for videos, ``--labels`` for scenes).
 
 Errors print one line and a hint, exit code 2; ``--debug`` (or ``ZOO_DEBUG=1``) shows the traceback.
-``zoo predict`` exits 1 when some inputs could not be read (their rows say why; the others are printed).
+``zoo predict`` exits 1 when some inputs could not be read (their rows say why; the others are printed),
+``zoo train --out`` when the model could not be saved there (it is saved to a fallback file it names).
 Importing this module and the families' CLI modules imports no torch, so ``zoo --help`` and
 ``zoo list`` answer at once.
 """
@@ -330,12 +331,12 @@ def _out_path(out: str | None, name: str) -> Path | None:
     """Check ``--out`` before any work: a folder gets ``NAME.safetensors`` inside; an unwritable place fails now."""
     if out is None:
         return None
-    path = Path(out)
+    path = Path(out).expanduser()  # as zoo.save and --weights do (a quoted '~' reaches us unexpanded)
     if path.is_dir() or out.endswith(("/", os.sep)):
         path = path / f"{name}.safetensors"
     if path.suffix != ".safetensors":
         raise UsageError(f"--out {out}: zoo saves .safetensors files; give NAME.safetensors or a folder")
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
     if not parent.is_dir():
         raise UsageError(f"--out {out}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -343,13 +344,15 @@ def _out_path(out: str | None, name: str) -> Path | None:
     return path
 
 
-def _save_trained(model: Any, out: Path, run_dir: Path) -> Path:
+def _save_trained(model: Any, out: Path, run_dir: Path) -> bool:
     """Save to ``out``; if that fails after all (disk full, permissions changed), save to a fallback file in
-    the run folder so the trained model is not lost, and say where."""
+    the run folder so the trained model is not lost, and say where. False when ``out`` was not written (the
+    command then exits 1: a script must not go on with a missing or old file)."""
     import zoo
 
     try:
-        return zoo.save(model, out)
+        print(f"saved to {zoo.save(model, out)}")
+        return True
     except OSError as err:
         fallback = run_dir / f"{out.stem}.unsaved-{time.strftime('%Y%m%d-%H%M%S')}.safetensors"
         try:
@@ -357,7 +360,7 @@ def _save_trained(model: Any, out: Path, run_dir: Path) -> Path:
         except OSError:
             raise UsageError(f"could not save the trained model to {out} ({err}), nor to {fallback}") from err
         print(f"could not save to {out} ({err}); the trained model is in {fallback}", file=sys.stderr)
-        return fallback
+        return False
 
 
 def _train_flags(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, str]:
@@ -391,8 +394,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"trained {args.name}: best {result.monitor} {result.best_metric:.6g} at row {result.best_epoch} "
               f"(step {result.best_step})")
     if out is not None:
-        run_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else Path.cwd()
-        print(f"saved to {_save_trained(result.model, out, run_dir)}")
+        run_dir = Path(args.checkpoint_dir).expanduser() if args.checkpoint_dir else Path.cwd()
+        return 0 if _save_trained(result.model, out, run_dir) else 1
     return 0
 
 

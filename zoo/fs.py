@@ -146,6 +146,10 @@ def write_error(err: OSError, path: Path, need: int | None) -> OSError:
     """Turn an OS error met while writing ``path`` into zoo's one-line error naming it."""
     if isinstance(err, FsError):
         return err
+    if err.errno == errno.EFBIG:  # a file-size limit (ulimit -f, a filesystem's maximum), not a full disk
+        return NoSpaceError(err.errno, f"writing {path} passed the largest file this process may write (the shell's "
+                                       "`ulimit -f`, or the filesystem's limit); the partial file was removed. "
+                                       "Raise the limit or write elsewhere, and retry.")
     if err.errno in _SPACE_ERRNOS:
         try:
             free = human_size(shutil.disk_usage(path.parent).free)

@@ -157,3 +157,17 @@ def test_every_file_a_run_writes_gets_the_users_umask(tmp_path):
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == ["best.pt", "epoch-0001.pt", "learning_curves.png", "metrics.csv"]
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == dict.fromkeys(written, 0o644)
+
+
+def test_a_folder_under_the_home_folder_is_not_a_folder_named_tilde(tmp_path, monkeypatch):
+    """checkpoint_dir="~/ck" made ./~/ck (a `rm -rf ~` away from the home folder), while zoo.save and weights=
+    read "~" as home."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    fit(net(), data(), epochs=1, checkpoint_dir="~/ck", log_dir="~/logs", **KW)
+    assert (tmp_path / "home" / "ck" / "epoch-0001.pt").is_file() and (tmp_path / "home" / "logs").is_dir()
+    assert not (tmp_path / "work" / "~").exists()
+    result = fit(net(), data(), epochs=2, resume="~/ck/epoch-0001.pt", **KW)
+    assert result.history[-1]["epoch"] == 2

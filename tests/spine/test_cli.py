@@ -82,3 +82,29 @@ def test_a_malformed_tuple_option_names_the_option_the_value_and_the_form(capsys
     err = capsys.readouterr().err
     assert "--net-arch expects tuple[int, ...], got '(16, x)'" in err and "--net-arch 32,32" in err
     assert "Expecting value" not in err and "Traceback" not in err
+
+
+def test_train_out_expands_the_home_folder_and_exits_1_when_it_falls_back(tmp_path, monkeypatch, capsys):
+    """A save that failed after training went to a fallback file, and the command still exited 0: a script
+    `zoo train ... --out m.safetensors && deploy m.safetensors` went on with a missing or old file."""
+    import errno
+
+    from zoo.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    args = ["train", "td3", "--env", "Pendulum-v1", "--steps", "20", "--net-arch", "8,8",
+            "--set", "eval_episodes=1", "progress=false"]
+    assert main([*args, "--out", "~/td3.safetensors"]) == 0
+    assert (tmp_path / "td3.safetensors").is_file() and not (tmp_path / "~").exists()
+    real_save = zoo.save
+
+    def full_disk_at_out(model, path):
+        if "unsaved" not in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_save(model, path)
+
+    monkeypatch.setattr(zoo, "save", full_disk_at_out)
+    assert main([*args, "--out", "again.safetensors", "--checkpoint-dir", "~/run"]) == 1
+    assert "the trained model is in" in capsys.readouterr().err
+    assert not (tmp_path / "again.safetensors").exists() and list((tmp_path / "run").glob("again.unsaved-*.safetensors"))

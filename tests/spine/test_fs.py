@@ -191,3 +191,13 @@ def test_a_lock_in_a_read_only_folder_is_zoos_named_error(tmp_path, monkeypatch)
     monkeypatch.setattr(os, "open", read_only)
     with pytest.raises(fs.FsError, match=r"cannot write .*\.zoo-lock: Read-only file system"):
         fs.FolderLock(tmp_path, "training run").acquire()
+
+
+def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path):
+    """`ulimit -f` (EFBIG) said "no space left ... (21.3 MiB needed, 70.5 GiB free)", contradicting itself."""
+    import errno
+
+    err = fs.write_error(OSError(errno.EFBIG, "File too large"), tmp_path / "w.safetensors", 100)
+    assert isinstance(err, fs.NoSpaceError) and "ulimit -f" in str(err) and "no space left" not in str(err)
+    full = fs.write_error(OSError(errno.ENOSPC, "No space left"), tmp_path / "w.safetensors", 100)
+    assert "no space left writing" in str(full)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,11 @@ class FitConfig:
         types = config_types(type(self))
         for f in dataclasses.fields(self):
             setattr(self, f.name, check_value("fit", f.name, getattr(self, f.name), types[f.name]))
+        # "~/runs" is the home folder's runs, as zoo.save and weights= read it (not a folder named "~" here)
+        for key in ("checkpoint_dir", "log_dir", "resume"):
+            value = getattr(self, key)
+            if isinstance(value, (str, os.PathLike)) and not isinstance(value, bool) and str(value).startswith("~"):
+                setattr(self, key, Path(value).expanduser())
         problems = []
         if self.epochs < 0:
             problems.append(f"epochs must be >= 0, got {self.epochs}")

@@ -329,8 +329,8 @@ def train(
     if eval_every is not None and eval_every < 0:
         raise ValueError(f"eval_every must be >= 0, got {eval_every}")
     check_threads(threads)  # a bad value fails before an env is made
-    ckpt_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    logs = Path(log_dir) if log_dir is not None else ckpt_dir
+    ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
+    logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
     with _own_folders(ckpt_dir, logs):  # before any work: a folder that cannot be ours fails at once
         run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
                         eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
@@ -502,7 +502,7 @@ def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
     """The checkpoint ``resume`` names; None for ``resume=True`` on a folder that has none yet (the engine's
     rule: one command line serves the first run and every restart after a kill)."""
     if not isinstance(resume, bool):
-        path = Path(resume)
+        path = Path(resume).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
         return path
