@@ -75,3 +75,22 @@ def test_a_longer_patience_lets_an_early_stopped_run_continue(tmp_path):
                 checkpoint_dir=tmp_path / "run", resume=True, progress=False)
     assert again.resumed["changed"] == {"early_stopping_patience": (1, 3)}
     assert len(again.history) > 2  # it trained on where the first run had stopped
+
+
+def test_a_folder_whose_checkpoints_all_fail_to_load_is_not_trained_over(tmp_path):
+    """Every epoch-*.pt torn (0 bytes): resume=True warned, trained from scratch and replaced the good best.pt
+    (with no best.pt to lose, nothing loadable is still a fresh start: test_engine_filesystem)."""
+    folder = tmp_path / "run"
+    _first_run(folder, val_data=_data(16))
+    best = (folder / "best.pt").read_bytes()
+    for path in folder.glob("epoch-*.pt"):
+        path.write_bytes(b"")
+    with pytest.warns(UserWarning, match="resume: skipped"), \
+            pytest.raises(CheckpointError, match=r"none of the 2 checkpoint\(s\) in .* loads.*best\.pt \(epoch \d\) "
+                                                 r"loads: resume=.* continues from it. The run is not started over"):
+        fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder, resume=True, progress=False,
+            val_data=_data(16))
+    assert (folder / "best.pt").read_bytes() == best
+    resumed = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder,
+                  resume=folder / "best.pt", progress=False, val_data=_data(16))
+    assert resumed.resumed is not None and len(resumed.history) == 4

@@ -523,6 +523,13 @@ def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path 
             warnings.warn(f"resume: skipped {reason}", stacklevel=5)
         if found is None and folder != ckpt_dir:
             raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
+        best = folder / "best.pt"
+        epoch = ckpt_mod.checkpoint_epoch(best) if found is None and skipped and best.is_file() else None
+        if epoch is not None:  # a fresh start (what nothing loadable gives) would replace that best.pt
+            raise ckpt_mod.CheckpointError(
+                f"resume: none of the {len(skipped)} checkpoint(s) in {folder} loads ({'; '.join(skipped)}), but "
+                f"{best.name} (epoch {epoch}) loads: resume=\"{best}\" continues from it. The run is not started "
+                "over on top of it; to start over, use another checkpoint_dir or remove the folder's files")
         if found is not None and skipped:
             log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
         return found
