@@ -169,3 +169,23 @@ def test_process_killed_while_writing_leaves_a_loadable_checkpoint(tmp_path):
     assert [r["epoch"] for r in result.history] == [1, 2]
     assert Path(result.checkpoint_path).exists()
     assert not torn[0].exists()
+
+
+def test_bytes_flipped_inside_tensor_data_are_caught_and_the_resume_skips_that_checkpoint(tmp_path):
+    """Flipped bytes inside a tensor unpickle without complaint: a resume went on from corrupt weights (and a
+    later non-finite loss named that file as the last good checkpoint)."""
+    from zoo.engine.checkpoint import CheckpointError, read_checkpoint
+
+    fit(net(), data(), epochs=2, batch_size=32, checkpoint_dir=tmp_path, progress=False)
+    last = tmp_path / "epoch-0002.pt"
+    weight = read_checkpoint(last)["model"]["0.weight"]
+    raw = bytearray(last.read_bytes())
+    at = raw.find(weight.numpy().tobytes())
+    assert at > 0
+    raw[at + 5] ^= 0x40  # one bit of one float of the first layer
+    last.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="is corrupt: its tensors no longer match the sha256"):
+        load_checkpoint(last)
+    with pytest.warns(UserWarning, match="skipped .*epoch-0002.pt is corrupt"):
+        resumed = fit(net(), data(), epochs=3, batch_size=32, checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert Path(resumed.resumed["checkpoint"]).name == "epoch-0001.pt"

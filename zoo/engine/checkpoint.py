@@ -9,12 +9,15 @@ Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are sto
 Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
 Writes go through :mod:`zoo.fs` (atomic, free space checked against the serialised size before the
 first byte, the user's umask). A resume from a folder falls back to the newest *loadable* checkpoint
-and says which ones it skipped.
+and says which ones it skipped. Each checkpoint carries a sha256 of its tensors (``digest``, checked on
+every read): bytes flipped inside tensor data unpickle without complaint, so without it a resume went on
+from corrupt weights (files written before the digest load as they are).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -145,9 +148,34 @@ def save_checkpoint(
         "rng": rng,
         "extra": _plain(extra or {}),
     }
+    payload["digest"] = tensors_digest(payload)
     buf = io.BytesIO()
     torch.save(payload, buf)
     return fs.write_bytes(path, buf.getbuffer())
+
+
+def tensors_digest(obj: Any) -> str:
+    """sha256 of every tensor in ``obj`` (nested dicts, lists, tuples; a top-level ``digest`` key is left
+    out): its place, dtype, shape and bytes, wherever it lives (a checkpoint read onto a GPU hashes the same)."""
+    h = hashlib.sha256()
+
+    def walk(o: Any, where: str) -> None:
+        if isinstance(o, torch.Tensor):
+            t = o.detach().cpu().contiguous()
+            h.update(f"{where}|{t.dtype}|{tuple(t.shape)}\n".encode())
+            if t.numel():
+                with contextlib.suppress(RuntimeError, TypeError):  # an exotic layout: its place, dtype and shape
+                    h.update(t.reshape(-1).view(torch.uint8).numpy())
+        elif isinstance(o, dict):
+            for k in sorted(o, key=str):  # optimizer states are keyed by ints
+                if not (where == "" and k == "digest"):
+                    walk(o[k], f"{where}/{k}")
+        elif isinstance(o, (list, tuple)):
+            for i, x in enumerate(o):
+                walk(x, f"{where}/{i}")
+
+    walk(obj, "")
+    return h.hexdigest()
 
 
 def load_checkpoint(
@@ -242,6 +270,9 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
                               f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")
+    if "digest" in ckpt and ckpt["digest"] != tensors_digest(ckpt):
+        raise CheckpointError(f"{path} is corrupt: its tensors no longer match the sha256 written with them "
+                              "(bytes changed on disk after the write)")
     return ckpt
 
 
