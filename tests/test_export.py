@@ -304,3 +304,32 @@ def test_export_command(tmp_path, capsys):
     assert code == 1 and "no torch graph to export" in capsys.readouterr().err
     assert main(["export", "td3", "--out", str(tmp_path / "p.onnx"), "--set", "size=3"]) == 2  # one-line error
     assert "unknown option(s) 'size'" in capsys.readouterr().err
+
+
+_EXPORT_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+import torch, zoo
+net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # the weights alone are ~100 KB
+try:
+    zoo.export(net, sys.argv[1], sys.argv[2], verify=False, example_inputs=(torch.zeros(2, 64),))
+except OSError as err:
+    print(type(err).__name__, err)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
+def test_a_failed_write_names_the_target_keeps_the_previous_file_and_the_process(tmp_path, fmt):
+    """A full disk gave ONNX's bare `[Errno 28]` and torch.export's `[enforce fail at inline_container.cc]`,
+    after which the writer's destructor aborted the process (terminate called after c10::Error)."""
+    import subprocess
+    import sys
+
+    target = tmp_path / ("m.onnx" if fmt == "onnx" else "m.pt2")
+    target.write_bytes(b"the previous export")
+    proc = subprocess.run([sys.executable, "-c", _EXPORT_UNDER_A_FILE_SIZE_LIMIT, str(target), fmt],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # no abort
+    assert f"NoSpaceError writing {target} passed the largest file" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert target.read_bytes() == b"the previous export" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]

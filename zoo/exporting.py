@@ -38,6 +38,7 @@ import contextlib
 import copy
 import importlib
 import inspect
+import io
 import json
 import operator
 import os
@@ -398,7 +399,7 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
             meta = {**spec.metadata, "graph": g.name, "inputs": list(g.input_names),
                     "outputs": list(g.output_names), "atol": spec.atol, "rtol": spec.rtol}
             path = out / name if spec.is_folder else out
-            _WRITERS[fmt](g, path, meta)
+            _write_graph(fmt, g, path, meta, target)
             if verify:
                 per_graph[g.name] = _verify(g, path, fmt, spec.atol, spec.rtol)
             names.append(name)
@@ -421,6 +422,15 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
         staging.abort()
     worst = max(per_graph.values()) if per_graph else None
     return ExportResult(target, fmt, files, spec.atol, spec.rtol, worst, verify, per_graph)
+
+
+def _write_graph(fmt: str, g: Graph, path: Path, meta: dict[str, Any], target: Path) -> None:
+    """One writer call; a failed write (full disk, file-size limit) is said naming ``target`` and its folder,
+    not in the library's words (ONNX's was a bare ``[Errno 28] No space left on device``)."""
+    try:
+        _WRITERS[fmt](g, path, meta)
+    except OSError as err:
+        raise fs.write_error(err, target, None) from None
 
 
 def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
@@ -511,7 +521,11 @@ def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     with warnings.catch_warnings():
         # raised for tensors that share storage (a model's tied weights); harmless on CPU, where we export
         warnings.filterwarnings("ignore", message="No complete tensor found in the group")
-        torch.export.save(program, str(path), extra_files={METADATA_FILE: json.dumps(meta)})
+        # into memory, then one Python write: a write that fails inside PyTorch's archive writer leaves an
+        # object whose destructor throws again and aborts the process (terminate called after c10::Error)
+        buf = io.BytesIO()
+        torch.export.save(program, buf, extra_files={METADATA_FILE: json.dumps(meta)})
+    path.write_bytes(buf.getbuffer())
 
 
 def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
@@ -549,7 +563,9 @@ def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
         warnings.warn(f"torch.jit.script cannot compile graph {g.name!r} ({_first_line(err)}); exported by "
                       f"torch.jit.trace instead", stacklevel=4)
         scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False, strict=False)
-    scripted.save(str(path), _extra_files={METADATA_FILE: json.dumps(meta)})
+    buf = io.BytesIO()  # as _write_pt2: no file write inside PyTorch's archive writer
+    torch.jit.save(scripted, buf, _extra_files={METADATA_FILE: json.dumps(meta)})
+    path.write_bytes(buf.getbuffer())
 
 
 _WRITERS = {"onnx": _write_onnx, "torch.export": _write_pt2, "torchscript": _write_torchscript}
