@@ -241,6 +241,9 @@ def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
         zoo.build(tiny_model, weights="cifar1O")
     with pytest.raises(FileNotFoundError):
         zoo.build(tiny_model, weights="nowhere/w.safetensors")
+    for folder in (weights_home, weights_home.as_uri()):  # it exists: "weights file not found" misled
+        with pytest.raises(IsADirectoryError, match="is a folder, not a weights file"):
+            zoo.build(tiny_model, weights=folder)
 
 
 @pytest.mark.parametrize(("errno_name", "asked"), [("EAI_NONAME", 1), ("EAI_AGAIN", None)])

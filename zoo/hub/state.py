@@ -97,6 +97,11 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The ``__metadata__`` string map of a safetensors file (empty when it has none)."""
     from safetensors import safe_open
 
+    if Path(path).is_dir():
+        from zoo.hub.store import not_a_weights_file
+
+        raise not_a_weights_file(Path(path))
+
     def read() -> dict[str, str]:
         with safe_open(str(path), framework="pt") as fh:
             return dict(fh.metadata() or {})
@@ -203,7 +208,9 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"weights file not found: {path}")
+        from zoo.hub.store import not_a_weights_file
+
+        raise not_a_weights_file(path)
     fmt = file_format(path)
     if fmt == "safetensors":
         from safetensors.torch import load_file

@@ -143,6 +143,15 @@ def verify_entry(entry: WeightsEntry, path: Path) -> tuple[str, bool]:
     return digest, hashed_now
 
 
+def not_a_weights_file(path: Path, given: str = "") -> OSError:
+    """The error for a weights path that is not a file: a folder is said as such (it exists: "not found" misled)."""
+    source = f" (from {given})" if given else ""
+    if path.is_dir():
+        return IsADirectoryError(f"weights {path}{source} is a folder, not a weights file: name the .safetensors "
+                                 "(or .pt/.pth) file inside it")
+    return FileNotFoundError(f"weights file not found: {path}{source}")
+
+
 def pull(weights_name: str, *, cache_dir: str | os.PathLike | None = None, force: bool = False,
          progress: bool = True, local_files_only: bool = False) -> Path:
     """Put the weights ``weights_name`` ("model.tag") in the cache, verified by sha256; return the cached path.
@@ -242,7 +251,7 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
     if isinstance(weights, os.PathLike):
         weights = os.fspath(weights)
         if not Path(weights).is_file():
-            raise FileNotFoundError(f"weights file not found: {weights}")
+            raise not_a_weights_file(Path(weights))
     if not isinstance(weights, str) or not weights:
         raise TypeError(f"weights must be a tag, 'model.tag', a path, a URL or 'hf-hub:org/repo'; got {weights!r}")
     if weights.startswith("hf-hub:"):
@@ -260,7 +269,7 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
         if scheme == "file":
             path = local_path(weights)
             if not path.is_file():
-                raise FileNotFoundError(f"weights file not found: {path} (from {weights})")
+                raise not_a_weights_file(path, weights)
             return path, None
         return _pull_url(weights, local_files_only), None
     path = Path(weights).expanduser()
@@ -280,8 +289,8 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
             verify_entry(entry, path)
             return path, entry
         return path, None
-    if _looks_like_path(weights):
-        raise FileNotFoundError(f"weights file not found: {path}")
+    if _looks_like_path(weights) or path.is_dir():
+        raise not_a_weights_file(path)
     tags = [entries[n].tag for n in list_weights(model)] if model else list(entries)
     close = difflib.get_close_matches(weights, tags, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
