@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from zoo import registry
 
 __all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "accepts_option", "evaluate", "finetune", "list_weights",
-           "named_options", "predict", "save", "train"]
+           "named_options", "predict", "save", "seeded_build", "train"]
 
 
 @runtime_checkable
@@ -72,23 +72,23 @@ def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any 
              options: dict[str, Any] | None = None) -> Any:
     if isinstance(model_or_name, str):
         inferred = registry.infer_config(model_or_name, data, **(options or {}))
-        _seed_build((options or {}).get("seed"))
-        return registry.build(model_or_name, **{**inferred, **(model_config or {})})
+        with seeded_build((options or {}).get("seed")):
+            return registry.build(model_or_name, **{**inferred, **(model_config or {})})
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
     return model_or_name
 
 
-def _seed_build(seed: Any) -> None:
-    """A model built by name for a run draws its initial weights from the run's seeded generators: the loop
-    seeds them only once the model exists, so without this the same seed gave another network (torch starts
-    each process from a random seed) and the run did not repeat. No ``seed=`` is the loops' default seed
-    (:class:`zoo.engine.FitConfig`'s 0), as it is for the data order: a run without one repeats too, and is
-    the run with ``seed=0``."""
+def seeded_build(seed: Any):
+    """Where a model built by name for a run draws its initial weights: generators seeded with the run's
+    ``seed`` (the loops' default, :class:`zoo.engine.FitConfig`'s 0, when none is given), so a run without
+    one repeats too and is the run with ``seed=0``. The loop seeds them only once the model exists, so
+    without this the same seed gave another network (torch starts each process from a random seed). The
+    caller's generators are put back afterwards (:func:`zoo.engine.seed.seeded`)."""
     from zoo.engine.options import FitConfig
-    from zoo.engine.seed import set_seed
+    from zoo.engine.seed import seeded
 
-    set_seed(FitConfig.seed if seed is None else seed)
+    return seeded(FitConfig.seed if seed is None else seed)
 
 
 def _is_module(model: Any) -> bool:
@@ -150,12 +150,19 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
     if isinstance(model_or_name, str):
-        _seed_build(config.get("seed"))  # the new head's initial weights come from the seeded generators too
-        model = registry.build(model_or_name, weights=weights)
-    elif weights is not None:
+        # the family makes the new head once the model exists: its weights come from the seeded generators too
+        with seeded_build(config.get("seed")):
+            model = registry.build(model_or_name, weights=weights)
+            _require_finetune(model, model_or_name, data)
+            return model.zoo_finetune(data, strategy=strategy, **config)
+    if weights is not None:
         raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
-    else:
-        model = model_or_name
+    model = model_or_name
+    _require_finetune(model, model_or_name, data)
+    return model.zoo_finetune(data, strategy=strategy, **config)
+
+
+def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
     if not hasattr(model, "zoo_finetune"):
         tunable = [n for n in registry.list_models() if n == "resnet18"]
         name = getattr(model, "registry_name", None) or (model_or_name if isinstance(model_or_name, str) else None)
@@ -170,7 +177,6 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
             how = "for any torchvision-style classifier use zoo.vision.finetune.finetune(model, data, ...)"
         raise TypeError(f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no "
                         f"zoo_finetune); models that fine-tune: {', '.join(tunable)}; {how}")
-    return model.zoo_finetune(data, strategy=strategy, **config)
 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:

@@ -305,7 +305,7 @@ def _require_data(model: Any, data: Any, args: argparse.Namespace, method: str) 
 
 def _build(args: argparse.Namespace, data: Any, infer: bool, loop: dict[str, Any] | None = None) -> Any:
     """Build ``args.name`` from its options; for training, with what ``data`` implies (and say so), its initial
-    weights drawn after seeding with ``--seed``. ``loop``: the options the data goes to ``zoo.train`` with
+    weights drawn after seeding with ``--seed`` (0 when none is given, as ``zoo.train`` by name does). ``loop``: the options the data goes to ``zoo.train`` with
     (``splits`` changes what a video root holds)."""
     import zoo
     from zoo import registry
@@ -319,11 +319,11 @@ def _build(args: argparse.Namespace, data: Any, infer: bool, loop: dict[str, Any
             shown = ", ".join(f"{k}={v!r}" for k, v in inferred.items())
             print(f"{args.name}: {shown} (inferred from {'--env' if args.env else '--data'})")
         config = {**inferred, **config}
-        seed = (loop or {}).get("seed", args.seed)
-        if seed is not None:  # the initial weights come from the seeded generators: the same seed, the same run
-            from zoo.engine.seed import set_seed
+        from zoo.api import seeded_build
 
-            set_seed(seed)
+        # the initial weights come from generators seeded as zoo.train(NAME, ...) seeds them: --seed, else 0
+        with seeded_build((loop or {}).get("seed", args.seed)):
+            return zoo.build(args.name, weights=args.weights, **config)
     return zoo.build(args.name, weights=args.weights, **config)
 
 

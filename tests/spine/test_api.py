@@ -124,6 +124,33 @@ def test_a_run_by_name_without_a_seed_repeats_and_is_the_run_with_seed_0(toy_reg
     assert not all(torch.equal(first[k], v) for k, v in run(seed=1).items())
 
 
+
+def test_a_build_by_name_leaves_the_callers_random_streams_where_they_were(toy_registry):
+    """Seeding the build reset Python's, NumPy's and torch's global generators in the caller's process: a
+    sweep drawing its next hyperparameters between two runs drew the same numbers each time."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from zoo.api import seeded_build
+
+    def draws():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    random.seed(7), np.random.seed(7), torch.manual_seed(7)
+    draws()
+    expected = draws()
+    random.seed(7), np.random.seed(7), torch.manual_seed(7)
+    draws()
+    with seeded_build(None):
+        built = zoo.build("toy-net")
+    assert draws() == expected
+    with seeded_build(0):
+        again = zoo.build("toy-net")
+    assert all(torch.equal(a, b) for a, b in zip(built.state_dict().values(), again.state_dict().values()))
+
+
 def test_accepts_option_reads_the_signature_of_what_receives_the_options():
     from torch import nn
 

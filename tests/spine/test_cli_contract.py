@@ -103,8 +103,10 @@ def test_out_is_checked_before_training(tmp_path, capsys):
     assert ".safetensors" in capsys.readouterr().err
 
 
-def test_train_seed_repeats_the_run(tiny, tmp_path, capsys):
-    """`zoo train NAME --seed S` built NAME from the unseeded global generator: two runs, two networks."""
+@pytest.mark.parametrize("seed", [["--seed", "1"], []], ids=["seed-1", "no-seed"])
+def test_train_seed_repeats_the_run(seed, tiny, tmp_path, capsys):
+    """`zoo train NAME --seed S` built NAME from the unseeded global generator: two runs, two networks; without
+    --seed too (the loop's default seed is 0, as for zoo.train by name)."""
     import torch
     from safetensors.torch import load_file
 
@@ -113,7 +115,7 @@ def test_train_seed_repeats_the_run(tiny, tmp_path, capsys):
         torch.rand(100 if run == "a" else 7)  # the global generators differ between the two runs
         out = tmp_path / f"{run}.safetensors"
         assert main(["train", "resnet18", "--data", str(tiny.image_folder()), "--stem", "cifar", "--epochs", "1",
-                     "--batch-size", "4", "--amp", "none", "--seed", "1", "--set", "image_size=32", "progress=false",
+                     "--batch-size", "4", "--amp", "none", *seed, "--set", "image_size=32", "progress=false",
                      "--out", str(out)]) == 0, capsys.readouterr().err
         outs.append(load_file(out))
     assert outs[0].keys() == outs[1].keys() and all(torch.equal(outs[0][k], outs[1][k]) for k in outs[0])

@@ -12,14 +12,29 @@ started at epoch 0 or was resumed at epoch ``k``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["epoch_generator", "get_rng_state", "seed_worker", "set_rng_state", "set_seed"]
+__all__ = ["epoch_generator", "get_rng_state", "seed_worker", "seeded", "set_rng_state", "set_seed"]
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the block on generators seeded with ``seed``, then put the caller's states back: a model built by
+    name for a run draws the same initial weights every time, and the caller's own random streams (a
+    hyperparameter sweep between runs, say) go on as if nothing had drawn from them."""
+    saved = get_rng_state()
+    try:
+        set_seed(seed)
+        yield
+    finally:
+        set_rng_state(saved)
 
 
 def set_seed(seed: int, deterministic: bool = False) -> None:
