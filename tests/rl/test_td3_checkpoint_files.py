@@ -90,7 +90,7 @@ def test_a_resume_keeps_the_precision_auto_chose(tmp_path, counter_env, caplog):
     other = "fp32" if first.precision == "bf16" else "bf16"  # as if auto had decided otherwise on that day
     state["precision"]["amp"] = other
     torch.save(state, path)
-    with caplog.at_level(logging.INFO, logger="zoo.rl.td3"):
+    with caplog.at_level(logging.INFO, logger="zoo"):  # said by zoo.engine.precision (alone, "zoo.rl.td3" missed it)
         resumed = _run(counter_env, tmp_path / "run", steps=40, resume=True)
     assert resumed.precision == other and resumed.num_timesteps == 40
     assert f"amp='auto' keeps {other}" in caplog.text
@@ -112,3 +112,29 @@ def test_an_explicit_amp_or_another_device_kind_decides_now(tmp_path, counter_en
     now = auto.precision
     auto.load_checkpoint_state(state)
     assert auto.precision == now  # recorded on another kind of device: today's choice here stands
+
+
+def test_bytes_flipped_inside_the_checkpoints_tensors_are_caught(tmp_path, counter_env):
+    """Flipped bytes in the replay buffer's or a network's tensor data unpickle without complaint: the resume
+    went on from corrupt transitions or weights. The checkpoint and a saved buffer carry a sha256 of them."""
+    agent = _run(counter_env, tmp_path / "run")
+    path = tmp_path / "run" / "td3_last.pt"
+    data = bytearray(path.read_bytes())
+    rows = agent.buffer.data[: agent.buffer.size].contiguous().numpy().tobytes()
+    at = data.find(rows)
+    assert at > 0
+    data[at + 7] ^= 0x20
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="is corrupt: its tensors no longer match the sha256"):
+        _run(counter_env, None, steps=40, resume=path)
+
+    saved = tmp_path / "buffer.pt"
+    agent.buffer.save(saved)
+    again = zoo.build("td3", env=counter_env(horizon=5), **SMALL).ensure_buffer()
+    again.load(saved)
+    assert torch.equal(again.data[: again.size], agent.buffer.data[: agent.buffer.size])
+    raw = bytearray(saved.read_bytes())
+    raw[raw.find(rows) + 3] ^= 0x01
+    saved.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="replay buffer was written"):
+        again.load(saved)

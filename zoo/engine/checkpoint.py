@@ -33,6 +33,7 @@ from zoo import fs
 __all__ = [
     "FORMAT",
     "CheckpointError",
+    "check_digest",
     "checkpoint_epoch",
     "copy_checkpoint",
     "epoch_checkpoint_name",
@@ -44,6 +45,7 @@ __all__ = [
     "restore",
     "resumable_checkpoint",
     "save_checkpoint",
+    "tensors_digest",
 ]
 
 FORMAT = "zoo.checkpoint/1"
@@ -161,11 +163,10 @@ def tensors_digest(obj: Any) -> str:
 
     def walk(o: Any, where: str) -> None:
         if isinstance(o, torch.Tensor):
-            t = o.detach().cpu().contiguous()
-            h.update(f"{where}|{t.dtype}|{tuple(t.shape)}\n".encode())
-            if t.numel():
-                with contextlib.suppress(RuntimeError, TypeError):  # an exotic layout: its place, dtype and shape
-                    h.update(t.reshape(-1).view(torch.uint8).numpy())
+            h.update(f"{where}|{o.dtype}|{tuple(o.shape)}\n".encode())
+            if o.numel():
+                with contextlib.suppress(RuntimeError, TypeError):  # an exotic layout (sparse): its place, dtype, shape
+                    h.update(o.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
         elif isinstance(o, dict):
             for k in sorted(o, key=str):  # optimizer states are keyed by ints
                 if not (where == "" and k == "digest"):
@@ -270,10 +271,16 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(f"{path} is not a zoo training checkpoint (expected format {FORMAT!r}, got "
                               f"{ckpt.get('format') if isinstance(ckpt, dict) else type(ckpt).__name__!r})")
-    if "digest" in ckpt and ckpt["digest"] != tensors_digest(ckpt):
-        raise CheckpointError(f"{path} is corrupt: its tensors no longer match the sha256 written with them "
-                              "(bytes changed on disk after the write)")
+    check_digest(ckpt, path)
     return ckpt
+
+
+def check_digest(state: dict[str, Any], path: str | os.PathLike, what: str = "checkpoint") -> None:
+    """Refuse a dict whose tensors no longer match the ``digest`` :func:`tensors_digest` wrote with them
+    (one without a digest, written before there was one, passes)."""
+    if "digest" in state and state["digest"] != tensors_digest(state):
+        raise CheckpointError(f"{path} is corrupt: its tensors no longer match the sha256 written with them "
+                              f"(bytes changed on disk after the {what} was written)")
 
 
 def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path, strict: bool) -> None:

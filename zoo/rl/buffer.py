@@ -120,10 +120,17 @@ class ReplayBuffer:
         import io
 
         from zoo import fs
+        from zoo.engine.checkpoint import tensors_digest
 
+        state = self.state_dict()
         buf = io.BytesIO()
-        torch.save(self.state_dict(), buf)
+        torch.save({**state, "digest": tensors_digest(state)}, buf)
         fs.write_bytes(path, buf.getbuffer())
 
     def load(self, path) -> None:
-        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+        """Read what :meth:`save` wrote; an unreadable or corrupt file is a ``zoo.engine.CheckpointError``."""
+        from zoo.engine.checkpoint import check_digest, load_plain
+
+        state = load_plain(path, self.device, what="replay buffer")
+        check_digest(state, path, "replay buffer")
+        self.load_state_dict({k: v for k, v in state.items() if k != "digest"})

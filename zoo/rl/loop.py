@@ -153,16 +153,18 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
 # --- checkpoints --------------------------------------------------------------------------------------
 
 
-def _atomic_torch_save(obj: Any, path: Path) -> None:
+def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
+    from zoo.engine.checkpoint import tensors_digest
+
     buf = io.BytesIO()
-    torch.save(obj, buf)
+    torch.save({**obj, "digest": tensors_digest(obj)}, buf)  # checked on read, as the engine's checkpoints
     fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
 
 
 def _read_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
     """The TD3 checkpoint at ``path``. An empty, truncated, corrupt or foreign file is a
     ``zoo.engine.CheckpointError`` naming it and how to go on."""
-    from zoo.engine.checkpoint import CheckpointError, load_plain
+    from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
 
     state = load_plain(path, device, what="TD3 checkpoint", how=(
         f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
@@ -174,6 +176,7 @@ def _read_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
         raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {_FORMAT!r}, got {fmt!r}{what}; "
                               f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
                               "checkpoint_dir=...) writes")
+    check_digest(state, path, "TD3 checkpoint")
     return state
 
 
