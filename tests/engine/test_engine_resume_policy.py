@@ -86,11 +86,16 @@ def test_a_folder_whose_checkpoints_all_fail_to_load_is_not_trained_over(tmp_pat
     for path in folder.glob("epoch-*.pt"):
         path.write_bytes(b"")
     with pytest.warns(UserWarning, match="resume: skipped"), \
-            pytest.raises(CheckpointError, match=r"none of the 2 checkpoint\(s\) in .* loads.*best\.pt \(epoch \d\) "
+            pytest.raises(CheckpointError, match=r"none of its 2 epoch checkpoint\(s\) loads.*best\.pt \(epoch \d\) "
                                                  r"loads: resume=.* continues from it. The run is not started over"):
         fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder, resume=True, progress=False,
             val_data=_data(16))
     assert (folder / "best.pt").read_bytes() == best
+    for path in folder.glob("epoch-*.pt"):  # gone rather than torn: the same
+        path.unlink()
+    with pytest.raises(CheckpointError, match="it holds no epoch-\\*.pt, but best.pt"):
+        fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder, resume=True, progress=False,
+            val_data=_data(16))
     resumed = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder,
                   resume=folder / "best.pt", progress=False, val_data=_data(16))
     assert resumed.resumed is not None and len(resumed.history) == 4

@@ -513,6 +513,21 @@ def _write(text: str) -> None:
     tqdm.write(text)
 
 
+def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
+    """``resume=True`` on a folder whose ``epoch-*.pt`` are gone or unreadable but whose ``best.pt`` loads
+    (its sha256 checked): a fresh run would overwrite it, so the error names how to continue from it."""
+    try:
+        epoch = ckpt_mod.read_checkpoint(best)["epoch"]
+    except ckpt_mod.CheckpointError:
+        return  # nothing of value to keep: a fresh start, as for an empty folder
+    why = f"none of its {len(skipped)} epoch checkpoint(s) loads ({'; '.join(skipped)})" if skipped \
+        else "it holds no epoch-*.pt"
+    raise ckpt_mod.CheckpointError(
+        f"resume: {best.parent} cannot be continued where it stopped: {why}, but {best.name} (epoch {epoch}) loads: "
+        f"resume=\"{best}\" continues from it. The run is not started over on top of it; to start over, use "
+        "another checkpoint_dir or remove the folder's files")
+
+
 def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path | None:
     """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
     newer one that does not load is skipped with a warning saying why)."""
@@ -524,12 +539,8 @@ def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path 
         if found is None and folder != ckpt_dir:
             raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
         best = folder / "best.pt"
-        epoch = ckpt_mod.checkpoint_epoch(best) if found is None and skipped and best.is_file() else None
-        if epoch is not None:  # a fresh start (what nothing loadable gives) would replace that best.pt
-            raise ckpt_mod.CheckpointError(
-                f"resume: none of the {len(skipped)} checkpoint(s) in {folder} loads ({'; '.join(skipped)}), but "
-                f"{best.name} (epoch {epoch}) loads: resume=\"{best}\" continues from it. The run is not started "
-                "over on top of it; to start over, use another checkpoint_dir or remove the folder's files")
+        if found is None and best.is_file():  # a fresh start (what nothing loadable gives) would replace best.pt
+            _refuse_to_start_over(best, skipped)
         if found is not None and skipped:
             log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
         return found
