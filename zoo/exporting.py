@@ -409,13 +409,13 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
         else:
             for fname, content in spec.files.items():
                 data = content if isinstance(content, bytes) else content.encode("utf-8")
-                (out / fname).write_bytes(data)
+                _write_file(out / fname, data, target)
             index = {**spec.metadata, "format": fmt, "atol": spec.atol, "rtol": spec.rtol,
                      "graphs": {g.name: {"file": n, "inputs": list(g.input_names), "outputs": list(g.output_names)}
                                 for g, n in zip(spec.graphs, names)},
                      "files": sorted([*names, *spec.files, INDEX_FILE]),  # what a later export may replace
                      "max_abs_diff": per_graph or None}
-            (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+            _write_file(out / INDEX_FILE, (json.dumps(index, indent=2) + "\n").encode("utf-8"), target)
             _replace_dir(out, target, staging.path_for(f"{target.name}.previous"), spec.files)
             files = tuple(sorted(target / n for n in [*names, *spec.files, INDEX_FILE]))
     finally:
@@ -431,6 +431,14 @@ def _write_graph(fmt: str, g: Graph, path: Path, meta: dict[str, Any], target: P
         _WRITERS[fmt](g, path, meta)
     except OSError as err:
         raise fs.write_error(err, target, None) from None
+
+
+def _write_file(path: Path, data: bytes, target: Path) -> None:
+    """A folder export's extra file or index, a failed write said as for its graphs (naming ``target``)."""
+    try:
+        path.write_bytes(data)
+    except OSError as err:
+        raise fs.write_error(err, target, len(data)) from None
 
 
 def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:

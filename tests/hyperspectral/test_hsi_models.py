@@ -265,6 +265,9 @@ def test_hybridsn_evaluate_takes_progress_and_device_and_names_unknown_options(c
     with pytest.raises(TypeError, match=r"zoo.evaluate on hybridsn: unknown option\(s\) 'batchsize' \(did you mean "
                                         r"'batch_size'\?\)"):
         zoo.evaluate(net, scene, batchsize=8)
+    windows = torch.utils.data.TensorDataset(torch.rand(2, 1, 9, 9, 15), torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match=r"hybridsn \(a Dataset of windows\): unknown option\(s\) 'batchsize'"):
+        zoo.evaluate(net, windows, batchsize=8)  # it reached the engine: "got an unexpected keyword argument"
     assert zoo.predict(net, scene, device="cpu").shape == scene.shape[:2]
 
 
@@ -280,7 +283,7 @@ def test_hybridsn_weights_adapt_to_another_number_of_classes_and_refuse_other_sh
     assert zoo.predict(wider, scene).max() < 6
     with pytest.raises(ValueError, match="made with n_bands=15 .* asks for n_bands=14: leave n_bands out"):
         zoo.build("hybridsn", weights=path, n_bands=14)
-    with pytest.raises(ValueError, match=r"classifier\.1\.weight.*adapts only a classifier head"):
+    with pytest.raises(ValueError, match=r"classifier\.1\.weight.*only classifier\.7\. may differ, as a new classifier head"):
         zoo.build("hybridsn", weights=path, window=11)
 
 

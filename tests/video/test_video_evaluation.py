@@ -78,6 +78,9 @@ def test_evaluate_on_a_clip_dataset_averages_each_videos_clips(uneven):
     assert metrics["accuracy"] == pytest.approx(clip_level["video_accuracy"])
     with pytest.raises(TypeError, match=r"unknown option\(s\) 'channels_last'; it takes batch_size"):
         zoo.evaluate(model, ds, channels_last=True)
+    clips = torch.utils.data.TensorDataset(torch.stack([ds[i][0] for i in range(2)]), torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match=r"\(a Dataset of clips\): unknown option\(s\) 'batchsize'"):
+        zoo.evaluate(model, clips, batchsize=2)  # it reached the engine: "got an unexpected keyword argument"
 
 
 def test_a_video_whose_frames_do_not_decode_is_left_out_with_a_warning(uneven, monkeypatch):

@@ -356,9 +356,10 @@ def load_into(
             parts.append("missing in the file: " + ", ".join(missing))
         if unexpected:
             parts.append("not in the model: " + ", ".join(unexpected))
-        hint = (" (zoo.build adapts only a classifier head, to another num_classes; every other shape comes from "
-                "the config the weights were made with: leave those keys out of zoo.build. In code, "
-                "zoo.hub.load_into(model, state, reinit=(prefix,)) leaves the keys under prefix fresh)")
+        # zoo.build's loaders pass the head's prefix: their callers need the first hint, load_into's the second
+        hint = (f" (only {', '.join(prefixes)} may differ, as a new classifier head for another num_classes; every "
+                "other shape comes from the config the weights were made with: in zoo.build, leave those keys out)"
+                if prefixes else " (to leave a head freshly initialised, pass reinit=('fc.',) or the head's prefix)")
         raise ValueError(f"weights do not fit {type(module).__name__}: " + " | ".join(parts) + hint)
     # module.load_state_dict keeps custom _load_from_state_dict hooks working and copy_-casts dtypes.
     module.load_state_dict(to_load, strict=False)

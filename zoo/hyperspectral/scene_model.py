@@ -256,6 +256,10 @@ class SceneClassifierMixin:
             if tta:
                 raise ValueError("tta=True works on a scene (the windows are cut here); a Dataset of windows is "
                                  "scored as it comes: pass the scene, or tta=False")
+            from zoo.engine.options import refuse_unknown_options
+
+            refuse_unknown_options(kw, f"zoo.evaluate on {self.registry_name} (a Dataset of windows)", evaluate,
+                                   skip=2, also=["tta"])
             where = {} if device is None else {"device": device}
             out = evaluate(self, data, batch_size=batch_size, amp=amp, progress=progress,
                            metrics=("accuracy", "average_accuracy", "kappa"), **where, **kw)

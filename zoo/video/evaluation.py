@@ -186,7 +186,9 @@ def evaluate_classifier(
     """
     if not hasattr(data, "video_index"):
         from zoo.engine.evaluation import evaluate
+        from zoo.engine.options import refuse_unknown_options
 
+        refuse_unknown_options(engine_options, "zoo.evaluate on a video network (a Dataset of clips)", evaluate, skip=2)
         return evaluate(model, data, metrics=metrics, batch_size=batch_size, num_workers=num_workers, device=device,
                         amp=amp, progress=progress, **engine_options)
     if engine_options:
