@@ -594,8 +594,13 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmarks_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "benchmarks"
+def _benchmarks_dir() -> Path | None:
+    """The checkout's ``benchmarks/``; None for an installed package (whose parent folder is site-packages,
+    where another distribution's top-level ``benchmarks`` must never be taken for ours)."""
+    from zoo.hub.manifest import checkout_root
+
+    root = checkout_root()
+    return None if root is None else root / "benchmarks"
 
 
 def _configure_bench(p: argparse.ArgumentParser) -> None:
@@ -608,6 +613,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     import subprocess
 
     folder = _benchmarks_dir()
+    if folder is None:
+        raise UsageError(f"zoo bench runs the benchmark scripts of a source checkout, and this zoo is installed "
+                         f"({Path(__file__).resolve().parent}): run it in a clone of the repository")
     scripts = sorted(p.stem for p in folder.glob("*.py") if not p.name.startswith("_")) if folder.is_dir() else []
     if not scripts:
         raise UsageError(f"no benchmark scripts found in {folder} (benchmarks live in a source checkout)")

@@ -65,6 +65,16 @@ def test_unknown_benchmark_is_a_usage_error():
     assert out.returncode == 2 and "unknown benchmark 'no_such_bench'" in out.stderr
 
 
+def test_bench_of_an_installed_package_never_looks_beside_it(monkeypatch, tmp_path, capsys):
+    """Installed, the folder above zoo/ is site-packages: its `benchmarks` (another distribution's) was run."""
+    from zoo.cli import main
+    from zoo.hub import manifest
+
+    monkeypatch.setattr(manifest, "checkout_root", lambda: None)  # what an installed package finds
+    assert main(["bench"]) == 2
+    assert "runs the benchmark scripts of a source checkout, and this zoo is installed" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("written", ["(16, 8)", "[16, 8]", "16 8", "16,8"])
 def test_a_tuple_option_takes_the_forms_a_shell_user_types(written, tmp_path, capsys):
     from zoo.cli import main
