@@ -239,3 +239,16 @@ def test_checkpoint_path_is_the_best_policy_and_a_resume_from_it_names_the_run_c
                                          r".*td3_last.pt"):
         run(tmp_path / "a", total_steps=90, eval_every=30, resume=r.checkpoint_path)
     assert run(tmp_path / "b", total_steps=30, eval_every=0).checkpoint_path == tmp_path / "b" / "td3_last.pt"
+
+
+def test_a_run_by_name_gives_the_agent_its_seed(tmp_path):
+    """zoo.train("td3", env, seed=S) left agent.seed 0 (saved as 0): its networks started from seed 0 whatever S
+    was, and its evaluations' episode seeds did not follow the run's."""
+    def run(seed):
+        return zoo.train("td3", "Pendulum-v1", seed=seed, total_steps=120, eval_every=0, progress=False,
+                         model_config=PENDULUM_TINY).model
+
+    one, other = run(1), run(2)
+    assert one.seed == 1 and other.seed == 2
+    assert zoo.build("td3", weights=zoo.save(one, tmp_path / "a.safetensors")).seed == 1
+    assert not torch.equal(next(one.actor.parameters()), next(other.actor.parameters()))

@@ -604,9 +604,10 @@ def _preset_defaults(preset: str, env_id: str) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.init}
 
 
-def _env_in(data: Any) -> dict[str, Any]:
-    """An env id (or env) as data implies the agent's env."""
-    return {"env": data} if data is not None else {}
+def _env_in(data: Any, *, seed: int | None = None) -> dict[str, Any]:
+    """An env id (or env) as data implies the agent's env; a run's ``seed`` is the agent's (as SB3's
+    ``TD3(..., seed=)``): its networks start from it and its evaluations' episode seeds follow it."""
+    return {**({"env": data} if data is not None else {}), **({"seed": seed} if seed is not None else {})}
 
 
 @register(
