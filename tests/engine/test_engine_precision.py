@@ -319,6 +319,28 @@ def test_an_unwritable_home_still_decides_and_says_why_it_cannot_record(monkeypa
         assert auto_amp("cpu", "conv") == "bf16"
 
 
+
+def test_a_read_only_home_is_said_once_per_process(monkeypatch, tmp_path):
+    """A read-only ZOO_HOME warned once per op kind: each write's error names its own temp file."""
+    import errno
+
+    from zoo import fs
+
+    attempts = []
+
+    def read_only(path, text):
+        attempts.append(path)
+        raise OSError(errno.EROFS, "Read-only file system", f"{path}.tmp-{len(attempts)}")
+
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(fs, "write_text", read_only)
+    _timed_machine(monkeypatch, 0.25)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert auto_amp("cpu", "conv") == "bf16" and auto_amp("cpu", "matmul") == "bf16"
+    assert len(attempts) == 2 and len([w for w in said if "could not record" in str(w.message)]) == 1
+
+
 def test_the_probe_ignores_warm_up_and_a_busy_spell(monkeypatch):
     """bf16 twice as fast as fp32, but the first call of each dtype is slow (kernel creation) and for a while
     another process makes every call 10x slower: rounds that alternate the two dtypes, and their median

@@ -519,9 +519,14 @@ def _measure_and_store(path: Path, key: str, op: str) -> float:
     return speedup
 
 
-@functools.cache
+_UNRECORDED: set[str] = set()  # amp.json files this process could not write: each is said once
+
+
 def _warn_unrecorded(path: str, err: str) -> None:
-    # functools.cache: said once per process and file, not once per op kind
+    # once per process and file, not once per op kind (the error text names each attempt's temp file)
+    if path in _UNRECORDED:
+        return
+    _UNRECORDED.add(path)
     warnings.warn(f"amp='auto': could not record this machine's bf16 timing in {path} ({err}); other processes "
                   "will time it again and may choose differently", RuntimeWarning, stacklevel=4)
 
