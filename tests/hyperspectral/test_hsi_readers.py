@@ -167,3 +167,22 @@ def test_npy_and_errors(tmp_path):
     np.save(tmp_path / "flat.npy", np.zeros((3, 3)))
     with pytest.raises(ValueError, match=r"\(H, W, C\)"):
         load_scene(tmp_path / "flat.npy")
+
+
+def test_a_truncated_or_foreign_npy_is_said_as_such(tmp_path):
+    """A cut file said "mmap length is greater than file size"; a file that is no .npy at all got NumPy's advice
+    to unpickle it with allow_pickle (never to be followed for a file of unknown origin)."""
+    np.save(tmp_path / "c.npy", _cube(np.float32))
+    whole = (tmp_path / "c.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "gt.npy").write_bytes(whole[: len(whole) // 2])
+    np.save(tmp_path / "ok.npy", _cube(np.float32))
+    with pytest.raises(ValueError, match=rf"cut.npy is truncated: its header says a float32 array of shape .*, the "
+                                         rf"file holds {len(whole) // 2:,} bytes"):
+        load_scene(tmp_path / "cut.npy")
+    with pytest.raises(ValueError, match="gt.npy is truncated"):
+        load_scene(tmp_path / "ok.npy", gt=tmp_path / "gt.npy")
+    (tmp_path / "junk.npy").write_bytes(b"not numpy at all")
+    with pytest.raises(ValueError, match=r"junk.npy is not a .npy file: it does not start with NumPy's header") as err:
+        load_scene(tmp_path / "junk.npy")
+    assert "allow_pickle" not in str(err.value)

@@ -8,8 +8,38 @@ keep working.
 
 from __future__ import annotations
 
-__all__ = ["SceneFormatError"]
+import math
+import os
+from pathlib import Path
+
+__all__ = ["SceneFormatError", "npy_error"]
 
 
 class SceneFormatError(ValueError):
     """A scene, ground-truth or mask file that cannot be read as what it claims to be."""
+
+
+def npy_error(path: Path, err: Exception) -> SceneFormatError:
+    """The error for a .npy file ``np.load`` refused: a file shorter than its own header says is called
+    truncated, with both sizes (NumPy's words were "mmap length is greater than file size")."""
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            try:
+                version = np.lib.format.read_magic(f)
+            except ValueError:  # np.load then tried it as a pickle and advised loading it unsafely: never
+                f.seek(0)
+                return SceneFormatError(f"{path} is not a .npy file: it does not start with NumPy's header "
+                                        f"(first bytes {f.read(8)!r})")
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, dtype = read_header(f)
+            need = f.tell() + math.prod(shape) * dtype.itemsize
+        have = os.path.getsize(path)
+    except (ValueError, OSError, EOFError):
+        return SceneFormatError(f"{path} is not a plain .npy array: {err}")
+    if have < need:
+        return SceneFormatError(f"{path} is truncated: its header says a {dtype} array of shape {shape} "
+                                f"({need:,} bytes with the header), the file holds {have:,} bytes")
+    return SceneFormatError(f"{path} is not a plain .npy array: {err}")

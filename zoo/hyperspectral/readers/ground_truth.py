@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.readers.errors import SceneFormatError, npy_error
 
 __all__ = ["IMAGE_EXTENSIONS", "labels_from_abundances", "read_ground_truth", "read_label_map", "with_ground_truth"]
 
@@ -41,7 +41,7 @@ def _from_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
-        raise SceneFormatError(f"{path} is not a plain .npy array: {err}") from None
+        raise npy_error(path, err) from None
 
 
 def _from_envi(path: Path) -> np.ndarray:

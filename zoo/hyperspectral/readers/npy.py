@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.readers.errors import SceneFormatError, npy_error
 from zoo.hyperspectral.readers.ground_truth import with_ground_truth
 from zoo.hyperspectral.scene import Scene
 
@@ -21,7 +21,7 @@ def open_npy(path: str | os.PathLike, *, gt_path: str | os.PathLike | None = Non
     try:
         cube = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
-        raise SceneFormatError(f"{path} is not a plain .npy array: {err}") from None
+        raise npy_error(path, err) from None
     if cube.ndim != 3:
         raise SceneFormatError(f"{path}: expected an (H, W, C) cube, got shape {cube.shape}")
     if cube.dtype.kind not in "biuf":
