@@ -265,9 +265,10 @@ def test_hybridsn_evaluate_takes_progress_and_device_and_names_unknown_options(c
     with pytest.raises(TypeError, match=r"zoo.evaluate on hybridsn: unknown option\(s\) 'batchsize' \(did you mean "
                                         r"'batch_size'\?\)"):
         zoo.evaluate(net, scene, batchsize=8)
-    windows = torch.utils.data.TensorDataset(torch.rand(2, 1, 9, 9, 15), torch.tensor([0, 1]))
+    windows = torch.utils.data.TensorDataset(torch.rand(2, 1, 15, 9, 9), torch.tensor([0, 1]))
     with pytest.raises(TypeError, match=r"hybridsn \(a Dataset of windows\): unknown option\(s\) 'batchsize'"):
         zoo.evaluate(net, windows, batchsize=8)  # it reached the engine: "got an unexpected keyword argument"
+    assert zoo.evaluate(net, windows, metrics=["top2"])["top2"] >= 0  # "got multiple values for 'metrics'"
     assert zoo.predict(net, scene, device="cpu").shape == scene.shape[:2]
 
 

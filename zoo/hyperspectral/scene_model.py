@@ -261,8 +261,11 @@ class SceneClassifierMixin:
             refuse_unknown_options(kw, f"zoo.evaluate on {self.registry_name} (a Dataset of windows)", evaluate,
                                    skip=2, also=["tta"])
             where = {} if device is None else {"device": device}
-            out = evaluate(self, data, batch_size=batch_size, amp=amp, progress=progress,
-                           metrics=("accuracy", "average_accuracy", "kappa"), **where, **kw)
+            # the scene path's metrics always; a user's metrics= (top5, per_class_recall, ...) come beside them
+            metrics = ("accuracy", "average_accuracy", "kappa",
+                       *(m for m in kw.pop("metrics", ()) if m not in ("accuracy", "average_accuracy", "kappa")))
+            out = evaluate(self, data, batch_size=batch_size, amp=amp, progress=progress, metrics=metrics,
+                           **where, **kw)
             return {**out, "overall_accuracy": out["accuracy"]}
         check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, f"zoo.evaluate on {self.registry_name}",
                       ("labels", "mask", "split", "batch_size", "amp", "on_overlap", "tta", "progress", "device",
