@@ -45,22 +45,6 @@ def real_clips(ucf_dir) -> list[Path]:
     return clips
 
 
-def _encode(path: Path, frames: np.ndarray, *, gop: int, fps: int = 25, b_frames: int = 0) -> Path:
-    """mpeg4 with a chosen keyframe interval and B-frames between references (the container follows
-    the suffix: .avi or .mp4)."""
-    with av.open(str(path), mode="w") as out:
-        s = out.add_stream("mpeg4", rate=fps)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        s.codec_context.gop_size = gop
-        s.codec_context.max_b_frames = b_frames
-        for img in frames:
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(p)
-        for p in s.encode():
-            out.mux(p)
-    return path
-
-
 # --- split files ---------------------------------------------------------------------------------
 
 
@@ -186,9 +170,9 @@ def test_real_clips_with_packed_b_frames_skip_them_and_stay_exact(real_clips):
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_seek_returns_exactly_the_full_decode_frames_generated(tmp_path, suffix):
+def test_seek_returns_exactly_the_full_decode_frames_generated(encode_clip, tmp_path, suffix):
     frames = render_clip(0, np.random.default_rng(3), size=32, num_frames=40)
-    path = _encode(tmp_path / f"clip{suffix}", frames, gop=6)
+    path = encode_clip(tmp_path / f"clip{suffix}", frames, gop=6)
     meta = probe(path)
     assert meta.count_frames == (suffix == ".avi")  # .mp4 goes through the pts path
     _check_seek_matches_full_decode(path, np.random.default_rng(1))
@@ -205,9 +189,9 @@ def _pict_types(path: Path) -> str:
 
 @pytest.mark.parametrize("threads", [1, 0])
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_b_frames_before_the_clip_are_skipped_and_every_frame_is_exact(tmp_path, suffix, threads):
+def test_b_frames_before_the_clip_are_skipped_and_every_frame_is_exact(encode_clip, tmp_path, suffix, threads):
     frames = render_clip(0, np.random.default_rng(3), size=32, num_frames=48)
-    path = _encode(tmp_path / f"clip{suffix}", frames, gop=30, b_frames=2)
+    path = encode_clip(tmp_path / f"clip{suffix}", frames, gop=30, b_frames=2)
     assert _pict_types(path)[:7] == "IBBPBBP"  # display order: two B-frames between references
     meta = probe(path)
     full = read_all_frames(path)
@@ -222,8 +206,8 @@ def test_b_frames_before_the_clip_are_skipped_and_every_frame_is_exact(tmp_path,
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_a_frame_or_two_past_the_end_repeats_the_last_and_order_is_the_callers(tmp_path, suffix):
-    path = _encode(tmp_path / f"clip{suffix}", render_clip(2, np.random.default_rng(5), 32, 12), gop=4, b_frames=2)
+def test_a_frame_or_two_past_the_end_repeats_the_last_and_order_is_the_callers(encode_clip, tmp_path, suffix):
+    path = encode_clip(tmp_path / f"clip{suffix}", render_clip(2, np.random.default_rng(5), 32, 12), gop=4, b_frames=2)
     full = read_all_frames(path)
     n = full.shape[0]
     # header rounding: up to two frames past the end show the last frame
@@ -249,8 +233,8 @@ class _DecoderThreads(torch.utils.data.Dataset):
         return decoding.decoder_thread_count()
 
 
-def test_dataloader_workers_decode_on_one_thread(tmp_path):
-    path = _encode(tmp_path / "clip.avi", render_clip(0, np.random.default_rng(1), size=32, num_frames=6), gop=6)
+def test_dataloader_workers_decode_on_one_thread(encode_clip, tmp_path):
+    path = encode_clip(tmp_path / "clip.avi", render_clip(0, np.random.default_rng(1), size=32, num_frames=6), gop=6)
     assert decoding.decoder_thread_count() == 0  # the main process: FFmpeg's choice
     assert decoding.decoder_thread_count(0) == 0 and decoding.decoder_thread_count(3) == 3  # kept when given
     # inside a DataLoader worker one thread: the sibling workers use the other cores
@@ -319,9 +303,9 @@ def test_rgb_conversion_threads_follow_the_decoder_and_frame_size(monkeypatch):
     assert decoding._LOCAL.sws_threads_arg is True
 
 
-def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(tmp_path, monkeypatch):
+def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(encode_clip, tmp_path, monkeypatch):
     frames = render_clip(1, np.random.default_rng(4), size=32, num_frames=30)
-    path = _encode(tmp_path / "clip.avi", frames, gop=30, b_frames=2)
+    path = encode_clip(tmp_path / "clip.avi", frames, gop=30, b_frames=2)
     full = read_all_frames(path)
     real = decoding._decode_packet
     state = {"stream": None, "held": [], "sent": 0}
@@ -396,14 +380,14 @@ def test_dataset_items_follow_the_sampling(tiny_set):
         UCF101(videos, splits, sampling="dense", progress=False)
 
 
-def test_videos_of_different_fps_and_size_batch_after_resampling_and_resize(tmp_path):
+def test_videos_of_different_fps_and_size_batch_after_resampling_and_resize(encode_clip, tmp_path):
     root, splits = tmp_path / "videos", tmp_path / "splits"
     splits.mkdir()
     a, b = "Walk/v_Walk_g01_c01.avi", "Walk/v_Walk_g01_c02.avi"
     (root / "Walk").mkdir(parents=True)
-    _encode(root / a, render_clip(0, np.random.default_rng(0), 32, 25), gop=5, fps=25)  # 1 s at 25 fps
+    encode_clip(root / a, render_clip(0, np.random.default_rng(0), 32, 25), gop=5, fps=25)  # 1 s at 25 fps
     frames = render_clip(1, np.random.default_rng(1), 48, 10)[:, :40]  # 40x48, 1 s at 10 fps
-    _encode(root / b, np.ascontiguousarray(frames), gop=5, fps=10)
+    encode_clip(root / b, np.ascontiguousarray(frames), gop=5, fps=10)
     (splits / "classInd.txt").write_bytes(b"1 Walk\r\n")
     (splits / "testlist01.txt").write_bytes(f"{a}\r\n{b}\r\n".encode())
     ds = UCF101(root, splits, train=False, frames_per_clip=5, step_between_clips=5, frame_rate=5,
@@ -514,11 +498,11 @@ def test_resize_of_every_frame_equals_a_per_frame_resize():
             torch.testing.assert_close(out[:, t], ref, atol=1, rtol=0)
 
 
-def test_decode_time_resize_keeps_the_frame_indices(tmp_path):
+def test_decode_time_resize_keeps_the_frame_indices(encode_clip, tmp_path):
     frames = np.zeros((12, 48, 64, 3), np.uint8)
     for i in range(12):
         frames[i, :, :, :] = 20 * i  # frame i has grey level 20 i: the index is visible after scaling
-    path = _encode(tmp_path / "grey.avi", frames, gop=5, fps=10)
+    path = encode_clip(tmp_path / "grey.avi", frames, gop=5, fps=10)
     meta = probe(path)
     idx = [7, 2, 2, 11, 5]
     full = read_frames(path, idx, meta).float().mean(dim=(1, 2, 3))

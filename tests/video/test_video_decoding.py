@@ -15,25 +15,6 @@ from zoo.video.decoding import probe, read_all_frames, read_frames
 from zoo.video.synthetic import render_clip
 
 
-def _encode(path: Path, frames: np.ndarray, *, codec: str, gop: int, b_frames: int) -> Path:
-    """``frames`` encoded with a keyframe every ``gop`` frames and ``b_frames`` B-frames between references
-    (the container follows the suffix)."""
-    with av.open(str(path), mode="w") as out:
-        s = out.add_stream(codec, rate=25)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        s.codec_context.gop_size = gop
-        s.codec_context.max_b_frames = b_frames
-        if codec == "libx264":  # no scene-cut keyframes: keyframes exactly every `gop` frames
-            s.codec_context.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0",
-                                       "bf": str(b_frames)}
-        for img in frames:
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(p)
-        for p in s.encode():
-            out.mux(p)
-    return path
-
-
 def _frames(n: int, seed: int = 3) -> np.ndarray:
     # a moving shape over a rolling noise texture: every frame differs from its neighbours
     clip = render_clip(0, np.random.default_rng(seed), size=32, num_frames=n)
@@ -77,17 +58,17 @@ _FORMATS = [("mpeg4", ".avi", 0), ("mpeg4", ".avi", 2), ("mpeg4", ".mp4", 0), ("
 
 
 @pytest.mark.parametrize(("codec", "suffix", "b_frames"), _FORMATS)
-def test_sparse_and_dense_reads_equal_the_full_decode(tmp_path, codec, suffix, b_frames):
+def test_sparse_and_dense_reads_equal_the_full_decode(encode_clip, tmp_path, codec, suffix, b_frames):
     if codec not in av.codecs_available:
         pytest.skip(f"this FFmpeg build has no {codec} encoder")
-    path = _encode(tmp_path / f"clip{suffix}", _frames(120), codec=codec, gop=10, b_frames=b_frames)
+    path = encode_clip(tmp_path / f"clip{suffix}", _frames(120), codec=codec, gop=10, b_frames=b_frames)
     assert ("B" in _pict_types(path)) == (b_frames > 0)
     _check_against_full_decode(path, _index_sets(120))
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_far_apart_frames_are_reached_by_one_seek_each(tmp_path, suffix):
-    path = _encode(tmp_path / f"clip{suffix}", _frames(200), codec="mpeg4", gop=10, b_frames=0)
+def test_far_apart_frames_are_reached_by_one_seek_each(encode_clip, tmp_path, suffix):
+    path = encode_clip(tmp_path / f"clip{suffix}", _frames(200), codec="mpeg4", gop=10, b_frames=0)
     meta, full = probe(path), read_all_frames(path)
     idx = S.segment_indices(200, 8, random=False).tolist()  # 12, 37, ..., 187: a keyframe between each two
     stats = decoding.DecodeStats()
@@ -102,8 +83,8 @@ def test_far_apart_frames_are_reached_by_one_seek_each(tmp_path, suffix):
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_b_frames_between_wanted_frames_of_one_run_are_skipped(tmp_path, suffix):
-    path = _encode(tmp_path / f"clip{suffix}", _frames(90), codec="mpeg4", gop=300, b_frames=2)
+def test_b_frames_between_wanted_frames_of_one_run_are_skipped(encode_clip, tmp_path, suffix):
+    path = encode_clip(tmp_path / f"clip{suffix}", _frames(90), codec="mpeg4", gop=300, b_frames=2)
     assert _pict_types(path).count("I") == 1
     meta, full = probe(path), read_all_frames(path)
     idx = [5, 35, 65, 85]
@@ -115,8 +96,8 @@ def test_b_frames_between_wanted_frames_of_one_run_are_skipped(tmp_path, suffix)
 
 
 @pytest.mark.parametrize("suffix", [".avi", ".mp4"])
-def test_runs_past_the_end_and_in_any_order_come_back_as_asked(tmp_path, suffix):
-    path = _encode(tmp_path / f"clip{suffix}", _frames(80), codec="mpeg4", gop=10, b_frames=2)
+def test_runs_past_the_end_and_in_any_order_come_back_as_asked(encode_clip, tmp_path, suffix):
+    path = encode_clip(tmp_path / f"clip{suffix}", _frames(80), codec="mpeg4", gop=10, b_frames=2)
     full = read_all_frames(path)
     n = full.shape[0]
     stats = decoding.DecodeStats()
@@ -126,8 +107,8 @@ def test_runs_past_the_end_and_in_any_order_come_back_as_asked(tmp_path, suffix)
     assert stats.seeks >= 2, stats  # frame 3 from the start, 40 and the end by a seek each
 
 
-def test_decoding_from_the_start_after_a_seek_opens_the_file_again(tmp_path):
-    path = _encode(tmp_path / "clip.avi", _frames(60), codec="mpeg4", gop=10, b_frames=0)
+def test_decoding_from_the_start_after_a_seek_opens_the_file_again(encode_clip, tmp_path):
+    path = encode_clip(tmp_path / "clip.avi", _frames(60), codec="mpeg4", gop=10, b_frames=0)
     meta, full = probe(path), read_all_frames(path)
     source = decoding._Source(str(path), None, "AUTO", 1)
     try:
