@@ -50,6 +50,29 @@ def test_zoo_pull_says_how_the_hash_was_checked(tiny_model, weights_home, capsys
     entry = _publish(tiny_model)
     assert main(["pull", entry.name, "-q"]) == 0
     assert "(downloaded, sha256 ok)" in capsys.readouterr().out
+
+
+def test_zoo_pull_that_waited_on_another_download_does_not_say_it_downloaded(tiny_model, weights_home, tmp_path,
+                                                                               capsys):
+    import threading
+
+    from filelock import FileLock
+
+    entry = _publish(tiny_model)
+    other = zoo.pull(entry.name, cache_dir=tmp_path / "other", progress=False)  # "another process's" bytes
+    dest = hub.cached_path(entry)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    codes = []
+    with FileLock(str(dest.with_name(dest.name + ".lock"))):  # the other process holds the download lock
+        waiter = threading.Thread(target=lambda: codes.append(main(["pull", entry.name, "-q"])))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive(), "the pull should wait for the lock"
+        shutil.copyfile(other, dest)  # ... and puts the file in place before releasing it
+    waiter.join(30)
+    out = capsys.readouterr().out
+    assert codes == [0] and "fetched by another process while this one waited" in out and "downloaded" not in out
+    assert main(["pull", entry.name, "-q"]) == 0 and "(cached, sha256 ok" in capsys.readouterr().out
     assert main(["pull", entry.name, "-q"]) == 0
     assert "(cached, sha256 ok (verified on arrival, file unchanged since))" in capsys.readouterr().out
     os.chmod(hub.cached_path(entry), 0o644)  # any change to the file's inode invalidates the marker
