@@ -68,11 +68,6 @@ def test_readme_block_runs(block, tmp_path):
         body = body.replace("../shared/data", str(SHARED_DATA))
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
-        # the block's processes get this worker's share of the cores, as conftest gives the worker itself:
-        # one OpenMP thread per core in each of N workers' subprocesses oversubscribes them
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     if block.lang == "python":
         cmd = [sys.executable, "-c", body]
     else:

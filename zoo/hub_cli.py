@@ -68,17 +68,14 @@ def _cmd_pull(args: argparse.Namespace) -> int:
 def _pull_one(hub, entry, args: argparse.Namespace) -> str:
     """Pull one entry and say truthfully how its hash was checked."""
     ok = "sha256 ok" if entry.sha256 else f"sha256 prefix {entry.sha256_prefix} ok"
-    cached = hub.cached_path(entry, args.cache_dir)
-    hashed_now = False
-    if cached.is_file() and not args.force:
-        _, hashed_now = hub.verify_entry(entry, cached)
     path, origin = hub.store.pull_entry_reporting(entry, cache_dir=args.cache_dir, force=args.force,
                                                   progress=not args.quiet, local_files_only=args.local_files_only)
-    if origin == "fetched":
-        return f"{path} (downloaded, {ok})"
-    if origin == "arrived":  # another `zoo pull` fetched it while this one waited for the download lock
-        return f"{path} (fetched by another process while this one waited, {ok} on its arrival)"
-    return f"{path} (cached, {ok} ({'re-hashed now' if hashed_now else 'verified on arrival, file unchanged since'}))"
+    return f"{path} (" + {
+        "fetched": f"downloaded, {ok}",
+        "arrived": f"fetched by another process while this one waited, {ok} on its arrival",
+        "re-hashed": f"cached, {ok} (re-hashed now)",
+        "cached": f"cached, {ok} (verified on arrival, file unchanged since)",
+    }[origin] + ")"
 
 
 def _configure_weights(p: argparse.ArgumentParser) -> None:

@@ -168,8 +168,9 @@ def pull(weights_name: str, *, cache_dir: str | os.PathLike | None = None, force
 def pull_entry_reporting(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True,
                          local_files_only=False) -> tuple[Path, str]:
     """:func:`pull` of ``entry`` that also says where the file came from: ``"cached"`` (in the cache
-    before the call), ``"fetched"`` (this call downloaded or copied it) or ``"arrived"`` (another process
-    fetched it while this one waited on the download lock)."""
+    before the call, its verified marker still matching), ``"re-hashed"`` (in the cache, hashed again now),
+    ``"fetched"`` (this call downloaded or copied it) or ``"arrived"`` (another process fetched it while
+    this one waited on the download lock)."""
     how: list[str] = []
     path = _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress,
                        local_files_only=local_files_only, report=how)
@@ -178,20 +179,20 @@ def pull_entry_reporting(entry: WeightsEntry, *, cache_dir=None, force=False, pr
 
 def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True,
                 local_files_only=False, report: list[str] | None = None) -> Path:
+    """:func:`pull`; ``report`` gets how the file came (see :func:`pull_entry_reporting`)."""
+    report = [] if report is None else report
     root = cache_root(cache_dir)
     dest = cached_path(entry, cache_dir)
     fs.refuse_symlink(dest, "cached weights")
     fs.sweep_temps(dest.parent)  # temp files of writers killed in this folder
     if dest.is_file() and not force:
-        verify_entry(entry, dest)
-        if report is not None:
-            report.append("cached")
+        _, hashed_now = verify_entry(entry, dest)
+        report.append("re-hashed" if hashed_now else "cached")
         return dest
 
     def arrival(path: Path, digest: str) -> None:
         verified.record(path, digest)
-        if report is not None:
-            report.append("fetched")
+        report.append("fetched")
 
     return fetch(
         sources(entry), dest, check=entry.hash_matches, expected=entry.expected_hash, force=force,
