@@ -301,7 +301,9 @@ def test_export_command(tmp_path, capsys):
     assert "max |diff|" in capsys.readouterr().out and read_metadata(out)["action_high"] == [2.0]
     code = main(["export", "hsi-pca-svm", "--weights", "indian-pines", "--format", "pt2",
                  "--out", str(tmp_path / "svm.pt2")])
-    assert code == 1 and "no torch graph to export" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the one error path of every command: one line, a hint, exit code 2
+    assert code == 2 and "zoo export: error: ExportError:" in err and "no torch graph to export" in err
+    assert "nothing was written" in err and not (tmp_path / "svm.pt2").exists()
     assert main(["export", "td3", "--out", str(tmp_path / "p.onnx"), "--set", "size=3"]) == 2  # one-line error
     assert "unknown option(s) 'size'" in capsys.readouterr().err
 

@@ -715,6 +715,7 @@ _HINTS = {
     "PermissionError": "check the file's permissions",
     "KeyError": "`zoo list` and `zoo weights list` show the names",
     "TypeError": "`zoo info NAME` shows the config keys and their types",
+    "ExportError": "nothing was written; `zoo export --help` lists the formats",
 }
 
 

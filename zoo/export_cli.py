@@ -30,10 +30,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 
 @command("export", "export a model to ONNX / torch.export (.pt2), checked against PyTorch", _configure)
 def _cmd_export(args: argparse.Namespace) -> int:
-    import sys
-
     import zoo
-    from zoo.exporting import ExportError
 
     model = zoo.build(args.name, weights=args.weights, **parse_kv(args.model))
     try:
@@ -43,9 +40,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             raise
         # an export option came with --set; the generic TypeError hint points at config keys (`zoo info`)
         raise UsageError(f"--set: {err}") from err
-    except ExportError as err:  # refused for this format, or the export disagrees with PyTorch: nothing written
-        print(f"zoo export: {err}", file=sys.stderr)
-        return 1
+    # an ExportError (refused for this format, or the export disagrees with PyTorch: nothing written) is
+    # reported like every other error of the command: one line, a hint, exit code 2
     print(f"exported {args.name}: {result.describe()}")
     for path in result.files:
         print(f"  {path}")

@@ -189,3 +189,20 @@ def test_bytes_flipped_inside_tensor_data_are_caught_and_the_resume_skips_that_c
     with pytest.warns(UserWarning, match="skipped .*epoch-0002.pt is corrupt"):
         resumed = fit(net(), data(), epochs=3, batch_size=32, checkpoint_dir=tmp_path, resume=True, progress=False)
     assert Path(resumed.resumed["checkpoint"]).name == "epoch-0001.pt"
+
+
+@pytest.mark.parametrize("how", ["folder", "file"])
+def test_a_resume_reads_and_hashes_the_checkpoint_it_picks_once(tmp_path, monkeypatch, how):
+    """Picking the newest loadable checkpoint reads it whole and checks its sha256; the resume then used to
+    read and hash the same file again."""
+    from zoo.engine import checkpoint as ckpt_mod
+
+    fit(net(), data(), epochs=2, batch_size=32, checkpoint_dir=tmp_path, progress=False)
+    reads: list[str] = []
+    real = ckpt_mod.read_checkpoint
+    monkeypatch.setattr(ckpt_mod, "read_checkpoint", lambda path, *a, **kw: reads.append(Path(path).name) or
+                        real(path, *a, **kw))
+    resume = True if how == "folder" else tmp_path / "epoch-0002.pt"
+    resumed = fit(net(), data(), epochs=3, batch_size=32, checkpoint_dir=tmp_path, resume=resume, progress=False)
+    assert Path(resumed.resumed["checkpoint"]).name == "epoch-0002.pt"
+    assert reads.count("epoch-0002.pt") == 1, reads

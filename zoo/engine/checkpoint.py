@@ -39,6 +39,7 @@ __all__ = [
     "epoch_checkpoint_name",
     "latest_checkpoint",
     "load_checkpoint",
+    "newest_loadable_checkpoint",
     "plain_config",
     "prune_checkpoints",
     "read_checkpoint",
@@ -303,18 +304,26 @@ def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path,
 def resumable_checkpoint(folder: str | os.PathLike, map_location: str | torch.device = "cpu"
                          ) -> tuple[Path | None, list[str]]:
     """The newest ``epoch-NNNN.pt`` in ``folder`` that loads, and why each newer one was skipped."""
+    path, _, skipped = newest_loadable_checkpoint(folder, map_location)
+    return path, skipped
+
+
+def newest_loadable_checkpoint(folder: str | os.PathLike, map_location: str | torch.device = "cpu"
+                               ) -> tuple[Path | None, dict[str, Any] | None, list[str]]:
+    """:func:`resumable_checkpoint` with the checkpoint it read (``read_checkpoint``'s dict, digest checked):
+    a resume loads and hashes the file it picks once, not once to pick it and again to load it."""
     folder = Path(folder)
     found = sorted(((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_RE.match(p.name))),
                    reverse=True) if folder.is_dir() else []
     skipped: list[str] = []
     for _, path in found:
         try:
-            read_checkpoint(path, map_location)
+            ckpt = read_checkpoint(path, map_location)
         except CheckpointError as err:
             skipped.append(str(err))
             continue
-        return path, skipped
-    return None, skipped
+        return path, ckpt, skipped
+    return None, None, skipped
 
 
 def checkpoint_epoch(path: str | os.PathLike) -> int | None:

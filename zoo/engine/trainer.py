@@ -150,12 +150,14 @@ class Trainer:
     def _resume(self) -> dict[str, Any] | None:
         """Load the checkpoint (rank 0 picks it, so every rank reads the same file) under the resume policy."""
         info, cfg = self.info, self.cfg
-        path = broadcast_object(_resume_path(cfg.resume, self.ckpt_dir, self.dev) if info.is_main else None)
+        path, state = _resume_path(cfg.resume, self.ckpt_dir, self.dev) if info.is_main else (None, None)
+        path = broadcast_object(path)
         if path is None:
             if info.is_main:
                 log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
             return None
-        state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
+        if state is None:  # a file named by resume=, or another rank: rank 0 read only the one it picked
+            state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
         changed = self._reconcile(state, Path(path))
         shape = _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
@@ -528,12 +530,14 @@ def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
         "another checkpoint_dir or remove the folder's files")
 
 
-def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path | None:
+def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device
+                 ) -> tuple[Path | None, dict[str, Any] | None]:
     """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
-    newer one that does not load is skipped with a warning saying why)."""
+    newer one that does not load is skipped with a warning saying why), with the checkpoint where picking
+    it read it (a folder's; a file as given is read by the caller)."""
     folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
     if folder is not None and folder.is_dir():
-        found, skipped = ckpt_mod.resumable_checkpoint(folder, map_location=dev)
+        found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location=dev)
         for reason in skipped:
             warnings.warn(f"resume: skipped {reason}", stacklevel=5)
         if found is None and folder != ckpt_dir:
@@ -543,8 +547,8 @@ def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device) -> Path 
             _refuse_to_start_over(best, skipped)
         if found is not None and skipped:
             log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
-        return found
+        return found, state
     path = Path(resume)
     if not path.is_file():
         raise FileNotFoundError(f"resume={resume}: no such checkpoint file")
-    return path
+    return path, None
