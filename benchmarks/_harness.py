@@ -50,6 +50,7 @@ __all__ = [
     "median",
     "per_call",
     "refresh_readme",
+    "result_file",
     "result_kind",
     "result_name",
     "timed",
@@ -135,6 +136,13 @@ def result_name(name: str) -> str:
     came from it), ``name.<kind>`` on any other, so that runs on different CPUs sit side by side."""
     kind = result_kind()
     return name if kind in (REFERENCE_KIND, "unknown") else f"{name}.{kind}"
+
+
+def result_file(name: str, ext: str = "json", folder: Path = RESULTS_DIR) -> Path:
+    """``folder/<result_name(name)>.<ext>``: where this CPU's result, plot or map ``name`` is written, and where
+    a benchmark that merges into its earlier result reads it. Another CPU kind's file is never read back
+    (its figures would be filed under this CPU) nor overwritten (the committed results point at it)."""
+    return folder / f"{result_name(name)}.{ext}"
 
 
 def machine_info() -> dict[str, Any]:

@@ -58,7 +58,7 @@ def machine() -> dict:
 
 
 def write_json(payload: dict) -> Path:
-    path = RESULTS / f"{_harness.result_name(NAME)}.json"  # one file per CPU kind
+    path = _harness.result_file(NAME, folder=RESULTS)  # one file per CPU kind
     _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
     _harness.refresh_readme()
     return path

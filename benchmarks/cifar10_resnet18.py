@@ -40,7 +40,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import native_bf16, write_result  # benchmarks/ is on sys.path when the script runs
+from _harness import native_bf16, result_file, write_result  # benchmarks/ is on sys.path when the script runs
 
 import zoo
 from zoo.vision.tensor_data import load_or_decode, tensor_loader
@@ -132,7 +132,7 @@ def train(args) -> dict:
     test = tensor_loader(xte, yte, batch_size=500, train=False, mean=CIFAR_MEAN, std=CIFAR_STD)
     t1 = time.perf_counter()
     ev = evaluate_classifier(model.float(), test, class_names=classes,
-                             confusion_png=RESULTS / "cifar10_resnet18_confusion.png" if not args.smoke else None)
+                             confusion_png=result_file("cifar10_resnet18_confusion", "png", RESULTS) if not args.smoke else None)
     eval_s = time.perf_counter() - t1
     metrics = {"test_accuracy": ev["accuracy"], "per_class_recall": ev["per_class_recall"],
                "train_seconds": train_s, "eval_seconds": eval_s, "epochs": args.epochs,

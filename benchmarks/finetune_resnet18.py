@@ -37,7 +37,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import write_result  # benchmarks/ is on sys.path when the script runs
+from _harness import result_file, write_result  # benchmarks/ is on sys.path when the script runs
 
 import zoo
 from zoo.engine.logs import atomic_savefig
@@ -315,7 +315,7 @@ def main(argv=None) -> int:
     out = write_result(name, command=command, metrics=metrics, peers=peers, ratios=ratios, results_dir=folder,
                        readme=None if args.smoke else ROOT / "benchmarks" / "README.md")
     if args.peer:
-        plot(metrics, peers, folder / f"{name}.png")
+        plot(metrics, peers, result_file(name, "png", folder))
     print("\n| run | val accuracy | images/s | tutorial acc | tutorial images/s | speed-up |\n|---|---|---|---|---|---|")
     for k, s in acc_s.items():
         pa = peers["tutorial_loop"]["accuracy"].get(k)

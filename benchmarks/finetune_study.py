@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, write_result
+from _harness import command_line, result_file, write_result
 from finetune_resnet18 import Data, build
 
 import zoo
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         raise SystemExit(f"hymenoptera_data not found at {args.data}")
     torch.set_num_threads(os.cpu_count() or 1)
-    path = RESULTS_DIR / f"{NAME}.json"
+    path = result_file(NAME)
     old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     variants: dict[str, Any] = old.get("variants", {})
     scratch: dict[str, Any] = old.get("scratch", {})

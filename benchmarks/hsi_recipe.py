@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, write_result
+from _harness import command_line, result_file, write_result
 
 import zoo
 from zoo.hyperspectral import load_dataset, resolve_split
@@ -166,7 +166,7 @@ def details(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def load_old() -> dict[str, Any]:
-    path = RESULTS_DIR / f"{NAME}.json"
+    path = result_file(NAME)
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
         if old.get("benchmark") == NAME:

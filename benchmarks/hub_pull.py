@@ -99,7 +99,7 @@ def main() -> int:
             "seconds_all": [round(t, 4) for t in times["torch.hub"]]}},
         "ratios": {"zoo_over_torch_hub_time": round(med["zoo.pull"] / med["torch.hub"], 3)},
     }
-    out = Path(__file__).resolve().parent / "results" / f"{_harness.result_name('hub_pull')}.json"
+    out = _harness.result_file("hub_pull")
     fs.write_text(out, json.dumps(result, indent=2) + "\n")
     print(f"| pull of a {mb:.1f} MB safetensors over local HTTP | zoo.pull | torch.hub | ratio |")
     print("|---|---|---|---|")

@@ -64,7 +64,7 @@ def machine() -> dict:
 
 
 def write_json(name: str, payload: dict) -> Path:
-    path = RESULTS / f"{_harness.result_name(name)}.json"  # one file per CPU kind
+    path = _harness.result_file(name, folder=RESULTS)  # one file per CPU kind
     _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
     _harness.refresh_readme()
     return path
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
     results["runs"] = [{"command": cmd, "date": results["date"], "wall_minutes": results["wall_minutes"],
                         "keys": sorted(results["metrics"])}]
     if not args.smoke:
-        results = merge_runs(results, RESULTS / f"{_harness.result_name(NAME)}.json")
+        results = merge_runs(results, _harness.result_file(NAME, folder=RESULTS))
     print("\n| direction | model | train min | epochs | BLEU greedy | BLEU beam 5 | goal |")
     print("|---|---|---|---|---|---|---|")
     for key, run in results["metrics"].items():

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, machine_info, median, result_name, write_result
+from _harness import RESULTS_DIR, command_line, machine_info, median, result_file, write_result
 
 import zoo
 from zoo.engine.logs import plot_curves
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 
     summaries = {v: summary(rs) for v, rs in runs.items()}
     seed_curves = {v: [r["curve"] for r in rs] for v, rs in runs.items()}
-    earlier = merge_earlier(RESULTS_DIR / f"{name}.json", args, set(runs)) if args.merge else {}
+    earlier = merge_earlier(result_file(name), args, set(runs)) if args.merge else {}
     for v, e in earlier.items():
         summaries[v], seed_curves[v] = e["summary"], e["curves"]
     ours_key = next((v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32") if v in summaries), None)
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
                 for s, m, sd in zip(steps, means, stds)]
         curves[f"{v} ({len(cs)} seeds)"] = (hist, [])
-    png = RESULTS_DIR / f"{result_name(name)}.png"  # one plot per CPU kind, like the JSON
+    png = result_file(name, "png")
     plot_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
     extra: dict[str, Any] = {

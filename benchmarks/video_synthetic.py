@@ -27,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import write_result  # benchmarks/ is sys.path[0] when this runs as a script
+from _harness import result_file, write_result  # benchmarks/ is sys.path[0] when this runs as a script
 
 import zoo
 from zoo.engine.logs import atomic_savefig
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         "recipes": {name: run["recipe"] | {"config": run["config"]} for name, run in runs.items()},
         "history": {name: run["history"] for name, run in runs.items()},
     })
-    plot(runs, RESULTS / f"{NAME}.png")
+    plot(runs, result_file(NAME, "png", RESULTS))
     for name, run in runs.items():
         m = run["metrics"]
         print(f"| {name} | {m['val_clip_accuracy']:.3f} | {m['val_video_accuracy']:.3f} | {m['epochs']} | "

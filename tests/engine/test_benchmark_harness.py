@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 from pathlib import Path
@@ -89,3 +90,30 @@ def test_readme_groups_results_by_result_kind(harness):
                                     result("b", cpu_kind="avx512_bf16", result_kind="avx512_bf16-zen4")])
     assert "## CPU kind: avx512_bf16\n" in text and "## CPU kind: avx512_bf16-zen4\n" in text
     assert text.index("### a") < text.index("## CPU kind: avx512_bf16-zen4") < text.index("### b")
+
+
+@pytest.mark.parametrize(("kind", "expected"), [("amx", "x.png"), ("avx2", "x.avx2.png"),
+                                                ("avx512_bf16-zen4", "x.avx512_bf16-zen4.png")])
+def test_result_file_files_plots_by_cpu_kind_like_results(harness, monkeypatch, tmp_path, kind, expected):
+    # a Zen 3 run of finetune_resnet18 wrote its JSON apart but its plot over the reference one
+    monkeypatch.setattr(harness, "result_kind", lambda *a: kind)
+    assert harness.result_file("x", "png", tmp_path) == tmp_path / expected
+    assert harness.result_file("x") == harness.RESULTS_DIR / expected.replace(".png", ".json")
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module's code (f-string parts included), docstrings left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_benchmarks_name_their_result_files_through_result_file():
+    # a file name spelled out by hand is the same on every CPU: another kind's run overwrites the committed
+    # plot, or merges the reference kind's figures into its own result
+    found = [f"{p.name}:{line}: {s!r}" for p in sorted(HARNESS.parent.glob("*.py")) if p != HARNESS
+             for line, s in _code_strings(p) if s.rstrip().endswith((".png", ".json"))]
+    assert not found, "name results with _harness.result_file(name, ext): " + "; ".join(found)
