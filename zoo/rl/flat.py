@@ -86,7 +86,26 @@ class FlatAdam:
     """Adam over a :class:`FlatParams` in one fused kernel, keeping ``opt`` (a ``torch.optim.Adam`` over the
     same parameters) the owner of hyperparameters and of a per-parameter ``state_dict``: its moments are
     views of two flat buffers and every parameter shares one step counter (they always step together).
-    Elementwise, so equal to ``opt.step()`` with the fused kernel bit for bit."""
+    Elementwise, so the parameters equal ``opt.step()``'s with the fused kernel bit for bit.
+
+    The moments of a weight whose gradient stays exactly zero (a dead ReLU unit: a fifth of TD3's critic
+    weights on Pendulum) decay geometrically into the denormal range (``exp_avg`` after ~800 steps), and
+    Intel CPUs take a microcode assist on each denormal operand: on a Xeon (2 threads) the Adam step of a
+    trained TD3 critic took 1.75 ms with its 50k denormal moments against 0.09 ms with them zeroed.
+    So every :data:`FLUSH_EVERY` steps moments below :data:`FLUSH_BELOW` are set to zero, before they can
+    reach the denormal range. That changes no parameter: a moment that small moves its weight by at most
+    ``lr * 1e-30 / eps`` (~1e-25), which rounds away against any weight above ~1e-18; the moments
+    differ from ``opt.step()``'s only where torch's are below those thresholds.
+    (``torch.set_flush_denormal(True)`` changes the user's whole process, and only on the calling thread:
+    intra-op workers started before it keep computing denormals.)"""
+
+    FLUSH_EVERY = 32
+    """Steps between flushes: fewer than the ~170 steps ``exp_avg`` (x0.9 a step) takes from 1e-30 to
+    the denormal range (< 1.18e-38), and the ~4,400 ``exp_avg_sq`` (x0.999) takes from 1e-36."""
+    FLUSH_BELOW = (1e-30, 1e-36)
+    """(``exp_avg``, ``exp_avg_sq``) magnitudes zeroed: from step 32 on, ``sqrt(1e-36 / (1 - 0.999**t))``
+    <= 5.6e-18 is below half a unit in the last place of any ``eps`` >= 1e-9 it is added to (torch's
+    default: 1e-8), so the denominator is unchanged too."""
 
     def __init__(self, opt: torch.optim.Optimizer, flat: FlatParams) -> None:
         if len(opt.param_groups) != 1:
@@ -136,3 +155,6 @@ class FlatAdam:
             lr=float(group["lr"]), beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
             maximize=False, grad_scale=None, found_inf=None,
         )
+        if int(self.step_t) % self.FLUSH_EVERY == 0:
+            for moment, below in zip((self.exp_avg, self.exp_avg_sq), self.FLUSH_BELOW):
+                moment.masked_fill_(moment.abs() < below, 0.0)
