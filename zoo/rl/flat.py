@@ -92,10 +92,13 @@ class FlatAdam:
     weights on Pendulum) decay geometrically into the denormal range (``exp_avg`` after ~800 steps), and
     Intel CPUs take a microcode assist on each denormal operand: on a Xeon (2 threads) the Adam step of a
     trained TD3 critic took 1.75 ms with its 50k denormal moments against 0.09 ms with them zeroed.
-    So every :data:`FLUSH_EVERY` steps moments below :data:`FLUSH_BELOW` are set to zero, before they can
+    So every :data:`FLUSH_EVERY` steps moments of at most :data:`FLUSH_BELOW` are set to zero, before they can
     reach the denormal range. That changes no parameter: a moment that small moves its weight by at most
     ``lr * 1e-30 / eps`` (~1e-25), which rounds away against any weight above ~1e-18; the moments
-    differ from ``opt.step()``'s only where torch's are below those thresholds.
+    differ from ``opt.step()``'s only where torch's are below those thresholds. Where denormals cost nothing
+    extra, the flush is all cost: one pass per moment every 32 steps, 6-7 us a step averaged over the critics'
+    245k moments (the avx512 Xeon, 1 and 2 threads), under 0.1 % of a TD3 update; measured as a gain on that
+    Xeon only.
     (``torch.set_flush_denormal(True)`` changes the user's whole process, and only on the calling thread:
     intra-op workers started before it keep computing denormals.)"""
 
@@ -157,4 +160,5 @@ class FlatAdam:
         )
         if int(self.step_t) % self.FLUSH_EVERY == 0:
             for moment, below in zip((self.exp_avg, self.exp_avg_sq), self.FLUSH_BELOW):
-                moment.masked_fill_(moment.abs() < below, 0.0)
+                # one pass (0.08 ms for the critics' 245k on the avx512 Xeon; a masked_fill_ of abs() < below: 0.5 ms)
+                torch.hardshrink(moment, below, out=moment)
