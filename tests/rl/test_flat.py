@@ -6,6 +6,7 @@ import copy
 import torch
 from torch import nn
 
+from zoo.engine.denormals import MOMENT_FLOORS
 from zoo.rl.flat import FlatAdam, FlatParams
 
 TINY = torch.finfo(torch.float32).tiny  # the smallest normal fp32; below it (and above 0): denormal
@@ -50,9 +51,9 @@ def test_moments_of_weights_whose_gradient_stays_zero_never_turn_denormal_and_pa
     assert ours_denormals == 0
     # every parameter bit for bit, every moment torch keeps above the flush thresholds too
     assert torch.equal(flat.master, torch.cat([p.detach().flatten() for p in ref.parameters()]))
-    big_m, big_v = ref_m.abs() >= FlatAdam.FLUSH_BELOW[0], ref_v.abs() >= FlatAdam.FLUSH_BELOW[1]
+    big_m, big_v = ref_m.abs() > MOMENT_FLOORS["exp_avg"], ref_v.abs() > MOMENT_FLOORS["exp_avg_sq"]
     assert torch.equal(adam.exp_avg[big_m], ref_m[big_m]) and torch.equal(adam.exp_avg_sq[big_v], ref_v[big_v])
-    assert torch.all(adam.exp_avg[~big_m].abs() < FlatAdam.FLUSH_BELOW[0])
+    assert torch.all(adam.exp_avg[~big_m].abs() <= MOMENT_FLOORS["exp_avg"])
 
 
 def test_the_flush_depends_only_on_the_step_count_so_a_resumed_optimizer_flushes_on_the_same_steps():

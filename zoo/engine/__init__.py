@@ -6,7 +6,8 @@
     result.history[-1], result.best_metric, result.checkpoint_path
 
 Modules: ``fit`` (the entry point), ``options`` (its options, defined once), ``trainer`` (the loop, step by
-step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, decay groups),
+step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, decay groups), ``denormals``
+(optimizer moments zeroed before they turn denormal, which Intel CPUs compute many times slower),
 ``evaluation``, ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change),
 ``checkpoint`` (atomic save, exact resume), ``result`` (``TrainResult``), ``distributed`` (torchrun/DDP),
 ``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``
@@ -19,6 +20,7 @@ from zoo.engine import metrics
 from zoo.engine.callbacks import Callback, GradualUnfreeze, LambdaCallback, RestoreBest, TrainState
 from zoo.engine.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zoo.engine.data import prepare_loader
+from zoo.engine.denormals import flush_tiny_moments
 from zoo.engine.evaluation import evaluate
 from zoo.engine.fit import fit
 from zoo.engine.metrics import (
@@ -56,6 +58,7 @@ __all__ = [
     "confusion_matrix",
     "evaluate",
     "fit",
+    "flush_tiny_moments",
     "get_rng_state",
     "latest_checkpoint",
     "load_checkpoint",

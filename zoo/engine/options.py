@@ -36,6 +36,10 @@ class FitConfig:
     param_groups: Sequence[dict[str, Any]] | None = None
     """Torch optimizer groups (each keeps its own ``lr``); default: the model's parameters."""
     optimizer_options: dict[str, Any] | None = None
+    flush_tiny_moments: bool = True
+    """Every 32 optimizer steps, zero moments below 1e-30 (first, momentum) and 1e-36 (second) before they turn
+    denormal, which Intel CPUs compute many times slower; no parameter changes (:mod:`zoo.engine.denormals`).
+    False leaves torch's optimizer state as torch computes it."""
     schedule: Any = None
     """``step`` (per epoch), ``cosine``, ``onecycle``, ``inverse_sqrt``, ``linear`` (per batch), or a callable."""
     schedule_options: dict[str, Any] | None = None

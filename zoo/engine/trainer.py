@@ -27,6 +27,7 @@ from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
 from zoo.engine.data import move_batch, prepare_loader, set_loader_epoch
+from zoo.engine.denormals import FLUSH_EVERY, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
     all_gather_objects,
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 
 # settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
 RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
-                  "log_dir", "num_workers", "device", "eval_fn", "metrics")
+                  "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments")
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
@@ -390,6 +391,8 @@ class Trainer:
             self.ema.update_parameters(self.model)
         self.step += 1
         self.state.step = self.step
+        if self.cfg.flush_tiny_moments and self.step % FLUSH_EVERY == 0:
+            flush_tiny_moments(self.opt)
         if self.schedule is not None and self.schedule.interval == "batch":
             self.scheduler.step()
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from zoo.engine.denormals import FLUSH_EVERY, MIN_EPS, zero_tiny_
+
 __all__ = ["FlatAdam", "FlatParams"]
 
 
@@ -88,27 +90,12 @@ class FlatAdam:
     views of two flat buffers and every parameter shares one step counter (they always step together).
     Elementwise, so the parameters equal ``opt.step()``'s with the fused kernel bit for bit.
 
-    The moments of a weight whose gradient stays exactly zero (a dead ReLU unit: a fifth of TD3's critic
-    weights on Pendulum) decay geometrically into the denormal range (``exp_avg`` after ~800 steps), and
-    Intel CPUs take a microcode assist on each denormal operand: on a Xeon (2 threads) the Adam step of a
-    trained TD3 critic took 1.75 ms with its 50k denormal moments against 0.09 ms with them zeroed.
-    So every :data:`FLUSH_EVERY` steps moments of at most :data:`FLUSH_BELOW` are set to zero, before they can
-    reach the denormal range. That changes no parameter: a moment that small moves its weight by at most
-    ``lr * 1e-30 / eps`` (~1e-25), which rounds away against any weight above ~1e-18; the moments
-    differ from ``opt.step()``'s only where torch's are below those thresholds. Where denormals cost nothing
-    extra, the flush is all cost: one pass per moment every 32 steps, 6-7 us a step averaged over the critics'
-    245k moments (the avx512 Xeon, 1 and 2 threads), under 0.1 % of a TD3 update; measured as a gain on that
-    Xeon only.
-    (``torch.set_flush_denormal(True)`` changes the user's whole process, and only on the calling thread:
-    intra-op workers started before it keep computing denormals.)"""
-
-    FLUSH_EVERY = 32
-    """Steps between flushes: fewer than the ~170 steps ``exp_avg`` (x0.9 a step) takes from 1e-30 to
-    the denormal range (< 1.18e-38), and the ~4,400 ``exp_avg_sq`` (x0.999) takes from 1e-36."""
-    FLUSH_BELOW = (1e-30, 1e-36)
-    """(``exp_avg``, ``exp_avg_sq``) magnitudes zeroed: from step 32 on, ``sqrt(1e-36 / (1 - 0.999**t))``
-    <= 5.6e-18 is below half a unit in the last place of any ``eps`` >= 1e-9 it is added to (torch's
-    default: 1e-8), so the denominator is unchanged too."""
+    Every :data:`zoo.engine.denormals.FLUSH_EVERY` steps the moments below their floors are zeroed before
+    they turn denormal (:mod:`zoo.engine.denormals`; the parameters stay equal to ``opt.step()``'s): dead
+    ReLU units are a fifth of TD3's critic weights on Pendulum, and on an Intel Xeon (2 threads) the Adam
+    step of a trained critic took 1.75 ms with its 50k denormal moments against 0.09 ms with them zeroed.
+    Where denormals cost nothing extra the flush is all cost: 6-7 us a step averaged over the critics' 245k
+    moments (the avx512 Xeon, 1 and 2 threads), under 0.1 % of a TD3 update."""
 
     def __init__(self, opt: torch.optim.Optimizer, flat: FlatParams) -> None:
         if len(opt.param_groups) != 1:
@@ -158,7 +145,7 @@ class FlatAdam:
             lr=float(group["lr"]), beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
             maximize=False, grad_scale=None, found_inf=None,
         )
-        if int(self.step_t) % self.FLUSH_EVERY == 0:
-            for moment, below in zip((self.exp_avg, self.exp_avg_sq), self.FLUSH_BELOW):
-                # one pass (0.08 ms for the critics' 245k on the avx512 Xeon; a masked_fill_ of abs() < below: 0.5 ms)
-                torch.hardshrink(moment, below, out=moment)
+        if int(self.step_t) % FLUSH_EVERY == 0:
+            zero_tiny_(self.exp_avg, "exp_avg")
+            if group["eps"] >= MIN_EPS:
+                zero_tiny_(self.exp_avg_sq, "exp_avg_sq")

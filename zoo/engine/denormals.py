@@ -1,0 +1,74 @@
+"""Optimizer state kept out of the denormal range, without changing a single parameter.
+
+The moments of a weight whose gradient stays exactly zero (a dead ReLU unit, a feature map that is zero
+everywhere, a dense input the network never uses) decay geometrically: Adam's ``exp_avg`` by 0.9 a step
+reaches the denormal range (below 1.18e-38) about 800 steps after its last gradient. Intel CPUs take a
+microcode assist on each denormal operand, and every optimizer step reads and writes those moments several
+times. Measured on a Xeon (GenuineIntel family 6 model 207, 2 threads): training HybridSN on Indian Pines,
+28 % of AdamW's moments were denormal from the fifth epoch on (2.9 million of 10.2 million) and
+``optimizer.step()`` took 32-50 ms against 14-17 ms in the first epochs; with the flush it stayed at 14-18 ms
+and the 8-epoch run went 1.10x faster (``benchmarks/optimizer_denormals.py``). TD3's fused Adam step over
+a trained critic took 1.75 ms against 0.09 ms with its denormal moments zeroed.
+
+So every :data:`FLUSH_EVERY` steps, moments smaller than :data:`MOMENT_FLOORS` are set to zero, before
+they can reach the denormal range. No parameter changes: a first moment (or momentum) below 1e-30 moves
+its weight by at most ``lr * 1e-30 / eps`` (Adam, ~1e-22 at the defaults) or ``lr * 1e-30`` (SGD), which
+rounds away against any weight above ~1e-14; a second moment below 1e-36 adds at most
+``sqrt(1e-36 / (1 - 0.999**32)) = 5.6e-18`` to a denominator of at least ``eps``, under half a unit in the
+last place of any ``eps >= 1e-9`` (torch's default is 1e-8; a group with a smaller ``eps`` keeps its
+second moments). The optimizer state differs from torch's only where torch's is below those floors.
+``torch.set_flush_denormal(True)`` would do it for the whole process and only on the calling thread
+(intra-op workers started before it keep computing denormals).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["FLUSH_EVERY", "MIN_EPS", "MOMENT_FLOORS", "flush_tiny_moments", "zero_tiny_"]
+
+FLUSH_EVERY = 32
+"""Optimizer steps between flushes: fewer than the ~170 steps a first moment (x0.9 a step) takes from 1e-30
+to the denormal range, and the ~4,400 a second moment (x0.999) takes from 1e-36. (A ``beta1`` below ~0.57
+decays faster than that: its moments can be denormal for a few steps before the next flush.)"""
+
+MOMENT_FLOORS: dict[str, float] = {
+    "exp_avg": 1e-30,  # Adam, AdamW, NAdam, RAdam: first moment
+    "momentum_buffer": 1e-30,  # SGD, RMSprop with momentum
+    "exp_avg_sq": 1e-36,  # Adam, AdamW, NAdam, RAdam: second moment
+    "square_avg": 1e-36,  # RMSprop
+}
+"""State key -> magnitudes at or below it are zeroed. Other keys (``max_exp_avg_sq`` never decays, RMSprop's
+centred ``grad_avg`` sits in a numerator it shares with the gradient) are left alone."""
+
+_SECOND_MOMENTS = ("exp_avg_sq", "square_avg")
+MIN_EPS = 1e-9
+"""Below this ``eps`` a zeroed second moment could change the denominator it is added to: such groups keep theirs."""
+
+
+def zero_tiny_(moment: torch.Tensor, key: str) -> torch.Tensor:
+    """Zero, in place, the entries of ``moment`` (an optimizer state tensor named ``key``) at or below its
+    floor; one pass (``hardshrink``: 0.08 ms over 245k moments on the Xeon above, against 0.5 ms for a
+    ``masked_fill_`` of an ``abs() <`` comparison)."""
+    return torch.hardshrink(moment, MOMENT_FLOORS[key], out=moment)
+
+
+def flush_tiny_moments(optimizer: torch.optim.Optimizer) -> int:
+    """Zero the tiny moments of every floating-point CPU state tensor of ``optimizer``; returns how many
+    tensors it passed over. On a GPU denormals cost nothing extra, so its tensors are skipped."""
+    touched = 0
+    for group in optimizer.param_groups:
+        small_eps = float(group.get("eps", MIN_EPS)) < MIN_EPS
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if not state:
+                continue
+            for key in MOMENT_FLOORS:
+                t = state.get(key)
+                if (t is None or not isinstance(t, torch.Tensor) or t.device.type != "cpu"
+                        or not t.is_floating_point() or (small_eps and key in _SECOND_MOMENTS)):
+                    continue
+                with torch.no_grad():
+                    zero_tiny_(t, key)
+                touched += 1
+    return touched
