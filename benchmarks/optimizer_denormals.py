@@ -6,11 +6,11 @@ with ``flush_tiny_moments=False``: torch's AdamW as it is. Recorded per epoch fo
 ``optimizer.step()`` (the flush runs outside it, so it is in the training time only) and the share of the
 optimizer's moments that are denormal; per run the whole training time and a digest of the trained
 parameters, which must be equal (the flush changes no parameter). On an Intel CPU each denormal operand
-costs a microcode assist; elsewhere the two should be level, and the flush's cost shows in the training time.
-The two runs alternate in order over ``--rounds``. Writes results/optimizer_denormals.json and a PNG of the
-step time and the denormal share per epoch.
+costs a microcode assist; other CPUs are measured by running this there. The two runs alternate in order
+over ``--rounds``. Writes results/optimizer_denormals[.<cpu kind>].json and a PNG of the step time and the
+denormal share per epoch.
 
-    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/optimizer_denormals.py              # ~25 minutes
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/optimizer_denormals.py              # ~15-20 minutes a round
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/optimizer_denormals.py --epochs 15 --rounds 2
 """
 
