@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force-bf16", action="store_true", help="run zoo-bf16 on a CPU without native bf16 too")
     p.add_argument("--no-sb3", action="store_true")
     args = p.parse_args(argv)
-    torch.set_flush_denormal(True)  # as zoo's training loop does (SB3 gets the same)
+    # both alike: over a run's thousand-odd updates SB3's Adam would collect denormal moments that zoo's
+    # FlatAdam zeroes (zoo.engine.denormals); this times the update's arithmetic, not that, so SB3 is spared
+    torch.set_flush_denormal(True)
     feats = cpu_features()
     variants = ["zoo-auto", "zoo-fp32"]
     if feats.native_bf16 or args.force_bf16:

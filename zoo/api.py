@@ -110,7 +110,9 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
     total_steps, eval_every, ... for agents; split, search, ... for pipelines). By name, the model's initial
     weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same seed, data and
-    precision repeat the run.
+    precision repeat the run. A model passed in keeps the weights it was built with: ``seed`` then fixes the
+    data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
+    or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
     # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
     # the agent for that environment

@@ -1,9 +1,7 @@
-"""Process-wide torch CPU settings for one block of work: ``with torch_threads(2): ...``,
-``with flush_denormal(): ...``.
+"""Torch's CPU thread count for one block of work: ``with torch_threads(2): ...``.
 
-``torch.set_num_threads`` and ``torch.set_flush_denormal`` are process-wide; a library call that changes
-them must put them back, or the caller's later work runs on the wrong number of cores (or with other
-numerics). The RL loop and the benchmarks use these.
+``torch.set_num_threads`` is process-wide; a library call that changes it must put it back, or the
+caller's later work runs on the wrong number of cores. The RL loop and the benchmarks use this.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["available_cores", "check_threads", "flush_denormal", "flush_denormal_enabled", "torch_threads"]
+__all__ = ["available_cores", "check_threads", "torch_threads"]
 
 
 def available_cores() -> int:
@@ -47,22 +45,3 @@ def torch_threads(threads: int | str | None) -> Iterator[int]:
     finally:
         if torch.get_num_threads() != prev:
             torch.set_num_threads(prev)
-
-
-def flush_denormal_enabled() -> bool:
-    """Whether this thread flushes denormal floats to zero (torch has a setter but no getter: a product
-    whose exact value is denormal, 1e-41, comes out 0 only when flushing is on)."""
-    return (torch.tensor([1e-38]) * torch.tensor([1e-3])).item() == 0.0
-
-
-@contextlib.contextmanager
-def flush_denormal(enabled: bool = True) -> Iterator[bool]:
-    """Run the block with ``torch.set_flush_denormal(enabled)``, restoring the previous setting afterwards.
-    Yields whether the setting took (False where the CPU has no flush-to-zero mode)."""
-    prev = flush_denormal_enabled()
-    took = torch.set_flush_denormal(enabled)
-    try:
-        yield took
-    finally:
-        if took and flush_denormal_enabled() != prev:
-            torch.set_flush_denormal(prev)

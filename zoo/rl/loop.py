@@ -37,7 +37,7 @@ import torch
 
 from zoo import fs
 from zoo.engine.logs import RunLogger, write_csv
-from zoo.engine.threads import check_threads, flush_denormal, torch_threads
+from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl.envspec import env_identity
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
@@ -340,10 +340,10 @@ def train(
                         ckpt_every=checkpoint_every if checkpoint_every is not None else (eval_every or None),
                         log_dir=logs)
         try:
-            # Adam's second moments and small gradients underflow into denormals as training goes on; on x86
-            # they made the fused Adam step ~4x slower (0.83 vs 0.22 ms measured here): flushed to zero for
-            # the run, the caller's setting (and thread count) restored afterwards
-            with torch_threads(threads), flush_denormal():
+            # no torch.set_flush_denormal here: FlatAdam zeroes the moments before they turn denormal
+            # (zoo.engine.denormals), and with that, flushing every denormal on this thread as well changed
+            # neither the speed nor a single parameter (benchmarks/README, "Denormal Adam moments")
+            with torch_threads(threads):
                 _start(agent, run, resume, seed, progress)
                 _loop(agent, run)
                 _finish(agent, run)
