@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["OPTIMIZERS", "build_optimizer", "decay_groups"]
+__all__ = ["FUSED_ON_CPU", "OPTIMIZERS", "build_optimizer", "decay_groups", "fused_default"]
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
@@ -21,6 +21,16 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
     "rmsprop": torch.optim.RMSprop,
 }
+
+FUSED_ON_CPU = frozenset({"adamw", "adam", "sgd"})
+"""Optimizers that ``fit`` builds by name with ``fused=True`` when the model is on the CPU. There torch's
+default is its per-tensor loop (``foreach`` is the default on CUDA only): for AdamW about ten passes over
+every parameter tensor a step, where the fused kernel makes one. Measured on the avx512 Xeon (2 threads,
+one step over random gradients; benchmarks/optimizer_step.py): AdamW 37.6 vs 8.4 ms for ResNet18's 11.7M
+parameters (4.5x), 83.9 vs 20.6 ms for R(2+1)D's 31.4M (4.1x), 11.1 vs 3.2 ms for HybridSN (3.4x), 16.0 vs
+5.7 ms for the Transformer (2.8x); SGD with momentum 1.9-2.3x; ``foreach`` gains at most 1.11x over the loop there.
+Whole training steps gain what the optimizer took of them: ResNet18 at batch 16 1.07x, HybridSN at batch 32
+1.04x. RMSprop has no fused kernel; on CUDA torch's own choice stands (not measured here)."""
 
 
 def decay_groups(groups: list[dict[str, Any]], weight_decay: float) -> list[dict[str, Any]]:
@@ -68,4 +78,24 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
     if not isinstance(optimizer, str) or optimizer.lower() not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}, a torch Optimizer "
                          "or a callable(param_groups, lr=..., weight_decay=...)")
-    return OPTIMIZERS[optimizer.lower()](groups, **kwargs)
+    name = optimizer.lower()
+    if fused_default(name, model, kwargs):
+        try:
+            return OPTIMIZERS[name](groups, **kwargs, fused=True)
+        except RuntimeError:  # a torch without this fused CPU kernel refuses it here, before any step
+            pass
+    return OPTIMIZERS[name](groups, **kwargs)
+
+
+def fused_default(name: str, model: nn.Module, options: dict[str, Any]) -> bool:
+    """Whether ``fit`` builds the optimizer ``name`` fused (:data:`FUSED_ON_CPU`): a fused kind, no
+    implementation (``fused``, ``foreach``) or ``differentiable`` chosen in ``options``, every parameter a
+    floating-point CPU tensor, and no sparse embedding (the fused kernels take dense gradients only).
+    The fused CPU kernels read a gradient in its parameter's memory layout; autograd gives every ``.grad``
+    its parameter's strides (channels_last included), so gradients from ``backward`` always qualify."""
+    if name not in FUSED_ON_CPU or any(k in options for k in ("fused", "foreach", "differentiable")):
+        return False
+    params = list(model.parameters())
+    if not params or any(p.device.type != "cpu" or not p.is_floating_point() for p in params):
+        return False
+    return not any(getattr(m, "sparse", False) for m in model.modules())
