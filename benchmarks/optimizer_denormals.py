@@ -2,7 +2,8 @@
 
 HybridSN on Indian Pines, the family's own ``zoo.train`` recipe (AdamW), trained twice from the same seed:
 ours (the engine's default, moments below 1e-30 / 1e-36 zeroed every 32 steps) and the peer, the same run
-with ``flush_tiny_moments=False``: torch's AdamW as it is. Recorded per epoch for both: the median time of
+with ``flush_tiny_moments=False``: the same AdamW (fused on the CPU since 2026-12-03 12:30, torch's per-tensor
+loop before) as torch computes it. Recorded per epoch for both: the median time of
 ``optimizer.step()`` (the flush runs outside it, so it is in the training time only) and the share of the
 optimizer's moments that are denormal; per run the whole training time and a digest of the trained
 parameters, which must be equal (the flush changes no parameter). On an Intel CPU each denormal operand

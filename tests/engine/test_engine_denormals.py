@@ -126,3 +126,53 @@ def test_a_resumed_run_flushes_on_the_same_steps_as_one_that_ran_through(tmp_pat
     assert torch.all(a["exp_avg"][:, 3] == 0)
     assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
     assert torch.equal(straight.weight, resumed.weight)
+
+
+# --- the gradients of the model's outputs -----------------------------------------------------------------
+
+
+class GradRecordingSGD(torch.optim.SGD):
+    """SGD that keeps a copy of every gradient it steps with."""
+
+    def __init__(self, params, **kw):
+        super().__init__(params, **kw)
+        self.seen: list[torch.Tensor] = []
+
+    def step(self, closure=None):
+        self.seen.append(self.param_groups[0]["params"][1].grad.clone())  # the output layer's bias
+        return super().step(closure)
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_fit_zeroes_output_gradients_below_the_floor_unless_told_not_to(flush):
+    # one sample, logits (0, -57.5, -34.5): the gradient of the cross entropy at the bias is softmax - onehot,
+    # (0, 1.1e-25, 1.0e-15) in fp32; the floor (1e-20) zeroes the second entry and keeps the third
+    model = nn.Linear(1, 3)
+    with torch.no_grad():
+        model.weight.zero_()
+        model.bias.copy_(torch.tensor([0.0, -57.5, -34.5]))
+    opt = GradRecordingSGD(model.parameters(), lr=0.0)
+    data = torch.utils.data.TensorDataset(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long))
+    fit(model, data, epochs=1, batch_size=1, optimizer=opt, progress=False, amp=None, flush_tiny_grads=flush)
+    grad = opt.seen[0]
+    assert grad[2] == pytest.approx(torch.exp(torch.tensor(-34.5)).item(), rel=1e-3)
+    assert (grad[1] == 0) if flush else (grad[1] == pytest.approx(torch.exp(torch.tensor(-57.5)).item(), rel=1e-3))
+
+
+def test_the_output_gradient_floor_changes_no_parameter_of_a_confident_fit_run():
+    # separable data trained to certainty: from the second epoch on the wrong classes' probabilities are far
+    # below the floor, and zeroing their gradients leaves every parameter as it was
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 8, generator=g)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+    weights, tiny = [], []
+    for flush in (True, False):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+        seen = []
+        model[2].register_forward_hook(lambda m, i, out, seen=seen: seen.append(out.detach().softmax(1).min().item()))
+        fit(model, (x, y), epochs=12, batch_size=16, lr=0.1, progress=False, amp=None, seed=0, flush_tiny_grads=flush)
+        weights.append(copy.deepcopy(model.state_dict()))
+        tiny.append(min(seen))
+    assert tiny[0] < 1e-20  # the floor had work to do
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

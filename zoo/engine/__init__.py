@@ -7,7 +7,8 @@
 
 Modules: ``fit`` (the entry point), ``options`` (its options, defined once), ``trainer`` (the loop, step by
 step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, decay groups), ``denormals``
-(optimizer moments zeroed before they turn denormal, which Intel CPUs compute many times slower),
+(optimizer moments, and on request tiny output gradients, zeroed before they turn denormal, which Intel CPUs compute many
+times slower),
 ``evaluation``, ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change),
 ``checkpoint`` (atomic save, exact resume), ``result`` (``TrainResult``), ``distributed`` (torchrun/DDP),
 ``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``

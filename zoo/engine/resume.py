@@ -13,6 +13,7 @@ continuing would silently mix two runs (another batch size, schedule, seed or ar
 | early stopping patience and min delta     | applied from the resumed epoch on |
 | where and how it reports (``progress``, ``log_dir``, ``keep_last``, ``num_workers``, ``device``, evaluation) | applied |
 | ``flush_tiny_moments`` (it changes no parameter, :mod:`zoo.engine.denormals`) | applied from the resumed step on |
+| ``flush_tiny_grads`` (:data:`zoo.engine.denormals.OUTPUT_GRAD_FLOOR`) | applied from the resumed step on |
 | the family's data recipe (``data.*``: image or clip size, augmentation, split, token budget, direction, tokenizer, a fingerprint of the data source) | refused, except the few the family lists as harmless (evaluation and error-handling settings: seq2seq's ``bleu_sentences`` / ``beam_size``, vision's and video's ``strict``): applied |
 | the model's architecture config (``model.*``: dropout, stem, attention, ...) | refused |
 | everything else (batch size, optimizer, weight decay, schedule, warm-up, precision, loss, seed, architecture, ...) | refused |

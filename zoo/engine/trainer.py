@@ -27,7 +27,7 @@ from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
 from zoo.engine.data import move_batch, prepare_loader, set_loader_epoch
-from zoo.engine.denormals import FLUSH_EVERY, flush_tiny_moments
+from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
     all_gather_objects,
@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 # settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
 RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
-                  "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments")
+                  "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments",
+                  "flush_tiny_grads")
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
@@ -314,6 +315,8 @@ class Trainer:
         with sync:
             with autocast(self.amp, self.dev):
                 outputs, targets = forward(self.net, batch, cfg.forward_fn)
+                if cfg.flush_tiny_grads:
+                    floor_output_grad(outputs)
                 loss = self.loss_fn(outputs, targets)
             # One host sync per batch (two under DDP): the NaN guard must see the value (all ranks together).
             loss_val = loss.item()
