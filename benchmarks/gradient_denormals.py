@@ -14,10 +14,7 @@ The runs alternate in order over ``--rounds``. Writes results/gradient_denormals
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +22,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, median, result_file, write_result
+from _hsi_training import alternate, plot_epochs, run_arguments, train_hybridsn
 
 import zoo
 from zoo.engine.callbacks import Callback
-from zoo.engine.logs import atomic_savefig
 from zoo.engine.threads import torch_threads
 from zoo.hyperspectral import load_dataset
 
@@ -57,66 +54,20 @@ class GradProbe(Callback):
 
 
 def train(scene, floor: bool, epochs: int, seed: int, split: str) -> dict[str, Any]:
-    torch.manual_seed(seed)  # the initial weights come from the global generator when the network is built
-    net = zoo.build("hybridsn")
     probe = GradProbe()
-    t0 = time.perf_counter()
-    zoo.train(net, scene, split=split, seed=seed, epochs=epochs, progress=False, flush_tiny_grads=floor,
-              callbacks=[probe])
-    train_s = time.perf_counter() - t0
-    scores = zoo.evaluate(net, scene)
-    digest = hashlib.sha256()
-    for _, p in sorted(net.state_dict().items()):
-        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return {"train_s": train_s, "epochs": probe.epochs, "overall_accuracy": scores["overall_accuracy"],
-            "params_sha256": digest.hexdigest()}
-
-
-def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for label, rounds in runs.items():
-        for i, run in enumerate(rounds):
-            xs = range(1, len(run["epochs"]) + 1)
-            kw = {"color": "C0" if label == "zoo" else "C3", "alpha": 1.0 if i == 0 else 0.5, "marker": "o", "ms": 3,
-                  "label": label if i == 0 else None}
-            axes[0].plot(xs, [e["epoch_s"] for e in run["epochs"]], **kw)
-            axes[1].plot(xs, [e["denormal_grad_pct"] for e in run["epochs"]], **kw)
-    for ax, title in zip(axes, ("epoch time (s)", "denormal parameter-gradient entries (%)")):
-        ax.set_xlabel("epoch")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("HybridSN on Indian Pines: output-gradient floor (zoo) vs torch's backward as it is")
-    fig.tight_layout()
-    atomic_savefig(fig, path)
-    plt.close(fig)
+    out = train_hybridsn(scene, seed=seed, epochs=epochs, split=split, callbacks=[probe], flush_tiny_grads=floor)
+    return {"train_s": out["train_s"], "epochs": probe.epochs,
+            "overall_accuracy": zoo.evaluate(out["net"], scene)["overall_accuracy"], "params_sha256": out["params_sha256"]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--rounds", type=int, default=1, help="pairs of runs; the order alternates")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default="disjoint")
-    p.add_argument("--late-from", type=int, default=4, help="first epoch of the late-epoch time medians")
-    args = p.parse_args(argv)
+    args = run_arguments(__doc__, epochs=6, late_from=4).parse_args(argv)
     scene = load_dataset("indian_pines")
-    runs: dict[str, list[dict[str, Any]]] = {"zoo": [], "torch": []}
     with torch_threads(args.threads):
-        for r in range(args.rounds):
-            for label in (("torch", "zoo") if r % 2 == 0 else ("zoo", "torch")):
-                print(f"[{time.strftime('%H:%M:%S')}] round {r + 1}: {label}", file=sys.stderr, flush=True)
-                run = train(scene, label == "zoo", args.epochs, args.seed, args.split)
-                runs[label].append(run)
-                print(f"  {run['train_s']:.1f} s, epochs {[round(e['epoch_s'], 1) for e in run['epochs']]} s, denormal "
-                      f"grad % {[round(e['denormal_grad_pct'], 4) for e in run['epochs']]}, OA "
-                      f"{run['overall_accuracy']:.4f}", file=sys.stderr, flush=True)
+        runs = alternate(args.rounds, lambda ours: train(scene, ours, args.epochs, args.seed, args.split),
+                         lambda run: f"{run['train_s']:.1f} s, epochs {[round(e['epoch_s'], 1) for e in run['epochs']]} s, "
+                                     f"denormal grad % {[round(e['denormal_grad_pct'], 4) for e in run['epochs']]}, "
+                                     f"OA {run['overall_accuracy']:.4f}")
 
     def summary(label: str) -> dict[str, Any]:
         rounds = runs[label]
@@ -128,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ours, peer = summary("zoo"), summary("torch")
     png = result_file(NAME, "png")
-    plot(runs, png)
+    plot_epochs(runs, png, [("epoch_s", "epoch time (s)"), ("denormal_grad_pct", "denormal parameter-gradient entries (%)")],
+                "HybridSN on Indian Pines: output-gradient floor (zoo) vs torch's backward as it is")
     ratios = {"train_s": peer["train_s"] / ours["train_s"]}
     if ours["epoch_s_late"] and peer["epoch_s_late"]:
         ratios["epoch_s_late"] = peer["epoch_s_late"] / ours["epoch_s_late"]

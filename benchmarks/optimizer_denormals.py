@@ -17,9 +17,7 @@ denormal share per epoch.
 
 from __future__ import annotations
 
-import argparse
 import functools
-import hashlib
 import sys
 import time
 from pathlib import Path
@@ -29,11 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, median, result_file, write_result
+from _hsi_training import alternate, plot_epochs, run_arguments, train_hybridsn
 
-import zoo
 from zoo.engine.callbacks import Callback
 from zoo.engine.denormals import MOMENT_FLOORS
-from zoo.engine.logs import atomic_savefig
 from zoo.engine.threads import torch_threads
 from zoo.hyperspectral import load_dataset
 
@@ -71,66 +68,20 @@ class StepProbe(Callback):
 
 
 def train(scene, flush: bool, epochs: int, seed: int, split: str) -> dict[str, Any]:
-    torch.manual_seed(seed)  # the initial weights come from the global generator when the network is built
-    net = zoo.build("hybridsn")
     probe = StepProbe()
-    t0 = time.perf_counter()
-    zoo.train(net, scene, split=split, seed=seed, epochs=epochs, progress=False, flush_tiny_moments=flush,
-              callbacks=[probe])
-    train_s = time.perf_counter() - t0
-    digest = hashlib.sha256()
-    for _, p in sorted(net.state_dict().items()):
-        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return {"train_s": train_s, "epochs": probe.epochs, "step_ms_all": 1e3 * median(probe.times),
-            "params_sha256": digest.hexdigest()}
-
-
-def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for label, rounds in runs.items():
-        for i, run in enumerate(rounds):
-            xs = range(1, len(run["epochs"]) + 1)
-            kw = {"color": "C0" if label == "zoo" else "C3", "alpha": 1.0 if i == 0 else 0.5, "marker": "o", "ms": 3,
-                  "label": label if i == 0 else None}
-            axes[0].plot(xs, [e["step_ms"] for e in run["epochs"]], **kw)
-            axes[1].plot(xs, [e["denormal_pct"] for e in run["epochs"]], **kw)
-    for ax, title in zip(axes, ("optimizer.step() median (ms)", "denormal moments (%)")):
-        ax.set_xlabel("epoch")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("HybridSN on Indian Pines, AdamW: moment flush (zoo) vs torch as it is")
-    fig.tight_layout()
-    atomic_savefig(fig, path)
-    plt.close(fig)
+    out = train_hybridsn(scene, seed=seed, epochs=epochs, split=split, callbacks=[probe], flush_tiny_moments=flush)
+    return {"train_s": out["train_s"], "epochs": probe.epochs, "step_ms_all": 1e3 * median(probe.times),
+            "params_sha256": out["params_sha256"]}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=1, help="pairs of runs; the order alternates")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default="disjoint")
-    p.add_argument("--late-from", type=int, default=5, help="first epoch of the late-epoch step-time medians")
-    args = p.parse_args(argv)
+    args = run_arguments(__doc__, epochs=8, late_from=5).parse_args(argv)
     scene = load_dataset("indian_pines")
-    runs: dict[str, list[dict[str, Any]]] = {"zoo": [], "torch": []}
     with torch_threads(args.threads):
-        for r in range(args.rounds):
-            order = ("torch", "zoo") if r % 2 == 0 else ("zoo", "torch")
-            for label in order:
-                print(f"[{time.strftime('%H:%M:%S')}] round {r + 1}: {label}", file=sys.stderr, flush=True)
-                run = train(scene, label == "zoo", args.epochs, args.seed, args.split)
-                runs[label].append(run)
-                print(f"  {run['train_s']:.1f} s, step ms per epoch "
-                      f"{[round(e['step_ms'], 1) for e in run['epochs']]}, denormal % "
-                      f"{[round(e['denormal_pct'], 2) for e in run['epochs']]}", file=sys.stderr, flush=True)
+        runs = alternate(args.rounds, lambda ours: train(scene, ours, args.epochs, args.seed, args.split),
+                         lambda run: f"{run['train_s']:.1f} s, step ms per epoch "
+                                     f"{[round(e['step_ms'], 1) for e in run['epochs']]}, denormal % "
+                                     f"{[round(e['denormal_pct'], 2) for e in run['epochs']]}")
 
     def summary(label: str) -> dict[str, Any]:
         rounds = runs[label]
@@ -143,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ours, peer = summary("zoo"), summary("torch")
     digests = {run["params_sha256"] for rounds in runs.values() for run in rounds}
     png = result_file(NAME, "png")
-    plot(runs, png)
+    plot_epochs(runs, png, [("step_ms", "optimizer.step() median (ms)"), ("denormal_pct", "denormal moments (%)")],
+                "HybridSN on Indian Pines, AdamW: moment flush (zoo) vs torch as it is")
     ratios = {"train_s": peer["train_s"] / ours["train_s"], "step_ms": peer["step_ms"] / ours["step_ms"]}
     if ours["step_ms_late"] and peer["step_ms_late"]:
         ratios["step_ms_late"] = peer["step_ms_late"] / ours["step_ms_late"]
