@@ -30,7 +30,9 @@ one step over random gradients; benchmarks/optimizer_step.py): AdamW 37.6 vs 8.4
 parameters (4.5x), 83.9 vs 20.6 ms for R(2+1)D's 31.4M (4.1x), 11.1 vs 3.2 ms for HybridSN (3.4x), 16.0 vs
 5.7 ms for the Transformer (2.8x); SGD with momentum 1.9-2.3x; ``foreach`` gains at most 1.11x over the loop there.
 Whole training steps gain what the optimizer took of them: ResNet18 at batch 16 1.07x, HybridSN at batch 32
-1.04x. RMSprop has no fused kernel; on CUDA torch's own choice stands (not measured here)."""
+1.04x. With torch's kernels capped at AVX2 on the same Xeon (as on an AVX2-only EPYC): AdamW 3.0-4.9x, SGD
+2.0-3.1x a step; the EPYCs and the AMX Xeon themselves are not measured. RMSprop has no fused kernel; on CUDA
+torch's own choice stands (not measured here)."""
 
 
 def decay_groups(groups: list[dict[str, Any]], weight_decay: float) -> list[dict[str, Any]]:

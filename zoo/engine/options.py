@@ -37,7 +37,7 @@ class FitConfig:
     """Torch optimizer groups (each keeps its own ``lr``); default: the model's parameters."""
     optimizer_options: dict[str, Any] | None = None
     """More keyword arguments for a named optimizer (``momentum``, ``betas``, ...). On the CPU ``adamw``, ``adam``
-    and ``sgd`` are built with ``fused=True`` (2-5x torch's default per-tensor loop a step,
+    and ``sgd`` are built with ``fused=True`` (1.9-4.9x torch's default per-tensor loop a step,
     :data:`zoo.engine.optim.FUSED_ON_CPU`); ``fused`` or ``foreach`` given here choose for themselves."""
     flush_tiny_moments: bool = True
     """Every 32 optimizer steps, zero moments below 1e-30 (first, momentum) and 1e-36 (second) before they turn
