@@ -24,7 +24,11 @@ def run_arguments(doc: str, *, epochs: int, late_from: int) -> argparse.Argument
     p.add_argument("--rounds", type=int, default=1, help="pairs of runs; the order alternates")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vary-seed", action="store_true",
+                   help="round r trains from seed + r (both runs of a round share it): seed-to-seed spread beside the pair's gap")
     p.add_argument("--split", default="disjoint")
+    p.add_argument("--merge", action="store_true",
+                   help="add these rounds to this CPU's earlier result (same epochs, split and threads; new seeds)")
     p.add_argument("--late-from", type=int, default=late_from, help="first epoch of the late-epoch medians")
     return p
 
@@ -42,16 +46,48 @@ def train_hybridsn(scene, *, seed: int, epochs: int, split: str, callbacks: list
     return {"train_s": train_s, "params_sha256": digest.hexdigest(), "net": net}
 
 
-def alternate(rounds: int, run: Callable[[bool], dict[str, Any]], describe: Callable[[dict[str, Any]], str]
+def alternate(rounds: int, run: Callable[[bool, int], dict[str, Any]], describe: Callable[[dict[str, Any]], str]
               ) -> dict[str, list[dict[str, Any]]]:
-    """``run(ours)`` for the peer and ours, the order swapped every round: ``{"zoo": [...], "torch": [...]}``."""
+    """``run(ours, round)`` for the peer and ours, the order swapped every round: ``{"zoo": [...], "torch": [...]}``."""
     runs: dict[str, list[dict[str, Any]]] = {"zoo": [], "torch": []}
     for r in range(rounds):
         for label in (("torch", "zoo") if r % 2 == 0 else ("zoo", "torch")):
             print(f"[{time.strftime('%H:%M:%S')}] round {r + 1}: {label}", file=sys.stderr, flush=True)
-            runs[label].append(run(label == "zoo"))
+            runs[label].append(run(label == "zoo", r))
             print(f"  {describe(runs[label][-1])}", file=sys.stderr, flush=True)
     return runs
+
+
+def seeds(args: argparse.Namespace) -> list[int]:
+    """The seed of each round (``--vary-seed``: ``seed + r``; otherwise ``seed`` throughout)."""
+    return [args.seed + r * args.vary_seed for r in range(args.rounds)]
+
+
+def identical_parameters(runs: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether ours and the peer ended with the same parameters in every round (rounds may differ in seed)."""
+    return all(z["params_sha256"] == t["params_sha256"] for z, t in zip(runs["zoo"], runs["torch"]))
+
+
+def merge_earlier(path: Path, runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace
+                  ) -> tuple[dict[str, list[dict[str, Any]]], list[int], list[str]]:
+    """The earlier result's rounds at ``path`` followed by ``runs``, the seeds of all of them and the earlier
+    commands; refused
+    when that result ran other settings or already holds one of these seeds."""
+    import json
+
+    earlier = json.loads(path.read_text())
+    old = earlier["settings"]
+    for key in ("epochs", "threads", "late_from_epoch"):
+        mine = args.late_from if key == "late_from_epoch" else getattr(args, key)
+        if old.get(key) != mine:
+            raise SystemExit(f"--merge: {path} ran {key}={old.get(key)!r}, this run {mine!r}; rerun with the same")
+    if old.get("data") != f"indian_pines, split {args.split}":
+        raise SystemExit(f"--merge: {path} ran on {old.get('data')!r}, this run on split {args.split!r}")
+    old_seeds = old.get("seeds", [old.get("seed")] * old["rounds"])
+    if overlap := sorted(set(old_seeds) & set(seeds(args))):
+        raise SystemExit(f"--merge: {path} already holds seeds {overlap}; pick --seed past {max(old_seeds)}")
+    merged = {label: earlier["runs"][label] + runs[label] for label in runs}
+    return merged, old_seeds + seeds(args), earlier.get("earlier_commands", []) + [earlier["command"]]
 
 
 def plot_epochs(runs: dict[str, list[dict[str, Any]]], path: Path, series: Sequence[tuple[str, str]], title: str) -> None:

@@ -10,6 +10,11 @@ entries that are denormal; per run the training time, the test accuracy and a di
 The runs alternate in order over ``--rounds``. Writes results/gradient_denormals[.<cpu kind>].json and a PNG.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/gradient_denormals.py          # ~6 minutes a run
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/gradient_denormals.py --rounds 4 --vary-seed  # seeds 0-3
+    ... --rounds 4 --vary-seed --seed 4 --merge     # seeds 4-7 added to the result above
+
+With ``--vary-seed`` each round trains from its own seed, so the test-accuracy gap of a pair (same seed) can be
+read against the spread between seeds (``oa_gap_points_per_round``, ``oa_spread_points_across_rounds``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, median, result_file, write_result
-from _hsi_training import alternate, plot_epochs, run_arguments, train_hybridsn
+from _hsi_training import (
+    alternate,
+    identical_parameters,
+    merge_earlier,
+    plot_epochs,
+    run_arguments,
+    seeds,
+    train_hybridsn,
+)
 
 import zoo
 from zoo.engine.callbacks import Callback
@@ -64,10 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     args = run_arguments(__doc__, epochs=6, late_from=4).parse_args(argv)
     scene = load_dataset("indian_pines")
     with torch_threads(args.threads):
-        runs = alternate(args.rounds, lambda ours: train(scene, ours, args.epochs, args.seed, args.split),
+        runs = alternate(args.rounds, lambda ours, r: train(scene, ours, args.epochs, seeds(args)[r], args.split),
                          lambda run: f"{run['train_s']:.1f} s, epochs {[round(e['epoch_s'], 1) for e in run['epochs']]} s, "
                                      f"denormal grad % {[round(e['denormal_grad_pct'], 4) for e in run['epochs']]}, "
                                      f"OA {run['overall_accuracy']:.4f}")
+    all_seeds, earlier_commands = seeds(args), []
+    if args.merge:
+        runs, all_seeds, earlier_commands = merge_earlier(result_file(NAME), runs, args)
 
     def summary(label: str) -> dict[str, Any]:
         rounds = runs[label]
@@ -78,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
                 "denormal_grad_pct_last_epoch": median([run["epochs"][-1]["denormal_grad_pct"] for run in rounds])}
 
     ours, peer = summary("zoo"), summary("torch")
+    # the accuracy question is whether ours - peer in a round (same seed) is larger than the spread across seeds
+    gaps = [100 * (z["overall_accuracy"] - t["overall_accuracy"]) for z, t in zip(runs["zoo"], runs["torch"])]
+    spread = {label: 100 * (max(r["overall_accuracy"] for r in rs) - min(r["overall_accuracy"] for r in rs))
+              for label, rs in runs.items()}
     png = result_file(NAME, "png")
     plot_epochs(runs, png, [("epoch_s", "epoch time (s)"), ("denormal_grad_pct", "denormal parameter-gradient entries (%)")],
                 "HybridSN on Indian Pines: output-gradient floor (zoo) vs torch's backward as it is")
@@ -86,15 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         ratios["epoch_s_late"] = peer["epoch_s_late"] / ours["epoch_s_late"]
     write_result(
         NAME,
-        metrics={**ours, "identical_parameters": len({run["params_sha256"] for rs in runs.values() for run in rs}) == 1},
+        metrics={**ours, "identical_parameters": identical_parameters(runs),
+                 "oa_gap_points_per_round": [round(g, 2) for g in gaps], "oa_gap_points_median": median(gaps),
+                 "oa_spread_points_across_rounds": spread},
         peers={"torch_backward_as_is": peer},
         ratios=ratios,
         command=command_line(),
         extra={
             "settings": {"model": "hybridsn (defaults)", "data": f"indian_pines, split {args.split}",
-                         "epochs": args.epochs, "rounds": args.rounds, "threads": args.threads, "seed": args.seed,
+                         "epochs": args.epochs, "rounds": len(all_seeds), "threads": args.threads, "seeds": all_seeds,
                          "late_from_epoch": args.late_from},
             "runs": runs,
+            **({"earlier_commands": earlier_commands} if earlier_commands else {}),
             "plot": str(png.relative_to(RESULTS_DIR.parent.parent)),
             "notes": "ratios = torch's backward as it is / ours (above 1: ours faster). epoch_s_late: median epoch "
                      "time from late_from_epoch on; train_s: the whole zoo.train call. Both runs flush optimizer "

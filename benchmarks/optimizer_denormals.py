@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, command_line, median, result_file, write_result
-from _hsi_training import alternate, plot_epochs, run_arguments, train_hybridsn
+from _hsi_training import alternate, identical_parameters, plot_epochs, run_arguments, seeds, train_hybridsn
 
 from zoo.engine.callbacks import Callback
 from zoo.engine.denormals import MOMENT_FLOORS
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = run_arguments(__doc__, epochs=8, late_from=5).parse_args(argv)
     scene = load_dataset("indian_pines")
     with torch_threads(args.threads):
-        runs = alternate(args.rounds, lambda ours: train(scene, ours, args.epochs, args.seed, args.split),
+        runs = alternate(args.rounds, lambda ours, r: train(scene, ours, args.epochs, seeds(args)[r], args.split),
                          lambda run: f"{run['train_s']:.1f} s, step ms per epoch "
                                      f"{[round(e['step_ms'], 1) for e in run['epochs']]}, denormal % "
                                      f"{[round(e['denormal_pct'], 2) for e in run['epochs']]}")
@@ -92,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
                 "denormal_pct_last_epoch": median([run["epochs"][-1]["denormal_pct"] for run in rounds])}
 
     ours, peer = summary("zoo"), summary("torch")
-    digests = {run["params_sha256"] for rounds in runs.values() for run in rounds}
     png = result_file(NAME, "png")
     plot_epochs(runs, png, [("step_ms", "optimizer.step() median (ms)"), ("denormal_pct", "denormal moments (%)")],
                 "HybridSN on Indian Pines, AdamW: moment flush (zoo) vs torch as it is")
@@ -101,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         ratios["step_ms_late"] = peer["step_ms_late"] / ours["step_ms_late"]
     write_result(
         NAME,
-        metrics={**ours, "identical_parameters": len(digests) == 1},
+        metrics={**ours, "identical_parameters": identical_parameters(runs)},
         peers={"torch_adamw_as_is": peer},
         ratios=ratios,
         command=command_line(),
         extra={
             "settings": {"model": "hybridsn (defaults)", "data": f"indian_pines, split {args.split}",
-                         "epochs": args.epochs, "rounds": args.rounds, "threads": args.threads, "seed": args.seed,
+                         "epochs": args.epochs, "rounds": args.rounds, "threads": args.threads, "seeds": seeds(args),
                          "late_from_epoch": args.late_from, "optimizer": "zoo.train's default for HybridSN (AdamW)"},
             "runs": runs,
             "plot": str(png.relative_to(RESULTS_DIR.parent.parent)),
