@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             "plot": str(png.relative_to(RESULTS_DIR.parent.parent)),
             "notes": "ratios = torch's AdamW as it is / ours (above 1: ours faster). step_ms: median "
                      "optimizer.step() over every step; step_ms_late: over the epochs from late_from_epoch on, "
-                     "once torch's moments have turned denormal; train_s includes the flush and everything else.",
+                     "once torch's moments have turned denormal; train_s includes the flush and everything else. Both "
+                     "runs floor the output gradients (flush_tiny_grads, fit's default since 2026-12-03).",
         },
     )
     return 0
