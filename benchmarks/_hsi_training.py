@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -60,7 +61,7 @@ def alternate(rounds: int, run: Callable[[bool, int], dict[str, Any]], describe:
 
 def seeds(args: argparse.Namespace) -> list[int]:
     """The seed of each round (``--vary-seed``: ``seed + r``; otherwise ``seed`` throughout)."""
-    return [args.seed + r * args.vary_seed for r in range(args.rounds)]
+    return [args.seed + (r if args.vary_seed else 0) for r in range(args.rounds)]
 
 
 def identical_parameters(runs: dict[str, list[dict[str, Any]]]) -> bool:
@@ -71,10 +72,7 @@ def identical_parameters(runs: dict[str, list[dict[str, Any]]]) -> bool:
 def merge_earlier(path: Path, runs: dict[str, list[dict[str, Any]]], args: argparse.Namespace
                   ) -> tuple[dict[str, list[dict[str, Any]]], list[int], list[str]]:
     """The earlier result's rounds at ``path`` followed by ``runs``, the seeds of all of them and the earlier
-    commands; refused
-    when that result ran other settings or already holds one of these seeds."""
-    import json
-
+    commands; refused when that result ran other settings or already holds one of these seeds."""
     earlier = json.loads(path.read_text())
     old = earlier["settings"]
     for key in ("epochs", "threads", "late_from_epoch"):

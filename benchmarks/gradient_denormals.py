@@ -1,8 +1,8 @@
 """Claim (issue 15): training does not slow down as its gradients shrink into the denormal range.
 
 HybridSN on Indian Pines, the family's own ``zoo.train`` recipe, trained twice from the same seed: ours
-(``flush_tiny_grads=True``, the engine's default since 2026-12-03: gradient entries of the model's outputs at
-or below 1e-20 zeroed, ``zoo.engine.denormals.OUTPUT_GRAD_FLOOR``) and the peer, ``flush_tiny_grads=False``:
+(``flush_tiny_grads=True``, opt-in: gradient entries of the model's outputs at or below 1e-20 zeroed,
+``zoo.engine.denormals.OUTPUT_GRAD_FLOOR``) and the peer, the engine's default ``flush_tiny_grads=False``:
 the backward as torch computes it. Once the network is sure of its training windows, the wrong classes' probabilities (1e-25,
 1e-40, ...) go back through every layer and reach the denormal range, where an Intel core takes a microcode
 assist per operand. Recorded per epoch for both: the epoch's time and the share of parameter-gradient

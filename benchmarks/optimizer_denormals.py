@@ -31,6 +31,7 @@ from _hsi_training import alternate, identical_parameters, plot_epochs, run_argu
 
 from zoo.engine.callbacks import Callback
 from zoo.engine.denormals import MOMENT_FLOORS
+from zoo.engine.options import FitConfig
 from zoo.engine.threads import torch_threads
 from zoo.hyperspectral import load_dataset
 
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             "notes": "ratios = torch's AdamW as it is / ours (above 1: ours faster). step_ms: median "
                      "optimizer.step() over every step; step_ms_late: over the epochs from late_from_epoch on, "
                      "once torch's moments have turned denormal; train_s includes the flush and everything else. Both "
-                     "runs floor the output gradients (flush_tiny_grads, fit's default since 2026-12-03).",
+                     f"runs keep fit's default flush_tiny_grads={FitConfig.flush_tiny_grads}.",
         },
     )
     return 0

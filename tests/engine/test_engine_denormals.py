@@ -143,7 +143,7 @@ class GradRecordingSGD(torch.optim.SGD):
         return super().step(closure)
 
 
-@pytest.mark.parametrize("flush", [True, False, None])  # None: fit's default, which floors
+@pytest.mark.parametrize("flush", [True, False, None])  # None: fit's default, which does not floor
 def test_fit_zeroes_output_gradients_below_the_floor_unless_told_not_to(flush):
     # one sample, logits (0, -57.5, -34.5): the gradient of the cross entropy at the bias is softmax - onehot,
     # (0, 1.1e-25, 1.0e-15) in fp32; the floor (1e-20) zeroes the second entry and keeps the third
@@ -157,7 +157,7 @@ def test_fit_zeroes_output_gradients_below_the_floor_unless_told_not_to(flush):
     fit(model, data, epochs=1, batch_size=1, optimizer=opt, progress=False, amp=None, **told)
     grad = opt.seen[0]
     assert grad[2] == pytest.approx(torch.exp(torch.tensor(-34.5)).item(), rel=1e-3)
-    assert (grad[1] == 0) if flush is not False else (grad[1] == pytest.approx(torch.exp(torch.tensor(-57.5)).item(), rel=1e-3))
+    assert (grad[1] == 0) if flush else (grad[1] == pytest.approx(torch.exp(torch.tensor(-57.5)).item(), rel=1e-3))
 
 
 def test_the_output_gradient_floor_changes_no_parameter_of_a_confident_fit_run():

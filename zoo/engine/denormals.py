@@ -1,8 +1,8 @@
 """Optimizer state, and the gradients of a model's outputs, kept out of the denormal range.
 
 The optimizer's moments (below) change no parameter. The output-gradient floor (:data:`OUTPUT_GRAD_FLOOR`, at
-the end, on by default: ``fit(..., flush_tiny_grads=False)`` turns it off) can: in some runs training then
-takes another path, as it would from another seed.
+the end, opt-in: ``fit(..., flush_tiny_grads=True)``) can: in some runs training then takes another path, as
+it would from another seed.
 
 The moments of a weight whose gradient stays exactly zero (a dead ReLU unit, a feature map that is zero
 everywhere, a dense input the network never uses) decay geometrically: Adam's ``exp_avg`` by 0.9 a step
@@ -84,8 +84,8 @@ def _moments(optimizer: torch.optim.Optimizer, group: dict, keep_second: bool):
 
 
 OUTPUT_GRAD_FLOOR = 1e-20
-"""Gradients of a model's outputs at or below this magnitude are zeroed in training, unless ``fit`` is given
-``flush_tiny_grads=False`` (:func:`floor_output_grad`).
+"""Gradients of a model's outputs at or below this magnitude are zeroed in training when ``fit`` is given
+``flush_tiny_grads=True`` (:func:`floor_output_grad`).
 
 The gradient of a cross entropy with respect to the logits is ``softmax - onehot``: once a model is sure of
 its training samples, most entries are probabilities such as 1e-25 or 1e-40, and the backward pass carries
@@ -105,7 +105,8 @@ layer's backward subtracts nearly equal sums) it is not rounded away, and traini
 as it would a different seed. ``benchmarks/gradient_denormals.py``, HybridSN, seeds 0-7 (2026-12-03): the
 floor left the parameters bit-identical in 5 seeds; in the other 3 test accuracy moved by -2.1, -2.0 and
 +1.3 points, against 13 points between the seeds themselves (64.1-77.1 %); training 1.12x faster by medians
-(0.95-1.29x a seed; the later epochs 52.2 vs 64.8 s)."""
+(0.95-1.29x a seed; the later epochs 52.2 vs 64.8 s). That gain is the Xeon's alone (the Zen 3 above: 1.02x), so
+the floor is off unless asked for."""
 
 
 def floor_output_grad(outputs: object) -> None:

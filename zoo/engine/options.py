@@ -43,13 +43,14 @@ class FitConfig:
     """Every 32 optimizer steps, zero moments below 1e-30 (first, momentum) and 1e-36 (second) before they turn
     denormal, which Intel CPUs compute many times slower; no parameter changes (:mod:`zoo.engine.denormals`).
     False leaves torch's optimizer state as torch computes it."""
-    flush_tiny_grads: bool = True
+    flush_tiny_grads: bool = False
     """Zero the gradient entries of the model's outputs (logits) at or below 1e-20 in training, before the
     backward pass carries them into the denormal range, which Intel CPUs compute many times slower (CPU only;
-    :data:`zoo.engine.denormals.OUTPUT_GRAD_FLOOR`). HybridSN on Indian Pines, 8 seeds on an Intel Xeon: 1.12x
-    the training time by medians (0.95-1.29x a seed), parameters bit-identical in 5 seeds and test accuracy
-    within the seeds' spread in the other 3 (``benchmarks/gradient_denormals.py``); on an AMD EPYC (Zen 3),
-    where denormals slowed no epoch, 1.02x over 2 seeds: no cost. False computes every gradient as torch does."""
+    :data:`zoo.engine.denormals.OUTPUT_GRAD_FLOOR`). Off by default: the speed-up holds on one CPU kind only, and
+    it changes the parameters in some seeds. HybridSN on Indian Pines (``benchmarks/gradient_denormals.py``): on an
+    Intel Xeon, 8 seeds, 1.12x by medians (0.95-1.29x a seed), parameters bit-identical in 5 seeds and test accuracy
+    within the seeds' spread in the other 3; on an AMD EPYC (Zen 3), where denormals slowed no epoch, 1.02x over
+    2 seeds. False (the default) computes every gradient as torch does."""
     schedule: Any = None
     """``step`` (per epoch), ``cosine``, ``onecycle``, ``inverse_sqrt``, ``linear`` (per batch), or a callable."""
     schedule_options: dict[str, Any] | None = None
