@@ -31,9 +31,10 @@ parameters (4.5x), 83.9 vs 20.6 ms for R(2+1)D's 31.4M (4.1x), 11.1 vs 3.2 ms fo
 5.7 ms for the Transformer (2.8x); SGD with momentum 1.9-2.3x; ``foreach`` gains at most 1.11x over the loop there.
 Whole training steps gain what the optimizer took of them: ResNet18 at batch 16 1.07x, HybridSN at batch 32
 1.04x. With torch's kernels capped at AVX2 on the same Xeon (as on an AVX2-only EPYC): AdamW 3.0-4.9x, SGD
-2.0-3.1x a step. On an AVX2-only AMD EPYC (Zen 3): AdamW 3.1-5.8x, SGD 2.0-2.4x a step, but whole training
-steps within that VM's spread (ResNet18 0.91-1.04x, HybridSN 0.92-1.01x over two runs); the AMX Xeon and the
-AVX-512 EPYCs are not measured. RMSprop has no fused kernel; on CUDA
+2.0-3.1x a step. On an AVX2-only AMD EPYC (Zen 3): AdamW 3.1-6.3x, SGD 2.0-2.5x a step, but whole training
+steps gain little there: timed inside a fit, torch's step is 4.4-4.7 % of it (its fp32 convolutions are slow), so
+the fused step can make the fit at most 1.03-1.04x faster, and three runs measured 0.91-1.04x; the AMX Xeon and
+the AVX-512 EPYCs are not measured. RMSprop has no fused kernel; on CUDA
 torch's own choice stands (not measured here)."""
 
 
