@@ -13,11 +13,12 @@ times. Measured on a Xeon (GenuineIntel family 6 model 207, 2 threads): training
 ``optimizer.step()`` took 32-40 ms against 14-17 ms in the first epochs; with the flush it stayed at 14-18 ms
 and the 8-epoch run went 1.10x faster (``benchmarks/optimizer_denormals.py``, torch's per-tensor AdamW; with
 the fused AdamW ``fit`` builds since, the step took 23-30 ms against 3.8-4.5 ms with the flush). TD3's fused Adam step over
-a trained critic took 1.75 ms against 0.09 ms with its denormal moments zeroed. That gain is measured on
+a trained critic took 1.75 ms against 0.09 ms with its denormal moments zeroed. A gain that large was measured on
 that Xeon only (TD3 learning on an AMD EPYC, Zen 3, with both cores: 1.56x and 1.62x SB3 after the flush, seeds 0-2
 and 3-5, against 1.64x and 1.54x before it, inside that VM's spread; on that Zen 3 the same HybridSN run's
 fused step went only from 4.0-4.2 to 4.4-4.7 ms as 32 % of torch's moments turned denormal, and the flushed run
-trained 0.98x as fast, inside the VM's drift). Where denormals cost nothing extra the flush is a bounded cost: one pass over the state
+trained 0.98x as fast, inside the VM's drift; on a Zen 4 torch's step went from 2.0-2.7 to 3.1-3.3 ms with 30 %
+denormal, the flushed one stayed at 2.2-2.8 ms, and the run trained 1.01x as fast). Where denormals cost nothing extra the flush is a bounded cost: one pass over the state
 every 32 steps, 2.2 ms over HybridSN's 10.2 million moments on the same Xeon (0.07 ms a step, 0.5 % of the
 AdamW step it follows).
 
