@@ -78,7 +78,8 @@ def test_the_flush_depends_only_on_the_step_count_so_a_resumed_optimizer_flushes
         for opt in (a, b):
             opt.flat.grad.copy_(g)
             opt.step()
-    assert int(b.step_t) == int(a.step_t) == len(grads)
+    assert int(b.step_t) == int(a.step_t) == b.steps == a.steps == len(grads)  # the host's count follows
+    assert b.step_t.device == b.flat.master.device  # where a fused kernel reads it (on a GPU too)
     assert (a.exp_avg == 0).float().mean() > 0.5  # the flush at step 64 did zero most moments
     assert torch.equal(a.exp_avg, b.exp_avg) and torch.equal(a.exp_avg_sq, b.exp_avg_sq)
     assert torch.equal(a.flat.master, b.flat.master)

@@ -95,7 +95,7 @@ class FlatAdam:
     ReLU units are a fifth of TD3's critic weights on Pendulum, and on an Intel Xeon (2 threads) the Adam
     step of a trained critic took 1.75 ms with its 50k denormal moments against 0.09 ms with them zeroed.
     Where denormals cost nothing extra the flush is all cost: 6-7 us a step averaged over the critics' 245k
-    moments (the avx512 Xeon, 1 and 2 threads), under 0.1 % of a TD3 update."""
+    moments (the avx512 Xeon, 1 and 2 threads), under 0.1 % of a TD3 update. On a GPU there is no flush."""
 
     def __init__(self, opt: torch.optim.Optimizer, flat: FlatParams) -> None:
         if len(opt.param_groups) != 1:
@@ -106,7 +106,11 @@ class FlatAdam:
         self.opt, self.flat = opt, flat
         self.exp_avg = torch.zeros_like(flat.master)
         self.exp_avg_sq = torch.zeros_like(flat.master)
-        self.step_t = torch.zeros((), dtype=torch.float32)
+        # on the parameters' device, as torch's fused Adam keeps it: the CUDA kernel reads it there
+        self.step_t = torch.zeros((), dtype=torch.float32, device=flat.master.device)
+        self.steps = 0  # step_t's value on the host: counting there costs no device sync a step
+        # a GPU computes denormals at full speed, so the flush (see above) would be all cost there
+        self.flush = flat.master.device.type == "cpu"
         self.adopt_state()
 
     def adopt_state(self) -> None:
@@ -122,7 +126,8 @@ class FlatAdam:
         off = 0
         with torch.no_grad():
             if have:
-                self.step_t.fill_(steps.pop())
+                self.steps = int(steps.pop())
+                self.step_t.fill_(self.steps)
             for p in self.flat.params:
                 n = p.numel()
                 ea, eas = self.exp_avg[off:off + n].view_as(p), self.exp_avg_sq[off:off + n].view_as(p)
@@ -139,13 +144,14 @@ class FlatAdam:
             raise ValueError("FlatAdam implements plain Adam (no amsgrad, maximize, differentiable)")
         beta1, beta2 = group["betas"]
         self.step_t.add_(1)
+        self.steps += 1
         f = self.flat
         torch._fused_adam_(
             [f.master], [f.grad], [self.exp_avg], [self.exp_avg_sq], [], [self.step_t], amsgrad=False,
             lr=float(group["lr"]), beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
             maximize=False, grad_scale=None, found_inf=None,
         )
-        if int(self.step_t) % FLUSH_EVERY == 0:
+        if self.flush and self.steps % FLUSH_EVERY == 0:
             zero_tiny_(self.exp_avg, "exp_avg")
             if group["eps"] >= MIN_EPS:
                 zero_tiny_(self.exp_avg_sq, "exp_avg_sq")
