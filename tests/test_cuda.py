@@ -71,6 +71,7 @@ def test_resnet18_trains_evaluates_and_predicts_on_the_device(amp, tmp_path):
     assert len(rows) == 3 and all(0.0 <= r["prob"] <= 1.0 for r in rows)
     # the file written from the device loads on the CPU and classifies alike in fp32
     again = zoo.build("resnet18", weights=str(zoo.save(result.model, tmp_path / "m.safetensors")))
+    assert again.fc.weight.device.type == "cpu"
     x = torch.randn(4, 3, 16, 16)
     result.model.eval(), again.eval()
     with torch.no_grad():
@@ -174,6 +175,7 @@ def test_td3_learns_predicts_and_saves_on_the_device(tmp_path):
     obs = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, -2.0]], np.float32)
     action = zoo.predict(agent, obs)
     assert action.shape == (2, 1) and np.all(np.abs(action) <= 2.0)
+    np.testing.assert_array_equal(zoo.predict(agent, torch.from_numpy(obs).to(DEVICE)), action)  # a device tensor
     again = zoo.build("td3", weights=str(zoo.save(agent, tmp_path / "td3.safetensors")))  # onto the CPU
     assert again.device.type == "cpu"
     np.testing.assert_allclose(zoo.predict(again, obs), action, rtol=1e-3, atol=1e-3)
@@ -240,3 +242,21 @@ def test_video_models_train_and_predict_on_the_device(name, tmp_path):
     result.model.eval()
     with torch.no_grad():
         torch.testing.assert_close(result.model(clips.to(DEVICE)).float().cpu(), cpu(clips), rtol=1e-3, atol=1e-3)
+
+
+# --- export and plain modules --------------------------------------------------------------------------------
+
+
+def test_a_model_on_the_device_exports_from_a_cpu_copy_and_stays_there(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", stem="cifar", num_classes=3).to(DEVICE)
+    result = zoo.export(model, tmp_path / "m.onnx", image_size=16)  # verified against PyTorch inside
+    assert result.path.is_file() and _on_device(model)
+    agent = zoo.build("td3", device=str(DEVICE), **TD3_SMALL)
+    assert zoo.export(agent, tmp_path / "policy.onnx").path.is_file() and _on_device(agent.actor)
+
+
+def test_a_plain_module_on_the_device_predicts_from_a_cpu_batch():
+    net = nn.Sequential(nn.Linear(4, 2)).to(DEVICE)
+    out = zoo.predict(net, torch.randn(3, 4))
+    assert out.shape == (3, 2) and out.device.type == DEVICE.type

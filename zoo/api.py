@@ -218,8 +218,10 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
         was_training = model.training
         model.eval()
         try:
+            from zoo.engine.data import run_device
+
             with torch.inference_mode():
-                return model(inputs)
+                return model(inputs.to(run_device(model)))  # where the model is, as every family's predict
         finally:
             model.train(was_training)
     if hasattr(model, "predict"):

@@ -280,6 +280,13 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         from zoo.registry import build
 
         model = build(model)
+    # traced and verified on the CPU (the file runs anywhere): a model on a GPU is exported from a CPU copy
+    # and stays where it is
+    model = _cpu_copy(model)
+    if isinstance(config.get("example_inputs"), (torch.Tensor, tuple, list)):
+        x = config["example_inputs"]
+        config = {**config, "example_inputs": x.cpu() if isinstance(x, torch.Tensor) else
+                  type(x)(t.cpu() if isinstance(t, torch.Tensor) else t for t in x)}
     with _restore_training(model) as remember:
         spec = _spec_for(model, config)
         if fmt in spec.unsupported:
@@ -476,10 +483,16 @@ def _dynamic_shapes(g: Graph) -> dict[str, Any]:
             for i in range(len(g.inputs))}
 
 
+def _cpu_copy(model: Any) -> Any:
+    """``model`` itself when it is on the CPU (or no module), else a CPU copy of it."""
+    if not isinstance(model, nn.Module):
+        return model
+    on_cpu = all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
+    return model if on_cpu else copy.deepcopy(model).cpu()
+
+
 def _cpu_module(g: Graph) -> nn.Module:
-    module = g.module
-    on_cpu = all(t.device.type == "cpu" for t in [*module.parameters(), *module.buffers()])
-    return module if on_cpu else copy.deepcopy(module).cpu()
+    return _cpu_copy(g.module)
 
 
 def _trace_inputs(g: Graph) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -206,3 +207,34 @@ def test_a_resume_reads_and_hashes_the_checkpoint_it_picks_once(tmp_path, monkey
     resumed = fit(net(), data(), epochs=3, batch_size=32, checkpoint_dir=tmp_path, resume=resume, progress=False)
     assert Path(resumed.resumed["checkpoint"]).name == "epoch-0002.pt"
     assert reads.count("epoch-0002.pt") == 1, reads
+
+
+def test_a_resumed_optimizer_keeps_the_implementation_built_for_this_machine():
+    """Before: torch's load_state_dict took the saved fused/foreach flags, so a run written on a GPU (foreach)
+    resumed on a CPU on the per-tensor loop instead of the fused step fit builds there."""
+    from zoo.engine.checkpoint import restore
+
+    torch.manual_seed(0)
+    net, x = nn.Linear(4, 3), torch.randn(8, 4)
+    written = torch.optim.AdamW(net.parameters(), lr=1e-2, foreach=True)  # what a GPU run saves
+    for _ in range(2):
+        written.zero_grad()
+        net(x).square().sum().backward()
+        written.step()
+    here = torch.optim.AdamW(net.parameters(), lr=1e-2, fused=True)
+    restore({"optimizer": copy.deepcopy(written.state_dict())}, optimizer=here)
+    group = here.param_groups[0]
+    assert group["fused"] is True and not group["foreach"]  # this machine's choice survives the resume
+    assert group["lr"] == 1e-2 and all(float(s["step"]) == 2 for s in here.state.values())  # the run's survive
+    start = [p.detach().clone() for p in net.parameters()]
+    after = []
+    for opt in (written, here):  # the next step computes the same in either implementation
+        with torch.no_grad():
+            for p, s in zip(net.parameters(), start):
+                p.copy_(s)
+        opt.zero_grad()
+        net(x).square().sum().backward()
+        opt.step()
+        after.append([p.detach().clone() for p in net.parameters()])
+    for a, b in zip(*after):
+        torch.testing.assert_close(a, b)

@@ -137,3 +137,19 @@ def test_a_run_started_with_amp_fp32_resumes_with_amp_none(tmp_path):
     with pytest.raises(ResumeError, match="amp: None in epoch-0002.pt, 'bf16' now"):
         fit(nn.Linear(4, 2), _data(), epochs=3, batch_size=16, amp="bf16", checkpoint_dir=tmp_path, resume=True,
             progress=False)  # another precision is still refused
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+def test_batches_are_page_locked_for_a_gpu_only(device, monkeypatch):
+    """fit and evaluate pin their loaders' memory on CUDA (move_batch's non_blocking copies overlap only from
+    pinned memory); on a CPU pinning would only cost (and warn on a machine without an accelerator)."""
+    seen = []
+    for module in (trainer, evaluation):
+        real = module.prepare_loader
+        monkeypatch.setattr(module, "prepare_loader",
+                            lambda *a, real=real, **k: seen.append(k.get("pin_memory")) or real(*a, **k))
+    net = nn.Linear(4, 2)
+    fit(net, _data(), val_data=_data(8), epochs=1, device=device, progress=False)
+    evaluate(net, _data(8))
+    assert seen == [device == "cuda"] * 3

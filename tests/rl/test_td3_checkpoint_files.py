@@ -138,3 +138,31 @@ def test_bytes_flipped_inside_the_checkpoints_tensors_are_caught(tmp_path, count
     saved.write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match="replay buffer was written"):
         again.load(saved)
+
+
+def test_a_checkpoint_of_another_devices_random_stream_resumes_with_a_fresh_one(tmp_path, counter_env):
+    """A CPU generator (Mersenne Twister) and a CUDA one (Philox) keep different states: a run checkpointed on
+    a GPU failed to resume on a CPU ("Expected a CPUGeneratorImplState of size 5056") after it had already
+    overwritten the networks. It resumes, warns that it cannot repeat the run exactly, and draws a fresh stream
+    from the seed and the step count."""
+    agent = _run(counter_env, tmp_path / "run")
+    state = agent.checkpoint_state()
+    state["generator"] = torch.tensor([7, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0], dtype=torch.uint8)
+    state["precision"] = {**state["precision"], "device": "cuda"}  # what a CUDA generator's state looks like
+    resumed = zoo.build("td3", env=counter_env(horizon=5), **SMALL)
+    with pytest.warns(UserWarning, match="written on cuda; its random stream .* cannot continue on cpu"):
+        resumed.load_checkpoint_state(state)
+    assert resumed.num_timesteps == agent.num_timesteps == 30
+    assert all(torch.equal(v, agent.network_state_dict()[k]) for k, v in resumed.network_state_dict().items())
+    again = zoo.build("td3", env=counter_env(horizon=5), **SMALL)
+    with pytest.warns(UserWarning, match="cannot continue"):
+        again.load_checkpoint_state(state)
+    assert torch.equal(resumed.generator.get_state(), again.generator.get_state())  # fresh, but repeatable
+    assert not torch.equal(resumed.generator.get_state(), agent.generator.get_state())
+
+
+def test_a_device_named_with_or_without_its_index_is_the_agents_own(counter_env):
+    agent = zoo.build("td3", env=counter_env(horizon=5), **SMALL)  # device "cpu"
+    assert zoo.evaluate(agent, counter_env(horizon=5), episodes=1, device="cpu:0")["episodes"] == 1  # was refused
+    with pytest.raises(ValueError, match="this agent lives on cpu; build it on meta"):
+        zoo.evaluate(agent, counter_env(horizon=5), episodes=1, device="meta")

@@ -20,7 +20,7 @@ from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
 __all__ = ["ShardSampler", "inference_placement", "model_device", "move_batch", "prepare_loader", "run_device",
-           "set_loader_epoch", "split_batch"]
+           "same_device", "set_loader_epoch", "split_batch"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -28,6 +28,18 @@ def model_device(model: torch.nn.Module) -> torch.device:
     for tensor in itertools.chain(model.parameters(), model.buffers()):  # lazily: the first one decides
         return tensor.device
     return torch.device("cpu")
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether ``a`` and ``b`` name one device: ``cuda`` is the current CUDA device (``cuda:0`` unless set
+    otherwise), ``cpu`` and ``cpu:0`` are the CPU; ``torch.device``'s ``==`` tells them apart."""
+    def index(d: torch.device) -> int:
+        if d.index is not None:
+            return d.index
+        return torch.cuda.current_device() if d.type == "cuda" and torch.cuda.is_available() else 0
+
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and index(a) == index(b)
 
 
 def run_device(model: torch.nn.Module) -> torch.device:

@@ -75,6 +75,8 @@ def init_distributed(device: str | torch.device) -> tuple[DistInfo, torch.device
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError(f"device={device} requested but CUDA is not available")
+        if device.index is None:  # set_device needs an index: "cuda" means the current one
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     if not info.enabled or dist.is_initialized():
         return info, device, False

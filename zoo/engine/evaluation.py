@@ -148,7 +148,7 @@ def evaluate(
     amp = check_amp(amp, device, model)
     keys = metric_keys(metrics)
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                            collate_fn=collate_fn, dist=dist_info())
+                            collate_fn=collate_fn, dist=dist_info(), pin_memory=device.type == "cuda")
     if device != model_device(model):
         model.to(device)
     out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,

@@ -78,12 +78,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     npst = state["numpy"]
-    np.random.set_state((npst["kind"], npst["keys"].numpy().astype(np.uint32), npst["pos"],
+    np.random.set_state((npst["kind"], npst["keys"].cpu().numpy().astype(np.uint32), npst["pos"],
                          npst["has_gauss"], npst["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())  # generator states are CPU byte tensors, whatever the device
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda)
+        # as many as both machines have: a run saved with more visible GPUs resumes on fewer
+        for index, cuda_state in enumerate(cuda[:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state.cpu(), index)
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:

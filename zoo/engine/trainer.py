@@ -98,9 +98,11 @@ class Trainer:
     # -- set-up ---------------------------------------------------------------------------------------------
     def _setup_data(self, train_data: Any) -> None:
         cfg, info = self.cfg, self.info
+        pin = self.dev.type == "cuda"  # page-locked batches: move_batch's non_blocking copies then overlap
         self.train_loader: Any = prepare_loader(
             train_data, batch_size=cfg.batch_size, shuffle=cfg.overfit_batches == 0, seed=cfg.seed,
-            num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, drop_last=cfg.drop_last, dist=info)
+            num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, drop_last=cfg.drop_last, dist=info,
+            pin_memory=pin)
         self.val_loader: Any = None
         if cfg.overfit_batches:
             fixed = list(itertools.islice(iter(self.train_loader), cfg.overfit_batches))
@@ -110,7 +112,8 @@ class Trainer:
             self.train_loader = self.val_loader = fixed
         elif self.val_data is not None:
             self.val_loader = prepare_loader(self.val_data, batch_size=cfg.batch_size, shuffle=False,
-                                             num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, dist=info)
+                                             num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, dist=info,
+                                             pin_memory=pin)
         try:
             self.n_batches: int | None = len(self.train_loader)
         except TypeError:
@@ -152,14 +155,16 @@ class Trainer:
     def _resume(self) -> dict[str, Any] | None:
         """Load the checkpoint (rank 0 picks it, so every rank reads the same file) under the resume policy."""
         info, cfg = self.info, self.cfg
-        path, state = _resume_path(cfg.resume, self.ckpt_dir, self.dev) if info.is_main else (None, None)
+        path, state = _resume_path(cfg.resume, self.ckpt_dir) if info.is_main else (None, None)
         path = broadcast_object(path)
         if path is None:
             if info.is_main:
                 log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
             return None
         if state is None:  # a file named by resume=, or another rank: rank 0 read only the one it picked
-            state = ckpt_mod.read_checkpoint(path, map_location=self.dev)
+            # onto the CPU: restore copies each tensor to where its owner lives, and generator states (and
+            # the other CPU-only data in the file) must stay there
+            state = ckpt_mod.read_checkpoint(path, map_location="cpu")
         changed = self._reconcile(state, Path(path))
         shape = _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
@@ -536,14 +541,13 @@ def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
         "another checkpoint_dir or remove the folder's files")
 
 
-def _resume_path(resume: Any, ckpt_dir: Path | None, dev: torch.device
-                 ) -> tuple[Path | None, dict[str, Any] | None]:
+def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[str, Any] | None]:
     """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
     newer one that does not load is skipped with a warning saying why), with the checkpoint where picking
     it read it (a folder's; a file as given is read by the caller)."""
     folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
     if folder is not None and folder.is_dir():
-        found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location=dev)
+        found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location="cpu")
         for reason in skipped:
             warnings.warn(f"resume: skipped {reason}", stacklevel=5)
         if found is None and folder != ckpt_dir:

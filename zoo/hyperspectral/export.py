@@ -81,7 +81,7 @@ def pad_pixel(net: HybridSN) -> np.ndarray:
     ``spectral_norm="l2"`` that is the all-zero pixel."""
     if net.unit_spectra:
         return np.zeros(net.pre_mean.numel())
-    return (net.pre_mean.double() + net.pre_scale.double() * net.pca_mean.double()).numpy()
+    return (net.pre_mean.double() + net.pre_scale.double() * net.pca_mean.double()).cpu().numpy()
 
 
 @register_exporter(HybridSN)

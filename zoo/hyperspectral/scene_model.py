@@ -159,11 +159,15 @@ class SceneClassifierMixin:
         P = np.asarray(block, dtype=np.float64, order="C").reshape(-1, c)  # may be the caller's cube: not written
         if self.unit_spectra:
             P, zero = unit_spectra(P)
-        Z = P - self.pre_mean.double().numpy()  # a new array: the steps below work in place on it
-        Z /= self.pre_scale.double().numpy()
-        Z -= self.pca_mean.double().numpy()
-        Z = Z @ self.pca_components.double().numpy().T
-        Z *= self.pca_scale.double().numpy()
+        # the buffers live where the network does (a GPU, say); this arithmetic runs in NumPy
+        pre_mean, pre_scale, pca_mean, pca_components, pca_scale = (
+            t.detach().to("cpu", torch.float64).numpy()
+            for t in (self.pre_mean, self.pre_scale, self.pca_mean, self.pca_components, self.pca_scale))
+        Z = P - pre_mean  # a new array: the steps below work in place on it
+        Z /= pre_scale
+        Z -= pca_mean
+        Z = Z @ pca_components.T
+        Z *= pca_scale
         if self.unit_spectra:
             Z[zero] = 0.0  # no data reduces to the padding value, as the exported graph does
         Z[~valid_pixel_mask(block, nodata).reshape(-1)] = 0.0

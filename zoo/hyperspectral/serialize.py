@@ -24,7 +24,7 @@ def pack_json(obj: Any) -> torch.Tensor:
 
 
 def unpack_json(t: torch.Tensor) -> Any:
-    return json.loads(bytes(t.to(torch.uint8).numpy().tobytes()).decode())
+    return json.loads(bytes(t.to("cpu", torch.uint8).numpy().tobytes()).decode())
 
 
 def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -55,6 +55,6 @@ def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[s
     head = prefix + "."
     for key, t in tensors.items():
         if key.startswith(head):
-            arr = t.numpy()
+            arr = t.cpu().numpy()
             setattr(est, key[len(head):], arr[()] if arr.ndim == 0 else arr)
     return est

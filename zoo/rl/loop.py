@@ -161,12 +161,13 @@ def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
     fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
 
 
-def _read_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
-    """The TD3 checkpoint at ``path``. An empty, truncated, corrupt or foreign file is a
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    """The TD3 checkpoint at ``path``, read onto the CPU (loading copies each tensor to the agent's device;
+    the generator state must stay a CPU byte tensor). An empty, truncated, corrupt or foreign file is a
     ``zoo.engine.CheckpointError`` naming it and how to go on."""
     from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
 
-    state = load_plain(path, device, what="TD3 checkpoint", how=(
+    state = load_plain(path, "cpu", what="TD3 checkpoint", how=(
         f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
         "checkpoint_dir)"))
     fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
@@ -533,7 +534,7 @@ def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | 
                          f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
                          f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
                          f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
-    state = _read_checkpoint(path, agent.device)
+    state = _read_checkpoint(path)
     changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}

@@ -20,12 +20,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
 from zoo.api import ModelState
+from zoo.engine.data import same_device
 from zoo.engine.precision import resolve_amp, resumed_precision
 from zoo.engine.resume import ResumeError, reconcile
 from zoo.rl import networks as nets
@@ -413,6 +415,7 @@ class TD3Agent:
                 raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={getattr(self, key)}")
         recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
         changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what, run_keys=set(run or {}))
+        generator = self._resumable_generator_state(state["generator"], state.get("precision"), what)
         self._resume_precision(state.get("precision"), what)
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
@@ -420,9 +423,12 @@ class TD3Agent:
         self._actor_adam.adopt_state()  # load_state_dict put fresh tensors in the state: back to flat views
         self._critic_adam.adopt_state()
         self.ensure_buffer().load_state_dict(state["buffer"])
-        self.generator.set_state(state["generator"])
         for key, value in state["counters"].items():
             setattr(self, key, int(value))
+        if generator is not None:
+            self.generator.set_state(generator)
+        else:  # another device's stream: a fresh one, drawn from the seed and how far the run got
+            self.generator.manual_seed((self.seed * 1_000_003 + self.num_timesteps) % 2**63)
         self.history = [dict(h) for h in state["history"]]
         self.best_state = dict(state["best_state"]) or None
         self.best_step = None if state["best_step"] < 0 else int(state["best_step"])
@@ -437,6 +443,24 @@ class TD3Agent:
             self._loss_n = [int(n) for n in state["losses"]["n"]]
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
         return changed
+
+    def _resumable_generator_state(self, saved: torch.Tensor, precision: Any, what: str) -> torch.Tensor | None:
+        """The saved state of the agent's random stream if this agent's generator can take it, else None
+        with a warning: a CPU generator (Mersenne Twister) and a CUDA one (Philox) keep different states,
+        so a run checkpointed on one device continues on the other with a fresh stream, not exactly."""
+        saved = saved.cpu()
+        probe = torch.Generator(device=self.device)
+        try:
+            probe.set_state(saved)
+        except (RuntimeError, TypeError, ValueError):
+            written_on = (precision or {}).get("device", "another device") if isinstance(precision, dict) else \
+                "another device"
+            warnings.warn(f"{what} was written on {written_on}; its random stream (exploration, replay "
+                          f"sampling, target noise) cannot continue on {self.device}: the resumed run draws a "
+                          "fresh one from the seed and the step count, so it will not repeat the uninterrupted "
+                          "run exactly (resume on the device it was written on for that)", stacklevel=4)
+            return None
+        return saved
 
     def _resume_precision(self, recorded: Any, what: str) -> None:
         """A resume with ``amp="auto"`` keeps the precision the checkpointed run trained in
@@ -510,7 +534,7 @@ class TD3Agent:
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             at = np.argwhere(~np.isfinite(arr))[0].tolist()
             raise ValueError(f"observations must be finite; got {arr[tuple(at)]} at index {at}")
-        return self.act(inputs, explore=explore)
+        return self.act(arr, explore=explore)
 
     def zoo_state(self) -> ModelState:
         """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""
@@ -523,7 +547,7 @@ class TD3Agent:
         return {**env, "preset": self.preset, "seed": self.seed, **self.config.to_dict()}
 
     def _check_device(self, device: Any) -> None:
-        if device is not None and torch.device(device) != self.device:
+        if device is not None and not same_device(torch.device(device), self.device):
             raise ValueError(f"this agent lives on {self.device}; build it on {device} to run there: "
                              f"zoo.build('td3', device={str(device)!r}, ...)")
 

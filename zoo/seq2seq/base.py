@@ -32,7 +32,7 @@ def decode_extra_state(state: Any) -> dict[str, Any]:
             f"seq2seq extra state must be a 1-D uint8 tensor of JSON, got {type(state).__name__}"
             + (f" {state.dtype} {tuple(state.shape)}" if isinstance(state, Tensor) else "")
         )
-    blob = json.loads(state.numpy().tobytes().decode("utf-8"))
+    blob = json.loads(state.cpu().numpy().tobytes().decode("utf-8"))
     if not isinstance(blob, dict) or "config" not in blob:
         raise ValueError("seq2seq extra state is not the JSON zoo writes (no 'config' key)")
     return blob

@@ -197,7 +197,7 @@ class Seq2SeqTransformer(Seq2SeqModel):
         for layer, lc in zip(self.decoder_layers, cache.layers):
             lc.cross_kv = layer.cross_attn.project_kv(memory)
         if pad_mask is None:  # the cache still needs the batch size for reorder bookkeeping
-            cache.extras["batch"] = torch.zeros(src.shape[0], 1)
+            cache.extras["batch"] = torch.zeros(src.shape[0], 1, device=src.device)
         return cache
 
     def step(self, state: KVCache, tokens: Tensor) -> Tensor:
