@@ -36,6 +36,16 @@ def _finite_losses(history: list[dict]) -> list[float]:
     return losses
 
 
+def _resumes_exactly(run, tmp_path: Path, full: int, cut: int) -> None:
+    """``run(length, folder, **options)`` -> state dict: straight to ``full`` equals ``cut`` then resumed to
+    ``full``, bit for bit."""
+    straight = run(full, tmp_path / "straight")
+    run(cut, tmp_path / "cut")
+    resumed = run(full, tmp_path / "cut", resume=True)
+    for k, v in straight.items():
+        torch.testing.assert_close(resumed[k], v, rtol=0, atol=0, msg=k)
+
+
 # --- precision -----------------------------------------------------------------------------------------------
 
 
@@ -100,11 +110,7 @@ def test_an_engine_run_with_dropout_resumes_exactly_on_the_device(tmp_path):
             progress=False, seed=0, **kw)
         return {k: v.cpu() for k, v in net.state_dict().items()}
 
-    straight = run(3, tmp_path / "straight")
-    run(2, tmp_path / "cut")
-    resumed = run(3, tmp_path / "cut", resume=True)
-    for k, v in straight.items():
-        torch.testing.assert_close(resumed[k], v, rtol=0, atol=0, msg=k)
+    _resumes_exactly(run, tmp_path, full=3, cut=2)
 
 
 # --- seq2seq -------------------------------------------------------------------------------------------------
@@ -190,11 +196,7 @@ def test_td3_resumes_exactly_on_the_device(tmp_path):
         zoo.train(agent, "Pendulum-v1", total_steps=steps, checkpoint_dir=folder, checkpoint_every=150, **RUN, **kw)
         return {k: v.cpu() for k, v in agent.network_state_dict().items()}
 
-    straight = run(300, tmp_path / "straight")
-    run(150, tmp_path / "cut")
-    resumed = run(300, tmp_path / "cut", resume=True)
-    for k, v in straight.items():
-        torch.testing.assert_close(resumed[k], v, rtol=0, atol=0, msg=k)
+    _resumes_exactly(run, tmp_path, full=300, cut=150)
 
 
 # --- hyperspectral -------------------------------------------------------------------------------------------
