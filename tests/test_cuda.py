@@ -190,6 +190,15 @@ def test_td3_learns_predicts_and_saves_on_the_device(tmp_path):
         zoo.evaluate(again, "Pendulum-v1", episodes=1, device=elsewhere)
 
 
+def test_building_an_agent_leaves_the_callers_gpu_random_stream_alone():
+    if DEVICE.type != "cuda":
+        pytest.skip("the CPU side is tests/spine/test_api.py's")
+    torch.cuda.manual_seed(123)
+    before = torch.cuda.get_rng_state(DEVICE)
+    zoo.build("td3", device=str(DEVICE), seed=5, **TD3_SMALL)
+    assert torch.equal(torch.cuda.get_rng_state(DEVICE), before)  # was: reseeded with the agent's seed
+
+
 def test_td3_resumes_exactly_on_the_device(tmp_path):
     def run(steps: int, folder: Path, **kw):
         agent = zoo.build("td3", device=str(DEVICE), seed=0, **TD3_SMALL)

@@ -109,9 +109,10 @@ class TD3Agent:
         self._act_center, self._act_half = (high + low) / 2, (high - low) / 2
         self._low_np, self._high_np = low.cpu().numpy(), high.cpu().numpy()
 
-        # initialise from the seed without disturbing the caller's global torch RNG
+        # initialise from the seed without disturbing the caller's global torch RNG: the networks are drawn on
+        # the CPU, so only its generator is seeded (torch.manual_seed would reseed every GPU's too, for good)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+            torch.random.default_generator.manual_seed(self.seed)
             self.actor = Actor(self.obs_dim, self.act_dim, config.net_arch).to(self.device)
             self.critic = TwinCritic(self.obs_dim, self.act_dim, config.net_arch).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
