@@ -192,7 +192,7 @@ def test_td3_learns_predicts_and_saves_on_the_device(tmp_path):
 
 def test_building_an_agent_leaves_the_callers_gpu_random_stream_alone():
     if DEVICE.type != "cuda":
-        pytest.skip("the CPU side is tests/spine/test_api.py's")
+        pytest.skip("the CPU side is tests/rl/test_td3.py's")
     torch.cuda.manual_seed(123)
     before = torch.cuda.get_rng_state(DEVICE)
     zoo.build("td3", device=str(DEVICE), seed=5, **TD3_SMALL)

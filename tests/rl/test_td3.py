@@ -403,3 +403,12 @@ def test_predict_refuses_an_observation_that_is_not_finite():
         zoo.predict(agent, [float("nan"), 0.0, 0.0])
     with pytest.raises(ValueError, match=r"got inf at index \[1, 1\]"):
         zoo.predict(agent, torch.tensor([[0.0, 0.0, 0.0], [0.0, math.inf, 0.0]]))
+
+
+def test_building_an_agent_leaves_the_callers_random_stream_alone(counter_env):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    a = zoo.build("td3", env=counter_env(), seed=5, **SMALL)
+    assert torch.equal(torch.get_rng_state(), before)
+    b = zoo.build("td3", env=counter_env(), seed=5, **SMALL)  # the seed alone decides the weights
+    assert all(torch.equal(v, b.network_state_dict()[k]) for k, v in a.network_state_dict().items())
