@@ -219,7 +219,7 @@ def test_hybridsn_trains_on_the_device_and_its_dense_map_equals_the_windows():
     result = zoo.train(net, scene, split="random", train_fraction=0.3, epochs=3, batch_size=32, lr=2e-3,
                        device=DEVICE, progress=False, seed=0)
     _finite_losses(result.history)
-    assert _on_device(net.network if hasattr(net, "network") else net)
+    assert _on_device(net)
     metrics = zoo.evaluate(net, scene)
     assert 0.0 <= metrics["overall_accuracy"] <= 1.0
     dense = net.predict_scene(scene, method="dense", amp=None)

@@ -218,6 +218,7 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
         if not isinstance(x, torch.Tensor) or x.dim() < 1:
             raise ValueError(f"example_inputs[{i}] must be a batched tensor (B, ...), got "
                              f"{type(x).__name__} {tuple(getattr(x, 'shape', ()))}")
+    inputs = tuple(x.cpu() for x in inputs)  # where export() put the model
     with torch.no_grad():
         try:
             outputs = model.eval()(*inputs)  # export() gives the model its training flag back
@@ -281,12 +282,8 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
 
         model = build(model)
     # traced and verified on the CPU (the file runs anywhere): a model on a GPU is exported from a CPU copy
-    # and stays where it is
+    # and stays where it is (the family's exporter may run it while describing the graphs)
     model = _cpu_copy(model)
-    if isinstance(config.get("example_inputs"), (torch.Tensor, tuple, list)):
-        x = config["example_inputs"]
-        config = {**config, "example_inputs": x.cpu() if isinstance(x, torch.Tensor) else
-                  type(x)(t.cpu() if isinstance(t, torch.Tensor) else t for t in x)}
     with _restore_training(model) as remember:
         spec = _spec_for(model, config)
         if fmt in spec.unsupported:
@@ -298,6 +295,7 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         for g in spec.graphs:  # exported and checked in eval mode (dropout off, running BN statistics)
             if g.module is not None:
                 remember(g.module)
+                g.module = _cpu_copy(g.module)  # a module a non-module model keeps on a GPU (TD3's actor)
                 g.module.eval()
         return _write(spec, target, fmt, verify)
 
@@ -491,10 +489,6 @@ def _cpu_copy(model: Any) -> Any:
     return model if on_cpu else copy.deepcopy(model).cpu()
 
 
-def _cpu_module(g: Graph) -> nn.Module:
-    return _cpu_copy(g.module)
-
-
 def _trace_inputs(g: Graph) -> tuple[Any, ...]:
     """The inputs to trace with: a dynamic axis of size 1 is doubled (the sample itself stays a check).
 
@@ -530,7 +524,7 @@ def _first_line(err: BaseException) -> str:
 def _torch_program(g: Graph) -> torch.export.ExportedProgram:
     try:
         with torch.no_grad():
-            return torch.export.export(_cpu_module(g), _trace_inputs(g), dynamic_shapes=_dynamic_shapes(g), strict=False)
+            return torch.export.export(g.module, _trace_inputs(g), dynamic_shapes=_dynamic_shapes(g), strict=False)
     except Exception as err:  # the tracer's errors are long; keep their first line and the cause
         raise ExportError(f"torch.export could not trace graph {g.name!r}: {_first_line(err)}") from err
 
@@ -562,7 +556,7 @@ def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
             warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning, UserWarning))
             try:
                 program = torch.onnx.export(
-                    _cpu_module(g), _trace_inputs(g), dynamo=True, opset_version=ONNX_OPSET,
+                    g.module, _trace_inputs(g), dynamo=True, opset_version=ONNX_OPSET,
                     input_names=list(g.input_names), output_names=list(g.output_names),
                     dynamic_shapes=_dynamic_shapes(g), verbose=False)
             except Exception as err:
@@ -576,7 +570,7 @@ def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
 
 
 def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
-    module = _cpu_module(g)
+    module = g.module
     try:
         scripted = torch.jit.script(module)
     except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback

@@ -47,8 +47,7 @@ def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
     batch = check_int("batch", batch)
     low = agent.scale_action(-torch.ones(agent.act_dim, device=agent.device)).cpu()
     high = agent.scale_action(torch.ones(agent.act_dim, device=agent.device)).cpu()
-    actor = agent.actor if agent.device.type == "cpu" else copy.deepcopy(agent.actor).cpu()  # traced on the CPU
-    policy = DeterministicPolicy(actor, low, high)
+    policy = DeterministicPolicy(agent.actor, low, high)
     graph = Graph("policy", policy, (_observations(agent, batch, 0),), ("observation",), ("action",),
                   {0: {0: "batch"}}, checks=[(_observations(agent, 1, 1),), (_observations(agent, 7, 2),)])
     meta = {"model": "td3", "env": agent.env_id, "observation": f"(B, {agent.obs_dim}) float32",

@@ -454,8 +454,7 @@ class TD3Agent:
         try:
             probe.set_state(saved)
         except (RuntimeError, TypeError, ValueError):
-            written_on = (precision or {}).get("device", "another device") if isinstance(precision, dict) else \
-                "another device"
+            written_on = precision.get("device", "another device") if isinstance(precision, dict) else "another device"
             warnings.warn(f"{what} was written on {written_on}; its random stream (exploration, replay "
                           f"sampling, target noise) cannot continue on {self.device}: the resumed run draws a "
                           "fresh one from the seed and the step count, so it will not repeat the uninterrupted "
