@@ -33,7 +33,7 @@ def test_tsn_forward_shapes(consensus, modality):
     model = zoo.build("video-tsn", consensus=consensus, modality=modality, num_classes=7).eval()
     x = torch.randn(2, 3, 4, 32, 32)  # (B, C, T, H, W)
     assert model(x).shape == (2, 7)
-    assert model.features(x).shape == (2, 4 if modality == "rgb" else 3, 512)
+    assert model.forward_features(x).shape == (2, 4 if modality == "rgb" else 3, 512)
     with pytest.raises(ValueError, match=r"\(B, C, T, H, W\)"):
         model(torch.randn(3, 4, 32, 32))
     with pytest.raises(ValueError, match="consensus must be one of"):

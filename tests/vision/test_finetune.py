@@ -284,3 +284,25 @@ def test_a_finetuned_model_records_its_origin_not_the_weights_name(tmp_path):
     again = zoo.build("resnet18", weights=str(path), stem="cifar", num_classes=2)
     assert again.pretrained_cfg["finetuned_from"] == "resnet18.cifar10"
     assert again.pretrained_cfg["weights"] == str(path)  # the file it holds now
+
+
+def test_a_new_head_from_a_dataset_forgets_the_old_heads_class_names():
+    # a 10-class model fine-tuned on a 2-class Dataset (no folder names to take) must not label its
+    # predictions with the old classes: "automobile" for output 1 was what came back
+    model = _model(num_classes=10)
+    model.pretrained_cfg["classes"] = [f"old{i}" for i in range(10)]
+    with pytest.warns(UserWarning, match="replacing the 10-class head"):
+        r = zoo.finetune(model, _data(), num_classes=2, epochs=1, strategy="head", **FIT)
+    assert r.model.fc.out_features == 2 and "classes" not in r.model.pretrained_cfg
+    assert all(p["label"] in ("0", "1") for p in zoo.predict(r.model, _data().tensors[0][:4]))
+
+
+def test_replace_classifier_of_a_generic_model_forgets_its_class_names():
+    net = torch.nn.Sequential()
+    net.add_module("body", torch.nn.Flatten())
+    net.add_module("head", torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(4, 3)))
+    net.pretrained_cfg = {"classes": ["a", "b", "c"]}
+    replace_classifier(net, 3)
+    assert net.pretrained_cfg["classes"] == ["a", "b", "c"]
+    replace_classifier(net, 5)
+    assert net.head[-1].out_features == 5 and "classes" not in net.pretrained_cfg

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
 
@@ -80,9 +81,10 @@ def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None)
     return videos, classes
 
 
-class VideoClassifierMixin(Network):
+class VideoClassifierMixin(ClassifierHead, Network):
     """Mixed into a video ``nn.Module`` taking ``(B, C, T, H, W)``; subclasses set ``registry_name``,
-    ``default_video_cfg()`` and a ``config`` property."""
+    ``default_video_cfg()`` and a ``config`` property, and define timm's ``forward_features`` /
+    ``forward_head`` (:mod:`zoo.engine.head`: ``get_classifier`` and ``reset_classifier`` come from there)."""
 
     registry_name = ""
     video_cfg: dict[str, Any]

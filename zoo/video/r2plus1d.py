@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, R2Plus1dStem, VideoResNet
 
@@ -56,6 +57,15 @@ class R2Plus1D18(VideoClassifierMixin, VideoResNet):
     @property
     def config(self) -> R2Plus1DConfig:
         return R2Plus1DConfig(num_classes=self.fc.out_features)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, 3, T, H, W)`` -> the last stage's map ``(B, 512, T/8, H/16, W/16)``."""
+        return self.layer4(self.layer3(self.layer2(self.layer1(self.stem(x)))))
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """``forward_features``' map -> logits ``(B, num_classes)``, or with ``pre_logits`` the pooled ``(B, 512)``."""
+        x = self.avgpool(x).flatten(1)  # (B, 512)
+        return x if pre_logits else self.fc(x)
 
 
 def _load_weights(model: R2Plus1D18, path: Path, entry: Any) -> nn.Module:

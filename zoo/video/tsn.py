@@ -93,7 +93,7 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.fc = nn.Linear(feature_dim, num_classes)
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Per-segment features ``(B, T', D)`` (T' = T, or T-1 for ``rgbdiff``)."""
         if x.ndim != 5:
             raise ValueError(f"VideoTSN expects (B, C, T, H, W), got shape {tuple(x.shape)}")
@@ -126,10 +126,14 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
             state.metadata["zoo.backbone_weights"] = str(source)
         return state
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        feats = self.features(x)
+    def forward_head(self, feats: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Segment consensus over ``(B, T', D)`` -> logits ``(B, num_classes)``, or with ``pre_logits`` the
+        pooled ``(B, D)`` video features (before dropout)."""
         pooled = feats.mean(dim=1) if self.pool is None else self.pool(feats)  # (B, D)
-        return self.fc(self.dropout(pooled))
+        return pooled if pre_logits else self.fc(self.dropout(pooled))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
 
 
 def _load_weights(model: VideoTSN, path: Any, entry: Any) -> VideoTSN:

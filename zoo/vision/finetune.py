@@ -40,6 +40,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo.engine.callbacks import Callback, TrainState
+from zoo.engine.head import ClassifierHead, drop_stale_classes
 from zoo.engine.precision import resolve_amp
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
@@ -166,18 +167,23 @@ class _UnfreezeCallback(Callback):
 
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
-    """Replace the last ``nn.Linear`` of the head with a fresh one of ``num_classes`` outputs."""
+    """Replace the last ``nn.Linear`` of the head with a fresh one of ``num_classes`` outputs, forgetting class
+    names recorded for the old head (``model.reset_classifier`` where the model has timm's API)."""
+    if isinstance(model, ClassifierHead):
+        model.reset_classifier(num_classes)
+        return model
     name = head_name(model)
     head = getattr(model, name)
     if isinstance(head, nn.Linear):
-        new = nn.Linear(head.in_features, num_classes).to(head.weight.device, head.weight.dtype)
-        setattr(model, name, new)
-        return model
-    if isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear):
+        setattr(model, name, nn.Linear(head.in_features, num_classes).to(head.weight.device, head.weight.dtype))
+    elif isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear):
         last = head[-1]
         head[-1] = nn.Linear(last.in_features, num_classes).to(last.weight.device, last.weight.dtype)
-        return model
-    raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential ending in one")
+    else:
+        raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential "
+                        "ending in one")
+    drop_stale_classes(model, num_classes)
+    return model
 
 
 def _num_outputs(model: nn.Module) -> int | None:

@@ -19,6 +19,7 @@ from torch import nn
 from torchvision.models.resnet import BasicBlock, ResNet
 
 from zoo.api import ModelState
+from zoo.engine.head import ClassifierHead, replace_fc
 from zoo.engine.network import Network
 from zoo.registry import register
 
@@ -87,16 +88,19 @@ class ResNet18Config:
             raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
         for key in ("num_classes", "in_chans"):
             if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be a positive int, got {getattr(self, key)!r}")
+                hint = (" (timm's num_classes=0 for a headless model: build with a head and call "
+                        "model.forward_head(model.forward_features(x), pre_logits=True))") if key == "num_classes" else ""
+                raise ValueError(f"{key} must be a positive int, got {getattr(self, key)!r}{hint}")
 
 
-class ResNet18(Network, ResNet):
+class ResNet18(ClassifierHead, Network, ResNet):
     """torchvision's ``ResNet`` (same modules and state-dict keys, so torchvision's files load unchanged)
     with what zoo's contract adds: image folders as data, ``zoo.predict`` on image paths, ``zoo.save`` with
     the class names and preprocessing inside the file.
 
     ``pretrained_cfg`` (timm's name) holds the preprocessing the network expects (input size, resize,
-    mean/std) and, once known, its ``classes``.
+    mean/std) and, once known, its ``classes``. timm's head API (:mod:`zoo.engine.head`): ``forward_features``,
+    ``forward_head(..., pre_logits=True)`` for pooled features, ``get_classifier``, ``reset_classifier``.
     """
 
     registry_name = "resnet18"  # the name zoo.build knows it by, as every zoo model has
@@ -123,6 +127,16 @@ class ResNet18(Network, ResNet):
     @property
     def classes(self) -> list[str] | None:
         return self.pretrained_cfg.get("classes")
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, C, H, W)`` -> the last stage's map ``(B, 512, H', W')`` (H/32 with the imagenet stem, H/8 with cifar's)."""
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        return self.layer4(self.layer3(self.layer2(self.layer1(x))))
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """``forward_features``' map -> logits ``(B, num_classes)``, or with ``pre_logits`` the pooled ``(B, 512)``."""
+        x = torch.flatten(self.avgpool(x), 1)  # (B, 512)
+        return x if pre_logits else self.fc(x)
 
     # -- zoo.train / zoo.evaluate ------------------------------------------------------------------------
     def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
@@ -215,17 +229,9 @@ def _data_fingerprint(ds: Any) -> str:
 
 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Give ``model.fc`` a fresh ``Linear(in_features, num_classes)`` (torchvision's default init)."""
-    if not isinstance(getattr(model, "fc", None), nn.Linear):
-        raise TypeError(f"expected a model with an nn.Linear `fc` head, got {type(model).__name__}")
-    if num_classes < 1:
-        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    old = model.fc
-    model.fc = nn.Linear(old.in_features, num_classes).to(old.weight.device, old.weight.dtype)
-    cfg = getattr(model, "pretrained_cfg", None)
-    if isinstance(cfg, dict) and len(cfg.get("classes") or ()) != num_classes:
-        cfg.pop("classes", None)  # the old head's names no longer describe the outputs
-    return model
+    """Give ``model.fc`` a fresh ``Linear(in_features, num_classes)`` (torchvision's default init); works on
+    any torchvision-style ResNet. On a zoo model this is ``model.reset_classifier(num_classes)``."""
+    return replace_fc(model, num_classes)
 
 
 def _load_weights(model: ResNet18, path: Path, entry: Any) -> ResNet18:

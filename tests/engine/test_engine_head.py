@@ -1,0 +1,98 @@
+"""timm's head API on every zoo classifier (zoo.engine.head): forward_features / forward_head, get_classifier,
+reset_classifier, and the same outputs as the torchvision forward each model replaces."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+from torchvision.models import ResNet
+from torchvision.models.video import VideoResNet
+
+import zoo
+from zoo.engine.head import replace_fc
+
+# name -> (input, feature-map shape, pooled width)
+CASES = {
+    "resnet18": ((2, 3, 64, 64), (2, 512, 2, 2), 512),
+    "video-tsn": ((2, 3, 4, 32, 32), (2, 4, 512), 512),
+    "r2plus1d_18": ((2, 3, 8, 32, 32), (2, 512, 1, 2, 2), 512),
+}
+
+
+def _model(name: str, **config):
+    torch.manual_seed(0)
+    return zoo.build(name, num_classes=7, **config).eval()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_is_forward_head_of_forward_features(name):
+    shape, feat_shape, width = CASES[name]
+    model, x = _model(name), torch.randn(shape)
+    with torch.no_grad():
+        feats = model.forward_features(x)
+        assert tuple(feats.shape) == feat_shape
+        assert tuple(model.forward_head(feats, pre_logits=True).shape) == (2, width)
+        assert torch.equal(model.forward_head(feats), model(x))
+    assert model.get_classifier() is model.fc
+
+
+def test_resnet18_and_r2plus1d_keep_torchvisions_forward():
+    x = torch.randn(2, 3, 64, 64)
+    resnet = _model("resnet18")
+    video = _model("r2plus1d_18")
+    v = torch.randn(2, 3, 8, 32, 32)
+    assert type(resnet).forward is ResNet.forward and type(video).forward is VideoResNet.forward  # zoo.export scripts them
+    with torch.no_grad():
+        assert torch.equal(resnet(x), resnet.forward_head(resnet.forward_features(x)))
+        assert torch.equal(video(v), video.forward_head(video.forward_features(v)))
+
+
+def test_tsn_pre_logits_come_before_dropout():
+    model = _model("video-tsn", dropout=0.9).train()
+    x = torch.randn(2, 3, 4, 32, 32)
+    with torch.no_grad():
+        feats = model.forward_features(x)
+        assert torch.equal(model.forward_head(feats, pre_logits=True), feats.mean(dim=1))
+
+
+def test_pre_logits_are_what_extract_features_caches():
+    from zoo.vision.finetune import extract_features
+
+    model = _model("resnet18", stem="cifar")
+    x, y = torch.randn(5, 3, 16, 16), torch.arange(5)
+    cached = extract_features(model, TensorDataset(x, y), amp=None, progress=False)
+    with torch.no_grad():
+        pooled = model.forward_head(model.forward_features(x), pre_logits=True)
+    torch.testing.assert_close(cached.tensors[0], pooled)
+    assert model.fc.out_features == 7  # extract_features puts the head back
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reset_classifier_gives_a_fresh_head_and_forgets_stale_class_names(name, tmp_path):
+    model = _model(name).double()
+    cfg = model.pretrained_cfg if name == "resnet18" else model.video_cfg
+    cfg["classes"] = [f"c{i}" for i in range(7)]
+    model.reset_classifier(7)  # same count: the names still describe the outputs
+    assert cfg["classes"] == [f"c{i}" for i in range(7)]
+    old = model.fc
+    model.reset_classifier(3)
+    assert model.fc is not old and model.fc.out_features == 3 and model.fc.weight.dtype == torch.float64
+    assert "classes" not in cfg and model.config.num_classes == 3
+    path = zoo.save(model.float(), tmp_path / "m.safetensors")
+    assert zoo.build(name, weights=str(path)).fc.out_features == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_reset_classifier_refuses_a_headless_or_odd_count_and_says_what_to_call(bad):
+    model = _model("resnet18")
+    with pytest.raises(ValueError, match=r"num_classes must be an int >= 1, got .*pre_logits=True"):
+        model.reset_classifier(bad)
+    assert model.fc.out_features == 7
+    with pytest.raises(TypeError, match="nn.Linear `fc` head"):
+        replace_fc(torch.nn.Sequential(), 3)
+
+
+def test_build_with_timm_num_classes_zero_points_at_pre_logits():
+    with pytest.raises(ValueError, match=r"num_classes must be a positive int, got 0 .*forward_head"):
+        zoo.build("resnet18", num_classes=0)
