@@ -83,7 +83,8 @@ class TD3Agent:
     """A TD3 agent for one observation/action space; implements ``zoo.api.Trainable``.
 
     Build it with ``zoo.build("td3", env="Pendulum-v1", preset="rl-zoo")``; train with
-    ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``.
+    ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``. Stable-Baselines3's
+    ``learn`` and ``predict`` work too (:meth:`learn`, :meth:`predict`).
     """
 
     registry_name = "td3"  # the name zoo.build knows it by, as every zoo model has
@@ -535,6 +536,29 @@ class TD3Agent:
             at = np.argwhere(~np.isfinite(arr))[0].tolist()
             raise ValueError(f"observations must be finite; got {arr[tuple(at)]} at index {at}")
         return self.act(arr, explore=explore)
+
+    # --- Stable-Baselines3's names ---------------------------------------------------------------------
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, Any]:
+        """SB3's ``predict``: ``(actions, state)`` for observations ``(obs_dim,)`` or ``(n_envs, obs_dim)``, in
+        the env's units, so SB3's ``evaluate_policy`` and rl-baselines3-zoo's tools run this agent.
+        ``deterministic=False`` adds the exploration noise; ``state`` comes back unchanged (no recurrence)."""
+        del episode_start  # a recurrent policy's reset signal: this policy has no memory to reset
+        return self.zoo_predict(observation, explore=not deterministic), state
+
+    def learn(self, total_timesteps: int, env: Any = None, progress_bar: bool = False, **options: Any) -> TD3Agent:
+        """SB3's ``learn``: collect ``total_timesteps`` *more* transitions (on ``env``, default the agent's
+        env id) and return the agent. ``options`` are :func:`zoo.rl.loop.train`'s (``eval_every``,
+        ``checkpoint_dir``, ...); ``zoo.train(agent, env, total_steps=N)`` counts the run's transitions in all."""
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, int) or total_timesteps < 1:
+            raise ValueError(f"total_timesteps must be an int >= 1, got {total_timesteps!r}")
+        if env is None and self.env_id is None:
+            raise ValueError("this agent has no env id to make its env from: pass env=, a gymnasium env")
+        options.setdefault("eval_every", 0)  # SB3's learn evaluates nothing unless asked
+        self.zoo_train(self.env_id if env is None else env, total_steps=self.num_timesteps + total_timesteps,
+                       progress=progress_bar, **options)
+        return self
 
     def zoo_state(self) -> ModelState:
         """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""

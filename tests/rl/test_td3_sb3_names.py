@@ -1,0 +1,58 @@
+"""Stable-Baselines3's names on the TD3 agent: ``learn`` collects N more transitions, ``predict`` returns
+``(actions, state)``, and SB3's own ``evaluate_policy`` runs the agent when SB3 is installed."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import zoo
+
+SMALL = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+def _agent(**config):
+    return zoo.build("td3", env="Pendulum-v1", seed=0, **{**SMALL, **config})
+
+
+def test_learn_collects_that_many_more_transitions_and_returns_the_agent(tmp_path):
+    agent = _agent()
+    before = {k: v.clone() for k, v in agent.actor.state_dict().items()}
+    assert agent.learn(30) is agent and agent.num_timesteps == 30 and agent.num_updates > 0
+    assert any(not torch.equal(before[k], v) for k, v in agent.actor.state_dict().items())
+    agent.learn(25, checkpoint_dir=tmp_path)  # zoo.train's options pass through
+    assert agent.num_timesteps == 55 and (tmp_path / "td3_last.pt").is_file()
+    assert not agent.history  # no evaluation unless asked for, as in SB3
+
+
+def test_learn_takes_an_env_and_refuses_a_bad_count():
+    agent = _agent()
+    agent.learn(21, env=gym.make("Pendulum-v1"))
+    assert agent.num_timesteps == 21
+    for bad in (0, -5, 2.0, True):
+        with pytest.raises(ValueError, match=f"total_timesteps must be an int >= 1, got {bad!r}"):
+            agent.learn(bad)
+
+
+def test_predict_is_sb3s_signature_over_zoo_predict():
+    agent = _agent()
+    obs = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, -0.5]], dtype=np.float32)
+    actions, state = agent.predict(obs)
+    assert state is None and actions.shape == (2, 1)
+    np.testing.assert_array_equal(actions, zoo.predict(agent, obs))
+    kept = object()
+    assert agent.predict(obs[0], state=kept, episode_start=np.array([True]))[1] is kept
+    noisy, _ = agent.predict(np.repeat(obs[:1], 64, axis=0), deterministic=False)
+    assert not np.allclose(noisy, actions[0]) and np.all(np.abs(noisy) <= 2.0)  # Pendulum's bounds
+
+
+def test_sb3_evaluate_policy_runs_the_agent():
+    evaluation = pytest.importorskip("stable_baselines3.common.evaluation", reason="stable-baselines3 not installed")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    agent = _agent()
+    venv = make_vec_env("Pendulum-v1", n_envs=2, seed=3)
+    mean, std = evaluation.evaluate_policy(agent, venv, n_eval_episodes=2, deterministic=True, warn=False)
+    assert np.isfinite(mean) and -2000 < mean < 0 and std >= 0  # Pendulum: 200 steps of cost in [-16.3, 0]
