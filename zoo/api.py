@@ -71,9 +71,10 @@ class Saveable(Protocol):
 def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any = None,
              options: dict[str, Any] | None = None) -> Any:
     if isinstance(model_or_name, str):
-        inferred = registry.infer_config(model_or_name, data, **(options or {}))
+        name, weights = registry.split_weights_name(model_or_name)  # "resnet18.cifar10": start from those weights
+        inferred = registry.infer_config(name, data, **(options or {}))
         with seeded_build((options or {}).get("seed")):
-            return registry.build(model_or_name, **{**inferred, **(model_config or {})})
+            return registry.build(name, weights=weights, **{**inferred, **(model_config or {})})
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
     return model_or_name
@@ -153,8 +154,9 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     """
     if isinstance(model_or_name, str):
         # the family makes the new head once the model exists: its weights come from the seeded generators too
+        name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
         with seeded_build(config.get("seed")):
-            model = registry.build(model_or_name, weights=weights)
+            model = registry.build(name, weights=weights)
             _require_finetune(model, model_or_name, data)
             return model.zoo_finetune(data, strategy=strategy, **config)
     if weights is not None:

@@ -232,6 +232,25 @@ def _add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
                            help=docs.get(key, ""))
 
 
+_NAME_AND_WEIGHTS = ("train", "eval", "predict", "finetune", "export")  # commands taking NAME and --weights
+
+
+def weights_name_argv(argv: list[str]) -> list[str]:
+    """``zoo predict resnet18.cifar10 ...`` -> ``zoo predict resnet18 ... --weights resnet18.cifar10`` (a weights
+    name given as NAME, as :func:`zoo.build` takes one); a ``--weights`` naming other weights is an error."""
+    from zoo import registry
+
+    if len(argv) < 2 or argv[0] not in _NAME_AND_WEIGHTS:
+        return argv
+    flag = next((i for i, a in enumerate(argv) if a == "--weights" or a.startswith("--weights=")), None)
+    given = None if flag is None else (argv[flag].split("=", 1)[1] if "=" in argv[flag] else
+                                       (argv[flag + 1] if flag + 1 < len(argv) else None))
+    name, weights = registry.split_weights_name(argv[1], given)
+    if name == argv[1]:
+        return argv
+    return [argv[0], name, *argv[2:], *(["--weights", weights] if given is None else [])]
+
+
 def _model_name_in(argv: Sequence[str]) -> str | None:
     """The NAME of ``zoo train|eval|predict NAME ...`` when it is a registered model (for its flags)."""
     from zoo import registry
@@ -757,6 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
     rest = [a for a in argv if a != "--debug"]
     try:
+        rest = weights_name_argv(rest)
         parser = build_parser(rest)
         args = parser.parse_args(rest)
         code = args._run(args)

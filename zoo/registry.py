@@ -27,7 +27,8 @@ from typing import Any
 
 from zoo.config import check_value, config_defaults, config_types
 
-__all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register"]
+__all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register",
+           "split_weights_name"]
 
 Builder = Callable[..., Any]
 # (object built from the merged config, local weights file, manifest entry or None[, requested=the config
@@ -196,7 +197,13 @@ def _unknown_keys_message(name: str, unknown: dict[str, Any], valid: list[str]) 
     calls = call_options(name)
     misspelt, elsewhere = [], []
     for key, value in unknown.items():
-        if key in calls:
+        if key == "pretrained":  # timm's flag: zoo names the weights instead
+            from zoo import hub
+
+            tags = [w.split(".", 1)[1] for w in hub.list_weights(name)]
+            elsewhere.append(f"pretrained is timm's flag; zoo names the weights: zoo.build({name!r}, weights=TAG) or "
+                             f"zoo.build('{name}.TAG'), TAG one of: {', '.join(tags) or 'none published'}")
+        elif key in calls:
             where = " / ".join(f"zoo.{c}" for c in calls[key])
             example = f"zoo.{calls[key][0]}(model, {'inputs' if calls[key][0] == 'predict' else 'data'}, {key}={value!r})"
             elsewhere.append(f"{key} is an option of {where} for {name}, not of its architecture: {example}")
@@ -292,13 +299,15 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
 def build(name: str, *, weights: str | os.PathLike | None = None, local_files_only: bool = False,
           **config: Any) -> Any:
     """Build a registered model, optionally loading weights (a tag, ``model.tag``, a path, a URL or
-    ``hf-hub:org/repo``).
+    ``hf-hub:org/repo``). ``name`` may be a weights name itself, as timm's ``model.tag`` names are:
+    ``build("resnet18.cifar10")`` is ``build("resnet18", weights="cifar10")``.
 
     The weights' own config (the manifest entry's, or the one :func:`zoo.save` wrote into the file)
     supplies the defaults the file needs, and the caller's ``config`` overrides them (a different
     ``num_classes`` re-initialises the head, where the family supports that). ``local_files_only=True``
     never opens a network connection.
     """
+    name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
     if weights is None:
         return reg.builder(**validate_config(name, config))
@@ -314,6 +323,20 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
         return reg.load_weights(obj, path, entry)
     hub.load_into(obj, hub.load_state_dict(path))
     return obj
+
+
+def split_weights_name(name: Any, weights: Any = None) -> tuple[Any, Any]:
+    """``("model.tag", None)`` -> ``("model", "model.tag")`` where ``model`` is registered (timm's ``model.tag``
+    names: a weights name builds its model with those weights); any other ``name`` comes back unchanged."""
+    if not isinstance(name, str) or name in _REGISTRY or "." not in name:
+        return name, weights
+    model, _, tag = name.partition(".")
+    if model not in _REGISTRY:
+        return name, weights  # _lookup's "unknown model" error follows
+    if weights is not None and str(weights) not in (tag, name):
+        raise ValueError(f"{name!r} names the weights {tag!r} but weights={str(weights)!r} names others: give the "
+                         f"weights once, zoo.build({model!r}, weights=...) or zoo.build({name!r})")
+    return model, name
 
 
 def infer_config(name: str, data: Any, **options: Any) -> dict[str, Any]:

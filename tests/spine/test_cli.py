@@ -118,3 +118,18 @@ def test_train_out_expands_the_home_folder_and_exits_1_when_it_falls_back(tmp_pa
     assert main([*args, "--out", "again.safetensors", "--checkpoint-dir", "~/run"]) == 1
     assert "the trained model is in" in capsys.readouterr().err
     assert not (tmp_path / "again.safetensors").exists() and list((tmp_path / "run").glob("again.unsaved-*.safetensors"))
+
+
+def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
+    from zoo.cli import main, weights_name_argv
+
+    assert weights_name_argv(["eval", "td3.pendulum-v1", "--episodes", "1"]) == [
+        "eval", "td3", "--episodes", "1", "--weights", "td3.pendulum-v1"]
+    assert weights_name_argv(["predict", "td3.pendulum-v1", "--weights=pendulum-v1", "[0, 0, 0]"]) == [
+        "predict", "td3", "--weights=pendulum-v1", "[0, 0, 0]"]
+    assert weights_name_argv(["info", "td3.pendulum-v1"]) == ["info", "td3.pendulum-v1"]
+    assert weights_name_argv(["eval", "td3", "--weights", "pendulum-v1"]) == ["eval", "td3", "--weights", "pendulum-v1"]
+    assert main(["predict", "td3.pendulum-v1", "[1, 0, 0]"]) == 0
+    assert capsys.readouterr().out.strip().startswith("[")
+    assert main(["eval", "td3.pendulum-v1", "--weights", "halfcheetah-v5", "--episodes", "1"]) == 2
+    assert "names the weights 'pendulum-v1' but weights='halfcheetah-v5'" in capsys.readouterr().err

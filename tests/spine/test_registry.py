@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import zoo
 from zoo import registry
@@ -146,3 +147,46 @@ def test_video_tsn_says_num_segments_is_a_training_option():
     assert "did you mean" not in msg
     with pytest.raises(TypeError, match=r"epochs is an option of zoo.train for resnet18"):
         zoo.build("resnet18", epochs=2)
+
+
+def test_a_weights_name_builds_its_model_with_those_weights():
+    by_name = zoo.build("td3.pendulum-v1")
+    by_tag = zoo.build("td3", weights="pendulum-v1")
+    assert by_name.env_id == "Pendulum-v1"
+    for k, v in by_tag.actor.state_dict().items():
+        assert torch.equal(by_name.actor.state_dict()[k], v)
+    assert zoo.build("td3.pendulum-v1", weights="pendulum-v1").env_id == "Pendulum-v1"  # the same, twice: fine
+    with pytest.raises(ValueError, match=r"'td3.pendulum-v1' names the weights 'pendulum-v1' but weights='halfcheetah-v5'"):
+        zoo.build("td3.pendulum-v1", weights="halfcheetah-v5")
+    with pytest.raises(KeyError, match=r"unknown weights 'td3.nope' for model 'td3'"):
+        zoo.build("td3.nope")
+    with pytest.raises(KeyError, match=r"unknown model 'tdd3.pendulum-v1'"):
+        zoo.build("tdd3.pendulum-v1")
+
+
+def test_split_weights_name_leaves_other_names_alone(scratch_registry):
+    @scratch_registry.register("toy.net", family="toys", summary="a registered name with a dot")
+    def _build():
+        return {}
+
+    assert scratch_registry.split_weights_name("toy.net") == ("toy.net", None)
+    assert scratch_registry.split_weights_name("other.tag", "w") == ("other.tag", "w")
+    assert scratch_registry.split_weights_name(3) == (3, None)
+
+
+def test_timms_pretrained_flag_says_how_zoo_names_weights():
+    with pytest.raises(TypeError, match=r"pretrained is timm's flag; .*weights=TAG.*'resnet18.TAG'.*cifar10, imagenet1k-v1"):
+        zoo.build("resnet18", pretrained=True)
+
+
+def test_train_and_finetune_by_weights_name_start_from_those_weights():
+    from torch.utils.data import TensorDataset
+
+    data = TensorDataset(torch.randn(4, 3, 16, 16), torch.arange(4) % 2)
+    fit = {"epochs": 1, "batch_size": 4, "progress": False, "lr": 0.0}
+    with pytest.warns(UserWarning):
+        tuned = zoo.finetune("resnet18.cifar10", data, num_classes=2, strategy="head", **fit).model
+    ref = zoo.build("resnet18", weights="cifar10")
+    assert torch.equal(tuned.layer1[0].conv1.weight, ref.layer1[0].conv1.weight.to(tuned.layer1[0].conv1.weight.dtype))
+    trained = zoo.train("resnet18.cifar10", data, **fit).model  # lr 0: the weights stay the file's
+    assert torch.equal(trained.conv1.weight, ref.conv1.weight)
