@@ -133,3 +133,28 @@ def test_mismatch_error_names_keys_and_both_shapes():
         hub.load_into(_net(num_classes=10), sd)
     assert "missing in the file: 0.bias [4]" in str(err.value)
     assert "not in the model: extra.weight [2]" in str(err.value)
+
+
+def _header_length(path) -> int:
+    return int.from_bytes(path.read_bytes()[:8], "little")
+
+
+@pytest.mark.parametrize("modulus, residue", [(256, 128), (65536, 0x4B50)])  # a length starting 0x80 / b"PK"
+def test_a_safetensors_header_length_that_looks_like_torch_save_still_reads_as_safetensors(tmp_path, modulus, residue):
+    # found on torch 2.7, where the recorded torch version is a character shorter: the file's 8-byte header
+    # length began with 0x80, the first byte of a legacy torch.save pickle, and loading it failed
+    torch.manual_seed(0)
+    src, path = _net(), tmp_path / "w.safetensors"
+    base = _header_length(hub.save_weights(src, path, metadata={"pad": ""}))
+    for pad in range((residue - base) % modulus - 16, (residue - base) % modulus + 16):
+        hub.save_weights(src, path, metadata={"pad": "x" * max(pad, 0)})
+        if _header_length(path) % modulus == residue:
+            break
+    else:
+        pytest.fail(f"no padding gave a header length of {residue} mod {modulus}")
+    first = path.read_bytes()[:2]
+    assert first[:1] == b"\x80" if modulus == 256 else first == b"PK"
+    assert hub.state.file_format(path) == "safetensors"
+    hub.state.check_complete(path)
+    sd = hub.load_state_dict(path)
+    assert all(torch.equal(sd[k], v) for k, v in src.state_dict().items())

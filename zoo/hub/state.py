@@ -68,14 +68,17 @@ def file_format(path: str | os.PathLike) -> str:
     if len(head) < 8:
         raise CorruptWeightsError(f"{path}: {len(head)} bytes is too short to be a weights file (empty or "
                                   f"truncated); {_repull_hint(path)}")
+    n = int.from_bytes(head[:8], "little")
+    # safetensors first: its 8-byte header length can begin with the bytes that mark a torch.save file (a
+    # length of 128 + 256k starts with 0x80, one of 19,280 + 65,536k with "PK"), while a torch.save file
+    # never has "{" as its ninth byte (a zip's is its compression method, a legacy pickle's 0xf9)
+    if head[8:9] == b"{" and 0 < n < os.path.getsize(path):
+        return "safetensors"
     if head[:2] == b"PK" or head[:1] == b"\x80":  # torch.save zip archive / legacy pickle protocol 2+
         return "pth"
-    n = int.from_bytes(head[:8], "little")
     if head[8:9] == b"{":
-        if not 0 < n < os.path.getsize(path):
-            raise CorruptWeightsError(f"{path}: the safetensors header claims {n} bytes but the file holds "
-                                      f"{os.path.getsize(path)} (truncated or corrupt); {_repull_hint(path)}")
-        return "safetensors"
+        raise CorruptWeightsError(f"{path}: the safetensors header claims {n} bytes but the file holds "
+                                  f"{os.path.getsize(path)} (truncated or corrupt); {_repull_hint(path)}")
     raise CorruptWeightsError(
         f"{path}: not a safetensors file nor a torch.save file (first bytes {head[:8]!r}); "
         "expected weights written by zoo.hub.save_weights or torch.save"
