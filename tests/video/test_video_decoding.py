@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import av
+import av.logging
 import numpy as np
 import pytest
 import torch
@@ -163,3 +167,47 @@ def test_sparse_reads_of_real_clips_equal_the_full_decode(real_clips, tmp_path):
     assert probe(tripled).count_frames and _pict_types(tripled).count("I") == 3
     stats = _check_against_full_decode(tripled, _index_sets(probe(tripled).num_frames))
     assert stats.seeks > stats.reads, stats
+
+
+def test_threads_give_way_while_pyav_logs_to_python(monkeypatch):
+    monkeypatch.setattr(decoding, "_WARNED_LOG_THREADS", False)
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)  # what `import torchvision` did up to 0.2x
+    try:
+        assert decoding.decoder_thread_count() == 1
+        with pytest.warns(RuntimeWarning, match="decoding on one thread, not thread_count=0"):
+            assert decoding.decoder_thread_count(0) == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert decoding.decoder_thread_count(4) == 1  # said once per process
+    finally:
+        av.logging.set_level(level)
+    assert decoding.decoder_thread_count(0) == 0 and decoding.decoder_thread_count(4) == 4
+
+
+_LOGGING_READS = """
+import sys
+import av.logging
+av.logging.set_level(av.logging.ERROR)
+from zoo.video.decoding import probe, read_frames
+path = sys.argv[1]
+meta = probe(path)
+for start in range(50):
+    read_frames(path, [start % 100, start % 100 + 7, 110], meta, thread_count=0)
+print("done")
+"""
+
+
+def test_threaded_reads_with_pyav_logging_on_do_not_hang(encode_clip, tmp_path):
+    # h264 frame threads log while decoding from a seek; with PyAV's Python log callback on, the first few
+    # reads hung for good in avcodec_free_context (the main thread held the GIL the logging thread waited for)
+    if "libx264" not in av.codecs_available:
+        pytest.skip("this FFmpeg build has no libx264 encoder")
+    path = encode_clip(tmp_path / "clip.mp4", _frames(120), codec="libx264", gop=10, b_frames=2)
+    root = Path(__file__).resolve().parents[2]
+    try:
+        run = subprocess.run([sys.executable, "-c", _LOGGING_READS, str(path)], check=False, capture_output=True, text=True,
+                             timeout=120, cwd=root)
+    except subprocess.TimeoutExpired:
+        pytest.fail("threaded reads with av.logging on hung")
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]

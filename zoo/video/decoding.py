@@ -38,11 +38,13 @@ import bisect
 import math
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import av
+import av.logging
 import numpy as np
 import torch
 from av.video.reformatter import VideoReformatter
@@ -217,11 +219,28 @@ _LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
 _THREADED_MIN_PIXELS = 1280 * 720
 
 
+_WARNED_LOG_THREADS = False  # the warning below, once per process
+
+
 def decoder_thread_count(thread_count: int | None = None) -> int:
     """The decoder's thread count: ``thread_count`` when given (0: FFmpeg's choice), else 1 inside a
     DataLoader worker (its siblings already decode on the other cores; more threads per worker only
     oversubscribe them, the reason torch runs workers on one intra-op thread too) and FFmpeg's choice (0)
-    elsewhere."""
+    elsewhere.
+
+    Always 1 while PyAV hands FFmpeg's log messages to Python (an ``av.logging.set_level`` call, which
+    torchvision up to 0.2x makes when ``torchvision.io`` is imported): a decoder thread that logs waits for
+    the GIL, and freeing its codec context waits, holding the GIL, for that thread; the read hung for good
+    (PyAV-Org/PyAV#751). ``av.logging.set_level(None)`` gives the threads back."""
+    if av.logging.get_level() is not None:
+        global _WARNED_LOG_THREADS
+        if thread_count not in (None, 1) and not _WARNED_LOG_THREADS:
+            _WARNED_LOG_THREADS = True
+            warnings.warn(f"decoding on one thread, not thread_count={thread_count}: PyAV is forwarding FFmpeg's "
+                          "log to Python (av.logging level set; torchvision <= 0.2x's io module does on import), and "
+                          "a threaded decoder that logs while it is freed deadlocks. av.logging.set_level(None) "
+                          "allows threads again", RuntimeWarning, stacklevel=3)
+        return 1
     if thread_count is not None:
         return thread_count
     return 1 if torch.utils.data.get_worker_info() is not None else 0
