@@ -33,3 +33,15 @@ def _encode_clip(path: Path, frames: np.ndarray, *, gop: int, b_frames: int = 0,
 def encode_clip():
     """:func:`_encode_clip`: a test clip with a chosen keyframe interval, B-frames, rate and codec."""
     return _encode_clip
+
+
+@pytest.fixture
+def pyav_logging_off():
+    """PyAV's Python log callback off for the test, restored after: torchvision up to 0.2x turns it on when
+    imported, and while it is on zoo decodes on one thread (zoo.video.decoding.decoder_thread_count)."""
+    import av.logging
+
+    level = av.logging.get_level()
+    av.logging.set_level(None)
+    yield
+    av.logging.set_level(level)

@@ -233,7 +233,7 @@ class _DecoderThreads(torch.utils.data.Dataset):
         return decoding.decoder_thread_count()
 
 
-def test_dataloader_workers_decode_on_one_thread(encode_clip, tmp_path):
+def test_dataloader_workers_decode_on_one_thread(encode_clip, tmp_path, pyav_logging_off):
     path = encode_clip(tmp_path / "clip.avi", render_clip(0, np.random.default_rng(1), size=32, num_frames=6), gop=6)
     assert decoding.decoder_thread_count() == 0  # the main process: FFmpeg's choice
     assert decoding.decoder_thread_count(0) == 0 and decoding.decoder_thread_count(3) == 3  # kept when given

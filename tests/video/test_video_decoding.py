@@ -169,20 +169,16 @@ def test_sparse_reads_of_real_clips_equal_the_full_decode(real_clips, tmp_path):
     assert stats.seeks > stats.reads, stats
 
 
-def test_threads_give_way_while_pyav_logs_to_python(monkeypatch):
+def test_threads_give_way_while_pyav_logs_to_python(monkeypatch, pyav_logging_off):
     monkeypatch.setattr(decoding, "_WARNED_LOG_THREADS", False)
-    level = av.logging.get_level()
-    av.logging.set_level(av.logging.ERROR)  # what `import torchvision` did up to 0.2x
-    try:
-        assert decoding.decoder_thread_count() == 1
-        with pytest.warns(RuntimeWarning, match="decoding on one thread, not thread_count=0"):
-            assert decoding.decoder_thread_count(0) == 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            assert decoding.decoder_thread_count(4) == 1  # said once per process
-    finally:
-        av.logging.set_level(level)
     assert decoding.decoder_thread_count(0) == 0 and decoding.decoder_thread_count(4) == 4
+    av.logging.set_level(av.logging.ERROR)  # what `import torchvision` did up to 0.2x
+    assert decoding.decoder_thread_count() == 1
+    with pytest.warns(RuntimeWarning, match="decoding on one thread, not thread_count=0"):
+        assert decoding.decoder_thread_count(0) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert decoding.decoder_thread_count(4) == 1  # said once per process
 
 
 _LOGGING_READS = """
