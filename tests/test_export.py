@@ -205,7 +205,10 @@ def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
     for batch in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match=f"export option batch must be an integer >= 1, got .*{batch}"):
             zoo.export(agent, tmp_path / "p.onnx", batch=batch)
-    with pytest.raises(ExportError, match=r"ONNX export of graph 'model' failed: \w+: .*\(cause: \w+") as err:
+    # torch 2.9.1 and 2.14.1 refuse the branch while tracing; 2.7.1 and 2.8.0 trace the branch taken, and zoo's
+    # check of the graph on another sample refuses it: either way a clear error and no file
+    refused = r"ONNX export of graph 'model' failed: \w+: .*\(cause: \w+|'model'.* differs from PyTorch"
+    with pytest.raises(ExportError, match=refused) as err:
         zoo.export(_Branchy(), tmp_path / "b.onnx", example_inputs=torch.ones(2, 3))
     assert "\x1b" not in str(err.value)  # the tracer colours its message for a terminal
     assert list(tmp_path.iterdir()) == []

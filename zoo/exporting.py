@@ -467,14 +467,18 @@ def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
         raise
 
 
+_NO_MAX = 2**31 - 1  # the bound of a dynamic axis the family leaves open
+
+
 def _dynamic_shapes(g: Graph) -> dict[str, Any]:
     """The spec's named axes as ``torch.export.Dim`` objects, keyed by ``forward``'s parameter names."""
     dims: dict[str, torch.export.Dim] = {}
     for axes in g.dynamic.values():
         for name in axes.values():
             if name not in dims:
-                # no max unless the family sets one: torch.export then bounds the axis by nothing (int_oo)
-                dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name))
+                # a finite bound where the family sets none: torch 2.7 guards sizes against 2**63 - 1
+                # (INT64_MAX) and then refuses an unbounded axis ("Constraints violated (batch)")
+                dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name, _NO_MAX))
     params = [p.name for p in inspect.signature(g.module.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return {params[i]: ({ax: dims[n] for ax, n in g.dynamic[i].items()} if i in g.dynamic else None)
