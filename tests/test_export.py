@@ -214,6 +214,18 @@ def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("version, hinted", [((2, 8), True), ((2, 10), False)])
+def test_a_tracer_failure_on_an_older_torch_says_which_torch_exports_everything(tmp_path, monkeypatch, version, hinted):
+    from zoo import exporting
+
+    monkeypatch.setattr(exporting, "_TORCH_VERSION", version)
+    for fmt, path in (("onnx", "b.onnx"), ("torch.export", "b.pt2")):
+        with pytest.raises(ExportError) as err:
+            zoo.export(_Branchy(), tmp_path / path, fmt, example_inputs=torch.ones(2, 3))
+        said = "this is torch 2.8, and torch.export handles every zoo graph from torch 2.10 on" in str(err.value)
+        assert said == hinted, str(err.value)
+
+
 def test_pt2_batch_axis_has_no_upper_bound(tmp_path):
     model = nn.Linear(3, 2)
     res = zoo.export(model, tmp_path / "lin.pt2", "torch.export", example_inputs=torch.randn(2, 3))

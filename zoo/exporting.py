@@ -525,12 +525,27 @@ def _first_line(err: BaseException) -> str:
     return line(err) if root is err else f"{line(err)} (cause: {line(root)})"
 
 
+# torch.export handles every zoo graph from this release on (measured: 2.10.0 and 2.14.1; the seq2seq graphs
+# failed inside torch.export on 2.7.1, 2.8.0 and 2.9.1)
+_EXPORTS_ALL_FROM = (2, 10)
+_TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def _old_torch_hint() -> str:
+    """What a tracer failure on an older torch should add: the release it may need."""
+    if _TORCH_VERSION >= _EXPORTS_ALL_FROM:
+        return ""
+    have = ".".join(map(str, _TORCH_VERSION))
+    return (f"; this is torch {have}, and torch.export handles every zoo graph from torch "
+            f"{'.'.join(map(str, _EXPORTS_ALL_FROM))} on: upgrading torch may fix it")
+
+
 def _torch_program(g: Graph) -> torch.export.ExportedProgram:
     try:
         with torch.no_grad():
             return torch.export.export(g.module, _trace_inputs(g), dynamic_shapes=_dynamic_shapes(g), strict=False)
     except Exception as err:  # the tracer's errors are long; keep their first line and the cause
-        raise ExportError(f"torch.export could not trace graph {g.name!r}: {_first_line(err)}") from err
+        raise ExportError(f"torch.export could not trace graph {g.name!r}: {_first_line(err)}{_old_torch_hint()}") from err
 
 
 def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
@@ -564,7 +579,7 @@ def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
                     input_names=list(g.input_names), output_names=list(g.output_names),
                     dynamic_shapes=_dynamic_shapes(g), verbose=False)
             except Exception as err:
-                raise ExportError(f"ONNX export of graph {g.name!r} failed: {_first_line(err)}") from err
+                raise ExportError(f"ONNX export of graph {g.name!r} failed: {_first_line(err)}{_old_torch_hint()}") from err
         proto = program.model_proto
     del proto.metadata_props[:]
     entry = proto.metadata_props.add()
