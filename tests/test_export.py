@@ -226,7 +226,7 @@ def test_a_tracer_failure_on_an_older_torch_says_which_torch_exports_everything(
         assert said == hinted, str(err.value)
 
 
-def test_pt2_batch_axis_has_no_upper_bound(tmp_path):
+def test_pt2_batch_axis_takes_batches_far_over_an_old_cap(tmp_path):
     model = nn.Linear(3, 2)
     res = zoo.export(model, tmp_path / "lin.pt2", "torch.export", example_inputs=torch.randn(2, 3))
     x = torch.randn(70_000, 3)  # over the 65,536 an earlier version capped the batch at

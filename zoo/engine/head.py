@@ -9,8 +9,9 @@ A timm user reaches for four methods (https://huggingface.co/docs/timm/feature_e
 
 ``forward(x) == forward_head(forward_features(x))`` for every model here (ResNet18 and R(2+1)D keep
 torchvision's ``forward``, which runs the same ops: ``zoo.export`` scripts it as a plain torchvision
-model). The two forward methods are each model's own (their shapes differ); the head replacement lives in :func:`replace_fc`, which also
-drops class names recorded for the old head, wherever the model keeps them.
+model). The two forward methods are each model's own (their shapes differ); the head replacement lives
+in :func:`replace_fc`, which also drops class names recorded for the old head, wherever the model keeps
+them.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo.engine.callbacks import Callback, TrainState
-from zoo.engine.head import ClassifierHead, drop_stale_classes
+from zoo.engine.head import drop_stale_classes
 from zoo.engine.precision import resolve_amp
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
@@ -168,10 +168,7 @@ class _UnfreezeCallback(Callback):
 
 def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
     """Replace the last ``nn.Linear`` of the head with a fresh one of ``num_classes`` outputs, forgetting class
-    names recorded for the old head (``model.reset_classifier`` where the model has timm's API)."""
-    if isinstance(model, ClassifierHead):
-        model.reset_classifier(num_classes)
-        return model
+    names recorded for the old head (what ``reset_classifier`` does on zoo's classifiers)."""
     name = head_name(model)
     head = getattr(model, name)
     if isinstance(head, nn.Linear):
