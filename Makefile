@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.zoo-installed
 
-.PHONY: demo test lint bench clean-venv
+.PHONY: demo test test-floors lint bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist worksteal -q --durations=15
+
+# The suite on the lowest release of each dependency that pyproject.toml admits (.ci/floors.txt), in a venv
+# of its own. uv resolves it (pip's resolver gives up on these pins) and downloads torch 2.7.0 (~3 GB).
+FLOORS_VENV := .venv-floors
+test-floors:
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install -q uv
+	$(FLOORS_VENV)/bin/uv pip install -q --python $(FLOORS_VENV)/bin/python -c .ci/floors.txt -e '.[dev,hdf5]'
+	$(FLOORS_VENV)/bin/python -m pytest -n 2 --dist worksteal -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check zoo tests benchmarks

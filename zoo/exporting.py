@@ -562,11 +562,31 @@ def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     path.write_bytes(buf.getbuffer())
 
 
-def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
+# pyproject's floor: torch's exporter imports onnxscript._framework_apis.torch_2_<its version>, a module that
+# older releases lack (0.6.0 also failed the video model's version-conversion pass)
+_ONNXSCRIPT_MIN = (0, 6, 2)
+
+
+def _check_onnx_exporter() -> None:
+    """onnx and an onnxscript recent enough for torch's exporter, or an ImportError that says what to install."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        import onnx
-    except ImportError as err:
+        import onnx  # noqa: F401
+        have = version("onnxscript")
+    except (ImportError, PackageNotFoundError) as err:
         raise ImportError("ONNX export needs onnx and onnxscript: pip install 'zoo[export]'") from err
+    release = tuple(int(p) if p.isdigit() else 0 for p in have.split("+")[0].split(".")[:3])
+    if release < _ONNXSCRIPT_MIN:
+        need = ".".join(map(str, _ONNXSCRIPT_MIN))
+        raise ImportError(f"ONNX export needs onnxscript >= {need}, this is {have} (torch's exporter imports "
+                          f"modules that older releases lack): pip install -U 'zoo[export]'")
+
+
+def _write_onnx(g: Graph, path: Path, meta: dict[str, Any]) -> None:
+    _check_onnx_exporter()
+    import onnx
+
     if g.onnx_model is not None:
         proto = g.onnx_model
     else:

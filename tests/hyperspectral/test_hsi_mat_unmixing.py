@@ -100,7 +100,7 @@ def test_unmixing_pixels_by_bands_and_abundance_errors(tmp_path):
     with pytest.raises(SceneFormatError, match=r"endmembers M have shape \(7, 3\); expected \(bands, 3\) = \(6, 3\)"):
         load_scene(tmp_path / "scene.mat", gt=tmp_path / "badM.mat")
     scipy.io.savemat(tmp_path / "noshape.mat", {"Y": Y})  # no nRow/nCol: not a scene
-    with pytest.raises(SceneFormatError, match=r"no 3-D \(H, W, C\) array and no unmixing layout"):
+    with pytest.raises(SceneFormatError, match=r"noshape.mat: no 3-D \(H, W, C\) array and no unmixing layout"):
         load_scene(tmp_path / "noshape.mat")
 
 

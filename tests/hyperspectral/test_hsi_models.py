@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -78,6 +80,26 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
     assert zoo.evaluate(svm2, (X[keep], y[keep]))["overall_accuracy"] > 0.85
     with pytest.raises(ValueError, match="__meta__"):
         load_pipeline({"x": torch.zeros(1)})
+
+
+def test_pca_svm_weights_of_another_scikit_learn_load_with_a_warning(tmp_path, monkeypatch):
+    import warnings
+
+    import sklearn
+
+    scene = make_scene(24, 24, 12, 3, seed=7)
+    svm = zoo.build("hsi-pca-svm", n_components=4)
+    zoo.train(svm, scene, split="random", train_fraction=0.3, seed=1)
+    path = svm.save(tmp_path / "svm.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the version that wrote it: silent
+        load_pipeline(path)
+    wrote = sklearn.__version__
+    monkeypatch.setattr(sklearn, "__version__", "0.0.dev0")
+    with pytest.warns(UserWarning, match=rf"written with scikit-learn {re.escape(wrote)}, this is 0\.0\.dev0"):
+        loaded = load_pipeline(path)
+    X = scene.pixels()
+    np.testing.assert_array_equal(loaded.predict(X), svm.predict(X))
 
 
 def test_demo_without_indian_pines(monkeypatch, tmp_path, capsys):

@@ -69,6 +69,7 @@ def test_the_wheel_carries_the_license_its_metadata_names(wheel):
 _NEWEST_API_NEEDED = [
     ("sklearn.utils.validation", "validate_data", "scikit-learn", "1.6"),
     ("torch.compiler", "is_exporting", "torch", "2.7"),
+    ("gymnasium.vector", "AutoresetMode", "gymnasium", "1.1"),
 ]
 
 
@@ -83,6 +84,32 @@ def test_declared_floors_are_releases_that_have_what_zoo_calls(module, attr, dis
     req = next(Requirement(r) for r in PYPROJECT["project"]["dependencies"] if _dist(r) == _dist(dist))
     floors = [Version(s.version) for s in req.specifier if s.operator == ">="]
     assert floors and min(floors) >= Version(first), f"{req}: {module}.{attr} needs {dist}>={first}"
+
+
+def test_the_floors_file_pins_every_dependency_at_its_declared_floor():
+    """`make test-floors` installs .ci/floors.txt: one pin per dependency of the package and of its dev, export
+    and hdf5 extras, each admitted by pyproject and in the release series its floor names (numpy>=1.24:
+    1.24.x), so that a floor raised in one place and not the other fails here."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    pins: dict[str, Version] = {}
+    for line in (ROOT / ".ci" / "floors.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            assert sep and _dist(name) not in pins, f".ci/floors.txt: {line!r}: expected one NAME==VERSION per line"
+            pins[_dist(name)] = Version(version)
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    reqs = [Requirement(r) for r in PYPROJECT["project"]["dependencies"] + extras["dev"] + extras["export"]
+            + extras["hdf5"]]
+    assert sorted(pins) == sorted({_dist(r.name) for r in reqs})
+    for req in reqs:
+        pin = pins[_dist(req.name)]
+        (floor,) = [Version(s.version) for s in req.specifier if s.operator == ">="]
+        assert req.specifier.contains(pin), f"{req}: .ci/floors.txt pins {pin}"
+        assert pin.release[:len(floor.release)] == floor.release, (
+            f"{req}: .ci/floors.txt pins {pin}, not a release of the series its floor names")
 
 
 @pytest.mark.slow

@@ -276,7 +276,7 @@ class _RecordingReformatter:
         if "threads" in kwargs:
             if not self.accepts_threads:  # PyAV < 17 has no threads argument
                 raise TypeError("reformat() got an unexpected keyword argument 'threads'")
-            self.threads.append(kwargs["threads"])
+            self.threads.append(kwargs.pop("threads"))  # recorded; PyAV < 17 would refuse it
         return self.real.reformat(frame, **kwargs)
 
 

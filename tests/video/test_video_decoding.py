@@ -18,6 +18,11 @@ from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_all_frames, read_frames
 from zoo.video.synthetic import render_clip
 
+# PyAV >= 17 shows the demuxer's keyframe index (Stream.index_entries), by which a sparse read cuts its
+# frames into runs and seeks to each; older PyAV reads them in one pass: the same frames, more decoding
+SEEKS_BY_INDEX = hasattr(av.video.stream.VideoStream, "index_entries")
+_NO_INDEX = "this PyAV shows no keyframe index (index_entries: PyAV >= 17): one pass, no seek per run"
+
 
 def _frames(n: int, seed: int = 3) -> np.ndarray:
     # a moving shape over a rolling noise texture: every frame differs from its neighbours
@@ -77,6 +82,8 @@ def test_far_apart_frames_are_reached_by_one_seek_each(encode_clip, tmp_path, su
     idx = S.segment_indices(200, 8, random=False).tolist()  # 12, 37, ..., 187: a keyframe between each two
     stats = decoding.DecodeStats()
     assert torch.equal(read_frames(path, idx, meta, thread_count=1, stats=stats), full[idx])
+    if not SEEKS_BY_INDEX:
+        pytest.skip(_NO_INDEX)
     # one forward pass from the keyframe before frame 12 would decode ~180 frames; a seek per frame
     # decodes at most the keyframe interval for each
     assert stats.seeks == 8 and stats.frames_decoded <= 8 * 10, stats
@@ -108,7 +115,8 @@ def test_runs_past_the_end_and_in_any_order_come_back_as_asked(encode_clip, tmp_
     # header rounding: the last run reads up to two frames past the end as the last frame
     got = read_frames(path, [n + 1, 3, n - 1, 40, 3], thread_count=1, stats=stats)
     assert torch.equal(got, full[[n - 1, 3, n - 1, 40, 3]])
-    assert stats.seeks >= 2, stats  # frame 3 from the start, 40 and the end by a seek each
+    # frame 3 from the start, 40 and the end by a seek each (one pass without the keyframe index)
+    assert stats.seeks >= (2 if SEEKS_BY_INDEX else 1), stats
 
 
 def test_decoding_from_the_start_after_a_seek_opens_the_file_again(encode_clip, tmp_path):
@@ -166,7 +174,7 @@ def test_sparse_reads_of_real_clips_equal_the_full_decode(real_clips, tmp_path):
     tripled = _repeat(packed, tmp_path / "tripled.avi", 3)
     assert probe(tripled).count_frames and _pict_types(tripled).count("I") == 3
     stats = _check_against_full_decode(tripled, _index_sets(probe(tripled).num_frames))
-    assert stats.seeks > stats.reads, stats
+    assert stats.seeks > stats.reads or not SEEKS_BY_INDEX, stats
 
 
 def test_threads_give_way_while_pyav_logs_to_python(monkeypatch, pyav_logging_off):
@@ -207,3 +215,36 @@ def test_threaded_reads_with_pyav_logging_on_do_not_hang(encode_clip, tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("threaded reads with av.logging on hung")
     assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-2000:]
+
+
+_FORK_AFTER_READS = """
+import gc, os, sys, time
+gc.disable()  # what the gc has not freed yet when a DataLoader forks its workers
+from zoo.video.decoding import probe, read_all_frames, read_frames
+path = sys.argv[1]
+read_frames(path, [1, 40, 90], probe(path), thread_count=0)
+read_all_frames(path, thread_count=0)
+pid = os.fork()
+if pid == 0:
+    gc.collect()  # the worker's gc frees what the parent left: a decoder whose threads did not fork
+    os._exit(0)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    if os.waitpid(pid, os.WNOHANG)[0]:
+        print("done")
+        sys.exit(0)
+    time.sleep(0.05)
+os.kill(pid, 9)
+print("the forked child hung")
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+def test_a_process_forked_after_threaded_reads_does_not_hang(encode_clip, tmp_path):
+    # PyAV 13 and 17.0.0 left a closed container in a reference cycle: a DataLoader worker forked before the
+    # gc freed it hung freeing its codec context, waiting for frame threads that exist only in the parent
+    path = encode_clip(tmp_path / "clip.mp4", _frames(100), codec="mpeg4", gop=10, b_frames=2)
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", _FORK_AFTER_READS, str(path)], check=False, capture_output=True,
+                         text=True, timeout=120, cwd=root)
+    assert run.returncode == 0 and run.stdout.strip() == "done", (run.stdout + run.stderr)[-2000:]

@@ -57,7 +57,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 def _download(repo: str, filename: str, revision: str | None, local_only: bool) -> Path:
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
+    from huggingface_hub.utils import (
         EntryNotFoundError,
         HfHubHTTPError,
         LocalEntryNotFoundError,

@@ -245,7 +245,10 @@ def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path
     if cube_key is None:
         unmix = find_unmixing_key(arrays)
         has_3d = any(v.ndim == 3 for v in arrays.values())
-        cube_key = unmix[0] if unmix is not None and not has_3d else find_cube_key(arrays)
+        try:
+            cube_key = unmix[0] if unmix is not None and not has_3d else find_cube_key(arrays)
+        except SceneFormatError as err:  # name the file: the caller may have opened several
+            raise SceneFormatError(f"{path}: {err}") from None
     elif cube_key not in arrays:
         raise KeyError(f"{cube_key!r} not in {path}; arrays: {sorted(arrays)}")
     v = arrays[cube_key]
