@@ -40,6 +40,16 @@ def test_plain_module_round_trips_with_dynamic_batch(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.onnx", "mlp.pt2"]  # no temporaries left
 
 
+def test_a_pt2_the_serializer_refuses_is_an_export_error_and_no_file(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Failed serializing node gru_cell in graph")  # what torch 2.7 said of the GRU's graph
+
+    monkeypatch.setattr(torch.export, "save", refuse)
+    with pytest.raises(ExportError, match=r"saving graph 'model' as \.pt2 failed: RuntimeError: Failed serializing"):
+        zoo.export(_mlp(), tmp_path / "mlp.pt2", "torch.export", example_inputs=torch.randn(2, 4))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_onnxscript_too_old_for_torchs_exporter_is_named(tmp_path, monkeypatch):
     import importlib.metadata
 
@@ -291,7 +301,17 @@ def _assert_close(got, want, spec: ExportSpec, what: str):
             np.testing.assert_array_equal(g, w, err_msg=what)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CASES)])
+def _marks(name: str) -> list:
+    from zoo.exporting import _EXPORTS_ALL_FROM, _TORCH_VERSION
+
+    marks = [pytest.mark.slow] if name in SLOW else []
+    if name.startswith("seq2seq-"):  # torch.export before 2.10 fails on a seq2seq graph (README, Export)
+        marks.append(pytest.mark.xfail(_TORCH_VERSION < _EXPORTS_ALL_FROM, raises=ExportError, strict=False,
+                                       reason="torch.export before 2.10 cannot trace every seq2seq graph"))
+    return marks
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in sorted(CASES)])
 def test_every_network_runs_in_onnxruntime_and_torch_export_load(name, tmp_path):
     from zoo.exporting import _spec_for  # the family's own description: its graphs and fresh sample inputs
 

@@ -558,7 +558,10 @@ def _write_pt2(g: Graph, path: Path, meta: dict[str, Any]) -> None:
         # into memory, then one Python write: a write that fails inside PyTorch's archive writer leaves an
         # object whose destructor throws again and aborts the process (terminate called after c10::Error)
         buf = io.BytesIO()
-        torch.export.save(program, buf, extra_files={METADATA_FILE: json.dumps(meta)})
+        try:
+            torch.export.save(program, buf, extra_files={METADATA_FILE: json.dumps(meta)})
+        except Exception as err:  # torch 2.7's serializer refused the GRU cell's graph that its tracer made
+            raise ExportError(f"saving graph {g.name!r} as .pt2 failed: {_first_line(err)}{_old_torch_hint()}") from err
     path.write_bytes(buf.getbuffer())
 
 

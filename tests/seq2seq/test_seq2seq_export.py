@@ -7,9 +7,14 @@ import pytest
 import torch
 
 import zoo
+from zoo.exporting import _EXPORTS_ALL_FROM, _TORCH_VERSION, ExportError
 from zoo.seq2seq import ExportedTranslator, greedy_search, train_tokenizer
 
 pytest.importorskip("onnxruntime")
+
+# torch.export before 2.10 fails on a seq2seq graph, another on each release (measured 2.7-2.9; README, Export)
+OLD_TORCH_EXPORT = pytest.mark.xfail(_TORCH_VERSION < _EXPORTS_ALL_FROM, raises=ExportError, strict=False,
+                                     reason="torch.export before 2.10 cannot trace every seq2seq graph")
 
 SENTENCES = [
     "Ein Hund läuft über die Wiese.",
@@ -21,6 +26,7 @@ SENTENCES = [
 
 
 @pytest.mark.slow
+@OLD_TORCH_EXPORT
 def test_onnx_runner_translates_like_pytorch_greedy(tmp_path):
     model = zoo.build("seq2seq-transformer", weights="multi30k-de-en")
     res = zoo.export(model, tmp_path / "de_en", "onnx")
@@ -45,6 +51,7 @@ def tiny_gru():
 SOURCES = torch.tensor([[5, 9, 17, 2, 0, 0], [7, 8, 11, 12, 13, 2], [2, 0, 0, 0, 0, 0]])  # padded, full, empty
 
 
+@OLD_TORCH_EXPORT
 def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
     res = zoo.export(tiny_gru, tmp_path / "gru", "onnx", src_len=5)
     runner = ExportedTranslator(res.path)
@@ -52,6 +59,7 @@ def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
     assert runner.translate(SENTENCES) == tiny_gru.translate(SENTENCES, beam_size=1, amp=None)
 
 
+@OLD_TORCH_EXPORT
 def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
     with pytest.raises(FileNotFoundError, match="no export.json"):
         ExportedTranslator(tmp_path)
