@@ -704,6 +704,20 @@ def _demo_threads() -> str:
 # --- entry point ------------------------------------------------------------------------------------
 
 
+def _version_line() -> str:
+    """``zoo 0.1.0 (torch 2.14.1, Python 3.11.7)``: what a bug report needs, read without importing torch."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    import zoo
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return f"zoo {zoo.__version__} (torch {torch_version}, Python {platform.python_version()})"
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; with ``argv`` naming ``train|eval|predict MODEL``, that model's config options too."""
     import zoo
@@ -713,6 +727,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     name = _model_name_in(argv)

@@ -30,6 +30,18 @@ def test_list_prints_registered_models():
         assert name in out.stdout
 
 
+def test_version_names_zoo_torch_and_python(capsys):
+    import platform
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"zoo {zoo.__version__} (torch {version('torch')}, Python {platform.python_version()})")
+    assert version("zoo") == zoo.__version__  # the installed metadata reads the same one place
+
+
 def test_help_on_every_command(capsys):
     out = run_zoo("--help")
     assert out.returncode == 0

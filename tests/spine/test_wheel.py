@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import zoo
 from zoo import hub
 
 tomllib = pytest.importorskip("tomllib", reason="Python >= 3.11 reads pyproject.toml")
@@ -61,6 +62,7 @@ def test_the_wheel_holds_the_manifest_no_weights_and_is_small(wheel):
 
 
 def test_the_wheel_carries_the_license_its_metadata_names(wheel):
+    assert wheel.name.startswith(f"zoo-{zoo.__version__}-")  # the version: zoo.__version__, read at build time
     names = zipfile.ZipFile(wheel).namelist()
     assert [n for n in names if ".dist-info/" in n and n.endswith("LICENSE")], names
 
