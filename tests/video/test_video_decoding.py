@@ -219,13 +219,17 @@ def test_threaded_reads_with_pyav_logging_on_do_not_hang(encode_clip, tmp_path):
 
 _FORK_AFTER_READS = """
 import gc, os, sys, time
+import av
 gc.disable()  # what the gc has not freed yet when a DataLoader forks its workers
-from zoo.video.decoding import probe, read_all_frames, read_frames
+from zoo.video.decoding import _to_array, probe, read_all_frames, read_frames
 path = sys.argv[1]
 read_frames(path, [1, 40, 90], probe(path), thread_count=0)
 read_all_frames(path, thread_count=0)
+hd = av.VideoFrame(1280, 720, "yuv420p")
+_to_array(hd)  # converted on swscale's slice threads (frames of 1280x720 and more)
 pid = os.fork()
 if pid == 0:
+    _to_array(hd)  # the worker converts too: its reformatter's threads must be its own
     gc.collect()  # the worker's gc frees what the parent left: a decoder whose threads did not fork
     os._exit(0)
 deadline = time.monotonic() + 60
@@ -242,7 +246,8 @@ print("the forked child hung")
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
 def test_a_process_forked_after_threaded_reads_does_not_hang(encode_clip, tmp_path):
     # PyAV 13 and 17.0.0 left a closed container in a reference cycle: a DataLoader worker forked before the
-    # gc freed it hung freeing its codec context, waiting for frame threads that exist only in the parent
+    # gc freed it hung freeing its codec context, waiting for frame threads that exist only in the parent.
+    # The same for the per-thread reformatter after an HD frame: its swscale threads stayed in the parent
     path = encode_clip(tmp_path / "clip.mp4", _frames(100), codec="mpeg4", gop=10, b_frames=2)
     root = Path(__file__).resolve().parents[2]
     run = subprocess.run([sys.executable, "-c", _FORK_AFTER_READS, str(path)], check=False, capture_output=True,

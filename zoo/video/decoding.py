@@ -211,6 +211,20 @@ def _decode_packet(stream, packet) -> list[av.VideoFrame]:
 
 
 _LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
+_FORKED_AWAY: list = []  # reformatters a forked child inherited: kept, never used or freed
+
+
+def _drop_inherited_reformatter() -> None:
+    """In a forked child (a DataLoader worker): a reformatter whose swscale context has slice threads (a
+    frame of 1280x720 or more converted in the parent) waits for threads that did not fork, whether it is
+    used or freed; the child hung for good either way. It is set aside, and the child makes its own."""
+    inherited = _LOCAL.__dict__.pop("reformatter", None)
+    if inherited is not None:
+        _FORKED_AWAY.append(inherited)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_inherited_reformatter)
 
 # Frames with fewer pixels than this are converted to RGB on one thread, as PyAV did before 17; since 17
 # swscale takes one thread per CPU by default, which costs more than it saves on small frames (PyAV 18 /
