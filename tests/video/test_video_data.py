@@ -282,25 +282,29 @@ class _RecordingReformatter:
 
 def test_rgb_conversion_threads_follow_the_decoder_and_frame_size(monkeypatch):
     small, large = av.VideoFrame(320, 240, "yuv420p"), av.VideoFrame(1280, 720, "yuv420p")
-    rec = _RecordingReformatter()
-    monkeypatch.setattr(decoding._LOCAL, "reformatter", rec, raising=False)
-    monkeypatch.setattr(decoding._LOCAL, "sws_threads_arg", True, raising=False)
+    one, shared = _RecordingReformatter(), _RecordingReformatter()
+    monkeypatch.setattr(decoding._LOCAL, "reformatter", one, raising=False)
+    monkeypatch.setattr(decoding._SWS, "reformatter", shared)
+    monkeypatch.setattr(decoding._SWS, "threads_arg", True)
     assert decoding._to_array(small, decoder_threads=0).shape == (240, 320, 3)
     decoding._to_array(large, decoder_threads=0)
     decoding._to_array(large, decoder_threads=1)
     decoding._to_array(large, (90, 160), decoder_threads=0)
-    assert rec.threads == [1, 0, 1, 0]
+    # one-thread conversions on the calling thread's own context; threaded ones on the shared context
+    assert one.threads == [1, 1] and shared.threads == [0, 0]
     # an older PyAV without the argument converts on its one thread, and is not asked again
     old = _RecordingReformatter(accepts_threads=False)
     monkeypatch.setattr(decoding._LOCAL, "reformatter", old)
     want = VideoReformatter().reformat(small, format="rgb24").to_ndarray()
     assert np.array_equal(decoding._to_array(small), want) and np.array_equal(decoding._to_array(small), want)
-    assert decoding._LOCAL.sws_threads_arg is False and old.threads == []
+    assert decoding._SWS.threads_arg is False and old.threads == []
+    decoding._to_array(large)  # ...large frames too, on the calling thread's context
+    assert shared.threads == [0, 0]
     # any other TypeError is the caller's and is raised, not taken for an old PyAV
-    monkeypatch.setattr(decoding._LOCAL, "sws_threads_arg", True)
+    monkeypatch.setattr(decoding._SWS, "threads_arg", True)
     with pytest.raises(TypeError):
-        decoding._reformat(rec, small, 0, format="rgb24", no_such_argument=1)
-    assert decoding._LOCAL.sws_threads_arg is True
+        decoding._reformat(one, small, 1, format="rgb24", no_such_argument=1)
+    assert decoding._SWS.threads_arg is True
 
 
 def test_a_decoder_that_bunches_frames_falls_back_to_counting_them(encode_clip, tmp_path, monkeypatch):

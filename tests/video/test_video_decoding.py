@@ -225,13 +225,21 @@ from zoo.video.decoding import _to_array, probe, read_all_frames, read_frames
 path = sys.argv[1]
 read_frames(path, [1, 40, 90], probe(path), thread_count=0)
 read_all_frames(path, thread_count=0)
+import threading
 hd = av.VideoFrame(1280, 720, "yuv420p")
 _to_array(hd)  # converted on swscale's slice threads (frames of 1280x720 and more)
+done, release = threading.Event(), threading.Event()
+def convert_and_wait():  # a thread alive at the fork, which the child does not copy
+    _to_array(hd)
+    done.set()
+    release.wait()
+threading.Thread(target=convert_and_wait, daemon=True).start()
+done.wait()
 pid = os.fork()
 if pid == 0:
     _to_array(hd)  # the worker converts too: its reformatter's threads must be its own
     gc.collect()  # the worker's gc frees what the parent left: a decoder whose threads did not fork
-    os._exit(0)
+    sys.exit(0)  # and its exit frees what is left
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     if os.waitpid(pid, os.WNOHANG)[0]:

@@ -42,6 +42,8 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
 
 import av
 import av.logging
@@ -210,21 +212,27 @@ def _decode_packet(stream, packet) -> list[av.VideoFrame]:
     return stream.decode(packet)
 
 
-_LOCAL = threading.local()  # per thread: swscale contexts are not thread-safe
-_FORKED_AWAY: list = []  # reformatters a forked child inherited: kept, never used or freed
+_LOCAL = threading.local()  # per thread: its one-thread swscale context (contexts are not thread-safe)
+
+# The one swscale context that runs slice threads (frames of _THREADED_MIN_PIXELS and more), shared by all
+# threads under a lock; ``threads_arg``: PyAV >= 17 takes ``reformat(threads=...)``. The threaded context is
+# module-level, not per thread, for fork: a child frees the states of the threads it does not copy, and a
+# context whose slice threads stayed in the parent waits for them, used or freed, even at the child's
+# exit (a DataLoader worker forked after an HD read hung for good). The child leaks it instead.
+_SWS = SimpleNamespace(reformatter=None, lock=threading.Lock(), threads_arg=True)
 
 
-def _drop_inherited_reformatter() -> None:
-    """In a forked child (a DataLoader worker): a reformatter whose swscale context has slice threads (a
-    frame of 1280x720 or more converted in the parent) waits for threads that did not fork, whether it is
-    used or freed; the child hung for good either way. It is set aside, and the child makes its own."""
-    inherited = _LOCAL.__dict__.pop("reformatter", None)
-    if inherited is not None:
-        _FORKED_AWAY.append(inherited)
+def _leave_threaded_context_to_the_parent() -> None:
+    _SWS.lock = threading.Lock()  # a thread of the parent may have held it; that thread did not fork
+    if _SWS.reformatter is not None:
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_SWS.reformatter))  # one reference more, never given back
+        _SWS.reformatter = None
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_drop_inherited_reformatter)
+    os.register_at_fork(after_in_child=_leave_threaded_context_to_the_parent)
 
 # Frames with fewer pixels than this are converted to RGB on one thread, as PyAV did before 17; since 17
 # swscale takes one thread per CPU by default, which costs more than it saves on small frames (PyAV 18 /
@@ -266,17 +274,17 @@ def _sws_threads(frame, decoder_threads: int) -> int:
     return 1 if decoder_threads == 1 or frame.width * frame.height < _THREADED_MIN_PIXELS else 0
 
 
-def _reformat(reformatter, frame, decoder_threads: int, **kwargs):
-    """``reformatter.reformat(frame, **kwargs)`` on the threads :func:`_sws_threads` picks."""
+def _reformat(reformatter, frame, threads: int, **kwargs):
+    """``reformatter.reformat(frame, **kwargs)`` on ``threads`` swscale threads (0: one per CPU)."""
     # PyAV >= 17 converts on several threads by default (``threads=0``); older versions have no
     # ``threads`` argument and convert on one.
-    if getattr(_LOCAL, "sws_threads_arg", True):
+    if _SWS.threads_arg:
         try:
-            return reformatter.reformat(frame, threads=_sws_threads(frame, decoder_threads), **kwargs)
+            return reformatter.reformat(frame, threads=threads, **kwargs)
         except TypeError as err:
             if "threads" not in str(err):
                 raise
-            _LOCAL.sws_threads_arg = False
+            _SWS.threads_arg = False
     return reformatter.reformat(frame, **kwargs)
 
 
@@ -284,15 +292,20 @@ def _to_array(frame, size: tuple[int, int] | None = None, decoder_threads: int =
     """RGB ``(H, W, 3)`` uint8; with ``size=(h, w)`` scaled in the same swscale pass (bilinear).
     ``decoder_threads``: the decoder's thread count (1 in DataLoader workers), which sets swscale's."""
     # frame.to_ndarray() builds a new swscale context for every frame, which costs more than decoding
-    # a 320x240 frame; one reformatter per thread keeps its context cached across frames and videos.
-    reformatter = getattr(_LOCAL, "reformatter", None)
-    if reformatter is None:
-        reformatter = _LOCAL.reformatter = VideoReformatter()
-    if size is None:
-        return _reformat(reformatter, frame, decoder_threads, format="rgb24").to_ndarray()
-    h, w = size
-    return _reformat(reformatter, frame, decoder_threads, width=w, height=h, format="rgb24",
-                     interpolation="BILINEAR").to_ndarray()
+    # a 320x240 frame; a reformatter keeps its context cached across frames and videos.
+    kwargs: dict[str, Any] = {"format": "rgb24"}
+    if size is not None:
+        kwargs.update(height=size[0], width=size[1], interpolation="BILINEAR")
+    threads = _sws_threads(frame, decoder_threads)
+    if threads == 1 or not _SWS.threads_arg:
+        reformatter = getattr(_LOCAL, "reformatter", None)
+        if reformatter is None:
+            reformatter = _LOCAL.reformatter = VideoReformatter()
+        return _reformat(reformatter, frame, 1, **kwargs).to_ndarray()
+    with _SWS.lock:
+        if _SWS.reformatter is None:
+            _SWS.reformatter = VideoReformatter()
+        return _reformat(_SWS.reformatter, frame, threads, **kwargs).to_ndarray()
 
 
 def read_frames(
