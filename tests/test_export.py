@@ -238,7 +238,7 @@ def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
 def test_a_tracer_failure_on_an_older_torch_says_which_torch_exports_everything(tmp_path, monkeypatch, version, hinted):
     from zoo import exporting
 
-    if exporting._TORCH_VERSION < (2, 10):
+    if exporting._TORCH_VERSION < exporting._EXPORTS_ALL_FROM:
         pytest.skip("this torch traces one branch instead of failing (zoo's output check refuses that graph); "
                     "the hint is checked on a torch whose tracer fails, with the version set")
     monkeypatch.setattr(exporting, "_TORCH_VERSION", version)

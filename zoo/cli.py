@@ -718,6 +718,18 @@ def _version_line() -> str:
     return f"zoo {zoo.__version__} (torch {torch_version}, Python {platform.python_version()})"
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``, looked up only when asked: reading torch's metadata would cost every command time."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show zoo's, torch's and Python's versions and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(_version_line())
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; with ``argv`` naming ``train|eval|predict MODEL``, that model's config options too."""
     import zoo
@@ -727,7 +739,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     name = _model_name_in(argv)

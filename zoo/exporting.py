@@ -528,7 +528,12 @@ def _first_line(err: BaseException) -> str:
 # torch.export handles every zoo graph from this release on (measured: 2.10.0 and 2.14.1; the seq2seq graphs
 # failed inside torch.export on 2.7.1, 2.8.0 and 2.9.1)
 _EXPORTS_ALL_FROM = (2, 10)
-_TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+def _release(version: str, parts: int) -> tuple[int, ...]:
+    """``"2.7.1+cu126"`` -> ``(2, 7)`` for ``parts=2``; a part that is not a number (``0rc1``) counts as 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("+")[0].split(".")[:parts])
+
+
+_TORCH_VERSION = _release(torch.__version__, 2)
 
 
 def _old_torch_hint() -> str:
@@ -579,8 +584,7 @@ def _check_onnx_exporter() -> None:
         have = version("onnxscript")
     except (ImportError, PackageNotFoundError) as err:
         raise ImportError("ONNX export needs onnx and onnxscript: pip install 'zoo[export]'") from err
-    release = tuple(int(p) if p.isdigit() else 0 for p in have.split("+")[0].split(".")[:3])
-    if release < _ONNXSCRIPT_MIN:
+    if _release(have, 3) < _ONNXSCRIPT_MIN:
         need = ".".join(map(str, _ONNXSCRIPT_MIN))
         raise ImportError(f"ONNX export needs onnxscript >= {need}, this is {have} (torch's exporter imports "
                           f"modules that older releases lack): pip install -U 'zoo[export]'")
