@@ -395,16 +395,22 @@ class FolderLock:
     A second process (or a second run in this one) asking for the folder gets
     :class:`FolderLockedError` at once, naming the holder's pid, host, start time and command. The
     kernel releases the lock when its process dies, so a crashed run never blocks the next one.
+    ``name`` is the lock file's name in ``folder``, so that separate things in one folder lock apart;
+    ``wait`` is how long to wait for the holder before giving up. The file is removed on release, so no
+    lock leaves a file behind.
     """
 
-    def __init__(self, folder: str | os.PathLike, what: str = "run") -> None:
+    def __init__(self, folder: str | os.PathLike, what: str = "run", *, name: str = LOCK_NAME,
+                 wait: float = 0.0) -> None:
         self.folder = Path(folder)
         self.what = what
+        self.name = name
+        self.wait = wait  # seconds to wait for the holder before giving up (0: fail at once)
         self._fd: int | None = None
 
     @property
     def path(self) -> Path:
-        return self.folder / LOCK_NAME
+        return self.folder / self.name
 
     def holder(self) -> dict[str, Any]:
         """What the last holder recorded (pid, host, started, command); empty if unreadable."""
@@ -415,6 +421,7 @@ class FolderLock:
 
     def acquire(self) -> FolderLock:
         ensure_dir(self.folder)
+        deadline = time.monotonic() + self.wait
         while True:
             try:
                 fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
@@ -424,6 +431,9 @@ class FolderLock:
                 _lock_fd(fd)
             except BlockingIOError:
                 os.close(fd)
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
                 raise FolderLockedError(errno.EBUSY, self._busy_message()) from None
             # the holder before us may have removed the file between our open and our lock: retry on the new one
             try:
@@ -444,7 +454,8 @@ class FolderLock:
         h = self.holder()
         started = h.get("started")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "unknown time"
-        return (f"{self.folder} is in use by another {self.what}: pid {h.get('pid', '?')} on {h.get('host', '?')}, "
+        waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
+        return (f"{self.folder} is in use by another {self.what}{waited}: pid {h.get('pid', '?')} on {h.get('host', '?')}, "
                 f"started {when} ({h.get('command', '?')}). Wait for it to finish, stop it, or use another folder.")
 
     def release(self) -> None:

@@ -217,10 +217,14 @@ def _publish_many(k: int) -> None:
         hub.update_manifest(lambda d, n=n, e=e: d.update({n: e}))
 
 
-def test_concurrent_publishers_do_not_lose_entries(weights_home):
-    """Two processes each add 8 entries at once; the manifest lock keeps all 16."""
+def test_concurrent_publishers_do_not_lose_entries(weights_home, tmp_path, monkeypatch):
+    """Two processes each add 8 entries at once; the manifest lock keeps all 16, and leaves no file behind,
+    beside the manifest or in the temp folder (it left one zoo-manifest-*.lock there per manifest, for good)."""
     import multiprocessing as mp
+    import tempfile
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     ctx = mp.get_context("fork")
     procs = [ctx.Process(target=_publish_many, args=(k,)) for k in range(2)]
     for p in procs:
@@ -229,6 +233,31 @@ def test_concurrent_publishers_do_not_lose_entries(weights_home):
         p.join(timeout=60)
     assert [p.exitcode for p in procs] == [0, 0]
     assert len(hub.read_manifest()) == 16
+    assert sorted(p.name for p in weights_home.iterdir()) == ["README.md", "manifest.json"]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_held_manifest_lock_makes_the_next_publisher_wait_then_names_the_holder(weights_home):
+    import threading
+
+    from zoo import fs
+    from zoo.hub.manifest import manifest_lock
+
+    done = []
+    with manifest_lock():  # another publisher, mid-update
+        assert (weights_home / ".manifest.json.lock").is_file()
+        waiter = threading.Thread(target=lambda: done.append(_publish_many(0)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and done == []  # waiting, not failing and not writing
+        lock = manifest_lock()
+        lock.wait = 0.1
+        with pytest.raises(fs.FolderLockedError, match=rf"in use by another manifest update \(waited 0.1 s\): "
+                                                       rf"pid {os.getpid()}"):
+            lock.acquire()
+    waiter.join(30)
+    assert done == [None] and len(hub.read_manifest()) == 8
+    assert not (weights_home / ".manifest.json.lock").exists()
 
 
 def test_cli_weights_add_list_pull_verify(tiny_model, weights_home, tmp_path, capsys, monkeypatch):

@@ -34,15 +34,16 @@ assets that ``zoo weights release`` prepares): an entry's file is ``BASE/<url>``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from zoo.fs import FolderLock
 
 __all__ = [
     "ManifestError",
@@ -313,10 +314,14 @@ def write_manifest(entries: dict[str, WeightsEntry], path: Path | None = None,
     fs.write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
-def manifest_lock(path: Path | None = None):
-    from filelock import FileLock
+def manifest_lock(path: Path | None = None) -> FolderLock:
+    """The lock every read-modify-write of the manifest at ``path`` holds (``with manifest_lock(): ...``).
 
-    # The lock file lives in the temp folder, keyed by the manifest's path, so the package stays clean.
+    Its file, ``.manifest.json.lock``, sits beside the manifest, in the folder a writer must be able to
+    write to anyway, and is removed on release. (It was in the system temp folder: one file a manifest path
+    left there for good, under a name any other user of the machine could take first or plant a link at.)
+    A second publisher waits up to two minutes, then is told which process holds it."""
+    from zoo.fs import FolderLock
+
     path = (path or manifest_path()).resolve()
-    key = hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    return FileLock(os.path.join(tempfile.gettempdir(), f"zoo-manifest-{key}.lock"), timeout=120)
+    return FolderLock(path.parent, "manifest update", name=f".{path.name}.lock", wait=120.0)
