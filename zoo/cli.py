@@ -807,8 +807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(rest)
         args = parser.parse_args(rest)
         code = args._run(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # a run that saved its state on the way says where (TD3's loop does)
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `zoo list | head`
         sys.stderr.close()

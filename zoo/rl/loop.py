@@ -24,7 +24,9 @@ import io
 import json
 import logging
 import math
+import numbers
 import os
+import sys
 import time
 import warnings
 from collections import deque
@@ -48,6 +50,9 @@ BEST_NAME = "td3_best.safetensors"
 """The best evaluated policy's networks (``zoo.build("td3", weights=...)`` loads it): ``TrainResult.checkpoint_path``."""
 
 _FORMAT = "zoo.td3.checkpoint/1"  # what TD3Agent.checkpoint_state writes
+CHECKPOINT_EVERY = 10_000
+"""Environment steps between periodic checkpoints when ``checkpoint_dir`` is given with neither
+``checkpoint_every`` nor ``eval_every`` (a checkpoint only at the end would lose a whole run to a kill)."""
 
 log = logging.getLogger(__name__)
 # the history columns learning_curves.png draws, against "step"
@@ -264,6 +269,7 @@ class _Run:
     clock: _Clock = field(default_factory=_Clock)
     resumed: dict[str, Any] | None = None
     identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
+    interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
 
     def __post_init__(self) -> None:
         self.ep_ret = np.zeros(self.n_envs)
@@ -307,8 +313,9 @@ def train(
             caller's env continues its stream). Ignored, with a warning, when resuming.
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
-            ``checkpoint_every`` steps (default: ``eval_every``) and at the end (mid-episode too: a resume
-            replays that episode's steps, see the module's notes on exact resume); the best evaluated
+            ``checkpoint_every`` steps (default: ``eval_every``, else :data:`CHECKPOINT_EVERY`; 0: only at
+            the end), at the end, and when Ctrl-C stops the run (mid-episode too: a resume replays that
+            episode's steps, see the module's notes on exact resume); the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (a run starts from scratch, saying
@@ -330,15 +337,16 @@ def train(
     if total_steps is None or int(total_steps) < 1:
         raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
                          f"got {total_steps!r}")
-    if eval_every is not None and eval_every < 0:
-        raise ValueError(f"eval_every must be >= 0, got {eval_every}")
+    for key, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
+            raise ValueError(f"{key} must be a whole number of environment steps >= 0 (or None), got {value!r}")
     check_threads(threads)  # a bad value fails before an env is made
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
     logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
     with _own_folders(ckpt_dir, logs):  # before any work: a folder that cannot be ours fails at once
         run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
                         eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
-                        ckpt_every=checkpoint_every if checkpoint_every is not None else (eval_every or None),
+                        ckpt_every=_checkpoint_every(checkpoint_every, eval_every),
                         log_dir=logs)
         try:
             # no torch.set_flush_denormal here: FlatAdam zeroes the moments before they turn denormal
@@ -346,7 +354,8 @@ def train(
             # neither the speed nor a single parameter (benchmarks/README, "Denormal Adam moments")
             with torch_threads(threads):
                 _start(agent, run, resume, seed, progress)
-                _loop(agent, run)
+                with _deferred_interrupt(run):
+                    _loop(agent, run)
                 _finish(agent, run)
         finally:
             _close(run)
@@ -367,6 +376,50 @@ def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None):
         yield
 
 
+def _checkpoint_every(checkpoint_every: int | None, eval_every: int | None) -> int | None:
+    if checkpoint_every is not None:
+        return int(checkpoint_every) or None  # 0: only at the end
+    return int(eval_every or CHECKPOINT_EVERY)
+
+
+@contextlib.contextmanager
+def _deferred_interrupt(run: _Run):
+    """Ctrl-C during the loop stops it after the step in progress, so that ``td3_last.pt`` is written
+    from a whole step (a KeyboardInterrupt inside an update could leave the critic stepped and its target
+    not), then raises KeyboardInterrupt as Python would have. A second Ctrl-C stops at once. Only Python's
+    own handler in the main thread is replaced: a caller's handler, or a run in a thread, is left alone."""
+    import signal
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def stop_after_this_step(signum, frame) -> None:
+        if run.interrupted:
+            raise KeyboardInterrupt
+        run.interrupted = True
+        saving = f"writing {run.ckpt_path} first; " if run.ckpt_path is not None else ""
+        _say(run, f"Ctrl-C: TD3 stops after this step ({saving}press Ctrl-C again to stop at once)")
+
+    previous = signal.signal(signal.SIGINT, stop_after_this_step)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _say(run: _Run, message: str) -> None:
+    """A line for the user, above the progress bar."""
+    from tqdm.auto import tqdm
+
+    if run.bar is not None and not run.bar.disable:
+        tqdm.write(message, file=sys.stderr)
+    else:
+        log.warning(message)
+
+
 def _loop(agent, run: _Run) -> None:
     """Per environment step: collect, update, end episodes, evaluate, checkpoint, up to ``total_steps``."""
     while agent.num_timesteps < run.total_steps:
@@ -379,6 +432,19 @@ def _loop(agent, run: _Run) -> None:
         if agent.num_timesteps >= run.next_ckpt and (ended or run.vec):
             _checkpoint(agent, run)
         run.need_reset = not run.vec and bool(done[0])
+        if run.interrupted:
+            _stop(agent, run)
+
+
+def _stop(agent, run: _Run) -> None:
+    """Ctrl-C: the checkpoint the end of the run would write (mid-episode too), the logs so far, then
+    KeyboardInterrupt. No final evaluation: the user asked to stop."""
+    if run.ckpt_path is not None:
+        _checkpoint(agent, run)
+    _write_logs(agent, run)
+    where = (f"; {run.ckpt_path} continues it (resume=True, or `zoo train td3 ... --resume`)"
+             if run.ckpt_path is not None else "; nothing was saved (no checkpoint_dir)")
+    raise KeyboardInterrupt(f"TD3 stopped by Ctrl-C at step {agent.num_timesteps} of {run.total_steps}{where}")
 
 
 def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Run:
