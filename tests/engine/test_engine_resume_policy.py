@@ -99,3 +99,28 @@ def test_a_folder_whose_checkpoints_all_fail_to_load_is_not_trained_over(tmp_pat
     resumed = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=folder,
                   resume=folder / "best.pt", progress=False, val_data=_data(16))
     assert resumed.resumed is not None and len(resumed.history) == 4
+
+
+def test_ctrl_c_mid_epoch_names_the_checkpoint_that_continues_the_run(tmp_path):
+    """A real SIGINT in epoch 3: the KeyboardInterrupt names epoch 2's checkpoint, which resumes the run."""
+    import signal
+
+    from zoo.engine import Callback
+
+    class CtrlCInEpoch3(Callback):
+        def on_batch_end(self, state, logs) -> None:
+            if state.epoch == 2:  # counted from 0
+                signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a user's process has Python's handler
+    try:
+        with pytest.raises(KeyboardInterrupt, match=r"stopped by Ctrl-C; .*epoch-0002\.pt continues it"):
+            fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", progress=False,
+                callbacks=[CtrlCInEpoch3()])
+        with pytest.raises(KeyboardInterrupt, match=r"^$"):  # no checkpoint_dir: nothing to name
+            fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, progress=False, callbacks=[CtrlCInEpoch3()])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    result = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
+                 progress=False)
+    assert result.resumed["checkpoint"].name == "epoch-0002.pt" and len(result.history) == 4

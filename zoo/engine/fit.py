@@ -64,8 +64,24 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     if cfg.device is None:  # where the model is: a model on a GPU trains there (recorded as that device)
         cfg.device = str(run_device(model))
     info, dev, _ = init_distributed(cfg.device)
-    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info):
+    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info), _resume_hint(cfg.checkpoint_dir):
         return Trainer(model, train_data, val_data, cfg, callbacks, info, dev).run()
+
+
+@contextlib.contextmanager
+def _resume_hint(checkpoint_dir: Any):
+    """Ctrl-C says which checkpoint continues the run (the epoch in progress is lost: a checkpoint is
+    taken only where a resume can continue exactly, at an epoch's end)."""
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        from zoo.engine.checkpoint import latest_checkpoint
+
+        latest = latest_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
+        if str(err) or latest is None:
+            raise
+        raise KeyboardInterrupt(f"training stopped by Ctrl-C; {latest} continues it from its epoch's end "
+                                "(resume=True, or `zoo train ... --resume`)") from None
 
 
 @contextlib.contextmanager
