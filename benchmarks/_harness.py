@@ -49,6 +49,7 @@ __all__ = [
     "markdown_table",
     "median",
     "per_call",
+    "quiet_sb3_logger",
     "refresh_readme",
     "result_file",
     "result_kind",
@@ -226,6 +227,15 @@ def interleave(cases: Mapping[str, Callable[[], float]], repeats: int, warmup: i
                 tag = "warmup" if r < warmup else f"repeat {r - warmup + 1}/{repeats}"
                 print(f"  [{tag}] {name}: {value:.4g}", file=sys.stderr, flush=True)
     return out
+
+
+def quiet_sb3_logger() -> Any:
+    """For the Stable-Baselines3 peer: what SB3's ``configure_logger`` builds at ``verbose=0`` (no outputs,
+    so the same work per record), without the empty ``SB3-<date>`` folder it leaves in the temp folder on
+    every run (``model.set_logger(quiet_sb3_logger())`` before ``learn``)."""
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])
 
 
 def median(values: list[float]) -> float:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import interleave, median, write_result
+from _harness import interleave, median, quiet_sb3_logger, write_result
 from _roofline import capture_gemms, gemm_roofline
 
 import zoo
@@ -73,9 +73,9 @@ def sb3_agent(data) -> Any:
     for i in range(len(obs)):  # SB3's buffer takes env-unit actions; Pendulum's are [-2, 2]
         model.replay_buffer.add(obs[i:i + 1], nxt[i:i + 1], 2.0 * act[i:i + 1], rew[i:i + 1],
                                 term[i:i + 1], [{}])
+    model.set_logger(quiet_sb3_logger())
     model._setup_learn(total_timesteps=1)
     return model
-
 
 def ms_per_update(fn, n: int) -> float:
     t0 = time.perf_counter()

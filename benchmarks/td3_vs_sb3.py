@@ -38,7 +38,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, machine_info, median, result_file, write_result
+from _harness import (
+    RESULTS_DIR,
+    command_line,
+    machine_info,
+    median,
+    quiet_sb3_logger,
+    result_file,
+    write_result,
+)
 
 import zoo
 from zoo.engine.logs import plot_curves
@@ -126,6 +134,7 @@ def run_sb3(env_id: str, steps: int, seed: int, args) -> dict[str, Any]:
                     self.eval_time += time.perf_counter() - t
             return True
 
+    model.set_logger(quiet_sb3_logger())
     timer = Timer()
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps, callback=timer, progress_bar=False)
