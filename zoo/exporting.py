@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 
 __all__ = [
     "FORMATS",
@@ -622,7 +623,7 @@ def _write_torchscript(g: Graph, path: Path, meta: dict[str, Any]) -> None:
     except Exception as err:  # noqa: BLE001 - scripting fails on many dynamic models; tracing is the fallback
         # tracing records the ops of the sample: right for a fixed control flow, which the check below tests
         warnings.warn(f"torch.jit.script cannot compile graph {g.name!r} ({_first_line(err)}); exported by "
-                      f"torch.jit.trace instead", stacklevel=4)
+                      f"torch.jit.trace instead", stacklevel=user_stacklevel())
         scripted = torch.jit.trace(module, tuple(g.inputs), check_trace=False, strict=False)
     buf = io.BytesIO()  # as _write_pt2: no file write inside PyTorch's archive writer
     torch.jit.save(scripted, buf, _extra_files={METADATA_FILE: json.dumps(meta)})

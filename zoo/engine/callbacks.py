@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from zoo._stacklevel import user_stacklevel
+
 __all__ = ["Callback", "GradualUnfreeze", "LambdaCallback", "RestoreBest", "TrainState"]
 
 
@@ -166,7 +168,7 @@ class RestoreBest(Callback):
         if weights is None:
             warnings.warn(f"RestoreBest: the best {self.monitor} ({self.best_value:.6g}) was at epoch {epoch}, before "
                           f"the resume, and no checkpoint of that epoch is left in {state.checkpoint_dir}; the best "
-                          "epoch from the resume on will be restored instead", stacklevel=2)
+                          "epoch from the resume on will be restored instead", stacklevel=user_stacklevel())
             self.best_value = None
             return
         self.best_epoch, self._state = epoch, weights

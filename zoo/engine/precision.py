@@ -61,6 +61,8 @@ from typing import Any
 
 import torch
 
+from zoo._stacklevel import user_stacklevel
+
 __all__ = [
     "BF16_FASTER",
     "MIN_BF16_SPEEDUP",
@@ -359,7 +361,8 @@ def _warn_slow_bf16(kind: str, model: str, op: str, native: bool = False) -> Non
     warnings.warn(
         f"amp='bf16' on {model or 'this CPU'} ({kind}: {why}): a bf16 {op} measured "
         f"{cost['ratio']:.1f}x the time of fp32 here ({cost['bf16_ms']:.2f} ms vs {cost['fp32_ms']:.2f} ms, "
-        f"{cost['shape']}); amp='auto' would run fp32 on this CPU", RuntimeWarning, stacklevel=4)
+        f"{cost['shape']}); amp='auto' would run fp32 on this CPU", RuntimeWarning,
+        stacklevel=user_stacklevel())
 
 
 @functools.cache
@@ -367,7 +370,7 @@ def _warn_wrong_bf16_gradients(model: str, op: str) -> None:
     warnings.warn(
         f"amp='bf16' on {model or 'this CPU'}: bf16 {op} gradients computed here disagree with fp32 (non-finite "
         f"or > {_GRADIENT_RTOL:.0%} off at a checked shape: a kernel bug of this CPU's bf16 path); amp='auto' "
-        f"would train in fp32 here", RuntimeWarning, stacklevel=4)
+        f"would train in fp32 here", RuntimeWarning, stacklevel=user_stacklevel())
 
 
 # --- what this machine does: timed once per machine, kept in $ZOO_HOME/amp.json ---------------------------
@@ -528,7 +531,8 @@ def _warn_unrecorded(path: str, err: str) -> None:
         return
     _UNRECORDED.add(path)
     warnings.warn(f"amp='auto': could not record this machine's bf16 timing in {path} ({err}); other processes "
-                  "will time it again and may choose differently", RuntimeWarning, stacklevel=4)
+                  "will time it again and may choose differently", RuntimeWarning,
+                  stacklevel=user_stacklevel())
 
 
 def _timed_speedup(feats: CPUFeatures, op: str) -> float:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
@@ -108,7 +109,7 @@ class Trainer:
             fixed = list(itertools.islice(iter(self.train_loader), cfg.overfit_batches))
             if len(fixed) < cfg.overfit_batches:
                 warnings.warn(f"overfit_batches={cfg.overfit_batches} but the data has only {len(fixed)} batches",
-                              stacklevel=4)
+                              stacklevel=user_stacklevel())
             self.train_loader = self.val_loader = fixed
         elif self.val_data is not None:
             self.val_loader = prepare_loader(self.val_data, batch_size=cfg.batch_size, shuffle=False,
@@ -223,7 +224,7 @@ class Trainer:
             if held is not None:
                 warnings.warn(f"resume: {best} holds epoch {held}, but the best epoch of the run resumed from "
                               f"{resumed.name} is {best_epoch}, whose checkpoint is kept no more; best.pt is "
-                              "replaced when the resumed run improves on it", stacklevel=5)
+                              "replaced when the resumed run improves on it", stacklevel=user_stacklevel())
             return
         ckpt_mod.copy_checkpoint(source, best)
         log.info("resume: best.pt held %s, the best epoch is %d: copied %s to it",
@@ -233,7 +234,8 @@ class Trainer:
         if isinstance(rng, list):
             if len(rng) != self.info.world_size:
                 warnings.warn(f"checkpoint has RNG states of {len(rng)} ranks, this run has {self.info.world_size}: "
-                              "random streams will differ from the original run", stacklevel=5)
+                              "random streams will differ from the original run",
+                              stacklevel=user_stacklevel())
             rng = rng[self.info.rank] if self.info.rank < len(rng) else rng[0]
         if rng is not None:
             set_rng_state(rng)
@@ -465,7 +467,7 @@ class Trainer:
         if cfg.overfit_batches and hist and self.first_loss is not None and hist[-1]["train_loss"] > 0.5 * self.first_loss:
             warnings.warn(f"overfit_batches={cfg.overfit_batches}: train loss went from {self.first_loss:.4g} to "
                           f"{hist[-1]['train_loss']:.4g} only; a model that cannot overfit a few batches usually has "
-                          "a bug (or needs more epochs / a higher lr)", stacklevel=4)
+                          "a bug (or needs more epochs / a higher lr)", stacklevel=user_stacklevel())
         best_file = self.ckpt_dir / "best.pt" if self.ckpt_dir is not None else None
         path = best_file if best_file is not None and best_file.exists() else self.last_ckpt
         return TrainResult(history=hist, best_metric=self.monitor.best, best_epoch=self.monitor.best_epoch,
@@ -549,7 +551,7 @@ def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[
     if folder is not None and folder.is_dir():
         found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location="cpu")
         for reason in skipped:
-            warnings.warn(f"resume: skipped {reason}", stacklevel=5)
+            warnings.warn(f"resume: skipped {reason}", stacklevel=user_stacklevel())
         if found is None and folder != ckpt_dir:
             raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
         best = folder / "best.pt"

@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["DownloadError", "HashMismatchError", "OfflineError", "fetch", "offline", "sha256_file", "timeout_s"]
 
@@ -407,7 +408,8 @@ def fetch(
                 local_mismatched = local_mismatched or not is_network(source)
                 failures.append(str(err))
                 if i + 1 < len(usable):
-                    warnings.warn(f"{err}; trying the next source ({usable[i + 1]})", stacklevel=2)
+                    warnings.warn(f"{err}; trying the next source ({usable[i + 1]})",
+                                  stacklevel=user_stacklevel())
                 continue
             except _WriteFailed as err:
                 part.unlink(missing_ok=True)

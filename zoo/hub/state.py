@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
+
 __all__ = [
     "CorruptWeightsError",
     "LoadReport",
@@ -371,6 +373,6 @@ def load_into(
         warnings.warn(
             f"{type(module).__name__}: left freshly initialised (not loaded): "
             + "; ".join(f"{k} file {_fmt(s)} model {_fmt(d)}" for k, s, d in report.reinitialized),
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return report

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
 from zoo.exporting import ExportError, ExportSpec, Graph, check_int, register_exporter
 from zoo.hyperspectral.hybridsn import HybridSN
 from zoo.hyperspectral.pca import HyperspectralPCA
@@ -111,7 +112,8 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         checks = [(sample(1),), (with_gap,)]
     else:
         warnings.warn("this HybridSN has no fitted preprocessing (it was not trained on a scene): exporting the "
-                      "bare network on PCA windows (B, n_bands, window, window)", stacklevel=3)
+                      "bare network on PCA windows (B, n_bands, window, window)",
+                      stacklevel=user_stacklevel())
         module = model
 
         def sample(n: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.preprocessing import (
     _apply,
     as_pixels,
@@ -166,7 +167,8 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
             return int(min(c, np.searchsorted(ratio, nc) + 1))
         k = nc
         if k > c:  # the default 30 on a narrower scene: keep every component there is
-            warnings.warn(f"n_components={k} > {c} bands: keeping all {c} components", stacklevel=3)
+            warnings.warn(f"n_components={k} > {c} bands: keeping all {c} components",
+                          stacklevel=user_stacklevel())
         return min(k, c)
 
     # -- transforming ----------------------------------------------------------------------------------

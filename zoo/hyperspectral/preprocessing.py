@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.scene import Scene
 
 __all__ = [
@@ -305,6 +306,7 @@ def no_data_to_zero(scene: Scene | np.ndarray, sel: np.ndarray) -> np.ndarray:
         bad[span] = sel[span] & ~valid_pixel_mask(scene, rows=span)
     if bad.any():
         warnings.warn(f"{int(bad.sum())} of the {int(sel.sum())} pixels to classify have no spectrum (NaN/inf, or "
-                      f"the no-data value in every band): they get label 0 (no data) in the map", stacklevel=3)
+                      f"the no-data value in every band): they get label 0 (no data) in the map",
+                      stacklevel=user_stacklevel())
         return sel & ~bad
     return sel

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["ON_OVERLAP", "TrainingRecord", "scene_fingerprint", "screen_test_pixels"]
@@ -106,7 +107,8 @@ def screen_test_pixels(model: Any, scene: Scene, test: np.ndarray, on_overlap: s
     record: TrainingRecord | None = getattr(model, "training_record_", None)
     if record is None:
         warnings.warn(f"{type(model).__name__} records no training pixels (trained on arrays, or saved before "
-                      "training records existed): its test pixels cannot be checked against them", stacklevel=3)
+                      "training records existed): its test pixels cannot be checked against them",
+                      stacklevel=user_stacklevel())
         return test, 0
     if not record.matches(scene):
         return test, 0
@@ -120,5 +122,5 @@ def screen_test_pixels(model: Any, scene: Scene, test: np.ndarray, on_overlap: s
         raise ValueError(f"{what}; scoring them would inflate the result. Evaluate on the model's own split "
                          f"({own or 'its training mask'}), or pass on_overlap='exclude' (CLI: --set on_overlap=exclude)"
                          f" to score the other {m - n} test pixels")
-    warnings.warn(f"{what}: excluded, scoring the other {m - n}", stacklevel=3)
+    warnings.warn(f"{what}: excluded, scoring the other {m - n}", stacklevel=user_stacklevel())
     return test & ~overlap, n

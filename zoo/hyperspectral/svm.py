@@ -21,6 +21,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
+from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.options import check_options
 from zoo.hyperspectral.evaluation import (
@@ -244,7 +245,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
     if meta.get("sklearn") != sklearn.__version__:
         warnings.warn(f"hsi-pca-svm weights were written with scikit-learn {meta.get('sklearn')}, "
                       f"this is {sklearn.__version__}; predictions are checked by tests only for equal versions",
-                      stacklevel=2)
+                      stacklevel=user_stacklevel())
     steps = []
     for spec in meta["steps"]:
         name = spec["name"]

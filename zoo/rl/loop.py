@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.logs import RunLogger, write_csv
 from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl.envspec import env_identity
@@ -535,19 +536,20 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
         warnings.warn(
             f"TD3 on {run.name}: total_steps={run.total_steps} counts every transition this agent collected, and it "
             f"has collected {agent.num_timesteps}: this call collects none. To train further, give a larger "
-            f"total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=5)
+            f"total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=user_stacklevel())
     elif run.total_steps <= cfg.learning_starts:
         warnings.warn(
             f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
             f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
             "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
-            stacklevel=5)  # _start <- train <- TD3Agent.zoo_train <- zoo.train <- the caller
+            stacklevel=user_stacklevel())
     agent.ensure_buffer()
     path = _resume_path(run, resume) if resume else None
     if path is not None:
         if seed is not None:
             warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
-                          "state continues, so that the resumed run replays the uninterrupted one)", stacklevel=5)
+                          "state continues, so that the resumed run replays the uninterrupted one)",
+                          stacklevel=user_stacklevel())
         _restore_env(agent, run, *_resume(agent, run, path))
     elif agent.num_timesteps == 0 or seed is not None:
         _reset(run, seed=agent.seed if seed is None else int(seed))
@@ -624,7 +626,7 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
         if saved is not None and any(n > 0 for n in saved["ep_len"]):
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
-                          "replay the uninterrupted one exactly", stacklevel=6)
+                          "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
         _reset(run)
         return
     ep_len = int(saved["ep_len"][0]) if saved is not None else 0
@@ -637,7 +639,7 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
             f"TD3 on {run.name}: the checkpoint was taken {ep_len} steps into an episode, and replaying that "
             "episode's actions did not reproduce its observations and rewards (the env's dynamics depend on more "
             "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
-            "does not replay the uninterrupted one exactly", stacklevel=6)
+            "does not replay the uninterrupted one exactly", stacklevel=user_stacklevel())
     _set_env_rng_state(run.env, env_rng)
     _reset(run)
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.data import same_device
 from zoo.engine.precision import resolve_amp, resumed_precision
@@ -459,7 +460,8 @@ class TD3Agent:
             warnings.warn(f"{what} was written on {written_on}; its random stream (exploration, replay "
                           f"sampling, target noise) cannot continue on {self.device}: the resumed run draws a "
                           "fresh one from the seed and the step count, so it will not repeat the uninterrupted "
-                          "run exactly (resume on the device it was written on for that)", stacklevel=4)
+                          "run exactly (resume on the device it was written on for that)",
+                          stacklevel=user_stacklevel())
             return None
         return saved
 

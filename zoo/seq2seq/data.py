@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from zoo._stacklevel import user_stacklevel
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
@@ -119,7 +120,8 @@ class ParallelDataset(Dataset):
         self.clipped = sum(len(s) > max_len - 1 or len(t) > max_len - 2 for s, t in zip(src, tgt))
         if self.clipped:
             warnings.warn(f"{self.clipped} of {len(src)} sentence pairs are longer than the model's max_len "
-                          f"{max_len} tokens and were clipped (their ends are not seen)", stacklevel=2)
+                          f"{max_len} tokens and were clipped (their ends are not seen)",
+                          stacklevel=user_stacklevel())
         self.src = [ids[: max_len - 1] + [EOS_ID] for ids in src]
         self.tgt = [[BOS_ID] + ids[: max_len - 2] + [EOS_ID] for ids in tgt]
         self.text = text

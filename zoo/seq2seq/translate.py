@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
@@ -170,7 +171,7 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
         model.train(was_training)
     if capped:
         warnings.warn(f"{capped} translation(s) reached the model's limit of {cap} target tokens without ending: "
-                      f"their end is missing (translate shorter sentences)", stacklevel=3)
+                      f"their end is missing (translate shorter sentences)", stacklevel=user_stacklevel())
     return out
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
@@ -250,7 +251,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 try:
                     clips.append(load_clip(path, transform=transform, **{key: t}))
                 except (CorruptVideoError, OSError) as err:
-                    warnings.warn(f"cannot decode {path}: {err}", stacklevel=2)
+                    warnings.warn(f"cannot decode {path}: {err}", stacklevel=user_stacklevel())
                     results.append({"input": str(path), "error": str(err)})
                     continue
                 ok.append(str(path))

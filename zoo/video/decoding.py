@@ -51,6 +51,8 @@ import numpy as np
 import torch
 from av.video.reformatter import VideoReformatter
 
+from zoo._stacklevel import user_stacklevel
+
 __all__ = [
     "CorruptVideoError",
     "DecodeStats",
@@ -261,7 +263,7 @@ def decoder_thread_count(thread_count: int | None = None) -> int:
             warnings.warn(f"decoding on one thread, not thread_count={thread_count}: PyAV is forwarding FFmpeg's "
                           "log to Python (av.logging level set; torchvision <= 0.2x's io module does on import), and "
                           "a threaded decoder that logs while it is freed deadlocks. av.logging.set_level(None) "
-                          "allows threads again", RuntimeWarning, stacklevel=3)
+                          "allows threads again", RuntimeWarning, stacklevel=user_stacklevel())
         return 1
     if thread_count is not None:
         return thread_count

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import model_device, run_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.precision import model_op_kind, resolve_amp
@@ -74,7 +75,8 @@ class PredictedClips(Dataset):
         except (CorruptVideoError, OSError) as err:
             if getattr(ds, "strict", False):
                 raise
-            warnings.warn(f"cannot decode {meta.path}: {err}; it is left out of the evaluation", stacklevel=2)
+            warnings.warn(f"cannot decode {meta.path}: {err}; it is left out of the evaluation",
+                          stacklevel=user_stacklevel())
             return None
         clip = frames.permute(3, 0, 1, 2)  # (C, T, H, W)
         return (ds.transform(clip) if ds.transform is not None else clip), ds.labels[item]

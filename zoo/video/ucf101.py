@@ -33,6 +33,7 @@ import torch
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.heap import keep_freed_memory_in_worker
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_frames
@@ -125,7 +126,7 @@ class VideoClipDataset(Dataset):
             warnings.warn(
                 f"skipped {len(self.skipped)} unreadable video(s) of {len(videos)}, e.g. {self.skipped[0][1]} "
                 "(see .skipped; strict=True raises instead)",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         if not self.videos:
             raise ValueError(f"no readable videos among the {len(videos)} listed")
@@ -211,7 +212,7 @@ class VideoClipDataset(Dataset):
                 if self.strict:
                     raise
                 self.failed_reads += 1
-                warnings.warn(f"skipping an undecodable clip: {err}", stacklevel=2)
+                warnings.warn(f"skipping an undecodable clip: {err}", stacklevel=user_stacklevel())
                 tried += 1
                 if tried >= _MAX_RETRIES:
                     raise

@@ -31,6 +31,8 @@ from PIL import Image, ImageOps
 from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from zoo._stacklevel import user_stacklevel
+
 __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "to_rgb"]
 
 SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
@@ -55,7 +57,7 @@ def _to_8bit(img: Image.Image, name: str) -> Image.Image:
         raise ValueError(f"image {name} ({img.mode}) holds NaN or infinite values")
     if lo < 0 or hi > top:
         warnings.warn(f"image {name}: {img.mode} values span [{lo:g}, {hi:g}], outside the 0..{top:g} its type "
-                      f"implies; scaled that span to 0..255", stacklevel=4)
+                      f"implies; scaled that span to 0..255", stacklevel=user_stacklevel())
         arr, top = arr - lo, max(hi - lo, 1e-12)
     return Image.fromarray(np.rint(arr * (255.0 / top)).astype(np.uint8), mode="L")
 
@@ -173,7 +175,7 @@ class ImageFolderDataset(Dataset):
             if bad:
                 more = " ..." if len(bad) > 5 else ""
                 warnings.warn(f"{self.root}: skipped {len(bad)} {what}: {bad[:5]}{more} (strict=True raises instead)",
-                              stacklevel=2)
+                              stacklevel=user_stacklevel())
         self.targets = [t for _, t in self.samples]
 
     def _unknown(self, extra: list[str], policy: str) -> None:
@@ -187,7 +189,8 @@ class ImageFolderDataset(Dataset):
                              f"given ({self.classes[:10]}{' ...' if len(self.classes) > 10 else ''}); their images "
                              f"cannot be scored. Remove them, or pass unknown_classes='skip' to leave them out")
         self.skipped["unknown_class"] = [str(self.root / c) for c in extra]
-        warnings.warn(f"{self.root}: skipped class folder(s) unknown to the given classes: {listed}", stacklevel=3)
+        warnings.warn(f"{self.root}: skipped class folder(s) unknown to the given classes: {listed}",
+                      stacklevel=user_stacklevel())
 
     def _check(self, path: Path) -> bool:
         try:

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.precision import resolve_amp
@@ -321,7 +322,8 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         train_data, val_data = _split_data(data)
     current = _num_outputs(model)
     if num_classes is not None and current != num_classes:
-        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head", stacklevel=3)
+        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head",
+                      stacklevel=user_stacklevel())
         replace_classifier(model, num_classes)
     if classes is not None and hasattr(model, "pretrained_cfg"):
         from zoo.vision.transforms import with_image_size

@@ -13,6 +13,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement
 from zoo.inputs import check_predict_options, class_rows, collect_files
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
@@ -81,7 +82,7 @@ def predict(
                     else:
                         img = open_rgb(src, exif_transpose=exif_transpose)
                 except (OSError, ValueError, SyntaxError) as err:
-                    warnings.warn(f"cannot decode {key}: {err}", stacklevel=2)
+                    warnings.warn(f"cannot decode {key}: {err}", stacklevel=user_stacklevel())
                     results.append((pos, {"input": key, "error": str(err)}))
                     continue
                 tensors.append(tf(img))

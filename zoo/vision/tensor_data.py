@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from zoo._stacklevel import user_stacklevel
 from zoo.vision.data import ImageFolderDataset, open_rgb
 
 __all__ = ["EpochBatchSampler", "TensorImageDataset", "decode_images", "load_or_decode", "tensor_loader"]
@@ -93,7 +94,7 @@ def _read_cache(cache: Path, key: str) -> tuple[torch.Tensor, torch.Tensor, list
             images, targets, classes = z["images"], z["targets"], [str(c) for c in z["classes"]]
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         warnings.warn(f"image cache {cache} cannot be read ({type(err).__name__}: {err}); decoding the images "
-                      "again and rewriting it", stacklevel=3)
+                      "again and rewriting it", stacklevel=user_stacklevel())
         return None
     return torch.from_numpy(images), torch.from_numpy(targets), classes
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene
@@ -153,7 +154,7 @@ def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, pa
         others = ", ".join(repr(k) for k in cands[1:])
         warnings.warn(f"{path}: several arrays could be the ground truth; using {best!r} "
                       f"({len(np.unique(arrays[best]))} distinct values), not {others}: pass gt_key=<name> "
-                      f"to load_scene to pick another", stacklevel=4)
+                      f"to load_scene to pick another", stacklevel=user_stacklevel())
     return best
 
 
