@@ -455,8 +455,9 @@ class FolderLock:
         started = h.get("started")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "unknown time"
         waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
-        return (f"{self.folder} is in use by another {self.what}{waited}: pid {h.get('pid', '?')} on {h.get('host', '?')}, "
-                f"started {when} ({h.get('command', '?')}). Wait for it to finish, stop it, or use another folder.")
+        return (f"{self.folder} is in use by another {self.what}{waited}: pid {h.get('pid', '?')} on "
+                f"{h.get('host', '?')}, started {when} ({h.get('command', '?')}). Wait for it to finish, stop it, "
+                "or use another folder.")
 
     def release(self) -> None:
         """Remove the lock file, then drop the lock (a waiter that opened the old file notices and retries)."""

@@ -26,7 +26,9 @@ import logging
 import math
 import numbers
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -389,9 +391,6 @@ def _deferred_interrupt(run: _Run):
     from a whole step (a KeyboardInterrupt inside an update could leave the critic stepped and its target
     not), then raises KeyboardInterrupt as Python would have. A second Ctrl-C stops at once. Only Python's
     own handler in the main thread is replaced: a caller's handler, or a run in a thread, is left alone."""
-    import signal
-    import threading
-
     if (threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
         yield
