@@ -97,7 +97,10 @@ def test_a_run_that_dies_keeps_its_periodic_checkpoint_by_default(tmp_path, monk
     assert saved["counters"]["num_timesteps"] == 120
     resumed = zoo.build("td3", **TINY)
     zoo.train(resumed, _pendulum(), total_steps=200, checkpoint_dir=tmp_path, resume=True, **RUN)
-    assert resumed.num_timesteps == 200
+    ref = zoo.build("td3", **TINY)
+    zoo.train(ref, _pendulum(), total_steps=200, **RUN)
+    mine, theirs = _params(resumed), _params(ref)
+    assert resumed.num_timesteps == 200 and all(torch.equal(v, theirs[k]) for k, v in mine.items())
 
 
 @pytest.mark.parametrize("every", [-1, 2.5, True, "100"])
