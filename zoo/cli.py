@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -603,7 +604,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     flags = _call_options(args, model, "predict")
     config = {**sets, **flags}
     given = {**{key: f"--set {key}" for key in sets}, **{key: _config_flag(key) for key in flags}}
-    with _refusing_unknown(args, model, "predict", given):
+    with _refusing_unknown(args, model, "predict", given), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="cannot decode ", category=UserWarning)  # rows say so
         result = zoo.predict(model, inputs, **config)
     failed = _print_prediction(result, args)
     if failed:
@@ -797,11 +799,34 @@ def _show_zoo_logs() -> None:
     logger.setLevel(logging.INFO)
 
 
+@contextlib.contextmanager
+def _plain_warnings(command: str):
+    """Warnings as one line each, ``zoo CMD: warning: message``, above any progress bar: the file and line
+    a warning names mean nothing at a prompt, and the source line Python adds is zoo's own entry script."""
+    from tqdm.auto import tqdm
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        tqdm.write(f"zoo {command}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # no argv: this process's own command line (the `zoo` script, `python -m zoo`), which decides how
+    # warnings look; a caller passing argv (a test, a script) keeps its own warning machinery
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     _show_zoo_logs()
     debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
     rest = [a for a in argv if a != "--debug"]
+    plain = _plain_warnings(rest[0] if rest else "") if own_process and not debug else contextlib.nullcontext()
+    with plain:
+        return _dispatch(rest, debug)
+
+
+def _dispatch(rest: list[str], debug: bool) -> int:
     try:
         rest = weights_name_argv(rest)
         parser = build_parser(rest)

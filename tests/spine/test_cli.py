@@ -145,3 +145,24 @@ def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
     assert capsys.readouterr().out.strip().startswith("[")
     assert main(["eval", "td3.pendulum-v1", "--weights", "halfcheetah-v5", "--episodes", "1"]) == 2
     assert "names the weights 'pendulum-v1' but weights='halfcheetah-v5'" in capsys.readouterr().err
+
+
+def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_path):
+    """At a prompt a warning read `/path/to/bin/zoo:8: UserWarning: ...` plus `  sys.exit(main())`, and
+    `zoo predict` said each unreadable image twice (a warning, then its ERROR row)."""
+    out = run_zoo("train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "net_arch=[8,8]",
+                  "learning_starts=100", "--set", "eval_every=0", "progress=false")
+    assert out.returncode == 0, out.stderr
+    assert "zoo train: warning: TD3 on Pendulum-v1: total_steps=10 does not pass learning_starts=100" in out.stderr
+    assert "UserWarning" not in out.stderr and "sys.exit" not in out.stderr
+    debug = run_zoo("--debug", "train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "net_arch=[8,8]",
+                    "learning_starts=100", "--set", "eval_every=0", "progress=false")
+    assert "UserWarning: TD3 on Pendulum-v1" in debug.stderr  # --debug: Python's own form, file and line
+
+    weights = zoo.save(zoo.build("resnet18", num_classes=3), tmp_path / "tiny.safetensors")
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not a jpeg")
+    out = run_zoo("predict", "resnet18", "--weights", str(weights), str(bad))
+    assert out.returncode == 1
+    assert out.stdout.count("cannot identify image file") == 1 and "ERROR" in out.stdout
+    assert "cannot decode" not in out.stderr and "1 input(s) could not be read" in out.stderr
