@@ -100,7 +100,9 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(tp, type):
+    # another generic (``Sequence[str]``, ``Callable[..., Any]``) is not checked; Python 3.10 calls such an
+    # alias a type, and isinstance() with it raises
+    if isinstance(tp, type) and origin is None:
         return isinstance(value, tp)
     return True  # an annotation we cannot check (a Protocol, a string we could not resolve)
 
