@@ -183,10 +183,10 @@ def test_a_lock_in_a_read_only_folder_is_zoos_named_error(tmp_path, monkeypatch)
 
     real_open = os.open
 
-    def read_only(path, flags, *args):
+    def read_only(path, flags, *args, **kwargs):  # shutil.rmtree passes dir_fd= (Python 3.13)
         if str(path).startswith(str(tmp_path)) and flags & os.O_CREAT:
             raise OSError(errno.EROFS, "Read-only file system", str(path))
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", read_only)
     with pytest.raises(fs.FsError, match=r"cannot write .*\.zoo-lock: Read-only file system"):

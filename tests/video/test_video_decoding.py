@@ -261,3 +261,25 @@ def test_a_process_forked_after_threaded_reads_does_not_hang(encode_clip, tmp_pa
     run = subprocess.run([sys.executable, "-c", _FORK_AFTER_READS, str(path)], check=False, capture_output=True,
                          text=True, timeout=120, cwd=root)
     assert run.returncode == 0 and run.stdout.strip() == "done", (run.stdout + run.stderr)[-2000:]
+
+
+def test_a_clip_whose_metadata_is_not_utf8_is_read(tmp_path):
+    """Container metadata in another encoding (latin-1 in some AVIs) must not fail the read. PyAV < 19 raised
+    unless told to ignore it; PyAV 19 removed that argument, and passing it failed every open."""
+    path = tmp_path / "latin.avi"
+    frames = np.stack([np.full((16, 16, 3), 40 * i, np.uint8) for i in range(4)])
+    with av.open(str(path), mode="w") as out:
+        out.metadata["title"] = "QQQQ"
+        s = out.add_stream("mpeg4", rate=25)
+        s.width, s.height, s.pix_fmt = 16, 16, "yuv420p"
+        for img in frames:
+            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    data = path.read_bytes()
+    assert data.count(b"QQQQ") == 1
+    path.write_bytes(data.replace(b"QQQQ", "Caf\xe9".encode("latin-1")))  # not UTF-8: 0xE9 then 0x00
+    info = probe(path)
+    assert info.num_frames == 4
+    assert read_frames(path, [0, 3]).shape[0] == 2

@@ -132,9 +132,14 @@ class DecodeStats:
 _HEADER_ONLY = {"probesize": "32", "analyzeduration": "0"}
 
 
+# PyAV before 19 raises on container metadata that is not UTF-8 (some UCF101 AVIs) unless told to ignore it;
+# 19 removed the argument (a TypeError) and decodes such bytes with surrogateescape
+_OPEN_KWARGS = {"metadata_errors": "ignore"} if int(av.__version__.split(".")[0]) < 19 else {}
+
+
 def _open(path: str | os.PathLike, options: dict[str, str] | None = None):
     try:
-        return av.open(os.fspath(path), metadata_errors="ignore", options=options or {})
+        return av.open(os.fspath(path), options=options or {}, **_OPEN_KWARGS)
     except (av.error.FFmpegError, OSError) as err:
         raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: {err}") from err
 
