@@ -123,17 +123,16 @@ def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path):
                    "from zoo.cli import main; sys.exit(main())")
     line = [sys.executable, "-c", zoo_command, "train", "td3", "--env", "Pendulum-v1", "--steps", "1000000",
             "--model", "net_arch=[16,16]", "learning_starts=20", "batch_size=8", "--checkpoint-dir", str(ck),
-            "--set", "eval_every=0"]
+            "--set", "eval_every=0", "checkpoint_every=50"]
     proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (ck / ".zoo-lock").exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # the run owns its folder: it is about to start stepping
-        time.sleep(1.0)
+        while not (ck / loop.CHECKPOINT_NAME).exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first periodic checkpoint (step 200, an episode's end): the loop is running
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted: TD3 stopped by Ctrl-C at step" in err and "--resume" in err
-    assert torch.load(ck / loop.CHECKPOINT_NAME, weights_only=True)["counters"]["num_timesteps"] > 0
+    assert torch.load(ck / loop.CHECKPOINT_NAME, weights_only=True)["counters"]["num_timesteps"] > 200
