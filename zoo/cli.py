@@ -585,6 +585,7 @@ def _label_map_png(label_map: Any, path: Path) -> Path:
 def _cmd_predict(args: argparse.Namespace) -> int:
     import zoo
     from zoo import registry
+    from zoo.inputs import UnreadableInputWarning
 
     family = registry.family_of(args.name)
     if args.out is not None and family != "hyperspectral":
@@ -605,7 +606,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     config = {**sets, **flags}
     given = {**{key: f"--set {key}" for key in sets}, **{key: _config_flag(key) for key in flags}}
     with _refusing_unknown(args, model, "predict", given), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="cannot decode ", category=UserWarning)  # rows say so
+        warnings.simplefilter("ignore", UnreadableInputWarning)  # the input's row says it
         result = zoo.predict(model, inputs, **config)
     failed = _print_prediction(result, args)
     if failed:

@@ -4,11 +4,19 @@ names (a file, a folder, or a list of both), its ``topk`` / ``batch_size`` optio
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_predict_options", "class_rows", "collect_files"]
+from zoo._stacklevel import user_stacklevel
+
+__all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "unreadable_row"]
+
+
+class UnreadableInputWarning(UserWarning):
+    """An input ``zoo.predict`` could not read: its result row holds ``"error"`` instead of a label (the
+    ``zoo predict`` command prints that row and leaves the warning out)."""
 
 
 def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],
@@ -52,3 +60,9 @@ def class_rows(keys: Sequence[str], probs: Any, topk: int, names: Sequence[str] 
     return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
              "topk": [(label(i), p) for i, p in zip(idx, ps)]}
             for key, ps, idx in zip(keys, top_p.tolist(), top_i.tolist())]
+
+
+def unreadable_row(key: str, err: BaseException) -> dict[str, Any]:
+    """The result row of an input that could not be read, ``{"input", "error"}``, and a warning naming it."""
+    warnings.warn(f"cannot decode {key}: {err}", UnreadableInputWarning, stacklevel=user_stacklevel())
+    return {"input": key, "error": str(err)}

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
@@ -213,7 +211,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         import torch
 
         from zoo.engine.data import inference_placement
-        from zoo.inputs import check_predict_options, class_rows, collect_files
+        from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row
         from zoo.video.decoding import CorruptVideoError
         from zoo.video.predict import forward_probs, load_clip
 
@@ -251,8 +249,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 try:
                     clips.append(load_clip(path, transform=transform, **{key: t}))
                 except (CorruptVideoError, OSError) as err:
-                    warnings.warn(f"cannot decode {path}: {err}", stacklevel=user_stacklevel())
-                    results.append({"input": str(path), "error": str(err)})
+                    results.append(unreadable_row(str(path), err))
                     continue
                 ok.append(str(path))
             if clips:

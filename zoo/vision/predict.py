@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,8 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
-from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement
-from zoo.inputs import check_predict_options, class_rows, collect_files
+from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
@@ -82,8 +80,7 @@ def predict(
                     else:
                         img = open_rgb(src, exif_transpose=exif_transpose)
                 except (OSError, ValueError, SyntaxError) as err:
-                    warnings.warn(f"cannot decode {key}: {err}", stacklevel=user_stacklevel())
-                    results.append((pos, {"input": key, "error": str(err)}))
+                    results.append((pos, unreadable_row(key, err)))
                     continue
                 tensors.append(tf(img))
                 ok.append((pos, key))
