@@ -217,15 +217,11 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
         if config:  # topk=, batch_size=, ... mean something to a zoo model; a plain call would drop them unseen
             raise TypeError(f"zoo.predict on a plain {type(model).__name__} returns its raw outputs and takes no "
                             f"options, got {', '.join(sorted(config))}")
-        was_training = model.training
-        model.eval()
-        try:
-            from zoo.engine.data import run_device
+        from zoo.engine.data import run_device
+        from zoo.engine.modes import eval_mode
 
-            with torch.inference_mode():
-                return model(inputs.to(run_device(model)))  # where the model is, as every family's predict
-        finally:
-            model.train(was_training)
+        with eval_mode(model), torch.inference_mode():
+            return model(inputs.to(run_device(model)))  # where the model is, as every family's predict
     if hasattr(model, "predict"):
         return model.predict(inputs, **config)
     raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")

@@ -98,9 +98,25 @@ def test_every_model_honours_the_contract(name, tiny, tmp_path):
             call(model, arg, bogus_option=1)
 
     out = zoo.predict(model, case.inputs)
+    _threads_share_the_model(model, case, out)
     path = zoo.save(model, tmp_path / "model.safetensors")
     again = zoo.build(name, weights=path)
     assert case.same(out, zoo.predict(again, case.inputs)), "the saved file must load whole"
+
+
+def _threads_share_the_model(model: Any, case: Case, alone: Any) -> None:
+    """Threads serving one model (a web server's pool) each get what a caller alone gets, and the model keeps
+    its modes: predict used to switch it back to training under another thread's prediction."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    modules = list(model.modules()) if hasattr(model, "modules") else []
+    for i, m in enumerate(modules):  # training mode, with a few layers frozen in eval mode, as a user leaves it
+        m.training = i % 3 != 2
+    modes = [m.training for m in modules]
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: zoo.predict(model, case.inputs), range(12)))
+    assert all(case.same(alone, out) for out in outs), "a prediction differs when threads share the model"
+    assert [m.training for m in modules] == modes, "predict must give each layer its own mode back"
 
 
 def test_every_registered_name_builds_with_no_arguments():

@@ -17,6 +17,7 @@ from zoo.engine import metrics as metrics_mod
 from zoo.engine.data import model_device, move_batch, prepare_loader, run_device
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
+from zoo.engine.modes import eval_mode
 
 __all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk"]
 
@@ -42,15 +43,13 @@ def evaluate_loader(
 ) -> dict[str, float]:
     from tqdm.auto import tqdm
 
-    was_training = model.training
-    model.eval()
     kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
     loss_sum = torch.zeros((), dtype=torch.float64)
     count = 0
     preds: list[torch.Tensor] = []
     targs: list[torch.Tensor] = []
     num_classes = 0
-    try:
+    with eval_mode(model):
         for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
             batch = move_batch(batch, device, channels_last)
             with autocast(amp, device):
@@ -65,8 +64,6 @@ def evaluate_loader(
                 num_classes = max(num_classes, scores.shape[1])
                 preds.append(scores.topk(min(kmax, scores.shape[1]), dim=1).indices.cpu())
                 targs.append(y.cpu())
-    finally:
-        model.train(was_training)
     gathered = all_gather_objects((float(loss_sum), count, preds, targs, num_classes))
     loss_total = sum(g[0] for g in gathered)
     count = sum(g[1] for g in gathered)
@@ -160,13 +157,8 @@ def evaluate(
 
 
 def call_eval_fn(eval_fn: Callable, model: nn.Module, data: Any) -> dict[str, float]:
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            extra = eval_fn(model, data)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.inference_mode():
+        extra = eval_fn(model, data)
     if not isinstance(extra, dict):
         raise TypeError(f"eval_fn must return a dict of metrics, got {type(extra).__name__}")
     return {str(k): float(v) for k, v in extra.items()}

@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.api import ModelState
+from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     as_scene,
     default_scene,
@@ -330,19 +331,14 @@ class SceneClassifierMixin:
         dense = can_dense and (method == "dense" or (method == "auto" and sel.sum() >= self.dense_min_fraction * h * w))
         device = next(self.parameters()).device
         amp = resolve_amp(amp, device, op=model_op_kind(self), allow_fp16=False)
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
-                if dense:
-                    classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress, tta)[sel]
-                else:  # only the rows the windows reach are reduced: a few pixels of a large scene stay cheap
-                    lo, hi = self._window_rows(sel)
-                    reduced = self.reduce(scene, rows=slice(lo, hi))
-                    classes = (self._window_classes(reduced, sel[lo:hi], device, batch_size, progress, tta)
-                               if hi > lo else np.zeros(0, np.int64))
-        finally:
-            self.train(was_training)
+        with eval_mode(self), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
+            if dense:
+                classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress, tta)[sel]
+            else:  # only the rows the windows reach are reduced: a few pixels of a large scene stay cheap
+                lo, hi = self._window_rows(sel)
+                reduced = self.reduce(scene, rows=slice(lo, hi))
+                classes = (self._window_classes(reduced, sel[lo:hi], device, batch_size, progress, tta)
+                           if hi > lo else np.zeros(0, np.int64))
         pred = np.zeros((h, w), np.int64)
         pred[sel] = classes + 1
         return pred

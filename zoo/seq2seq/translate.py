@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
+from zoo.engine.modes import eval_mode
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
@@ -147,10 +148,8 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
     out: list[list[int]] = [[] for _ in ids]
     device = model_device(model)
-    was_training = model.training
-    model.eval()
     cap, capped = model.max_len - 1, 0
-    try:
+    with eval_mode(model):
         for s in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
             chunk = order[s : s + batch_size]
             rows = [ids[i] for i in chunk]
@@ -167,8 +166,6 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
             for i, h in zip(chunk, hyps):
                 out[i] = h
                 capped += len(h) >= cap
-    finally:
-        model.train(was_training)
     if capped:
         warnings.warn(f"{capped} translation(s) reached the model's limit of {cap} target tokens without ending: "
                       f"their end is missing (translate shorter sentences)", stacklevel=user_stacklevel())

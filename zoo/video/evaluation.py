@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import model_device, run_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
+from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_op_kind, resolve_amp
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, read_frames
@@ -123,11 +124,9 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
     loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers, collate_fn=_collate)
-    was_training = model.training
     device = run_device(model) if device is None else torch.device(device)
     if device != model_device(model):
         model.to(device)
-    model.eval()
     # "auto": bf16 where it runs faster; fp16 as zoo.engine.evaluate takes it, on CUDA
     amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=device.type == "cuda")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
@@ -137,7 +136,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     video_label: dict[int, int] = {}
     correct = total = 0
     loss_sum = 0.0
-    try:
+    with eval_mode(model):
         for batch in tqdm(loader, desc="evaluating", disable=not progress, leave=False):
             if batch is None:  # no clip of this batch decoded
                 continue
@@ -152,8 +151,6 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
                 label_logps.setdefault(v, []).append(float(lp[y]))
                 video_label[v] = y
                 loss_sum -= float(lp[y])
-    finally:
-        model.train(was_training)
     if total == 0:
         raise ValueError("video evaluation: the data set is empty (or none of its clips decoded)")
     order = sorted(video_label)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from zoo.engine.data import inference_placement, model_device
+from zoo.engine.modes import eval_mode
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
 
@@ -77,11 +78,6 @@ def forward_probs(model: nn.Module, clips: torch.Tensor, dtype: torch.dtype | No
     """Softmax over classes of ``clips`` ``(N, C, T, H, W)`` in eval mode, on the model's device, under autocast
     to ``dtype`` (None: fp32); ``(N, K)`` float32 on CPU."""
     device = model_device(model)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(clips.to(device))  # (N, num_classes)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        logits = model(clips.to(device))  # (N, num_classes)
     return logits.float().softmax(1).cpu()

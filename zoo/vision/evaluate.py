@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
+from zoo.engine.modes import eval_mode
 from zoo.engine.precision import resolve_amp
 
 __all__ = ["evaluate_classifier", "predict_dataset"]
@@ -26,17 +27,14 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
         device = next(model.parameters(), torch.empty(0)).device
     amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
-    was_training = model.training
-    model.eval().to(device)
+    model.to(device)
     logits, targets = [], []
-    try:
+    with eval_mode(model):
         for x, y in loader:
             with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
                 out = model(x.to(device))  # (B, K)
             logits.append(out.float().cpu())
             targets.append(torch.as_tensor(y))
-    finally:
-        model.train(was_training)
     return torch.cat(logits), torch.cat(targets)
 
 

@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.head import drop_stale_classes
+from zoo.engine.modes import eval_mode
 from zoo.engine.precision import resolve_amp
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
@@ -225,9 +226,8 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     device = run_device(model) if device is None else torch.device(device)
     name = head_name(model)
     head = getattr(model, name)
-    was_training = model.training
     setattr(model, name, nn.Identity())
-    model.eval().to(device)
+    model.to(device)
     feats, targets = [], []
     amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
@@ -235,17 +235,17 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     # random augmentation, or each sample's single cached view is a random one
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
     try:
-        for x, y in tqdm(loader, desc="features", disable=not progress, leave=False):
-            x = x.to(device)
-            if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                f = model(x)  # (B, D)
-            feats.append(f.float().flatten(1).cpu())
-            targets.append(torch.as_tensor(y).cpu())
+        with eval_mode(model):
+            for x, y in tqdm(loader, desc="features", disable=not progress, leave=False):
+                x = x.to(device)
+                if channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    f = model(x)  # (B, D)
+                feats.append(f.float().flatten(1).cpu())
+                targets.append(torch.as_tensor(y).cpu())
     finally:
         setattr(model, name, head)
-        model.train(was_training)
     return TensorDataset(torch.cat(feats), torch.cat(targets))
 
 

@@ -13,6 +13,7 @@ from PIL import Image, ImageOps
 from torch import nn
 
 from zoo.engine.data import inference_placement
+from zoo.engine.modes import eval_mode
 from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
@@ -66,33 +67,28 @@ def predict(
         return _predict_tensor(model, inputs, topk, names, batch_size, device, dtype)
     named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
-    was_training = model.training
-    model.eval()
     results: list[tuple[int, dict[str, Any]]] = []
-    try:
-        for start in range(0, len(named), batch_size):
-            chunk = named[start:start + batch_size]
-            tensors, ok = [], []
-            for pos, (key, src) in enumerate(chunk, start):
-                try:
-                    if isinstance(src, Image.Image):
-                        img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
-                    else:
-                        img = open_rgb(src, exif_transpose=exif_transpose)
-                except (OSError, ValueError, SyntaxError) as err:
-                    results.append((pos, unreadable_row(key, err)))
-                    continue
-                tensors.append(tf(img))
-                ok.append((pos, key))
-            if not tensors:
+    for start in range(0, len(named), batch_size):
+        chunk = named[start:start + batch_size]
+        tensors, ok = [], []
+        for pos, (key, src) in enumerate(chunk, start):
+            try:
+                if isinstance(src, Image.Image):
+                    img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
+                else:
+                    img = open_rgb(src, exif_transpose=exif_transpose)
+            except (OSError, ValueError, SyntaxError) as err:
+                results.append((pos, unreadable_row(key, err)))
                 continue
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = model(torch.stack(tensors).to(device))  # (B, K)
-            probs = logits.float().softmax(dim=1).cpu()
-            rows = class_rows([key for _, key in ok], probs, topk, names)
-            results += [(pos, row) for (pos, _), row in zip(ok, rows)]
-    finally:
-        model.train(was_training)
+            tensors.append(tf(img))
+            ok.append((pos, key))
+        if not tensors:
+            continue
+        with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            logits = model(torch.stack(tensors).to(device))  # (B, K)
+        probs = logits.float().softmax(dim=1).cpu()
+        rows = class_rows([key for _, key in ok], probs, topk, names)
+        results += [(pos, row) for (pos, _), row in zip(ok, rows)]
     return [row for _, row in sorted(results, key=lambda r: r[0])]
 
 
@@ -147,12 +143,7 @@ def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequenc
     if channels is not None and x.shape[1] != channels:
         raise ValueError(f"the batch has {x.shape[1]} channels (shape {tuple(x.shape)}) but the network takes "
                          f"{channels}: pass (N, {channels}, H, W), preprocessed as transforms_for(model) does")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = [model(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)]
-        probs = torch.cat(logits).softmax(dim=1).cpu()  # (N, K)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        logits = [model(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)]
+    probs = torch.cat(logits).softmax(dim=1).cpu()  # (N, K)
     return class_rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)
