@@ -20,6 +20,7 @@ import importlib
 import inspect
 import json
 import os
+import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,6 +98,10 @@ class _Registration:
 
 
 _REGISTRY: dict[str, _Registration] = {}
+# A family's first import, one thread at a time: two threads importing torchvision's models side by side (a
+# first zoo.build("resnet18") beside a first zoo.build("r2plus1d_18")) can each hold a module the other needs,
+# and Python then fails one of them with "deadlock detected by _ModuleLock".
+_IMPORTING = threading.RLock()
 
 
 def declare(name: str, *, family: str, summary: str, module: str) -> None:
@@ -173,7 +178,8 @@ def _lookup(name: str) -> _Registration:
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise KeyError(f"unknown model {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))} (see `zoo list`).")
     if reg.builder is None and reg.module is not None:
-        importlib.import_module(reg.module)
+        with _IMPORTING:
+            importlib.import_module(reg.module)
     if reg.builder is None:
         raise RuntimeError(f"{name!r} is declared by the {reg.family} family, but {reg.module} registered no builder")
     return reg

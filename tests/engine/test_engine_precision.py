@@ -320,6 +320,35 @@ def test_an_unwritable_home_still_decides_and_says_why_it_cannot_record(monkeypa
 
 
 
+def test_threads_deciding_at_once_measure_once_and_leave_the_thread_count(monkeypatch, tmp_path):
+    """Threads' first predictions at once, with no lock file to be had (a home that cannot be made): the
+    probes used to run side by side, each set torch's thread count and put back what another had set, and
+    each thread decided on its own timing."""
+    import threading
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("ZOO_HOME", str(blocker / "home"))
+    precision.bf16_cost.cache_clear()
+    threads_before = torch.get_num_threads()
+    start, speedups = threading.Barrier(4), []
+
+    def decide() -> None:
+        start.wait(10)
+        speedups.append(precision._timed_speedup(cpu_features(), "matmul"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # could not record the timing: said by another test
+        workers = [threading.Thread(target=decide) for _ in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(60)
+    precision.bf16_cost.cache_clear()
+    assert len(speedups) == 4 and len(set(speedups)) == 1, speedups
+    assert torch.get_num_threads() == threads_before
+
+
 def test_a_read_only_home_is_said_once_per_process(monkeypatch, tmp_path):
     """A read-only ZOO_HOME warned once per op kind: each write's error names its own temp file."""
     import errno

@@ -190,3 +190,34 @@ def test_train_and_finetune_by_weights_name_start_from_those_weights():
     assert torch.equal(tuned.layer1[0].conv1.weight, ref.layer1[0].conv1.weight.to(tuned.layer1[0].conv1.weight.dtype))
     trained = zoo.train("resnet18.cifar10", data, **fit).model  # lr 0: the weights stay the file's
     assert torch.equal(trained.conv1.weight, ref.conv1.weight)
+
+
+def test_threads_building_every_model_first_at_once(tmp_path):
+    """A server's threads each making their first model at once import the families side by side; torchvision's
+    models imported from two threads made Python fail one with "deadlock detected by _ModuleLock" (three runs
+    of three before the fix). A fresh interpreter, since this one has imported them all already."""
+    import os
+    import subprocess
+    import sys
+
+    code = """if True:
+        import threading, traceback, zoo
+        names = zoo.list_models() * 2
+        start, failed = threading.Barrier(len(names)), []
+        def build(name):
+            start.wait(60)
+            try:
+                zoo.build(name)
+            except Exception:
+                failed.append(traceback.format_exc())
+        threads = [threading.Thread(target=build, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        print("".join(failed) or "ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "ZOO_HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "ok", out.stdout[-3000:]

@@ -52,6 +52,7 @@ import math
 import os
 import platform
 import statistics
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -482,10 +483,20 @@ def _entry_speedup(entry: Any) -> float | None:
     return float(speedup) if ok else None
 
 
+_DECIDING = threading.Lock()  # the threads of one process, where the file lock cannot be had
+
+
 @contextlib.contextmanager
 def _cache_lock(path: Path):
     """Exclusive while one process decides, so that processes starting together measure once and agree.
-    Where the lock cannot be had (no fcntl, a read-only home) the process decides on its own."""
+    Where the lock cannot be had (no fcntl, a read-only home) the process decides on its own. Its threads
+    always take turns: two probes at once would time each other, and each sets torch's thread count."""
+    with _DECIDING, _file_lock(path):
+        yield
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
     fd = None
     try:
         import fcntl
@@ -543,8 +554,10 @@ def _timed_speedup(feats: CPUFeatures, op: str) -> float:
         return _SPEEDUPS[key]
     path = amp_cache_path()
     with _cache_lock(path):
-        known = None if os.environ.get(REMEASURE_ENV, "") not in ("", "0") else _entry_speedup(_read_cache(path).get(key))
-        _SPEEDUPS[key] = known if known is not None else _measure_and_store(path, key, op)
+        if key not in _SPEEDUPS:  # another thread may have decided while this one waited
+            again = os.environ.get(REMEASURE_ENV, "") not in ("", "0")
+            known = None if again else _entry_speedup(_read_cache(path).get(key))
+            _SPEEDUPS[key] = known if known is not None else _measure_and_store(path, key, op)
     return _SPEEDUPS[key]
 
 
