@@ -83,6 +83,8 @@ def _configure_weights(p: argparse.ArgumentParser) -> None:
     sub.required = True
     q = sub.add_parser("list", help="the published weights: name, size, dataset, metrics, cached or not")
     q.add_argument("--model", help="only this model's weights")
+    q.add_argument("--wide", action="store_true",
+                   help="every column whole on a terminal too (piped output always is)")
     q = sub.add_parser("verify", help="re-hash every file in the cache and report")
     q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
     q.add_argument("--shipped", action="store_true",
@@ -108,6 +110,25 @@ def _size(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.1f} MiB"
 
 
+def _print_table(rows: list[tuple[str, ...]], shrink: tuple[int, ...], wide: bool) -> None:
+    """Columns two spaces apart. On a terminal, the widest of the ``shrink`` columns is cut, one character at
+    a time, down to 12, with "…" where a cell is cut, until rows fit its width and none wraps; piped output
+    and ``wide`` keep every cell whole, for scripts."""
+    import shutil
+
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    over = sum(widths) + 2 * (len(widths) - 1) - shutil.get_terminal_size().columns
+    while over > 0 and not wide and sys.stdout.isatty():
+        i = max(shrink, key=lambda j: widths[j])
+        if widths[i] <= 12:
+            break
+        widths[i] -= 1
+        over -= 1
+    for row in rows:
+        cells = [c if len(c) <= w else c[:w - 1] + "…" for c, w in zip(row, widths)]
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+
+
 @command("weights", "list, verify and publish pretrained weights", _configure_weights)
 def _cmd_weights(args: argparse.Namespace) -> int:
     from zoo import hub
@@ -117,15 +138,13 @@ def _cmd_weights(args: argparse.Namespace) -> int:
         from zoo.api import list_weights
 
         names = list_weights(args.model)  # an unknown model is an error naming the close ones, not "none"
-        rows = [("NAME", "SIZE", "DATASET", "METRICS", "CACHED")]
+        rows = [("NAME", "SIZE", "CACHED", "DATASET", "METRICS")]
         for name in names:
             e = entries[name]
             metrics = ", ".join(f"{k}={v}" for k, v in (e.meta.get("metrics") or {}).items()) or "-"
             cached = "yes" if hub.cached_path(e).is_file() else ("upstream" if e.upstream else "no")
-            rows.append((name, _size(e.size), str(e.meta.get("dataset", "-")), metrics, cached))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            rows.append((name, _size(e.size), cached, str(e.meta.get("dataset", "-")), metrics))
+        _print_table(rows, shrink=(3, 4), wide=args.wide)
         if not names:
             print("(no weights published" + (f" for {args.model})" if args.model else ")"))
         return 0

@@ -320,3 +320,24 @@ def test_shipped_accuracy_metrics_are_fractions():
             if rate and "percent" not in key and isinstance(value, (int, float)) and not 0 <= value <= 1:
                 bad.append(f"{e['name']}: {key}={value}")
     assert not bad, "metrics given as percent, expected fractions: " + ", ".join(bad)
+
+
+def test_weights_list_fits_the_terminal_and_pipes_whole(capsys, monkeypatch):
+    """The shipped list was 564 characters wide: on a terminal each row wrapped over several lines and the
+    CACHED column landed past the end of them. Now the dataset and metrics cells are cut to fit; piped output
+    (and --wide) keeps them whole."""
+    import sys
+
+    from zoo.cli import main
+
+    assert main(["weights", "list"]) == 0
+    piped = capsys.readouterr().out.splitlines()
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["weights", "list"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert max(map(len, piped)) > 100 and max(map(len, shown)) <= 100
+    assert [r.split()[:2] for r in shown] == [r.split()[:2] for r in piped]  # names and sizes whole
+    assert shown[0].split()[:3] == ["NAME", "SIZE", "CACHED"] and any(r.endswith("…") for r in shown)
+    assert main(["weights", "list", "--wide"]) == 0
+    assert capsys.readouterr().out.splitlines() == piped
