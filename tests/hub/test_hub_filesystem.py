@@ -81,6 +81,17 @@ def test_cache_entry_that_is_a_link_is_refused(tiny_model, weights_home, tmp_pat
     assert str(dest) in str(err.value) and "symbolic link" in str(err.value)
 
 
+def test_a_cache_that_cannot_be_made_says_to_set_zoo_home(tiny_model, weights_home, tmp_path, monkeypatch):
+    """A container's read-only or missing home: the error names the folder and how to move the cache."""
+    entry = _publish(tiny_model, "v1")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "file" / "home"))  # no folder can be made under a file
+    with pytest.raises(fs.FsError, match=r"cannot create folder .*set ZOO_HOME to a folder you can write"):
+        zoo.build(tiny_model, weights="v1")
+    with pytest.raises(fs.FsError, match=r"cannot create folder .*; pass a cache_dir you can write$"):
+        zoo.pull(entry.name, cache_dir=tmp_path / "file" / "cache", progress=False)
+
+
 def test_full_disk_is_refused_before_the_download(tiny_model, weights_home, server, monkeypatch, disk_quota):
     entry = _publish(tiny_model, "big", num_classes=3000)
     _serve(entry, weights_home, server, monkeypatch)

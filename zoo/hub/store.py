@@ -20,7 +20,9 @@ http(s) ones):
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import hashlib
 import os
 from pathlib import Path
@@ -75,6 +77,22 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def cached_path(entry: WeightsEntry, cache_dir: str | os.PathLike | None = None) -> Path:
     return cache_root(cache_dir) / entry.expected_hash / entry.filename
+
+
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR)
+
+
+@contextlib.contextmanager
+def _writable_cache(cache_dir: str | os.PathLike | None):
+    """A cache that cannot be written (a read-only or missing home, as in a container) says how to move it."""
+    try:
+        yield
+    except fs.FsError as err:
+        if err.errno not in _UNWRITABLE:
+            raise
+        how = ("pass a cache_dir you can write" if cache_dir is not None else
+               f"the weights cache is $ZOO_HOME/weights ({cache_root()}): set ZOO_HOME to a folder you can write")
+        raise type(err)(err.errno, f"{err}; {how}") from None
 
 
 def _join(base: str, rel: str) -> str:
@@ -194,11 +212,12 @@ def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=Tr
         verified.record(path, digest)
         report.append("fetched")
 
-    return fetch(
-        sources(entry), dest, check=entry.hash_matches, expected=entry.expected_hash, force=force,
-        progress=progress, offline_hint=_offline_hint(entry, dest, local_files_only), size=entry.size,
-        local_only=local_files_only, reclaim_root=root, on_arrival=arrival,
-    )
+    with _writable_cache(cache_dir):
+        return fetch(
+            sources(entry), dest, check=entry.hash_matches, expected=entry.expected_hash, force=force,
+            progress=progress, offline_hint=_offline_hint(entry, dest, local_files_only), size=entry.size,
+            local_only=local_files_only, reclaim_root=root, on_arrival=arrival,
+        )
 
 
 def _entry_for_url(url: str) -> WeightsEntry | None:
@@ -255,8 +274,9 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
                 "it on a connected machine, or pass a local path")
     from zoo.hub.state import check_complete  # imports torch: not at listing time
 
-    return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint, force=force,
-                 local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
+    with _writable_cache(None):
+        return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint,
+                     force=force, local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
 
 
 def resolve(weights: str | os.PathLike, model: str | None = None, *,
