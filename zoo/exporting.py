@@ -43,6 +43,7 @@ import json
 import operator
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -210,10 +211,9 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
     """A module no family describes: its ``forward(*example_inputs)``, axis 0 of every input dynamic. Its
     outputs may be a tensor or tuples, lists and dicts of them; a flat dict's keys name the graph's outputs."""
     if example_inputs is None:
-        known = ", ".join(sorted(c.__qualname__ for c in _EXPORTERS))
         raise TypeError(f"zoo.export does not know what to export for {type(model).__name__}: pass "
-                        f"example_inputs=(tensor, ...) for a plain nn.Module, or a model of a registered "
-                        f"family ({known})")
+                        f"example_inputs=(tensor, ...) for a plain nn.Module, or a model zoo builds "
+                        f"({_zoo_models()})")
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor) or x.dim() < 1:
@@ -282,6 +282,7 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         from zoo.registry import build
 
         model = build(model)
+    model = _uncompiled(model)
     # traced and verified on the CPU (the file runs anywhere): a model on a GPU is exported from a CPU copy
     # and stays where it is (the family's exporter may run it while describing the graphs)
     model = _cpu_copy(model)
@@ -301,13 +302,27 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         return _write(spec, target, fmt, verify)
 
 
+def _uncompiled(model: Any) -> Any:
+    """The model ``torch.compile(model)`` wraps: what runs is the same network, and exporters trace it
+    themselves (the wrapper has none of the family's attributes an exporter reads)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # imported by torch.compile: a compiled model has it
+    if eval_frame is not None and isinstance(model, eval_frame.OptimizedModule):
+        return model._orig_mod
+    return model
+
+
+def _zoo_models() -> str:
+    from zoo.registry import list_models
+
+    return ", ".join(list_models())
+
+
 def _spec_for(model: Any, config: dict[str, Any]) -> ExportSpec:
     fn = _exporter_for(model)
     if fn is None:
         if not isinstance(model, nn.Module):
-            known = ", ".join(sorted(c.__qualname__ for c in _EXPORTERS))
-            raise TypeError(f"zoo.export: no exporter for {type(model).__name__}; exportable: nn.Module "
-                            f"(with example_inputs=...) and {known}")
+            raise TypeError(f"zoo.export: no exporter for {type(model).__name__}; exportable: an nn.Module "
+                            f"(with example_inputs=...) and the models zoo builds ({_zoo_models()})")
         fn = _generic_spec
     params = inspect.signature(fn).parameters
     valid = [n for i, n in enumerate(params) if i > 0]
