@@ -123,14 +123,6 @@ def test_integer_outputs_must_be_equal(tmp_path):
         zoo.export(_Shifted(0.0, integer=True), tmp_path / "m.onnx")
 
 
-def test_a_compiled_model_exports_as_the_model_it_wraps(tmp_path):
-    """torch.compile(model) wraps the model in an OptimizedModule that has none of the family's attributes; the
-    export of a compiled ResNet18 failed with "does not know what to export for OptimizedModule"."""
-    model = zoo.build("resnet18", num_classes=3, stem="cifar")
-    out = zoo.export(torch.compile(model), tmp_path / "m.onnx", image_size=32)
-    assert out.path.is_file() and out.max_abs_diff <= out.atol
-
-
 def test_bad_calls_say_what_was_expected(tmp_path):
     model = _mlp()
     x = torch.randn(2, 4)

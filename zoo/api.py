@@ -304,7 +304,9 @@ def save(model: Any, path: str | os.PathLike) -> Path:
     ``zoo.build(name, weights=path)`` returns it whole (config, tokenizer, preprocessing, class names).
     ``path`` may be a folder (the file is then ``<name>.safetensors`` inside). Returns the file's path."""
     from zoo import hub
+    from zoo.wrappers import unwrap
 
+    model = unwrap(model)  # DataParallel's wrapper would prefix every key and drop the config and class names
     if isinstance(model, Saveable):
         state = model.zoo_state()
         out = _output_path(path, state.name)

@@ -43,7 +43,6 @@ import json
 import operator
 import os
 import re
-import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from torch import nn
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
+from zoo.wrappers import unwrap
 
 __all__ = [
     "FORMATS",
@@ -282,7 +282,7 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
         from zoo.registry import build
 
         model = build(model)
-    model = _uncompiled(model)
+    model = unwrap(model)  # torch.compile's or DataParallel's wrapper has none of the family's attributes
     # traced and verified on the CPU (the file runs anywhere): a model on a GPU is exported from a CPU copy
     # and stays where it is (the family's exporter may run it while describing the graphs)
     model = _cpu_copy(model)
@@ -300,15 +300,6 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
                 g.module = _cpu_copy(g.module)  # a module a non-module model keeps on a GPU (TD3's actor)
                 g.module.eval()
         return _write(spec, target, fmt, verify)
-
-
-def _uncompiled(model: Any) -> Any:
-    """The model ``torch.compile(model)`` wraps: what runs is the same network, and exporters trace it
-    themselves (the wrapper has none of the family's attributes an exporter reads)."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # imported by torch.compile: a compiled model has it
-    if eval_frame is not None and isinstance(model, eval_frame.OptimizedModule):
-        return model._orig_mod
-    return model
 
 
 def _zoo_models() -> str:

@@ -130,6 +130,21 @@ def test_save_into_a_folder_names_the_file_after_the_model(tmp_path):
     assert zoo.build("resnet18", weights=path).fc.out_features == 3  # the config travels in the file
 
 
+def test_save_and_export_look_through_dataparallel_and_torch_compile(tmp_path):
+    """zoo.save(nn.DataParallel(model)) wrote a plain state dict with every key prefixed "module." and no
+    config, which zoo.build then refused; zoo.export of either wrapper found no exporter."""
+    import torch
+
+    model = zoo.build("resnet18", num_classes=3, stem="cifar")
+    for i, wrapped in enumerate((torch.nn.DataParallel(model), torch.compile(model))):
+        (tmp_path / str(i)).mkdir()
+        path = zoo.save(wrapped, tmp_path / str(i))
+        assert path.name == "resnet18.safetensors"
+        again = zoo.build("resnet18", weights=path)  # the config travels: 3 classes, the CIFAR stem
+        assert again.fc.out_features == 3 and torch.equal(again.conv1.weight, model.conv1.weight)
+        assert zoo.export(wrapped, tmp_path / f"{i}.onnx", image_size=32).path.is_file()
+
+
 def test_save_expands_the_home_folder_as_build_does(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path / "..")

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from zoo._stacklevel import user_stacklevel
+from zoo.wrappers import strip_wrapper_prefixes
 
 __all__ = [
     "CorruptWeightsError",
@@ -149,10 +150,7 @@ def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
             f"{path}: expected a state dict (str -> tensor); entries {shown} are not tensors. "
             f"Top-level keys: {', '.join(map(str, list(obj)[:8]))}"
         )
-    sd = dict(obj)
-    if all(k.startswith("module.") for k in sd):  # saved from DataParallel / DDP
-        sd = {k[len("module."):]: v for k, v in sd.items()}
-    return sd
+    return dict(strip_wrapper_prefixes(obj, ()))  # saved from DataParallel / DDP / torch.compile
 
 
 def check_complete(path: str | os.PathLike) -> None:
@@ -324,6 +322,13 @@ def state_diff(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor
     return rows
 
 
+def _some(items: list[str], sep: str, shown: int = 6) -> str:
+    """The first ``shown`` of ``items`` and how many more: a file of another network differs in every key,
+    and listing hundreds buries the point."""
+    more = f"{sep}... and {len(items) - shown} more ({len(items)} in all)" if len(items) > shown else ""
+    return sep.join(items[:shown]) + more
+
+
 def load_into(
     module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, reinit: tuple[str, ...] | list[str] = ()
 ) -> LoadReport:
@@ -338,6 +343,7 @@ def load_into(
         reinit = (reinit,)
     prefixes = tuple(reinit)
     own = module.state_dict()
+    state_dict = strip_wrapper_prefixes(state_dict, own)  # saved from model.state_dict() of a DataParallel
     under = (lambda k: any(k == p.rstrip(".") or k.startswith(p) for p in prefixes)) if prefixes else (lambda k: False)
     report = LoadReport()
     missing, unexpected, mismatched = [], [], []
@@ -356,11 +362,11 @@ def load_into(
     if missing or unexpected or mismatched:
         parts = []
         if mismatched:
-            parts.append("shape mismatch: " + "; ".join(mismatched))
+            parts.append("shape mismatch: " + _some(mismatched, "; "))
         if missing:
-            parts.append("missing in the file: " + ", ".join(missing))
+            parts.append("missing in the file: " + _some(missing, ", "))
         if unexpected:
-            parts.append("not in the model: " + ", ".join(unexpected))
+            parts.append("not in the model: " + _some(unexpected, ", "))
         # zoo.build's loaders pass the head's prefix: their callers need the first hint, load_into's the second
         hint = (f" (only {', '.join(prefixes)} may differ, as a new classifier head for another num_classes; every "
                 "other shape comes from the config the weights were made with: in zoo.build, leave those keys out)"
