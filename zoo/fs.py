@@ -36,11 +36,14 @@ import socket
 import stat
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from typing_extensions import Self
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = [
     "TEMP_PREFIX",
@@ -435,6 +438,12 @@ class FolderLock:
                     time.sleep(0.05)
                     continue
                 raise FolderLockedError(errno.EBUSY, self._busy_message()) from None
+            except OSError as err:
+                if err.errno not in _NO_LOCKS:
+                    os.close(fd)
+                    raise FsError(err.errno, f"cannot lock {self.path}: {err.strerror or err}") from None
+                self._warn_unlocked(err)  # a run refused for want of a lock would protect nothing
+                break
             # the holder before us may have removed the file between our open and our lock: retry on the new one
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
@@ -449,6 +458,11 @@ class FolderLock:
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self._fd = fd
         return self
+
+    def _warn_unlocked(self, err: OSError) -> None:
+        warnings.warn(f"cannot lock {self.path}: its file system has no locks ({err.strerror or err}); the "
+                      f"{self.what} goes on, but nothing stops another process from using {self.folder} at the "
+                      "same time", RuntimeWarning, stacklevel=user_stacklevel())
 
     def _busy_message(self) -> str:
         h = self.holder()
@@ -473,6 +487,11 @@ class FolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+# flock's answers where the file system keeps no locks: NFS without its lock daemon (ENOLCK), some FUSE and
+# network file systems (EOPNOTSUPP, ENOSYS)
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
 
 
 def _lock_fd(fd: int) -> None:

@@ -193,6 +193,31 @@ def test_a_lock_in_a_read_only_folder_is_zoos_named_error(tmp_path, monkeypatch)
         fs.FolderLock(tmp_path, "training run").acquire()
 
 
+@pytest.mark.parametrize("code", ["ENOLCK", "EOPNOTSUPP", "EIO"])
+def test_a_file_system_without_locks_still_runs_with_a_warning(tmp_path, monkeypatch, code):
+    """NFS without its lock daemon answers flock with ENOLCK, some FUSE and network file systems with
+    EOPNOTSUPP (simulated at the OS boundary): the raw OSError stopped every training run that had a
+    checkpoint folder there. Such a run now goes on and says what it cannot guard; another error is zoo's
+    one-line error."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    if code == "EIO":
+        with pytest.raises(fs.FsError, match=r"cannot lock .*\.zoo-lock: Input/output error"):
+            fs.FolderLock(tmp_path, "training run").acquire()
+        return
+    with pytest.warns(RuntimeWarning, match=r"cannot lock .*\.zoo-lock: its file system has no locks .*the training "
+                                            r"run goes on, but nothing stops another process"):
+        lock = fs.FolderLock(tmp_path, "training run").acquire()
+    assert lock.holder()["pid"] == os.getpid()
+    lock.release()
+    assert not (tmp_path / fs.LOCK_NAME).exists()
+
+
 def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path):
     """`ulimit -f` (EFBIG) said "no space left ... (21.3 MiB needed, 70.5 GiB free)", contradicting itself."""
     import errno
