@@ -178,6 +178,28 @@ _CALL_FLAGS = {"evaluate": ("device", "amp", "batch_size", "seed", "episodes"),
                "predict": ("device", "amp", "batch_size", "seed", "topk")}
 
 
+def _device(text: str) -> str:
+    """``--device``, checked before any work: torch's own error for a missing GPU came after the model was
+    built and named no flag."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device: cpu, cuda, cuda:1, ...") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} finds no CUDA GPU on this "
+                                             "machine; leave --device out to run on the CPU")
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA GPU(s), cuda:0 to "
+                                             f"cuda:{count - 1}")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has no MPS device; leave --device out")
+    return text
+
+
 def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("name", help="a registered model name (see `zoo list`); `zoo KIND NAME --help` lists its config")
     p.add_argument("--weights", required=kind == "predict",
@@ -188,7 +210,7 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="more options for the family's loop")
     p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="config keys, as an alternative to --KEY VALUE")
     where = "" if kind == "train" else f" (models whose {'evaluate' if kind == 'eval' else kind} takes it)"
-    p.add_argument("--device", help=f"cpu (default), cuda, cuda:1, ...{where}")
+    p.add_argument("--device", type=_device, help=f"cpu (default), cuda, cuda:1, ...{where}")
     p.add_argument("--seed", type=int, help=f"random seed{where}")
     p.add_argument("--batch-size", type=int, help=f"batch size{where}")
     p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -166,3 +167,19 @@ def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_pa
     assert out.returncode == 1
     assert out.stdout.count("cannot identify image file") == 1 and "ERROR" in out.stdout
     assert "cannot decode" not in out.stderr and "1 input(s) could not be read" in out.stderr
+
+
+@pytest.mark.parametrize("device, said", [
+    ("cuda:99", r"cuda:99: (torch .* finds no CUDA GPU on this machine; leave --device out|this machine has \d+ CUDA GPU)"),
+    ("gpu", r"'gpu' is not a device: cpu, cuda, cuda:1"),
+])
+def test_a_device_this_machine_lacks_is_refused_before_any_work(device, said, capsys):
+    """torch's "Found no NVIDIA driver" came after the model was built and named no flag."""
+    from zoo.cli import main
+
+    for argv in (["predict", "resnet18.cifar10", "missing.png"], ["train", "td3", "--steps", "10"]):
+        with pytest.raises(SystemExit) as exit_:
+            main([*argv, "--device", device])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --device: " in err and re.search(said, err), err
