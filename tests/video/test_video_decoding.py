@@ -283,3 +283,37 @@ def test_a_clip_whose_metadata_is_not_utf8_is_read(tmp_path):
     info = probe(path)
     assert info.num_frames == 4
     assert read_frames(path, [0, 3]).shape[0] == 2
+
+
+@pytest.mark.parametrize("degrees, corner", [(0, "top left"), (90, "bottom left"), (-90, "top right"),
+                                             (180, "bottom right")])
+def test_a_phone_video_is_read_upright(tmp_path, degrees, corner):
+    """A phone stores a portrait video as landscape frames with a display matrix that turns them (-90
+    degrees): read as stored, every frame lay on its side. Frames now come upright, as FFmpeg's player and
+    OpenCV show them, and size=(h, w) is the upright frame's."""
+    from av.video.stream import VideoStream
+
+    if not hasattr(VideoStream, "set_display_rotation") or not hasattr(av.VideoFrame, "rotation"):
+        pytest.skip(f"PyAV {av.__version__} cannot write or read a display matrix")
+    path = tmp_path / "phone.mp4"
+    stored = np.zeros((32, 64, 3), np.uint8)
+    stored[:8, :16] = 255  # a white block in the stored frame's top left corner
+    with av.open(str(path), mode="w") as out:
+        s = out.add_stream("mpeg4", rate=10)
+        s.width, s.height, s.pix_fmt = 64, 32, "yuv420p"
+        if degrees:
+            s.set_display_rotation(float(degrees))  # counter-clockwise, as FFmpeg's matrix means it
+        for _ in range(4):
+            for p in s.encode(av.VideoFrame.from_ndarray(stored, format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    upright = (64, 32) if degrees in (90, -90) else (32, 64)
+    for frames in (read_frames(path, [0, 3]), read_all_frames(path)):
+        assert tuple(frames.shape[1:3]) == upright
+        img = frames[0].float().mean(-1)
+        corners = {"top left": img[:4, :4], "top right": img[:4, -4:], "bottom left": img[-4:, :4],
+                   "bottom right": img[-4:, -4:]}
+        assert max(corners, key=lambda k: float(corners[k].mean())) == corner
+    scaled = read_frames(path, [1], size=(upright[0] // 2, upright[1] // 2))
+    assert tuple(scaled.shape[1:3]) == (upright[0] // 2, upright[1] // 2)

@@ -295,9 +295,27 @@ def _reformat(reformatter, frame, threads: int, **kwargs):
     return reformatter.reformat(frame, **kwargs)
 
 
+def _quarter_turns(frame) -> int:
+    """Counter-clockwise quarter turns that show ``frame`` upright, from the display matrix its container
+    gave it (a phone's portrait video is stored landscape with a -90 degree matrix); 0 without one. PyAV
+    before 14 does not expose the matrix: its frames come as stored."""
+    degrees = getattr(frame, "rotation", 0) or 0
+    turns = round(degrees / 90)
+    return turns % 4 if abs(degrees - 90 * turns) < 1 else 0  # a skew no quarter turn matches: as stored
+
+
 def _to_array(frame, size: tuple[int, int] | None = None, decoder_threads: int = 0) -> np.ndarray:
-    """RGB ``(H, W, 3)`` uint8; with ``size=(h, w)`` scaled in the same swscale pass (bilinear).
+    """RGB ``(H, W, 3)`` uint8, upright as its display matrix says (as FFmpeg's player and OpenCV show it);
+    with ``size=(h, w)`` (of the upright frame) scaled in the same swscale pass (bilinear).
     ``decoder_threads``: the decoder's thread count (1 in DataLoader workers), which sets swscale's."""
+    turns = _quarter_turns(frame)
+    if size is not None and turns % 2:
+        size = (size[1], size[0])  # scaled as stored, then turned
+    rgb = _converted(frame, size, decoder_threads)
+    return np.ascontiguousarray(np.rot90(rgb, turns)) if turns else rgb
+
+
+def _converted(frame, size: tuple[int, int] | None, decoder_threads: int) -> np.ndarray:
     # frame.to_ndarray() builds a new swscale context for every frame, which costs more than decoding
     # a 320x240 frame; a reformatter keeps its context cached across frames and videos.
     kwargs: dict[str, Any] = {"format": "rgb24"}
