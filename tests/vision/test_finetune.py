@@ -306,3 +306,18 @@ def test_replace_classifier_of_a_generic_model_forgets_its_class_names():
     assert net.pretrained_cfg["classes"] == ["a", "b", "c"]
     replace_classifier(net, 5)
     assert net.head[-1].out_features == 5 and "classes" not in net.pretrained_cfg
+
+
+@pytest.mark.parametrize("strategy", ["head", "full"])
+def test_finetune_on_a_torchvision_data_set_of_pil_images(tmp_path, strategy, pil_folder):
+    """The same data set zoo.train takes (torchvision's ImageFolder without a transform): finetune failed in
+    default_collate; it now gets the model's transforms, and the data set's classes size and name the head."""
+    import torchvision
+
+    data = torchvision.datasets.ImageFolder(pil_folder(tmp_path / "train"))
+    model = zoo.build("resnet18", num_classes=10, stem="cifar")
+    with pytest.warns(UserWarning, match="replacing the 10-class head with a fresh 2-class head"):
+        result = zoo.finetune(model, data, strategy=strategy, epochs=1, batch_size=4, val_data=data, progress=False)
+    assert result.model.fc.out_features == 2 and result.model.pretrained_cfg["classes"] == ["ant", "bee"]
+    with pytest.raises(ValueError, match="the data set has 2 classes but num_classes=3"):
+        zoo.finetune(zoo.build("resnet18", num_classes=10, stem="cifar"), data, num_classes=3, epochs=1)

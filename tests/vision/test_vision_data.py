@@ -150,3 +150,23 @@ def test_an_unreadable_tensor_cache_is_rebuilt_with_a_warning(tmp_path, damage):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # rewritten whole: read back without a word
         assert torch.equal(load_or_decode(root, cache, size=8, progress=False)[0], images)
+
+
+def test_a_torchvision_data_set_of_pil_images_trains_with_the_networks_transforms(tmp_path, pil_folder):
+    """torchvision.datasets.ImageFolder(root) (or CIFAR10(root)) made without a transform yields PIL images:
+    zoo.train failed inside default_collate ("found <class 'PIL.Image.Image'>"). It now gets the network's
+    transforms, and the data set's classes name the outputs."""
+    import torchvision
+
+    import zoo
+
+    folder = pil_folder(tmp_path / "train")
+    data = torchvision.datasets.ImageFolder(folder)
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    result = zoo.train(model, data, epochs=1, batch_size=4, val_data=data, progress=False)
+    assert result.history[-1]["val_accuracy"] >= 0.0
+    assert model.pretrained_cfg["classes"] == ["ant", "bee"]
+    assert set(zoo.evaluate(model, data)) >= {"loss", "accuracy"}
+    assert zoo.predict(model, folder / "bee" / "1.png")[0]["label"] in ("ant", "bee")
+    with pytest.raises(ValueError, match=r"ImageFolder has 2 classes but the network has 5 outputs"):
+        zoo.train(zoo.build("resnet18", num_classes=5, stem="cifar"), data, epochs=1)

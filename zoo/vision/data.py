@@ -99,6 +99,33 @@ def open_rgb(path: str | os.PathLike, *, exif_transpose: bool = True) -> Image.I
         raise _too_large(path, err) from None
 
 
+class TransformedImages(Dataset):
+    """A data set of ``(PIL image, label)`` samples, as torchvision's data sets give them without a
+    ``transform`` (``CIFAR10(root)``, ``ImageFolder(root)``), with ``transform`` applied to each image
+    (made RGB first): the tensors the network expects. ``classes`` is the data set's, where it has them."""
+
+    def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any]) -> None:
+        self.dataset, self.transform = dataset, transform
+        self.classes = getattr(dataset, "classes", None)
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        img, label = self.dataset[i]
+        return self.transform(to_rgb(img, name=f"sample {i}")), label
+
+
+def yields_pil_images(data: Any) -> bool:
+    """Whether ``data`` is a map-style Dataset whose first sample is ``(PIL image, label)``."""
+    if not isinstance(data, Dataset) or isinstance(data, TransformedImages) or not hasattr(data, "__len__"):
+        return False
+    if len(data) == 0:
+        return False
+    sample = data[0]
+    return isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image)
+
+
 def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMG_EXTENSIONS
 

@@ -145,11 +145,15 @@ class ResNet18(ClassifierHead, Network, ResNet):
     def zoo_data(self, data: Any, *, train: bool, image_size: int | None = None, augment: bool = True,
                  strict: bool = False, **options: Any) -> tuple[Any, dict[str, Any]]:
         """An image folder: ``DIR/train/<class>/...`` (+ ``DIR/val``) to train, ``DIR/val`` (or ``DIR/<class>``)
-        to evaluate, with the transforms the network's weights expect. A Dataset/DataLoader passes as is.
+        to evaluate, with the transforms the network's weights expect. A Dataset of ``(PIL image, label)``
+        (torchvision's data sets made without a transform; ``val_data=`` too) gets those transforms, and its
+        ``classes`` name the outputs; a Dataset of tensors or a DataLoader passes as is.
         Training records the recipe (preprocessing, ``augment``, the folder's fingerprint) in the checkpoints:
         a resume with another is refused (``strict`` may change: it only says what a bad file does)."""
         if not isinstance(data, (str, os.PathLike)):
-            return data, options
+            return self._transformed(data, train, image_size, augment), {
+                **options, **({"val_data": self._transformed(options["val_data"], False, image_size, augment)}
+                              if train and options.get("val_data") is not None else {})}
         from zoo.engine.resume import with_recipe
         from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
         from zoo.vision.transforms import transforms_for, with_image_size
@@ -171,6 +175,21 @@ class ResNet18(ClassifierHead, Network, ResNet):
         ds = ImageFolderDataset(folder, eval_tf, classes=self.classes, strict=strict)
         self._check_classes(ds.classes, folder)
         return ds, options
+
+    def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
+        """``data`` with the network's transforms where it yields PIL images (else as it is)."""
+        from zoo.vision.data import TransformedImages, yields_pil_images
+        from zoo.vision.transforms import transforms_for, with_image_size
+
+        if not yields_pil_images(data):
+            return data
+        ds = TransformedImages(data, transforms_for(self, train=train and augment, image_size=image_size))
+        if ds.classes is not None:
+            self._check_classes(list(ds.classes), type(data).__name__)
+            if train:  # predict names the classes, as after training on an image folder
+                self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size),
+                                       "classes": [str(c) for c in ds.classes]}
+        return ds
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
         if len(classes) != self.fc.out_features:
