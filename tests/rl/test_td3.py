@@ -183,6 +183,21 @@ def test_vector_env_truncation_keeps_final_obs(counter_env):
     assert buf.next_obs[:12][ends, 1].eq(3.0).all()  # info["final_obs"], not the reset obs
 
 
+@pytest.mark.parametrize("mode", ["NEXT_STEP", "SAME_STEP"])
+def test_evaluate_shares_the_episodes_of_a_vector_env_out(counter_env, mode):
+    """zoo.train takes a VectorEnv; zoo.evaluate refused one ("evaluate takes a single env"). Now env j runs
+    (episodes + j) // n of them, as Stable-Baselines3's evaluate_policy does; an env's reset step (NEXT_STEP)
+    is no part of an episode, and an episode cut at max_steps runs on uncounted."""
+    venv = gym.vector.SyncVectorEnv([lambda: counter_env(horizon=3), lambda: counter_env(horizon=5)],
+                                    autoreset_mode=getattr(gym.vector.AutoresetMode, mode))
+    agent = zoo.build("td3", env=venv, **SMALL)
+    out = zoo.evaluate(agent, venv, episodes=5)  # rewards 1, 2, ...: an episode of 3 steps returns 6, of 5 15
+    assert out == {"return_mean": (6 * 2 + 15 * 3) / 5, "return_std": pytest.approx(np.std([6, 6, 15, 15, 15])),
+                   "length_mean": (3 * 2 + 5 * 3) / 5, "episodes": 5.0}
+    cut = zoo.evaluate(agent, venv, episodes=4, max_steps=4)  # the 5-step episodes end after 1 + 2 + 3 + 4
+    assert cut["return_mean"] == (6 * 2 + 10 * 2) / 4 and cut["length_mean"] == 3.5
+
+
 def test_nan_observation_names_the_step(counter_env):
     env = counter_env(horizon=5, nan_at=7)
     agent = zoo.build("td3", env=env, **SMALL)

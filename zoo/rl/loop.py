@@ -127,7 +127,9 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     """Mean and std of the return of ``episodes`` deterministic episodes (no exploration noise).
 
     Episode ``i`` is reset with ``seed + i`` (default seed: the agent's seed + 10_000), so an evaluation
-    is repeatable and independent of the training env's state.
+    is repeatable and independent of the training env's state. A ``VectorEnv`` (what ``zoo.train`` also
+    takes) shares the episodes out among its envs, as Stable-Baselines3's ``evaluate_policy`` does: env
+    ``j`` is reset with ``seed + j`` and runs its share one after another.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -135,27 +137,68 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     e = make_env(chosen)
     import gymnasium as gym
 
-    if isinstance(e, gym.vector.VectorEnv):
-        raise TypeError("evaluate takes a single env (an id or gymnasium.Env), not a VectorEnv")
     _check_env_fits(agent, e)
     base = agent.seed + 10_000 if seed is None else int(seed)
-    returns, lengths = [], []
+    episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
     try:
-        for i in range(episodes):
-            obs, _ = e.reset(seed=base + i)
-            total, n, done = 0.0, 0, False
-            while not done:
-                obs, reward, terminated, truncated, _ = e.step(agent.act(obs))
-                total += float(reward)
-                n += 1
-                done = terminated or truncated or (max_steps is not None and n >= max_steps)
-            returns.append(total)
-            lengths.append(n)
+        returns, lengths = episodes_of(agent, e, episodes, base, max_steps)
     finally:
         if e is not chosen:
             e.close()
     return {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
             "length_mean": float(np.mean(lengths)), "episodes": float(episodes)}
+
+
+def _episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tuple[list[float], list[int]]:
+    """Returns and lengths of ``episodes`` episodes of the env ``e``, episode ``i`` reset with ``base + i``."""
+    returns, lengths = [], []
+    for i in range(episodes):
+        obs, _ = e.reset(seed=base + i)
+        total, n, done = 0.0, 0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = e.step(agent.act(obs))
+            total += float(reward)
+            n += 1
+            done = terminated or truncated or (max_steps is not None and n >= max_steps)
+        returns.append(total)
+        lengths.append(n)
+    return returns, lengths
+
+
+def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tuple[list[float], list[int]]:
+    """Returns and lengths of ``episodes`` episodes of the vector env ``e``, in the order they end; env ``j``
+    runs ``(episodes + j) // n`` of them (the first ones the env ends, so the share does not favour short
+    episodes)."""
+    import gymnasium as gym
+
+    mode = e.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if mode not in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):
+        raise ValueError(f"evaluate runs vector envs that reset their episodes themselves (NEXT_STEP or SAME_STEP "
+                         f"autoreset); this one has {mode}")
+    n = e.num_envs
+    todo = np.array([(episodes + j) // n for j in range(n)])
+    total, length = np.zeros(n), np.zeros(n, np.int64)
+    resetting = np.zeros(n, bool)  # NEXT_STEP: this step only resets the env that ended
+    counting = np.ones(n, bool)  # False while an episode cut at max_steps runs on to its end, uncounted
+    returns: list[float] = []
+    lengths: list[int] = []
+    obs, _ = e.reset(seed=[base + j for j in range(n)])
+    while todo.any():
+        obs, reward, terminated, truncated, _ = e.step(agent.act(obs))
+        ended = np.asarray(terminated) | np.asarray(truncated)
+        live = ~resetting
+        total[live] += np.asarray(reward, np.float64)[live]
+        length[live] += 1
+        cut = live & counting & ~ended & (max_steps is not None) & (length >= (max_steps or 0))
+        for j in np.flatnonzero(live & ((ended & counting) | cut)):
+            if todo[j]:
+                returns.append(float(total[j]))
+                lengths.append(int(length[j]))
+                todo[j] -= 1
+        counting = np.where(ended & live, True, counting & ~cut)
+        total[ended & live], length[ended & live] = 0.0, 0
+        resetting = ended & live if mode == gym.vector.AutoresetMode.NEXT_STEP else np.zeros(n, bool)
+    return returns, lengths
 
 
 # --- checkpoints --------------------------------------------------------------------------------------
