@@ -50,6 +50,18 @@ def test_a_text_file_given_as_a_path_is_translated_line_by_line_and_other_inputs
             zoo.predict(model, bad)
 
 
+def test_a_text_file_from_a_windows_editor_reads_as_its_sentences(model, tmp_path):
+    """A byte-order mark and CRLF line ends (Notepad) translate as the plain file does. A file in another
+    encoding is an error naming it and the fix; it was a bare UnicodeDecodeError naming neither."""
+    path = tmp_path / "notepad.de"
+    path.write_bytes(("\r\n".join(DE) + "\r\n").encode("utf-8-sig"))
+    assert zoo.predict(model, path, amp=None) == zoo.predict(model, DE, amp=None)
+    latin = tmp_path / "latin.de"
+    latin.write_bytes("Zwei Männer spielen Fußball.\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin\.de is not UTF-8 text \(byte 0xe4: .*save it as UTF-8"):
+        zoo.predict(model, latin)
+
+
 def test_long_input_is_translated_sentence_by_sentence(model):
     """Before: an input longer than the model's positions was cut to max_len - 1 tokens without a word."""
     paragraph = " ".join(DE)

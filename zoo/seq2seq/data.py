@@ -41,13 +41,18 @@ MULTI30K_TEST = "test_2016_flickr"
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """Lines of a UTF-8 text file (``.gz`` transparently), without their line endings."""
+    """Lines of a UTF-8 text file (``.gz`` transparently), without their line endings; a byte-order mark
+    (Windows editors write one) is not part of the first line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        return [line.rstrip("\r\n") for line in f]
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+            return [line.rstrip("\r\n") for line in f]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}: {err.reason}): save it as "
+                         f"UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > utf8.txt") from None
 
 
 @dataclass

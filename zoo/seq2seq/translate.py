@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.modes import eval_mode
+from zoo.seq2seq.data import read_lines
 from zoo.seq2seq.search import beam_search, greedy_search
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
@@ -124,7 +125,7 @@ def _sentences(inputs: Any) -> list[str]:
         path = Path(inputs)
         if not path.is_file():
             raise FileNotFoundError(f"no text file to translate at {path} (expected one sentence per line)")
-        return path.read_text(encoding="utf-8").splitlines()
+        return read_lines(path)
     items = list(inputs) if isinstance(inputs, Iterable) else None
     if items is None or not all(isinstance(s, str) for s in items):
         got = type(inputs).__name__ if items is None else \
