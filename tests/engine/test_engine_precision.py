@@ -397,3 +397,23 @@ def test_the_probe_ignores_warm_up_and_a_busy_spell(monkeypatch):
         precision.bf16_cost.cache_clear()
     assert 0.4 < cost["ratio"] < 0.65, cost
     assert max(cost["ratios"]) > 0.65 or min(cost["ratios"]) < 0.4, cost  # the spell was measured, and outvoted
+
+
+@pytest.mark.parametrize(("here", "recorded", "decided", "kept"), [
+    (ZEN5, {"amp": "bf16", "device": "cpu", "cpu_kind": "avx512_bf16"}, None, "bf16"),  # the same kind: kept
+    (ZEN5, {"amp": "bf16", "device": "cpu", "cpu_kind": "amx"}, None, None),  # moved to another kind: decided now
+    (XEON, {"amp": "fp32", "device": "cpu", "cpu_kind": "avx2"}, "bf16", "bf16"),  # to AMX: its bf16
+    (EPYC, {"amp": "bf16", "device": "cpu"}, None, None),  # an older record, no native bf16 here: fp32
+    (XEON, {"amp": "bf16", "device": "cpu"}, None, "bf16"),  # an older record, native bf16 here: kept
+    (EPYC, {"amp": "fp32", "device": "cpu"}, None, None),
+])
+def test_a_run_resumed_on_another_kind_of_cpu_decides_its_precision_there(monkeypatch, here, recorded, decided,
+                                                                          kept):
+    """A run trained in bf16 on an AMX Xeon and resumed on an AVX2-only EPYC kept bf16 there: 10-60x slower
+    than fp32. The record now names the CPU kind, and a run that moved decides anew (a resume on other
+    hardware repeats nothing exactly anyway); on the same kind the recorded precision stays."""
+    monkeypatch.setattr(precision, "_this_cpu", lambda: cpu_features(here, env={}))
+    assert precision.resumed_precision("auto", recorded, "cpu", decided, "epoch-0003.pt") == kept
+    assert precision.precision_record("bf16", "cpu") == {"amp": "bf16", "device": "cpu",
+                                                        "cpu_kind": cpu_features(here, env={}).kind}
+    assert precision.precision_record(None, "meta") == {"amp": "fp32", "device": "meta"}

@@ -14,6 +14,7 @@ from torch import nn
 from zoo.engine import evaluation, fit, trainer
 from zoo.engine.data import model_device
 from zoo.engine.evaluation import evaluate
+from zoo.engine.precision import cpu_features
 from zoo.engine.resume import ResumeError
 
 fit_mod = importlib.import_module("zoo.engine.fit")  # the module (zoo.engine.fit is also the function)
@@ -98,7 +99,8 @@ def test_a_resume_keeps_the_precision_the_run_was_trained_in(tmp_path, monkeypat
     first = DtypeProbe()
     fit(first, _data(), epochs=1, batch_size=16, checkpoint_dir=tmp_path, progress=False)
     recorded = torch.load(tmp_path / "epoch-0001.pt", weights_only=True)["extra"]["precision"]
-    assert recorded == {"amp": "bf16" if torch.bfloat16 in first.seen else "fp32", "device": "cpu"}
+    assert recorded == {"amp": "bf16" if torch.bfloat16 in first.seen else "fp32", "device": "cpu",
+                        "cpu_kind": cpu_features().kind}
     flipped = None if recorded["amp"] == "bf16" else "bf16"
     monkeypatch.setattr(trainer, "check_amp", lambda *a, **k: flipped)  # this process would now choose otherwise
     again = DtypeProbe()

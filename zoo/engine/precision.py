@@ -79,6 +79,7 @@ __all__ = [
     "model_op_kind",
     "normalize_amp",
     "parse_cpuinfo",
+    "precision_record",
     "remeasure",
     "resolve_amp",
     "resumed_precision",
@@ -312,17 +313,35 @@ def auto_amp(device: str | torch.device = "cpu", op: str = "matmul", features: C
     return choice
 
 
+def precision_record(amp: str | None, device: str | torch.device) -> dict[str, str]:
+    """What a checkpoint records of the precision it was trained in: ``{"amp", "device"}``, and on a CPU its
+    kind (:attr:`CPUFeatures.kind`), which :func:`resumed_precision` compares."""
+    device = torch.device(device)
+    record = {"amp": amp or "fp32", "device": device.type}
+    return {**record, "cpu_kind": cpu_features().kind} if device.type == "cpu" else record
+
+
 def resumed_precision(amp: Any, recorded: Any, device: str | torch.device, decided: str | None, what: str,
                       *, allowed: tuple[str, ...] = ("bf16", "fp16", "fp32")) -> str | None:
     """The precision a resumed run computes in: with ``amp="auto"`` on the same kind of device, the one the
-    checkpoint ``recorded`` (``{"amp": "bf16" | "fp16" | "fp32", "device": "cpu" | ...}``) so that a run does
-    not switch halfway because this process decided otherwise (it would also break the exact resume); else
-    ``decided``, the choice made now (an explicit ``amp``, another device, an older checkpoint without the
-    record). Returns ``"bf16"``, ``"fp16"`` or None (fp32), like :func:`resolve_amp`."""
+    checkpoint ``recorded`` (:func:`precision_record`) so that a run does not switch halfway because this
+    process decided otherwise (it would also break the exact resume); else ``decided``, the choice made now
+    (an explicit ``amp``, another device, an older checkpoint without the record). A run that moves to
+    another kind of CPU also gets the choice made now: bf16 kept on a CPU without native bf16 would run
+    10-60x slower, and no resume on other hardware repeats the run exactly anyway (its kernels round
+    differently). Returns ``"bf16"``, ``"fp16"`` or None (fp32), like :func:`resolve_amp`."""
     if normalize_amp(amp) != "auto" or not isinstance(recorded, dict) \
             or recorded.get("device") != torch.device(device).type or recorded.get("amp") not in allowed:
         return decided
     kept = None if recorded["amp"] == "fp32" else recorded["amp"]
+    if torch.device(device).type == "cpu" and kept != decided:
+        here = cpu_features()
+        moved = recorded.get("cpu_kind") not in (None, here.kind)
+        if moved or (kept == "bf16" and not here.native_bf16):  # an older record names no CPU: bf16's speed decides
+            log.warning("resume: amp='auto' decides anew: %s was trained in %s on %s, this CPU is %s (%s)",
+                        what, recorded["amp"], recorded.get("cpu_kind") or "another CPU", here.kind,
+                        "runs bf16 natively" if here.native_bf16 else "no native bf16")
+            return decided
     if kept != decided:
         log.info("resume: amp='auto' keeps %s, the precision %s was trained in (decided now: %s)",
                  recorded["amp"], what, decided or "fp32")

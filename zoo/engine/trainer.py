@@ -42,7 +42,7 @@ from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
-from zoo.engine.precision import normalize_amp, resumed_precision
+from zoo.engine.precision import normalize_amp, precision_record, resumed_precision
 from zoo.engine.result import NonFiniteLossError, TrainResult
 from zoo.engine.resume import BATCH_SIZE_FROM, RECIPE_MAY_CHANGE, realign_schedule, reconcile, scale_lr
 from zoo.engine.schedules import build_schedule
@@ -443,7 +443,7 @@ class Trainer:
                 scaler=self.scaler, epoch=epoch + 1, step=self.step, best_metric=self.monitor.best,
                 best_epoch=self.monitor.best_epoch, history=self.history, config=self.record, rng=rng,
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
-                       "precision": {"amp": self.amp or "fp32", "device": self.dev.type},
+                       "precision": precision_record(self.amp, self.dev),
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")

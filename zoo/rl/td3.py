@@ -29,7 +29,7 @@ import torch
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.data import same_device
-from zoo.engine.precision import resolve_amp, resumed_precision
+from zoo.engine.precision import precision_record, resolve_amp, resumed_precision
 from zoo.engine.resume import ResumeError, reconcile
 from zoo.rl import networks as nets
 from zoo.rl.buffer import Batch, ReplayBuffer
@@ -402,7 +402,7 @@ class TD3Agent:
             "action_noise": self.action_noise.state() if self.action_noise is not None else torch.zeros(0),
             "losses": {"sum": self._loss_sum.cpu().clone(), "n": list(self._loss_n)},
             # what amp resolved to: amp="auto" is decided per machine, and a resume keeps this
-            "precision": {"amp": self.precision, "device": self.device.type},
+            "precision": precision_record(self.precision, self.device),
         }
 
     def load_checkpoint_state(self, state: dict[str, Any], run: dict[str, Any] | None = None,
