@@ -349,3 +349,28 @@ def test_demo_step_translates_with_the_shipped_weights(capsys, monkeypatch):
         direction = wname.rsplit("multi30k-", 1)[1]
         assert out.count(f"[{direction}]") == len(cli.DEMO_SENTENCES[direction]), out
     assert out.count("->") == sum(len(cli.DEMO_SENTENCES[w.rsplit("multi30k-", 1)[1]]) for w in published)
+
+
+def test_sentence_pairs_in_memory_train_validate_and_evaluate():
+    """A list of (source, target) pairs, as a user holds their own text: it failed with "too many values to
+    unpack". Training trains the tokenizer on it, val_data pairs give validation loss and BLEU (which pick
+    the best epoch), and evaluate scores pairs as it scores a corpus folder."""
+    import zoo
+
+    pairs = [("ein hund läuft .", "a dog runs ."), ("zwei katzen schlafen .", "two cats sleep ."),
+             ("ein mann isst .", "a man eats ."), ("eine frau liest .", "a woman reads .")] * 4
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    result = zoo.train(model, pairs, val_data=pairs[:4], epochs=2, batch_size=8, warmup_steps=1, progress=False)
+    assert model.tokenizer is not None and result.monitor == "val_bleu"
+    assert {"val_loss", "val_accuracy", "val_bleu"} <= set(result.history[-1])
+    scores = zoo.evaluate(model, pairs[:4], bleu_sentences=2)
+    assert {"loss", "accuracy", "bleu"} <= set(scores) and 0.0 <= scores["bleu"] <= 1.0
+    assert isinstance(zoo.predict(model, "ein hund läuft ."), str)
+    columns = (["ein hund .", "zwei katzen ."], ["a dog .", "two cats ."])  # (sources, targets), as zoo's (X, y)
+    assert zoo.evaluate(model, columns)["loss"] > 0
+    with pytest.raises(ValueError, match="not aligned: 2 source vs 1 target"):
+        zoo.evaluate(model, (columns[0], columns[1][:1]))
+    with pytest.raises(TypeError, match=r"a list of \(source, target\) sentence pairs.*or a \(sources, targets\)"):
+        zoo.train(model, ["ein hund .", "zwei katzen ."], epochs=1)
+    with pytest.raises(TypeError, match="val_data for sentence pairs is a list of"):
+        zoo.train(model, pairs, val_data="not pairs", epochs=1)

@@ -63,7 +63,9 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                 batch_size: int | None = None, vocab_size: int | None = None, val_split: str = "val",
                 test_split: str | None = None, beam_size: int = 1, bleu_sentences: int | None = None,
                 **options: Any) -> tuple[Any, dict[str, Any]]:
-    """``(loader, loop options)`` for ``model`` from a corpus folder; a Dataset/DataLoader passes through.
+    """``(loader, loop options)`` for ``model`` from a corpus folder, a list of ``(source, target)`` sentence
+    pairs or a ``(sources, targets)`` tuple (``val_data=`` either: validation loss and BLEU); a
+    Dataset/DataLoader passes through.
 
     Batches hold sentences of similar length, at most ``max_tokens`` padded tokens (default 4096) or, with
     ``batch_size``, that many sentence pairs (given both, whichever cap a batch reaches first);
@@ -72,10 +74,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
     scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
-    from zoo.seq2seq.data import ParallelDataset, load_multi30k, make_loader
-    from zoo.seq2seq.translate import bleu_eval_fn
-
-    if not isinstance(data, (str, os.PathLike)):
+    pairs = _pairs(data)
+    if pairs is None and not isinstance(data, (str, os.PathLike)):
         if batch_size is not None:
             options["batch_size"] = batch_size  # the engine batches a Dataset (a DataLoader keeps its own)
         if max_tokens is not None:
@@ -84,44 +84,105 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         return data, _with_tokenizer(model, options) if train else options
     if max_tokens is None and batch_size is None:
         max_tokens = 4096  # fairseq's way: a token budget keeps the work per step even across lengths
+    batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0))}
+    bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
+    if pairs is not None:
+        return _pairs_data(model, pairs, train, batches, bleu, vocab_size, options)
     root = Path(data)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
     direction = _direction(model, direction)
     if model.config.direction is None:
         model.config.direction = direction
-
-    def loader(split: str, shuffle: bool, option: str | None = None) -> tuple[Any, Any]:
-        text = load_multi30k(root, split, direction, option=option)
-        return text, make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=max_tokens,
-                                 batch_size=batch_size, shuffle=shuffle, seed=int(options.get("seed", 0)))
-
-    def bleu(text: Any) -> Any:
-        n = bleu_sentences
-        return bleu_eval_fn(text.src[:n] if n else text.src, text.tgt[:n] if n else text.tgt, beam_size=beam_size,
-                            amp=options.get("amp", "auto"))
-
     if train:
-        if model.tokenizer is None:
-            from zoo.seq2seq.tokenizer import train_tokenizer
+        from zoo.seq2seq.data import load_multi30k
 
-            size = _tokenizer_size(model, vocab_size)
-            text = load_multi30k(root, "train", direction)
-            model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=size)
-        else:
-            _check_tokenizer_fits(model)
-        _, train_loader = loader("train", True)
-        val_text, val_loader = loader(val_split, False, "val_split")
-        extra = {"val_data": val_loader, "eval_fn": bleu(val_text), "monitor": "val_bleu", "monitor_mode": "max"}
+        text = load_multi30k(root, "train", direction)
+        val_text = load_multi30k(root, val_split, direction, option="val_split")
+        loader, extra = _training(model, text, val_text, batches, bleu, vocab_size)
         recipe = {"direction": direction, "max_tokens": max_tokens, "val_split": val_split,
                   "corpus": _corpus_fingerprint(root, direction, ("train", val_split)),
                   "bleu_sentences": bleu_sentences, "beam_size": beam_size}
-        return train_loader, _with_tokenizer(model, {**extra, **options}, recipe)
+        return loader, _with_tokenizer(model, {**extra, **options}, recipe)
+    from zoo.seq2seq.data import load_multi30k
+
+    _need_tokenizer(model)
+    text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
+    return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
+
+
+def _pairs(data: Any) -> Any:
+    """``data`` as a ParallelText where it is one, a list of ``(source, target)`` sentence pairs or a
+    ``(sources, targets)`` tuple of two equally long lists (zoo's ``(X, y)``); None for other kinds of data."""
+    from zoo.seq2seq.data import ParallelText
+
+    if isinstance(data, ParallelText):
+        return data
+    if not isinstance(data, (list, tuple)) or not data:
+        return None
+
+    def texts(seq: Any) -> bool:
+        return isinstance(seq, (list, tuple)) and all(isinstance(s, str) for s in seq)
+
+    if isinstance(data, tuple) and len(data) == 2 and all(map(texts, data)):
+        return ParallelText(list(data[0]), list(data[1]))  # refuses lists of two lengths, naming both
+    if all(texts(p) and len(p) == 2 for p in data):
+        return ParallelText([p[0] for p in data], [p[1] for p in data])
+    raise TypeError("seq2seq data in memory is a list of (source, target) sentence pairs, e.g. "
+                    "[('Ein Hund läuft.', 'A dog runs.'), ...], or a (sources, targets) tuple of two lists")
+
+
+def _pairs_data(model: Any, text: Any, train: bool, batches: dict[str, Any], bleu: dict[str, Any],
+                vocab_size: int | None, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Training or evaluation data from sentence pairs in memory (``val_data=``: pairs too, or None)."""
+    if not train:
+        _need_tokenizer(model)
+        return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
+    val = options.pop("val_data", None)
+    val_text = _pairs(val) if val is not None else None
+    if val is not None and val_text is None:
+        raise TypeError(f"val_data for sentence pairs is a list of (source, target) pairs or a (sources, targets) "
+                        f"tuple, got {type(val).__name__}")
+    loader, extra = _training(model, text, val_text, batches, bleu, vocab_size)
+    return loader, _with_tokenizer(model, {**extra, **options}, {"max_tokens": batches["max_tokens"]})
+
+
+def _training(model: Any, text: Any, val_text: Any, batches: dict[str, Any], bleu: dict[str, Any],
+              vocab_size: int | None) -> tuple[Any, dict[str, Any]]:
+    """The training loader (a tokenizer trained on ``text`` first where the model has none) and the loop's
+    validation options: loss and BLEU on ``val_text``, which picks the best epoch."""
+    if model.tokenizer is None:
+        from zoo.seq2seq.tokenizer import train_tokenizer
+
+        model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=_tokenizer_size(model, vocab_size))
+    else:
+        _check_tokenizer_fits(model)
+    if val_text is None:
+        return _loader(model, text, True, batches), {}
+    return _loader(model, text, True, batches), {"val_data": _loader(model, val_text, False, batches),
+                                                 "eval_fn": _bleu_fn(val_text, bleu), "monitor": "val_bleu",
+                                                 "monitor_mode": "max"}
+
+
+def _loader(model: Any, text: Any, shuffle: bool, batches: dict[str, Any]) -> Any:
+    from zoo.seq2seq.data import ParallelDataset, make_loader
+
+    return make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=batches["max_tokens"],
+                       batch_size=batches["batch_size"], shuffle=shuffle, seed=batches["seed"])
+
+
+def _bleu_fn(text: Any, bleu: dict[str, Any]) -> Any:
+    from zoo.seq2seq.translate import bleu_eval_fn
+
+    n = bleu["n"]
+    return bleu_eval_fn(text.src[:n] if n else text.src, text.tgt[:n] if n else text.tgt, beam_size=bleu["beam_size"],
+                        amp=bleu["amp"])
+
+
+def _need_tokenizer(model: Any) -> None:
     if model.tokenizer is None:
         raise ValueError(f"{model.registry_name} has no tokenizer yet: train it (zoo.train) or load weights that "
                          "carry one (zoo.build(name, weights=...))")
-    test_text, test_loader = loader(_test_split(root, direction, test_split), False, "test_split")
-    return test_loader, {"eval_fn": bleu(test_text), **options}
 
 
 def _test_split(root: Path, direction: str, test_split: str | None) -> str:
