@@ -88,6 +88,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
     if pairs is not None:
         return _pairs_data(model, pairs, train, batches, bleu, vocab_size, options)
+    from zoo.seq2seq.data import load_multi30k
+
     root = Path(data)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
@@ -95,8 +97,6 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     if model.config.direction is None:
         model.config.direction = direction
     if train:
-        from zoo.seq2seq.data import load_multi30k
-
         text = load_multi30k(root, "train", direction)
         val_text = load_multi30k(root, val_split, direction, option="val_split")
         loader, extra = _training(model, text, val_text, batches, bleu, vocab_size)
@@ -104,8 +104,6 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                   "corpus": _corpus_fingerprint(root, direction, ("train", val_split)),
                   "bleu_sentences": bleu_sentences, "beam_size": beam_size}
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
-    from zoo.seq2seq.data import load_multi30k
-
     _need_tokenizer(model)
     text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
     return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
