@@ -38,6 +38,12 @@ def test_a_wrapped_envs_bounds_come_back_with_its_weights(tmp_path, capsys):
 
     assert cli.main(["predict", "td3", "--weights", str(path), "[1, 0, 0]"]) == 0
     assert capsys.readouterr().out.strip() == str(agent.act([1.0, 0.0, 0.0]).tolist())
+    # the shell's form, as --net-arch 400,300 (it was "must be JSON arrays ... Extra data"), alone and in a batch
+    assert cli.main(["predict", "td3", "--weights", str(path), "1,0,0", "0, 1, 0.5"]) == 0
+    assert capsys.readouterr().out.strip() == str(agent.act([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5]]).tolist())
+    assert cli.main(["predict", "td3", "--weights", str(path), "1,x,0"]) == 2
+    assert "an observation is a JSON array like '[1.0, 0.0, 0.0]' or numbers apart by commas" in \
+        capsys.readouterr().err
     # the env it was trained on loads it; the bare id (other bounds) is refused, naming both
     assert zoo.build("td3", weights=path, env=_rescaled_pendulum())._high_np.tolist() == [1.0]
     with pytest.raises(ValueError, match=r"actions in \[0\.0\]\.\.\[1\.0\].*\('Pendulum-v1'\).*actions in "

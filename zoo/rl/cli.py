@@ -9,6 +9,7 @@ Pendulum agent, 5 deterministic episodes).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from zoo import cli
@@ -16,12 +17,21 @@ from zoo import cli
 
 @cli.predict_inputs("rl")
 def _observations(texts: list[str]) -> Any:
-    """Each input is one observation as JSON (``'[1.0, 0.0, 0.0]'``); several make a batch."""
-    try:
-        rows = [json.loads(t) for t in texts]
-    except json.JSONDecodeError as err:
-        raise cli.UsageError(f"observations must be JSON arrays like '[1.0, 0.0, 0.0]': {err}") from None
+    """Each input is one observation: JSON (``'[1.0, 0.0, 0.0]'``) or numbers apart by commas (``1,0,0``, as
+    ``--net-arch 400,300``); several make a batch."""
+    rows = [_observation(t) for t in texts]
     return rows[0] if len(rows) == 1 else rows
+
+
+def _observation(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        try:
+            return [float(x) for x in re.split(r"[,\s]+", text.strip().strip("[]()").strip())]
+        except ValueError:
+            raise cli.UsageError(f"an observation is a JSON array like '[1.0, 0.0, 0.0]' or numbers apart by commas "
+                                 f"like 1,0,0; got {text!r} ({err})") from None
 
 
 @cli.demo("rl: TD3 on Pendulum-v1 (shipped agent td3.pendulum-v1)", order=60)
