@@ -33,6 +33,39 @@ def test_learns_a_toy_problem():
     assert evaluate(result.model, data)["accuracy"] > 0.9
 
 
+class _DictSamples(torch.utils.data.Dataset):
+    """Samples as Hugging Face ``datasets`` give them: ``{input_key: x, target_key: y}``."""
+
+    def __init__(self, data: tuple[torch.Tensor, torch.Tensor], input_key: str, target_key: str) -> None:
+        self.x, self.y, self.keys = data[0], data[1], (input_key, target_key)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {self.keys[0]: self.x[i], self.keys[1]: self.y[i]}
+
+
+@pytest.mark.parametrize("keys", [("pixel_values", "labels"), ("image", "label"), ("inputs", "targets")])
+def test_dict_samples_with_the_hugging_face_names_train_and_evaluate(keys):
+    """{"pixel_values": x, "labels": y} failed with "a dict with a 'targets' key", and a dict's one input went
+    to the model as a keyword (model(pixel_values=x)), which a forward(x) refuses."""
+    result = fit(mlp(), _DictSamples(xor_data(), *keys), _DictSamples(xor_data(128, seed=1), *keys), epochs=25,
+                 batch_size=32, lr=1e-2, progress=False)
+    assert result.history[-1]["val_accuracy"] > 0.9
+    assert evaluate(result.model, _DictSamples(xor_data(), *keys))["accuracy"] > 0.9
+
+
+def test_a_dict_batch_with_two_target_keys_is_refused_by_name():
+    from zoo.engine.data import split_batch
+
+    with pytest.raises(TypeError, match="holds its targets under one key; this one has labels, label"):
+        split_batch({"x": torch.zeros(2), "labels": torch.zeros(2), "label": torch.zeros(2)})
+    with pytest.raises(TypeError, match=r"one of the keys 'targets', 'target', 'labels', 'label', got a dict of "
+                                        r"length 1 with keys 'x'"):
+        split_batch({"x": torch.zeros(2)})
+
+
 # 12 = two steps, the second one a half window; 6 and 10 end on a short micro-batch (4+2, 4+4 then 2)
 @pytest.mark.parametrize("n", [6, 8, 10, 12])
 def test_accumulation_equals_the_larger_batch(n):

@@ -175,13 +175,26 @@ def move_batch(batch: Any, device: torch.device, channels_last: bool = False) ->
     return batch
 
 
+TARGET_KEYS = ("targets", "target", "labels", "label")
+"""The keys a dict batch may hold its targets under: zoo's own, and the Hugging Face ``datasets`` names
+(``{"pixel_values": ..., "labels": ...}``, ``{"image": ..., "label": ...}``)."""
+
+
 def split_batch(batch: Any) -> tuple[Any, Any]:
-    """``(inputs, targets)`` from a batch; a clear error for anything else."""
+    """``(inputs, targets)`` from a batch; a clear error for anything else. A dict's one target key
+    (:data:`TARGET_KEYS`) holds the targets; its one other key is the input, several are keyword inputs."""
     if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and len(batch) == 2:
         return batch[0], batch[1]
-    if isinstance(batch, dict) and "targets" in batch:
-        inputs = {k: v for k, v in batch.items() if k != "targets"}
-        return inputs, batch["targets"]
+    if isinstance(batch, dict):
+        found = [k for k in TARGET_KEYS if k in batch]
+        if len(found) == 1 and len(batch) > 1:
+            inputs = {k: v for k, v in batch.items() if k != found[0]}
+            return (next(iter(inputs.values())) if len(inputs) == 1 else inputs), batch[found[0]]
+        if len(found) > 1:
+            raise TypeError(f"a dict batch holds its targets under one key; this one has {', '.join(found)}: "
+                            "pass forward_fn=fn(model, batch) -> (outputs, targets) to say which")
     shape = f"a {type(batch).__name__}" + (f" of length {len(batch)}" if hasattr(batch, "__len__") else "")
-    raise TypeError(f"a batch must be (inputs, targets) or a dict with a 'targets' key, got {shape}; "
-                    "pass forward_fn=fn(model, batch) -> (outputs, targets) for other layouts")
+    keys = f" with keys {', '.join(map(repr, batch))}" if isinstance(batch, dict) else ""
+    raise TypeError(f"a batch must be (inputs, targets) or a dict with one of the keys "
+                    f"{', '.join(map(repr, TARGET_KEYS))}, got {shape}{keys}; pass forward_fn=fn(model, batch) -> "
+                    "(outputs, targets) for other layouts")
