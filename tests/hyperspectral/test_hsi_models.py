@@ -314,3 +314,22 @@ def test_hybridsn_predict_names_what_it_takes_for_pixel_spectra():
     net, _ = _fitted_hybridsn()
     with pytest.raises(ValueError, match=r"9x9 window around it, so it predicts a scene.*shape \(4, 30\).*hsi-pca-svm"):
         zoo.predict(net, np.zeros((4, 30), np.float32))
+
+
+@pytest.mark.parametrize("name, config, loop", [("hsi-pca-svm", {"n_components": 5}, {}),
+                                                ("hybridsn", {"n_bands": 15, "window": 9}, {"epochs": 1})])
+def test_a_cube_and_its_ground_truth_as_arrays_train_and_evaluate(name, config, loop):
+    """A cube the user read (scipy.io.loadmat, spectral) and its map: zoo.predict took the (H, W, C) array,
+    zoo.train and zoo.evaluate refused it ("expected a Scene, a scene path or a data set name; got ndarray"),
+    and labels= took only a file. A (cube, gt) tuple, which reads as (X, y) pixels, says how to pass them."""
+    scene = make_scene(24, 24, 20, 3, block=6, seed=0)
+    cube, gt = np.asarray(scene.cube), np.asarray(scene.labels)
+    result = zoo.train(name, cube, labels=gt, model_config=config, split="random", **loop)
+    scores = zoo.evaluate(result.model, cube, labels=gt, split="random")
+    assert 0.0 <= scores["overall_accuracy"] <= 1.0
+    assert zoo.predict(result.model, cube).shape == gt.shape
+    with pytest.raises(TypeError, match=r"\(cube, ground truth\): pass the \(H, W, C\) cube as data and the \(H, W\) "
+                                        r"map as labels="):
+        zoo.train(name, (cube, gt), model_config=config, **loop)
+    with pytest.raises(ValueError, match=r"labels"):
+        zoo.train(name, cube, labels=gt[:5], model_config=config, **loop)

@@ -36,15 +36,23 @@ def refuse_scene_options(call: str, given: Mapping[str, Any]) -> None:
                          f"Scene (zoo.hyperspectral.Scene, a scene file or a data set name) instead")
 
 
-def as_scene(data: Any, labels: str | os.PathLike | None = None) -> Scene:
-    """A Scene from a Scene, a path (any reader), or a data set name (``"indian_pines"``); ``labels``: a
-    ground-truth file for it (.npy, .mat, ENVI, PNG/TIFF), for a cube that ships without one."""
+def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) -> Scene:
+    """A Scene from a Scene, a path (any reader), a data set name (``"indian_pines"``) or an ``(H, W, C)``
+    array (a cube read by the user, as ``predict`` takes it); ``labels``: its ground truth, as a file (.npy,
+    .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one."""
+    if isinstance(labels, np.ndarray):
+        from dataclasses import replace
+
+        scene = as_scene(data)
+        return replace(scene, labels=labels, metadata={**scene.metadata, "ground_truth": "array"})
     if labels is not None:
         from zoo.hyperspectral.readers import with_ground_truth
 
         return with_ground_truth(as_scene(data), labels)
     if isinstance(data, Scene):
         return data
+    if isinstance(data, np.ndarray) and data.ndim == 3:
+        return Scene(cube=data, name="array")
     if isinstance(data, (str, os.PathLike)):
         p = Path(data)
         if p.exists():
@@ -56,7 +64,12 @@ def as_scene(data: Any, labels: str | os.PathLike | None = None) -> Scene:
         if str(data).lower().replace("-", "_") in DATASETS:
             return load_dataset(str(data))
         raise FileNotFoundError(f"{data!r} is neither a scene file nor a known data set ({', '.join(DATASETS)})")
-    raise TypeError(f"expected a Scene, a scene path or a data set name; got {type(data).__name__}")
+    if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", None) == 3:
+        raise TypeError("(cube, ground truth): pass the (H, W, C) cube as data and the (H, W) map as labels=, "
+                        "e.g. zoo.train(name, cube, labels=gt)")
+    shape = f" of shape {data.shape}" if isinstance(data, np.ndarray) else ""
+    raise TypeError(f"expected a Scene, a scene path, a data set name or an (H, W, C) cube; got "
+                    f"{type(data).__name__}{shape}")
 
 
 def default_scene(model: Any) -> str:

@@ -89,7 +89,7 @@ class HSIPipeline(Pipeline):
         check_options(unused, "zoo.train on hsi-pca-svm", ("labels", "split", "train_fraction", "seed", "train_mask",
                                                            "window", "block", "search", "param_grid", "cv", "n_jobs",
                                                            "progress"))
-        if isinstance(data, tuple) and len(data) == 2:
+        if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", 2) != 3:  # 3-D: a cube, said so
             refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
                                                "train_mask": train_mask, "window": window, "block": block})
             X, y = np.asarray(data[0]), np.asarray(data[1])
