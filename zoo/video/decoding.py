@@ -297,8 +297,8 @@ def _reformat(reformatter, frame, threads: int, **kwargs):
 
 def _quarter_turns(frame) -> int:
     """Counter-clockwise quarter turns that show ``frame`` upright, from the display matrix its container
-    gave it (a phone's portrait video is stored landscape with a -90 degree matrix); 0 without one. PyAV
-    before 14 does not expose the matrix: its frames come as stored."""
+    gave it (a phone's portrait video is stored landscape with a -90 degree matrix); 0 without one. A PyAV
+    whose frames have no ``rotation`` does not expose the matrix: its frames come as stored."""
     degrees = getattr(frame, "rotation", 0) or 0
     turns = round(degrees / 90)
     return turns % 4 if abs(degrees - 90 * turns) < 1 else 0  # a skew no quarter turn matches: as stored

@@ -126,6 +126,18 @@ def yields_pil_images(data: Any) -> bool:
     return isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image)
 
 
+def with_network_transforms(model: Any, data: Any, *, train: bool, augment: bool = True,
+                            image_size: int | None = None) -> Any:
+    """``data`` as :class:`TransformedImages` with the transforms ``model``'s pretrained_cfg gives (training ones
+    when ``train`` and ``augment``) where it yields PIL images; anything else, or a model without a
+    pretrained_cfg, as it is."""
+    if getattr(model, "pretrained_cfg", None) is None or not yields_pil_images(data):
+        return data
+    from zoo.vision.transforms import transforms_for
+
+    return TransformedImages(data, transforms_for(model, train=train and augment, image_size=image_size))
+
+
 def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMG_EXTENSIONS
 

@@ -44,7 +44,7 @@ from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import resolve_amp
-from zoo.vision.data import TransformedImages, yields_pil_images
+from zoo.vision.data import TransformedImages, with_network_transforms
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
@@ -321,7 +321,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         num_classes = len(classes)
     else:
         train_data, val_data = _split_data(data)
-        train_data, val_data = (_with_transforms(model, d, train, augment, image_size)
+        train_data, val_data = (with_network_transforms(model, d, train=train, augment=augment, image_size=image_size)
                                 for d, train in ((train_data, True), (val_data, False)))
         classes = getattr(train_data, "classes", None) if isinstance(train_data, TransformedImages) else None
         if classes is not None and num_classes is not None and num_classes != len(classes):
@@ -341,16 +341,6 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         model.pretrained_cfg = {**with_image_size(model.pretrained_cfg, image_size), "classes": list(classes)}
     _record_origin(model)
     return train_data, val_data
-
-
-def _with_transforms(model: nn.Module, data: Any, train: bool, augment: bool, image_size: int | None) -> Any:
-    """A data set of ``(PIL image, label)`` (torchvision's, made without a transform) with the transforms the
-    model's pretrained_cfg gives; anything else as it is."""
-    if getattr(model, "pretrained_cfg", None) is None or not yields_pil_images(data):
-        return data
-    from zoo.vision.transforms import transforms_for
-
-    return TransformedImages(data, transforms_for(model, train=train and augment, image_size=image_size))
 
 
 def _record_origin(model: nn.Module) -> None:
@@ -420,7 +410,8 @@ def finetune(
 
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
-        val_data = _with_transforms(model, _xy_dataset(fit_kwargs.pop("val_data")), False, augment, image_size)
+        val_data = with_network_transforms(model, _xy_dataset(fit_kwargs.pop("val_data")), train=False,
+                                           image_size=image_size)
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)

@@ -68,27 +68,28 @@ def predict(
     named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
     results: list[tuple[int, dict[str, Any]]] = []
-    for start in range(0, len(named), batch_size):
-        chunk = named[start:start + batch_size]
-        tensors, ok = [], []
-        for pos, (key, src) in enumerate(chunk, start):
-            try:
-                if isinstance(src, Image.Image):
-                    img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
-                else:
-                    img = open_rgb(src, exif_transpose=exif_transpose)
-            except (OSError, ValueError, SyntaxError) as err:
-                results.append((pos, unreadable_row(key, err)))
+    with eval_mode(model):
+        for start in range(0, len(named), batch_size):
+            chunk = named[start:start + batch_size]
+            tensors, ok = [], []
+            for pos, (key, src) in enumerate(chunk, start):
+                try:
+                    if isinstance(src, Image.Image):
+                        img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
+                    else:
+                        img = open_rgb(src, exif_transpose=exif_transpose)
+                except (OSError, ValueError, SyntaxError) as err:
+                    results.append((pos, unreadable_row(key, err)))
+                    continue
+                tensors.append(tf(img))
+                ok.append((pos, key))
+            if not tensors:
                 continue
-            tensors.append(tf(img))
-            ok.append((pos, key))
-        if not tensors:
-            continue
-        with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(torch.stack(tensors).to(device))  # (B, K)
-        probs = logits.float().softmax(dim=1).cpu()
-        rows = class_rows([key for _, key in ok], probs, topk, names)
-        results += [(pos, row) for (pos, _), row in zip(ok, rows)]
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                logits = model(torch.stack(tensors).to(device))  # (B, K)
+            probs = logits.float().softmax(dim=1).cpu()
+            rows = class_rows([key for _, key in ok], probs, topk, names)
+            results += [(pos, row) for (pos, _), row in zip(ok, rows)]
     return [row for _, row in sorted(results, key=lambda r: r[0])]
 
 

@@ -178,12 +178,12 @@ class ResNet18(ClassifierHead, Network, ResNet):
 
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
         """``data`` with the network's transforms where it yields PIL images (else as it is)."""
-        from zoo.vision.data import TransformedImages, yields_pil_images
-        from zoo.vision.transforms import transforms_for, with_image_size
+        from zoo.vision.data import TransformedImages, with_network_transforms
+        from zoo.vision.transforms import with_image_size
 
-        if not yields_pil_images(data):
-            return data
-        ds = TransformedImages(data, transforms_for(self, train=train and augment, image_size=image_size))
+        ds = with_network_transforms(self, data, train=train, augment=augment, image_size=image_size)
+        if not isinstance(ds, TransformedImages):
+            return ds
         if ds.classes is not None:
             self._check_classes(list(ds.classes), type(data).__name__)
             if train:  # predict names the classes, as after training on an image folder
