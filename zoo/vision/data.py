@@ -126,7 +126,7 @@ def yields_pil_images(data: Any) -> bool:
     return isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image)
 
 
-def with_network_transforms(model: Any, data: Any, *, train: bool, augment: bool = True,
+def with_network_transforms(model: Any, data: Any, train: bool, *, augment: bool = True,
                             image_size: int | None = None) -> Any:
     """``data`` as :class:`TransformedImages` with the transforms ``model``'s pretrained_cfg gives (training ones
     when ``train`` and ``augment``) where it yields PIL images; anything else, or a model without a

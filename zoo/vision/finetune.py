@@ -321,7 +321,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         num_classes = len(classes)
     else:
         train_data, val_data = _split_data(data)
-        train_data, val_data = (with_network_transforms(model, d, train=train, augment=augment, image_size=image_size)
+        train_data, val_data = (with_network_transforms(model, d, train, augment=augment, image_size=image_size)
                                 for d, train in ((train_data, True), (val_data, False)))
         classes = getattr(train_data, "classes", None) if isinstance(train_data, TransformedImages) else None
         if classes is not None and num_classes is not None and num_classes != len(classes):
@@ -410,8 +410,7 @@ def finetune(
 
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
-        val_data = with_network_transforms(model, _xy_dataset(fit_kwargs.pop("val_data")), train=False,
-                                           image_size=image_size)
+        val_data = with_network_transforms(model, _xy_dataset(fit_kwargs.pop("val_data")), False, image_size=image_size)
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
