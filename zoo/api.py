@@ -104,6 +104,15 @@ def _xy(data: Any, what: str) -> tuple[Any, Any]:
     return data
 
 
+def _home_expanded(data: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``data`` and the path options beside it (``val_data``, ``labels``) with ``~`` expanded, as
+    torchvision's data sets and ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`)."""
+    from zoo.inputs import expand_home
+
+    paths = {k: expand_home(config[k]) for k in ("val_data", "labels") if k in config}
+    return expand_home(data), {**config, **paths}
+
+
 def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None, **config: Any):
     """Train a model (or a registered name, built with ``model_config`` and what ``data`` implies) on
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
@@ -115,6 +124,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
+    data, config = _home_expanded(data, config)
     # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
     # the agent for that environment
     implied_by = data if data is not None else config.get("env")
@@ -152,6 +162,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     By name, the model is built with ``weights`` first (after seeding, with ``seed=``: a new head starts from
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
+    data, config = _home_expanded(data, config)
     if isinstance(model_or_name, str):
         # the family makes the new head once the model exists: its weights come from the seeded generators too
         name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
@@ -187,6 +198,7 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
     fractions in [0, 1] (``kappa`` in [-1, 1]), with the same metric names in every family."""
     _refuse_unknown(model, "evaluate", config)
+    data, config = _home_expanded(data, config)
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
     if _is_module(model):
@@ -206,22 +218,28 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor in
     eval mode without gradients; an estimator's ``predict`` is called."""
     _refuse_unknown(model, "predict", config)
+    from zoo.inputs import expand_home
+
+    inputs = expand_home(inputs, only_existing=True)  # "~/cat.jpg"; a sentence stays as written
     if isinstance(model, Predictor):
         return model.zoo_predict(inputs, **config)
     if _is_module(model):
+        import numpy as np
         import torch
 
+        if isinstance(inputs, np.ndarray):
+            inputs = torch.as_tensor(inputs)
         if not isinstance(inputs, torch.Tensor):
-            raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, got "
-                            f"{type(inputs).__name__}")
+            raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch (or a NumPy array), "
+                            f"got {type(inputs).__name__}")
         if config:  # topk=, batch_size=, ... mean something to a zoo model; a plain call would drop them unseen
             raise TypeError(f"zoo.predict on a plain {type(model).__name__} returns its raw outputs and takes no "
                             f"options, got {', '.join(sorted(config))}")
-        from zoo.engine.data import run_device
+        from zoo.engine.data import model_dtype, move_batch, run_device
         from zoo.engine.modes import eval_mode
 
-        with eval_mode(model), torch.inference_mode():
-            return model(inputs.to(run_device(model)))  # where the model is, as every family's predict
+        with eval_mode(model), torch.inference_mode():  # where the model is, as every family's predict; float
+            return model(move_batch(inputs, run_device(model), dtype=model_dtype(model)))  # in the model's dtype
     if hasattr(model, "predict"):
         return model.predict(inputs, **config)
     raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")

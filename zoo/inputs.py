@@ -11,12 +11,27 @@ from typing import Any
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "unreadable_row"]
+__all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "expand_home",
+           "unreadable_row"]
 
 
 class UnreadableInputWarning(UserWarning):
     """An input ``zoo.predict`` could not read: its result row holds ``"error"`` instead of a label (the
     ``zoo predict`` command prints that row and leaves the warning out)."""
+
+
+def expand_home(value: Any, *, only_existing: bool = False) -> Any:
+    """A path written ``"~/..."`` (a str or an ``os.PathLike``) with the home folder put in, as torchvision's
+    data sets read their ``root`` and ``zoo.build(weights=)`` its file: Python, unlike a shell, leaves ``~`` as
+    it is. Anything else comes back unchanged; so does a str whose expansion does not exist when
+    ``only_existing`` (where a str may be text, such as a sentence to translate)."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.startswith("~"):
+        return value
+    expanded = os.path.expanduser(text)
+    if isinstance(value, str):
+        return expanded if not only_existing or os.path.exists(expanded) else value
+    return Path(expanded)
 
 
 def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],
@@ -27,7 +42,7 @@ def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], exten
     suffixes = tuple(extensions)
     out: list[Path] = []
     for item in items:
-        p = Path(item)
+        p = Path(item).expanduser()
         if p.is_dir():
             # hidden entries below the folder (macOS "._x.jpg" forks, .ipynb_checkpoints/) are no inputs, as
             # the data sets that train and evaluate skip them

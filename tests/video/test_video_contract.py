@@ -218,7 +218,7 @@ def test_evaluate_videos_runs_where_the_model_is_unless_device_is_given(folder, 
     for where in ("model_device", "run_device"):
         monkeypatch.setattr(f"zoo.video.evaluation.{where}", lambda m: torch.device("cpu", 0))
     seen = []
-    monkeypatch.setattr("zoo.video.evaluation.resolve_amp", lambda amp, device, **k: seen.append(device))
+    monkeypatch.setattr("zoo.video.evaluation.model_amp", lambda amp, model, device, **k: seen.append(device))
     evaluate_videos(model, ds, batch_size=6, amp=None)
     assert seen == [torch.device("cpu", 0)] and moved == []
     evaluate_videos(model, ds, batch_size=6, amp=None, device="cpu")  # a device given: the model goes there

@@ -236,8 +236,8 @@ def test_extract_features_runs_where_the_model_is_unless_device_is_given(monkeyp
     from zoo.vision import finetune as ft
 
     seen = []
-    real = ft.resolve_amp
-    monkeypatch.setattr(ft, "resolve_amp", lambda amp, device, **k: seen.append(device) or real(amp, device, **k))
+    real = ft.model_amp
+    monkeypatch.setattr(ft, "model_amp", lambda amp, model, device, **k: seen.append(device) or real(amp, model, device, **k))
     # "cpu:0" stands for a device the model is on other than the old default, "cpu" (a GPU, on a GPU machine)
     monkeypatch.setattr(zoo.engine.data, "model_device", lambda model: torch.device("cpu", 0))
     model = _model()

@@ -72,6 +72,8 @@ def test_finetune_reads_x_y_tensors_as_train_does(cache_features):
     assert "val_accuracy" in zoo.finetune(_net(), (X, y), val_data=(X[:4], y[:4]), **FAST).history[0]
     with pytest.raises(ValueError, match=r"\(X, y\) must have the same length, got 8 and 7"):
         zoo.finetune(_net(), (X, y[:7]), **FAST)
+    as_numpy = (X.double().numpy(), y.numpy().astype(np.int32))  # float64 images and int32 labels, as NumPy has them
+    assert zoo.finetune(_net(), as_numpy, strategy="head", cache_features=cache_features, **FAST).history
 
 
 # --- in_chans and image files ------------------------------------------------------------------------------
@@ -137,6 +139,20 @@ def test_predict_checks_a_tensor_batch(red_or_blue):
     batch = torch.randn(3, 3, 16, 16)
     from_numpy = predict(model, batch.numpy())
     assert [r["prob"] for r in from_numpy] == pytest.approx([r["prob"] for r in predict(model, batch)])
+    as_float64 = predict(model, batch.double().numpy(), amp=None)  # NumPy's default dtype: run in the net's fp32
+    assert [r["prob"] for r in as_float64] == [r["prob"] for r in predict(model, batch, amp=None)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_network_cast_by_the_user_predicts_and_scores_in_its_dtype(red_or_blue, dtype):
+    model, data = red_or_blue
+    want = predict(model, str(data / "val"), amp=None)
+    cast = model.to(dtype)  # amp="auto": no autocast, inputs cast to the network's dtype
+    got = predict(cast, str(data / "val"))
+    assert [r["input"] for r in got] == [r["input"] for r in want]
+    assert [r["prob"] for r in got] == pytest.approx([r["prob"] for r in want], abs=0.05)
+    assert predict(cast, torch.randn(2, 3, 16, 16))[0]["label"] in ("blue", "red")
+    assert 0.0 <= zoo.evaluate(cast, str(data))["accuracy"] <= 1.0
 
 
 def test_predict_takes_mixed_lists_and_numpy_images_and_names_what_it_cannot_read(red_or_blue):

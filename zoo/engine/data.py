@@ -13,14 +13,15 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, TensorDataset
 
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
-__all__ = ["ShardSampler", "inference_placement", "model_device", "move_batch", "prepare_loader", "run_device",
-           "same_device", "set_loader_epoch", "split_batch"]
+__all__ = ["ShardSampler", "inference_placement", "model_device", "model_dtype", "move_batch", "prepare_loader",
+           "run_device", "same_device", "set_loader_epoch", "split_batch", "xy_dataset"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -28,6 +29,17 @@ def model_device(model: torch.nn.Module) -> torch.device:
     for tensor in itertools.chain(model.parameters(), model.buffers()):  # lazily: the first one decides
         return tensor.device
     return torch.device("cpu")
+
+
+def model_dtype(model: torch.nn.Module) -> torch.dtype | None:
+    """The floating dtype ``model`` computes in: its first floating parameter's, else its first floating buffer's
+    (None: it holds none). :func:`move_batch` casts float inputs to it, so that a float64 array from NumPy
+    feeds a float32 network, and a network the user cast with ``.half()`` / ``.double()`` gets inputs it takes."""
+    for group in (model.parameters(), model.buffers()):
+        for tensor in group:
+            if tensor.is_floating_point():
+                return tensor.dtype
+    return None
 
 
 def same_device(a: str | torch.device, b: str | torch.device) -> bool:
@@ -61,7 +73,7 @@ def inference_placement(model: torch.nn.Module, device: str | torch.device | Non
     ``device`` is given (the model is then moved there, as ``model.to(device)`` would), and ``amp`` resolved
     for the model's kind of op there (``"auto"``: bf16 where this device computes it faster; ``None`` /
     ``"none"`` / ``"fp32"``: exact fp32; ``"bf16"``; ``"fp16"`` on CUDA only)."""
-    from zoo.engine.precision import model_op_kind, normalize_amp, resolve_amp
+    from zoo.engine.precision import model_amp, normalize_amp
 
     target = run_device(model) if device is None else torch.device(device)
     # fp16 autocast is offered on CUDA only (inference needs no grad scaler there); checked before the move so
@@ -69,7 +81,7 @@ def inference_placement(model: torch.nn.Module, device: str | torch.device | Non
     if target.type != "cuda" and normalize_amp(amp) == "fp16":
         raise ValueError(f"amp={amp!r} runs on CUDA only, and this prediction runs on {target}; use amp='bf16', "
                          "'auto' or None (fp32) here, or device='cuda'")
-    amp = resolve_amp(amp, target, op=model_op_kind(model))
+    amp = model_amp(amp, model, target)
     if device is not None:
         model.to(target)
     return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
@@ -89,19 +101,28 @@ class ShardSampler(Sampler[int]):
         return len(range(self.rank, self.length, self.world_size))
 
 
+def xy_dataset(data: Any) -> TensorDataset | None:
+    """``(X, y)`` as a TensorDataset when ``data`` is a pair of tensors or NumPy arrays (as scikit-learn takes
+    them; shared, not copied), else None. A length mismatch is an error naming both lengths."""
+    if not (isinstance(data, (tuple, list)) and len(data) == 2
+            and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data)):
+        return None
+    x, y = (torch.as_tensor(t) for t in data)
+    if len(x) != len(y):
+        raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
+    return TensorDataset(x, y)
+
+
 def _as_dataset(data: Any) -> Dataset:
     if isinstance(data, Dataset):
         return data
-    if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
-        x, y = data
-        if len(x) != len(y):
-            raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
-        return TensorDataset(x, y)
+    if (xy := xy_dataset(data)) is not None:
+        return xy
     if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
         return data  # a map-style dataset that does not subclass Dataset
     raise TypeError(
-        f"expected a torch Dataset, a DataLoader or (X, y) tensors, got {type(data).__name__}; a folder "
-        "path must be turned into a Dataset by the model's family (zoo train does this)"
+        f"expected a torch Dataset, a DataLoader or (X, y) tensors or NumPy arrays, got {type(data).__name__}; a "
+        "folder path must be turned into a Dataset by the model's family (zoo train does this)"
     )
 
 
@@ -117,7 +138,8 @@ def prepare_loader(
     dist: DistInfo | None = None,
     pin_memory: bool = False,
 ) -> DataLoader:
-    """A DataLoader for ``data`` (a Dataset, ``(X, y)`` tensors, or a DataLoader returned unchanged).
+    """A DataLoader for ``data`` (a Dataset, ``(X, y)`` tensors or NumPy arrays, or a DataLoader returned
+    unchanged).
 
     Training loaders (``shuffle=True``) use a DistributedSampler seeded with ``seed`` (call
     :func:`set_loader_epoch` every epoch); evaluation loaders under DDP use a :class:`ShardSampler`.
@@ -159,18 +181,21 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
         gen.set_state(epoch_generator(seed, epoch).get_state())
 
 
-def move_batch(batch: Any, device: torch.device, channels_last: bool = False) -> Any:
-    """Move every tensor in a (nested) batch to ``device``; 4-D float tensors to channels_last if asked."""
+def move_batch(batch: Any, device: torch.device, channels_last: bool = False, dtype: torch.dtype | None = None) -> Any:
+    """Move every tensor in a (nested) batch to ``device``; 4-D float tensors to channels_last if asked. With
+    ``dtype`` (the model's, :func:`model_dtype`), float tensors of another float dtype are cast to it: inputs
+    and float targets alike (an MSE target in float64 against float32 outputs fails in backward)."""
     if isinstance(batch, torch.Tensor):
-        if batch.device != device:
-            batch = batch.to(device, non_blocking=True)
+        cast = dtype is not None and batch.is_floating_point() and batch.dtype != dtype
+        if batch.device != device or cast:
+            batch = batch.to(device, dtype if cast else None, non_blocking=True)
         if channels_last and batch.dim() == 4 and batch.is_floating_point():
             batch = batch.contiguous(memory_format=torch.channels_last)
         return batch
     if isinstance(batch, dict):
-        return {k: move_batch(v, device, channels_last) for k, v in batch.items()}
+        return {k: move_batch(v, device, channels_last, dtype) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
-        moved = [move_batch(v, device, channels_last) for v in batch]
+        moved = [move_batch(v, device, channels_last, dtype) for v in batch]
         return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
     return batch
 

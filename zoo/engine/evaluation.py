@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.data import model_device, move_batch, prepare_loader, run_device
+from zoo.engine.data import model_device, model_dtype, move_batch, prepare_loader, run_device
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
@@ -49,9 +49,10 @@ def evaluate_loader(
     preds: list[torch.Tensor] = []
     targs: list[torch.Tensor] = []
     num_classes = 0
+    dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
     with eval_mode(model):
         for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
-            batch = move_batch(batch, device, channels_last)
+            batch = move_batch(batch, device, channels_last, dtype)
             with autocast(amp, device):
                 outputs, targets = forward(model, batch, forward_fn)
                 loss = loss_fn(outputs, targets)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.engine.data import split_batch
-from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.engine.precision import model_amp, resolve_amp
 
 __all__ = ["autocast", "check_amp", "default_loss", "forward"]
 
@@ -23,8 +23,10 @@ def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None, *,
     ``training``, computes its gradients right: :mod:`zoo.engine.precision` measures and caches both);
     otherwise fp32.
     """
-    op = model_op_kind(model) if model is not None else "matmul"
-    amp = resolve_amp(amp, device, op=op, training=training)
+    if model is not None:
+        amp = model_amp(amp, model, device, training=training)
+    else:
+        amp = resolve_amp(amp, device, op="matmul", training=training)
     if amp == "fp16" and device.type != "cuda":
         raise ValueError(f"amp='fp16' needs a CUDA device (a grad scaler guards fp16 gradients), got "
                          f"device={device}; use amp='bf16' on CPU")
@@ -38,9 +40,12 @@ def autocast(amp: str | None, device: torch.device) -> contextlib.AbstractContex
 
 
 def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Cross entropy with ``label_smoothing`` (targets equal to -100 are ignored)."""
+    """Cross entropy with ``label_smoothing`` (targets equal to -100 are ignored). Class indices of any integer
+    dtype are taken (NumPy labels are often int32 or uint8; ``F.cross_entropy`` takes int64 only)."""
 
     def loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if not targets.is_floating_point() and targets.dtype != torch.long:
+            targets = targets.long()
         return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
 
     return loss

@@ -76,6 +76,7 @@ __all__ = [
     "bf16_gradients_ok",
     "choose_amp",
     "cpu_features",
+    "model_amp",
     "model_op_kind",
     "normalize_amp",
     "parse_cpuinfo",
@@ -371,6 +372,21 @@ def resolve_amp(amp: Any, device: str | torch.device = "cpu", *, op: str = "matm
         elif here and training and auto_amp(device, op, feats, training=True) is None:
             _warn_wrong_bf16_gradients(feats.model, op)
     return choice
+
+
+def model_amp(amp: Any, model: torch.nn.Module, device: str | torch.device = "cpu", *, allow_fp16: bool = True,
+              training: bool = False) -> str | None:
+    """:func:`resolve_amp` for the kind of op ``model`` spends its time in (:func:`model_op_kind`).
+
+    A model the user cast away from float32 (``.half()``, ``.double()``, ``.to(torch.bfloat16)``) computes in
+    the dtype it was given: ``"auto"`` is then None, no autocast (its inputs are cast to that dtype instead,
+    ``zoo.engine.data.move_batch``). Autocast would mix bf16 activations with float16 or float64 weights and
+    fail; an explicit ``amp`` is kept as asked."""
+    from zoo.engine.data import model_dtype
+
+    if normalize_amp(amp, allow_fp16=allow_fp16) == "auto" and model_dtype(model) not in (None, torch.float32):
+        return None
+    return resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=allow_fp16, training=training)
 
 
 @functools.cache

@@ -27,7 +27,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
-from zoo.engine.data import move_batch, prepare_loader, set_loader_epoch
+from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
@@ -72,6 +72,7 @@ class Trainer:
         set_seed(cfg.seed + info.rank, cfg.deterministic)
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
         model.to(dev)
+        self.in_dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
         if cfg.channels_last:
             model.to(memory_format=torch.channels_last)
         self._setup_data(train_data)
@@ -317,7 +318,7 @@ class Trainer:
         window_start = i - i % accum
         window = min(accum, self.n_batches - window_start) if self.n_batches else accum
         last_micro = i - window_start == window - 1
-        batch = move_batch(batch, self.dev, cfg.channels_last)
+        batch = move_batch(batch, self.dev, cfg.channels_last, self.in_dtype)
         sync = contextlib.nullcontext() if (last_micro or not info.enabled) else self.net.no_sync()
         with sync:
             with autocast(self.amp, self.dev):

@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.api import ModelState
+from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     as_scene,
@@ -316,7 +317,7 @@ class SceneClassifierMixin:
         ``augment=True`` only: one trained on upright windows is not invariant to turns (measured on Indian
         Pines' random split: OA 99.55 without, 93.03 with; benchmarks/hsi_recipe.py).
         """
-        from zoo.engine.precision import model_op_kind, resolve_amp
+        from zoo.engine.precision import model_amp
 
         if method not in ("auto", "dense", "windows"):
             raise ValueError(f"method must be 'auto', 'dense' or 'windows', got {method!r}")
@@ -330,7 +331,7 @@ class SceneClassifierMixin:
         sel = no_data_to_zero(scene, sel)
         dense = can_dense and (method == "dense" or (method == "auto" and sel.sum() >= self.dense_min_fraction * h * w))
         device = next(self.parameters()).device
-        amp = resolve_amp(amp, device, op=model_op_kind(self), allow_fp16=False)
+        amp = model_amp(amp, self, device, allow_fp16=False)
         with eval_mode(self), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp == "bf16"):
             if dense:
                 classes = self._dense_classes(self.reduce(scene), device, tile_rows, progress, tta)[sel]
@@ -382,7 +383,7 @@ class SceneClassifierMixin:
         ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
         out = []
         for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
-            xb = xb.to(device)  # (B, ..., w, w)
+            xb = move_batch(xb, device, dtype=model_dtype(self))  # (B, ..., w, w)
             if not tta:
                 out.append(self(xb).float().argmax(1).cpu())
                 continue
@@ -398,7 +399,7 @@ class SceneClassifierMixin:
 
         r = self.config.window // 2
         padded = torch.from_numpy(np.ascontiguousarray(pad_cube(reduced, r, self.padding).transpose(2, 0, 1)))
-        padded = padded.to(device)  # (C, H + 2r, W + 2r)
+        padded = move_batch(padded, device, dtype=model_dtype(self))  # (C, H + 2r, W + 2r)
         if not tta:  # class indices tile by tile: memory stays (H, W), whatever the number of classes
             return self._dense_map(padded, tile_rows, progress, lambda logits: logits.argmax(0)).numpy()
         probs = None  # (n_classes, H, W): eight maps turned back and summed

@@ -28,10 +28,10 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.data import model_device, run_device
+from zoo.engine.data import model_device, model_dtype, move_batch, run_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.modes import eval_mode
-from zoo.engine.precision import model_op_kind, resolve_amp
+from zoo.engine.precision import model_amp
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, read_frames
 from zoo.video.predict import clip_indices
@@ -128,7 +128,8 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     if device != model_device(model):
         model.to(device)
     # "auto": bf16 where it runs faster; fp16 as zoo.engine.evaluate takes it, on CUDA
-    amp = resolve_amp(amp, device, op=model_op_kind(model), allow_fp16=device.type == "cuda")
+    amp = model_amp(amp, model, device, allow_fp16=device.type == "cuda")
+    in_dtype = model_dtype(model)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
     autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
     prob_sum: dict[int, torch.Tensor] = {}
@@ -142,7 +143,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
                 continue
             video, label, vid = batch
             with autocast:
-                logits = model(video.to(device))
+                logits = model(move_batch(video, device, dtype=in_dtype))
             logp = logits.float().log_softmax(1).cpu()
             correct += int((logp.argmax(1) == label).sum())
             total += len(label)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from zoo.engine.data import inference_placement, model_device
+from zoo.engine.data import inference_placement, model_device, model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
@@ -76,8 +76,8 @@ def predict_video(
 @torch.inference_mode()
 def forward_probs(model: nn.Module, clips: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Softmax over classes of ``clips`` ``(N, C, T, H, W)`` in eval mode, on the model's device, under autocast
-    to ``dtype`` (None: fp32); ``(N, K)`` float32 on CPU."""
+    to ``dtype`` (None: fp32; float clips are cast to the model's own dtype); ``(N, K)`` float32 on CPU."""
     device = model_device(model)
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        logits = model(clips.to(device))  # (N, num_classes)
+        logits = model(move_batch(clips, device, dtype=model_dtype(model)))  # (N, num_classes)
     return logits.float().softmax(1).cpu()

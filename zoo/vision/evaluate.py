@@ -11,8 +11,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
+from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
-from zoo.engine.precision import resolve_amp
+from zoo.engine.precision import model_amp
 
 __all__ = ["evaluate_classifier", "predict_dataset"]
 
@@ -25,14 +26,15 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
     if device is None:
         device = next(model.parameters(), torch.empty(0)).device
-    amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
+    amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     model.to(device)
+    in_dtype = model_dtype(model)
     logits, targets = [], []
     with eval_mode(model):
         for x, y in loader:
             with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
-                out = model(x.to(device))  # (B, K)
+                out = model(move_batch(x, torch.device(device), dtype=in_dtype))  # (B, K)
             logits.append(out.float().cpu())
             targets.append(torch.as_tensor(y))
     return torch.cat(logits), torch.cat(targets)

@@ -41,9 +41,10 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
+from zoo.engine.data import model_dtype, move_batch, xy_dataset
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.modes import eval_mode
-from zoo.engine.precision import resolve_amp
+from zoo.engine.precision import model_amp
 from zoo.vision.data import TransformedImages, with_network_transforms
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
@@ -230,15 +231,16 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     setattr(model, name, nn.Identity())
     model.to(device)
     feats, targets = [], []
-    amp = resolve_amp(amp, device, op="conv")  # "auto": bf16 only where this device runs convs faster in it
+    amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
+    in_dtype = model_dtype(model)
     # a ready DataLoader is used as it is (its batches may be built by a custom sampler); give one without
     # random augmentation, or each sample's single cached view is a random one
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
     try:
         with eval_mode(model):
             for x, y in tqdm(loader, desc="features", disable=not progress, leave=False):
-                x = x.to(device)
+                x = move_batch(x, device, dtype=in_dtype)
                 if channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
                 with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
@@ -250,18 +252,11 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     return TensorDataset(torch.cat(feats), torch.cat(targets))
 
 
-def _is_xy(data: Any) -> bool:
-    return isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)
-
-
 def _xy_dataset(data: Any) -> Any:
-    """``(X, y)`` tensors as a TensorDataset (the feature cache iterates samples); anything else unchanged."""
-    if not _is_xy(data):
-        return data
-    x, y = data
-    if len(x) != len(y):
-        raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
-    return TensorDataset(x, y)
+    """``(X, y)`` tensors or arrays as a TensorDataset (the feature cache iterates samples); anything else
+    unchanged."""
+    xy = xy_dataset(data)
+    return data if xy is None else xy
 
 
 def _split_data(data: Any) -> tuple[Any, Any]:
@@ -274,8 +269,8 @@ def _split_data(data: Any) -> tuple[Any, Any]:
         if "train" not in data:
             raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")
         return data["train"], data.get("val")
-    if _is_xy(data):
-        return _xy_dataset(data), None
+    if (xy := xy_dataset(data)) is not None:
+        return xy, None
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
             raise ValueError(f"data as a sequence must be (X, y) tensors or (train, val), got {len(data)} items")

@@ -12,7 +12,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
-from zoo.engine.data import inference_placement
+from zoo.engine.data import inference_placement, model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
@@ -86,7 +86,7 @@ def predict(
             if not tensors:
                 continue
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = model(torch.stack(tensors).to(device))  # (B, K)
+                logits = model(move_batch(torch.stack(tensors), device, dtype=model_dtype(model)))  # (B, K)
             probs = logits.float().softmax(dim=1).cpu()
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
@@ -144,7 +144,9 @@ def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequenc
     if channels is not None and x.shape[1] != channels:
         raise ValueError(f"the batch has {x.shape[1]} channels (shape {tuple(x.shape)}) but the network takes "
                          f"{channels}: pass (N, {channels}, H, W), preprocessed as transforms_for(model) does")
+    in_dtype = model_dtype(model)  # a float64 batch from NumPy runs in the network's float32
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        logits = [model(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)]
+        logits = [model(move_batch(x[i:i + batch_size], device, dtype=in_dtype)).float()
+                  for i in range(0, len(x), batch_size)]
     probs = torch.cat(logits).softmax(dim=1).cpu()  # (N, K)
     return class_rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)

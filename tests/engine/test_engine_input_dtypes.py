@@ -1,0 +1,100 @@
+"""Data in the dtypes users have: float64 arrays from NumPy, int32/uint8 labels, and networks cast with
+``.half()`` / ``.double()`` / ``.to(torch.bfloat16)``. The engine casts float inputs to the network's dtype
+and runs a cast network in its own dtype, where autocast would mix bf16 activations with its weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import zoo
+from zoo.engine.data import model_dtype, move_batch
+from zoo.engine.precision import model_amp
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+def _arrays(n: int = 48, label_dtype=np.int64):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 4))  # float64, as NumPy makes it
+    return x, (x[:, 0] > 0).astype(label_dtype)
+
+
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int32, np.uint8])
+@pytest.mark.parametrize("as_tensors", [False, True])
+def test_float64_arrays_and_any_integer_labels_train_and_evaluate(label_dtype, as_tensors):
+    x, y = _arrays(label_dtype=label_dtype)
+    data = (torch.from_numpy(x), torch.from_numpy(y)) if as_tensors else (x, y)
+    model = _mlp()
+    r = zoo.train(model, data, epochs=8, batch_size=16, lr=0.05, amp=None, progress=False)
+    assert r.history[-1]["train_loss"] < r.history[0]["train_loss"]
+    scores = zoo.evaluate(model, data, amp=None)
+    assert scores["accuracy"] > 0.8
+    assert next(model.parameters()).dtype == torch.float32  # the data was cast, never the network
+
+
+def test_the_float64_data_gives_what_the_same_data_in_float32_gives():
+    x, y = _arrays()
+    a, b = _mlp(), _mlp()
+    ra = zoo.train(a, (x, y), epochs=2, batch_size=16, amp=None, progress=False)
+    rb = zoo.train(b, (x.astype(np.float32), y), epochs=2, batch_size=16, amp=None, progress=False)
+    assert ra.history[-1]["train_loss"] == rb.history[-1]["train_loss"]
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_float64_regression_targets_meet_float32_outputs():
+    x, _ = _arrays()
+    target = x[:, :1] * 2.0  # (N, 1) float64
+    model = nn.Linear(4, 1)
+    r = zoo.train(model, (x, target), epochs=30, batch_size=16, lr=0.05, loss_fn=F.mse_loss, metrics=(),
+                  amp=None, progress=False)
+    assert r.history[-1]["train_loss"] < 0.1 * r.history[0]["train_loss"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_a_network_cast_by_the_user_runs_in_its_dtype_under_amp_auto(dtype):
+    x, y = _arrays()
+    model = _mlp().to(dtype)
+    assert model_dtype(model) == dtype
+    assert model_amp("auto", model) is None  # no autocast: the user chose the precision by casting
+    scores = zoo.evaluate(model, (x, y))  # amp="auto", the default
+    assert 0.0 <= scores["accuracy"] <= 1.0
+    out = zoo.predict(model, x[:3])  # a NumPy batch in float64
+    assert out.dtype == dtype and out.shape == (3, 2)
+    zoo.train(model, (x, y), epochs=1, batch_size=16, progress=False)
+    assert all(p.dtype == dtype for p in model.parameters())
+
+
+def test_an_explicit_amp_is_kept_for_a_cast_network():
+    assert model_amp("bf16", _mlp().double()) == "bf16"
+    assert model_amp(None, _mlp().double()) is None
+
+
+def test_move_batch_casts_floats_only():
+    batch = {"x": torch.zeros(2, dtype=torch.float64), "ids": torch.zeros(2, dtype=torch.int32),
+             "mask": torch.zeros(2, dtype=torch.bool)}
+    out = move_batch(batch, torch.device("cpu"), dtype=torch.float32)
+    assert out["x"].dtype == torch.float32 and out["ids"].dtype == torch.int32 and out["mask"].dtype == torch.bool
+    same = torch.zeros(2)
+    assert move_batch(same, torch.device("cpu"), dtype=torch.float32) is same  # nothing to do: no copy
+
+
+def test_a_plain_network_predicts_from_a_numpy_batch_and_refuses_a_list():
+    model = _mlp()
+    x, _ = _arrays(4)
+    torch.testing.assert_close(zoo.predict(model, x), model(torch.from_numpy(x).float()).detach())
+    with pytest.raises(TypeError, match="tensor batch \\(or a NumPy array\\), got list"):
+        zoo.predict(model, x.tolist())
+
+
+def test_x_and_y_arrays_of_different_lengths_are_refused():
+    x, y = _arrays()
+    with pytest.raises(ValueError, match="same length, got 48 and 47"):
+        zoo.train(_mlp(), (x, y[:-1]), epochs=1, progress=False)
