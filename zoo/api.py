@@ -105,11 +105,11 @@ def _xy(data: Any, what: str) -> tuple[Any, Any]:
 
 
 def _home_expanded(data: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``data`` and the path options beside it (``val_data``, ``labels``) with ``~`` expanded, as
+    """``data`` and the path options beside it (``val_data``, ``labels``, ``splits``) with ``~`` expanded, as
     torchvision's data sets and ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`)."""
     from zoo.inputs import expand_home
 
-    paths = {k: expand_home(config[k]) for k in ("val_data", "labels") if k in config}
+    paths = {k: expand_home(config[k]) for k in ("val_data", "labels", "splits") if k in config}
     return expand_home(data), {**config, **paths}
 
 

@@ -67,6 +67,9 @@ def test_split_files_inside_a_ucf101_root_give_the_classes(tmp_path):
         result = zoo.train("video-tsn", videos, splits=inside, model_config={"stem": "cifar"}, size=16,
                            num_segments=2, epochs=1, batch_size=10, progress=False)
     assert result.model.num_classes == 5 and len(result.model.video_cfg["classes"]) == 5
+    with pytest.raises(TypeError, match=r"splits= is the folder of UCF101's split files .*got 1 \(int\); the split "
+                                        r"number is fold=1, 2 or 3"):
+        zoo.evaluate(result.model, videos, splits=1)  # was: "expected str, bytes or os.PathLike object, not int"
 
 
 # --- one clip recipe for training, evaluation and prediction ---------------------------------------------

@@ -131,6 +131,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if recipe and not train:
             raise ValueError(f"{sorted(recipe)} set how the network is fed; they are fixed once it is trained "
                              f"(video_cfg: {self.video_cfg})")
+        if splits is not None and not isinstance(splits, (str, os.PathLike)):  # splits=1 meant as the fold
+            raise TypeError(f"splits= is the folder of UCF101's split files (classInd.txt, trainlist01.txt, ...), "
+                            f"got {splits!r} ({type(splits).__name__}); the split number is fold=1, 2 or 3")
         set_clip_recipe(self.video_cfg, recipe)
         if not isinstance(data, (str, os.PathLike)):
             return data, (self._recorded(options) if train else options)
