@@ -228,7 +228,7 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
     else:
         p.add_argument("inputs", nargs="+", help="image/video files or folders, sentences, scene files, "
-                                                 "observations as JSON")
+                                                 "observations as JSON; - reads them from standard input, one a line")
         p.add_argument("--topk", type=int, help="classes to show per input (classifiers)")
         p.add_argument("--out", help="where to write an output that is a file (a scene's label map: .npy + .png)")
         p.add_argument("--json", action="store_true", help="print JSON lines")
@@ -603,6 +603,24 @@ def _label_map_png(label_map: Any, path: Path) -> Path:
     return path
 
 
+def _with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
+    """``inputs`` with a ``-`` replaced by the lines of standard input, one input per line (``find . -name
+    '*.jpg' | zoo predict resnet18 --weights cifar10 -``). Blank lines are kept where an input is a sentence
+    (its translation is "", so output line i stays input line i's) and skipped where it is a path or an
+    observation."""
+    if "-" not in inputs:
+        return inputs
+    if inputs.count("-") > 1:
+        raise UsageError("'-' (read inputs from standard input) may be given once")
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    lines = lines if keep_blank else [line for line in lines if line.strip()]
+    i = inputs.index("-")
+    out = inputs[:i] + lines + inputs[i + 1:]
+    if not out:
+        raise UsageError("no inputs: standard input ('-') was empty")
+    return out
+
+
 @command("predict", "run a model on inputs: images, videos, sentences, scenes or observations", _configure_predict)
 def _cmd_predict(args: argparse.Namespace) -> int:
     import zoo
@@ -615,7 +633,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: only a scene's label map (hyperspectral models) is written to a file; "
                          f"{args.name} prints one line per input (--json for JSON lines): redirect the output")
     parse = _PREDICT_INPUTS.get(family)
-    inputs: Any = parse(args.inputs) if parse is not None else args.inputs
+    strings = _with_stdin(args.inputs, keep_blank=family == "seq2seq")
+    inputs: Any = parse(strings) if parse is not None else strings
     if family == "hyperspectral":
         if len(inputs) > 1:  # zoo.predict takes one scene; its "got list" named no flag
             raise UsageError(f"{args.name} predicts one scene per command, got {len(inputs)}: "

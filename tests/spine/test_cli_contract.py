@@ -248,3 +248,35 @@ def test_info_of_weights_without_a_dataset_says_so(tmp_path, monkeypatch, capsys
     capsys.readouterr()
     assert main(["info", "td3"]) == 0
     assert "    td3.bare: dataset not recorded\n" in capsys.readouterr().out
+
+
+def test_predict_reads_its_inputs_from_standard_input_for_a_dash(saved, tiny, capsys, monkeypatch):
+    """`find . -name '*.png' | zoo predict resnet18 ... -`: '-' was taken for an image path (and translated as
+    a sentence by seq2seq models)."""
+    import io
+
+    images = sorted(str(p) for p in (tiny.image_folder() / "val" / "dog").iterdir())
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(images[:2]) + "\n\n"))  # a blank line is no path
+    assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), images[2], "-"]) == 0
+    printed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert printed == [images[2], *images[:2]]
+    monkeypatch.setattr("sys.stdin", io.StringIO("[1, 0, 0]\r\n[0, 1, 0.5]\r\n"))
+    assert main(["predict", "td3", "--weights", str(saved["td3"]), "-"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["predict", "td3", "--weights", str(saved["td3"]), "-"]) == 2
+    assert "standard input ('-') was empty" in _error(capsys)
+    assert main(["predict", "td3", "--weights", str(saved["td3"]), "-", "-"]) == 2
+    assert "may be given once" in _error(capsys)
+
+
+def test_translating_standard_input_keeps_its_blank_lines(tiny, tmp_path, capsys, monkeypatch):
+    import io
+
+    out = str(tmp_path / "gru.safetensors")
+    gru = zoo.build("seq2seq-gru", src_vocab=300, tgt_vocab=300, emb_dim=8, hidden=16, max_len=32)
+    zoo.save(zoo.train(gru, tiny.corpus(), direction="de-en", epochs=1, progress=False).model, out)
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein hund läuft .\n\nzwei katzen schlafen .\n"))
+    assert main(["predict", "seq2seq-gru", "--weights", out, "-"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # three rows: one per input line, then the end
