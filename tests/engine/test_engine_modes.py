@@ -1,15 +1,16 @@
 """eval_mode: every layer gets its own flag back, and overlapping blocks in threads leave the model in eval
-mode until the last one ends."""
+mode until the last one ends. training_autograd: training works inside a caller's no_grad / inference_mode."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 from torch import nn
 
 import zoo
-from zoo.engine.modes import eval_mode
+from zoo.engine.modes import eval_mode, training_autograd
 
 
 def _net() -> nn.Module:
@@ -72,3 +73,24 @@ def test_nested_blocks_and_errors_restore_the_mode():
     with eval_mode(net):
         pass
     assert net.training
+
+
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode, lambda: torch.set_grad_enabled(False)])
+def test_training_inside_a_callers_gradient_free_block_trains(context):
+    """It failed at the first backward with "element 0 of tensors does not require grad"."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x = torch.randn(32, 4)
+    before = [p.detach().clone() for p in net.parameters()]
+    with context():
+        r = zoo.train(net, (x, (x[:, 0] > 0).long()), epochs=2, batch_size=8, amp=None, progress=False)
+        assert not torch.is_grad_enabled()  # the caller's mode is back once the run ends
+    assert r.history[-1]["step"] == 8
+    assert all(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+
+
+def test_training_autograd_restores_the_callers_mode():
+    with torch.inference_mode():
+        with training_autograd():
+            assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        assert torch.is_inference_mode_enabled() and not torch.is_grad_enabled()

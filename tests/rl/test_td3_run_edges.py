@@ -252,3 +252,14 @@ def test_a_run_by_name_gives_the_agent_its_seed(tmp_path):
     assert one.seed == 1 and other.seed == 2
     assert zoo.build("td3", weights=zoo.save(one, tmp_path / "a.safetensors")).seed == 1
     assert not torch.equal(next(one.actor.parameters()), next(other.actor.parameters()))
+
+
+def test_an_agent_trains_inside_a_callers_gradient_free_block():
+    """TD3's updates compute their gradients explicitly (zoo.rl.networks), so a caller's gradient-free mode
+    must not stop them; a change to autograd would need zoo.engine.modes.training_autograd around the loop."""
+    agent = zoo.build("td3", net_arch=(16, 16), learning_starts=40, batch_size=16, seed=0)
+    before = [p.detach().clone() for p in agent.actor.parameters()]
+    with torch.inference_mode():
+        zoo.train(agent, "Pendulum-v1", total_steps=80, eval_every=0, progress=False)
+        assert torch.is_inference_mode_enabled()
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters()))

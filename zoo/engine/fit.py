@@ -19,6 +19,7 @@ from zoo.engine.callbacks import Callback
 from zoo.engine.data import run_device
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
+from zoo.engine.modes import training_autograd
 from zoo.engine.options import FitConfig
 from zoo.engine.result import NonFiniteLossError, TrainResult
 from zoo.engine.trainer import Trainer
@@ -64,7 +65,7 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     if cfg.device is None:  # where the model is: a model on a GPU trains there (recorded as that device)
         cfg.device = str(run_device(model))
     info, dev, _ = init_distributed(cfg.device)
-    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info), _resume_hint(cfg.checkpoint_dir):
+    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info), _resume_hint(cfg.checkpoint_dir), training_autograd():
         return Trainer(model, train_data, val_data, cfg, callbacks, info, dev).run()
 
 

@@ -10,6 +10,11 @@ Every predict and evaluate runs the model in eval mode and hands it back as it c
 
 Here the first block to enter records each submodule's own flag, blocks that overlap it only count, and
 the last to leave puts the flags back.
+
+``with training_autograd(): ...``: the other way round, gradients on for a training loop whatever the caller's
+context (``torch.no_grad()``, ``torch.inference_mode()``, or ``torch.set_grad_enabled(False)`` at the top of a
+script), as Lightning's ``fit`` turns them on. Without it the first backward fails with "element 0 of tensors
+does not require grad", which does not say that the caller turned gradients off.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
+import torch
 from torch import nn
 
-__all__ = ["eval_mode"]
+__all__ = ["eval_mode", "training_autograd"]
 
 _lock = threading.Lock()
 _held: dict[int, tuple[nn.Module, int, list[tuple[nn.Module, bool]]]] = {}  # id -> (model, blocks in, flags)
@@ -49,3 +55,10 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
                     m.training = flag
             else:
                 _held[key] = (model, inside - 1, flags)
+
+
+@contextlib.contextmanager
+def training_autograd() -> Iterator[None]:
+    """Autograd on for the block, also inside a caller's ``torch.no_grad()`` or ``torch.inference_mode()``."""
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
