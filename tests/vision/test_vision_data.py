@@ -77,8 +77,24 @@ def test_missing_folder_and_val_without_a_class(tmp_path):
     with pytest.raises(ValueError, match="no class sub-folders"):
         ImageFolderDataset(tmp_path / "empty")
     root = _messy(tmp_path / "d")
-    with pytest.raises(ValueError, match=r"class folder\(s\) missing: \['wasps'\]"):
-        ImageFolderDataset(root / "val", classes=["ants", "bees", "wasps"])
+    with pytest.warns(UserWarning, match=r"1 of the 3 classes have no folder here \(\['wasps'\]\): the images of the "
+                                         r"other 2 are scored"):
+        some = ImageFolderDataset(root / "val", classes=["wasps", "ants", "bees"])
+    assert some.classes == ["wasps", "ants", "bees"] and some.absent_classes == ["wasps"]
+    assert sorted(set(some.targets)) == [1, 2]  # the indices of the classes given, not of the folders found
+    with pytest.raises(ValueError, match=r"none of the 2 classes has a folder here .*found: \['ants', 'bees'\]"):
+        ImageFolderDataset(root / "val", classes=["cat", "dog"], unknown_classes="skip")
+
+
+def test_a_four_class_model_scores_a_folder_of_two_of_its_classes(tmp_path):
+    import zoo
+
+    root = _messy(tmp_path)
+    model = zoo.build("resnet18", stem="cifar", num_classes=4)
+    model.pretrained_cfg["classes"] = ["ants", "bees", "cats", "dogs"]
+    with pytest.warns(UserWarning, match="2 of the 4 classes have no folder here"):
+        scores = zoo.evaluate(model, root / "train")  # was: "class folder(s) missing: ['cats', 'dogs']"
+    assert 0.0 <= scores["accuracy"] <= 1.0
 
 
 def test_to_rgb_palette_with_transparency():

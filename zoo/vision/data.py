@@ -179,9 +179,12 @@ class ImageFolderDataset(Dataset):
             classes = found
         if not classes:
             raise ValueError(f"{self.root}: no class sub-folders; expected root/<class>/<image files>")
-        missing = [c for c in classes if not (self.root / c).is_dir()]
-        if missing:
-            raise ValueError(f"{self.root}: class folder(s) missing: {missing} (classes: {list(classes)})")
+        # a folder of some of the classes scores those (a CIFAR-10 model on a folder of cats and dogs); one of
+        # none of them is the wrong folder
+        self.absent_classes = [c for c in classes if not (self.root / c).is_dir()]
+        if len(self.absent_classes) == len(classes):
+            raise ValueError(f"{self.root}: none of the {len(classes)} classes has a folder here (classes: "
+                             f"{list(classes)[:10]}{' ...' if len(classes) > 10 else ''}; found: {found[:10]})")
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.transform = transform
@@ -191,7 +194,7 @@ class ImageFolderDataset(Dataset):
         self._unknown(sorted(set(found) - set(self.classes)), unknown_classes)
         self.samples: list[tuple[str, int]] = []
         empty = []
-        for cls in self.classes:
+        for cls in (c for c in self.classes if c not in self.absent_classes):
             files = sorted(p for p in (self.root / cls).rglob("*") if p.is_file() and not p.name.startswith("."))
             n_before = len(self.samples)
             for path in files:
@@ -215,6 +218,11 @@ class ImageFolderDataset(Dataset):
                 more = " ..." if len(bad) > 5 else ""
                 warnings.warn(f"{self.root}: skipped {len(bad)} {what}: {bad[:5]}{more} (strict=True raises instead)",
                               stacklevel=user_stacklevel())
+        if self.absent_classes:
+            warnings.warn(f"{self.root}: {len(self.absent_classes)} of the {len(self.classes)} classes have no folder "
+                          f"here ({self.absent_classes[:10]}{' ...' if len(self.absent_classes) > 10 else ''}): "
+                          f"the images of the other {len(self.classes) - len(self.absent_classes)} are scored",
+                          stacklevel=user_stacklevel())
         self.targets = [t for _, t in self.samples]
 
     def _unknown(self, extra: list[str], policy: str) -> None:
