@@ -333,3 +333,11 @@ def test_a_cube_and_its_ground_truth_as_arrays_train_and_evaluate(name, config, 
         zoo.train(name, (cube, gt), model_config=config, **loop)
     with pytest.raises(ValueError, match=r"labels"):
         zoo.train(name, cube, labels=gt[:5], model_config=config, **loop)
+    # a band-first cube, as rasterio and GDAL read it: the ground truth's shape shows it ("labels must be (H, W) =
+    # (20, 24); got (24, 24)" before), and a model fitted on 20 bands sees 20 in its first axis
+    band_first = cube.transpose(2, 0, 1)
+    hint = r"pass cube\.transpose\(1, 2, 0\)"
+    with pytest.raises(ValueError, match=r"the cube \(20, 24, 24\) is band-first, \(C, H, W\).*" + hint):
+        zoo.train(name, band_first, labels=gt, model_config=config, **loop)
+    with pytest.raises(ValueError, match=r"the cube \(20, 24, 24\) looks band-first.*" + hint):
+        zoo.predict(result.model, band_first)

@@ -43,6 +43,11 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) ->
     if isinstance(labels, np.ndarray):
         from dataclasses import replace
 
+        shape = getattr(data, "shape", ())
+        if len(shape) == 3 and labels.shape == tuple(shape[1:]) != tuple(shape[:2]):
+            raise ValueError(f"the cube {tuple(shape)} is band-first, (C, H, W): its ground truth {labels.shape} is "
+                             f"its last two axes. zoo reads cubes as (H, W, C) (spectral's layout; rasterio and GDAL "
+                             f"read (C, H, W)): pass cube.transpose(1, 2, 0)")
         scene = as_scene(data)
         return replace(scene, labels=labels, metadata={**scene.metadata, "ground_truth": "array"})
     if labels is not None:
@@ -70,6 +75,15 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) ->
     shape = f" of shape {data.shape}" if isinstance(data, np.ndarray) else ""
     raise TypeError(f"expected a Scene, a scene path, a data set name or an (H, W, C) cube; got "
                     f"{type(data).__name__}{shape}")
+
+
+def band_first_hint(shape: tuple[int, ...], bands: int) -> str:
+    """A hint for a cube of ``shape`` given to a model fitted on ``bands`` bands when it reads as band-first,
+    ``(C, H, W)`` as rasterio and GDAL read it (zoo reads ``(H, W, C)``); else ""."""
+    if len(shape) == 3 and shape[0] == bands and shape[2] != bands:
+        return f"; the cube {tuple(shape)} looks band-first, (C, H, W) as rasterio and GDAL read it: pass " \
+               "cube.transpose(1, 2, 0)"
+    return ""
 
 
 def default_scene(model: Any) -> str:

@@ -20,6 +20,7 @@ from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     as_scene,
+    band_first_hint,
     default_scene,
     require_valid_pixels,
     resolve_split,
@@ -144,7 +145,8 @@ class SceneClassifierMixin:
             scene = np.asarray(scene)
         raw = self.pre_mean.numel()
         if len(scene.shape) != 3 or scene.shape[2] != raw:
-            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {scene.shape}")
+            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {scene.shape}"
+                             f"{band_first_hint(scene.shape, raw)}")
         h, w, _ = scene.shape
         start, stop, _ = (rows or slice(0, h)).indices(h)
         out = np.zeros((max(0, stop - start), w, self.config.n_bands), np.float32)

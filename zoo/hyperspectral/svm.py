@@ -27,6 +27,7 @@ from zoo.engine.options import check_options
 from zoo.hyperspectral.evaluation import (
     SPLIT_OPTIONS,
     as_scene,
+    band_first_hint,
     default_scene,
     refuse_scene_options,
     require_classes,
@@ -190,7 +191,8 @@ class HSIPipeline(Pipeline):
         fitted = self.fitted_bands()
         if fitted is not None and fitted != c:
             raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
-                             f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)")
+                             f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)"
+                             f"{band_first_hint(scene.shape, fitted)}")
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
         if sel.shape != (h, w):
             raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")
