@@ -364,3 +364,15 @@ def test_dict_inputs_forward_fn_and_bad_batches():
         fit(mlp(), xor_data(8), schedule="cosin", progress=False)
     with pytest.raises(ValueError, match="unknown optimizer"):
         fit(mlp(), xor_data(8), optimizer="adamx", progress=False)
+
+
+def test_a_results_repr_is_a_one_line_summary():
+    """It printed the model's whole module tree and every row: a notebook cell ending in `result` buried the
+    scores under 100+ lines of a ResNet's layers."""
+    x = torch.randn(16, 4)
+    r = fit(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (x, (x[:, 0] > 0).long()), epochs=3,
+            batch_size=8, progress=False)
+    text = repr(r)
+    assert "\n" not in text and "Linear(" not in text and text.count("'epoch'") == 1
+    assert text.startswith("TrainResult(rows=3, monitor='train_loss', best_metric=") and "model=Sequential" in text
+    assert f"best_step={r.best_step}" in text and "'step': 6" in text

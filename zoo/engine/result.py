@@ -47,3 +47,16 @@ class TrainResult:
     def last(self) -> dict[str, Any]:
         """The last epoch's row (empty when nothing was trained)."""
         return self.history[-1] if self.history else {}
+
+    def __repr__(self) -> str:
+        # a summary: the model's own repr (a ResNet's is 100+ lines) and every row of a long run would bury it
+        # in a notebook's output; both stay one attribute away (result.model, result.history)
+        last = {k: round(v, 4) if isinstance(v, float) else v for k, v in self.last.items()}
+        parts = [f"rows={len(self.history)}", f"monitor={self.monitor!r}", f"best_metric={self.best_metric!r}",
+                 f"best_epoch={self.best_epoch!r}", f"best_step={self.best_step!r}", f"last={last!r}",
+                 f"checkpoint_path={self.checkpoint_path!r}", f"model={type(self.model).__name__}"]
+        if self.stopped_early:
+            parts.append("stopped_early=True")
+        if self.resumed is not None:
+            parts.append(f"resumed={self.resumed!r}")
+        return f"TrainResult({', '.join(parts)})"
