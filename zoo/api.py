@@ -15,6 +15,7 @@ agreement); ``loss`` and returns (``return_mean``) are in their own units.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -113,6 +114,35 @@ def _home_expanded(data: Any, config: dict[str, Any]) -> tuple[Any, dict[str, An
     return expand_home(data), {**config, **paths}
 
 
+@contextlib.contextmanager
+def _naming_config_keys(model_or_name: Any, call: str):
+    """An option the loop refused that is a setting of the model's config gets said so, with how to pass it:
+    ``zoo.train("td3", env, learning_starts=500)`` read as "unknown option(s) 'learning_starts'" and listed
+    only the loop's options."""
+    try:
+        yield
+    except TypeError as err:
+        keys = getattr(err, "option_keys", ())
+        by_name = isinstance(model_or_name, str)
+        name = registry.split_weights_name(model_or_name)[0] if by_name else getattr(model_or_name, "registry_name",
+                                                                                    None)
+        fields = registry.config_params(name) if keys and name in registry.list_models() else {}
+        misplaced = [k for k in keys if k in fields]
+        if not misplaced:
+            raise
+        settings = ", ".join(f"{k!r}: ..." for k in misplaced)
+        built = f"zoo.build({name!r}, {', '.join(f'{k}=...' for k in misplaced)}"
+        if not by_name:
+            how = f"build it with them: {built})"
+        elif call == "train":
+            how = f"zoo.train({model_or_name!r}, data, model_config={{{settings}}})"
+        else:  # finetune takes the weights by name and no model_config: build the model and fine-tune it
+            how = f"zoo.finetune({built}, weights=...), data)"
+        what = "is a setting" if len(misplaced) == 1 else "are settings"
+        raise type(err)(f"{', '.join(map(repr, misplaced))} {what} of {name}'s config, which the model takes when "
+                        f"it is built: {how} ({err})", keys) from None
+
+
 def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None, **config: Any):
     """Train a model (or a registered name, built with ``model_config`` and what ``data`` implies) on
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
@@ -124,31 +154,32 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
-    data, config = _home_expanded(data, config)
-    # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
-    # the agent for that environment
-    implied_by = data if data is not None else config.get("env")
-    model = _resolve(model_or_name, model_config, implied_by, config)
-    if isinstance(model, Trainable):
-        return model.zoo_train(data, **config)
-    if _is_module(model):
-        from zoo.engine import fit
+    with _naming_config_keys(model_or_name, "train"):
+        data, config = _home_expanded(data, config)
+        # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
+        # the agent for that environment
+        implied_by = data if data is not None else config.get("env")
+        model = _resolve(model_or_name, model_config, implied_by, config)
+        if isinstance(model, Trainable):
+            return model.zoo_train(data, **config)
+        if _is_module(model):
+            from zoo.engine import fit
 
-        if data is None:
-            raise ValueError("zoo.train(network, data): data is required (a Dataset, DataLoader or (X, y) tensors)")
-        return fit(model, data, **config)
-    if hasattr(model, "fit"):
-        from zoo.engine import TrainResult
+            if data is None:
+                raise ValueError("zoo.train(network, data): data is required (a Dataset, DataLoader or (X, y) tensors)")
+            return fit(model, data, **config)
+        if hasattr(model, "fit"):
+            from zoo.engine import TrainResult
 
-        X, y = _xy(data, "trains on")
-        model.fit(X, y, **config)
-        row = {"epoch": 1, "step": 1, "train_score": float(model.score(X, y))}
-        return TrainResult(history=[row], best_metric=row["train_score"], best_epoch=1, checkpoint_path=None,
-                           model=model, monitor="train_score")
-    raise TypeError(
-        f"zoo.train does not know how to train a {type(model).__name__}: expected an nn.Module, "
-        "an object with zoo_train/zoo_evaluate (zoo.api.Trainable) or a scikit-learn estimator"
-    )
+            X, y = _xy(data, "trains on")
+            model.fit(X, y, **config)
+            row = {"epoch": 1, "step": 1, "train_score": float(model.score(X, y))}
+            return TrainResult(history=[row], best_metric=row["train_score"], best_epoch=1, checkpoint_path=None,
+                               model=model, monitor="train_score")
+        raise TypeError(
+            f"zoo.train does not know how to train a {type(model).__name__}: expected an nn.Module, "
+            "an object with zoo_train/zoo_evaluate (zoo.api.Trainable) or a scikit-learn estimator"
+        )
 
 
 def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: str | os.PathLike | None = None,
@@ -162,19 +193,20 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     By name, the model is built with ``weights`` first (after seeding, with ``seed=``: a new head starts from
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
-    data, config = _home_expanded(data, config)
-    if isinstance(model_or_name, str):
-        # the family makes the new head once the model exists: its weights come from the seeded generators too
-        name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
-        with seeded_build(config.get("seed")):
-            model = registry.build(name, weights=weights)
-            _require_finetune(model, model_or_name, data)
-            return model.zoo_finetune(data, strategy=strategy, **config)
-    if weights is not None:
-        raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
-    model = model_or_name
-    _require_finetune(model, model_or_name, data)
-    return model.zoo_finetune(data, strategy=strategy, **config)
+    with _naming_config_keys(model_or_name, "finetune"):
+        data, config = _home_expanded(data, config)
+        if isinstance(model_or_name, str):
+            # the family makes the new head once the model exists: its weights come from the seeded generators too
+            name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
+            with seeded_build(config.get("seed")):
+                model = registry.build(name, weights=weights)
+                _require_finetune(model, model_or_name, data)
+                return model.zoo_finetune(data, strategy=strategy, **config)
+        if weights is not None:
+            raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
+        model = model_or_name
+        _require_finetune(model, model_or_name, data)
+        return model.zoo_finetune(data, strategy=strategy, **config)
 
 
 def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from sklearn.linear_model import LogisticRegression
 
 import zoo
@@ -180,3 +181,22 @@ def test_accepts_option_reads_the_signature_of_what_receives_the_options():
     assert accepts_option(LogisticRegression(), "evaluate", "sample_weight") is True
     with pytest.raises(ValueError, match="call must be"):
         accepts_option(Named(), "export", "amp")
+
+
+def test_a_config_setting_given_to_train_says_where_it_belongs():
+    """`zoo.train("td3", env, learning_starts=500)` said only "unknown option(s) 'learning_starts'" and listed
+    the loop's options; a setting of the model's config now says how the model takes it."""
+    from zoo.engine.options import UnknownOptionError
+
+    with pytest.raises(UnknownOptionError, match=r"^'learning_starts' is a setting of td3's config, which the model "
+                       r"takes when it is built: zoo\.train\('td3', data, model_config=\{'learning_starts': \.\.\.\}\) "
+                       r"\(zoo\.train on td3: unknown option\(s\) 'learning_starts'"):
+        zoo.train("td3", "Pendulum-v1", total_steps=10, learning_starts=5)
+    with pytest.raises(TypeError, match=r"^'stem' is a setting of resnet18's config.*zoo\.finetune\(zoo\.build\("
+                                        r"'resnet18', stem=\.\.\., weights=\.\.\.\), data\)"):
+        zoo.finetune("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), stem="cifar")
+    with pytest.raises(TypeError, match=r"^'n_components' is a setting of hsi-pca-svm's config.*build it with them: "
+                                        r"zoo\.build\('hsi-pca-svm', n_components=\.\.\.\)"):
+        zoo.train(zoo.build("hsi-pca-svm"), "indian_pines", n_components=5)
+    with pytest.raises(TypeError, match=r"^fit: unknown option\(s\) epohcs \(did you mean 'epochs'\?\)"):
+        zoo.train("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), epohcs=1)  # a typo: as was

@@ -17,7 +17,16 @@ from typing import Any
 
 from zoo.config import check_value, config_types
 
-__all__ = ["FitConfig", "check_options", "keyword_options", "refuse_unknown_options"]
+__all__ = ["FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options"]
+
+
+class UnknownOptionError(TypeError):
+    """Options a call does not take; ``option_keys`` names them (``zoo.train`` then says which of them are
+    settings of the model's config, which the model takes when it is built)."""
+
+    def __init__(self, message: str, option_keys: Iterable[str]) -> None:
+        super().__init__(message)
+        self.option_keys = tuple(option_keys)
 
 
 @dataclass
@@ -147,7 +156,8 @@ class FitConfig:
 
             hints = [k + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, valid, n=1)) else "")
                      for k in unknown]
-            raise TypeError(f"fit: unknown option(s) {', '.join(hints)}; options: {', '.join(sorted(valid))}")
+            raise UnknownOptionError(f"fit: unknown option(s) {', '.join(hints)}; options: {', '.join(sorted(valid))}",
+                                     unknown)
         return cls(**options)
 
     def recorded(self) -> dict[str, Any]:
@@ -167,7 +177,8 @@ def check_options(unknown: Mapping[str, Any] | Iterable[str], call: str, accepte
         accepted = sorted(set(accepted))
         hints = [repr(k) + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, accepted, n=1)) else "")
                  for k in sorted(unknown)]
-        raise TypeError(f"{call}: unknown option(s) {', '.join(hints)}; it takes {', '.join(accepted)}")
+        raise UnknownOptionError(f"{call}: unknown option(s) {', '.join(hints)}; it takes {', '.join(accepted)}",
+                                 sorted(unknown))
 
 
 def keyword_options(fn: Callable[..., Any], skip: int = 1) -> list[str] | None:
