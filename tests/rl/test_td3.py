@@ -267,6 +267,9 @@ def test_unsupported_spaces_fail_at_build():
         zoo.build("td3", env=_SpaceEnv(spaces.Box(0, 255, (64, 64, 3), np.uint8), act))
     with pytest.raises(ValueError, match="flat Box observation space"):
         zoo.build("td3", env=_SpaceEnv(spaces.Dict({"x": vec}), act))
+    with pytest.raises(ValueError, match=r"got shape \(2, 3\): wrap the env in gymnasium\.wrappers\.FlattenObservation"
+                                         r"\(env\) \(shape \(6,\)\)"):  # it said they "need an encoder"
+        zoo.build("td3", env=_SpaceEnv(spaces.Box(-1, 1, (2, 3), np.float64), act))
     with pytest.raises(ValueError, match="CartPole-v1: TD3 needs a continuous Box"):
         zoo.build("td3", env="CartPole-v1")
     with pytest.raises(ValueError, match="unknown TD3 preset"):
@@ -427,3 +430,25 @@ def test_building_an_agent_leaves_the_callers_random_stream_alone(counter_env):
     assert torch.equal(torch.get_rng_state(), before)
     b = zoo.build("td3", env=counter_env(), seed=5, **SMALL)  # the seed alone decides the weights
     assert all(torch.equal(v, b.network_state_dict()[k]) for k, v in a.network_state_dict().items())
+
+
+def test_the_flatten_wrapper_the_error_names_makes_a_2d_observation_env_train():
+    import gymnasium as gym
+
+    class Grid(gym.Env):
+        observation_space = spaces.Box(-1.0, 1.0, (2, 3), np.float64)
+        action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return self.np_random.uniform(-1, 1, (2, 3)), {}
+
+        def step(self, action):
+            self.t += 1
+            return self.np_random.uniform(-1, 1, (2, 3)), -float(action[0] ** 2), False, self.t >= 10, {}
+
+    env = gym.wrappers.FlattenObservation(Grid())
+    agent = zoo.build("td3", env=env, net_arch=(8, 8), learning_starts=20, batch_size=8)
+    result = zoo.train(agent, env, total_steps=40, eval_episodes=1, progress=False)
+    assert result.history[-1]["updates"] > 0 and zoo.predict(agent, np.zeros(6)).shape == (1,)

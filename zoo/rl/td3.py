@@ -71,11 +71,15 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
             "(flatten Dict/Tuple observations with gymnasium.wrappers.FlattenObservation)"
         )
     shape = observation_space.shape
-    if len(shape) != 1:
-        kind = "pixel" if len(shape) == 3 or observation_space.dtype == np.uint8 else f"{len(shape)}-D"
+    if len(shape) == 3 or (len(shape) != 1 and observation_space.dtype == np.uint8):
         raise ValueError(
-            f"{env_id}: {kind} observations of shape {shape} need an encoder; TD3 here takes flat vector "
-            "observations (shape (n,)): use state observations or flatten them first"
+            f"{env_id}: pixel observations of shape {shape} need an encoder (a CNN); TD3 here takes flat vector "
+            "observations (shape (n,)): use the env's state observations"
+        )
+    if len(shape) != 1:  # a small array of state variables: flattened, an MLP takes it as SB3's MlpPolicy does
+        raise ValueError(
+            f"{env_id}: TD3 here takes flat vector observations (shape (n,)), got shape {shape}: wrap the env in "
+            f"gymnasium.wrappers.FlattenObservation(env) (shape ({int(np.prod(shape))},))"
         )
     return int(shape[0]), int(action_space.shape[0])
 
