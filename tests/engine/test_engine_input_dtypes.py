@@ -98,3 +98,16 @@ def test_x_and_y_arrays_of_different_lengths_are_refused():
     x, y = _arrays()
     with pytest.raises(ValueError, match="same length, got 48 and 47"):
         zoo.train(_mlp(), (x, y[:-1]), epochs=1, progress=False)
+
+
+def test_a_regression_run_without_its_loss_is_refused_not_trained_at_zero_loss():
+    """Cross-entropy over one output is 0 whatever the weights: `zoo.train(nn.Linear(4, 1), (X, y))` reported a
+    loss of 0.0 and trained nothing."""
+    x, _ = _arrays()
+    with pytest.raises(ValueError, match=r"1 output per sample \(outputs \(16, 1\)\), where it is always 0: for "
+                                         r"regression pass loss_fn=torch\.nn\.functional\.mse_loss and metrics=\(\)"):
+        zoo.train(nn.Linear(4, 1), (x, x[:, :1]), epochs=1, batch_size=16, progress=False)
+    with pytest.raises(ValueError, match=r"float targets \(48, 2\) for outputs \(48, 3\)"):
+        zoo.evaluate(nn.Linear(4, 3), (x, x[:, :2]), batch_size=48)
+    soft = np.eye(3)[np.arange(48) % 3]  # class probabilities shaped like the outputs still train
+    assert zoo.train(nn.Linear(4, 3), (x, soft), epochs=1, batch_size=16, progress=False).last["train_loss"] > 0

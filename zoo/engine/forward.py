@@ -39,11 +39,25 @@ def autocast(amp: str | None, device: torch.device) -> contextlib.AbstractContex
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
 
 
+_REGRESSION = "loss_fn=torch.nn.functional.mse_loss and metrics=()"
+
+
 def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """Cross entropy with ``label_smoothing`` (targets equal to -100 are ignored). Class indices of any integer
     dtype are taken (NumPy labels are often int32 or uint8; ``F.cross_entropy`` takes int64 only)."""
 
     def loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # over one output, cross-entropy is 0 whatever the weights: a regression run without loss_fn trained
+        # nothing and reported a loss of 0.0
+        if outputs.dim() >= 2 and outputs.shape[1] == 1:
+            raise ValueError(f"the default loss is cross-entropy over classes, and the model gives 1 output per "
+                             f"sample (outputs {tuple(outputs.shape)}), where it is always 0: for regression pass "
+                             f"{_REGRESSION}; for two classes give the model 2 outputs (or loss_fn="
+                             "torch.nn.functional.binary_cross_entropy_with_logits)")
+        if targets.is_floating_point() and targets.shape != outputs.shape:
+            raise ValueError(f"float targets {tuple(targets.shape)} for outputs {tuple(outputs.shape)}: the default "
+                             "loss is cross-entropy, over class indices (integer targets) or class probabilities "
+                             f"(float targets shaped like the outputs); for regression pass {_REGRESSION}")
         if not targets.is_floating_point() and targets.dtype != torch.long:
             targets = targets.long()
         return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
