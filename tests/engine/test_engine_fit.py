@@ -376,3 +376,23 @@ def test_a_results_repr_is_a_one_line_summary():
     assert "\n" not in text and "Linear(" not in text and text.count("'epoch'") == 1
     assert text.startswith("TrainResult(rows=3, monitor='train_loss', best_metric=") and "model=Sequential" in text
     assert f"best_step={r.best_step}" in text and "'step': 6" in text
+
+
+def test_a_model_returning_a_dict_or_tuple_is_told_how_to_pick_its_scores():
+    """It failed inside the loss with "'dict' object has no attribute ..." / "argument 'input' must be Tensor"."""
+
+    class Logits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return {"logits": self.lin(x)}
+
+    x = torch.randn(16, 4)
+    data = (x, torch.arange(16) % 3)
+    with pytest.raises(TypeError, match=r"returns a dict \(keys 'logits'\); the default loss takes a tensor of class "
+                                        r"scores: pass forward_fn="):
+        fit(Logits(), data, epochs=1, progress=False)
+    r = fit(Logits(), data, epochs=1, progress=False, forward_fn=lambda m, b: (m(b[0])["logits"], b[1]))
+    assert r.last["train_loss"] > 0

@@ -47,6 +47,12 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
     dtype are taken (NumPy labels are often int32 or uint8; ``F.cross_entropy`` takes int64 only)."""
 
     def loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if not isinstance(outputs, torch.Tensor):  # a dict with "logits" (Hugging Face), a tuple with aux outputs
+            got = f"a dict (keys {', '.join(map(repr, outputs))})" if isinstance(outputs, dict) else \
+                f"a {type(outputs).__name__}"
+            raise TypeError(f"the model returns {got}; the default loss takes a tensor of class scores: pass "
+                            "forward_fn=fn(model, batch) -> (scores, targets), e.g. lambda m, b: (m(b[0])['logits'], "
+                            "b[1]), or your own loss_fn")
         # over one output, cross-entropy is 0 whatever the weights: a regression run without loss_fn trained
         # nothing and reported a loss of 0.0
         if outputs.dim() >= 2 and outputs.shape[1] == 1:
