@@ -396,3 +396,22 @@ def test_a_model_returning_a_dict_or_tuple_is_told_how_to_pick_its_scores():
         fit(Logits(), data, epochs=1, progress=False)
     r = fit(Logits(), data, epochs=1, progress=False, forward_fn=lambda m, b: (m(b[0])["logits"], b[1]))
     assert r.last["train_loss"] > 0
+
+
+@pytest.mark.parametrize("form", ["pair", "dict", "datasetdict"])
+def test_training_and_validation_data_together_as_finetune_takes_them(form):
+    """`zoo.train(net, ((X, y), (X_val, y_val)))` read the pair as a data set of two samples ("Expected target
+    size [2, 2], got [2, 64]"), and {"train": ..., "val": ...} failed with KeyError 0."""
+    import zoo
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(32, 4, generator=g)
+    train, val = (x, (x[:, 0] > 0).long()), (x[:8], (x[:8, 0] > 0).long())
+    data = {"pair": (train, val), "dict": {"train": train, "val": val},
+            "datasetdict": {"train": train, "validation": val, "test": val}}[form]  # Hugging Face's split names
+    r = zoo.train(nn.Linear(4, 2), data, epochs=1, batch_size=8, progress=False)
+    assert r.history[-1]["step"] == 4 and "val_loss" in r.history[-1]
+    with pytest.raises(ValueError, match="validation data given twice"):
+        zoo.train(nn.Linear(4, 2), data, val_data=val, epochs=1, progress=False)
+    with pytest.raises(ValueError, match=r"evaluate scores one data set.*such as data\['val'\]"):
+        zoo.evaluate(nn.Linear(4, 2), data)

@@ -10,7 +10,7 @@ its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
 __all__ = ["ShardSampler", "inference_placement", "model_device", "model_dtype", "move_batch", "prepare_loader",
-           "run_device", "same_device", "set_loader_epoch", "split_batch", "xy_dataset"]
+           "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "xy_dataset"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -111,6 +111,33 @@ def xy_dataset(data: Any) -> TensorDataset | None:
     if len(x) != len(y):
         raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
     return TensorDataset(x, y)
+
+
+VAL_KEYS = ("val", "validation")
+"""The keys a data dict may hold its validation set under: zoo's and Hugging Face ``DatasetDict``'s."""
+
+
+def train_val(data: Any) -> tuple[Any, Any] | None:
+    """``(train, val)`` when ``data`` holds both, else None (one data set).
+
+    Both: a dict with ``"train"`` and optionally ``"val"`` / ``"validation"`` (a Hugging Face ``DatasetDict``;
+    its ``"test"`` split is left alone), or a pair of data sets (Datasets, DataLoaders or ``(X, y)`` pairs) such
+    as ``((X, y), (X_val, y_val))``, each ``(X, y)`` pair as a TensorDataset. Two arrays are ``(X, y)``, never
+    ``(train, val)``."""
+    if isinstance(data, Mapping) and "train" in data:
+        vals = [k for k in VAL_KEYS if k in data]
+        if len(vals) > 1:
+            raise ValueError(f"the data dict holds two validation sets, {vals[0]!r} and {vals[1]!r}: keep one")
+        return _one_set(data["train"]), _one_set(data[vals[0]]) if vals else None
+    if xy_dataset(data) is not None or not (isinstance(data, (tuple, list)) and len(data) == 2):
+        return None
+    train, val = (_one_set(d) for d in data)
+    return (train, val) if all(isinstance(d, (Dataset, DataLoader)) for d in (train, val)) else None
+
+
+def _one_set(data: Any) -> Any:
+    xy = xy_dataset(data)
+    return data if xy is None else xy
 
 
 def _as_dataset(data: Any) -> Dataset:

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.data import model_device, model_dtype, move_batch, prepare_loader, run_device
+from zoo.engine.data import model_device, model_dtype, move_batch, prepare_loader, run_device, train_val
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
@@ -142,6 +142,9 @@ def evaluate(
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     The model's train/eval mode is restored afterwards.
     """
+    if train_val(data) is not None:  # fit takes them together; scoring both as one set would mean nothing
+        raise ValueError("evaluate scores one data set, and this holds a training and a validation set ((train, val) "
+                         "or a dict with 'train'): pass the one to score, such as data['val']")
     device = run_device(model) if device is None else torch.device(device)
     amp = check_amp(amp, device, model)
     keys = metric_keys(metrics)

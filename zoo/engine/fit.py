@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from zoo.engine.callbacks import Callback
-from zoo.engine.data import run_device
+from zoo.engine.data import run_device, train_val
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
 from zoo.engine.modes import training_autograd
@@ -29,7 +29,9 @@ __all__ = ["FitConfig", "NonFiniteLossError", "TrainResult", "evaluate", "fit"]
 
 def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: Sequence[Callback] = (),
         **options: Any) -> TrainResult:
-    """Train ``model`` on ``train_data`` (a Dataset, ``(X, y)`` tensors or a DataLoader); see module docs.
+    """Train ``model`` on ``train_data`` (a Dataset, ``(X, y)`` tensors or NumPy arrays, or a DataLoader; or
+    training and validation data together, ``{"train": ..., "val": ...}`` or ``(train, val)``: see
+    :func:`zoo.engine.data.train_val`); see module docs.
 
     Batches are ``(inputs, targets)``: ``model(inputs)`` (``model(*inputs)`` for a tuple,
     ``model(**inputs)`` for a dict); ``forward_fn(model, batch) -> (outputs, targets)`` overrides that.
@@ -55,6 +57,10 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     option: :class:`~zoo.engine.options.FitConfig`.
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """
+    if (pair := train_val(train_data)) is not None:  # {"train": ..., "val": ...} or ((X, y), (X_val, y_val))
+        if val_data is not None:
+            raise ValueError("validation data given twice: in the data (train, val) and as val_data")
+        train_data, val_data = pair
     if not isinstance(model, nn.Module):
         raise TypeError(f"fit trains an nn.Module, got {type(model).__name__}")
     cfg = FitConfig.from_options(options)

@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
-from zoo.engine.data import model_dtype, move_batch, xy_dataset
+from zoo.engine.data import model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -260,15 +260,16 @@ def _xy_dataset(data: Any) -> Any:
 
 
 def _split_data(data: Any) -> tuple[Any, Any]:
-    """``(train, val)`` from the forms :func:`zoo.train` takes, plus ``(train, val)`` pairs and dicts.
+    """``(train, val)`` from the forms :func:`zoo.train` takes (:func:`zoo.engine.data.train_val`: ``(train,
+    val)`` pairs and dicts too).
 
     Two tensors are ``(X, y)`` (as ``zoo.train`` reads them), never ``(train, val)``: a validation set is
     ``((X, y), (X_val, y_val))``, ``{"train": ..., "val": ...}`` or ``val_data=``.
     """
+    if (pair := train_val(data)) is not None:
+        return pair
     if isinstance(data, dict):
-        if "train" not in data:
-            raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")
-        return data["train"], data.get("val")
+        raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")  # noqa: TRY004 (a key, not a type)
     if (xy := xy_dataset(data)) is not None:
         return xy, None
     if isinstance(data, (tuple, list)):
