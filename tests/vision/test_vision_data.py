@@ -186,3 +186,37 @@ def test_a_torchvision_data_set_of_pil_images_trains_with_the_networks_transform
     assert zoo.predict(model, folder / "bee" / "1.png")[0]["label"] in ("ant", "bee")
     with pytest.raises(ValueError, match=r"ImageFolder has 2 classes but the network has 5 outputs"):
         zoo.train(zoo.build("resnet18", num_classes=5, stem="cifar"), data, epochs=1)
+
+
+class _HuggingFaceImages:
+    """What `datasets.load_dataset("cifar10")["train"]` gives, duck-typed: no torch Dataset; samples are dicts
+    of a PIL image and a label; `features["label"]` is a ClassLabel with `names`."""
+
+    class _ClassLabel:
+        names = ("ant", "bee")
+
+    def __init__(self, folder) -> None:
+        self.files = sorted(folder.rglob("*.png"))
+        self.features = {"img": None, "label": self._ClassLabel()}
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"img": Image.open(self.files[i]), "label": int(self.files[i].parent.name == "bee")}
+
+
+def test_a_hugging_face_image_data_set_trains_evaluates_and_fine_tunes(tmp_path, pil_folder):
+    """Its dict samples of PIL images failed in default_collate ("found <class 'PIL.Image.Image'>"), and a
+    DatasetDict's "validation" split was not read."""
+    import zoo
+
+    data = _HuggingFaceImages(pil_folder(tmp_path / "train"))
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    result = zoo.train(model, {"train": data, "validation": data, "test": data}, epochs=1, batch_size=4,
+                       progress=False)
+    assert "val_accuracy" in result.history[-1] and result.history[-1]["step"] == 2
+    assert model.pretrained_cfg["classes"] == ["ant", "bee"]  # the ClassLabel's names
+    assert set(zoo.evaluate(model, data)) >= {"loss", "accuracy"}
+    tuned = zoo.finetune(model, (data, data), strategy="head", epochs=1, batch_size=4, progress=False)
+    assert "val_accuracy" in tuned.history[-1]

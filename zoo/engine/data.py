@@ -21,7 +21,8 @@ from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
 __all__ = ["ShardSampler", "inference_placement", "model_device", "model_dtype", "move_batch", "prepare_loader",
-           "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "xy_dataset"]
+           "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "with_val",
+           "xy_dataset"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -133,6 +134,17 @@ def train_val(data: Any) -> tuple[Any, Any] | None:
         return None
     train, val = (_one_set(d) for d in data)
     return (train, val) if all(isinstance(d, (Dataset, DataLoader)) for d in (train, val)) else None
+
+
+def with_val(data: Any, val_data: Any) -> tuple[Any, Any]:
+    """``(train, val)``: ``data`` split where it holds both (:func:`train_val`), else ``(data, val_data)``;
+    a validation set in both places is an error."""
+    pair = train_val(data)
+    if pair is None:
+        return data, val_data
+    if val_data is not None:
+        raise ValueError("validation data given twice: in the data (train, val) and as val_data")
+    return pair
 
 
 def _one_set(data: Any) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from zoo.engine.callbacks import Callback
-from zoo.engine.data import run_device, train_val
+from zoo.engine.data import run_device, with_val
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
 from zoo.engine.modes import training_autograd
@@ -57,10 +57,7 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     option: :class:`~zoo.engine.options.FitConfig`.
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """
-    if (pair := train_val(train_data)) is not None:  # {"train": ..., "val": ...} or ((X, y), (X_val, y_val))
-        if val_data is not None:
-            raise ValueError("validation data given twice: in the data (train, val) and as val_data")
-        train_data, val_data = pair
+    train_data, val_data = with_val(train_data, val_data)  # {"train": ..., "val": ...} or ((X, y), (X_val, y_val))
     if not isinstance(model, nn.Module):
         raise TypeError(f"fit trains an nn.Module, got {type(model).__name__}")
     cfg = FitConfig.from_options(options)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,30 +100,59 @@ def open_rgb(path: str | os.PathLike, *, exif_transpose: bool = True) -> Image.I
 
 
 class TransformedImages(Dataset):
-    """A data set of ``(PIL image, label)`` samples, as torchvision's data sets give them without a
-    ``transform`` (``CIFAR10(root)``, ``ImageFolder(root)``), with ``transform`` applied to each image
-    (made RGB first): the tensors the network expects. ``classes`` is the data set's, where it has them."""
+    """A data set of PIL images and labels, as torchvision's data sets give them without a ``transform``
+    (``(image, label)``: ``CIFAR10(root)``, ``ImageFolder(root)``) and Hugging Face image data sets do (``{"img":
+    image, "label": 3}``), with ``transform`` applied to each image (made RGB first): ``(tensor, label)``, what
+    the network expects. ``classes`` is the data set's, where it names them (torchvision's ``classes``, a
+    Hugging Face ``ClassLabel``'s ``names``)."""
 
     def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any]) -> None:
         self.dataset, self.transform = dataset, transform
-        self.classes = getattr(dataset, "classes", None)
+        self.where = _image_and_label(dataset[0]) or (0, 1)  # type: ignore[index]
+        self.classes = getattr(dataset, "classes", None) or _label_names(dataset, self.where[1])
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
-        img, label = self.dataset[i]
-        return self.transform(to_rgb(img, name=f"sample {i}")), label
+        sample = self.dataset[i]
+        image, label = self.where
+        return self.transform(to_rgb(sample[image], name=f"sample {i}")), sample[label]
+
+
+def _image_and_label(sample: Any) -> tuple[Any, Any] | None:
+    """Where a sample holds its PIL image and its label: ``(0, 1)`` for ``(image, label)``, ``(image key, label
+    key)`` for a dict with one PIL image and one of :data:`zoo.engine.data.TARGET_KEYS`; None otherwise."""
+    if isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image):
+        return 0, 1
+    if isinstance(sample, Mapping):
+        from zoo.engine.data import TARGET_KEYS
+
+        images = [k for k, v in sample.items() if isinstance(v, Image.Image)]
+        labels = [k for k in TARGET_KEYS if k in sample]
+        if len(images) == 1 and len(labels) == 1:
+            return images[0], labels[0]
+    return None
+
+
+def _label_names(dataset: Any, key: Any) -> list[str] | None:
+    """A Hugging Face data set's class names: its ``features[key]`` is a ``ClassLabel`` with ``names``."""
+    features = getattr(dataset, "features", None)
+    names = getattr(features.get(key), "names", None) if isinstance(features, Mapping) else None
+    return list(names) if names else None
 
 
 def yields_pil_images(data: Any) -> bool:
-    """Whether ``data`` is a map-style Dataset whose first sample is ``(PIL image, label)``."""
-    if not isinstance(data, Dataset) or isinstance(data, TransformedImages) or not hasattr(data, "__len__"):
+    """Whether ``data`` is a map-style data set (a torch Dataset, or any object with ``__getitem__`` and
+    ``__len__``) whose first sample holds a PIL image and its label: ``(image, label)``, or a dict of them
+    (:func:`_image_and_label`)."""
+    # a Hugging Face data set is no torch Dataset, but indexes and has a length as one
+    if isinstance(data, (TransformedImages, Mapping, str, bytes)) or not hasattr(data, "__len__") \
+            or not hasattr(data, "__getitem__"):
         return False
     if len(data) == 0:
         return False
-    sample = data[0]
-    return isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image)
+    return _image_and_label(data[0]) is not None
 
 
 def with_network_transforms(model: Any, data: Any, train: bool, *, augment: bool = True,
