@@ -603,6 +603,15 @@ def _label_map_png(label_map: Any, path: Path) -> Path:
     return path
 
 
+def stdin_lines() -> list[str]:
+    """Standard input's lines without their ends (``\\n`` or ``\\r\\n``) and without a byte-order mark before
+    the first (Windows tools write one), which would otherwise begin the first input."""
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    if lines:
+        lines[0] = lines[0].removeprefix("\ufeff")
+    return lines
+
+
 def _with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
     """``inputs`` with a ``-`` replaced by the lines of standard input, one input per line (``find . -name
     '*.jpg' | zoo predict resnet18 --weights cifar10 -``). Blank lines are kept where an input is a sentence
@@ -612,7 +621,7 @@ def _with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
         return inputs
     if inputs.count("-") > 1:
         raise UsageError("'-' (read inputs from standard input) may be given once")
-    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    lines = stdin_lines()
     lines = lines if keep_blank else [line for line in lines if line.strip()]
     i = inputs.index("-")
     out = inputs[:i] + lines + inputs[i + 1:]

@@ -260,7 +260,7 @@ def test_predict_reads_its_inputs_from_standard_input_for_a_dash(saved, tiny, ca
     assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), images[2], "-"]) == 0
     printed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
     assert printed == [images[2], *images[:2]]
-    monkeypatch.setattr("sys.stdin", io.StringIO("[1, 0, 0]\r\n[0, 1, 0.5]\r\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("\ufeff[1, 0, 0]\r\n[0, 1, 0.5]\r\n"))  # a Windows tool's BOM, CRLF
     assert main(["predict", "td3", "--weights", str(saved["td3"]), "-"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 2
     monkeypatch.setattr("sys.stdin", io.StringIO(""))

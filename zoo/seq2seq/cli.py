@@ -9,9 +9,8 @@ spine's commands; a corpus folder is ``--data``, its languages ``--set direction
 from __future__ import annotations
 
 import argparse
-import sys
 
-from zoo.cli import UsageError, command, demo
+from zoo.cli import UsageError, command, demo, stdin_lines
 
 DEMO_WEIGHTS = ("seq2seq-transformer.multi30k-de-en", "seq2seq-transformer.multi30k-en-de")
 DEMO_SENTENCES = {
@@ -70,7 +69,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     sentences = list(args.text)
     if args.input:
         if args.input == "-":
-            sentences += [line.rstrip("\r\n") for line in sys.stdin]
+            sentences += stdin_lines()
         else:
             from zoo.seq2seq.data import read_lines
 
