@@ -100,3 +100,12 @@ def test_a_batch_with_every_target_ignored_does_not_make_the_loss_nan():
     both = evaluate(model, DataLoader(TensorDataset(x, y), batch_size=4))
     scored = evaluate(model, DataLoader(TensorDataset(x[:4], y[:4]), batch_size=4))
     assert both["loss"] == pytest.approx(scored["loss"]) and both["accuracy"] == scored["accuracy"]
+
+
+def test_one_metric_named_alone_is_that_metric_not_its_letters():
+    """metrics="kappa" (as scikit-learn's scoring=) failed with "unknown metric 'k'"."""
+    torch.manual_seed(0)
+    x, y = torch.randn(20, 4), torch.randint(0, 3, (20,))
+    model = torch.nn.Linear(4, 3)
+    alone = evaluate(model, (x, y), amp=None, metrics="kappa")
+    assert alone == evaluate(model, (x, y), amp=None, metrics=("kappa",)) and set(alone) == {"loss", "kappa"}

@@ -24,9 +24,11 @@ __all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metric
 _TOPK = re.compile(r"^top(\d+)$")
 
 
-def metric_keys(metrics: Iterable[str]) -> list[str]:
+def metric_keys(metrics: str | Iterable[str]) -> list[str]:
+    """The metric names asked for, checked; one name alone (``metrics="accuracy"``, as scikit-learn's
+    ``scoring=``) is that one, not its letters."""
     known = {"accuracy", "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
-    out = list(metrics)
+    out = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in out:
         if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
             raise ValueError(f"unknown metric {m!r}; expected some of {sorted(known)} or 'topK' (e.g. 'top5'); "
