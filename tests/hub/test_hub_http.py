@@ -266,3 +266,26 @@ def test_a_host_the_resolver_says_does_not_exist_is_asked_once(errno_name, asked
         hub.resolve("http://weights.example.invalid/w.safetensors", model="resnet18")
     assert len(calls) == (asked or fetch.RETRIES)
     assert ("cannot resolve host 'weights.example.invalid'" in str(err.value)) == (asked == 1)
+
+
+def test_a_url_pins_its_file_with_a_sha256_fragment(resnet18_pth, weights_home, server):
+    """pip's `#sha256=` on a weights URL: a user's own URL is checked by full sha256 too (it was only recorded on
+    arrival), and so is the cached file on a later load."""
+    path, _, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    good = hub.sha256_file(path)
+    url = f"{server.url}/{path.name}"
+    local, _ = hub.resolve(f"{url}#sha256={good.upper()}", model="resnet18")  # as sha256sum or a web page gives it
+    assert hub.sha256_file(local) == good and len(server.gets(path.name)) == 1
+    assert hub.resolve(f"{url}#sha256={good}", model="resnet18")[0] == local  # cached, and its arrival hash agrees
+    assert len(server.gets(path.name)) == 1
+    wrong = "0" * 64
+    with pytest.raises(hub.HashMismatchError, match=f"expected {wrong}"):
+        hub.resolve(f"{url}#sha256={wrong}", model="resnet18")  # the cached copy is not it, nor is the served file
+    assert hub.resolve(f"{url}#sha256={good}", model="resnet18")[0] == local  # the good copy stayed in the cache
+    assert hub.sha256_file(local) == good
+    with pytest.raises(ValueError, match=r"pins its file as #sha256=<64 hex digits>.*got #md5=abc"):
+        hub.resolve(f"{url}#md5=abc", model="resnet18")
+    assert zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={good}") is not None
+    with pytest.raises(hub.HashMismatchError, match=f"is not the file .* pins: sha256 {good}, expected {wrong}"):
+        zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={wrong}")

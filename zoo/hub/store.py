@@ -25,12 +25,13 @@ import difflib
 import errno
 import hashlib
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
 from zoo import fs
 from zoo.hub import verified
-from zoo.hub.fetch import HashMismatchError, fetch, local_path
+from zoo.hub.fetch import HashMismatchError, fetch, local_path, sha256_file
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
 
 __all__ = [
@@ -244,13 +245,28 @@ def _looks_like_path(s: str) -> bool:
     return os.sep in s or "/" in s or Path(s).suffix in (".safetensors", ".pth", ".pt", ".bin", ".ckpt")
 
 
+def _pinned_sha256(url: str) -> tuple[str, str | None]:
+    """``(url, sha256)`` of a URL that pins its bytes as pip's do, ``...#sha256=<64 hex digits>``; ``(url,
+    None)`` without a fragment. Another fragment is an error (a typo would else download unchecked)."""
+    parsed = urlparse(url)
+    if not parsed.fragment:
+        return url, None
+    pin = re.fullmatch(r"sha256=([0-9a-fA-F]{64})", parsed.fragment)
+    if pin is None:
+        raise ValueError(f"{url}: a weights URL pins its file as #sha256=<64 hex digits> (the file's full sha256, "
+                         f"as `sha256sum` prints it), got #{parsed.fragment}")
+    return parsed._replace(fragment="").geturl(), pin.group(1).lower()
+
+
 def _pull_url(url: str, local_files_only: bool) -> Path:
     """A URL not in the manifest: cached under a hash of the URL; reused while unchanged since arrival.
 
-    The only trusted hash of such a file is the one it had on arrival (its marker). A file whose bytes
-    changed since is refused on every load; a file without a marker has nothing to be checked against,
-    so it is downloaded again (replaced atomically once the new bytes are in).
+    The only trusted hash of such a file is the one it had on arrival (its marker), unless the URL pins one
+    (``#sha256=...``): then a download must have it, and so must the cached file. A file whose bytes changed
+    since arrival is refused on every load; a file without a marker has nothing to be checked against, so it
+    is downloaded again (replaced atomically once the new bytes are in).
     """
+    url, pinned = _pinned_sha256(url)
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     name = Path(urlparse(url).path).name or "weights"
     dest = cache_root() / URL_DIR / key / name
@@ -267,7 +283,8 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
                 raise CorruptCacheError(
                     f"cached weights {dest} (from {url}) changed on disk since they arrived (sha256 {arrived} "
                     f"then, {digest} now); delete {dest} to download it again")
-            return dest
+            if pinned is None or arrived == pinned:
+                return dest
         force = True
         hint = (f"cached weights {dest} (from {url}) have no record of the sha256 they arrived with, so they "
                 f"cannot be verified, and {why} forbids downloading them again; delete the file and download "
@@ -275,7 +292,8 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
     from zoo.hub.state import check_complete  # imports torch: not at listing time
 
     with _writable_cache(None):
-        return fetch([url], dest, check=None, expected="(none: not in the manifest)", offline_hint=hint,
+        return fetch([url], dest, check=None if pinned is None else pinned.__eq__,
+                     expected=pinned or "(none: not in the manifest)", offline_hint=hint,
                      force=force, local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
 
 
@@ -307,9 +325,12 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
             _check_model(entry, model)
             return _pull_entry(entry, local_files_only=local_files_only), entry
         if scheme == "file":
-            path = local_path(weights)
+            url, pinned = _pinned_sha256(weights)
+            path = local_path(url)
             if not path.is_file():
                 raise not_a_weights_file(path, weights)
+            if pinned is not None and (digest := sha256_file(path)) != pinned:
+                raise HashMismatchError(f"{path} is not the file {weights} pins: sha256 {digest}, expected {pinned}")
             return path, None
         return _pull_url(weights, local_files_only), None
     path = Path(weights).expanduser()
