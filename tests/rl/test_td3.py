@@ -267,9 +267,6 @@ def test_unsupported_spaces_fail_at_build():
         zoo.build("td3", env=_SpaceEnv(spaces.Box(0, 255, (64, 64, 3), np.uint8), act))
     with pytest.raises(ValueError, match="flat Box observation space"):
         zoo.build("td3", env=_SpaceEnv(spaces.Dict({"x": vec}), act))
-    with pytest.raises(ValueError, match=r"got shape \(2, 3\): wrap the env in gymnasium\.wrappers\.FlattenObservation"
-                                         r"\(env\) \(shape \(6,\)\)"):  # it said they "need an encoder"
-        zoo.build("td3", env=_SpaceEnv(spaces.Box(-1, 1, (2, 3), np.float64), act))
     with pytest.raises(ValueError, match="CartPole-v1: TD3 needs a continuous Box"):
         zoo.build("td3", env="CartPole-v1")
     with pytest.raises(ValueError, match="unknown TD3 preset"):
@@ -432,7 +429,8 @@ def test_building_an_agent_leaves_the_callers_random_stream_alone(counter_env):
     assert all(torch.equal(v, b.network_state_dict()[k]) for k, v in a.network_state_dict().items())
 
 
-def test_the_flatten_wrapper_the_error_names_makes_a_2d_observation_env_train():
+def test_an_env_with_2d_state_observations_is_read_flat_as_sb3_does(tmp_path):
+    """SB3's MlpPolicy flattens a Box of any shape; TD3 here refused a (2, 3) one ("need an encoder")."""
     import gymnasium as gym
 
     class Grid(gym.Env):
@@ -448,7 +446,22 @@ def test_the_flatten_wrapper_the_error_names_makes_a_2d_observation_env_train():
             self.t += 1
             return self.np_random.uniform(-1, 1, (2, 3)), -float(action[0] ** 2), False, self.t >= 10, {}
 
-    env = gym.wrappers.FlattenObservation(Grid())
-    agent = zoo.build("td3", env=env, net_arch=(8, 8), learning_starts=20, batch_size=8)
-    result = zoo.train(agent, env, total_steps=40, eval_episodes=1, progress=False)
-    assert result.history[-1]["updates"] > 0 and zoo.predict(agent, np.zeros(6)).shape == (1,)
+    agent = zoo.build("td3", env=Grid(), net_arch=(8, 8), learning_starts=20, batch_size=8)
+    assert (agent.obs_dim, agent.obs_shape) == (6, (2, 3))
+    result = zoo.train(agent, Grid(), total_steps=40, eval_episodes=1, progress=False)
+    assert result.history[-1]["updates"] > 0
+    obs = np.linspace(-1, 1, 6).reshape(2, 3)
+    one = zoo.predict(agent, obs)
+    np.testing.assert_array_equal(one, zoo.predict(agent, obs.reshape(6)))  # flat, row-major
+    np.testing.assert_array_equal(zoo.predict(agent, np.stack([obs, obs]))[1], one)  # a batch of them
+    loaded = zoo.build("td3", weights=zoo.save(agent, tmp_path / "grid.safetensors"))
+    assert loaded.obs_shape == (2, 3)
+    np.testing.assert_array_equal(zoo.predict(loaded, obs), one)
+    assert zoo.evaluate(loaded, Grid(), episodes=1)["length_mean"] == 10
+    assert zoo.export(agent, tmp_path / "grid.onnx").verified  # the graph takes them flat, (B, 6)
+
+    class Turned(Grid):
+        observation_space = spaces.Box(-1.0, 1.0, (3, 2), np.float64)
+
+    with pytest.raises(ValueError, match=r"\(observations \(3, 2\), the agent's \(2, 3\)\)"):
+        zoo.evaluate(agent, Turned(), episodes=1)

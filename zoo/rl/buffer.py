@@ -53,10 +53,10 @@ class ReplayBuffer:
             return
         o, a = self.obs_dim, self.act_dim
         row = self._np[self.pos]
-        row[:o] = obs
+        row[:o] = obs.reshape(-1)  # an observation of any shape, read flat (a view: no copy)
         row[o:o + a] = act
         row[o + a] = reward
-        row[o + a + 1:2 * o + a + 1] = next_obs
+        row[o + a + 1:2 * o + a + 1] = next_obs.reshape(-1)
         row[2 * o + a + 1] = 0.0 if terminated else 1.0
         self.pos = (self.pos + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)

@@ -1,6 +1,7 @@
 """What ``zoo.export`` ships for a TD3 agent: its deterministic policy, in the environment's units.
 
-The exported graph is ``observation (B, obs_dim) float32 -> action (B, act_dim) float32``: the actor's tanh
+The exported graph is ``observation (B, obs_dim) float32 -> action (B, act_dim) float32`` (an observation space of
+another shape, ``(2, 3)`` say, is fed flat: ``obs.reshape(B, -1)``): the actor's tanh
 output rescaled to the action Box (``center + tanh(...) * half_range``), i.e. exactly ``agent.act(obs)`` without
 exploration noise, so a deployment needs no zoo code and no knowledge of the bounds. The critics, target
 networks and optimiser state are training-only and are not exported. Tolerance: ``atol = rtol = 1e-5``
@@ -38,7 +39,8 @@ def _observations(agent: TD3Agent, n: int, seed: int) -> torch.Tensor:
     """``n`` observations drawn from the agent's observation space (normal where it is unbounded)."""
     space = copy.deepcopy(agent.observation_space)
     space.seed(seed)
-    return torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32))
+    # (n, obs_dim): an observation space of another shape is read flat, row-major, as the agent reads it
+    return torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32)).reshape(n, agent.obs_dim)
 
 
 @register_exporter(TD3Agent)

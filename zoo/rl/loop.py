@@ -98,9 +98,11 @@ def _check_env_fits(agent, env) -> None:
     from zoo.rl.td3 import check_spaces
 
     obs_dim, act_dim = check_spaces(obs_space, act_space, _env_name(env))
-    if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim):
+    if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim) or tuple(obs_space.shape) != agent.obs_shape:
+        shapes = "" if len(agent.obs_shape) == 1 and len(obs_space.shape) == 1 else \
+            f" (observations {tuple(obs_space.shape)}, the agent's {agent.obs_shape})"
         raise ValueError(f"{_env_name(env)} has obs_dim {obs_dim}, act_dim {act_dim}; the agent was built for "
-                         f"obs_dim {agent.obs_dim}, act_dim {agent.act_dim} (env {agent.env_id!r})")
+                         f"obs_dim {agent.obs_dim}, act_dim {agent.act_dim} (env {agent.env_id!r}){shapes}")
     low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
     if not (np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)):
         raise ValueError(f"{_env_name(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "

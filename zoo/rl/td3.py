@@ -46,7 +46,8 @@ RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
 
 
 def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
-    """Validate that TD3 can act in these spaces; returns ``(obs_dim, act_dim)`` or raises ValueError."""
+    """Validate that TD3 can act in these spaces; returns ``(obs_dim, act_dim)`` or raises ValueError.
+    ``obs_dim`` counts the values of one observation: an array of state variables of any shape is read flat."""
     from gymnasium import spaces
 
     # ValueError (not TypeError): an unsupported env is a bad value of the `env` config, reported as such
@@ -76,12 +77,10 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
             f"{env_id}: pixel observations of shape {shape} need an encoder (a CNN); TD3 here takes flat vector "
             "observations (shape (n,)): use the env's state observations"
         )
-    if len(shape) != 1:  # a small array of state variables: flattened, an MLP takes it as SB3's MlpPolicy does
-        raise ValueError(
-            f"{env_id}: TD3 here takes flat vector observations (shape (n,)), got shape {shape}: wrap the env in "
-            f"gymnasium.wrappers.FlattenObservation(env) (shape ({int(np.prod(shape))},))"
-        )
-    return int(shape[0]), int(action_space.shape[0])
+    if 0 in shape:
+        raise ValueError(f"{env_id}: the observation space has no values (shape {shape})")
+    # an array of state variables, (2, 3) say, is read flat, as SB3's MlpPolicy reads it (TD3Agent._obs_tensor)
+    return int(np.prod(shape)), int(action_space.shape[0])
 
 
 class TD3Agent:
@@ -106,6 +105,7 @@ class TD3Agent:
         seed: int = 0,
     ) -> None:
         self.obs_dim, self.act_dim = check_spaces(observation_space, action_space, env_id or "env")
+        self.obs_shape = tuple(int(n) for n in observation_space.shape)  # (obs_dim,) unless read flat
         self.observation_space, self.action_space = observation_space, action_space
         self.config, self.env_id, self.preset, self.seed = config, env_id, preset, int(seed)
         self.device = torch.device(device)
@@ -156,9 +156,15 @@ class TD3Agent:
         return (action - self._act_center) / self._act_half
 
     def _obs_tensor(self, obs: Any) -> torch.Tensor:
+        """``obs`` as ``(obs_dim,)`` or ``(N, obs_dim)``: an observation of the space's own shape (``(2, 3)``)
+        is read flat, as are batches of them (``(N, 2, 3)``)."""
         t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        k = len(self.obs_shape)
+        if k > 1 and tuple(t.shape[t.dim() - k:]) == self.obs_shape:
+            return t.reshape(*t.shape[:t.dim() - k], self.obs_dim)
         if t.shape[-1:] != (self.obs_dim,):
-            raise ValueError(f"observation of shape {tuple(t.shape)}; this agent expects (..., {self.obs_dim})")
+            shape = "" if k == 1 else f" (or {self.obs_shape}, read flat)"
+            raise ValueError(f"observation of shape {tuple(t.shape)}; this agent expects (..., {self.obs_dim}){shape}")
         return t
 
     @torch.inference_mode()
@@ -367,7 +373,8 @@ class TD3Agent:
     def describe(self) -> dict[str, Any]:
         """Plain, JSON-able facts that make a weights file self-describing."""
         return {
-            "env_id": self.env_id, "preset": self.preset, "obs_dim": self.obs_dim, "act_dim": self.act_dim,
+            "env_id": self.env_id, "preset": self.preset, "obs_dim": self.obs_dim, "obs_shape": list(self.obs_shape),
+            "act_dim": self.act_dim,
             "action_low": self._low_np.tolist(), "action_high": self._high_np.tolist(),
             "config": self.config.to_dict(),
         }
@@ -630,10 +637,11 @@ def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) 
     from gymnasium import spaces
 
     obs_dim, act_dim = int(saved["obs_dim"]), int(saved["act_dim"])
+    obs_shape = tuple(saved.get("obs_shape", (obs_dim,)))  # files before it was recorded read flat observations
     low = np.asarray(saved.get("action_low", agent._low_np), np.float32)
     high = np.asarray(saved.get("action_high", agent._high_np), np.float32)
     env_id = saved.get("env_id")
-    same_obs = obs_dim == agent.obs_dim
+    same_obs = obs_shape == agent.obs_shape
     same_act = act_dim == agent.act_dim and np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)
     if env_given:
         if not (same_obs and same_act):
@@ -645,7 +653,7 @@ def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) 
         return agent.observation_space, agent.action_space, agent.env_id
     same_env = env_id is not None and env_id == agent.env_id
     obs_space = (agent.observation_space if same_obs and same_env
-                 else spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32))
+                 else spaces.Box(-np.inf, np.inf, obs_shape, np.float32))
     act_space = agent.action_space if same_act and same_env else spaces.Box(low, high, dtype=np.float32)
     return obs_space, act_space, env_id
 
