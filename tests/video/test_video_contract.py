@@ -238,3 +238,11 @@ def test_finetune_of_a_video_network_names_the_call_that_works_and_that_call_wor
         tuned = zoo.build("video-tsn", weights="synthetic-actions", num_classes=3)
     result = zoo.train(_small(tuned), str(folder), epochs=1, batch_size=3, progress=False, amp=None)
     assert result.history[-1]["step"] == 2 and tuned.fc.out_features == 3
+
+
+def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path):
+    (tmp_path / "wave").mkdir()
+    write_video(tmp_path / "wave" / "0.avi", render_clip(0, np.random.default_rng(0), 32, 8))
+    with pytest.raises(ValueError, match=r"one class \('wave'\); a classifier learns to tell classes apart"):
+        zoo.train("video-tsn", tmp_path, model_config={"stem": "cifar"}, num_segments=2, size=32, epochs=1,
+                  progress=False)

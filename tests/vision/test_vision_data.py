@@ -220,3 +220,12 @@ def test_a_hugging_face_image_data_set_trains_evaluates_and_fine_tunes(tmp_path,
     assert set(zoo.evaluate(model, data)) >= {"loss", "accuracy"}
     tuned = zoo.finetune(model, (data, data), strategy="head", epochs=1, batch_size=4, progress=False)
     assert "val_accuracy" in tuned.history[-1]
+
+
+def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path, pil_folder):
+    """It trained a one-output network, whose cross-entropy is always 0, and said so in terms of regression."""
+    import zoo
+
+    pil_folder(tmp_path / "data" / "train", classes=("ant",))
+    with pytest.raises(ValueError, match=r"one class folder \('ant'\); a classifier learns to tell classes apart"):
+        zoo.train("resnet18", tmp_path / "data", model_config={"stem": "cifar"}, epochs=1, progress=False)

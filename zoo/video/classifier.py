@@ -152,6 +152,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
             return ds, options
         train_root = root if splits is not None else (_split_dir(root, "train") or root)
         train_ds = self._dataset(train_root, True, splits, fold, extra)
+        if len(train_ds.classes) < 2:
+            raise ValueError(f"{train_root}: one class ({train_ds.classes[0]!r}); a classifier learns to tell classes "
+                             "apart: give it at least 2 (DIR/<class>/<videos>, one folder per class)")
         self._check_classes(train_ds.classes, train_root)
         self.video_cfg["classes"] = list(train_ds.classes)
         val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)

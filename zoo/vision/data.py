@@ -324,6 +324,9 @@ def load_image_folders(
         raise FileNotFoundError(f"data folder not found: {root} (expected DIR/train/<class>/... and DIR/val/<class>/...)")
     train_dir = find_split(root, "train") or root
     train = ImageFolderDataset(train_dir, train_transform, strict=strict, exif_transpose=exif_transpose)
+    if len(train.classes) < 2:  # else the loss of a one-output network, always 0, is all that is said
+        raise ValueError(f"{train_dir}: one class folder ({train.classes[0]!r}); a classifier learns to tell classes "
+                         "apart: give it at least 2 (DIR/<class>/<images>, one folder per class)")
     val_dir = find_split(root, "val") if train_dir != root else None
     val = ImageFolderDataset(val_dir, eval_transform, classes=train.classes, strict=strict, exif_transpose=exif_transpose,
                              unknown_classes=unknown_classes) if val_dir else None
