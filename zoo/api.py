@@ -247,8 +247,9 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
 
 def predict(model: Any, inputs: Any, **config: Any) -> Any:
     """Run a model on raw inputs: image paths -> labels, sentences -> translations, observations ->
-    actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor in
-    eval mode without gradients; an estimator's ``predict`` is called."""
+    actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor batch (or
+    batch by batch on a Dataset or DataLoader: :func:`zoo.engine.evaluation.predict_outputs`) in eval mode without
+    gradients; an estimator's ``predict`` is called."""
     _refuse_unknown(model, "predict", config)
     from zoo.inputs import expand_home
 
@@ -256,22 +257,12 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     if isinstance(model, Predictor):
         return model.zoo_predict(inputs, **config)
     if _is_module(model):
-        import numpy as np
-        import torch
-
-        if isinstance(inputs, np.ndarray):
-            inputs = torch.as_tensor(inputs)
-        if not isinstance(inputs, torch.Tensor):
-            raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch (or a NumPy array), "
-                            f"got {type(inputs).__name__}")
         if config:  # topk=, batch_size=, ... mean something to a zoo model; a plain call would drop them unseen
             raise TypeError(f"zoo.predict on a plain {type(model).__name__} returns its raw outputs and takes no "
                             f"options, got {', '.join(sorted(config))}")
-        from zoo.engine.data import model_dtype, move_batch, run_device
-        from zoo.engine.modes import eval_mode
+        from zoo.engine.evaluation import predict_outputs
 
-        with eval_mode(model), torch.inference_mode():  # where the model is, as every family's predict; float
-            return model(move_batch(inputs, run_device(model), dtype=model_dtype(model)))  # in the model's dtype
+        return predict_outputs(model, inputs)
     if hasattr(model, "predict"):
         return model.predict(inputs, **config)
     raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")

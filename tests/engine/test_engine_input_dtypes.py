@@ -86,11 +86,18 @@ def test_move_batch_casts_floats_only():
     assert move_batch(same, torch.device("cpu"), dtype=torch.float32) is same  # nothing to do: no copy
 
 
-def test_a_plain_network_predicts_from_a_numpy_batch_and_refuses_a_list():
+def test_a_plain_network_predicts_from_a_numpy_batch_a_dataset_or_a_loader_and_refuses_a_list():
+    """A Dataset or DataLoader (Keras' predict(dataset)) was refused: "takes a tensor batch"."""
+    from torch.utils.data import DataLoader, TensorDataset
+
     model = _mlp()
-    x, _ = _arrays(4)
-    torch.testing.assert_close(zoo.predict(model, x), model(torch.from_numpy(x).float()).detach())
-    with pytest.raises(TypeError, match="tensor batch \\(or a NumPy array\\), got list"):
+    x, y = _arrays(100)
+    want = model(torch.from_numpy(x).float()).detach()
+    torch.testing.assert_close(zoo.predict(model, x), want)
+    samples = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))  # (inputs, targets): the inputs are run
+    torch.testing.assert_close(zoo.predict(model, samples), want)
+    torch.testing.assert_close(zoo.predict(model, DataLoader(TensorDataset(torch.from_numpy(x)), batch_size=7)), want)
+    with pytest.raises(TypeError, match="takes a tensor batch, a NumPy array, a Dataset or a DataLoader, got list"):
         zoo.predict(model, x.tolist())
 
 

@@ -19,7 +19,7 @@ from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
 
-__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk"]
+__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk", "predict_outputs"]
 
 _TOPK = re.compile(r"^top(\d+)$")
 
@@ -168,3 +168,37 @@ def call_eval_fn(eval_fn: Callable, model: nn.Module, data: Any) -> dict[str, fl
     if not isinstance(extra, dict):
         raise TypeError(f"eval_fn must return a dict of metrics, got {type(extra).__name__}")
     return {str(k): float(v) for k, v in extra.items()}
+
+
+PREDICT_BATCH = 64
+"""Samples per forward when :func:`predict_outputs` batches a Dataset itself."""
+
+
+def predict_outputs(model: nn.Module, inputs: Any) -> Any:
+    """A plain network's raw outputs, in eval mode without gradients, where the model is (float inputs in its
+    dtype): for a tensor or NumPy batch, one call; for a Dataset or DataLoader (Keras' ``predict(dataset)``),
+    batch by batch, the inputs of ``(inputs, targets)`` samples, outputs concatenated along the batch (a list
+    of the batches' outputs where they are no tensors)."""
+    import numpy as np
+    from torch.utils.data import DataLoader, Dataset
+
+    device, dtype = run_device(model), model_dtype(model)
+    if isinstance(inputs, np.ndarray):
+        inputs = torch.as_tensor(inputs)
+    if isinstance(inputs, torch.Tensor):
+        with eval_mode(model), torch.inference_mode():
+            return model(move_batch(inputs, device, dtype=dtype))
+    if not isinstance(inputs, (Dataset, DataLoader)):
+        raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, a NumPy array, a "
+                        f"Dataset or a DataLoader, got {type(inputs).__name__}")
+    loader = inputs if isinstance(inputs, DataLoader) else DataLoader(inputs, batch_size=PREDICT_BATCH)
+    outs = []
+    with eval_mode(model), torch.inference_mode():
+        for batch in loader:
+            if isinstance(batch, dict):
+                raise TypeError("zoo.predict on a plain network reads (inputs, targets) or input batches; this "
+                                "loader gives dicts: call the model on them yourself")
+            x = batch[0] if isinstance(batch, (tuple, list)) else batch  # the inputs of (inputs, targets)
+            out = model(move_batch(x, device, dtype=dtype))
+            outs.append(out.cpu() if isinstance(out, torch.Tensor) else out)
+    return torch.cat(outs) if outs and all(isinstance(o, torch.Tensor) for o in outs) else outs
