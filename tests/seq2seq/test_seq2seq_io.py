@@ -374,3 +374,8 @@ def test_sentence_pairs_in_memory_train_validate_and_evaluate():
         zoo.train(model, ["ein hund .", "zwei katzen ."], epochs=1)
     with pytest.raises(TypeError, match="val_data for sentence pairs is a list of"):
         zoo.train(model, pairs, val_data="not pairs", epochs=1)
+    # both sets in one dict, as every network trains on them (it failed with "too many values to unpack")
+    together = zoo.train(model, {"train": pairs, "validation": pairs[:4]}, epochs=1, batch_size=8, progress=False)
+    assert "val_bleu" in together.history[-1]
+    with pytest.raises(ValueError, match="validation data given twice"):
+        zoo.train(model, {"train": pairs, "val": pairs[:4]}, val_data=pairs[:4], epochs=1)
