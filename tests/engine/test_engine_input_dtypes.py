@@ -101,10 +101,13 @@ def test_a_plain_network_predicts_from_a_numpy_batch_a_dataset_or_a_loader_and_r
         zoo.predict(model, x.tolist())
 
 
-def test_x_and_y_arrays_of_different_lengths_are_refused():
+def test_x_and_y_arrays_of_different_lengths_or_label_names_are_refused():
     x, y = _arrays()
     with pytest.raises(ValueError, match="same length, got 48 and 47"):
         zoo.train(_mlp(), (x, y[:-1]), epochs=1, progress=False)
+    names = np.array(["cat", "dog"])[y]  # scikit-learn takes these; torch's message listed the dtypes it takes
+    with pytest.raises(TypeError, match=r"y holds <U3 values \(\['cat', .*LabelEncoder\(\)\.fit_transform\(y\)"):
+        zoo.train(_mlp(), (x, names), epochs=1, progress=False)
 
 
 def test_a_regression_run_without_its_loss_is_refused_not_trained_at_zero_loss():

@@ -108,6 +108,12 @@ def xy_dataset(data: Any) -> TensorDataset | None:
     if not (isinstance(data, (tuple, list)) and len(data) == 2
             and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data)):
         return None
+    for name, t in zip("Xy", data):
+        if isinstance(t, np.ndarray) and t.dtype.kind in "OUS":  # scikit-learn takes labels as names; torch cannot
+            hint = (": map them to class indices, e.g. sklearn.preprocessing.LabelEncoder().fit_transform(y)"
+                    if name == "y" else "")
+            raise TypeError(f"{name} holds {t.dtype} values ({t.ravel()[:3].tolist()} ...); a network takes numbers"
+                            f"{hint}")
     x, y = (torch.as_tensor(t) for t in data)
     if len(x) != len(y):
         raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
