@@ -119,5 +119,8 @@ def test_a_regression_run_without_its_loss_is_refused_not_trained_at_zero_loss()
         zoo.train(nn.Linear(4, 1), (x, x[:, :1]), epochs=1, batch_size=16, progress=False)
     with pytest.raises(ValueError, match=r"float targets \(48, 2\) for outputs \(48, 3\)"):
         zoo.evaluate(nn.Linear(4, 3), (x, x[:, :2]), batch_size=48)
+    whole = (np.arange(48) % 3).astype(np.float64)  # labels a CSV reader gave as floats
+    with pytest.raises(ValueError, match=r"float targets \(16,\) for outputs \(16, 3\).*y\.astype\(np\.int64\)"):
+        zoo.train(nn.Linear(4, 3), (x, whole), epochs=1, batch_size=16, progress=False)
     soft = np.eye(3)[np.arange(48) % 3]  # class probabilities shaped like the outputs still train
     assert zoo.train(nn.Linear(4, 3), (x, soft), epochs=1, batch_size=16, progress=False).last["train_loss"] > 0

@@ -62,8 +62,9 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
                              "torch.nn.functional.binary_cross_entropy_with_logits)")
         if targets.is_floating_point() and targets.shape != outputs.shape:
             raise ValueError(f"float targets {tuple(targets.shape)} for outputs {tuple(outputs.shape)}: the default "
-                             "loss is cross-entropy, over class indices (integer targets) or class probabilities "
-                             f"(float targets shaped like the outputs); for regression pass {_REGRESSION}")
+                             "loss is cross-entropy, over class indices (integer targets: y.astype(np.int64) for "
+                             "labels stored as whole floats) or class probabilities (float targets shaped like the "
+                             f"outputs); for regression pass {_REGRESSION}")
         if not targets.is_floating_point() and targets.dtype != torch.long:
             targets = targets.long()
         return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
