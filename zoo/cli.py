@@ -854,10 +854,10 @@ def _show_zoo_logs() -> None:
 def _plain_warnings(command: str):
     """Warnings as one line each, ``zoo CMD: warning: message``, above any progress bar: the file and line
     a warning names mean nothing at a prompt, and the source line Python adds is zoo's own entry script."""
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        tqdm.write(f"zoo {command}: warning: {message}", file=sys.stderr)
+        ProgressBar.write(f"zoo {command}: warning: {message}", file=sys.stderr)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

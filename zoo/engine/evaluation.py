@@ -43,7 +43,7 @@ def evaluate_loader(
     loss_fn: Callable, metrics: list[str], amp: str | None, channels_last: bool, progress: bool,
     desc: str = "eval",
 ) -> dict[str, float]:
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
     loss_sum = torch.zeros((), dtype=torch.float64)
@@ -53,7 +53,7 @@ def evaluate_loader(
     num_classes = 0
     dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
     with eval_mode(model):
-        for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+        for batch in ProgressBar(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
             batch = move_batch(batch, device, channels_last, dtype)
             with autocast(amp, device):
                 outputs, targets = forward(model, batch, forward_fn)

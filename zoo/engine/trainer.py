@@ -264,7 +264,7 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> dict[str, Any]:
         """One pass over the training batches; the row's ``train_*`` values, ``lr`` and ``step``."""
-        from tqdm.auto import tqdm
+        from zoo._progress import ProgressBar
 
         cfg, st = self.cfg, self.state
         st.epoch = epoch
@@ -281,7 +281,7 @@ class Trainer:
         self.window_pending = 0
         self.correct = torch.zeros((), dtype=torch.long, device=self.dev)
         self.n_scored = torch.zeros((), dtype=torch.long, device=self.dev)
-        bar = tqdm(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
+        bar = ProgressBar(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
         self.opt.zero_grad(set_to_none=True)
         for i, batch in enumerate(bar):
@@ -524,9 +524,9 @@ def _run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
 
 
 def _write(text: str) -> None:
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
-    tqdm.write(text)
+    ProgressBar.write(text)
 
 
 def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:

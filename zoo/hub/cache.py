@@ -132,10 +132,10 @@ def verify_cache(cache_dir: str | os.PathLike | None = None, progress: bool = Tr
     """Re-hash every file in the cache against the manifest (or the hash recorded when it arrived)."""
     by_path = {cached_path(e, cache_dir): e for e in read_manifest().values()}
     items = [i for i in _weights_items(cache_root(cache_dir)) if i.kind in ("weights", "partial")]
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     out: list[CacheCheck] = []
-    for item in tqdm(items, desc="verify", unit="file", disable=not progress or not items, leave=False):
+    for item in ProgressBar(items, desc="verify", unit="file", disable=not progress or not items, leave=False):
         path = item.path
         if item.kind == "partial":
             out.append(CacheCheck(path, "partial", "interrupted download; the next pull resumes it"))

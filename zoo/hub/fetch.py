@@ -148,10 +148,10 @@ class _Digest:
 
 
 def _bar(total: int | None, initial: int, label: str, progress: bool):
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     # leave=True: a finished download stays on screen at 100 %, never as a bar cleared half-drawn
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024,
+    return ProgressBar(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024,
                 desc=label, disable=not progress, leave=True, dynamic_ncols=True)
 
 

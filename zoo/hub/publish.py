@@ -166,15 +166,14 @@ def release(out_dir: str | os.PathLike, *, progress: bool = True) -> list[Path]:
     host serves them (``release_url/<url>`` for each file, ``release_url/manifest.json``), each file
     checked against its manifest hash on the way. Upstream files are not ours to host and are left out.
     Returns the paths written."""
-    from tqdm.auto import tqdm
-
+    from zoo._progress import ProgressBar
     from zoo.hub.store import cached_path, sources
 
     out = fs.ensure_dir(out_dir, "release folder")
     entries = read_manifest()
     own = [e for e in entries.values() if not e.upstream]
     written: list[Path] = []
-    for entry in tqdm(own, desc="release", unit="file", disable=not progress, leave=False):
+    for entry in ProgressBar(own, desc="release", unit="file", disable=not progress, leave=False):
         local = [Path(s) for s in sources(entry) if "://" not in s] + [cached_path(entry)]
         src = next((p for p in local if p.is_file()), None)
         if src is None:

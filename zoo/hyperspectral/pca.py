@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
 
+from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.preprocessing import (
     _apply,
@@ -93,7 +93,7 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
         if isinstance(X, Scene) and X.layout is not None:  # a file opened lazily: one row block at a time
             chunks = X.iter_row_chunks(self.chunk_bytes)
             total = -(-X.shape[0] // max(1, int(self.chunk_bytes // max(1, X.shape[1] * X.shape[2] * 8))))
-            for sl, block in tqdm(chunks, total=total, disable=not self.progress, desc="pca", unit="chunk"):
+            for sl, block in ProgressBar(chunks, total=total, disable=not self.progress, desc="pca", unit="chunk"):
                 yield (pixel_view(block)[0] if mask is None else block[np.asarray(mask, dtype=bool)[sl]]), True
             return
         arr = np.asarray(X.cube if isinstance(X, Scene) else X)
@@ -102,7 +102,7 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
         else:
             P = as_pixels(arr, mask)
         step = max(1, int(self.chunk_bytes // max(1, P.shape[1] * 8)))
-        for i in tqdm(range(0, P.shape[0], step), disable=not self.progress, desc="pca", unit="chunk"):
+        for i in ProgressBar(range(0, P.shape[0], step), disable=not self.progress, desc="pca", unit="chunk"):
             yield P[i:i + step], False  # a view of the caller's pixels (converted by the accumulator)
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
@@ -236,7 +236,7 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
                 "band names": [f"PC{i + 1}" for i in range(self.n_components_)]}
         with EnviWriter(path, (h, w, self.n_components_), dtype, metadata=meta) as writer:
             chunks = scene.iter_row_chunks(self.chunk_bytes)
-            for _, block in tqdm(chunks, disable=not self.progress, desc="pca transform", unit="chunk"):
+            for _, block in ProgressBar(chunks, disable=not self.progress, desc="pca transform", unit="chunk"):
                 P, order = pixel_view(block)
                 writer.write(self._project(P).reshape(block.shape[0], w, -1, order=order))
         return writer.hdr

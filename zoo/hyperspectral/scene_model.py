@@ -380,11 +380,11 @@ class SceneClassifierMixin:
     def _window_classes(self, reduced: np.ndarray, sel: np.ndarray, device: torch.device, batch_size: int,
                         progress: bool, tta: bool = False) -> np.ndarray:
         """Class index of each selected pixel (row-major), one window per pixel."""
-        from tqdm.auto import tqdm
+        from zoo._progress import ProgressBar
 
         ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
         out = []
-        for xb, _ in tqdm(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
+        for xb, _ in ProgressBar(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
             xb = move_batch(xb, device, dtype=model_dtype(self))  # (B, ..., w, w)
             if not tta:
                 out.append(self(xb).float().argmax(1).cpu())
@@ -414,7 +414,7 @@ class SceneClassifierMixin:
     def _dense_map(self, padded: torch.Tensor, tile_rows: int | None, progress: bool, per_tile) -> torch.Tensor:
         """``per_tile`` of the fp32 logits ``(n_classes, rows, W)`` of each row tile of a padded
         ``(C, H + 2r, W + 2r)`` cube, joined along the rows (on the CPU)."""
-        from tqdm.auto import tqdm
+        from zoo._progress import ProgressBar
 
         r = self.config.window // 2
         h, w = padded.shape[1] - 2 * r, padded.shape[2] - 2 * r
@@ -422,7 +422,7 @@ class SceneClassifierMixin:
         if rows < 1:
             raise ValueError(f"tile_rows must be >= 1, got {rows}")
         tiles = []
-        for r0 in tqdm(range(0, h, rows), disable=not progress, desc="predict (dense)"):
+        for r0 in ProgressBar(range(0, h, rows), disable=not progress, desc="predict (dense)"):
             r1 = min(h, r0 + rows)
             logits = self.dense_forward(padded[:, r0:r1 + 2 * r])  # output row i <- padded rows i..i+2r
             tiles.append(per_tile(logits.float()).cpu())

@@ -457,10 +457,10 @@ def _deferred_interrupt(run: _Run):
 
 def _say(run: _Run, message: str) -> None:
     """A line for the user, above the progress bar."""
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     if run.bar is not None and not run.bar.disable:
-        tqdm.write(message, file=sys.stderr)
+        ProgressBar.write(message, file=sys.stderr)
     else:
         log.warning(message)
 
@@ -573,7 +573,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     """Resume (when asked), then the env's first reset: seeded for a new run or by an explicit ``seed``,
     the checkpoint's episode restored for a resumed one; the schedule of evaluations and checkpoints; the
     log and the progress bar."""
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     cfg = agent.config
     if run.total_steps <= agent.num_timesteps and not resume:
@@ -610,7 +610,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
     run.clock = _Clock(mark_steps=agent.num_timesteps)
     run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
-    run.bar = tqdm(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
+    run.bar = ProgressBar(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
                    disable=not progress, dynamic_ncols=True)
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.modes import eval_mode
@@ -151,7 +151,7 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
     device = model_device(model)
     cap, capped = model.max_len - 1, 0
     with eval_mode(model):
-        for s in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
+        for s in ProgressBar(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
             chunk = order[s : s + batch_size]
             rows = [ids[i] for i in chunk]
             src = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)

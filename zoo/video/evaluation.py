@@ -118,7 +118,7 @@ class _Scores:
 def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int, device: str | torch.device | None,
            amp: str | None, progress: bool) -> _Scores:
     """Every clip of ``dataset`` through ``model``, gathered per video (``dataset.video_index``)."""
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
@@ -138,7 +138,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     correct = total = 0
     loss_sum = 0.0
     with eval_mode(model):
-        for batch in tqdm(loader, desc="evaluating", disable=not progress, leave=False):
+        for batch in ProgressBar(loader, desc="evaluating", disable=not progress, leave=False):
             if batch is None:  # no clip of this batch decoded
                 continue
             video, label, vid = batch

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import av
 import numpy as np
-from tqdm.auto import tqdm
 
 from zoo import fs
+from zoo._progress import ProgressBar
 
 __all__ = ["CLASSES", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
 
@@ -143,7 +143,7 @@ def make_synthetic_actions(
             rel = f"{name}/v_{name}_g{group:02d}_c{clip:02d}.avi"
             (test if is_test else train).append(rel if is_test else f"{rel} {label + 1}")
             jobs.append((rel, label, int(rng.integers(2**31))))
-    for rel, label, seed in tqdm(jobs, desc="generating clips", unit="clip", disable=not progress, leave=False):
+    for rel, label, seed in ProgressBar(jobs, desc="generating clips", unit="clip", disable=not progress, leave=False):
         dest = videos / rel
         if dest.is_file():
             continue

@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 import torch
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
 
+from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.heap import keep_freed_memory_in_worker
 from zoo.video import sampling as S
@@ -114,7 +114,7 @@ class VideoClipDataset(Dataset):
         self.skipped: list[tuple[str, str]] = []  # (path, reason): corrupt or truncated files
         self.videos: list[VideoMeta] = []
         self.labels: list[int] = []
-        for path, label in tqdm(videos, desc="indexing videos", unit="video", disable=not progress, leave=False):
+        for path, label in ProgressBar(videos, desc="indexing videos", unit="video", disable=not progress, leave=False):
             try:
                 self.videos.append(probe(path))
                 self.labels.append(label)

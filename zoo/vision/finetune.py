@@ -221,8 +221,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
     ``TensorDataset(features (N, D) float32, targets (N,))``. ``device``: where to run; default: where the
     model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`."""
-    from tqdm.auto import tqdm
-
+    from zoo._progress import ProgressBar
     from zoo.engine.data import run_device
 
     device = run_device(model) if device is None else torch.device(device)
@@ -239,7 +238,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
     try:
         with eval_mode(model):
-            for x, y in tqdm(loader, desc="features", disable=not progress, leave=False):
+            for x, y in ProgressBar(loader, desc="features", disable=not progress, leave=False):
                 x = move_batch(x, device, dtype=in_dtype)
                 if channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)

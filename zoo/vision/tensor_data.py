@@ -46,15 +46,15 @@ def decode_images(paths: Sequence[str], size: int | None = None, workers: int = 
                   progress: bool = True) -> torch.Tensor:
     """Decode image files to one ``uint8`` tensor ``(N, 3, size, size)`` (``size=None``: files must share a
     size). ``workers > 0`` decodes in that many processes."""
-    from tqdm.auto import tqdm
+    from zoo._progress import ProgressBar
 
     jobs = [(str(p), size) for p in paths]
     if workers > 0:
         with ProcessPoolExecutor(workers) as pool:
-            arrays = list(tqdm(pool.map(_decode_one, jobs, chunksize=256), total=len(jobs), desc="decode",
+            arrays = list(ProgressBar(pool.map(_decode_one, jobs, chunksize=256), total=len(jobs), desc="decode",
                                disable=not progress))
     else:
-        arrays = [_decode_one(j) for j in tqdm(jobs, desc="decode", disable=not progress)]
+        arrays = [_decode_one(j) for j in ProgressBar(jobs, desc="decode", disable=not progress)]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise ValueError(f"images have different sizes {sorted(shapes)[:4]}...; pass size= to resize them")

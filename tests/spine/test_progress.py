@@ -1,0 +1,27 @@
+"""Progress bars redraw in place in a terminal, and seldom in a log: a file or pipe keeps every redraw."""
+
+from __future__ import annotations
+
+import io
+
+from zoo._progress import LOG_INTERVAL_S, ProgressBar
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_written_to_a_log_redraws_every_log_interval():
+    log = io.StringIO()
+    bar = ProgressBar(total=10, file=log)
+    assert bar.mininterval == LOG_INTERVAL_S and bar.maxinterval == LOG_INTERVAL_S
+    for _ in range(10):
+        bar.update()
+    bar.close()
+    assert log.getvalue().count("\r") <= 3  # the start and the end; tqdm's 0.1 s redraws could write one per update
+
+
+def test_a_bar_in_a_terminal_keeps_tqdms_interval_and_an_explicit_one_is_kept():
+    assert ProgressBar(total=1, file=_Terminal()).mininterval == 0.1
+    assert ProgressBar(total=1, file=io.StringIO(), mininterval=2.0).mininterval == 2.0

@@ -1,0 +1,40 @@
+"""Progress bars that suit where they are drawn.
+
+In a terminal or a notebook a tqdm bar redraws in place. Written to a file or a pipe (a SLURM log, CI, ``2> log``)
+every redraw stays in the log as another line, and tqdm's default of a redraw every 0.1 s writes tens of
+thousands of them an hour of training. There the bars redraw every :data:`LOG_INTERVAL_S` seconds, still
+saying how far a run is.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm.auto import tqdm
+
+__all__ = ["LOG_INTERVAL_S", "ProgressBar"]
+
+LOG_INTERVAL_S = 30.0
+"""Seconds between redraws of a bar written to a file or pipe (a log)."""
+
+
+class ProgressBar(tqdm):
+    """``tqdm.auto.tqdm`` that redraws every :data:`LOG_INTERVAL_S` seconds when its stream is no terminal
+    (and no notebook widget); an explicit ``mininterval`` is kept."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if "mininterval" not in kwargs and not _redraws_in_place(kwargs.get("file")):
+            # maxinterval too: tqdm's monitor thread would otherwise force a redraw every 10 s
+            kwargs.update(mininterval=LOG_INTERVAL_S, maxinterval=LOG_INTERVAL_S)
+        super().__init__(*args, **kwargs)
+
+
+def _redraws_in_place(file: Any) -> bool:
+    if tqdm.__module__.startswith("tqdm.notebook"):  # tqdm.auto chose the notebook widget
+        return True
+    stream = file if file is not None else sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
