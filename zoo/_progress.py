@@ -34,6 +34,8 @@ def _redraws_in_place(file: Any) -> bool:
     if tqdm.__module__.startswith("tqdm.notebook"):  # tqdm.auto chose the notebook widget
         return True
     stream = file if file is not None else sys.stderr
+    if type(stream).__module__.startswith("ipykernel"):  # a notebook's output cell draws "\r" in place too
+        return True
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream

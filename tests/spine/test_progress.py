@@ -25,3 +25,10 @@ def test_a_bar_written_to_a_log_redraws_every_log_interval():
 def test_a_bar_in_a_terminal_keeps_tqdms_interval_and_an_explicit_one_is_kept():
     assert ProgressBar(total=1, file=_Terminal()).mininterval == 0.1
     assert ProgressBar(total=1, file=io.StringIO(), mininterval=2.0).mininterval == 2.0
+
+
+def test_a_text_bar_in_a_notebook_cell_keeps_tqdms_interval():
+    """Jupyter without ipywidgets gets tqdm's text bar on the kernel's stream, which is no TTY but draws
+    "\\r" in place."""
+    OutStream = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})
+    assert ProgressBar(total=1, file=OutStream()).mininterval == 0.1
