@@ -31,7 +31,8 @@ class ProgressBar(tqdm):
 
 
 def _redraws_in_place(file: Any) -> bool:
-    if tqdm.__module__.startswith("tqdm.notebook"):  # tqdm.auto chose the notebook widget
+    # tqdm.auto chose the notebook widget: its class then derives from tqdm.notebook's (it is tqdm.auto's own)
+    if any(c.__module__.startswith("tqdm.notebook") for c in tqdm.__mro__):
         return True
     stream = file if file is not None else sys.stderr
     if type(stream).__module__.startswith("ipykernel"):  # a notebook's output cell draws "\r" in place too

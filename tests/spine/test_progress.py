@@ -32,3 +32,16 @@ def test_a_text_bar_in_a_notebook_cell_keeps_tqdms_interval():
     "\\r" in place."""
     OutStream = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})
     assert ProgressBar(total=1, file=OutStream()).mininterval == 0.1
+
+
+def test_tqdm_autos_notebook_widget_keeps_tqdms_interval(monkeypatch):
+    """In a notebook with ipywidgets tqdm.auto's class derives from tqdm.notebook's: a widget, drawn in place."""
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    import zoo._progress as progress
+
+    widget = type("tqdm", (notebook_tqdm,), {"__module__": "tqdm.auto"})
+    monkeypatch.setattr(progress, "tqdm", widget)
+    assert progress._redraws_in_place(io.StringIO())
+    monkeypatch.setattr(progress, "tqdm", type("tqdm", (), {"__module__": "tqdm.auto"}))
+    assert not progress._redraws_in_place(io.StringIO())
