@@ -20,8 +20,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
-__all__ = ["ShardSampler", "inference_placement", "model_device", "model_dtype", "move_batch", "prepare_loader",
-           "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "with_val",
+__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_placement", "model_device", "model_dtype", "move_batch",
+           "prepare_loader", "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "with_val",
            "xy_dataset"]
 
 
@@ -105,8 +105,7 @@ class ShardSampler(Sampler[int]):
 def xy_dataset(data: Any) -> TensorDataset | None:
     """``(X, y)`` as a TensorDataset when ``data`` is a pair of tensors or NumPy arrays (as scikit-learn takes
     them; shared, not copied), else None. A length mismatch is an error naming both lengths."""
-    if not (isinstance(data, (tuple, list)) and len(data) == 2
-            and all(isinstance(t, (torch.Tensor, np.ndarray)) for t in data)):
+    if not _arrays_pair(data):
         return None
     for name, t in zip("Xy", data):
         if isinstance(t, np.ndarray) and t.dtype.kind in "OUS":  # scikit-learn takes labels as names; torch cannot
@@ -118,6 +117,11 @@ def xy_dataset(data: Any) -> TensorDataset | None:
     if len(x) != len(y):
         raise ValueError(f"(X, y) must have the same length, got {len(x)} and {len(y)}")
     return TensorDataset(x, y)
+
+
+def _arrays_pair(data: Any) -> bool:
+    return isinstance(data, (tuple, list)) and len(data) == 2 and all(
+        isinstance(t, (torch.Tensor, np.ndarray)) for t in data)
 
 
 VAL_KEYS = ("val", "validation")
@@ -135,10 +139,10 @@ def train_val(data: Any) -> tuple[Any, Any] | None:
         vals = [k for k in VAL_KEYS if k in data]
         if len(vals) > 1:
             raise ValueError(f"the data dict holds two validation sets, {vals[0]!r} and {vals[1]!r}: keep one")
-        return _one_set(data["train"]), _one_set(data[vals[0]]) if vals else None
-    if xy_dataset(data) is not None or not (isinstance(data, (tuple, list)) and len(data) == 2):
+        return as_dataset_if_xy(data["train"]), as_dataset_if_xy(data[vals[0]]) if vals else None
+    if _arrays_pair(data) or not (isinstance(data, (tuple, list)) and len(data) == 2):
         return None
-    train, val = (_one_set(d) for d in data)
+    train, val = (as_dataset_if_xy(d) for d in data)
     return (train, val) if all(isinstance(d, (Dataset, DataLoader)) for d in (train, val)) else None
 
 
@@ -153,7 +157,8 @@ def with_val(data: Any, val_data: Any) -> tuple[Any, Any]:
     return pair
 
 
-def _one_set(data: Any) -> Any:
+def as_dataset_if_xy(data: Any) -> Any:
+    """``(X, y)`` tensors or arrays as a TensorDataset (:func:`xy_dataset`); anything else as it is."""
     xy = xy_dataset(data)
     return data if xy is None else xy
 

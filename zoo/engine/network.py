@@ -51,12 +51,16 @@ class Network:
 
     def zoo_train(self, data: Any, **config: Any):
         """``zoo.train(network, data, **config)``: :func:`zoo.engine.fit` on the family's data and recipe."""
+        from zoo.engine.data import with_val
         from zoo.engine.fit import fit
         from zoo.engine.resume import with_recipe
 
         if data is None:
             raise ValueError(f"zoo.train({type(self).__name__}, data): data is required")
-        data, options = self.zoo_data(data, train=True, **config)
+        # training and validation sets given together ({"train": ..., "val": ...}, (train, val)) go through
+        # the family's data hook apart, the second as val_data
+        data, val = with_val(data, config.pop("val_data", None))
+        data, options = self.zoo_data(data, train=True, **config, **({} if val is None else {"val_data": val}))
         options = with_recipe(options, model=self.zoo_architecture())
         return fit(self, data, **{**self.zoo_recipe(train=True), **options})
 

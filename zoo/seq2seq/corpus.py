@@ -74,11 +74,6 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
     scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
-    if train:  # {"train": pairs, "val": pairs}, as every network's training takes its two sets
-        from zoo.engine.data import with_val
-
-        data, val = with_val(data, options.pop("val_data", None))
-        options = options if val is None else {**options, "val_data": val}
     pairs = _pairs(data)
     if pairs is None and not isinstance(data, (str, os.PathLike)):
         if batch_size is not None:

@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
-from zoo.engine.data import model_dtype, move_batch, train_val, xy_dataset
+from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -251,13 +251,6 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     return TensorDataset(torch.cat(feats), torch.cat(targets))
 
 
-def _xy_dataset(data: Any) -> Any:
-    """``(X, y)`` tensors or arrays as a TensorDataset (the feature cache iterates samples); anything else
-    unchanged."""
-    xy = xy_dataset(data)
-    return data if xy is None else xy
-
-
 def _split_data(data: Any) -> tuple[Any, Any]:
     """``(train, val)`` from the forms :func:`zoo.train` takes (:func:`zoo.engine.data.train_val`: ``(train,
     val)`` pairs and dicts too).
@@ -274,7 +267,7 @@ def _split_data(data: Any) -> tuple[Any, Any]:
     if isinstance(data, (tuple, list)):
         if len(data) != 2:
             raise ValueError(f"data as a sequence must be (X, y) tensors or (train, val), got {len(data)} items")
-        return _xy_dataset(data[0]), _xy_dataset(data[1])
+        return as_dataset_if_xy(data[0]), as_dataset_if_xy(data[1])
     if isinstance(data, (Dataset, DataLoader)) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
         return data, None
     raise TypeError(
@@ -405,7 +398,7 @@ def finetune(
 
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
     if "val_data" in fit_kwargs:
-        val_data = with_network_transforms(model, _xy_dataset(fit_kwargs.pop("val_data")), False, image_size=image_size)
+        val_data = with_network_transforms(model, as_dataset_if_xy(fit_kwargs.pop("val_data")), False, image_size=image_size)
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)

@@ -68,6 +68,7 @@ def predict(
     named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
     results: list[tuple[int, dict[str, Any]]] = []
+    in_dtype = model_dtype(model)  # the float images go to the network in its own dtype (.half(), .double())
     with eval_mode(model):
         for start in range(0, len(named), batch_size):
             chunk = named[start:start + batch_size]
@@ -86,7 +87,7 @@ def predict(
             if not tensors:
                 continue
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = model(move_batch(torch.stack(tensors), device, dtype=model_dtype(model)))  # (B, K)
+                logits = model(move_batch(torch.stack(tensors), device, dtype=in_dtype))  # (B, K)
             probs = logits.float().softmax(dim=1).cpu()
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]

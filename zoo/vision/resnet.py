@@ -151,14 +151,9 @@ class ResNet18(ClassifierHead, Network, ResNet):
         Training records the recipe (preprocessing, ``augment``, the folder's fingerprint) in the checkpoints:
         a resume with another is refused (``strict`` may change: it only says what a bad file does)."""
         if not isinstance(data, (str, os.PathLike)):
-            if not train:
-                return self._transformed(data, False, image_size, augment), options
-            from zoo.engine.data import with_val
-
-            data, val = with_val(data, options.pop("val_data", None))  # a (train, val) pair or a dict: both
-            return self._transformed(data, True, image_size, augment), {
-                **options, **({"val_data": self._transformed(val, False, image_size, augment)} if val is not None
-                              else {})}
+            return self._transformed(data, train, image_size, augment), {
+                **options, **({"val_data": self._transformed(options["val_data"], False, image_size, augment)}
+                              if train and options.get("val_data") is not None else {})}
         from zoo.engine.resume import with_recipe
         from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
         from zoo.vision.transforms import transforms_for, with_image_size
