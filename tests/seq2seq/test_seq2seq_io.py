@@ -379,3 +379,25 @@ def test_sentence_pairs_in_memory_train_validate_and_evaluate():
     assert "val_bleu" in together.history[-1]
     with pytest.raises(ValueError, match="validation data given twice"):
         zoo.train(model, {"train": pairs, "val": pairs[:4]}, val_data=pairs[:4], epochs=1)
+
+
+def test_sentence_pairs_train_and_validation_given_as_a_pair():
+    """``(train_pairs, val_pairs)``, as every network takes ``(train, val)``: it was read as one set and
+    refused ("a list of (source, target) sentence pairs"). A ``(sources, targets)`` tuple stays one set."""
+    import zoo
+    from zoo.seq2seq.data import ParallelText
+
+    pairs = [("ein hund läuft .", "a dog runs ."), ("zwei katzen schlafen .", "two cats sleep ."),
+             ("ein mann isst .", "a man eats ."), ("eine frau liest .", "a woman reads .")] * 4
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    result = zoo.train(model, (pairs, pairs[:4]), epochs=1, batch_size=8, warmup_steps=1, progress=False)
+    assert "val_bleu" in result.history[-1]
+    texts = ParallelText([s for s, _ in pairs], [t for _, t in pairs])
+    result = zoo.train(model, [texts, texts.subset(4)], epochs=1, batch_size=8, progress=False)
+    assert "val_bleu" in result.history[-1]
+    with pytest.raises(ValueError, match="validation data given twice"):
+        zoo.train(model, (pairs, pairs[:4]), val_data=pairs[:4], epochs=1)
+    with pytest.raises(TypeError, match="scores one set of sentence pairs, got two"):
+        zoo.evaluate(model, (pairs, pairs[:4]))
+    two_pairs = [("ein hund .", "a dog ."), ("zwei katzen .", "two cats .")]  # two pairs: one set, not (train, val)
+    assert zoo.evaluate(model, two_pairs)["loss"] > 0

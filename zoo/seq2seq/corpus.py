@@ -74,6 +74,13 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
     scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
+    if train and (split := _train_val_pairs(data)) is not None:
+        if options.get("val_data") is not None:
+            raise ValueError("validation data given twice: in the data (train_pairs, val_pairs) and as val_data")
+        data, options["val_data"] = split
+    elif not train and _train_val_pairs(data) is not None:
+        raise TypeError("zoo.evaluate scores one set of sentence pairs, got two (train_pairs, val_pairs): "
+                        "pass the one to score")
     pairs = _pairs(data)
     if pairs is None and not isinstance(data, (str, os.PathLike)):
         if batch_size is not None:
@@ -128,6 +135,21 @@ def _pairs(data: Any) -> Any:
         return ParallelText([p[0] for p in data], [p[1] for p in data])
     raise TypeError("seq2seq data in memory is a list of (source, target) sentence pairs, e.g. "
                     "[('Ein Hund läuft.', 'A dog runs.'), ...], or a (sources, targets) tuple of two lists")
+
+
+def _train_val_pairs(data: Any) -> tuple[Any, Any] | None:
+    """``(train, val)`` when ``data`` is a pair of sentence-pair sets (``(train_pairs, val_pairs)``, as every
+    network takes ``(train, val)``), each a list of ``(source, target)`` pairs or a ParallelText; None for
+    anything else, a ``(sources, targets)`` tuple of two lists of sentences included."""
+    from zoo.seq2seq.data import ParallelText
+
+    def pair_set(seq: Any) -> bool:
+        return isinstance(seq, ParallelText) or (isinstance(seq, (list, tuple)) and bool(seq) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in seq))
+
+    if isinstance(data, (list, tuple)) and len(data) == 2 and all(map(pair_set, data)):
+        return data[0], data[1]
+    return None
 
 
 def _pairs_data(model: Any, text: Any, train: bool, batches: dict[str, Any], bleu: dict[str, Any],
