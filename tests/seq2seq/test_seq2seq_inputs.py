@@ -1,6 +1,6 @@
 """What translate() does with inputs a model cannot take as they are: blank inputs give "" without a model
-call, long inputs are translated sentence by sentence (a single over-long sentence is refused with the
-limit), and every bad decoding option is an error naming it."""
+call, inputs of several sentences and long inputs are translated sentence by sentence (a single over-long
+sentence is refused with the limit), and every bad decoding option is an error naming it."""
 
 from __future__ import annotations
 
@@ -75,6 +75,37 @@ def test_long_input_is_translated_sentence_by_sentence(model):
     batch = model.translate(["", paragraph, DE[0]], beam_size=2, max_len=6)
     assert batch[0] == "" and batch[2] == model.translate(DE[0], beam_size=2, max_len=6)
     assert batch[1] == " ".join(p.strip() for p in model.translate(DE, beam_size=2, max_len=6))
+
+
+def test_a_paragraph_that_fits_is_translated_sentence_by_sentence(model):
+    """Four captions joined with spaces came back from the shipped de-en model as one sentence that mixed
+    them ("A man is riding a bicycle, and playing a book in the snow, ..."): an input of several sentences
+    that fits the model is cut into them too, and line breaks are kept in the translation."""
+    two = ["Ein Hund läuft.", "Eine Frau liest."]
+    assert len(model.tokenizer.encode(" ".join(two))) <= model.max_len - 1
+    pieces = [p.strip() for p in model.translate(two, max_len=6)]
+    assert model.translate(" ".join(two), max_len=6) == " ".join(pieces)
+    assert model.translate("\n\n".join(two), max_len=6) == "\n\n".join(pieces)
+    one = "Dr. Seuss liest im 2. Stock."  # stays one sentence
+    assert model.translate(one, max_len=6) == model.translate([one], max_len=6)[0]
+
+
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("Ein Hund läuft. Zwei Katzen schlafen!  Was? Nein.", ["Ein Hund läuft.", "Zwei Katzen schlafen!", "Was?", "Nein."]),
+    ("Mr. Potato steht im 2. Stock bzw. am St. Patrick's Day vor U.S. Army Dept. 5. Fertig.",
+     ["Mr. Potato steht im 2. Stock bzw. am St. Patrick's Day vor U.S. Army Dept. 5. Fertig."]),
+    ("Er ruft: \"Hallo!\" Dann geht A. Noble.", ["Er ruft: \"Hallo!\"", "Dann geht A. Noble."]),
+    ("ein hund läuft . zwei katzen schlafen .", ["ein hund läuft . zwei katzen schlafen ."]),  # lower case: one
+    ("Warte ... Dann", ["Warte ... Dann"]),
+    ("Eins.\nZwei.\n\n\nDrei. Vier.", ["Eins.", "Zwei.", "Drei.", "Vier."]),
+    ("  \n ", []),
+])
+def test_sentences_are_cut_where_a_sentence_ends_not_after_abbreviations(text, sentences):
+    from zoo.seq2seq.sentences import split_sentences
+
+    assert [s for s, _ in split_sentences(text)] == sentences
+    if text.startswith("Eins"):
+        assert [sep for _, sep in split_sentences(text)] == ["", "\n", "\n\n\n", " "]
 
 
 def test_one_sentence_longer_than_the_model_is_refused_with_the_limit(model):

@@ -107,13 +107,13 @@ class ExportedTranslator:
             raise ValueError("this export has no tokenizer.json (the model had none): use greedy() on token ids")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        from zoo.seq2seq.translate import join_pieces, segments
+        from zoo.seq2seq.sentences import join_pieces, segments
 
         single = isinstance(sentences, str)
         items = [sentences] if single else list(sentences)
         # the same inputs as model.translate: blank ones give "", long ones go sentence by sentence
         pieces = segments(items, self.tokenizer.encode_batch(items), self.tokenizer, self.max_len - 1)
-        ids = [x + [self.eos_id] for _, x in pieces]
+        ids = [x + [self.eos_id] for _, x, _ in pieces]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
         out: list[list[int]] = [[] for _ in ids]
         for s in range(0, len(order), batch_size):

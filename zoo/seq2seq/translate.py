@@ -1,7 +1,7 @@
 """Translation, sacreBLEU scoring, and the hooks that train a seq2seq model through ``zoo.engine.fit``.
 
-* :func:`translate`: sentences in, sentences out (tokenize, chunk long inputs at sentence ends, batch by
-  length, search, detokenize, restore the order).
+* :func:`translate`: sentences in, sentences out (tokenize, cut inputs into sentences, batch by length,
+  search, detokenize, restore the order).
 * :func:`corpus_bleu`: sacreBLEU on detokenized, cased output with its default 13a tokenizer (the
   comparable number; Post 2018, https://arxiv.org/abs/1804.08771).
 * :func:`seq2seq_forward` (the engine's ``forward_fn``: teacher forcing, padding removed) and
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -27,13 +26,10 @@ from zoo.engine.data import inference_placement, model_device
 from zoo.engine.modes import eval_mode
 from zoo.seq2seq.data import read_lines
 from zoo.seq2seq.search import beam_search, greedy_search
+from zoo.seq2seq.sentences import join_pieces, segments
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
 __all__ = ["bleu_eval_fn", "corpus_bleu", "seq2seq_forward", "training_config", "translate"]
-
-
-# a sentence ends after . ! ? ... ; : (and any closing quote or bracket) followed by space, or at a line break
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][\"'\u201d\u2019)\]]))\s+|\n+")
 
 
 def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batch_size: Any,
@@ -56,26 +52,6 @@ def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batc
                              f"less BOS), or None for 1.5 x the source + 10; got {max_len}")
 
 
-def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int]]]:
-    """``(input index, source ids)`` pieces: whole inputs that fit, long ones split into sentences."""
-    pieces: list[tuple[int, list[int]]] = []
-    for i, (text, x) in enumerate(zip(texts, ids)):
-        if not text.strip():
-            continue  # nothing to translate: "" without a model call
-        if len(x) <= limit:
-            pieces.append((i, x))
-            continue
-        sentences = [t.strip() for t in _SENTENCE_END.split(text) if t.strip()]
-        for sent, sid in zip(sentences, tok.encode_batch(sentences)):
-            if len(sid) > limit:
-                raise ValueError(
-                    f"input {i} is {len(x)} tokens; split at sentence ends, one sentence is still {len(sid)} tokens, "
-                    f"more than the model's limit of {limit} source tokens (max_len {limit + 1} positions less "
-                    f"EOS): {sent[:60]!r}... -- split it into shorter sentences")
-            pieces.append((i, sid))
-    return pieces
-
-
 def translate(
     model: Any,
     sentences: Sequence[str] | str,
@@ -90,12 +66,11 @@ def translate(
 ) -> list[str] | str:
     """Translate ``sentences`` with ``model`` (which must carry its ``tokenizer``).
 
-    Inputs longer than the model can take (``model.max_len - 1`` source tokens) are *chunked*: split at
-    sentence ends and translated sentence by sentence, the pieces joined with a space. Why not refuse: a
-    model trained on single sentences (Multi30k) translates a paragraph best one sentence at a time, and
-    a user would have to split it by hand anyway; why not cut: the old behaviour dropped the end of a long
-    input without a word. A single sentence longer than the limit is refused, with the limit and its
-    length in the message. Empty or whitespace-only inputs translate to ``""`` with no model call.
+    An input of several sentences or lines is translated sentence by sentence, the pieces joined with a
+    space (a line break kept), as :mod:`zoo.seq2seq.sentences` cuts it: a model trained on single sentences
+    (Multi30k) translates a paragraph best one sentence at a time. Why not cut an over-long input: that
+    dropped its end without a word. A single sentence longer than the model takes (``model.max_len - 1``
+    source tokens) even when cut at ``; :`` is refused, with the limit and its length in the message. Empty or whitespace-only inputs translate to ``""`` with no model call.
     ``beam_size`` < 1, ``max_len`` outside ``1 .. model.max_len - 1`` and a negative or non-finite
     ``length_penalty`` are errors naming the argument. The search runs on the model's device (``device=``
     moves the model there) at ``amp="auto"``: bf16 where this device computes GEMMs faster in it (scores are
@@ -112,7 +87,7 @@ def translate(
     check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
     _, dtype = inference_placement(model, device, amp)
     pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1)
-    hyps = _search_all(model, [x + [EOS_ID] for _, x in pieces], beam_size, length_penalty, max_len, batch_size,
+    hyps = _search_all(model, [x + [EOS_ID] for _, x, _ in pieces], beam_size, length_penalty, max_len, batch_size,
                        progress, dtype)
     joined = join_pieces(pieces, tok.decode_batch(hyps), len(items))
     return joined[0] if single else joined
@@ -133,14 +108,6 @@ def _sentences(inputs: Any) -> list[str]:
         raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
                         f"pathlib.Path (one sentence per line); got {got}")
     return items
-
-
-def join_pieces(pieces: list[tuple[int, list[int]]], texts: list[str], n: int) -> list[str]:
-    """The translations of :func:`segments`' pieces put back together, one string per input ("" for a blank one)."""
-    out: list[list[str]] = [[] for _ in range(n)]
-    for (i, _), text in zip(pieces, texts):
-        out[i].append(text)
-    return [" ".join(t.strip() for t in parts) if len(parts) > 1 else (parts[0] if parts else "") for parts in out]
 
 
 def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty: float, max_len: int | None,

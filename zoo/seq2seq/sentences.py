@@ -1,0 +1,105 @@
+"""Inputs cut into the sentences a model translates one at a time, and the translations put back together.
+
+A model trained on single sentences (Multi30k's captions) translates a paragraph badly as one sequence: given
+four sentences joined with spaces, the shipped de-en model returned one sentence that mixed them ("A man is
+riding a bicycle, and playing a book in the snow, ..."), while each alone translated correctly. So every input
+is cut at line breaks and at sentence ends, as a translation service or Moses' sentence splitter cuts it, and
+the translations are joined with the whitespace kind that stood between the sentences (a line break stays one).
+
+A full stop ends a sentence only where the next word starts with a capital letter and the word before it is not
+an abbreviation: a single letter ("A. Noble"), a word with periods inside ("U.S.", "z.B."), a number (German
+ordinals: "2. Stock") or a listed abbreviation ("Dr.", "St.", "bzw."). Text in lower case is therefore only cut
+at line breaks. An input still longer than the model takes is cut at ``; :`` too before it is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["join_pieces", "segments", "split_sentences"]
+
+# a candidate end: . ! ? or an ellipsis, any closing quotes or brackets, then whitespace
+_CANDIDATE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019\u00bb)\]]*(\s+)")
+# what an over-long sentence is cut at as a last resort: the ends above and ; : as well
+_CLAUSE_END = re.compile(r"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][\"'\u201d\u2019)\]]))\s+")
+_OPENING = "\"'\u201c\u201e\u00ab(["
+# Moses' nonbreaking prefixes that end in a full stop mid-sentence (de, en, fr), lower-cased, without the stop
+_ABBREVIATIONS = frozenset((
+    "abb", "abs", "abt", "allg", "bzw", "ca", "dept", "dipl", "dr", "evtl", "fa", "fr", "frl", "ggf", "hr", "jh",
+    "jr", "mio", "mlle", "mme", "mr", "mrs", "ms", "mt", "no", "nr", "prof", "sr", "st", "str", "tel", "usw", "vgl",
+    "vs"))
+
+
+def split_sentences(text: str) -> list[tuple[str, str]]:
+    """``(sentence, separator)`` pairs for ``text``: the separator is the whitespace joining a sentence's
+    translation to the one before (``""`` for the first, ``"\\n"`` per line break, else ``" "``)."""
+    out: list[tuple[str, str]] = []
+    sep = ""
+    for line_break, line in _lines(text):
+        sep = line_break if out else ""
+        start = 0
+        for m in _CANDIDATE_END.finditer(line):
+            if _ends_sentence(line, m):
+                out.append((line[start:m.start(1)].strip(), sep))
+                start, sep = m.end(), " "
+        if line[start:].strip():
+            out.append((line[start:].strip(), sep))
+    return out
+
+
+def _lines(text: str) -> list[tuple[str, str]]:
+    """``(line breaks before it, line)`` for each non-blank line."""
+    parts = re.split(r"(\s*\n\s*)", text)
+    lines, breaks = parts[0::2], [""] + parts[1::2]
+    return [("\n" * b.count("\n"), line) for b, line in zip(breaks, lines) if line.strip()]
+
+
+def _ends_sentence(line: str, m: re.Match) -> bool:
+    rest = line[m.end():].lstrip(_OPENING)
+    if not rest or not rest[0].isupper():
+        return False
+    if line[m.start()] != ".":
+        return True
+    word = line[:m.start()].rsplit(None, 1)[-1] if line[:m.start()].strip() else ""
+    word = word.lstrip(_OPENING)
+    return not (len(word) <= 1 or "." in word or word.isdigit() or word.lower() in _ABBREVIATIONS)
+
+
+def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int], str]]:
+    """``(input index, source ids, separator)`` pieces: each input's sentences (:func:`split_sentences`), an
+    over-long one cut at clause ends too; ``ids`` are the inputs' own (one sentence reuses them)."""
+    pieces: list[tuple[int, list[int], str]] = []
+    for i, (text, x) in enumerate(zip(texts, ids)):
+        sentences = split_sentences(text)
+        if not sentences:
+            continue  # nothing to translate: "" without a model call
+        if len(sentences) == 1 and len(x) <= limit:
+            pieces.append((i, x, ""))
+            continue
+        for (sent, sep), sid in zip(sentences, tok.encode_batch([s for s, _ in sentences])):
+            if len(sid) <= limit:
+                pieces.append((i, sid, sep))
+                continue
+            for k, (clause, cid) in enumerate(_clauses(sent, tok)):
+                if len(cid) > limit:
+                    raise ValueError(
+                        f"input {i} is {len(x)} tokens; split at sentence ends, one sentence is still {len(cid)} "
+                        f"tokens, more than the model's limit of {limit} source tokens (max_len {limit + 1} "
+                        f"positions less EOS): {clause[:60]!r}... -- split it into shorter sentences")
+                pieces.append((i, cid, sep if k == 0 else " "))
+    return pieces
+
+
+def _clauses(sentence: str, tok: Any) -> list[tuple[str, list[int]]]:
+    parts = [t.strip() for t in _CLAUSE_END.split(sentence) if t.strip()]
+    return list(zip(parts, tok.encode_batch(parts)))
+
+
+def join_pieces(pieces: list[tuple[int, list[int], str]], texts: list[str], n: int) -> list[str]:
+    """The translations of :func:`segments`' pieces put back together, one string per input ("" for a blank one)."""
+    out: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    for (i, _, sep), text in zip(pieces, texts):
+        out[i].append((sep if out[i] else "", text))
+    return ["".join(sep + t.strip() for sep, t in parts) if len(parts) > 1 else (parts[0][1] if parts else "")
+            for parts in out]
