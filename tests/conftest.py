@@ -64,6 +64,8 @@ def _isolated_zoo_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
     monkeypatch.delenv("ZOO_OFFLINE", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    # zoo train without --out saves under runs/train: in the test's own folder, not the checkout's
+    monkeypatch.setattr("zoo.cli.TRAIN_RUNS", tmp_path_factory.mktemp("runs") / "train")
 
 
 class Mutations:

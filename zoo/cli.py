@@ -164,6 +164,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 # --- zoo train / eval / predict: one command for every family --------------------------------------------
 
+# where zoo train saves without --out, as zoo finetune writes to runs/finetune (and YOLO to runs/train)
+TRAIN_RUNS = Path("runs") / "train"
 # common options -> the loop option they set (when given)
 _LOOP_OPTIONS = {"epochs": "epochs", "steps": "total_steps", "episodes": "episodes", "lr": "lr",
                  "batch_size": "batch_size", "device": "device", "seed": "seed", "checkpoint_dir": "checkpoint_dir"}
@@ -223,7 +225,8 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
                        help="sanity mode: train and validate on the first N batches only")
         p.add_argument("--checkpoint-dir", help="folder for checkpoints and logs")
         p.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --checkpoint-dir")
-        p.add_argument("--out", help="save the trained model here (.safetensors, or a folder)")
+        p.add_argument("--out", help="save the trained model here (.safetensors, or a folder; default "
+                                     f"{TRAIN_RUNS}/NAME.safetensors, numbered NAME-2 ... beside an earlier one)")
     elif kind == "eval":
         p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
     else:
@@ -386,6 +389,20 @@ def _out_path(out: str | None, name: str) -> Path | None:
     return path
 
 
+def _default_out(name: str) -> Path:
+    """``runs/train/NAME.safetensors``, or ``NAME-2``, ``NAME-3`` ...: a default never overwrites a model."""
+    folder = TRAIN_RUNS.expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"no --out given and {folder} cannot be made ({err}): give --out FILE.safetensors") from err
+    path, k = folder / f"{name}.safetensors", 1
+    while path.exists():
+        k += 1
+        path = folder / f"{name}-{k}.safetensors"
+    return path
+
+
 def _save_trained(model: Any, out: Path, run_dir: Path) -> bool:
     """Save to ``out``; if that fails after all (disk full, permissions changed), save to a fallback file in
     the run folder so the trained model is not lost, and say where. False when ``out`` was not written (the
@@ -435,10 +452,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:
         print(f"trained {args.name}: best {result.monitor} {result.best_metric:.6g} at row {result.best_epoch} "
               f"(step {result.best_step})")
-    if out is not None:
-        run_dir = Path(args.checkpoint_dir).expanduser() if args.checkpoint_dir else Path.cwd()
-        return 0 if _save_trained(result.model, out, run_dir) else 1
-    return 0
+    if out is None:
+        from zoo.engine.distributed import dist_info
+
+        if not dist_info().is_main:
+            return 0  # under torchrun one process saves the default file, not one numbered file per process
+        out = _default_out(args.name)  # without --out the trained model was lost, after a run of any length
+    run_dir = Path(args.checkpoint_dir).expanduser() if args.checkpoint_dir else Path.cwd()
+    return 0 if _save_trained(result.model, out, run_dir) else 1
 
 
 def _configure_eval(p: argparse.ArgumentParser) -> None:

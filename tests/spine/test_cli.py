@@ -152,12 +152,12 @@ def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_pa
     """At a prompt a warning read `/path/to/bin/zoo:8: UserWarning: ...` plus `  sys.exit(main())`, and
     `zoo predict` said each unreadable image twice (a warning, then its ERROR row)."""
     out = run_zoo("train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "net_arch=[8,8]",
-                  "learning_starts=100", "--set", "eval_every=0", "progress=false")
+                  "learning_starts=100", "--set", "eval_every=0", "progress=false", "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "zoo train: warning: TD3 on Pendulum-v1: total_steps=10 does not pass learning_starts=100" in out.stderr
     assert "UserWarning" not in out.stderr and "sys.exit" not in out.stderr
     debug = run_zoo("--debug", "train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "net_arch=[8,8]",
-                    "learning_starts=100", "--set", "eval_every=0", "progress=false")
+                    "learning_starts=100", "--set", "eval_every=0", "progress=false", "--out", str(tmp_path))
     assert "UserWarning: TD3 on Pendulum-v1" in debug.stderr  # --debug: Python's own form, file and line
 
     weights = zoo.save(zoo.build("resnet18", num_classes=3), tmp_path / "tiny.safetensors")

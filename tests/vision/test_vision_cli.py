@@ -101,3 +101,43 @@ def test_demo_step_classifies_images_when_the_weights_exist(monkeypatch, capsys)
     vcli._demo()
     out = capsys.readouterr().out
     assert ("CIFAR-10 test images" in out or "scikit-learn's sample photos" in out) and out.count("->") >= 2
+
+
+def test_finetune_set_overrides_a_flag_and_the_hint_is_shell_quoted(tmp_path, capsys, monkeypatch):
+    """``--set batch_size=4`` failed with "got multiple values for keyword argument 'batch_size'" (the command
+    passed its flags' defaults too); zoo train lets --set override. The printed predict command broke on an
+    --out-dir with a space."""
+    import shlex
+    from types import SimpleNamespace
+
+    import zoo
+
+    seen = {}
+
+    def finetune(model, data, **options):  # the options the command passes; the training itself is tested above
+        seen.update(options)
+        return SimpleNamespace(model=model, best_metric=None)
+
+    monkeypatch.setattr(zoo, "finetune", finetune)
+    data = _folder(tmp_path / "data")
+    out = tmp_path / "out dir" / "ants"
+    assert main(["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--image-size", "16",
+                 "--amp", "none", "--out-dir", str(out), "--set", "batch_size=4", "lr=0.5", "image_size=16"]) == 0
+    assert seen["batch_size"] == 4 and seen["lr"] == 0.5 and seen["epochs"] == 5
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert f"--weights {shlex.quote(str(out / 'model.safetensors'))} IMAGES" in hint
+
+
+def test_train_without_out_saves_to_runs_train_never_over_an_earlier_model(tmp_path, capsys, monkeypatch):
+    """Without --out the trained model was thrown away after the run, whatever its length."""
+    import zoo.cli
+
+    monkeypatch.setattr(zoo.cli, "TRAIN_RUNS", tmp_path / "runs" / "train")
+    data = _folder(tmp_path / "data")
+    args = ["train", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--amp", "none",
+            "--model", "stem=cifar", "num_classes=2", "--set", "image_size=16"]
+    assert main(args) == 0 and main(args) == 0
+    first, second = tmp_path / "runs" / "train" / "resnet18.safetensors", tmp_path / "runs" / "train" / "resnet18-2.safetensors"
+    assert first.is_file() and second.is_file()
+    assert f"saved to {second}" in capsys.readouterr().out
+    assert len(zoo.predict(zoo.build("resnet18", weights=str(first)), [str(data / "val")])) == 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -57,24 +58,29 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
     out = fs.ensure_dir(args.out_dir, "--out-dir")
     model = _build(args.name, args.weights, args.model)
-    result = zoo.finetune(model, args.data, strategy=args.strategy, epochs=args.epochs, batch_size=args.batch_size,
-                          lr=args.lr, backbone_lr_mult=args.backbone_lr_mult, image_size=args.image_size,
-                          amp=None if args.amp == "none" else args.amp, augment=args.augment, strict=args.strict,
-                          seed=args.seed, **parse_kv(args.set))
+    options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+               "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
+               "amp": None if args.amp == "none" else args.amp, "augment": args.augment, "strict": args.strict,
+               "seed": args.seed}
+    # --set KEY=VALUE overrides the flag of that name, as in zoo train (it was "got multiple values")
+    options.update(parse_kv(args.set))
+    result = zoo.finetune(model, args.data, **options)
     model = result.model
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")
-    report: dict[str, Any] = {"strategy": args.strategy, "epochs": args.epochs, "best_metric": result.best_metric}
+    report: dict[str, Any] = {"strategy": options["strategy"], "epochs": options["epochs"],
+                              "best_metric": result.best_metric}
     val_dir = find_split(Path(args.data), "val")
     if val_dir is not None:
-        val = ImageFolderDataset(val_dir, transforms_for(model, image_size=args.image_size), classes=classes)
+        val = ImageFolderDataset(val_dir, transforms_for(model, image_size=options["image_size"]), classes=classes)
         ev = evaluate_classifier(model, val, class_names=classes, confusion_png=out / "confusion.png")
         report.update(ev)
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
               + ", ".join(f"{k} {v:.3f}" for k, v in ev["per_class_recall"].items()))
         print(f"confusion matrix: {out / 'confusion.png'}")
     fs.write_text(out / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
-    print(f"weights: {out / 'model.safetensors'}  (zoo predict {args.name} --weights {out / 'model.safetensors'} IMAGES...)")
+    weights = out / "model.safetensors"  # quoted as a shell reads it: an --out-dir may hold spaces
+    print(f"weights: {weights}  (zoo predict {args.name} --weights {shlex.quote(str(weights))} IMAGES...)")
     return 0
 
 
