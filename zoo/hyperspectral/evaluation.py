@@ -247,11 +247,15 @@ def _scores(cm: np.ndarray, class_ids: list) -> dict[str, Any]:
 
 def require_valid_pixels(scene: Scene, pixels: np.ndarray, what: str) -> None:
     """Refuse labelled pixels that have no spectrum to learn from or to classify: NaN/inf in a band, or the
-    scene's no-data value in every band (see :func:`~zoo.hyperspectral.preprocessing.valid_pixel_mask`)."""
-    from zoo.hyperspectral.preprocessing import describe_pixels, valid_pixel_mask
+    scene's no-data value in every band (see :func:`~zoo.hyperspectral.preprocessing.valid_pixel_mask`).
+    When the NaN/inf fill whole bands (most of ``pixels``), the error names those bands to drop instead."""
+    from zoo.hyperspectral.preprocessing import describe_nan_bands, describe_pixels, valid_pixel_mask
 
     bad = np.asarray(pixels, bool) & ~valid_pixel_mask(scene)
     if bad.any():
+        bands = describe_nan_bands(scene, pixels, what.removeprefix("among the "))
+        if bands:
+            raise ValueError(f"scene {scene.name!r}: {bands}")
         raise ValueError(f"{describe_pixels(bad)} {what} of scene {scene.name!r} hold NaN/inf (or the no-data "
                          f"value) instead of a spectrum: give them label 0 (unlabelled) or repair the cube")
 

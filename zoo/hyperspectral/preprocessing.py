@@ -288,6 +288,55 @@ def _valid_block(block: np.ndarray, nodata: float | None) -> np.ndarray:
     return ok
 
 
+def nan_bands(scene: Scene | np.ndarray, pixels: np.ndarray, share: float = 0.5
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(bands, counts, rest)``: the bands NaN/inf in more than ``share`` of the pixels of ``pixels`` (an
+    ``(H, W)`` mask), how many of those pixels each of them spoils, and the ``(H, W)`` mask of the pixels
+    still holding NaN/inf in some other band.
+
+    A band that is NaN everywhere (a water-absorption band blanked by a processing chain) takes every
+    pixel's spectrum with it: the cube needs that band dropped, not every pixel unlabelled. Read one block
+    of rows at a time, as :func:`valid_pixel_mask`."""
+    scene = scene if isinstance(scene, Scene) else Scene(np.asarray(scene))
+    pixels = np.asarray(pixels, dtype=bool)
+    counts = np.zeros(scene.n_bands, dtype=np.int64)
+    hit = np.flatnonzero(pixels.any(axis=1))
+    if scene.cube.dtype.kind not in "fc" or not hit.size:
+        return np.zeros(0, dtype=np.int64), counts[:0], np.zeros_like(pixels)
+    span = slice(int(hit[0]), int(hit[-1]) + 1)
+    for sl, block in scene.iter_row_chunks(VALID_CHUNK_BYTES, dtype=None, rows=span):
+        counts += (~np.isfinite(block[pixels[sl]])).sum(axis=0)
+    bands = np.flatnonzero(counts > share * pixels.sum())
+    rest = np.zeros_like(pixels)
+    if bands.size:
+        others = np.setdiff1d(np.arange(scene.n_bands), bands)
+        for sl, block in scene.iter_row_chunks(VALID_CHUNK_BYTES, dtype=None, rows=span):
+            rest[sl] = pixels[sl] & ~np.isfinite(block[:, :, others]).all(axis=2)
+    return bands, counts[bands], rest
+
+
+def describe_nan_bands(scene: Scene | np.ndarray, pixels: np.ndarray, what: str) -> str:
+    """A sentence naming the bands NaN/inf in most of ``what`` (the pixels of ``pixels``, e.g. "labelled
+    pixels") and how to drop them (see :func:`nan_bands`); "" when the NaN/inf are not in whole bands."""
+    bands, counts, rest = nan_bands(scene, pixels)
+    if not bands.size:
+        return ""
+    c, n, many = (scene.shape if isinstance(scene, Scene) else np.shape(scene))[2], int(np.sum(pixels)), bands.size > 1
+    listed = ", ".join(str(b) for b in bands[:20]) + (", ..." if bands.size > 20 else "")
+    drop = f"[{', '.join(str(b) for b in bands)}]" if bands.size <= 20 else "bad_bands"
+    spoilt = f"{counts.min()}-{counts.max()}" if counts.min() != counts.max() else str(counts[0])
+    text = (f"band{'s' if many else ''} {listed} (0-based, of {c}) {'are' if many else 'is'} NaN/inf in {spoilt} of "
+            f"the {n} {what}: {'bad bands' if many else 'a bad band'} (water absorption, a dead detector), not bad "
+            f"pixels. Drop {'them' if many else 'it'} from the cube: cube[..., keep] with "
+            f"keep = np.setdiff1d(np.arange({c}), {drop}) (scene.with_cube(scene.cube[..., keep]) for a Scene), or "
+            f"zoo.hyperspectral.remove_water_bands(scene) for AVIRIS water bands")
+    if rest.any():
+        one = rest.sum() == 1
+        text += (f"; without {'them' if many else 'it'} {describe_pixels(rest)} still hold{'s' if one else ''} "
+                 f"NaN/inf: give {'it' if one else 'them'} label 0 or repair {'it' if one else 'them'}")
+    return text
+
+
 def no_data_to_zero(scene: Scene | np.ndarray, sel: np.ndarray) -> np.ndarray:
     """``sel`` without the pixels that have no spectrum (see :func:`valid_pixel_mask`), with a warning that
     counts them: a label map gives them 0, the label of no data, as ENVI leaves pixels equal to its
@@ -305,8 +354,9 @@ def no_data_to_zero(scene: Scene | np.ndarray, sel: np.ndarray) -> np.ndarray:
         span = slice(int(hit[0]), int(hit[-1]) + 1)
         bad[span] = sel[span] & ~valid_pixel_mask(scene, rows=span)
     if bad.any():
+        bands = describe_nan_bands(scene, sel, "pixels to classify")
         warnings.warn(f"{int(bad.sum())} of the {int(sel.sum())} pixels to classify have no spectrum (NaN/inf, or "
-                      f"the no-data value in every band): they get label 0 (no data) in the map",
-                      stacklevel=user_stacklevel())
+                      f"the no-data value in every band): they get label 0 (no data) in the map"
+                      + (f". {bands[0].upper()}{bands[1:]}" if bands else ""), stacklevel=user_stacklevel())
         return sel & ~bad
     return sel

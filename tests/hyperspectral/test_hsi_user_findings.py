@@ -1,0 +1,58 @@
+"""Findings of a user-testing pass: a NaN band is named as a band to drop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.hyperspectral import Scene
+from zoo.hyperspectral.synthetic import make_scene
+
+
+def _svm(**kw):
+    return zoo.build("hsi-pca-svm", n_components=5, **kw)
+
+
+# -- a bad band -----------------------------------------------------------------------------------------------
+def _scene_with_nan_bands(bands, extra_pixel=None):
+    s = make_scene(24, 24, 20, 3, seed=0)
+    cube = np.asarray(s.cube).astype(np.float64)
+    cube[..., list(bands)] = np.nan
+    if extra_pixel is not None:
+        cube[extra_pixel + (0,)] = np.inf
+    return Scene(cube, labels=s.labels, name="bad-band")
+
+
+def test_training_on_a_cube_with_a_nan_band_names_the_band_to_drop():
+    """Before: '576 pixels (at (row, col) (0, 0), ...) ... give them label 0 (unlabelled) or repair the cube'."""
+    scene = _scene_with_nan_bands([7])
+    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
+    for model, kw in ((_svm(), {}), (net, {"epochs": 1, "progress": False})):
+        with pytest.raises(ValueError, match=r"band 7 \(0-based, of 20\) is NaN/inf in 576 of the 576 labelled pixels"
+                                             r".*np\.setdiff1d\(np\.arange\(20\), \[7\]\)") as e:
+            zoo.train(model, scene, split="random", **kw)
+        assert "give them label 0" not in str(e.value)
+
+
+def test_a_nan_band_and_a_bad_pixel_are_both_named():
+    scene = _scene_with_nan_bands([4, 9], extra_pixel=(2, 3))
+    with pytest.raises(ValueError, match=r"bands 4, 9 .* without them 1 pixel \(at \(row, col\) \(2, 3\)\) still holds"):
+        zoo.train(_svm(), scene, split="random")
+
+
+def test_scattered_nan_pixels_keep_the_pixel_error():
+    s = make_scene(24, 24, 20, 3, seed=0)
+    cube = np.asarray(s.cube).astype(np.float64)
+    cube[0, 5, :] = np.nan
+    with pytest.raises(ValueError, match=r"1 pixel \(at \(row, col\) \(0, 5\)\) among the labelled pixels") as e:
+        zoo.train(_svm(), Scene(cube, labels=s.labels), split="random")
+    assert "band" not in str(e.value).split("instead")[0]
+
+
+def test_predicting_a_cube_with_a_nan_band_names_it_in_the_warning():
+    svm = _svm()
+    zoo.train(svm, make_scene(24, 24, 20, 3, seed=0), split="random")
+    scene = _scene_with_nan_bands([3])
+    with pytest.warns(UserWarning, match=r"576 of the 576 pixels to classify .* Band 3 \(0-based, of 20\) is NaN/inf"):
+        assert (zoo.predict(svm, scene) == 0).all()
