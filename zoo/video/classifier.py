@@ -9,6 +9,9 @@ Data forms, the same for ``zoo.train`` and ``zoo.evaluate``:
   fold=1)``;
 - a Dataset or DataLoader of ``(clip (C, T, H, W), label)``.
 
+A validation set (``val_data=``, or ``{"train": DIR, "val": DIR}``) takes the same forms; a folder is read
+with the training data's classes before training starts, so a bad one fails before an epoch is spent.
+
 ``video_cfg`` (as the vision family's ``pretrained_cfg``) holds the input recipe the network expects: frame
 ``size`` and ``resize``, ``mean``/``std``, and one of ``num_segments`` (TSN's sparse frames; the TSN
 default) or ``frames_per_clip`` (consecutive frames; the 3D models' default), plus the ``classes`` once
@@ -123,7 +126,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         """A video folder (see the module docs) -> clip datasets with the network's input recipe.
 
         Training may set that recipe (``size``, ``resize``, ``num_segments`` / ``frames_per_clip``); it is
-        kept in ``video_cfg``, so prediction and a saved file feed the network the same way.
+        kept in ``video_cfg``, so prediction and a saved file feed the network the same way. A ``val_data``
+        folder (or UCF101 root, with ``splits=``) replaces the training folder's own ``val/`` split.
         """
         recipe = {"size": size, "resize": resize or size, "num_segments": num_segments,
                   "frames_per_clip": frames_per_clip}
@@ -135,21 +139,25 @@ class VideoClassifierMixin(ClassifierHead, Network):
             raise TypeError(f"splits= is the folder of UCF101's split files (classInd.txt, trainlist01.txt, ...), "
                             f"got {splits!r} ({type(splits).__name__}); the split number is fold=1, 2 or 3")
         set_clip_recipe(self.video_cfg, recipe)
-        if not isinstance(data, (str, os.PathLike)):
-            return data, (self._recorded(options) if train else options)
-        root = Path(data)
-        if not root.is_dir():
-            raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
         # the loop's progress default: bars while training, none while evaluating (zoo.engine)
         # the clips a training run samples follow its seed; none given is the loop's default (0), as in fit
         extra = {"frame_rate": frame_rate, "strict": strict,
                  "seed": (options.get("seed", FitConfig.seed) if train else None),
                  "progress": bool(options.get("progress", train))}
+        val_data = options.pop("val_data", None) if train else None
+        _refuse_path_list(data, "data")
+        _refuse_path_list(val_data, "val_data")
+        if not isinstance(data, (str, os.PathLike)):
+            if isinstance(val_data, (str, os.PathLike)):  # read now: a bad folder fails before an epoch is spent
+                options["val_data"] = self._eval_folder(val_data, splits, fold, extra, "val_data")[0]
+            elif val_data is not None:
+                options["val_data"] = val_data
+            return data, (self._recorded(options) if train else options)
         if not train:
-            folder = root if splits is not None else (_split_dir(root, "val") or root)
-            ds = self._dataset(folder, False, splits, fold, extra)
-            self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
-            return ds, options
+            return self._eval_folder(data, splits, fold, extra, "video folder")[0], options
+        root = Path(data)
+        if not root.is_dir():
+            raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
         train_root = root if splits is not None else (_split_dir(root, "train") or root)
         train_ds = self._dataset(train_root, True, splits, fold, extra)
         if len(train_ds.classes) < 2:
@@ -157,14 +165,33 @@ class VideoClassifierMixin(ClassifierHead, Network):
                              "apart: give it at least 2 (DIR/<class>/<videos>, one folder per class)")
         self._check_classes(train_ds.classes, train_root)
         self.video_cfg["classes"] = list(train_ds.classes)
-        val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)
-        val = self._dataset(val_root, False, splits, fold, extra) if val_root is not None else None
+        if isinstance(val_data, (str, os.PathLike)):
+            # read as the training data is, labelled with its classes, before training starts
+            val, val_root = self._eval_folder(val_data, splits, fold, extra, "val_data")
+        else:
+            val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)
+            val = self._dataset(val_root, False, splits, fold, extra) if val_root is not None else None
+            if val_data is not None:
+                options["val_data"] = val_data  # given, it replaces the root's own val split
         from zoo.engine.resume import files_fingerprint
 
         read = {"train_videos": files_fingerprint((m.path for m in train_ds.videos), root=train_root),
                 "val_videos": None if val is None else files_fingerprint((m.path for m in val.videos), root=val_root)}
         options = self._recorded(options, frame_rate=frame_rate, strict=strict, **read)
         return train_ds, ({"val_data": val} if val is not None else {}) | options
+
+    def _eval_folder(self, data: str | os.PathLike, splits: Any, fold: int, extra: dict[str, Any],
+                     what: str) -> tuple[Any, Path]:
+        """An evaluation or validation folder -> ``(dataset, folder read)``: ``DIR/<class>/<video>`` (or its
+        ``val/`` split; a UCF101 root's testlist with ``splits=``) labelled with the network's classes."""
+        root = Path(data)
+        if not root.is_dir():
+            raise FileNotFoundError(f"{what} not found: {root} (expected DIR/<class>/<video files>, or a UCF101 "
+                                    "root with splits=)")
+        folder = root if splits is not None else (_split_dir(root, "val") or root)
+        ds = self._dataset(folder, False, splits, fold, extra)
+        self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
+        return ds, folder
 
     def _recorded(self, options: dict[str, Any], **data: Any) -> dict[str, Any]:
         """``options`` for fit recording the input recipe training feeds the network (``video_cfg``) and what
@@ -289,6 +316,15 @@ class VideoClassifierMixin(ClassifierHead, Network):
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
         if meta.get("classes") and len(meta["classes"]) == self.num_classes:
             self.video_cfg["classes"] = list(meta["classes"])
+
+
+def _refuse_path_list(data: Any, name: str) -> None:
+    """A list or tuple of paths is no video data set (the engine would batch the path strings); name the forms."""
+    if isinstance(data, (list, tuple)) and data and all(isinstance(d, (str, os.PathLike)) for d in data):
+        pair = " (for training and validation sets: val_data=DIR or {'train': DIR, 'val': DIR})" if len(data) == 2 else ""
+        raise TypeError(f"{name}: a video network reads a folder (DIR/<class>/<video files>), a UCF101 root with "
+                        f"splits=, or a Dataset of (clip, label); got a {type(data).__name__} of {len(data)} "
+                        f"paths{pair}")
 
 
 def _one_clip_key(cfg: dict[str, Any]) -> dict[str, Any]:

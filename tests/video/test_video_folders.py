@@ -1,0 +1,78 @@
+"""Video folders as training and validation data: a validation folder is read as the training folder is,
+with its classes, before training starts."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.video.synthetic import render_clip, write_video
+from zoo.video.ucf101 import VideoClipDataset
+
+
+def _videos(root: Path, classes: dict[str, int], seed: int = 0) -> Path:
+    """``root/<class>/<i>.avi``: ``classes[name]`` 8-frame clips of class ``name`` (rendered as ``"abc"``'s)."""
+    rng = np.random.default_rng(seed)
+    for name, count in classes.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            write_video(root / name / f"{i}.avi", render_clip("abc".index(name), rng, 16, 8))
+    return root
+
+
+@pytest.fixture(scope="module")
+def tv(tmp_path_factory) -> Path:
+    """``train/{a,b,c}`` with two clips each, ``val/{b,c}`` with one: a validation set of some of the classes."""
+    root = tmp_path_factory.mktemp("tv")
+    _videos(root / "train", {"a": 2, "b": 2, "c": 2})
+    _videos(root / "val", {"b": 1, "c": 1}, seed=1)
+    return root
+
+
+def _tsn():
+    return zoo.build("video-tsn", num_classes=3, stem="cifar")
+
+
+def test_a_val_data_folder_is_read_with_the_training_classes(tv):
+    _, options = _tsn().zoo_data(str(tv / "train"), train=True, val_data=str(tv / "val"), size=16,
+                                 num_segments=2, progress=False)
+    val = options["val_data"]
+    assert isinstance(val, VideoClipDataset)  # was the path itself, which fit batched as strings
+    assert val.classes == ["a", "b", "c"] and sorted(val.labels) == [1, 2]  # b and c as training labels them
+    assert options["config"]["data.val_videos"] is not None  # a resume reading another val set is refused
+
+
+@pytest.mark.parametrize("form", ["val_data", "dict"])
+def test_training_validates_on_a_val_folder_given_apart_or_in_a_dict(tv, form):
+    train, val = str(tv / "train"), str(tv / "val")
+    data, extra = (train, {"val_data": val}) if form == "val_data" else ({"train": train, "val": val}, {})
+    result = zoo.train(_tsn(), data, **extra, size=16, num_segments=2, epochs=1, batch_size=6, progress=False,
+                       amp=None)
+    assert "val_accuracy" in result.history[-1]
+
+
+def test_a_bad_val_folder_fails_before_training(tv, tmp_path, monkeypatch):
+    monkeypatch.setattr(importlib.import_module("zoo.engine.fit"), "fit", lambda *a, **k: pytest.fail("trained with a bad validation set"))
+    train = str(tv / "train")
+    other = _videos(tmp_path / "other", {"b": 1})
+    (other / "d").mkdir()
+    write_video(other / "d" / "0.avi", render_clip(0, np.random.default_rng(2), 16, 8))
+    with pytest.raises(ValueError, match=r"class folder\(s\) \['d'\] are not among the model's classes"):
+        zoo.train(_tsn(), train, val_data=str(other), size=16, num_segments=2, epochs=1, progress=False)
+    with pytest.raises(FileNotFoundError, match=r"val_data not found: .*nowhere"):
+        zoo.train(_tsn(), {"train": train, "val": str(tmp_path / "nowhere")}, size=16, num_segments=2, epochs=1,
+                  progress=False)
+
+
+def test_a_pair_of_folder_paths_names_the_forms_that_work(tv):
+    train, val = str(tv / "train"), str(tv / "val")
+    with pytest.raises(TypeError, match=r"got a tuple of 2 paths \(for training and validation sets: val_data=DIR "
+                                        r"or \{'train': DIR, 'val': DIR\}\)"):
+        zoo.train(_tsn(), (train, val), size=16, num_segments=2, epochs=1, progress=False)
+    with pytest.raises(TypeError, match=r"val_data: .*got a list of 2 paths"):
+        zoo.train(_tsn(), train, val_data=[val + "/b/0.avi", val + "/c/0.avi"], size=16, num_segments=2,
+                  epochs=1, progress=False)
