@@ -104,6 +104,26 @@ def test_val_class_unknown_to_train_is_an_error_or_a_counted_skip(tmp_path):
         ImageFolderDataset(root / "val", unknown_classes="ignore")
 
 
+def test_the_skip_the_error_suggests_is_taken_by_train_finetune_and_evaluate(tmp_path):
+    """The error says "pass unknown_classes='skip'", but zoo.train, zoo.finetune and zoo.evaluate repeated it
+    (or refused the option): only ImageFolderDataset took it."""
+    import zoo
+
+    root = _folders(tmp_path)
+    net = zoo.build("resnet18", num_classes=2, stem="cifar")
+    kw = {"epochs": 1, "batch_size": 2, "image_size": 8, "amp": None, "progress": False}
+    with pytest.raises(ValueError, match="pass unknown_classes='skip'"):
+        zoo.train(net, root, **kw)
+    with pytest.warns(UserWarning, match="'wasps'"):
+        assert "val_accuracy" in zoo.train(net, root, unknown_classes="skip", **kw).history[-1]
+    with pytest.warns(UserWarning, match="'wasps'"):
+        assert "val_accuracy" in zoo.finetune(net, root, unknown_classes="skip", **kw).history[-1]
+    with pytest.raises(ValueError, match="pass unknown_classes='skip'"):
+        zoo.evaluate(net, root / "val", image_size=8, progress=False)
+    with pytest.warns(UserWarning, match="'wasps'"):
+        assert 0.0 <= zoo.evaluate(net, root / "val", image_size=8, unknown_classes="skip")["accuracy"] <= 1.0
+
+
 def _png_header(path, width, height):
     """A PNG whose header says ``width x height`` (8-bit grey) with one tiny data chunk: a decompression bomb."""
     def chunk(kind: bytes, data: bytes) -> bytes:

@@ -277,7 +277,7 @@ def _split_data(data: Any) -> tuple[Any, Any]:
 
 
 def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment: bool, image_size: int | None,
-                   strict: bool) -> tuple[Any, Any]:
+                   strict: bool, unknown_classes: str = "error") -> tuple[Any, Any]:
     """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, with
     a warning) and the class names the model predicts."""
     classes = None
@@ -300,7 +300,8 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
 
         eval_tf = transforms_for(model, train=False, image_size=image_size)
         train_tf = transforms_for(model, train=True, image_size=image_size) if augment else eval_tf
-        train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
+        train_data, val_data = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict,
+                                                  unknown_classes=unknown_classes)
         classes = train_data.classes
         if num_classes is not None and num_classes != len(classes):
             # zoo.train refuses the same mismatch: outputs no folder class maps to could never be trained
@@ -356,6 +357,7 @@ def finetune(
     cache_features: bool | None = None,
     image_size: int | None = None,
     strict: bool = False,
+    unknown_classes: str = "error",
     batch_size: int = 32,
     amp: str | None = "auto",
     device: str | torch.device | None = None,
@@ -382,6 +384,8 @@ def finetune(
         top_stages: ``top``: how many backbone stages train, from the top (default 1).
         freeze_bn: keep every BatchNorm layer's running statistics (eval mode) while training.
         augment: random train augmentation for folder data (off: the eval transform for training too).
+        unknown_classes: a folder's ``val/`` class that ``train/`` lacks is an error (``"error"``) or left out
+            with a warning naming it (``"skip"``).
         cache_features: ``head`` only: compute the frozen backbone's features once and train the head on
             them. Default: on exactly when augmentation is off (with augmentation every epoch sees new
             views, so features cannot be reused).
@@ -396,7 +400,8 @@ def finetune(
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
 
-    train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict)
+    train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict,
+                                          unknown_classes)
     if "val_data" in fit_kwargs:
         val_data = with_network_transforms(model, as_dataset_if_xy(fit_kwargs.pop("val_data")), False, image_size=image_size)
 

@@ -143,13 +143,15 @@ class ResNet18(ClassifierHead, Network, ResNet):
         return {"metrics": ("accuracy", "top5") if self.fc.out_features >= 5 else ("accuracy",)}
 
     def zoo_data(self, data: Any, *, train: bool, image_size: int | None = None, augment: bool = True,
-                 strict: bool = False, **options: Any) -> tuple[Any, dict[str, Any]]:
+                 strict: bool = False, unknown_classes: str = "error", **options: Any) -> tuple[Any, dict[str, Any]]:
         """An image folder: ``DIR/train/<class>/...`` (+ ``DIR/val``) to train, ``DIR/val`` (or ``DIR/<class>``)
         to evaluate, with the transforms the network's weights expect. A Dataset of ``(PIL image, label)``
         (torchvision's data sets made without a transform; ``val_data=`` too) gets those transforms, and its
         ``classes`` name the outputs; a Dataset of tensors or a DataLoader passes as is.
         Training records the recipe (preprocessing, ``augment``, the folder's fingerprint) in the checkpoints:
-        a resume with another is refused (``strict`` may change: it only says what a bad file does)."""
+        a resume with another is refused (``strict`` may change: it only says what a bad file does).
+        ``unknown_classes="skip"``: a folder's class the network (or ``train/``) does not have is left out of
+        the scored or validation set, with a warning naming it, instead of an error."""
         if not isinstance(data, (str, os.PathLike)):
             return self._transformed(data, train, image_size, augment), {
                 **options, **({"val_data": self._transformed(options["val_data"], False, image_size, augment)}
@@ -161,7 +163,8 @@ class ResNet18(ClassifierHead, Network, ResNet):
         eval_tf = transforms_for(self, image_size=image_size)
         if train:
             train_tf = transforms_for(self, train=True, image_size=image_size) if augment else eval_tf
-            train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict)
+            train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict,
+                                                  unknown_classes=unknown_classes)
             self._check_classes(train_ds.classes, data)
             # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
             self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
@@ -172,7 +175,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
         if not root.is_dir():
             raise FileNotFoundError(f"image folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
         folder = find_split(root, "val") or root
-        ds = ImageFolderDataset(folder, eval_tf, classes=self.classes, strict=strict)
+        ds = ImageFolderDataset(folder, eval_tf, classes=self.classes, strict=strict, unknown_classes=unknown_classes)
         self._check_classes(ds.classes, folder)
         return ds, options
 
