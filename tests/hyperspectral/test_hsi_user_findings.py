@@ -1,6 +1,9 @@
-"""Findings of a user-testing pass: a NaN band is named as a band to drop."""
+"""Findings of a user-testing pass: a NaN band is named as a band to drop; (X, y) pixels flattened with their
+unlabelled background warn."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -56,3 +59,33 @@ def test_predicting_a_cube_with_a_nan_band_names_it_in_the_warning():
     scene = _scene_with_nan_bands([3])
     with pytest.warns(UserWarning, match=r"576 of the 576 pixels to classify .* Band 3 \(0-based, of 20\) is NaN/inf"):
         assert (zoo.predict(svm, scene) == 0).all()
+
+
+# -- (X, y) flattened from a scene, background included ------------------------------------------------------
+def test_flattened_scene_pixels_with_background_warn_once_per_call():
+    """Before: classes_ [0 1 2 3] and class_0_accuracy, without a word that 0 is a scene's unlabelled pixels."""
+    s = make_scene(24, 24, 20, 3, seed=0)
+    lab = s.labels.copy()
+    lab[:, :14] = 0  # most pixels unlabelled, as in a real scene
+    X, y = np.asarray(s.cube).reshape(-1, 20), lab.ravel()
+    svm = _svm()
+    for call in (lambda: zoo.train(svm, (X, y)), lambda: zoo.evaluate(svm, (X, y))):
+        with pytest.warns(UserWarning, match=r"label 0 is the most frequent label of y \(336 of 576 pixels\).*"
+                                             r"X\[y > 0\], y\[y > 0\]") as caught:
+            call()
+        assert len([w for w in caught if "most frequent" in str(w.message)]) == 1
+        assert caught[0].filename == __file__
+    assert 0 in svm.classes_  # still a class, as scikit-learn keeps it
+
+
+@pytest.mark.parametrize("labels", ["zero_based", "binary"])
+def test_ordinary_zero_based_labels_do_not_warn(labels):
+    s = make_scene(24, 24, 20, 3, seed=0)
+    X, y = s.pixels(s.labels > 0), s.labels[s.labels > 0] - 1  # 0 one class among three, not the majority
+    if labels == "binary":
+        y = (y == 2).astype(int)  # 0 the majority, but without it a single class: no background
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svm = _svm()
+        zoo.train(svm, (X, y))
+        zoo.evaluate(svm, (X, y))

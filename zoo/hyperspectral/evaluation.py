@@ -20,7 +20,8 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 log = logging.getLogger(__name__)
 
 __all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "plot_classification_map",
-           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map"]
+           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map",
+           "warn_background_class"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
@@ -34,6 +35,28 @@ def refuse_scene_options(call: str, given: Mapping[str, Any]) -> None:
         raise ValueError(f"{call} on (X, y) pixels got {', '.join(named)}: options for a scene (its ground truth, "
                          f"split or mask), while (X, y) pixels are used as they are; leave them out, or pass the "
                          f"Scene (zoo.hyperspectral.Scene, a scene file or a data set name) instead")
+
+
+def warn_background_class(y: np.ndarray, call: str) -> None:
+    """Warn when ``(X, y)`` pixels look flattened from a scene with its unlabelled pixels: 0 is the most
+    frequent label, beside at least two others. ``(X, y)`` labels are used as they are (0 is a class, as
+    in scikit-learn), so ``cube.reshape(-1, C), gt.ravel()`` would learn and score the background as a
+    class. Ordinary 0-based labels, where 0 is not the majority, pass silently; so does a 0/1 ``y``,
+    which without its 0s would hold a single class."""
+    import warnings
+
+    from zoo._stacklevel import user_stacklevel
+
+    y = np.asarray(y).reshape(-1)
+    if y.dtype.kind not in "iuf" or not (y == 0).any():
+        return
+    ids, counts = np.unique(y, return_counts=True)
+    zero = int(counts[ids == 0][0])
+    if ids.size >= 3 and zero > counts[ids != 0].max():
+        warnings.warn(f"{call}: label 0 is the most frequent label of y ({zero} of {y.size} pixels). (X, y) pixels "
+                      f"keep 0 as a class, as scikit-learn does, but a scene's ground truth uses 0 for unlabelled "
+                      f"pixels: if y comes from one (gt.ravel()), drop them with X[y > 0], y[y > 0], or give the cube "
+                      f"and its ground truth, {call}(model, cube, labels=gt), which leaves them out", stacklevel=user_stacklevel())
 
 
 def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) -> Scene:

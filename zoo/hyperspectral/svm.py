@@ -35,6 +35,7 @@ from zoo.hyperspectral.evaluation import (
     resolve_split,
     score_labels,
     score_map,
+    warn_background_class,
 )
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
@@ -79,7 +80,8 @@ class HSIPipeline(Pipeline):
         (array or file), else spatial ``"blocks"`` (see :func:`zoo.hyperspectral.evaluation.auto_split`;
         ``train_fraction`` 0.3, ``window`` 25, ``block`` 16 unless given). The training pixels are recorded
         (``training_record_``, saved with the weights) so no evaluation scores them. ``(X, y)`` pixels are
-        fitted as they are: the split options are an error with them.
+        fitted as they are (0 is a class, as in scikit-learn; a warning when 0 is the most frequent label, as the
+        unlabelled pixels of a flattened scene are): the split options are an error with them.
 
         ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation (shuffled
         with ``seed``) on the training pixels only; ``progress=True`` has it report its folds (scikit-learn's
@@ -95,6 +97,7 @@ class HSIPipeline(Pipeline):
                                                "train_mask": train_mask, "window": window, "block": block})
             X, y = np.asarray(data[0]), np.asarray(data[1])
             require_classes(y, "the training labels y", "a classifier needs pixels of at least two classes")
+            warn_background_class(y, "zoo.train")
             self.split_ = None
             self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
             self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
@@ -151,6 +154,7 @@ class HSIPipeline(Pipeline):
         if isinstance(data, tuple) and len(data) == 2:
             refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, **kw})
             X, y = np.asarray(data[0]), np.asarray(data[1])
+            warn_background_class(y, "zoo.evaluate")
             return _flat(score_labels(self.predict(X), y))
         scene = as_scene(data if data is not None else default_scene(self), labels)
         chosen, whole = _test_mask(self, scene, mask, split, kw)
