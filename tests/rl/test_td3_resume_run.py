@@ -20,16 +20,18 @@ def _first_run(ckpt_dir):
     zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=30, checkpoint_dir=ckpt_dir, **RUN)
 
 
-@pytest.mark.parametrize(("change", "refused"), [
-    ({"data": "Pendulum-v1", "num_envs": 2}, r"num_envs: 1 in .*, 2 now"),
-    ({"data": gym.make("Pendulum-v1", g=2.0)}, r"env: 'Pendulum-v1' in .*, 'Pendulum-v1\(g=2\.0\)' now"),
+@pytest.mark.parametrize(("change", "refused", "fix"), [
+    ({"data": "Pendulum-v1", "num_envs": 2}, r"num_envs: 1 in .*, 2 now",
+     "To continue this TD3 run, train it as the checkpointed run did ("),
+    ({"data": gym.make("Pendulum-v1", g=2.0)}, r"env: 'Pendulum-v1' in .*, 'Pendulum-v1\(g=2\.0\)' now",
+     "To continue it, pass that env: zoo.train('td3', 'Pendulum-v1', model_config="),
 ])
-def test_another_env_or_number_of_envs_is_refused_on_resume(tmp_path, change, refused):
+def test_another_env_or_number_of_envs_is_refused_on_resume(tmp_path, change, refused, fix):
     _first_run(tmp_path)
     agent = zoo.build("td3", **TINY)
     with pytest.raises(ResumeError, match=refused) as err:  # were: accepted, changed={'total_steps': ...}
         zoo.train(agent, total_steps=60, checkpoint_dir=tmp_path, resume=True, **change, **RUN)
-    assert "To continue this TD3 run, train it as the checkpointed run did (" in str(err.value)
+    assert fix in str(err.value)
     assert agent.num_timesteps == 0  # refused before anything loaded
     # the same env as an object (and a changed total_steps) resumes
     same = zoo.train(agent, gym.make("Pendulum-v1"), total_steps=60, checkpoint_dir=tmp_path, resume=True, **RUN)

@@ -317,6 +317,7 @@ class _Run:
     clock: _Clock = field(default_factory=_Clock)
     resumed: dict[str, Any] | None = None
     identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
+    env_given: bool = True  # False: the call named no env, so the run trains on the agent's own env id
     interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
 
     def __post_init__(self) -> None:
@@ -370,7 +371,8 @@ def train(
             so, while there is none); a path continues from that file. ``actor_lr``, ``critic_lr``,
             ``exploration_noise`` and ``total_steps`` may differ from the checkpointed run's (applied and
             logged); any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
-            ``zoo.engine.ResumeError``.
+            ``zoo.engine.ResumeError``: an env that is not the checkpoint's (the agent's own, when the call
+            names none) is refused so, naming the checkpoint's env and the call that continues it.
         log_dir: ``metrics.csv`` (one row per evaluation: returns, mean critic and actor loss since the
             previous row, steps/s), TensorBoard events when installed, ``learning_curves.png`` and
             ``episodes.csv`` (default: ``checkpoint_dir``).
@@ -515,7 +517,7 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
         raise
     return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
-                identity=env_identity(train_env), **settings)
+                identity=env_identity(train_env), env_given=data is not None or env is not None, **settings)
 
 
 def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
@@ -575,18 +577,6 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     log and the progress bar."""
     from zoo._progress import ProgressBar
 
-    cfg = agent.config
-    if run.total_steps <= agent.num_timesteps and not resume:
-        warnings.warn(
-            f"TD3 on {run.name}: total_steps={run.total_steps} counts every transition this agent collected, and it "
-            f"has collected {agent.num_timesteps}: this call collects none. To train further, give a larger "
-            f"total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=user_stacklevel())
-    elif run.total_steps <= cfg.learning_starts:
-        warnings.warn(
-            f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
-            f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
-            "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
-            stacklevel=user_stacklevel())
     agent.ensure_buffer()
     path = _resume_path(run, resume) if resume else None
     if path is not None:
@@ -603,6 +593,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
         _reset(run, seed=agent.seed + agent.num_timesteps)
     else:  # trained before, on the caller's env: continue its random stream instead of reseeding
         _reset(run)
+    _warn_short_run(agent, run, resumed=path is not None)
     if path is None:
         agent.reset_noise()  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
@@ -612,6 +603,24 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
     run.bar = ProgressBar(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
                    disable=not progress, dynamic_ncols=True)
+
+
+def _warn_short_run(agent, run: _Run, resumed: bool) -> None:
+    """A run that collects nothing, or nothing past ``learning_starts``, says so before its first step; only
+    once a resume has loaded the checkpoint, whose step count and config are the run's."""
+    cfg = agent.config
+    if run.total_steps <= agent.num_timesteps:
+        if not resumed:  # a resumed run that has reached its total only finishes (evaluation, checkpoint)
+            warnings.warn(
+                f"TD3 on {run.name}: total_steps={run.total_steps} counts every transition this agent collected, "
+                f"and it has collected {agent.num_timesteps}: this call collects none. To train further, give a "
+                f"larger total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=user_stacklevel())
+    elif run.total_steps <= cfg.learning_starts:
+        warnings.warn(
+            f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
+            f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
+            "gradient update; raise total_steps or lower learning_starts (zoo.build('td3', learning_starts=...))",
+            stacklevel=user_stacklevel())
 
 
 def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
@@ -647,11 +656,44 @@ def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | 
                          f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
                          f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
     state = _read_checkpoint(path)
+    _refuse_other_env(agent, run, state, path)
     changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
     log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
     return state.get("env_rng"), state.get("run_state")
+
+
+def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> None:
+    """A resume trains on the checkpointed run's env: another one (the agent's own default when the call
+    named none, say) is a ``ResumeError`` before anything loads, naming the checkpoint's env and the call
+    that continues it. An agent built for another env is not rebuilt for the checkpoint's behind the
+    caller's back (Stable-Baselines3's ``load`` + ``learn`` also need the env passed again)."""
+    from zoo.engine.resume import ResumeError
+    from zoo.rl.td3 import checkpoint_build_config
+
+    saved = json.loads(state["describe"])
+    recorded = json.loads(state["settings"]).get("env") if "settings" in state else None  # older: not recorded
+    if (recorded is None or recorded == run.identity) and (saved["obs_dim"], saved["act_dim"]) == (
+            agent.obs_dim, agent.act_dim):
+        return
+    theirs = recorded or saved.get("env_id") or "an env without a registered id"
+    build = checkpoint_build_config(state)
+    env_id = build.pop("env", None)
+    args = "".join(f", {k}={v!r}" for k, v in build.items())
+    if env_id is not None and recorded in (None, env_id):  # a plain id: the name makes it again
+        by_name = f", model_config={build!r}" if build else ""
+        how = (f"zoo.train('td3', {env_id!r}{by_name}, resume=True, ...), or with an agent: "
+               f"zoo.train(zoo.build('td3', env={env_id!r}{args}), {env_id!r}, resume=True, ...)")
+    else:  # make kwargs, wrappers or no id: only the caller can make that env again
+        how = (f"ENV, made as that run's was ({theirs}), with an agent built for it: "
+               f"zoo.train(zoo.build('td3', env=ENV{args}), ENV, resume=True, ...)")
+    given = "" if run.env_given else ", the agent's own (the call named no env)"
+    raise ResumeError(
+        f"cannot resume {path} on {run.identity!r}{given}, obs_dim {agent.obs_dim}, act_dim {agent.act_dim}: it "
+        f"continues a TD3 run on {theirs!r}, obs_dim {saved['obs_dim']}, act_dim {saved['act_dim']}, and a resume "
+        f"trains on the same env (env: {theirs!r} in {path}, {run.identity!r} now). To continue it, pass that "
+        f"env: {how}")
 
 
 def _reset(run: _Run, seed: int | None = None) -> None:

@@ -38,7 +38,7 @@ from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 from zoo.rl.noise import OrnsteinUhlenbeckNoise
 
-__all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces"]
+__all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
 
 # what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
 # scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
@@ -426,7 +426,10 @@ class TD3Agent:
         saved = json.loads(state["describe"])
         for key in ("obs_dim", "act_dim"):
             if saved[key] != getattr(self, key):
-                raise ValueError(f"checkpoint is for {key}={saved[key]}, this agent has {key}={getattr(self, key)}")
+                build = ", ".join(f"{k}={v!r}" for k, v in checkpoint_build_config(state).items())
+                raise ResumeError(f"{what} is a TD3 run on {saved.get('env_id')!r} with {key}={saved[key]}; this "
+                                  f"agent (env {self.env_id!r}) has {key}={getattr(self, key)}: resume it with an "
+                                  f"agent built for that env, zoo.build('td3', {build})")
         recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
         changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what, run_keys=set(run or {}))
         generator = self._resumable_generator_state(state["generator"], state.get("precision"), what)
@@ -593,6 +596,29 @@ class TD3Agent:
         return (f"TD3Agent(env={self.env_id!r}, preset={self.preset!r}, obs_dim={self.obs_dim}, "
                 f"act_dim={self.act_dim}, net_arch={self.config.net_arch}, params={n}, "
                 f"timesteps={self.num_timesteps}, device={self.device})")
+
+
+def checkpoint_build_config(state: dict[str, Any]) -> dict[str, Any]:
+    """The ``zoo.build("td3", ...)`` config of the agent a TD3 checkpoint (``td3_last.pt``) holds, as short as
+    it can be said: its env id, its preset and seed where not the defaults, and the hyperparameters its
+    preset does not give that env."""
+    from zoo.rl.config import preset_config
+
+    saved = json.loads(state["describe"])
+    settings = json.loads(state["settings"]) if "settings" in state else {}
+    config = {k: settings.get(k, v) for k, v in saved["config"].items()}  # settings: after a resume's changes
+    preset, env_id = saved.get("preset") or "rl-zoo", saved.get("env_id")
+    try:
+        defaults = preset_config(preset, env_id or "").to_dict()
+    except ValueError:  # a preset this version does not know: every value is said
+        defaults = {}
+    out: dict[str, Any] = {"env": env_id} if env_id is not None else {}
+    if preset != "rl-zoo":
+        out["preset"] = preset
+    if settings.get("seed", 0):
+        out["seed"] = int(settings["seed"])
+    out.update({k: v for k, v in config.items() if k not in defaults or defaults[k] != v})
+    return out
 
 
 # --- registration -------------------------------------------------------------------------------------
