@@ -231,7 +231,7 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
     else:
         p.add_argument("inputs", nargs="+", help="image/video files or folders, sentences, scene files, "
-                                                 "observations as JSON; - reads them from standard input, one a line")
+                                                 "observations as JSON or 1,0,-2; - reads them from standard input, one a line")
         p.add_argument("--topk", type=int, help="classes to show per input (classifiers)")
         p.add_argument("--out", help="where to write an output that is a file (a scene's label map: .npy + .png)")
         p.add_argument("--json", action="store_true", help="print JSON lines")
@@ -541,6 +541,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+# a negative observation, "-1,0,0" or "-0.5e-3,2": argparse takes only "-1" and "-.5" for numbers, and read it
+# as an unknown option ("the following arguments are required: inputs")
+_NEGATIVE_VALUES = re.compile(r"^-\.?\d[\d.,eE+-]*$")
+
+
 def _configure_predict(p: argparse.ArgumentParser) -> None:
     _add_common(p, "predict")
 
@@ -814,11 +819,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument("--version", action=_PrintVersion)
+    # argparse's own hook for what reads as a value, not an option (no flag of ours starts with a digit); the
+    # top parser sorts the words before a command's parser sees them
+    parser._negative_number_matcher = _NEGATIVE_VALUES
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     name = _model_name_in(argv)
     for cmd in sorted(_COMMANDS.values(), key=lambda c: c.name):
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        p._negative_number_matcher = _NEGATIVE_VALUES
         cmd.configure(p)
         if cmd.name in ("train", "eval") and name is not None:
             extra = _FAMILY_OPTIONS.get(registry.family_of(name))

@@ -183,3 +183,17 @@ def test_a_device_this_machine_lacks_is_refused_before_any_work(device, said, ca
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert "argument --device: " in err and re.search(said, err), err
+
+
+def test_an_observation_that_starts_with_a_minus_is_an_input_not_an_option(capsys):
+    """``zoo predict td3 --weights pendulum-v1 -1,0,0`` said "the following arguments are required: inputs"
+    (argparse reads only "-1" and "-.5" as numbers); after another input, "unrecognized arguments"."""
+    from zoo.cli import main
+
+    assert main(["predict", "td3.pendulum-v1", "-1,0,0", "0.5,-0.2,1e-3", "-.5,0.1,0"]) == 0
+    negative = capsys.readouterr().out
+    assert main(["predict", "td3.pendulum-v1", "[-1, 0, 0]", "[0.5, -0.2, 1e-3]", "[-0.5, 0.1, 0]"]) == 0
+    assert capsys.readouterr().out == negative
+    with pytest.raises(SystemExit):  # an option's shape stays an option
+        main(["predict", "td3.pendulum-v1", "[0, 0, 0]", "-x"])
+    assert "unrecognized arguments: -x" in capsys.readouterr().err
