@@ -76,3 +76,27 @@ def test_a_pair_of_folder_paths_names_the_forms_that_work(tv):
     with pytest.raises(TypeError, match=r"val_data: .*got a list of 2 paths"):
         zoo.train(_tsn(), train, val_data=[val + "/b/0.avi", val + "/c/0.avi"], size=16, num_segments=2,
                   epochs=1, progress=False)
+
+
+def test_an_empty_class_folder_is_an_error_naming_it_and_the_extensions(tmp_path):
+    root = _videos(tmp_path / "set", {"a": 1, "b": 1})
+    (root / "Empty").mkdir()
+    (root / "Empty" / "notes.txt").write_text("not a video")
+    (root / ".ipynb_checkpoints").mkdir()  # hidden folders are no classes
+    empty = r"class folder\(s\) with no video file: \['Empty'\]; every class needs at least one \(\.avi, \.mp4"
+    with pytest.raises(ValueError, match=empty):  # was a third class, ['Empty', 'a', 'b'], without a word
+        zoo.train("video-tsn", root, model_config={"stem": "cifar"}, size=16, num_segments=2, epochs=1,
+                  progress=False)
+    model = _tsn()
+    model.video_cfg["classes"] = ["Empty", "a", "b"]
+    with pytest.raises(ValueError, match=empty):  # evaluating: as the vision family's image folders
+        model.zoo_data(root, train=False)
+
+
+def test_evaluating_a_folder_of_some_classes_names_the_others(tv):
+    model = _tsn()
+    model.video_cfg["classes"] = ["a", "b", "c"]
+    with pytest.warns(UserWarning, match=r"1 of the 3 classes have no folder here \(\['a'\]\): the videos of the "
+                                         r"other 2 are scored"):
+        ds, _ = model.zoo_data(tv / "val", train=False)
+    assert sorted(ds.labels) == [1, 2]

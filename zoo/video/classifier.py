@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
@@ -69,18 +71,32 @@ def _split_dir(root: Path, split: str) -> Path | None:
 
 
 def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None) -> tuple[list[tuple[str, int]], list[str]]:
-    """``root/<class>/<video>`` -> ``([(path, label), ...], classes)`` (sorted; other files ignored)."""
+    """``root/<class>/<video>`` -> ``([(path, label), ...], classes)`` (sorted; other files ignored).
+
+    A class folder without a video file is an error, as in torchvision's ``DatasetFolder`` and the vision
+    family's image folders: a class nothing teaches, or videos of a kind not read. ``classes`` given
+    (evaluation), a folder may hold some of them; a warning names the others."""
     root = Path(root)
     found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    given = classes is not None
     classes = list(classes) if classes is not None else found
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise ValueError(f"{root}: class folder(s) {unknown} are not among the model's classes {classes}")
-    videos = [(str(f), i) for i, c in enumerate(classes) if (root / c).is_dir()
-              for f in sorted((root / c).rglob("*")) if f.suffix.lower() in VIDEO_EXTENSIONS]
-    if not videos:
+    files = {c: sorted(f for f in (root / c).rglob("*") if f.suffix.lower() in VIDEO_EXTENSIONS)
+             for c in classes if (root / c).is_dir()}
+    if not any(files.values()):
         raise ValueError(f"{root}: no video files ({', '.join(VIDEO_EXTENSIONS)}) in class folders")
-    return videos, classes
+    empty = [c for c, fs in files.items() if not fs]
+    if empty:
+        raise ValueError(f"{root}: class folder(s) with no video file: {empty}; every class needs at least one "
+                         f"({', '.join(VIDEO_EXTENSIONS)}): add videos or remove the folder")
+    absent = [c for c in classes if c not in files]
+    if given and absent:
+        warnings.warn(f"{root}: {len(absent)} of the {len(classes)} classes have no folder here "
+                      f"({absent[:10]}{' ...' if len(absent) > 10 else ''}): the videos of the other "
+                      f"{len(classes) - len(absent)} are scored", stacklevel=user_stacklevel())
+    return [(str(f), i) for i, c in enumerate(classes) for f in files.get(c, ())], classes
 
 
 class VideoClassifierMixin(ClassifierHead, Network):
