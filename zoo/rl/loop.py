@@ -52,7 +52,9 @@ CHECKPOINT_NAME = "td3_last.pt"
 BEST_NAME = "td3_best.safetensors"
 """The best evaluated policy's networks (``zoo.build("td3", weights=...)`` loads it): ``TrainResult.checkpoint_path``."""
 
-_FORMAT = "zoo.td3.checkpoint/1"  # what TD3Agent.checkpoint_state writes
+CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
+"""The ``format`` of what ``TD3Agent.checkpoint_state`` writes (``zoo.build("td3", weights=)`` reads its networks)."""
+_FORMAT = CHECKPOINT_FORMAT
 CHECKPOINT_EVERY = 10_000
 """Environment steps between periodic checkpoints when ``checkpoint_dir`` is given with neither
 ``checkpoint_every`` nor ``eval_every`` (a checkpoint only at the end would lose a whole run to a kill)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import warnings
 from typing import Any
 
@@ -623,17 +624,24 @@ def checkpoint_build_config(state: dict[str, Any]) -> dict[str, Any]:
 
 # --- registration -------------------------------------------------------------------------------------
 
-from zoo.registry import register
+from zoo.registry import register, validate_config
 
 
 def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None = None) -> TD3Agent:
     """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
     :meth:`TD3Agent.save` / ``hub.add_weights``, in the spaces its ``zoo.td3`` metadata records
-    (:func:`_file_spaces`). The file's ``net_arch`` is used unless the caller asked for another (an error
-    that names both)."""
+    (:func:`_file_spaces`), or from a run's checkpoint (``td3_last.pt``: the networks at its last step, not
+    the best evaluated ones, which are ``td3_best.safetensors``), built with the checkpoint's config
+    (:func:`checkpoint_build_config`) under the caller's. The file's ``net_arch`` is used unless the caller
+    asked for another (an error that names both)."""
     from zoo import hub
 
-    meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
+    checkpoint = _run_checkpoint(path)
+    if checkpoint is not None:
+        agent = td3(**validate_config("td3", {**checkpoint_build_config(checkpoint), **(requested or {})}))
+        meta = {"zoo.td3": checkpoint["describe"]}
+    else:
+        meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
     if "zoo.td3" in meta:
         saved = json.loads(meta["zoo.td3"])
         obs_space, act_space, env_id = _file_spaces(agent, saved, path, (requested or {}).get("env") is not None)
@@ -650,8 +658,26 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
                 or act_space is not agent.action_space):
             agent = TD3Agent(obs_space, act_space, dataclasses.replace(agent.config, net_arch=arch), env_id=env_id,
                              preset=agent.preset, device=agent.device, seed=agent.seed)
-    agent.load_network_state_dict(hub.load_state_dict(path))
+    agent.load_network_state_dict(checkpoint["networks"] if checkpoint is not None else hub.load_state_dict(path))
     return agent
+
+
+def _run_checkpoint(path) -> dict[str, Any] | None:
+    """The TD3 run checkpoint at ``path`` (what ``zoo.train(..., checkpoint_dir=)`` writes as ``td3_last.pt``,
+    its digest checked), or None for any other file: the weights loader reads those and names what is wrong."""
+    from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
+    from zoo.rl.loop import CHECKPOINT_FORMAT
+
+    if str(path).endswith(".safetensors") or not os.path.isfile(path):
+        return None
+    try:
+        state = load_plain(path, "cpu", what="TD3 checkpoint")
+    except CheckpointError:
+        return None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        return None
+    check_digest(state, path, "TD3 checkpoint")
+    return state
 
 
 def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) -> tuple[Any, Any, str | None]:
