@@ -373,9 +373,8 @@ def finetune(
         data: an image folder ``DIR`` with ``train/`` and ``val/`` class folders (transforms come from the
             model's weights: :func:`zoo.vision.transforms.transforms_for`), a training ``Dataset`` or
             ``DataLoader``, ``(X, y)`` tensors (as :func:`zoo.train`), ``(train, val)`` or
-            ``{"train": ..., "val": ...}`` (a validation set also as ``val_data=``). Training at an
-            ``image_size`` on a folder records it in ``pretrained_cfg``: evaluate, predict and
-            ``zoo.save`` then use it.
+            ``{"train": ..., "val": ...}`` (a validation set also as ``val_data=``). Training at an ``image_size``
+            on a folder records it in ``pretrained_cfg``: evaluate, predict and ``zoo.save`` then use it.
         strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
         num_classes: head size; default: the folder's class count (on a folder, another count is an
             error). A head of another size is replaced (with a warning).
@@ -384,15 +383,12 @@ def finetune(
         top_stages: ``top``: how many backbone stages train, from the top (default 1).
         freeze_bn: keep every BatchNorm layer's running statistics (eval mode) while training.
         augment: random train augmentation for folder data (off: the eval transform for training too).
-        unknown_classes: a folder's ``val/`` class that ``train/`` lacks is an error (``"error"``) or left out
-            with a warning naming it (``"skip"``).
-        cache_features: ``head`` only: compute the frozen backbone's features once and train the head on
-            them. Default: on exactly when augmentation is off (with augmentation every epoch sees new
-            views, so features cannot be reused).
+        unknown_classes: ``"skip"``: a ``val/`` class that ``train/`` lacks is left out with a warning (else an error).
+        cache_features: ``head`` only: compute the frozen backbone's features once and train the head on them.
+            Default: on exactly when augmentation is off (each epoch's new views cannot reuse features).
         device: where to train; default: where the model is (as :func:`zoo.engine.fit`).
-        **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir,
-            early_stopping_patience, channels_last, seed, ...). With ``seed``, the generators are seeded
-            before a new head is drawn, so the same seed repeats the whole run.
+        **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir, seed, ...).
+            ``seed`` seeds the generators before a new head is drawn: the same seed repeats the whole run.
     """
     from zoo.engine import fit
 
