@@ -66,11 +66,15 @@ def check_predict_options(topk: Any, batch_size: Any) -> None:
 
 def class_rows(keys: Sequence[str], probs: Any, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
     """One row per input of ``probs`` ``(N, K)``: ``{"input", "label", "index", "prob", "topk": [(label, prob)]}``;
-    labels are ``names[i]`` where known, else the index as text."""
+    labels are ``names[i]``, else (no names) the index as text. Names of another count than the ``K`` outputs
+    are an error: some labels would be names and others indices, or names of other outputs."""
+    if names is not None and len(names) != probs.shape[1]:
+        raise ValueError(f"{len(names)} class names for a model with {probs.shape[1]} outputs: give one name per "
+                         f"output (classes=[...] of length {probs.shape[1]}), or leave classes out")
     top_p, top_i = probs.topk(min(topk, probs.shape[1]), dim=1)
 
     def label(i: int) -> str:
-        return names[i] if names is not None and i < len(names) else str(i)
+        return names[i] if names is not None else str(i)
 
     return [{"input": key, "label": label(idx[0]), "index": idx[0], "prob": ps[0],
              "topk": [(label(i), p) for i, p in zip(idx, ps)]}

@@ -131,6 +131,20 @@ def test_predict_refuses_a_topk_below_one(red_or_blue):
         predict(model, str(data / "val"), batch_size=0)
 
 
+def test_predict_refuses_class_names_of_another_count(red_or_blue):
+    """``classes=["a"]`` on a two-output model returned label '1' for one input and 'a' for another, without a
+    word; a str was read letter by letter."""
+    model, data = red_or_blue
+    assert [r["label"] for r in predict(model, torch.randn(2, 3, 16, 16), classes=["x", "y"])] != []
+    for bad in (["a"], ["a", "b", "c"]):
+        with pytest.raises(ValueError, match=rf"{len(bad)} class names for a model with 2 outputs"):
+            predict(model, str(data / "val"), classes=bad)
+        with pytest.raises(ValueError, match=rf"{len(bad)} class names for a model with 2 outputs"):
+            predict(model, torch.randn(2, 3, 16, 16), classes=bad)
+    with pytest.raises(TypeError, match="classes is a list of names, one per output; got the str 'ab'"):
+        predict(model, str(data / "val"), classes="ab")
+
+
 def test_predict_checks_a_tensor_batch(red_or_blue):
     model, _ = red_or_blue
     with pytest.raises(ValueError, match=r"the batch has 1 channels \(shape \(2, 1, 16, 16\)\) but the network takes 3"):

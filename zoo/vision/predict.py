@@ -60,6 +60,8 @@ def predict(
     check_predict_options(topk, batch_size)
     device, dtype = inference_placement(model, device, amp)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
+    if isinstance(classes, str):  # list("cat") would name three outputs c, a, t
+        raise TypeError(f"classes is a list of names, one per output; got the str {classes!r}")
     names = list(classes) if classes is not None else cfg.get("classes")
     if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
         inputs = torch.from_numpy(inputs)
