@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import zoo
+from zoo.engine.options import UnknownOptionError
 
 SMALL = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
 
@@ -34,6 +35,33 @@ def test_learn_takes_an_env_and_refuses_a_bad_count():
     for bad in (0, -5, 2.0, True):
         with pytest.raises(ValueError, match=f"total_timesteps must be an int >= 1, got {bad!r}"):
             agent.learn(bad)
+
+
+def test_learn_takes_sb3s_arguments_in_sb3s_order():
+    agent = _agent()
+    # was: UnknownOptionError "zoo.train on td3: unknown option(s) 'callback'" (rl-baselines3-zoo passes it)
+    agent.learn(21, callback=None, log_interval=4, tb_log_name="TD3", reset_num_timesteps=True, progress_bar=False)
+    agent.learn(5, None, 10, "run", False, False, env=gym.make("Pendulum-v1"))  # SB3's positional order
+    agent.learn(5, callback=[])  # an empty CallbackList: nothing to run
+    assert agent.num_timesteps == 31  # the step count goes on, reset_num_timesteps or not
+    with pytest.raises(UnknownOptionError, match=r"TD3Agent\.learn: unknown option\(s\) 'callbak' \(did you mean 'callback'"):
+        agent.learn(5, callbak=None)
+    with pytest.raises(TypeError, match=r"second argument is SB3's callback, not the env: .*env='Pendulum-v1'"):
+        agent.learn(5, "Pendulum-v1")
+    assert agent.num_timesteps == 31
+
+
+class _Callback:  # stands in for an SB3 BaseCallback (stable-baselines3 need not be installed)
+    def on_step(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("callback", [_Callback(), [_Callback()]])
+def test_learn_refuses_an_sb3_callback_naming_what_does_its_job(callback):
+    agent = _agent()
+    with pytest.raises(TypeError, match=r"TD3Agent\.learn\(callback=\[?_Callback\]?\): zoo's TD3 loop runs no") as err:
+        agent.learn(30, callback=callback)
+    assert "eval_every=N" in str(err.value) and "checkpoint_dir=" in str(err.value) and agent.num_timesteps == 0
 
 
 def test_predict_is_sb3s_signature_over_zoo_predict():

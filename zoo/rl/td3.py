@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import os
 import warnings
@@ -564,18 +565,61 @@ class TD3Agent:
         del episode_start  # a recurrent policy's reset signal: this policy has no memory to reset
         return self.zoo_predict(observation, explore=not deterministic), state
 
-    def learn(self, total_timesteps: int, env: Any = None, progress_bar: bool = False, **options: Any) -> TD3Agent:
-        """SB3's ``learn``: collect ``total_timesteps`` *more* transitions (on ``env``, default the agent's
-        env id) and return the agent. ``options`` are :func:`zoo.rl.loop.train`'s (``eval_every``,
-        ``checkpoint_dir``, ...); ``zoo.train(agent, env, total_steps=N)`` counts the run's transitions in all."""
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4, tb_log_name: str = "TD3",
+              reset_num_timesteps: bool = True, progress_bar: bool = False, *, env: Any = None,
+              **options: Any) -> TD3Agent:
+        """SB3's ``learn``, with its arguments in its order: collect ``total_timesteps`` *more* transitions (on
+        ``env``, default the agent's env id) and return the agent. ``options`` are :func:`zoo.rl.loop.train`'s
+        (``eval_every``, ``checkpoint_dir``, ``log_dir``, ...); ``zoo.train(agent, env, total_steps=N)`` counts
+        the run's transitions in all.
+
+        Of SB3's own: ``progress_bar`` is zoo's ``progress``. ``callback`` may be None (or an empty list):
+        zoo's loop runs no SB3 callbacks, and one is refused, naming the options that do their jobs
+        (:meth:`_refuse_callback`). Accepted and not used, as they mean nothing here: ``log_interval`` (zoo
+        prints no episode log to space out: every episode goes to ``episodes.csv`` and every evaluation to
+        ``metrics.csv`` under ``log_dir``), ``tb_log_name`` (TensorBoard events go to ``log_dir`` itself, as
+        SB3 ignores the name without a ``tensorboard_log``) and ``reset_num_timesteps``: the agent's step
+        count always goes on (SB3's ``False``), as it places the run's evaluations, checkpoints and resume,
+        so a second call neither repeats the ``learning_starts`` warm-up nor restarts a linear lr schedule;
+        each call collects ``total_timesteps`` transitions either way."""
+        from zoo.engine.options import check_options
+        from zoo.rl.loop import train
+
         if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, int) or total_timesteps < 1:
             raise ValueError(f"total_timesteps must be an int >= 1, got {total_timesteps!r}")
+        self._refuse_callback(callback)
+        del log_interval, tb_log_name, reset_num_timesteps  # accepted for SB3's callers; see above
+        ours = ["callback", "log_interval", "tb_log_name", "reset_num_timesteps", "progress_bar", "env"]
+        loop = [k for k in inspect.signature(train).parameters if k not in ("agent", "data", "env", "total_steps")]
+        check_options([k for k in options if k not in loop and k not in ("device", "batch_size", "amp", "lr")],
+                      "TD3Agent.learn", [*ours, *loop, "device", "batch_size", "amp", "lr"])
         if env is None and self.env_id is None:
             raise ValueError("this agent has no env id to make its env from: pass env=, a gymnasium env")
         options.setdefault("eval_every", 0)  # SB3's learn evaluates nothing unless asked
+        options.setdefault("progress", progress_bar)  # zoo's own name, when given, wins
         self.zoo_train(self.env_id if env is None else env, total_steps=self.num_timesteps + total_timesteps,
-                       progress=progress_bar, **options)
+                       **options)
         return self
+
+    @staticmethod
+    def _refuse_callback(callback: Any) -> None:
+        """SB3's callbacks hook into SB3's own loop (``BaseCallback._on_step`` with ``self.locals``); zoo's
+        loop has none of those hooks, and its options do what SB3's stock callbacks do."""
+        import gymnasium as gym
+
+        if callback is None or (isinstance(callback, (list, tuple)) and not callback):
+            return
+        if isinstance(callback, (str, os.PathLike, gym.Env, gym.vector.VectorEnv)):
+            raise TypeError(f"TD3Agent.learn's second argument is SB3's callback, not the env: pass the env "
+                            f"by name, learn(total_timesteps, env={callback!r})")
+        given = (f"[{', '.join(type(c).__name__ for c in callback)}]" if isinstance(callback, (list, tuple))
+                 else type(callback).__name__)
+        raise TypeError(
+            f"TD3Agent.learn(callback={given}): zoo's TD3 loop runs no Stable-Baselines3 "
+            "callbacks. Its options do their jobs: evaluation every N steps with eval_every=N, eval_episodes=, "
+            "eval_env= (EvalCallback; the best policy is kept in checkpoint_dir/td3_best.safetensors), "
+            "checkpoints with checkpoint_dir= and checkpoint_every= (CheckpointCallback), logs with log_dir= "
+            "(metrics.csv, episodes.csv, TensorBoard); Ctrl-C stops the run after a checkpoint. Pass callback=None")
 
     def zoo_state(self) -> ModelState:
         """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""
