@@ -1,5 +1,5 @@
 """Findings of a user-testing pass: a NaN band is named as a band to drop; (X, y) pixels flattened with their
-unlabelled background warn."""
+unlabelled background warn; a split whose test set is a sliver of one class warns."""
 
 from __future__ import annotations
 
@@ -89,3 +89,33 @@ def test_ordinary_zero_based_labels_do_not_warn(labels):
         svm = _svm()
         zoo.train(svm, (X, y))
         zoo.evaluate(svm, (X, y))
+
+
+# -- a small scene's block split --------------------------------------------------------------------------------
+def _small_scene():
+    """Three classes in vertical stripes, 40x40: 16x16 tiles straddle them, and a training tile's guard band
+    reaches most of the rest."""
+    rng = np.random.default_rng(0)
+    lab = np.repeat(np.arange(1, 4), 14)[:40][None, :].repeat(40, axis=0)
+    cube = rng.normal(size=(40, 40, 12)) + lab[..., None] * 2.0
+    return Scene(cube, labels=lab, name="small")
+
+
+def test_a_block_split_whose_test_set_is_a_sliver_warns_with_the_counts():
+    """Before: a 48x48 crop trained on 72 % of its pixels (train_fraction 0.3) and scored OA 1.0 on 27 test
+    pixels of one class, without a word."""
+    svm = _svm()
+    with pytest.warns(UserWarning, match=r"split 'blocks' on scene 'small' \(40x40\): the test set holds 48 of the "
+                                         r"1600 labelled pixels, of 1 class \(3\).*train_fraction=0.3\) of 3 classes.*"
+                                         r"block=, now 16") as caught:
+        zoo.train(svm, _small_scene())
+    assert caught[0].filename == __file__
+    assert len([w for w in caught if "split 'blocks'" in str(w.message)]) == 1
+
+
+def test_a_split_with_a_test_set_of_every_class_does_not_warn():
+    scene = make_scene(64, 64, 20, 4, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zoo.train(_svm(), scene, split="random")
+        zoo.train(_svm(), scene, split="blocks", window=9)

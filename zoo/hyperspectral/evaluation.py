@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, spatial_block_split
 
@@ -43,10 +45,6 @@ def warn_background_class(y: np.ndarray, call: str) -> None:
     in scikit-learn), so ``cube.reshape(-1, C), gt.ravel()`` would learn and score the background as a
     class. Ordinary 0-based labels, where 0 is not the majority, pass silently; so does a 0/1 ``y``,
     which without its 0s would hold a single class."""
-    import warnings
-
-    from zoo._stacklevel import user_stacklevel
-
     y = np.asarray(y).reshape(-1)
     if y.dtype.kind not in "iuf" or not (y == 0).any():
         return
@@ -214,8 +212,41 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
                              f"{part} pixels ({sp.info}); try a smaller block/window or another split")
     if for_training:
         _require_training_classes(scene, sp.train, kind)
+    _warn_thin_test_set(scene, sp, kind, train_fraction)
     sp.info.setdefault("split", kind)
     return sp
+
+
+def _warn_thin_test_set(scene: Scene, sp: Split, kind: str, train_fraction: float) -> None:
+    """Warn when a split's test set cannot back its scores: fewer classes than the training set, or (random
+    and block splits) under half the share ``train_fraction`` leaves it. Whole tiles of several classes and
+    the guard band (test pixels within ``window // 2`` of a training tile are dropped) make a block split of
+    a small scene train on far more than ``train_fraction`` and test on a sliver, which may score 100 %."""
+    labelled = int((scene.labels > 0).sum())
+    n_train, n_test = int(sp.train.sum()), int(sp.test.sum())
+    train_cls = np.unique(scene.labels[sp.train & (scene.labels > 0)])
+    test_cls = np.unique(scene.labels[sp.test & (scene.labels > 0)])
+    tiny = kind in ("random", "blocks") and n_test < 0.5 * (1.0 - train_fraction) * labelled
+    if test_cls.size >= train_cls.size and not tiny:
+        return
+    shown = ", ".join(str(c) for c in test_cls[:10]) + (", ..." if test_cls.size > 10 else "")
+    guard = sp.info.get("test_dropped_by_guard", 0)
+    dropped = (f"; {guard} test pixels within {int(sp.info['window']) // 2} px of a training pixel were dropped "
+               f"(window={sp.info['window']})" if guard else "")
+    fraction = f", train_fraction={train_fraction:g}" if kind in ("random", "blocks") else ""
+    if kind == "blocks":
+        fix = (f"smaller tiles (block=, now {sp.info['block']}) or, for hsi-pca-svm, a narrower guard (window=); "
+               f"split='random' (test pixels beside training pixels: optimistic scores); or a training mask "
+               f"(train_mask=) of fields chosen per class")
+    elif kind == "disjoint":
+        fix = "a training mask that leaves test fields of every class (train_mask=)"
+    else:
+        fix = "a smaller train_fraction, or another seed"
+    warnings.warn(f"split {kind!r} on scene {scene.name!r} ({scene.shape[0]}x{scene.shape[1]}): the test set holds "
+                  f"{n_test} of the {labelled} labelled pixels, of {test_cls.size} class"
+                  f"{'es' if test_cls.size != 1 else ''} ({shown}), the training set {n_train} "
+                  f"({100 * n_train / labelled:.0f} %{fraction}) of {train_cls.size} classes{dropped}. Its scores "
+                  f"say little about this model; give {fix}", stacklevel=user_stacklevel())
 
 
 def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes: int | None = None) -> dict[str, Any]:
