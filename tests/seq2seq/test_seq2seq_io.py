@@ -401,3 +401,38 @@ def test_sentence_pairs_train_and_validation_given_as_a_pair():
         zoo.evaluate(model, (pairs, pairs[:4]))
     two_pairs = [("ein hund .", "a dog ."), ("zwei katzen .", "two cats .")]  # two pairs: one set, not (train, val)
     assert zoo.evaluate(model, two_pairs)["loss"] > 0
+
+
+def test_translate_reads_the_model_a_saved_file_holds(tmp_path, capsys):
+    """``zoo translate --weights gru.safetensors`` said "holds a 'seq2seq-gru' model, not
+    'seq2seq-transformer'": --model defaulted to the transformer, though the file names its model."""
+    from zoo.cli import main
+    from zoo.seq2seq.tokenizer import train_tokenizer
+
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    model.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    path = zoo.save(model, tmp_path / "my gru.safetensors")
+    assert main(["translate", "--weights", str(path), "--beam-size", "1", "--max-len", "4", "Ein Hund."]) == 0
+    assert capsys.readouterr().out.strip() == zoo.predict(model, "Ein Hund.", max_len=4).strip()
+    assert main(["translate", "--weights", str(path), "--model", "seq2seq-transformer", "x"]) == 2
+    assert "holds a 'seq2seq-gru' model" in capsys.readouterr().err
+
+
+def test_other_forms_of_sentence_pairs_are_read_or_refused_by_name():
+    """zip(sources, targets) was refused as "expected a torch Dataset ..."; a dict by language failed with a
+    bare KeyError(0); [] scored loss nan; a tuple of two pairs was silently read as (sources, targets)."""
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    from zoo.seq2seq.tokenizer import train_tokenizer
+
+    model.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    as_list = zoo.evaluate(model, list(zip(DE, EN)), amp=None)
+    assert zoo.evaluate(model, zip(DE, EN), amp=None) == as_list
+    assert zoo.evaluate(model, (p for p in zip(DE, EN)), amp=None) == as_list
+    with pytest.raises(TypeError, match=r"got the keys \['de', 'en'\].*\(d\['de'\], d\['en'\]\)"):
+        zoo.evaluate(model, {"de": DE, "en": EN})
+    with pytest.raises(ValueError, match="no sentence pairs: the list is empty"):
+        zoo.evaluate(model, [])
+    with pytest.raises(TypeError, match=r"reads both as two \(source, target\) pairs and as \(sources, targets\)"):
+        zoo.evaluate(model, ((DE[0], EN[0]), (DE[1], EN[1])))
+    assert zoo.evaluate(model, [(DE[0], EN[0]), (DE[1], EN[1])], amp=None)["loss"] > 0  # a list: the pairs
+    assert zoo.evaluate(model, ([DE[0], DE[1]], [EN[0], EN[1]]), amp=None)["loss"] > 0  # two lists: the columns

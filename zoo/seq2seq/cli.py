@@ -9,6 +9,7 @@ spine's commands; a corpus folder is ``--data``, its languages ``--set direction
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from zoo.cli import UsageError, command, demo, stdin_lines
 
@@ -56,14 +57,29 @@ def _configure_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
 
 
+def _model_of(weights: str | None) -> str:
+    """The model ``--weights`` names (``seq2seq-gru.TAG``) or a saved file records, else seq2seq-transformer."""
+    import zoo
+
+    head = str(weights).split(".", 1)[0]
+    if head in zoo.list_models("seq2seq"):
+        return head
+    path = Path(str(weights)).expanduser()
+    if path.suffix == ".safetensors" and path.is_file():
+        from zoo import hub
+
+        meta = hub.read_metadata(path)  # zoo.save writes zoo.model; a published file carries "model.tag"
+        saved = meta.get("zoo.model") or meta.get("zoo.name", "").partition(".")[0]
+        if saved in zoo.list_models("seq2seq"):
+            return saved
+    return "seq2seq-transformer"
+
+
 @command("translate", "translate sentences with a seq2seq model and its bundled tokenizer", _configure_translate)
 def _cmd_translate(args: argparse.Namespace) -> int:
     import zoo
 
-    name = args.model
-    if name is None:
-        head = str(args.weights).split(".", 1)[0]
-        name = head if head in zoo.list_models("seq2seq") else "seq2seq-transformer"
+    name = args.model or _model_of(args.weights)
     if zoo.model_info(name).family != "seq2seq":
         raise UsageError(f"{name} is not a seq2seq model; choose one of {', '.join(zoo.list_models('seq2seq'))}")
     sentences = list(args.text)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +124,24 @@ def _pairs(data: Any) -> Any:
 
     if isinstance(data, ParallelText):
         return data
-    if not isinstance(data, (list, tuple)) or not data:
+    if isinstance(data, Iterator):
+        data = list(data)  # zip(sources, targets) or a generator of pairs: read once, here
+    if isinstance(data, Mapping) and "train" not in data:
+        raise TypeError(f"seq2seq data as a dict is {{'train': pairs, 'val': pairs}}; got the keys {sorted(map(str, data))}"
+                        ": sentences by language go in as a (sources, targets) tuple, e.g. (d['de'], d['en'])")
+    if not isinstance(data, (list, tuple)):
         return None
+    if not data:
+        raise ValueError("no sentence pairs: the list is empty")
 
     def texts(seq: Any) -> bool:
         return isinstance(seq, (list, tuple)) and all(isinstance(s, str) for s in seq)
 
     if isinstance(data, tuple) and len(data) == 2 and all(map(texts, data)):
+        if all(isinstance(d, tuple) and len(d) == 2 for d in data):
+            raise TypeError("((s, t), (s, t)) reads both as two (source, target) pairs and as (sources, targets) of "
+                            "two sentences each: pass pairs as a list, [(s, t), (s, t)], or (sources, targets) as "
+                            "two lists")
         return ParallelText(list(data[0]), list(data[1]))  # refuses lists of two lengths, naming both
     if all(texts(p) and len(p) == 2 for p in data):
         return ParallelText([p[0] for p in data], [p[1] for p in data])
