@@ -20,6 +20,7 @@ warning says so).
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import logging
@@ -320,6 +321,8 @@ class _Run:
     resumed: dict[str, Any] | None = None
     identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
     env_given: bool = True  # False: the call named no env, so the run trains on the agent's own env id
+    normalizers: list = field(default_factory=list)  # the training env's running-statistics wrappers
+    normalization_warned: bool = False
     interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
 
     def __post_init__(self) -> None:
@@ -519,7 +522,8 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
         raise
     return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
-                identity=env_identity(train_env), env_given=data is not None or env is not None, **settings)
+                identity=env_identity(train_env), env_given=data is not None or env is not None,
+                normalizers=_normalizers(train_env), **settings)
 
 
 def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
@@ -844,10 +848,17 @@ def _evaluate(agent, run: _Run) -> None:
     if run.eval_env is run.env:  # the end of a run on an env without an id (_eval_target)
         log.info("TD3 on %s: evaluating on the training env itself (pass eval_env= for a separate one)", run.name)
         saved = _env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
-        res = evaluate(agent, env=run.env, episodes=run.eval_episodes)
+        with _normalization_synced(run, run.env):  # frozen: evaluation steps are no training data
+            res = evaluate(agent, env=run.env, episodes=run.eval_episodes)
         _set_env_rng_state(run.env, saved)
     else:
-        res = evaluate(agent, env=run.eval_env, episodes=run.eval_episodes)
+        e = make_env(run.eval_env)  # an id or spec made here (for its statistics); an env object as it is
+        try:
+            with _normalization_synced(run, e):
+                res = evaluate(agent, env=e, episodes=run.eval_episodes)
+        finally:
+            if e is not run.eval_env:
+                e.close()
     row = {"epoch": len(agent.history) + 1, "step": agent.num_timesteps, "eval_return_mean": res["return_mean"],
            "eval_return_std": res["return_std"], "eval_length_mean": res["length_mean"],
            "train_return_recent": float(np.mean(run.recent)) if run.recent else float("nan"),
@@ -866,6 +877,60 @@ def _evaluate(agent, run: _Run) -> None:
     _write_logs(agent, run)
     run.clock.evaluated(started, agent.num_timesteps)
     run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
+
+
+_RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
+
+
+def _normalizers(env: Any) -> list[Any]:
+    """The wrappers in ``env``'s stack (a vector env's own, then its first sub-env's) that normalise with
+    running statistics they update as they step: gymnasium's ``NormalizeObservation`` / ``NormalizeReward``,
+    outermost first."""
+    found = []
+    for _ in range(64):  # deeper is no wrapper stack
+        if env is None:
+            break
+        if hasattr(env, "update_running_mean") and any(hasattr(env, a) for a in _RUNNING_STATS):
+            found.append(env)
+        inner = getattr(env, "env", None)
+        env = inner if inner is not None else (getattr(env, "envs", None) or [None])[0]
+    return found
+
+
+@contextlib.contextmanager
+def _normalization_synced(run: _Run, eval_env: Any):
+    """Evaluate with the training env's statistics: the evaluation env's normalisation wrappers take copies
+    of the training env's running mean and variance and stop updating them for the evaluation (their own
+    setting restored after), as SB3's EvalCallback syncs VecNormalize. A fresh env made from the spec would
+    otherwise normalise with statistics of its own few episodes: another input scale than the policy's.
+    Stacks that do not pair up (another number of either kind) are left as they are, with a warning."""
+    theirs = _normalizers(eval_env)
+    if not run.normalizers and not theirs:
+        yield
+        return
+    pairs = []
+    for kind in _RUNNING_STATS:
+        ours_k = [w for w in run.normalizers if hasattr(w, kind)]
+        theirs_k = [w for w in theirs if hasattr(w, kind)]
+        if len(ours_k) == len(theirs_k):
+            pairs += [(kind, a, b) for a, b in zip(ours_k, theirs_k)]
+        elif not run.normalization_warned:
+            run.normalization_warned = True
+            warnings.warn(
+                f"TD3 on {run.name}: the training env normalises with running statistics ({kind}) in "
+                f"{len(ours_k)} wrapper(s), the evaluation env in {len(theirs_k)}: they cannot be synced, so "
+                "evaluations see another input scale than training; pass eval_env= with the same wrappers",
+                stacklevel=user_stacklevel())
+    flags = [(b, b.update_running_mean) for _, _, b in pairs]
+    for kind, a, b in pairs:
+        if a is not b:
+            setattr(b, kind, copy.deepcopy(getattr(a, kind)))
+        b.update_running_mean = False
+    try:
+        yield
+    finally:
+        for b, flag in flags:
+            b.update_running_mean = flag
 
 
 def _write_logs(agent, run: _Run) -> None:

@@ -1,0 +1,78 @@
+"""A training env that normalises with running statistics (gymnasium's NormalizeObservation / NormalizeReward):
+the run's evaluations see the training env's statistics, frozen, as SB3's EvalCallback syncs VecNormalize;
+a fresh env made from the spec would normalise with statistics of its own few episodes."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.wrappers import NormalizeObservation, NormalizeReward
+
+import zoo
+from zoo.rl import loop
+
+TINY = {"net_arch": (8, 8), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+RUN = {"eval_episodes": 1, "progress": False}
+
+
+def _stack(env):
+    """The running-statistics wrappers of ``env``'s stack, outermost first (none for an id or spec)."""
+    found = []
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, (NormalizeObservation, NormalizeReward)):
+            found.append(env)
+        env = env.env
+    return found
+
+
+def _spy(monkeypatch):
+    """Each evaluation's env, its normalisers' statistics and update flags at the time, and the training env's."""
+    seen = []
+    real = loop.evaluate
+
+    def evaluate(agent, data=None, *, env=None, **kw):
+        ours = _stack(env)
+        seen.append({"env": env, "stats": [copy.deepcopy(getattr(w, "obs_rms", getattr(w, "return_rms", None)))
+                                          for w in ours], "updating": [w.update_running_mean for w in ours]})
+        return real(agent, data, env=env, **kw)
+
+    monkeypatch.setattr(loop, "evaluate", evaluate)
+    return seen
+
+
+def test_evaluations_use_the_training_envs_statistics_frozen(monkeypatch):
+    seen = _spy(monkeypatch)
+    env = NormalizeReward(NormalizeObservation(gym.make("Pendulum-v1")))
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=60, eval_every=30, **RUN)
+    assert len(seen) == 2 and all(s["env"] is not env for s in seen)
+    # was: evaluated on gym.make(spec) with fresh statistics (count 1e-4, mean 0) that its episodes updated
+    last = seen[-1]
+    assert last["updating"] == [False, False]
+    assert np.array_equal(last["stats"][1].mean, env.env.obs_rms.mean) and last["stats"][1].count == env.env.obs_rms.count
+    assert last["stats"][0].var == env.return_rms.var
+    assert env.update_running_mean and env.env.update_running_mean  # the training env's are left updating
+    # the end-of-run evaluation is that of a copy of the training env with its statistics frozen
+    fresh = gym.make(env.spec)
+    fresh.env.obs_rms, fresh.return_rms = copy.deepcopy(env.env.obs_rms), copy.deepcopy(env.return_rms)
+    fresh.update_running_mean = fresh.env.update_running_mean = False
+    expected = zoo.evaluate(agent, fresh, episodes=1)["return_mean"]
+    assert agent.history[-1]["eval_return_mean"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_training_env_evaluated_on_itself_keeps_its_statistics(monkeypatch, counter_env):
+    seen = _spy(monkeypatch)
+    env = NormalizeObservation(counter_env(horizon=10))  # no registered id: evaluated on itself at the end
+    zoo.train(zoo.build("td3", env=env, **TINY), env, total_steps=40, **RUN)
+    (only,) = seen
+    assert only["env"] is env and only["updating"] == [False] and env.update_running_mean
+    assert env.obs_rms.count == only["stats"][0].count  # was: the evaluation's observations counted in
+
+
+def test_an_evaluation_env_without_the_normalisation_says_so(monkeypatch):
+    env = NormalizeObservation(gym.make("Pendulum-v1"))
+    with pytest.warns(UserWarning, match=r"running statistics \(obs_rms\) in 1 wrapper\(s\), the evaluation env in 0"):
+        zoo.train(zoo.build("td3", env=env, **TINY), env, total_steps=30, eval_env="Pendulum-v1", **RUN)
