@@ -286,6 +286,19 @@ def test_a_finetuned_model_records_its_origin_not_the_weights_name(tmp_path):
     assert again.pretrained_cfg["weights"] == str(path)  # the file it holds now
 
 
+def test_a_model_trained_with_zoo_train_records_its_origin_too(tmp_path):
+    """After zoo.train changed every weight, pretrained_cfg still said resnet18.cifar10, and so did the ONNX
+    export's metadata; finetune moved the name to finetuned_from, train did not."""
+    from zoo.vision.export import _input_cfg
+
+    for data in (_stripes(tmp_path / "data", n_per_class=2, size=8), _data()):
+        model = _model(num_classes=2)
+        model.pretrained_cfg = {**model.pretrained_cfg, "weights": "resnet18.cifar10"}  # as _load_weights sets it
+        zoo.train(model, data, epochs=1, image_size=8, **FIT)
+        assert "weights" not in model.pretrained_cfg and model.pretrained_cfg["finetuned_from"] == "resnet18.cifar10"
+        assert "weights" not in _input_cfg(model.pretrained_cfg, torch.zeros(1, 3, 8, 8))
+
+
 def test_a_new_head_from_a_dataset_forgets_the_old_heads_class_names():
     # a 10-class model fine-tuned on a 2-class Dataset (no folder names to take) must not label its
     # predictions with the old classes: "automobile" for output 1 was what came back

@@ -328,14 +328,14 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the
         # size of the weights it started from
         model.pretrained_cfg = {**with_image_size(model.pretrained_cfg, image_size), "classes": list(classes)}
-    _record_origin(model)
+    record_origin(model)
     return train_data, val_data
 
 
-def _record_origin(model: nn.Module) -> None:
+def record_origin(model: nn.Module) -> None:
     """``pretrained_cfg["weights"]`` names the weights the network holds; fine-tuning changes them (every
-    strategy trains the head at least), so that name moves to ``finetuned_from``: exports and saved metadata
-    must not claim a tuned network is, say, resnet18.cifar10."""
+    strategy trains the head at least, and zoo.train all of it), so that name moves to ``finetuned_from``:
+    exports and saved metadata must not claim a tuned network is, say, resnet18.cifar10."""
     cfg = getattr(model, "pretrained_cfg", None)
     if isinstance(cfg, dict) and cfg.get("weights") is not None:
         model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "finetuned_from": cfg["weights"]}

@@ -152,6 +152,10 @@ class ResNet18(ClassifierHead, Network, ResNet):
         a resume with another is refused (``strict`` may change: it only says what a bad file does).
         ``unknown_classes="skip"``: a folder's class the network (or ``train/``) does not have is left out of
         the scored or validation set, with a warning naming it, instead of an error."""
+        if train:  # the weights change: exports and saved files must not claim this is, say, resnet18.cifar10
+            from zoo.vision.finetune import record_origin
+
+            record_origin(self)
         if not isinstance(data, (str, os.PathLike)):
             return self._transformed(data, train, image_size, augment), {
                 **options, **({"val_data": self._transformed(options["val_data"], False, image_size, augment)}
