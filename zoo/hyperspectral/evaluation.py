@@ -21,7 +21,7 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "plot_classification_map",
+__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "given_split_mask", "plot_classification_map",
            "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map",
            "warn_background_class"]
 
@@ -138,6 +138,15 @@ def _mask_array(scene: Scene, train_mask: Any) -> np.ndarray | None:
 
         return read_label_map(train_mask, scene.shape[:2], what="training mask")
     return np.asarray(train_mask)
+
+
+def given_split_mask(scene: Scene, sp: Split, train_mask: Any = None) -> np.ndarray | None:
+    """The training mask a disjoint split ``sp`` was cut from (``train_mask``: an array or a file, else the
+    scene's), for :meth:`~zoo.hyperspectral.provenance.TrainingRecord.from_mask`; None for other splits."""
+    if sp.info.get("split") != "disjoint":
+        return None
+    mask = _mask_array(scene, train_mask)
+    return mask if mask is not None else scene.metadata.get("train_mask")
 
 
 def require_classes(y: np.ndarray, what: str, hint: str) -> None:

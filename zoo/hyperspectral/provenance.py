@@ -49,19 +49,36 @@ class TrainingRecord:
     fingerprint: str
     train_bits: bytes = field(repr=False)  # np.packbits of the (H, W) mask, row-major
     split: dict[str, Any] = field(default_factory=dict)
+    # np.packbits of where the given training mask of a disjoint split is non-zero: its pixels that the
+    # ground truth labels otherwise are no training pixels, yet no test pixels either (they lie in training fields)
+    mask_bits: bytes | None = field(default=None, repr=False)
 
     @classmethod
-    def from_mask(cls, scene: Scene, train: np.ndarray, split: dict[str, Any] | None = None) -> TrainingRecord:
+    def from_mask(cls, scene: Scene, train: np.ndarray, split: dict[str, Any] | None = None,
+                  given_mask: np.ndarray | None = None) -> TrainingRecord:
+        """The record of training pixels ``train``; ``given_mask``: the training mask a disjoint split was cut
+        from, so that evaluating the saved model on the scene tests the same pixels as right after training."""
         train = np.asarray(train, bool)
-        if train.shape != scene.shape[:2]:
-            raise ValueError(f"training mask {train.shape} does not match scene (H, W) = {scene.shape[:2]}")
+        for name, mask in (("training mask", train), ("given training mask", given_mask)):
+            if mask is not None and np.shape(mask) != scene.shape[:2]:
+                raise ValueError(f"{name} {np.shape(mask)} does not match scene (H, W) = {scene.shape[:2]}")
+        bits = None if given_mask is None else np.packbits(np.asarray(given_mask) > 0).tobytes()
         return cls(scene.name, tuple(train.shape), scene.n_bands, scene_fingerprint(scene),
-                   np.packbits(train).tobytes(), dict(split or {}))
+                   np.packbits(train).tobytes(), dict(split or {}), bits)
 
     @property
     def train_mask(self) -> np.ndarray:
+        return self._unpack(self.train_bits)
+
+    @property
+    def split_mask(self) -> np.ndarray:
+        """The disjoint split's given training mask (as 0/1), else the training pixels: the mask that cuts the
+        same test set again."""
+        return self._unpack(self.mask_bits if self.mask_bits is not None else self.train_bits)
+
+    def _unpack(self, bits: bytes) -> np.ndarray:
         h, w = self.shape
-        return np.unpackbits(np.frombuffer(self.train_bits, np.uint8), count=h * w).reshape(h, w).astype(bool)
+        return np.unpackbits(np.frombuffer(bits, np.uint8), count=h * w).reshape(h, w).astype(bool)
 
     @property
     def n_train(self) -> int:
@@ -73,20 +90,26 @@ class TrainingRecord:
                 and scene_fingerprint(scene) == self.fingerprint)
 
     def to_json(self) -> dict[str, Any]:
-        return {"scene": self.scene, "shape": list(self.shape), "n_bands": self.n_bands,
-                "fingerprint": self.fingerprint, "train_mask_packbits": base64.b64encode(self.train_bits).decode(),
-                "n_train": self.n_train, "split": self.split}
+        out = {"scene": self.scene, "shape": list(self.shape), "n_bands": self.n_bands,
+               "fingerprint": self.fingerprint, "train_mask_packbits": base64.b64encode(self.train_bits).decode(),
+               "n_train": self.n_train, "split": self.split}
+        if self.mask_bits is not None:
+            out["given_mask_packbits"] = base64.b64encode(self.mask_bits).decode()
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TrainingRecord:
         try:
             rec = cls(str(d["scene"]), (int(d["shape"][0]), int(d["shape"][1])), int(d["n_bands"]),
                       str(d["fingerprint"]), base64.b64decode(d["train_mask_packbits"], validate=True),
-                      dict(d.get("split") or {}))
+                      dict(d.get("split") or {}),
+                      None if d.get("given_mask_packbits") is None  # weights saved before it was kept
+                      else base64.b64decode(d["given_mask_packbits"], validate=True))
         except (KeyError, TypeError, ValueError, IndexError) as err:
             raise ValueError(f"weights carry a malformed training record: {err!r}") from None
-        if len(rec.train_bits) != -(-rec.shape[0] * rec.shape[1] // 8):
-            raise ValueError(f"weights' training record: {len(rec.train_bits)} mask bytes for {rec.shape} pixels")
+        for bits in (rec.train_bits, rec.mask_bits):
+            if bits is not None and len(bits) != -(-rec.shape[0] * rec.shape[1] // 8):
+                raise ValueError(f"weights' training record: {len(bits)} mask bytes for {rec.shape} pixels")
         return rec
 
     def describe(self) -> str:

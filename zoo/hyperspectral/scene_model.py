@@ -22,6 +22,7 @@ from zoo.hyperspectral.evaluation import (
     as_scene,
     band_first_hint,
     default_scene,
+    given_split_mask,
     require_valid_pixels,
     resolve_split,
     score_map,
@@ -233,7 +234,8 @@ class SceneClassifierMixin:
         self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
                         "window": self.config.window, "block": block} if isinstance(split, str) else None)
         self._last_split = sp
-        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
+        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
+                                                         given_split_mask(scene, sp, train_mask))
         recipe = scene_recipe(scene, sp, train_fraction=train_fraction, block=block, augment=augment,
                               noise_std=noise_std, val_fraction=val_fraction, val_block=val_block)
         result = fit(self, train_ds, val_data, seed=seed, **with_recipe(fit_kwargs, data=recipe, model=arch))

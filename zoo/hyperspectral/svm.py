@@ -29,6 +29,7 @@ from zoo.hyperspectral.evaluation import (
     as_scene,
     band_first_hint,
     default_scene,
+    given_split_mask,
     refuse_scene_options,
     require_classes,
     require_valid_pixels,
@@ -132,7 +133,8 @@ class HSIPipeline(Pipeline):
         self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
                         "window": window, "block": block} if isinstance(split, str) else None)
         self._last_split = sp
-        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name})
+        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
+                                                         given_split_mask(scene, sp, train_mask))
         return scene.pixels(sp.train), scene.labels[sp.train]
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
@@ -313,7 +315,7 @@ def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tup
                          "weights carry none)")
     if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
             and own):
-        cfg["train_mask"] = record.train_mask  # the mask it was trained with, kept in its weights
+        cfg["train_mask"] = record.split_mask  # the mask it was trained with, kept in its weights
     return resolve_split(scene, **cfg, for_training=False).test, False
 
 
