@@ -24,6 +24,7 @@ import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from zoo.config import check_value, config_defaults, config_types
@@ -285,11 +286,14 @@ def call_options(name: str) -> dict[str, tuple[str, ...]]:
 
 
 def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
-    """The builder config a weights file written by :func:`zoo.save` records (empty for other files); an
-    error when the file holds another model."""
-    if not str(path).endswith(".safetensors"):
-        return {}
+    """The builder config a weights file written by :func:`zoo.save`, or a training checkpoint of
+    ``zoo.train`` (``checkpoint_dir``'s ``best.pt``), records (empty for other files); an error when the file
+    holds another model."""
     from zoo import hub
+
+    if not str(path).endswith(".safetensors"):
+        run = hub.training_config(path) if Path(path).is_file() else None
+        return {k.removeprefix("model."): v for k, v in (run or {}).items() if k.startswith("model.")}
 
     meta = hub.read_metadata(path)
     # zoo.save writes zoo.model; a published file (and a copy of it) carries its "model.tag" as zoo.name

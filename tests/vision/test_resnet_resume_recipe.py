@@ -85,3 +85,18 @@ def test_a_folder_with_validation_data_of_the_users_own_is_recorded_by_its_kind(
     result = _finetune(first_run / "a", tmp_path / "run", 1, val_data=val)
     recorded = torch.load(tmp_path / "run" / "epoch-0001.pt", weights_only=True)["config"]
     assert recorded["data.val_images"] == "TensorDataset of 4 items" and "val_loss" in result.history[-1]
+
+
+def test_a_training_checkpoint_builds_the_network_it_holds(tmp_path):
+    """zoo.build('resnet18', weights='run/best.pt') failed with a shape mismatch (conv1 of the cifar stem)
+    and, given stem=, dropped the trained head and normalised with ImageNet's statistics: the config and
+    preprocessing the checkpoint records were not read."""
+    data = _folder(tmp_path / "data", 0)
+    result = _train(data, tmp_path / "run", 1, arch={"num_classes": 2})
+    built = zoo.build("resnet18", weights=str(tmp_path / "run" / "best.pt"))
+    assert built.fc.out_features == 2 and built.conv1.kernel_size == (3, 3)  # the cifar stem
+    assert built.pretrained_cfg["input_size"] == [3, 8, 8]
+    assert built.pretrained_cfg["mean"] == result.model.pretrained_cfg["mean"]
+    images = str(data / "val")
+    assert [r["prob"] for r in zoo.predict(built, images, amp=None)] == pytest.approx(
+        [r["prob"] for r in zoo.predict(result.model, images, amp=None)])

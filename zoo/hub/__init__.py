@@ -56,6 +56,7 @@ _EXPORTS = {
     "resolve": "zoo.hub.store",
     "save_weights": "zoo.hub.state",
     "sha256_file": "zoo.hub.fetch",
+    "training_config": "zoo.hub.state",
     "update_manifest": "zoo.hub.publish",
     "verify_cache": "zoo.hub.cache",
     "verify_entry": "zoo.hub.store",

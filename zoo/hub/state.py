@@ -31,6 +31,7 @@ __all__ = [
     "load_state_dict",
     "read_metadata",
     "save_weights",
+    "training_config",
 ]
 
 # Metadata key under which save_weights records tensors that shared storage (tied weights):
@@ -113,6 +114,22 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
             return dict(fh.metadata() or {})
 
     return _safetensors_call(read, path)
+
+
+def training_config(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The run config a ``zoo.engine.fit`` checkpoint (``best.pt``, ``epoch-0003.pt``) records, whose
+    ``model.*`` keys are the builder config and ``data.*`` the preprocessing; None for any other file."""
+    from zoo.engine.checkpoint import FORMAT
+
+    if Path(path).suffix == ".safetensors" or file_format(path) != "pth":
+        return None
+    try:  # mmap: the tensors are not read, only the structure around them
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001  (not ours to judge here: load_state_dict reports what is wrong with it)
+        return None
+    if isinstance(obj, Mapping) and obj.get("format") == FORMAT and isinstance(obj.get("config"), Mapping):
+        return dict(obj["config"])
+    return None
 
 
 def assert_finite(sd: Mapping[str, torch.Tensor], path: str | os.PathLike) -> None:

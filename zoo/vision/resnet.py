@@ -276,6 +276,10 @@ def _load_weights(model: ResNet18, path: Path, entry: Any) -> ResNet18:
     if saved:  # written by zoo.save / zoo finetune: the preprocessing the network was trained with
         cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})
         classes = json.loads(saved).get("classes")
+    elif (run := hub.training_config(path)) is not None:  # a checkpoint of zoo.train / zoo.finetune
+        cfg.update({k: run[f"data.{k}"] for k in ("input_size", "resize", "mean", "std", "interpolation")
+                    if f"data.{k}" in run})
+        classes = None  # not recorded there: predict names outputs by index
     else:
         # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"}
         meta = dict(getattr(entry, "meta", None) or {})
