@@ -572,7 +572,7 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
     arr = np.asarray(result)
     if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1:  # a scene's label map
         if args.out:
-            _write_label_map(arr, Path(args.out))
+            _write_label_map(arr, args.out, str(args.inputs[0]))
         else:
             classes, counts = np.unique(arr, return_counts=True)
             print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
@@ -583,27 +583,33 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _label_map_paths(out: str | None) -> tuple[Path, Path] | None:
+def _label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | None:
     """``--out`` as the .npy and .png it writes: a .npy / .png suffix is replaced, any other kept (``map.v2`` is
-    ``map.v2.npy``, not ``map.npy``); a folder that is not there is refused, as ``zoo train --out`` does, rather
-    than made for a mistyped path."""
+    ``map.v2.npy``, not ``map.npy``); a folder (one that exists, or written with a trailing ``/``) gets
+    ``SCENE_map.npy`` and ``.png`` inside, named after the scene predicted (``outs/`` wrote ``outs.npy``). A
+    folder that is not there is refused, as ``zoo train --out`` does, rather than made for a mistyped path."""
     if out is None:
         return None
-    path = Path(out)
+    path = Path(out).expanduser()
+    if out.endswith(("/", os.sep)) or path.is_dir():
+        if not path.is_dir():
+            raise UsageError(f"--out {out}: folder {path} does not exist")
+        name = Path(scene).stem if scene not in ("-", "") else "label"
+        path = path / f"{name}_map"
     stem = path.with_suffix("") if path.suffix.lower() in (".npy", ".png") else path
     if not (stem.parent if str(stem.parent) else Path(".")).is_dir():
         raise UsageError(f"--out {out}: folder {stem.parent} does not exist")
     return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
 
 
-def _write_label_map(label_map: Any, out: Path) -> None:
+def _write_label_map(label_map: Any, out: str, scene: str = "-") -> None:
     import io
 
     import numpy as np
 
     from zoo import fs
 
-    npy, png = _label_map_paths(str(out))
+    npy, png = _label_map_paths(out, scene)
     buf = io.BytesIO()  # np.save seeks; the atomic writer streams
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())
@@ -675,7 +681,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.name} predicts one scene per command, got {len(inputs)}: "
                              f"run `zoo predict {args.name}` once per scene")
         inputs = inputs[0]
-        _label_map_paths(args.out)  # before the prediction: a folder that is not there fails now
+        _label_map_paths(args.out, str(args.inputs[0]))  # before the prediction: a missing folder fails now
     model = _build(args, None, infer=False)
     sets = parse_kv(args.set)
     flags = _call_options(args, model, "predict")

@@ -224,6 +224,15 @@ def test_predict_label_map_out_is_checked_first_and_keeps_a_suffix_it_does_not_o
     assert (tmp_path / "map.v2.npy").is_file() and (tmp_path / "map.v2.png").is_file()
     assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", "m.png"]) == 0
     assert (tmp_path / "m.npy").is_file() and (tmp_path / "m.png").is_file()
+    # a folder gets the scene's map inside: "outs/" wrote outs.npy and outs.png beside it
+    (tmp_path / "outs").mkdir()
+    for out in ("outs/", "outs"):
+        assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", out]) == 0
+        stem = tmp_path / "outs" / f"{tiny.scene_file().stem}_map"
+        assert stem.with_suffix(".npy").is_file() and stem.with_suffix(".png").is_file()
+        assert not (tmp_path / "outs.npy").exists()
+    assert main(["predict", "hsi-pca-svm", "--weights", str(scene_model), scene, "--out", "nodir/"]) == 2
+    assert "--out nodir/: folder nodir does not exist" in _error(capsys)
 
 
 def test_predict_of_several_scenes_is_one_line_naming_the_count(scene_model, tiny, capsys):
