@@ -64,6 +64,27 @@ def test_other_num_classes_replaces_the_head_and_says_so(tmp_path):
             assert torch.equal(model.state_dict()[k], v), k
 
 
+@pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
+def test_a_file_without_its_config_builds_with_the_head_it_holds(tmp_path, suffix):
+    """A torchvision state dict (torch.save, or zoo.save of a plain torchvision ResNet) of a 4-class model
+    built a 1000-class head and dropped the trained one with a warning, unless num_classes was given."""
+    import warnings
+
+    import torchvision
+
+    src = torchvision.models.resnet18(num_classes=4)
+    path = tmp_path / f"tv4{suffix}"
+    torch.save(src.state_dict(), path) if suffix == ".pth" else zoo.save(src, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is re-initialised
+        model = zoo.build("resnet18", weights=str(path))
+    assert model.fc.out_features == 4 and model.config.num_classes == 4
+    for k, v in src.state_dict().items():
+        assert torch.equal(model.state_dict()[k], v), k
+    with pytest.warns(UserWarning, match=r"fc\.weight"):  # asked for another head: a fresh one, as before
+        assert zoo.build("resnet18", weights=str(path), num_classes=7).fc.out_features == 7
+
+
 def test_mismatch_outside_the_head_is_an_error_naming_keys_and_shapes(tmp_path):
     _, path = _saved(tmp_path, stem="cifar", num_classes=10)
     with pytest.raises(ValueError, match=r"conv1\.weight.*\[64, 3, 3, 3\].*\[64, 3, 7, 7\]"):

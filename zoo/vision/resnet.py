@@ -260,12 +260,18 @@ def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
     return replace_fc(model, num_classes)
 
 
-def _load_weights(model: ResNet18, path: Path, entry: Any) -> ResNet18:
-    """Registry hook: adapt ``conv1`` to ``in_chans``, load strictly, re-initialise a head of another size,
-    and take the preprocessing and class names the weights carry (manifest meta or the file's metadata)."""
+def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, Any] | None = None) -> ResNet18:
+    """Registry hook: adapt ``conv1`` to ``in_chans``, load strictly, re-initialise a head of another size
+    than a ``num_classes`` the caller asked for (else the head is the file's size: a torchvision state dict
+    records no config), and take the preprocessing and class names the weights carry (manifest meta or the
+    file's metadata)."""
     from zoo import hub
 
     state = hub.load_state_dict(path)
+    head = state.get("fc.weight")
+    if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
+            and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
+        model.reset_classifier(int(head.shape[0]))  # a trained head is kept, not swapped for a fresh 1000-way one
     w = state.get("conv1.weight")
     conv = model.conv1
     if w is not None and w.shape[1] != conv.in_channels and w.shape[2:] == conv.weight.shape[2:]:
