@@ -602,14 +602,14 @@ def _label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | N
     return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
 
 
-def _write_label_map(label_map: Any, out: str, scene: str = "-") -> None:
+def _write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-") -> None:
     import io
 
     import numpy as np
 
     from zoo import fs
 
-    npy, png = _label_map_paths(out, scene)
+    npy, png = _label_map_paths(os.fspath(out), scene)
     buf = io.BytesIO()  # np.save seeks; the atomic writer streams
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())

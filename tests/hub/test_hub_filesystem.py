@@ -217,3 +217,20 @@ def test_shared_data_root_follows_the_working_directory_then_the_checkout(tmp_pa
     assert hub.shared_data_root() == tmp_path / "shared" / "data"
     monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "elsewhere"))
     assert hub.shared_data_root() == tmp_path / "elsewhere"
+
+
+def test_a_relative_zoo_home_gives_absolute_paths_that_survive_a_chdir(tiny_model, weights_home, tmp_path,
+                                                                       monkeypatch):
+    """ZOO_HOME=cache (relative): pull returned cache/weights/..., a path that named another file, or none, once
+    the script changed its working directory."""
+    from zoo.hub.store import zoo_home
+
+    entry = _publish(tiny_model, "v1")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("ZOO_HOME", "cache")
+    assert zoo_home() == tmp_path / "work" / "cache"
+    path = zoo.pull(entry.name, progress=False)
+    assert path.is_absolute() and path.is_relative_to(tmp_path / "work" / "cache")
+    monkeypatch.chdir(tmp_path)
+    assert path.is_file()

@@ -56,7 +56,9 @@ class CorruptCacheError(HashMismatchError):
 
 
 def zoo_home() -> Path:
-    return Path(os.environ.get("ZOO_HOME") or "~/.cache/zoo").expanduser()
+    """``$ZOO_HOME`` (default ``~/.cache/zoo``) as an absolute path: a relative one is taken from the working
+    directory of the call, and the paths pull returns stay valid after a ``chdir`` (they were relative)."""
+    return Path(os.environ.get("ZOO_HOME") or "~/.cache/zoo").expanduser().absolute()
 
 
 def shared_data_root() -> Path:
