@@ -145,6 +145,27 @@ def test_predict_refuses_class_names_of_another_count(red_or_blue):
         predict(model, str(data / "val"), classes="ab")
 
 
+def test_train_on_image_arrays_says_what_layout_and_scale_it_takes():
+    """(X, y) of uint8 (N, H, W, C) pixels (torchvision's CIFAR10.data) failed inside the first conv with
+    "expected input[4, 32, 32, 3] to have 3 channels, but got 32", and uint8 (N, C, H, W) with "expected scalar
+    type Byte but found BFloat16"; out-of-range labels with a bare "Target 4 is out of bounds"."""
+    net = zoo.build("resnet18", num_classes=3, stem="cifar")
+    pixels = np.random.default_rng(0).integers(0, 255, (4, 8, 8, 3), dtype=np.uint8)
+    y = np.array([0, 1, 2, 0])
+    kw = {"epochs": 1, "batch_size": 4, "progress": False, "amp": None}
+    with pytest.raises(ValueError, match=r"got torch.uint8 \(4, 8, 8, 3\): images of \(N, H, W, C\) go in as "
+                                         r"x.permute\(0, 3, 1, 2\).*uint8 pixels are scaled"):
+        zoo.train(net, (pixels, y), **kw)
+    with pytest.raises(ValueError, match=r"got torch.float32 \(4, 8, 8, 3\): images of \(N, H, W, C\)"):
+        zoo.train(net, (pixels.astype(np.float32) / 255, y), **kw)
+    with pytest.raises(ValueError, match=r"uint8 \(4, 3, 8, 8\); uint8 pixels are scaled and normalised"):
+        zoo.train(net, (torch.from_numpy(pixels).permute(0, 3, 1, 2), torch.from_numpy(y)), **kw)
+    floats = pixels.transpose(0, 3, 1, 2).astype(np.float32) / 255
+    with pytest.raises(ValueError, match=r"label 5 for a model with 3 outputs \(class indices 0..2\)"):
+        zoo.train(net, (floats, np.array([0, 1, 5, 0])), **kw)
+    assert "train_loss" in zoo.train(net, (floats, y), **kw).history[-1]
+
+
 def test_predict_checks_a_tensor_batch(red_or_blue):
     model, _ = red_or_blue
     with pytest.raises(ValueError, match=r"the batch has 1 channels \(shape \(2, 1, 16, 16\)\) but the network takes 3"):

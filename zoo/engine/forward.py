@@ -67,7 +67,16 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
                              f"outputs); for regression pass {_REGRESSION}")
         if not targets.is_floating_point() and targets.dtype != torch.long:
             targets = targets.long()
-        return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
+        try:
+            return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
+        except IndexError as err:  # torch's "Target 4 is out of bounds." names neither the outputs nor the fix
+            if "out of bounds" not in str(err) or targets.is_floating_point():
+                raise
+            k = outputs.shape[1]
+            bad = targets[(targets < 0) & (targets != -100) | (targets >= k)]
+            raise ValueError(f"label {int(bad[0]) if bad.numel() else '?'} for a model with {k} outputs (class "
+                             f"indices 0..{k - 1}): build the model with as many outputs as classes "
+                             "(num_classes=), or map the labels to 0..K-1 (sklearn's LabelEncoder)") from err
 
     return loss
 

@@ -136,17 +136,27 @@ def _in_channels(model: nn.Module) -> int | None:
     return int(size[0]) if size else None
 
 
-def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequence[str] | None, batch_size: int,
-                    device: torch.device, dtype: torch.dtype | None) -> list[dict[str, Any]]:
-    if x.dim() != 4 or not x.is_floating_point():
-        raise ValueError(f"a tensor input must be a preprocessed float batch (N, C, H, W), got {x.dtype} "
-                         f"{tuple(x.shape)}")
-    if len(x) == 0:
-        return []
+def check_image_batch(model: nn.Module, x: torch.Tensor, what: str = "a tensor input") -> None:
+    """``x`` must be a preprocessed float ``(N, C, H, W)`` batch of the network's channels; else an error that
+    names what came and the fix (channels last, as NumPy and torchvision's CIFAR10.data hold images; uint8)."""
     channels = _in_channels(model)
+    last = x.dim() == 4 and channels is not None and x.shape[-1] == channels and x.shape[1] != channels
+    hint = (": images of (N, H, W, C) go in as x.permute(0, 3, 1, 2) (NumPy: X.transpose(0, 3, 1, 2))" if last else "") + (
+        "; uint8 pixels are scaled and normalised as transforms_for(model) does, ((x / 255) - mean) / std, or "
+        "given as PIL images, which get the network's transforms" if not x.is_floating_point() else "")
+    if x.dim() != 4 or not x.is_floating_point() or last:
+        raise ValueError(f"{what} must be a preprocessed float batch (N, C, H, W), got {x.dtype} {tuple(x.shape)}"
+                         f"{hint}")
     if channels is not None and x.shape[1] != channels:
         raise ValueError(f"the batch has {x.shape[1]} channels (shape {tuple(x.shape)}) but the network takes "
                          f"{channels}: pass (N, {channels}, H, W), preprocessed as transforms_for(model) does")
+
+
+def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequence[str] | None, batch_size: int,
+                    device: torch.device, dtype: torch.dtype | None) -> list[dict[str, Any]]:
+    check_image_batch(model, x)
+    if len(x) == 0:
+        return []
     in_dtype = model_dtype(model)  # a float64 batch from NumPy runs in the network's float32
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         logits = [model(move_batch(x[i:i + batch_size], device, dtype=in_dtype)).float()

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torchvision.models.resnet import BasicBlock, ResNet
@@ -184,9 +185,15 @@ class ResNet18(ClassifierHead, Network, ResNet):
         return ds, options
 
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
-        """``data`` with the network's transforms where it yields PIL images (else as it is)."""
+        """``data`` with the network's transforms where it yields PIL images (else as it is); ``(X, y)`` images
+        are checked as predict checks a batch (a raw PyTorch error named neither the layout nor the fix)."""
         from zoo.vision.data import TransformedImages, with_network_transforms
+        from zoo.vision.predict import check_image_batch
         from zoo.vision.transforms import with_image_size
+
+        if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], (torch.Tensor, np.ndarray)) \
+                and data[0].ndim == 4:
+            check_image_batch(self, torch.as_tensor(data[0]), "X of (X, y)")
 
         ds = with_network_transforms(self, data, train=train, augment=augment, image_size=image_size)
         if not isinstance(ds, TransformedImages):
