@@ -222,6 +222,26 @@ def test_a_hugging_face_image_data_set_trains_evaluates_and_fine_tunes(tmp_path,
     assert "val_accuracy" in tuned.history[-1]
 
 
+def test_images_in_lists_train_evaluate_and_fine_tune_alike(tmp_path, pil_folder):
+    """finetune refused a list of (PIL image, label) samples, or of dicts, that train and evaluate took ("data
+    as a sequence must be (X, y) tensors or (train, val), got 8 items"); ([images], [labels]) failed in all
+    three inside default_collate."""
+    import zoo
+
+    files = sorted(pil_folder(tmp_path / "train").rglob("*.png"))
+    samples = [(Image.open(f), int(f.parent.name == "bee")) for f in files]
+    forms = {"samples": samples, "dicts": [{"img": im, "label": y} for im, y in samples],
+             "columns": ([im for im, _ in samples], [y for _, y in samples])}
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    kw = {"epochs": 1, "batch_size": 4, "progress": False, "amp": None}
+    scores = {name: zoo.evaluate(model, data, amp=None) for name, data in forms.items()}
+    assert scores["samples"] == scores["dicts"] == scores["columns"]
+    for name, data in forms.items():
+        assert "train_loss" in zoo.train(model, data, **kw).history[-1], name
+        assert "train_loss" in zoo.finetune(model, data, strategy="head", **kw).history[-1], name
+    assert zoo.evaluate(model, samples[:2], amp=None)["accuracy"] >= 0  # two samples stay samples
+
+
 def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path, pil_folder):
     """It trained a one-output network, whose cross-entropy is always 0, and said so in terms of regression."""
     import zoo

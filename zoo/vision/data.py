@@ -155,11 +155,24 @@ def yields_pil_images(data: Any) -> bool:
     return _image_and_label(data[0]) is not None
 
 
+def image_columns(data: Any) -> list[tuple[Any, Any]] | None:
+    """``(images, labels)``, two equally long lists with PIL images first (zoo's ``(X, y)`` of images), as
+    ``(image, label)`` samples; None for any other data."""
+    if not (isinstance(data, (tuple, list)) and len(data) == 2
+            and all(isinstance(d, (tuple, list)) for d in data) and len(data[0]) == len(data[1]) > 0):
+        return None
+    images, labels = data
+    if not all(isinstance(x, Image.Image) for x in images) or any(isinstance(x, Image.Image) for x in labels):
+        return None  # two (image, label) samples are samples, not columns
+    return list(zip(images, labels))
+
+
 def with_network_transforms(model: Any, data: Any, train: bool, *, augment: bool = True,
                             image_size: int | None = None) -> Any:
     """``data`` as :class:`TransformedImages` with the transforms ``model``'s pretrained_cfg gives (training ones
-    when ``train`` and ``augment``) where it yields PIL images; anything else, or a model without a
-    pretrained_cfg, as it is."""
+    when ``train`` and ``augment``) where it yields PIL images (``(images, labels)`` lists too); anything else,
+    or a model without a pretrained_cfg, as it is."""
+    data = image_columns(data) or data  # the batch of PIL images default_collate refused
     if getattr(model, "pretrained_cfg", None) is None or not yields_pil_images(data):
         return data
     from zoo.vision.transforms import transforms_for

@@ -45,7 +45,7 @@ from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
-from zoo.vision.data import TransformedImages, with_network_transforms
+from zoo.vision.data import TransformedImages, image_columns, with_network_transforms
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
@@ -258,16 +258,20 @@ def _split_data(data: Any) -> tuple[Any, Any]:
     Two tensors are ``(X, y)`` (as ``zoo.train`` reads them), never ``(train, val)``: a validation set is
     ``((X, y), (X_val, y_val))``, ``{"train": ..., "val": ...}`` or ``val_data=``.
     """
+    if (samples := image_columns(data)) is not None:
+        return samples, None
     if (pair := train_val(data)) is not None:
         return pair
     if isinstance(data, dict):
         raise ValueError(f"data dict needs a 'train' key, got {sorted(data)}")  # noqa: TRY004 (a key, not a type)
     if (xy := xy_dataset(data)) is not None:
         return xy, None
-    if isinstance(data, (tuple, list)):
+    if isinstance(data, tuple) or (isinstance(data, list) and len(data) == 2):
         if len(data) != 2:
-            raise ValueError(f"data as a sequence must be (X, y) tensors or (train, val), got {len(data)} items")
+            raise ValueError(f"data as a tuple must be (X, y) tensors or (train, val), got {len(data)} items")
         return as_dataset_if_xy(data[0]), as_dataset_if_xy(data[1])
+    if isinstance(data, list):  # samples, as zoo.train reads a list: [(PIL image, label), ...] or dicts
+        return data, None
     if isinstance(data, (Dataset, DataLoader)) or (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
         return data, None
     raise TypeError(
