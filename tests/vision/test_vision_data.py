@@ -242,6 +242,25 @@ def test_images_in_lists_train_evaluate_and_fine_tune_alike(tmp_path, pil_folder
     assert zoo.evaluate(model, samples[:2], amp=None)["accuracy"] >= 0  # two samples stay samples
 
 
+def test_a_validation_folder_given_apart_is_read_as_a_folder(tmp_path, pil_folder):
+    """zoo.train(net, "d/train", val_data="d/val"), (train_dir, val_dir) and {"train": dir, "val": dir} failed
+    at the first validation ("a batch must be (inputs, targets) ...", conv2d got str): the folder went to fit
+    as a str. finetune the same."""
+    import zoo
+
+    train, val = pil_folder(tmp_path / "train"), pil_folder(tmp_path / "val")
+    net = zoo.build("resnet18", num_classes=2, stem="cifar")
+    kw = {"epochs": 1, "batch_size": 4, "image_size": 8, "progress": False, "amp": None}
+    for data, extra in ((train, {"val_data": val}), ((train, val), {}), ({"train": str(train), "val": str(val)}, {})):
+        assert "val_accuracy" in zoo.train(net, data, **kw, **extra).history[-1]
+        assert "val_accuracy" in zoo.finetune(net, data, **kw, **extra).history[-1]
+    for call in (zoo.train, zoo.finetune):
+        with pytest.raises(FileNotFoundError, match="val_data folder not found"):
+            call(net, train, val_data=tmp_path / "missing", **kw)
+    with pytest.raises(ValueError, match="validation data given twice"):
+        zoo.finetune(net, (train, val), val_data=val, **kw)
+
+
 def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path, pil_folder):
     """It trained a one-output network, whose cross-entropy is always 0, and said so in terms of regression."""
     import zoo

@@ -10,6 +10,7 @@ its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -132,9 +133,9 @@ def train_val(data: Any) -> tuple[Any, Any] | None:
     """``(train, val)`` when ``data`` holds both, else None (one data set).
 
     Both: a dict with ``"train"`` and optionally ``"val"`` / ``"validation"`` (a Hugging Face ``DatasetDict``;
-    its ``"test"`` split is left alone), or a pair of data sets (Datasets, DataLoaders or ``(X, y)`` pairs) such
-    as ``((X, y), (X_val, y_val))``, each ``(X, y)`` pair as a TensorDataset. Two arrays are ``(X, y)``, never
-    ``(train, val)``."""
+    its ``"test"`` split is left alone), or a pair of data sets (Datasets, DataLoaders, ``(X, y)`` pairs or two
+    existing folders) such as ``((X, y), (X_val, y_val))``, each ``(X, y)`` pair as a TensorDataset. Two arrays
+    are ``(X, y)``, never ``(train, val)``."""
     if isinstance(data, Mapping) and "train" in data:
         vals = [k for k in VAL_KEYS if k in data]
         if len(vals) > 1:
@@ -142,6 +143,8 @@ def train_val(data: Any) -> tuple[Any, Any] | None:
         return as_dataset_if_xy(data["train"]), as_dataset_if_xy(data[vals[0]]) if vals else None
     if _arrays_pair(data) or not (isinstance(data, (tuple, list)) and len(data) == 2):
         return None
+    if all(isinstance(d, (str, os.PathLike)) and os.path.isdir(os.path.expanduser(d)) for d in data):
+        return data[0], data[1]  # two folders (train_dir, val_dir): each family reads its folder form
     train, val = (as_dataset_if_xy(d) for d in data)
     return (train, val) if all(isinstance(d, (Dataset, DataLoader)) for d in (train, val)) else None
 

@@ -33,6 +33,7 @@ import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -280,6 +281,37 @@ def _split_data(data: Any) -> tuple[Any, Any]:
     )
 
 
+def _folders_apart(data: Any, fit_kwargs: dict[str, Any]) -> Any:
+    """``(train_dir, val_dir)``: the training folder, the other moved to ``fit_kwargs["val_data"]``."""
+    pair = None if isinstance(data, (str, os.PathLike)) else train_val(data)
+    if pair is None or not all(isinstance(d, (str, os.PathLike)) for d in pair):
+        return data
+    if fit_kwargs.get("val_data") is not None:
+        raise ValueError("validation data given twice: in the data (train_dir, val_dir) and as val_data")
+    fit_kwargs["val_data"] = pair[1]
+    return pair[0]
+
+
+def _given_val(model: nn.Module, fit_kwargs: dict[str, Any], val_data: Any, image_size: int | None, strict: bool,
+               unknown_classes: str) -> Any:
+    """``val_data=`` where given (it replaces the data's own): a folder is read as one, under the classes the
+    training data gave the model (it went to fit as a str); a data set gets the network's eval transforms."""
+    if "val_data" not in fit_kwargs:
+        return val_data
+    given = fit_kwargs.pop("val_data")
+    if not isinstance(given, (str, os.PathLike)):
+        return with_network_transforms(model, as_dataset_if_xy(given), False, image_size=image_size)
+    from zoo.vision.data import ImageFolderDataset, find_split
+    from zoo.vision.transforms import transforms_for
+
+    root = Path(given).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"val_data folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
+    classes = (getattr(model, "pretrained_cfg", None) or {}).get("classes")
+    return ImageFolderDataset(find_split(root, "val") or root, transforms_for(model, train=False, image_size=image_size),
+                              classes=classes, strict=strict, unknown_classes=unknown_classes)
+
+
 def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment: bool, image_size: int | None,
                    strict: bool, unknown_classes: str = "error") -> tuple[Any, Any]:
     """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, with
@@ -400,10 +432,10 @@ def finetune(
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
 
+    data = _folders_apart(data, fit_kwargs)
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict,
                                           unknown_classes)
-    if "val_data" in fit_kwargs:
-        val_data = with_network_transforms(model, as_dataset_if_xy(fit_kwargs.pop("val_data")), False, image_size=image_size)
+    val_data = _given_val(model, fit_kwargs, val_data, image_size, strict, unknown_classes)
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)

@@ -157,32 +157,53 @@ class ResNet18(ClassifierHead, Network, ResNet):
             from zoo.vision.finetune import record_origin
 
             record_origin(self)
-        if not isinstance(data, (str, os.PathLike)):
-            return self._transformed(data, train, image_size, augment), {
-                **options, **({"val_data": self._transformed(options["val_data"], False, image_size, augment)}
-                              if train and options.get("val_data") is not None else {})}
-        from zoo.engine.resume import with_recipe
-        from zoo.vision.data import ImageFolderDataset, find_split, load_image_folders
         from zoo.vision.transforms import transforms_for, with_image_size
 
+        val = options.pop("val_data", None) if train else None
+        # a validation folder given apart is read as a folder, with the training classes (it went to fit as a str)
+        checked = {"image_size": image_size, "augment": augment, "strict": strict, "unknown_classes": unknown_classes}
+        if not isinstance(data, (str, os.PathLike)):
+            data = self._transformed(data, train, image_size, augment)
+            return data, options | ({"val_data": self._val(val, self.classes, **checked)} if val is not None else {})
+        from zoo.engine.resume import with_recipe
+        from zoo.vision.data import load_image_folders
+
         eval_tf = transforms_for(self, image_size=image_size)
-        if train:
-            train_tf = transforms_for(self, train=True, image_size=image_size) if augment else eval_tf
-            train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict,
-                                                  unknown_classes=unknown_classes)
-            self._check_classes(train_ds.classes, data)
-            # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
-            self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
-            options = ({"val_data": val_ds} if val_ds is not None else {}) | options
-            return train_ds, with_recipe(options, data=folder_recipe(self.pretrained_cfg, train_ds, options.get(
-                "val_data"), augment, strict), may_change=("strict",))
-        root = Path(data)
+        if not train:
+            return self._folder(data, eval_tf, self.classes, strict, unknown_classes, "image folder"), options
+        train_tf = transforms_for(self, train=True, image_size=image_size) if augment else eval_tf
+        train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict,
+                                              unknown_classes=unknown_classes)
+        self._check_classes(train_ds.classes, data)
+        # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
+        self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
+        if val is not None:  # given apart: it replaces DIR/val
+            val_ds = self._val(val, train_ds.classes, **checked)
+        options = ({"val_data": val_ds} if val_ds is not None else {}) | options
+        return train_ds, with_recipe(options, data=folder_recipe(self.pretrained_cfg, train_ds, options.get(
+            "val_data"), augment, strict), may_change=("strict",))
+
+    def _val(self, val: Any, classes: Any, *, image_size: int | None, augment: bool, strict: bool,
+             unknown_classes: str) -> Any:
+        """A validation set given apart: a folder read as one, anything else as :meth:`_transformed` reads it."""
+        from zoo.vision.transforms import transforms_for
+
+        if isinstance(val, (str, os.PathLike)):
+            tf = transforms_for(self, image_size=image_size)
+            return self._folder(val, tf, classes, strict, unknown_classes, "val_data folder")
+        return self._transformed(val, False, image_size, augment)
+
+    def _folder(self, root: Any, tf: Any, classes: Any, strict: bool, unknown_classes: str, what: str) -> Any:
+        """The images to score of a folder, ``DIR/val/<class>/...`` or ``DIR/<class>/...``, under ``classes``."""
+        from zoo.vision.data import ImageFolderDataset, find_split
+
+        root = Path(root).expanduser()
         if not root.is_dir():
-            raise FileNotFoundError(f"image folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
+            raise FileNotFoundError(f"{what} not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
         folder = find_split(root, "val") or root
-        ds = ImageFolderDataset(folder, eval_tf, classes=self.classes, strict=strict, unknown_classes=unknown_classes)
+        ds = ImageFolderDataset(folder, tf, classes=classes, strict=strict, unknown_classes=unknown_classes)
         self._check_classes(ds.classes, folder)
-        return ds, options
+        return ds
 
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
         """``data`` with the network's transforms where it yields PIL images (else as it is); ``(X, y)`` images
