@@ -436,3 +436,21 @@ def test_other_forms_of_sentence_pairs_are_read_or_refused_by_name():
         zoo.evaluate(model, ((DE[0], EN[0]), (DE[1], EN[1])))
     assert zoo.evaluate(model, [(DE[0], EN[0]), (DE[1], EN[1])], amp=None)["loss"] > 0  # a list: the pairs
     assert zoo.evaluate(model, ([DE[0], DE[1]], [EN[0], EN[1]]), amp=None)["loss"] > 0  # two lists: the columns
+
+
+def test_a_validation_corpus_given_apart_replaces_the_folders_own(tmp_path):
+    """zoo.train(model, "corpus_a", val_data="corpus_b") and ("corpus_a", "corpus_b") failed with "not enough
+    values to unpack" at the first validation: the folder went to fit as a str."""
+    for name, lines in (("a", (DE, EN)), ("b", (DE[:1], EN[:1]))):
+        for split in ("train", "val"):
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / f"{split}.de").write_text("\n".join(lines[0]) + "\n", encoding="utf-8")
+            (tmp_path / name / f"{split}.en").write_text("\n".join(lines[1]) + "\n", encoding="utf-8")
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    kw = {"direction": "de-en", "epochs": 1, "progress": False, "amp": None, "vocab_size": 300}
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert "val_bleu" in zoo.train(model, a, val_data=b, **kw).history[-1]
+    assert "val_bleu" in zoo.train(model, (a, b), **kw).history[-1]
+    assert "val_bleu" in zoo.train(model, a, val_data=list(zip(DE, EN)), **kw).history[-1]
+    with pytest.raises(FileNotFoundError, match="val_data corpus folder not found"):
+        zoo.train(model, a, val_data=tmp_path / "none", **kw)

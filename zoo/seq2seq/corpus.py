@@ -106,15 +106,36 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         model.config.direction = direction
     if train:
         text = load_multi30k(root, "train", direction)
-        val_text = load_multi30k(root, val_split, direction, option="val_split")
+        val_text, val_root = _val_text(options.pop("val_data", None), root, direction, val_split)
         loader, extra = _training(model, text, val_text, batches, bleu, vocab_size)
         recipe = {"direction": direction, "max_tokens": max_tokens, "val_split": val_split,
-                  "corpus": _corpus_fingerprint(root, direction, ("train", val_split)),
+                  "corpus": _corpus_fingerprint(root, direction, ("train",) + (() if val_root else (val_split,))),
                   "bleu_sentences": bleu_sentences, "beam_size": beam_size}
+        if val_root is not None:  # validation from another folder: another folder is another recipe
+            recipe["val_corpus"] = _corpus_fingerprint(val_root, direction, (val_split,))
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
     _need_tokenizer(model)
     text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
     return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
+
+
+def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
+    """``(validation text, its folder when it is not the corpus's own)``: ``val_data=`` given apart, a corpus
+    folder (its ``val_split`` files) or sentence pairs, replaces the corpus folder's ``val_split`` (a folder
+    went to fit as a str and failed at the first validation)."""
+    from zoo.seq2seq.data import load_multi30k
+
+    if given is None:
+        return load_multi30k(root, val_split, direction, option="val_split"), None
+    if isinstance(given, (str, os.PathLike)):
+        folder = Path(given).expanduser()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"val_data corpus folder not found: {folder} (expected {val_split}.xx files)")
+        return load_multi30k(folder, val_split, direction, option="val_split"), folder
+    if (text := _pairs(given)) is None:
+        raise TypeError(f"val_data is a corpus folder, a list of (source, target) pairs or a (sources, targets) "
+                        f"tuple, got {type(given).__name__}")
+    return text, None
 
 
 def _pairs(data: Any) -> Any:
