@@ -254,7 +254,8 @@ def _add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
     for key, tp in registry.config_params(name).items():
         if key in taken:
             continue
-        group.add_argument(_config_flag(key), dest=f"cfg__{key}", metavar=type_name(tp).upper().replace(" ", ""),
+        shown = type_name(tp).replace(" ", "")  # INT, FLOAT | NONE; literal values as they are typed: 'cifar'
+        group.add_argument(_config_flag(key), dest=f"cfg__{key}", metavar=shown if "'" in shown else shown.upper(),
                            help=docs.get(key, ""))
 
 

@@ -239,6 +239,8 @@ def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
     _publish_tiny(tiny_model, tag="cifar10")
     with pytest.raises(KeyError, match="Did you mean 'cifar10'"):
         zoo.build(tiny_model, weights="cifar1O")
+    with pytest.raises(KeyError, match="Did you mean 'cifar10'"):  # case aside: it said only "unknown weights"
+        zoo.build(tiny_model, weights="CIFAR10")
     with pytest.raises(FileNotFoundError):
         zoo.build(tiny_model, weights="nowhere/w.safetensors")
     for folder in (weights_home, weights_home.as_uri()):  # it exists: "weights file not found" misled

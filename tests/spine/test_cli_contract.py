@@ -86,6 +86,11 @@ def test_config_options_are_generated_from_the_config_dataclass(capsys):
     for flag in ("--learning-starts", "--gamma", "--policy-delay", "--preset", "--exploration-noise"):
         assert flag in help_text
     assert "Polyak coefficient" in help_text  # the field's docstring
+    assert "--gamma FLOAT" in help_text
+    with pytest.raises(SystemExit):
+        main(["train", "resnet18", "--help"])
+    # a literal's values as they are typed: --stem 'IMAGENET'|'CIFAR' was shown, and --stem CIFAR refused
+    assert "--stem 'imagenet'|'cifar'" in capsys.readouterr().out
 
 
 def test_a_bad_config_value_is_one_line_naming_the_key(capsys):

@@ -123,13 +123,19 @@ def sources(entry: WeightsEntry) -> list[str]:
     return out
 
 
+def _close_names(name: str, names: list[str]) -> list[str]:
+    """The published names closest to ``name``, case aside (``CIFAR10`` is ``cifar10`` mistyped, not unknown)."""
+    lower = {n.lower(): n for n in names}
+    return [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.5)]
+
+
 def get_entry(name: str) -> WeightsEntry:
     """The manifest entry ``"model.tag"``; unknown names fail with the closest published ones."""
     entries = read_manifest()
     try:
         return entries[name]
     except KeyError:
-        close = difflib.get_close_matches(name, entries, n=3, cutoff=0.5)
+        close = _close_names(name, list(entries))
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise KeyError(
             f"no weights named {name!r} in {manifest_path()}.{hint} See `zoo weights list`."
@@ -355,7 +361,7 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
     if _looks_like_path(weights) or path.is_dir():
         raise not_a_weights_file(path)
     tags = [entries[n].tag for n in list_weights(model)] if model else list(entries)
-    close = difflib.get_close_matches(weights, tags, n=3, cutoff=0.5)
+    close = _close_names(weights, tags)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     raise KeyError(
         f"unknown weights {weights!r}{f' for model {model!r}' if model else ''}.{hint} Published: "
