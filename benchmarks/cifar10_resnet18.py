@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import time
@@ -121,12 +122,14 @@ def train(args) -> dict:
     model = zoo.build("resnet18", num_classes=10, stem="cifar")
     loader = tensor_loader(xtr, ytr, batch_size=args.batch_size, train=True, seed=args.seed, pad=4,
                            mean=CIFAR_MEAN, std=CIFAR_STD, channels_last=args.channels_last)
+    ckpt = WORK / "cifar10_resnet18_ckpt"
+    shutil.rmtree(ckpt, ignore_errors=True)  # a scratch folder: a new run refuses one holding an earlier run's
     t0 = time.perf_counter()
     result = fit(model, loader, None, epochs=args.epochs, optimizer="sgd", lr=args.lr,
                  optimizer_options={"momentum": 0.9, "nesterov": True},
                  weight_decay=args.weight_decay, schedule="onecycle", amp=None if args.amp == "none" else args.amp,
                  channels_last=args.channels_last, label_smoothing=args.label_smoothing, seed=args.seed,
-                 checkpoint_dir=str(WORK / "cifar10_resnet18_ckpt") if not args.smoke else None, progress=True)
+                 checkpoint_dir=str(ckpt) if not args.smoke else None, progress=True)
     train_s = time.perf_counter() - t0
     model = result.model if getattr(result, "model", None) is not None else model
     test = tensor_loader(xte, yte, batch_size=500, train=False, mean=CIFAR_MEAN, std=CIFAR_STD)

@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import shlex
+import shutil
 import statistics
 import sys
 import time
@@ -164,6 +165,7 @@ def train_one(kind: str, direction: str, data: dict, tok, args) -> dict:
         config.update(schedule="cosine")
     minutes = args.minutes if kind == "transformer" else args.gru_minutes
     ckpt = WORK / f"{direction}-{kind}{'-smoke' if args.smoke else ''}"
+    shutil.rmtree(ckpt, ignore_errors=True)  # a scratch folder: a new run refuses one holding an earlier run's
     print(f"\n== {name} {direction}: {sum(p.numel() for p in model.parameters()):,} parameters, "
           f"{len(train_ds):,} pairs, {train_ds.num_tokens():,} target tokens/epoch, budget {minutes} min ==", flush=True)
     t0 = time.perf_counter()

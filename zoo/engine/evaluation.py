@@ -6,6 +6,7 @@ each rank scores its shard and the results are gathered, so every sample counts 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -14,10 +15,20 @@ import torch
 from torch import nn
 
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.data import model_device, model_dtype, move_batch, prepare_loader, run_device, train_val
+from zoo.engine.data import (
+    TARGET_KEYS,
+    model_device,
+    model_dtype,
+    move_batch,
+    prepare_loader,
+    run_device,
+    split_batch,
+    train_val,
+)
 from zoo.engine.distributed import all_gather_objects, dist_info
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
+from zoo.engine.options import DEFAULT_METRICS
 
 __all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk", "predict_outputs"]
 
@@ -81,10 +92,15 @@ def evaluate_loader(
 
 def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``."""
+    if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor) and targets.is_floating_point() \
+            and targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
+        targets = targets.argmax(1)  # soft labels (mixup, distillation): the class they weigh most
     if not isinstance(outputs, torch.Tensor) or not isinstance(targets, torch.Tensor) \
             or targets.is_floating_point():
         raise TypeError("classification metrics need tensor outputs and integer class targets; for other tasks "
                         "pass metrics=() (and eval_fn for your own metrics)")
+    if outputs.dim() == 2 and targets.shape == (len(outputs), 1):
+        targets = targets.squeeze(1)  # (N, 1) labels, as the default loss takes them
     if outputs.dim() != targets.dim() + 1:
         raise ValueError(f"outputs of shape {tuple(outputs.shape)} do not match targets {tuple(targets.shape)}: "
                          "expected (N, C) scores for (N,) targets, or (N, C, ...) for (N, ...)")
@@ -127,7 +143,7 @@ def evaluate(
     forward_fn: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     label_smoothing: float = 0.0,
-    metrics: Sequence[str] = ("accuracy",),
+    metrics: Sequence[str] = DEFAULT_METRICS,
     amp: str | None = "auto",
     device: str | torch.device | None = None,
     channels_last: bool = False,
@@ -139,7 +155,8 @@ def evaluate(
     """Loss and metrics of ``model`` on ``data``, in eval mode under ``torch.inference_mode()``.
 
     ``metrics``: ``"accuracy"``, ``"topK"`` (``"top5"``), ``"average_accuracy"`` (= balanced accuracy),
-    ``"kappa"``, ``"per_class_recall"`` (-> ``recall_0``, ``recall_1``, ...). ``eval_fn(model, data)``
+    ``"kappa"``, ``"per_class_recall"`` (-> ``recall_0``, ``recall_1``, ...); default accuracy, none with a
+    ``loss_fn`` of your own (as ``fit``). ``eval_fn(model, data)``
     adds family metrics. Under DDP each rank scores its shard and the results are gathered.
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     The model's train/eval mode is restored afterwards.
@@ -149,9 +166,12 @@ def evaluate(
                          "or a dict with 'train'): pass the one to score, such as data['val']")
     device = run_device(model) if device is None else torch.device(device)
     amp = check_amp(amp, device, model)
-    keys = metric_keys(metrics)
+    keys = metric_keys(() if loss_fn is not None and metrics is DEFAULT_METRICS else metrics)  # as fit
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                             collate_fn=collate_fn, dist=dist_info(), pin_memory=device.type == "cuda")
+    with contextlib.suppress(TypeError, AttributeError):  # no len(): an IterableDataset, scored as it comes
+        if len(loader.dataset) == 0:  # scored, it was {'loss': nan, 'accuracy': nan}
+            raise ValueError(f"evaluate: no samples to score (an empty {type(loader.dataset).__name__})")
     if device != model_device(model):
         model.to(device)
     out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
@@ -195,10 +215,13 @@ def predict_outputs(model: nn.Module, inputs: Any) -> Any:
     outs = []
     with eval_mode(model), torch.inference_mode():
         for batch in loader:
-            if isinstance(batch, dict):
-                raise TypeError("zoo.predict on a plain network reads (inputs, targets) or input batches; this "
-                                "loader gives dicts: call the model on them yourself")
-            x = batch[0] if isinstance(batch, (tuple, list)) else batch  # the inputs of (inputs, targets)
-            out = model(move_batch(x, device, dtype=dtype))
+            # the inputs of (inputs, targets) or of a dict with its targets, passed as fit passes them
+            # (model(*inputs) for a tuple, model(**inputs) for a dict); a batch without targets is the inputs
+            if isinstance(batch, (tuple, list)) and len(batch) == 1:
+                batch = batch[0]  # TensorDataset(x): the inputs alone
+            labelled = isinstance(batch, (tuple, list)) or (
+                isinstance(batch, dict) and any(k in batch for k in TARGET_KEYS))
+            x = move_batch(split_batch(batch)[0] if labelled else batch, device, dtype=dtype)
+            out = model(**x) if isinstance(x, dict) else model(*x) if isinstance(x, (tuple, list)) else model(x)
             outs.append(out.cpu() if isinstance(out, torch.Tensor) else out)
     return torch.cat(outs) if outs and all(isinstance(o, torch.Tensor) for o in outs) else outs

@@ -67,6 +67,8 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
                              f"outputs); for regression pass {_REGRESSION}")
         if not targets.is_floating_point() and targets.dtype != torch.long:
             targets = targets.long()
+        if not targets.is_floating_point() and outputs.dim() == 2 and targets.shape == (len(outputs), 1):
+            targets = targets.squeeze(1)  # (N, 1) labels, as Keras' sparse cross-entropy takes them
         try:
             return F.cross_entropy(outputs, targets, label_smoothing=label_smoothing)
         except IndexError as err:  # torch's "Target 4 is out of bounds." names neither the outputs nor the fix

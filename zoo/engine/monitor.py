@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["Monitor"]
 
@@ -22,6 +25,7 @@ class Monitor:
     best_epoch: int | None = None
     bad_epochs: int = 0
     stopped: bool = False
+    warned_nonfinite: bool = False
 
     @classmethod
     def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool) -> Monitor:
@@ -34,6 +38,11 @@ class Monitor:
         if self.key not in row:
             raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}")
         value = float(row[self.key])
+        if not math.isfinite(value) and not self.warned_nonfinite:
+            self.warned_nonfinite = True  # once a run: each epoch after would say the same
+            warnings.warn(f"{self.key} is {value} at epoch {row.get('epoch')}: not a number that can improve, so no "
+                          "best checkpoint comes from it; a NaN or inf in the validation data (or a diverged "
+                          "model) is the usual cause", stacklevel=user_stacklevel())
         improved = math.isfinite(value) and (
             self.best is None
             or (self.mode == "min" and value < self.best - self.min_delta)
@@ -48,8 +57,8 @@ class Monitor:
 
     @property
     def stop_reason(self) -> str:
-        return (f"early stopping: {self.key} did not improve for {self.bad_epochs} epochs "
-                f"(best {self.best} at epoch {self.best_epoch})")
+        best = f"best {self.best} at epoch {self.best_epoch}" if self.best is not None else "never a finite value"
+        return f"early stopping: {self.key} did not improve for {self.bad_epochs} epochs ({best})"
 
     def restore(self, best: float | None, best_epoch: int | None, extra: dict[str, Any]) -> None:
         """Continue from a checkpoint's bookkeeping (a changed ``patience`` applies from here on)."""

@@ -84,12 +84,28 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
         raise ValueError(f"unknown optimizer {optimizer!r}; expected one of {sorted(OPTIMIZERS)}, a torch Optimizer "
                          "or a callable(param_groups, lr=..., weight_decay=...)")
     name = optimizer.lower()
+    _check_options(OPTIMIZERS[name], name, options)
     if fused_default(name, model, kwargs):
         try:
             return OPTIMIZERS[name](groups, **kwargs, fused=True)
         except RuntimeError:  # a torch without this fused CPU kernel refuses it here, before any step
             pass
     return OPTIMIZERS[name](groups, **kwargs)
+
+
+def _check_options(cls: type, name: str, options: dict[str, Any] | None) -> None:
+    """``optimizer_options`` the optimizer does not take, named with the ones it does (torch's TypeError,
+    "AdamW.__init__() got an unexpected keyword argument 'momentumm'", named neither fit nor the option)."""
+    import difflib
+    import inspect
+
+    takes = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "params")]
+    for key in options or {}:
+        if key not in takes:
+            close = difflib.get_close_matches(key, takes, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"optimizer_options: {cls.__name__} (optimizer={name!r}) takes no {key!r}{hint}; it "
+                             f"takes {', '.join(takes)}")
 
 
 def fused_default(name: str, model: nn.Module, options: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from zoo.config import check_value, config_types
 
-__all__ = ["FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options"]
+__all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options"]
 
 
 class UnknownOptionError(TypeError):
@@ -27,6 +27,10 @@ class UnknownOptionError(TypeError):
     def __init__(self, message: str, option_keys: Iterable[str]) -> None:
         super().__init__(message)
         self.option_keys = tuple(option_keys)
+
+
+DEFAULT_METRICS: tuple[str, ...] = ("accuracy",)
+"""fit's and evaluate's metrics when none are named (none when a ``loss_fn`` is given: see ``FitConfig.metrics``)."""
 
 
 @dataclass
@@ -80,7 +84,10 @@ class FitConfig:
     label_smoothing: float = 0.0
     forward_fn: Callable[[Any, Any], tuple[Any, Any]] | None = None
     """``fn(model, batch) -> (outputs, targets)`` for batches that are not ``(inputs, targets)``."""
-    metrics: Sequence[str] = ("accuracy",)
+    metrics: Sequence[str] = DEFAULT_METRICS
+    """Scored on validation data (:func:`zoo.engine.evaluate`); by default accuracy, and none with a ``loss_fn``
+    of your own (a regression's or a multi-label loss has no classes to count: accuracy failed there, after
+    a whole epoch), as Keras and Lightning compute no metric nobody asked for."""
     monitor: str = "val_loss"
     """A key of the history rows; without validation data ``val_loss`` becomes ``train_loss``."""
     monitor_mode: str | None = None
@@ -119,6 +126,8 @@ class FitConfig:
             value = getattr(self, key)
             if isinstance(value, (str, os.PathLike)) and not isinstance(value, bool) and str(value).startswith("~"):
                 setattr(self, key, Path(value).expanduser())
+        if self.loss_fn is not None and self.metrics is DEFAULT_METRICS:
+            self.metrics = ()
         problems = []
         if self.epochs < 0:
             problems.append(f"epochs must be >= 0, got {self.epochs}")

@@ -82,6 +82,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
+        if self.ckpt_dir is not None and not cfg.resume:
+            _refuse_a_used_folder(self.ckpt_dir)
         self.last_ckpt: Path | None = None
         self.record = _run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
@@ -245,6 +247,11 @@ class Trainer:
     def run(self) -> TrainResult:
         for cb in self.callbacks:
             cb.on_train_start(self.state)
+        if self.cfg.epochs > self.start_epoch and not any(p.requires_grad for p in self.model.parameters()):
+            # (callbacks such as GradualUnfreeze have set what trains) else the first backward fails, saying
+            # "element 0 of tensors does not require grad"
+            raise ValueError("the model has no parameter to train (none with requires_grad=True): unfreeze the "
+                             "ones to train (p.requires_grad_(True)); to score a frozen model, zoo.evaluate it")
         try:
             last = self.start_epoch if self.monitor.stopped else self.cfg.epochs
             for epoch in range(self.start_epoch, last):
@@ -322,10 +329,7 @@ class Trainer:
         sync = contextlib.nullcontext() if (last_micro or not info.enabled) else self.net.no_sync()
         with sync:
             with autocast(self.amp, self.dev):
-                outputs, targets = forward(self.net, batch, cfg.forward_fn)
-                if cfg.flush_tiny_grads:
-                    floor_output_grad(outputs)
-                loss = self.loss_fn(outputs, targets)
+                outputs, targets, loss = self._forward_loss(batch)
             # One host sync per batch (two under DDP): the NaN guard must see the value (all ranks together).
             loss_val = loss.item()
             if not math.isfinite(loss_val) and metrics_mod.num_scored(targets) == 0 \
@@ -351,6 +355,27 @@ class Trainer:
         if last_micro:
             self._optimizer_step()
         return loss_val
+
+    def _forward_loss(self, batch: Any) -> tuple[Any, Any, torch.Tensor]:
+        """``(outputs, targets, loss)`` of a training batch; what PyTorch says in its own words about a batch
+        BatchNorm cannot normalise, or a loss autograd cannot run backward from, is said with the fix."""
+        try:
+            outputs, targets = forward(self.net, batch, self.cfg.forward_fn)
+        except ValueError as err:
+            if "Expected more than 1 value per channel when training" not in str(err):
+                raise
+            raise ValueError(f"{err}: a training batch of one sample reached a BatchNorm layer (an epoch's last "
+                             f"batch, when the data size leaves 1 over batch_size={self.cfg.batch_size}): pass "
+                             "drop_last=True, or another batch_size") from err
+        if self.cfg.flush_tiny_grads:
+            floor_output_grad(outputs)
+        loss = self.loss_fn(outputs, targets)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else \
+                f"{type(loss).__name__} {loss!r}"
+            raise TypeError(f"loss_fn must return the loss as a one-value tensor that autograd runs backward from, got "
+                            f"{got}: return the torch expression (a mean), not .item() or float(...)")
+        return outputs, targets, loss
 
     def _window_share(self, loss: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
         """``loss`` (a mean over its ``n`` scored targets) weighted for an accumulation window: each micro-batch
@@ -542,6 +567,18 @@ def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
         f"resume: {best.parent} cannot be continued where it stopped: {why}, but {best.name} (epoch {epoch}) loads: "
         f"resume=\"{best}\" continues from it. The run is not started over on top of it; to start over, use "
         "another checkpoint_dir or remove the folder's files")
+
+
+def _refuse_a_used_folder(folder: Path) -> None:
+    """A new run (``resume=False``) in a folder that holds another run's checkpoints would mix with it: the
+    pruning of ``keep_last`` deleted the new run's epochs before the old run's later ones, and a ``resume``
+    after it picked the old run's last epoch up under the new run's settings."""
+    latest = ckpt_mod.latest_checkpoint(folder)
+    held = [p.name for p in (latest, folder / "best.pt") if p is not None and p.is_file()]
+    if held:
+        raise ValueError(f"checkpoint_dir {folder} holds another run's checkpoints ({', '.join(held)}): "
+                         "resume=True continues that run; a new run needs another folder, or those files deleted "
+                         "(none is overwritten)")
 
 
 def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[str, Any] | None]:

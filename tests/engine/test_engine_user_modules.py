@@ -1,0 +1,122 @@
+"""fit / evaluate / predict on a user's own modules, as a Lightning or Keras user writes them: each case here
+failed late (after an epoch), silently, or in PyTorch's words naming neither the option nor the fix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+from zoo.engine import evaluate, fit
+from zoo.engine.evaluation import predict_outputs
+
+KW = {"epochs": 1, "batch_size": 4, "progress": False, "amp": None}
+
+
+def _xy(n=12, k=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 4, generator=g), torch.randint(0, k, (n,), generator=g)
+
+
+def test_a_second_run_in_a_used_checkpoint_dir_is_refused_not_mixed_with_the_first(tmp_path):
+    """keep_last pruned the new run's epoch-0001.pt before the old run's later epochs, and resume=True then
+    took up the old run's last epoch under the new run's lr."""
+    fit(nn.Linear(4, 3), _xy(), **{**KW, "epochs": 3}, checkpoint_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"holds another run's checkpoints \(epoch-0003.pt, best.pt\): resume=True"):
+        fit(nn.Linear(4, 3), _xy(), **KW, lr=0.05, checkpoint_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["best.pt", "epoch-0002.pt", "epoch-0003.pt"]
+    assert fit(nn.Linear(4, 3), _xy(), **{**KW, "epochs": 4}, checkpoint_dir=tmp_path, resume=True).resumed
+
+
+def test_a_loss_of_your_own_scores_no_accuracy_unless_asked(tmp_path):
+    """A regression with loss_fn=mse_loss and val_data failed after its first epoch: accuracy, the default
+    metric, needs class targets. Soft labels under the default loss are scored against their top class."""
+    x, y = torch.randn(12, 4), torch.randn(12, 1)
+    row = fit(nn.Linear(4, 1), (x, y), (x, y), **KW, loss_fn=F.mse_loss).history[-1]
+    assert "val_loss" in row and "val_accuracy" not in row
+    assert set(evaluate(nn.Linear(4, 1), (x, y), loss_fn=F.mse_loss)) == {"loss"}
+    with pytest.raises(TypeError, match="classification metrics need"):  # asked for: still an error
+        evaluate(nn.Linear(4, 1), (x, y), loss_fn=F.mse_loss, metrics=("accuracy",))
+    soft = torch.softmax(torch.randn(12, 3), 1)
+    assert 0.0 <= evaluate(nn.Linear(4, 3), (x, soft))["accuracy"] <= 1.0
+
+
+def test_keras_style_labels_of_shape_n_by_1_train_and_score():
+    """(N, 1) integer labels failed in cross_entropy with "0D or 1D target tensor expected"."""
+    x, y = _xy()
+    net = nn.Linear(4, 3)
+    row = fit(net, (x, y[:, None]), (x, y[:, None]), **KW).history[-1]
+    assert "val_accuracy" in row
+    assert evaluate(net, (x, y[:, None])) == evaluate(net, (x, y))
+
+
+def test_batchnorm_meeting_a_one_sample_batch_names_drop_last():
+    """13 samples at batch_size 4 leave a last batch of 1: torch's "Expected more than 1 value per channel
+    when training" named neither the batch nor the fix."""
+    x, y = _xy(13)
+    net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3))
+    with pytest.raises(ValueError, match=r"one sample reached a BatchNorm layer .*batch_size=4\): pass drop_last=True"):
+        fit(net, (x, y), **KW)
+    assert fit(net, (x, y), **KW, drop_last=True).history[-1]["step"] == 3
+
+
+def test_a_loss_that_is_no_tensor_a_frozen_model_and_a_misspelled_option_say_so():
+    x, y = _xy()
+    with pytest.raises(TypeError, match=r"loss_fn must return the loss as a one-value tensor .*got float"):
+        fit(nn.Linear(4, 3), (x, y), **KW, loss_fn=lambda o, t: float(F.cross_entropy(o, t).detach()))
+    with pytest.raises(TypeError, match=r"got a tensor of shape \(4,\)"):
+        fit(nn.Linear(4, 3), (x, y), **KW, loss_fn=lambda o, t: F.cross_entropy(o, t, reduction="none"))
+    with pytest.raises(ValueError, match="the model has no parameter to train"):
+        fit(nn.Linear(4, 3).requires_grad_(False), (x, y), **KW)
+    with pytest.raises(ValueError, match=r"SGD \(optimizer='sgd'\) takes no 'momentumm' \(did you mean 'momentum'"):
+        fit(nn.Linear(4, 3), (x, y), **KW, optimizer="sgd", optimizer_options={"momentumm": 0.9})
+
+
+def test_a_non_finite_val_loss_says_so_and_the_stop_reason_says_there_was_no_best():
+    x, y = _xy()
+    bad = x.clone()
+    bad[0, 0] = float("nan")
+    with pytest.warns(UserWarning, match=r"val_loss is nan at epoch 1: not a number that can improve"):
+        result = fit(nn.Linear(4, 3), (x, y), (bad, y), **{**KW, "epochs": 3}, early_stopping_patience=2)
+    assert result.best_metric is None and result.stopped_early
+
+
+def test_evaluate_on_nothing_is_an_error_not_nan():
+    with pytest.raises(ValueError, match="no samples to score"):
+        evaluate(nn.Linear(4, 3), TensorDataset(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)))
+
+
+class _TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 2), nn.Linear(4, 2)
+
+    def forward(self, xa, xb):
+        return self.a(xa) + self.b(xb)
+
+
+class _Samples(Dataset):
+    def __init__(self, form: str) -> None:
+        self.form = form
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, i: int):
+        g = torch.Generator().manual_seed(i)
+        xa, xb = torch.randn(3, generator=g), torch.randn(4, generator=g)
+        return {"tuple": ((xa, xb), i % 2), "dict": {"xa": xa, "xb": xb, "label": i % 2},
+                "inputs": {"xa": xa, "xb": xb}}[self.form]
+
+
+def test_predict_passes_a_data_sets_inputs_as_fit_does():
+    """((xa, xb), y) samples trained, and predict called model((xa, xb)): "missing 1 required positional
+    argument"; dict samples were refused ("call the model on them yourself")."""
+    net = _TwoInputs()
+    fit(net, _Samples("tuple"), **KW)
+    out = predict_outputs(net, _Samples("tuple"))
+    assert out.shape == (6, 2)
+    assert torch.equal(predict_outputs(net, _Samples("dict")), out)
+    assert torch.equal(predict_outputs(net, _Samples("inputs")), out)
