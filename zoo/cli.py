@@ -151,11 +151,12 @@ def _configure_info(p: argparse.ArgumentParser) -> None:
 @command("info", "show a model's defaults, weights and references", _configure_info)
 def _cmd_info(args: argparse.Namespace) -> int:
     import zoo
-    from zoo import hub
+    from zoo import hub, registry
 
     card = zoo.model_info(args.name)
     print(card)
-    for wname in card.weights:
+    named = registry.split_weights_name(args.name)[1]  # zoo info resnet18.cifar10: that weights' line alone
+    for wname in [named] if named else card.weights:
         entry = hub.get_entry(wname)
         metrics = ", ".join(f"{k}={v}" for k, v in (entry.meta.get("metrics") or {}).items())
         print(f"    {wname}: {entry.meta.get('dataset', 'dataset not recorded')}" + (f"  {metrics}" if metrics else ""))

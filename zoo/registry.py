@@ -401,6 +401,9 @@ def list_families() -> list[str]:
 
 
 def model_info(name: str) -> ModelCard:
+    """The card of a registered model; a weights name (``"resnet18.cifar10"``, as :func:`build` takes one) is
+    its model's card."""
+    name = split_weights_name(name)[0]
     reg = _lookup(name)
     from zoo import hub
     from zoo.config import field_docs

@@ -176,6 +176,16 @@ def test_model_info_shows_the_config_dataclass_defaults_and_docs():
     assert td3["env"] == "Pendulum-v1" and td3["tau"] == 0.005  # builder keys and TD3Config fields
 
 
+def test_a_weights_name_has_its_models_card_as_build_takes_it(capsys):
+    """zoo.build("resnet18.cifar10") works; zoo.model_info and `zoo info` of the name said "unknown model"."""
+    from zoo.cli import main
+
+    assert zoo.model_info("resnet18.cifar10") == zoo.model_info("resnet18")
+    assert main(["info", "resnet18.cifar10"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("    resnet18.")]
+    assert len(lines) == 1 and lines[0].startswith("    resnet18.cifar10:")
+
+
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_model_info_defaults_are_what_build_builds(name):
     """`zoo info NAME` shows the values `zoo.build(NAME)` uses (TD3's default env picks the rl-zoo preset's

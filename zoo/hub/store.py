@@ -26,10 +26,13 @@ import errno
 import hashlib
 import os
 import re
+import warnings
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlparse
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 from zoo.hub import verified
 from zoo.hub.fetch import HashMismatchError, fetch, local_path, sha256_file
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
@@ -165,7 +168,7 @@ def verify_entry(entry: WeightsEntry, path: Path) -> tuple[str, bool]:
         raise CorruptCacheError(
             f"cached weights {path} do not match {entry.name}'s sha256 (expected {entry.expected_hash}, got "
             f"{digest}): the file changed on disk after it was verified. Re-pull it with "
-            f"`zoo pull {entry.name} --force` (or zoo.pull({entry.name!r}, force=True))"
+            f"`zoo pull {entry.name}` (or zoo.pull({entry.name!r}))"
         )
     return digest, hashed_now
 
@@ -184,12 +187,24 @@ def pull(weights_name: str, *, cache_dir: str | os.PathLike | None = None, force
     """Put the weights ``weights_name`` ("model.tag") in the cache, verified by sha256; return the cached path.
 
     A cached file is reused once its verified marker (or a fresh hash) matches the manifest;
-    ``force=True`` downloads again. ``local_files_only=True`` never opens a network connection (as
-    ``ZOO_OFFLINE=1`` does for the whole process).
+    ``force=True`` downloads again. A cached file that no longer matches is fetched again with a warning:
+    pull is the command that mends the cache (``zoo.build`` refuses such a file, naming it and this command).
+    ``local_files_only=True`` never opens a network connection (as ``ZOO_OFFLINE=1`` does for the whole
+    process).
     """
     entry = get_entry(weights_name)
-    return _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress,
-                       local_files_only=local_files_only)
+    return _pull_mending(entry, cache_dir=cache_dir, force=force, progress=progress,
+                         local_files_only=local_files_only)
+
+
+def _pull_mending(entry: WeightsEntry, **options: Any) -> Path:
+    """:func:`_pull_entry`, fetching again a cached file that no longer matches (with a warning)."""
+    try:
+        return _pull_entry(entry, **options)
+    except CorruptCacheError as err:
+        warnings.warn(f"{err.args[0].split(': the file changed')[0]}: it changed on disk after it was verified; "
+                      "fetching it again", stacklevel=user_stacklevel())
+        return _pull_entry(entry, **{**options, "force": True})
 
 
 def pull_entry_reporting(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True,
@@ -199,8 +214,8 @@ def pull_entry_reporting(entry: WeightsEntry, *, cache_dir=None, force=False, pr
     ``"fetched"`` (this call downloaded or copied it) or ``"arrived"`` (another process fetched it while
     this one waited on the download lock)."""
     how: list[str] = []
-    path = _pull_entry(entry, cache_dir=cache_dir, force=force, progress=progress,
-                       local_files_only=local_files_only, report=how)
+    path = _pull_mending(entry, cache_dir=cache_dir, force=force, progress=progress,
+                         local_files_only=local_files_only, report=how)
     return path, how[0] if how else "arrived"
 
 
