@@ -291,3 +291,15 @@ def test_a_url_pins_its_file_with_a_sha256_fragment(resnet18_pth, weights_home, 
     assert zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={good}") is not None
     with pytest.raises(hub.HashMismatchError, match=f"is not the file .* pins: sha256 {good}, expected {wrong}"):
         zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={wrong}")
+
+
+def test_a_mirror_that_lacks_the_file_is_named_not_suggested(monkeypatch):
+    """With ZOO_WEIGHTS_URL set to a mirror that lacked the file, the error said to set ZOO_WEIGHTS_URL."""
+    from zoo.hub.fetch import _no_source_error
+
+    monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
+    assert "set ZOO_WEIGHTS_URL to a mirror" in str(_no_source_error("w", "0" * 64, ["HTTP 404"], False, False, 0, ""))
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", "file:///srv/mirror")
+    said = str(_no_source_error("w", "0" * 64, ["HTTP 404"], False, False, 0, ""))
+    assert "The mirror ZOO_WEIGHTS_URL=file:///srv/mirror does not have it either" in said
+    assert "set ZOO_WEIGHTS_URL to a mirror" not in said

@@ -445,10 +445,11 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
                if local_mismatched else ""))
     if untried:  # offline, and the local sources did not have it
         return OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {name}")
-    return DownloadError(
-        f"could not get {name}: " + "; ".join(failures)
-        + ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
-    )
+    mirror = os.environ.get("ZOO_WEIGHTS_URL")
+    hint = (f". The mirror ZOO_WEIGHTS_URL={mirror} does not have it either: add the file there (zoo weights "
+            "release writes a mirror's files), or unset it to download from the release URL") if mirror else \
+        ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
+    return DownloadError(f"could not get {name}: " + "; ".join(failures) + hint)
 
 
 def _fetch_http(source: str, part: Path, check, expected: str, progress: bool) -> str:
