@@ -120,3 +120,21 @@ def test_predict_passes_a_data_sets_inputs_as_fit_does():
     assert out.shape == (6, 2)
     assert torch.equal(predict_outputs(net, _Samples("dict")), out)
     assert torch.equal(predict_outputs(net, _Samples("inputs")), out)
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        x, y = _xy()
+        return iter(zip(x, y))
+
+
+def test_a_streaming_data_set_takes_a_warmup_and_onecycle_says_when_the_warmup_is_too_long():
+    """warmup_steps alone (or inverse_sqrt) on an IterableDataset was refused, "a schedule needs the number of
+    batches per epoch", though neither needs it; onecycle with more warmup than steps failed in OneCycleLR
+    ("Expected float between 0 and 1 pct_start, but got 14.28")."""
+    for schedule in (None, "inverse_sqrt"):
+        assert fit(nn.Linear(4, 3), _Stream(), **KW, warmup_steps=2, schedule=schedule).history[-1]["step"] == 3
+    with pytest.raises(ValueError, match=r"schedule='cosine' runs over the run's length, .*has no len\(\)"):
+        fit(nn.Linear(4, 3), _Stream(), **KW, schedule="cosine")
+    with pytest.raises(ValueError, match=r"warmup_steps=10 is not below the run's 3 optimizer steps"):
+        fit(nn.Linear(4, 3), _xy(), **KW, schedule="onecycle", warmup_steps=10)

@@ -103,6 +103,9 @@ def _named_schedule(optimizer: torch.optim.Optimizer, schedule: str, total_steps
             LambdaLR(optimizer, lambda s: _warmup(s, warmup_steps) * gamma ** ((s // spe) // step_size)), "batch"
         )
     if schedule == "onecycle":
+        if warmup_steps >= total_steps:  # else OneCycleLR's "Expected float between 0 and 1 pct_start"
+            raise ValueError(f"warmup_steps={warmup_steps} is not below the run's {total_steps} optimizer steps: "
+                             "onecycle warms up over a share of the run; give fewer warmup_steps or more epochs")
         pct = opts.pop("pct_start", warmup_steps / total_steps if warmup_steps else 0.3)
         kwargs = {k: opts.pop(k) for k in ("div_factor", "final_div_factor", "three_phase", "anneal_strategy",
                                              "cycle_momentum", "base_momentum", "max_momentum") if k in opts}

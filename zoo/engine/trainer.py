@@ -132,8 +132,10 @@ class Trainer:
         steps_per_epoch = math.ceil(self.n_batches / cfg.grad_accum_steps) if self.n_batches else 0
         self.schedule = None
         if cfg.schedule is not None or cfg.warmup_steps:
-            if not self.n_batches:
-                raise ValueError("a schedule needs the number of batches per epoch; this DataLoader has no len()")
+            if not self.n_batches and cfg.schedule not in (None, "inverse_sqrt"):  # those two need no run length
+                raise ValueError(f"schedule={cfg.schedule!r} runs over the run's length, which needs the number of "
+                                 "batches per epoch, and this DataLoader has no len() (a streaming data set): use "
+                                 "warmup_steps alone or schedule='inverse_sqrt', or give the data set a __len__")
             self.schedule = build_schedule(self.opt, cfg.schedule, total_steps=max(1, steps_per_epoch * cfg.epochs),
                                            steps_per_epoch=steps_per_epoch, warmup_steps=cfg.warmup_steps,
                                            options=cfg.schedule_options)
