@@ -138,3 +138,12 @@ def test_a_streaming_data_set_takes_a_warmup_and_onecycle_says_when_the_warmup_i
         fit(nn.Linear(4, 3), _Stream(), **KW, schedule="cosine")
     with pytest.raises(ValueError, match=r"warmup_steps=10 is not below the run's 3 optimizer steps"):
         fit(nn.Linear(4, 3), _xy(), **KW, schedule="onecycle", warmup_steps=10)
+
+
+def test_a_resume_with_no_epochs_left_says_nothing_is_trained(tmp_path):
+    """resume=True with epochs not above the checkpoint's returned the old run's history without a word."""
+    fit(nn.Linear(4, 3), _xy(), **{**KW, "epochs": 2}, checkpoint_dir=tmp_path)
+    with pytest.warns(UserWarning, match=r"epoch-0002.pt has 2 epochs done and epochs=2: nothing is trained; .*"
+                                         r"epochs > 2"):
+        result = fit(nn.Linear(4, 3), _xy(), **{**KW, "epochs": 2}, checkpoint_dir=tmp_path, resume=True)
+    assert len(result.history) == 2

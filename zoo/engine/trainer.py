@@ -197,6 +197,10 @@ class Trainer:
                                      Path(path).name)
         if info.is_main:
             self._repair_best(Path(path))
+            if cfg.epochs <= self.start_epoch and not self.monitor.stopped:  # it returned the old run's result
+                warnings.warn(f"resume: {Path(path).name} has {self.start_epoch} epochs done and epochs={cfg.epochs}:"
+                              f" nothing is trained; epochs counts the run's epochs in all, so pass "
+                              f"epochs > {self.start_epoch} to train on", stacklevel=user_stacklevel())
         return {"checkpoint": Path(path), "changed": changed}
 
     def _reconcile(self, state: dict[str, Any], path: Path) -> dict[str, tuple[Any, Any]]:
