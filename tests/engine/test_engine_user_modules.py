@@ -147,3 +147,22 @@ def test_a_resume_with_no_epochs_left_says_nothing_is_trained(tmp_path):
                                          r"epochs > 2"):
         result = fit(nn.Linear(4, 3), _xy(), **{**KW, "epochs": 2}, checkpoint_dir=tmp_path, resume=True)
     assert len(result.history) == 2
+
+
+def test_dict_samples_with_a_key_forward_does_not_take_train_and_say_which_once():
+    """A dict sample with an "idx" column failed with "forward() got an unexpected keyword argument 'idx'";
+    Hugging Face's Trainer drops unused columns."""
+    import warnings
+
+    class _WithIdx(_Samples):
+        def __getitem__(self, i: int):
+            return {**super().__getitem__(i), "idx": i}
+
+    net = _TwoInputs()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fit(net, _WithIdx("dict"), **{**KW, "epochs": 2})
+        out = predict_outputs(net, _WithIdx("dict"))
+    said = [str(w.message) for w in seen if "takes no 'idx'" in str(w.message)]
+    assert len(said) == 1 and "it takes xa, xb" in said[0]
+    assert torch.equal(out, predict_outputs(net, _Samples("dict")))

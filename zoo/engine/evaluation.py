@@ -26,7 +26,7 @@ from zoo.engine.data import (
     train_val,
 )
 from zoo.engine.distributed import all_gather_objects, dist_info
-from zoo.engine.forward import autocast, check_amp, default_loss, forward
+from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
 
@@ -221,7 +221,6 @@ def predict_outputs(model: nn.Module, inputs: Any) -> Any:
                 batch = batch[0]  # TensorDataset(x): the inputs alone
             labelled = isinstance(batch, (tuple, list)) or (
                 isinstance(batch, dict) and any(k in batch for k in TARGET_KEYS))
-            x = move_batch(split_batch(batch)[0] if labelled else batch, device, dtype=dtype)
-            out = model(**x) if isinstance(x, dict) else model(*x) if isinstance(x, (tuple, list)) else model(x)
+            out = call_model(model, move_batch(split_batch(batch)[0] if labelled else batch, device, dtype=dtype))
             outs.append(out.cpu() if isinstance(out, torch.Tensor) else out)
     return torch.cat(outs) if outs and all(isinstance(o, torch.Tensor) for o in outs) else outs

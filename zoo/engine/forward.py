@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -10,10 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import split_batch
 from zoo.engine.precision import model_amp, resolve_amp
 
-__all__ = ["autocast", "check_amp", "default_loss", "forward"]
+__all__ = ["autocast", "call_model", "check_amp", "default_loss", "forward"]
 
 
 def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None, *, training: bool = False) -> str | None:
@@ -92,8 +95,42 @@ def forward(model: nn.Module, batch: Any, forward_fn: Callable | None) -> tuple[
             raise TypeError(f"forward_fn must return (outputs, targets), got {type(out).__name__}")
         return out[0], out[1]
     inputs, targets = split_batch(batch)
+    return call_model(model, inputs), targets
+
+
+def call_model(model: nn.Module, inputs: Any) -> Any:
+    """``model(**inputs)`` for a dict (without the keys its ``forward`` takes no parameter for: an ``idx`` or
+    ``text`` column, as Hugging Face's Trainer drops unused columns, said once), ``model(*inputs)`` for a tuple
+    or list, else ``model(inputs)``."""
     if isinstance(inputs, dict):
-        return model(**inputs), targets
+        taken = _forward_keys(model)
+        if taken is not None and not inputs.keys() <= taken:
+            dropped = sorted(inputs.keys() - taken)
+            if type(model) not in _WARNED_DROPS:
+                _WARNED_DROPS.add(type(model))
+                warnings.warn(f"{type(model).__name__}.forward takes no {', '.join(map(repr, dropped))}: those keys "
+                              f"of the batch are left out (it takes {', '.join(sorted(taken))})",
+                              stacklevel=user_stacklevel())
+            inputs = {k: v for k, v in inputs.items() if k in taken}
+        return model(**inputs)
     if isinstance(inputs, (tuple, list)):
-        return model(*inputs), targets
-    return model(inputs), targets
+        return model(*inputs)
+    return model(inputs)
+
+
+_FORWARD_KEYS: dict[type, frozenset[str] | None] = {}
+_WARNED_DROPS: set[type] = set()
+
+
+def _forward_keys(model: nn.Module) -> frozenset[str] | None:
+    """The keyword names the model's ``forward`` takes (None: any, through ``**kwargs``), per class, once."""
+    inner = getattr(getattr(model, "module", model), "_orig_mod", getattr(model, "module", model))  # DDP, compile
+    cls = type(inner)
+    if cls not in _FORWARD_KEYS:
+        try:
+            params = inspect.signature(inner.forward).parameters.values()
+        except (TypeError, ValueError):
+            params = None
+        _FORWARD_KEYS[cls] = None if params is None or any(p.kind is p.VAR_KEYWORD for p in params) else \
+            frozenset(p.name for p in params)
+    return _FORWARD_KEYS[cls]
