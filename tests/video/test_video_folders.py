@@ -99,3 +99,17 @@ def test_evaluating_a_folder_of_some_classes_names_the_others(tv):
                                          r"other 2 are scored"):
         ds, _ = model.zoo_data(tv / "val", train=False)
     assert sorted(ds.labels) == [1, 2]
+
+
+def test_a_class_whose_every_video_is_unreadable_is_an_error_for_training(tmp_path):
+    """Its files passed the empty-folder check (it reads extensions), were skipped with a warning, and the class
+    trained on nothing; evaluation still scores the readable ones."""
+    root = _videos(tmp_path / "set", {"a": 1, "b": 1})
+    (root / "c").mkdir()
+    (root / "c" / "0.avi").write_bytes(b"not a video")
+    videos = [(str(root / c / "0.avi"), i) for i, c in enumerate("abc")]
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"), \
+            pytest.raises(ValueError, match=r"every video of class\(es\) \['c'\] is unreadable"):
+        VideoClipDataset(videos, ["a", "b", "c"], progress=False)
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+        assert len(VideoClipDataset(videos, ["a", "b", "c"], train=False, progress=False).videos) == 2

@@ -130,6 +130,10 @@ class VideoClipDataset(Dataset):
             )
         if not self.videos:
             raise ValueError(f"no readable videos among the {len(videos)} listed")
+        lost = sorted({self.classes[label] for _, label in videos} - {self.classes[i] for i in self.labels})
+        if train and lost:  # the warning above counted them; a class nothing teaches is an error, as an empty folder
+            raise ValueError(f"every video of class(es) {lost} is unreadable (see .skipped): the network would learn "
+                             "nothing of them; repair or replace those files, or remove the class")
         self._lengths = [S.resampled_length(m.num_frames, m.fps, frame_rate) for m in self.videos]
         # uniform: item -> (video, clip); cumulative clip counts give the mapping without a big table
         if sampling == "uniform":
