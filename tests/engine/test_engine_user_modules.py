@@ -166,3 +166,19 @@ def test_dict_samples_with_a_key_forward_does_not_take_train_and_say_which_once(
     said = [str(w.message) for w in seen if "takes no 'idx'" in str(w.message)]
     assert len(said) == 1 and "it takes xa, xb" in said[0]
     assert torch.equal(out, predict_outputs(net, _Samples("dict")))
+
+
+def test_a_ready_optimizer_says_which_given_settings_it_does_not_apply():
+    """fit(..., optimizer=torch.optim.SGD(params, lr=0.05), lr=0.01) ran at 0.05 without a word."""
+    import warnings
+
+    x, y = _xy()
+    net = nn.Linear(4, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    with pytest.warns(UserWarning, match=r"ready SGD, which keeps its own settings: lr=0.01 \(it runs at lr=0.05\)"):
+        fit(net, (x, y), **KW, optimizer=opt, lr=0.01)
+    assert opt.param_groups[0]["lr"] == 0.05
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its own settings and fit's defaults: nothing to say
+        fit(net, (x, y), **KW, optimizer=opt)
+        fit(net, (x, y), **KW, optimizer=opt, lr=0.05)

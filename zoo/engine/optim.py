@@ -7,11 +7,14 @@ fights the normalisation, and biases carry no capacity to regularise).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["FUSED_ON_CPU", "OPTIMIZERS", "build_optimizer", "decay_groups", "fused_default"]
 
@@ -74,6 +77,7 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
         owned = {id(p) for p in model.parameters()}
         if any(id(p) not in owned for g in optimizer.param_groups for p in g["params"]):
             raise ValueError("the optimizer holds parameters that are not the model's (built on another copy?)")
+        _say_what_a_ready_optimizer_ignores(optimizer, lr, weight_decay, options)
         return optimizer
     groups = _user_groups(param_groups) if param_groups is not None else [{"params": list(model.parameters())}]
     groups = decay_groups(groups, weight_decay)
@@ -91,6 +95,24 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
         except RuntimeError:  # a torch without this fused CPU kernel refuses it here, before any step
             pass
     return OPTIMIZERS[name](groups, **kwargs)
+
+
+def _say_what_a_ready_optimizer_ignores(optimizer: torch.optim.Optimizer, lr: float, weight_decay: float,
+                                        options: dict[str, Any] | None) -> None:
+    """A ready optimizer keeps its own hyperparameters: an ``lr``, ``weight_decay`` or ``optimizer_options`` given
+    beside it (other than fit's defaults) was dropped without a word, and the run's record named the lr it did
+    not run at."""
+    from zoo.engine.options import FitConfig
+
+    ignored = [f"{key}={value!r} (it runs at {key}={optimizer.param_groups[0].get(key)!r})"
+               for key, value, default in (("lr", lr, FitConfig.lr), ("weight_decay", weight_decay,
+                                                                       FitConfig.weight_decay))
+               if value != default and value != optimizer.param_groups[0].get(key)]
+    ignored += [f"optimizer_options={options!r}"] if options else []
+    if ignored:
+        warnings.warn(f"optimizer is a ready {type(optimizer).__name__}, which keeps its own settings: "
+                      f"{'; '.join(ignored)} is not applied; set them on the optimizer, or pass optimizer="
+                      f"{type(optimizer).__name__.lower()!r} and fit builds it with them", stacklevel=user_stacklevel())
 
 
 def _check_options(cls: type, name: str, options: dict[str, Any] | None) -> None:
