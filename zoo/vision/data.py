@@ -33,7 +33,8 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "to_rgb"]
+__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
+           "to_rgb"]
 
 SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
 
@@ -311,6 +312,17 @@ class ImageFolderDataset(Dataset):
     def __repr__(self) -> str:
         skipped = " + ".join(f"{len(v)} {k.replace('_', ' ')}" for k, v in self.skipped.items() if v) or "nothing"
         return f"ImageFolderDataset({str(self.root)!r}, {len(self)} images, {len(self.classes)} classes, skipped {skipped})"
+
+
+def scored_folder(root: str | os.PathLike, transform: Callable | None, classes: Sequence[str] | None, *,
+                  strict: bool = False, unknown_classes: str = "error", what: str = "image folder") -> ImageFolderDataset:
+    """The images a folder gives to score or validate on, ``DIR/val/<class>/...`` or ``DIR/<class>/...``, under
+    ``classes`` (the network's or the training set's); a missing folder is named as ``what``."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"{what} not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
+    return ImageFolderDataset(find_split(root, "val") or root, transform, classes=classes, strict=strict,
+                              unknown_classes=unknown_classes)
 
 
 def find_split(root: Path, split: str) -> Path | None:

@@ -33,7 +33,6 @@ import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -301,15 +300,12 @@ def _given_val(model: nn.Module, fit_kwargs: dict[str, Any], val_data: Any, imag
     given = fit_kwargs.pop("val_data")
     if not isinstance(given, (str, os.PathLike)):
         return with_network_transforms(model, as_dataset_if_xy(given), False, image_size=image_size)
-    from zoo.vision.data import ImageFolderDataset, find_split
+    from zoo.vision.data import scored_folder
     from zoo.vision.transforms import transforms_for
 
-    root = Path(given).expanduser()
-    if not root.is_dir():
-        raise FileNotFoundError(f"val_data folder not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
     classes = (getattr(model, "pretrained_cfg", None) or {}).get("classes")
-    return ImageFolderDataset(find_split(root, "val") or root, transforms_for(model, train=False, image_size=image_size),
-                              classes=classes, strict=strict, unknown_classes=unknown_classes)
+    return scored_folder(given, transforms_for(model, train=False, image_size=image_size), classes, strict=strict,
+                         unknown_classes=unknown_classes, what="val_data folder")
 
 
 def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment: bool, image_size: int | None,

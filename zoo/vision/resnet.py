@@ -194,15 +194,11 @@ class ResNet18(ClassifierHead, Network, ResNet):
         return self._transformed(val, False, image_size, augment)
 
     def _folder(self, root: Any, tf: Any, classes: Any, strict: bool, unknown_classes: str, what: str) -> Any:
-        """The images to score of a folder, ``DIR/val/<class>/...`` or ``DIR/<class>/...``, under ``classes``."""
-        from zoo.vision.data import ImageFolderDataset, find_split
+        """:func:`zoo.vision.data.scored_folder`, its classes checked against the network's outputs."""
+        from zoo.vision.data import scored_folder
 
-        root = Path(root).expanduser()
-        if not root.is_dir():
-            raise FileNotFoundError(f"{what} not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
-        folder = find_split(root, "val") or root
-        ds = ImageFolderDataset(folder, tf, classes=classes, strict=strict, unknown_classes=unknown_classes)
-        self._check_classes(ds.classes, folder)
+        ds = scored_folder(root, tf, classes, strict=strict, unknown_classes=unknown_classes, what=what)
+        self._check_classes(ds.classes, ds.root)
         return ds
 
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
