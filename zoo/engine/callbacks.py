@@ -11,7 +11,9 @@ Hooks, in the order they are called (every hook gets the live :class:`TrainState
 
 ``on_epoch_end`` may add entries to ``row`` (they are logged, and can be monitored for early stopping and
 best checkpoints). Any hook may call ``state.request_stop(reason)``: training stops after the current
-batch (from ``on_batch_end``) or at the end of the epoch; the epoch's checkpoint is still written.
+batch (from ``on_batch_end``) or at the end of the epoch; the epoch's checkpoint is still written. An epoch
+stopped after some of its batches says so in its history row (``batches_trained``): a resume from its
+checkpoint goes on with the next epoch (there is no position inside an epoch to resume from), and warns.
 Callbacks run on every rank under DDP; use ``state.is_main`` to do rank-0-only work.
 """
 

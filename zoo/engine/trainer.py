@@ -197,6 +197,7 @@ class Trainer:
                                      Path(path).name)
         if info.is_main:
             self._repair_best(Path(path))
+            self._warn_partial_epoch(Path(path))
             if cfg.epochs <= self.start_epoch and not self.monitor.stopped:  # it returned the old run's result
                 warnings.warn(f"resume: {Path(path).name} has {self.start_epoch} epochs done and epochs={cfg.epochs}:"
                               f" nothing is trained; epochs counts the run's epochs in all, so pass "
@@ -215,6 +216,21 @@ class Trainer:
         applied = (*RESUME_APPLIED, *self.record.get(RECIPE_MAY_CHANGE, ()))
         return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(self.record), applied=applied,
                          ignored=ignored, what=path.name)
+
+    def _warn_partial_epoch(self, resumed: Path) -> None:
+        """A checkpoint of an epoch that ``request_stop`` ended after some of its batches holds no position
+        inside the epoch to go on from (the loader's order and workers start whole epochs): the resume goes on
+        with the next epoch, and says which batches that leaves untrained."""
+        last = self.history[-1] if self.history else {}
+        done = last.get("batches_trained")
+        if done is None or self.cfg.epochs <= self.start_epoch:
+            return
+        total = self.n_batches
+        rest = f"its other {total - done} of {total} batches" if total and total > done else "its other batches"
+        warnings.warn(f"resume: {resumed.name} ends epoch {last['epoch']} after {done} batches (request_stop); the run "
+                      f"goes on with epoch {self.start_epoch + 1}, so {rest} are not trained in this run. To train "
+                      f"a whole epoch in their place, pass epochs={self.cfg.epochs + 1}",
+                      stacklevel=user_stacklevel())
 
     def _repair_best(self, resumed: Path) -> None:
         """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
@@ -297,6 +313,7 @@ class Trainer:
         bar = ProgressBar(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
         self.opt.zero_grad(set_to_none=True)
+        self.batches_done = self.n_batches or 0
         for i, batch in enumerate(bar):
             st.batch = i
             loss_val = self._train_batch(epoch, i, batch)
@@ -307,6 +324,7 @@ class Trainer:
             if cfg.progress and i % 10 == 0:
                 bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
             if st.stop_requested:
+                self.batches_done = i + 1
                 break
         else:
             if self.window_pending:  # a loader without len() ended inside an accumulation window
@@ -317,6 +335,8 @@ class Trainer:
         sums = all_reduce_mean(torch.stack([self.loss_sum, self.n_seen, self.correct.double(),
                                             self.n_scored.double()])).tolist()
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": sums[0] / max(1.0, sums[1])}
+        if self.n_batches and self.batches_done < self.n_batches:  # request_stop from on_batch_end
+            row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
         if "accuracy" in self.metric_keys and sums[3] > 0:
             row["train_accuracy"] = sums[2] / sums[3]
         row["lr"] = epoch_lr
