@@ -3,9 +3,10 @@
 The exported graph is ``observation (B, obs_dim) float32 -> action (B, act_dim) float32`` (an observation space of
 another shape, ``(2, 3)`` say, is fed flat: ``obs.reshape(B, -1)``): the actor's tanh
 output rescaled to the action Box (``center + tanh(...) * half_range``), i.e. exactly ``agent.act(obs)`` without
-exploration noise, so a deployment needs no zoo code and no knowledge of the bounds. The critics, target
-networks and optimiser state are training-only and are not exported. Tolerance: ``atol = rtol = 1e-5``
-(actions in the env's units).
+exploration noise, so a deployment needs no zoo code and no knowledge of the bounds. An agent trained behind
+``NormalizeObservation`` takes normalised observations, as ``agent.act`` does: the metadata then says so and
+holds the statistics. The critics, target networks and optimiser state are training-only and are not
+exported. Tolerance: ``atol = rtol = 1e-5`` (actions in the env's units).
 """
 
 from __future__ import annotations
@@ -43,6 +44,21 @@ def _observations(agent: TD3Agent, n: int, seed: int) -> torch.Tensor:
     return torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32)).reshape(n, agent.obs_dim)
 
 
+def _normalized_input(agent: TD3Agent) -> dict[str, object]:
+    """An agent trained behind ``NormalizeObservation`` takes normalised observations, and so does its
+    graph: the metadata says so, with the statistics (each wrapper's, outermost first; the innermost
+    applies first), which the deployment applies as the wrapper does."""
+    stats = agent.normalization
+    n = sum(1 for k in stats if k.startswith("obs_rms.") and k.endswith(".mean"))
+    if not n:
+        return {}
+    return {"observation_normalization": (
+        "the policy takes observations as the training env's NormalizeObservation hands them: "
+        "(obs - mean) / sqrt(var + epsilon), epsilon the wrapper's (gymnasium's default 1e-8)"),
+        "observation_mean": [stats[f"obs_rms.{i}.mean"].reshape(-1).tolist() for i in range(n)],
+        "observation_var": [stats[f"obs_rms.{i}.var"].reshape(-1).tolist() for i in range(n)]}
+
+
 @register_exporter(TD3Agent)
 def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
     """The deterministic policy with a dynamic batch axis; checked at batch ``batch``, 1 and 7."""
@@ -54,5 +70,5 @@ def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
                   {0: {0: "batch"}}, checks=[(_observations(agent, 1, 1),), (_observations(agent, 7, 2),)])
     meta = {"model": "td3", "env": agent.env_id, "observation": f"(B, {agent.obs_dim}) float32",
             "action": f"(B, {agent.act_dim}) float32 in the env's units",
-            "action_low": low.tolist(), "action_high": high.tolist()}
+            "action_low": low.tolist(), "action_high": high.tolist(), **_normalized_input(agent)}
     return ExportSpec([graph], atol=1e-5, rtol=1e-5, metadata=meta)

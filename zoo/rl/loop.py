@@ -8,7 +8,8 @@ collect a transition, update, end episodes, evaluate and log, checkpoint. The lo
 
 Exact resume (single env, CPU): periodic checkpoints are taken at episode boundaries, where the whole
 state of the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
-``np_random`` state, so a resumed run replays the uninterrupted one bit for bit. A run that stops
+``np_random`` state and the running statistics of its ``NormalizeObservation`` / ``NormalizeReward``
+wrappers, so a resumed run replays the uninterrupted one bit for bit. A run that stops
 mid-episode (its last checkpoint) cannot save the env's physics; it records how that episode started (the
 reset's seed or the env's random state before it), and a resume resets the env the same way and steps it
 with the episode's actions from the replay buffer, checking every observation and reward against the
@@ -20,6 +21,7 @@ warning says so).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import io
 import json
@@ -44,7 +46,9 @@ from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.logs import RunLogger, write_csv
 from zoo.engine.threads import check_threads, torch_threads
+from zoo.rl import normalization
 from zoo.rl.envspec import env_identity
+from zoo.rl.normalization import RUNNING_STATS, normalizers
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -122,7 +126,8 @@ def _pick_env(agent, data: Any, env: Any) -> Any:
             raise ValueError(f"no environment: this agent (obs_dim {agent.obs_dim}, act_dim {agent.act_dim}) was built "
                              "for an env without a registered id (or loaded from the weights of one), so there is "
                              "none to make: pass env=<gymnasium id or env>")
-        chosen = agent.env_id
+        # an agent that trained behind normalisation wrappers acts in that env: its spec makes them again
+        chosen = getattr(agent, "env_spec", None) or agent.env_id
     return chosen
 
 
@@ -135,6 +140,12 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     is repeatable and independent of the training env's state. A ``VectorEnv`` (what ``zoo.train`` also
     takes) shares the episodes out among its envs, as Stable-Baselines3's ``evaluate_policy`` does: env
     ``j`` is reset with ``seed + j`` and runs its share one after another.
+
+    An agent that trained behind ``NormalizeObservation`` / ``NormalizeReward`` (``agent.normalization``,
+    which its weights file carries) puts its statistics into an env whose normalisers have not been
+    updated yet (one made here, its own by default) and evaluates with them frozen, as its training run's
+    evaluations did; an env whose normalisers have statistics of their own keeps them, and one without
+    the agent's wrappers gets a warning.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -146,12 +157,31 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     base = agent.seed + 10_000 if seed is None else int(seed)
     episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
     try:
-        returns, lengths = episodes_of(agent, e, episodes, base, max_steps)
+        with _agent_statistics(agent, e):
+            returns, lengths = episodes_of(agent, e, episodes, base, max_steps)
     finally:
         if e is not chosen:
             e.close()
     return {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
             "length_mean": float(np.mean(lengths)), "episodes": float(episodes)}
+
+
+def _agent_statistics(agent, e: Any):
+    """The agent's normalisation statistics put into ``e``'s fresh normalisers and frozen there (a context
+    manager); nothing for an env the training loop synced from its training env."""
+    stats = getattr(agent, "normalization", None)
+    if not stats or e is _SYNCED.get():
+        return contextlib.nullcontext()
+    return normalization.frozen(_adopt(agent, e, "this agent"))
+
+
+def _adopt(agent, env: Any, source: str) -> list[Any]:
+    """Put ``agent.normalization`` into ``env``'s normalisers when none of them has been updated yet (a
+    mismatch warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
+    theirs = normalizers(env)
+    if not agent.normalization or (theirs and not normalization.is_fresh(theirs)):
+        return []
+    return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})")
 
 
 def _episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tuple[list[float], list[int]]:
@@ -523,7 +553,7 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
     return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
                 identity=env_identity(train_env), env_given=data is not None or env is not None,
-                normalizers=_normalizers(train_env), **settings)
+                normalizers=normalizers(train_env), **settings)
 
 
 def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
@@ -585,6 +615,8 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
 
     agent.ensure_buffer()
     path = _resume_path(run, resume) if resume else None
+    if path is None:  # a loaded agent fine-tuned on a fresh env goes on with the input scale it learnt
+        _adopt(agent, run.env, "this agent")
     if path is not None:
         if seed is not None:
             warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
@@ -706,6 +738,8 @@ def _reset(run: _Run, seed: int | None = None) -> None:
     """Start the single env's next episode (all of a vector env's), remembering how, for a resume."""
     if not run.vec:
         run.episode_start = {"seed": seed} if seed is not None else {"rng": _env_rng_state(run.env)}
+        if run.normalizers:  # a resume mid-episode replays it from the statistics it began with
+            run.episode_start["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
     run.obs, _ = run.env.reset(seed=seed)
 
 
@@ -714,7 +748,9 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
     the next episode begun; mid-episode, that episode begun again and replayed (:func:`_replay_episode`)."""
     if saved is not None:
         run.since_train = int(saved["since_train"])
+    now = (saved or {}).get("normalization")  # None in a checkpoint of a run without them, or an older one
     if run.vec:
+        _put_statistics(run, now)
         if saved is not None and any(n > 0 for n in saved["ep_len"]):
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
@@ -723,6 +759,7 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
         return
     ep_len = int(saved["ep_len"][0]) if saved is not None else 0
     if ep_len > 0:
+        _put_statistics(run, saved["episode_start"].get("normalization"))  # as the episode began
         if _replay_episode(agent, run, saved["episode_start"], ep_len):
             run.ep_ret[0], run.ep_len[0] = float(saved["ep_ret"][0]), ep_len
             run.episode_start = dict(saved["episode_start"])
@@ -732,8 +769,16 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
             "episode's actions did not reproduce its observations and rewards (the env's dynamics depend on more "
             "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
             "does not replay the uninterrupted one exactly", stacklevel=user_stacklevel())
+    _put_statistics(run, now)
     _set_env_rng_state(run.env, env_rng)
     _reset(run)
+
+
+def _put_statistics(run: _Run, stats: dict[str, torch.Tensor] | None) -> None:
+    """The checkpoint's normalisation statistics (and NormalizeReward's discounted return) back into the
+    training env's wrappers; nothing for a checkpoint without them."""
+    if stats is not None:
+        normalization.put(run.normalizers, stats, source="the checkpoint", env_name=f"the training env ({run.identity})")
 
 
 def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
@@ -848,9 +893,11 @@ def _evaluate(agent, run: _Run) -> None:
     if run.eval_env is run.env:  # the end of a run on an env without an id (_eval_target)
         log.info("TD3 on %s: evaluating on the training env itself (pass eval_env= for a separate one)", run.name)
         saved = _env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
+        stats = normalization.statistics(run.normalizers, accumulators=True)  # NormalizeReward's return too
         with _normalization_synced(run, run.env):  # frozen: evaluation steps are no training data
             res = evaluate(agent, env=run.env, episodes=run.eval_episodes)
         _set_env_rng_state(run.env, saved)
+        normalization.put(run.normalizers, stats, source="the training env", env_name="itself")
     else:
         e = make_env(run.eval_env)  # an id or spec made here (for its statistics); an env object as it is
         try:
@@ -870,6 +917,7 @@ def _evaluate(agent, run: _Run) -> None:
         agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
         agent.best_step = agent.num_timesteps
         if run.ckpt_dir is not None:
+            _keep_statistics(agent, run)  # those this evaluation normalised with
             agent.save(run.ckpt_dir / BEST_NAME, {"step": str(agent.num_timesteps)})
     agent.history.append(row)
     recent = f"{row['train_return_recent']:.1f}" if run.recent else "-"  # no episode finished yet
@@ -879,24 +927,6 @@ def _evaluate(agent, run: _Run) -> None:
     run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
 
 
-_RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
-
-
-def _normalizers(env: Any) -> list[Any]:
-    """The wrappers in ``env``'s stack (a vector env's own, then its first sub-env's) that normalise with
-    running statistics they update as they step: gymnasium's ``NormalizeObservation`` / ``NormalizeReward``,
-    outermost first."""
-    found = []
-    for _ in range(64):  # deeper is no wrapper stack
-        if env is None:
-            break
-        if hasattr(env, "update_running_mean") and any(hasattr(env, a) for a in _RUNNING_STATS):
-            found.append(env)
-        inner = getattr(env, "env", None)
-        env = inner if inner is not None else (getattr(env, "envs", None) or [None])[0]
-    return found
-
-
 @contextlib.contextmanager
 def _normalization_synced(run: _Run, eval_env: Any):
     """Evaluate with the training env's statistics: the evaluation env's normalisation wrappers take copies
@@ -904,12 +934,9 @@ def _normalization_synced(run: _Run, eval_env: Any):
     setting restored after), as SB3's EvalCallback syncs VecNormalize. A fresh env made from the spec would
     otherwise normalise with statistics of its own few episodes: another input scale than the policy's.
     Stacks that do not pair up (another number of either kind) are left as they are, with a warning."""
-    theirs = _normalizers(eval_env)
-    if not run.normalizers and not theirs:
-        yield
-        return
+    theirs = normalizers(eval_env)
     pairs = []
-    for kind in _RUNNING_STATS:
+    for kind in RUNNING_STATS if run.normalizers or theirs else ():
         ours_k = [w for w in run.normalizers if hasattr(w, kind)]
         theirs_k = [w for w in theirs if hasattr(w, kind)]
         if len(ours_k) == len(theirs_k):
@@ -921,16 +948,30 @@ def _normalization_synced(run: _Run, eval_env: Any):
                 f"{len(ours_k)} wrapper(s), the evaluation env in {len(theirs_k)}: they cannot be synced, so "
                 "evaluations see another input scale than training; pass eval_env= with the same wrappers",
                 stacklevel=user_stacklevel())
-    flags = [(b, b.update_running_mean) for _, _, b in pairs]
     for kind, a, b in pairs:
         if a is not b:
             setattr(b, kind, copy.deepcopy(getattr(a, kind)))
-        b.update_running_mean = False
+    token = _SYNCED.set(eval_env)  # evaluate puts no agent statistics in: this env has the run's (stale ones)
     try:
-        yield
+        with normalization.frozen([b for _, _, b in pairs]):
+            yield
     finally:
-        for b, flag in flags:
-            b.update_running_mean = flag
+        _SYNCED.reset(token)
+
+
+_SYNCED: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_eval_env", default=None)
+
+
+def _keep_statistics(agent, run: _Run) -> None:
+    """The training env's normalisation statistics become the agent's (what its weights files and checkpoint
+    carry), and the spec that makes that env again its env (what it evaluates on by default)."""
+    from zoo.rl.envspec import single_spec
+
+    agent.normalization = normalization.statistics(run.normalizers)
+    spec = single_spec(run.env) if run.normalizers else None
+    if spec is not None and "render_mode" in spec.kwargs:  # nobody watches its evaluations
+        spec = replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
+    agent.env_spec = spec
 
 
 def _write_logs(agent, run: _Run) -> None:
@@ -943,11 +984,14 @@ def _write_logs(agent, run: _Run) -> None:
 def _checkpoint(agent, run: _Run) -> None:
     """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
     where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
+    _keep_statistics(agent, run)
     state = agent.checkpoint_state(run=_run_settings(run))
     state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
     state["episodes"] = run.episodes
     state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
                           "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
+    if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
+        state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
     _atomic_torch_save(state, run.ckpt_path)
     run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
 
@@ -955,6 +999,7 @@ def _checkpoint(agent, run: _Run) -> None:
 def _finish(agent, run: _Run) -> None:
     """The speed of the learning phase, a last evaluation and checkpoint at the end (mid-episode too: a
     resume replays that episode), the learning curves."""
+    _keep_statistics(agent, run)
     now = time.perf_counter()
     learn_time = run.clock.learn_time(now)
     agent.last_run_stats = {"learn_steps": run.clock.steps, "learn_time_s": learn_time,

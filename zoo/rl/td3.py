@@ -34,6 +34,7 @@ from zoo.engine.data import same_device
 from zoo.engine.precision import precision_record, resolve_amp, resumed_precision
 from zoo.engine.resume import ResumeError, reconcile
 from zoo.rl import networks as nets
+from zoo.rl import normalization
 from zoo.rl.buffer import Batch, ReplayBuffer
 from zoo.rl.config import TD3Config
 from zoo.rl.flat import FlatAdam, FlatParams
@@ -91,6 +92,12 @@ class TD3Agent:
     Build it with ``zoo.build("td3", env="Pendulum-v1", preset="rl-zoo")``; train with
     ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``. Stable-Baselines3's
     ``learn`` and ``predict`` work too (:meth:`learn`, :meth:`predict`).
+
+    Trained on an env behind gymnasium's ``NormalizeObservation`` / ``NormalizeReward``, the agent keeps
+    those wrappers' running statistics (``normalization``, :mod:`zoo.rl.normalization`) and that env's
+    spec (``env_spec``: its env from then on): its weights files and checkpoints carry both, and the env a
+    loaded agent evaluates on gets the statistics it trained with. ``act`` and ``predict`` take
+    observations as the env hands them, normalised.
     """
 
     registry_name = "td3"  # the name zoo.build knows it by, as every zoo model has
@@ -143,6 +150,10 @@ class TD3Agent:
         self.best_state: dict[str, torch.Tensor] | None = None  # actor + critic at the best evaluation
         self.best_step: int | None = None
         self.action_noise: OrnsteinUhlenbeckNoise | None = None  # noise_type "ornstein-uhlenbeck": its state
+        # the running statistics its observations (and rewards) were normalised with, keyed
+        # "<kind>.<i>.<field>" (zoo.rl.normalization), and the spec of that env; empty and None without them
+        self.normalization: dict[str, torch.Tensor] = {}
+        self.env_spec: Any = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
         self._loss_sum = torch.zeros(2, device=self.device)
         self._loss_n = [0, 0]
@@ -378,18 +389,37 @@ class TD3Agent:
             "env_id": self.env_id, "preset": self.preset, "obs_dim": self.obs_dim, "obs_shape": list(self.obs_shape),
             "act_dim": self.act_dim,
             "action_low": self._low_np.tolist(), "action_high": self._high_np.tolist(),
-            "config": self.config.to_dict(),
+            "config": self.config.to_dict(), **self._env_facts(),
         }
 
+    def _env_facts(self) -> dict[str, Any]:
+        """What ``describe`` adds for an agent behind normalisation wrappers: the wrappers its statistics
+        are of (``{"obs_rms": 1}``), and its env's spec as gymnasium writes it (where it can: kwargs that
+        are not JSON leave it out, and the env is then passed again)."""
+        out: dict[str, Any] = {}
+        if self.normalization:
+            out["normalization"] = normalization.counts(self.normalization)
+        if self.env_spec is not None:
+            try:
+                out["env_spec"] = json.loads(self.env_spec.to_json())
+            except (ValueError, TypeError):
+                pass
+        return out
+
     def save(self, path, metadata: dict[str, str] | None = None) -> None:
-        """The four networks as safetensors, with this agent's description as JSON in the metadata and the
-        config that rebuilds it (as :func:`zoo.save` writes it): ``zoo.build("td3", weights=path)`` loads it."""
+        """The four networks as safetensors (and the normalisation statistics, when it has them), with this
+        agent's description as JSON in the metadata and the config that rebuilds it (as :func:`zoo.save`
+        writes it): ``zoo.build("td3", weights=path)`` loads it."""
         from zoo import hub
 
         meta = {"zoo.model": "td3", "zoo.config": json.dumps(self._build_config()),
                 "zoo.td3": json.dumps(self.describe())}
         meta.update(metadata or {})
-        hub.save_weights(self.network_state_dict(), path, metadata=meta)
+        hub.save_weights({**self.network_state_dict(), **self._normalization_tensors()}, path, metadata=meta)
+
+    def _normalization_tensors(self) -> dict[str, torch.Tensor]:
+        """``normalization`` as a weights file holds it: ``normalization.obs_rms.0.mean`` and so on."""
+        return {f"normalization.{k}": v for k, v in self.normalization.items()}
 
     def resume_settings(self) -> dict[str, Any]:
         """The settings a checkpoint records and a resume compares (zoo.engine.resume): config and seed."""
@@ -402,6 +432,7 @@ class TD3Agent:
             "format": "zoo.td3.checkpoint/1",
             "describe": json.dumps(self.describe()),
             "networks": self.network_state_dict(),
+            "normalization": dict(self.normalization),
             "actor_opt": self.actor_opt.state_dict(),
             "critic_opt": self.critic_opt.state_dict(),
             "buffer": self.ensure_buffer().state_dict(),
@@ -460,6 +491,8 @@ class TD3Agent:
         if "losses" in state:
             self._loss_sum.copy_(state["losses"]["sum"])
             self._loss_n = [int(n) for n in state["losses"]["n"]]
+        self.normalization = dict(state.get("normalization") or {})  # older checkpoints: none
+        self.env_spec = _saved_spec(saved) or self.env_spec
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
         return changed
 
@@ -597,7 +630,8 @@ class TD3Agent:
             raise ValueError("this agent has no env id to make its env from: pass env=, a gymnasium env")
         options.setdefault("eval_every", 0)  # SB3's learn evaluates nothing unless asked
         options.setdefault("progress", progress_bar)  # zoo's own name, when given, wins
-        self.zoo_train(self.env_id if env is None else env, total_steps=self.num_timesteps + total_timesteps,
+        self.zoo_train((self.env_spec or self.env_id) if env is None else env,
+                       total_steps=self.num_timesteps + total_timesteps,
                        **options)
         return self
 
@@ -622,8 +656,9 @@ class TD3Agent:
             "(metrics.csv, episodes.csv, TensorBoard); Ctrl-C stops the run after a checkpoint. Pass callback=None")
 
     def zoo_state(self) -> ModelState:
-        """The actor and critics, and the config that rebuilds this agent (env, preset, every hyperparameter)."""
-        return ModelState("td3", self._build_config(), self.export_state_dict(),
+        """The actor and critics (and the normalisation statistics, when it has them), and the config that
+        rebuilds this agent (env, preset, every hyperparameter)."""
+        return ModelState("td3", self._build_config(), {**self.export_state_dict(), **self._normalization_tensors()},
                           {"zoo.td3": json.dumps(self.describe())})
 
     def _build_config(self) -> dict[str, Any]:
@@ -702,8 +737,45 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
                 or act_space is not agent.action_space):
             agent = TD3Agent(obs_space, act_space, dataclasses.replace(agent.config, net_arch=arch), env_id=env_id,
                              preset=agent.preset, device=agent.device, seed=agent.seed)
-    agent.load_network_state_dict(checkpoint["networks"] if checkpoint is not None else hub.load_state_dict(path))
+    tensors = checkpoint["networks"] if checkpoint is not None else hub.load_state_dict(path)
+    agent.load_network_state_dict({k: v for k, v in tensors.items() if not k.startswith("normalization.")})
+    stats = dict(checkpoint.get("normalization") or {}) if checkpoint is not None else {
+        k.removeprefix("normalization."): v for k, v in tensors.items() if k.startswith("normalization.")}
+    _load_statistics(agent, stats, json.loads(meta["zoo.td3"]) if "zoo.td3" in meta else {}, path,
+                     (requested or {}).get("env"))
     return agent
+
+
+def _load_statistics(agent: TD3Agent, stats: dict[str, torch.Tensor], saved: dict[str, Any], path,
+                     env: Any) -> None:
+    """A file's normalisation statistics become the loaded agent's, and its env spec the agent's env where the
+    caller gave none; an env object the caller gave takes the statistics into its normalisers (a warning
+    says what the file holds and what the env has when they do not pair). A file without them (every file
+    written before they were saved) loads as before."""
+    import gymnasium as gym
+
+    agent.normalization = stats
+    if env is None:
+        agent.env_spec = _saved_spec(saved)
+    elif stats and isinstance(env, (gym.Env, gym.vector.VectorEnv)):
+        from zoo.rl.envspec import env_identity
+
+        normalization.put(normalization.normalizers(env), stats, source=f"weights {path}",
+                          env_name=f"the env given ({env_identity(env)})")
+
+
+def _saved_spec(saved: dict[str, Any]) -> Any:
+    """The ``EnvSpec`` a file's description records (``env_spec``: the env its statistics are of), or None
+    (none recorded, or one this gymnasium cannot read: the caller passes the env)."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec
+
+    if saved.get("env_spec") is None:
+        return None
+    try:
+        return EnvSpec.from_json(json.dumps(saved["env_spec"]))
+    except (gym.error.Error, ValueError, TypeError, KeyError):
+        return None
 
 
 def _run_checkpoint(path) -> dict[str, Any] | None:
@@ -804,4 +876,9 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     else:
         raise TypeError(f"td3: env must be a gymnasium id or env, got {type(env).__name__}")
     config = preset_config(preset, env_id or "", **overrides)
-    return TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
+    agent = TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
+    if not isinstance(env, str) and normalization.normalizers(env):  # its env is that stack, not the bare id
+        from zoo.rl.envspec import single_spec
+
+        agent.env_spec = single_spec(env)
+    return agent

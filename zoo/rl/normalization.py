@@ -1,0 +1,133 @@
+"""The running statistics of an env's normalisation wrappers (gymnasium's ``NormalizeObservation`` /
+``NormalizeReward``), as tensors a weights file or a checkpoint holds, and put back into another env's.
+
+A policy trained behind ``NormalizeObservation`` acts on observations scaled by the training env's running
+mean and variance: the same weights behind a wrapper with fresh statistics (mean 0, var 1, what
+``gymnasium.make`` of the env's spec gives) see another input scale. Stable-Baselines3 saves ``VecNormalize``
+in a file of its own; zoo's one weights file carries them, keyed ``<kind>.<i>.<field>``: ``kind`` is the
+wrapper's statistics attribute (``obs_rms``, ``return_rms``), ``i`` counts the wrappers of that kind in the
+stack outermost first, ``field`` is ``mean``, ``var`` or ``count`` (and, in a run's checkpoint only,
+``discounted_reward``: ``NormalizeReward``'s running discounted return, which an exact resume continues).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from zoo._stacklevel import user_stacklevel
+
+__all__ = ["RUNNING_STATS", "counts", "describe", "frozen", "is_fresh", "normalizers", "put", "statistics"]
+
+RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
+_WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
+_FIELDS = ("mean", "var", "count")
+_ACCUMULATOR = "discounted_reward"  # NormalizeReward's discounted return so far (it carries over truncations)
+_KEY = re.compile(r"^(obs_rms|return_rms)\.(\d+)\.")
+
+
+def normalizers(env: Any) -> list[Any]:
+    """The wrappers in ``env``'s stack (a vector env's own, then its first sub-env's) that normalise with
+    running statistics they update as they step: gymnasium's ``NormalizeObservation`` / ``NormalizeReward``,
+    outermost first."""
+    found = []
+    for _ in range(64):  # deeper is no wrapper stack
+        if env is None:
+            break
+        if hasattr(env, "update_running_mean") and any(hasattr(env, a) for a in RUNNING_STATS):
+            found.append(env)
+        inner = getattr(env, "env", None)
+        env = inner if inner is not None else (getattr(env, "envs", None) or [None])[0]
+    return found
+
+
+def _of_kind(wrappers: list[Any], kind: str) -> list[Any]:
+    return [w for w in wrappers if hasattr(w, kind)]
+
+
+def statistics(wrappers: list[Any], *, accumulators: bool = False) -> dict[str, torch.Tensor]:
+    """The running statistics of ``wrappers`` (:func:`normalizers`) as CPU tensors of their own dtype, keyed
+    ``<kind>.<i>.<field>``; ``accumulators`` adds ``NormalizeReward``'s discounted return (a run's state)."""
+    out: dict[str, torch.Tensor] = {}
+    for kind in RUNNING_STATS:
+        for i, w in enumerate(_of_kind(wrappers, kind)):
+            rms = getattr(w, kind)
+            for name in _FIELDS:  # np.array copies: the tensor must not follow the wrapper's later updates
+                out[f"{kind}.{i}.{name}"] = torch.from_numpy(np.array(getattr(rms, name)))
+            if accumulators and kind == "return_rms" and hasattr(w, _ACCUMULATOR):
+                out[f"{kind}.{i}.{_ACCUMULATOR}"] = torch.from_numpy(np.array(getattr(w, _ACCUMULATOR)))
+    return out
+
+
+def counts(stats: dict[str, torch.Tensor]) -> dict[str, int]:
+    """How many wrappers of each kind ``stats`` holds statistics for (kinds with none left out)."""
+    found: dict[str, set[int]] = {}
+    for key in stats:
+        m = _KEY.match(key)
+        if m:
+            found.setdefault(m.group(1), set()).add(int(m.group(2)))
+    return {kind: len(found[kind]) for kind in RUNNING_STATS if kind in found}
+
+
+def describe(numbers: dict[str, int]) -> str:
+    """``{"obs_rms": 1}`` -> ``"1 NormalizeObservation (obs_rms)"``; ``"none"`` when empty."""
+    parts = [f"{n} {_WRAPPER[kind]} ({kind})" for kind, n in numbers.items() if n]
+    return " and ".join(parts) or "none"
+
+
+def is_fresh(wrappers: list[Any]) -> bool:
+    """True when none of ``wrappers`` has been updated yet (a wrapper starts at count 1e-4, and each update
+    adds at least one sample): its statistics say nothing, so an agent's may be put in."""
+    return all(float(getattr(w, kind).count) < 1.0 for w in wrappers for kind in RUNNING_STATS if hasattr(w, kind))
+
+
+def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env_name: str) -> list[Any]:
+    """Copy ``stats`` into ``wrappers`` (:func:`normalizers` of one env), kind by kind; returns the wrappers
+    that took them. A kind whose number of wrappers (or statistics' shape) differs between the two is left
+    as it is, with a warning that says what ``source`` holds and what ``env_name`` has."""
+    have, theirs = counts(stats), {kind: len(_of_kind(wrappers, kind)) for kind in RUNNING_STATS}
+    theirs = {kind: n for kind, n in theirs.items() if n}
+    took, unpaired = [], []
+    for kind in RUNNING_STATS:
+        ours_k = _of_kind(wrappers, kind)
+        if have.get(kind, 0) != len(ours_k) or not all(
+                np.shape(getattr(w, kind).mean) == tuple(stats[f"{kind}.{i}.mean"].shape) for i, w in enumerate(ours_k)):
+            unpaired.append(kind)
+            continue
+        for i, w in enumerate(ours_k):
+            rms = getattr(w, kind)
+            rms.mean = stats[f"{kind}.{i}.mean"].numpy().copy()
+            rms.var = stats[f"{kind}.{i}.var"].numpy().copy()
+            rms.count = float(stats[f"{kind}.{i}.count"])
+            acc = stats.get(f"{kind}.{i}.{_ACCUMULATOR}")
+            if acc is not None and hasattr(w, _ACCUMULATOR):
+                setattr(w, _ACCUMULATOR, acc.numpy().copy())
+            took.append(w)
+    lost = [kind for kind in unpaired if have.get(kind, 0)]
+    if lost:
+        effect = ("the policy sees another input scale than it was trained on" if "obs_rms" in lost else
+                  "its rewards (and returns) are scaled otherwise than in training")
+        warnings.warn(
+            f"{source} holds the running statistics of {describe(have)}; {env_name} normalises with "
+            f"{describe(theirs)}: the {' and '.join(lost)} statistics cannot be put in, so {effect}; pass an env "
+            "wrapped as the training env was (an agent whose weights record that env's spec makes it when env is "
+            "left out)", stacklevel=user_stacklevel())
+    return took
+
+
+@contextlib.contextmanager
+def frozen(wrappers: list[Any]):
+    """``wrappers`` stop updating their statistics inside the block (their own setting restored after)."""
+    flags = [(w, w.update_running_mean) for w in wrappers]
+    for w, _ in flags:
+        w.update_running_mean = False
+    try:
+        yield
+    finally:
+        for w, flag in flags:
+            w.update_running_mean = flag
