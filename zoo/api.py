@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from zoo import registry
+from zoo.wrappers import strip_parallel
 
 __all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "accepts_option", "evaluate", "finetune", "list_weights",
            "named_options", "predict", "save", "seeded_build", "train"]
@@ -159,7 +160,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
         # the agent for that environment
         implied_by = data if data is not None else config.get("env")
-        model = _resolve(model_or_name, model_config, implied_by, config)
+        model = strip_parallel(_resolve(model_or_name, model_config, implied_by, config), "zoo_train")
         if isinstance(model, Trainable):
             return model.zoo_train(data, **config)
         if _is_module(model):
@@ -204,7 +205,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
                 return model.zoo_finetune(data, strategy=strategy, **config)
         if weights is not None:
             raise TypeError("weights= is only used when the model is given by name; load them with zoo.build")
-        model = model_or_name
+        model = strip_parallel(model_or_name, "zoo_finetune")
         _require_finetune(model, model_or_name, data)
         return model.zoo_finetune(data, strategy=strategy, **config)
 
@@ -229,6 +230,7 @@ def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
     fractions in [0, 1] (``kappa`` in [-1, 1]), with the same metric names in every family."""
+    model = strip_parallel(model, "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
     data, config = _home_expanded(data, config)
     if isinstance(model, Trainable):
@@ -250,6 +252,7 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor batch (or
     batch by batch on a Dataset or DataLoader: :func:`zoo.engine.evaluation.predict_outputs`) in eval mode without
     gradients; an estimator's ``predict`` is called."""
+    model = strip_parallel(model, "zoo_predict")
     _refuse_unknown(model, "predict", config)
     from zoo.inputs import expand_home
 

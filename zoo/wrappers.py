@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["WRAPPER_PREFIXES", "strip_wrapper_prefixes", "unwrap"]
+__all__ = ["WRAPPER_PREFIXES", "strip_parallel", "strip_wrapper_prefixes", "unwrap"]
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
@@ -35,6 +35,21 @@ def unwrap(model: Any) -> Any:
     while types and isinstance(model, types):
         model = model._orig_mod if "_orig_mod" in model._modules else model.module
     return model
+
+
+def strip_parallel(model: Any, family_attr: str) -> Any:
+    """The model inside ``nn.DataParallel`` / ``DistributedDataParallel`` when it is a zoo model (it has
+    ``family_attr``, the method ``zoo.train`` / ``evaluate`` / ``predict`` / ``finetune`` hands it to), else
+    ``model`` unchanged. The wrapper hides the family's methods (``torch.compile``'s forwards them), so a
+    wrapped ResNet18 was read as a plain module: its folder iterated as a data set, its predictions raw
+    logits. The family's own loop places the model and distributes under torchrun."""
+    parallel = sys.modules.get("torch.nn.parallel")
+    if parallel is None:
+        return model
+    inner = model
+    while isinstance(inner, (parallel.DataParallel, parallel.DistributedDataParallel)):
+        inner = inner.module
+    return inner if inner is not model and hasattr(inner, family_attr) else model
 
 
 def strip_wrapper_prefixes(state_dict: Mapping[str, Any], own_keys: Any) -> Mapping[str, Any]:

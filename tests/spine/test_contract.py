@@ -145,6 +145,27 @@ def test_save_and_export_look_through_dataparallel_and_torch_compile(tmp_path):
         assert zoo.export(wrapped, tmp_path / f"{i}.onnx", image_size=32).path.is_file()
 
 
+def test_train_evaluate_predict_and_finetune_look_through_dataparallel(tiny):
+    """A zoo network in nn.DataParallel was read as a plain module: evaluate iterated its folder's path as a
+    data set ("a batch must be (inputs, targets) ..."), train refused the family's options, predict on a
+    path was refused and on a tensor gave raw logits."""
+    import torch
+
+    folder = tiny.image_folder()
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    wrapped = torch.nn.DataParallel(model)
+    image = next((folder / "val" / "dog").iterdir())
+    assert zoo.predict(wrapped, image) == zoo.predict(model, image)
+    batch = torch.rand(2, 3, 32, 32)
+    assert zoo.predict(wrapped, batch) == zoo.predict(model, batch)  # rows of labels, not raw logits
+    assert zoo.evaluate(wrapped, folder, progress=False) == zoo.evaluate(model, folder, progress=False)
+    before = model.fc.weight.detach().clone()
+    zoo.train(wrapped, folder, epochs=1, batch_size=4, image_size=32, progress=False)
+    assert not torch.equal(model.fc.weight, before)  # the module inside trained: the wrapper holds it
+    result = zoo.finetune(wrapped, folder, epochs=1, batch_size=4, progress=False)
+    assert result.history
+
+
 def test_save_expands_the_home_folder_as_build_does(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path / "..")
