@@ -420,6 +420,17 @@ def test_predict_refuses_an_observation_that_is_not_finite():
         zoo.predict(agent, torch.tensor([[0.0, 0.0, 0.0], [0.0, math.inf, 0.0]]))
 
 
+def test_predict_refuses_what_turns_non_finite_in_the_float32_cast():
+    """A None (JSON null) or a float64 beyond float32's range became NaN / inf in the cast, after the check."""
+    agent = zoo.build("td3")
+    with pytest.raises(ValueError, match=r"observations must be finite; got None at index \[1\]"):
+        zoo.predict(agent, [1.0, None, 0.0])
+    with pytest.raises(ValueError, match=r"got None at index \[0, 1\]"):
+        agent.predict(np.array([[1.0, None, 0.0]]))
+    with pytest.raises(ValueError, match=r"got 1e\+39 at index \[2\] \(beyond float32's range"):
+        zoo.predict(agent, np.array([0.0, 0.0, 1e39]))
+
+
 def test_building_an_agent_leaves_the_callers_random_stream_alone(counter_env):
     torch.manual_seed(123)
     before = torch.get_rng_state()

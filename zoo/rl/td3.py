@@ -86,6 +86,14 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
     return int(np.prod(shape)), int(action_space.shape[0])
 
 
+def _finite_number(x: Any) -> bool:
+    """Whether ``x`` is a finite number (in float64): one that float32 turned into inf was out of its range."""
+    try:
+        return bool(np.isfinite(float(x)))
+    except (TypeError, ValueError):
+        return False
+
+
 class TD3Agent:
     """A TD3 agent for one observation/action space; implements ``zoo.api.Trainable``.
 
@@ -580,13 +588,20 @@ class TD3Agent:
         return evaluate(self, data, **config)
 
     def zoo_predict(self, inputs: Any, *, explore: bool = False) -> np.ndarray:
-        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`); a NaN or
-        infinite observation is refused (the policy would answer it with a NaN action, without a word)."""
+        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`); an
+        observation that is not finite as the policy reads it, in float32, is refused (the policy would answer
+        it with a NaN action, without a word): NaN, inf, None (JSON null), or a value beyond float32's range."""
         arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
-        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            at = np.argwhere(~np.isfinite(arr))[0].tolist()
-            raise ValueError(f"observations must be finite; got {arr[tuple(at)]} at index {at}")
-        return self.act(arr, explore=explore)
+        # checked after the cast the policy applies: None becomes NaN there and 1e39 becomes inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            obs = arr.astype(np.float32)
+        if not np.isfinite(obs).all():
+            at = np.argwhere(~np.isfinite(obs))[0].tolist()
+            got = arr[tuple(at)]
+            why = " (beyond float32's range, +-3.4e38)" if _finite_number(got) else ""
+            raise ValueError(f"observations must be finite; got {got} at index {at}{why}; "
+                             "give real numbers within float32's range")
+        return self.act(obs, explore=explore)
 
     # --- Stable-Baselines3's names ---------------------------------------------------------------------
 
