@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import warnings
 
 import pytest
 import torch
@@ -283,6 +284,9 @@ def test_overfit_batches_uses_a_fixed_subset_and_warns_when_it_cannot():
     assert len(set(seen)) == 2  # the same two batches over and over (train and validation)
     with pytest.warns(UserWarning, match="cannot overfit"):
         fit(mlp(), xor_data(64), epochs=2, batch_size=8, lr=0.0, overfit_batches=2, progress=False)
+    with warnings.catch_warnings():  # one epoch cannot tell (the README's seq2seq block warned every time)
+        warnings.simplefilter("error")
+        fit(mlp(), xor_data(64), epochs=1, batch_size=8, lr=0.0, overfit_batches=2, progress=False)
 
 
 def test_param_groups_and_gradual_unfreeze():

@@ -182,3 +182,33 @@ def test_a_ready_optimizer_says_which_given_settings_it_does_not_apply():
         warnings.simplefilter("error")  # its own settings and fit's defaults: nothing to say
         fit(net, (x, y), **KW, optimizer=opt)
         fit(net, (x, y), **KW, optimizer=opt, lr=0.05)
+
+
+def test_the_fixes_the_messages_name_run_as_written():
+    """Each hint applied as written: a ready Adagrad's warning named optimizer='adagrad' (refused: 'unknown
+    optimizer'); the 1-output hint named binary_cross_entropy_with_logits, which fails on (N,) int labels
+    against (N, 1) outputs ('Target size ... must be the same as input size')."""
+    x, y = _xy()
+    net = nn.Linear(4, 3)
+    opt = torch.optim.Adagrad(net.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match=r"or pass optimizer=torch\.optim\.Adagrad \(the class, not an instance\)"):
+        fit(net, (x, y), **KW, optimizer=opt, lr=0.01)
+    assert fit(nn.Linear(4, 3), (x, y), **KW, optimizer=torch.optim.Adagrad, lr=0.01).history[0]["lr"] == 0.01
+
+    binary = (y > 0).long()
+    with pytest.raises(ValueError, match="1 output per sample") as err:
+        fit(nn.Linear(4, 1), (x, binary), **KW)
+    hint = str(err.value).split("(or loss_fn=", 1)[1].rsplit(")", 1)[0]
+    assert fit(nn.Linear(4, 1), (x, binary), **KW, loss_fn=eval(hint, {"torch": torch})).history
+
+
+def test_a_validation_metric_to_monitor_without_validation_data_is_refused_before_training(tmp_path):
+    """monitor='val_accuracy' without val_data failed at the first epoch's end, that epoch lost."""
+    trained = []
+    with pytest.raises(ValueError, match=r"monitor='val_accuracy' is a validation metric, and this run has no "
+                                         r"validation data: pass val_data= .*'train_accuracy'"):
+        fit(nn.Linear(4, 3), _xy(), **KW, monitor="val_accuracy",
+            forward_fn=lambda m, b: trained.append(1) or (m(b[0]), b[1]))
+    assert not trained
+    x, y = _xy()
+    assert fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_accuracy").monitor == "val_accuracy"

@@ -61,8 +61,8 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
         if outputs.dim() >= 2 and outputs.shape[1] == 1:
             raise ValueError(f"the default loss is cross-entropy over classes, and the model gives 1 output per "
                              f"sample (outputs {tuple(outputs.shape)}), where it is always 0: for regression pass "
-                             f"{_REGRESSION}; for two classes give the model 2 outputs (or loss_fn="
-                             "torch.nn.functional.binary_cross_entropy_with_logits)")
+                             f"{_REGRESSION}; for two classes give the model 2 outputs (or loss_fn=lambda outputs, y: "
+                             "torch.nn.functional.binary_cross_entropy_with_logits(outputs.squeeze(1), y.float()))")
         if targets.is_floating_point() and targets.shape != outputs.shape:
             raise ValueError(f"float targets {tuple(targets.shape)} for outputs {tuple(outputs.shape)}: the default "
                              "loss is cross-entropy, over class indices (integer targets: y.astype(np.int64) for "

@@ -28,15 +28,23 @@ class Monitor:
     warned_nonfinite: bool = False
 
     @classmethod
-    def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool) -> Monitor:
-        """``val_loss`` without validation data means ``train_loss``; the mode defaults to min for losses."""
+    def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool,
+               callbacks_may_add: bool = False) -> Monitor:
+        """``val_loss`` without validation data means ``train_loss``; another ``val_`` key without it is an
+        error unless callbacks (which may add keys to a row) run; the mode defaults to min for losses."""
         if key == "val_loss" and not has_val:
             key = "train_loss"
+        elif key.startswith("val_") and not has_val and not callbacks_may_add:
+            # said before the first epoch: the first epoch's end found it missing, and that epoch was lost
+            raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
+                             f"val_data= (or eval_fn=), or monitor a training metric ({'train_' + key[4:]!r})")
         return cls(key, mode or ("min" if "loss" in key else "max"), patience, min_delta)
 
     def update(self, row: dict[str, Any]) -> bool:
         if self.key not in row:
-            raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}")
+            why = (": there is no validation data (val_data=) or eval_fn" if self.key.startswith("val_")
+                   and not any(k.startswith("val_") for k in row) else "")
+            raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}{why}")
         value = float(row[self.key])
         if not math.isfinite(value) and not self.warned_nonfinite:
             self.warned_nonfinite = True  # once a run: each epoch after would say the same

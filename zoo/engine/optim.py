@@ -110,9 +110,20 @@ def _say_what_a_ready_optimizer_ignores(optimizer: torch.optim.Optimizer, lr: fl
                if value != default and value != optimizer.param_groups[0].get(key)]
     ignored += [f"optimizer_options={options!r}"] if options else []
     if ignored:
-        warnings.warn(f"optimizer is a ready {type(optimizer).__name__}, which keeps its own settings: "
-                      f"{'; '.join(ignored)} is not applied; set them on the optimizer, or pass optimizer="
-                      f"{type(optimizer).__name__.lower()!r} and fit builds it with them", stacklevel=user_stacklevel())
+        kind = type(optimizer)
+        name = kind.__name__.lower()
+        # fit builds only the optimizers it names; any other class it builds when given as the class itself
+        build = (f"optimizer={name!r}" if name in OPTIMIZERS and OPTIMIZERS[name] is kind
+                 else f"optimizer={_dotted(kind)} (the class, not an instance)")
+        warnings.warn(f"optimizer is a ready {kind.__name__}, which keeps its own settings: "
+                      f"{'; '.join(ignored)} is not applied; set them on the optimizer, or pass {build} and fit "
+                      "builds it with them", stacklevel=user_stacklevel())
+
+
+def _dotted(kind: type) -> str:
+    """How a user spells an optimizer class: ``torch.optim.Adagrad`` (not its module ``torch.optim.adagrad``)."""
+    return f"torch.optim.{kind.__name__}" if getattr(torch.optim, kind.__name__, None) is kind else \
+        f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _check_options(cls: type, name: str, options: dict[str, Any] | None) -> None:

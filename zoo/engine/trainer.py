@@ -78,7 +78,9 @@ class Trainer:
         self._setup_data(train_data)
         self._setup_optimization()
         self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
-                                      cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None)
+                                      cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None,
+                                      callbacks_may_add=any(type(cb).on_epoch_end is not Callback.on_epoch_end
+                                                            for cb in callbacks))
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
@@ -516,7 +518,9 @@ class Trainer:
 
     def _result(self) -> TrainResult:
         cfg, hist = self.cfg, self.history
-        if cfg.overfit_batches and hist and self.first_loss is not None and hist[-1]["train_loss"] > 0.5 * self.first_loss:
+        # one epoch's mean against its own first batch says nothing (and warm-up holds the lr near 0 there)
+        if cfg.overfit_batches and len(hist) > 1 and self.first_loss is not None and \
+                hist[-1]["train_loss"] > 0.5 * self.first_loss:
             warnings.warn(f"overfit_batches={cfg.overfit_batches}: train loss went from {self.first_loss:.4g} to "
                           f"{hist[-1]['train_loss']:.4g} only; a model that cannot overfit a few batches usually has "
                           "a bug (or needs more epochs / a higher lr)", stacklevel=user_stacklevel())
