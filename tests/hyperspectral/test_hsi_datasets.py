@@ -81,3 +81,30 @@ def test_indian_pines_pins_match_shared_copy(shared_data):
         assert sums["indian_pines/" + f.filename] == f.sha256
     scene = datasets.load_dataset("indian_pines")
     assert scene.shape == (145, 145, 200) and "train_mask" in scene.metadata
+
+
+def test_a_data_set_that_cannot_be_fetched_names_the_data_mirror_variable(server, monkeypatch, tmp_path):
+    """The error said 'set ZOO_WEIGHTS_URL to a mirror', which data sets do not read; following it failed
+    again, claiming that mirror had been tried. ZOO_DATA_URL, the one they read, works."""
+    from zoo.hub import DownloadError
+
+    _root, url = server
+    info = DatasetInfo("gone", (DataFile("a.bin", f"{url}/missing/a.bin", _sha_bytes(b"scene"), "cube"),),
+                       license="", citation="")
+    monkeypatch.setitem(datasets.DATASETS, "gone", info)
+    monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
+    monkeypatch.delenv("ZOO_DATA_URL", raising=False)
+    with pytest.raises(DownloadError, match="set ZOO_DATA_URL to a mirror") as err:
+        datasets.fetch("gone", progress=False)
+    assert "ZOO_WEIGHTS_URL" not in str(err.value)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    monkeypatch.setenv("ZOO_DATA_URL", str(mirror))
+    with pytest.raises(DownloadError, match=f"The mirror ZOO_DATA_URL={mirror} does not have it either"):
+        datasets.fetch("gone", progress=False)
+    (mirror / "a.bin").write_bytes(b"scene")
+    assert (datasets.fetch("gone", progress=False) / "a.bin").read_bytes() == b"scene"
+
+
+def _sha_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

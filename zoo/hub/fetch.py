@@ -357,6 +357,7 @@ def fetch(
     reclaim_root: Path | None = None,
     on_arrival: Callable[[Path, str], None] | None = None,
     validate: Callable[[Path], None] | None = None,
+    mirror_var: str = "ZOO_WEIGHTS_URL",
 ) -> Path:
     """Bring ``dest`` into place from the first source that has it.
 
@@ -370,7 +371,8 @@ def fetch(
     downloads may be reclaimed. ``on_arrival(dest, sha256)`` runs under the lock once the file is in place.
     ``validate(part)`` raises ``ValueError`` for a downloaded file that is not whole (with no sha256 to check
     against, a connection dropped by a server that sent no Content-Length looks like a complete download):
-    such bytes never enter the cache, and the next source is tried.
+    such bytes never enter the cache, and the next source is tried. ``mirror_var``: the environment variable
+    that names a mirror of these files (the weights' or the data sets', ``ZOO_DATA_URL``), for the errors.
     """
     dest = Path(dest)
     fs.ensure_dir(dest.parent)
@@ -418,7 +420,8 @@ def fetch(
                 on_arrival(dest, digest)
             return dest
         raise _no_source_error(dest.name, expected, failures, mismatched, local_mismatched,
-                               untried=len(sources) - len(usable), offline_hint=offline_hint)
+                               untried=len(sources) - len(usable), offline_hint=offline_hint,
+                               mirror_var=mirror_var)
 
 
 def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) -> None:
@@ -432,7 +435,7 @@ def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) 
 
 
 def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,
-                     untried: int, offline_hint: str) -> Exception:
+                     untried: int, offline_hint: str, mirror_var: str = "ZOO_WEIGHTS_URL") -> Exception:
     """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
     offline, then the download failures."""
     if mismatched:
@@ -441,14 +444,15 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
             f"no source of {name} has the expected bytes (sha256 {expected}){skipped}: "
             + "; ".join(f"[{n}] {f}" for n, f in enumerate(failures, 1))
             + (". A wrong local copy is often a git-lfs pointer (run `git lfs pull` in the checkout) or a "
-               "stale file: replace it, or set ZOO_WEIGHTS_URL to a mirror that holds the right one"
+               f"stale file: replace it, or set {mirror_var} to a mirror that holds the right one"
                if local_mismatched else ""))
     if untried:  # offline, and the local sources did not have it
         return OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {name}")
-    mirror = os.environ.get("ZOO_WEIGHTS_URL")
-    hint = (f". The mirror ZOO_WEIGHTS_URL={mirror} does not have it either: add the file there (zoo weights "
-            "release writes a mirror's files), or unset it to download from the release URL") if mirror else \
-        ". Without a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)"
+    mirror = os.environ.get(mirror_var)
+    writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
+    hint = (f". The mirror {mirror_var}={mirror} does not have it either: add the file there{writes}, or unset "
+            "it to download from the original URL") if mirror else \
+        f". Without a network, set {mirror_var} to a mirror (http(s)://, file:// or a folder)"
     return DownloadError(f"could not get {name}: " + "; ".join(failures) + hint)
 
 

@@ -142,7 +142,8 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
         if f.sha256 is None and not allow_unverified and not (folder / f.filename).is_file():
             raise ValueError(
                 f"{info.name}: {f.filename} has no pinned sha256 in zoo (it is {f.url}); pass "
-                f"allow_unverified=True to download it and record its hash, or place the file in {folder}"
+                f"allow_unverified=True (zoo hsi-fetch --allow-unverified) to download it and record its hash, or "
+                f"place the file in {folder}"
             )
         sources = ([mirror.rstrip("/") + "/" + f.filename] if mirror else []) + [f.url]
         expected = f.sha256
@@ -152,6 +153,7 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
             expected=expected or "(not pinned)", force=force, progress=progress, on_arrival=verified.record,
             offline_hint=f"ZOO_OFFLINE=1 and {folder / f.filename} is missing; run zoo.hyperspectral.datasets."
                          f"fetch({info.name!r}) on a connected machine or set ZOO_DATA_URL to a local mirror",
+            mirror_var="ZOO_DATA_URL",
         )
     return folder
 
