@@ -82,6 +82,13 @@ def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any 
     return model_or_name
 
 
+def _named(model: Any) -> Any:
+    """A registered name (``"resnet18.cifar10"``: the model with those weights) built, as ``zoo.train`` and
+    ``zoo.export`` take one; ``zoo.predict("resnet18.cifar10", image)`` said it did not know how to run a str.
+    Built on every call: keep ``zoo.build``'s model to call it again."""
+    return registry.build(model) if isinstance(model, str) else model
+
+
 def seeded_build(seed: Any):
     """Where a model built by name for a run draws its initial weights: generators seeded with the run's
     ``seed`` (the loops' default, :class:`zoo.engine.FitConfig`'s 0, when none is given), so a run without
@@ -228,9 +235,10 @@ def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
-    """Score a model on ``data`` (the forms ``train`` takes); returns ``{metric: value}``, proportions as
-    fractions in [0, 1] (``kappa`` in [-1, 1]), with the same metric names in every family."""
-    model = strip_parallel(model, "zoo_evaluate")
+    """Score a model (or a registered name, ``"resnet18.cifar10"``, built with its weights) on ``data`` (the
+    forms ``train`` takes); returns ``{metric: value}``, proportions as fractions in [0, 1] (``kappa`` in
+    [-1, 1]), with the same metric names in every family."""
+    model = strip_parallel(_named(model), "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
     data, config = _home_expanded(data, config)
     if isinstance(model, Trainable):
@@ -248,11 +256,12 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
 
 
 def predict(model: Any, inputs: Any, **config: Any) -> Any:
-    """Run a model on raw inputs: image paths -> labels, sentences -> translations, observations ->
-    actions, scenes -> label maps, video paths -> labels. A plain ``nn.Module`` is called on a tensor batch (or
-    batch by batch on a Dataset or DataLoader: :func:`zoo.engine.evaluation.predict_outputs`) in eval mode without
-    gradients; an estimator's ``predict`` is called."""
-    model = strip_parallel(model, "zoo_predict")
+    """Run a model (or a registered name, built with its weights) on raw inputs: image paths -> labels,
+    sentences -> translations, observations -> actions, scenes -> label maps, video paths -> labels. A plain
+    ``nn.Module`` is called on a tensor batch (or batch by batch on a Dataset or DataLoader:
+    :func:`zoo.engine.evaluation.predict_outputs`) in eval mode without gradients; an estimator's ``predict``
+    is called."""
+    model = strip_parallel(_named(model), "zoo_predict")
     _refuse_unknown(model, "predict", config)
     from zoo.inputs import expand_home
 

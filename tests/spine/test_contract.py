@@ -232,3 +232,13 @@ def test_importing_zoo_and_listing_models_imports_no_torch():
     code = "import sys, zoo; zoo.list_models(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_evaluate_and_predict_take_a_registered_name_as_train_and_export_do(tiny):
+    """zoo.predict("resnet18.cifar10", image) said it did not know how to run a str."""
+    import torch
+
+    batch = torch.rand(2, 3, 32, 32)
+    assert zoo.predict("resnet18.cifar10", batch) == zoo.predict(zoo.build("resnet18", weights="cifar10"), batch)
+    scores = zoo.evaluate("resnet18.cifar10", tiny.image_folder() / "val", progress=False)  # cat, dog: CIFAR's
+    assert scores == zoo.evaluate(zoo.build("resnet18.cifar10"), tiny.image_folder() / "val", progress=False)
