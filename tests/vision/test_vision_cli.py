@@ -141,3 +141,31 @@ def test_train_without_out_saves_to_runs_train_never_over_an_earlier_model(tmp_p
     assert first.is_file() and second.is_file()
     assert f"saved to {second}" in capsys.readouterr().out
     assert len(zoo.predict(zoo.build("resnet18", weights=str(first)), [str(data / "val")])) == 4
+
+
+def test_finetune_set_unknown_classes_skip_holds_for_the_report_on_val_too(tmp_path, capsys, monkeypatch):
+    """The error on a val class train lacks says "pass unknown_classes='skip'"; with --set unknown_classes=skip
+    the run trained, wrote model.safetensors, then failed with that same error when the command read val/ for
+    its report (exit 2, no metrics.json)."""
+    import warnings
+    from types import SimpleNamespace
+
+    import zoo
+
+    def finetune(model, data, **options):  # the training itself is tested above
+        model.pretrained_cfg = {**model.pretrained_cfg, "classes": ["blue things", "red things"]}
+        return SimpleNamespace(model=model, best_metric=None)
+
+    monkeypatch.setattr(zoo, "finetune", finetune)
+    data = _folder(tmp_path / "data")
+    (data / "val" / "wasps").mkdir()
+    Image.new("RGB", (20, 18)).save(data / "val" / "wasps" / "w.png")
+    out = tmp_path / "out"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        code = main(["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "num_classes=2",
+                     "--image-size", "16", "--amp", "none", "--out-dir", str(out), "--set", "unknown_classes=skip"])
+    assert code == 0, capsys.readouterr().err
+    assert any("skipped class folder(s) unknown to the given classes: 'wasps'" in str(w.message) for w in seen)
+    assert (out / "metrics.json").is_file() and (out / "confusion.png").is_file()
+    assert set(json.loads((out / "metrics.json").read_text())["per_class_recall"]) == {"blue things", "red things"}

@@ -72,7 +72,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                               "best_metric": result.best_metric}
     val_dir = find_split(Path(args.data), "val")
     if val_dir is not None:
-        val = ImageFolderDataset(val_dir, transforms_for(model, image_size=options["image_size"]), classes=classes)
+        # read as finetune read it for validation: --strict and --set unknown_classes=skip hold here too
+        val = ImageFolderDataset(val_dir, transforms_for(model, image_size=options["image_size"]), classes=classes,
+                                 strict=options["strict"], unknown_classes=options.get("unknown_classes", "error"))
         ev = evaluate_classifier(model, val, class_names=classes, confusion_png=out / "confusion.png")
         report.update(ev)
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
