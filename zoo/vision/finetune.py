@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +38,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
@@ -310,8 +308,8 @@ def _given_val(model: nn.Module, fit_kwargs: dict[str, Any], val_data: Any, imag
 
 def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment: bool, image_size: int | None,
                    strict: bool, unknown_classes: str = "error") -> tuple[Any, Any]:
-    """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, with
-    a warning) and the class names the model predicts."""
+    """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, which
+    is logged) and the class names the model predicts."""
     classes = None
     if isinstance(data, (str, os.PathLike)):
         if getattr(model, "pretrained_cfg", None) is None:
@@ -351,8 +349,9 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         num_classes = len(classes) if classes is not None else num_classes
     current = _num_outputs(model)
     if num_classes is not None and current != num_classes:
-        warnings.warn(f"finetune: replacing the {current}-class head with a fresh {num_classes}-class head",
-                      stacklevel=user_stacklevel())
+        # what fine-tuning to a new class count is for (the README's path, timm's num_classes=): logged, not
+        # a warning on every such call
+        log.info("finetune: replacing the %s-class head with a fresh %d-class head", current, num_classes)
         replace_classifier(model, num_classes)
     if classes is not None and hasattr(model, "pretrained_cfg"):
         from zoo.vision.transforms import with_image_size
@@ -409,7 +408,7 @@ def finetune(
             on a folder records it in ``pretrained_cfg``: evaluate, predict and ``zoo.save`` then use it.
         strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
         num_classes: head size; default: the folder's class count (on a folder, another count is an
-            error). A head of another size is replaced (with a warning).
+            error). A head of another size is replaced by a fresh one (logged at INFO on ``zoo.vision.finetune``).
         backbone_lr_mult: backbone learning rate as a fraction of the head's (``full``, ``gradual``).
         unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``).
         top_stages: ``top``: how many backbone stages train, from the top (default 1).
