@@ -268,3 +268,33 @@ def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path, pil_
     pil_folder(tmp_path / "data" / "train", classes=("ant",))
     with pytest.raises(ValueError, match=r"one class folder \('ant'\); a classifier learns to tell classes apart"):
         zoo.train("resnet18", tmp_path / "data", model_config={"stem": "cifar"}, epochs=1, progress=False)
+
+
+def test_images_in_hidden_folders_are_no_samples_as_predict_skips_them(tmp_path):
+    """Only hidden files were left out: .ipynb_checkpoints/ copies inside a class folder were trained on and
+    scored (8 samples here), while zoo.predict on the same folder left them out (6 rows)."""
+    for cls in ("cat", "dog"):
+        (tmp_path / cls / ".ipynb_checkpoints").mkdir(parents=True)
+        for i in range(3):
+            _img("RGB", (10 * i, 0, 0)).save(tmp_path / cls / f"{i}.png")
+        _img("RGB", (0, 0, 0)).save(tmp_path / cls / ".ipynb_checkpoints" / "0-checkpoint.png")
+        (tmp_path / cls / "._0.png").write_bytes(b"\x00\x05\x16\x07 macOS AppleDouble")
+    ds = ImageFolderDataset(tmp_path)
+    assert len(ds) == 6 and not ds.skipped["corrupt"]
+    assert not any(".ipynb_checkpoints" in path for path, _ in ds.samples)
+
+
+def test_class_folders_match_across_unicode_normalisations(tmp_path):
+    """train/ unzipped on Linux names a class in NFC, val/ unzipped on macOS in NFD: the same names compared
+    unequal, and finetune failed with "none of the 2 classes has a folder here" over two lists that read alike."""
+    import unicodedata
+
+    names = ("chat_été", "chien_ü")
+    for split, form in (("train", "NFC"), ("val", "NFD")):
+        for k, name in enumerate(names):
+            folder = tmp_path / split / unicodedata.normalize(form, name)
+            folder.mkdir(parents=True)
+            _img("RGB", (100 * k, 0, 0)).save(folder / "a.png")
+    train, val = load_image_folders(tmp_path)
+    assert val is not None and val.classes == train.classes == [unicodedata.normalize("NFC", n) for n in names]
+    assert len(val) == 2 and [t for _, t in val.samples] == [0, 1] and not val.absent_classes

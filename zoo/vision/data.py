@@ -4,7 +4,11 @@ What real folders contain and what happens to it:
 
 * non-image files (``imageNotFound.gif`` in hymenoptera, ``.DS_Store``, notes) -> ignored, counted in
   ``skipped["non_image"]`` (extensions as ``torchvision.datasets.folder.IMG_EXTENSIONS``, any case);
-* spaces and unicode in names -> plain ``pathlib`` paths, nothing to quote;
+* spaces and unicode in names -> plain ``pathlib`` paths, nothing to quote; a class folder named in another
+  Unicode normalisation than ``classes`` (``val/`` unzipped on macOS, NFD; ``train/`` on Linux, NFC) is that
+  class;
+* hidden files and everything in hidden folders (``._x.jpg``, ``.ipynb_checkpoints/``) -> ignored, as
+  ``zoo.predict`` ignores them;
 * grayscale, palette, CMYK, RGBA/LA images -> RGB (transparent pixels composited on white);
 * 16-bit and 32-bit integer / float images (16-bit PNG, scientific TIFF) -> scaled to 8 bits over their
   bit depth (``/ 257`` for 16-bit), not clipped at 255; a float or 32-bit image outside the range its
@@ -22,6 +26,7 @@ What real folders contain and what happens to it:
 from __future__ import annotations
 
 import os
+import unicodedata
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -185,6 +190,28 @@ def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMG_EXTENSIONS
 
 
+def _visible_files(folder: Path) -> list[Path]:
+    """The files below ``folder``, sorted, leaving out hidden ones and those in hidden folders (macOS ``._x.jpg``
+    forks, ``.ipynb_checkpoints/`` copies): no samples, as :func:`zoo.inputs.collect_files` leaves them out of
+    predict and torchvision's ``find_classes`` leaves out hidden class folders."""
+    return sorted(f for f in folder.rglob("*") if f.is_file()
+                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+
+
+def _class_folders(found: Sequence[str], classes: Sequence[str]) -> dict[str, str]:
+    """``{class: its folder name in found}`` for the classes that have one. A name matches exactly, else in
+    Unicode NFC: macOS (and zips made there) write ``é`` as ``e`` + a combining accent (NFD), Linux as one
+    character (NFC); the same class name, two spellings that compare unequal."""
+    on_disk = set(found)
+    folders = {c: c for c in classes if c in on_disk}
+    # a folder matched exactly is no other class's (train/ may hold both spellings as two classes)
+    by_nfc = {unicodedata.normalize("NFC", f): f for f in found if f not in folders}
+    for c in classes:
+        if c not in folders and (f := by_nfc.pop(unicodedata.normalize("NFC", c), None)) is not None:
+            folders[c] = f
+    return folders
+
+
 class ImageFolderDataset(Dataset):
     """``root/<class>/<image>`` -> ``(transform(rgb_image), class_index)``.
 
@@ -192,7 +219,8 @@ class ImageFolderDataset(Dataset):
         root: the folder holding one sub-folder per class.
         transform: applied to the RGB PIL image (e.g. :func:`zoo.vision.transforms.transforms_for`).
         classes: class names to use, in index order (give the train split's to the val split so the
-            indices agree); default: sorted sub-folder names.
+            indices agree; a folder matches its class exactly or in Unicode NFC); default: sorted sub-folder
+            names.
         strict: raise on a corrupt (or too large) image instead of skipping it.
         verify: decode every image once while scanning, so that corrupt files are found before
             training (cheap next to an epoch; ``False`` defers errors to loading time).
@@ -224,7 +252,8 @@ class ImageFolderDataset(Dataset):
             raise ValueError(f"{self.root}: no class sub-folders; expected root/<class>/<image files>")
         # a folder of some of the classes scores those (a CIFAR-10 model on a folder of cats and dogs); one of
         # none of them is the wrong folder
-        self.absent_classes = [c for c in classes if not (self.root / c).is_dir()]
+        folders = _class_folders(found, classes)
+        self.absent_classes = [c for c in classes if c not in folders]
         if len(self.absent_classes) == len(classes):
             raise ValueError(f"{self.root}: none of the {len(classes)} classes has a folder here (classes: "
                              f"{list(classes)[:10]}{' ...' if len(classes) > 10 else ''}; found: {found[:10]})")
@@ -234,11 +263,11 @@ class ImageFolderDataset(Dataset):
         self.strict = strict
         self.exif_transpose = exif_transpose
         self.skipped: dict[str, list[str]] = {"non_image": [], "corrupt": [], "too_large": [], "unknown_class": []}
-        self._unknown(sorted(set(found) - set(self.classes)), unknown_classes)
+        self._unknown(sorted(set(found) - set(folders.values())), unknown_classes)
         self.samples: list[tuple[str, int]] = []
         empty = []
         for cls in (c for c in self.classes if c not in self.absent_classes):
-            files = sorted(p for p in (self.root / cls).rglob("*") if p.is_file() and not p.name.startswith("."))
+            files = _visible_files(self.root / folders[cls])
             n_before = len(self.samples)
             for path in files:
                 if not _is_image(path):
@@ -272,7 +301,7 @@ class ImageFolderDataset(Dataset):
         """Class folders that ``classes`` does not list: their images could not be scored."""
         if not extra:
             return
-        counts = {c: sum(1 for f in (self.root / c).rglob("*") if f.is_file() and _is_image(f)) for c in extra}
+        counts = {c: sum(1 for f in _visible_files(self.root / c) if _is_image(f)) for c in extra}
         listed = ", ".join(f"{c!r} ({n} images)" for c, n in counts.items())
         if policy == "error":
             raise ValueError(f"{self.root}: class folder(s) {listed} are not among the {len(self.classes)} classes "
