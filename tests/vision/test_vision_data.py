@@ -298,3 +298,22 @@ def test_class_folders_match_across_unicode_normalisations(tmp_path):
     train, val = load_image_folders(tmp_path)
     assert val is not None and val.classes == train.classes == [unicodedata.normalize("NFC", n) for n in names]
     assert len(val) == 2 and [t for _, t in val.samples] == [0, 1] and not val.absent_classes
+
+
+def test_predict_reports_many_unreadable_files_in_one_warning(tmp_path):
+    """One warning per broken file, even under Python's default filter (1000 files: 1000 warnings), where
+    training on the folder says it in one line."""
+    import zoo
+    from zoo.inputs import UnreadableInputWarning
+
+    for i in range(7):
+        (tmp_path / f"b{i}.jpg").write_bytes(b"junk")
+    _img("RGB", (1, 2, 3)).save(tmp_path / "ok.png")
+    model = zoo.build("resnet18", stem="cifar", num_classes=2)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = predict(model, tmp_path)
+    assert len(out) == 8 and sum("error" in r for r in out) == 7
+    mine = [str(w.message) for w in seen if issubclass(w.category, UnreadableInputWarning)]
+    assert len(mine) == 1 and "cannot decode 7 of the 8 images" in mine[0], mine
+    assert "b0.jpg" in mine[0] and "b4.jpg" in mine[0] and "b5.jpg" not in mine[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,10 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_dtype, move_batch
 from zoo.engine.modes import eval_mode
-from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row
+from zoo.inputs import UnreadableInputWarning, check_predict_options, class_rows, collect_files
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
@@ -50,7 +52,8 @@ def predict(
     array; an empty one gives ``[]``). Class names
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
-    entry instead of a label (and a warning), so one bad file does not lose the others' predictions.
+    entry instead of a label, so one bad file does not lose the others' predictions; one
+    :class:`zoo.inputs.UnreadableInputWarning` names them all (their count and the first five).
     Photos are turned upright per their EXIF orientation (``exif_transpose=False``: classified as stored).
     The model runs where it is; ``device=`` moves it there first (and it stays there, as with
     ``model.to(device)``). ``amp="auto"``: bf16 where this device computes convolutions faster in it, else
@@ -82,7 +85,7 @@ def predict(
                     else:
                         img = open_rgb(src, exif_transpose=exif_transpose)
                 except (OSError, ValueError, SyntaxError) as err:
-                    results.append((pos, unreadable_row(key, err)))
+                    results.append((pos, {"input": key, "error": str(err)}))
                     continue
                 tensors.append(tf(img))
                 ok.append((pos, key))
@@ -93,7 +96,23 @@ def predict(
             probs = logits.float().softmax(dim=1).cpu()
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
-    return [row for _, row in sorted(results, key=lambda r: r[0])]
+    out = [row for _, row in sorted(results, key=lambda r: r[0])]
+    _warn_unreadable([row for row in out if "error" in row], len(out))
+    return out
+
+
+def _warn_unreadable(bad: list[dict[str, Any]], total: int) -> None:
+    """One warning for the inputs that could not be decoded (their rows hold ``"error"``): a folder of 1000
+    broken files gave 1000 warnings, where training on it says so in one line."""
+    if not bad:
+        return
+    if len(bad) == 1:
+        message = f"cannot decode {bad[0]['input']}: {bad[0]['error']}"
+    else:
+        more = " ..." if len(bad) > 5 else ""
+        message = (f"cannot decode {len(bad)} of the {total} images (their rows hold 'error' instead of a label): "
+                   f"{[row['input'] for row in bad[:5]]}{more}; the first: {bad[0]['error']}")
+    warnings.warn(message, UnreadableInputWarning, stacklevel=user_stacklevel())
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
