@@ -113,3 +113,23 @@ def test_a_class_whose_every_video_is_unreadable_is_an_error_for_training(tmp_pa
         VideoClipDataset(videos, ["a", "b", "c"], progress=False)
     with pytest.warns(UserWarning, match="skipped 1 unreadable"):
         assert len(VideoClipDataset(videos, ["a", "b", "c"], train=False, progress=False).videos) == 2
+
+
+def test_hidden_files_and_folders_are_no_videos_of_a_class(tmp_path):
+    """macOS "._v.avi" forks and .ipynb_checkpoints/ copies were read as videos: evaluation warned of
+    unreadable videos (strict=True failed) and scored more videos than zoo.predict, which skips them."""
+    from zoo.inputs import collect_files
+    from zoo.video.classifier import VIDEO_EXTENSIONS, scan_video_folder
+
+    root = _videos(tmp_path / "set", {"a": 1, "b": 1})
+    for c in "ab":
+        (root / c / "._0.avi").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")  # AppleDouble
+        (root / c / ".ipynb_checkpoints").mkdir()
+        (root / c / ".ipynb_checkpoints" / "0-checkpoint.avi").write_bytes((root / c / "0.avi").read_bytes())
+    videos, _ = scan_video_folder(root)
+    assert videos == [(str(root / "a" / "0.avi"), 0), (str(root / "b" / "0.avi"), 1)]
+    assert [p for p, _ in videos] == [str(f) for f in collect_files(root, VIDEO_EXTENSIONS)]  # as predict reads
+    model = zoo.build("video-tsn", num_classes=2, stem="cifar")
+    model.video_cfg.update(classes=["a", "b"], size=16, resize=16, num_segments=2)
+    ds, _ = model.zoo_data(root, train=False, strict=True, progress=False)  # strict: an unreadable video raises
+    assert len(ds.videos) == 2

@@ -71,7 +71,8 @@ def _split_dir(root: Path, split: str) -> Path | None:
 
 
 def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None) -> tuple[list[tuple[str, int]], list[str]]:
-    """``root/<class>/<video>`` -> ``([(path, label), ...], classes)`` (sorted; other files ignored).
+    """``root/<class>/<video>`` -> ``([(path, label), ...], classes)`` (sorted; other files and hidden files
+    and folders ignored).
 
     A class folder without a video file is an error, as in torchvision's ``DatasetFolder`` and the vision
     family's image folders: a class nothing teaches, or videos of a kind not read. ``classes`` given
@@ -83,7 +84,10 @@ def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None)
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise ValueError(f"{root}: class folder(s) {unknown} are not among the model's classes {classes}")
-    files = {c: sorted(f for f in (root / c).rglob("*") if f.suffix.lower() in VIDEO_EXTENSIONS)
+    # hidden entries (macOS "._v.mp4" forks, .ipynb_checkpoints/) are no videos of the class, as zoo.predict
+    # skips them (zoo.inputs.collect_files): evaluate and predict score the same videos
+    files = {c: sorted(f for f in (root / c).rglob("*") if f.suffix.lower() in VIDEO_EXTENSIONS and f.is_file()
+                       and not any(part.startswith(".") for part in f.relative_to(root / c).parts))
              for c in classes if (root / c).is_dir()}
     if not any(files.values()):
         raise ValueError(f"{root}: no video files ({', '.join(VIDEO_EXTENSIONS)}) in class folders")
