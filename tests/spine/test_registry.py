@@ -184,8 +184,7 @@ def test_train_and_finetune_by_weights_name_start_from_those_weights():
 
     data = TensorDataset(torch.randn(4, 3, 16, 16), torch.arange(4) % 2)
     fit = {"epochs": 1, "batch_size": 4, "progress": False, "lr": 0.0}
-    with pytest.warns(UserWarning):
-        tuned = zoo.finetune("resnet18.cifar10", data, num_classes=2, strategy="head", **fit).model
+    tuned = zoo.finetune("resnet18.cifar10", data, num_classes=2, strategy="head", **fit).model
     ref = zoo.build("resnet18", weights="cifar10")
     assert torch.equal(tuned.layer1[0].conv1.weight, ref.layer1[0].conv1.weight.to(tuned.layer1[0].conv1.weight.dtype))
     trained = zoo.train("resnet18.cifar10", data, **fit).model  # lr 0: the weights stay the file's
