@@ -44,16 +44,17 @@ class HybridSN(SceneClassifierMixin, nn.Module):
     registry_name = "hybridsn"
     # (out_channels, spectral kernel) of the three 3-D convolutions; spatial kernels are 3x3 (paper Fig. 1)
     _SPEC3D = ((8, 7), (16, 5), (32, 3))
+    min_n_bands = 1 + sum(k - 1 for _, k in _SPEC3D)  # each 3-D convolution shortens the spectral axis by k - 1
+    min_n_bands_layers = "its three 3-D convolutions"
 
     def __init__(self, config: HybridSNConfig | None = None) -> None:
         nn.Module.__init__(self)
         c = config or HybridSNConfig()
         self.padding = c.padding
         depth, side = c.n_bands, c.window
-        shrink = sum(k - 1 for _, k in self._SPEC3D)
-        if depth - shrink < 1 or side - 8 < 1:
+        if depth < self.min_n_bands or side - 8 < 1:
             raise ValueError(
-                f"HybridSN needs n_bands >= {shrink + 1} and window >= 9 (three 3x3 3-D convolutions and a "
+                f"HybridSN needs n_bands >= {self.min_n_bands} and window >= 9 (three 3x3 3-D convolutions and a "
                 f"3x3 2-D convolution); got n_bands={depth}, window={side}"
             )
         if c.n_classes < 2:

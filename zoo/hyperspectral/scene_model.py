@@ -115,8 +115,28 @@ class SceneClassifierMixin:
         """``spectral_norm="l2"``: every pixel's spectrum is divided by its L2 norm before standardisation."""
         return getattr(self.config, "spectral_norm", "none") == "l2"
 
+    # the fewest PCA components the network's layers take, and which layers (HybridSN: its 3-D convolutions)
+    min_n_bands: int = 1
+    min_n_bands_layers: str = "its layers"
+
+    def require_bands(self, scene: Scene) -> None:
+        """Refuse a scene with fewer bands than the ``n_bands`` PCA components the network takes, before any
+        work: PCA keeps at most one component per band, and the network's input depth is fixed when built."""
+        k, c, least = self.config.n_bands, scene.n_bands, self.min_n_bands
+        if c >= k:
+            return
+        name = self.registry_name
+        fix = (f"build it with zoo.build({name!r}, n_bands=N) for {least} <= N <= {c} ({least}: the least "
+               f"{self.min_n_bands_layers} take; model_config={{'n_bands': {c}}} for zoo.train by name, "
+               f"--n-bands {c} on the command line)" if c >= least else
+               f"{name} cannot classify it: {self.min_n_bands_layers} take n_bands >= {least}, so scenes of at "
+               f"least {least} bands (hsi-pca-svm classifies pixels of any band count)")
+        raise ValueError(f"scene {scene.name!r} has {c} bands, fewer than the n_bands={k} PCA components this "
+                         f"{name} takes (PCA keeps at most one per band): {fix}")
+
     def fit_preprocessor(self, scene: Scene, train_mask: np.ndarray | None) -> None:
         """Fit (spectral normalisation +) standardisation + whitened PCA on the training pixels only."""
+        self.require_bands(scene)
         if self.unit_spectra:
             pixels, zero = unit_spectra(scene.pixels(train_mask))
             pixels = pixels[~zero]  # an all-zero pixel (no data) has no direction to learn from
@@ -212,6 +232,7 @@ class SceneClassifierMixin:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
                              f"{self.config.n_classes} (build it with n_classes={n_cls})")
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
+        self.require_bands(scene)  # before the PCA, whose fit would end in a shape error
         fit_mask, held_out = sp.train, None
         if val_fraction:
             if val_data is not None:
