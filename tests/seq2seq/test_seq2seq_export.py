@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tokenizers import Tokenizer
 
 import zoo
 from zoo.exporting import _EXPORTS_ALL_FROM, _TORCH_VERSION, ExportError
@@ -57,6 +58,9 @@ def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
     runner = ExportedTranslator(res.path)
     assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
     assert runner.translate(SENTENCES) == tiny_gru.translate(SENTENCES, beam_size=1, amp=None)
+    # tokenizer.json reads pasted text as zoo does (a no-break space as a space) for a tokenizers user too
+    hf = Tokenizer.from_file(str(res.path / "tokenizer.json"))
+    assert hf.encode("Ein\u00a0Hund", add_special_tokens=False).ids == tiny_gru.tokenizer.encode("Ein Hund")
 
 
 @OLD_TORCH_EXPORT

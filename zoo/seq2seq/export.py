@@ -1,7 +1,7 @@
 """What ``zoo.export`` ships for a translator: the encoder and one decoder step, with the cache as tensors.
 
 A folder with ``encoder.{onnx,pt2}``, ``decoder_step.{onnx,pt2}``, ``tokenizer.json`` (when the model has
-one) and ``export.json``; :class:`zoo.seq2seq.runner.ExportedTranslator` translates with it (greedy).
+one; :meth:`~zoo.seq2seq.tokenizer.Tokenizer.export_json`, which reads pasted text as zoo does) and ``export.json``; :class:`zoo.seq2seq.runner.ExportedTranslator` translates with it (greedy).
 
 * ``encoder``: ``src (B, S) int64`` (token ids ending in EOS, right-padded with PAD) -> the decoder's
   initial ``state`` and its per-sentence ``context``.
@@ -233,5 +233,5 @@ def _spec(model, enc, step, names, batch, src_len, enc_dynamic, step_dynamic, re
     meta = {"format": EXPORT_FORMAT, "model": model.registry_name, "state": list(state), "context": list(context),
             "pad_id": model.pad_id, "bos_id": model.bos_id, "eos_id": model.eos_id, "max_len": model.max_len,
             "src_vocab": c.src_vocab, "tgt_vocab": c.tgt_vocab, "tokenizer": "tokenizer.json" if model.tokenizer else None}
-    files = {"tokenizer.json": model.tokenizer.to_json()} if model.tokenizer is not None else {}
+    files = {"tokenizer.json": model.tokenizer.export_json()} if model.tokenizer is not None else {}
     return ExportSpec([enc_graph, step_graph], atol=1e-4, rtol=1e-4, metadata=meta, files=files)

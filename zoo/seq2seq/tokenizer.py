@@ -2,22 +2,50 @@
 
 Byte-level BPE (GPT-2 style; Sennrich et al. 2016, https://arxiv.org/abs/1508.07909) starts from the 256
 bytes, so *no* input is unknown (any script, emoji, control character) and decoding gives back the exact
-detokenized text, spacing included: sacreBLEU scores the output as it comes. One vocabulary for both
+detokenized text, spacing included (other whitespace than a line break as a plain space, below): sacreBLEU
+scores the output as it comes. One vocabulary for both
 languages lets the Transformer share its embeddings. The whole tokenizer serialises to one JSON string,
 which is stored in the weights file's safetensors metadata.
+
+Text is read as its words: every whitespace character but the line break (a no-break space, thin space,
+ideographic space, tab, CR, ...) is a plain space, and the invisible ones (zero-width space, word joiner, soft
+hyphen, a BOM mid-text) are dropped (:func:`normalize_text`), in training and in use alike. Text pasted from web
+pages and PDFs has them, and to the byte-level BPE a U+00A0 is two bytes no training sentence had: one of them
+per sentence changed 53 of 60 Multi30k test translations of the shipped de-en model (BLEU 33.97 -> 27.23). It
+runs before the tokenizer's own normaliser (NFC) in :meth:`Tokenizer.encode_batch` rather than inside it, so
+tokenizers already stored in weights files, whose JSON is their fingerprint, read such text the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "Tokenizer", "train_tokenizer"]
+__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "Tokenizer", "normalize_text",
+           "train_tokenizer"]
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+
+# str.isspace()'s characters but " " and "\n" (a line break cuts sentences: zoo.seq2seq.sentences)
+_SPACES = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+# invisible: zero-width space, word joiner, BOM (zero-width no-break space), soft hyphen; ZWJ / ZWNJ carry meaning
+_INVISIBLE = "\u200b\u2060\ufeff\xad"
+_TEXT_TABLE = str.maketrans(dict.fromkeys(_SPACES, " ") | dict.fromkeys(_INVISIBLE))
+
+
+def normalize_text(text: str) -> str:
+    """``text`` as the tokenizer reads it: other whitespace characters than the line break as a plain space,
+    zero-width characters and soft hyphens dropped (see the module docstring)."""
+    return text.translate(_TEXT_TABLE)
+
+
+def _text_normalizer() -> normalizers.Normalizer:
+    """:func:`normalize_text` as a ``tokenizers`` normaliser, for a tokenizer.json read outside zoo."""
+    return normalizers.Sequence([normalizers.Replace(Regex(f"[{_INVISIBLE}]"), ""),
+                                 normalizers.Replace(Regex(f"[{_SPACES}]"), " ")])
 
 
 class Tokenizer:
@@ -43,7 +71,7 @@ class Tokenizer:
         bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
         if bad:
             raise TypeError(f"expected a list of str to tokenize, got elements of type {', '.join(sorted(set(bad)))}")
-        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+        return [e.ids for e in self.hf.encode_batch([normalize_text(t) for t in texts], add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.decode_batch([ids])[0]
@@ -53,6 +81,14 @@ class Tokenizer:
 
     def to_json(self) -> str:
         return self.hf.to_str()
+
+    def export_json(self) -> str:
+        """The JSON with :func:`normalize_text` ahead of its own normaliser: a ``tokenizers`` user of an export's
+        tokenizer.json encodes as :meth:`encode_batch` does (:meth:`to_json` is the tokenizer as trained)."""
+        hf = _HFTokenizer.from_str(self.hf.to_str())
+        own = hf.normalizer
+        hf.normalizer = _text_normalizer() if own is None else normalizers.Sequence([_text_normalizer(), own])
+        return hf.to_str()
 
     @classmethod
     def from_json(cls, text: str) -> Tokenizer:
@@ -66,7 +102,8 @@ class Tokenizer:
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
-    """Train a byte-level BPE on ``texts`` (both languages for a joint vocabulary)."""
+    """Train a byte-level BPE on ``texts`` (both languages for a joint vocabulary), read as
+    :meth:`Tokenizer.encode_batch` reads them (:func:`normalize_text`)."""
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS)} (bytes + specials), got {vocab_size}")
     hf = _HFTokenizer(models.BPE())
@@ -80,5 +117,5 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    hf.train_from_iterator(texts, trainer)
+    hf.train_from_iterator(map(normalize_text, texts), trainer)
     return Tokenizer(hf)
