@@ -21,9 +21,9 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "given_split_mask", "plot_classification_map",
-           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map",
-           "warn_background_class"]
+__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "cube_key_hint", "given_split_mask",
+           "plot_classification_map", "refuse_scene_options", "require_classes", "require_valid_pixels",
+           "resolve_split", "score_labels", "score_map", "warn_background_class"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
@@ -57,34 +57,43 @@ def warn_background_class(y: np.ndarray, call: str) -> None:
                       f"and its ground truth, {call}(model, cube, labels=gt), which leaves them out", stacklevel=user_stacklevel())
 
 
-def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) -> Scene:
+def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *, gt_key: str | None = None,
+             cube_key: str | None = None) -> Scene:
     """A Scene from a Scene, a path (any reader), a data set name (``"indian_pines"``) or an ``(H, W, C)``
     array (a cube read by the user, as ``predict`` takes it); ``labels``: its ground truth, as a file (.npy,
-    .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one."""
+    .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one.
+    ``gt_key`` / ``cube_key``: the arrays of a .mat file to read (:func:`~zoo.hyperspectral.readers.load_scene`)."""
     if isinstance(labels, np.ndarray):
         from dataclasses import replace
 
+        if gt_key is not None:
+            raise ValueError(f"gt_key={gt_key!r} names the ground truth among the arrays of a .mat file; labels= "
+                             f"is an array already: leave gt_key out")
         shape = getattr(data, "shape", ())
         if len(shape) == 3 and labels.shape == tuple(shape[1:]) != tuple(shape[:2]):
             raise ValueError(f"the cube {tuple(shape)} is band-first, (C, H, W): its ground truth {labels.shape} is "
                              f"its last two axes. zoo reads cubes as (H, W, C) (spectral's layout; rasterio and GDAL "
                              f"read (C, H, W)): pass cube.transpose(1, 2, 0)")
-        scene = as_scene(data)
+        scene = as_scene(data, cube_key=cube_key)
         return replace(scene, labels=labels, metadata={**scene.metadata, "ground_truth": "array"})
     if labels is not None:
         from zoo.hyperspectral.readers import with_ground_truth
 
-        return with_ground_truth(as_scene(data), labels)
+        return with_ground_truth(as_scene(data, cube_key=cube_key), labels, gt_key=gt_key)
+    if isinstance(data, (str, os.PathLike)) and Path(data).exists():
+        from zoo.hyperspectral.readers import load_scene
+
+        return load_scene(Path(data), gt_key=gt_key, cube_key=cube_key)
+    keys = [f"{k}={v!r}" for k, v in (("gt_key", gt_key), ("cube_key", cube_key)) if v is not None]
+    if keys:  # a Scene, a cube or a data set is read already: the keys would be dropped without a word
+        raise ValueError(f"{' and '.join(keys)} {'name arrays' if len(keys) > 1 else 'names an array'} of a .mat "
+                         f"file this call reads; it got "
+                         f"{_what(data)}: leave them out, or pass them to load_scene when reading the file")
     if isinstance(data, Scene):
         return data
     if isinstance(data, np.ndarray) and data.ndim == 3:
         return Scene(cube=data, name="array")
     if isinstance(data, (str, os.PathLike)):
-        p = Path(data)
-        if p.exists():
-            from zoo.hyperspectral.readers import load_scene
-
-            return load_scene(p)
         from zoo.hyperspectral.datasets import DATASETS, load_dataset
 
         if str(data).lower().replace("-", "_") in DATASETS:
@@ -98,6 +107,14 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None) ->
                     f"{type(data).__name__}{shape}")
 
 
+def _what(data: Any) -> str:
+    if isinstance(data, Scene):
+        return f"the Scene {data.name!r}"
+    if isinstance(data, (str, os.PathLike)):
+        return f"the data set name {str(data)!r}"
+    return f"a {type(data).__name__}" + (f" of shape {data.shape}" if isinstance(data, np.ndarray) else "")
+
+
 def band_first_hint(shape: tuple[int, ...], bands: int) -> str:
     """A hint for a cube of ``shape`` given to a model fitted on ``bands`` bands when it reads as band-first,
     ``(C, H, W)`` as rasterio and GDAL read it (zoo reads ``(H, W, C)``); else ""."""
@@ -105,6 +122,20 @@ def band_first_hint(shape: tuple[int, ...], bands: int) -> str:
         return f"; the cube {tuple(shape)} looks band-first, (C, H, W) as rasterio and GDAL read it: pass " \
                "cube.transpose(1, 2, 0)"
     return ""
+
+
+def cube_key_hint(scene: Any, bands: int) -> str:
+    """A hint for a scene from a .mat file that holds other cubes of its size (``metadata["other_cubes"]``)
+    given to a model fitted on ``bands`` bands: the ``cube_key=`` that reads another one; else ""."""
+    others = getattr(scene, "metadata", {}).get("other_cubes") or {}
+    if not others:
+        return ""
+    fits = [k for k, shape in others.items() if shape[2] == bands]
+    listed = ", ".join(f"{k!r} ({shape[2]} bands)" for k, shape in others.items())
+    key = fits[0] if fits else "<name>"
+    return (f"; its .mat file also holds {listed}: read {'that one' if fits else 'another'} with "
+            f"cube_key={repr(key) if fits else key} (load_scene, zoo.evaluate, zoo.predict; --set cube_key={key} "
+            f"on the command line)")
 
 
 def default_scene(model: Any) -> str:

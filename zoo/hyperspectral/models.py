@@ -16,13 +16,14 @@ def _load_svm(obj: HSIPipeline, path, entry) -> HSIPipeline:
     return load_pipeline(path)
 
 
-def _classes_in(data: Any, labels: Any = None) -> dict[str, Any]:
+def _classes_in(data: Any, labels: Any = None, gt_key: str | None = None, cube_key: str | None = None) -> dict[str, Any]:
     """A labelled scene implies ``n_classes`` (its largest class id); ``labels``: the ground-truth file a
-    cube without one is trained with (``zoo.train("hybridsn", "cube.npy", labels="gt.npy")``)."""
+    cube without one is trained with (``zoo.train("hybridsn", "cube.npy", labels="gt.npy")``); ``gt_key`` /
+    ``cube_key``: the arrays of a .mat file that zoo.train will read."""
     from zoo.hyperspectral.evaluation import as_scene
 
     try:
-        scene = as_scene(data, labels=labels)
+        scene = as_scene(data, labels=labels, gt_key=gt_key, cube_key=cube_key)
     except (TypeError, FileNotFoundError):
         return {}
     return {"n_classes": int(scene.labels.max())} if scene.labels is not None and scene.labels.max() > 1 else {}

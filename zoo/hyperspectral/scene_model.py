@@ -21,6 +21,7 @@ from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     as_scene,
     band_first_hint,
+    cube_key_hint,
     default_scene,
     given_split_mask,
     require_valid_pixels,
@@ -167,7 +168,7 @@ class SceneClassifierMixin:
         raw = self.pre_mean.numel()
         if len(scene.shape) != 3 or scene.shape[2] != raw:
             raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {scene.shape}"
-                             f"{band_first_hint(scene.shape, raw)}")
+                             f"{band_first_hint(scene.shape, raw)}{cube_key_hint(scene, raw)}")
         h, w, _ = scene.shape
         start, stop, _ = (rows or slice(0, h)).indices(h)
         out = np.zeros((max(0, stop - start), w, self.config.n_bands), np.float32)
@@ -201,7 +202,8 @@ class SceneClassifierMixin:
     # -- zoo.api.Trainable -----------------------------------------------------------------------------
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = "auto", train_fraction: float = 0.3, seed: int = 0,
                   train_mask: Any = None, block: int = 16, val_data: Any = None, augment: bool = False,
-                  noise_std: float = 0.0, val_fraction: float = 0.0, val_block: int = 8, **fit_kwargs):
+                  noise_std: float = 0.0, val_fraction: float = 0.0, val_block: int = 8, gt_key: str | None = None,
+                  cube_key: str | None = None, **fit_kwargs):
         """Train on a scene (Scene, path or data set name): split, fit the preprocessing on the training
         pixels, cut windows on the fly, then :func:`zoo.engine.fit` (``fit_kwargs``: epochs, lr, amp, ...).
 
@@ -214,15 +216,19 @@ class SceneClassifierMixin:
         ``early_stopping_patience`` to stop) and end with the weights of the best epoch by ``monitor``
         (default ``val_loss``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
         The checkpoints record the scene's fingerprint, the split (its training pixels) and the recipe: a
-        resume with any of them changed is refused, so no test pixel was trained on before the resume."""
+        resume with any of them changed is refused, so no test pixel was trained on before the resume.
+        ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``)."""
         from zoo.engine import RestoreBest, fit
         from zoo.engine.resume import with_recipe
         from zoo.hyperspectral.splits import holdout_blocks
 
         arch = dataclasses.asdict(self.config)
         if isinstance(data, (Dataset, DataLoader)):
+            if gt_key is not None or cube_key is not None:
+                raise ValueError("gt_key= / cube_key= name arrays of a .mat scene file; a Dataset of windows is "
+                                 "trained on as it comes: leave them out")
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
-        scene = as_scene(data, labels)
+        scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
                            window=self.config.window, block=block, train_mask=train_mask)
         # every labelled pixel, not only the training ones: a class beyond the outputs that only the
@@ -268,7 +274,8 @@ class SceneClassifierMixin:
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
                      batch_size: int = 256, amp: str | None = "auto", on_overlap: str = "error", tta: bool = False,
-                     progress: bool = False, device: Any = None, **kw) -> dict[str, float]:
+                     progress: bool = False, device: Any = None, gt_key: str | None = None,
+                     cube_key: str | None = None, **kw) -> dict[str, float]:
         """OA / AA / kappa (fractions) on the test pixels of the training split (or ``mask`` / ``split``, with
         the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`; on another scene than the
         training one, all its labelled pixels: ``all_labelled_pixels`` 1); test pixels that were training
@@ -276,6 +283,7 @@ class SceneClassifierMixin:
         Class ids beyond the model's ``n_classes`` outputs cannot be predicted, and are refused.
         ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
         (see :meth:`predict_scene`). Runs on the model's device (``device=`` moves the model there first).
+        ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``).
         On a Dataset of windows, the same metrics through the engine (``kw``: its options)."""
         from zoo.engine.options import check_options
         from zoo.hyperspectral.evaluation import SPLIT_OPTIONS
@@ -284,9 +292,10 @@ class SceneClassifierMixin:
         if isinstance(data, (Dataset, DataLoader)):
             from zoo.engine import evaluate
 
-            if tta:
-                raise ValueError("tta=True works on a scene (the windows are cut here); a Dataset of windows is "
-                                 "scored as it comes: pass the scene, or tta=False")
+            if tta or gt_key is not None or cube_key is not None:
+                given = "tta=True" if tta else "gt_key= / cube_key="
+                raise ValueError(f"{given} works on a scene (its windows are cut here); a Dataset of windows is "
+                                 f"scored as it comes: pass the scene, or leave it out")
             from zoo.engine.options import refuse_unknown_options
 
             refuse_unknown_options(kw, f"zoo.evaluate on {self.registry_name} (a Dataset of windows)", evaluate,
@@ -300,8 +309,8 @@ class SceneClassifierMixin:
             return {**out, "overall_accuracy": out["accuracy"]}
         check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, f"zoo.evaluate on {self.registry_name}",
                       ("labels", "mask", "split", "batch_size", "amp", "on_overlap", "tta", "progress", "device",
-                       *SPLIT_OPTIONS))
-        scene = as_scene(data if data is not None else default_scene(self), labels)
+                       "gt_key", "cube_key", *SPLIT_OPTIONS))
+        scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
         chosen, whole = _test_mask(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
         n = self.config.n_classes
@@ -371,17 +380,20 @@ class SceneClassifierMixin:
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, batch_size: int = 256,
                     amp: str | None = "auto", progress: bool = False, tta: bool = False,
-                    device: Any = None) -> np.ndarray:
+                    device: Any = None, gt_key: str | None = None, cube_key: str | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
         of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning). Runs on the
-        model's device (``device=`` moves the model there first)."""
+        model's device (``device=`` moves the model there first). ``gt_key`` / ``cube_key``: the arrays of a
+        .mat scene file to read."""
         if isinstance(inputs, np.ndarray) and inputs.ndim != 3:
             w = self.config.window
             raise ValueError(f"{self.registry_name} classifies a pixel from the {w}x{w} window around it, so it "
                              f"predicts a scene: an (H, W, C) cube, a Scene, a scene file or a data set name; got "
                              f"an array of shape {inputs.shape} (pixel spectra without their neighbours: "
                              "hsi-pca-svm classifies those)")
-        scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
+        keyed = gt_key is not None or cube_key is not None
+        scene = (Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) and not keyed
+                 else as_scene(inputs, gt_key=gt_key, cube_key=cube_key))
         if device is not None:
             self.to(device)
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)

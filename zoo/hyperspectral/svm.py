@@ -28,6 +28,7 @@ from zoo.hyperspectral.evaluation import (
     SPLIT_OPTIONS,
     as_scene,
     band_first_hint,
+    cube_key_hint,
     default_scene,
     given_split_mask,
     refuse_scene_options,
@@ -74,7 +75,8 @@ class HSIPipeline(Pipeline):
     def zoo_train(self, data: Any, *, labels: Any = None, split: Any = None, train_fraction: float | None = None,
                   seed: int = 0, train_mask: Any = None, window: int | None = None, block: int | None = None,
                   search: bool = False, param_grid: dict[str, list] | None = None, cv: int = 3,
-                  n_jobs: int | None = None, progress: bool = False, **unused):
+                  n_jobs: int | None = None, progress: bool = False, gt_key: str | None = None,
+                  cube_key: str | None = None, **unused):
         """Fit on the training pixels of ``data`` (a Scene, path or data set name) or on ``(X, y)``.
 
         ``split="auto"`` (the default): a public data set's protocol, ``"disjoint"`` with a ``train_mask``
@@ -86,16 +88,18 @@ class HSIPipeline(Pipeline):
 
         ``search=True`` picks ``svm__C`` / ``svm__gamma`` by stratified ``cv``-fold cross-validation (shuffled
         with ``seed``) on the training pixels only; ``progress=True`` has it report its folds (scikit-learn's
-        ``verbose``: one fit has nothing to report). Returns a ``zoo.engine.TrainResult``.
+        ``verbose``: one fit has nothing to report). ``gt_key`` / ``cube_key``: the arrays of a .mat scene or
+        ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`). Returns a ``zoo.engine.TrainResult``.
         """
         from zoo.engine import TrainResult
 
         check_options(unused, "zoo.train on hsi-pca-svm", ("labels", "split", "train_fraction", "seed", "train_mask",
                                                            "window", "block", "search", "param_grid", "cv", "n_jobs",
-                                                           "progress"))
+                                                           "progress", "gt_key", "cube_key"))
         if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", 2) != 3:  # 3-D: a cube, said so
             refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
-                                               "train_mask": train_mask, "window": window, "block": block})
+                                               "train_mask": train_mask, "window": window, "block": block,
+                                               "gt_key": gt_key, "cube_key": cube_key})
             X, y = np.asarray(data[0]), np.asarray(data[1])
             require_classes(y, "the training labels y", "a classifier needs pixels of at least two classes")
             warn_background_class(y, "zoo.train")
@@ -103,7 +107,8 @@ class HSIPipeline(Pipeline):
             self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
             self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
         else:
-            X, y = self._train_pixels(as_scene(data, labels), "auto" if split is None else split,
+            X, y = self._train_pixels(as_scene(data, labels, gt_key=gt_key, cube_key=cube_key),
+                                      "auto" if split is None else split,
                                       0.3 if train_fraction is None else train_fraction, seed, train_mask,
                                       25 if window is None else window, 16 if block is None else block)
         t0 = time.perf_counter()
@@ -138,7 +143,8 @@ class HSIPipeline(Pipeline):
         return scene.pixels(sp.train), scene.labels[sp.train]
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
-                     on_overlap: str = "error", **kw) -> dict[str, float]:
+                     on_overlap: str = "error", gt_key: str | None = None, cube_key: str | None = None,
+                     **kw) -> dict[str, float]:
         """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``,
         with the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`); on another scene than
         the training one, on all its labelled pixels (``all_labelled_pixels``: 1).
@@ -147,34 +153,39 @@ class HSIPipeline(Pipeline):
         (``on_overlap="error"``) or left out and counted (``"exclude"``: ``excluded_training_pixels``).
         Classes are the scene's ids; one the model never trained on scores 0 (``class_<id>_accuracy``).
         ``(X, y)`` pixels are scored with their labels as they are, as ``zoo.train`` took them (0 is a class);
-        the options that choose a scene's pixels are an error with them.
+        the options that choose a scene's pixels are an error with them. ``gt_key`` / ``cube_key``: the arrays
+        of a .mat scene or ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`).
         """
         check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, "zoo.evaluate on hsi-pca-svm",
-                      ("labels", "mask", "split", "on_overlap", *SPLIT_OPTIONS))
+                      ("labels", "mask", "split", "on_overlap", "gt_key", "cube_key", *SPLIT_OPTIONS))
         if on_overlap not in ON_OVERLAP:
             raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
         if isinstance(data, tuple) and len(data) == 2:
-            refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, **kw})
+            refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, "gt_key": gt_key,
+                                                  "cube_key": cube_key, **kw})
             X, y = np.asarray(data[0]), np.asarray(data[1])
             warn_background_class(y, "zoo.evaluate")
             return _flat(score_labels(self.predict(X), y))
-        scene = as_scene(data if data is not None else default_scene(self), labels)
+        scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
         chosen, whole = _test_mask(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
         require_valid_pixels(scene, test, "among the test pixels")
         pred = self.predict_scene(scene, mask=test)
         return _flat(score_map(pred, scene.labels, test), excluded, whole)
 
-    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None) -> np.ndarray:
+    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, gt_key: str | None = None,
+                    cube_key: str | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
         (0 outside ``mask`` and on pixels without a spectrum, with a warning); ``(N, C)`` pixel spectra ->
-        ``(N,)`` labels; one ``(C,)`` spectrum -> its label."""
-        if isinstance(inputs, np.ndarray) and inputs.ndim == 1:
-            return self.predict(inputs[None])[0]
-        if isinstance(inputs, np.ndarray) and inputs.ndim == 2:
-            return self.predict(inputs)
-        scene = Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) else as_scene(inputs)
-        return self.predict_scene(scene, mask=mask)
+        ``(N,)`` labels; one ``(C,)`` spectrum -> its label. ``gt_key`` / ``cube_key``: the arrays of a .mat
+        scene file to read."""
+        if isinstance(inputs, np.ndarray) and gt_key is None and cube_key is None:
+            if inputs.ndim == 1:
+                return self.predict(inputs[None])[0]
+            if inputs.ndim == 2:
+                return self.predict(inputs)
+            return self.predict_scene(Scene(np.asarray(inputs)), mask=mask)
+        return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key), mask=mask)
 
     def zoo_state(self) -> ModelState:
         svm, pca = self.named_steps["svm"], self.named_steps["pca"]
@@ -198,7 +209,7 @@ class HSIPipeline(Pipeline):
         if fitted is not None and fitted != c:
             raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
                              f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)"
-                             f"{band_first_hint(scene.shape, fitted)}")
+                             f"{band_first_hint(scene.shape, fitted)}{cube_key_hint(scene, fitted)}")
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
         if sel.shape != (h, w):
             raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")

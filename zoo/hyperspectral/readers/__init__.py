@@ -44,19 +44,30 @@ __all__ = [
 
 
 def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, name: str | None = None,
-               abundance_labels: bool = False, **kwargs) -> Scene:
+               abundance_labels: bool = False, gt_key: str | None = None, cube_key: str | None = None,
+               **kwargs) -> Scene:
     """Open a user's scene by extension: ``.hdr``/ENVI data, ``.mat``, ``.npy``, ``.spe``.
 
     ``gt`` is an optional ground-truth file of any of these formats, or a PNG/TIFF label image
     (:func:`read_ground_truth`). ``abundance_labels=True`` labels the pixels of an unmixing scene by their
-    dominant endmember.
+    dominant endmember. ``gt_key`` names the ground truth among the arrays of a .mat file (``gt`` when given,
+    else the scene's own .mat), whatever the cube's format; ``cube_key`` the cube among a .mat scene's arrays.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"scene file not found: {path}")
     ext = path.suffix.lower()
     if ext == ".mat":
-        return open_mat(path, gt_path=gt, name=name, abundance_labels=abundance_labels, **kwargs)
+        return open_mat(path, gt_path=gt, name=name, abundance_labels=abundance_labels, gt_key=gt_key,
+                        cube_key=cube_key, **kwargs)
+    if cube_key is not None:
+        raise SceneFormatError(f"cube_key={cube_key!r} names the cube among the arrays of a .mat file; {path} is "
+                               f"a {ext or '(no extension)'} file holding one cube: leave cube_key out")
+    if gt_key is not None and gt is None:
+        raise SceneFormatError(f"gt_key={gt_key!r} names the ground truth among the arrays of a .mat file; {path} "
+                               f"is a {ext or '(no extension)'} cube without one: give the .mat ground truth with "
+                               f"it (gt=FILE.mat to load_scene, labels=FILE.mat to zoo.train / zoo.evaluate, "
+                               f"--labels FILE.mat on the command line)")
     if ext == ".npy":
         scene = open_npy(path, name=name, **kwargs)
     elif ext == ".spe":
@@ -69,4 +80,4 @@ def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, 
         if abundance_labels:
             raise SceneFormatError(f"abundance_labels=True needs a ground-truth file with abundances (gt=...) for {path}")
         return scene
-    return with_ground_truth(scene, gt, abundance_labels=abundance_labels)
+    return with_ground_truth(scene, gt, abundance_labels=abundance_labels, gt_key=gt_key)

@@ -74,17 +74,30 @@ def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str
 
 
 def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = None, *, what: str = "ground truth",
-                      n_bands: int | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth."""
+                      n_bands: int | None = None, gt_key: str | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth.
+
+    ``gt_key`` names the label map among the arrays of a .mat file (the other formats hold one map)."""
     from zoo.hyperspectral.readers.envi_header import find_header
-    from zoo.hyperspectral.readers.mat import describe_arrays, load_mat_arrays, mat_ground_truth, pick_gt_key
+    from zoo.hyperspectral.readers.mat import (
+        describe_arrays,
+        keyed_ground_truth,
+        load_mat_arrays,
+        mat_ground_truth,
+        pick_gt_key,
+    )
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} file not found: {path}")
     ext = path.suffix.lower()
+    if gt_key is not None and ext != ".mat":
+        raise SceneFormatError(f"gt_key={gt_key!r} names an array of a .mat {what} file; {path} is a "
+                               f"{ext or '(no extension)'} file holding one map: leave gt_key out")
     if ext == ".mat":
         arrays = load_mat_arrays(path)
+        if gt_key is not None:
+            return _check(keyed_ground_truth(arrays, gt_key, shape, path), path, shape, what), {"gt_key": gt_key}
         if shape is None:
             key = pick_gt_key(arrays, None, path)
             if key is None:
@@ -124,11 +137,12 @@ def labels_from_abundances(extras: dict[str, Any], path: str | os.PathLike) -> n
     return np.argmax(extras["abundances"], axis=2).astype(np.int64) + 1
 
 
-def with_ground_truth(scene, path: str | os.PathLike, *, abundance_labels: bool = False):
-    """``scene`` with the labels (and unmixing extras) of the ground-truth file ``path``."""
+def with_ground_truth(scene, path: str | os.PathLike, *, abundance_labels: bool = False, gt_key: str | None = None):
+    """``scene`` with the labels (and unmixing extras) of the ground-truth file ``path`` (``gt_key``: the
+    array of a .mat file holding several maps)."""
     from dataclasses import replace
 
-    labels, extras = read_ground_truth(path, scene.shape[:2], n_bands=scene.n_bands)
+    labels, extras = read_ground_truth(path, scene.shape[:2], n_bands=scene.n_bands, gt_key=gt_key)
     if abundance_labels:
         labels = labels_from_abundances(extras, path)
     names = extras.get("endmember_names") if abundance_labels else scene.class_names

@@ -5,7 +5,9 @@ Two layouts are found in the wild:
 * classification scenes (EHU/GIC: ``indian_pines_corrected``, ``paviaU``, ``salinas_gt``, ...): the cube is
   the largest 3-D numeric array and the ground truth the 2-D integer array whose shape matches the cube's
   first two axes (preferring names with ``gt`` / ``label`` / ``truth``, then ``map``, over mask names such
-  as ``train_mask``; a choice the names leave open is warned about, naming ``gt_key=``);
+  as ``train_mask``; a choice the names leave open is warned about, naming ``gt_key=``); a file holding
+  several cubes of that size (Indian Pines' raw 220 bands beside the corrected 200) is warned about too,
+  naming ``cube_key=``;
 * unmixing scenes (Samson, Jasper Ridge, Urban as distributed): ``Y`` (or ``V``) is ``bands x pixels`` with
   the image size in ``nRow`` / ``nCol``, pixels in MATLAB's column-major order (``reshape(Y', nRow, nCol, B)``);
   their ground-truth files hold abundances ``A`` (``endmembers x pixels``, same pixel order) and
@@ -31,8 +33,8 @@ from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene
 
-__all__ = ["describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "gt_candidates",
-           "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
+__all__ = ["KEY_ADVICE", "describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "gt_candidates",
+           "keyed_ground_truth", "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
 
 _GT_HINT = re.compile(r"(gt|ground|label|truth|map|class|mask|dset)", re.IGNORECASE)
 _LABEL_NAME = re.compile(r"(gt|ground|label|truth|class)", re.IGNORECASE)
@@ -42,6 +44,9 @@ _MASK_NAME = re.compile(r"(mask|train|test|val|split|fold)", re.IGNORECASE)
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ROWS, _COLS = ("nRow", "nrow", "nRows", "n_row"), ("nCol", "ncol", "nCols", "n_col")
 _UNMIXING_DATA = ("Y", "V", "X", "data")  # the names the distributed unmixing files use, best first
+KEY_ADVICE = ("to load_scene, zoo.train, zoo.evaluate or zoo.predict (--set {key}=<name> on the command line) "
+              "to pick another")
+"""Where ``gt_key=`` / ``cube_key=`` are taken, for the warnings and errors that advise them."""
 
 
 def _v5_errors() -> tuple[type[BaseException], ...]:
@@ -154,8 +159,20 @@ def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, pa
         others = ", ".join(repr(k) for k in cands[1:])
         warnings.warn(f"{path}: several arrays could be the ground truth; using {best!r} "
                       f"({len(np.unique(arrays[best]))} distinct values), not {others}: pass gt_key=<name> "
-                      f"to load_scene to pick another", stacklevel=user_stacklevel())
+                      + KEY_ADVICE.format(key="gt_key"), stacklevel=user_stacklevel())
     return best
+
+
+def keyed_ground_truth(arrays: dict[str, np.ndarray], gt_key: str, shape: tuple[int, int] | None,
+                       path: Path) -> np.ndarray:
+    """The array ``gt_key`` of a .mat file's ``arrays``, checked to be ``shape`` = the cube's (H, W)."""
+    if gt_key not in arrays:
+        raise KeyError(f"gt_key={gt_key!r} is not in {path}; its arrays: {describe_arrays(arrays, shape)}")
+    labels = arrays[gt_key]
+    if shape is not None and labels.shape != tuple(shape):
+        raise SceneFormatError(f"{path}: ground truth {gt_key!r} has shape {labels.shape}; the cube is "
+                               f"(H, W) = {tuple(shape)}")
+    return labels
 
 
 def _positive_scalar(arrays: dict[str, np.ndarray], names: tuple[str, ...]) -> int | None:
@@ -241,6 +258,20 @@ def _wrong_gt(arrays: dict[str, np.ndarray], shape: tuple[int, int]) -> dict[str
             if v.ndim == 2 and v.shape != tuple(shape) and _GT_HINT.search(k) and v.size > 1}
 
 
+def _rival_cubes(arrays: dict[str, np.ndarray], chosen: str, path: Path) -> dict[str, tuple[int, ...]]:
+    """The other 3-D arrays of the chosen cube's (H, W) by name (their shapes), with a warning naming them:
+    a file may hold a scene twice (Indian Pines as distributed: 220 raw bands and 200 corrected ones), and
+    the largest is taken, which a model fitted on the other refuses."""
+    hw = arrays[chosen].shape[:2]
+    rivals = {k: tuple(v.shape) for k, v in arrays.items() if k != chosen and v.ndim == 3 and v.shape[:2] == hw}
+    if rivals:
+        others = ", ".join(f"{k!r} ({c[2]} bands)" for k, c in rivals.items())
+        warnings.warn(f"{path}: several arrays could be the cube; using the largest, {chosen!r} "
+                      f"({arrays[chosen].shape[2]} bands), not {others}: pass cube_key=<name> "
+                      + KEY_ADVICE.format(key="cube_key"), stacklevel=user_stacklevel())
+    return rivals
+
+
 def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path):
     """``(key, (H, W, C) cube, metadata)``: a 3-D array, or an unmixing matrix reshaped with nRow/nCol."""
     if cube_key is None:
@@ -250,13 +281,16 @@ def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path
             cube_key = unmix[0] if unmix is not None and not has_3d else find_cube_key(arrays)
         except SceneFormatError as err:  # name the file: the caller may have opened several
             raise SceneFormatError(f"{path}: {err}") from None
+        rivals = _rival_cubes(arrays, cube_key, path)
     elif cube_key not in arrays:
-        raise KeyError(f"{cube_key!r} not in {path}; arrays: {sorted(arrays)}")
+        raise KeyError(f"cube_key={cube_key!r} is not in {path}; its arrays: {describe_arrays(arrays)}")
+    else:
+        rivals = {}
     v = arrays[cube_key]
     if v.size == 0:
         raise SceneFormatError(f"{path}: {cube_key!r} is empty (shape {v.shape})")
     if v.ndim == 3:
-        return cube_key, v, {}
+        return cube_key, v, ({"other_cubes": rivals} if rivals else {})
     rows, cols = _positive_scalar(arrays, _ROWS), _positive_scalar(arrays, _COLS)
     if v.ndim == 2 and rows is not None and cols is not None:
         meta = {"layout": "unmixing (bands x pixels, column-major)", "n_row": rows, "n_col": cols}
@@ -270,6 +304,9 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
              abundance_labels: bool = False) -> Scene:
     """A scene from a .mat cube (and its ground truth, in the same file or in ``gt_path``, any format).
 
+    ``cube_key`` / ``gt_key`` name the cube / the ground truth among the file's arrays (``gt_key``: among
+    ``gt_path``'s when that is given, a .mat too) where the discovery would pick another; a file holding
+    several cubes of one size records the others in ``metadata["other_cubes"]`` (name: shape).
     ``abundance_labels=True`` labels every pixel with its dominant endmember (argmax abundance + 1) when
     the ground truth is an abundance matrix rather than a label map.
     """
@@ -280,16 +317,10 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
     cube_key, cube, meta = _select_cube(arrays, cube_key, path)
     shape = cube.shape[:2]
     gt_file = Path(gt_path) if gt_path is not None else path
-    if gt_key is not None:
-        gt_arrays = load_mat_arrays(gt_file) if gt_path is not None else arrays
-        if gt_key not in gt_arrays:
-            raise KeyError(f"{gt_key!r} not in {gt_file}; arrays: {sorted(gt_arrays)}")
-        labels, extras = gt_arrays[gt_key], {}
-        if labels.shape != shape:
-            raise SceneFormatError(f"{gt_file}: ground truth {gt_key!r} has shape {labels.shape}; the cube is "
-                                   f"(H, W) = {shape}")
-    elif gt_path is not None:
-        labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2])
+    if gt_path is not None:  # any format; gt_key (a .mat ground truth's array) is checked there
+        labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2], gt_key=gt_key)
+    elif gt_key is not None:
+        labels, extras = keyed_ground_truth(arrays, gt_key, shape, path), {}
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
         labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2])
