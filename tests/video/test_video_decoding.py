@@ -317,3 +317,54 @@ def test_a_phone_video_is_read_upright(tmp_path, degrees, corner):
         assert max(corners, key=lambda k: float(corners[k].mean())) == corner
     scaled = read_frames(path, [1], size=(upright[0] // 2, upright[1] // 2))
     assert tuple(scaled.shape[1:3]) == (upright[0] // 2, upright[1] // 2)
+
+
+@pytest.mark.parametrize(("codec", "suffix", "b_frames"), [("mpeg2video", ".mpg", 0), ("mpeg2video", ".mpg", 2),
+                                                           ("mpeg1video", ".mpeg", 2), ("mpeg2video", ".ts", 2)])
+def test_mpeg_program_and_transport_streams_are_read_at_their_frame_rate_frame_exact(
+        encode_clip, tmp_path, codec, suffix, b_frames):
+    """A header-only open of MPEG-PS/TS gives no average rate, and its fallback was MPEG-2's field rate: a
+    25 fps .mpg probed as 50 fps with a bitrate-estimated length (about twice its frames), so a 16-frame clip
+    held 8 frames, most twice. Their seeks land half a frame off and their pts skip and repeat frames: reads
+    decode from the start and count frames."""
+    path = encode_clip(tmp_path / f"clip{suffix}", _frames(60), codec=codec, gop=12, b_frames=b_frames)
+    meta = probe(path)
+    assert (meta.fps, meta.num_frames) == (25.0, 60)
+    _check_against_full_decode(path, _index_sets(60), threads_list=(1,))
+
+
+class _Pipe:
+    """A write-only, unseekable file: the muxer cannot go back to write the duration into the header."""
+
+    def __init__(self, fh) -> None:
+        self.fh = fh
+
+    def write(self, data) -> int:
+        return self.fh.write(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(("fmt", "codec", "suffix"), [("webm", "libvpx-vp9", ".webm"), ("webm", "libvpx", ".webm"),
+                                                      ("matroska", "mpeg4", ".mkv")])
+def test_a_webm_written_to_a_pipe_without_a_duration_is_read(tmp_path, fmt, codec, suffix):
+    """MediaRecorder, OBS and ffmpeg to a pipe write WebM without a duration: it was 'unreadable' (the header
+    gives neither a frame count nor a duration); its packets' timestamps give the count."""
+    if codec not in av.codecs_available:
+        pytest.skip(f"this FFmpeg build has no {codec} encoder")
+    path = tmp_path / f"live{suffix}"
+    with open(path, "wb") as fh:
+        out = av.open(_Pipe(fh), "w", format=fmt)
+        s = out.add_stream(codec, rate=25)
+        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+        for img in _frames(30):
+            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+        out.close()
+    with av.open(str(path)) as c:
+        assert c.duration is None and not c.streams.video[0].frames  # the case: no length in the header
+    assert probe(path).num_frames == 30
+    _check_against_full_decode(path, _index_sets(30), threads_list=(1,))

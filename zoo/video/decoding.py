@@ -5,7 +5,9 @@ Two operations, both on one video stream (audio is never touched):
 - :func:`probe` reads the container header (frame count, duration, time base, average rate, size) and
   the timestamps of the first few *packets*; it never runs the decoder, so indexing 13,320 UCF101
   files takes seconds, not the full decoding pass of torchvision's ``VideoClips``
-  (https://github.com/pytorch/vision/pull/2475).
+  (https://github.com/pytorch/vision/pull/2475). Containers whose header lacks the rate (MPEG-PS/TS) are
+  probed by FFmpeg, and those without an exact length (MPEG-PS/TS, a WebM written to a pipe) have the
+  timestamps of all their packets read (demuxing, not decoding).
 - :func:`read_frames` seeks to the keyframe at or before the first wanted frame, decodes forward and
   stops after the last wanted frame, converting only the frames it returns to RGB. Frames far apart
   (TSN's segment centres) are read in *runs*: where the demuxer's keyframe index shows that seeking
@@ -20,6 +22,13 @@ counter), and for DivX/Xvid files with packed B-frames — many UCF101 clips, e.
 neighbouring frames, while the decoder's output order is the true display order. Sorting by pts (as
 torchvision's ``read_video`` does) therefore shuffles such videos. For AVI we count frames from the
 keyframe we landed on instead (exact, since AVI is constant-rate by construction).
+
+MPEG-PS/TS files have no seek index: FFmpeg seeks by searching the byte stream for timestamps, lands inside a
+PES packet, and the parser then gives frames timestamps half a frame off (an MPEG-2 PS: frame 24 read with
+the pts of 24.5), or lands after the last keyframe and decodes nothing. Their pts are no index even read
+from the start (frames of an MPEG-2 PS whose pictures share PES packets: pts ..., 23, 24, 26, 27, ..., 31, 31).
+Reads of these decode from the start and count frames as in AVI (frame ``k`` costs the ``k`` frames before
+it, less the skipped B-frames).
 
 Frames before a wanted one are only decoded when later frames need them: until a few frames before
 it (the first of a run, or the next one inside a run), the decoder skips non-reference pictures
@@ -97,7 +106,9 @@ class VideoMeta:
     seek_origin: int  # the stream's start_time, the origin of the demuxer's seek timestamps
     width: int
     height: int
-    count_frames: bool  # True for AVI: frame index = frames counted from the keyframe
+    count_frames: bool  # True for AVI, MPEG-PS/TS: frame index = frames counted from the keyframe
+    # False for MPEG-PS/TS: reads decode from the start, counting frames (module docstring)
+    seekable: bool = True
 
     @property
     def duration(self) -> float:
@@ -147,8 +158,11 @@ def _open(path: str | os.PathLike, options: dict[str, str] | None = None):
 def probe(path: str | os.PathLike) -> VideoMeta:
     """Read one video's header; raise :class:`CorruptVideoError` if it is unreadable or truncated.
 
-    Never decodes a frame: the frame count, rate and time base come from the container, and the first
-    displayed pts from the first few demuxed packets.
+    Never decodes a frame where the header holds the rate and the length: the frame count, rate and time
+    base come from the container, and the first displayed pts from the first few demuxed packets. A header
+    without an average rate (MPEG-PS/TS) is probed by FFmpeg, which decodes a frame or two; a container
+    whose header gives no exact length (MPEG-PS/TS, a WebM or Matroska file written to a pipe) has its
+    frames counted from the timestamps of all its packets (demuxed, not decoded).
     """
     path = os.fspath(path)
     try:
@@ -158,48 +172,36 @@ def probe(path: str | os.PathLike) -> VideoMeta:
         return _probe(path, None)
 
 
+# Containers whose header has no frame count and whose duration FFmpeg estimates, from the bitrate or from
+# timestamps near the end of the file (an MPEG-PS of 100 frames at 25 fps: 3.90 s header-only, 3.92 s probed):
+# their frames are counted. They have no seek index either (module docstring): reads decode from the start.
+_ESTIMATED_LENGTH = frozenset({"mpeg", "mpegts", "mpegvideo"})
+
+
 def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
     with _open(path, options) as container:
         if not container.streams.video:
             raise CorruptVideoError(f"{path!r} has no video stream")
         stream = container.streams.video[0]
+        if options is not None and stream.average_rate is None:
+            # Without FFmpeg's probing an MPEG-PS/TS stream's only rate is MPEG-2's field rate, twice the
+            # frame rate (r_frame_rate: 50 for 25 fps video); frames would be addressed on that timeline
+            raise CorruptVideoError(f"{path!r}: the header gives no average frame rate")
         tb = stream.time_base
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         if tb is None or rate is None or float(rate) <= 0:
             raise CorruptVideoError(f"{path!r}: the header gives no time base or frame rate")
         fps = float(rate)
-        dur_frames = None
-        if stream.duration is not None:
-            dur_frames = float(stream.duration * tb) * fps
-        elif container.duration is not None:
-            dur_frames = container.duration / av.time_base * fps
-        num_frames = int(stream.frames or 0)
-        if num_frames <= 0:
-            if dur_frames is None:
-                raise CorruptVideoError(f"{path!r}: the header gives neither a frame count nor a duration")
-            num_frames = math.floor(dur_frames + 1e-6)
-        elif dur_frames is not None and dur_frames < num_frames - max(_TAIL_TOLERANCE, 0.02 * num_frames):
-            # The header's count was written before the data; the demuxer's index (or its scan of a
-            # file without one) sees fewer frames: the file was cut short.
-            raise CorruptVideoError(
-                f"{path!r} looks truncated: the header says {num_frames} frames but the stream holds "
-                f"about {dur_frames:.0f}"
-            )
-        if num_frames <= 0:
-            raise CorruptVideoError(f"{path!r} holds no video frames")
-        pts = []
-        try:
-            for packet in container.demux(stream):
-                if packet.pts is not None:
-                    pts.append(packet.pts)
-                elif packet.dts is not None:
-                    pts.append(packet.dts)
-                if len(pts) >= _PROBE_PACKETS:
-                    break
-        except av.error.FFmpegError as err:
-            raise CorruptVideoError(f"{path!r}: cannot read its first packets: {err}") from err
-        if not pts:
-            raise CorruptVideoError(f"{path!r}: no video packets")
+        estimated = container.format.name in _ESTIMATED_LENGTH
+        count_frames = estimated or "avi" in container.format.name.split(",")
+        num_frames = None if estimated else _header_frames(path, container, stream, fps)
+        if num_frames is None:
+            pts, packets = _scan_packets(path, container, stream, None)
+            # frames counted by read_frames (AVI, MPEG-PS/TS) are one a packet; other frames are indexed by
+            # their pts on the frame-rate grid, so the last packet's pts gives the count
+            num_frames = packets if count_frames else round((max(pts) - min(pts)) * fps * float(tb)) + 1
+        else:
+            pts, _ = _scan_packets(path, container, stream, _PROBE_PACKETS)
         origin = stream.start_time if stream.start_time is not None else min(pts)
         return VideoMeta(
             path=path,
@@ -210,8 +212,55 @@ def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
             seek_origin=int(origin),
             width=stream.codec_context.width,
             height=stream.codec_context.height,
-            count_frames="avi" in container.format.name.split(","),
+            count_frames=count_frames,
+            seekable=not estimated,
         )
+
+
+def _header_frames(path: str, container, stream, fps: float) -> int | None:
+    """The frame count the header gives (its count, else its duration); None where it gives neither."""
+    tb = stream.time_base
+    dur_frames = None
+    if stream.duration is not None:
+        dur_frames = float(stream.duration * tb) * fps
+    elif container.duration is not None:
+        dur_frames = container.duration / av.time_base * fps
+    num_frames = int(stream.frames or 0)
+    if num_frames <= 0:
+        if dur_frames is None:
+            return None  # a WebM written to a pipe (MediaRecorder, OBS) has no duration in its header
+        num_frames = math.floor(dur_frames + 1e-6)
+    elif dur_frames is not None and dur_frames < num_frames - max(_TAIL_TOLERANCE, 0.02 * num_frames):
+        # The header's count was written before the data; the demuxer's index (or its scan of a
+        # file without one) sees fewer frames: the file was cut short.
+        raise CorruptVideoError(
+            f"{path!r} looks truncated: the header says {num_frames} frames but the stream holds "
+            f"about {dur_frames:.0f}"
+        )
+    if num_frames <= 0:
+        raise CorruptVideoError(f"{path!r} holds no video frames")
+    return num_frames
+
+
+def _scan_packets(path: str, container, stream, limit: int | None) -> tuple[list[int], int]:
+    """The timestamps (pts, else dts) of the first ``limit`` video packets (None: all), demuxed, not decoded,
+    and how many of the packets read hold data."""
+    pts = []
+    packets = 0
+    try:
+        for packet in container.demux(stream):
+            packets += packet.size > 0
+            if packet.pts is not None:
+                pts.append(packet.pts)
+            elif packet.dts is not None:
+                pts.append(packet.dts)
+            if limit is not None and len(pts) >= limit:
+                break
+    except av.error.FFmpegError as err:
+        raise CorruptVideoError(f"{path!r}: cannot read its packets: {err}") from err
+    if not pts:
+        raise CorruptVideoError(f"{path!r}: no video packets")
+    return pts, packets
 
 
 def _decode_packet(stream, packet) -> list[av.VideoFrame]:
@@ -413,7 +462,7 @@ def _split_runs(stream, wanted: list[int], meta: VideoMeta, ticks_per_frame: flo
     next frame lands on lies more than ``_RUN_GAP`` frames past the frame before it (reading on would
     decode those frames). One run where the demuxer has no keyframe index (or PyAV cannot show it)."""
     entries = getattr(stream, "index_entries", None)  # newer PyAV only (18 has it)
-    if len(wanted) < 2 or entries is None or len(entries) == 0:
+    if not meta.seekable or len(wanted) < 2 or entries is None or len(entries) == 0:
         return [wanted]
     runs = [[wanted[0]]]
     for f in wanted[1:]:
@@ -489,8 +538,10 @@ def _read_run(
 ) -> None:
     """Fill ``rows[row : row + len(run)]`` with the frames at ``run`` (sorted), from one seek."""
     first = run[0]
-    targets = [_seek_target(meta, first, ticks_per_frame)]
-    targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
+    targets: list[int | None] = []
+    if meta.seekable:
+        targets.append(_seek_target(meta, first, ticks_per_frame))
+        targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
     targets.append(None)  # from the start
     for target in targets:
         from_start = source.position(target, meta, stats)
