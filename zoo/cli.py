@@ -113,12 +113,13 @@ def predict_inputs(family: str):
 
 def parse_kv(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``["lr=0.1", "name=x", "flag=true"]`` -> ``{"lr": 0.1, "name": "x", "flag": True}`` (JSON values
-    where they parse, strings otherwise)."""
+    where they parse, strings otherwise). A key may be spelled as the flags are (``image-size=32``)."""
     out: dict[str, Any] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+        key = key.replace("-", "_")  # option names are Python names, never with a dash
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -494,11 +495,15 @@ def _not_an_option(args: argparse.Namespace, model: Any, call: str, flag: str, s
     from zoo import registry
     from zoo.api import named_options
 
+    key = flag.removeprefix("--set ").removeprefix("--").replace("-", "_")
+    if call == "train" and key in registry.config_params(args.name):
+        # a setting the model is built with: the refusal told the user to leave out what --KEY sets
+        return (f"{key} is a setting of {args.name}'s config, which the model takes when it is built: "
+                f"{_config_flag(key)} VALUE (or --model {key}=VALUE), not {flag.split('=')[0]}")
     takes = named_options(model, call) if call != "train" else None  # a loop's options are not in a signature
     if takes is None:  # the family decides; its own message may list what it takes
-        listed = re.search(r"(?:it takes|options:) (.+)$", said)
+        listed = re.search(r"(?:it takes|options:) ([\w, ]+)", said)
         takes = [listed.group(1)] if listed else []
-    key = flag.removeprefix("--").replace("-", "_")
     trained = (f"; {flag} is a training setting of {args.name} (`zoo train {args.name} {flag} ...`)"
                if call != "train" and not flag.startswith("--set ") and key in registry.config_params(args.name)
                else "")

@@ -198,5 +198,6 @@ def test_a_config_setting_given_to_train_says_where_it_belongs():
     with pytest.raises(TypeError, match=r"^'n_components' is a setting of hsi-pca-svm's config.*build it with them: "
                                         r"zoo\.build\('hsi-pca-svm', n_components=\.\.\.\)"):
         zoo.train(zoo.build("hsi-pca-svm"), "indian_pines", n_components=5)
-    with pytest.raises(TypeError, match=r"^fit: unknown option\(s\) epohcs \(did you mean 'epochs'\?\)"):
+    with pytest.raises(TypeError, match=r"^zoo\.train on resnet18: unknown option\(s\) 'epohcs' \(did you mean "
+                                        r"'epochs'\?\)"):
         zoo.train("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), epohcs=1)  # a typo: as was

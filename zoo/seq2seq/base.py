@@ -126,6 +126,16 @@ class Seq2SeqModel(Network, nn.Module):
 
         return corpus_data(self, data, train=train, **options)
 
+    def zoo_data_options(self) -> list[str]:
+        """``corpus_data``'s options (``direction``, ``max_tokens``, ``bleu_sentences``, ...), which ``zoo_data``
+        hands on as ``**options``."""
+        import inspect
+
+        from zoo.seq2seq.corpus import corpus_data
+
+        return [p.name for p in inspect.signature(corpus_data).parameters.values()
+                if p.kind is p.KEYWORD_ONLY and p.name != "train"]
+
     def zoo_recorded_in_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The tokenizer a checkpoint's weights were trained with (its model state carries it), compared on
         resume with the one this run encodes its batches with, also for checkpoints that recorded no recipe:
