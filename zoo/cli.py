@@ -262,6 +262,7 @@ def _add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
 
 
 _NAME_AND_WEIGHTS = ("train", "eval", "predict", "finetune", "export")  # commands taking NAME and --weights
+_MODEL_FLAG = ("translate",)  # commands taking the model as --model NAME
 
 
 def weights_name_argv(argv: list[str]) -> list[str]:
@@ -278,6 +279,21 @@ def weights_name_argv(argv: list[str]) -> list[str]:
     if name == argv[1]:
         return argv
     return [argv[0], name, *argv[2:], *(["--weights", weights] if given is None else [])]
+
+
+def model_first_argv(argv: list[str]) -> list[str]:
+    """``zoo translate seq2seq-gru --weights W "Ein Hund."`` -> ``zoo translate --weights W "Ein Hund." --model
+    seq2seq-gru``: the ``zoo CMD NAME`` shape of every other command, for a command whose model is ``--model``
+    (argparse read NAME as the first sentence and refused the sentence after ``--weights``). A weights name
+    there (``seq2seq-gru.TAG``) is its ``--weights`` when none is given."""
+    from zoo import registry
+
+    if len(argv) < 2 or argv[0] not in _MODEL_FLAG or argv[1].startswith("-") or \
+            argv[1].split(".", 1)[0] not in registry.list_models() or "--model" in argv:
+        return argv
+    name, weights = registry.split_weights_name(argv[1])
+    given = any(a == "--weights" or a.startswith("--weights=") for a in argv)
+    return [argv[0], *argv[2:], "--model", name, *(["--weights", weights] if weights and not given else [])]
 
 
 def _model_name_in(argv: Sequence[str]) -> str | None:
@@ -922,7 +938,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(rest: list[str], debug: bool) -> int:
     try:
-        rest = weights_name_argv(rest)
+        rest = model_first_argv(weights_name_argv(rest))
         parser = build_parser(rest)
         args = parser.parse_args(rest)
         code = args._run(args)

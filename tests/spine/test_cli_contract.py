@@ -318,3 +318,15 @@ def test_an_unknown_option_is_matched_against_the_familys_data_options_too(tiny,
     folder = tiny.image_folder()
     assert main(["train", "resnet18", "--data", str(folder), "--epochs", "1", "--batch-size", "4", "--stem", "cifar",
                  "--set", "image-size=32", "--out", str(folder.parent / "m.safetensors")]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["seq2seq-transformer", "--weights", "multi30k-de-en"],
+    ["seq2seq-transformer.multi30k-de-en"],
+    ["--weights", "seq2seq-transformer.multi30k-de-en"],
+])
+def test_translate_takes_the_model_name_first_as_every_command_does(argv, capsys):
+    """`zoo translate seq2seq-transformer --weights multi30k-de-en "Ein Hund."` read the name as the first
+    sentence and refused the sentence after --weights ('unrecognized arguments: Ein Hund.')."""
+    assert main(["translate", *argv, "Ein Hund läuft.", "--beam-size", "1"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip().splitlines() == ["A dog is running."]
