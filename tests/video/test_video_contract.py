@@ -246,3 +246,27 @@ def test_training_on_one_class_folder_says_a_classifier_needs_two(tmp_path):
     with pytest.raises(ValueError, match=r"one class \('wave'\); a classifier learns to tell classes apart"):
         zoo.train("video-tsn", tmp_path, model_config={"stem": "cifar"}, num_segments=2, size=32, epochs=1,
                   progress=False)
+
+
+def test_predict_reports_many_unreadable_files_in_one_warning(tmp_path):
+    """One warning per broken file, even under Python's default filter (1000 files: 1000 warnings), where
+    training on the folder says it in one line; the vision family's wording, and one file as before."""
+    from zoo.inputs import UnreadableInputWarning
+
+    for i in range(7):
+        (tmp_path / f"b{i}.mp4").write_bytes(bytes(range(256)) * 4)
+    write_video(tmp_path / "ok.mp4", render_clip(0, np.random.default_rng(0), 32, 12))
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rows = zoo.predict(model, tmp_path, batch_size=3)
+    assert len(rows) == 8 and sum("error" in r for r in rows) == 7 and "label" in rows[-1]
+    mine = [w for w in seen if issubclass(w.category, UnreadableInputWarning)]
+    assert len(mine) == 1 and "cannot decode 7 of the 8 videos" in str(mine[0].message), [str(w.message) for w in mine]
+    assert "b0.mp4" in str(mine[0].message) and "b4.mp4" in str(mine[0].message)
+    assert "b5.mp4" not in str(mine[0].message) and mine[0].filename == __file__
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        zoo.predict(model, [tmp_path / "b0.mp4", tmp_path / "ok.mp4"])
+    mine = [str(w.message) for w in seen if issubclass(w.category, UnreadableInputWarning)]
+    assert len(mine) == 1 and mine[0].startswith(f"cannot decode {tmp_path / 'b0.mp4'}: "), mine
