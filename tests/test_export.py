@@ -383,3 +383,26 @@ def test_a_failed_write_names_the_target_keeps_the_previous_file_and_the_process
     assert proc.returncode == 0, proc.stderr[-2000:]  # no abort
     assert f"NoSpaceError writing {target} passed the largest file" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     assert target.read_bytes() == b"the previous export" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+def test_an_export_or_save_sweeps_the_staging_left_by_a_killed_one(tmp_path):
+    """An export stopped by SIGTERM (timeout, scancel) left its hidden staging folder with the partial graph
+    (43 MB for a TD3 policy), and no later export or save in that folder removed it."""
+    import os
+    import subprocess
+    import sys
+
+    from zoo import fs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = [tmp_path / f"{fs.TEMP_PREFIX}{fs._HOST}-{dead.pid}-0123abcd-{name}" for name in ("m.onnx.x", "w.st")]
+    left[0].mkdir()
+    (left[0] / "m.onnx").write_bytes(b"partial graph")
+    left[1].write_bytes(b"partial weights")
+    alive = tmp_path / f"{fs.TEMP_PREFIX}{fs._HOST}-{os.getpid()}-0123abcd-busy.onnx"
+    alive.write_bytes(b"a writer still at work")
+    zoo.export(_mlp(), tmp_path / "m.onnx", example_inputs=torch.randn(2, 4))
+    assert not left[0].exists() and alive.exists()
+    zoo.save(_mlp(), tmp_path / "w.safetensors")
+    assert not left[1].exists() and alive.exists()

@@ -399,6 +399,7 @@ def _restore_training(model: Any):
 
 def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResult:
     """Write (and verify) in a private temp folder (:class:`zoo.fs.PrivateTemp`), then move into place."""
+    fs.sweep_temps(target.parent)  # the staging folders of exports killed here (SIGTERM runs no cleanup)
     staging = fs.PrivateTemp(target.parent, target.name)
     try:
         out = staging.path_for(target)  # the file, or the folder of a multi-graph export, being built

@@ -15,7 +15,7 @@ half-way, or a second run in the same folder. Each of those is handled once, her
   the size free; ``ENOSPC`` met anyway becomes :class:`NoSpaceError` with the same facts.
 - **orphans**: temp names start with :data:`TEMP_PREFIX` and carry the writer's host and pid;
   :func:`sweep_temps` removes those whose writer is gone (a run killed with ``kill -9`` leaves them;
-  the next pull or training in that folder clears them). A temp file of another host (a shared
+  the next pull, training, save or export in that folder clears them). A temp file of another host (a shared
   folder) is only removed once it is a day old, since its writer may be alive there.
 - **one run per folder**: :class:`FolderLock` holds an ``fcntl`` lock (released by the kernel when the
   process dies, so a crash never leaves a stale lock) and records who holds it.

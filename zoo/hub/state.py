@@ -303,6 +303,7 @@ def save_weights(
 
     from zoo import fs
 
+    fs.sweep_temps(path.parent)  # temp files of writers killed in this folder (a saved model's, an export's)
     # save() builds the file in memory, so its exact size is checked against the free space first
     return fs.write_bytes(path, save(tensors, metadata=meta))
 
