@@ -65,7 +65,9 @@ def _isolated_zoo_home(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("ZOO_OFFLINE", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     # zoo train without --out saves under runs/train: in the test's own folder, not the checkout's
-    monkeypatch.setattr("zoo.cli.TRAIN_RUNS", tmp_path_factory.mktemp("runs") / "train")
+    runs = tmp_path_factory.mktemp("runs")
+    monkeypatch.setattr("zoo.cli.TRAIN_RUNS", runs / "train")
+    monkeypatch.setattr("zoo.vision.cli.FINETUNE_RUNS", runs / "finetune")  # zoo finetune without --out-dir
 
 
 class Mutations:

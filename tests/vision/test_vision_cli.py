@@ -63,6 +63,34 @@ def test_finetune_refuses_an_out_dir_it_cannot_make_before_training(tmp_path, ca
     assert f"--out-dir {tmp_path / where}" in err
 
 
+def test_finetune_without_out_dir_never_overwrites_an_earlier_run(tmp_path, capsys):
+    """Every run without --out-dir wrote runs/finetune: a second fine-tune replaced the first's model,
+    metrics.json and confusion.png. Now runs/finetune-2 ..., as zoo train numbers runs/train/NAME-2."""
+    from zoo.vision import cli as vision_cli
+
+    data = _folder(tmp_path / "data")
+    args = ["finetune", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--image-size", "16",
+            "--amp", "none", "--model", "stem=cifar", "--no-augment"]
+    for strategy in ("head", "full"):
+        assert main([*args, "--strategy", strategy]) == 0, capsys.readouterr().err
+    runs = vision_cli.FINETUNE_RUNS
+    reports = [json.loads((d / "metrics.json").read_text()) for d in (runs, runs.with_name(runs.name + "-2"))]
+    assert [r["strategy"] for r in reports] == ["head", "full"]
+    assert str(runs.with_name(runs.name + "-2") / "model.safetensors") in capsys.readouterr().out
+
+
+def test_finetune_resume_continues_the_run_a_ctrl_c_names(tmp_path, capsys):
+    """A Ctrl-C in zoo finetune said to continue with `--resume`, which zoo finetune did not take."""
+    data = _folder(tmp_path / "data")
+    args = ["finetune", "resnet18", "--data", str(data), "--batch-size", "4", "--image-size", "16", "--amp", "none",
+            "--model", "stem=cifar", "--no-augment", "--out-dir", str(tmp_path / "out")]
+    ck = f"checkpoint_dir={tmp_path / 'ck'}"
+    assert main([*args, "--epochs", "1", "--set", ck]) == 0, capsys.readouterr().err
+    assert main([*args, "--epochs", "2", "--set", ck, "--resume"]) == 0, capsys.readouterr().err
+    assert max(p.name for p in (tmp_path / "ck").glob("epoch-*.pt")) == "epoch-0002.pt"
+    assert main([*args, "--resume"]) == 2 and "--set checkpoint_dir=DIR" in capsys.readouterr().err
+
+
 def test_demo_step_runs_or_says_which_command_makes_the_weights(capsys):
     from zoo.vision.cli import _demo
 

@@ -85,7 +85,7 @@ def _resume_hint(checkpoint_dir: Any):
         if str(err) or latest is None:
             raise
         raise KeyboardInterrupt(f"training stopped by Ctrl-C; {latest} continues it from its epoch's end "
-                                "(resume=True, or `zoo train ... --resume`)") from None
+                                "(resume=True; on the command line, the same command with --resume)") from None
 
 
 @contextlib.contextmanager

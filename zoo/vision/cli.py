@@ -13,6 +13,7 @@ from zoo.cli import UsageError, command, demo, parse_kv
 
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15"
+FINETUNE_RUNS = Path("runs") / "finetune"  # zoo finetune's default --out-dir (numbered -2, -3 ... when taken)
 
 
 def _build(name: str, weights: str | None, model_kv: list[str] | None, **extra: Any):
@@ -42,7 +43,30 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. in_chans=3")
     p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="extra zoo.engine.fit options (schedule=cosine ...)")
-    p.add_argument("--out-dir", default="runs/finetune", help="writes model.safetensors, metrics.json, confusion.png")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run whose checkpoints are in --set checkpoint_dir=DIR (as after a Ctrl-C)")
+    p.add_argument("--out-dir", default=None,
+                   help=f"writes model.safetensors, metrics.json, confusion.png (default: {FINETUNE_RUNS}, numbered "
+                        f"{FINETUNE_RUNS}-2 ... beside an earlier run's)")
+
+
+def _default_out_dir() -> Path:
+    """``runs/finetune``, or ``runs/finetune-2``, ``-3`` ...: the first that holds no tuned model yet, made here
+    (a default never overwrites a model; two runs started together each make their own)."""
+    from zoo import fs
+
+    base, k = FINETUNE_RUNS.expanduser(), 1
+    while True:
+        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        try:
+            out.mkdir(parents=True)
+            return out
+        except FileExistsError:
+            if out.is_dir() and not any(out.iterdir()):
+                return fs.ensure_dir(out, "--out-dir")  # an empty folder: a run that failed before writing
+        except OSError as err:
+            raise UsageError(f"no --out-dir given and {out} cannot be made ({err}): give --out-dir DIR") from err
+        k += 1
 
 
 @command("finetune", "fine-tune a pretrained classifier on an image folder (head / full / gradual)", _configure_finetune)
@@ -56,7 +80,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
     # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
-    out = fs.ensure_dir(args.out_dir, "--out-dir")
+    out = fs.ensure_dir(args.out_dir, "--out-dir") if args.out_dir is not None else _default_out_dir()
     model = _build(args.name, args.weights, args.model)
     options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
@@ -64,6 +88,10 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                "seed": args.seed}
     # --set KEY=VALUE overrides the flag of that name, as in zoo train (it was "got multiple values")
     options.update(parse_kv(args.set))
+    if args.resume:
+        if options.get("checkpoint_dir") is None:
+            raise UsageError("--resume continues the run in a checkpoint folder: give it with --set checkpoint_dir=DIR")
+        options["resume"] = True
     result = zoo.finetune(model, args.data, **options)
     model = result.model
     classes = model.pretrained_cfg.get("classes")
