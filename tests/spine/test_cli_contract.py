@@ -330,3 +330,33 @@ def test_translate_takes_the_model_name_first_as_every_command_does(argv, capsys
     sentence and refused the sentence after --weights ('unrecognized arguments: Ein Hund.')."""
     assert main(["translate", *argv, "Ein Hund läuft.", "--beam-size", "1"]) == 0, capsys.readouterr().err
     assert capsys.readouterr().out.strip().splitlines() == ["A dog is running."]
+
+
+def test_sigterm_stops_the_zoo_command_as_ctrl_c_does(tmp_path):
+    """A batch scheduler's time limit (SIGTERM) ended `zoo train td3` on the spot: no td3_last.pt of the step
+    reached, nothing said. It now stops as Ctrl-C does: a checkpoint after the step, the hint, exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    ck = tmp_path / "ck"
+    zoo_command = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "from zoo.cli import main; sys.exit(main())")
+    line = [sys.executable, "-c", zoo_command, "train", "td3", "--env", "Pendulum-v1", "--steps", "1000000",
+            "--model", "net_arch=[16,16]", "learning_starts=20", "batch_size=8", "--checkpoint-dir", str(ck),
+            "--set", "eval_every=0", "checkpoint_every=50"]
+    proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (ck / "td3_last.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first periodic checkpoint: the loop is running
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: TD3 stopped" in err and "--resume" in err
+    assert torch.load(ck / "td3_last.pt", weights_only=True)["counters"]["num_timesteps"] > 200
