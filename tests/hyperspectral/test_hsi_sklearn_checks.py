@@ -11,7 +11,7 @@ from __future__ import annotations
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from zoo.hyperspectral.pca import HyperspectralPCA
-from zoo.hyperspectral.preprocessing import BandStandardizer
+from zoo.hyperspectral.preprocessing import BandStandardizer, MinMaxNormalizer
 from zoo.hyperspectral.svm import make_pca_svm
 
 PIPELINE_FAILS = {
@@ -24,7 +24,7 @@ def _expected_failures(estimator):
     return PIPELINE_FAILS if hasattr(estimator, "steps") else {}
 
 
-@parametrize_with_checks([HyperspectralPCA(), BandStandardizer(), make_pca_svm()],
+@parametrize_with_checks([HyperspectralPCA(), BandStandardizer(), MinMaxNormalizer(), make_pca_svm()],
                          expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

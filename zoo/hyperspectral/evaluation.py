@@ -21,7 +21,7 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SPLIT_OPTIONS", "as_scene", "auto_split", "class_colors", "cube_key_hint", "given_split_mask",
+__all__ = ["SCENE_INPUTS", "SPLIT_OPTIONS", "array_input", "as_scene", "auto_split", "class_colors", "cube_key_hint", "given_split_mask",
            "plot_classification_map", "refuse_scene_options", "require_classes", "require_valid_pixels",
            "resolve_split", "score_labels", "score_map", "warn_background_class"]
 
@@ -57,12 +57,16 @@ def warn_background_class(y: np.ndarray, call: str) -> None:
                       f"and its ground truth, {call}(model, cube, labels=gt), which leaves them out", stacklevel=user_stacklevel())
 
 
+SCENE_INPUTS = "a Scene, a scene path, a data set name or an (H, W, C) cube"
+
+
 def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *, gt_key: str | None = None,
-             cube_key: str | None = None) -> Scene:
+             cube_key: str | None = None, expected: str = SCENE_INPUTS) -> Scene:
     """A Scene from a Scene, a path (any reader), a data set name (``"indian_pines"``) or an ``(H, W, C)``
     array (a cube read by the user, as ``predict`` takes it); ``labels``: its ground truth, as a file (.npy,
     .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one.
-    ``gt_key`` / ``cube_key``: the arrays of a .mat file to read (:func:`~zoo.hyperspectral.readers.load_scene`)."""
+    ``gt_key`` / ``cube_key``: the arrays of a .mat file to read (:func:`~zoo.hyperspectral.readers.load_scene`).
+    ``expected``: what the caller takes, as its refusal of anything else says."""
     if isinstance(labels, np.ndarray):
         from dataclasses import replace
 
@@ -103,8 +107,29 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
         raise TypeError("(cube, ground truth): pass the (H, W, C) cube as data and the (H, W) map as labels=, "
                         "e.g. zoo.train(name, cube, labels=gt)")
     shape = f" of shape {data.shape}" if isinstance(data, np.ndarray) else ""
-    raise TypeError(f"expected a Scene, a scene path, a data set name or an (H, W, C) cube; got "
-                    f"{type(data).__name__}{shape}")
+    raise TypeError(f"expected {expected}; got {type(data).__name__}{shape}")
+
+
+def array_input(data: Any) -> np.ndarray | None:
+    """``data`` as a NumPy array when it is an array of numbers by another name: an ndarray, a torch tensor
+    (on any device), a pandas DataFrame or Series, a (nested) list of numbers; None for anything else (a
+    Scene, a path or data set name, a tuple, a list of spectra of different lengths), which
+    :func:`as_scene` reads or refuses."""
+    if isinstance(data, np.ndarray):
+        return data
+    if hasattr(data, "detach") and hasattr(data, "cpu"):  # a torch tensor, wherever it lives
+        t = data.detach().cpu()
+        try:
+            return t.numpy()
+        except TypeError:  # bfloat16 and other dtypes NumPy has not
+            return t.float().numpy()
+    if not (isinstance(data, list) or hasattr(data, "__array__")):
+        return None
+    try:
+        arr = np.asarray(data)
+    except ValueError:  # ragged: not one array
+        return None
+    return arr if arr.dtype.kind in "biuf" else None
 
 
 def _what(data: Any) -> str:

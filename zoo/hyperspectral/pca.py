@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from zoo._progress import ProgressBar
@@ -70,13 +70,16 @@ class CovarianceAccumulator:
         return self.shift + dm, (cov + cov.T) / 2
 
 
-class HyperspectralPCA(TransformerMixin, BaseEstimator):
+class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """PCA over the spectral axis.
 
     ``n_components``: an int, or a float in (0, 1) = the fraction of variance to keep (smallest k reaching
     it), or None (all). ``whiten`` scales each component to unit variance. ``chunk_bytes`` bounds the
     float64 working block. ``fit(X, mask=...)`` accepts ``(N, C)``, ``(H, W, C)`` or a :class:`Scene` (a
     lazily opened ENVI scene is read one row block at a time).
+
+    Its output features are named ``pca0, pca1, ...`` (``get_feature_names_out``), as scikit-learn's PCA
+    names them, so ``set_output(transform="pandas")`` gives DataFrames of ``(N, C)`` pixels.
     """
 
     def __init__(self, n_components: float | None = 30, whiten: bool = False,
@@ -243,6 +246,18 @@ class HyperspectralPCA(TransformerMixin, BaseEstimator):
 
     def fit_transform(self, X, y=None, mask: np.ndarray | None = None):
         return self.fit(X, mask=mask).transform(X)
+
+    @property
+    def _n_features_out(self) -> int:
+        return self.n_components_
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """``pca0, pca1, ...``, one per component; ``input_features`` is only checked against the names
+        ``fit`` saw."""
+        # the mixin checks fit and input_features; its prefix is the class name (hyperspectralpca0), while
+        # a Pipeline swapping scikit-learn's PCA for this one keeps PCA's column names
+        names = super().get_feature_names_out(input_features)
+        return np.asarray([f"pca{i}" for i in range(len(names))], dtype=object)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -9,7 +9,7 @@ statistics (fitting on the whole scene is a leak the HybridSN paper's protocol h
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from zoo._stacklevel import user_stacklevel
@@ -162,8 +162,11 @@ def _bands(P: np.ndarray, fitted: int, est) -> np.ndarray:
     return P
 
 
-class BandStandardizer(TransformerMixin, BaseEstimator):
-    """Zero mean, unit variance per band, from the pixels ``fit`` sees (``with_std=False``: centring only)."""
+class BandStandardizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """Zero mean, unit variance per band, from the pixels ``fit`` sees (``with_std=False``: centring only).
+
+    Its output features are its input bands (``get_feature_names_out``), so ``set_output(transform="pandas")``
+    works on it and on a Pipeline holding it, as on scikit-learn's ``StandardScaler``."""
 
     def __init__(self, with_std: bool = True, eps: float = 1e-12) -> None:
         self.with_std = with_std
@@ -199,22 +202,36 @@ class BandStandardizer(TransformerMixin, BaseEstimator):
         return tags
 
 
-class MinMaxNormalizer(TransformerMixin, BaseEstimator):
-    """One global min-max to ``[0, 1]`` over all bands (keeps the spectral shape, unlike per-band scaling)."""
+class MinMaxNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+    """One global min-max to ``[0, 1]`` over all bands (keeps the spectral shape, unlike per-band scaling).
+
+    Its input is checked as :class:`BandStandardizer`'s: ``transform`` refuses another band count than
+    ``fit`` saw, and NaN/inf pixels are an error (leave them out with ``mask=valid_pixel_mask(X)``)."""
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
+        X, mask = check_fit_pixels(self, X, mask)
         P = as_pixels(X, mask)
         if P.size == 0:
-            raise ValueError("MinMaxNormalizer.fit: no pixels to fit on")
-        self.min_ = float(np.nanmin(P))
-        self.max_ = float(np.nanmax(P))
+            raise ValueError("MinMaxNormalizer.fit: no pixels to fit on (empty mask?)")
+        if isinstance(X, Scene) and not np.isfinite(P).all():  # arrays were checked; a Scene passes unread
+            raise ValueError(f"MinMaxNormalizer.fit: {int((~np.isfinite(P).all(axis=1)).sum())} of the pixels to fit "
+                             f"on hold NaN/inf; exclude them with mask=valid_pixel_mask(scene)")
+        self.min_ = float(P.min())
+        self.max_ = float(P.max())
         self.n_features_in_ = P.shape[1]
         return self
 
     def transform(self, X):
         check_is_fitted(self, "min_")
+        X = check_pixels(self, X, reset=False, hint="X[valid_pixel_mask(X)] (transform the valid pixels only)")
         span = self.max_ - self.min_ or 1.0
-        return _apply(X, lambda P: ((P - self.min_) / span).astype(np.float32))
+        dtype = out_dtype(X)
+        return _apply(X, lambda P: ((P - self.min_) / span).astype(dtype))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
 
 
 def water_band_mask(n_bands: int | None = None, wavelengths: np.ndarray | None = None) -> np.ndarray:

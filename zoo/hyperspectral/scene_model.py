@@ -19,6 +19,7 @@ from zoo.api import ModelState
 from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
+    array_input,
     as_scene,
     band_first_hint,
     cube_key_hint,
@@ -384,16 +385,16 @@ class SceneClassifierMixin:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C_raw)`` cube) -> ``(H, W)`` label map
         of classes 1..n (0 outside ``mask`` and on pixels without a spectrum, with a warning). Runs on the
         model's device (``device=`` moves the model there first). ``gt_key`` / ``cube_key``: the arrays of a
-        .mat scene file to read."""
-        if isinstance(inputs, np.ndarray) and inputs.ndim != 3:
-            w = self.config.window
+        .mat scene file to read. The cube may be a NumPy array, a torch tensor or a nested list."""
+        keyed = gt_key is not None or cube_key is not None
+        arr = None if keyed else array_input(inputs)
+        w = self.config.window
+        if arr is not None and arr.ndim != 3:
             raise ValueError(f"{self.registry_name} classifies a pixel from the {w}x{w} window around it, so it "
                              f"predicts a scene: an (H, W, C) cube, a Scene, a scene file or a data set name; got "
-                             f"an array of shape {inputs.shape} (pixel spectra without their neighbours: "
-                             "hsi-pca-svm classifies those)")
-        keyed = gt_key is not None or cube_key is not None
-        scene = (Scene(np.asarray(inputs)) if isinstance(inputs, np.ndarray) and not keyed
-                 else as_scene(inputs, gt_key=gt_key, cube_key=cube_key))
+                             f"{'an array' if isinstance(inputs, np.ndarray) else type(inputs).__name__} of shape "
+                             f"{arr.shape} (pixel spectra without their neighbours: hsi-pca-svm classifies those)")
+        scene = Scene(arr) if arr is not None else as_scene(inputs, gt_key=gt_key, cube_key=cube_key)
         if device is not None:
             self.to(device)
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)

@@ -1,9 +1,10 @@
 """Fitted scikit-learn estimators as safetensors arrays + JSON (never pickle).
 
-Arrays become tensors under ``<prefix>.<attribute>``; plain values (numbers, strings, tuples, None) go to a
-JSON document that is itself stored as a ``uint8`` tensor (``__meta__``), so the whole state survives any
-tool that rewrites the file's safetensors metadata (``zoo.hub.add_weights`` does). Restoring sets the
-attributes back on a fresh estimator; the scikit-learn version is recorded and checked.
+Arrays become tensors under ``<prefix>.<attribute>``; plain values (numbers, strings, tuples, None, arrays
+of strings such as ``feature_names_in_``) go to a JSON document that is itself stored as a ``uint8`` tensor
+(``__meta__``), so the whole state survives any tool that rewrites the file's safetensors metadata
+(``zoo.hub.add_weights`` does). Restoring sets the attributes back on a fresh estimator; the scikit-learn
+version is recorded and checked.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
     tensors: dict[str, torch.Tensor] = {}
     plain: dict[str, Any] = {}
     for name, value in vars(est).items():
-        if isinstance(value, (np.ndarray, np.generic)):
+        if isinstance(value, np.ndarray) and value.dtype == object and all(isinstance(v, str) for v in value.flat):
+            # feature_names_in_ of an estimator fitted on a DataFrame (or behind set_output(transform="pandas"))
+            plain[name] = {"strings": value.tolist()}
+        elif isinstance(value, (np.ndarray, np.generic)):
             arr = np.asarray(value)
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"{type(est).__name__}.{name}: cannot store dtype {arr.dtype} as a tensor")
@@ -51,7 +55,10 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
 def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[str, Any], prefix: str) -> Any:
     est = cls.__new__(cls)
     for name, box in plain.items():
-        setattr(est, name, tuple(box["tuple"]) if "tuple" in box else box["value"])
+        if "strings" in box:
+            setattr(est, name, np.asarray(box["strings"], dtype=object))
+        else:
+            setattr(est, name, tuple(box["tuple"]) if "tuple" in box else box["value"])
     head = prefix + "."
     for key, t in tensors.items():
         if key.startswith(head):

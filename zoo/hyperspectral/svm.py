@@ -25,7 +25,9 @@ from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.options import check_options
 from zoo.hyperspectral.evaluation import (
+    SCENE_INPUTS,
     SPLIT_OPTIONS,
+    array_input,
     as_scene,
     band_first_hint,
     cube_key_hint,
@@ -48,6 +50,7 @@ from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, re
 __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
 
 FORMAT = "zoo.hsi-pca-svm/1"
+PREDICT_INPUTS = f"(N, C) pixel spectra, one (C,) spectrum, {SCENE_INPUTS}"
 log = logging.getLogger(__name__)
 
 
@@ -177,15 +180,23 @@ class HSIPipeline(Pipeline):
                     cube_key: str | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
         (0 outside ``mask`` and on pixels without a spectrum, with a warning); ``(N, C)`` pixel spectra ->
-        ``(N,)`` labels; one ``(C,)`` spectrum -> its label. ``gt_key`` / ``cube_key``: the arrays of a .mat
-        scene file to read."""
-        if isinstance(inputs, np.ndarray) and gt_key is None and cube_key is None:
-            if inputs.ndim == 1:
-                return self.predict(inputs[None])[0]
-            if inputs.ndim == 2:
-                return self.predict(inputs)
-            return self.predict_scene(Scene(np.asarray(inputs)), mask=mask)
-        return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key), mask=mask)
+        ``(N,)`` labels; one ``(C,)`` spectrum -> its label. Arrays may be NumPy arrays, torch tensors, pandas
+        DataFrames / Series or lists of numbers. ``gt_key`` / ``cube_key``: the arrays of a .mat scene file
+        to read."""
+        arr = array_input(inputs) if gt_key is None and cube_key is None else None
+        if arr is None:
+            return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS),
+                                      mask=mask)
+        if arr.ndim == 1:
+            # a Series as a one-row DataFrame: its index names the bands, as a DataFrame's columns do
+            return self.predict(inputs.to_frame().T if hasattr(inputs, "to_frame") else arr[None])[0]
+        if arr.ndim == 2:
+            # a DataFrame as it is: scikit-learn checks its column names against those fit saw
+            return self.predict(inputs if hasattr(inputs, "columns") else arr)
+        if arr.ndim == 3:
+            return self.predict_scene(Scene(arr), mask=mask)
+        raise ValueError(f"zoo.predict on hsi-pca-svm expected {PREDICT_INPUTS}; got {type(inputs).__name__} of "
+                         f"shape {arr.shape}")
 
     def zoo_state(self) -> ModelState:
         svm, pca = self.named_steps["svm"], self.named_steps["pca"]

@@ -1,0 +1,102 @@
+"""The hyperspectral estimators meet scikit-learn, pandas and torch as their stand-ins do: output feature names
+and set_output, array-likes to zoo.predict, band checks of MinMaxNormalizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import zoo
+from zoo.hyperspectral import BandStandardizer, HyperspectralPCA, MinMaxNormalizer
+from zoo.hyperspectral.serialize import estimator_state, restore_estimator
+from zoo.hyperspectral.synthetic import make_scene
+
+RNG = np.random.default_rng(0)
+X = RNG.random((40, 20))
+Y = (X[:, 0] > 0.5).astype(int) + 1
+
+
+def _svm():
+    return zoo.build("hsi-pca-svm", n_components=3)
+
+
+# -- feature names and set_output -----------------------------------------------------------------------------
+def test_steps_name_their_output_features_and_take_set_output():
+    """Before: 'Unable to configure output for BandStandardizer()'; no get_feature_names_out on either step."""
+    pipe = _svm().set_output(transform="default").fit(X, Y)
+    assert pipe[:-1].get_feature_names_out().tolist() == ["pca0", "pca1", "pca2"]  # as scikit-learn's PCA
+    assert BandStandardizer().fit(X).get_feature_names_out()[[0, 19]].tolist() == ["x0", "x19"]
+    assert HyperspectralPCA(2).set_output(transform="default").fit(X).get_feature_names_out().tolist() == ["pca0", "pca1"]
+    assert isinstance(pipe[:-1].transform(X), np.ndarray)
+
+
+def test_set_output_pandas_gives_dataframes_and_the_model_saves(tmp_path):
+    pd = pytest.importorskip("pandas")
+    from zoo.hyperspectral.svm import load_pipeline
+
+    frame = pd.DataFrame(X, columns=[f"b{i}" for i in range(20)])
+    pipe = _svm().set_output(transform="pandas").fit(frame, Y)
+    out = pipe[:-1].transform(frame)
+    assert isinstance(out, pd.DataFrame) and out.columns.tolist() == ["pca0", "pca1", "pca2"]
+    again = load_pipeline(pipe.save(tmp_path / "m.safetensors"))
+    assert again.named_steps["scale"].feature_names_in_.tolist() == frame.columns.tolist()
+    np.testing.assert_array_equal(again.predict(frame), pipe.predict(frame))
+
+
+def test_feature_names_seen_in_fit_survive_the_weights_file():
+    """Before: 'BandStandardizer.feature_names_in_: cannot store dtype object as a tensor' (a DataFrame's names)."""
+    est = BandStandardizer().fit(X)
+    est.feature_names_in_ = np.asarray([f"b{i}" for i in range(20)], dtype=object)
+    tensors, plain = estimator_state(est, "scale")
+    back = restore_estimator(BandStandardizer, tensors, plain, "scale")
+    assert back.feature_names_in_.dtype == object and back.feature_names_in_.tolist() == est.feature_names_in_.tolist()
+    np.testing.assert_array_equal(back.mean_, est.mean_)
+
+
+# -- zoo.predict on array-likes -------------------------------------------------------------------------------
+def test_predict_takes_pixels_as_lists_and_tensors():
+    """Before: 'expected a Scene, a scene path, a data set name or an (H, W, C) cube; got list' (and Tensor)."""
+    svm = _svm().fit(X, Y)
+    want = svm.predict(X[:4])
+    np.testing.assert_array_equal(zoo.predict(svm, X[:4].tolist()), want)
+    np.testing.assert_array_equal(zoo.predict(svm, torch.tensor(X[:4])), want)
+    assert zoo.predict(svm, torch.tensor(X[0])) == want[0]  # one spectrum
+    cube = X[:4].reshape(2, 2, 20)
+    np.testing.assert_array_equal(zoo.predict(svm, torch.tensor(cube)), zoo.predict(svm, cube))
+    with pytest.raises(TypeError, match=r"expected \(N, C\) pixel spectra, one \(C,\) spectrum, a Scene"):
+        zoo.predict(svm, {"spectra": X[:4]})
+    with pytest.raises(ValueError, match=r"expected \(N, C\) pixel spectra.*shape \(1, 2, 2, 20\)"):
+        zoo.predict(svm, cube[None])
+
+
+def test_predict_takes_a_dataframe_of_pixels():
+    pd = pytest.importorskip("pandas")
+    svm = _svm().fit(X, Y)
+    np.testing.assert_array_equal(zoo.predict(svm, pd.DataFrame(X[:4])), svm.predict(X[:4]))
+    assert zoo.predict(svm, pd.Series(X[0])) == svm.predict(X[:1])[0]
+
+
+def test_hybridsn_predicts_a_tensor_cube_and_names_its_window_for_pixels():
+    scene = make_scene(12, 12, 20, 3, seed=0)
+    net = zoo.build("hybridsn", n_bands=13, n_classes=3, window=9).eval()
+    net.fit_preprocessor(scene, None)
+    cube = np.asarray(scene.cube)
+    np.testing.assert_array_equal(zoo.predict(net, torch.tensor(cube)), zoo.predict(net, cube))
+    with pytest.raises(ValueError, match=r"9x9 window .* got list of shape \(2, 20\).*hsi-pca-svm"):
+        zoo.predict(net, cube[0, :2].tolist())
+
+
+# -- MinMaxNormalizer checks what it transforms ---------------------------------------------------------------
+def test_minmax_refuses_another_band_count_and_nan():
+    """Before: fitted on 20 bands, it transformed 5-band pixels without a word."""
+    mm = MinMaxNormalizer().fit(X)
+    with pytest.raises(ValueError, match="expecting 20 features"):
+        mm.transform(X[:, :5])
+    with pytest.raises(ValueError, match="expecting 20"):
+        mm.transform(X[:, :5].reshape(2, 20, 5))
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        MinMaxNormalizer().fit(bad)
+    assert mm.transform(X).dtype == np.float64 and mm.transform(X.astype(np.float32)).dtype == np.float32
