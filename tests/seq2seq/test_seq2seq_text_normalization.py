@@ -59,3 +59,13 @@ def test_shipped_model_translates_a_pasted_sentence_as_the_plain_one():
     m = zoo.build("seq2seq-transformer", weights="multi30k-de-en")
     pasted, plain = m.translate(["Ein\u00a0Mann fährt\u00a0Fahrrad.", "Ein Mann fährt Fahrrad."], amp=None)
     assert pasted == plain
+
+
+def test_special_tokens_written_in_the_text_are_text_not_control_ids(tok):
+    stored = Tokenizer.from_json(tok.to_json())  # as a weights file gives it back, JSON unchanged
+    assert stored.to_json() == tok.to_json()
+    text = "Ein </s> Hund <s> läuft <pad> über <unk> die Wiese."
+    ids = stored.encode(text)
+    assert min(ids) >= 4, ids  # no PAD, BOS, EOS or UNK from a user's characters
+    assert stored.decode(ids) == text
+    assert stored.decode([5, 2, 6, 0]) == stored.decode([5, 6])  # special ids (a model's EOS, padding) dropped

@@ -14,6 +14,11 @@ pages and PDFs has them, and to the byte-level BPE a U+00A0 is two bytes no trai
 per sentence changed 53 of 60 Multi30k test translations of the shipped de-en model (BLEU 33.97 -> 27.23). It
 runs before the tokenizer's own normaliser (NFC) in :meth:`Tokenizer.encode_batch` rather than inside it, so
 tokenizers already stored in weights files, whose JSON is their fingerprint, read such text the same way.
+
+The special tokens are ids, never text: ``"<s>"``, ``"</s>"``, ``"<pad>"`` and ``"<unk>"`` typed in a sentence
+are encoded as their characters (Hugging Face matches them in raw text by default, which put an EOS in the
+middle of a source and made decoding drop them). The switch (``encode_special_tokens``) is not part of the
+JSON, so it holds for the tokenizers already stored in weights files, fingerprints unchanged.
 """
 
 from __future__ import annotations
@@ -49,8 +54,9 @@ def _text_normalizer() -> normalizers.Normalizer:
 
 
 class Tokenizer:
-    """Text <-> token ids. ``encode_batch(list[str]) -> list[list[int]]`` (no specials added);
-    ``decode_batch(list[list[int]]) -> list[str]`` (specials and padding dropped)."""
+    """Text <-> token ids. ``encode_batch(list[str]) -> list[list[int]]`` (no specials added, nor read from
+    the text: a literal ``"</s>"`` is its characters); ``decode_batch(list[list[int]]) -> list[str]`` (special
+    ids and padding dropped), so ``decode(encode(text)) == normalize_text(text)`` up to NFC."""
 
     def __init__(self, hf: _HFTokenizer) -> None:
         for i, tok in enumerate(SPECIAL_TOKENS):
@@ -58,6 +64,7 @@ class Tokenizer:
                 raise ValueError(
                     f"tokenizer must map {tok!r} to id {i} (zoo's fixed special ids), got {hf.token_to_id(tok)}"
                 )
+        hf.encode_special_tokens = True  # "</s>" in a user's text is four characters, not EOS (module docstring)
         self.hf = hf
 
     @property
@@ -84,7 +91,8 @@ class Tokenizer:
 
     def export_json(self) -> str:
         """The JSON with :func:`normalize_text` ahead of its own normaliser: a ``tokenizers`` user of an export's
-        tokenizer.json encodes as :meth:`encode_batch` does (:meth:`to_json` is the tokenizer as trained)."""
+        tokenizer.json encodes as :meth:`encode_batch` does (:meth:`to_json` is the tokenizer as trained), once
+        they set ``tokenizer.encode_special_tokens = True`` (literal ``"</s>"`` as text), which no JSON carries."""
         hf = _HFTokenizer.from_str(self.hf.to_str())
         own = hf.normalizer
         hf.normalizer = _text_normalizer() if own is None else normalizers.Sequence([_text_normalizer(), own])
