@@ -1,6 +1,9 @@
-"""Training labels with a single class are refused, naming the scene, before either model fits."""
+"""Training labels with a single class are refused, naming the scene, before either model fits; training pixels
+that lack a class of the scene warn."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -51,3 +54,20 @@ def test_svm_on_pixels_needs_two_classes_and_zero_is_a_class_there():
     y = (s.labels.reshape(-1) > 1).astype(np.int64)  # (X, y) pixels follow scikit-learn: 0 is a class
     zoo.train(svm, (X, y))
     assert set(np.unique(svm.predict(X))) <= {0, 1}
+
+
+def test_training_without_a_class_of_the_scene_warns_naming_it():
+    """Before: block=8, window=5 (the thin-test-set warning's advice) trained on classes 2 and 3 of 1, 2, 3 without
+    a word, and class 1 scored 0."""
+    scene = make_scene(32, 32, 20, 3, seed=0)
+    with pytest.warns(UserWarning, match=r"training pixels hold 2 of the scene's 3 classes; class 1 has none.*"
+                                         r"smaller tiles \(block=, now 8"):
+        zoo.train(zoo.build("hsi-pca-svm", n_components=5), scene, block=8, window=5)
+    ready = resolve_split(scene, split="random", seed=0)
+    ready = Split(ready.train & (scene.labels != 1), ready.test, "mine", {})
+    with pytest.warns(UserWarning, match="class 1 has none"):
+        resolve_split(scene, split=ready)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zoo.train(zoo.build("hsi-pca-svm", n_components=5), scene, split="random")  # every class trains
+        resolve_split(scene, split=ready, for_training=False)  # evaluation uses the test pixels only

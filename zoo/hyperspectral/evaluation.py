@@ -247,6 +247,7 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
     if isinstance(split, Split):
         if for_training and scene.labels is not None:
             _require_training_classes(scene, split.train, split.name)
+            _warn_missing_training_classes(scene, split, split.name)
         return split
     if scene.labels is None:
         raise ValueError(f"scene {scene.name!r} has no labels: cannot split it for training (give ground truth: "
@@ -277,9 +278,37 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
                              f"{part} pixels ({sp.info}); try a smaller block/window or another split")
     if for_training:
         _require_training_classes(scene, sp.train, kind)
+        _warn_missing_training_classes(scene, sp, kind)
     _warn_thin_test_set(scene, sp, kind, train_fraction)
     sp.info.setdefault("split", kind)
     return sp
+
+
+def _warn_missing_training_classes(scene: Scene, sp: Split, kind: str) -> None:
+    """Warn when the training pixels of a split lack classes the scene has: a classifier never predicts a
+    class it never saw, so each such class scores 0 on its test pixels, after a training run that looked
+    fine. A block split of a small scene does this (whole tiles, and a narrow ``window`` guard leaves a
+    class's only tiles to the test set)."""
+    every = np.unique(scene.labels[scene.labels > 0])
+    held = np.unique(scene.labels[np.asarray(sp.train, bool) & (scene.labels > 0)])
+    missing = np.setdiff1d(every, held)
+    if not missing.size:
+        return
+    shown = ", ".join(str(c) for c in missing[:10]) + (", ..." if missing.size > 10 else "")
+    plural = missing.size != 1
+    if kind.startswith("blocks"):  # a Split passed ready is named "blocks-16"
+        fix = (f"smaller tiles (block=, now {sp.info.get('block')}: a class inside a single tile goes whole to "
+               f"the test set); split='random' (test pixels beside training pixels: optimistic scores); or a "
+               f"training mask (train_mask=) with fields of every class")
+    elif kind.startswith("disjoint"):
+        fix = "a training mask with fields of every class (train_mask=)"
+    else:
+        fix = "a larger train_fraction, another seed, or a training mask with fields of every class (train_mask=)"
+    warnings.warn(f"split {kind!r} on scene {scene.name!r} ({scene.shape[0]}x{scene.shape[1]}): the training pixels "
+                  f"hold {held.size} of the scene's {every.size} classes; class{'es' if plural else ''} {shown} "
+                  f"{'have' if plural else 'has'} none, so the model never learns {'them' if plural else 'it'} and "
+                  f"scores 0 on {'their' if plural else 'its'} test pixels (class_<id>_accuracy). Give {fix}",
+                  stacklevel=user_stacklevel())
 
 
 def _warn_thin_test_set(scene: Scene, sp: Split, kind: str, train_fraction: float) -> None:
