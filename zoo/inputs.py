@@ -12,7 +12,7 @@ from typing import Any
 from zoo._stacklevel import user_stacklevel
 
 __all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "expand_home",
-           "unreadable_row"]
+           "unreadable_row", "warn_unreadable"]
 
 
 class UnreadableInputWarning(UserWarning):
@@ -82,6 +82,22 @@ def class_rows(keys: Sequence[str], probs: Any, topk: int, names: Sequence[str] 
 
 
 def unreadable_row(key: str, err: BaseException) -> dict[str, Any]:
-    """The result row of an input that could not be read, ``{"input", "error"}``, and a warning naming it."""
-    warnings.warn(f"cannot decode {key}: {err}", UnreadableInputWarning, stacklevel=user_stacklevel())
+    """The result row of an input that could not be read: ``{"input", "error"}`` (:func:`warn_unreadable`
+    says them all at once)."""
     return {"input": key, "error": str(err)}
+
+
+def warn_unreadable(rows: list[dict[str, Any]], noun: str) -> None:
+    """One warning for the rows of ``rows`` that hold ``"error"`` (inputs that could not be decoded; ``noun``:
+    what they are, ``"images"``): a folder of 1000 broken files gave 1000 warnings, where training on it
+    says so in one line. One file keeps its own message."""
+    bad = [row for row in rows if "error" in row]
+    if not bad:
+        return
+    if len(bad) == 1:
+        message = f"cannot decode {bad[0]['input']}: {bad[0]['error']}"
+    else:
+        more = " ..." if len(bad) > 5 else ""
+        message = (f"cannot decode {len(bad)} of the {len(rows)} {noun} (their rows hold 'error' instead of a "
+                   f"label): {[row['input'] for row in bad[:5]]}{more}; the first: {bad[0]['error']}")
+    warnings.warn(message, UnreadableInputWarning, stacklevel=user_stacklevel())

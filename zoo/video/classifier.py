@@ -265,7 +265,13 @@ class VideoClassifierMixin(ClassifierHead, Network):
         import torch
 
         from zoo.engine.data import inference_placement
-        from zoo.inputs import check_predict_options, class_rows, collect_files
+        from zoo.inputs import (
+            check_predict_options,
+            class_rows,
+            collect_files,
+            unreadable_row,
+            warn_unreadable,
+        )
         from zoo.video.decoding import CorruptVideoError
         from zoo.video.predict import forward_probs, load_clip
 
@@ -303,14 +309,14 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 try:
                     clips.append(load_clip(path, transform=transform, **{key: t}))
                 except (CorruptVideoError, OSError) as err:
-                    results.append({"input": str(path), "error": str(err)})
+                    results.append(unreadable_row(str(path), err))
                     continue
                 ok.append(str(path))
             if clips:
                 results += class_rows(ok, forward_probs(self, torch.stack(clips), dtype), topk, names)
         order = {str(p): i for i, p in enumerate(paths)}
         results.sort(key=lambda r: order[r["input"]])
-        _warn_unreadable([row for row in results if "error" in row], len(results))
+        warn_unreadable(results, "videos")
         return results
 
     # -- zoo.save ------------------------------------------------------------------------------------------
@@ -338,22 +344,6 @@ class VideoClassifierMixin(ClassifierHead, Network):
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
         if meta.get("classes") and len(meta["classes"]) == self.num_classes:
             self.video_cfg["classes"] = list(meta["classes"])
-
-
-def _warn_unreadable(bad: list[dict[str, Any]], total: int) -> None:
-    """One warning for the videos that could not be decoded (their rows hold ``"error"``), worded as the vision
-    family's: a folder of 1000 broken files gave 1000 warnings, where training on it says so in one line."""
-    from zoo.inputs import UnreadableInputWarning
-
-    if not bad:
-        return
-    if len(bad) == 1:
-        message = f"cannot decode {bad[0]['input']}: {bad[0]['error']}"
-    else:
-        more = " ..." if len(bad) > 5 else ""
-        message = (f"cannot decode {len(bad)} of the {total} videos (their rows hold 'error' instead of a label): "
-                   f"{[row['input'] for row in bad[:5]]}{more}; the first: {bad[0]['error']}")
-    warnings.warn(message, UnreadableInputWarning, stacklevel=user_stacklevel())
 
 
 def _refuse_path_list(data: Any, name: str) -> None:

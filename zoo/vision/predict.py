@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,10 +12,9 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
-from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_dtype, move_batch
 from zoo.engine.modes import eval_mode
-from zoo.inputs import UnreadableInputWarning, check_predict_options, class_rows, collect_files
+from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row, warn_unreadable
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
@@ -85,7 +83,7 @@ def predict(
                     else:
                         img = open_rgb(src, exif_transpose=exif_transpose)
                 except (OSError, ValueError, SyntaxError) as err:
-                    results.append((pos, {"input": key, "error": str(err)}))
+                    results.append((pos, unreadable_row(key, err)))
                     continue
                 tensors.append(tf(img))
                 ok.append((pos, key))
@@ -97,22 +95,8 @@ def predict(
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
     out = [row for _, row in sorted(results, key=lambda r: r[0])]
-    _warn_unreadable([row for row in out if "error" in row], len(out))
+    warn_unreadable(out, "images")
     return out
-
-
-def _warn_unreadable(bad: list[dict[str, Any]], total: int) -> None:
-    """One warning for the inputs that could not be decoded (their rows hold ``"error"``): a folder of 1000
-    broken files gave 1000 warnings, where training on it says so in one line."""
-    if not bad:
-        return
-    if len(bad) == 1:
-        message = f"cannot decode {bad[0]['input']}: {bad[0]['error']}"
-    else:
-        more = " ..." if len(bad) > 5 else ""
-        message = (f"cannot decode {len(bad)} of the {total} images (their rows hold 'error' instead of a label): "
-                   f"{[row['input'] for row in bad[:5]]}{more}; the first: {bad[0]['error']}")
-    warnings.warn(message, UnreadableInputWarning, stacklevel=user_stacklevel())
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
