@@ -18,16 +18,23 @@ __all__ = ["user_stacklevel"]
 _ZOO = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _CONTEXTLIB = contextlib.__file__
 
+# libraries that call zoo's code back: torch (a decorator, a module's __call__), scikit-learn (a Pipeline's
+# fit, the set_output wrapper around every transform of an estimator)
+_CALLERS = ("torch", "sklearn")
+
+
 def _skipped(filename: str) -> bool:
     if filename.startswith(_ZOO) or filename == _CONTEXTLIB:
         return True
-    torch = sys.modules.get("torch")  # zoo code that torch calls back (a decorator, a module's __call__)
-    torch_dir = os.path.dirname(torch.__file__) + os.sep if torch is not None and torch.__file__ else None
-    return torch_dir is not None and filename.startswith(torch_dir)
+    for name in _CALLERS:
+        module = sys.modules.get(name)
+        if module is not None and module.__file__ and filename.startswith(os.path.dirname(module.__file__) + os.sep):
+            return True
+    return False
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` for a ``warnings.warn`` in the calling function that names the first frame
-    outside zoo (and outside torch and contextlib, which call zoo's code back): the user's line."""
+    outside zoo (and outside torch, scikit-learn and contextlib, which call zoo's code back): the user's line."""
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
     while frame.f_back is not None and _skipped(frame.f_code.co_filename):

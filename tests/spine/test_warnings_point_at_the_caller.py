@@ -51,6 +51,9 @@ def test_engine_and_hyperspectral_warnings_point_at_the_call():
     cube = np.random.default_rng(0).normal(size=(50, 6))
     w = _caught(lambda: HyperspectralPCA(n_components=10).fit(cube), "keeping all 6 components")
     assert w.filename == __file__, w.filename
+    # fit_transform and transform reach zoo through scikit-learn's set_output wrapper (sklearn/utils/_set_output.py)
+    w = _caught(lambda: HyperspectralPCA(n_components=10).fit_transform(cube), "keeping all 6 components")
+    assert w.filename == __file__, w.filename
 
 
 def test_outside_any_caller_the_level_stays_inside_the_stack():
