@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import warnings
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,23 @@ def test_batch_size_on_a_corpus_folder_is_sentences_per_batch(tok, tmp_path):
     assert all(len(b[1]) <= 2 and b[1].numel() <= 40 for b in loader) and "batch_size" not in options
     with pytest.raises(ValueError, match="max_tokens=64 batches a corpus folder by its token budget"):
         m.zoo_data(loader, train=False, max_tokens=64)
+
+
+def test_evaluating_the_other_direction_than_the_model_was_trained_warns(tok, tmp_path):
+    """Before: a de-en model evaluated with direction="en-de" scored BLEU 0.01 without a word."""
+    for lang, lines in (("de", DE), ("en", EN)):
+        (tmp_path / f"test.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    m = _model("seq2seq-gru", tok)
+    m.config.direction = "de-en"  # as training on a corpus folder records it
+    with pytest.warns(UserWarning, match=r"trained de-en .*direction='en-de' .*Leave direction out \(or pass "
+                                         r"'de-en'\).*evaluate a model trained en-de") as caught:
+        zoo.evaluate(m, tmp_path, direction="en-de", bleu_sentences=1, amp=None, progress=False)
+    assert [w.filename for w in caught if "recorded direction" in str(w.message)] == [__file__]
+    for model, direction in ((m, "de-en"), (m, None), (_model("seq2seq-gru", tok), "en-de")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            zoo.evaluate(model, tmp_path, direction=direction, bleu_sentences=1, amp=None, progress=False)
+        assert not [w for w in caught if "recorded direction" in str(w.message)]
 
 
 def test_dataset_and_collate_make_teacher_forcing_batches(tok):

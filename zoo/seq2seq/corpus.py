@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["corpus_data"]
 
@@ -31,6 +34,22 @@ def _direction(model: Any, direction: str | None) -> str:
         raise ValueError("which languages? pass direction='de-en' (source-target codes) or build the model with "
                          "direction=...; the corpus folder holds one file per language")
     return str(chosen)
+
+
+def _warn_other_direction(model: Any, direction: str) -> None:
+    """An evaluation in another direction than the model's recorded one scores output in the wrong language
+    (a de-en model on en-de: BLEU 0.01), which reads as a broken model rather than a wrong argument."""
+    from zoo.seq2seq.data import parse_direction
+
+    own = getattr(model.config, "direction", None)
+    if own is None or own == direction:
+        return
+    src, tgt = parse_direction(direction)  # a malformed direction is refused first, naming itself
+    warnings.warn(f"{model.registry_name} was trained {own} (its recorded direction); evaluating "
+                  f"direction={direction!r} feeds it {src} sentences and scores its output against {tgt} "
+                  f"references, so BLEU is near 0. Leave direction out (or pass {own!r}) to score this model; to "
+                  f"score {direction}, evaluate a model trained {direction} (zoo.train(..., direction={direction!r}), "
+                  f"or weights trained that way)", stacklevel=user_stacklevel())
 
 
 def _tokenizer_size(model: Any, vocab_size: int | None) -> int:
@@ -115,6 +134,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
             recipe["val_corpus"] = _corpus_fingerprint(val_root, direction, (val_split,))
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
     _need_tokenizer(model)
+    _warn_other_direction(model, direction)
     text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
     return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
 
