@@ -94,7 +94,8 @@ class Seq2SeqModel(Network, nn.Module):
         seen in training are fine (the byte-level tokenizer has no unknowns); inputs longer than the
         model's ``max_len`` are translated sentence by sentence (see :func:`zoo.seq2seq.translate.translate`).
         Runs on the model's device (``device=`` moves the model there) at ``amp="auto"``: bf16 where this
-        device computes GEMMs faster in it, else fp32; ``amp=None`` is exact fp32.
+        device computes GEMMs faster in it, else fp32; ``amp=None`` is exact fp32, where a beam search does not
+        turn on the other sentences in the batch as bf16's can (see :func:`~zoo.seq2seq.translate.translate`).
         """
         from zoo.seq2seq.translate import translate
 
