@@ -15,12 +15,46 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["env_identity", "single_spec"]
+__all__ = ["acting_spaces", "env_identity", "single_spec"]
 
 # make_vec records its own arguments in the spec's kwargs: they are not the single env's
 _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 # how an env is shown, not how it behaves: a resume may render differently
 _NOT_IDENTITY = ("render_mode",)
+# gymnasium.wrappers.vector wrappers that leave what the agent sees and does as it is (they record, render,
+# reshape infos, or clip actions TD3 keeps in the bounds anyway): a vector env under them is the same env
+_TRANSPARENT_VECTOR = ("RecordEpisodeStatistics", "DictInfoToList", "RecordVideo", "HumanRendering", "ClipAction")
+
+
+def acting_spaces(env: Any) -> tuple[Any, Any]:
+    """``(observation space, action space)`` an agent acts in on ``env`` (one of a vector env's). The action
+    space is the one under gymnasium's ``ClipAction``, which since gymnasium 1.0 widens it to
+    ``Box(-inf, inf)`` and clips what it is given into its env's bounds: actions in those bounds (TD3's
+    scaled tanh) pass it unchanged."""
+    import gymnasium as gym
+    from gymnasium.wrappers import ClipAction
+    from gymnasium.wrappers.vector import ClipAction as VectorClipAction
+
+    if isinstance(env, gym.vector.VectorEnv):
+        obs, space = env.single_observation_space, env.single_action_space
+        while isinstance(env, gym.vector.VectorWrapper):
+            if isinstance(env, VectorClipAction) and env.single_action_space == space:
+                space = env.env.single_action_space
+            elif env.env.single_action_space != space:  # a wrapper above this one set the space
+                return obs, space
+            env = env.env
+        subs = getattr(env, "envs", None)  # SyncVectorEnv: its sub-envs may clip too
+        if subs and subs[0].action_space == space:
+            space = acting_spaces(subs[0])[1]
+        return obs, space
+    obs, space = env.observation_space, env.action_space
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, ClipAction) and env.action_space == space:
+            space = env.env.action_space
+        elif env.env.action_space != space:  # a wrapper above this one (RescaleAction, say) set the space
+            break
+        env = env.env
+    return obs, space
 
 
 def single_spec(env: Any) -> Any:
@@ -29,6 +63,7 @@ def single_spec(env: Any) -> Any:
     import gymnasium as gym
 
     if isinstance(env, gym.vector.VectorEnv):
+        env = _under_transparent(env)
         subs = getattr(env, "envs", None)  # SyncVectorEnv: the sub-env's own spec, wrappers included
         if subs:
             return getattr(subs[0], "spec", None)
@@ -47,6 +82,8 @@ def env_identity(env: Any) -> str:
 
     spec = single_spec(env)
     if spec is None:
+        if isinstance(env, gym.vector.VectorEnv):
+            env = _under_transparent(env)
         if isinstance(env, gym.vector.VectorEnv) and getattr(env, "envs", None):
             env = env.envs[0]
         wrappers = []
@@ -64,6 +101,17 @@ def env_identity(env: Any) -> str:
         # kwargs None: a wrapper that records no arguments (gym.make cannot rebuild it either)
         text += f" + {wrapper.name}({_arguments(wrapper.kwargs) if wrapper.kwargs is not None else '?'})"
     return text
+
+
+def _under_transparent(env: Any) -> Any:
+    """A vector env without the outer vector wrappers that leave it the same env (``_TRANSPARENT_VECTOR``,
+    CleanRL's ``RecordEpisodeStatistics``): its spec and identity are the env's under them."""
+    import gymnasium as gym
+
+    while isinstance(env, gym.vector.VectorWrapper) and type(env).__name__ in _TRANSPARENT_VECTOR and \
+            type(env).__module__.startswith("gymnasium.wrappers.vector"):
+        env = env.env
+    return env
 
 
 def _registered_limit(env_id: str) -> int | None:

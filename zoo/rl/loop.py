@@ -97,12 +97,10 @@ def _env_name(env: Any) -> str:
 
 
 def _check_env_fits(agent, env) -> None:
-    import gymnasium as gym
-
-    vec = isinstance(env, gym.vector.VectorEnv)
-    obs_space = env.single_observation_space if vec else env.observation_space
-    act_space = env.single_action_space if vec else env.action_space
+    from zoo.rl.envspec import acting_spaces
     from zoo.rl.td3 import check_spaces
+
+    obs_space, act_space = acting_spaces(env)  # a ClipAction's Box(-inf, inf): the bounds it clips into
 
     obs_dim, act_dim = check_spaces(obs_space, act_space, _env_name(env))
     if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim) or tuple(obs_space.shape) != agent.obs_shape:

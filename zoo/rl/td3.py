@@ -63,7 +63,8 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
     if not (np.isfinite(low).all() and np.isfinite(high).all()):
         raise ValueError(
             f"{env_id}: TD3 needs finite action bounds to rescale its tanh output, got low={low.tolist()} "
-            f"high={high.tolist()}; wrap the env in gymnasium.wrappers.ClipAction/RescaleAction with finite bounds"
+            f"high={high.tolist()}; wrap the env in gymnasium.wrappers.RescaleAction(env, min_action, max_action) "
+            "with finite bounds"
         )
     if np.any(high <= low):
         raise ValueError(f"{env_id}: action bounds must satisfy high > low, got low={low} high={high}")
@@ -873,6 +874,7 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     import gymnasium as gym
 
     from zoo.rl.config import preset_config
+    from zoo.rl.envspec import acting_spaces
 
     if isinstance(env, str):
         env_id = env
@@ -880,13 +882,13 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
             e = gym.make(env_id)
         except gym.error.Error as err:
             raise ValueError(f"td3: cannot make gymnasium env {env_id!r}: {err}") from None
-        obs_space, act_space = e.observation_space, e.action_space
+        obs_space, act_space = acting_spaces(e)
         e.close()
     elif isinstance(env, gym.vector.VectorEnv):
-        obs_space, act_space = env.single_observation_space, env.single_action_space
+        obs_space, act_space = acting_spaces(env)
         env_id = getattr(env.spec, "id", None) if env.spec is not None else None
     elif isinstance(env, gym.Env):
-        obs_space, act_space = env.observation_space, env.action_space
+        obs_space, act_space = acting_spaces(env)
         env_id = env.spec.id if env.spec is not None else None
     else:
         raise TypeError(f"td3: env must be a gymnasium id or env, got {type(env).__name__}")

@@ -1,0 +1,50 @@
+"""TD3 on envs as other gymnasium code wraps them: ClipAction (Box(-inf, inf) since gymnasium 1.0), vector
+wrappers around a SyncVectorEnv (CleanRL's RecordEpisodeStatistics)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.wrappers import ClipAction
+
+import zoo
+from zoo.rl.envspec import env_identity
+
+TINY = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
+
+
+def _pendulum():
+    return gym.make("Pendulum-v1", max_episode_steps=5)
+
+
+class _Unbounded(gym.Env):
+    observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+
+def test_a_clip_action_env_is_acted_in_with_the_bounds_it_clips_into():
+    clipped = ClipAction(_pendulum())
+    agent = zoo.build("td3", env=clipped, **TINY)  # was: "TD3 needs finite action bounds ..., got low=[-inf]"
+    assert (agent.action_space.low.tolist(), agent.action_space.high.tolist()) == ([-2.0], [2.0])
+    assert zoo.evaluate(agent, clipped, episodes=1) == zoo.evaluate(agent, _pendulum(), episodes=1)
+    agent.learn(30, env=ClipAction(_pendulum()))
+    assert agent.num_timesteps == 30
+    vector = gym.wrappers.vector.ClipAction(gym.vector.SyncVectorEnv([lambda: ClipAction(_pendulum())] * 2))
+    assert zoo.build("td3", env=vector, **TINY).action_space.high.tolist() == [2.0]
+    # the advice names the wrapper that gives finite bounds, not ClipAction (which makes them infinite)
+    with pytest.raises(ValueError, match=r"finite action bounds.*RescaleAction\(env, min_action, max_action\)") as err:
+        zoo.build("td3", env=_Unbounded())
+    assert "ClipAction" not in str(err.value)
+
+
+def test_a_sync_vector_env_under_record_episode_statistics_is_evaluated_on_its_sub_envs_spec():
+    plain = gym.vector.SyncVectorEnv([_pendulum, _pendulum])
+    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(gym.vector.SyncVectorEnv([_pendulum, _pendulum]))
+    assert env_identity(wrapped) == env_identity(plain) == "Pendulum-v1(max_episode_steps=5)"  # one run, resumable
+    agent = zoo.build("td3", env=wrapped, **TINY)
+    # was: "TD3 on SyncVectorEnv: no separate env to evaluate on (SyncVectorEnv has no registered id, ...)"
+    result = zoo.train(agent, wrapped, total_steps=30, eval_episodes=1, progress=False)
+    assert result.history[-1]["eval_length_mean"] == 5  # a fresh env of the sub-envs' spec, its 5-step limit
+
