@@ -67,3 +67,17 @@ def test_a_file_of_an_env_without_an_id_builds_without_that_env(tmp_path, counte
             call()
     assert zoo.evaluate(loaded, counter_env(horizon=3, low=(-2.0, 0.0), high=(2.0, 1.0), obs_dim=3),
                         episodes=1)["length_mean"] == 3
+
+
+def test_the_published_files_name_what_they_were_trained_for():
+    """The shipped files predate the zoo.td3 description: their env is the manifest entry's, their dims and
+    net_arch their tensors' (it was a tensor-by-tensor shape dump)."""
+    with pytest.raises(ValueError, match=r"td3.pendulum-v1 were trained on 'Pendulum-v1' with obs_dim 3, act_dim 1; "
+                                         r"the env given \('MountainCarContinuous-v0'\) has obs_dim 2, act_dim 1: "
+                                         "pass the env the agent was trained on .*or leave env out"):
+        zoo.build("td3", weights="pendulum-v1", env="MountainCarContinuous-v0")
+    with pytest.raises(ValueError, match=r"td3.pendulum-v1 hold a TD3 agent with net_arch \(400, 300\), but net_arch "
+                                         r"\(32, 32\) was asked for: leave net_arch out"):
+        zoo.build("td3", weights="pendulum-v1", net_arch=[32, 32])
+    # another preset's hyperparameters, the file's net_arch (fujimoto's is (256, 256)), as a described file
+    assert zoo.build("td3", weights="pendulum-v1", preset="fujimoto").config.net_arch == (400, 300)

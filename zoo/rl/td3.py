@@ -741,12 +741,7 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
         saved = json.loads(meta["zoo.td3"])
         obs_space, act_space, env_id = _file_spaces(agent, saved, path, (requested or {}).get("env") is not None)
         arch = tuple(saved.get("config", {}).get("net_arch", agent.config.net_arch))
-        asked = (requested or {}).get("net_arch")
-        if asked is not None and tuple(asked) != arch:
-            raise ValueError(
-                f"weights {entry.name if entry is not None else path} hold a TD3 agent with net_arch {arch}, but "
-                f"net_arch {tuple(asked)} was asked for: leave net_arch out to use the file's, "
-                "or build without weights= to train an agent of that shape")
+        _refuse_other_arch(entry.name if entry is not None else path, arch, (requested or {}).get("net_arch"))
         # files from TD3Agent.save before it wrote zoo.config record their net_arch in zoo.td3 only (the
         # builder used the preset's); the spaces differ where the file's are not the built env's
         if (arch != tuple(agent.config.net_arch) or env_id != agent.env_id or obs_space is not agent.observation_space
@@ -754,12 +749,62 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
             agent = TD3Agent(obs_space, act_space, dataclasses.replace(agent.config, net_arch=arch), env_id=env_id,
                              preset=agent.preset, device=agent.device, seed=agent.seed)
     tensors = checkpoint["networks"] if checkpoint is not None else hub.load_state_dict(path)
+    if "zoo.td3" not in meta:
+        agent = _fit_tensors(agent, tensors, path, entry, meta, requested or {})
     agent.load_network_state_dict({k: v for k, v in tensors.items() if not k.startswith("normalization.")})
     stats = dict(checkpoint.get("normalization") or {}) if checkpoint is not None else {
         k.removeprefix("normalization."): v for k, v in tensors.items() if k.startswith("normalization.")}
     _load_statistics(agent, stats, json.loads(meta["zoo.td3"]) if "zoo.td3" in meta else {}, path,
                      (requested or {}).get("env"))
     return agent
+
+
+def _refuse_other_arch(name: Any, arch: tuple[int, ...], asked: Any) -> None:
+    if asked is not None and tuple(asked) != arch:
+        raise ValueError(
+            f"weights {name} hold a TD3 agent with net_arch {arch}, but net_arch {tuple(asked)} was asked for: "
+            "leave net_arch out to use the file's, or build without weights= to train an agent of that shape")
+
+
+def _fit_tensors(agent: TD3Agent, tensors: dict[str, torch.Tensor], path, entry, meta: dict[str, str],
+                 requested: dict[str, Any]) -> TD3Agent:
+    """A file without ``zoo.td3`` metadata (the published agents, written before it existed): the dims and
+    ``net_arch`` its actor's tensors have, checked against the caller's env and ``net_arch`` with the errors
+    a described file gets (the env it was trained on is its manifest entry's, or its ``zoo.config``'s); the
+    file's ``net_arch`` is used unless the caller asked for another. Tensors of another layout are left to
+    :meth:`TD3Agent.load_network_state_dict`, which names them."""
+    layout = _actor_layout(tensors)
+    if layout is None:
+        return agent
+    obs_dim, act_dim, arch = layout
+    name = entry.name if entry is not None else path
+    _refuse_other_arch(name, arch, requested.get("net_arch"))
+    if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim):
+        config = entry.config if entry is not None else json.loads(meta.get("zoo.config", "{}"))
+        trained = repr(config["env"]) if isinstance(config.get("env"), str) else "an env"
+        given = requested.get("env") is not None
+        fix = ("pass the env the agent was trained on (with its wrappers), or leave env out to use the file's" if given
+               else f"build it with env=<the env it was trained on>: zoo.build('td3', weights={str(name)!r}, env=...)")
+        raise ValueError(
+            f"weights {name} were trained on {trained} with obs_dim {obs_dim}, act_dim {act_dim}; the env "
+            f"{'given' if given else 'built'} ({agent.env_id!r}) has obs_dim {agent.obs_dim}, act_dim {agent.act_dim}: "
+            f"{fix}")
+    if arch != tuple(agent.config.net_arch):
+        agent = TD3Agent(agent.observation_space, agent.action_space, dataclasses.replace(agent.config, net_arch=arch),
+                         env_id=agent.env_id, preset=agent.preset, device=agent.device, seed=agent.seed)
+    return agent
+
+
+def _actor_layout(tensors: dict[str, torch.Tensor]) -> tuple[int, int, tuple[int, ...]] | None:
+    """``(obs_dim, act_dim, net_arch)`` of the actor ``tensors`` hold (:class:`zoo.rl.networks.Actor`'s
+    ``actor.hidden.<i>.weight`` ... ``actor.out.weight``), or None when they hold no actor of that layout."""
+    hidden = []
+    while (w := tensors.get(f"actor.hidden.{len(hidden)}.weight")) is not None and w.dim() == 2:
+        hidden.append(tuple(w.shape))
+    out = tensors.get("actor.out.weight")
+    if not hidden or out is None or out.dim() != 2:
+        return None
+    return hidden[0][1], int(out.shape[0]), tuple(h[0] for h in hidden)
 
 
 def _load_statistics(agent: TD3Agent, stats: dict[str, torch.Tensor], saved: dict[str, Any], path,
