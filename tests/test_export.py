@@ -406,3 +406,11 @@ def test_an_export_or_save_sweeps_the_staging_left_by_a_killed_one(tmp_path):
     assert not left[0].exists() and alive.exists()
     zoo.save(_mlp(), tmp_path / "w.safetensors")
     assert not left[1].exists() and alive.exists()
+
+
+def test_a_folder_export_refuses_a_file_name(tmp_path):
+    """zoo.export(translator, "s.onnx") made a folder named s.onnx, which no ONNX tool opens as a model."""
+    gru = zoo.build("seq2seq-gru", src_vocab=300, tgt_vocab=300, hidden=16, emb_dim=8)
+    with pytest.raises(ValueError, match=r"exports a folder .* not one file: give the folder's name, e\.g\. .*/s$"):
+        zoo.export(gru, tmp_path / "s.onnx")
+    assert not (tmp_path / "s.onnx").exists()

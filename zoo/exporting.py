@@ -331,6 +331,10 @@ def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
             raise ValueError(f"{str(path)!r} names no folder of its own ({os.path.abspath(path)}); this model "
                              f"exports a folder (several graphs and files): give it a new name, e.g. "
                              f"{Path(os.path.abspath(path)) / 'export'}")
+        if path.suffix in SUFFIX.values() and not path.is_dir():
+            # "s.onnx" became a folder of that name, which no ONNX tool opens as the model it looks like
+            raise ValueError(f"this model exports a folder (several graphs and files, {SUFFIX[fmt]} each), not one "
+                             f"file: give the folder's name, e.g. {path.with_suffix('')}")
         if path.is_symlink():
             raise FileExistsError(f"{path} is a symbolic link; an export replaces its folder whole, which would "
                                   f"replace the link: give the real folder or a new name")
