@@ -400,10 +400,10 @@ def train(
             episode's steps, see the module's notes on exact resume); the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
-        resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (a run starts from scratch, saying
-            so, while there is none); a path continues from that file. ``actor_lr``, ``critic_lr``,
-            ``exploration_noise`` and ``total_steps`` may differ from the checkpointed run's (applied and
-            logged); any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
+        resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (from scratch while the folder holds
+            no run); a path, from that file; other runs are refused a used folder (``_refuse_a_used_folder``).
+            ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ (applied, logged);
+            any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
             ``zoo.engine.ResumeError``: an env that is not the checkpoint's (the agent's own, when the call
             names none) is refused so, naming the checkpoint's env and the call that continues it.
         log_dir: ``metrics.csv`` (one row per evaluation: returns, mean critic and actor loss since the
@@ -426,7 +426,7 @@ def train(
     check_threads(threads)  # a bad value fails before an env is made
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
     logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
-    with _own_folders(ckpt_dir, logs):  # before any work: a folder that cannot be ours fails at once
+    with _own_folders(ckpt_dir, logs, resume):  # before any work: a folder that cannot be ours fails at once
         run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
                         eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
                         ckpt_every=_checkpoint_every(checkpoint_every, eval_every),
@@ -446,17 +446,48 @@ def train(
 
 
 @contextlib.contextmanager
-def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None):
+def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool | str | os.PathLike):
     """The run's folders, as the engine's fit owns its own: created (a file in the way, or a read-only
     place, fails before the first step instead of at the first checkpoint), locked for the run's whole life
-    (a second run there fails at once, naming this one: two writers would interleave one td3_last.pt), and
-    swept of the temp files that killed writers left there."""
+    (a second run there fails at once, naming this one: two writers would interleave one td3_last.pt),
+    swept of the temp files that killed writers left there, and refused when the run would overwrite
+    another run's checkpoints (read under the lock: a run that just ended there has written its last)."""
     with contextlib.ExitStack() as stack:
         for folder in sorted({d for d in (checkpoint_dir, log_dir) if d is not None}):
             fs.ensure_dir(folder, "checkpoint_dir" if folder == checkpoint_dir else "log_dir")
             stack.enter_context(fs.FolderLock(folder, "training run"))
             fs.sweep_temps(folder)
+        if checkpoint_dir is not None:
+            _refuse_a_used_folder(checkpoint_dir, resume)
         yield
+
+
+def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike) -> None:
+    """The engine's rules (zoo.engine.trainer): a run that does not continue the folder's ``td3_last.pt``
+    (a new one, or a resume from a file elsewhere) would replace it and ``td3_best.safetensors`` (a re-run
+    of the command that Ctrl-C stopped, without ``--resume``, lost the run); and ``resume=True`` on a folder
+    that has a best policy but no ``td3_last.pt`` would start over on top of that policy."""
+    from zoo.engine.checkpoint import CheckpointError
+
+    last, best = folder / CHECKPOINT_NAME, folder / BEST_NAME
+    held = [p.name for p in (last, best) if p.is_file()]
+    if not held or (resume is True and last.is_file()):
+        return
+    if resume is True:
+        raise CheckpointError(
+            f"resume: {folder} cannot be continued where it stopped: it holds no {CHECKPOINT_NAME}, but {BEST_NAME} "
+            f"(the best evaluated policy, weights only). The run is not started over on top of it; to start over, "
+            f"use another checkpoint_dir or remove the folder's files; to train on from that policy: "
+            f"zoo.build('td3', weights={str(best)!r}) with another checkpoint_dir")
+    new = "a new run"
+    if resume:  # a file of this folder is checked as the resume reads it; one from elsewhere starts a fork here
+        path = Path(resume).expanduser()
+        if not path.is_file() or path.resolve().parent == folder.resolve():
+            return
+        new = f"a run continued from {path} (resume={str(resume)!r})"
+    raise ValueError(f"checkpoint_dir {folder} holds another run's checkpoints ({', '.join(held)}): resume=True "
+                     f"(`zoo train td3 ... --resume`) continues that run; {new} needs another folder, or those "
+                     "files deleted (none is overwritten)")
 
 
 def _checkpoint_every(checkpoint_every: int | None, eval_every: int | None) -> int | None:
