@@ -105,3 +105,16 @@ def test_two_process_gloo_matches_one_process(tmp_path):
     assert strip(got["c_hist"]) == strip(got["a_hist"])
     assert sorted(p.name for p in (tmp_path / "A").iterdir()) == [
         "best.pt", "epoch-0001.pt", "epoch-0002.pt", "learning_curves.png", "metrics.csv"]
+    # in one process, the 2 x 4 run resumes with its global batch (batch_size 8), not with 4 (halved silently)
+    from zoo.engine import ResumeError
+
+    first = tmp_path / "A" / "epoch-0001.pt"
+    with pytest.raises(ResumeError, match=r"trained by 2 process\(es\) of batch_size 4 \(a global batch of 8\); this "
+                                          r"run has 1 of 4 .* resume with batch_size=8"):
+        fit(ns["net"](), ns["data"](64, 0), ns["data"](20, 1), batch_size=4, checkpoint_dir=tmp_path / "C",
+            resume=first, **ns["KW"])
+    with pytest.warns(UserWarning, match="RNG states of 2 ranks"):
+        alone = fit(ns["net"](), ns["data"](64, 0), ns["data"](20, 1), batch_size=8, checkpoint_dir=tmp_path / "D",
+                    resume=first, **ns["KW"])
+    for name, ref in got["a"].items():
+        assert torch.allclose(alone.model.state_dict()[name], ref, atol=1e-5), name

@@ -212,3 +212,13 @@ def test_a_validation_metric_to_monitor_without_validation_data_is_refused_befor
     assert not trained
     x, y = _xy()
     assert fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_accuracy").monitor == "val_accuracy"
+
+
+def test_weight_decay_or_lr_in_optimizer_options_is_refused_naming_fits_own_option():
+    """optimizer_options={'weight_decay': 0.1} made one group decayed whole, biases and norms too (fit groups
+    weight_decay=), and beside weight_decay= it replaced that value without a word."""
+    x, y = _xy()
+    for options in ({"weight_decay": 0.1}, {"lr": 0.5, "betas": (0.9, 0.99)}):
+        with pytest.raises(ValueError, match=r"optimizer_options holds (weight_decay|lr), which are fit's own options: "
+                                             r"pass (weight_decay=0\.1|lr=0\.5) to fit"):
+            fit(nn.Linear(4, 3), (x, y), **KW, optimizer_options=options)

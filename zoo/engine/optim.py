@@ -79,6 +79,7 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
             raise ValueError("the optimizer holds parameters that are not the model's (built on another copy?)")
         _say_what_a_ready_optimizer_ignores(optimizer, lr, weight_decay, options)
         return optimizer
+    _refuse_fit_settings_in(options)
     groups = _user_groups(param_groups) if param_groups is not None else [{"params": list(model.parameters())}]
     groups = decay_groups(groups, weight_decay)
     kwargs = {"lr": lr, "weight_decay": weight_decay, **(options or {})}
@@ -124,6 +125,18 @@ def _dotted(kind: type) -> str:
     """How a user spells an optimizer class: ``torch.optim.Adagrad`` (not its module ``torch.optim.adagrad``)."""
     return f"torch.optim.{kind.__name__}" if getattr(torch.optim, kind.__name__, None) is kind else \
         f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _refuse_fit_settings_in(options: dict[str, Any] | None) -> None:
+    """``lr`` / ``weight_decay`` in ``optimizer_options`` are fit's own options: given there, weight decay
+    reached every parameter, biases and normalisation parameters too (one group, past ``decay_groups``), and
+    either replaced the value given to fit without a word."""
+    given = [k for k in ("lr", "weight_decay") if k in (options or {})]
+    if given:
+        how = "; ".join(f"pass {k}={options[k]!r} to fit" for k in given)
+        raise ValueError(f"optimizer_options holds {', '.join(given)}, which are fit's own options: {how} (fit applies "
+                         "weight decay to weight matrices and kernels only, none to biases and normalisation "
+                         "parameters, and schedules scale its lr)")
 
 
 def _check_options(cls: type, name: str, options: dict[str, Any] | None) -> None:

@@ -82,6 +82,8 @@ class FitConfig:
     loss_fn: Callable[[Any, Any], Any] | None = None
     """``fn(outputs, targets) -> loss``; default: cross entropy (``label_smoothing``, targets -100 ignored)."""
     label_smoothing: float = 0.0
+    """Of the default loss, in training and in the history's ``val_loss`` alike (the loss the run optimises);
+    :func:`zoo.engine.evaluate` scores plain cross entropy unless given ``label_smoothing=`` too."""
     forward_fn: Callable[[Any, Any], tuple[Any, Any]] | None = None
     """``fn(model, batch) -> (outputs, targets)`` for batches that are not ``(inputs, targets)``."""
     metrics: Sequence[str] = DEFAULT_METRICS

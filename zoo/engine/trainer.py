@@ -44,7 +44,14 @@ from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
 from zoo.engine.precision import normalize_amp, precision_record, resumed_precision
 from zoo.engine.result import NonFiniteLossError, TrainResult
-from zoo.engine.resume import BATCH_SIZE_FROM, RECIPE_MAY_CHANGE, realign_schedule, reconcile, scale_lr
+from zoo.engine.resume import (
+    BATCH_SIZE_FROM,
+    RECIPE_MAY_CHANGE,
+    ResumeError,
+    realign_schedule,
+    reconcile,
+    scale_lr,
+)
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 
@@ -215,6 +222,8 @@ class Trainer:
         ignored = set(_NOT_COMPARED)
         if BATCH_SIZE_FROM not in saved and self.record[BATCH_SIZE_FROM] == "loader":
             ignored.add("batch_size")  # it recorded fit's batch_size option, which a DataLoader does not use
+        if self._same_global_batch(saved, (state.get("extra") or {}).get("world_size"), path):
+            ignored.add("batch_size")
         applied = (*RESUME_APPLIED, *self.record.get(RECIPE_MAY_CHANGE, ()))
         return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(self.record), applied=applied,
                          ignored=ignored, what=path.name)
@@ -233,6 +242,24 @@ class Trainer:
                       f"goes on with epoch {self.start_epoch + 1}, so {rest} are not trained in this run. To train "
                       f"a whole epoch in their place, pass epochs={self.cfg.epochs + 1}",
                       stacklevel=user_stacklevel())
+
+    def _same_global_batch(self, saved: dict[str, Any], saved_world: Any, path: Path) -> bool:
+        """Under another number of processes than the checkpoint's, what must match is the global batch
+        (``batch_size * WORLD_SIZE``: the steps and their size); the per-process one compared alone let a
+        2 x 16 run resume as 1 x 16, halving the batch without a word, and refused 1 x 32. True when the
+        world size changed and the global batch did not (``batch_size`` is then not compared); a changed
+        global batch is refused, naming the batch_size that keeps it."""
+        world = self.info.world_size
+        if saved_world is None or int(saved_world) == world or saved.get("batch_size") is None \
+                or self.record.get("batch_size") is None:
+            return False
+        before, now = int(saved["batch_size"]) * int(saved_world), int(self.record["batch_size"]) * world
+        if before == now:
+            return True
+        keep = f"batch_size={before // world}" if before % world == 0 else f"{saved_world} processes"
+        raise ResumeError(f"{path.name} was trained by {saved_world} process(es) of batch_size {saved['batch_size']} "
+                          f"(a global batch of {before}); this run has {world} of {self.record['batch_size']} (a "
+                          f"global batch of {now}): resume with {keep}, or start a new run in another folder")
 
     def _repair_best(self, resumed: Path) -> None:
         """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
