@@ -466,16 +466,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
     _require_data(model, data, args, "zoo_train")
     with _refusing_unknown(args, model, "train", _train_flags(args, config)):
         result = zoo.train(model, data, **config)
+    from zoo.engine.distributed import dist_info
+
+    if not dist_info().is_main:
+        return 0  # under torchrun one process reports and saves (each printed and wrote the same file)
     if result.best_metric is None:
         print(f"trained {args.name}: nothing to report as best (the run made no update or no evaluation)")
     else:
         print(f"trained {args.name}: best {result.monitor} {result.best_metric:.6g} at row {result.best_epoch} "
               f"(step {result.best_step})")
     if out is None:
-        from zoo.engine.distributed import dist_info
-
-        if not dist_info().is_main:
-            return 0  # under torchrun one process saves the default file, not one numbered file per process
         out = _default_out(args.name)  # without --out the trained model was lost, after a run of any length
     run_dir = Path(args.checkpoint_dir).expanduser() if args.checkpoint_dir else Path.cwd()
     return 0 if _save_trained(result.model, out, run_dir) else 1

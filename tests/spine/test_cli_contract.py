@@ -360,3 +360,24 @@ def test_sigterm_stops_the_zoo_command_as_ctrl_c_does(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted: TD3 stopped" in err and "--resume" in err
     assert torch.load(ck / "td3_last.pt", weights_only=True)["counters"]["num_timesteps"] > 200
+
+
+@pytest.mark.slow
+def test_under_torchrun_one_process_reports_and_saves(tiny, tmp_path):
+    """With --out, each of torchrun's processes printed the summary and saved the same file (a race)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    out = tmp_path / "m.safetensors"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "zoo", "train",
+         "resnet18", "--data", str(tiny.image_folder()), "--stem", "cifar", "--epochs", "1", "--batch-size", "2",
+         "--amp", "none", "--set", "image_size=16", "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("trained resnet18") == 1 and proc.stdout.count(str(out)) == 1, proc.stdout
+    assert zoo.build("resnet18", weights=out).fc.out_features == 2
