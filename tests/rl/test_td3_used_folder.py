@@ -85,3 +85,14 @@ def test_a_resume_from_another_folder_refuses_a_used_checkpoint_dir(tmp_path):
     zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=40, checkpoint_dir=tmp_path / "b",
               resume=tmp_path / "b" / "td3_last.pt", **RUN)
     assert _files(tmp_path / "b") != before
+
+
+def test_td3_under_torchrun_is_refused_naming_why(tmp_path, monkeypatch):
+    """Under torchrun each process ran the same agent and the second died on the first's folder lock ("in use
+    by another training run"), naming no cause."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    agent = zoo.build("td3", net_arch=(8, 8), learning_starts=10)
+    with pytest.raises(ValueError, match=r"TD3 learns in one process, and WORLD_SIZE=2 .*run it without torchrun"):
+        zoo.train(agent, "Pendulum-v1", total_steps=20, checkpoint_dir=tmp_path / "ck", progress=False)
+    assert not (tmp_path / "ck").exists()

@@ -414,8 +414,7 @@ def train(
             faster (fp32, benchmarks/td3_update.py); on a machine whose other core is busy, 2 threads
             can be many times *slower* (each parallel region waits for the preempted thread).
 
-    Returns a ``zoo.engine.TrainResult`` (history = one dict per evaluation; best metric = best mean
-    eval return; checkpoint path = the best policy's file; model = the agent).
+    Returns a ``zoo.engine.TrainResult``: a history row per evaluation, the best mean eval return, its file.
     """
     if total_steps is None or int(total_steps) < 1:
         raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
@@ -424,6 +423,7 @@ def train(
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
             raise ValueError(f"{key} must be a whole number of environment steps >= 0 (or None), got {value!r}")
     check_threads(threads)  # a bad value fails before an env is made
+    _refuse_several_processes()
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
     logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
     with _own_folders(ckpt_dir, logs, resume):  # before any work: a folder that cannot be ours fails at once
@@ -443,6 +443,18 @@ def train(
         finally:
             _close(run)
     return _result(agent, run)
+
+
+def _refuse_several_processes() -> None:
+    """TD3 learns in one process: under torchrun every process ran the same agent, and the second found the
+    first's lock on the checkpoint folder ("in use by another training run"), which named no cause."""
+    from zoo.engine.distributed import dist_info
+
+    world = dist_info().world_size
+    if world > 1:
+        raise ValueError(f"TD3 learns in one process, and WORLD_SIZE={world} (torchrun started {world}): run it "
+                         "without torchrun; threads= (--threads) has one run use several cores, and separate seeds "
+                         "run as separate commands")
 
 
 @contextlib.contextmanager
