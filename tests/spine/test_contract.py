@@ -203,8 +203,16 @@ def test_a_weights_name_has_its_models_card_as_build_takes_it(capsys):
 
     assert zoo.model_info("resnet18.cifar10") == zoo.model_info("resnet18")
     assert main(["info", "resnet18.cifar10"]) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("    resnet18.")]
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("    resnet18.")]
     assert len(lines) == 1 and lines[0].startswith("    resnet18.cifar10:")
+    # how the file was made and what it is: they were only in the manifest
+    entry = zoo.hub.get_entry("resnet18.cifar10")
+    for shown in (f"command: {entry.meta['command']}", f"num_params: {entry.meta['num_params']}", "dtype: float16",
+                  f"sha256 {entry.sha256}", "license: "):
+        assert shown in out, shown
+    main(["info", "resnet18"])
+    assert "command:" not in capsys.readouterr().out  # the model's card lists its weights, one line each
 
 
 @pytest.mark.parametrize("name", zoo.list_models())
