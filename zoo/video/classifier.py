@@ -13,10 +13,11 @@ A validation set (``val_data=``, or ``{"train": DIR, "val": DIR}``) takes the sa
 with the training data's classes before training starts, so a bad one fails before an epoch is spent.
 
 ``video_cfg`` (as the vision family's ``pretrained_cfg``) holds the input recipe the network expects: frame
-``size`` and ``resize``, ``mean``/``std``, and one of ``num_segments`` (TSN's sparse frames; the TSN
-default) or ``frames_per_clip`` (consecutive frames; the 3D models' default), plus the ``classes`` once
-known. Training with the other key replaces the default one, so training, evaluation and prediction
-always sample clips the same way.
+``size`` (the centre crop) and ``resize`` (an int: the shorter side, aspect kept; ``[height, width]``: both),
+``antialias`` (absent: True; torchvision's Kinetics weights were trained on frames resized without it),
+``mean``/``std``, and one of ``num_segments`` (TSN's sparse frames; the TSN default) or ``frames_per_clip``
+(consecutive frames; the 3D models' default), plus the ``classes`` once known. Training with the other key
+replaces the default one, so training, evaluation and prediction always sample clips the same way.
 """
 
 from __future__ import annotations
@@ -116,9 +117,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.video import transforms as VT
 
         cfg = self.video_cfg
-        size, resize = int(cfg["size"]), int(cfg.get("resize", cfg["size"]))
+        size, resize = int(cfg["size"]), cfg.get("resize", cfg["size"])
+        resize = int(resize) if isinstance(resize, (int, float)) else [int(r) for r in resize]
         crop = [VT.RandomCrop(size), VT.RandomHorizontalFlip()] if train else [VT.CenterCrop(size)]
-        return VT.Compose([VT.Resize(resize), *crop, VT.ToFloat(), VT.Normalize(cfg["mean"], cfg["std"])])
+        return VT.Compose([VT.Resize(resize, antialias=bool(cfg.get("antialias", True))), *crop, VT.ToFloat(),
+                           VT.Normalize(cfg["mean"], cfg["std"])])
 
     def _clip_options(self, train: bool) -> dict[str, Any]:
         key, t = clip_recipe(self.video_cfg)
@@ -219,8 +222,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.engine.resume import with_recipe
 
         cfg = self.video_cfg
-        recipe = {"size": cfg.get("size"), "resize": cfg.get("resize", cfg.get("size")), "mean": cfg.get("mean"),
-                  "std": cfg.get("std"), "clip": "{}={}".format(*clip_recipe(cfg)), **data}
+        recipe = {"size": cfg.get("size"), "resize": cfg.get("resize", cfg.get("size")),
+                  "antialias": bool(cfg.get("antialias", True)), "mean": cfg.get("mean"), "std": cfg.get("std"),
+                  "clip": "{}={}".format(*clip_recipe(cfg)), **data}
         return with_recipe(options, data=recipe, may_change=("strict",) if "strict" in data else ())
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
@@ -329,7 +333,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
                           {"zoo.video_cfg": json.dumps(self.video_cfg)})
 
     def load_video_cfg(self, path: Path, entry: Any) -> None:
-        """The input recipe and classes a weights file carries (its metadata, or the manifest entry's meta)."""
+        """The input recipe and classes a weights file carries: its metadata, else the manifest entry's meta
+        (``input``, the recipe of weights trained here, or ``transforms``, torchvision's preprocessing for
+        its own weights, as the vision family reads it)."""
         from zoo import hub
 
         saved = hub.read_metadata(path).get("zoo.video_cfg") if str(path).endswith(".safetensors") else None
@@ -337,8 +343,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
             set_clip_recipe(self.video_cfg, _one_clip_key(json.loads(saved)))
             return
         meta = dict(getattr(entry, "meta", None) or {})
-        spec = dict(meta.get("input") or {})
-        keys = ("size", "resize", "mean", "std", *CLIP_KEYS)
+        spec = {**_from_transforms(meta.get("transforms")), **dict(meta.get("input") or {})}
+        keys = ("size", "resize", "antialias", "mean", "std", *CLIP_KEYS)
         set_clip_recipe(self.video_cfg, _one_clip_key({k: spec[k] for k in keys if k in spec}))
         if "size" in spec and "resize" not in spec:
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
@@ -353,6 +359,20 @@ def _refuse_path_list(data: Any, name: str) -> None:
         raise TypeError(f"{name}: a video network reads a folder (DIR/<class>/<video files>), a UCF101 root with "
                         f"splits=, or a Dataset of (clip, label); got a {type(data).__name__} of {len(data)} "
                         f"paths{pair}")
+
+
+def _from_transforms(tf: Any) -> dict[str, Any]:
+    """A manifest entry's ``meta["transforms"]`` (``{"resize", "crop", "mean", "std"}``, torchvision's
+    ``weights.transforms()`` written down) as ``video_cfg`` keys. torchvision's video transform
+    (``VideoClassification``) resizes without antialiasing, so that is the default here; an antialiased
+    resize gave Kinetics-400 R(2+1)D inputs up to 0.7 off in normalised units."""
+    tf = dict(tf or {})
+    spec = {k: tf[k] for k in ("resize", "mean", "std") if k in tf}
+    if "crop" in tf:
+        spec["size"] = int(tf["crop"])
+    if spec:
+        spec["antialias"] = bool(tf.get("antialias", False))
+    return spec
 
 
 def _one_clip_key(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """What ``zoo.export`` ships for a video model: the clip classifier, ``clips (B, C, T, H, W) -> logits``.
 
 Clips are float frames already preprocessed as the model's input recipe says (``video_cfg``: frames resized
-to ``resize``, centre-cropped to ``size``, normalised with ``mean``/``std``; ``num_segments`` sparse frames
-for TSN, ``frames_per_clip`` consecutive ones for R(2+1)D), the clips ``zoo.predict`` builds. The defaults
+to ``resize``, antialiased unless ``antialias`` is False, centre-cropped to ``size``, normalised with
+``mean``/``std``; ``num_segments`` sparse frames for TSN, ``frames_per_clip`` consecutive ones for
+R(2+1)D), the clips ``zoo.predict`` builds. The defaults
 of ``frames`` and ``size`` are that recipe's, and the recipe is stored with the export (with the class
 names when the weights have them), as the vision family stores ``pretrained_cfg``. The batch axis is
 dynamic for both models; TSN's time axis is dynamic too (any number of segments, at least 2, or 3 with
@@ -40,9 +41,15 @@ def _recipe(model: torch.nn.Module, frames: int | None, size: int | None,
     recipe = {k: cfg[k] for k in ("mean", "std", "classes") if k in cfg}
     if cfg:
         trained = int(cfg["size"])
-        resize = int(cfg.get("resize", trained))
-        # another crop than the recipe's: the resize follows it in proportion (as image_size does for images)
-        recipe.update(size=size, resize=resize if size == trained else max(size, round(resize * size / trained)))
+        resize = cfg.get("resize", trained)  # the shorter side, or [height, width]
+
+        def follow(r: Any) -> int:  # another crop than the recipe's scales the resize (as image_size does)
+            return int(r) if size == trained else max(size, round(int(r) * size / trained))
+
+        recipe.update(size=size, resize=follow(resize) if isinstance(resize, (int, float)) else
+                      [follow(r) for r in resize])
+        if not cfg.get("antialias", True):  # torchvision's Kinetics weights: frames resized without it
+            recipe["antialias"] = False
         recipe[key] = t
     return recipe, frames, size
 

@@ -5,7 +5,10 @@ https://arxiv.org/abs/1711.11248. The weights tag ``kinetics400-v1`` is torchvis
 ``R2Plus1D_18_Weights.KINETICS400_V1`` file (its manifest entry carries ``{"num_classes": 400}``);
 building with ``num_classes=101`` on top of it keeps the backbone and re-initialises ``fc`` with a
 warning that says so. Inputs: ``(B, 3, T, H, W)`` floats normalised with
-:data:`zoo.video.transforms.KINETICS_MEAN`/``KINETICS_STD`` (see ``transforms.kinetics_eval``).
+:data:`zoo.video.transforms.KINETICS_MEAN`/``KINETICS_STD``. With the Kinetics weights the input recipe
+is torchvision's (``transforms.kinetics_eval``, from the entry's ``meta["transforms"]``): frames resized to
+128x171 without antialiasing, centre crop 112. Built without weights, the network is trained (and files
+it saves fed) on frames whose shorter side is resized to 128, antialiased.
 """
 
 from __future__ import annotations

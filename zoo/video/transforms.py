@@ -5,8 +5,9 @@ fake motion). Resizing goes through ``torchvision.transforms.v2.functional.resiz
 leading dimensions as a batch and accepts uint8.
 
 ``kinetics_eval(...)``/``kinetics_train(...)`` reproduce what torchvision's Kinetics-400 video weights
-expect (``R2Plus1D_18_Weights.KINETICS400_V1.transforms()``: resize to 128x171, centre crop 112,
-scale to [0, 1], normalise with the Kinetics mean/std).
+expect (``R2Plus1D_18_Weights.KINETICS400_V1.transforms()``: resize to 128x171 without antialiasing,
+centre crop 112, scale to [0, 1], normalise with the Kinetics mean/std), to within one uint8 level of
+rounding (torch's uint8 bilinear kernel against torchvision's float one).
 """
 
 from __future__ import annotations
@@ -81,7 +82,12 @@ class ToFloat:
 
 
 class Resize:
-    """Resize every frame; an int resizes the shorter side to it (aspect kept), as torchvision does."""
+    """Resize every frame; an int resizes the shorter side to it (aspect kept), as torchvision does.
+
+    ``antialias=False`` is plain bilinear interpolation, what torchvision's video weights were trained on
+    (its ``VideoClassification`` transform hard-codes it); on downscaled frames it differs from the
+    antialiased default by up to ~0.7 in normalised units.
+    """
 
     def __init__(self, size: int | Sequence[int], antialias: bool = True) -> None:
         self.size = [size] if isinstance(size, int) else list(_size2(size))
@@ -96,7 +102,7 @@ class Resize:
         return frames.transpose(0, 1)  # (C, T, H', W')
 
     def __repr__(self) -> str:
-        return f"Resize({self.size})"
+        return f"Resize({self.size})" if self.antialias else f"Resize({self.size}, antialias=False)"
 
 
 class CenterCrop:
@@ -187,13 +193,15 @@ class TemporalJitter:
 
 
 def kinetics_eval(resize: Sequence[int] = (128, 171), crop: int = 112) -> Compose:
-    """The evaluation transform torchvision's Kinetics-400 video weights expect."""
-    return Compose([Resize(resize), CenterCrop(crop), ToFloat(), Normalize(KINETICS_MEAN, KINETICS_STD)])
+    """The evaluation transform torchvision's Kinetics-400 video weights expect (their resize is not
+    antialiased)."""
+    return Compose([Resize(resize, antialias=False), CenterCrop(crop), ToFloat(),
+                    Normalize(KINETICS_MEAN, KINETICS_STD)])
 
 
 def kinetics_train(resize: Sequence[int] = (128, 171), crop: int = 112, flip: float = 0.5) -> Compose:
     """Training augmentation matching :func:`kinetics_eval` (random crop and horizontal flip)."""
     return Compose(
-        [Resize(resize), RandomCrop(crop), RandomHorizontalFlip(flip), ToFloat(),
+        [Resize(resize, antialias=False), RandomCrop(crop), RandomHorizontalFlip(flip), ToFloat(),
          Normalize(KINETICS_MEAN, KINETICS_STD)]
     )
