@@ -748,6 +748,10 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
         if "zoo" not in props:
             raise ValueError(f"{path} has no zoo metadata (was it written by zoo.export?)")
         return json.loads(props["zoo"])
+    if path.suffix not in (".pt2", ".pt"):  # torch.jit.load read any other file as TorchScript: a zip error
+        raise ValueError(f"{path} is no export (read_metadata reads an export folder, .onnx, .pt2 or .pt)"
+                         + ("; a weights file's metadata: zoo.hub.read_metadata(path)"
+                            if path.suffix == ".safetensors" else ""))
     extra = {METADATA_FILE: ""}
     if path.suffix == ".pt2":
         torch.export.load(str(path), extra_files=extra)

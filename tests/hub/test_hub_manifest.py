@@ -341,3 +341,17 @@ def test_weights_list_fits_the_terminal_and_pipes_whole(capsys, monkeypatch):
     assert shown[0].split()[:3] == ["NAME", "SIZE", "CACHED"] and any(r.endswith("…") for r in shown)
     assert main(["weights", "list", "--wide"]) == 0
     assert capsys.readouterr().out.splitlines() == piped
+
+
+def test_pulling_a_model_name_lists_its_weights_and_read_metadata_names_what_it_reads(tmp_path):
+    """zoo.pull('td3') said only 'no weights named td3' (its tags unnamed); zoo.exporting.read_metadata of a
+    weights file failed in torch.jit.load ('failed finding central directory')."""
+    import zoo
+    from zoo.exporting import read_metadata
+
+    with pytest.raises(KeyError, match=r"'td3' is a model; its weights: td3\.halfcheetah-v5, .*td3\.pendulum-v1"):
+        zoo.pull("td3")
+    weights = tmp_path / "w.safetensors"
+    zoo.save(torch.nn.Linear(2, 2), weights)
+    with pytest.raises(ValueError, match=r"is no export .*; a weights file's metadata: zoo\.hub\.read_metadata"):
+        read_metadata(weights)

@@ -139,7 +139,9 @@ def get_entry(name: str) -> WeightsEntry:
         return entries[name]
     except KeyError:
         close = _close_names(name, list(entries))
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        of_model = sorted(n for n in entries if n.split(".", 1)[0] == name)  # a model's name: its weights
+        hint = (f" {name!r} is a model; its weights: {', '.join(of_model)} (zoo.pull({of_model[0]!r}))." if of_model
+                else f" Did you mean {', '.join(map(repr, close))}?" if close else "")
         raise KeyError(
             f"no weights named {name!r} in {manifest_path()}.{hint} See `zoo weights list`."
         ) from None
