@@ -227,7 +227,9 @@ def _device(text: str) -> str:
 def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("name", help="a registered model name (see `zoo list`); `zoo KIND NAME --help` lists its config")
     p.add_argument("--weights", required=kind == "predict",
-                   help="weights: a tag (pendulum-v1), MODEL.TAG, a .safetensors path or a URL")
+                   help="weights: a tag (pendulum-v1), MODEL.TAG, a .safetensors path or a URL"
+                        + ("; or give NAME as MODEL.TAG (zoo predict resnet18.cifar10 IMAGES)" if kind == "predict"
+                           else ""))
     if kind != "predict":
         p.add_argument("--data", help="data: an image/video/corpus folder, a scene file or data set name")
         p.add_argument("--env", help="gymnasium environment id (TD3): the agent is built for it")
