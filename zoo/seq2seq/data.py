@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo._stacklevel import user_stacklevel
+from zoo.engine.distributed import DistInfo, dist_info
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
@@ -153,11 +155,23 @@ class TokenBucketSampler(Sampler[list[int]]):
     Each epoch shuffles the examples, sorts them by length inside pools of ``pool`` batches' worth,
     cuts batches along the sorted order and shuffles the batch order (``shuffle=False``: one fixed,
     sorted order, for evaluation). ``set_epoch`` makes the order depend on the epoch, deterministically.
+
+    Under DDP every process builds the same epoch's batches from ``(seed, epoch)`` and takes its share,
+    batches ``rank, rank + world_size, ...``, so ``batch_size`` / ``max_tokens`` are per process, as the
+    engine's ``batch_size``. Shuffled (training), the list is first padded with its own first batches to a
+    multiple of ``world_size``, as torch's DistributedSampler pads: every process runs the same number of
+    steps (one short of the others would leave them waiting in DDP's gradient all-reduce). Unshuffled
+    (evaluation), each batch goes to one process only, as the engine's ShardSampler: each sentence is scored
+    once when the ranks' results are gathered. ``rank`` / ``world_size`` default to the process's place when
+    an epoch starts (:meth:`place`): training reads torchrun's env (``RANK`` / ``WORLD_SIZE``) or the process
+    group; evaluation shares batches out only in a live process group, the one that gathers the results
+    (without one, as in ``zoo.evaluate`` before any ``fit``, every process scores every batch).
     """
 
     def __init__(
         self, lengths: Sequence[int], max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0,
-        pool: int = 100, *, batch_size: int | None = None,
+        pool: int = 100, *, batch_size: int | None = None, rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
         for name, value in (("max_tokens", max_tokens), ("batch_size", batch_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -169,13 +183,43 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.lengths = list(lengths)
         self.max_tokens, self.batch_size = max_tokens, batch_size
         self.shuffle, self.seed, self.pool = shuffle, seed, pool
+        for name, value in (("rank", rank), ("world_size", world_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be an int >= 0 or None (torchrun's), got {value!r}")
+        self._given = (rank, world_size)
+        self.place()  # a rank outside world_size is refused here, not at the first epoch
         self.epoch = 0
         self._batches = self._make(0)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def place(self) -> tuple[int, int]:
+        """``(rank, world_size)`` the batches are shared out by now: as given, else this process's own."""
+        rank, world = self._given
+        if rank is None or world is None:
+            # evaluation shards need a live group to gather the ranks' results; torchrun's env alone cannot
+            live = dist.is_available() and dist.is_initialized()
+            info = dist_info() if self.shuffle or live else DistInfo()
+            rank, world = info.rank if rank is None else rank, info.world_size if world is None else world
+        if not 0 <= rank < world:
+            raise ValueError(f"rank={rank} is outside world_size={world}: give 0 <= rank < world_size, or leave "
+                             "both out to take torchrun's RANK / WORLD_SIZE")
+        return rank, world
+
     def _make(self, epoch: int) -> list[list[int]]:
+        """This process's batches of epoch ``epoch`` (all of them in one process)."""
+        batches = self._all_batches(epoch)
+        rank, world = self.place()
+        if world == 1:
+            return batches
+        if self.shuffle and batches:  # equal shares: every rank takes part in every gradient all-reduce
+            total = -(-len(batches) // world) * world
+            batches = [batches[i % len(batches)] for i in range(total)]
+        return batches[rank::world]
+
+    def _all_batches(self, epoch: int) -> list[list[int]]:
+        """Every process's batches of epoch ``epoch``: the same list on every rank, from ``(seed, epoch)``."""
         idx = list(range(len(self.lengths)))
         rng = random.Random(self.seed * 1_000_003 + epoch)
         if self.shuffle:
@@ -232,10 +276,11 @@ def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor,
 
 def make_loader(
     dataset: ParallelDataset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
-    batch_size: int | None = None,
+    batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
 ) -> DataLoader:
     """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is): batches of at most
-    ``max_tokens`` padded tokens and/or ``batch_size`` sentences (None: no such cap)."""
+    ``max_tokens`` padded tokens and/or ``batch_size`` sentences (None: no such cap), per process; under
+    torchrun each process gets its share of the batches (``rank`` / ``world_size``: see the sampler)."""
     sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
-                                 batch_size=batch_size)
+                                 batch_size=batch_size, rank=rank, world_size=world_size)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)

@@ -23,6 +23,7 @@ from torch import Tensor
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
+from zoo.engine.distributed import all_gather_objects
 from zoo.engine.modes import eval_mode
 from zoo.seq2seq.data import read_lines
 from zoo.seq2seq.search import beam_search, greedy_search
@@ -177,15 +178,30 @@ def bleu_eval_fn(
 
     The value is sacreBLEU as a fraction in [0, 1] (zoo's unit for every proportion: 0.3731 is 37.31
     BLEU); the engine reports it with its validation prefix (``val_bleu``) for ``monitor``. ``amp``: the
-    precision of the decoding (see :func:`translate`).
+    precision of the decoding (see :func:`translate`). Under DDP (a live process group) each rank decodes
+    every ``world_size``-th sentence and all score the gathered whole, as the engine's evaluation gathers its
+    shards: one BLEU on every rank, so every rank must call it (``fit`` and ``evaluate`` do).
     """
     sources, references = list(sources), list(references)
 
     def eval_fn(model: Any, _val_data: Any = None) -> dict[str, float]:
-        hyps = translate(model, sources, beam_size=beam_size, batch_size=batch_size, amp=amp)
+        rank, world = _live_place()
+        share = sources[rank::world]
+        mine = translate(model, share, beam_size=beam_size, batch_size=batch_size, amp=amp) if share else []
+        hyps: list[str] = [""] * len(sources)
+        for r, part in enumerate(all_gather_objects(mine)):
+            hyps[r::world] = part
         return {key: corpus_bleu(hyps, references) / 100.0}
 
     return eval_fn
+
+
+def _live_place() -> tuple[int, int]:
+    """``(rank, world_size)`` of the live process group, ``(0, 1)`` without one: only a live group can gather
+    the ranks' translations (torchrun's env alone cannot)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 def training_config(
