@@ -257,3 +257,22 @@ def top_probs_fp32_bf16():
     """``top_probs_fp32_bf16(model, x)`` -> (fp32, bf16) top-class probabilities of a classifier, computed
     directly (no zoo call), for checking which precision a predict ran at."""
     return _top_probs
+
+
+@pytest.fixture
+def torchrun():
+    """``torchrun(args, cwd) -> CompletedProcess``: ``torch.distributed.run --standalone --nproc_per_node=2 ARGS``
+    (a script and its arguments, or ``-m zoo ...``) in a clean environment: one thread a process, no rank
+    variables of an outer job."""
+    import subprocess
+    import sys
+
+    def run(args, cwd, timeout: int = 280):
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            env.pop(key, None)
+        return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout,
+                              env=env, cwd=cwd)
+
+    return run

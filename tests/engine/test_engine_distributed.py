@@ -3,9 +3,6 @@ only rank 0 writes files; resume works there too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -70,15 +67,9 @@ WORKER = COMMON + textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_two_process_gloo_matches_one_process(tmp_path):
+def test_two_process_gloo_matches_one_process(tmp_path, torchrun):
     (tmp_path / "worker.py").write_text(WORKER)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         str(tmp_path / "worker.py"), str(tmp_path)],
-        check=False, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    proc = torchrun([tmp_path / "worker.py", tmp_path], tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     got = torch.load(tmp_path / "ddp.pt", weights_only=True)
 

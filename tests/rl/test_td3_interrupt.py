@@ -111,8 +111,10 @@ def test_a_bad_checkpoint_every_is_refused_before_any_step(tmp_path, every):
     assert not (tmp_path / loop.CHECKPOINT_NAME).exists()
 
 
-def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path):
-    """The command itself, interrupted as a user would (SIGINT to the process): exit 130 and the resume hint."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path, stop):
+    """The command itself, interrupted as a user would (SIGINT to the process): exit 130 and the resume hint.
+    SIGTERM (kill, a batch scheduler's time limit) ended it on the spot, nothing saved: it now stops so too."""
     import subprocess
     import sys
     import time
@@ -129,7 +131,7 @@ def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path):
         deadline = time.monotonic() + 120
         while not (ck / loop.CHECKPOINT_NAME).exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)  # the first periodic checkpoint (step 200, an episode's end): the loop is running
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()

@@ -332,52 +332,12 @@ def test_translate_takes_the_model_name_first_as_every_command_does(argv, capsys
     assert capsys.readouterr().out.strip().splitlines() == ["A dog is running."]
 
 
-def test_sigterm_stops_the_zoo_command_as_ctrl_c_does(tmp_path):
-    """A batch scheduler's time limit (SIGTERM) ended `zoo train td3` on the spot: no td3_last.pt of the step
-    reached, nothing said. It now stops as Ctrl-C does: a checkpoint after the step, the hint, exit 130."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import torch
-
-    ck = tmp_path / "ck"
-    zoo_command = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                   "from zoo.cli import main; sys.exit(main())")
-    line = [sys.executable, "-c", zoo_command, "train", "td3", "--env", "Pendulum-v1", "--steps", "1000000",
-            "--model", "net_arch=[16,16]", "learning_starts=20", "batch_size=8", "--checkpoint-dir", str(ck),
-            "--set", "eval_every=0", "checkpoint_every=50"]
-    proc = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (ck / "td3_last.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # the first periodic checkpoint: the loop is running
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert "interrupted: TD3 stopped" in err and "--resume" in err
-    assert torch.load(ck / "td3_last.pt", weights_only=True)["counters"]["num_timesteps"] > 200
-
-
 @pytest.mark.slow
-def test_under_torchrun_one_process_reports_and_saves(tiny, tmp_path):
+def test_under_torchrun_one_process_reports_and_saves(tiny, tmp_path, torchrun):
     """With --out, each of torchrun's processes printed the summary and saved the same file (a race)."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
     out = tmp_path / "m.safetensors"
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "zoo", "train",
-         "resnet18", "--data", str(tiny.image_folder()), "--stem", "cifar", "--epochs", "1", "--batch-size", "2",
-         "--amp", "none", "--set", "image_size=16", "--out", str(out)],
-        check=False, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    proc = torchrun(["-m", "zoo", "train", "resnet18", "--data", tiny.image_folder(), "--stem", "cifar", "--epochs",
+                     "1", "--batch-size", "2", "--amp", "none", "--set", "image_size=16", "--out", out], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("trained resnet18") == 1 and proc.stdout.count(str(out)) == 1, proc.stdout
     assert zoo.build("resnet18", weights=out).fc.out_features == 2
