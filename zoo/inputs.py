@@ -12,7 +12,7 @@ from typing import Any
 from zoo._stacklevel import user_stacklevel
 
 __all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "expand_home",
-           "unreadable_row", "warn_unreadable"]
+           "unreadable_row", "visible_files", "warn_unreadable"]
 
 
 class UnreadableInputWarning(UserWarning):
@@ -34,6 +34,15 @@ def expand_home(value: Any, *, only_existing: bool = False) -> Any:
     return Path(expanded)
 
 
+def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[Path]:
+    """The files below ``folder`` (of ``suffixes``, lower-case, when given), sorted, leaving out hidden ones and
+    those in hidden folders (macOS ``._x.jpg`` forks, ``.ipynb_checkpoints/`` copies): no inputs to predict,
+    train or evaluate on, in every family (torchvision's ``find_classes`` leaves hidden class folders out)."""
+    kept = None if suffixes is None else tuple(suffixes)
+    return sorted(f for f in folder.rglob("*") if f.is_file() and (kept is None or f.suffix.lower() in kept)
+                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+
+
 def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],
                   what: str = "file") -> list[Path]:
     """Files from a file, a folder (recursively, sorted; other extensions and hidden entries ignored) or a list
@@ -44,10 +53,7 @@ def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], exten
     for item in items:
         p = Path(item).expanduser()
         if p.is_dir():
-            # hidden entries below the folder (macOS "._x.jpg" forks, .ipynb_checkpoints/) are no inputs, as
-            # the data sets that train and evaluate skip them
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in suffixes
-                          and not any(part.startswith(".") for part in f.relative_to(p).parts))
+            out += visible_files(p, suffixes)
         elif p.is_file():
             out.append(p)
         else:

@@ -91,6 +91,18 @@ def test_finetune_resume_continues_the_run_a_ctrl_c_names(tmp_path, capsys):
     assert main([*args, "--resume"]) == 2 and "--set checkpoint_dir=DIR" in capsys.readouterr().err
 
 
+def test_finetune_reports_on_the_val_data_it_validated_on(tmp_path, capsys):
+    """With --set val_data=OTHER the report and confusion.png scored DATA/val, not the set the run validated on."""
+    data, other = _folder(tmp_path / "data"), _folder(tmp_path / "other")
+    Image.new("RGB", (20, 18), (200, 30, 30)).save(other / "val" / "red things" / "extra.png")  # 5 images, not 4
+    out = tmp_path / "out"
+    assert main(["finetune", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--image-size",
+                 "16", "--amp", "none", "--model", "stem=cifar", "--no-augment", "--out-dir", str(out),
+                 "--set", f"val_data={other}"]) == 0, capsys.readouterr().err
+    matrix = json.loads((out / "metrics.json").read_text())["confusion_matrix"]
+    assert sum(map(sum, matrix)) == 5
+
+
 def test_demo_step_runs_or_says_which_command_makes_the_weights(capsys):
     from zoo.vision.cli import _demo
 

@@ -127,6 +127,14 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     return box[0]
 
 
+def live_place() -> tuple[int, int]:
+    """``(rank, world_size)`` of the live process group, ``(0, 1)`` without one: where the ranks' results can
+    be gathered (torchrun's environment alone, before a group starts, cannot gather anything)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 def barrier() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

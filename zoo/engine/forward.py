@@ -124,7 +124,9 @@ _WARNED_DROPS: set[type] = set()
 
 def _forward_keys(model: nn.Module) -> frozenset[str] | None:
     """The keyword names the model's ``forward`` takes (None: any, through ``**kwargs``), per class, once."""
-    inner = getattr(getattr(model, "module", model), "_orig_mod", getattr(model, "module", model))  # DDP, compile
+    from zoo.wrappers import unwrap
+
+    inner = unwrap(model)  # DDP's or torch.compile's wrapper: the forward it runs is the module's inside
     cls = type(inner)
     if cls not in _FORWARD_KEYS:
         try:

@@ -21,6 +21,7 @@ cheap fingerprint of the data source); ``zoo_train`` adds the network's architec
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -45,33 +46,19 @@ class Network:
         params = inspect.signature(self.zoo_data).parameters.values()
         return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "train"]
 
-    def _naming_data_options(self, call: str):
+    @contextlib.contextmanager
+    def _naming_data_options(self):
         """A context in which the loop's refusal of an option (``fit: unknown option(s) 'imagesize'``, which
         listed only the loop's options) lists the family's data options too, with its did-you-mean."""
-        import contextlib
-
         from zoo.engine.options import FitConfig, UnknownOptionError, check_options
 
-        @contextlib.contextmanager
-        def naming():
-            try:
-                yield
-            except UnknownOptionError as err:
-                name = getattr(self, "registry_name", None) or type(self).__name__
-                takes = [f.name for f in dataclasses.fields(FitConfig)] if call == "train" else \
-                    self._evaluate_options()
-                check_options(err.option_keys, f"zoo.{call} on {name}",
-                              {*takes, *self.zoo_data_options(), "val_data"} - {"config"})
-                raise
-
-        return naming()
-
-    @staticmethod
-    def _evaluate_options() -> list[str]:
-        from zoo.engine.evaluation import evaluate
-        from zoo.engine.options import keyword_options
-
-        return keyword_options(evaluate, skip=2) or []
+        try:
+            yield
+        except UnknownOptionError as err:
+            name = getattr(self, "registry_name", None) or type(self).__name__
+            takes = {f.name for f in dataclasses.fields(FitConfig)} - {"config"}
+            check_options(err.option_keys, f"zoo.train on {name}", {*takes, *self.zoo_data_options(), "val_data"})
+            raise
 
     def zoo_architecture(self) -> dict[str, Any]:
         """The settings that define the network (its config dataclass): recorded by every checkpoint of a
@@ -97,7 +84,7 @@ class Network:
         # training and validation sets given together ({"train": ..., "val": ...}, (train, val)) go through
         # the family's data hook apart, the second as val_data
         data, val = with_val(data, config.pop("val_data", None))
-        with self._naming_data_options("train"):
+        with self._naming_data_options():
             data, options = self.zoo_data(data, train=True, **config, **({} if val is None else {"val_data": val}))
             options = with_recipe(options, model=self.zoo_architecture())
             return fit(self, data, **{**self.zoo_recipe(train=True), **options})
@@ -105,12 +92,11 @@ class Network:
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:
         """``zoo.evaluate(network, data, **config)``: :func:`zoo.engine.evaluate` on the same data forms."""
         from zoo.engine.evaluation import evaluate
-        from zoo.engine.options import keyword_options, refuse_unknown_options
+        from zoo.engine.options import refuse_unknown_options
 
         if data is None:
             raise ValueError(f"zoo.evaluate({type(self).__name__}, data): data is required")
         data, options = self.zoo_data(data, train=False, **config)
         refuse_unknown_options(options, f"zoo.evaluate on {getattr(self, 'registry_name', None) or type(self).__name__}",
-                               evaluate, skip=2, also=[*(k for k in keyword_options(self.zoo_data) or () if k != "train"),
-                                                       *self.zoo_data_options()])
+                               evaluate, skip=2, also=self.zoo_data_options())
         return evaluate(self, data, **{**self.zoo_recipe(train=False), **options})

@@ -138,7 +138,7 @@ class SceneClassifierMixin:
 
     def fit_preprocessor(self, scene: Scene, train_mask: np.ndarray | None) -> None:
         """Fit (spectral normalisation +) standardisation + whitened PCA on the training pixels only."""
-        self.require_bands(scene)
+        self.require_bands(scene)  # before the PCA, whose fit would end in a shape error
         if self.unit_spectra:
             pixels, zero = unit_spectra(scene.pixels(train_mask))
             pixels = pixels[~zero]  # an all-zero pixel (no data) has no direction to learn from
@@ -239,7 +239,6 @@ class SceneClassifierMixin:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
                              f"{self.config.n_classes} (build it with n_classes={n_cls})")
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
-        self.require_bands(scene)  # before the PCA, whose fit would end in a shape error
         fit_mask, held_out = sp.train, None
         if val_fraction:
             if val_data is not None:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
+from zoo.rl import normalization
 from zoo.rl.td3 import TD3Agent
 
 __all__ = ["DeterministicPolicy"]
@@ -49,7 +50,7 @@ def _normalized_input(agent: TD3Agent) -> dict[str, object]:
     graph: the metadata says so, with the statistics (each wrapper's, outermost first; the innermost
     applies first), which the deployment applies as the wrapper does."""
     stats = agent.normalization
-    n = sum(1 for k in stats if k.startswith("obs_rms.") and k.endswith(".mean"))
+    n = normalization.counts(stats).get("obs_rms", 0)
     if not n:
         return {}
     return {"observation_normalization": (

@@ -737,8 +737,8 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
         meta = {"zoo.td3": checkpoint["describe"]}
     else:
         meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
-    if "zoo.td3" in meta:
-        saved = json.loads(meta["zoo.td3"])
+    saved = json.loads(meta["zoo.td3"]) if "zoo.td3" in meta else {}  # the file's description of its agent
+    if saved:
         obs_space, act_space, env_id = _file_spaces(agent, saved, path, (requested or {}).get("env") is not None)
         arch = tuple(saved.get("config", {}).get("net_arch", agent.config.net_arch))
         _refuse_other_arch(entry.name if entry is not None else path, arch, (requested or {}).get("net_arch"))
@@ -754,8 +754,7 @@ def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None
     agent.load_network_state_dict({k: v for k, v in tensors.items() if not k.startswith("normalization.")})
     stats = dict(checkpoint.get("normalization") or {}) if checkpoint is not None else {
         k.removeprefix("normalization."): v for k, v in tensors.items() if k.startswith("normalization.")}
-    _load_statistics(agent, stats, json.loads(meta["zoo.td3"]) if "zoo.td3" in meta else {}, path,
-                     (requested or {}).get("env"))
+    _load_statistics(agent, stats, saved, path, (requested or {}).get("env"))
     return agent
 
 

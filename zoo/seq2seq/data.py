@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.distributed import DistInfo, dist_info
+from zoo.engine.distributed import DistInfo, dist_info, live_place
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
@@ -199,8 +198,7 @@ class TokenBucketSampler(Sampler[list[int]]):
         rank, world = self._given
         if rank is None or world is None:
             # evaluation shards need a live group to gather the ranks' results; torchrun's env alone cannot
-            live = dist.is_available() and dist.is_initialized()
-            info = dist_info() if self.shuffle or live else DistInfo()
+            info = dist_info() if self.shuffle or live_place()[1] > 1 else DistInfo()
             rank, world = info.rank if rank is None else rank, info.world_size if world is None else world
         if not 0 <= rank < world:
             raise ValueError(f"rank={rank} is outside world_size={world}: give 0 <= rank < world_size, or leave "

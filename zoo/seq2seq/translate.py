@@ -23,7 +23,7 @@ from torch import Tensor
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
-from zoo.engine.distributed import all_gather_objects
+from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
 from zoo.seq2seq.data import read_lines
 from zoo.seq2seq.search import beam_search, greedy_search
@@ -185,7 +185,7 @@ def bleu_eval_fn(
     sources, references = list(sources), list(references)
 
     def eval_fn(model: Any, _val_data: Any = None) -> dict[str, float]:
-        rank, world = _live_place()
+        rank, world = live_place()
         share = sources[rank::world]
         mine = translate(model, share, beam_size=beam_size, batch_size=batch_size, amp=amp) if share else []
         hyps: list[str] = [""] * len(sources)
@@ -194,14 +194,6 @@ def bleu_eval_fn(
         return {key: corpus_bleu(hyps, references) / 100.0}
 
     return eval_fn
-
-
-def _live_place() -> tuple[int, int]:
-    """``(rank, world_size)`` of the live process group, ``(0, 1)`` without one: only a live group can gather
-    the ranks' translations (torchrun's env alone cannot)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
 
 
 def training_config(

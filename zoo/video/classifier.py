@@ -33,6 +33,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
+from zoo.inputs import visible_files
 
 if TYPE_CHECKING:
     import torch
@@ -85,11 +86,8 @@ def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None)
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise ValueError(f"{root}: class folder(s) {unknown} are not among the model's classes {classes}")
-    # hidden entries (macOS "._v.mp4" forks, .ipynb_checkpoints/) are no videos of the class, as zoo.predict
-    # skips them (zoo.inputs.collect_files): evaluate and predict score the same videos
-    files = {c: sorted(f for f in (root / c).rglob("*") if f.suffix.lower() in VIDEO_EXTENSIONS and f.is_file()
-                       and not any(part.startswith(".") for part in f.relative_to(root / c).parts))
-             for c in classes if (root / c).is_dir()}
+    # hidden entries (macOS "._v.mp4" forks) are no videos of the class: evaluate and predict score the same videos
+    files = {c: visible_files(root / c, VIDEO_EXTENSIONS) for c in classes if (root / c).is_dir()}
     if not any(files.values()):
         raise ValueError(f"{root}: no video files ({', '.join(VIDEO_EXTENSIONS)}) in class folders")
     empty = [c for c, fs in files.items() if not fs]

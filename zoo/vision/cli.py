@@ -73,7 +73,7 @@ def _default_out_dir() -> Path:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import zoo
     from zoo import fs
-    from zoo.vision.data import ImageFolderDataset, find_split
+    from zoo.vision.data import find_split, scored_folder
     from zoo.vision.evaluate import evaluate_classifier
     from zoo.vision.transforms import transforms_for
 
@@ -98,11 +98,13 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     zoo.save(model, out / "model.safetensors")
     report: dict[str, Any] = {"strategy": options["strategy"], "epochs": options["epochs"],
                               "best_metric": result.best_metric}
-    val_dir = find_split(Path(args.data), "val")
-    if val_dir is not None:
-        # read as finetune read it for validation: --strict and --set unknown_classes=skip hold here too
-        val = ImageFolderDataset(val_dir, transforms_for(model, image_size=options["image_size"]), classes=classes,
-                                 strict=options["strict"], unknown_classes=options.get("unknown_classes", "error"))
+    # the folder finetune validated on (--set val_data=DIR, else DATA/val), read as it read it: --strict and
+    # --set unknown_classes=skip hold here too; the report scored DATA/val whatever val_data was
+    val_dir = options.get("val_data") or find_split(Path(args.data), "val")
+    if isinstance(val_dir, (str, Path)):
+        val = scored_folder(val_dir, transforms_for(model, image_size=options["image_size"]), classes,
+                            strict=options["strict"], unknown_classes=options.get("unknown_classes", "error"),
+                            what="--set val_data")
         ev = evaluate_classifier(model, val, class_names=classes, confusion_png=out / "confusion.png")
         report.update(ev)
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "

@@ -37,6 +37,7 @@ from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from zoo._stacklevel import user_stacklevel
+from zoo.inputs import visible_files
 
 __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
            "to_rgb"]
@@ -190,14 +191,6 @@ def _is_image(path: Path) -> bool:
     return path.suffix.lower() in IMG_EXTENSIONS
 
 
-def _visible_files(folder: Path) -> list[Path]:
-    """The files below ``folder``, sorted, leaving out hidden ones and those in hidden folders (macOS ``._x.jpg``
-    forks, ``.ipynb_checkpoints/`` copies): no samples, as :func:`zoo.inputs.collect_files` leaves them out of
-    predict and torchvision's ``find_classes`` leaves out hidden class folders."""
-    return sorted(f for f in folder.rglob("*") if f.is_file()
-                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
-
-
 def _class_folders(found: Sequence[str], classes: Sequence[str]) -> dict[str, str]:
     """``{class: its folder name in found}`` for the classes that have one. A name matches exactly, else in
     Unicode NFC: macOS (and zips made there) write ``é`` as ``e`` + a combining accent (NFD), Linux as one
@@ -267,7 +260,7 @@ class ImageFolderDataset(Dataset):
         self.samples: list[tuple[str, int]] = []
         empty = []
         for cls in (c for c in self.classes if c not in self.absent_classes):
-            files = _visible_files(self.root / folders[cls])
+            files = visible_files(self.root / folders[cls])
             n_before = len(self.samples)
             for path in files:
                 if not _is_image(path):
@@ -301,7 +294,7 @@ class ImageFolderDataset(Dataset):
         """Class folders that ``classes`` does not list: their images could not be scored."""
         if not extra:
             return
-        counts = {c: sum(1 for f in _visible_files(self.root / c) if _is_image(f)) for c in extra}
+        counts = {c: sum(1 for f in visible_files(self.root / c) if _is_image(f)) for c in extra}
         listed = ", ".join(f"{c!r} ({n} images)" for c, n in counts.items())
         if policy == "error":
             raise ValueError(f"{self.root}: class folder(s) {listed} are not among the {len(self.classes)} classes "
