@@ -255,6 +255,23 @@ def test_callbacks_are_called_in_order_and_may_stop():
         fit(mlp(), xor_data(8), progress=False, callbacks=[lambda s: None])
 
 
+def test_callbacks_see_the_predictions_the_latest_validation_scored():
+    seen = []
+    val = xor_data(24, seed=1)
+    result = fit(mlp(), xor_data(32), val, epochs=2, batch_size=8, progress=False, metrics=["accuracy", "top2"],
+                 callbacks=[LambdaCallback(on_epoch_end=lambda state, row: seen.append(state.val_predictions))])
+    assert len(seen) == 2 and seen[0] is not seen[1]
+    last = seen[-1]
+    assert last.top.shape == (24, 2) and last.num_classes == 2 and torch.equal(last.targets, val[1])
+    with torch.no_grad():
+        assert torch.equal(last.top[:, 0], result.model.eval()(val[0]).argmax(1))  # the weights the run ended with
+    assert (last.top[:, 0] == last.targets).double().mean().item() == result.history[-1]["val_accuracy"]
+    regression = fit(nn.Linear(2, 1), (val[0], val[1].float()[:, None]), (val[0], val[1].float()[:, None]),
+                     epochs=1, progress=False, loss_fn=nn.functional.mse_loss,
+                     callbacks=[LambdaCallback(on_train_end=lambda state: seen.append(state.val_predictions))])
+    assert regression.history and seen[-1] is None  # no classification metrics: no predictions kept
+
+
 def test_csv_and_learning_curve_png(tmp_path):
     fit(mlp(), xor_data(64), xor_data(32), epochs=3, batch_size=16, progress=False, log_dir=tmp_path,
         metrics=("accuracy", "top2"))

@@ -19,6 +19,31 @@ def _folder(root):
     return root
 
 
+def test_finetune_reports_on_its_last_validation_without_reading_val_again(tmp_path, monkeypatch):
+    """The report (accuracy, per-class recall, confusion matrix) scored DATA/val a second time after the last
+    epoch's validation had scored the same weights: a whole extra pass over the validation images."""
+    import zoo.vision.data as data_mod
+
+    data = _folder(tmp_path / "data")
+    opened: list[str] = []
+    real_open = data_mod.open_rgb
+    monkeypatch.setattr(data_mod, "open_rgb", lambda path, **kw: opened.append(str(path)) or real_open(path, **kw))
+    args = ["finetune", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--image-size", "16",
+            "--amp", "none", "--model", "stem=cifar", "--set", f"checkpoint_dir={tmp_path / 'ckpt'}"]
+    assert main([*args, "--out-dir", str(tmp_path / "run")]) == 0
+    val = sorted(str(p) for p in (data / "val").rglob("*.png"))
+    assert sorted(p for p in opened if "/val/" in p) == val  # each validation image read once
+    first = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert sum(map(sum, first["confusion_matrix"])) == len(val)
+    # a resume with no epoch left scores nothing while training: the report reads DATA/val, same numbers
+    opened.clear()
+    with pytest.warns(UserWarning, match="nothing is trained"):
+        assert main([*args, "--resume", "--out-dir", str(tmp_path / "again")]) == 0
+    assert sorted(p for p in opened if "/val/" in p) == val
+    again = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert (again["confusion_matrix"], again["accuracy"]) == (first["confusion_matrix"], first["accuracy"])
+
+
 @pytest.mark.slow
 def test_finetune_predict_export_commands(tmp_path, capsys):
     data = _folder(tmp_path / "data")

@@ -51,6 +51,9 @@ class TrainState:
     stop_reason: str | None = None
     ema_model: torch.nn.Module | None = None  # with ema_decay: the averaged weights validation scores
     checkpoint_dir: Path | None = None  # where this run's epoch checkpoints are (a resumed run: the resumed one's)
+    # the latest validation's predictions (with classification metrics; evaluation.ClassPredictions): a report
+    # of the weights the run ended with can reuse them instead of scoring the validation set again
+    val_predictions: Any = None
 
     @property
     def eval_model(self) -> torch.nn.Module:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,7 +31,8 @@ from zoo.engine.forward import autocast, call_model, check_amp, default_loss, fo
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
 
-__all__ = ["call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk", "predict_outputs"]
+__all__ = ["ClassPredictions", "call_eval_fn", "evaluate", "evaluate_loader", "metric_keys", "metrics_from_topk",
+           "predict_outputs", "score_loader"]
 
 _TOPK = re.compile(r"^top(\d+)$")
 
@@ -48,12 +50,35 @@ def metric_keys(metrics: str | Iterable[str]) -> list[str]:
 
 
 
-@torch.inference_mode()
+@dataclass(frozen=True)
+class ClassPredictions:
+    """What a classification scoring predicted, every rank's samples gathered: ``top`` (N, k) each sample's
+    highest-scoring classes, best first (``top[:, 0]`` its prediction), ``targets`` (N,), and ``num_classes``
+    (the width of the outputs). ``fit`` keeps the latest validation's as ``TrainState.val_predictions``."""
+
+    top: torch.Tensor
+    targets: torch.Tensor
+    num_classes: int
+
+
 def evaluate_loader(
     model: nn.Module, loader: Iterable[Any], *, device: torch.device, forward_fn: Callable | None,
     loss_fn: Callable, metrics: list[str], amp: str | None, channels_last: bool, progress: bool,
     desc: str = "eval",
 ) -> dict[str, float]:
+    """The loss and ``metrics`` of ``model`` over ``loader`` (see :func:`score_loader`)."""
+    return score_loader(model, loader, device=device, forward_fn=forward_fn, loss_fn=loss_fn, metrics=metrics,
+                        amp=amp, channels_last=channels_last, progress=progress, desc=desc)[0]
+
+
+@torch.inference_mode()
+def score_loader(
+    model: nn.Module, loader: Iterable[Any], *, device: torch.device, forward_fn: Callable | None,
+    loss_fn: Callable, metrics: list[str], amp: str | None, channels_last: bool, progress: bool,
+    desc: str = "eval",
+) -> tuple[dict[str, float], ClassPredictions | None]:
+    """``(loss and metrics, the predictions they came from)``: the predictions only when ``metrics`` asks for
+    classification metrics (else None)."""
     from zoo._progress import ProgressBar
 
     kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
@@ -82,12 +107,13 @@ def evaluate_loader(
     loss_total = sum(g[0] for g in gathered)
     count = sum(g[1] for g in gathered)
     out: dict[str, float] = {"loss": loss_total / count if count else float("nan")}
-    if metrics:
-        p = torch.cat([t for g in gathered for t in g[2]]) if count else torch.zeros((0, 1), dtype=torch.long)
-        y = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0,), dtype=torch.long)
-        num_classes = max(g[4] for g in gathered)
-        out.update(metrics_from_topk(p, y, num_classes, metrics))
-    return out
+    if not metrics:
+        return out, None
+    p = torch.cat([t for g in gathered for t in g[2]]) if count else torch.zeros((0, 1), dtype=torch.long)
+    y = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0,), dtype=torch.long)
+    num_classes = max(g[4] for g in gathered)
+    out.update(metrics_from_topk(p, y, num_classes, metrics))
+    return out, ClassPredictions(p, y, num_classes)
 
 
 def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:

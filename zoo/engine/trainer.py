@@ -37,7 +37,7 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
-from zoo.engine.evaluation import call_eval_fn, evaluate_loader, metric_keys
+from zoo.engine.evaluation import call_eval_fn, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
@@ -492,9 +492,9 @@ class Trainer:
         cfg = self.cfg
         scored = self.state.eval_model
         if self.val_loader is not None:
-            val = evaluate_loader(scored, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn,
-                                  loss_fn=self.loss_fn, metrics=self.metric_keys, amp=self.amp,
-                                  channels_last=cfg.channels_last, progress=False)
+            val, self.state.val_predictions = score_loader(
+                scored, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn, loss_fn=self.loss_fn,
+                metrics=self.metric_keys, amp=self.amp, channels_last=cfg.channels_last, progress=False)
             row.update({f"val_{k}": v for k, v in val.items()})
         if cfg.eval_fn is not None:
             row.update({f"val_{k}": v for k, v in call_eval_fn(cfg.eval_fn, scored, self.val_data).items()})

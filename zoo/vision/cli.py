@@ -73,8 +73,9 @@ def _default_out_dir() -> Path:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import zoo
     from zoo import fs
+    from zoo.engine.callbacks import LambdaCallback
     from zoo.vision.data import find_split, scored_folder
-    from zoo.vision.evaluate import evaluate_classifier
+    from zoo.vision.evaluate import classifier_report, evaluate_classifier
     from zoo.vision.transforms import transforms_for
 
     if not Path(args.data).is_dir():
@@ -92,7 +93,9 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         if options.get("checkpoint_dir") is None:
             raise UsageError("--resume continues the run in a checkpoint folder: give it with --set checkpoint_dir=DIR")
         options["resume"] = True
-    result = zoo.finetune(model, args.data, **options)
+    ended: dict[str, Any] = {}  # the run's last validation, scored on the weights it ends with
+    keep = LambdaCallback(on_train_end=lambda state: ended.update(predictions=state.val_predictions))
+    result = zoo.finetune(model, args.data, callbacks=[keep], **options)
     model = result.model
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")
@@ -102,10 +105,15 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     # --set unknown_classes=skip hold here too; the report scored DATA/val whatever val_data was
     val_dir = options.get("val_data") or find_split(Path(args.data), "val")
     if isinstance(val_dir, (str, Path)):
-        val = scored_folder(val_dir, transforms_for(model, image_size=options["image_size"]), classes,
-                            strict=options["strict"], unknown_classes=options.get("unknown_classes", "error"),
-                            what="--set val_data")
-        ev = evaluate_classifier(model, val, class_names=classes, confusion_png=out / "confusion.png")
+        scored = ended.get("predictions")
+        if scored is not None and len(scored.targets):  # the last validation's: scoring DATA/val again repeated it
+            ev = classifier_report(scored.top[:, 0], scored.targets, scored.num_classes, class_names=classes,
+                                   confusion_png=out / "confusion.png")
+        else:  # a resumed run that had no epoch left: nothing was scored in this process
+            val = scored_folder(val_dir, transforms_for(model, image_size=options["image_size"]), classes,
+                                strict=options["strict"], unknown_classes=options.get("unknown_classes", "error"),
+                                what="--set val_data")
+            ev = evaluate_classifier(model, val, class_names=classes, confusion_png=out / "confusion.png")
         report.update(ev)
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
               + ", ".join(f"{k} {v:.3f}" for k, v in ev["per_class_recall"].items()))

@@ -15,7 +15,7 @@ from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 
-__all__ = ["evaluate_classifier", "predict_dataset"]
+__all__ = ["classifier_report", "evaluate_classifier", "predict_dataset"]
 
 
 @torch.no_grad()
@@ -46,14 +46,22 @@ def evaluate_classifier(model: nn.Module, data: Dataset | DataLoader, *, class_n
     """``{"accuracy", "per_class_recall": {class: recall}, "confusion_matrix": [[...]]}``; writes the
     row-normalised confusion matrix to ``confusion_png`` when given."""
     logits, targets = predict_dataset(model, data, batch_size=batch_size, amp=amp, device=device)
-    k = logits.shape[1]
+    return classifier_report(logits, targets, logits.shape[1], class_names=class_names, confusion_png=confusion_png)
+
+
+def classifier_report(scores_or_preds: torch.Tensor, targets: torch.Tensor, num_classes: int, *,
+                      class_names: Sequence[str] | None = None,
+                      confusion_png: str | os.PathLike | None = None) -> dict[str, Any]:
+    """:func:`evaluate_classifier`'s report from predictions already made: ``(N, K)`` scores or ``(N,)``
+    predicted classes, and the targets (``zoo finetune`` reports on its last validation's)."""
+    k = num_classes
     names = list(class_names) if class_names is not None else [str(i) for i in range(k)]
     if len(names) != k:
         raise ValueError(f"{len(names)} class names for a {k}-class model")
-    cm = M.confusion_matrix(logits, targets, k)
+    cm = M.confusion_matrix(scores_or_preds, targets, k)
     recall = M.per_class_recall(cm)
     out = {
-        "accuracy": M.accuracy(logits, targets),
+        "accuracy": M.accuracy(scores_or_preds, targets),
         "per_class_recall": {n: float(r) for n, r in zip(names, recall)},
         "confusion_matrix": [[int(v) for v in row] for row in cm.tolist()],
     }
