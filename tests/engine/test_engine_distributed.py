@@ -109,3 +109,19 @@ def test_two_process_gloo_matches_one_process(tmp_path, torchrun):
                     resume=first, **ns["KW"])
     for name, ref in got["a"].items():
         assert torch.allclose(alone.model.state_dict()[name], ref, atol=1e-5), name
+
+
+def test_evaluate_under_torchrun_without_a_process_group_scores_every_sample(monkeypatch):
+    """Each process scored its shard by torchrun's RANK / WORLD_SIZE and, with no group to gather the shards
+    with, reported its own half as the result."""
+    from zoo.engine import evaluate
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 4)
+    data = (torch.randn(10, 3), torch.arange(10) % 4)
+    alone = evaluate(model, data, metrics=["accuracy", "top2"], batch_size=4)
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert evaluate(model, data, metrics=["accuracy", "top2"], batch_size=4) == alone

@@ -26,7 +26,7 @@ from zoo.engine.data import (
     split_batch,
     train_val,
 )
-from zoo.engine.distributed import all_gather_objects, dist_info
+from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
 from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
@@ -183,7 +183,8 @@ def evaluate(
     ``metrics``: ``"accuracy"``, ``"topK"`` (``"top5"``), ``"average_accuracy"`` (= balanced accuracy),
     ``"kappa"``, ``"per_class_recall"`` (-> ``recall_0``, ``recall_1``, ...); default accuracy, none with a
     ``loss_fn`` of your own (as ``fit``). ``eval_fn(model, data)``
-    adds family metrics. Under DDP each rank scores its shard and the results are gathered.
+    adds family metrics. Under DDP each rank scores its shard and the results are gathered; under torchrun
+    without a live process group (no ``init_process_group``, so nothing to gather with) each process scores all.
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     The model's train/eval mode is restored afterwards.
     """
@@ -194,7 +195,7 @@ def evaluate(
     amp = check_amp(amp, device, model)
     keys = metric_keys(() if loss_fn is not None and metrics is DEFAULT_METRICS else metrics)  # as fit
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
-                            collate_fn=collate_fn, dist=dist_info(), pin_memory=device.type == "cuda")
+                            collate_fn=collate_fn, dist=DistInfo(*live_place()), pin_memory=device.type == "cuda")
     with contextlib.suppress(TypeError, AttributeError):  # no len(): an IterableDataset, scored as it comes
         if len(loader.dataset) == 0:  # scored, it was {'loss': nan, 'accuracy': nan}
             raise ValueError(f"evaluate: no samples to score (an empty {type(loader.dataset).__name__})")
