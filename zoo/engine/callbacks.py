@@ -24,11 +24,14 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from zoo._stacklevel import user_stacklevel
+
+if TYPE_CHECKING:
+    from zoo.engine.evaluation import ClassPredictions
 
 __all__ = ["Callback", "GradualUnfreeze", "LambdaCallback", "RestoreBest", "TrainState"]
 
@@ -51,9 +54,9 @@ class TrainState:
     stop_reason: str | None = None
     ema_model: torch.nn.Module | None = None  # with ema_decay: the averaged weights validation scores
     checkpoint_dir: Path | None = None  # where this run's epoch checkpoints are (a resumed run: the resumed one's)
-    # the latest validation's predictions (with classification metrics; evaluation.ClassPredictions): a report
-    # of the weights the run ended with can reuse them instead of scoring the validation set again
-    val_predictions: Any = None
+    # the latest validation's predictions (with classification metrics): a report of the weights the run ended
+    # with can reuse them instead of scoring the validation set again
+    val_predictions: ClassPredictions | None = None
 
     @property
     def eval_model(self) -> torch.nn.Module:
