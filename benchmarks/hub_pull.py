@@ -2,7 +2,7 @@
 
 The file: a torchvision ResNet18 state dict as safetensors (fp32, ~45 MB: the size of the largest
 file the zoo ships or pulls for vision), served by a local ``http.server`` on 127.0.0.1 (no network
-here). Ours: ``zoo.pull`` (stream to .part, full sha256, atomic rename, per-file lock). Peer:
+here). Ours: ``zoo.pull`` (stream to .part, full sha256 on a helper thread, atomic rename, per-file lock). Peer:
 ``torch.hub.download_url_to_file(url, dst, hash_prefix=...)`` (stream, sha256 prefix check, move).
 Repeats are interleaved (ours, peer, ours, ...) with a cold cache each time; medians and the ratio.
 

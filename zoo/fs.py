@@ -209,9 +209,10 @@ class _FdWriter(io.RawIOBase):
                 super().close()
 
 
-def open_fd_writer(fd: int) -> io.BufferedWriter:
-    """A buffered binary file object over ``fd`` whose bytes reach the disk through ``os.write``."""
-    return io.BufferedWriter(_FdWriter(fd), buffer_size=1 << 20)
+def open_fd_writer(fd: int, buffer_size: int = 1 << 20) -> io.BufferedWriter:
+    """A buffered binary file object over ``fd`` whose bytes reach the disk through ``os.write``. A write
+    larger than ``buffer_size`` goes to ``os.write`` without being copied into the buffer first."""
+    return io.BufferedWriter(_FdWriter(fd), buffer_size=buffer_size)
 
 
 def _fsync_dir(folder: Path) -> None:

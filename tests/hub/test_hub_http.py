@@ -303,3 +303,35 @@ def test_a_mirror_that_lacks_the_file_is_named_not_suggested(monkeypatch):
     said = str(_no_source_error("w", "0" * 64, ["HTTP 404"], False, False, 0, ""))
     assert "The mirror ZOO_WEIGHTS_URL=file:///srv/mirror does not have it either" in said
     assert "set ZOO_WEIGHTS_URL to a mirror" not in said
+
+
+def test_the_running_hash_is_hashlibs_over_blocks_of_every_size(tmp_path):
+    """Large blocks are hashed on a helper thread while the next one streams in: the digest must still see every
+    block once, in order (a small block hashed while a large one is in flight would reorder them), and a reset or
+    a re-sync from the .part file starts over from what is on disk."""
+    from zoo.hub.fetch import CHUNK, OVERLAP_MIN, _Digest
+
+    rng = torch.Generator().manual_seed(0)
+    sizes = [1, OVERLAP_MIN - 1, OVERLAP_MIN, 7, CHUNK, 3, 2 * CHUNK + 5, OVERLAP_MIN + 1, 0, 11]
+    blocks = [bytes(torch.randint(0, 256, (n,), dtype=torch.uint8, generator=rng).tolist()) for n in sizes]
+    with _Digest() as digest:
+        for block in blocks:
+            digest.update(block)
+        assert digest.n == sum(sizes) and digest.hexdigest() == hashlib.sha256(b"".join(blocks)).hexdigest()
+        digest.reset()
+        digest.update(blocks[4])
+        part = tmp_path / "file.part"
+        part.write_bytes(blocks[6])  # the file on disk is not what the running hash saw: sync re-reads it
+        digest.sync(part)
+        assert digest.hexdigest() == hashlib.sha256(blocks[6]).hexdigest()
+
+
+def test_a_pull_that_fails_its_hash_leaves_no_hashing_thread(resnet18_pth, weights_home, server):
+    """The helper thread of the running hash ends with the pull, the failed ones included."""
+    import threading
+
+    path, _, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    with pytest.raises(hub.HashMismatchError):
+        hub.resolve(f"{server.url}/{path.name}#sha256={'0' * 64}", model="resnet18")
+    assert [t.name for t in threading.enumerate() if t.name.startswith("zoo-sha256")] == []
