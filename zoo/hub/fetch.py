@@ -131,9 +131,10 @@ class _Digest:
 
     A block of :data:`OVERLAP_MIN` bytes or more is hashed on a helper thread while the next one is received
     and written (hashlib lets go of the GIL on large blocks), one block in flight: hashing ran at ~1.1 GB/s on
-    an AMX Xeon, over half of a local 46.8 MB pull, and serialised with the receive it made ``zoo.pull`` 1.16x
-    torch.hub's time (benchmarks/hub_pull.py). Blocks reach the hash in the order given; a block is held until
-    hashed, so it must be ``bytes`` (a buffer the caller refills would change under the hash)."""
+    an AMX Xeon, over half of a local 46.8 MB pull. Interleaved A/B there (15 pulls each, twice): 69.4-70.0 ms
+    hashing inline vs 59.4-60.3 ms with the helper on 2 cores; on one core (taskset) 75.2 vs 76.5-76.7 ms, the
+    hand-over's cost. Blocks reach the hash in the order given; a block is held until hashed, so it must be
+    ``bytes`` (a buffer the caller refills would change under the hash)."""
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
@@ -160,7 +161,6 @@ class _Digest:
             pending.result()
 
     def sync(self, part: Path) -> None:
-        self._wait()
         size = part.stat().st_size if part.exists() else 0
         if size != self.n:
             self.reset()
@@ -215,8 +215,9 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
 def _open_part(part: Path, append: bool):
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
     try:
-        # a small buffer: the blocks a fast server sends (up to CHUNK) go to the file without being copied
-        # into it first (4 ms of a 46.8 MB pull with a CHUNK-sized buffer); a slow server's few-kB reads still pool
+        # a small buffer: the blocks a fast server sends (up to CHUNK) go to the file without being copied into it
+        # first; a slow server's few-kB reads still pool. A/B on the AMX Xeon (46.8 MB, 15 pulls each, twice): the
+        # same on 2 cores (the copy hides behind the hash), 76.5-76.7 -> 71.1-72.7 ms on one core
         return fs.open_fd_writer(fs.open_nofollow(part, flags), buffer_size=OVERLAP_MIN)
     except fs.FsError:
         raise
