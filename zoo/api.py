@@ -113,11 +113,16 @@ def _xy(data: Any, what: str) -> tuple[Any, Any]:
     return data
 
 
-def _home_expanded(data: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _home_expanded(data: Any, config: dict[str, Any], call: str) -> tuple[Any, dict[str, Any]]:
     """``data`` and the path options beside it (``val_data``, ``labels``, ``splits``) with ``~`` expanded, as
-    torchvision's data sets and ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`)."""
+    torchvision's data sets and ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`); a loader
+    option that a DataLoader in them keeps its own value of is said to be ignored
+    (:func:`zoo.engine.data.say_what_a_ready_loader_ignores`: here, where ``config`` is the caller's own, not a
+    family's recipe)."""
+    from zoo.engine.data import say_what_a_ready_loader_ignores
     from zoo.inputs import expand_home
 
+    say_what_a_ready_loader_ignores(data, config, f"zoo.{call}")
     paths = {k: expand_home(config[k]) for k in ("val_data", "labels", "splits") if k in config}
     return expand_home(data), {**config, **paths}
 
@@ -156,14 +161,16 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
-    total_steps, eval_every, ... for agents; split, search, ... for pipelines). By name, the model's initial
+    total_steps, eval_every, ... for agents; split, search, ... for pipelines). A DataLoader given as data keeps
+    its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``: one of them given here with another
+    value is not applied, and a warning says so. By name, the model's initial
     weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same seed, data and
     precision repeat the run. A model passed in keeps the weights it was built with: ``seed`` then fixes the
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
     with _naming_config_keys(model_or_name, "train"):
-        data, config = _home_expanded(data, config)
+        data, config = _home_expanded(data, config, "train")
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
         # the agent for that environment
         implied_by = data if data is not None else config.get("env")
@@ -202,7 +209,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
     with _naming_config_keys(model_or_name, "finetune"):
-        data, config = _home_expanded(data, config)
+        data, config = _home_expanded(data, config, "finetune")
         if isinstance(model_or_name, str):
             # the family makes the new head once the model exists: its weights come from the seeded generators too
             name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
@@ -240,7 +247,7 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     [-1, 1]), with the same metric names in every family."""
     model = strip_parallel(_named(model), "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
-    data, config = _home_expanded(data, config)
+    data, config = _home_expanded(data, config, "evaluate")
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
     if _is_module(model):

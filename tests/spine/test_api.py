@@ -201,3 +201,48 @@ def test_a_config_setting_given_to_train_says_where_it_belongs():
     with pytest.raises(TypeError, match=r"^zoo\.train on resnet18: unknown option\(s\) 'epohcs' \(did you mean "
                                         r"'epochs'\?\)"):
         zoo.train("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), epohcs=1)  # a typo: as was
+
+
+# --- a DataLoader given as data batches by itself ------------------------------------------------------------
+def _loader(batch_size=4, **kw):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    return DataLoader(TensorDataset(torch.randn(8, 3), torch.randint(0, 2, (8,))), batch_size=batch_size, **kw)
+
+
+@pytest.mark.parametrize(("call", "data", "option", "match"), [
+    ("train", "loader", {"batch_size": 8}, (r"zoo.train: batch_size=8 is not applied: data is a DataLoader, which "
+                                             r"runs with batch_size=4; build the DataLoader with batch_size=8")),
+    ("train", "pair", {"num_workers": 2}, r"num_workers=2 is not applied: the validation data is a DataLoader"),
+    ("train", "dict", {"drop_last": True}, r"drop_last=True is not applied: the training data is a DataLoader"),
+    ("train", "val_data", {"batch_size": 2}, r"batch_size=2 is not applied: val_data is a DataLoader"),
+    ("evaluate", "loader", {"batch_size": 8}, r"zoo.evaluate: batch_size=8 is not applied"),
+    ("evaluate", "loader", {"collate_fn": lambda b: b}, (r"collate_fn='<lambda>' is not applied: .*runs with "
+                                                          r"collate_fn='default_collate'")),
+])
+def test_a_loader_option_a_given_dataloader_ignores_is_said(call, data, option, match):
+    xy = (torch.randn(8, 3), torch.randint(0, 2, (8,)))
+    data, extra = {"loader": (_loader(), {}),
+                   "pair": ((xy, _loader(num_workers=0)), {}),
+                   "dict": ({"train": _loader(), "val": xy}, {}),
+                   "val_data": (xy, {"val_data": _loader()})}[data]
+    with pytest.warns(UserWarning, match=match) as seen:
+        result = getattr(zoo, call)(torch.nn.Linear(3, 2), data, **extra, **option,
+                                    **({"epochs": 1, "progress": False} if call == "train" else {}))
+    assert seen[0].filename == __file__  # it points at the call
+    if call == "train" and "batch_size" in option and "val_data" not in extra:
+        assert result.history[0]["step"] == 2  # 8 samples in the loader's batches of 4, not in one of 8
+
+
+def test_loader_options_equal_to_the_given_dataloaders_pass_quietly(recwarn):
+    from torch.utils.data import default_collate
+
+    model = torch.nn.Linear(3, 2)
+    loader = _loader(batch_size=4)
+    result = zoo.train(model, loader, batch_size=4, num_workers=0, drop_last=False, collate_fn=None, epochs=1,
+                       progress=False)
+    assert len(result.history) == 1
+    assert set(zoo.evaluate(model, loader, batch_size=4, collate_fn=default_collate)) >= {"accuracy"}
+    # a Dataset is batched by zoo: batch_size applies
+    assert zoo.train(model, loader.dataset, batch_size=8, epochs=1, progress=False).history[0]["step"] == 1
+    assert not [w for w in recwarn if "is not applied" in str(w.message)]

@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, TensorDataset
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    IterableDataset,
+    Sampler,
+    TensorDataset,
+    default_collate,
+)
 
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
 __all__ = ["ShardSampler", "as_dataset_if_xy", "inference_placement", "model_device", "model_dtype", "move_batch",
-           "prepare_loader", "run_device", "same_device", "set_loader_epoch", "split_batch", "train_val", "with_val",
-           "xy_dataset"]
+           "prepare_loader", "run_device", "same_device", "say_what_a_ready_loader_ignores", "set_loader_epoch",
+           "split_batch", "train_val", "with_val", "xy_dataset"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -158,6 +167,43 @@ def with_val(data: Any, val_data: Any) -> tuple[Any, Any]:
     if val_data is not None:
         raise ValueError("validation data given twice: in the data (train, val) and as val_data")
     return pair
+
+
+LOADER_OPTIONS = ("batch_size", "num_workers", "collate_fn", "drop_last")
+"""Options that make a DataLoader: a loader given as data has its own, and the engine passes it through."""
+
+
+def say_what_a_ready_loader_ignores(data: Any, options: Mapping[str, Any], call: str) -> None:
+    """Warn about each option of :data:`LOADER_OPTIONS` that a DataLoader in ``data`` (or
+    ``options["val_data"]``) keeps its own value of: ``zoo.train(model, loader_of_32, batch_size=64)`` trains
+    on batches of 32, and said nothing. A value equal to the loader's changes nothing and passes quietly. A
+    warning, as for a ready optimizer's ``lr`` (:mod:`zoo.engine.optim`): the run is the loader's, as asked."""
+    from zoo._stacklevel import user_stacklevel
+
+    given = {k: options[k] for k in LOADER_OPTIONS if k in options}
+    if not given:
+        return
+    if isinstance(data, Mapping):  # {"train": ..., "val": ...}, as train_val reads it
+        found = [("the training data", data.get("train"))] + [("the validation data", data.get(k)) for k in VAL_KEYS]
+    elif isinstance(data, (tuple, list)) and len(data) == 2 and any(isinstance(d, DataLoader) for d in data):
+        found = [("the training data", data[0]), ("the validation data", data[1])]
+    else:
+        found = [("data", data)]
+    for where, loader in [*found, ("val_data", options.get("val_data"))]:
+        if not isinstance(loader, DataLoader):
+            continue
+        for key, want in given.items():
+            have = loader.batch_size if key == "batch_size" else getattr(loader, key)
+            if key == "collate_fn" and want is None:
+                want = default_collate  # what DataLoader itself uses when given none
+            if want is have or (key != "collate_fn" and want == have):
+                continue
+            asked = f"{key}={getattr(want, '__name__', want)!r}"
+            own = ("batches with its own batch_sampler" if key == "batch_size" and have is None
+                   else f"runs with {key}={getattr(have, '__name__', have)!r}")
+            warnings.warn(f"{call}: {asked} is not applied: {where} is a DataLoader, which {own}; build the "
+                          f"DataLoader with {asked}, or pass its dataset and zoo makes the loader with it",
+                          stacklevel=user_stacklevel())
 
 
 def as_dataset_if_xy(data: Any) -> Any:
