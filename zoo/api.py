@@ -113,12 +113,12 @@ def _xy(data: Any, what: str) -> tuple[Any, Any]:
     return data
 
 
-def _home_expanded(data: Any, config: dict[str, Any], call: str) -> tuple[Any, dict[str, Any]]:
-    """``data`` and the path options beside it (``val_data``, ``labels``, ``splits``) with ``~`` expanded, as
-    torchvision's data sets and ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`); a loader
-    option that a DataLoader in them keeps its own value of is said to be ignored
-    (:func:`zoo.engine.data.say_what_a_ready_loader_ignores`: here, where ``config`` is the caller's own, not a
-    family's recipe)."""
+def _callers_data(data: Any, config: dict[str, Any], call: str) -> tuple[Any, dict[str, Any]]:
+    """The caller's ``data`` and options as the loops take them: the path options beside it (``val_data``,
+    ``labels``, ``splits``) and ``data`` with ``~`` expanded, as torchvision's data sets and
+    ``zoo.build(weights=)`` expand it (:func:`zoo.inputs.expand_home`), and a loader option that a DataLoader in
+    them keeps its own value of said to be ignored (:func:`zoo.engine.data.say_what_a_ready_loader_ignores`:
+    here, where ``config`` is still the caller's own, before a family merges its recipe in)."""
     from zoo.engine.data import say_what_a_ready_loader_ignores
     from zoo.inputs import expand_home
 
@@ -170,7 +170,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
     with _naming_config_keys(model_or_name, "train"):
-        data, config = _home_expanded(data, config, "train")
+        data, config = _callers_data(data, config, "train")
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
         # the agent for that environment
         implied_by = data if data is not None else config.get("env")
@@ -209,7 +209,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: 
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
     with _naming_config_keys(model_or_name, "finetune"):
-        data, config = _home_expanded(data, config, "finetune")
+        data, config = _callers_data(data, config, "finetune")
         if isinstance(model_or_name, str):
             # the family makes the new head once the model exists: its weights come from the seeded generators too
             name, weights = registry.split_weights_name(model_or_name, weights)  # "resnet18.cifar10" names both
@@ -247,7 +247,7 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     [-1, 1]), with the same metric names in every family."""
     model = strip_parallel(_named(model), "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
-    data, config = _home_expanded(data, config, "evaluate")
+    data, config = _callers_data(data, config, "evaluate")
     if isinstance(model, Trainable):
         return model.zoo_evaluate(data, **config)
     if _is_module(model):

@@ -183,12 +183,8 @@ def say_what_a_ready_loader_ignores(data: Any, options: Mapping[str, Any], call:
     given = {k: options[k] for k in LOADER_OPTIONS if k in options}
     if not given:
         return
-    if isinstance(data, Mapping):  # {"train": ..., "val": ...}, as train_val reads it
-        found = [("the training data", data.get("train"))] + [("the validation data", data.get(k)) for k in VAL_KEYS]
-    elif isinstance(data, (tuple, list)) and len(data) == 2 and any(isinstance(d, DataLoader) for d in data):
-        found = [("the training data", data[0]), ("the validation data", data[1])]
-    else:
-        found = [("data", data)]
+    pair = train_val(data)
+    found = [("data", data)] if pair is None else [("the training data", pair[0]), ("the validation data", pair[1])]
     for where, loader in [*found, ("val_data", options.get("val_data"))]:
         if not isinstance(loader, DataLoader):
             continue
