@@ -44,6 +44,7 @@ __all__ = [
     "command_line",
     "cpu_kind",
     "cpu_uarch",
+    "gemm_pulse",
     "interleave",
     "machine_info",
     "markdown_table",
@@ -146,10 +147,56 @@ def result_file(name: str, ext: str = "json", folder: Path = RESULTS_DIR) -> Pat
     return folder / f"{result_name(name)}.{ext}"
 
 
+PULSE_N = 1024
+"""Side of the square products :func:`gemm_pulse` times (2.1 GFLOP each)."""
+
+
+def gemm_pulse(rounds: int = 5, min_time: float = 0.04) -> dict[str, float]:
+    """How fast this CPU multiplies matrices at the time of the call: GFLOP/s of one thread on
+    ``PULSE_N``-square products, the median of ``rounds`` rounds of at least ``min_time`` s, in fp32 and,
+    where the CPU computes it natively, bf16 (elsewhere a bf16 product takes seconds). About half a second.
+
+    Recorded with every result (``machine["gemm_gflops_1thread"]``) because the VMs these benchmarks run on
+    change speed under them. On the AMX Xeon VM of 2026-12-05 (family 6 model 207, nothing else running):
+    the second epoch of a CIFAR ResNet18 run took 1.5x as long as the first (680 s vs 453 s, 14:11-14:30
+    UTC); one thread's bf16 products ran at 356-1138 GFLOP/s and its fp32 ones at 77-151 between 14:32 and
+    14:50; and in 150 s of back-to-back pulses from 14:53, most read fp32 150-165 and bf16 1090-1180, while
+    about one in twelve fell to bf16 420-860 (fp32 down to 96-110) for a second or two. So a pulse is a
+    snapshot: it tells a VM that is slow for minutes from one that is fast, not the short bursts within a
+    run; the absolute figures of two results compare only as far as their pulses agree, and a ratio of ours
+    and a peer interleaved in one run, which share the bursts, is the figure that holds."""
+    import torch
+
+    dtypes = {"fp32": torch.float32}
+    if native_bf16():
+        dtypes["bf16"] = torch.bfloat16
+    flop = 2 * PULSE_N**3
+    pulse: dict[str, float] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(0)
+        for name, dtype in dtypes.items():
+            a = torch.randn(PULSE_N, PULSE_N, generator=g).to(dtype)
+            b = torch.randn(PULSE_N, PULSE_N, generator=g).to(dtype)
+            a @ b  # the BLAS picks and packs its kernel on the first call
+            rates = []
+            for _ in range(rounds):
+                n, t0 = 0, time.perf_counter()
+                while n == 0 or time.perf_counter() - t0 < min_time:
+                    a @ b
+                    n += 1
+                rates.append(n * flop / (time.perf_counter() - t0) / 1e9)
+            pulse[name] = round(statistics.median(rates), 1)
+    finally:
+        torch.set_num_threads(threads)
+    return pulse
+
+
 def machine_info() -> dict[str, Any]:
     """``{cpu, cores, torch, threads}`` + the CPU kind, its vendor/family/model, its relevant flags (avx2,
-    avx512f, avx512_bf16, amx_bf16; ISA caps when set), what ``amp="auto"`` picks per op kind, python,
-    platform, gpu when CUDA is there."""
+    avx512f, avx512_bf16, amx_bf16; ISA caps when set), what ``amp="auto"`` picks per op kind, the GEMM
+    throughput of one thread at this moment (:func:`gemm_pulse`), python, platform, gpu when CUDA is there."""
     info: dict[str, Any] = {"cpu": _cpu_model(), "cores": len(os.sched_getaffinity(0))
                             if hasattr(os, "sched_getaffinity") else os.cpu_count()}
     feats = _cpu_features()
@@ -167,6 +214,7 @@ def machine_info() -> dict[str, Any]:
 
         info["torch"] = torch.__version__
         info["threads"] = torch.get_num_threads()
+        info["gemm_gflops_1thread"] = gemm_pulse()
         if torch.cuda.is_available():
             info["gpu"] = torch.cuda.get_device_name(0)
     except ImportError:
@@ -284,9 +332,12 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     cpu = f"{m.get('cpu', '?')} ({m['cpu_kind']}{': ' + flags if flags else ''}{ident})" if "cpu_kind" in m \
         else m.get("cpu", "?")
     cpu += f' · amp="auto": {auto}' if auto else ""
+    pulse = m.get("gemm_gflops_1thread") or {}
+    pulse_text = (" · one thread's GEMM at the end: " + ", ".join(f"{k} {_fmt(v)}" for k, v in pulse.items())
+                  + " GFLOP/s") if pulse else ""
     lines = [f"### {result['benchmark']}", "",
              (f"{result.get('date', '?')} · {cpu} · {m.get('cores', '?')} cores · "
-             f"torch {m.get('torch', '?')} · {m.get('threads', '?')} threads  "),
+             f"torch {m.get('torch', '?')} · {m.get('threads', '?')} threads{pulse_text}  "),
              f"`{result.get('command', '')}`", ""]
     keys = list(metrics) + [k for p in peers.values() for k in p if k not in metrics]
     keys = list(dict.fromkeys(keys))
@@ -312,8 +363,8 @@ _README_HEAD = """# Benchmarks
 
 One script per claim. Each measures ours and its peer in the same run, with the same settings,
 interleaved, and reports medians and ratios in `results/<name>.json`
-(`{"benchmark", "date", "machine": {cpu, cpu_kind, cpu_flags, cores, torch, threads}, "command", "metrics",
-"peers", "ratios"}`); a run on a CPU kind other than the reference AMX Xeon writes `results/<name>.<kind>.json`
+(`{"benchmark", "date", "machine": {cpu, cpu_kind, cpu_flags, cores, torch, threads, gemm_gflops_1thread},
+"command", "metrics", "peers", "ratios"}`); a run on a CPU kind other than the reference AMX Xeon writes `results/<name>.<kind>.json`
 (`<kind>-<uarch>` for a second microarchitecture of a kind).
 Run one under the shared CPU lock, from the repository root:
 

@@ -58,6 +58,30 @@ def test_results_json_and_readme_from_all_results(harness, tmp_path, capsys):
     assert not [p for p in tmp_path.rglob(".*.tmp")]
 
 
+def test_results_record_one_threads_gemm_throughput_when_written(harness, monkeypatch, tmp_path):
+    """The VMs change speed between and within runs: each result says how fast the CPU multiplied when it was
+    written (fp32, and bf16 only where the CPU has it natively), and its README table shows it."""
+    import torch
+
+    pulse = harness.gemm_pulse(rounds=2, min_time=0.01)
+    assert set(pulse) == ({"fp32", "bf16"} if harness.native_bf16() else {"fp32"})
+    assert all(v > 0.5 for v in pulse.values()), pulse  # GFLOP/s: any CPU torch runs on does more than this
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setattr(harness, "native_bf16", lambda: False)
+        assert set(harness.gemm_pulse(rounds=1, min_time=0.0)) == {"fp32"}
+        assert torch.get_num_threads() == 2  # timed on one thread, the caller's setting given back
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setattr(harness, "gemm_pulse", lambda: {"fp32": 126.04, "bf16": 431.0})
+    readme = tmp_path / "README.md"
+    path = harness.write_result("gamma", metrics={"fps": 1.0}, results_dir=tmp_path / "results", readme=readme,
+                                command="python benchmarks/g.py")
+    assert json.loads(path.read_text())["machine"]["gemm_gflops_1thread"] == {"fp32": 126.04, "bf16": 431.0}
+    assert "one thread's GEMM at the end: fp32 126, bf16 431 GFLOP/s" in readme.read_text()
+
+
 @pytest.mark.parametrize(("ident", "uarch"), [
     ("AuthenticAMD family 25 model 1 stepping 1", "zen3"),
     ("AuthenticAMD family 25 model 17 stepping 1", "zen4"),
