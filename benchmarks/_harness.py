@@ -179,14 +179,7 @@ def gemm_pulse(rounds: int = 5, min_time: float = 0.04) -> dict[str, float]:
         for name, dtype in dtypes.items():
             a = torch.randn(PULSE_N, PULSE_N, generator=g).to(dtype)
             b = torch.randn(PULSE_N, PULSE_N, generator=g).to(dtype)
-            a @ b  # the BLAS picks and packs its kernel on the first call
-            rates = []
-            for _ in range(rounds):
-                n, t0 = 0, time.perf_counter()
-                while n == 0 or time.perf_counter() - t0 < min_time:
-                    a @ b
-                    n += 1
-                rates.append(n * flop / (time.perf_counter() - t0) / 1e9)
+            rates = [flop / per_call(lambda a=a, b=b: a @ b, min_time) / 1e9 for _ in range(rounds)]
             pulse[name] = round(statistics.median(rates), 1)
     finally:
         torch.set_num_threads(threads)

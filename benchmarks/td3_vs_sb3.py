@@ -248,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     if earlier:
         # which variant came from which run: each keeps its own command, date and machine
         extra["runs"] = {v: {k: e[k] for k in ("command", "date", "machine", "seeds")} for v, e in earlier.items()}
-        extra["runs"].update({v: {"command": command_line(), "date": _dt.datetime.now(_dt.timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"), "machine": machine_info(), "seeds": args.seeds} for v in runs})
+        this_run = {"command": command_line(), "date": _dt.datetime.now(_dt.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"), "machine": machine_info(), "seeds": args.seeds}  # one record for all its variants
+        extra["runs"].update({v: dict(this_run) for v in runs})
         if earlier_published := next((e["published"] for e in earlier.values() if e.get("published")), None):
             extra["published"] = earlier_published
     if args.publish:
