@@ -8,9 +8,11 @@ import spectral
 from spectral.io import envi
 
 from zoo.hyperspectral import HyperspectralPCA, Scene, open_envi
+from zoo.hyperspectral import pca as pca_module
 from zoo.hyperspectral.preprocessing import (
     BandStandardizer,
     MinMaxNormalizer,
+    _all_finite,
     pixel_view,
     remove_water_bands,
     valid_pixel_mask,
@@ -98,6 +100,53 @@ def test_fortran_ordered_and_integer_cubes_give_the_same_pca_and_maps():
     np.testing.assert_allclose(small.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
     std = BandStandardizer().fit(cube)
     np.testing.assert_allclose(std.transform(fortran), std.transform(cube), rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "uint16", "pixels"])
+def test_covariance_centred_a_few_pixels_at_a_time_equals_numpy(monkeypatch, layout):
+    # the scatter is centred in one reused scratch block (zoo.hyperspectral.pca._SCATTER_BYTES); 7 pixels a
+    # block here, so a 21x13 cube takes 39 blocks, the last one short
+    monkeypatch.setattr(pca_module, "_SCATTER_BYTES", 9 * 8 * 7)
+    cube = _cube(21, 13, 9)
+    X = {"C": cube, "F": np.asfortranarray(cube), "uint16": np.asfortranarray(np.round(cube * 100).astype(np.uint16)),
+         "pixels": cube.reshape(-1, 9)}[layout]
+    kept = X.copy()
+    got = HyperspectralPCA(n_components=None).fit(X)
+    np.testing.assert_array_equal(X, kept)  # the caller's pixels are read, never written
+    P = X.reshape(-1, 9).astype(np.float64)
+    np.testing.assert_allclose(got.mean_, P.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(got.covariance_, np.cov(P.T), rtol=1e-10, atol=1e-10 * np.abs(np.cov(P.T)).max())
+    assert got.n_samples_seen_ == P.shape[0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_inf_found_by_the_covariance_pass_names_the_pixel(monkeypatch, bad):
+    # fit checks NaN/inf in its one pass over the pixels (CovarianceAccumulator.all_finite), not beforehand: a
+    # bad value in a late block (and not in the block the shift comes from) is still refused, saying where
+    monkeypatch.setattr(pca_module, "_SCATTER_BYTES", 9 * 8 * 7)
+    cube = _cube(21, 13, 9)
+    cube[17, 11, 5] = bad
+    for X in (cube, np.asfortranarray(cube)):
+        with pytest.raises(ValueError, match=r"NaN or infinity in 1 pixel \(at \(row, col\) \(17, 11\)\)"):
+            HyperspectralPCA().fit(X)
+    with pytest.raises(ValueError, match="Input X contains (NaN|infinity)"):  # (N, C) pixels: scikit-learn's words
+        HyperspectralPCA().fit(cube.reshape(-1, 9))
+    mask = np.ones(cube.shape[:2], bool)
+    mask[17, 11] = False  # the pixel the mask leaves out may hold anything
+    assert np.isfinite(HyperspectralPCA(n_components=3).fit(cube, mask=mask).components_).all()
+    assert np.isfinite(HyperspectralPCA(n_components=3).fit(cube.reshape(-1, 9), mask=mask.ravel()).components_).all()
+
+
+def test_finite_pixels_too_large_for_a_float64_sum_are_not_called_nan():
+    huge = np.full((4, 5, 3), 1e307)
+    huge[..., 1] = -1e307
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(huge.sum())
+    assert _all_finite(huge) and not _all_finite(np.where(np.eye(4, 5, dtype=bool)[..., None], np.nan, huge))
+    with pytest.raises(ValueError, match="too large for a float64 covariance"):
+        HyperspectralPCA().fit(huge)
+    with np.errstate(over="ignore"):
+        BandStandardizer(with_std=False).fit(huge)  # checked as finite: no NaN/inf error
 
 
 def test_out_of_core_pca_equals_in_memory(tmp_path):

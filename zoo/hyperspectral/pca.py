@@ -36,10 +36,18 @@ __all__ = ["CovarianceAccumulator", "HyperspectralPCA"]
 # Pixels per block of the projection: about 8 MB of float64 at 200 bands, so an integer cube is converted
 # a few thousand pixels at a time instead of into one float64 copy (2-4 ms less for Indian Pines).
 _PROJECT_BYTES = 8 << 20
+# Bytes of the float64 scratch block the covariance is centred in: one buffer reused for every few thousand
+# pixels instead of a centred copy of the whole input (33 MB for Indian Pines, whose pages fault in again
+# at every fit), and the mean and column sums read each block once
+_SCATTER_BYTES = 8 << 20
 
 
 class CovarianceAccumulator:
-    """Streaming mean and covariance of ``(N, C)`` blocks (shifted by the first block's mean, for accuracy)."""
+    """Streaming mean and covariance of ``(N, C)`` blocks, shifted by the mean of the first pixels seen (any
+    value near the mean keeps the scatter matrix's cancellation small; the sums correct for it exactly).
+
+    ``all_finite()`` tells after the pass whether every pixel was finite: a NaN or infinity anywhere makes
+    its band's sum non-finite, so the input needs no check of its own beforehand."""
 
     def __init__(self, n_features: int) -> None:
         self.n = 0
@@ -47,20 +55,33 @@ class CovarianceAccumulator:
         self.sum = np.zeros(n_features)
         self.scatter = np.zeros((n_features, n_features))
 
-    def update(self, block: np.ndarray, owned: bool = False) -> None:
-        """Add ``(n, C)`` pixels of any real dtype and memory order; ``owned``: ``block`` is a float64
-        scratch copy that may be overwritten (a float64 view of the caller's data is never written)."""
-        if block.shape[0] == 0:
+    def update(self, block: np.ndarray) -> None:
+        """Add ``(n, C)`` pixels of any real dtype and memory order (never written)."""
+        n, c = block.shape
+        if n == 0:
             return
-        arr = np.asarray(block, dtype=np.float64)
-        owned = owned or (arr is not block and not np.may_share_memory(arr, block))
-        if self.shift is None:
-            self.shift = arr.mean(axis=0)
-        # centred in place where the float64 array is ours: another 33 MB array costs its page faults again
-        d = np.subtract(arr, self.shift, out=arr if owned else None)  # (n, C)
-        self.n += d.shape[0]
-        self.sum += d.sum(axis=0)
-        self.scatter += d.T @ d  # BLAS syrk: the whole cost of the fit
+        rows = max(256, _SCATTER_BYTES // (8 * max(1, c)))
+        # the scratch in the pixels' own order: a Fortran-ordered view (a .mat cube's pixels) is read band by band
+        order = "F" if block.flags.f_contiguous and not block.flags.c_contiguous else "C"
+        scratch = np.empty((min(rows, n), c), order=order)
+        # NaN/inf pixels are reported by all_finite() after the pass, not as numpy's warnings in it
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.shift is None:
+                self.shift = np.asarray(block[:rows], dtype=np.float64).mean(axis=0)
+            for i in range(0, n, rows):
+                d = scratch[:min(rows, n - i)]
+                if block.dtype == np.float64:
+                    np.subtract(block[i:i + rows], self.shift, out=d)  # (r, C)
+                else:  # converted first: numpy's mixed-dtype subtract casts in small buffers (uint16: 5.7 vs 3.5 ms)
+                    np.copyto(d, block[i:i + rows])
+                    d -= self.shift
+                self.sum += d.sum(axis=0)
+                self.scatter += d.T @ d  # BLAS syrk: the whole cost of the fit
+        self.n += n
+
+    def all_finite(self) -> bool:
+        """Whether every pixel added so far was finite (or, rarely, finite values too large for a float64 sum)."""
+        return bool(np.isfinite(self.sum).all())
 
     def finalize(self) -> tuple[np.ndarray, np.ndarray]:
         if self.n < 2:
@@ -91,13 +112,12 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     # -- fitting ---------------------------------------------------------------------------------------
     def _blocks(self, X, mask):
-        """Yield ``((n, C) pixels, owned)`` in whatever order reads fastest (covariance does not depend on
-        it); ``owned``: a float64 copy made here, which the accumulator may overwrite."""
+        """Yield ``(n, C)`` pixel blocks in whatever order reads fastest (covariance does not depend on it)."""
         if isinstance(X, Scene) and X.layout is not None:  # a file opened lazily: one row block at a time
             chunks = X.iter_row_chunks(self.chunk_bytes)
             total = -(-X.shape[0] // max(1, int(self.chunk_bytes // max(1, X.shape[1] * X.shape[2] * 8))))
             for sl, block in ProgressBar(chunks, total=total, disable=not self.progress, desc="pca", unit="chunk"):
-                yield (pixel_view(block)[0] if mask is None else block[np.asarray(mask, dtype=bool)[sl]]), True
+                yield pixel_view(block)[0] if mask is None else block[np.asarray(mask, dtype=bool)[sl]]
             return
         arr = np.asarray(X.cube if isinstance(X, Scene) else X)
         if arr.ndim == 3 and mask is None:
@@ -106,20 +126,26 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             P = as_pixels(arr, mask)
         step = max(1, int(self.chunk_bytes // max(1, P.shape[1] * 8)))
         for i in ProgressBar(range(0, P.shape[0], step), disable=not self.progress, desc="pca", unit="chunk"):
-            yield P[i:i + step], False  # a view of the caller's pixels (converted by the accumulator)
+            yield P[i:i + step]  # a view of the caller's pixels (converted by the accumulator)
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
         self._fraction_or_count()  # a bad n_components fails before a pass over a large file
-        X, mask = check_fit_pixels(self, X, mask)
+        given, given_mask = X, mask
+        # NaN/inf are found by the covariance pass itself (CovarianceAccumulator.all_finite), not by a pass of
+        # their own over the pixels first; a Scene (maybe a file read lazily) is checked block by block, so
+        # that a bad file fails at its first bad block
+        X, mask = check_fit_pixels(self, X, mask, finite=False)
         n_features = X.n_bands if isinstance(X, Scene) else np.shape(X)[-1]
         acc = CovarianceAccumulator(n_features)
-        # check_fit_pixels has checked the masked pixels of arrays for NaN/inf; a Scene (maybe a file
-        # read lazily) is checked block by block
         scene = isinstance(X, Scene)
-        for block, owned in self._blocks(X, mask):
+        for block in self._blocks(X, mask):
             if scene and not np.all(np.isfinite(block)):
                 raise ValueError("PCA input holds NaN/inf pixels; exclude them with mask=valid_pixel_mask(...)")
-            acc.update(block, owned=owned)
+            acc.update(block)
+        if not acc.all_finite():
+            check_fit_pixels(self, given, given_mask)  # names the pixels holding NaN/inf
+            raise ValueError("PCA input is too large for a float64 covariance (a band's sum overflowed); "
+                             "scale the pixels down first")
         mean, cov = acc.finalize()
         evals, evecs = np.linalg.eigh(cov)  # ascending
         order = np.argsort(evals)[::-1]
@@ -188,8 +214,15 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         fortran = P.flags.f_contiguous and not P.flags.c_contiguous
         out = np.empty((P.shape[0], W.shape[1]), dtype=dtype, order="F" if fortran else "C")
         rows = max(256, _PROJECT_BYTES // (8 * max(1, P.shape[1])))
-        for i in range(0, P.shape[0], rows):  # a few pixels at a time: no float64 copy of the whole input
-            B = np.asarray(P[i:i + rows], dtype=np.float64)  # (n, C)
+        # a few pixels at a time, converted into one reused buffer: no float64 copy of the whole input, and
+        # no fresh 8 MB block (whose pages fault in) per step; float64 pixels are read where they are
+        scratch = None if P.dtype == np.float64 else np.empty((min(rows, P.shape[0]), P.shape[1]),
+                                                              order="F" if fortran else "C")
+        for i in range(0, P.shape[0], rows):
+            B = P[i:i + rows]  # (n, C)
+            if scratch is not None:
+                np.copyto(scratch[:B.shape[0]], B)
+                B = scratch[:B.shape[0]]
             Z = (W.T @ B.T).T if fortran else B @ W  # (n, k)
             Z -= offset
             if scale is not None:
