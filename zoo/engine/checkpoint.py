@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from zoo import fs
+from zoo.engine.layout import match_state_layout
 
 __all__ = [
     "FORMAT",
@@ -239,6 +240,7 @@ def _load_optimizer(optimizer: Any, state: dict[str, Any]) -> None:
     loop, 3-5x slower than the fused step fit chose there."""
     kept = [{k: group[k] for k in _IMPLEMENTATION if k in group} for group in optimizer.param_groups]
     optimizer.load_state_dict(state)
+    match_state_layout(optimizer)  # moments saved in another memory layout than the parameters have now
     for group, flags in zip(optimizer.param_groups, kept):
         group.update(flags)
         on_device = bool(group.get("fused") or group.get("capturable"))

@@ -629,7 +629,9 @@ _GRADIENT_RTOL = 0.05  # bf16's own rounding gives ~0.003 relative error on thes
 @functools.cache
 def bf16_gradients_ok(op: str = "matmul") -> bool:
     """True when bf16 gradients of ``op`` agree with fp32 on this CPU at the shapes in ``_GRADIENT_CASES``
-    (every output and gradient finite, each within 5 % relative error; ~10 ms, cached per process)."""
+    (every output and gradient finite, each within 5 % relative error; ~10 ms, cached per process). 2-D
+    convolutions are checked channels-first and channels-last: ``fit`` trains them channels-last in bf16
+    (:mod:`zoo.engine.layout`), where oneDNN runs other kernels."""
     if op not in OP_KINDS:
         raise ValueError(f"op must be one of {OP_KINDS}, got {op!r}")
     g = torch.Generator().manual_seed(0)
@@ -637,15 +639,20 @@ def bf16_gradients_ok(op: str = "matmul") -> bool:
         x, w = torch.randn(x_shape, generator=g), torch.randn(w_shape, generator=g) * 0.1
         grad_out = None
         results = []
-        for dt in (torch.float32, torch.bfloat16):
-            xx, ww = x.to(dt).detach().requires_grad_(), w.to(dt).detach().requires_grad_()
+        runs = [(torch.float32, torch.contiguous_format), (torch.bfloat16, torch.contiguous_format)]
+        if len(x_shape) == 4:
+            runs.append((torch.bfloat16, torch.channels_last))
+        for dt, fmt in runs:
+            xx = x.to(dt).contiguous(memory_format=fmt).detach().requires_grad_()
+            ww = w.to(dt).contiguous(memory_format=fmt).detach().requires_grad_()
             with torch.enable_grad():
                 out = fn(xx, ww, **kwargs)
                 if grad_out is None:
                     grad_out = torch.randn(out.shape, generator=g)
                 out.backward(grad_out.to(dt))
             results.append([t.detach().float() for t in (out, xx.grad, ww.grad)])
-        for ref, low in zip(*results):
-            if not bool(low.isfinite().all()) or float((ref - low).norm()) > _GRADIENT_RTOL * float(ref.norm()):
-                return False
+        for low_run in results[1:]:
+            for ref, low in zip(results[0], low_run):
+                if not bool(low.isfinite().all()) or float((ref - low).norm()) > _GRADIENT_RTOL * float(ref.norm()):
+                    return False
     return True

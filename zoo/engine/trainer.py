@@ -39,6 +39,7 @@ from zoo.engine.distributed import (
 )
 from zoo.engine.evaluation import call_eval_fn, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
+from zoo.engine.layout import match_state_layout, to_channels_last, use_channels_last
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 # settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
 RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
                   "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments",
-                  "flush_tiny_grads")
+                  "flush_tiny_grads", "channels_last")
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
@@ -80,8 +81,6 @@ class Trainer:
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
         model.to(dev)
         self.in_dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
-        if cfg.channels_last:
-            model.to(memory_format=torch.channels_last)
         self._setup_data(train_data)
         self._setup_optimization()
         self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
@@ -96,6 +95,14 @@ class Trainer:
         self.last_ckpt: Path | None = None
         self.record = _run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
+        # decided once the precision is (a resume keeps the one its checkpoint was trained in), so that a resumed
+        # run computes in the layout the run it continues did
+        self.channels_last = use_channels_last(cfg.channels_last, model, dev, self.amp)
+        if self.channels_last:
+            for module in (model, None if self.ema is None else self.ema.module):
+                if module is not None:
+                    to_channels_last(module)
+            match_state_layout(self.opt)
         if info.enabled and any(isinstance(cb, GradualUnfreeze) and max(cb.schedule) > 0 for cb in callbacks):
             raise ValueError("GradualUnfreeze with later epochs is not supported under DDP (DDP fixes the trained "
                              "parameters when it wraps the model); unfreeze at epoch 0 or train in one process")
@@ -380,7 +387,7 @@ class Trainer:
         window_start = i - i % accum
         window = min(accum, self.n_batches - window_start) if self.n_batches else accum
         last_micro = i - window_start == window - 1
-        batch = move_batch(batch, self.dev, cfg.channels_last, self.in_dtype)
+        batch = move_batch(batch, self.dev, self.channels_last, self.in_dtype)
         sync = contextlib.nullcontext() if (last_micro or not info.enabled) else self.net.no_sync()
         with sync:
             with autocast(self.amp, self.dev):
@@ -494,7 +501,7 @@ class Trainer:
         if self.val_loader is not None:
             val, self.state.val_predictions = score_loader(
                 scored, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn, loss_fn=self.loss_fn,
-                metrics=self.metric_keys, amp=self.amp, channels_last=cfg.channels_last, progress=False)
+                metrics=self.metric_keys, amp=self.amp, channels_last=self.channels_last, progress=False)
             row.update({f"val_{k}": v for k, v in val.items()})
         if cfg.eval_fn is not None:
             row.update({f"val_{k}": v for k, v in call_eval_fn(cfg.eval_fn, scored, self.val_data).items()})

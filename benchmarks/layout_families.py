@@ -1,0 +1,113 @@
+"""Claim: fit's default memory layout (``channels_last="auto"``, zoo.engine.layout) is the faster one for each
+convolutional family on this CPU: channels-last where it decides so (a network whose convolutions are all
+2-D, training in bf16 on a CPU). Where it keeps channels-first: HybridSN (3-D then 2-D) was slower in
+channels-last; R(2+1)D (3-D only) is left channels-first on purpose (zoo/engine/layout.py: its bf16 gradients are
+checked in that layout), and the row shows what that leaves.
+
+Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
+what a plain loop does unless its author converts the model). Two copies of each model (same initial
+weights), one converted with ``zoo.engine.layout.to_channels_last``, take the step ``fit`` takes on a batch
+(the autocast of ``amp="auto"``, cross-entropy, backward, fused AdamW) alternately on the same synthetic
+batch of the family's input shape, in an order rotated every repeat; medians of the step times and the
+median of the per-repeat ratios ("paired", steadier on a noisy VM than whole epochs, which swung 1.5x here
+within a run). Each row also says what ``fit``'s ``"auto"`` chose for the model on this CPU.
+
+Models: ``resnet18`` (CIFAR stem, 64 images of 32x32), ``video-tsn`` (ResNet18 per frame, 4 clips of 8 frames at
+64x64), ``hybridsn`` (64 windows of 1x30x25x25: 3-D then 2-D convolutions), ``r2plus1d_18`` (2 clips of 8 frames
+at 64x64).
+
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py             # ~2 min on 2 cores
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --repeats 5 --models hybridsn  # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import interleave, median, write_result
+
+import zoo
+from zoo.engine.forward import autocast, check_amp
+from zoo.engine.layout import to_channels_last, use_channels_last
+
+# name -> (build kwargs, one sample's shape, classes, batch size)
+MODELS = {
+    "resnet18": ({"stem": "cifar", "num_classes": 10}, (3, 32, 32), 10, 64),
+    "video-tsn": ({"num_classes": 10}, (3, 8, 64, 64), 10, 4),
+    "hybridsn": ({}, (1, 30, 25, 25), 16, 64),
+    "r2plus1d_18": ({"num_classes": 10}, (3, 8, 64, 64), 10, 2),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="*", choices=list(MODELS), default=list(MODELS))
+    ap.add_argument("--repeats", type=int, default=30, help="training steps per layout and model")
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    cpu = torch.device("cpu")
+
+    metrics, peer, ratios, raw, settings = {}, {}, {}, {}, {}
+    for name in args.models:
+        kwargs, shape, classes, batch = MODELS[name]
+        torch.manual_seed(0)
+        base = zoo.build(name, **kwargs).train()
+        amp = check_amp("auto", cpu, base, training=True)
+        chosen = use_channels_last("auto", base, cpu, amp)
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
+
+        def case(last: bool, base=base, amp=amp, x=x, y=y):
+            model = copy.deepcopy(base)
+            if last:
+                to_channels_last(model)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+            inputs = x.contiguous(memory_format=torch.channels_last) if last and x.dim() == 4 else x
+
+            def step() -> float:
+                t0 = time.perf_counter()
+                with autocast(amp, cpu):
+                    loss = F.cross_entropy(model(inputs), y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                return time.perf_counter() - t0
+            return step
+
+        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'}",
+              file=sys.stderr, flush=True)
+        samples = interleave({"last": case(True), "first": case(False)}, repeats=args.repeats, warmup=args.warmup,
+                             progress=False)
+        last, first = samples["last"], samples["first"]
+        metrics[f"{name}.step_ms_channels_last"] = median(last) * 1e3
+        peer[f"{name}.step_ms_channels_last"] = median(first) * 1e3
+        ratios[f"{name}.first_over_last"] = median(first) / median(last)
+        ratios[f"{name}.paired"] = median([f / s for f, s in zip(first, last)])
+        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
+        raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
+        settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
+    write_result(
+        "layout_families",
+        metrics=metrics,
+        peers={"channels_first": peer},
+        ratios=ratios,
+        extra={"settings": settings | {"repeats": args.repeats, "warmup": args.warmup,
+                                       "optimizer": "AdamW lr=1e-3 fused", "amp": "auto"},
+               "step_ms_raw": raw,
+               "notes": "ours = a training step with the model in channels-last, peer = the same step channels-first "
+                        "(ms, medians of alternated steps); ratio = peer / ours (> 1: channels-last faster); "
+                        "<model>.paired = median of the per-repeat ratios; <model>.auto_decides = what fit's "
+                        "channels_last='auto' chooses for the model on this CPU."},
+    )
+
+
+if __name__ == "__main__":
+    main()

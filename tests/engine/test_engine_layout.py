@@ -1,0 +1,128 @@
+"""fit's memory layout: channels-last for convolutional networks where it was measured faster (zoo.engine.layout)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from zoo.engine import fit
+from zoo.engine.layout import match_state_layout, to_channels_last, use_channels_last
+
+CL, CL3D = torch.channels_last, torch.channels_last_3d
+
+
+def convnet() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+
+
+class Mixed(nn.Module):
+    """3-D then 2-D convolutions, as HybridSN: ``(B, 1, D, H, W) -> (B, 3)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv3d = nn.Sequential(nn.Conv3d(1, 4, 3, padding=1), nn.ReLU(), nn.Conv3d(4, 4, 3, padding=1), nn.ReLU())
+        self.conv2d = nn.Sequential(nn.Conv2d(4 * 4, 8, 3, padding=1), nn.ReLU())
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv3d(x)  # (B, 4, D, H, W)
+        b, c, d, h, w = x.shape
+        return self.head(self.conv2d(x.reshape(b, c * d, h, w)))
+
+
+def images(n: int = 48) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(n, 3, 8, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def cubes(n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(2)
+    return torch.randn(n, 1, 4, 6, 6, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def layouts(model: nn.Module) -> set[str]:
+    """The layouts of the 4-D and 5-D parameters (one input channel is both layouts at once: left out)."""
+    out = set()
+    for p in model.parameters():
+        if p.dim() in (4, 5):
+            last = p.is_contiguous(memory_format=CL if p.dim() == 4 else CL3D)
+            if last != p.is_contiguous():
+                out.add(("cl" if last else "nchw") if p.dim() == 4 else ("cl3d" if last else "ncdhw"))
+    return out
+
+
+def test_auto_is_channels_last_for_2d_convolutions_in_bf16_on_a_cpu_only():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert use_channels_last("auto", convnet(), cpu, "bf16")
+    assert not use_channels_last("auto", Mixed(), cpu, "bf16")  # 3-D then 2-D, as HybridSN: measured slower
+    assert not use_channels_last("auto", Mixed().conv3d, cpu, "bf16")  # bf16 gradients checked channels-first
+    assert not use_channels_last("auto", convnet(), cpu, None)  # fp32: not measured faster on every CPU kind
+    assert not use_channels_last("auto", nn.Linear(4, 2), cpu, "bf16")  # nothing to lay out
+    assert not use_channels_last("auto", nn.Conv1d(2, 2, 3), cpu, "bf16")
+    assert not use_channels_last("auto", convnet(), cuda, "bf16")  # not measured there
+    assert use_channels_last(True, nn.Linear(4, 2), cpu, None) and not use_channels_last(False, convnet(), cpu, "bf16")
+
+
+def test_to_channels_last_lays_out_2d_and_3d_convolutions_of_one_model():
+    model = Mixed()
+    with pytest.raises(RuntimeError, match="rank 4"):  # why the engine converts tensor by tensor
+        Mixed().to(memory_format=CL)
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    assert to_channels_last(model) is model
+    assert layouts(model) == {"cl", "cl3d"}
+    assert all(a is b for a, b in zip(params, model.parameters(), strict=True))  # the optimizer's objects
+    for p, q in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p, q)
+
+
+def test_fit_with_channels_last_trains_a_model_with_3d_convolutions():
+    # before zoo.engine.layout, channels_last=True failed on any model holding a Conv3d ("required rank 4 tensor")
+    model = Mixed()
+    result = fit(model, cubes(), epochs=1, batch_size=8, amp=None, channels_last=True, progress=False)
+    assert layouts(model) == {"cl", "cl3d"} and len(result.history) == 1
+
+
+@pytest.mark.parametrize("amp, expected", [("bf16", {"cl"}), (None, {"nchw"})])
+def test_fit_auto_layout_follows_the_precision(amp, expected):
+    model = convnet()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # amp="bf16" on a CPU without native bf16 warns
+        fit(model, images(), epochs=1, batch_size=16, amp=amp, progress=False)
+    assert layouts(model) == expected
+
+
+def test_optimizer_state_takes_its_parameters_layout():
+    model = convnet()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    model(images()[0]).sum().backward()
+    opt.step()
+    moments = {id(p): opt.state[p]["exp_avg"].clone() for p in model.parameters()}
+    to_channels_last(model)
+    match_state_layout(opt)
+    for p in model.parameters():
+        m = opt.state[p]["exp_avg"]
+        assert m.stride() == p.stride() and torch.equal(m, moments[id(p)])
+
+
+def test_a_run_resumed_in_channels_last_steps_its_moments_right(tmp_path):
+    """A checkpoint of a channels-first run resumed in channels-last (channels_last is applied on resume): the fused
+    Adam walks the restored moments in the parameters' new layout, so they are laid out again; read in the
+    old one they are scrambled (the weights then end ~0.1 from the uninterrupted run's)."""
+    x, y = images()
+    kw = {"batch_size": 16, "optimizer": "adamw", "lr": 1e-2, "amp": None, "seed": 0, "progress": False}
+    straight = convnet()
+    fit(straight, (x, y), epochs=2, channels_last=True, **kw)
+    part = convnet()
+    fit(part, (x, y), epochs=1, channels_last=False, checkpoint_dir=tmp_path, **kw)
+    resumed = convnet()
+    fit(resumed, (x, y), epochs=2, channels_last=True, checkpoint_dir=tmp_path, resume=True, **kw)
+    assert layouts(resumed) == {"cl"}
+    for a, b in zip(resumed.parameters(), straight.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # channels-first vs -last epoch 1: rounding apart

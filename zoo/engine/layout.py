@@ -1,0 +1,75 @@
+"""Memory layout of a convolutional network: channels-last where its convolutions were measured faster.
+
+oneDNN's CPU convolutions compute on channels-last data (NHWC, NDHWC); given PyTorch's default channels-first
+tensors, every convolution reorders its input, output and their gradients on the way. Measured on the AMX
+Xeon, bf16 autocast, fused AdamW: one training step of two copies of a model (one converted) timed
+alternately, 20-30 steps each, the median per-step ratio channels-first / channels-last
+(``benchmarks/layout_families.py`` and the same steps ad hoc, three runs each, 2026-12-05):
+
+* ResNet18 (CIFAR stem, 64 images of 32x32): 1.15-1.20x; whole ``fit`` epochs 1.17x / 1.23x (paired);
+  CIFAR training throughput in ``benchmarks/cifar10_resnet18.py``: 203.2 vs 150.6 images/s (1.35x), on the
+  Zen 4 93.2 vs 82.0 (1.14x);
+* TSN (ResNet18 on 4 clips of 8 frames, 64x64): 1.03-1.06x;
+* R(2+1)D-18 (3-D convolutions only, 2 clips of 8 frames): 1.04-1.05x;
+* HybridSN (3-D then 2-D convolutions, 64 windows): 0.88-0.96x: its 3-D output, reshaped for the 2-D
+  layers, is copied out of the channels-last layout and back.
+
+So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D in
+channels-last when it trains in bf16 on a CPU. 3-D convolutions stay channels-first even where they are alone
+(R(2+1)D's 4 %): the check that bf16 computes their gradients right on this CPU (:mod:`zoo.engine.precision`,
+which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d backward gives inf/NaN) runs
+them channels-first, and channels-last runs other kernels. fp32 (not measured on an AVX2-only CPU) and CUDA
+keep the layout the model has too. ``channels_last=True`` converts any network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["conv_dims", "match_state_layout", "to_channels_last", "use_channels_last"]
+
+
+def conv_dims(model: nn.Module) -> set[int]:
+    """The spatial dimensions of ``model``'s convolutions: ``{2}`` for ResNet18, ``{2, 3}`` for HybridSN."""
+    return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
+
+
+def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
+    """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when the
+    model's convolutions are all 2-D and it computes in bf16 (``amp``, as resolved) on a CPU (see the
+    module's measurements)."""
+    if option == "auto":
+        return device.type == "cpu" and amp == "bf16" and conv_dims(model) == {2}
+    return bool(option)
+
+
+def to_channels_last(model: nn.Module) -> nn.Module:
+    """``model`` with its 4-D parameters and buffers in ``channels_last`` and its 5-D ones in
+    ``channels_last_3d``, in place (the same Parameter objects, as ``Module.to`` keeps them).
+
+    ``model.to(memory_format=torch.channels_last)`` refuses a model holding 3-D convolutions ("required rank
+    4 tensor"), and ``channels_last_3d`` one holding 2-D ones; HybridSN holds both."""
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 4:
+            return t.contiguous(memory_format=torch.channels_last)
+        if t.dim() == 5:
+            return t.contiguous(memory_format=torch.channels_last_3d)
+        return t
+
+    return model._apply(convert)
+
+
+def match_state_layout(optimizer: torch.optim.Optimizer) -> None:
+    """Give every per-parameter state tensor of ``optimizer`` (Adam's moments, SGD's momentum) its parameter's
+    memory layout, in place. The fused CPU kernels walk a parameter and its state in the parameter's layout:
+    moments in another layout (restored from a run that kept channels-first, or made before the parameters
+    were converted) would be read scrambled."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            for key, value in (state or {}).items():
+                if isinstance(value, torch.Tensor) and value.shape == p.shape and value.stride() != p.stride():
+                    state[key] = torch.empty_like(p, dtype=value.dtype).copy_(value)
