@@ -1,14 +1,15 @@
-"""Claim: fit's default memory layout (``channels_last="auto"``, zoo.engine.layout) is the faster one for each
-convolutional family on this CPU: channels-last where it decides so (a network whose convolutions are all
-2-D, training in bf16 on a CPU). Where it keeps channels-first: HybridSN (3-D then 2-D) was slower in
-channels-last; R(2+1)D (3-D only) is left channels-first on purpose (zoo/engine/layout.py: its bf16 gradients are
-checked in that layout), and the row shows what that leaves.
+"""Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
+is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU:
+networks whose convolutions are all 2-D, and for inference also all 3-D). Where it keeps channels-first:
+HybridSN (3-D then 2-D) was slower in channels-last; R(2+1)D (3-D only) trains channels-first on purpose
+(zoo/engine/layout.py: its bf16 gradients are checked in that layout), and the row shows what that leaves.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
 what a plain loop does unless its author converts the model). Two copies of each model (same initial
 weights), one converted with ``zoo.engine.layout.to_channels_last``, take the step ``fit`` takes on a batch
-(the autocast of ``amp="auto"``, cross-entropy, backward, fused AdamW) alternately on the same synthetic
-batch of the family's input shape, in an order rotated every repeat; medians of the step times and the
+(the autocast of ``amp="auto"``, cross-entropy, backward, fused AdamW), and the forward pass an evaluation
+takes (eval mode, inference mode, the same autocast), alternately on the same synthetic batch of the family's
+input shape, in an order rotated every repeat; medians of the step times and the
 median of the per-repeat ratios ("paired", steadier on a noisy VM than whole epochs, which swung 1.5x here
 within a run). Each row also says what ``fit``'s ``"auto"`` chose for the model on this CPU.
 
@@ -61,12 +62,13 @@ def main() -> None:
         torch.manual_seed(0)
         base = zoo.build(name, **kwargs).train()
         amp = check_amp("auto", cpu, base, training=True)
-        chosen = use_channels_last("auto", base, cpu, amp)
+        chosen = use_channels_last("auto", base, cpu, amp, training=True)
+        chosen_infer = use_channels_last("auto", base, cpu, amp)
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
-        def case(last: bool, base=base, amp=amp, x=x, y=y):
-            model = copy.deepcopy(base)
+        def case(last: bool, train: bool, base=base, amp=amp, x=x, y=y):
+            model = copy.deepcopy(base).train(train)
             if last:
                 to_channels_last(model)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
@@ -80,18 +82,28 @@ def main() -> None:
                 loss.backward()
                 opt.step()
                 return time.perf_counter() - t0
-            return step
 
-        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'}",
-              file=sys.stderr, flush=True)
-        samples = interleave({"last": case(True), "first": case(False)}, repeats=args.repeats, warmup=args.warmup,
+            def infer() -> float:  # what zoo.evaluate and the families' evaluation do per batch
+                t0 = time.perf_counter()
+                with torch.inference_mode(), autocast(amp, cpu):
+                    model(inputs)
+                return time.perf_counter() - t0
+            return step if train else infer
+
+        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'} (training), "
+              f"{'channels_last' if chosen_infer else 'channels-first'} (inference)", file=sys.stderr, flush=True)
+        samples = interleave({"last": case(True, True), "first": case(False, True), "infer_last": case(True, False),
+                              "infer_first": case(False, False)}, repeats=args.repeats, warmup=args.warmup,
                              progress=False)
-        last, first = samples["last"], samples["first"]
-        metrics[f"{name}.step_ms_channels_last"] = median(last) * 1e3
-        peer[f"{name}.step_ms_channels_last"] = median(first) * 1e3
-        ratios[f"{name}.first_over_last"] = median(first) / median(last)
-        ratios[f"{name}.paired"] = median([f / s for f, s in zip(first, last)])
-        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
+        for what, tag in (("step", ""), ("infer", "infer_")):
+            last, first = samples[f"{tag}last"], samples[f"{tag}first"]
+            metrics[f"{name}.{what}_ms_channels_last"] = median(last) * 1e3
+            peer[f"{name}.{what}_ms_channels_last"] = median(first) * 1e3
+            ratios[f"{name}.{what}_first_over_last"] = median(first) / median(last)
+            ratios[f"{name}.{what}_paired"] = median([f / s for f, s in zip(first, last)])
+        metrics[f"{name}.auto_decides"] = (f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
+                                           + " training, " + ("channels_last" if chosen_infer else "channels-first")
+                                           + " inference")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
     write_result(
@@ -102,10 +114,11 @@ def main() -> None:
         extra={"settings": settings | {"repeats": args.repeats, "warmup": args.warmup,
                                        "optimizer": "AdamW lr=1e-3 fused", "amp": "auto"},
                "step_ms_raw": raw,
-               "notes": "ours = a training step with the model in channels-last, peer = the same step channels-first "
-                        "(ms, medians of alternated steps); ratio = peer / ours (> 1: channels-last faster); "
-                        "<model>.paired = median of the per-repeat ratios; <model>.auto_decides = what fit's "
-                        "channels_last='auto' chooses for the model on this CPU."},
+               "notes": "ours = a training step (step_) or an inference forward (infer_) with the model in "
+                        "channels-last, peer = the same channels-first (ms, medians of alternated calls); ratio = "
+                        "peer / ours (> 1: channels-last faster); <model>.<what>_paired = median of the per-repeat "
+                        "ratios; <model>.auto_decides = what channels_last='auto' (fit, zoo.evaluate and the "
+                        "families' evaluation) chooses for the model on this CPU."},
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import safetensors.torch
 import torch
 from torch import nn
 
-from zoo.engine import fit
-from zoo.engine.layout import match_state_layout, to_channels_last, use_channels_last
+from zoo.engine import LambdaCallback, evaluate, fit
+from zoo.engine.layout import layout_for, match_state_layout, to_channels_last, use_channels_last
 
 CL, CL3D = torch.channels_last, torch.channels_last_3d
 
@@ -61,7 +62,10 @@ def test_auto_is_channels_last_for_2d_convolutions_in_bf16_on_a_cpu_only():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert use_channels_last("auto", convnet(), cpu, "bf16")
     assert not use_channels_last("auto", Mixed(), cpu, "bf16")  # 3-D then 2-D, as HybridSN: measured slower
-    assert not use_channels_last("auto", Mixed().conv3d, cpu, "bf16")  # bf16 gradients checked channels-first
+    # 3-D only, as R(2+1)D: inference, but not training (its bf16 gradients are checked channels-first)
+    assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16")
+    assert not use_channels_last("auto", Mixed().conv3d, cpu, "bf16", training=True)
+    assert use_channels_last("auto", convnet(), cpu, "bf16", training=True)
     assert not use_channels_last("auto", convnet(), cpu, None)  # fp32: not measured faster on every CPU kind
     assert not use_channels_last("auto", nn.Linear(4, 2), cpu, "bf16")  # nothing to lay out
     assert not use_channels_last("auto", nn.Conv1d(2, 2, 3), cpu, "bf16")
@@ -90,12 +94,29 @@ def test_fit_with_channels_last_trains_a_model_with_3d_convolutions():
 
 
 @pytest.mark.parametrize("amp, expected", [("bf16", {"cl"}), (None, {"nchw"})])
-def test_fit_auto_layout_follows_the_precision(amp, expected):
+def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_came(amp, expected):
     model = convnet()
+    seen = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # amp="bf16" on a CPU without native bf16 warns
-        fit(model, images(), epochs=1, batch_size=16, amp=amp, progress=False)
-    assert layouts(model) == expected
+        fit(model, images(), epochs=1, batch_size=16, amp=amp, progress=False, ema_decay=0.9,
+            callbacks=[LambdaCallback(on_epoch_end=lambda state, row: seen.append(layouts(state.model)))])
+    assert seen == [expected]
+    assert layouts(model) == {"nchw"}  # "auto" restores the layout it came in (safetensors refuses non-contiguous)
+    safetensors.torch.save(model.state_dict())
+
+
+def test_evaluate_runs_bf16_convolutions_channels_last_and_restores_the_layout():
+    model = convnet()
+    seen = []
+    model[0].register_forward_pre_hook(lambda m, args: seen.append(layouts(m)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        evaluate(model, images(16), amp="bf16")
+        evaluate(model, images(16), amp=None)
+    assert seen == [{"cl"}, {"nchw"}] and layouts(model) == {"nchw"}
+    evaluate(model, images(16), amp=None, channels_last=True)  # asked for: kept
+    assert layouts(model) == {"cl"}
 
 
 def test_optimizer_state_takes_its_parameters_layout():
@@ -126,3 +147,22 @@ def test_a_run_resumed_in_channels_last_steps_its_moments_right(tmp_path):
     assert layouts(resumed) == {"cl"}
     for a, b in zip(resumed.parameters(), straight.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # channels-first vs -last epoch 1: rounding apart
+
+
+def test_a_3d_network_is_scored_channels_last_3d_with_the_same_outputs():
+    model = nn.Sequential(Mixed().conv3d, nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
+    x, y = cubes()
+    seen = []
+    model[0][2].register_forward_pre_hook(lambda m, args: seen.append(layouts(m)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            ref = model(x).float()
+        auto = evaluate(model, (x, y), amp="bf16", metrics=())["loss"]
+        assert auto == pytest.approx(evaluate(model, (x, y), amp="bf16", metrics=(), channels_last=False)["loss"],
+                                     rel=0.02)
+        with layout_for(model, "auto", torch.device("cpu"), "bf16") as last, torch.inference_mode(), \
+                torch.autocast("cpu", dtype=torch.bfloat16):
+            got = model(x).float()
+    assert last and seen[0] == {"ncdhw"} and seen[1] == {"cl3d"} and layouts(model) == {"ncdhw"}
+    torch.testing.assert_close(got, ref, rtol=0.02, atol=0.02)  # bf16: other kernels, other rounding

@@ -28,6 +28,7 @@ from zoo.engine.data import (
 )
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
 from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
+from zoo.engine.layout import layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
 
@@ -172,7 +173,7 @@ def evaluate(
     metrics: Sequence[str] = DEFAULT_METRICS,
     amp: str | None = "auto",
     device: str | torch.device | None = None,
-    channels_last: bool = False,
+    channels_last: bool | str = "auto",
     num_workers: int = 0,
     collate_fn: Any = None,
     eval_fn: Callable[[nn.Module, Any], dict[str, float]] | None = None,
@@ -186,6 +187,8 @@ def evaluate(
     adds family metrics. Under DDP each rank scores its shard and the results are gathered; under torchrun
     without a live process group (no ``init_process_group``, so nothing to gather with) each process scores all.
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
+    ``channels_last``: as :func:`zoo.engine.fit`'s ("auto": channels-last for a network whose convolutions are
+    all 2-D or all 3-D, running bf16 on a CPU, 1.3-2x faster there; the model leaves in the layout it came in).
     The model's train/eval mode is restored afterwards.
     """
     if train_val(data) is not None:  # fit takes them together; scoring both as one set would mean nothing
@@ -201,9 +204,10 @@ def evaluate(
             raise ValueError(f"evaluate: no samples to score (an empty {type(loader.dataset).__name__})")
     if device != model_device(model):
         model.to(device)
-    out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
-                          loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp,
-                          channels_last=channels_last, progress=progress)
+    with layout_for(model, channels_last, device, amp) as last:
+        out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
+                              loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp,
+                              channels_last=last, progress=progress)
     if eval_fn is not None:
         out.update(call_eval_fn(eval_fn, model, data))
     return out

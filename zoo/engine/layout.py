@@ -4,32 +4,39 @@ oneDNN's CPU convolutions compute on channels-last data (NHWC, NDHWC); given PyT
 tensors, every convolution reorders its input, output and their gradients on the way. Measured on the AMX
 Xeon, bf16 autocast, fused AdamW: one training step of two copies of a model (one converted) timed
 alternately, 20-30 steps each, the median per-step ratio channels-first / channels-last
-(``benchmarks/layout_families.py`` and the same steps ad hoc, three runs each, 2026-12-05):
+(``benchmarks/layout_families.py`` and the same steps ad hoc, 2026-12-05, three to five runs each):
 
 * ResNet18 (CIFAR stem, 64 images of 32x32): 1.15-1.20x; whole ``fit`` epochs 1.17x / 1.23x (paired);
   CIFAR training throughput in ``benchmarks/cifar10_resnet18.py``: 203.2 vs 150.6 images/s (1.35x), on the
   Zen 4 93.2 vs 82.0 (1.14x);
-* TSN (ResNet18 on 4 clips of 8 frames, 64x64): 1.03-1.06x;
-* R(2+1)D-18 (3-D convolutions only, 2 clips of 8 frames): 1.04-1.05x;
-* HybridSN (3-D then 2-D convolutions, 64 windows): 0.88-0.96x: its 3-D output, reshaped for the 2-D
+* TSN (ResNet18 on 4 clips of 8 frames, 64x64): 1.03-1.08x;
+* R(2+1)D-18 (3-D convolutions only, 2 clips of 8 frames): 1.04-1.07x;
+* HybridSN (3-D then 2-D convolutions, 64 windows): 0.87-0.96x: its 3-D output, reshaped for the 2-D
   layers, is copied out of the channels-last layout and back.
 
+The forward pass of an evaluation (eval and inference mode, bf16 autocast; same protocol) gains more: ResNet18
+(64-256 images of 32x32) 1.30-1.52x, TSN 1.56-1.96x, R(2+1)D-18 1.31-1.35x, HybridSN 1.01-1.06x (left
+channels-first with its training).
+
 So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D in
-channels-last when it trains in bf16 on a CPU. 3-D convolutions stay channels-first even where they are alone
-(R(2+1)D's 4 %): the check that bf16 computes their gradients right on this CPU (:mod:`zoo.engine.precision`,
-which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d backward gives inf/NaN) runs
-them channels-first, and channels-last runs other kernels. fp32 (not measured on an AVX2-only CPU) and CUDA
-keep the layout the model has too. ``channels_last=True`` converts any network.
+channels-last when it trains in bf16 on a CPU, and for inference also one whose convolutions are all 3-D.
+Training leaves 3-D networks channels-first (R(2+1)D's 4-7 %): the check that bf16 computes their gradients right
+on this CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's
+bf16 conv3d backward gives inf/NaN) runs them channels-first, and channels-last runs other kernels. fp32 (not
+measured on an AVX2-only CPU) and CUDA keep the layout the model has. ``channels_last=True`` converts any network.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["conv_dims", "match_state_layout", "to_channels_last", "use_channels_last"]
+__all__ = ["conv_dims", "is_channels_first", "layout_for", "match_state_layout", "to_channels_first", "to_channels_last",
+           "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -37,12 +44,13 @@ def conv_dims(model: nn.Module) -> set[int]:
     return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
 
 
-def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
-    """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when the
-    model's convolutions are all 2-D and it computes in bf16 (``amp``, as resolved) on a CPU (see the
-    module's measurements)."""
+def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None, *,
+                      training: bool = False) -> bool:
+    """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
+    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D, or, for
+    inference (not ``training``), all 3-D (see the module's measurements)."""
     if option == "auto":
-        return device.type == "cpu" and amp == "bf16" and conv_dims(model) == {2}
+        return device.type == "cpu" and amp == "bf16" and conv_dims(model) in (({2},) if training else ({2}, {3}))
     return bool(option)
 
 
@@ -60,6 +68,33 @@ def to_channels_last(model: nn.Module) -> nn.Module:
         return t
 
     return model._apply(convert)
+
+
+def is_channels_first(model: nn.Module) -> bool:
+    """Whether every 4-D and 5-D parameter and buffer of ``model`` has PyTorch's default (contiguous) layout."""
+    return all(t.is_contiguous() for t in (*model.parameters(), *model.buffers()) if t.dim() in (4, 5))
+
+
+def to_channels_first(model: nn.Module) -> nn.Module:
+    """``model`` with its 4-D and 5-D parameters and buffers back in the default contiguous layout, in place."""
+    return model._apply(lambda t: t.contiguous() if t.dim() in (4, 5) else t)
+
+
+@contextlib.contextmanager
+def layout_for(model: nn.Module, option: Any, device: torch.device, amp: str | None) -> Iterator[bool]:
+    """``model`` in the layout ``option`` decides for inference (:func:`use_channels_last`) inside the block,
+    which gets whether that is channels-last. Under ``"auto"`` a model that came channels-first leaves channels-first
+    again (the caller's model keeps the layout it had: ``safetensors.torch.save_file`` of its state_dict, say,
+    refuses non-contiguous tensors); ``True`` leaves it channels-last, as asked."""
+    last = use_channels_last(option, model, device, amp)
+    restore = last and option == "auto" and is_channels_first(model)
+    if last:
+        to_channels_last(model)
+    try:
+        yield last
+    finally:
+        if restore:
+            to_channels_first(model)
 
 
 def match_state_layout(optimizer: torch.optim.Optimizer) -> None:

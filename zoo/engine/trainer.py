@@ -39,7 +39,13 @@ from zoo.engine.distributed import (
 )
 from zoo.engine.evaluation import call_eval_fn, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
-from zoo.engine.layout import match_state_layout, to_channels_last, use_channels_last
+from zoo.engine.layout import (
+    is_channels_first,
+    match_state_layout,
+    to_channels_first,
+    to_channels_last,
+    use_channels_last,
+)
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
@@ -97,11 +103,12 @@ class Trainer:
         self.resumed = self._resume() if cfg.resume else None
         # decided once the precision is (a resume keeps the one its checkpoint was trained in), so that a resumed
         # run computes in the layout the run it continues did
-        self.channels_last = use_channels_last(cfg.channels_last, model, dev, self.amp)
+        self.channels_last = use_channels_last(cfg.channels_last, model, dev, self.amp, training=True)
+        # "auto" gives the caller's model back in the layout it came in (zoo.engine.layout.layout_for)
+        self.restore_layout = self.channels_last and cfg.channels_last == "auto" and is_channels_first(model)
         if self.channels_last:
-            for module in (model, None if self.ema is None else self.ema.module):
-                if module is not None:
-                    to_channels_last(module)
+            for module in self._layout_modules():
+                to_channels_last(module)
             match_state_layout(self.opt)
         if info.enabled and any(isinstance(cb, GradualUnfreeze) and max(cb.schedule) > 0 for cb in callbacks):
             raise ValueError("GradualUnfreeze with later epochs is not supported under DDP (DDP fixes the trained "
@@ -302,7 +309,18 @@ class Trainer:
             set_rng_state(rng)
 
     # -- the run --------------------------------------------------------------------------------------------
+    def _layout_modules(self) -> list[nn.Module]:
+        return [self.model] + ([self.ema.module] if self.ema is not None else [])
+
     def run(self) -> TrainResult:
+        try:
+            return self._run()
+        finally:
+            if self.restore_layout:
+                for module in self._layout_modules():
+                    to_channels_first(module)
+
+    def _run(self) -> TrainResult:
         for cb in self.callbacks:
             cb.on_train_start(self.state)
         if self.cfg.epochs > self.start_epoch and not any(p.requires_grad for p in self.model.parameters()):

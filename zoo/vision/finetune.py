@@ -41,6 +41,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
+from zoo.engine.layout import layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 from zoo.vision.data import TransformedImages, image_columns, with_network_transforms
@@ -214,11 +215,12 @@ def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mu
 
 @torch.no_grad()
 def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size: int = 64, amp: str | None = "auto",
-                     device: str | torch.device | None = None, channels_last: bool = False,
+                     device: str | torch.device | None = None, channels_last: bool | str = "auto",
                      progress: bool = True) -> TensorDataset:
     """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
     ``TensorDataset(features (N, D) float32, targets (N,))``. ``device``: where to run; default: where the
-    model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`."""
+    model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`; ``channels_last``
+    as there ("auto": channels-last where the backbone runs bf16 on a CPU, :mod:`zoo.engine.layout`)."""
     from zoo._progress import ProgressBar
     from zoo.engine.data import run_device
 
@@ -235,11 +237,9 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     # random augmentation, or each sample's single cached view is a random one
     loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
     try:
-        with eval_mode(model):
+        with eval_mode(model), layout_for(model, channels_last, device, amp) as last:
             for x, y in ProgressBar(loader, desc="features", disable=not progress, leave=False):
-                x = move_batch(x, device, dtype=in_dtype)
-                if channels_last:
-                    x = x.contiguous(memory_format=torch.channels_last)
+                x = move_batch(x, device, last, dtype=in_dtype)
                 with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                     f = model(x)  # (B, D)
                 feats.append(f.float().flatten(1).cpu())
@@ -496,7 +496,7 @@ def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_
     from zoo.engine import fit
 
     kw = {"batch_size": max(64, common["batch_size"]), "amp": common["amp"], "device": common["device"],
-          "channels_last": bool(fit_kwargs.get("channels_last")), "progress": common["progress"]}
+          "channels_last": fit_kwargs.get("channels_last", "auto"), "progress": common["progress"]}
     train_feats = extract_features(model, train_data, **kw)
     val_feats = extract_features(model, val_data, **kw) if val_data is not None else None
     fit_kwargs = {k: v for k, v in fit_kwargs.items() if k != "channels_last"}  # (N, D) features: no layout
