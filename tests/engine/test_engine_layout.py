@@ -10,7 +10,13 @@ import torch
 from torch import nn
 
 from zoo.engine import LambdaCallback, evaluate, fit
-from zoo.engine.layout import layout_for, match_state_layout, to_channels_last, use_channels_last
+from zoo.engine.layout import (
+    layout_for,
+    match_state_layout,
+    to_channels_first,
+    to_channels_last,
+    use_channels_last,
+)
 
 CL, CL3D = torch.channels_last, torch.channels_last_3d
 
@@ -166,3 +172,17 @@ def test_a_3d_network_is_scored_channels_last_3d_with_the_same_outputs():
             got = model(x).float()
     assert last and seen[0] == {"ncdhw"} and seen[1] == {"cl3d"} and layouts(model) == {"ncdhw"}
     torch.testing.assert_close(got, ref, rtol=0.02, atol=0.02)  # bf16: other kernels, other rounding
+
+
+def test_a_model_laid_out_inside_inference_mode_still_trains():
+    # the video evaluation converts under torch.inference_mode(): its copies must stay ordinary tensors
+    model = convnet()
+    with torch.inference_mode():
+        to_channels_last(model)
+        with layout_for(model, True, torch.device("cpu"), "bf16"):
+            pass
+        to_channels_first(model)
+    assert not any(p.is_inference() for p in model.parameters())
+    x, y = images(8)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    assert all(p.grad is not None for p in model.parameters())

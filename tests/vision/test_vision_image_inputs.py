@@ -152,3 +152,28 @@ def test_20000px_png_is_skipped_and_counted_or_named_with_the_limit(tmp_path):
     with pytest.warns(UserWarning, match="huge.png"):
         out = predict(_RedOnTop(), [bomb, tmp_path / "b" / "ok.png"])
     assert "decompression-bomb limit" in out[0]["error"] and out[1]["label"] in ("upright", "as stored")
+
+
+
+def test_scoring_a_data_set_in_bf16_runs_channels_last_and_gives_the_model_back():
+    # zoo.engine.layout: an evaluation runs bf16 convolutions channels-last on a CPU; the caller's model leaves
+    # as it came, and still trains. zoo.predict keeps the model's layout: threads may share the model there,
+    # and a conversion under another thread's prediction would change which kernels (and bf16 roundings) it gets
+    import warnings
+
+    import zoo
+    from zoo.vision.evaluate import predict_dataset
+
+    model = zoo.build("resnet18", stem="cifar", num_classes=3)
+    seen = []
+    model.conv1.register_forward_pre_hook(lambda m, args: seen.append(m.weight.is_contiguous()))
+    x, y = torch.randn(8, 3, 32, 32), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    data = torch.utils.data.TensorDataset(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # bf16 on a CPU without native bf16 warns
+        predict_dataset(model, data, amp="bf16", batch_size=4)
+        predict(model, x, amp="bf16")
+    predict_dataset(model, data, amp=None, batch_size=8)
+    assert seen == [False, False, True, True]  # channels-last; predict and fp32 as the model is
+    assert all(p.is_contiguous() and not p.is_inference() for p in model.parameters())
+    nn.functional.cross_entropy(model(x), y).backward()

@@ -67,7 +67,15 @@ def to_channels_last(model: nn.Module) -> nn.Module:
             return t.contiguous(memory_format=torch.channels_last_3d)
         return t
 
-    return model._apply(convert)
+    return _convert(model, convert)
+
+
+def _convert(model: nn.Module, fn: Any) -> nn.Module:
+    # outside inference mode even when called inside it (an evaluation): a parameter copied there would become
+    # an inference tensor, and the model could not be trained afterwards ("Inference tensors cannot be saved
+    # for backward")
+    with torch.inference_mode(False):
+        return model._apply(fn)
 
 
 def is_channels_first(model: nn.Module) -> bool:
@@ -77,7 +85,7 @@ def is_channels_first(model: nn.Module) -> bool:
 
 def to_channels_first(model: nn.Module) -> nn.Module:
     """``model`` with its 4-D and 5-D parameters and buffers back in the default contiguous layout, in place."""
-    return model._apply(lambda t: t.contiguous() if t.dim() in (4, 5) else t)
+    return _convert(model, lambda t: t.contiguous() if t.dim() in (4, 5) else t)
 
 
 @contextlib.contextmanager
@@ -85,7 +93,9 @@ def layout_for(model: nn.Module, option: Any, device: torch.device, amp: str | N
     """``model`` in the layout ``option`` decides for inference (:func:`use_channels_last`) inside the block,
     which gets whether that is channels-last. Under ``"auto"`` a model that came channels-first leaves channels-first
     again (the caller's model keeps the layout it had: ``safetensors.torch.save_file`` of its state_dict, say,
-    refuses non-contiguous tensors); ``True`` leaves it channels-last, as asked."""
+    refuses non-contiguous tensors); ``True`` leaves it channels-last, as asked. The conversion swaps the
+    model's tensors in place, so it is for calls that have the model to themselves (an evaluation over a data
+    set); ``zoo.predict``, which the threads of a server may share, keeps the model's layout."""
     last = use_channels_last(option, model, device, amp)
     restore = last and option == "auto" and is_channels_first(model)
     if last:
