@@ -1,8 +1,7 @@
 """Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
-is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU:
-networks whose convolutions are all 2-D, and for inference also all 3-D). Where it keeps channels-first:
-HybridSN (3-D then 2-D) was slower in channels-last; R(2+1)D (3-D only) trains channels-first on purpose
-(zoo/engine/layout.py: its bf16 gradients are checked in that layout), and the row shows what that leaves.
+is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU,
+networks whose convolutions are all 2-D or all 3-D), channels-first for HybridSN (3-D then 2-D), which was slower
+channels-last.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
 what a plain loop does unless its author converts the model). Two copies of each model (same initial
@@ -62,8 +61,7 @@ def main() -> None:
         torch.manual_seed(0)
         base = zoo.build(name, **kwargs).train()
         amp = check_amp("auto", cpu, base, training=True)
-        chosen = use_channels_last("auto", base, cpu, amp, training=True)
-        chosen_infer = use_channels_last("auto", base, cpu, amp)
+        chosen = use_channels_last("auto", base, cpu, amp)
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
@@ -90,8 +88,8 @@ def main() -> None:
                 return time.perf_counter() - t0
             return step if train else infer
 
-        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'} (training), "
-              f"{'channels_last' if chosen_infer else 'channels-first'} (inference)", file=sys.stderr, flush=True)
+        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'}",
+              file=sys.stderr, flush=True)
         samples = interleave({"last": case(True, True), "first": case(False, True), "infer_last": case(True, False),
                               "infer_first": case(False, False)}, repeats=args.repeats, warmup=args.warmup,
                              progress=False)
@@ -101,9 +99,7 @@ def main() -> None:
             peer[f"{name}.{what}_ms_channels_last"] = median(first) * 1e3
             ratios[f"{name}.{what}_first_over_last"] = median(first) / median(last)
             ratios[f"{name}.{what}_paired"] = median([f / s for f, s in zip(first, last)])
-        metrics[f"{name}.auto_decides"] = (f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
-                                           + " training, " + ("channels_last" if chosen_infer else "channels-first")
-                                           + " inference")
+        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
     write_result(

@@ -231,25 +231,31 @@ def test_a_wrong_bf16_gradient_keeps_training_in_fp32(monkeypatch):
         precision.bf16_gradients_ok.cache_clear()
 
 
-def _conv_broken_channels_last(x, w, **kwargs):
-    """A 2-D convolution whose bf16 weight gradient is NaN in channels-last only (a layout-specific kernel bug)."""
-    out = torch.nn.functional.conv2d(x, w, **kwargs)
-    if x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous():
-        w.register_hook(lambda g: torch.full_like(g, float("nan")))
-    return out
+def _broken_channels_last(conv):
+    """``conv`` whose bf16 weight gradient is NaN in channels-last only (a layout-specific kernel bug)."""
+    def fn(x, w, **kwargs):
+        out = conv(x, w, **kwargs)
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        if x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=fmt) and not x.is_contiguous():
+            w.register_hook(lambda g: torch.full_like(g, float("nan")))
+        return out
+    return fn
 
 
-def test_bf16_conv_gradients_are_checked_in_the_channels_last_layout_too(monkeypatch):
-    # fit trains 2-D convolutions channels-last in bf16 (zoo.engine.layout): a kernel wrong there only must count
-    case = (_conv_broken_channels_last, (2, 8, 5, 5), (8, 8, 3, 3), {"padding": 1})
-    monkeypatch.setattr(precision, "_GRADIENT_CASES", {**precision._GRADIENT_CASES, "conv": (case,)})
+@pytest.mark.parametrize("op, conv, x_shape, w_shape", [
+    ("conv", torch.nn.functional.conv2d, (2, 8, 5, 5), (8, 8, 3, 3)),
+    ("conv3d", torch.nn.functional.conv3d, (2, 8, 3, 5, 5), (8, 8, 3, 3, 3)),
+])
+def test_bf16_conv_gradients_are_checked_in_the_channels_last_layout_too(monkeypatch, op, conv, x_shape, w_shape):
+    # fit trains convolutions channels-last in bf16 (zoo.engine.layout): a kernel wrong there only must count
+    case = (_broken_channels_last(conv), x_shape, w_shape, {"padding": 1})
+    monkeypatch.setattr(precision, "_GRADIENT_CASES", {**precision._GRADIENT_CASES, op: (case,)})
     precision.bf16_gradients_ok.cache_clear()
     try:
-        assert precision.bf16_gradients_ok("conv") is False
-        monkeypatch.setattr(precision, "_GRADIENT_CASES", {**precision._GRADIENT_CASES,
-                                                           "conv": ((torch.nn.functional.conv2d, *case[1:]),)})
+        assert precision.bf16_gradients_ok(op) is False
+        monkeypatch.setattr(precision, "_GRADIENT_CASES", {**precision._GRADIENT_CASES, op: ((conv, *case[1:]),)})
         precision.bf16_gradients_ok.cache_clear()
-        assert precision.bf16_gradients_ok("conv") is True
+        assert precision.bf16_gradients_ok(op) is True
     finally:
         precision.bf16_gradients_ok.cache_clear()
 

@@ -6,24 +6,24 @@ Xeon, bf16 autocast, fused AdamW: one training step of two copies of a model (on
 alternately, 20-30 steps each, the median per-step ratio channels-first / channels-last
 (``benchmarks/layout_families.py`` and the same steps ad hoc, 2026-12-05, three to five runs each):
 
-* ResNet18 (CIFAR stem, 64 images of 32x32): 1.15-1.20x; whole ``fit`` epochs 1.17x / 1.23x (paired);
+* ResNet18 (CIFAR stem, 64 images of 32x32): 1.15-1.21x; whole ``fit`` epochs 1.17x / 1.23x (paired);
   CIFAR training throughput in ``benchmarks/cifar10_resnet18.py``: 203.2 vs 150.6 images/s (1.35x), on the
   Zen 4 93.2 vs 82.0 (1.14x);
-* TSN (ResNet18 on 4 clips of 8 frames, 64x64): 1.03-1.08x;
-* R(2+1)D-18 (3-D convolutions only, 2 clips of 8 frames): 1.04-1.07x;
+* TSN (ResNet18 on 4 clips of 8 frames, 64x64): 1.03-1.09x;
+* R(2+1)D-18 (3-D convolutions only, 2 clips of 8 frames): 1.04-1.08x;
 * HybridSN (3-D then 2-D convolutions, 64 windows): 0.87-0.96x: its 3-D output, reshaped for the 2-D
   layers, is copied out of the channels-last layout and back.
 
 The forward pass of an evaluation (eval and inference mode, bf16 autocast; same protocol) gains more: ResNet18
-(64-256 images of 32x32) 1.30-1.52x, TSN 1.56-1.96x, R(2+1)D-18 1.31-1.35x, HybridSN 1.01-1.06x (left
+(64-256 images of 32x32) 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D-18 1.31-1.35x, HybridSN 1.00-1.06x (left
 channels-first with its training).
 
-So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D in
-channels-last when it trains in bf16 on a CPU, and for inference also one whose convolutions are all 3-D.
-Training leaves 3-D networks channels-first (R(2+1)D's 4-7 %): the check that bf16 computes their gradients right
-on this CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's
-bf16 conv3d backward gives inf/NaN) runs them channels-first, and channels-last runs other kernels. fp32 (not
-measured on an AVX2-only CPU) and CUDA keep the layout the model has. ``channels_last=True`` converts any network.
+So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D or all
+3-D in channels-last (``channels_last_3d``) when it computes in bf16 on a CPU, for training and inference alike;
+a network mixing the two, fp32 (not measured on an AVX2-only CPU) and CUDA keep the layout the model has. The
+check that bf16 computes convolution gradients right on this CPU (:mod:`zoo.engine.precision`, which keeps
+R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d backward gives inf/NaN) runs each case in
+both layouts, since channels-last runs other kernels. ``channels_last=True`` converts any network.
 """
 
 from __future__ import annotations
@@ -44,13 +44,12 @@ def conv_dims(model: nn.Module) -> set[int]:
     return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
 
 
-def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None, *,
-                      training: bool = False) -> bool:
+def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
     """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
-    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D, or, for
-    inference (not ``training``), all 3-D (see the module's measurements)."""
+    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D (see
+    the module's measurements)."""
     if option == "auto":
-        return device.type == "cpu" and amp == "bf16" and conv_dims(model) in (({2},) if training else ({2}, {3}))
+        return device.type == "cpu" and amp == "bf16" and conv_dims(model) in ({2}, {3})
     return bool(option)
 
 
@@ -90,7 +89,7 @@ def to_channels_first(model: nn.Module) -> nn.Module:
 
 @contextlib.contextmanager
 def layout_for(model: nn.Module, option: Any, device: torch.device, amp: str | None) -> Iterator[bool]:
-    """``model`` in the layout ``option`` decides for inference (:func:`use_channels_last`) inside the block,
+    """``model`` in the layout ``option`` decides (:func:`use_channels_last`) inside the block,
     which gets whether that is channels-last. Under ``"auto"`` a model that came channels-first leaves channels-first
     again (the caller's model keeps the layout it had: ``safetensors.torch.save_file`` of its state_dict, say,
     refuses non-contiguous tensors); ``True`` leaves it channels-last, as asked. The conversion swaps the

@@ -107,7 +107,7 @@ class FitConfig:
     """``cpu``, ``cuda``, ``cuda:1``, ...; default: where the model is (its parameters' device)."""
     channels_last: bool | Literal["auto"] = "auto"
     """Convolutional networks in channels-last memory layout (``channels_last_3d`` for 3-D convolutions).
-    ``"auto"``: where the model's convolutions are all 2-D and it trains in bf16 on a CPU, measured
+    ``"auto"``: where the model's convolutions are all 2-D or all 3-D and it trains in bf16 on a CPU, measured
     1.03-1.35x faster there (:mod:`zoo.engine.layout`); True/False: always/never (False keeps the layout the
     model has)."""
     progress: bool = True

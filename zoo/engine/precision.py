@@ -629,9 +629,9 @@ _GRADIENT_RTOL = 0.05  # bf16's own rounding gives ~0.003 relative error on thes
 @functools.cache
 def bf16_gradients_ok(op: str = "matmul") -> bool:
     """True when bf16 gradients of ``op`` agree with fp32 on this CPU at the shapes in ``_GRADIENT_CASES``
-    (every output and gradient finite, each within 5 % relative error; ~10 ms, cached per process). 2-D
-    convolutions are checked channels-first and channels-last: ``fit`` trains them channels-last in bf16
-    (:mod:`zoo.engine.layout`), where oneDNN runs other kernels."""
+    (every output and gradient finite, each within 5 % relative error; ~10 ms, cached per process).
+    Convolutions are checked channels-first and channels-last (``channels_last_3d`` for 3-D ones): ``fit``
+    trains them channels-last in bf16 (:mod:`zoo.engine.layout`), where oneDNN runs other kernels."""
     if op not in OP_KINDS:
         raise ValueError(f"op must be one of {OP_KINDS}, got {op!r}")
     g = torch.Generator().manual_seed(0)
@@ -640,8 +640,8 @@ def bf16_gradients_ok(op: str = "matmul") -> bool:
         grad_out = None
         results = []
         runs = [(torch.float32, torch.contiguous_format), (torch.bfloat16, torch.contiguous_format)]
-        if len(x_shape) == 4:
-            runs.append((torch.bfloat16, torch.channels_last))
+        if len(x_shape) in (4, 5):
+            runs.append((torch.bfloat16, torch.channels_last if len(x_shape) == 4 else torch.channels_last_3d))
         for dt, fmt in runs:
             xx = x.to(dt).contiguous(memory_format=fmt).detach().requires_grad_()
             ww = w.to(dt).contiguous(memory_format=fmt).detach().requires_grad_()

@@ -103,7 +103,7 @@ class Trainer:
         self.resumed = self._resume() if cfg.resume else None
         # decided once the precision is (a resume keeps the one its checkpoint was trained in), so that a resumed
         # run computes in the layout the run it continues did
-        self.channels_last = use_channels_last(cfg.channels_last, model, dev, self.amp, training=True)
+        self.channels_last = use_channels_last(cfg.channels_last, model, dev, self.amp)
         # "auto" gives the caller's model back in the layout it came in (zoo.engine.layout.layout_for)
         self.restore_layout = self.channels_last and cfg.channels_last == "auto" and is_channels_first(model)
         if self.channels_last:
