@@ -1,7 +1,8 @@
 """Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
 is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU,
-networks whose convolutions are all 2-D or all 3-D), channels-first for HybridSN (3-D then 2-D), which was slower
-channels-last.
+networks whose convolutions are all 2-D or all 3-D, each on the CPU kinds where that was measured:
+zoo.engine.layout.CHANNELS_LAST_FASTER), channels-first for HybridSN (3-D then 2-D), which was slower channels-last.
+A run on a kind not yet listed measures what the table should say for it.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
 what a plain loop does unless its author converts the model). Two copies of each model (same initial

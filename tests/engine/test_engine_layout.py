@@ -9,7 +9,7 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from zoo.engine import LambdaCallback, evaluate, fit
+from zoo.engine import LambdaCallback, evaluate, fit, layout
 from zoo.engine.layout import (
     layout_for,
     match_state_layout,
@@ -19,6 +19,12 @@ from zoo.engine.layout import (
 )
 
 CL, CL3D = torch.channels_last, torch.channels_last_3d
+
+
+@pytest.fixture
+def amx(monkeypatch):
+    """The CPU kind where channels-last was measured for 2-D and 3-D networks, whatever this machine is."""
+    monkeypatch.setattr(layout, "_cpu_kind", lambda: "amx")
 
 
 def convnet() -> nn.Module:
@@ -64,7 +70,7 @@ def layouts(model: nn.Module) -> set[str]:
     return out
 
 
-def test_auto_is_channels_last_for_2d_or_3d_convolutions_in_bf16_on_a_cpu_only():
+def test_auto_is_channels_last_for_2d_or_3d_convolutions_in_bf16_on_a_cpu_only(amx):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert use_channels_last("auto", convnet(), cpu, "bf16")
     assert not use_channels_last("auto", Mixed(), cpu, "bf16")  # 3-D then 2-D, as HybridSN: measured slower
@@ -74,6 +80,17 @@ def test_auto_is_channels_last_for_2d_or_3d_convolutions_in_bf16_on_a_cpu_only()
     assert not use_channels_last("auto", nn.Conv1d(2, 2, 3), cpu, "bf16")
     assert not use_channels_last("auto", convnet(), cuda, "bf16")  # not measured there
     assert use_channels_last(True, nn.Linear(4, 2), cpu, None) and not use_channels_last(False, convnet(), cpu, "bf16")
+
+
+@pytest.mark.parametrize("kind, two_d, three_d", [("amx", True, True), ("avx512_bf16", True, False),
+                                                    ("avx2", False, False), ("avx512", False, False)])
+def test_auto_takes_channels_last_only_on_the_cpu_kinds_it_was_measured_on(monkeypatch, kind, two_d, three_d):
+    # a speed-up measured on one CPU kind is that kind's default only (3-D networks: the AMX Xeon alone)
+    monkeypatch.setattr(layout, "_cpu_kind", lambda: kind)
+    cpu = torch.device("cpu")
+    assert use_channels_last("auto", convnet(), cpu, "bf16") is two_d
+    assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16") is three_d
+    assert use_channels_last(True, Mixed().conv3d, cpu, "bf16")  # asked for: any kind
 
 
 def test_to_channels_last_lays_out_2d_and_3d_convolutions_of_one_model():
@@ -97,7 +114,7 @@ def test_fit_with_channels_last_trains_a_model_with_3d_convolutions():
 
 
 @pytest.mark.parametrize("amp, expected", [("bf16", {"cl"}), (None, {"nchw"})])
-def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_came(amp, expected):
+def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_came(amx, amp, expected):
     model = convnet()
     seen = []
     with warnings.catch_warnings():
@@ -109,7 +126,7 @@ def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_ca
     safetensors.torch.save(model.state_dict())
 
 
-def test_evaluate_runs_bf16_convolutions_channels_last_and_restores_the_layout():
+def test_evaluate_runs_bf16_convolutions_channels_last_and_restores_the_layout(amx):
     model = convnet()
     seen = []
     model[0].register_forward_pre_hook(lambda m, args: seen.append(layouts(m)))
@@ -152,7 +169,7 @@ def test_a_run_resumed_in_channels_last_steps_its_moments_right(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # channels-first vs -last epoch 1: rounding apart
 
 
-def test_a_3d_network_is_scored_channels_last_3d_with_the_same_outputs():
+def test_a_3d_network_is_scored_channels_last_3d_with_the_same_outputs(amx):
     model = nn.Sequential(Mixed().conv3d, nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(4, 3)).eval()
     x, y = cubes()
     seen = []

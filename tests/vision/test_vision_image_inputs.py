@@ -155,15 +155,17 @@ def test_20000px_png_is_skipped_and_counted_or_named_with_the_limit(tmp_path):
 
 
 
-def test_scoring_a_data_set_in_bf16_runs_channels_last_and_gives_the_model_back():
+def test_scoring_a_data_set_in_bf16_runs_channels_last_and_gives_the_model_back(monkeypatch):
     # zoo.engine.layout: an evaluation runs bf16 convolutions channels-last on a CPU; the caller's model leaves
     # as it came, and still trains. zoo.predict keeps the model's layout: threads may share the model there,
     # and a conversion under another thread's prediction would change which kernels (and bf16 roundings) it gets
     import warnings
 
     import zoo
+    from zoo.engine import layout
     from zoo.vision.evaluate import predict_dataset
 
+    monkeypatch.setattr(layout, "_cpu_kind", lambda: "amx")  # a kind where channels-last was measured faster
     model = zoo.build("resnet18", stem="cifar", num_classes=3)
     seen = []
     model.conv1.register_forward_pre_hook(lambda m, args: seen.append(m.weight.is_contiguous()))

@@ -18,25 +18,32 @@ The forward pass of an evaluation (eval and inference mode, bf16 autocast; same 
 (64-256 images of 32x32) 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D-18 1.31-1.35x, HybridSN 1.00-1.06x (left
 channels-first with its training).
 
-So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D or all
-3-D in channels-last (``channels_last_3d``) when it computes in bf16 on a CPU, for training and inference alike;
-a network mixing the two, fp32 (not measured on an AVX2-only CPU) and CUDA keep the layout the model has. The
-check that bf16 computes convolution gradients right on this CPU (:mod:`zoo.engine.precision`, which keeps
-R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d backward gives inf/NaN) runs each case in
-both layouts, since channels-last runs other kernels. ``channels_last=True`` converts any network.
+On the other CPU kinds where ``amp="auto"`` trains in bf16 only 2-D networks were measured, training throughput
+with the same model and settings in one run: the Zen 4 (AVX512-BF16) ResNet18 93.2 vs 82.0 images/s (1.14x,
+``cifar10_resnet18.py --measure-throughput``) and the engine benchmark's small CNN 2316 vs 2202 samples/s (1.05x,
+``engine_throughput.py``); the Zen 5 the small CNN 2955 vs 2968 (1.00x).
+
+So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D, or all
+3-D, in channels-last (``channels_last_3d``) when it computes in bf16 on a CPU of a kind where that was measured
+no slower (:data:`CHANNELS_LAST_FASTER`: 2-D on the AMX Xeon and AVX512-BF16 CPUs, 3-D on the AMX Xeon only),
+for training and inference alike; a network mixing the two, fp32 (not measured on an AVX2-only CPU), other
+kinds and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
+CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d
+backward gives inf/NaN) runs each case in both layouts, since channels-last runs other kernels.
+``channels_last=True`` converts any network.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["conv_dims", "is_channels_first", "layout_for", "match_state_layout", "to_channels_first", "to_channels_last",
-           "use_channels_last"]
+__all__ = ["CHANNELS_LAST_FASTER", "conv_dims", "is_channels_first", "layout_for", "match_state_layout",
+           "to_channels_first", "to_channels_last", "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -44,12 +51,29 @@ def conv_dims(model: nn.Module) -> set[int]:
     return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
 
 
+CHANNELS_LAST_FASTER: Mapping[str, frozenset[int]] = {
+    "amx": frozenset({2, 3}),  # ResNet18 1.15-1.35x, TSN 1.03-1.09x, R(2+1)D 1.04-1.08x (training)
+    "avx512_bf16": frozenset({2}),  # Zen 4 ResNet18 1.14x, small CNN 1.05x; Zen 5 small CNN 1.00x
+}
+"""By CPU kind (:attr:`zoo.engine.precision.CPUFeatures.kind`), the convolution dimensions whose bf16 networks
+were measured no slower channels-last (the module's figures); a kind not here keeps channels-first."""
+
+
+def _cpu_kind() -> str:
+    from zoo.engine.precision import cpu_features
+
+    return cpu_features().kind
+
+
 def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
     """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
-    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D (see
-    the module's measurements)."""
+    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D, of
+    a dimension :data:`CHANNELS_LAST_FASTER` lists for this CPU's kind."""
     if option == "auto":
-        return device.type == "cpu" and amp == "bf16" and conv_dims(model) in ({2}, {3})
+        if device.type != "cpu" or amp != "bf16":
+            return False
+        dims = conv_dims(model)
+        return len(dims) == 1 and dims <= CHANNELS_LAST_FASTER.get(_cpu_kind(), frozenset())
     return bool(option)
 
 

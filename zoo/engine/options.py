@@ -107,9 +107,9 @@ class FitConfig:
     """``cpu``, ``cuda``, ``cuda:1``, ...; default: where the model is (its parameters' device)."""
     channels_last: bool | Literal["auto"] = "auto"
     """Convolutional networks in channels-last memory layout (``channels_last_3d`` for 3-D convolutions).
-    ``"auto"``: where the model's convolutions are all 2-D or all 3-D and it trains in bf16 on a CPU, measured
-    1.03-1.35x faster there (:mod:`zoo.engine.layout`); True/False: always/never (False keeps the layout the
-    model has)."""
+    ``"auto"``: where the model's convolutions are all 2-D or all 3-D and it trains in bf16 on a CPU of a kind
+    where that was measured no slower (1.00-1.35x; :data:`zoo.engine.layout.CHANNELS_LAST_FASTER`); True/False:
+    always/never (False keeps the layout the model has)."""
     progress: bool = True
     log_dir: str | Path | None = None
     """``metrics.csv``, TensorBoard events (when installed) and ``learning_curves.png``; default: checkpoint_dir."""
