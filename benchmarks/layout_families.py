@@ -1,7 +1,8 @@
 """Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
 is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU,
 networks whose convolutions are all 2-D or all 3-D, each on the CPU kinds where that was measured:
-zoo.engine.layout.CHANNELS_LAST_FASTER), channels-first for HybridSN (3-D then 2-D), which was slower channels-last.
+zoo.engine.layout.CHANNELS_LAST_FASTER), channels-first for HybridSN (3-D then 2-D), which was slower channels-last;
+and ``zoo.predict``'s input layout (``channels_last_input``, same rule, the model left as it is) is no slower.
 A run on a kind not yet listed measures what the table should say for it.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
@@ -9,7 +10,8 @@ what a plain loop does unless its author converts the model). Two copies of each
 weights), one converted with ``zoo.engine.layout.to_channels_last``, take the step ``fit`` takes on a batch
 (the autocast of ``amp="auto"``, cross-entropy, backward, fused AdamW), and the forward pass an evaluation
 takes (eval mode, inference mode, the same autocast), alternately on the same synthetic batch of the family's
-input shape, in an order rotated every repeat; medians of the step times and the
+input shape, in an order rotated every repeat; and the forward ``zoo.predict`` takes, which leaves the model
+channels-first (threads may share it) and lays out only its input (``zoo.engine.layout.channels_last_input``); medians of the step times and the
 median of the per-repeat ratios ("paired", steadier on a noisy VM than whole epochs, which swung 1.5x here
 within a run). Each row also says what ``fit``'s ``"auto"`` chose for the model on this CPU.
 
@@ -37,7 +39,7 @@ from _harness import interleave, median, write_result
 
 import zoo
 from zoo.engine.forward import autocast, check_amp
-from zoo.engine.layout import to_channels_last, use_channels_last
+from zoo.engine.layout import channels_last_input, to_channels_last, use_channels_last
 
 # name -> (build kwargs, one sample's shape, classes, batch size)
 MODELS = {
@@ -66,12 +68,18 @@ def main() -> None:
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
-        def case(last: bool, train: bool, base=base, amp=amp, x=x, y=y):
+        def case(last: bool, train: bool, base=base, amp=amp, x=x, y=y, predict: bool = False):
             model = copy.deepcopy(base).train(train)
             if last:
                 to_channels_last(model)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
             inputs = x.contiguous(memory_format=torch.channels_last) if last and x.dim() == 4 else x
+
+            def forward_predict() -> float:  # zoo.predict: the model as it is, the input laid out per call
+                t0 = time.perf_counter()
+                with torch.inference_mode(), autocast(amp, cpu):
+                    model(channels_last_input(x, model, torch.bfloat16 if amp == "bf16" else None))
+                return time.perf_counter() - t0
 
             def step() -> float:
                 t0 = time.perf_counter()
@@ -87,19 +95,24 @@ def main() -> None:
                 with torch.inference_mode(), autocast(amp, cpu):
                     model(inputs)
                 return time.perf_counter() - t0
-            return step if train else infer
+            return forward_predict if predict else step if train else infer
 
         print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'}",
               file=sys.stderr, flush=True)
         samples = interleave({"last": case(True, True), "first": case(False, True), "infer_last": case(True, False),
-                              "infer_first": case(False, False)}, repeats=args.repeats, warmup=args.warmup,
-                             progress=False)
+                              "infer_first": case(False, False), "predict": case(False, False, predict=True)},
+                             repeats=args.repeats, warmup=args.warmup, progress=False)
         for what, tag in (("step", ""), ("infer", "infer_")):
             last, first = samples[f"{tag}last"], samples[f"{tag}first"]
             metrics[f"{name}.{what}_ms_channels_last"] = median(last) * 1e3
             peer[f"{name}.{what}_ms_channels_last"] = median(first) * 1e3
             ratios[f"{name}.{what}_first_over_last"] = median(first) / median(last)
             ratios[f"{name}.{what}_paired"] = median([f / s for f, s in zip(first, last)])
+        first, ours = samples["infer_first"], samples["predict"]
+        metrics[f"{name}.predict_ms_input_laid_out"] = median(ours) * 1e3
+        peer[f"{name}.predict_ms_input_laid_out"] = median(first) * 1e3
+        ratios[f"{name}.predict_first_over_input_laid_out"] = median(first) / median(ours)
+        ratios[f"{name}.predict_paired"] = median([f / s for f, s in zip(first, ours)])
         metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
@@ -113,7 +126,9 @@ def main() -> None:
                "step_ms_raw": raw,
                "notes": "ours = a training step (step_) or an inference forward (infer_) with the model in "
                         "channels-last, peer = the same channels-first (ms, medians of alternated calls); ratio = "
-                        "peer / ours (> 1: channels-last faster); <model>.<what>_paired = median of the per-repeat "
+                        "peer / ours (> 1: channels-last faster); predict_: the model channels-first, its input "
+                        "laid out by channels_last_input as zoo.predict does, against the same forward on the input "
+                        "as it came; <model>.<what>_paired = median of the per-repeat "
                         "ratios; <model>.auto_decides = what channels_last='auto' (fit, zoo.evaluate and the "
                         "families' evaluation) chooses for the model on this CPU."},
     )

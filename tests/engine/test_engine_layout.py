@@ -11,6 +11,7 @@ from torch import nn
 
 from zoo.engine import LambdaCallback, evaluate, fit, layout
 from zoo.engine.layout import (
+    channels_last_input,
     layout_for,
     match_state_layout,
     to_channels_first,
@@ -91,6 +92,23 @@ def test_auto_takes_channels_last_only_on_the_cpu_kinds_it_was_measured_on(monke
     assert use_channels_last("auto", convnet(), cpu, "bf16") is two_d
     assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16") is three_d
     assert use_channels_last(True, Mixed().conv3d, cpu, "bf16")  # asked for: any kind
+
+
+def test_a_prediction_input_takes_the_layout_auto_would_give_the_model(amx, monkeypatch):
+    # zoo.predict leaves a shared model as it is and lays out its input instead, under fit's rule
+    bf16 = torch.bfloat16
+    x4, x5 = torch.randn(2, 3, 8, 8), torch.randn(2, 2, 4, 6, 6)
+    assert channels_last_input(x4, convnet(), bf16).is_contiguous(memory_format=CL)
+    assert channels_last_input(x5, Mixed().conv3d, bf16).is_contiguous(memory_format=CL3D)  # as R(2+1)D
+    assert channels_last_input(x4, convnet(), None) is x4  # fp32
+    assert channels_last_input(x5, Mixed(), bf16) is x5  # 3-D then 2-D, as HybridSN
+    assert channels_last_input(torch.randn(2, 4), nn.Linear(4, 2), bf16).dim() == 2
+    # a (B, C, T, H, W) clip for a 2-D network (TSN): its per-frame (B*T, C, H, W) reshape is a channels-last view
+    clip = channels_last_input(torch.randn(2, 3, 4, 8, 8), convnet(), bf16)
+    frames = clip.transpose(1, 2).reshape(8, 3, 8, 8)
+    assert frames.is_contiguous(memory_format=CL) and frames.data_ptr() == clip.data_ptr()
+    monkeypatch.setattr(layout, "_cpu_kind", lambda: "avx2")  # a kind it was not measured on
+    assert channels_last_input(x4, convnet(), bf16) is x4
 
 
 def test_to_channels_last_lays_out_2d_and_3d_convolutions_of_one_model():

@@ -70,6 +70,32 @@ def test_r2plus1d_forward_shape_and_kinetics_head_adaptation(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name, conv, layout", [("video-tsn", torch.nn.Conv2d, torch.channels_last),
+                                                ("r2plus1d_18", torch.nn.Conv3d, torch.channels_last_3d)])
+def test_predict_gives_a_bf16_network_channels_last_clips_and_leaves_the_model_as_it_is(monkeypatch, name, conv, layout):
+    # zoo.engine.layout.channels_last_input (TSN 1.7x, R(2+1)D 1.8-2.4x on the AMX Xeon); TSN's per-frame
+    # reshape of a channels_last_3d clip is a channels-last batch of frames
+    from zoo.engine import layout as engine_layout
+
+    monkeypatch.setattr(engine_layout, "_cpu_kind", lambda: "amx")  # a kind where channels-last was measured faster
+    torch.manual_seed(0)
+    model = zoo.build(name, num_classes=3, **({"stem": "cifar"} if name == "video-tsn" else {}))
+    first_conv = next(m for m in model.modules() if isinstance(m, conv))
+    seen = []
+    first_conv.register_forward_pre_hook(
+        lambda m, args: seen.append((args[0].is_contiguous(memory_format=layout), m.weight.is_contiguous())))
+    clips = torch.randn(2, 3, 4, 16, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # bf16 on a CPU without native bf16 warns
+        last = zoo.predict(model, clips, amp="bf16", topk=3)
+        zoo.predict(model, clips, amp=None)
+        monkeypatch.setattr(engine_layout, "_cpu_kind", lambda: "avx2")  # not measured there: clips as they came
+        first = zoo.predict(model, clips, amp="bf16", topk=3)
+    assert seen == [(True, True), (False, True), (False, True)]
+    for a, b in zip(last, first):  # the same probabilities, within bf16 rounding
+        assert [p for _, p in a["topk"]] == pytest.approx([p for _, p in b["topk"]], abs=1e-2)
+
+
 def test_short_engine_run_on_generated_clips_improves_accuracy(actions):
     videos, splits = actions
     norm = VT.Compose([VT.ToFloat(), VT.Normalize(VT.IMAGENET_MEAN, VT.IMAGENET_STD)])
