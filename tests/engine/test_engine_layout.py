@@ -218,3 +218,100 @@ def test_a_model_laid_out_inside_inference_mode_still_trains():
     x, y = images(8)
     torch.nn.functional.cross_entropy(model(x), y).backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+# --- a forward that cannot run channels-last -------------------------------------------------------------
+
+
+class ViewFlatten(nn.Module):
+    """Flattens a convolution's output with ``.view``, as older tutorials do (LeNet's ``x.view(-1, 16 * 5 * 5)``):
+    PyTorch refuses that on channels-last activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+        self.drop = nn.Dropout(0.5)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x)  # (B, 4, 6, 6)
+        return self.fc(self.drop(h.view(h.shape[0], -1)))
+
+
+def bf16_quietly(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # amp="bf16" on a CPU without native bf16 warns
+        return fn(*args, **kwargs)
+
+
+def state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_fit_under_auto_trains_a_forward_that_views_its_activations_channels_first(amx):
+    # the "auto" default crashed such models ("view size is not compatible") on the CPU kinds it takes
+    # channels-last on; now the first batch's forward is tried channels-last in eval mode first
+    model = ViewFlatten()
+    with pytest.warns(RuntimeWarning, match=r"ViewFlatten's forward cannot run on channels-last.*torch.flatten"):
+        fit(model, images(), epochs=2, batch_size=16, amp="bf16", progress=False)
+    plain = ViewFlatten()
+    bf16_quietly(fit, plain, images(), epochs=2, batch_size=16, amp="bf16", channels_last=False, progress=False)
+    # the try moved no BatchNorm statistics and drew no dropout mask: the run channels_last=False makes
+    for key, value in state(plain).items():
+        assert torch.equal(model.state_dict()[key], value), key
+    assert layouts(model) == {"nchw"}
+    with pytest.raises(RuntimeError, match="view size"):  # asked for: PyTorch's error, as before
+        bf16_quietly(fit, ViewFlatten(), images(), epochs=1, batch_size=16, amp="bf16", channels_last=True,
+                     progress=False)
+
+
+def test_the_first_batch_try_leaves_a_channels_last_run_as_it_was(amx):
+    # the same network flattening with torch.flatten runs channels-last: "auto" trains exactly as True does
+    class Flatten(ViewFlatten):
+        def forward(self, x):
+            return self.fc(self.drop(torch.flatten(self.conv(x), 1)))
+
+    tried, forced = Flatten(), Flatten()
+    bf16_quietly(fit, tried, images(), epochs=2, batch_size=16, amp="bf16", progress=False)
+    bf16_quietly(fit, forced, images(), epochs=2, batch_size=16, amp="bf16", channels_last=True, progress=False)
+    for key, value in state(forced).items():
+        assert torch.equal(tried.state_dict()[key], value), key
+    assert layouts(tried) == {"nchw"} and layouts(forced) == {"cl"}
+
+
+def test_a_forward_error_that_is_not_the_layout_is_raised_by_the_training_step(amx):
+    class Broken(ViewFlatten):
+        def forward(self, x):
+            if self.training:
+                raise RuntimeError("the model's own error")
+            return super().forward(x)
+
+    with pytest.raises(RuntimeError, match="the model's own error"):
+        bf16_quietly(fit, Broken(), images(), epochs=1, batch_size=16, amp="bf16", progress=False)
+
+
+def test_evaluate_and_predict_score_a_forward_that_views_its_activations_channels_first(amx):
+    from zoo.vision.evaluate import predict_dataset
+    from zoo.vision.predict import predict
+
+    x, y = images(16)
+    model = ViewFlatten().eval()
+    with torch.no_grad():
+        expected = model(x)
+    with pytest.warns(RuntimeWarning, match="cannot run on channels-last"):
+        scored = evaluate(model, (x, y), amp="bf16", metrics=())
+    assert layouts(model) == {"nchw"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # said once per model; "auto" keeps it channels-first now
+        assert layout.use_channels_last("auto", model, torch.device("cpu"), "bf16") is False
+        assert evaluate(model, (x, y), amp=None, metrics=())["loss"] == pytest.approx(scored["loss"], abs=0.05)
+    # each of the families' evaluations and predictions, on a model of its own
+    with pytest.warns(RuntimeWarning, match="cannot run on channels-last"):
+        logits, _ = predict_dataset(ViewFlatten(), torch.utils.data.TensorDataset(x, y), amp="bf16", batch_size=8)
+    torch.testing.assert_close(logits, expected, atol=0.05, rtol=0.05)
+    with pytest.warns(RuntimeWarning, match="cannot run on channels-last"):
+        rows = predict(ViewFlatten(), x, amp="bf16", topk=3)
+    assert [r["prob"] for r in rows] == pytest.approx(expected.softmax(1).max(1).values.tolist(), abs=0.02)
+    with pytest.raises(RuntimeError, match="view size"):  # asked for: PyTorch's error
+        bf16_quietly(evaluate, ViewFlatten(), (x, y), amp="bf16", metrics=(), channels_last=True)

@@ -7,6 +7,7 @@ each rank scores its shard and the results are gathered, so every sample counts 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from zoo.engine.data import (
 )
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
 from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
-from zoo.engine.layout import layout_for
+from zoo.engine.layout import layout_for, refuses_channels_last, to_channels_first
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
 
@@ -205,10 +206,16 @@ def evaluate(
             raise ValueError(f"evaluate: no samples to score (an empty {type(loader.dataset).__name__})")
     if device != model_device(model):
         model.to(device)
+    score = functools.partial(evaluate_loader, model, loader, device=device, forward_fn=forward_fn,
+                              loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp, progress=progress)
     with layout_for(model, channels_last, device, amp) as last:
-        out = evaluate_loader(model, loader, device=device, forward_fn=forward_fn,
-                              loss_fn=loss_fn or default_loss(label_smoothing), metrics=keys, amp=amp,
-                              channels_last=last, progress=progress)
+        try:
+            out = score(channels_last=last)
+        except RuntimeError as err:  # a forward that .view()s a channels-last activation: scored channels-first
+            if not (last and channels_last == "auto" and refuses_channels_last(model, err)):
+                raise
+            to_channels_first(model)
+            out = score(channels_last=False)
     if eval_fn is not None:
         out.update(call_eval_fn(eval_fn, model, data))
     return out

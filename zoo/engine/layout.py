@@ -32,20 +32,27 @@ CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Z
 backward gives inf/NaN) runs each case in both layouts, since channels-last runs other kernels.
 ``channels_last=True`` converts any network. Predictions (``zoo.predict``) leave the model as it is, since threads
 may share it, and give the network a channels-last input under the same rule (:func:`channels_last_input`:
-1.25-2.4x on the AMX Xeon, most of what converting the model gains).
+1.25-2.4x on the AMX Xeon, most of what converting the model gains). A forward that cannot run channels-last
+(a ``.view()`` of a convolution's output) runs channels-first under ``"auto"``, with one warning naming the fix
+(:func:`refuses_channels_last`): ``fit`` tries its first batch in eval mode before it trains, evaluations and
+predictions retry the batch (:func:`call_laid_out`, :func:`forward_channels_last`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["CHANNELS_LAST_FASTER", "channels_last_input", "conv_dims", "is_channels_first", "layout_for",
-           "match_state_layout", "to_channels_first", "to_channels_last", "use_channels_last"]
+__all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "forward_channels_last",
+           "is_channels_first",
+           "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
+           "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -70,13 +77,53 @@ def _cpu_kind() -> str:
 def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
     """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
     computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D, of
-    a dimension :data:`CHANNELS_LAST_FASTER` lists for this CPU's kind."""
+    a dimension :data:`CHANNELS_LAST_FASTER` lists for this CPU's kind, unless its forward was found unable to
+    run so (:func:`refuses_channels_last`)."""
     if option == "auto":
-        if device.type != "cpu" or amp != "bf16":
+        if device.type != "cpu" or amp != "bf16" or model in _REFUSED:
             return False
         dims = conv_dims(model)
         return len(dims) == 1 and dims <= CHANNELS_LAST_FASTER.get(_cpu_kind(), frozenset())
     return bool(option)
+
+
+_REFUSED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+"""Models whose forward failed on channels-last activations: ``"auto"`` keeps them channels-first."""
+
+_VIEW_REFUSAL = "view size is not compatible with input tensor's size and stride"
+
+
+def refuses_channels_last(model: nn.Module, err: BaseException) -> bool:
+    """Whether ``err``, raised by ``model``'s forward on channels-last data, is PyTorch refusing to ``.view()`` a
+    channels-last activation (``x.view(-1, 16 * 5 * 5)`` after a convolution, as older tutorials flatten). If so
+    ``model`` is recorded, so that ``"auto"`` keeps it channels-first from then on, and a warning says once what
+    it costs and how to fix the forward; the caller then runs it channels-first."""
+    if not isinstance(err, RuntimeError) or _VIEW_REFUSAL not in str(err):
+        return False
+    if model not in _REFUSED:
+        _REFUSED.add(model)
+        from zoo._stacklevel import user_stacklevel
+
+        warnings.warn(f"channels_last='auto': {type(model).__name__}'s forward cannot run on channels-last "
+                      f"activations ({str(err).splitlines()[0]}), so it runs channels-first, without the 1.1-2x "
+                      "channels-last gives bf16 convolutions on this CPU (zoo.engine.layout). Where the forward "
+                      "calls .view() on a convolution's output, torch.flatten() or .reshape() runs in either "
+                      "layout; channels_last=False skips the attempt.", RuntimeWarning, stacklevel=user_stacklevel())
+    return True
+
+
+def forward_channels_last(model: nn.Module, x: torch.Tensor, dtype: torch.dtype | None) -> Any:
+    """``model(x)``, with ``x`` laid out by :func:`channels_last_input`; a model whose forward cannot run on
+    channels-last activations (:func:`refuses_channels_last`) gets ``x`` as it came."""
+    laid_out = channels_last_input(x, model, dtype)
+    if laid_out is x:
+        return model(x)
+    try:
+        return model(laid_out)
+    except RuntimeError as err:
+        if not refuses_channels_last(model, err):
+            raise
+    return model(x)
 
 
 def to_channels_last(model: nn.Module) -> nn.Module:
@@ -154,6 +201,25 @@ def channels_last_input(x: torch.Tensor, model: nn.Module, dtype: torch.dtype | 
                                                       "bf16" if dtype == torch.bfloat16 else None):
         return x
     return x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
+
+
+def call_laid_out(model: nn.Module, x: torch.Tensor, last: bool, option: Any) -> tuple[Any, bool]:
+    """``(model(x), last)`` for a batch of an evaluation that :func:`layout_for` laid out (``last``: it chose
+    channels-last, ``option``: what it was given). Under ``"auto"`` a forward that cannot run channels-last
+    (:func:`refuses_channels_last`) puts the model back channels-first and runs the batch so; the caller goes
+    on with the ``last`` returned."""
+    if not last:
+        return model(x), False
+    try:
+        return model(x), True
+    except RuntimeError as err:
+        if option != "auto" or not refuses_channels_last(model, err):
+            raise
+    to_channels_first(model)
+    # autocast keeps the bf16 copies of the weights it made in this block, channels-last ones: without
+    # clearing them the retry would run channels-last again
+    torch.clear_autocast_cache()
+    return model(x.contiguous()), False
 
 
 def match_state_layout(optimizer: torch.optim.Optimizer) -> None:

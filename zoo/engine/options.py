@@ -108,8 +108,10 @@ class FitConfig:
     channels_last: bool | Literal["auto"] = "auto"
     """Convolutional networks in channels-last memory layout (``channels_last_3d`` for 3-D convolutions).
     ``"auto"``: where the model's convolutions are all 2-D or all 3-D and it trains in bf16 on a CPU of a kind
-    where that was measured no slower (1.00-1.35x; :data:`zoo.engine.layout.CHANNELS_LAST_FASTER`); True/False:
-    always/never (False keeps the layout the model has)."""
+    where that was measured no slower (1.00-1.35x; :data:`zoo.engine.layout.CHANNELS_LAST_FASTER`), and its
+    forward runs so (the first batch is tried, in eval mode, before training: a ``.view()`` of a convolution's
+    output cannot, and trains channels-first with a warning); True/False: always/never (False keeps the layout
+    the model has)."""
     progress: bool = True
     log_dir: str | Path | None = None
     """``metrics.csv``, TensorBoard events (when installed) and ``learning_curves.png``; default: checkpoint_dir."""

@@ -42,10 +42,12 @@ from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
     match_state_layout,
+    refuses_channels_last,
     to_channels_first,
     to_channels_last,
     use_channels_last,
 )
+from zoo.engine.modes import eval_mode
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
@@ -110,6 +112,7 @@ class Trainer:
             for module in self._layout_modules():
                 to_channels_last(module)
             match_state_layout(self.opt)
+        self.probe_layout = self.channels_last and cfg.channels_last == "auto"  # _probe_layout, first batch
         if info.enabled and any(isinstance(cb, GradualUnfreeze) and max(cb.schedule) > 0 for cb in callbacks):
             raise ValueError("GradualUnfreeze with later epochs is not supported under DDP (DDP fixes the trained "
                              "parameters when it wraps the model); unfreeze at epoch 0 or train in one process")
@@ -405,6 +408,8 @@ class Trainer:
         window_start = i - i % accum
         window = min(accum, self.n_batches - window_start) if self.n_batches else accum
         last_micro = i - window_start == window - 1
+        if self.probe_layout:
+            self._probe_layout(batch)
         batch = move_batch(batch, self.dev, self.channels_last, self.in_dtype)
         sync = contextlib.nullcontext() if (last_micro or not info.enabled) else self.net.no_sync()
         with sync:
@@ -435,6 +440,23 @@ class Trainer:
         if last_micro:
             self._optimizer_step()
         return loss_val
+
+    def _probe_layout(self, batch: Any) -> None:
+        """Under ``channels_last="auto"``, before the first step: the forward of its batch channels-last, in eval
+        mode without gradients (no BatchNorm statistics moved, no dropout draws, so the run trains as it would
+        have). A forward that cannot run so (a ``.view()`` of a convolution's output:
+        :func:`zoo.engine.layout.refuses_channels_last`) trains channels-first; any other error is left to the
+        training step itself, which raises it in training mode, as without the probe."""
+        self.probe_layout = False
+        try:
+            with eval_mode(self.model), torch.no_grad(), autocast(self.amp, self.dev):
+                forward(self.model, move_batch(batch, self.dev, True, self.in_dtype), self.cfg.forward_fn)
+        except Exception as err:  # noqa: BLE001 - only the layout's refusal is the probe's business
+            if refuses_channels_last(self.model, err):
+                self.channels_last = False
+                for module in self._layout_modules():
+                    to_channels_first(module)
+                match_state_layout(self.opt)
 
     def _forward_loss(self, batch: Any) -> tuple[Any, Any, torch.Tensor]:
         """``(outputs, targets, loss)`` of a training batch; what PyTorch says in its own words about a batch

@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import model_device, model_dtype, move_batch, run_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
-from zoo.engine.layout import layout_for
+from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 from zoo.video import sampling as S
@@ -139,13 +139,13 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     correct = total = 0
     loss_sum = 0.0
     # channels-last where the convolutions run bf16 on a CPU (forward: TSN 1.6-2x, R(2+1)D 1.3x; zoo.engine.layout)
-    with eval_mode(model), layout_for(model, "auto", device, amp):
+    with eval_mode(model), layout_for(model, "auto", device, amp) as last:
         for batch in ProgressBar(loader, desc="evaluating", disable=not progress, leave=False):
             if batch is None:  # no clip of this batch decoded
                 continue
             video, label, vid = batch
             with autocast:
-                logits = model(move_batch(video, device, dtype=in_dtype))
+                logits, last = call_laid_out(model, move_batch(video, device, dtype=in_dtype), last, "auto")
             logp = logits.float().log_softmax(1).cpu()
             correct += int((logp.argmax(1) == label).sum())
             total += len(label)

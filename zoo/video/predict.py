@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from zoo.engine.data import inference_placement, model_device, model_dtype, move_batch
-from zoo.engine.layout import channels_last_input
+from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
@@ -81,6 +81,6 @@ def forward_probs(model: nn.Module, clips: torch.Tensor, dtype: torch.dtype | No
     device = model_device(model)
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         # channels-last input, the model as it is (threads may share it): zoo.engine.layout.channels_last_input
-        x = channels_last_input(move_batch(clips, device, dtype=model_dtype(model)), model, dtype)  # (N, C, T, H, W)
-        logits = model(x)  # (N, num_classes)
+        x = move_batch(clips, device, dtype=model_dtype(model))  # (N, C, T, H, W)
+        logits = forward_channels_last(model, x, dtype)  # (N, num_classes)
     return logits.float().softmax(1).cpu()

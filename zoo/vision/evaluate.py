@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
 from zoo.engine.data import model_dtype, move_batch
-from zoo.engine.layout import layout_for
+from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 
@@ -33,10 +33,10 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
     in_dtype = model_dtype(model)
     logits, targets = [], []
     # channels-last where the convolutions run bf16 on a CPU (ResNet18's forward 1.3-1.9x; zoo.engine.layout)
-    with eval_mode(model), layout_for(model, "auto", torch.device(device), amp):
+    with eval_mode(model), layout_for(model, "auto", torch.device(device), amp) as last:
         for x, y in loader:
             with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
-                out = model(move_batch(x, torch.device(device), dtype=in_dtype))  # (B, K)
+                out, last = call_laid_out(model, move_batch(x, torch.device(device), dtype=in_dtype), last, "auto")  # (B, K)
             logits.append(out.float().cpu())
             targets.append(torch.as_tensor(y))
     return torch.cat(logits), torch.cat(targets)

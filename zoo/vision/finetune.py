@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
-from zoo.engine.layout import layout_for
+from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 from zoo.vision.data import TransformedImages, image_columns, with_network_transforms
@@ -241,7 +241,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
             for x, y in ProgressBar(loader, desc="features", disable=not progress, leave=False):
                 x = move_batch(x, device, last, dtype=in_dtype)
                 with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                    f = model(x)  # (B, D)
+                    f, last = call_laid_out(model, x, last, channels_last)  # (B, D)
                 feats.append(f.float().flatten(1).cpu())
                 targets.append(torch.as_tensor(y).cpu())
     finally:

@@ -13,7 +13,7 @@ from PIL import Image, ImageOps
 from torch import nn
 
 from zoo.engine.data import inference_placement, model_dtype, move_batch
-from zoo.engine.layout import channels_last_input
+from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
 from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row, warn_unreadable
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
@@ -92,7 +92,7 @@ def predict(
                 continue
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 batch = move_batch(torch.stack(tensors), device, dtype=in_dtype)  # (B, C, H, W)
-                logits = model(channels_last_input(batch, model, dtype))  # (B, K)
+                logits = forward_channels_last(model, batch, dtype)  # (B, K)
             probs = logits.float().softmax(dim=1).cpu()
             rows = class_rows([key for _, key in ok], probs, topk, names)
             results += [(pos, row) for (pos, _), row in zip(ok, rows)]
@@ -164,7 +164,7 @@ def _predict_tensor(model: nn.Module, x: torch.Tensor, topk: int, names: Sequenc
         return []
     in_dtype = model_dtype(model)  # a float64 batch from NumPy runs in the network's float32
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        logits = [model(channels_last_input(move_batch(x[i:i + batch_size], device, dtype=in_dtype), model, dtype))
-                  .float() for i in range(0, len(x), batch_size)]
+        logits = [forward_channels_last(model, move_batch(x[i:i + batch_size], device, dtype=in_dtype), dtype).float()
+                  for i in range(0, len(x), batch_size)]
     probs = torch.cat(logits).softmax(dim=1).cpu()  # (N, K)
     return class_rows([f"tensor[{i}]" for i in range(len(x))], probs, topk, names)
