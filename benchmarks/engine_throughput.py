@@ -1,5 +1,7 @@
 """Claim: the shared training engine (zoo.engine.fit) costs no more than 5% training throughput against a
-plain hand-written PyTorch loop at the same settings, for fp32, bf16 autocast and bf16 + channels_last.
+plain hand-written PyTorch loop at the same settings, for fp32, bf16 autocast and bf16 + channels_last, and for
+fit's defaults (``amp="auto"``, ``channels_last="auto"``, with the channels-last try of the first batch those
+make where they pick channels-last) against the plain loop at what they pick on this CPU.
 
 Peer: the loop every PyTorch tutorial writes (DataLoader with shuffle, autocast, zero_grad, backward, step,
 ``loss.item()`` for a running loss). Same model (same initial weights), data, batch size, optimizer (AdamW),
@@ -34,7 +36,18 @@ CONFIGS = {  # name -> (amp, channels_last)
     "fp32": (None, False),
     "bf16": ("bf16", False),
     "bf16_channels_last": ("bf16", True),
+    "auto": ("auto", "auto"),  # fit's defaults; the plain loop runs what they resolve to (resolved_auto)
 }
+
+
+def resolved_auto(model: nn.Module) -> tuple[str | None, bool]:
+    """What ``amp="auto"`` and ``channels_last="auto"`` pick for training ``model`` on this CPU."""
+    from zoo.engine.forward import check_amp
+    from zoo.engine.layout import use_channels_last
+
+    cpu = torch.device("cpu")
+    amp = check_amp("auto", cpu, model, training=True)
+    return amp, use_channels_last("auto", model, cpu, amp)
 
 
 def small_cnn(num_classes: int = 10) -> nn.Module:
@@ -82,7 +95,7 @@ def main() -> None:
     skipped = []
     if args.configs is None:  # bf16 on a CPU without native bf16 runs 10-60x slower: not a path anyone takes
         native = cpu_features().native_bf16
-        args.configs = [n for n, (amp, _) in CONFIGS.items() if native or amp is None]
+        args.configs = [n for n, (amp, _) in CONFIGS.items() if native or amp in (None, "auto")]
         skipped = [n for n in CONFIGS if n not in args.configs]
 
     g = torch.Generator().manual_seed(0)
@@ -107,7 +120,10 @@ def main() -> None:
             return args.samples / (time.perf_counter() - t0)
         return run
 
-    def peer(amp: str | None, cl: bool):
+    def peer(amp: str | None, cl: bool | str):
+        if amp == "auto":
+            amp, cl = resolved_auto(fresh())
+
         def run() -> float:
             model = fresh()
             t0 = time.perf_counter()
@@ -144,7 +160,9 @@ def main() -> None:
                          "input": "3x32x32, 10 classes, synthetic", "optimizer": "AdamW lr=1e-3"},
             "samples_raw": samples,
             "notes": "ratio = engine / plain-loop throughput (median of interleaved repeats); >= 0.95 meets "
-                     "the claim; <config>.paired is the median of the per-repeat ratios. bf16 uses CPU autocast." + (
+                     "the claim; <config>.paired is the median of the per-repeat ratios. bf16 uses CPU autocast. "
+                     f"auto: fit's defaults against the plain loop at what they pick here ({resolved_auto(fresh())})"
+                     + (
                          f" Not run: {', '.join(skipped)} (this CPU has no native bf16; --configs runs them)"
                          if skipped else ""),
         },
