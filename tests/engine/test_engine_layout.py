@@ -261,9 +261,20 @@ def test_fit_under_auto_trains_a_forward_that_views_its_activations_channels_fir
     for key, value in state(plain).items():
         assert torch.equal(model.state_dict()[key], value), key
     assert layouts(model) == {"nchw"}
-    with pytest.raises(RuntimeError, match="view size"):  # asked for: PyTorch's error, as before
+    with pytest.raises(RuntimeError, match=r"view size.*trains channels-last \(channels_last=True\).*torch.flatten"):
         bf16_quietly(fit, ViewFlatten(), images(), epochs=1, batch_size=16, amp="bf16", channels_last=True,
-                     progress=False)
+                     progress=False)  # asked for: PyTorch's error, with the layout and the fix
+
+
+def test_a_forward_that_views_only_in_training_is_told_the_fix(amx):
+    # the first batch's try runs eval mode, so a .view() in the training branch alone is met by the step
+    class TrainingView(ViewFlatten):
+        def forward(self, x):
+            h = self.conv(x)
+            return self.fc(h.view(h.shape[0], -1) if self.training else torch.flatten(h, 1))
+
+    with pytest.raises(RuntimeError, match=r"trains channels-last \(channels_last='auto'\).*channels_last=False"):
+        bf16_quietly(fit, TrainingView(), images(), epochs=1, batch_size=16, amp="bf16", progress=False)
 
 
 def test_the_first_batch_try_leaves_a_channels_last_run_as_it_was(amx):

@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 __all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "forward_channels_last",
-           "is_channels_first",
+           "is_channels_first", "is_view_refusal",
            "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
            "use_channels_last"]
 
@@ -93,12 +93,18 @@ _REFUSED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 _VIEW_REFUSAL = "view size is not compatible with input tensor's size and stride"
 
 
+def is_view_refusal(err: BaseException) -> bool:
+    """Whether ``err`` is PyTorch refusing to ``.view()`` a tensor whose strides do not allow it (a channels-last
+    activation flattened with ``.view``)."""
+    return isinstance(err, RuntimeError) and _VIEW_REFUSAL in str(err)
+
+
 def refuses_channels_last(model: nn.Module, err: BaseException) -> bool:
     """Whether ``err``, raised by ``model``'s forward on channels-last data, is PyTorch refusing to ``.view()`` a
     channels-last activation (``x.view(-1, 16 * 5 * 5)`` after a convolution, as older tutorials flatten). If so
     ``model`` is recorded, so that ``"auto"`` keeps it channels-first from then on, and a warning says once what
     it costs and how to fix the forward; the caller then runs it channels-first."""
-    if not isinstance(err, RuntimeError) or _VIEW_REFUSAL not in str(err):
+    if not is_view_refusal(err):
         return False
     if model not in _REFUSED:
         _REFUSED.add(model)

@@ -41,6 +41,7 @@ from zoo.engine.evaluation import call_eval_fn, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
+    is_view_refusal,
     match_state_layout,
     refuses_channels_last,
     to_channels_first,
@@ -463,6 +464,14 @@ class Trainer:
         BatchNorm cannot normalise, or a loss autograd cannot run backward from, is said with the fix."""
         try:
             outputs, targets = forward(self.net, batch, self.cfg.forward_fn)
+        except RuntimeError as err:
+            if not (self.channels_last and is_view_refusal(err)):
+                raise
+            # channels_last=True, or a forward whose training branch alone .view()s (the first batch's try
+            # runs eval mode): PyTorch's words name neither the layout nor the fix
+            raise RuntimeError(f"{err}: the model trains channels-last (channels_last={self.cfg.channels_last!r}), "
+                               "where a convolution's output cannot be .view()ed: flatten it with torch.flatten() or "
+                               ".reshape() in the forward, or pass channels_last=False") from err
         except ValueError as err:
             if "Expected more than 1 value per channel when training" not in str(err):
                 raise
