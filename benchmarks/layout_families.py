@@ -17,10 +17,14 @@ within a run). Each row also says what ``fit``'s ``"auto"`` chose for the model 
 
 Models: ``resnet18`` (CIFAR stem, 64 images of 32x32), ``video-tsn`` (ResNet18 per frame, 4 clips of 8 frames at
 64x64), ``hybridsn`` (64 windows of 1x30x25x25: 3-D then 2-D convolutions), ``r2plus1d_18`` (2 clips of 8 frames
-at 64x64).
+at 64x64). ``--torchvision mobilenet_v3_small efficientnet_b0 ...`` adds torchvision classifiers (10 classes, 16
+images of 96x96) as the models users bring to ``fit`` and ``zoo.predict``: the rule was measured on the families'
+networks, and these say how far it carries.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py             # ~2 min on 2 cores
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --repeats 5 --models hybridsn  # quick
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --models --repeats 15 \
+        --torchvision mobilenet_v3_small efficientnet_b0 mobilenet_v2 convnext_tiny densenet121 squeezenet1_1
 """
 
 from __future__ import annotations
@@ -53,16 +57,23 @@ MODELS = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", choices=list(MODELS), default=list(MODELS))
+    ap.add_argument("--torchvision", nargs="*", default=[], metavar="NAME",
+                    help="torchvision.models builders to measure too (e.g. mobilenet_v3_small efficientnet_b0)")
     ap.add_argument("--repeats", type=int, default=30, help="training steps per layout and model")
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     cpu = torch.device("cpu")
 
     metrics, peer, ratios, raw, settings = {}, {}, {}, {}, {}
-    for name in args.models:
-        kwargs, shape, classes, batch = MODELS[name]
+    import torchvision
+
+    for name in args.models + [f"torchvision.{n}" for n in args.torchvision]:
+        kwargs, shape, classes, batch = MODELS.get(name, ({"num_classes": 10}, (3, 96, 96), 10, 16))
         torch.manual_seed(0)
-        base = zoo.build(name, **kwargs).train()
+        if name.startswith("torchvision."):
+            base = getattr(torchvision.models, name.removeprefix("torchvision."))(**kwargs).train()
+        else:
+            base = zoo.build(name, **kwargs).train()
         amp = check_amp("auto", cpu, base, training=True)
         chosen = use_channels_last("auto", base, cpu, amp)
         g = torch.Generator().manual_seed(0)
@@ -117,7 +128,7 @@ def main() -> None:
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
     write_result(
-        "layout_families",
+        "layout_families_torchvision" if args.torchvision else "layout_families",  # the families' file kept as is
         metrics=metrics,
         peers={"channels_first": peer},
         ratios=ratios,
