@@ -50,9 +50,8 @@ import torch
 from torch import nn
 
 __all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "forward_channels_last",
-           "is_channels_first", "is_view_refusal",
-           "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
-           "use_channels_last"]
+           "is_channels_first", "is_view_refusal", "layout_for", "match_state_layout", "refuses_channels_last",
+           "to_channels_first", "to_channels_last", "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
