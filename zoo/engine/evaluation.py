@@ -29,7 +29,7 @@ from zoo.engine.data import (
 )
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
 from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
-from zoo.engine.layout import layout_for, refuses_channels_last, to_channels_first
+from zoo.engine.layout import fall_back_channels_first, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
 
@@ -212,9 +212,8 @@ def evaluate(
         try:
             out = score(channels_last=last)
         except RuntimeError as err:  # a forward that .view()s a channels-last activation: scored channels-first
-            if not (last and channels_last == "auto" and refuses_channels_last(model, err)):
+            if not (last and fall_back_channels_first(model, err, channels_last)):
                 raise
-            to_channels_first(model)
             out = score(channels_last=False)
     if eval_fn is not None:
         out.update(call_eval_fn(eval_fn, model, data))

@@ -49,9 +49,9 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "forward_channels_last",
-           "is_channels_first", "is_view_refusal", "layout_for", "match_state_layout", "refuses_channels_last",
-           "to_channels_first", "to_channels_last", "use_channels_last"]
+__all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "fall_back_channels_first",
+           "forward_channels_last", "is_channels_first", "is_view_refusal", "layout_for", "match_state_layout",
+           "refuses_channels_last", "to_channels_first", "to_channels_last", "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -208,22 +208,30 @@ def channels_last_input(x: torch.Tensor, model: nn.Module, dtype: torch.dtype | 
     return x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
 
 
+def fall_back_channels_first(model: nn.Module, err: BaseException, option: Any) -> bool:
+    """For a call that :func:`layout_for` put in channels-last with ``option``, which then raised ``err``: under
+    ``"auto"``, when ``err`` is the forward's refusal (:func:`refuses_channels_last`), put ``model`` back
+    channels-first for the caller to run again so, and say True; else False (the caller raises ``err``)."""
+    if option != "auto" or not refuses_channels_last(model, err):
+        return False
+    to_channels_first(model)
+    # autocast keeps the bf16 copies of the weights it made in the block it is in, channels-last ones: without
+    # clearing them a retry inside that block would run channels-last again
+    torch.clear_autocast_cache()
+    return True
+
+
 def call_laid_out(model: nn.Module, x: torch.Tensor, last: bool, option: Any) -> tuple[Any, bool]:
     """``(model(x), last)`` for a batch of an evaluation that :func:`layout_for` laid out (``last``: it chose
-    channels-last, ``option``: what it was given). Under ``"auto"`` a forward that cannot run channels-last
-    (:func:`refuses_channels_last`) puts the model back channels-first and runs the batch so; the caller goes
-    on with the ``last`` returned."""
+    channels-last, ``option``: what it was given); a forward that cannot run channels-last runs the batch
+    channels-first (:func:`fall_back_channels_first`), and the caller goes on with the ``last`` returned."""
     if not last:
         return model(x), False
     try:
         return model(x), True
     except RuntimeError as err:
-        if option != "auto" or not refuses_channels_last(model, err):
+        if not fall_back_channels_first(model, err, option):
             raise
-    to_channels_first(model)
-    # autocast keeps the bf16 copies of the weights it made in this block, channels-last ones: without
-    # clearing them the retry would run channels-last again
-    torch.clear_autocast_cache()
     return model(x.contiguous()), False
 
 
