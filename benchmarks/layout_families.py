@@ -124,7 +124,9 @@ def main() -> None:
         peer[f"{name}.predict_ms_input_laid_out"] = median(first) * 1e3
         ratios[f"{name}.predict_first_over_input_laid_out"] = median(first) / median(ours)
         ratios[f"{name}.predict_paired"] = median([f / s for f, s in zip(first, ours)])
-        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first")
+        scored = use_channels_last("auto", base, cpu, amp, inference=True)  # evaluations and predictions
+        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first") + (
+            "" if scored == chosen else f"; scored {'channels_last' if scored else 'channels-first'}")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
     write_result(

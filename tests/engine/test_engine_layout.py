@@ -92,6 +92,11 @@ def test_auto_takes_channels_last_only_on_the_cpu_kinds_it_was_measured_on(monke
     assert use_channels_last("auto", convnet(), cpu, "bf16") is two_d
     assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16") is three_d
     assert use_channels_last(True, Mixed().conv3d, cpu, "bf16")  # asked for: any kind
+    # evaluations and predictions: only the AMX Xeon has inference figures
+    assert use_channels_last("auto", convnet(), cpu, "bf16", inference=True) is (kind == "amx")
+    assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16", inference=True) is (kind == "amx")
+    x = torch.randn(2, 3, 8, 8)
+    assert (channels_last_input(x, convnet(), torch.bfloat16) is x) is (kind != "amx")
 
 
 def test_a_prediction_input_takes_the_layout_auto_would_give_the_model(amx, monkeypatch):

@@ -25,8 +25,9 @@ with the same model and settings in one run: the Zen 4 (AVX512-BF16) ResNet18 93
 
 So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D, or all
 3-D, in channels-last (``channels_last_3d``) when it computes in bf16 on a CPU of a kind where that was measured
-no slower (:data:`CHANNELS_LAST_FASTER`: 2-D on the AMX Xeon and AVX512-BF16 CPUs, 3-D on the AMX Xeon only),
-for training and inference alike; a network mixing the two, fp32 (not measured on an AVX2-only CPU), other
+no slower: for training, :data:`CHANNELS_LAST_FASTER` (2-D on the AMX Xeon and AVX512-BF16 CPUs, 3-D on the
+AMX Xeon only); for evaluations and predictions, :data:`CHANNELS_LAST_FASTER_INFERENCE` (the AMX Xeon only, the one
+kind with inference figures); a network mixing the two, fp32 (not measured on an AVX2-only CPU), other
 kinds and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
 CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d
 backward gives inf/NaN) runs each case in both layouts, since channels-last runs other kernels.
@@ -49,9 +50,10 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CHANNELS_LAST_FASTER", "call_laid_out", "channels_last_input", "conv_dims", "fall_back_channels_first",
-           "forward_channels_last", "is_channels_first", "is_view_refusal", "layout_for", "match_state_layout",
-           "refuses_channels_last", "to_channels_first", "to_channels_last", "use_channels_last"]
+__all__ = ["CHANNELS_LAST_FASTER", "CHANNELS_LAST_FASTER_INFERENCE", "call_laid_out", "channels_last_input",
+           "conv_dims", "fall_back_channels_first", "forward_channels_last", "is_channels_first", "is_view_refusal",
+           "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
+           "use_channels_last"]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -64,7 +66,13 @@ CHANNELS_LAST_FASTER: Mapping[str, frozenset[int]] = {
     "avx512_bf16": frozenset({2}),  # Zen 4 ResNet18 1.14x, small CNN 1.05x; Zen 5 small CNN 1.00x
 }
 """By CPU kind (:attr:`zoo.engine.precision.CPUFeatures.kind`), the convolution dimensions whose bf16 networks
-were measured no slower channels-last (the module's figures); a kind not here keeps channels-first."""
+were measured no slower channels-last in training (the module's figures); a kind not here keeps channels-first."""
+
+CHANNELS_LAST_FASTER_INFERENCE: Mapping[str, frozenset[int]] = {
+    "amx": frozenset({2, 3}),  # forward: ResNet18 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D 1.31-1.35x
+}
+"""The same for evaluations and predictions (eval and inference mode): only the AMX Xeon has inference figures;
+the AVX512-BF16 kind's training figures do not say how its forward alone fares, so it scores channels-first."""
 
 
 def _cpu_kind() -> str:
@@ -73,16 +81,19 @@ def _cpu_kind() -> str:
     return cpu_features().kind
 
 
-def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None) -> bool:
+def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None, *,
+                      inference: bool = False) -> bool:
     """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
     computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D, of
-    a dimension :data:`CHANNELS_LAST_FASTER` lists for this CPU's kind, unless its forward was found unable to
+    a dimension :data:`CHANNELS_LAST_FASTER` (training) or :data:`CHANNELS_LAST_FASTER_INFERENCE`
+    (``inference``: evaluations, predictions) lists for this CPU's kind, unless its forward was found unable to
     run so (:func:`refuses_channels_last`)."""
     if option == "auto":
         if device.type != "cpu" or amp != "bf16" or model in _REFUSED:
             return False
         dims = conv_dims(model)
-        return len(dims) == 1 and dims <= CHANNELS_LAST_FASTER.get(_cpu_kind(), frozenset())
+        table = CHANNELS_LAST_FASTER_INFERENCE if inference else CHANNELS_LAST_FASTER
+        return len(dims) == 1 and dims <= table.get(_cpu_kind(), frozenset())
     return bool(option)
 
 
@@ -167,14 +178,14 @@ def to_channels_first(model: nn.Module) -> nn.Module:
 
 @contextlib.contextmanager
 def layout_for(model: nn.Module, option: Any, device: torch.device, amp: str | None) -> Iterator[bool]:
-    """``model`` in the layout ``option`` decides (:func:`use_channels_last`) inside the block,
+    """``model`` in the layout ``option`` decides for inference (:func:`use_channels_last`) inside the block,
     which gets whether that is channels-last. Under ``"auto"`` a model that came channels-first leaves channels-first
     again (the caller's model keeps the layout it had: ``safetensors.torch.save_file`` of its state_dict, say,
     refuses non-contiguous tensors); ``True`` leaves it channels-last, as asked. The conversion swaps the
     model's tensors in place, so it is for calls that have the model to themselves (an evaluation over a data
     set); ``zoo.predict``, which the threads of a server may share, keeps the model's layout and lays out its
     input instead (:func:`channels_last_input`)."""
-    last = use_channels_last(option, model, device, amp)
+    last = use_channels_last(option, model, device, amp, inference=True)
     restore = last and option == "auto" and is_channels_first(model)
     if last:
         to_channels_last(model)
@@ -203,7 +214,7 @@ def channels_last_input(x: torch.Tensor, model: nn.Module, dtype: torch.dtype | 
     R(2+1)D 1.12x, against 1.42x / 1.72x / 1.31x with the model converted as well (what :func:`layout_for`
     does for an evaluation)."""
     if x.dim() not in (4, 5) or not use_channels_last("auto", model, x.device,
-                                                      "bf16" if dtype == torch.bfloat16 else None):
+                                                      "bf16" if dtype == torch.bfloat16 else None, inference=True):
         return x
     return x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
 
