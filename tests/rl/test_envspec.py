@@ -97,3 +97,41 @@ def test_evaluation_made_from_the_spec_opens_no_window():
     _Shown.made.clear()
     zoo.train(zoo.build("td3", env=env, **TINY), env, total_steps=25, eval_episodes=1, progress=False)
     assert _Shown.made and set(_Shown.made) == {None}  # the fit check's env and the evaluation's: not rendered
+
+
+def test_an_agent_of_a_wrapped_env_evaluates_and_learns_there_without_env(tmp_path):
+    """Built or trained on an env its bare id does not make (RescaleAction, make kwargs), the agent keeps that
+    env's spec: evaluate, learn and a loaded file's evaluation ran on the bare id and failed with 'Pendulum-v1
+    action bounds [-2.0]..[2.0] differ from the agent's [0.0]..[1.0]' where no env was given."""
+    def rescaled():
+        return RescaleAction(gym.make("Pendulum-v1", max_episode_steps=6), min_action=np.float32(0.0),
+                             max_action=np.float32(1.0))
+
+    agent = zoo.build("td3", env=rescaled(), **TINY)
+    assert env_identity(gym.make(agent.env_spec)) == env_identity(rescaled())
+    expected = zoo.evaluate(agent, rescaled(), episodes=1)
+    assert zoo.evaluate(agent, episodes=1) == expected
+    agent.learn(30)  # on the agent's env: its 6-step limit ends five episodes
+    assert agent.num_timesteps == 30 and agent.num_episodes == 5
+    loaded = zoo.build("td3", weights=zoo.save(agent, tmp_path / "rescaled.safetensors"))
+    assert type(loaded.env_spec.additional_wrappers[0].kwargs["min_action"]) is np.float32
+    assert zoo.evaluate(loaded, episodes=1) == zoo.evaluate(agent, rescaled(), episodes=1)
+
+    # bounds as arrays (gymnasium's own to_json refuses numpy values: the file kept no spec)
+    arrays = RescaleAction(gym.make("Pendulum-v1", max_episode_steps=6), min_action=np.array([-1.0], np.float32),
+                           max_action=np.array([0.5], np.float32))
+    saved = zoo.save(zoo.build("td3", env=arrays, **TINY), tmp_path / "arrays.safetensors")
+    loaded = zoo.build("td3", weights=saved)
+    assert loaded.env_spec.additional_wrappers[0].kwargs["max_action"].dtype == np.float32
+    assert zoo.evaluate(loaded, episodes=1)["length_mean"] == 6
+
+    heavy = zoo.build("td3", env=gym.make("Pendulum-v1", g=2.0), **TINY)  # make kwargs: the id alone has g=10
+    assert heavy.env_spec.kwargs["g"] == 2.0
+    # the bare id, one that only renders, and a wrapper gymnasium cannot make again keep no spec of their own
+    for env in (gym.make("Pendulum-v1"), gym.make("Pendulum-v1", render_mode="rgb_array"),
+                _Unrecorded(gym.make("Pendulum-v1"))):
+        assert zoo.build("td3", env=env, **TINY).env_spec is None
+    plain = zoo.build("td3", env="Pendulum-v1", **TINY)
+    zoo.train(plain, gym.make("Pendulum-v1", max_episode_steps=4), total_steps=24, eval_episodes=1, progress=False)
+    assert plain.env_spec.max_episode_steps == 4  # trained on a 4-step env: evaluated there by default
+    assert zoo.evaluate(plain, episodes=1)["length_mean"] == 4

@@ -11,11 +11,12 @@ spaces but other kwargs, episode limit or wrappers are different experiments.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import numpy as np
 
-__all__ = ["acting_spaces", "env_identity", "single_spec"]
+__all__ = ["acting_spaces", "env_identity", "own_spec", "single_spec", "spec_from_json", "spec_to_json"]
 
 # make_vec records its own arguments in the spec's kwargs: they are not the single env's
 _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
@@ -72,6 +73,72 @@ def single_spec(env: Any) -> Any:
             return None
         return dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k not in _VECTOR_KWARGS})
     return getattr(env, "spec", None)
+
+
+def own_spec(env: Any, *, normalised: bool = False) -> Any:
+    """The spec an agent built or trained on ``env`` keeps as its env (what it evaluates and trains on when
+    no env is given): ``env``'s spec (:func:`single_spec`, without ``render_mode``) where the bare id makes
+    another env (make kwargs, an episode limit or wrappers of its own: ``RescaleAction`` changes the action
+    bounds, ``TransformReward`` the returns), else None. A spec with a wrapper that records no arguments is
+    not kept (``gymnasium.make`` cannot build it again: such an env is passed again), unless ``normalised``
+    (its normalisation statistics are the agent's: an evaluation on the bare id would be wrong, and making
+    the spec fails saying why)."""
+    spec = single_spec(env)
+    if spec is None or env_identity(env) == spec.id:
+        return None
+    if not normalised and any(w.kwargs is None for w in spec.additional_wrappers):
+        return None
+    if "render_mode" in spec.kwargs:  # nobody watches its evaluations
+        spec = dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
+    return spec
+
+
+# how a numpy array in a spec's kwargs (RescaleAction's per-dimension bounds) is written in JSON
+_ARRAY = "__ndarray__"
+
+
+def spec_to_json(spec: Any) -> dict[str, Any] | None:
+    """``spec`` as JSON data (what a weights file's description holds), or None where its kwargs hold what
+    JSON cannot (an object, a function). Numpy scalars and arrays are written as
+    ``{"__ndarray__": values, "dtype": name}``, which :func:`spec_from_json` reads back as what they were:
+    gymnasium's own ``to_json`` refuses both, and ``RescaleAction`` takes its bounds as numpy values (not
+    lists; a Python float it widens to float64, with a warning)."""
+    plain = dataclasses.replace(spec, kwargs=_encode(spec.kwargs), additional_wrappers=tuple(
+        dataclasses.replace(w, kwargs=_encode(w.kwargs)) for w in spec.additional_wrappers))
+    try:
+        return json.loads(plain.to_json())
+    except (ValueError, TypeError):
+        return None
+
+
+def spec_from_json(data: dict[str, Any]) -> Any:
+    """The ``EnvSpec`` that :func:`spec_to_json` wrote (gymnasium's ``from_json``, arrays read back)."""
+    from gymnasium.envs.registration import EnvSpec
+
+    spec = EnvSpec.from_json(json.dumps(data))
+    return dataclasses.replace(spec, kwargs=_decode(spec.kwargs), additional_wrappers=tuple(
+        dataclasses.replace(w, kwargs=_decode(w.kwargs)) for w in spec.additional_wrappers))
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, (np.generic, np.ndarray)):
+        return {_ARRAY: value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_encode(v) for v in value)
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {_ARRAY, "dtype"}:
+            values, dtype = value[_ARRAY], np.dtype(value["dtype"])
+            return np.asarray(values, dtype=dtype) if isinstance(values, list) else dtype.type(values)
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
 
 
 def env_identity(env: Any) -> str:

@@ -124,7 +124,7 @@ def _pick_env(agent, data: Any, env: Any) -> Any:
             raise ValueError(f"no environment: this agent (obs_dim {agent.obs_dim}, act_dim {agent.act_dim}) was built "
                              "for an env without a registered id (or loaded from the weights of one), so there is "
                              "none to make: pass env=<gymnasium id or env>")
-        # an agent that trained behind normalisation wrappers acts in that env: its spec makes them again
+        # an agent built or trained on a wrapped env acts in that env: its spec makes the wrappers again
         chosen = getattr(agent, "env_spec", None) or agent.env_id
     return chosen
 
@@ -1006,13 +1006,10 @@ _SYNCED: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_ev
 def _keep_statistics(agent, run: _Run) -> None:
     """The training env's normalisation statistics become the agent's (what its weights files and checkpoint
     carry), and the spec that makes that env again its env (what it evaluates on by default)."""
-    from zoo.rl.envspec import single_spec
+    from zoo.rl.envspec import own_spec
 
     agent.normalization = normalization.statistics(run.normalizers)
-    spec = single_spec(run.env) if run.normalizers else None
-    if spec is not None and "render_mode" in spec.kwargs:  # nobody watches its evaluations
-        spec = replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
-    agent.env_spec = spec
+    agent.env_spec = own_spec(run.env, normalised=bool(run.normalizers))
 
 
 def _write_logs(agent, run: _Run) -> None:

@@ -102,10 +102,12 @@ class TD3Agent:
     ``zoo.train(agent, env=..., total_steps=...)``; act with ``agent.act(obs)``. Stable-Baselines3's
     ``learn`` and ``predict`` work too (:meth:`learn`, :meth:`predict`).
 
-    Trained on an env behind gymnasium's ``NormalizeObservation`` / ``NormalizeReward``, the agent keeps
-    those wrappers' running statistics (``normalization``, :mod:`zoo.rl.normalization`) and that env's
-    spec (``env_spec``: its env from then on): its weights files and checkpoints carry both, and the env a
-    loaded agent evaluates on gets the statistics it trained with. ``act`` and ``predict`` take
+    Built or trained on an env that its bare id does not make again (wrappers such as ``RescaleAction``,
+    ``gym.make`` kwargs), the agent keeps that env's spec (``env_spec``: its env from then on,
+    :func:`zoo.rl.envspec.own_spec`); behind gymnasium's ``NormalizeObservation`` / ``NormalizeReward`` it
+    keeps those wrappers' running statistics too (``normalization``, :mod:`zoo.rl.normalization`): its
+    weights files and checkpoints carry both, and the env a loaded agent evaluates on gets the statistics it
+    trained with. ``act`` and ``predict`` take
     observations as the env hands them, normalised.
     """
 
@@ -160,7 +162,8 @@ class TD3Agent:
         self.best_step: int | None = None
         self.action_noise: OrnsteinUhlenbeckNoise | None = None  # noise_type "ornstein-uhlenbeck": its state
         # the running statistics its observations (and rewards) were normalised with, keyed
-        # "<kind>.<i>.<field>" (zoo.rl.normalization), and the spec of that env; empty and None without them
+        # "<kind>.<i>.<field>" (zoo.rl.normalization), empty without them; the spec of the env it trained on
+        # where the bare id makes another one (zoo.rl.envspec.own_spec), else None
         self.normalization: dict[str, torch.Tensor] = {}
         self.env_spec: Any = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
@@ -435,10 +438,11 @@ class TD3Agent:
         if self.normalization:
             out["normalization"] = normalization.counts(self.normalization)
         if self.env_spec is not None:
-            try:
-                out["env_spec"] = json.loads(self.env_spec.to_json())
-            except (ValueError, TypeError):
-                pass
+            from zoo.rl.envspec import spec_to_json
+
+            spec = spec_to_json(self.env_spec)
+            if spec is not None:
+                out["env_spec"] = spec
         return out
 
     def save(self, path, metadata: dict[str, str] | None = None) -> None:
@@ -854,12 +858,13 @@ def _saved_spec(saved: dict[str, Any]) -> Any:
     """The ``EnvSpec`` a file's description records (``env_spec``: the env its statistics are of), or None
     (none recorded, or one this gymnasium cannot read: the caller passes the env)."""
     import gymnasium as gym
-    from gymnasium.envs.registration import EnvSpec
+
+    from zoo.rl.envspec import spec_from_json
 
     if saved.get("env_spec") is None:
         return None
     try:
-        return EnvSpec.from_json(json.dumps(saved["env_spec"]))
+        return spec_from_json(saved["env_spec"])
     except (gym.error.Error, ValueError, TypeError, KeyError):
         return None
 
@@ -964,8 +969,8 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
         raise TypeError(f"td3: env must be a gymnasium id or env, got {type(env).__name__}")
     config = preset_config(preset, env_id or "", **overrides)
     agent = TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
-    if not isinstance(env, str) and normalization.normalizers(env):  # its env is that stack, not the bare id
-        from zoo.rl.envspec import single_spec
+    if not isinstance(env, str):  # a wrapped env (RescaleAction, normalisers, make kwargs) is its env, not the id
+        from zoo.rl.envspec import own_spec
 
-        agent.env_spec = single_spec(env)
+        agent.env_spec = own_spec(env, normalised=bool(normalization.normalizers(env)))
     return agent
