@@ -335,3 +335,33 @@ def test_a_pull_that_fails_its_hash_leaves_no_hashing_thread(resnet18_pth, weigh
     with pytest.raises(hub.HashMismatchError):
         hub.resolve(f"{server.url}/{path.name}#sha256={'0' * 64}", model="resnet18")
     assert [t.name for t in threading.enumerate() if t.name.startswith("zoo-sha256")] == []
+
+
+def test_a_corrupt_cached_file_offline_is_called_corrupt_not_missing(tiny_model, weights_home, server, monkeypatch):
+    """The mend (fetch it again) cannot run offline: the error said the file was 'not in the cache', under a
+    chained CorruptCacheError, for a file that is there with other bytes."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    path = zoo.pull(entry.name, progress=False)
+    with open(path, "r+b") as fh:
+        fh.seek(entry.size - 3)
+        byte = fh.read(1)
+        fh.seek(entry.size - 3)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    requests = len(server.state.requests)
+    for offline in ({"local_files_only": True}, {}):
+        if not offline:
+            monkeypatch.setenv("ZOO_OFFLINE", "1")
+        with pytest.raises(hub.CorruptCacheError) as err:
+            zoo.pull(entry.name, progress=False, **offline)
+        msg = str(err.value)
+        why = "local_files_only=True" if offline else "ZOO_OFFLINE=1"
+        assert "not in the cache" not in msg and err.value.__cause__ is None and err.value.__suppress_context__
+        for needle in (str(path), "changed on disk", f"{why} forbids fetching it again",
+                       f"zoo pull {entry.name} --force", "ZOO_WEIGHTS_URL"):
+            assert needle in msg
+    assert len(server.state.requests) == requests  # offline: no connection
+    monkeypatch.delenv("ZOO_OFFLINE")
+    with pytest.warns(UserWarning, match="changed on disk after it was verified; fetched it again"):
+        assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256

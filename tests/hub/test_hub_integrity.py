@@ -42,7 +42,7 @@ def test_a_flipped_byte_in_the_cache_is_caught_on_load(tiny_model, weights_home,
     msg = str(err.value)
     assert str(path) in msg and entry.sha256 in msg and f"Re-pull it with `zoo pull {entry.name}`" in msg
     # pull mends the cache, saying so (it failed without --force, though the error named pull as the fix)
-    with pytest.warns(UserWarning, match="do not match .*fetching it again"):
+    with pytest.warns(UserWarning, match="do not match .*fetched it again"):
         assert main(["pull", entry.name, "-q"]) == 0
     assert hub.sha256_file(path) == entry.sha256 and zoo.build(tiny_model, weights="v1") is not None
 

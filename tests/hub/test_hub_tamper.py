@@ -71,7 +71,7 @@ def test_a_tampered_manifest_file_is_refused_on_every_load_and_never_called_veri
     assert main(["cache", "info"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if str(path) in ln)
     assert "verified" not in line
-    with pytest.warns(UserWarning, match="do not match .*fetching it again"):
+    with pytest.warns(UserWarning, match="do not match .*fetched it again"):
         assert main(["pull", entry.name, "-q"]) == 0
     assert _status(path) == "verified"
 

@@ -34,7 +34,7 @@ from urllib.parse import quote, urlparse
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.hub import verified
-from zoo.hub.fetch import HashMismatchError, fetch, local_path, sha256_file
+from zoo.hub.fetch import HashMismatchError, OfflineError, fetch, local_path, sha256_file
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
 
 __all__ = [
@@ -200,13 +200,26 @@ def pull(weights_name: str, *, cache_dir: str | os.PathLike | None = None, force
 
 
 def _pull_mending(entry: WeightsEntry, **options: Any) -> Path:
-    """:func:`_pull_entry`, fetching again a cached file that no longer matches (with a warning)."""
+    """:func:`_pull_entry`, fetching again a cached file that no longer matches (with a warning once it is
+    replaced). Where that is not allowed (offline, no local source) the error says the file is corrupt,
+    not that it is missing."""
     try:
         return _pull_entry(entry, **options)
     except CorruptCacheError as err:
-        warnings.warn(f"{err.args[0].split(': the file changed')[0]}: it changed on disk after it was verified; "
-                      "fetching it again", stacklevel=user_stacklevel())
-        return _pull_entry(entry, **{**options, "force": True})
+        what = err.args[0].split(": the file changed")[0]
+        try:
+            path = _pull_entry(entry, **{**options, "force": True})
+        except OfflineError:
+            why = "local_files_only=True" if options.get("local_files_only") else "ZOO_OFFLINE=1"
+            dest = cached_path(entry, options.get("cache_dir"))
+            raise CorruptCacheError(
+                f"{what}: the file changed on disk after it was verified, and {why} forbids fetching it again: "
+                f"run `zoo pull {entry.name} --force` on a connected machine and copy the file into {dest.parent}, "
+                f"or set ZOO_WEIGHTS_URL to a mirror that holds {entry.filename} (a file:// folder works offline)"
+            ) from None
+        warnings.warn(f"{what}: it changed on disk after it was verified; fetched it again",
+                      stacklevel=user_stacklevel())
+        return path
 
 
 def pull_entry_reporting(entry: WeightsEntry, *, cache_dir=None, force=False, progress=True,
