@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "command", "demo", "family_options", "main", "parse_kv"]
+__all__ = ["UsageError", "command", "demo", "family_options", "main", "model_kv", "parse_kv"]
 
 
 class UsageError(Exception):
@@ -115,15 +115,43 @@ def parse_kv(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``["lr=0.1", "name=x", "flag=true"]`` -> ``{"lr": 0.1, "name": "x", "flag": True}`` (JSON values
     where they parse, strings otherwise). A key may be spelled as the flags are (``image-size=32``)."""
     out: dict[str, Any] = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
-        key = key.replace("-", "_")  # option names are Python names, never with a dash
+    for key, value in _split_kv(pairs).items():
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+    return out
+
+
+def model_kv(name: str, pairs: Sequence[str] | None, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``--model KEY=VALUE ...`` of model ``name``: each value read as its config key's ``--KEY VALUE`` flag
+    reads it (:func:`zoo.config.coerce_value`: ``net_arch=32,32`` as ``--net-arch 32,32``; parse_kv's JSON
+    left it the string '32,32'). A key that is not in the config (``params``: the registry's ``{key: type}``
+    of ``name`` by default) is refused naming the keys."""
+    from zoo import registry
+    from zoo.config import coerce_value
+
+    if not pairs:
+        return {}
+    params = registry.config_params(registry.split_weights_name(name)[0]) if params is None else params
+    out: dict[str, Any] = {}
+    for key, text in _split_kv(pairs).items():
+        if key not in params:
+            raise UsageError(f"{name}: unknown config key {key!r}; keys: {', '.join(sorted(params))}")
+        try:
+            out[key] = coerce_value(name, key, text, params[key])
+        except (TypeError, ValueError) as err:
+            raise UsageError(str(err)) from None
+    return out
+
+
+def _split_kv(pairs: Sequence[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+        out[key.replace("-", "_")] = value  # option names are Python names, never with a dash
     return out
 
 
@@ -335,13 +363,9 @@ def _model_name_in(argv: Sequence[str]) -> str | None:
 
 
 def _model_config(args: argparse.Namespace, params: dict[str, Any], shared: Sequence[str]) -> dict[str, Any]:
-    from zoo.config import check_value, coerce_value
+    from zoo.config import coerce_value
 
-    config: dict[str, Any] = {}
-    for key, value in parse_kv(args.model).items():
-        if key not in params:
-            raise UsageError(f"{args.name}: unknown config key {key!r}; keys: {', '.join(sorted(params))}")
-        config[key] = check_value(args.name, key, value, params[key])
+    config = model_kv(args.name, args.model, params)
     for key, value in vars(args).items():
         if key.startswith("cfg__") and value is not None:
             config[key[5:]] = coerce_value(args.name, key[5:], value, params[key[5:]])
@@ -420,11 +444,15 @@ def _out_path(out: str | None, name: str) -> Path | None:
     path = Path(out).expanduser()  # as zoo.save and --weights do (a quoted '~' reaches us unexpanded)
     if path.is_dir() or out.endswith(("/", os.sep)):
         path = path / f"{name}.safetensors"
+    if path.suffix == "" and not path.exists():  # a folder's name, most likely: zoo makes none (a typo would get one)
+        raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {path}) to save {name}.safetensors "
+                         f"there, or give a file name ending in .safetensors")
     if path.suffix != ".safetensors":
         raise UsageError(f"--out {out}: zoo saves .safetensors files; give NAME.safetensors or a folder")
     parent = path.parent
     if not parent.is_dir():
-        raise UsageError(f"--out {out}: folder {parent} does not exist")
+        raise UsageError(f"--out {out}: folder {parent} does not exist; create it (mkdir -p {parent}) or give "
+                         "another path")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"--out {out}: {path if path.exists() else parent} is not writable")
     return path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from zoo.cli import UsageError, command, parse_kv
+from zoo.cli import UsageError, command, model_kv, parse_kv
 
 __all__: list[str] = []
 
@@ -32,7 +32,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _cmd_export(args: argparse.Namespace) -> int:
     import zoo
 
-    model = zoo.build(args.name, weights=args.weights, **parse_kv(args.model))
+    model = zoo.build(args.name, weights=args.weights, **model_kv(args.name, args.model))
     try:
         result = zoo.export(model, args.out, args.format, verify=args.verify, **parse_kv(args.set))
     except TypeError as err:

@@ -106,6 +106,25 @@ def test_out_is_checked_before_training(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--out", str(tmp_path / "m.pt")]) == 2
     assert ".safetensors" in capsys.readouterr().err
+    # a folder that is not there: named as one (it said "give NAME.safetensors or a folder" for a folder's name)
+    assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--out", str(tmp_path / "runs")]) == 2
+    assert f"no folder {tmp_path / 'runs'}; create it (mkdir -p" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_model_pairs_read_values_as_their_flags_do(capsys):
+    """``--model KEY=VALUE`` is 'an alternative to --KEY VALUE': a tuple typed as the flag takes it
+    (net_arch=32,32 was "net_arch expects tuple[int, ...], got '32,32' (str)")."""
+    from zoo.cli import model_kv
+
+    for text in ("32,32", "[32, 32]", "(32, 32)", "32 32"):
+        assert model_kv("td3", [f"net_arch={text}"]) == {"net_arch": (32, 32)}
+    assert model_kv("td3", ["net_arch=32", "gamma=0.9", "amp=null"]) == {"net_arch": (32,), "gamma": 0.9, "amp": None}
+    assert model_kv("resnet18.cifar10", ["num-classes=3"]) == {"num_classes": 3}  # MODEL.TAG: the model's keys
+    assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "net_arch=a,b"]) == 2
+    assert "--net-arch expects tuple[int, ...], got 'a,b'; write it as --net-arch 32,32" in capsys.readouterr().err
+    assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--model", "nope=1"]) == 2
+    assert "td3: unknown config key 'nope'; keys: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("seed", [["--seed", "1"], []], ids=["seed-1", "no-seed"])

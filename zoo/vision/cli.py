@@ -9,17 +9,17 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from zoo.cli import UsageError, command, demo, parse_kv
+from zoo.cli import UsageError, command, demo, model_kv, parse_kv
 
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15"
 FINETUNE_RUNS = Path("runs") / "finetune"  # zoo finetune's default --out-dir (numbered -2, -3 ... when taken)
 
 
-def _build(name: str, weights: str | None, model_kv: list[str] | None, **extra: Any):
+def _build(name: str, weights: str | None, model_pairs: list[str] | None, **extra: Any):
     import zoo
 
-    return zoo.build(name, weights=weights, **{**parse_kv(model_kv), **extra})
+    return zoo.build(name, weights=weights, **{**model_kv(name, model_pairs), **extra})
 
 
 # --- zoo finetune -----------------------------------------------------------------------------------
