@@ -87,6 +87,17 @@ def test_a_resume_from_another_folder_refuses_a_used_checkpoint_dir(tmp_path):
     assert _files(tmp_path / "b") != before
 
 
+def test_a_resume_from_another_folder_brings_the_best_policy_along(tmp_path):
+    """The result's best step and checkpoint_path name the new folder's files: the best policy stayed in the
+    old folder, and the result named the new td3_last.pt (the last step's networks)."""
+    best = _used(tmp_path / "a")["td3_best.safetensors"]
+    result = zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=30, checkpoint_dir=tmp_path / "c",
+                       resume=tmp_path / "a" / "td3_last.pt", **RUN)  # at its total: no new evaluation
+    assert result.checkpoint_path == tmp_path / "c" / "td3_best.safetensors"
+    assert (tmp_path / "c" / "td3_best.safetensors").read_bytes() == best
+    assert not list((tmp_path / "c").glob(".*"))  # no temp file left
+
+
 def test_td3_under_torchrun_is_refused_naming_why(tmp_path, monkeypatch):
     """Under torchrun each process ran the same agent and the second died on the first's folder lock ("in use
     by another training run"), naming no cause."""

@@ -401,7 +401,8 @@ def train(
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (from scratch while the folder holds
-            no run); a path, from that file; other runs are refused a used folder (``_refuse_a_used_folder``).
+            no run); a path, from that file (into another ``checkpoint_dir``, its folder's best policy comes
+            along); other runs are refused a used folder (``_refuse_a_used_folder``).
             ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ (applied, logged);
             any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
             ``zoo.engine.ResumeError``: an env that is not the checkpoint's (the agent's own, when the call
@@ -718,6 +719,26 @@ def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
     return run.ckpt_path
 
 
+def _carry_best_file(agent, run: _Run, path: Path) -> None:
+    """A resume from another folder's checkpoint into ``checkpoint_dir`` copies that run's
+    ``td3_best.safetensors`` (the policy of the agent's ``best_step``) there, atomically: the result's best
+    step and ``checkpoint_path`` name the files of one folder (its best policy stayed behind, and the result
+    named ``td3_last.pt``). A best file of another step, or none, is not copied."""
+    if run.ckpt_dir is None or agent.best_step is None or path.parent.resolve() == run.ckpt_dir.resolve():
+        return
+    source = path.parent / BEST_NAME
+    if not source.is_file():
+        return
+    from zoo import hub
+
+    if hub.read_metadata(source).get("step") != str(agent.best_step):
+        return
+    import shutil
+
+    with open(source, "rb") as src, fs.atomic_write(run.ckpt_dir / BEST_NAME, size=source.stat().st_size) as dst:
+        shutil.copyfileobj(src, dst)
+
+
 def _run_settings(run: _Run) -> dict[str, Any]:
     """The loop's own settings a checkpoint records and a resume compares (only ``total_steps`` may change):
     how many envs collect, and which env (its id, make kwargs and wrappers: another env with the same
@@ -739,6 +760,7 @@ def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | 
     changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
+    _carry_best_file(agent, run, path)
     log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
     return state.get("env_rng"), state.get("run_state")
 
