@@ -201,6 +201,10 @@ def test_a_config_setting_given_to_train_says_where_it_belongs():
     with pytest.raises(TypeError, match=r"^zoo\.train on resnet18: unknown option\(s\) 'epohcs' \(did you mean "
                                         r"'epochs'\?\)"):
         zoo.train("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), epohcs=1)  # a typo: as was
+    # finetune's own options are named with fit's (it said "fit: unknown option(s) imagesize" and listed fit's alone)
+    with pytest.raises(TypeError, match=r"zoo\.finetune: unknown option\(s\) 'imagesize' \(did you mean 'image_size'\?\); "
+                                        r"it takes amp, augment, backbone_lr_mult, .*strategy, .*warmup_steps"):
+        zoo.finetune("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), imagesize=8)
 
 
 # --- a DataLoader given as data batches by itself ------------------------------------------------------------

@@ -61,6 +61,44 @@ def test_train_on_a_folder_at_an_image_size_records_it(tmp_path):
 
 # --- finetune takes the data forms train takes -------------------------------------------------------------
 
+class _PILImages(torch.utils.data.Dataset):
+    """(PIL image, label) samples, a Dataset that names no classes."""
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        return Image.new("RGB", (20, 18), (220, 20, 20) if i % 2 else (20, 20, 220)), i % 2
+
+
+def _first_conv_sizes(model):
+    sizes = set()
+    model.conv1.register_forward_hook(lambda mod, inp, out: sizes.add(tuple(inp[0].shape[-2:])))
+    return sizes
+
+
+def test_training_at_an_image_size_on_a_dataset_without_classes_records_it(tmp_path):
+    """The size was recorded only for data sets that name their classes: a Dataset of PIL images trained at
+    16 px was evaluated, predicted, saved and exported at the weights' 32 px."""
+    image = Image.new("RGB", (20, 18), (220, 20, 20))
+    for train in (lambda m: zoo.train(m, _PILImages(), image_size=16, **FAST).model,
+                  lambda m: zoo.finetune(m, _PILImages(), strategy="full", image_size=16, **FAST).model):
+        model = train(_net())
+        assert model.pretrained_cfg["input_size"] == [3, 16, 16]
+        sizes = _first_conv_sizes(model)
+        zoo.predict(model, image)
+        zoo.evaluate(model, _PILImages())
+        assert sizes == {(16, 16)}
+        reloaded = zoo.build("resnet18", weights=zoo.save(model, tmp_path / "m.safetensors"))
+        assert reloaded.pretrained_cfg["input_size"] == [3, 16, 16]
+    # a new head of another size drops the class names that no longer describe it; one that fits keeps them
+    tuned = zoo.finetune(zoo.build("resnet18.cifar10"), _PILImages(), num_classes=2, image_size=16, **FAST).model
+    assert "classes" not in tuned.pretrained_cfg and tuned.pretrained_cfg["input_size"] == [3, 16, 16]
+    assert zoo.predict(tuned, image)[0]["label"] in ("0", "1")  # was a CIFAR name for a 2-class head
+    kept = zoo.finetune(zoo.build("resnet18.cifar10"), _PILImages(), **FAST).model
+    assert len(kept.pretrained_cfg["classes"]) == 10
+
+
 @pytest.mark.parametrize("cache_features", [False, True])
 def test_finetune_reads_x_y_tensors_as_train_does(cache_features):
     torch.manual_seed(0)

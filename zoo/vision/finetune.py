@@ -353,14 +353,25 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         # a warning on every such call
         log.info("finetune: replacing the %s-class head with a fresh %d-class head", current, num_classes)
         replace_classifier(model, num_classes)
-    if classes is not None and hasattr(model, "pretrained_cfg"):
+    if hasattr(model, "pretrained_cfg") and (classes is not None or isinstance(train_data, TransformedImages)):
         from zoo.vision.transforms import with_image_size
 
-        # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the
-        # size of the weights it started from
-        model.pretrained_cfg = {**with_image_size(model.pretrained_cfg, image_size), "classes": list(classes)}
+        # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the size of the
+        # weights it started from (also where the data set names no classes: a Dataset of PIL images)
+        model.pretrained_cfg = record_classes(with_image_size(model.pretrained_cfg, image_size), classes,
+                                              _num_outputs(model))
     record_origin(model)
     return train_data, val_data
+
+
+def record_classes(cfg: dict[str, Any], classes: Any, num_outputs: int) -> dict[str, Any]:
+    """``cfg`` naming ``classes`` (the data set's); a data set that names none keeps the cfg's names only where
+    they still fit the head (a new head of another size has outputs the old names do not describe)."""
+    if classes is not None:
+        return {**cfg, "classes": [str(c) for c in classes]}
+    if cfg.get("classes") is not None and len(cfg["classes"]) != num_outputs:
+        return {k: v for k, v in cfg.items() if k != "classes"}
+    return cfg
 
 
 def record_origin(model: nn.Module) -> None:
@@ -423,7 +434,7 @@ def finetune(
     """
     from zoo.engine import fit
 
-    _check_arguments(model, strategy, epochs, cache_features)
+    _check_arguments(model, strategy, epochs, cache_features, fit_kwargs)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
 
@@ -454,6 +465,20 @@ def finetune(
     return result
 
 
+def _check_fit_options(fit_kwargs: dict[str, Any]) -> None:
+    """A key neither finetune nor fit takes is named with both calls' options (fit's error listed fit's
+    alone, so ``imagesize`` was not told about ``image_size``)."""
+    import dataclasses
+    import inspect
+
+    from zoo.engine.options import FitConfig, check_options
+
+    fit_keys = {f.name for f in dataclasses.fields(FitConfig)} | {"val_data"}
+    own = [name for name, p in inspect.signature(finetune).parameters.items()
+           if p.kind is p.KEYWORD_ONLY]
+    check_options(set(fit_kwargs) - fit_keys, "zoo.finetune", [*own, *fit_keys])
+
+
 def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fit_kwargs: dict[str, Any],
                  **settings: Any) -> dict[str, Any]:
     """``fit_kwargs`` recording what this fine-tuning run consumed before ``fit`` (the strategy and its
@@ -479,7 +504,9 @@ def _seed_before_surgery(seed: Any) -> None:
         set_seed(int(seed))
 
 
-def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None) -> None:
+def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None,
+                     fit_kwargs: dict[str, Any]) -> None:
+    _check_fit_options(fit_kwargs)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if epochs < 1:

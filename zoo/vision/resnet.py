@@ -205,6 +205,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
         """``data`` with the network's transforms where it yields PIL images (else as it is); ``(X, y)`` images
         are checked as predict checks a batch (a raw PyTorch error named neither the layout nor the fix)."""
         from zoo.vision.data import TransformedImages, with_network_transforms
+        from zoo.vision.finetune import record_classes
         from zoo.vision.predict import check_image_batch
         from zoo.vision.transforms import with_image_size
 
@@ -217,9 +218,9 @@ class ResNet18(ClassifierHead, Network, ResNet):
             return ds
         if ds.classes is not None:
             self._check_classes(list(ds.classes), type(data).__name__)
-            if train:  # predict names the classes, as after training on an image folder
-                self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size),
-                                       "classes": [str(c) for c in ds.classes]}
+        if train:  # predict uses the size it trained at and names the classes, as after training on a folder
+            self.pretrained_cfg = record_classes(with_image_size(self.pretrained_cfg, image_size), ds.classes,
+                                                 self.fc.out_features)
         return ds
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
