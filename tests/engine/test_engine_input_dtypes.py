@@ -124,3 +124,21 @@ def test_a_regression_run_without_its_loss_is_refused_not_trained_at_zero_loss()
         zoo.train(nn.Linear(4, 3), (x, whole), epochs=1, batch_size=16, progress=False)
     soft = np.eye(3)[np.arange(48) % 3]  # class probabilities shaped like the outputs still train
     assert zoo.train(nn.Linear(4, 3), (x, soft), epochs=1, batch_size=16, progress=False).last["train_loss"] > 0
+
+
+def test_x_and_y_as_lists_of_numbers_train_and_score_as_arrays_do():
+    """Lists, as scikit-learn takes them (y.tolist(), X.tolist()): the pair was read as a data set of two
+    samples and failed in torch's collate ('stack expects each tensor to be equal size')."""
+    from zoo.engine.data import xy_dataset
+
+    x, y = _arrays()
+    expected = zoo.evaluate(_mlp(), (x, y))
+    for pair in ((x, y.tolist()), (x, list(y)), (x.tolist(), y.tolist()), (torch.as_tensor(x), y.tolist())):
+        assert zoo.evaluate(_mlp(), pair) == expected
+        ds = xy_dataset(pair)
+        assert len(ds) == 48 and ds.tensors[1].dtype == torch.int64
+        assert "train_accuracy" in zoo.train(_mlp(), pair, epochs=1, progress=False).history[-1]
+    # lists that are not numbers stay what they were: samples, or two data sets
+    assert xy_dataset(([x[0], 0], [x[1], 1])) is None
+    assert xy_dataset(([1.0, 2.0], [0, 1])) is None  # two flat lists: as likely two samples
+    assert xy_dataset(([[1.0], [2.0, 3.0]], [0, 1])) is None  # ragged

@@ -124,3 +124,24 @@ def test_ctrl_c_mid_epoch_names_the_checkpoint_that_continues_the_run(tmp_path):
     result = fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
                  progress=False)
     assert result.resumed["checkpoint"].name == "epoch-0002.pt" and len(result.history) == 4
+
+
+def test_a_resume_on_other_arrays_is_refused_naming_them(tmp_path):
+    """(X, y) in memory: a resume on X[:32] or X * 2 went on as if it were the run's data set (an image folder
+    of other files is refused, by its fingerprint)."""
+    from zoo.engine.resume import tensors_fingerprint
+
+    _first_run(tmp_path / "run")
+    x, y = _data()
+    for other in ((x[:32], y[:32]), (x * 2, y), (x.numpy(), (1 - y).numpy())):
+        with pytest.raises(ResumeError, match=r"train_tensors: '64 rows; \(64, 6\) float32, \(64,\) int64; [0-9a-f]{16}'"):
+            fit(_net(), other, epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
+                progress=False)
+    again = fit(_net(), (x.numpy(), y.numpy()), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run",
+                resume=True, progress=False)  # the same arrays, as NumPy: the same data set
+    assert again.resumed["changed"] == {"epochs": (2, 3)}
+    big = torch.arange(5_000_000, dtype=torch.float32).view(-1, 5)  # 20 MB: sampled rows, not all bytes
+    changed = big.clone()
+    changed[round(5 * 999_999 / 63)] += 1  # one of the 64 evenly spaced rows
+    assert tensors_fingerprint([big]) != tensors_fingerprint([changed])
+    assert tensors_fingerprint([big]).startswith("1000000 rows; (1000000, 5) float32; ")

@@ -48,8 +48,13 @@ def test_keras_style_labels_of_shape_n_by_1_train_and_score():
     x, y = _xy()
     net = nn.Linear(4, 3)
     row = fit(net, (x, y[:, None]), (x, y[:, None]), **KW).history[-1]
-    assert "val_accuracy" in row
+    assert "val_accuracy" in row and "train_accuracy" in row  # the training accuracy was dropped without a word
     assert evaluate(net, (x, y[:, None])) == evaluate(net, (x, y))
+    torch.manual_seed(0)
+    flat = fit(nn.Linear(4, 3), (x, y), (x, y), **KW).history[-1]
+    torch.manual_seed(0)
+    keras = fit(nn.Linear(4, 3), (x, y[:, None]), (x, y[:, None]), **KW).history[-1]
+    assert keras["train_accuracy"] == flat["train_accuracy"]
 
 
 def test_batchnorm_meeting_a_one_sample_batch_names_drop_last():

@@ -113,10 +113,12 @@ class ShardSampler(Sampler[int]):
 
 
 def xy_dataset(data: Any) -> TensorDataset | None:
-    """``(X, y)`` as a TensorDataset when ``data`` is a pair of tensors or NumPy arrays (as scikit-learn takes
-    them; shared, not copied), else None. A length mismatch is an error naming both lengths."""
+    """``(X, y)`` as a TensorDataset when ``data`` is a pair of tensors, NumPy arrays or lists of numbers (as
+    scikit-learn takes them; arrays shared, not copied), else None. A length mismatch is an error naming both
+    lengths."""
     if not _arrays_pair(data):
         return None
+    data = tuple(np.asarray(t) if isinstance(t, (list, tuple)) else t for t in data)
     for name, t in zip("Xy", data):
         if isinstance(t, np.ndarray) and t.dtype.kind in "OUS":  # scikit-learn takes labels as names; torch cannot
             hint = (": map them to class indices, e.g. sklearn.preprocessing.LabelEncoder().fit_transform(y)"
@@ -131,7 +133,24 @@ def xy_dataset(data: Any) -> TensorDataset | None:
 
 def _arrays_pair(data: Any) -> bool:
     return isinstance(data, (tuple, list)) and len(data) == 2 and all(
-        isinstance(t, (torch.Tensor, np.ndarray)) for t in data)
+        isinstance(t, (torch.Tensor, np.ndarray)) or _numbers_list(t) for t in data) and not all(
+        _numbers_list(t) and np.ndim(t) == 1 for t in data)  # two flat lists: two samples as likely as (X, y)
+
+
+def _numbers_list(t: Any) -> bool:
+    """A (nested) list of numbers, as scikit-learn takes ``X`` and ``y`` (``y.tolist()``, ``X.tolist()``); a list
+    of samples (images, ``(input, label)`` tuples) is not one. Its first entries decide, NumPy the rest."""
+    first = t
+    while isinstance(first, (list, tuple)):
+        if not first:
+            return False
+        first = first[0]
+    if not isinstance(t, list) or isinstance(first, bool) or not isinstance(first, (int, float, np.number)):
+        return False
+    try:
+        return np.asarray(t).dtype.kind in "biuf"
+    except ValueError:  # ragged: not an array
+        return False
 
 
 VAL_KEYS = ("val", "validation")

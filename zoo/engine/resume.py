@@ -31,9 +31,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 __all__ = [
     "BATCH_SIZE_FROM",
@@ -43,6 +45,7 @@ __all__ = [
     "realign_schedule",
     "reconcile",
     "scale_lr",
+    "tensors_fingerprint",
     "with_recipe",
 ]
 
@@ -111,6 +114,21 @@ def files_fingerprint(paths: Iterable[str | os.PathLike], root: str | os.PathLik
                 digest.update(f.read(head))
         total += size
     return f"{n} files, {total} bytes, {digest.hexdigest()[:16]}"
+
+
+def tensors_fingerprint(tensors: Sequence[Any], *, rows: int = 64) -> str:
+    """``"N rows; (N, 4) float32, (N,) int64; <hash>"``: the shapes and dtypes of in-memory arrays (an ``(X, y)``
+    pair) and a hash of their bytes, all of them up to 16 MiB, else of ``rows`` evenly spaced rows: cheap,
+    and different for other arrays (``X[:100]``, ``X * 2``, another split)."""
+    digest = hashlib.sha256()
+    n = len(tensors[0]) if len(tensors) else 0
+    small = sum(t.numel() * t.element_size() for t in tensors) <= 16 << 20
+    picked = slice(None) if small or n <= rows else [round(i * (n - 1) / (rows - 1)) for i in range(rows)]
+    for t in tensors:
+        part = t.detach()[picked].cpu().contiguous()
+        digest.update(part.view(-1).view(torch.uint8).numpy().tobytes() if part.numel() else b"")
+    shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in tensors)
+    return f"{n} rows; {shapes}; {digest.hexdigest()[:16]}"
 
 
 def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:

@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
-from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch
+from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch, xy_dataset
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
@@ -61,6 +61,7 @@ from zoo.engine.resume import (
     realign_schedule,
     reconcile,
     scale_lr,
+    tensors_fingerprint,
 )
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
@@ -518,6 +519,9 @@ class Trainer:
         self.window_pending = 0
 
     def _count_correct(self, outputs: Any, targets: Any) -> None:
+        if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor) and outputs.dim() == 2 \
+                and targets.shape == (len(outputs), 1):
+            targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
         if "accuracy" in self.metric_keys and isinstance(targets, torch.Tensor) and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
             with torch.no_grad():
@@ -653,6 +657,9 @@ def _run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
     where that came from (``batch_size_from``)."""
     record = cfg.recorded()
     record[BATCH_SIZE_FROM] = "options"
+    tensors = xy_dataset(train_data) or getattr(train_data, "dataset", train_data)
+    if isinstance(tensors, TensorDataset):  # (X, y) arrays: a resume on other arrays is another data set
+        record["train_tensors"] = tensors_fingerprint(tensors.tensors)
     if isinstance(train_data, DataLoader):
         batch_sampler = train_data.batch_sampler
         record["batch_size"] = (train_data.batch_size if train_data.batch_size is not None
