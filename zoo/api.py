@@ -272,7 +272,8 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     _refuse_unknown(model, "predict", config)
     from zoo.inputs import expand_home
 
-    inputs = expand_home(inputs, only_existing=True)  # "~/cat.jpg"; a sentence stays as written
+    if not getattr(model, "zoo_text_inputs", False):  # a translator's str is a sentence, "~/notes.txt" too
+        inputs = expand_home(inputs, only_existing=True)  # "~/cat.jpg"
     if isinstance(model, Predictor):
         return model.zoo_predict(inputs, **config)
     if _is_module(model):

@@ -8,6 +8,7 @@ and the search agree on them without any extra configuration.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -58,6 +59,9 @@ class Seq2SeqModel(Network, nn.Module):
     bos_id = BOS_ID
     eos_id = EOS_ID
     registry_name = ""
+    # zoo.predict hands a str over as written: here it is a sentence, which may start with "~" or name a file,
+    # not a path to expand ("~/s.txt" translated "/home/me/s.txt"); a pathlib.Path is a file (text_inputs)
+    zoo_text_inputs = True
 
     def __init__(self, config: Any) -> None:
         super().__init__()
@@ -78,7 +82,7 @@ class Seq2SeqModel(Network, nn.Module):
     # --- user API --------------------------------------------------------------------------------------
     def translate(
         self,
-        sentences: Sequence[str] | str,
+        sentences: Sequence[str] | str | os.PathLike[str],
         *,
         beam_size: int = 1,
         length_penalty: float = 0.6,
@@ -148,11 +152,13 @@ class Seq2SeqModel(Network, nn.Module):
         return {"data.tokenizer": tokenizer_fingerprint(Tokenizer.from_json(blob["tokenizer"]))} \
             if blob.get("tokenizer") else {}
 
-    def zoo_predict(self, inputs: Sequence[str] | str, *, beam_size: int = 1, length_penalty: float = 0.6,
-                    max_len: int | None = None, batch_size: int = 64, progress: bool = False,
-                    device: str | torch.device | None = None, amp: str | None = "auto") -> list[str] | str:
-        """Sentences -> translations (a string gives a string; a ``pathlib.Path`` of a text file, one sentence
-        per line, gives a list); the options are :meth:`translate`'s."""
+    def zoo_predict(self, inputs: Sequence[str] | str | os.PathLike[str], *, beam_size: int = 1,
+                    length_penalty: float = 0.6, max_len: int | None = None, batch_size: int = 64,
+                    progress: bool = False, device: str | torch.device | None = None,
+                    amp: str | None = "auto") -> list[str] | str:
+        """Sentences -> translations (a string, a sentence as written even where it names a file, gives a string;
+        a ``pathlib.Path`` of a text file, one sentence per line, gives a list); the options are
+        :meth:`translate`'s."""
         return self.translate(inputs, beam_size=beam_size, length_penalty=length_penalty, max_len=max_len,
                               batch_size=batch_size, progress=progress, device=device, amp=amp)
 

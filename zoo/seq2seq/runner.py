@@ -100,17 +100,18 @@ class ExportedTranslator:
         rows = np.stack(out, 1).tolist() if out else [[] for _ in range(src.shape[0])]
         return [r[: r.index(self.eos_id)] if self.eos_id in r else r for r in rows]
 
-    def translate(self, sentences: Sequence[str] | str, *, max_len: int | None = None,
+    def translate(self, sentences: Sequence[str] | str | os.PathLike[str], *, max_len: int | None = None,
                   batch_size: int = 64) -> list[str] | str:
-        """Detokenized translations (a single string gives a single string back)."""
+        """Detokenized translations of the inputs ``zoo.predict`` of the model takes, read by the same
+        :func:`~zoo.seq2seq.sentences.text_inputs`: a sentence gives a sentence back; a list, or a text file
+        given as a ``pathlib.Path`` (one sentence per line), gives a list."""
         if self.tokenizer is None:
             raise ValueError("this export has no tokenizer.json (the model had none): use greedy() on token ids")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        from zoo.seq2seq.sentences import join_pieces, segments
+        from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
 
-        single = isinstance(sentences, str)
-        items = [sentences] if single else list(sentences)
+        items, single = text_inputs(sentences)
         # the same inputs as model.translate: blank ones give "", long ones go sentence by sentence
         pieces = segments(items, self.tokenizer.encode_batch(items), self.tokenizer, self.max_len - 1)
         ids = [x + [self.eos_id] for _, x, _ in pieces]

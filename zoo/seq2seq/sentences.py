@@ -14,10 +14,13 @@ at line breaks. An input still longer than the model takes is cut at ``; :`` too
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["join_pieces", "segments", "split_sentences"]
+__all__ = ["join_pieces", "segments", "split_sentences", "text_inputs"]
 
 # a candidate end: . ! ? or an ellipsis, any closing quotes or brackets, then whitespace
 _CANDIDATE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019\u00bb)\]]*(\s+)")
@@ -64,6 +67,30 @@ def _ends_sentence(line: str, m: re.Match) -> bool:
     word = line[:m.start()].rsplit(None, 1)[-1] if line[:m.start()].strip() else ""
     word = word.lstrip(_OPENING)
     return not (len(word) <= 1 or "." in word or word.isdigit() or word.lower() in _ABBREVIATIONS)
+
+
+def text_inputs(inputs: Any) -> tuple[list[str], bool]:
+    """The sentences to translate, and whether one ``str`` came (it gives one ``str`` back): a ``str`` is a
+    sentence as written, never a file name (``"~/notes.txt"`` is text, as in a list), a list of them, or a
+    text file given as a ``pathlib.Path`` (``~`` is the home folder), one sentence per line. One reader for
+    ``model.translate``, ``zoo.predict`` and ``ExportedTranslator.translate``: they take the same inputs."""
+    if isinstance(inputs, str):
+        return [inputs], True
+    if isinstance(inputs, os.PathLike):
+        from zoo.inputs import expand_home
+        from zoo.seq2seq.data import read_lines
+
+        path = Path(expand_home(inputs))
+        if not path.is_file():
+            raise FileNotFoundError(f"no text file to translate at {path} (expected one sentence per line)")
+        return read_lines(path), False
+    items = list(inputs) if isinstance(inputs, Iterable) else None
+    if items is None or not all(isinstance(s, str) for s in items):
+        got = type(inputs).__name__ if items is None else \
+            f"a {type(inputs).__name__} of {sorted({type(s).__name__ for s in items})}"
+        raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
+                        f"pathlib.Path (one sentence per line); got {got}")
+    return items, False
 
 
 def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int], str]]:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -25,9 +24,8 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
-from zoo.seq2seq.data import read_lines
 from zoo.seq2seq.search import beam_search, greedy_search
-from zoo.seq2seq.sentences import join_pieces, segments
+from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
 __all__ = ["bleu_eval_fn", "corpus_bleu", "seq2seq_forward", "training_config", "translate"]
@@ -55,7 +53,7 @@ def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batc
 
 def translate(
     model: Any,
-    sentences: Sequence[str] | str,
+    sentences: Sequence[str] | str | os.PathLike[str],
     *,
     beam_size: int = 1,
     length_penalty: float = 0.6,
@@ -80,8 +78,7 @@ def translate(
     differently with ``beam_size=5`` batched than alone (greedy: none). ``amp=None`` translated all 40 alike
     either way: use it where a sentence must translate the same whatever it is batched with.
     """
-    single = isinstance(sentences, str)
-    items = [sentences] if single else _sentences(sentences)
+    items, single = text_inputs(sentences)
     tok = getattr(model, "tokenizer", None)
     if tok is None:
         raise ValueError(
@@ -95,23 +92,6 @@ def translate(
                        progress, dtype)
     joined = join_pieces(pieces, tok.decode_batch(hyps), len(items))
     return joined[0] if single else joined
-
-
-def _sentences(inputs: Any) -> list[str]:
-    """A list of sentences from a sequence of strings, or from a text file given as a ``pathlib.Path`` (one
-    sentence per line; a ``str`` is always a sentence, never a file name)."""
-    if isinstance(inputs, os.PathLike):
-        path = Path(inputs)
-        if not path.is_file():
-            raise FileNotFoundError(f"no text file to translate at {path} (expected one sentence per line)")
-        return read_lines(path)
-    items = list(inputs) if isinstance(inputs, Iterable) else None
-    if items is None or not all(isinstance(s, str) for s in items):
-        got = type(inputs).__name__ if items is None else \
-            f"a {type(inputs).__name__} of {sorted({type(s).__name__ for s in items})}"
-        raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
-                        f"pathlib.Path (one sentence per line); got {got}")
-    return items
 
 
 def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty: float, max_len: int | None,
