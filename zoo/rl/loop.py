@@ -401,8 +401,7 @@ def train(
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (from scratch while the folder holds
-            no run); a path, from that file (into another ``checkpoint_dir``, its folder's best policy comes
-            along); other runs are refused a used folder (``_refuse_a_used_folder``).
+            no run); a path, from that file (and its folder's best policy); other runs are refused a used folder.
             ``actor_lr``, ``critic_lr``, ``exploration_noise`` and ``total_steps`` may differ (applied, logged);
             any other change (the config, ``num_envs``, the env: id, make kwargs, wrappers) raises
             ``zoo.engine.ResumeError``: an env that is not the checkpoint's (the agent's own, when the call
