@@ -1004,7 +1004,7 @@ def _sigterm_as_ctrl_c() -> None:
         on_ctrl_c = signal.getsignal(signal.SIGINT)  # Python's KeyboardInterrupt, or TD3's stop after this step
         if not callable(on_ctrl_c):  # SIGINT ignored (a job started with &): stop at once, as SIGTERM would
             raise KeyboardInterrupt("stopped by SIGTERM")
-        on_ctrl_c(signal.SIGINT, frame)
+        on_ctrl_c(signum, frame)  # SIGTERM: TD3's stop names it
 
     signal.signal(signal.SIGTERM, as_ctrl_c)
 

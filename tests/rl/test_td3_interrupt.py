@@ -136,5 +136,7 @@ def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path, stop):
     finally:
         proc.kill()
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted: TD3 stopped by Ctrl-C at step" in err and "--resume" in err
+    name = "Ctrl-C" if stop == signal.SIGINT else "SIGTERM"  # a SIGTERM was reported as a Ctrl-C
+    assert f"interrupted: TD3 stopped by {name} at step" in err and "--resume" in err
+    assert f"{name}: TD3 stops after this step" in err
     assert torch.load(ck / loop.CHECKPOINT_NAME, weights_only=True)["counters"]["num_timesteps"] > 200

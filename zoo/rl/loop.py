@@ -352,6 +352,7 @@ class _Run:
     normalizers: list = field(default_factory=list)  # the training env's running-statistics wrappers
     normalization_warned: bool = False
     interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
+    stopped_by: str = "Ctrl-C"  # or SIGTERM, which the zoo command passes on as a Ctrl-C
 
     def __post_init__(self) -> None:
         self.ep_ret = np.zeros(self.n_envs)
@@ -523,8 +524,9 @@ def _deferred_interrupt(run: _Run):
         if run.interrupted:
             raise KeyboardInterrupt
         run.interrupted = True
+        run.stopped_by = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
         saving = f"writing {run.ckpt_path} first; " if run.ckpt_path is not None else ""
-        _say(run, f"Ctrl-C: TD3 stops after this step ({saving}press Ctrl-C again to stop at once)")
+        _say(run, f"{run.stopped_by}: TD3 stops after this step ({saving}a second {run.stopped_by} stops it at once)")
 
     previous = signal.signal(signal.SIGINT, stop_after_this_step)
     try:
@@ -567,7 +569,8 @@ def _stop(agent, run: _Run) -> None:
     _write_logs(agent, run)
     where = (f"; {run.ckpt_path} continues it (resume=True, or `zoo train td3 ... --resume`)"
              if run.ckpt_path is not None else "; nothing was saved (no checkpoint_dir)")
-    raise KeyboardInterrupt(f"TD3 stopped by Ctrl-C at step {agent.num_timesteps} of {run.total_steps}{where}")
+    raise KeyboardInterrupt(f"TD3 stopped by {run.stopped_by} at step {agent.num_timesteps} of {run.total_steps}"
+                            f"{where}")
 
 
 def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Run:
