@@ -442,6 +442,14 @@ def test_predict_refuses_what_turns_non_finite_in_the_float32_cast():
         zoo.predict(agent, np.array([0.0, 0.0, 1e39]))
 
 
+def test_predict_of_the_command_lines_text_form_says_to_parse_it():
+    """The command line takes 1,0,0; the Python call gave numpy's "could not convert string to float"."""
+    agent = zoo.build("td3")
+    with pytest.raises(TypeError, match=r"an observation is 3 numbers .*got the text '1,0,0': parse it first"):
+        zoo.predict(agent, "1,0,0")
+    np.testing.assert_array_equal(zoo.predict(agent, ["1", "0", "0"]), zoo.predict(agent, [1.0, 0.0, 0.0]))
+
+
 def test_building_an_agent_leaves_the_callers_random_stream_alone(counter_env):
     torch.manual_seed(123)
     before = torch.get_rng_state()

@@ -625,7 +625,15 @@ class TD3Agent:
         arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
         # checked after the cast the policy applies: None becomes NaN there and 1e39 becomes inf
         with np.errstate(over="ignore", invalid="ignore"):
-            obs = arr.astype(np.float32)
+            try:
+                obs = arr.astype(np.float32)
+            except ValueError:  # numpy's "could not convert string to float: np.str_('1,0,0')"
+                text = next((v for v in arr.ravel().tolist() if isinstance(v, str)), None)
+                if text is None:
+                    raise
+                raise TypeError(f"an observation is {self.obs_dim} numbers (a list, array or tensor), got the text "
+                                f"{text!r}: parse it first, e.g. [float(v) for v in {text!r}.split(',')] (the zoo "
+                                "command reads 1,0,0 from its command line)") from None
         if not np.isfinite(obs).all():
             at = np.argwhere(~np.isfinite(obs))[0].tolist()
             got = arr[tuple(at)]
