@@ -195,7 +195,8 @@ def evaluate_classifier(
                         amp=amp, progress=progress, **engine_options)
     if engine_options:
         raise TypeError(f"zoo.evaluate on a video network: unknown option(s) "
-                        f"{', '.join(repr(k) for k in sorted(engine_options))}; it takes {_TAKES}")
+                        f"{', '.join(repr(k) for k in sorted(engine_options))}; it takes {_TAKES} (and on a "
+                        "folder or UCF101 root, splits and fold)")
     keys = metric_keys(metrics)
     s = _score(model, data, batch_size=batch_size, num_workers=num_workers, device=device, amp=amp, progress=progress)
     num_classes = s.probs.shape[1]
