@@ -40,3 +40,12 @@ def test_a_cached_file_given_by_path_is_checked_against_its_entry(tiny_model, we
         fh.write(bytes([last[0] ^ 0xFF]))
     with pytest.raises(hub.CorruptCacheError):
         zoo.build(tiny_model, weights=str(path))
+
+
+def test_publishing_under_a_model_that_is_not_registered_names_the_one_the_file_holds(weights_home, tmp_path):
+    """`zoo weights add FILE --name nomodel.x` said to build the file with zoo.build: the fix is the name."""
+    saved = zoo.save(zoo.build("td3", net_arch=(8, 8)), tmp_path / "agent.safetensors")
+    with pytest.raises(hub.ManifestError, match=r"no registered model 'nomodel' to publish weights of \(see `zoo "
+                                                r"list`\); this file holds a 'td3' model: name its weights td3\.TAG"):
+        hub.add_weights(saved, name="nomodel.x")
+    assert not list(weights_home.glob("nomodel*"))
