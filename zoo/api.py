@@ -245,6 +245,7 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     """Score a model (or a registered name, ``"resnet18.cifar10"``, built with its weights) on ``data`` (the
     forms ``train`` takes); returns ``{metric: value}``, proportions as fractions in [0, 1] (``kappa`` in
     [-1, 1]), with the same metric names in every family."""
+    _check_device(config)
     model = strip_parallel(_named(model), "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
     data, config = _callers_data(data, config, "evaluate")
@@ -268,6 +269,7 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     ``nn.Module`` is called on a tensor batch (or batch by batch on a Dataset or DataLoader:
     :func:`zoo.engine.evaluation.predict_outputs`) in eval mode without gradients; an estimator's ``predict``
     is called."""
+    _check_device(config)
     model = strip_parallel(_named(model), "zoo_predict")
     _refuse_unknown(model, "predict", config)
     from zoo.inputs import expand_home
@@ -286,6 +288,14 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
     if hasattr(model, "predict"):
         return model.predict(inputs, **config)
     raise TypeError(f"zoo.predict does not know how to run a {type(model).__name__}")
+
+
+def _check_device(config: dict[str, Any]) -> None:
+    """A ``device=`` this machine lacks, refused as ``zoo.train`` refuses it: each family met it elsewhere (torch's
+    "Found no NVIDIA driver" from the first tensor moved there)."""
+    from zoo.engine.distributed import check_device_available
+
+    check_device_available(config.get("device"))
 
 
 def _options_receiver(model: Any, call: str) -> Any:

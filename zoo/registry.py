@@ -319,6 +319,10 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     """
     name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
+    if "device" in config:  # TD3 builds on its device: torch's "Found no NVIDIA driver" named neither
+        from zoo.engine.distributed import check_device_available
+
+        check_device_available(config["device"])
     if weights is None:
         return reg.builder(**validate_config(name, config))
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import zoo
 from zoo.cli import build_parser
@@ -183,6 +184,22 @@ def test_a_device_this_machine_lacks_is_refused_before_any_work(device, said, ca
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert "argument --device: " in err and re.search(said, err), err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_the_python_calls_refuse_a_missing_gpu_as_train_does():
+    """zoo.predict / zoo.evaluate / zoo.build gave torch's "Found no NVIDIA driver on your system" (from the
+    first tensor moved there); zoo.train said "device=cuda requested but CUDA is not available"."""
+    import zoo
+
+    said = r"device='cuda' requested but CUDA is not available .*: leave device out to run on the CPU"
+    for call in (lambda: zoo.predict("td3.pendulum-v1", [1.0, 0.0, 0.0], device="cuda"),
+                 lambda: zoo.evaluate("td3.pendulum-v1", episodes=1, device="cuda"),
+                 lambda: zoo.build("td3", device="cuda"),
+                 lambda: zoo.train(torch.nn.Linear(3, 2), (torch.randn(4, 3), torch.tensor([0, 1, 0, 1])),
+                                   device="cuda", progress=False)):
+        with pytest.raises(RuntimeError, match=said):
+            call()
 
 
 def test_an_observation_that_starts_with_a_minus_is_an_input_not_an_option(capsys):
