@@ -414,3 +414,92 @@ def test_a_folder_export_refuses_a_file_name(tmp_path):
     with pytest.raises(ValueError, match=r"exports a folder .* not one file: give the folder's name, e\.g\. .*/s$"):
         zoo.export(gru, tmp_path / "s.onnx")
     assert not (tmp_path / "s.onnx").exists()
+
+
+# --- a model cast to another floating dtype -------------------------------------------------------------
+
+
+def _conv_net(dtype: torch.dtype) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3)).to(dtype)
+
+
+@pytest.mark.parametrize(("dtype", "fmt", "bound"), [(torch.float16, "onnx", 8 * 2.0**-10),
+                                                     (torch.float16, "torch.export", 8 * 2.0**-10),
+                                                     (torch.bfloat16, "torch.export", 8 * 2.0**-7),
+                                                     (torch.float64, "torch.export", 1e-4)])
+def test_a_cast_model_is_exported_and_checked_in_its_dtype(tmp_path, dtype, fmt, bound):
+    """bf16 .pt2 was numpy's 'Got unsupported ScalarType BFloat16'; fp16 ONNX was held to the float32 bound
+    (1e-4), which one float16 rounding of a logit exceeds. The bound widens to 8 ulps of float16/bfloat16;
+    float64 keeps the family's."""
+    model = _conv_net(dtype)
+    x = torch.randn(2, 3, 8, 8).to(dtype)
+    res = zoo.export(model, tmp_path / "m", fmt, example_inputs=x)
+    assert res.verified and res.atol == res.rtol == bound and res.max_abs_diff <= bound
+    assert read_metadata(res)["atol"] == bound
+    y = torch.randn(5, 3, 8, 8).to(dtype)
+    with torch.no_grad():
+        want = model(y).float().numpy()
+    if fmt == "onnx":
+        session = ort.InferenceSession(str(res), providers=["CPUExecutionProvider"])
+        assert session.get_inputs()[0].type == "tensor(float16)"
+        (got,) = session.run(None, {"input0": y.numpy()})
+    else:
+        out = torch.export.load(str(res)).module()(y)
+        assert out.dtype == dtype
+        got = out.detach().float().numpy()
+    np.testing.assert_allclose(got, want, atol=bound, rtol=bound)
+
+
+def test_a_float32_model_keeps_its_bound(tmp_path):
+    res = zoo.export(_conv_net(torch.float32), tmp_path / "m.onnx", example_inputs=torch.randn(2, 3, 8, 8))
+    assert res.atol == res.rtol == 1e-4
+
+
+def test_a_dtype_a_format_cannot_hold_is_an_export_error_with_the_fix(tmp_path):
+    """bfloat16 to ONNX was the ONNX checker's 'W typestr: T, has unsupported type: tensor(bfloat16)'; float64
+    ONNX of a convolution was onnxruntime's bare NOT_IMPLEMENTED (it has no float64 Conv kernel)."""
+    bf16 = _conv_net(torch.bfloat16)
+    with pytest.raises(ExportError, match=r"Sequential holds bfloat16 weights, which ONNX cannot hold.*"
+                                          r"model\.float\(\).*format='torch\.export'"):
+        zoo.export(bf16, tmp_path / "m.onnx", example_inputs=torch.randn(2, 3, 8, 8).bfloat16())
+    with pytest.raises(ExportError, match=r"onnxruntime cannot run the float64 ONNX graph 'model'.*Conv.*"
+                                          r"nothing was written.*model\.float\(\).*format='torch\.export'.*verify=False"):
+        zoo.export(_conv_net(torch.float64), tmp_path / "m.onnx", example_inputs=torch.randn(2, 3, 8, 8).double())
+    assert list(tmp_path.iterdir()) == []
+    res = zoo.export(_conv_net(torch.float64), tmp_path / "m.onnx", verify=False,
+                     example_inputs=torch.randn(2, 3, 8, 8).double())
+    assert res.path.is_file() and not res.verified  # written unchecked, as the error offers
+
+
+# --- the format a path's suffix names -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "fmt", "written"), [("m.pt2", "torch.export", "m.pt2"), ("m.onnx", "onnx", "m.onnx"),
+                                                      ("m.pt", "torchscript", "m.pt"), ("m", "onnx", "m.onnx")])
+def test_without_a_format_the_paths_suffix_picks_it(tmp_path, name, fmt, written):
+    """zoo.export(model, "r2.pt2") was 'onnx export writes a .onnx file, got path r2.pt2 (use r2.onnx)'."""
+    res = zoo.export(_mlp(), tmp_path / name, example_inputs=torch.randn(2, 4))
+    assert res.format == fmt and res.path == tmp_path / written and res.verified
+    assert read_metadata(res)["inputs"] == ["input0"]
+
+
+def test_a_format_the_suffix_contradicts_names_the_suffixs_format(tmp_path):
+    x = torch.randn(2, 4)
+    with pytest.raises(ValueError, match=r"onnx export writes a \.onnx file, got path .*m\.pt2 \(use .*m\.onnx, "
+                                         r"or format 'torch\.export', the one a \.pt2 file holds\)"):
+        zoo.export(_mlp(), tmp_path / "m.pt2", "onnx", example_inputs=x)
+    with pytest.raises(ValueError, match=r"writes a \.pt2 file, got path .*m\.pt \(use .*m\.pt2, or format 'torchscript'"):
+        zoo.export(_mlp(), tmp_path / "m.pt", "torch.export", example_inputs=x)
+    with pytest.raises(ValueError, match=r"onnx export writes a \.onnx file, got path .*m\.bin \(use .*m\.onnx\)$"):
+        zoo.export(_mlp(), tmp_path / "m.bin", example_inputs=x)  # a suffix no format writes: ONNX, as before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_export_command_takes_the_format_from_out(tmp_path, capsys):
+    out = tmp_path / "policy.pt2"
+    assert main(["export", "td3", "--out", str(out)]) == 0
+    assert "(torch.export, max |diff|" in capsys.readouterr().out
+    assert torch.export.load(str(out)).module()(torch.zeros(1, 3)).shape == (1, 1)
+    assert main(["export", "td3", "--format", "onnx", "--out", str(tmp_path / "p.pt2")]) == 2
+    assert "or format 'torch.export', the one a .pt2 file holds" in capsys.readouterr().err

@@ -16,8 +16,9 @@ __all__: list[str] = []
 def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a registered model name (see `zoo list`)")
     p.add_argument("--weights", help="a tag, MODEL.TAG, a path or a URL (default: a fresh build)")
-    p.add_argument("--format", default="onnx", choices=["onnx", "torch.export", "pt2", "torchscript"],
-                   help="onnx (default), torch.export (.pt2; pt2 is the same) or torchscript (vision only)")
+    p.add_argument("--format", default=None, choices=["onnx", "torch.export", "pt2", "torchscript"],
+                   help="onnx, torch.export (.pt2; pt2 is the same) or torchscript (.pt, vision only); default: "
+                        "the one --out's suffix names (.onnx, .pt2, .pt), else onnx")
     p.add_argument("--out", required=True,
                    help="output file (.onnx / .pt2 / .pt), or a folder for models with several graphs (seq2seq): "
                         "a new or empty folder, or one zoo exported before (it is replaced whole)")

@@ -23,7 +23,12 @@ inputs, which include other batch sizes and lengths than the traced one; every o
 left untouched.
 
 Formats: ``"onnx"`` (opset 18), ``"torch.export"`` (``.pt2``, the modern PyTorch path; load with
-``torch.export.load(path).module()``) and ``"torchscript"`` (only where a family says it works: vision).
+``torch.export.load(path).module()``) and ``"torchscript"`` (``.pt``, only where a family says it works:
+vision). Without a ``format``, ``path``'s suffix picks it (``.onnx``, ``.pt2``, ``.pt``), else ONNX.
+A model cast with ``.half()``, ``.double()`` or ``.to(torch.bfloat16)`` is exported in that dtype (its sample
+inputs are built in it; integer token ids stay integers) and checked against PyTorch in it, float16 and
+bfloat16 within a few units of their last place; a format that cannot hold the dtype (bfloat16 in ONNX) is
+an :class:`ExportError` saying what to do instead.
 A model with one graph is written to ``path`` itself (the format's suffix is added when ``path`` has none);
 a model with several graphs or extra files (seq2seq: encoder, decoder step, tokenizer) is written to the
 folder ``path``, with an ``export.json`` that describes the graphs. Single files carry the same description
@@ -70,6 +75,7 @@ __all__ = [
 
 FORMATS = ("onnx", "torch.export", "torchscript")
 SUFFIX = {"onnx": ".onnx", "torch.export": ".pt2", "torchscript": ".pt"}
+_SUFFIX_FORMAT = {suffix: fmt for fmt, suffix in SUFFIX.items()}  # what a path's suffix asks for
 _ALIASES = {"pt2": "torch.export", "torch_export": "torch.export", "export": "torch.export", "jit": "torchscript"}
 ONNX_OPSET = 18
 METADATA_FILE = "zoo.json"
@@ -264,18 +270,21 @@ def _resized(x: torch.Tensor, batch: int) -> torch.Tensor:
 # --- the public entry point -----------------------------------------------------------------------------
 
 
-def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify: bool = True,
+def export(model: Any, path: str | os.PathLike, format: str | None = None, *, verify: bool = True,
            **config: Any) -> ExportResult:
     """Export ``model`` (a built model, or a registered name to build with defaults) to ``path``.
 
-    ``format``: ``"onnx"``, ``"torch.export"`` (``.pt2``) or ``"torchscript"`` (vision only). ``config``
+    ``format``: ``"onnx"``, ``"torch.export"`` (``.pt2``) or ``"torchscript"`` (``.pt``, vision only); by
+    default the one ``path``'s suffix names, else ``"onnx"`` (no suffix: a folder, or the suffix is added).
+    The model is exported in its floating dtype (``.half()``, ``.double()``, ``.to(torch.bfloat16)``: the
+    sample inputs are built in it, and the tolerance is widened for fp16/bf16). ``config``
     goes to the family's exporter (e.g. ``batch``/``frames``/``size`` of the sample inputs; see the
     family's exporter); a plain ``nn.Module`` takes ``example_inputs=``. Returns an :class:`ExportResult`
     (a path-like: the file, or the folder for seq2seq). The tolerance each family is held to is in its
     exporter's docstring and in the result. Raises :class:`ExportError` when the export is refused for
     this format (with the reason) or disagrees with PyTorch (with the largest difference).
     """
-    fmt = _ALIASES.get(format, format)
+    fmt = _format_for(Path(path)) if format is None else _ALIASES.get(format, format)
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(model, str):
@@ -294,12 +303,72 @@ def export(model: Any, path: str | os.PathLike, format: str = "onnx", *, verify:
             raise ExportError(f"TorchScript export is kept only where it works (vision); export "
                               f"{type(model).__name__} with format='torch.export' (.pt2) or 'onnx'")
         target = _target_path(Path(path), fmt, spec)
+        dtype = _spec_dtype(spec)
+        _check_dtype(model, fmt, dtype)
+        spec.atol, spec.rtol = _tolerance(spec.atol, spec.rtol, dtype)
         for g in spec.graphs:  # exported and checked in eval mode (dropout off, running BN statistics)
             if g.module is not None:
                 remember(g.module)
                 g.module = _cpu_copy(g.module)  # a module a non-module model keeps on a GPU (TD3's actor)
                 g.module.eval()
-        return _write(spec, target, fmt, verify)
+        return _write(spec, target, fmt, verify, dtype)
+
+
+def _format_for(path: Path) -> str:
+    """The format ``path``'s suffix names (``.onnx``, ``.pt2``, ``.pt``), else ``"onnx"``: a path without one
+    (a folder export, or a file whose suffix is added) or with another suffix (refused by :func:`_target_path`)."""
+    return _SUFFIX_FORMAT.get(path.suffix, "onnx")
+
+
+# --- dtypes ---------------------------------------------------------------------------------------------
+
+
+def floating_dtype(module: nn.Module) -> torch.dtype:
+    """The floating dtype ``module`` takes its input in: that of its first floating parameter (the layer that
+    reads the input), else of its first floating buffer, else float32. A model cast with ``.half()``,
+    ``.double()`` or ``.to(torch.bfloat16)`` refuses float32 inputs, so a family builds its samples in this."""
+    for t in [*module.parameters(), *module.buffers()]:
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float16`` -> ``"float16"``: how an export's metadata names its inputs' dtype."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _spec_dtype(spec: ExportSpec) -> torch.dtype:
+    """The least precise floating dtype that a graph's weights hold (float32 when none: an sklearn graph)."""
+    dtypes = {t.dtype for g in spec.graphs if g.module is not None
+              for t in [*g.module.parameters(), *g.module.buffers()] if t.is_floating_point()}
+    return max(dtypes, key=lambda d: torch.finfo(d).eps, default=torch.float32)
+
+
+def _check_dtype(model: Any, fmt: str, dtype: torch.dtype) -> None:
+    """Refuse a format that cannot hold the model's dtype before tracing (the tracer's own error was the ONNX
+    checker's ``W typestr: T, has unsupported type: tensor(bfloat16)``)."""
+    if fmt == "onnx" and dtype == torch.bfloat16:
+        raise ExportError(f"{type(model).__name__} holds bfloat16 weights, which ONNX cannot hold as zoo exports "
+                          f"it: opset {ONNX_OPSET} has no bfloat16 convolution, onnxruntime's CPU provider runs no "
+                          f"bfloat16 matmul and numpy, its input type, has no bfloat16. Cast the model first "
+                          f"(model.float() or model.half()), or export format='torch.export' (.pt2), which keeps "
+                          f"bfloat16")
+
+
+# a float32 tolerance is met by float32 arithmetic; in a less precise dtype every stored intermediate is
+# rounded to its own precision, so two correct implementations differ by some units in its last place
+# (ResNet18's logits in float16: onnxruntime vs PyTorch 1 ulp, 2e-3). float64 keeps the family's bound.
+_ULPS = 8
+
+
+def _tolerance(atol: float, rtol: float, dtype: torch.dtype) -> tuple[float, float]:
+    """The family's float32 ``atol``/``rtol``, widened to ``_ULPS`` units of ``dtype``'s precision when that is
+    coarser than float32's (float16: 7.8e-3, bfloat16: 6.3e-2)."""
+    if torch.finfo(dtype).eps <= torch.finfo(torch.float32).eps:
+        return atol, rtol
+    floor = _ULPS * torch.finfo(dtype).eps
+    return max(atol, floor), max(rtol, floor)
 
 
 def _zoo_models() -> str:
@@ -350,7 +419,9 @@ def _target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
     if not path.suffix:
         return path.with_suffix(suffix)
     if path.suffix != suffix:
-        raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)})")
+        implied = _SUFFIX_FORMAT.get(path.suffix)
+        other = f", or format {implied!r}, the one a {path.suffix} file holds" if implied else ""
+        raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)}{other})")
     return path
 
 
@@ -401,7 +472,7 @@ def _restore_training(model: Any):
 # --- writing --------------------------------------------------------------------------------------------
 
 
-def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResult:
+def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool, dtype: torch.dtype = torch.float32) -> ExportResult:
     """Write (and verify) in a private temp folder (:class:`zoo.fs.PrivateTemp`), then move into place."""
     fs.sweep_temps(target.parent)  # the staging folders of exports killed here (SIGTERM runs no cleanup)
     staging = fs.PrivateTemp(target.parent, target.name)
@@ -418,7 +489,7 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool) -> ExportResu
             path = out / name if spec.is_folder else out
             _write_graph(fmt, g, path, meta, target)
             if verify:
-                per_graph[g.name] = _verify(g, path, fmt, spec.atol, spec.rtol)
+                per_graph[g.name] = _verify(g, path, fmt, spec.atol, spec.rtol, dtype)
             names.append(name)
         if not spec.is_folder:
             staging.commit(target)
@@ -647,22 +718,34 @@ _WRITERS = {"onnx": _write_onnx, "torch.export": _write_pt2, "torchscript": _wri
 # --- checking -------------------------------------------------------------------------------------------
 
 
-def _runner(path: Path, fmt: str) -> Callable[..., list[np.ndarray]]:
-    """``run(*numpy inputs) -> list of numpy outputs`` for a written file, loaded as a user would."""
+def _runner(path: Path, fmt: str, dtype: torch.dtype = torch.float32,
+            graph: str = "model") -> Callable[..., list[np.ndarray]]:
+    """``run(*inputs) -> list of numpy outputs`` for a written file, loaded as a user would: ONNX is fed
+    numpy arrays, the torch formats the sample's tensors (numpy has no bfloat16)."""
     if fmt == "onnx":
         try:
             import onnxruntime as ort
         except ImportError as err:
             raise ImportError("verifying an ONNX export needs onnxruntime: pip install onnxruntime "
                               "(or pass verify=False)") from err
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        try:
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        except Exception as err:
+            if dtype == torch.float32:
+                raise
+            # onnxruntime's CPU kernels are float32 first: float64 has no Conv (NOT_IMPLEMENTED: Could not find
+            # an implementation for Conv(11)), and the file cannot be checked here
+            raise ExportError(f"onnxruntime cannot run the {dtype_name(dtype)} ONNX graph {graph!r} to verify it "
+                              f"({_first_line(err)}); nothing was written. Cast the model to float32 first "
+                              f"(model.float()), export format='torch.export' (.pt2), which keeps "
+                              f"{dtype_name(dtype)}, or pass verify=False to write it unchecked") from err
         names = [i.name for i in session.get_inputs()]
-        return lambda *xs: session.run(None, dict(zip(names, xs)))
+        return lambda *xs: session.run(None, dict(zip(names, (_numpy(x) for x in xs))))
     module = torch.export.load(str(path)).module() if fmt == "torch.export" else torch.jit.load(str(path))
 
-    def run(*xs: np.ndarray) -> list[np.ndarray]:
+    def run(*xs: Any) -> list[np.ndarray]:
         with torch.no_grad():
-            return [t.numpy() for t in _leaves(module(*(torch.from_numpy(np.asarray(x)) for x in xs)))]
+            return [_numpy(t) for t in _leaves(module(*(torch.as_tensor(x) for x in xs)))]
 
     return run
 
@@ -681,7 +764,10 @@ def _leaves(out: Any, what: str = "the graph") -> list[Any]:
 
 
 def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    """``x`` as a numpy array; bfloat16, which numpy lacks, as float32 (every bfloat16 value is one)."""
+    if isinstance(x, torch.Tensor):
+        return (x.float() if x.dtype == torch.bfloat16 else x).detach().cpu().numpy()
+    return np.asarray(x)
 
 
 def _expected(g: Graph, sample: tuple[Any, ...]) -> list[np.ndarray]:
@@ -691,14 +777,14 @@ def _expected(g: Graph, sample: tuple[Any, ...]) -> list[np.ndarray]:
     return [_numpy(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o) for o in outs]
 
 
-def _verify(g: Graph, path: Path, fmt: str, atol: float, rtol: float) -> float:
+def _verify(g: Graph, path: Path, fmt: str, atol: float, rtol: float, dtype: torch.dtype = torch.float32) -> float:
     """Run the written file on every sample of ``g`` and compare with PyTorch; returns the largest
     ``|diff|`` or raises :class:`ExportError` naming it."""
-    run = _runner(path, fmt)
+    run = _runner(path, fmt, dtype, g.name)
     worst = 0.0
     for i, sample in enumerate([tuple(g.inputs), *g.checks]):
         want = _expected(g, sample)
-        got = run(*(_numpy(x) for x in sample))
+        got = run(*sample)
         if len(got) != len(want):
             raise ExportError(f"{fmt} export of {g.name!r} gives {len(got)} outputs, PyTorch {len(want)}")
         for name, a, b in zip(g.output_names, got, want):

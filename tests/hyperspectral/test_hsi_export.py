@@ -135,3 +135,14 @@ def test_hybridsn_borders_and_no_data_pixels_as_in_predict(tmp_path, padding):
 
     with torch.no_grad():
         np.testing.assert_allclose(logits, model(torch.from_numpy(want)).numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_a_half_hybridsn_takes_float16_raw_windows(tmp_path):
+    """HybridSN.half() was traced on float32 windows into a float16 network (a dtype mismatch); its graph
+    takes float16 raw windows, reduces them in float32 and runs the network in float16."""
+    model = zoo.build("hybridsn", weights="indian-pines").half()
+    res = zoo.export(model, tmp_path / "h.onnx")
+    assert res.verified and res.max_abs_diff <= res.atol == 8 * 2.0**-10
+    assert "float16 raw bands" in read_metadata(res)["windows"]
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].type == "tensor(float16)"

@@ -40,3 +40,20 @@ def test_pt2_policy_and_training_state_untouched(tmp_path):
     with torch.no_grad():
         np.testing.assert_allclose(policy(obs).numpy(), agent.act(obs.numpy()), atol=1e-6)
     assert all(torch.equal(before[k], v) for k, v in agent.actor.state_dict().items())
+
+
+def test_a_cast_actor_takes_observations_in_its_dtype(tmp_path):
+    """An actor cast with .half() was traced on float32 observations: the ONNX checker's 'B has inconsistent
+    type tensor(float16)'. The graph takes float16 observations and gives float32 actions in the env's units."""
+    agent = zoo.build("td3", weights="pendulum-v1")
+    agent.actor.half()
+    res = zoo.export(agent, tmp_path / "policy.onnx")
+    assert res.verified and res.max_abs_diff <= res.atol == 8 * 2.0**-10
+    assert read_metadata(res)["observation"] == "(B, 3) float16"
+    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+    assert [session.get_inputs()[0].type, session.get_outputs()[0].type] == ["tensor(float16)", "tensor(float)"]
+    obs = torch.randn(4, 3).half()
+    (action,) = session.run(None, {"observation": obs.numpy()})
+    with torch.no_grad():
+        want = agent.scale_action(agent.actor(obs).float()).numpy()
+    np.testing.assert_allclose(action, want, atol=res.atol, rtol=res.rtol)

@@ -79,3 +79,19 @@ def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
         runner.translate("Hallo")
     with pytest.raises(ValueError, match=r"src must be \(B, S\)"):
         runner.greedy([1, 2, 3])
+
+
+@OLD_TORCH_EXPORT
+def test_a_half_translator_keeps_integer_token_ids(tmp_path, tiny_gru):
+    """A .half() translator exports its cache and context in float16; the token ids stay int64."""
+    import copy
+
+    ort = pytest.importorskip("onnxruntime")
+    res = zoo.export(copy.deepcopy(tiny_gru).half(), tmp_path / "gru16", src_len=4)
+    assert res.format == "onnx" and res.verified and res.atol == 8 * 2.0**-10
+    enc = ort.InferenceSession(str(res.path / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    step = ort.InferenceSession(str(res.path / "decoder_step.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.type for i in enc.get_inputs()] == ["tensor(int64)"]
+    assert {i.name: i.type for i in step.get_inputs()} == {"tokens": "tensor(int64)", "hidden": "tensor(float16)",
+                                                           "memory": "tensor(float16)", "keys": "tensor(float16)",
+                                                           "src_pad": "tensor(bool)"}

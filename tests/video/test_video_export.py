@@ -64,3 +64,13 @@ def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):
     assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (8, 20, 24)
     with pytest.raises(ValueError, match="export option size must be an integer >= 1, got 0"):
         _spec_for(model, {"size": 0})
+
+
+def test_a_half_tsn_takes_float16_clips(tmp_path):
+    """VideoTSN.half() was traced on float32 clips ('Input type (torch.FloatTensor) and weight type
+    (torch.HalfTensor) should be the same')."""
+    torch.manual_seed(0)
+    model = zoo.build("video-tsn", num_classes=5).half()
+    res = zoo.export(model, tmp_path / "tsn.pt2", frames=3, size=32)
+    assert res.format == "torch.export" and res.verified and res.max_abs_diff <= res.atol
+    assert read_metadata(res.path)["clips"] == "(B, 3, T, 32, 32) float16, normalised"

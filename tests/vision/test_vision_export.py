@@ -61,3 +61,24 @@ def test_metadata_describes_the_traced_image_size(tmp_path):
     assert meta["resize"] == 20  # scaled with the crop, as zoo.predict(image_size=16) resizes
     with pytest.raises(ValueError, match="export option image_size must be an integer >= 1, got -4"):
         zoo.export(model, tmp_path / "bad.pt2", "torch.export", image_size=-4)
+
+
+@pytest.mark.parametrize(("dtype", "fmt"), [(torch.float16, "onnx"), (torch.float16, "torch.export"),
+                                            (torch.float64, "torch.export"), (torch.bfloat16, "torch.export")])
+def test_a_cast_resnet_exports_in_its_dtype(tmp_path, dtype, fmt):
+    """zoo.export(resnet.half(), "r.onnx") traced float32 images: the ONNX checker's 'W has inconsistent type
+    tensor(float16)', torch.export's 'Input type (torch.FloatTensor) and weight type (torch.HalfTensor)'."""
+    from zoo.exporting import read_metadata
+
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", stem="cifar", num_classes=3).to(dtype)
+    res = zoo.export(model, tmp_path / "r", fmt, image_size=16)
+    assert res.verified and res.max_abs_diff <= res.atol
+    assert read_metadata(res)["input"].startswith(f"(B, 3, 16, 16) {str(dtype).removeprefix('torch.')}, ")
+    assert next(model.parameters()).dtype == dtype  # the model is handed back as it was
+    if fmt == "onnx":
+        ort = pytest.importorskip("onnxruntime")
+        assert ort.InferenceSession(str(res)).get_inputs()[0].type == "tensor(float16)"
+    # float32 images for a cast model are cast to its dtype (the graph takes that dtype)
+    again = zoo.export(model, tmp_path / "again.pt2", example_input=torch.randn(2, 3, 16, 16))
+    assert again.format == "torch.export" and again.verified

@@ -37,7 +37,15 @@ import torch
 from torch import nn
 
 from zoo._stacklevel import user_stacklevel
-from zoo.exporting import ExportError, ExportSpec, Graph, check_int, register_exporter
+from zoo.exporting import (
+    ExportError,
+    ExportSpec,
+    Graph,
+    check_int,
+    dtype_name,
+    floating_dtype,
+    register_exporter,
+)
 from zoo.hyperspectral.hybridsn import HybridSN
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
@@ -48,21 +56,27 @@ __all__ = ["RawWindowClassifier", "export_hybridsn", "export_pca_svm"]
 
 class RawWindowClassifier(nn.Module):
     """``windows (B, w, w, C_raw)`` raw bands -> logits: standardise + whitened PCA as one affine map, then
-    the network on ``(B, k, w, w)``."""
+    the network on ``(B, k, w, w)``. The windows come in the network's floating dtype; the preprocessing runs
+    in at least float32 (a float16 network still reduces its raw bands in float32, as ``model.reduce`` does
+    in float64), and the network in its own dtype."""
 
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
         self.net = net
         self.unit_spectra = net.unit_spectra
+        self.dtype = floating_dtype(net)
+        compute = torch.promote_types(torch.float32, self.dtype)  # float32, or float64 for a .double() net
         # ((x - m) / s - pm) @ P.T * ps  ==  (x - m) @ W + b: folded in float64, applied in float32; the
         # centring stays a subtraction (raw values are large, so folding it into b would lose digits)
         m, s, pm, P, ps = (net.pre_mean.double(), net.pre_scale.double(), net.pca_mean.double(),
                            net.pca_components.double(), net.pca_scale.double())
-        self.register_buffer("center", m.float().clone())
-        self.register_buffer("weight", ((P / s).T * ps).float())  # (C_raw, k)
-        self.register_buffer("bias", (-(pm @ P.T) * ps).float())  # (k,)
+        self.register_buffer("center", m.to(compute).clone())
+        self.register_buffer("weight", ((P / s).T * ps).to(compute))  # (C_raw, k)
+        self.register_buffer("bias", (-(pm @ P.T) * ps).to(compute))  # (k,)
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
+        if windows.dtype != self.center.dtype:  # float16/bfloat16 windows: reduced in float32
+            windows = windows.to(self.center.dtype)
         # a pixel without data (NaN/inf in any band) reduces to zero, as SceneClassifierMixin.reduce maps it;
         # it is replaced before the matmul, where one NaN would spread over the whole pixel
         ok = torch.isfinite(windows).all(dim=-1, keepdim=True)  # (B, w, w, 1)
@@ -74,6 +88,8 @@ class RawWindowClassifier(nn.Module):
         else:
             z = (windows - self.center) @ self.weight + self.bias  # (B, w, w, k)
         z = torch.where(ok, z, torch.zeros_like(z))
+        if z.dtype != self.dtype:  # the float32 reduction into a float16/bfloat16 network
+            z = z.to(self.dtype)
         return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, n_classes)
 
 
@@ -92,6 +108,7 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
     batch = check_int("batch", batch)
     c = model.config
     gen = torch.Generator().manual_seed(0)
+    dtype = floating_dtype(model)  # a .half() model takes float16 windows
     if model.has_preprocessor:
         module: nn.Module = RawWindowClassifier(model)
         mean, scale = model.pre_mean, model.pre_scale
@@ -100,11 +117,12 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
             x = mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
             if model.unit_spectra:  # mean/scale are of unit spectra: give the pixels brightness again
                 x = x * torch.empty(n, c.window, c.window, 1).uniform_(100.0, 5000.0, generator=gen)
-            return x
+            return x.to(dtype)
 
         with_gap = sample(batch + 3)
         with_gap[0, 0, 0, 0] = float("nan")  # a no-data pixel in a window's corner: it must not spread
-        name, layout = "windows", f"(B, {c.window}, {c.window}, {mean.numel()}) float32 raw bands, channels last"
+        name, layout = "windows", (f"(B, {c.window}, {c.window}, {mean.numel()}) {dtype_name(dtype)} raw bands, "
+                                   "channels last")
         extra: dict[str, Any] = {"padding": model.padding, "no_data": "a pixel with a NaN/inf band reduces to "
                                  "zero, as in zoo.predict, which labels such a pixel 0 itself"}
         if model.padding == "constant":
@@ -117,9 +135,9 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         module = model
 
         def sample(n: int) -> torch.Tensor:
-            return torch.randn(n, c.n_bands, c.window, c.window, generator=gen)
+            return torch.randn(n, c.n_bands, c.window, c.window, generator=gen).to(dtype)
 
-        name, layout = "pca_windows", f"(B, {c.n_bands}, {c.window}, {c.window}) float32"
+        name, layout = "pca_windows", f"(B, {c.n_bands}, {c.window}, {c.window}) {dtype_name(dtype)}"
         extra = {"padding": model.padding}
         checks = [(sample(1),), (sample(batch + 3),)]
     graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}}, checks=checks,
@@ -130,13 +148,16 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
 
 def _reference(model: HybridSN):
     """The eager path the graph must match: ``model.reduce`` (float64, no-data pixels to zero) per pixel,
-    then the network on the reduced windows."""
+    then the network on the reduced windows, in its floating dtype."""
+    dtype = floating_dtype(model)
 
     def run(windows: torch.Tensor) -> torch.Tensor:
         b, w, _, c_raw = windows.shape
+        if windows.dtype == torch.bfloat16:  # numpy has no bfloat16; each of its values is a float32
+            windows = windows.float()
         reduced = model.reduce(windows.reshape(b * w, w, c_raw).numpy())  # (B*w, w, k): any (H, W, C) cube
         with torch.no_grad():
-            return model(torch.from_numpy(reduced).reshape(b, w, w, -1).permute(0, 3, 1, 2).contiguous())
+            return model(torch.from_numpy(reduced).to(dtype).reshape(b, w, w, -1).permute(0, 3, 1, 2).contiguous())
 
     return run
 

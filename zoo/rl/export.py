@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
+from zoo.exporting import ExportSpec, Graph, check_int, dtype_name, floating_dtype, register_exporter
 from zoo.rl import normalization
 from zoo.rl.td3 import TD3Agent
 
@@ -37,12 +37,14 @@ class DeterministicPolicy(nn.Module):
         return self.center + self.actor(observation).float() * self.half_range  # (B, act_dim)
 
 
-def _observations(agent: TD3Agent, n: int, seed: int) -> torch.Tensor:
-    """``n`` observations drawn from the agent's observation space (normal where it is unbounded)."""
+def _observations(agent: TD3Agent, n: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``n`` observations drawn from the agent's observation space (normal where it is unbounded), in the
+    actor's floating dtype (an actor cast with ``.half()`` refuses float32 observations)."""
     space = copy.deepcopy(agent.observation_space)
     space.seed(seed)
     # (n, obs_dim): an observation space of another shape is read flat, row-major, as the agent reads it
-    return torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32)).reshape(n, agent.obs_dim)
+    obs = torch.as_tensor(np.stack([space.sample() for _ in range(n)]).astype(np.float32)).reshape(n, agent.obs_dim)
+    return obs.to(dtype)
 
 
 def _normalized_input(agent: TD3Agent) -> dict[str, object]:
@@ -62,14 +64,16 @@ def _normalized_input(agent: TD3Agent) -> dict[str, object]:
 
 @register_exporter(TD3Agent)
 def export_td3(agent: TD3Agent, batch: int = 2) -> ExportSpec:
-    """The deterministic policy with a dynamic batch axis; checked at batch ``batch``, 1 and 7."""
+    """The deterministic policy with a dynamic batch axis; checked at batch ``batch``, 1 and 7. Observations
+    come in the actor's floating dtype (float32 unless it was cast), actions leave in float32."""
     batch = check_int("batch", batch)
+    dtype = floating_dtype(agent.actor)
     low = agent.scale_action(-torch.ones(agent.act_dim, device=agent.device)).cpu()
     high = agent.scale_action(torch.ones(agent.act_dim, device=agent.device)).cpu()
     policy = DeterministicPolicy(agent.actor, low, high)
-    graph = Graph("policy", policy, (_observations(agent, batch, 0),), ("observation",), ("action",),
-                  {0: {0: "batch"}}, checks=[(_observations(agent, 1, 1),), (_observations(agent, 7, 2),)])
-    meta = {"model": "td3", "env": agent.env_id, "observation": f"(B, {agent.obs_dim}) float32",
+    graph = Graph("policy", policy, (_observations(agent, batch, 0, dtype),), ("observation",), ("action",),
+                  {0: {0: "batch"}}, checks=[(_observations(agent, 1, 1, dtype),), (_observations(agent, 7, 2, dtype),)])
+    meta = {"model": "td3", "env": agent.env_id, "observation": f"(B, {agent.obs_dim}) {dtype_name(dtype)}",
             "action": f"(B, {agent.act_dim}) float32 in the env's units",
             "action_low": low.tolist(), "action_high": high.tolist(), **_normalized_input(agent)}
     return ExportSpec([graph], atol=1e-5, rtol=1e-5, metadata=meta)

@@ -20,15 +20,16 @@ from typing import Any
 import torch
 from torchvision.models.video import VideoResNet
 
-from zoo.exporting import ExportSpec, Graph, check_int, register_exporter
+from zoo.exporting import ExportSpec, Graph, check_int, dtype_name, floating_dtype, register_exporter
 from zoo.video.classifier import clip_recipe
 from zoo.video.tsn import VideoTSN
 
 __all__ = ["export_r2plus1d", "export_tsn"]
 
 
-def _clips(batch: int, frames: int, size: int, seed: int) -> torch.Tensor:
-    return torch.randn(batch, 3, frames, size, size, generator=torch.Generator().manual_seed(seed))
+def _clips(batch: int, frames: int, size: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Random clips in the model's floating dtype (a ``.half()`` model refuses float32 clips)."""
+    return torch.randn(batch, 3, frames, size, size, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
 def _recipe(model: torch.nn.Module, frames: int | None, size: int | None,
@@ -59,7 +60,8 @@ def _spec(model: torch.nn.Module, name: str, sample: torch.Tensor, checks: list[
     graph = Graph("classifier", model, (sample,), ("clips",), ("logits",), {0: {0: "batch", **time_axis}},
                   checks=[(c,) for c in checks], min_sizes={"frames": min_frames})
     t = "T" if time_axis else str(sample.shape[2])
-    meta = {"model": name, "clips": f"(B, 3, {t}, {sample.shape[3]}, {sample.shape[4]}) float32, normalised",
+    meta = {"model": name, "clips": f"(B, 3, {t}, {sample.shape[3]}, {sample.shape[4]}) {dtype_name(sample.dtype)}, "
+            "normalised",
             **recipe}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
 
@@ -77,8 +79,9 @@ def export_tsn(model: VideoTSN, batch: int = 2, frames: int | None = None, size:
                          f"{frames} (zoo export video-tsn --set frames={min_frames})")
     # another segment count on each side where the recipe's is above the least (a 2-segment recipe: above only)
     other = frames - 1 if frames - 1 >= min_frames else frames + 1
-    checks = [_clips(1, frames + 2, size, 1), _clips(batch + 1, other, size, 2)]
-    return _spec(model, "video-tsn", _clips(batch, frames, size, 0), checks, {2: "frames"}, min_frames, recipe)
+    dtype = floating_dtype(model)
+    checks = [_clips(1, frames + 2, size, 1, dtype), _clips(batch + 1, other, size, 2, dtype)]
+    return _spec(model, "video-tsn", _clips(batch, frames, size, 0, dtype), checks, {2: "frames"}, min_frames, recipe)
 
 
 @register_exporter(VideoResNet)
@@ -91,4 +94,6 @@ def export_r2plus1d(model: VideoResNet, batch: int = 2, frames: int | None = Non
     recipe, frames, size = _recipe(model, frames, size, 16)
     key = next((k for k in ("num_segments", "frames_per_clip") if k in recipe), "frames_per_clip")
     recipe[key] = frames  # the graph takes exactly this T, whatever the recipe trained with
-    return _spec(model, "r2plus1d_18", _clips(batch, frames, size, 0), [_clips(1, frames, size, 1)], {}, 1, recipe)
+    dtype = floating_dtype(model)
+    return _spec(model, "r2plus1d_18", _clips(batch, frames, size, 0, dtype), [_clips(1, frames, size, 1, dtype)], {},
+                 1, recipe)

@@ -19,7 +19,16 @@ import torch
 from torch import nn
 from torchvision.models import ResNet
 
-from zoo.exporting import ExportResult, ExportSpec, Graph, check_int, export, register_exporter
+from zoo.exporting import (
+    ExportResult,
+    ExportSpec,
+    Graph,
+    check_int,
+    dtype_name,
+    export,
+    floating_dtype,
+    register_exporter,
+)
 from zoo.vision.transforms import with_image_size
 
 __all__ = ["export_onnx", "export_resnet", "export_torchscript"]
@@ -62,22 +71,26 @@ def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, An
 def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = None,
                   example_input: torch.Tensor | None = None) -> ExportSpec:
     """The classifier with a dynamic batch axis, traced on ``example_input`` or on random ``(batch, C,
-    image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too."""
+    image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too. The images are in the
+    model's floating dtype (a ``.half()`` model takes float16 images; a float ``example_input`` is cast)."""
     cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    dtype = floating_dtype(model)
     if example_input is None:
         batch = check_int("batch", batch)
         c, h, w = cfg.get("input_size") or (model.conv1.in_channels, 224, 224)
         if image_size is not None:
             h = w = check_int("image_size", image_size)
-        example_input = torch.randn(batch, c, h, w, generator=torch.Generator().manual_seed(0))
+        example_input = torch.randn(batch, c, h, w, generator=torch.Generator().manual_seed(0)).to(dtype)
     elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4 or not example_input.numel():
         raise ValueError(f"example_input must be a batched tensor (B, C, H, W), got {type(example_input).__name__} "
                          f"{tuple(getattr(example_input, 'shape', ()))}")
+    elif example_input.is_floating_point():
+        example_input = example_input.to(dtype)  # float32 images for a .half() model: the graph takes float16
     n = example_input.shape[0]
     graph = Graph("classifier", _scriptable(model), (example_input,), ("input",), ("logits",), {0: {0: "batch"}},
                   checks=[(_sample(example_input, 1, 1),), (_sample(example_input, n + 3, 2),)])
     meta = {"model": "resnet18", "input": f"(B, {example_input.shape[1]}, {example_input.shape[2]}, "
-            f"{example_input.shape[3]}) float32, normalised with mean/std", **_input_cfg(cfg, example_input)}
+            f"{example_input.shape[3]}) {dtype_name(example_input.dtype)}, normalised with mean/std", **_input_cfg(cfg, example_input)}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta, torchscript=True)
 
 
