@@ -145,3 +145,28 @@ def test_a_resume_on_other_arrays_is_refused_naming_them(tmp_path):
     changed[round(5 * 999_999 / 63)] += 1  # one of the 64 evenly spaced rows
     assert tensors_fingerprint([big]) != tensors_fingerprint([changed])
     assert tensors_fingerprint([big]).startswith("1000000 rows; (1000000, 5) float32; ")
+
+
+def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
+    """fit's docstring: param_groups keep their own lr. A resume with another lr scaled it too (the head at
+    0.001 where a fresh run with the same settings trains it at 0.01)."""
+    from zoo.engine.callbacks import Callback
+
+    seen = []
+
+    class LRs(Callback):
+        def on_epoch_start(self, state):
+            seen.append([g["lr"] for g in state.optimizer.param_groups])
+
+    x, y = _data()
+
+    def run(epochs, lr, **options):
+        net = _net()
+        groups = [{"params": net[0].parameters()}, {"params": net[2].parameters(), "lr": 0.01}]
+        fit(net, (x, y), epochs=epochs, batch_size=16, lr=lr, param_groups=groups, progress=False, amp=None,
+            weight_decay=0.0, callbacks=[LRs()], **options)
+
+    run(1, 1e-3, checkpoint_dir=tmp_path / "run")
+    run(2, 1e-4, checkpoint_dir=tmp_path / "run", resume=True)
+    run(1, 1e-4)  # a fresh run with the resumed settings
+    assert seen == [[1e-3, 0.01], [1e-4, 0.01], [1e-4, 0.01]]

@@ -227,3 +227,14 @@ def test_weight_decay_or_lr_in_optimizer_options_is_refused_naming_fits_own_opti
         with pytest.raises(ValueError, match=r"optimizer_options holds (weight_decay|lr), which are fit's own options: "
                                              r"pass (weight_decay=0\.1|lr=0\.5) to fit"):
             fit(nn.Linear(4, 3), (x, y), **KW, optimizer_options=options)
+
+
+def test_label_smoothing_beside_a_loss_fn_is_said_not_applied_and_a_negative_lr_names_the_option():
+    """label_smoothing is the default loss's: with loss_fn it was dropped without a word; lr=-1 gave torch's
+    "Invalid learning rate: -1.0", naming no option."""
+    x, y = _xy()
+    with pytest.warns(UserWarning, match=r"label_smoothing=0.1 is not applied: .*loss_fn is given; pass it to your "
+                                         r"loss \(torch.nn.CrossEntropyLoss\(label_smoothing=0.1\)\)"):
+        fit(nn.Linear(4, 3), (x, y), loss_fn=nn.CrossEntropyLoss(), label_smoothing=0.1, **KW)
+    with pytest.raises(ValueError, match=r"lr must be >= 0, got -1.0"):
+        fit(nn.Linear(4, 3), (x, y), lr=-1.0, **KW)

@@ -16,7 +16,7 @@ from torch import nn
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["FUSED_ON_CPU", "OPTIMIZERS", "build_optimizer", "decay_groups", "fused_default"]
+__all__ = ["FUSED_ON_CPU", "OPTIMIZERS", "OWN_LR", "build_optimizer", "decay_groups", "fused_default"]
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
@@ -57,6 +57,11 @@ def decay_groups(groups: list[dict[str, Any]], weight_decay: float) -> list[dict
     return out
 
 
+OWN_LR = "zoo_own_lr"
+"""Marks an optimizer group that set its own ``lr`` (kept in checkpoints with the group): fit's ``lr``, changed on
+resume, does not rescale it (:func:`zoo.engine.resume.scale_lr`), as a fresh run would not give it fit's."""
+
+
 def _user_groups(param_groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     groups = []
     for i, g in enumerate(param_groups):
@@ -64,7 +69,8 @@ def _user_groups(param_groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
             raise TypeError(f"param_groups[{i}] must be a dict with a 'params' key (torch optimizer group), got "
                             f"{type(g).__name__}")
         params = g["params"]
-        groups.append({**g, "params": list(params.parameters()) if isinstance(params, nn.Module) else list(params)})
+        groups.append({**g, "params": list(params.parameters()) if isinstance(params, nn.Module) else list(params),
+                       **({OWN_LR: True} if "lr" in g else {})})
     return groups
 
 

@@ -137,6 +137,8 @@ class FitConfig:
         if self.loss_fn is not None and self.metrics is DEFAULT_METRICS:
             self.metrics = ()
         problems = []
+        if not self.lr >= 0:  # torch's "Invalid learning rate: -1.0" came from the optimizer, naming no option
+            problems.append(f"lr must be >= 0, got {self.lr}")
         if self.epochs < 0:
             problems.append(f"epochs must be >= 0, got {self.epochs}")
         if self.grad_accum_steps < 1:

@@ -133,18 +133,22 @@ def tensors_fingerprint(tensors: Sequence[Any], *, rows: int = 64) -> str:
 
 def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:
     """Make a restored optimizer (and its schedule) run at ``new`` where it ran at ``old``: every group's
-    current and initial lr, and the schedule's base lrs, are scaled by ``new / old``."""
+    current and initial lr, and the schedule's base lrs, are scaled by ``new / old``; a group that set its own
+    lr (``param_groups``, marked :data:`zoo.engine.optim.OWN_LR`) keeps it, as a fresh run gives it."""
+    from zoo.engine.optim import OWN_LR
+
     if not old:
         raise ResumeError(f"cannot rescale a learning rate of {old!r} to {new!r}")
     ratio = float(new) / float(old)
-    for group in optimizer.param_groups:
-        group["lr"] *= ratio
+    ratios = [1.0 if group.get(OWN_LR) else ratio for group in optimizer.param_groups]
+    for group, r in zip(optimizer.param_groups, ratios):
+        group["lr"] *= r
         # OneCycleLR computes every lr from the group's initial/max/min lr, not from base_lrs
         for key in ("initial_lr", "max_lr", "min_lr"):
             if key in group:
-                group[key] *= ratio
+                group[key] *= r
     if scheduler is not None and hasattr(scheduler, "base_lrs"):
-        scheduler.base_lrs = [b * ratio for b in scheduler.base_lrs]
+        scheduler.base_lrs = [b * r for b, r in zip(scheduler.base_lrs, ratios)]
 
 
 def realign_schedule(optimizer: Any, scheduler: Any) -> None:

@@ -89,6 +89,10 @@ class Trainer:
         self.metric_keys = metric_keys(cfg.metrics)
         set_seed(cfg.seed + info.rank, cfg.deterministic)
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
+        if cfg.loss_fn is not None and cfg.label_smoothing:  # an option of the default loss: dropped unseen
+            warnings.warn(f"fit: label_smoothing={cfg.label_smoothing} is not applied: it is the default loss's "
+                          "option and loss_fn is given; pass it to your loss (torch.nn.CrossEntropyLoss("
+                          f"label_smoothing={cfg.label_smoothing}))", stacklevel=user_stacklevel())
         model.to(dev)
         self.in_dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
         self._setup_data(train_data)
