@@ -95,6 +95,12 @@ def test_fortran_ordered_and_integer_cubes_give_the_same_pca_and_maps():
                                rtol=1e-10)
     np.testing.assert_allclose(HyperspectralPCA(n_components=4).fit(ints).transform(ints),
                                as_float.transform(ints.astype(np.float64)), rtol=1e-5, atol=1e-4)
+    # integer pixels (N, C) come out float32 as the integer cube does (they were float64), from the same fit
+    pixels = ints.reshape(-1, ints.shape[2])
+    fitted = HyperspectralPCA(n_components=4).fit(pixels)
+    assert fitted.transform(pixels).dtype == np.float32 and BandStandardizer().fit(pixels).transform(pixels).dtype \
+        == np.float32
+    np.testing.assert_allclose(fitted.eigenvalues_, as_float.eigenvalues_, rtol=1e-10)
     # blocks of a few pixels (chunk_bytes) and the per-band standardiser on a Fortran cube agree too
     small = HyperspectralPCA(n_components=4, chunk_bytes=9 * 8 * 7).fit(fortran)
     np.testing.assert_allclose(small.eigenvalues_, ref.eigenvalues_, rtol=1e-9)

@@ -96,7 +96,11 @@ def check_pixels(est: BaseEstimator, X, *, reset: bool, mask: np.ndarray | None 
             raise ValueError(f"X has {X.shape[2]} bands, but {type(est).__name__} is expecting "
                              f"{est.n_features_in_} features as input")
         return X
-    return validate_data(est, X, reset=reset, dtype=[np.float64, np.float32], ensure_all_finite=finite)
+    # integer pixels (sensor counts) become float32, as an integer cube does (out_dtype); validate_data's first
+    # choice, float64, doubled their memory
+    integers = isinstance(getattr(X, "dtype", None), np.dtype) and X.dtype.kind in "biu"
+    return validate_data(est, X, reset=reset, dtype=np.float32 if integers else [np.float64, np.float32],
+                         ensure_all_finite=finite)
 
 
 def _all_finite(X: np.ndarray) -> bool:
