@@ -170,3 +170,20 @@ def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
     run(2, 1e-4, checkpoint_dir=tmp_path / "run", resume=True)
     run(1, 1e-4)  # a fresh run with the resumed settings
     assert seen == [[1e-3, 0.01], [1e-4, 0.01], [1e-4, 0.01]]
+
+
+def test_a_refused_param_groups_change_names_the_entries_that_differ(tmp_path):
+    """The error printed both param_groups whole, every parameter as '<Parameter>'."""
+    x, y = _data()
+
+    def run(head_lr, **options):
+        net = _net()
+        groups = [{"params": net[0].parameters()}, {"params": net[2].parameters(), "lr": head_lr}]
+        return fit(net, (x, y), epochs=2, batch_size=16, param_groups=groups, progress=False,
+                   checkpoint_dir=tmp_path / "run", **options)
+
+    run(0.01)
+    with pytest.raises(ResumeError) as err:
+        run(0.02, resume=True)
+    said = str(err.value)
+    assert "param_groups[1].lr: 0.01 in epoch-0002.pt, 0.02 now" in said and "<Parameter>" not in said

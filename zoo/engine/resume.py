@@ -68,7 +68,7 @@ def reconcile(saved: dict[str, Any], current: dict[str, Any], *, applied: Iterab
     changed = {k: (saved[k], v) for k, v in current.items() if k in saved and k not in ignored and saved[k] != v}
     refused = {k: d for k, d in changed.items() if k not in applied}
     if refused:
-        listing = "; ".join(f"{k}: {old!r} in {what}, {new!r} now" for k, (old, new) in sorted(refused.items()))
+        listing = "; ".join(_shown_change(k, old, new, what) for k, (old, new) in sorted(refused.items()))
         raise ResumeError(
             f"cannot resume with changed settings that do not apply mid-run ({listing}). Resume with the "
             f"original values, or start a new run in another folder. Settings that may change on resume: "
@@ -76,6 +76,20 @@ def reconcile(saved: dict[str, Any], current: dict[str, Any], *, applied: Iterab
     for k, (old, new) in sorted(changed.items()):
         log.info("resume: %s %r -> %r (applied)", k, old, new)
     return changed
+
+
+def _shown_change(key: str, old: Any, new: Any, what: str, most: int = 6) -> str:
+    """One refused change as the error lists it; lists of dicts of the same length (``param_groups``) by the
+    entries that differ (``param_groups[0].lr: 0.001 in ..., 0.002 now``), not as two reprs of every
+    parameter."""
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new) and \
+            all(isinstance(x, dict) for x in (*old, *new)):
+        parts = [f"{key}[{i}].{k}: {a.get(k)!r} in {what}, {b.get(k)!r} now" for i, (a, b) in enumerate(zip(old, new))
+                 for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        if parts:
+            more = f"; and {len(parts) - most} more in {key}" if len(parts) > most else ""
+            return "; ".join(parts[:most]) + more
+    return f"{key}: {old!r} in {what}, {new!r} now"
 
 
 def with_recipe(options: dict[str, Any], *, data: Mapping[str, Any] | None = None,
