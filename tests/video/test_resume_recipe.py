@@ -3,6 +3,7 @@ segment count is refused, not trained on and saved as the network's ``video_cfg`
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -67,3 +68,20 @@ def test_the_same_recipe_resumes_and_strict_may_change(first_run, tmp_path):
     result = _train(first_run / "a", run, 1, resume=True, strict=True)  # nothing left to train: a cheap check
     assert result.resumed["changed"] == {"data.strict": (False, True)}
     assert result.model.video_cfg["num_segments"] == 2 and result.model.video_cfg["size"] == 8
+
+
+def test_a_bad_recipe_value_is_refused_naming_it_and_a_failed_call_leaves_video_cfg(first_run, tmp_path):
+    """size=0 reached torch's interpolate ('Input and output sizes should be greater than 0') and num_segments=0 a
+    later check; both stayed in video_cfg, so the next calls and zoo.predict failed on them."""
+    model = zoo.build("video-tsn", num_classes=2, stem="cifar")
+    before = dict(model.video_cfg)
+    for bad, said in (({"size": 0}, "size must be an integer >= 1 (pixels), got 0"),
+                      ({"size": 32.5}, "size must be an integer >= 1 (pixels), got 32.5"),
+                      ({"num_segments": 0}, "num_segments must be an integer >= 1 (frames), got 0"),
+                      ({"frames_per_clip": True}, "frames_per_clip must be an integer >= 1 (frames), got True")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            zoo.train(model, str(first_run / "a"), epochs=1, progress=False, **bad)
+        assert model.video_cfg == before
+    with pytest.raises(FileNotFoundError):  # valid values, then a failure: the call leaves video_cfg as it was
+        zoo.train(model, str(tmp_path / "missing"), epochs=1, size=12, num_segments=3, progress=False)
+    assert model.video_cfg == before

@@ -150,7 +150,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         kept in ``video_cfg``, so prediction and a saved file feed the network the same way. A ``val_data``
         folder (or UCF101 root, with ``splits=``) replaces the training folder's own ``val/`` split.
         """
-        recipe = {"size": size, "resize": resize or size, "num_segments": num_segments,
+        recipe = {"size": size, "resize": resize if resize is not None else size, "num_segments": num_segments,
                   "frames_per_clip": frames_per_clip}
         recipe = {k: v for k, v in recipe.items() if v is not None}
         if recipe and not train:
@@ -159,7 +159,22 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if splits is not None and not isinstance(splits, (str, os.PathLike)):  # splits=1 meant as the fold
             raise TypeError(f"splits= is the folder of UCF101's split files (classInd.txt, trainlist01.txt, ...), "
                             f"got {splits!r} ({type(splits).__name__}); the split number is fold=1, 2 or 3")
+        for key, value in recipe.items():  # checked before video_cfg takes them (a bad one stayed there for good)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} must be an integer >= 1 ({'pixels' if key in ('size', 'resize') else 'frames'}"
+                                 f"), got {value!r}")
+        before = dict(self.video_cfg)
         set_clip_recipe(self.video_cfg, recipe)
+        try:
+            return self._clip_data(data, train, splits, fold, frame_rate, strict, options)
+        except BaseException:
+            self.video_cfg.clear()  # a call that fails leaves the network fed as before it
+            self.video_cfg.update(before)
+            raise
+
+    def _clip_data(self, data: Any, train: bool, splits: Any, fold: int, frame_rate: float | None, strict: bool,
+                   options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """:meth:`zoo_data` once ``video_cfg`` holds the recipe."""
         # the loop's progress default: bars while training, none while evaluating (zoo.engine)
         # the clips a training run samples follow its seed; none given is the loop's default (0), as in fit
         extra = {"frame_rate": frame_rate, "strict": strict,
