@@ -68,3 +68,17 @@ def test_an_exported_translator_takes_what_zoo_predict_of_the_model_takes(model,
         runner.translate(tmp_path / "missing.txt")
     with pytest.raises(TypeError, match=r"translates a sentence \(str\), a list of them, or a text file .*; got int"):
         runner.translate(5)  # type: ignore[arg-type]
+
+
+def test_spaces_around_one_sentence_do_not_change_what_is_translated(model):
+    """A one-sentence input reused the ids of the text as given, spaces and line end included ('  Zwei Männer
+    gehen.  ' translated 'The two men are walking.', without them 'Two men are walking.'); inputs of several
+    sentences were trimmed already. The ids the model reads are the trimmed sentence's."""
+    from zoo.seq2seq.sentences import segments
+
+    tok = model.tokenizer
+    plain = "Eine Frau singt."
+    padded = ["  Eine Frau singt.  ", "Eine Frau singt.\n", "Eine Frau singt.\r\n", "\tEine Frau singt."]
+    texts = [plain, *padded]
+    assert len({tuple(ids) for _, ids, _ in segments(texts, tok.encode_batch(texts), tok, 30)}) == 1
+    assert zoo.predict(model, padded, amp=None) == [zoo.predict(model, plain, amp=None)] * len(padded)

@@ -101,9 +101,11 @@ def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> li
         sentences = split_sentences(text)
         if not sentences:
             continue  # nothing to translate: "" without a model call
-        if len(sentences) == 1 and len(x) <= limit:
-            pieces.append((i, x, ""))
-            continue
+        if len(sentences) == 1:  # its ids, of the text as split (spaces around it translated otherwise)
+            sid = x if sentences[0][0] == text else tok.encode_batch([sentences[0][0]])[0]
+            if len(sid) <= limit:
+                pieces.append((i, sid, ""))
+                continue
         for (sent, sep), sid in zip(sentences, tok.encode_batch([s for s, _ in sentences])):
             if len(sid) <= limit:
                 pieces.append((i, sid, sep))
