@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "command", "demo", "family_options", "main", "model_kv", "parse_kv"]
+__all__ = ["UsageError", "command", "demo", "family_options", "main", "model_kv", "parse_kv", "with_stdin"]
 
 
 class UsageError(Exception):
@@ -717,7 +717,7 @@ def stdin_lines() -> list[str]:
     return lines
 
 
-def _with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
+def with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
     """``inputs`` with a ``-`` replaced by the lines of standard input, one input per line (``find . -name
     '*.jpg' | zoo predict resnet18 --weights cifar10 -``). Blank lines are kept where an input is a sentence
     (its translation is "", so output line i stays input line i's) and skipped where it is a path or an
@@ -747,7 +747,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: only a scene's label map (hyperspectral models) is written to a file; "
                          f"{args.name} prints one line per input (--json for JSON lines): redirect the output")
     parse = _PREDICT_INPUTS.get(family)
-    strings = _with_stdin(args.inputs, keep_blank=family == "seq2seq")
+    strings = with_stdin(args.inputs, keep_blank=family == "seq2seq")
     inputs: Any = parse(strings) if parse is not None else strings
     if family == "hyperspectral":
         if len(inputs) > 1:  # zoo.predict takes one scene; its "got list" named no flag

@@ -137,6 +137,8 @@ def test_evaluating_the_other_direction_than_the_model_was_trained_warns(tok, tm
             warnings.simplefilter("always")
             zoo.evaluate(model, tmp_path, direction=direction, bleu_sentences=1, amp=None, progress=False)
         assert not [w for w in caught if "recorded direction" in str(w.message)]
+    with pytest.raises(ValueError, match=r"bleu_sentences must be an integer >= 1 \(None: every sentence\), got 0"):
+        zoo.evaluate(m, tmp_path, direction="de-en", bleu_sentences=0, amp=None, progress=False)  # scored every one
 
 
 def test_dataset_and_collate_make_teacher_forcing_batches(tok):
@@ -325,6 +327,20 @@ def test_cli_train_then_translate_and_eval(tmp_path, capsys):
                  "--set", "direction=de-en", "beam_size=1"]) == 0
     assert "bleu" in capsys.readouterr().out
     assert main(["translate", "--weights", str(out), "--beam-size", "0", "x"]) == 2
+    # "-" reads standard input, as zoo predict NAME - does (it translated the character "-")
+    import io
+    import sys
+
+    capsys.readouterr()
+    stdin, sys.stdin = sys.stdin, io.StringIO("Ein Hund.\nZwei Männer.\n")
+    try:
+        assert main(["translate", "--weights", str(out), "--beam-size", "1", "--max-len", "6", "-"]) == 0
+    finally:
+        sys.stdin = stdin
+    from_stdin = capsys.readouterr().out
+    assert main(["translate", "--weights", str(out), "--beam-size", "1", "--max-len", "6", "Ein Hund.",
+                 "Zwei Männer."]) == 0
+    assert from_stdin == capsys.readouterr().out and len(from_stdin.splitlines()) == 2
 
 
 SHIPPED_CASES = {  # Multi30k-style captions and words any usable translation contains ("a|b": either)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zoo.cli import UsageError, command, demo, stdin_lines
+from zoo.cli import UsageError, command, demo, stdin_lines, with_stdin
 
 DEMO_WEIGHTS = ("seq2seq-transformer.multi30k-de-en", "seq2seq-transformer.multi30k-en-de")
 DEMO_SENTENCES = {
@@ -47,7 +47,8 @@ def _demo() -> None:
 
 
 def _configure_translate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("text", nargs="*", help="sentences to translate (or use --input)")
+    p.add_argument("text", nargs="*", help="sentences to translate; - reads them from standard input, one a line, as "
+                                          "zoo predict does (or use --input)")
     p.add_argument("--weights", required=True, help="MODEL.TAG (e.g. seq2seq-transformer.multi30k-de-en), a tag or a file")
     p.add_argument("--model", default=None, help="registered model name (default: from --weights, else seq2seq-transformer)")
     p.add_argument("--input", help="file with one sentence per line ('-' = stdin)")
@@ -82,7 +83,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     name = args.model or _model_of(args.weights)
     if zoo.model_info(name).family != "seq2seq":
         raise UsageError(f"{name} is not a seq2seq model; choose one of {', '.join(zoo.list_models('seq2seq'))}")
-    sentences = list(args.text)
+    sentences = with_stdin(list(args.text), keep_blank=True)
     if args.input:
         if args.input == "-":
             sentences += stdin_lines()

@@ -94,6 +94,9 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
     scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
+    if bleu_sentences is not None and (isinstance(bleu_sentences, bool) or not isinstance(bleu_sentences, int)
+                                       or bleu_sentences < 1):  # 0 scored every sentence
+        raise ValueError(f"bleu_sentences must be an integer >= 1 (None: every sentence), got {bleu_sentences!r}")
     if train and (split := _train_val_pairs(data)) is not None:
         if options.get("val_data") is not None:
             raise ValueError("validation data given twice: in the data (train_pairs, val_pairs) and as val_data")
