@@ -263,3 +263,40 @@ def test_an_agent_trains_inside_a_callers_gradient_free_block():
         zoo.train(agent, "Pendulum-v1", total_steps=80, eval_every=0, progress=False)
         assert torch.is_inference_mode_enabled()
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.actor.parameters()))
+
+
+def test_gradient_steps_minus_one_trains_the_last_rollouts_steps_not_the_warm_up():
+    """SB3: TD3(..., learning_starts=50, gradient_steps=-1).learn(60) makes 10 updates; the warm-up steps were
+    counted too, so the first update phase ran learning_starts + 1 of them (10,001 with rl-zoo's 10,000)."""
+    for gradient_steps, updates in ((1, 10), (-1, 10)):
+        agent = zoo.build("td3", **{**SMALL, "learning_starts": 50}, gradient_steps=gradient_steps)
+        zoo.train(agent, "Pendulum-v1", total_steps=60, eval_every=0, progress=False)
+        assert agent.num_updates == updates
+    vector = zoo.build("td3", **{**SMALL, "learning_starts": 4}, gradient_steps=-1)
+    zoo.train(vector, "Pendulum-v1", num_envs=2, total_steps=20, eval_every=0, progress=False)
+    assert vector.num_updates == 16  # steps 6..20 in rollouts of 2 transitions, after the 4 of the warm-up
+
+
+def test_a_vector_env_that_does_not_reset_itself_is_refused_before_training():
+    """autoreset_mode DISABLED failed at the first episode end inside the loop ('NoneType' is not subscriptable)."""
+    env = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED})
+    agent = zoo.build("td3", env=env, **SMALL)
+    with pytest.raises(ValueError, match=r"TD3 trains on vector envs that reset their episodes themselves .*this one "
+                                         r"has AutoresetMode.DISABLED: make it with vector_kwargs="):
+        zoo.train(agent, env, total_steps=10, eval_every=0, progress=False)
+    assert agent.num_timesteps == 0
+
+
+def test_a_next_step_vector_envs_episodes_are_logged_at_their_length(tmp_path):
+    """The reset step a NEXT_STEP vector env takes after an episode's end (its transition skipped, its reward 0)
+    was counted in the next episode's length: 5, 5, 6, 6 for episodes of 5 steps."""
+    import csv
+
+    env = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=5)
+    assert env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    agent = zoo.build("td3", env=env, **SMALL)
+    zoo.train(agent, env, total_steps=24, eval_every=0, log_dir=tmp_path, progress=False)
+    with open(tmp_path / "episodes.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["length"]) for r in rows] == [5, 5, 5, 5]

@@ -334,6 +334,7 @@ class _Run:
     ep_ret: np.ndarray = field(init=False)  # (n_envs,) return of the episodes in progress
     ep_len: np.ndarray = field(init=False)  # (n_envs,)
     prev_autoreset: np.ndarray = field(init=False)  # (n_envs,) NEXT_STEP mode: this step's transition is skipped
+    resetting: np.ndarray = field(init=False)  # (n_envs,) this step only reset the env (NEXT_STEP): not counted
     episodes: list[dict[str, Any]] = field(default_factory=list)  # every finished training episode
     recent: deque = field(default_factory=lambda: deque(maxlen=10))  # the last 10 training returns
     # a single env is reset at the top of the next step, so that a checkpoint taken at an episode's end
@@ -358,6 +359,7 @@ class _Run:
         self.ep_ret = np.zeros(self.n_envs)
         self.ep_len = np.zeros(self.n_envs, dtype=np.int64)
         self.prev_autoreset = np.zeros(self.n_envs, dtype=bool)
+        self.resetting = np.zeros(self.n_envs, dtype=bool)
 
     @property
     def ckpt_path(self) -> Path | None:
@@ -586,7 +588,14 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
             train_env.close()
         raise
     vec = isinstance(train_env, gym.vector.VectorEnv)
-    next_step = vec and train_env.metadata.get("autoreset_mode") == gym.vector.AutoresetMode.NEXT_STEP
+    mode = train_env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP) if vec else None
+    if vec and mode not in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):
+        if train_env is not chosen:
+            train_env.close()
+        raise ValueError(f"TD3 trains on vector envs that reset their episodes themselves (autoreset_mode NEXT_STEP "
+                         f"or SAME_STEP); this one has {mode}: make it with vector_kwargs={{'autoreset_mode': "
+                         "gymnasium.vector.AutoresetMode.SAME_STEP}} (it failed at the first episode's end)")
+    next_step = vec and mode == gym.vector.AutoresetMode.NEXT_STEP
     try:
         settings["eval_env"] = _eval_target(agent, chosen, train_env, vec, settings["eval_env"],
                                             settings["eval_every"])
@@ -905,6 +914,7 @@ def _store(buf, run: _Run, a: np.ndarray, next_obs, reward, terminated, truncate
     """Add this step's transitions; returns ``(done, reward)`` per env (a skipped transition's reward 0)."""
     if not run.vec:
         buf.add_one(run.obs, a, reward, next_obs, terminated)
+        run.resetting = np.zeros(1, bool)
         return np.array([terminated or truncated]), np.array([reward])
     done = np.logical_or(terminated, truncated)
     store = next_obs
@@ -914,6 +924,7 @@ def _store(buf, run: _Run, a: np.ndarray, next_obs, reward, terminated, truncate
         for i in np.flatnonzero(done):
             store[i] = final[i]
     keep = ~run.prev_autoreset
+    run.resetting = ~keep
     if keep.all():
         buf.add(run.obs, a, reward, store, terminated)
     elif keep.any():
@@ -928,17 +939,21 @@ def _update(agent, run: _Run) -> None:
     """Every ``train_freq`` steps after ``learning_starts``: ``gradient_steps`` updates (-1: as many as
     transitions were collected since the last ones)."""
     cfg = agent.config
-    if agent.num_timesteps > cfg.learning_starts and run.since_train >= cfg.train_freq:
+    if run.since_train < cfg.train_freq:
+        return
+    # a rollout of train_freq steps ends, trained on or not (SB3's collect_rollouts): gradient_steps=-1 trains as
+    # many steps as it collected, not every warm-up step too (learning_starts + 1 updates in the first phase)
+    collected, run.since_train = run.since_train * run.n_envs, 0
+    if agent.num_timesteps > cfg.learning_starts:
         if cfg.lr_schedule == "linear":  # SB3: lr * the fraction of the run still to go, before each phase
             agent.apply_lr(1.0 - agent.num_timesteps / run.total_steps)
-        agent.update(cfg.gradient_steps if cfg.gradient_steps > 0 else run.since_train * run.n_envs)
-        run.since_train = 0
+        agent.update(cfg.gradient_steps if cfg.gradient_steps > 0 else collected)
 
 
 def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> bool:
     """Count this step's reward; log the episodes that ended (and restart their noise). True if any did."""
     run.ep_ret += reward
-    run.ep_len += 1
+    run.ep_len += ~run.resetting  # NEXT_STEP: an env's reset step is no step of its episode (its reward is 0)
     ended = np.flatnonzero(done)
     for i in ended:
         agent.num_episodes += 1
