@@ -81,6 +81,26 @@ def test_cache_entry_that_is_a_link_is_refused(tiny_model, weights_home, tmp_pat
     assert str(dest) in str(err.value) and "symbolic link" in str(err.value)
 
 
+def test_a_cache_folder_that_is_a_link_is_refused_and_the_root_may_be_one(tiny_model, weights_home, tmp_path,
+                                                                         monkeypatch):
+    """A linked <sha256>/ folder was followed: the file, its lock and its verified marker went outside the cache.
+    A ZOO_HOME that is itself a link (a cache on another disk) stays fine."""
+    entry = _publish(tiny_model, "v1")
+    dest = hub.cached_path(entry)
+    dest.parent.parent.mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    dest.parent.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(fs.UnsafePathError, match=rf"cache folder {dest.parent}: it is a symbolic link"):
+        zoo.pull(entry.name, progress=False)
+    with pytest.raises(fs.UnsafePathError, match="cache folder"):  # a path to a file in it is matched to its entry
+        zoo.build(tiny_model, weights="v1")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "linked_home").symlink_to(tmp_path / "disk")
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "linked_home"))
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+
+
 def test_a_cache_that_cannot_be_made_says_to_set_zoo_home(tiny_model, weights_home, tmp_path, monkeypatch):
     """A container's read-only or missing home: the error names the folder and how to move the cache."""
     entry = _publish(tiny_model, "v1")
@@ -234,3 +254,15 @@ def test_a_relative_zoo_home_gives_absolute_paths_that_survive_a_chdir(tiny_mode
     assert path.is_absolute() and path.is_relative_to(tmp_path / "work" / "cache")
     monkeypatch.chdir(tmp_path)
     assert path.is_file()
+
+
+def test_a_path_object_written_with_a_tilde_is_the_home_folder(tiny_model, weights_home, tmp_path, monkeypatch):
+    """weights="~/a.safetensors" was the home folder's file, weights=Path("~/a.safetensors") "not found"."""
+    from pathlib import Path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    torch.manual_seed(0)
+    zoo.save(zoo.build(tiny_model, num_classes=3), tmp_path / "a.safetensors")
+    as_str = zoo.build(tiny_model, weights="~/a.safetensors")
+    as_path = zoo.build(tiny_model, weights=Path("~/a.safetensors"))
+    assert all(torch.equal(a, b) for a, b in zip(as_str.state_dict().values(), as_path.state_dict().values()))

@@ -85,6 +85,17 @@ def cached_path(entry: WeightsEntry, cache_dir: str | os.PathLike | None = None)
     return cache_root(cache_dir) / entry.expected_hash / entry.filename
 
 
+def _refuse_links_under(root: Path, dest: Path) -> None:
+    """``dest`` and every folder between it and the cache ``root`` must be no symbolic link: a linked
+    ``<sha256>/`` folder sent the download, its lock and its verified marker outside the cache. The root itself
+    may be one (``$ZOO_HOME`` on another disk)."""
+    fs.refuse_symlink(dest, "cached weights")
+    folder = dest.parent
+    while folder != root and root in folder.parents:
+        fs.refuse_symlink(folder, "cache folder")
+        folder = folder.parent
+
+
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR)
 
 
@@ -240,7 +251,7 @@ def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=Tr
     report = [] if report is None else report
     root = cache_root(cache_dir)
     dest = cached_path(entry, cache_dir)
-    fs.refuse_symlink(dest, "cached weights")
+    _refuse_links_under(root, dest)
     fs.sweep_temps(dest.parent)  # temp files of writers killed in this folder
     if dest.is_file() and not force:
         _, hashed_now = verify_entry(entry, dest)
@@ -308,7 +319,7 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
     name = Path(urlparse(url).path).name or "weights"
     dest = cache_root() / URL_DIR / key / name
-    fs.refuse_symlink(dest, "cached weights")
+    _refuse_links_under(cache_root(), dest)
     why = "local_files_only=True" if local_files_only else "ZOO_OFFLINE=1"
     hint = (f"{url} is not in the cache ({dest}) and {why} forbids downloading it; download it on a "
             "connected machine and pass the local path")
@@ -344,8 +355,8 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
     ``zoo weights export-hf``). Manifest weights are pulled into the cache (verified); a URL that
     matches a manifest entry is verified against it; another URL is cached under a hash of the URL.
     """
-    if isinstance(weights, os.PathLike):
-        weights = os.fspath(weights)
+    if isinstance(weights, os.PathLike):  # ~ is the home folder here too, as in the str form
+        weights = os.fspath(Path(weights).expanduser())
         if not Path(weights).is_file():
             raise not_a_weights_file(Path(weights))
     if not isinstance(weights, str) or not weights:
