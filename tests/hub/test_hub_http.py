@@ -228,11 +228,22 @@ def test_a_url_download_cut_short_without_a_length_never_enters_the_cache(resnet
     shutil.copy(path, server.state.root / path.name)
     url = f"{server.url}/{path.name}"
     server.state.no_length, server.state.cut_after, server.state.cuts_left = True, path.stat().st_size // 2, 1
-    with pytest.raises(hub.DownloadError, match="not whole"):
+    with pytest.raises(hub.DownloadError, match="not a whole weights file") as err:
         hub.resolve(url, model="resnet18")
+    assert "ZOO_WEIGHTS_URL" not in str(err.value)  # a mirror serves the manifest's files, not the user's URL
     assert not [p for p in hub.cache_root().rglob(path.name + "*") if not p.name.endswith(".lock")]
     local, _ = hub.resolve(url, model="resnet18")  # the server now sends it whole: one clean download
     assert hub.sha256_file(local) == hub.sha256_file(path)
+
+
+def test_a_web_page_served_for_a_weights_url_is_called_what_it_may_be(weights_home, server):
+    """A 200 HTML page was 'not whole' (it is no truncation) and the error said to set ZOO_WEIGHTS_URL."""
+    (server.state.root / "agent.safetensors").write_bytes(b"<html><body>Sign in to download</body></html>")
+    with pytest.raises(hub.DownloadError) as err:
+        hub.resolve(f"{server.url}/agent.safetensors")
+    said = str(err.value)
+    assert "not a whole weights file" in said and "a server's web page" in said and "ZOO_WEIGHTS_URL" not in said
+    assert not [p for p in hub.cache_root().rglob("agent.safetensors*") if not p.name.endswith(".lock")]
 
 
 def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):

@@ -399,7 +399,7 @@ def fetch(
     reclaim_root: Path | None = None,
     on_arrival: Callable[[Path, str], None] | None = None,
     validate: Callable[[Path], None] | None = None,
-    mirror_var: str = "ZOO_WEIGHTS_URL",
+    mirror_var: str | None = "ZOO_WEIGHTS_URL",
 ) -> Path:
     """Bring ``dest`` into place from the first source that has it.
 
@@ -473,11 +473,12 @@ def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) 
         validate(part)
     except ValueError as err:
         part.unlink(missing_ok=True)  # a resumed download would only append to the broken bytes
-        raise DownloadError(f"{source}: the downloaded file is not whole ({err}); it was discarded") from None
+        raise DownloadError(f"{source}: the downloaded bytes are not a whole weights file ({err}): a truncated "
+                            "download, or not a weights file at all (a server's web page); they were discarded") from None
 
 
 def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,
-                     untried: int, offline_hint: str, mirror_var: str = "ZOO_WEIGHTS_URL") -> Exception:
+                     untried: int, offline_hint: str, mirror_var: str | None = "ZOO_WEIGHTS_URL") -> Exception:
     """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
     offline, then the download failures."""
     if mismatched:
@@ -486,10 +487,12 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
             f"no source of {name} has the expected bytes (sha256 {expected}){skipped}: "
             + "; ".join(f"[{n}] {f}" for n, f in enumerate(failures, 1))
             + (". A wrong local copy is often a git-lfs pointer (run `git lfs pull` in the checkout) or a "
-               f"stale file: replace it, or set {mirror_var} to a mirror that holds the right one"
-               if local_mismatched else ""))
+               "stale file: replace it" + (f", or set {mirror_var} to a mirror that holds the right one"
+                                           if mirror_var else "") if local_mismatched else ""))
     if untried:  # offline, and the local sources did not have it
         return OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {name}")
+    if mirror_var is None:  # a URL of the user's own: no mirror serves it
+        return DownloadError(f"could not get {name}: " + "; ".join(failures))
     mirror = os.environ.get(mirror_var)
     writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
     hint = (f". The mirror {mirror_var}={mirror} does not have it either: add the file there{writes}, or unset "

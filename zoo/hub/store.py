@@ -343,7 +343,8 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
     with _writable_cache(None):
         return fetch([url], dest, check=None if pinned is None else pinned.__eq__,
                      expected=pinned or "(none: not in the manifest)", offline_hint=hint,
-                     force=force, local_only=local_files_only, on_arrival=verified.record, validate=check_complete)
+                     force=force, local_only=local_files_only, on_arrival=verified.record, validate=check_complete,
+                     mirror_var=None)
 
 
 def resolve(weights: str | os.PathLike, model: str | None = None, *,
