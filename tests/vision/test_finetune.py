@@ -344,3 +344,43 @@ def test_a_head_replaced_for_the_new_class_count_is_logged_not_warned(caplog):
     assert model.fc.out_features == 2
     assert not [w for w in seen if "head" in str(w.message)], [str(w.message) for w in seen]
     assert "replacing the 10-class head with a fresh 2-class head" in caplog.text
+
+
+def test_a_gradual_run_resumed_with_more_epochs_keeps_its_open_stages_or_is_refused(tmp_path):
+    """unfreeze_every=None is derived from epochs (5 epochs: 1, 10: 2): a resume with more epochs froze layer1 and
+    layer2 again at epoch 6. The schedule in use is recorded (unfreeze_every_used): the resume is refused, and
+    unfreeze_every=1 given continues the run with its schedule."""
+    from zoo.engine import ResumeError
+
+    run = {**FIT, "strategy": "gradual", "checkpoint_dir": tmp_path / "ck", "seed": 0}
+    zoo.finetune(_model(), _data(), epochs=5, **run)
+    with pytest.raises(ResumeError, match=r"data.unfreeze_every_used: 1 in epoch-0005.pt, 2 now"):
+        zoo.finetune(_model(), _data(), epochs=10, resume=True, **run)
+    rec = _Recorder()
+    result = zoo.finetune(_model(), _data(), epochs=7, resume=True, unfreeze_every=1, callbacks=[rec], **run)
+    assert result.resumed["changed"]["epochs"] == (5, 7)
+    assert all(g == set(CHILDREN) - {"conv1", "bn1"} for g in rec.grad)  # every stage stays open
+
+
+@pytest.mark.parametrize(("strategy", "setting"), [("full", {"unfreeze_every": 2}), ("head", {"backbone_lr_mult": 0.5}),
+                                                   ("full", {"top_stages": 2}), ("gradual", {"top_stages": 3})])
+def test_a_setting_of_another_strategy_is_refused_naming_it(strategy, setting):
+    """Each was ignored without a word (a typo in strategy= went unseen)."""
+    (key, value), = setting.items()
+    with pytest.raises(ValueError, match=rf"{key}={value} applies to strategy=.*; strategy='{strategy}' does not use it"):
+        zoo.finetune(_model(), _data(), epochs=1, strategy=strategy, **setting, **FIT)
+
+
+def test_data_that_names_no_classes_warns_that_the_head_keeps_the_weights_names():
+    """A list of (PIL image, int) samples fine-tuned resnet18.cifar10 with its 10-way head and CIFAR names, so an
+    ant was predicted 'airplane', without a word."""
+    data = [(Image.new("RGB", (12, 12), (200 * (i % 2), 30, 30)), i % 2) for i in range(8)]
+    with pytest.warns(UserWarning, match=r"the data names no classes and num_classes is not given, so the head keeps "
+                                         r"its 10 outputs and the weights' class names \(airplane, automobile, bird"):
+        zoo.finetune(zoo.build("resnet18.cifar10"), data, epochs=1, image_size=12, **FIT)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned = zoo.finetune(zoo.build("resnet18.cifar10"), data, epochs=1, image_size=12, num_classes=2, **FIT)
+    assert tuned.model.fc.out_features == 2

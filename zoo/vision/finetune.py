@@ -348,6 +348,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
                              f"num_classes out (the data set's classes set the head size) or pass {len(classes)}")
         num_classes = len(classes) if classes is not None else num_classes
     current = _num_outputs(model)
+    _warn_unnamed_labels(model, classes, num_classes)
     if num_classes is not None and current != num_classes:
         # what fine-tuning to a new class count is for (the README's path, timm's num_classes=): logged, not
         # a warning on every such call
@@ -362,6 +363,21 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
                                               _num_outputs(model))
     record_origin(model)
     return train_data, val_data
+
+
+def _warn_unnamed_labels(model: nn.Module, classes: Any, num_classes: int | None) -> None:
+    """Data that names no classes, without num_classes: the head keeps its size and the weights' class names,
+    which then label predictions of another label set (ants and bees predicted as 'airplane') without a word."""
+    names = (getattr(model, "pretrained_cfg", None) or {}).get("classes")
+    if classes is None and num_classes is None and names:
+        import warnings
+
+        from zoo._stacklevel import user_stacklevel
+
+        warnings.warn(f"finetune: the data names no classes and num_classes is not given, so the head keeps its "
+                      f"{len(names)} outputs and the weights' class names ({', '.join(map(str, names[:3]))}, ...): "
+                      "pass num_classes=K for K labels (named 0..K-1), or data that names its classes (an image "
+                      "folder, a Dataset with .classes)", stacklevel=user_stacklevel())
 
 
 def record_classes(cfg: dict[str, Any], classes: Any, num_outputs: int) -> dict[str, Any]:
@@ -434,7 +450,8 @@ def finetune(
     """
     from zoo.engine import fit
 
-    _check_arguments(model, strategy, epochs, cache_features, fit_kwargs)
+    _check_arguments(model, strategy, epochs, cache_features, fit_kwargs, unfreeze_every=unfreeze_every,
+                     top_stages=top_stages, backbone_lr_mult=backbone_lr_mult)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
 
@@ -445,11 +462,10 @@ def finetune(
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
-    fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, strategy=strategy,
-                              backbone_lr_mult=backbone_lr_mult, unfreeze_every=unfreeze_every, top_stages=top_stages,
-                              freeze_bn=freeze_bn, augment=augment, cache_features=use_cache, strict=strict)
+    fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
+                              unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
+                              augment=augment, cache_features=use_cache, strict=strict)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
-
     if use_cache:
         return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
 
@@ -480,19 +496,23 @@ def _check_fit_options(fit_kwargs: dict[str, Any]) -> None:
 
 
 def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fit_kwargs: dict[str, Any],
-                 **settings: Any) -> dict[str, Any]:
+                 plan: StrategyPlan, **settings: Any) -> dict[str, Any]:
     """``fit_kwargs`` recording what this fine-tuning run consumed before ``fit`` (the strategy and its
     settings; on an image folder its preprocessing and fingerprint, as ``zoo.train`` records them), so that
     a resume of its checkpoints with another recipe is refused (:func:`zoo.engine.resume.with_recipe`)."""
     from zoo.engine.resume import with_recipe
     from zoo.vision.resnet import folder_recipe
 
-    recipe = dict(settings)
+    recipe = {"strategy": plan.strategy, **settings}
+    if plan.strategy == "gradual":  # the schedule in use: unfreeze_every=None is derived from epochs, so a resume
+        # with more epochs froze stages that were open again (refused now; unfreeze_every= keeps the schedule)
+        recipe["unfreeze_every_used"] = plan.unfreeze_every
     if isinstance(data, (str, os.PathLike)) and getattr(model, "pretrained_cfg", None) is not None:
         recipe.update(folder_recipe(model.pretrained_cfg, train_data, val_data, settings["augment"], settings["strict"]))
     architecture = getattr(model, "zoo_architecture", None)
+    # given or derived, the schedule is compared as unfreeze_every_used: unfreeze_every=1 continues a run of None's 1
     return with_recipe(fit_kwargs, data=recipe, model=architecture() if callable(architecture) else None,
-                       may_change=("strict",))
+                       may_change=("strict", "unfreeze_every") if plan.strategy == "gradual" else ("strict",))
 
 
 def _seed_before_surgery(seed: Any) -> None:
@@ -505,10 +525,16 @@ def _seed_before_surgery(seed: Any) -> None:
 
 
 def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None,
-                     fit_kwargs: dict[str, Any]) -> None:
+                     fit_kwargs: dict[str, Any], **settings: Any) -> None:
     _check_fit_options(fit_kwargs)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    # a setting of another strategy was ignored without a word (a typo in strategy= went unseen)
+    for key, default, takes in (("unfreeze_every", None, ("gradual",)), ("top_stages", 1, ("top",)),
+                                ("backbone_lr_mult", 0.1, ("top", "full", "gradual"))):
+        if settings[key] != default and strategy not in takes:
+            raise ValueError(f"{key}={settings[key]!r} applies to strategy={' or '.join(map(repr, takes))}; "
+                             f"strategy={strategy!r} does not use it: leave it out, or choose that strategy")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     if not isinstance(model, nn.Module):
