@@ -234,3 +234,27 @@ def test_finetune_set_unknown_classes_skip_holds_for_the_report_on_val_too(tmp_p
     assert any("skipped class folder(s) unknown to the given classes: 'wasps'" in str(w.message) for w in seen)
     assert (out / "metrics.json").is_file() and (out / "confusion.png").is_file()
     assert set(json.loads((out / "metrics.json").read_text())["per_class_recall"]) == {"blue things", "red things"}
+
+
+def test_finetune_writes_strict_json_and_names_its_monitor(tmp_path, capsys):
+    """A class the val folder lacks has no recall: metrics.json held a bare NaN, which strict JSON parsers refuse;
+    best_metric did not say which metric it was. Without a val folder, the thinner report is said."""
+    import shutil
+
+    data = _folder(tmp_path / "data")
+    shutil.rmtree(data / "val" / "blue things")
+    args = ["finetune", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--image-size", "16",
+            "--amp", "none", "--model", "stem=cifar"]
+    with pytest.warns(UserWarning):  # the class val lacks is named
+        assert main([*args, "--out-dir", str(tmp_path / "run")]) == 0
+    text = (tmp_path / "run" / "metrics.json").read_text()
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    report = json.loads(text, parse_constant=refuse)
+    assert report["per_class_recall"]["blue things"] is None and report["monitor"] == "val_loss"
+    capsys.readouterr()
+    assert main([*args[:3], str(data / "train"), *args[4:], "--out-dir", str(tmp_path / "noval")]) == 0
+    assert "no validation folder" in capsys.readouterr().out
+    assert json.loads((tmp_path / "noval" / "metrics.json").read_text())["monitor"] == "train_loss"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,20 @@ from zoo.cli import UsageError, command, demo, model_kv, parse_kv
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15"
 FINETUNE_RUNS = Path("runs") / "finetune"  # zoo finetune's default --out-dir (numbered -2, -3 ... when taken)
+
+
+def _json_plain(value: Any) -> Any:
+    """``value`` with numbers as JSON has them: numpy / torch scalars as floats, NaN and infinities as null."""
+    if isinstance(value, dict):
+        return {k: _json_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if getattr(value, "ndim", 0):  # an array: its values
+        return _json_plain(value.tolist())
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _build(name: str, weights: str | None, model_pairs: list[str] | None, **extra: Any):
@@ -100,7 +115,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")
     report: dict[str, Any] = {"strategy": options["strategy"], "epochs": options["epochs"],
-                              "best_metric": result.best_metric}
+                              "monitor": getattr(result, "monitor", None), "best_metric": result.best_metric}
     # the folder finetune validated on (--set val_data=DIR, else DATA/val), read as it read it: --strict and
     # --set unknown_classes=skip hold here too; the report scored DATA/val whatever val_data was
     val_dir = options.get("val_data") or find_split(Path(args.data), "val")
@@ -118,7 +133,11 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"val accuracy {ev['accuracy']:.4f}; per-class recall: "
               + ", ".join(f"{k} {v:.3f}" for k, v in ev["per_class_recall"].items()))
         print(f"confusion matrix: {out / 'confusion.png'}")
-    fs.write_text(out / "metrics.json", json.dumps(report, indent=2, default=float) + "\n")
+    else:
+        print(f"no validation folder ({Path(args.data) / 'val'}, or --set val_data=DIR): metrics.json holds the "
+              "training run's figures only, no accuracy, per-class recall or confusion matrix")
+    # strict JSON: a class the validation folder lacks has no recall (NaN, which JSON.parse and jq --strict refuse)
+    fs.write_text(out / "metrics.json", json.dumps(_json_plain(report), indent=2, allow_nan=False) + "\n")
     weights = out / "model.safetensors"  # quoted as a shell reads it: an --out-dir may hold spaces
     print(f"weights: {weights}  (zoo predict {args.name} --weights {shlex.quote(str(weights))} IMAGES...)")
     return 0
