@@ -529,12 +529,18 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
     _check_fit_options(fit_kwargs)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    # a setting of another strategy was ignored without a word (a typo in strategy= went unseen)
+    # a setting of another strategy was ignored without a word (a typo in strategy= went unseen); a warning, not an
+    # error: a study's grid may pass one setting to every strategy
     for key, default, takes in (("unfreeze_every", None, ("gradual",)), ("top_stages", 1, ("top",)),
                                 ("backbone_lr_mult", 0.1, ("top", "full", "gradual"))):
         if settings[key] != default and strategy not in takes:
-            raise ValueError(f"{key}={settings[key]!r} applies to strategy={' or '.join(map(repr, takes))}; "
-                             f"strategy={strategy!r} does not use it: leave it out, or choose that strategy")
+            import warnings
+
+            from zoo._stacklevel import user_stacklevel
+
+            warnings.warn(f"finetune: {key}={settings[key]!r} applies to strategy={' or '.join(map(repr, takes))}; "
+                          f"strategy={strategy!r} does not use it: leave it out, or choose that strategy",
+                          stacklevel=user_stacklevel())
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     if not isinstance(model, nn.Module):
