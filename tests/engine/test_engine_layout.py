@@ -129,6 +129,20 @@ def test_to_channels_last_lays_out_2d_and_3d_convolutions_of_one_model():
         assert torch.equal(p, q)
 
 
+def test_a_one_by_one_kernel_takes_the_strides_its_gradient_comes_back_in():
+    """A (C_out, C_in, 1, 1) kernel counts as channels-last already: contiguous() kept its strides (C_in, 1, 1, 1)
+    while its gradient comes back (C_in, 1, C_in, C_in), and DDP warned 'Grad strides do not match bucket view
+    strides' (and copied every such gradient each step) under the README's torchrun command."""
+    model = nn.Sequential(nn.Conv2d(8, 16, 1), nn.Conv2d(16, 4, 3), nn.Conv3d(4, 2, 1))
+    to_channels_last(model)
+    x = torch.randn(2, 8, 5, 5).contiguous(memory_format=CL)
+    model[1](model[0](x)).sum().backward()
+    model[2](torch.randn(2, 4, 3, 5, 5).contiguous(memory_format=torch.channels_last_3d)).sum().backward()
+    for conv in model:
+        assert conv.weight.grad.stride() == conv.weight.stride()
+    assert model[0].weight.stride() == (8, 1, 8, 8)
+
+
 def test_fit_with_channels_last_trains_a_model_with_3d_convolutions():
     # before zoo.engine.layout, channels_last=True failed on any model holding a Conv3d ("required rank 4 tensor")
     model = Mixed()

@@ -148,9 +148,13 @@ def to_channels_last(model: nn.Module) -> nn.Module:
 
     ``model.to(memory_format=torch.channels_last)`` refuses a model holding 3-D convolutions ("required rank
     4 tensor"), and ``channels_last_3d`` one holding 2-D ones; HybridSN holds both."""
+    # 4-D: clone, not contiguous(): a 1x1 kernel (C_out, C_in, 1, 1) counts as channels-last already and kept its
+    # strides (C_in, 1, 1, 1), while its gradient comes back (C_in, 1, C_in, C_in): DDP warned "Grad strides do
+    # not match bucket view strides" and copied every such gradient, each step. (A 1x1x1 kernel's gradient comes
+    # back (C_in, 1, 1, 1, 1), the strides contiguous() keeps.)
     def convert(t: torch.Tensor) -> torch.Tensor:
         if t.dim() == 4:
-            return t.contiguous(memory_format=torch.channels_last)
+            return t.clone(memory_format=torch.channels_last)
         if t.dim() == 5:
             return t.contiguous(memory_format=torch.channels_last_3d)
         return t
