@@ -125,6 +125,8 @@ def test_hybridsn_refuses_a_scene_narrower_than_n_bands_before_any_work():
                                              r"components this hybridsn takes .*zoo.build\('hybridsn', n_bands=N\) "
                                              r"for 13 <= N <= 20 \(13: the least its three 3-D convolutions take"):
             zoo.train(zoo.build("hybridsn", window=9), scene, split="random", epochs=1, progress=False)
+        with pytest.raises(ValueError, match=r"has 20 bands, fewer than the n_bands=30"):  # the blocks split's
+            zoo.train(zoo.build("hybridsn", window=9), scene, split="blocks", epochs=1, progress=False)  # warning came first
         narrow = make_scene(16, 16, 8, 3, block=4, seed=2)
         with pytest.raises(ValueError, match=r"has 8 bands.*hybridsn cannot classify it: its three 3-D convolutions "
                                              r"take n_bands >= 13"):

@@ -230,6 +230,7 @@ class SceneClassifierMixin:
                                  "trained on as it comes: leave them out")
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
+        self.require_bands(scene)  # before the split, whose warnings came first for a scene refused anyway
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
                            window=self.config.window, block=block, train_mask=train_mask)
         # every labelled pixel, not only the training ones: a class beyond the outputs that only the
