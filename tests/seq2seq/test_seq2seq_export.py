@@ -73,6 +73,13 @@ def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
     finally:
         tiny_gru.tokenizer = tok
     assert not (res.path / "tokenizer.json").exists()
+    # one meaning per key: "format" is the file format everywhere, the family's version tag export_format (the
+    # folder's export.json had "torch.export" where each graph's metadata had "zoo.seq2seq-export/1")
+    from zoo.exporting import read_metadata
+
+    index, graph = read_metadata(res.path), read_metadata(res.path / "encoder.pt2")
+    assert index["format"] == "torch.export" and "format" not in graph
+    assert index["export_format"] == graph["export_format"] == "zoo.seq2seq-export/1"
     runner = ExportedTranslator(res.path)
     assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
     with pytest.raises(ValueError, match="no tokenizer.json"):

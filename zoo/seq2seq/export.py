@@ -230,7 +230,7 @@ def _spec(model, enc, step, names, batch, src_len, enc_dynamic, step_dynamic, re
                        checks=[_step_inputs(model, enc, step, n, others[0], 0), _step_inputs(model, enc, step, n, others[1], 1)],
                        min_sizes={"past": 0}, max_sizes=limits, reference=references[1])
     c = model.config
-    meta = {"format": EXPORT_FORMAT, "model": model.registry_name, "state": list(state), "context": list(context),
+    meta = {"export_format": EXPORT_FORMAT, "model": model.registry_name, "state": list(state), "context": list(context),
             "pad_id": model.pad_id, "bos_id": model.bos_id, "eos_id": model.eos_id, "max_len": model.max_len,
             "src_vocab": c.src_vocab, "tgt_vocab": c.tgt_vocab, "tokenizer": "tokenizer.json" if model.tokenizer else None}
     files = {"tokenizer.json": model.tokenizer.export_json()} if model.tokenizer is not None else {}

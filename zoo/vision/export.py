@@ -4,7 +4,8 @@ The graph takes images already resized and normalised as the weights expect (``p
 size, resize, mean, std; stored with the export, together with the class names when the weights have them).
 The batch axis is dynamic; the spatial size is the one traced (``image_size``, default the weights' input
 size), and the stored ``input_size``/``resize`` are those of that size (the resize scaled with it, as
-``zoo.predict`` does at ``image_size``). Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript
+``zoo.vision.transforms.transforms_for(model, image_size=...)`` and a training at ``image_size`` scale it).
+Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript
 works for ResNet18 (it is scripted, through a plain torchvision ``ResNet`` holding the same layers) and is
 kept (``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` are the earlier entry
 points, now shortcuts for :func:`zoo.export`.
