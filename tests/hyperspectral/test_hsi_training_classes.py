@@ -20,7 +20,7 @@ def _one_class_scene(seed: int = 2) -> Scene:
     return Scene(cube=s.cube, labels=(s.labels > 0).astype(np.int64), name="all-ones")
 
 
-@pytest.mark.parametrize("name,kw", [("hsi-pca-svm", {"n_components": 5}), ("hybridsn", {"window": 9})])
+@pytest.mark.parametrize("name,kw", [("hsi-pca-svm", {"n_components": 5}), ("hybridsn", {"window": 9, "n_bands": 16})])
 def test_a_single_class_scene_is_refused_before_training(name, kw):
     """Before: hsi-pca-svm raised scikit-learn's "The number of classes has to be greater than one; got 1
     class" (no scene named); hybridsn trained a one-class network without a word."""
