@@ -132,25 +132,27 @@ def xy_dataset(data: Any) -> TensorDataset | None:
 
 
 def _arrays_pair(data: Any) -> bool:
-    return isinstance(data, (tuple, list)) and len(data) == 2 and all(
-        isinstance(t, (torch.Tensor, np.ndarray)) or _numbers_list(t) for t in data) and not all(
-        _numbers_list(t) and np.ndim(t) == 1 for t in data)  # two flat lists: two samples as likely as (X, y)
+    if not (isinstance(data, (tuple, list)) and len(data) == 2):
+        return False
+    depths = [-1 if isinstance(t, (torch.Tensor, np.ndarray)) else _numbers_depth(t) for t in data]
+    return 0 not in depths and depths != [1, 1]  # two flat lists: two samples as likely as (X, y)
 
 
-def _numbers_list(t: Any) -> bool:
-    """A (nested) list of numbers, as scikit-learn takes ``X`` and ``y`` (``y.tolist()``, ``X.tolist()``); a list
-    of samples (images, ``(input, label)`` tuples) is not one. Its first entries decide, NumPy the rest."""
-    first = t
+def _numbers_depth(t: Any) -> int:
+    """How deep ``t`` nests as a (nested) list of numbers, as scikit-learn takes ``X`` and ``y`` (``y.tolist()``: 1,
+    ``X.tolist()``: 2); 0 for anything else (a list of samples: images, ``(input, label)`` tuples). Its first
+    entries decide, NumPy the rest."""
+    first, depth = t, 0
     while isinstance(first, (list, tuple)):
         if not first:
-            return False
-        first = first[0]
+            return 0
+        first, depth = first[0], depth + 1
     if not isinstance(t, list) or isinstance(first, bool) or not isinstance(first, (int, float, np.number)):
-        return False
+        return 0
     try:
-        return np.asarray(t).dtype.kind in "biuf"
+        return depth if np.asarray(t).dtype.kind in "biuf" else 0
     except ValueError:  # ragged: not an array
-        return False
+        return 0
 
 
 VAL_KEYS = ("val", "validation")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
@@ -370,10 +372,6 @@ def _warn_unnamed_labels(model: nn.Module, classes: Any, num_classes: int | None
     which then label predictions of another label set (ants and bees predicted as 'airplane') without a word."""
     names = (getattr(model, "pretrained_cfg", None) or {}).get("classes")
     if classes is None and num_classes is None and names:
-        import warnings
-
-        from zoo._stacklevel import user_stacklevel
-
         warnings.warn(f"finetune: the data names no classes and num_classes is not given, so the head keeps its "
                       f"{len(names)} outputs and the weights' class names ({', '.join(map(str, names[:3]))}, ...): "
                       "pass num_classes=K for K labels (named 0..K-1), or data that names its classes (an image "
@@ -534,10 +532,6 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
     for key, default, takes in (("unfreeze_every", None, ("gradual",)), ("top_stages", 1, ("top",)),
                                 ("backbone_lr_mult", 0.1, ("top", "full", "gradual"))):
         if settings[key] != default and strategy not in takes:
-            import warnings
-
-            from zoo._stacklevel import user_stacklevel
-
             warnings.warn(f"finetune: {key}={settings[key]!r} applies to strategy={' or '.join(map(repr, takes))}; "
                           f"strategy={strategy!r} does not use it: leave it out, or choose that strategy",
                           stacklevel=user_stacklevel())
