@@ -39,6 +39,17 @@ def test_fp16_storage_loads_into_fp32_module(tmp_path):
     assert len(report.loaded) == len(src.state_dict()) and report.ok
 
 
+def test_the_same_weights_saved_twice_are_the_same_bytes(tmp_path):
+    # safetensors writes its metadata in a HashMap's order, which changed from one save to the next
+    torch.manual_seed(0)
+    net = _net()
+    meta = {f"key{i}": "é" * i for i in range(16)}
+    paths = [hub.save_weights(net, tmp_path / f"{i}.safetensors", metadata=meta) for i in range(4)]
+    assert len({p.read_bytes() for p in paths}) == 1
+    assert hub.read_metadata(paths[0]) == {"format": "pt", **meta}
+    assert torch.equal(hub.load_state_dict(paths[0])["3.weight"], net[3].weight)
+
+
 def test_shared_tensors_stored_once_and_restored(tmp_path):
     src = _Tied()
     path = hub.save_weights(src, tmp_path / "tied.safetensors")

@@ -305,7 +305,29 @@ def save_weights(
 
     fs.sweep_temps(path.parent)  # temp files of writers killed in this folder (a saved model's, an export's)
     # save() builds the file in memory, so its exact size is checked against the free space first
-    return fs.write_bytes(path, save(tensors, metadata=meta))
+    return fs.write_bytes(path, _sorted_metadata(save(tensors, metadata=meta)))
+
+
+def _sorted_metadata(data: bytes) -> bytes:
+    """``data`` with its header's ``__metadata__`` in key order, so that equal weights give equal bytes.
+
+    safetensors (0.8) writes the metadata from a Rust HashMap, in an order that changes from process to
+    process: the same model saved twice had two sha256s. Sorting keeps the header's length (the same
+    entries, compact JSON), so the tensors' offsets and the 8-byte alignment stay as they were; a header
+    that does not come back at its length is left as safetensors wrote it.
+    """
+    n = int.from_bytes(data[:8], "little")
+    raw = data[8:8 + n]
+    header = json.loads(raw)
+    meta = header.pop("__metadata__", None)
+    if not meta:
+        return data
+    text = json.dumps({"__metadata__": dict(sorted(meta.items())), **header}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+    padded = text + b" " * (n - len(text))
+    if len(padded) != n or json.loads(padded) != {"__metadata__": meta, **header}:
+        return data
+    return data[:8] + padded + data[8 + n:]
 
 
 @dataclass
