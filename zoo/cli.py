@@ -113,14 +113,11 @@ def predict_inputs(family: str):
 
 def parse_kv(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``["lr=0.1", "name=x", "flag=true"]`` -> ``{"lr": 0.1, "name": "x", "flag": True}`` (JSON values
-    where they parse, strings otherwise). A key may be spelled as the flags are (``image-size=32``)."""
-    out: dict[str, Any] = {}
-    for key, value in _split_kv(pairs).items():
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+    where they parse, Python's ``None`` / ``True`` / ``False`` as theirs, strings otherwise). A key may be
+    spelled as the flags are (``image-size=32``)."""
+    from zoo.config import json_or_text
+
+    return {key: json_or_text(value) for key, value in _split_kv(pairs).items()}
 
 
 def model_kv(name: str, pairs: Sequence[str] | None, params: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -161,16 +161,26 @@ def _split_sequence(text: str) -> list[Any] | None:
     return items
 
 
+# The docs and errors name Python's constants ("an int or None"), so a user types them so. Exactly so:
+# "none" stays a string, a value some options take (HybridSN's spectral_norm="none").
+PYTHON_CONSTANTS: dict[str, Any] = {"None": None, "True": True, "False": False}
+
+
+def json_or_text(text: str) -> Any:
+    """A command-line value: JSON where it parses (``0.5``, ``[400, 300]``, ``null``, ``true``), Python's
+    ``None`` / ``True`` / ``False`` as theirs, the string itself otherwise."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return PYTHON_CONSTANTS.get(text, text)
+
+
 def coerce_value(owner: str, key: str, text: str, tp: Any) -> Any:
-    """A command-line string -> a value of ``tp`` (JSON where it parses: ``0.5``, ``[400, 300]``, ``null``,
-    ``true``; a plain string otherwise), checked with :func:`check_value`. A tuple or list may also be
+    """A command-line string -> a value of ``tp`` (:func:`json_or_text`), checked with :func:`check_value`. A tuple or list may also be
     written the way a shell user types it: ``32,32``, ``(32, 32)`` or ``"32 32"``."""
     if tp is str or (typing.get_origin(tp) is Literal and all(isinstance(a, str) for a in typing.get_args(tp))):
         return check_value(owner, key, text, tp)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        value = text
+    value = json_or_text(text)
     seq = _sequence_type(tp)
     if seq is not None and not isinstance(value, list) and value is not None:
         value = _split_sequence(text)

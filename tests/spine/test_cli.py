@@ -214,3 +214,19 @@ def test_an_observation_that_starts_with_a_minus_is_an_input_not_an_option(capsy
     with pytest.raises(SystemExit):  # an option's shape stays an option
         main(["predict", "td3.pendulum-v1", "[0, 0, 0]", "-x"])
     assert "unrecognized arguments: -x" in capsys.readouterr().err
+
+
+def test_set_reads_pythons_constants_as_theirs_and_leaves_other_words_strings(capsys):
+    """``--set max_len=None`` failed "max_len must be an int ... or None; got 'None'": the message's own
+    spelling. JSON's null/true/false read as before; "none" stays a string (spectral_norm="none")."""
+    from zoo.cli import main, parse_kv
+    from zoo.config import coerce_value
+
+    assert coerce_value("m", "k", "None", int | None) is None  # --model k=None, --k None
+    assert coerce_value("m", "k", "none", str) == "none"
+    assert parse_kv(["a=None", "b=True", "c=False", "d=null", "e=none", "f=NONE"]) == {
+        "a": None, "b": True, "c": False, "d": None, "e": "none", "f": "NONE"}
+    assert main(["predict", "seq2seq-transformer.multi30k-en-de", "Two dogs.", "--set", "max_len=None"]) == 0
+    python = capsys.readouterr().out
+    assert main(["predict", "seq2seq-transformer.multi30k-en-de", "Two dogs.", "--set", "max_len=null"]) == 0
+    assert capsys.readouterr().out == python and python.strip()
