@@ -89,6 +89,24 @@ def test_saved_svm_and_hybridsn_carry_the_training_mask(tmp_path):
     assert TRAINING_KEY in zoo.hub.load_state_dict(tmp_path / "net.safetensors")
 
 
+def test_a_plain_fit_forgets_the_split_an_earlier_train_recorded(tmp_path):
+    """svm.fit on every labelled pixel after zoo.train kept the old split: evaluate scored training pixels as
+    its test set (OA 1.0 on 717 pixels), and so did a model built from its saved file."""
+    scene = make_scene(32, 32, 20, 3, seed=0)
+    X, y = scene.cube.reshape(-1, 20), scene.labels.reshape(-1)
+    svm = zoo.build("hsi-pca-svm", n_components=5)
+    zoo.train(svm, scene, split="random")
+    assert svm.training_record_ is not None and svm.split_["split"] == "random"
+    assert svm.fit(X[y > 0], y[y > 0]) is svm
+    assert svm.training_record_ is None and svm.split_ is None
+    saved = zoo.build("hsi-pca-svm", weights=zoo.save(svm, tmp_path / "s.safetensors"))
+    for model in (svm, saved):
+        with pytest.raises(ValueError, match="records no training split"):
+            zoo.evaluate(model, scene)
+    zoo.train(svm, scene, split="random", seed=1)  # zoo.train records its own split again, after its fit
+    assert svm.split_["seed"] == 1 and 0 < zoo.evaluate(svm, scene)["n_test"] < int((y > 0).sum())
+
+
 def test_weights_without_a_record_warn(tmp_path):
     scene = make_scene(24, 24, 12, 3, seed=7)
     svm = zoo.build("hsi-pca-svm", n_components=4)

@@ -106,11 +106,9 @@ class HSIPipeline(Pipeline):
             X, y = np.asarray(data[0]), np.asarray(data[1])
             require_classes(y, "the training labels y", "a classifier needs pixels of at least two classes")
             warn_background_class(y, "zoo.train")
-            self.split_ = None
-            self.training_record_ = None  # no scene: no pixels to keep out of a later evaluation
-            self._last_split = None  # nor a test set: an earlier scene's would now hold training pixels
+            record = (None, None, None)  # no scene: no pixels to keep out of a later evaluation, nor a test set
         else:
-            X, y = self._train_pixels(as_scene(data, labels, gt_key=gt_key, cube_key=cube_key),
+            X, y, record = self._train_pixels(as_scene(data, labels, gt_key=gt_key, cube_key=cube_key),
                                       "auto" if split is None else split,
                                       0.3 if train_fraction is None else train_fraction, seed, train_mask,
                                       25 if window is None else window, 16 if block is None else block)
@@ -124,7 +122,8 @@ class HSIPipeline(Pipeline):
             self.set_params(**gs.best_params_)
             history["cv_accuracy"] = float(gs.best_score_)
             history["best_params"] = {k: v for k, v in gs.best_params_.items()}
-        self.fit(X, y)
+        self.fit(X, y)  # forgets an earlier run's split; this run's is recorded once the fit succeeded
+        self.split_, self._last_split, self.training_record_ = record
         history["fit_seconds"] = time.perf_counter() - t0
         history["train_accuracy"] = float((self.predict(X) == y).mean())
         history["n_train"] = len(y)
@@ -133,17 +132,24 @@ class HSIPipeline(Pipeline):
                            model=self, monitor=monitor)
 
     def _train_pixels(self, scene: Scene, split: Any, train_fraction: float, seed: int, train_mask: Any, window: int,
-                      block: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(X, y)`` of the split's training pixels; records the split and the training pixels."""
+                      block: int) -> tuple[np.ndarray, np.ndarray, tuple[Any, Any, TrainingRecord]]:
+        """``(X, y)`` of the split's training pixels, and the record of the split and of those pixels
+        (``split_``, the split, ``training_record_``)."""
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window, block=block,
                            train_mask=train_mask)
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
-        self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
-                        "window": window, "block": block} if isinstance(split, str) else None)
-        self._last_split = sp
-        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
-                                                         given_split_mask(scene, sp, train_mask))
-        return scene.pixels(sp.train), scene.labels[sp.train]
+        recipe = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
+                   "window": window, "block": block} if isinstance(split, str) else None)
+        record = TrainingRecord.from_mask(scene, sp.train, recipe or {"split": sp.name},
+                                          given_split_mask(scene, sp, train_mask))
+        return scene.pixels(sp.train), scene.labels[sp.train], (recipe, sp, record)
+
+    def fit(self, X, y=None, **params):
+        """scikit-learn's ``Pipeline.fit``. A fit forgets what an earlier one learnt, and with it the scene split
+        an earlier ``zoo.train`` recorded: its test pixels may be among ``X`` now, so no evaluation may take
+        them as held out."""
+        self.split_, self._last_split, self.training_record_ = None, None, None
+        return super().fit(X, y, **params)
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
                      on_overlap: str = "error", gt_key: str | None = None, cube_key: str | None = None,
