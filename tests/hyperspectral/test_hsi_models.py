@@ -311,6 +311,32 @@ def test_hybridsn_weights_adapt_to_another_number_of_classes_and_refuse_other_sh
         zoo.build("hybridsn", weights=path, window=11)
 
 
+def test_weights_keep_what_their_fit_was_made_with(tmp_path):
+    """hsi-pca-svm took n_components=5 / C=1.0 beside its weights and used the file's 8 / 100.0 without a word;
+    HybridSN took spectral_norm="l2" beside a file fitted without it and fed its scaler and PCA other inputs."""
+    scene = make_scene(24, 24, 20, 3, seed=0)
+    svm = zoo.build("hsi-pca-svm", n_components=8)
+    zoo.train(svm, scene, split="random")
+    path = zoo.save(svm, tmp_path / "svm.safetensors")
+    with pytest.raises(ValueError, match=r"fitted with n_components=8, C=100.0, but n_components=5, C=1.0 was asked"):
+        zoo.build("hsi-pca-svm", weights=path, n_components=5, C=1.0)
+    same = zoo.build("hsi-pca-svm", weights=path, n_components=8, C=100.0)  # the file's own: nothing to refuse
+    np.testing.assert_array_equal(same.predict(scene.pixels()), svm.predict(scene.pixels()))
+
+    net, scene = _fitted_hybridsn()
+    path = zoo.save(net, tmp_path / "h.safetensors")
+    with pytest.warns(UserWarning, match=r"fitted with spectral_norm='none'.*not loaded: zoo.train fits them again"):
+        l2 = zoo.build("hybridsn", weights=path, spectral_norm="l2")
+    assert not l2.has_preprocessor and l2.config.spectral_norm == "l2"
+    assert torch.equal(l2.classifier[7].weight, net.classifier[7].weight)  # the network loads: a start to train
+    with pytest.raises(ValueError, match="no fitted preprocessing"):
+        zoo.predict(l2, scene)
+    zoo.train(l2, scene, split="random", epochs=1, batch_size=64, progress=False)
+    assert l2.has_preprocessor and zoo.predict(l2, scene).shape == scene.shape[:2]
+    own = zoo.build("hybridsn", weights=path, spectral_norm="none")
+    np.testing.assert_array_equal(zoo.predict(own, scene), zoo.predict(net, scene))
+
+
 def test_hybridsn_predict_names_what_it_takes_for_pixel_spectra():
     net, _ = _fitted_hybridsn()
     with pytest.raises(ValueError, match=r"9x9 window around it, so it predicts a scene.*shape \(4, 30\).*hsi-pca-svm"):

@@ -12,8 +12,24 @@ from zoo.registry import register
 __all__ = ["build_hybridsn", "build_pca_svm"]
 
 
-def _load_svm(obj: HSIPipeline, path, entry) -> HSIPipeline:
-    return load_pipeline(path)
+# build keys -> the fitted pipeline's parameters (what the file's fit was made with)
+_SVM_PARAMS = {"n_components": "pca__n_components", "whiten": "pca__whiten", "C": "svm__C", "gamma": "svm__gamma",
+               "class_weight": "svm__class_weight"}
+
+
+def _load_svm(obj: HSIPipeline, path, entry, requested: dict[str, Any] | None = None) -> HSIPipeline:
+    """The file's fitted pipeline. A setting asked for beside the weights that the fit was not made with is
+    refused (it was ignored: ``n_components=5`` gave the file's 70 components, and a refit kept them)."""
+    pipe = load_pipeline(path)
+    params = pipe.get_params()
+    differ = {k: v for k, v in (requested or {}).items() if k in _SVM_PARAMS and params[_SVM_PARAMS[k]] != v}
+    if differ:
+        found = ", ".join(f"{k}={params[_SVM_PARAMS[k]]!r}" for k in differ)
+        wanted = ", ".join(f"{k}={v!r}" for k, v in differ.items())
+        raise ValueError(f"{entry.name if entry is not None else path} was fitted with {found}, but {wanted} was "
+                         "asked for: a fitted pipeline keeps the settings of its fit; leave them out to use the "
+                         "file's, or build without weights= and train with them")
+    return pipe
 
 
 def _classes_in(data: Any, labels: Any = None, gt_key: str | None = None, cube_key: str | None = None) -> dict[str, Any]:

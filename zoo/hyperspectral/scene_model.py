@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.modes import eval_mode
@@ -483,11 +485,32 @@ class SceneClassifierMixin:
         return save_weights(self.export_state_dict(network_dtype), path)
 
 
-def load_scene_model(model: nn.Module, path, entry=None) -> nn.Module:
+def _drops_preprocessing(model: nn.Module, path, entry, asked: str | None) -> bool:
+    """Whether the file's scaler and PCA must stay out: they were fitted on spectra of another
+    ``spectral_norm`` than the one asked for, and fed other inputs without a word (95 % of the Indian Pines
+    predictions changed). The network still loads (a start for ``zoo.train``, which fits them again), with a
+    warning; ``predict`` before that says the model has no fitted preprocessing."""
+    from zoo.registry import file_config
+
+    saved = dict(entry.config) if entry is not None else file_config(path, model.registry_name)
+    own = saved.get("spectral_norm", "none")
+    if asked is None or not saved or asked == own:  # a file that records no config: nothing to hold it against
+        return False
+    warnings.warn(f"{entry.name if entry is not None else path} was fitted with spectral_norm={own!r}; its band "
+                  f"scaler and PCA do not take spectra normalised by spectral_norm={asked!r}, so they are not "
+                  "loaded: zoo.train fits them again on a scene (leave spectral_norm out to use the file's)",
+                  stacklevel=user_stacklevel())
+    return True
+
+
+def load_scene_model(model: nn.Module, path, entry=None, requested: dict[str, Any] | None = None) -> nn.Module:
     """``load_weights`` for the registry: preprocessing buffers (any scene's band count) then the network."""
     from zoo.hub import load_into, load_state_dict
 
     sd = load_state_dict(path)
+    if all(k in sd for k in PRE_KEYS) and _drops_preprocessing(model, path, entry, (requested or {}).get("spectral_norm")):
+        for key in PRE_KEYS:
+            del sd[key]
     if TRAINING_KEY in sd:
         from zoo.hyperspectral.serialize import unpack_json
 
