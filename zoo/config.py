@@ -17,6 +17,7 @@ import dataclasses
 import inspect
 import itertools
 import json
+import numbers
 import textwrap
 import types
 import typing
@@ -96,10 +97,10 @@ def _matches(value: Any, tp: Any) -> bool:
         return not args or (len(args) == len(value) and all(_matches(v, a) for v, a in zip(value, args)))
     if origin is dict:
         return isinstance(value, dict)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is float:  # numbers.Real: numpy's scalars too (np.float32(0.5), len(np.unique(y)) as np.int64)
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     # another generic (``Sequence[str]``, ``Callable[..., Any]``) is not checked; Python 3.10 calls such an
     # alias a type, and isinstance() with it raises
     if isinstance(tp, type) and origin is None:
@@ -120,6 +121,7 @@ def _choice_of_right_type(value: Any, tp: Any) -> bool:
 def check_value(owner: str, key: str, value: Any, tp: Any) -> Any:
     """``value`` normalised for ``tp`` (a list for a tuple field becomes a tuple); a TypeError naming the key for
     a value of the wrong type, a ValueError for one of the right type outside a ``Literal``'s choices."""
+    value = _python_numbers(value)
     if not _matches(value, tp):
         if _choice_of_right_type(value, tp):
             raise ValueError(f"{owner}: {key} must be one of {type_name(tp)}, got {value!r}")
@@ -129,6 +131,16 @@ def check_value(owner: str, key: str, value: Any, tp: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and tp is float:
         return float(value)
     return value
+
+
+def _python_numbers(value: Any) -> Any:
+    """numpy's integer and float scalars as Python's ``int`` / ``float`` (in a tuple or list too), as
+    scikit-learn's and torch's constructors take them; a config stays plain JSON when it is saved."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_python_numbers(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value) in (int, float):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 def _sequence_type(tp: Any) -> Any:
