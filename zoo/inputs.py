@@ -70,6 +70,16 @@ def check_predict_options(topk: Any, batch_size: Any) -> None:
             raise ValueError(f"{name} must be a positive int{what}, got {value!r}")
 
 
+def class_names(classes: Any, recorded: Any) -> list[str] | None:
+    """The names ``predict`` labels outputs with: ``classes`` given to it (one name per output), else the
+    names the model records (``recorded``), else None (the indices)."""
+    if isinstance(classes, str):  # list("cat") would name three outputs c, a, t
+        raise TypeError(f"classes is a list of names, one per output; got the str {classes!r}")
+    if classes is not None:
+        return list(classes)
+    return list(recorded) if recorded else None
+
+
 def class_rows(keys: Sequence[str], probs: Any, topk: int, names: Sequence[str] | None) -> list[dict[str, Any]]:
     """One row per input of ``probs`` ``(N, K)``: ``{"input", "label", "index", "prob", "topk": [(label, prob)]}``;
     labels are ``names[i]``, else (no names) the index as text. Names of another count than the ``K`` outputs

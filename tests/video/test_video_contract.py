@@ -105,6 +105,24 @@ def test_a_file_saved_with_both_clip_keys_predicts_as_it_trained(folder, tmp_pat
     assert again.video_cfg.get("num_segments") == 4 and "frames_per_clip" not in again.video_cfg
 
 
+def test_a_new_head_beside_saved_weights_drops_their_class_names_and_predict_takes_classes(folder, tmp_path):
+    """A file's 3 class names stayed on a 5-output head built beside it: predict failed ("3 class names for a
+    model with 5 outputs: give ... classes=[...]"), and predict took no classes= (the vision family's does)."""
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    model.video_cfg["classes"] = ["a", "b", "c"]
+    path = zoo.save(model, tmp_path / "tsn.safetensors")
+    assert zoo.build("video-tsn", weights=str(path)).video_cfg["classes"] == ["a", "b", "c"]
+    with pytest.warns(UserWarning, match="left freshly initialised"):
+        wider = zoo.build("video-tsn", weights=str(path), num_classes=5)
+    assert "classes" not in wider.video_cfg
+    rows = zoo.predict(wider, folder / "a" / "0.avi", topk=5)
+    assert rows[0]["label"] == str(rows[0]["index"])  # the indices: no names fit these outputs
+    named = zoo.predict(wider, folder / "a" / "0.avi", classes=list("vwxyz"), topk=5)
+    assert named[0]["label"] == "vwxyz"[named[0]["index"]] and named[0]["prob"] == rows[0]["prob"]
+    with pytest.raises(TypeError, match="classes is a list of names"):
+        zoo.predict(wider, folder / "a" / "0.avi", classes="vwxyz")
+
+
 # --- evaluation folders ---------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,7 +268,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
 
     # -- zoo.predict ---------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 8, device: str | torch.device | None = None,
-                    amp: str | None = "auto") -> list[dict[str, Any]]:
+                    amp: str | None = "auto", classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``.
 
         ``inputs``: a video file, a folder (recursively), a list of both, or an already preprocessed float
@@ -277,13 +277,15 @@ class VideoClassifierMixin(ClassifierHead, Network):
         predictions; one :class:`zoo.inputs.UnreadableInputWarning` names them all (their count and the first
         five). ``batch_size`` clips go through the network at once, on the model's device
         (``device=`` moves the model there), at ``amp="auto"``: bf16 where this device computes the network's
-        convolutions (2-D for TSN, 3-D for R(2+1)D) faster in it; ``amp=None`` is exact fp32.
+        convolutions (2-D for TSN, 3-D for R(2+1)D) faster in it; ``amp=None`` is exact fp32. Labels are
+        ``classes`` (one name per output), else the class names the model records, else the indices.
         """
         import torch
 
         from zoo.engine.data import inference_placement
         from zoo.inputs import (
             check_predict_options,
+            class_names,
             class_rows,
             collect_files,
             unreadable_row,
@@ -294,7 +296,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
 
         check_predict_options(topk, batch_size)
         _, dtype = inference_placement(self, device, amp)
-        names = self.video_cfg.get("classes")
+        names = class_names(classes, self.video_cfg.get("classes"))
         if isinstance(inputs, torch.Tensor):
             if inputs.ndim not in (4, 5) or not inputs.is_floating_point() or not inputs.numel():
                 raise ValueError(f"a tensor input must be a preprocessed float clip (C, T, H, W) or batch "
@@ -354,6 +356,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
         saved = hub.read_metadata(path).get("zoo.video_cfg") if str(path).endswith(".safetensors") else None
         if saved:
             set_clip_recipe(self.video_cfg, _one_clip_key(json.loads(saved)))
+            if len(self.video_cfg.get("classes") or ()) not in (0, self.num_classes):
+                # a head of another size was built beside the file (a new num_classes): its names name
+                # the file's outputs, not these
+                del self.video_cfg["classes"]
             return
         meta = dict(getattr(entry, "meta", None) or {})
         spec = {**_from_transforms(meta.get("transforms")), **dict(meta.get("input") or {})}

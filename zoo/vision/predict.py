@@ -15,7 +15,14 @@ from torch import nn
 from zoo.engine.data import inference_placement, model_dtype, move_batch
 from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
-from zoo.inputs import check_predict_options, class_rows, collect_files, unreadable_row, warn_unreadable
+from zoo.inputs import (
+    check_predict_options,
+    class_names,
+    class_rows,
+    collect_files,
+    unreadable_row,
+    warn_unreadable,
+)
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
@@ -62,9 +69,7 @@ def predict(
     check_predict_options(topk, batch_size)
     device, dtype = inference_placement(model, device, amp)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
-    if isinstance(classes, str):  # list("cat") would name three outputs c, a, t
-        raise TypeError(f"classes is a list of names, one per output; got the str {classes!r}")
-    names = list(classes) if classes is not None else cfg.get("classes")
+    names = class_names(classes, cfg.get("classes"))
     if isinstance(inputs, np.ndarray) and inputs.ndim == 4:
         inputs = torch.from_numpy(inputs)
     if isinstance(inputs, torch.Tensor):
