@@ -137,7 +137,9 @@ def _python_numbers(value: Any) -> Any:
     """numpy's integer and float scalars as Python's ``int`` / ``float`` (in a tuple or list too), as
     scikit-learn's and torch's constructors take them; a config stays plain JSON when it is saved."""
     if isinstance(value, (tuple, list)):
-        return type(value)(_python_numbers(v) for v in value)
+        plain = [_python_numbers(v) for v in value]
+        # the same object where nothing changed: callers compare defaults by identity (fit's metrics)
+        return value if all(a is b for a, b in zip(plain, value)) else type(value)(plain)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or type(value) in (int, float):
         return value
     return int(value) if isinstance(value, numbers.Integral) else float(value)
