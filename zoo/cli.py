@@ -980,30 +980,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rest = [a for a in argv if a != "--debug"]
     plain = _plain_warnings(rest[0] if rest else "") if own_process and not debug else contextlib.nullcontext()
     if own_process:
-        _sigterm_as_ctrl_c()
+        from zoo._interrupts import sigterm_as_ctrl_c
+
+        sigterm_as_ctrl_c()
     with plain:
         return _dispatch(rest, debug)
-
-
-def _sigterm_as_ctrl_c() -> None:
-    """SIGTERM (``kill``, ``timeout``, a batch scheduler's time limit or ``scancel``) stops a command as Ctrl-C
-    does: TD3 writes ``td3_last.pt`` after the step in progress, training names the checkpoint that continues
-    it, and the command exits 130. Python's default let SIGTERM end the process on the spot, with nothing
-    saved or said. Not where the process already handles SIGTERM itself."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def as_ctrl_c(signum, frame) -> None:
-        on_ctrl_c = signal.getsignal(signal.SIGINT)  # Python's KeyboardInterrupt, or TD3's stop after this step
-        if not callable(on_ctrl_c):  # SIGINT ignored (a job started with &): stop at once, as SIGTERM would
-            raise KeyboardInterrupt("stopped by SIGTERM")
-        on_ctrl_c(signum, frame)  # SIGTERM: TD3's stop names it
-
-    signal.signal(signal.SIGTERM, as_ctrl_c)
 
 
 def _dispatch(rest: list[str], debug: bool) -> int:

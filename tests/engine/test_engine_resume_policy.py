@@ -126,6 +126,33 @@ def test_ctrl_c_mid_epoch_names_the_checkpoint_that_continues_the_run(tmp_path):
     assert result.resumed["checkpoint"].name == "epoch-0002.pt" and len(result.history) == 4
 
 
+@pytest.mark.parametrize("sigint", ["default_int_handler", "SIG_IGN"], ids=["foreground", "background-job"])
+def test_the_zoo_commands_sigterm_names_the_checkpoint_and_itself(tmp_path, sigint):
+    """SIGTERM under the `zoo` command said "stopped by Ctrl-C" (SIGINT at Python's handler) or, in a job
+    started with & (SIGINT ignored), only "stopped by SIGTERM", naming no checkpoint."""
+    import signal
+
+    from zoo._interrupts import sigterm_as_ctrl_c
+    from zoo.engine import Callback
+
+    class SigtermInEpoch3(Callback):
+        def on_batch_end(self, state, logs) -> None:
+            if state.epoch == 2:
+                signal.raise_signal(signal.SIGTERM)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, getattr(signal, sigint))
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sigterm_as_ctrl_c()  # what the `zoo` command installs
+        with pytest.raises(KeyboardInterrupt, match=r"^training stopped by SIGTERM; .*epoch-0002\.pt continues it"):
+            fit(_net(), _data(), epochs=4, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", progress=False,
+                callbacks=[SigtermInEpoch3()])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def test_a_resume_on_other_arrays_is_refused_naming_them(tmp_path):
     """(X, y) in memory: a resume on X[:32] or X * 2 went on as if it were the run's data set (an image folder
     of other files is refused, by its fingerprint)."""

@@ -111,17 +111,21 @@ def test_a_bad_checkpoint_every_is_refused_before_any_step(tmp_path, every):
     assert not (tmp_path / loop.CHECKPOINT_NAME).exists()
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path, stop):
+@pytest.mark.parametrize("stop, sigint", [(signal.SIGINT, "default_int_handler"),
+                                          (signal.SIGTERM, "default_int_handler"), (signal.SIGTERM, "SIG_IGN")],
+                         ids=["ctrl-c", "sigterm", "sigterm-in-a-background-job"])
+def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path, stop, sigint):
     """The command itself, interrupted as a user would (SIGINT to the process): exit 130 and the resume hint.
-    SIGTERM (kill, a batch scheduler's time limit) ended it on the spot, nothing saved: it now stops so too."""
+    SIGTERM (kill, a batch scheduler's time limit) ended it on the spot, nothing saved: it now stops so too,
+    also in a job started with & from a script (SIGINT ignored), where it stopped at once and wrote nothing."""
     import subprocess
     import sys
     import time
 
     ck = tmp_path / "ck"
-    # `zoo`, with Python's Ctrl-C handler even where the test runner's worker ignores SIGINT (inherited)
-    zoo_command = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    # `zoo`, with Python's Ctrl-C handler even where the test runner's worker ignores SIGINT (inherited),
+    # or with SIGINT ignored as a shell gives a background job
+    zoo_command = (f"import signal, sys; signal.signal(signal.SIGINT, signal.{sigint}); "
                    "from zoo.cli import main; sys.exit(main())")
     line = [sys.executable, "-c", zoo_command, "train", "td3", "--env", "Pendulum-v1", "--steps", "1000000",
             "--model", "net_arch=[16,16]", "learning_starts=20", "batch_size=8", "--checkpoint-dir", str(ck),

@@ -76,17 +76,19 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
 
 @contextlib.contextmanager
 def _resume_hint(checkpoint_dir: Any):
-    """Ctrl-C says which checkpoint continues the run (the epoch in progress is lost: a checkpoint is
+    """Ctrl-C (or the `zoo` command's SIGTERM) says which checkpoint continues the run (the epoch in progress is lost: a checkpoint is
     taken only where a resume can continue exactly, at an epoch's end)."""
     try:
         yield
     except KeyboardInterrupt as err:
+        from zoo._interrupts import stopped_by
         from zoo.engine.checkpoint import latest_checkpoint
 
         latest = latest_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
-        if str(err) or latest is None:
+        by = stopped_by(err)
+        if by is None or latest is None:
             raise
-        raise KeyboardInterrupt(f"training stopped by Ctrl-C; {latest} continues it from its epoch's end "
+        raise KeyboardInterrupt(f"training stopped by {by}; {latest} continues it from its epoch's end "
                                 "(resume=True; on the command line, the same command with --resume)") from None
 
 

@@ -516,9 +516,14 @@ def _deferred_interrupt(run: _Run):
     """Ctrl-C during the loop stops it after the step in progress, so that ``td3_last.pt`` is written
     from a whole step (a KeyboardInterrupt inside an update could leave the critic stepped and its target
     not), then raises KeyboardInterrupt as Python would have. A second Ctrl-C stops at once. Only Python's
-    own handler in the main thread is replaced: a caller's handler, or a run in a thread, is left alone."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    own handler in the main thread is replaced: a caller's handler, or a run in a thread, is left alone. Where
+    SIGINT is ignored (a job started with ``&``), the `zoo` command's SIGTERM is taken so instead."""
+    from zoo._interrupts import sigterm_is_ctrl_c
+
+    on_ctrl_c = signal.getsignal(signal.SIGINT)
+    hook = (signal.SIGINT if on_ctrl_c is signal.default_int_handler else
+            signal.SIGTERM if on_ctrl_c == signal.SIG_IGN and sigterm_is_ctrl_c() else None)
+    if threading.current_thread() is not threading.main_thread() or hook is None:
         yield
         return
 
@@ -530,11 +535,11 @@ def _deferred_interrupt(run: _Run):
         saving = f"writing {run.ckpt_path} first; " if run.ckpt_path is not None else ""
         _say(run, f"{run.stopped_by}: TD3 stops after this step ({saving}a second {run.stopped_by} stops it at once)")
 
-    previous = signal.signal(signal.SIGINT, stop_after_this_step)
+    previous = signal.signal(hook, stop_after_this_step)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(hook, previous)
 
 
 def _say(run: _Run, message: str) -> None:
