@@ -167,8 +167,20 @@ def write_error(err: OSError, path: Path, need: int | None) -> OSError:
     return FsError(err.errno, f"cannot write {path}: {err.strerror or err}")
 
 
+# the longest file name most file systems take (ext4, XFS, btrfs, tmpfs: 255 bytes); a temp name is kept
+# under it, with room for tempfile.mkdtemp's 9 characters after it
+_NAME_MAX = 255 - 9
+
+
 def _temp_name(target: str) -> str:
-    return f"{TEMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}-{target}"
+    """The writer's temp name for ``target``, beside it: host and pid (see :func:`sweep_temps`), then the
+    target's name, or where that would pass the file system's limit (a legal 223-byte target did) a hash of
+    it and its suffix (a writer may choose a format by the suffix)."""
+    head = f"{TEMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}-"
+    if len(os.fsencode(head + target)) <= _NAME_MAX:
+        return head + target
+    suffix = Path(target).suffix if len(os.fsencode(Path(target).suffix)) <= 32 else ""
+    return head + hashlib.sha256(os.fsencode(target)).hexdigest()[:16] + suffix
 
 
 def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:

@@ -129,6 +129,15 @@ def test_resume_into_another_head_names_keys_and_shapes(tmp_path):
     assert "2.weight: checkpoint [2, 8] vs model [3, 8]" in msg and "2.bias: checkpoint [2] vs model [3]" in msg
 
 
+def test_a_scalar_key_of_another_networks_checkpoint_is_not_called_absent(tmp_path):
+    """BatchNorm's num_batches_tracked (shape ()) read "checkpoint absent vs model absent"."""
+    fit(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)), data(), epochs=1,
+        checkpoint_dir=tmp_path, **KW)
+    with pytest.raises(CheckpointError) as err:
+        fit(net(out=2), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert "1.num_batches_tracked: checkpoint [] vs model absent" in str(err.value)
+
+
 def test_empty_and_truncated_checkpoints_are_named(tmp_path):
     (tmp_path / "epoch-0001.pt").write_bytes(b"")
     with pytest.raises(CheckpointError, match="is empty"):

@@ -102,6 +102,23 @@ def test_private_temp_folder_commits_in_order_and_cleans_up(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.hdr", "x.img"]
 
 
+@pytest.mark.parametrize("name", ["n" * 211 + ".safetensors", "模型" * 37 + ".onnx", "x" * 243 + ".safetensors"],
+                         ids=["223-bytes", "234-bytes-utf8", "255-bytes"])
+def test_a_name_near_the_file_systems_limit_is_written(tmp_path, name):
+    """The temp name put ~33 bytes before the target's: names of 223 bytes and more, legal ones, failed
+    "File name too long" (zoo.save, checkpoints, exports). The temp name keeps the suffix (a writer may pick a
+    format by it) and what sweep_temps reads."""
+    temp = fs._temp_name(name)
+    assert len(os.fsencode(temp)) <= 255 - 9 and temp.endswith(os.path.splitext(name)[1]) and fs._TEMP_RE.match(temp)
+    fs.write_bytes(tmp_path / name, b"data")  # atomic_write: a temp file beside the target
+    other = "y" + name[1:]
+    with fs.atomic_path(tmp_path / other) as tmp:  # atomic_paths: a staging folder named after the target
+        assert tmp.name == other and fs._TEMP_RE.match(tmp.parent.name)
+        tmp.write_bytes(b"y")
+    assert (tmp_path / name).read_bytes() == b"data" and (tmp_path / other).read_bytes() == b"y"
+    assert len(list(tmp_path.iterdir())) == 2
+
+
 def test_ensure_dir_names_a_file_in_the_way(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(fs.FsError, match="exists and is not a folder"):
