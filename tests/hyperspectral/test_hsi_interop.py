@@ -54,6 +54,26 @@ def test_feature_names_seen_in_fit_survive_the_weights_file():
     np.testing.assert_array_equal(back.mean_, est.mean_)
 
 
+def test_weights_of_another_scikit_learn_take_this_releases_parameters():
+    """SVC weights written with scikit-learn 1.9 hold probability='deprecated' (its placeholder default); loaded
+    into 1.7 (Python 3.10's newest) they kept it, and clone().fit failed "'probability' ... must be an instance
+    of 'bool'"; a parameter added since the file was written failed get_params (an AttributeError)."""
+    from sklearn.base import BaseEstimator, clone
+
+    class Newer(BaseEstimator):  # this release's signature: probability=False, and a parameter the file lacks
+        def __init__(self, probability=False, added=3, kept="deprecated"):
+            self.probability, self.added, self.kept = probability, added, kept
+
+        def fit(self, X, y=None):
+            assert isinstance(self.probability, bool)
+            return self
+
+    plain = {"probability": {"value": "deprecated"}, "kept": {"value": "deprecated"}, "fitted_": {"value": 1}}
+    back = restore_estimator(Newer, {}, plain, "svm")
+    assert back.get_params() == {"probability": False, "added": 3, "kept": "deprecated"} and back.fitted_ == 1
+    clone(back).fit(X)
+
+
 # -- zoo.predict on array-likes -------------------------------------------------------------------------------
 def test_predict_takes_pixels_as_lists_and_tensors():
     """Before: 'expected a Scene, a scene path, a data set name or an (H, W, C) cube; got list' (and Tensor)."""

@@ -53,6 +53,8 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
 
 
 def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[str, Any], prefix: str) -> Any:
+    """The estimator whose :func:`estimator_state` ``(tensors, plain)`` hold, its constructor parameters as this
+    scikit-learn takes them (:func:`_this_releases_params`)."""
     est = cls.__new__(cls)
     for name, box in plain.items():
         if "strings" in box:
@@ -64,4 +66,25 @@ def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[s
         if key.startswith(head):
             arr = t.cpu().numpy()
             setattr(est, key[len(head):], arr[()] if arr.ndim == 0 else arr)
+    _this_releases_params(est)
     return est
+
+
+def _this_releases_params(est: Any) -> None:
+    """A constructor parameter the file lacks (added in this scikit-learn) or holds as a newer release's
+    ``"deprecated"`` placeholder (SVC's ``probability`` in 1.9) gets this release's default: weights written
+    with 1.9 loaded into 1.7 (Python 3.10's newest) kept ``probability='deprecated'``, and cloning or refitting
+    them failed scikit-learn's parameter check; a missing one failed ``get_params``."""
+    import inspect
+
+    names = getattr(type(est), "_get_param_names", None)
+    if names is None:
+        return
+    signature = inspect.signature(type(est).__init__).parameters
+    for name in names():
+        value = getattr(est, name, inspect.Parameter.empty)
+        default = signature[name].default if name in signature else inspect.Parameter.empty
+        placeholder = isinstance(value, str) and value == "deprecated" and not (
+            isinstance(default, str) and default == "deprecated")
+        if (value is inspect.Parameter.empty or placeholder) and default is not inspect.Parameter.empty:
+            setattr(est, name, default)
