@@ -42,8 +42,8 @@ CHUNK = 1 << 20
 OVERLAP_MIN = 1 << 16
 """Blocks this large or larger are hashed on :class:`_Digest`'s helper thread (smaller ones cost more to hand over)."""
 DEFAULT_TIMEOUT_S = 20.0  # no byte for this long (connect or read): the server is stalled
-RETRIES = 4  # attempts per source, while attempts make progress
-BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**attempt between attempts
+RETRIES = 4  # attempts in a row without progress (a byte more in the .part) before a source is given up
+BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**(attempts without progress - 1) between attempts
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
@@ -307,8 +307,13 @@ def _unknown_host(err: BaseException) -> bool:
 
 
 def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
+    """Attempts until the file is whole; :data:`RETRIES` failed in a row without a byte more in ``part`` give
+    up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
+    hundred kilobytes still finishes a 20 MB file, resuming each time (it gave up after 4 attempts)."""
     last: BaseException | None = None
-    for attempt in range(RETRIES):
+    attempts = barren = 0
+    while True:
+        attempts += 1
         before = part.stat().st_size if part.exists() else 0
         try:
             _http_attempt(url, part, label, progress, digest)
@@ -329,9 +334,11 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
             if _unknown_host(err):  # the resolver's final answer (offline, or a mistyped host): asking again waits for nothing
                 raise DownloadError(f"{url}: cannot resolve host {urlparse(url).hostname!r} ({err.reason})") from None
             last = err
-        if attempt + 1 < RETRIES:
-            time.sleep(BACKOFF_S * 2**attempt)
-    raise DownloadError(f"{url}: failed after {RETRIES} attempts ({type(last).__name__}: {last})")
+        barren = 0 if (part.stat().st_size if part.exists() else 0) > before else barren + 1
+        if barren >= RETRIES:
+            raise DownloadError(f"{url}: failed after {attempts} attempts, the last {RETRIES} without progress "
+                                f"({type(last).__name__}: {last})")
+        time.sleep(BACKOFF_S * 2**max(barren - 1, 0))
 
 
 def reclaim_stale_parts(root: Path, keep: Path) -> int:
