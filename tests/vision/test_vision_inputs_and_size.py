@@ -59,6 +59,15 @@ def test_train_on_a_folder_at_an_image_size_records_it(tmp_path):
     assert model.pretrained_cfg["input_size"] == [3, 16, 16]
 
 
+@pytest.mark.parametrize("size", ["32", 0, 2.5, True])
+def test_an_image_size_that_is_no_positive_int_is_named(tmp_path, size):
+    """image_size="32" (a config file's string) failed "'<' not supported between instances of 'str' and 'int'"."""
+    data = _folder(tmp_path / "data")
+    with pytest.raises(ValueError, match=rf"image_size must be an int >= 1 \(pixels on a side\), got {size!r}"):
+        zoo.train(_net(), str(data), image_size=size, **FAST)
+    assert transforms_for(_net(), image_size=np.int64(16)) is not None  # numpy's ints are ints
+
+
 # --- finetune takes the data forms train takes -------------------------------------------------------------
 
 class _PILImages(torch.utils.data.Dataset):

@@ -8,6 +8,7 @@ CIFAR preprocessing and ``weights="imagenet1k-v1"`` gives torchvision's ``ImageC
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,8 +41,10 @@ def resolve_cfg(model_or_cfg: Any, image_size: int | None = None) -> dict[str, A
     size = int(cfg["input_size"][-1])
     resize = int(cfg.get("resize", size))
     if image_size is not None:
-        if image_size < 1:
-            raise ValueError(f"image_size must be >= 1, got {image_size}")
+        if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < 1:
+            # a str ('32', from a config file) failed on '<' "not supported between 'str' and 'int'"
+            raise ValueError(f"image_size must be an int >= 1 (pixels on a side), got {image_size!r}")
+        image_size = int(image_size)
         resize = max(image_size, round(resize * image_size / size))
         size = image_size
     cfg["size"], cfg["resize"] = size, resize
