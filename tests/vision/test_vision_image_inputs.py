@@ -206,3 +206,30 @@ def test_predict_gives_a_bf16_network_a_channels_last_input_and_leaves_the_model
     assert seen == [(True, True), (True, True), (False, True), (False, True)]
     for a, b in zip(last, first):  # the same probabilities, within bf16 rounding
         assert [p for _, p in a["topk"]] == pytest.approx([p for _, p in b["topk"]], abs=1e-2)
+
+
+def test_predict_takes_the_datasets_and_dataloaders_evaluate_takes(tmp_path, pil_folder, capsys):
+    """zoo.predict(resnet18, Subset(ImageFolder(...))) was "cannot classify", where zoo.evaluate scored it and a
+    plain nn.Module predicted it batch by batch; progress= was an unknown option."""
+    import torchvision
+    from torch.utils.data import DataLoader, Subset, TensorDataset
+
+    import zoo
+    from zoo.vision.transforms import transforms_for
+
+    root = pil_folder(tmp_path / "imgs")
+    model = zoo.build("resnet18", num_classes=2, stem="cifar").eval()
+    files = torchvision.datasets.ImageFolder(root)
+    by_path = predict(model, [p for p, _ in files.samples], topk=2)
+    rows = zoo.predict(model, Subset(files, range(len(files))), topk=2, batch_size=3, progress=True)
+    assert [r["input"] for r in rows] == [f"dataset[{i}]" for i in range(8)]
+    assert [(r["index"], r["topk"]) for r in rows] == [(r["index"], r["topk"]) for r in by_path]
+    assert "predict" in capsys.readouterr().err  # the bar
+    tensors = torchvision.datasets.ImageFolder(root, transform=transforms_for(model))
+    loaded = zoo.predict(model, DataLoader(tensors, batch_size=3), topk=2)
+    assert [r["input"] for r in loaded] == [f"dataset[{i}]" for i in range(8)]
+    for a, b in zip(loaded, by_path):
+        assert a["index"] == b["index"] and a["prob"] == pytest.approx(b["prob"], abs=1e-5)
+    x = torch.stack([tensors[i][0] for i in range(8)])
+    pairs = zoo.predict(model, TensorDataset(x, torch.zeros(8, dtype=torch.long)), batch_size=5)
+    assert [r["index"] for r in pairs] == [r["index"] for r in zoo.predict(model, x)]

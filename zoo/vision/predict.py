@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import torch
 from PIL import Image, ImageOps
 from torch import nn
 
+from zoo._progress import ProgressBar
 from zoo.engine.data import inference_placement, model_dtype, move_batch
 from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
@@ -50,12 +53,14 @@ def predict(
     device: str | torch.device | None = None,
     amp: str | None = "auto",
     exif_transpose: bool = True,
+    progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Classify images; one dict per image: ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``.
 
     ``inputs``: a path (file or folder), a PIL image, an ``(H, W)`` / ``(H, W, 3|4)`` uint8 numpy image, a
-    list mixing those, or an already preprocessed ``(N, C, H, W)`` float batch (a tensor or a numpy
-    array; an empty one gives ``[]``). Class names
+    list mixing those, an already preprocessed ``(N, C, H, W)`` float batch (a tensor or a numpy
+    array; an empty one gives ``[]``), or a Dataset or DataLoader of them (each sample's input, the first
+    item of an ``(input, label)`` pair; rows named ``dataset[i]``), as ``zoo.evaluate`` takes. Class names
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label, so one bad file does not lose the others' predictions; one
@@ -64,7 +69,7 @@ def predict(
     The model runs where it is; ``device=`` moves it there first (and it stays there, as with
     ``model.to(device)``). ``amp="auto"``: bf16 where this device computes convolutions faster in it, else
     fp32; ``amp=None`` (or ``"fp32"``) is exact fp32, ``"bf16"`` forces bf16 (``"fp16"`` on CUDA only).
-    The model's train/eval mode is restored on return.
+    The model's train/eval mode is restored on return. ``progress=True`` shows a bar over the batches.
     """
     check_predict_options(topk, batch_size)
     device, dtype = inference_placement(model, device, amp)
@@ -74,36 +79,90 @@ def predict(
         inputs = torch.from_numpy(inputs)
     if isinstance(inputs, torch.Tensor):
         return _predict_tensor(model, inputs, topk, names, batch_size, device, dtype)
-    named = _named_images(inputs)
     tf = transform if transform is not None else transforms_for(model, train=False)
-    results: list[tuple[int, dict[str, Any]]] = []
-    in_dtype = model_dtype(model)  # the float images go to the network in its own dtype (.half(), .double())
-    with eval_mode(model):
-        for start in range(0, len(named), batch_size):
-            chunk = named[start:start + batch_size]
-            tensors, ok = [], []
-            for pos, (key, src) in enumerate(chunk, start):
-                try:
-                    if isinstance(src, Image.Image):
-                        img = to_rgb(ImageOps.exif_transpose(src) if exif_transpose else src, name=key)
-                    else:
-                        img = open_rgb(src, exif_transpose=exif_transpose)
-                except (OSError, ValueError, SyntaxError) as err:
-                    results.append((pos, unreadable_row(key, err)))
-                    continue
-                tensors.append(tf(img))
-                ok.append((pos, key))
-            if not tensors:
-                continue
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                batch = move_batch(torch.stack(tensors), device, dtype=in_dtype)  # (B, C, H, W)
-                logits = forward_channels_last(model, batch, dtype)  # (B, K)
-            probs = logits.float().softmax(dim=1).cpu()
-            rows = class_rows([key for _, key in ok], probs, topk, names)
-            results += [(pos, row) for (pos, _), row in zip(ok, rows)]
-    out = [row for _, row in sorted(results, key=lambda r: r[0])]
+    run = _Run(model, tf, topk, names, device, dtype, exif_transpose)
+    if isinstance(inputs, (torch.utils.data.Dataset, torch.utils.data.DataLoader)):
+        out = _predict_dataset(run, inputs, batch_size, progress)
+    else:
+        named = _named_images(inputs)
+        chunks = [named[i:i + batch_size] for i in range(0, len(named), batch_size)]
+        out = [row for chunk in ProgressBar(chunks, desc="predict", unit="batch", disable=not progress)
+               for row in run.images(chunk)]
     warn_unreadable(out, "images")
     return out
+
+
+@dataclass
+class _Run:
+    """What classifying one batch needs: the network, its transform and labels, where and how it runs."""
+
+    model: nn.Module
+    transform: Any
+    topk: int
+    names: Sequence[str] | None
+    device: torch.device
+    dtype: torch.dtype | None
+    exif_transpose: bool
+
+    def images(self, chunk: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+        """Rows of ``[(name, PIL image or path)]``, in order; an unreadable file gets an ``error`` row."""
+        rows: dict[int, dict[str, Any]] = {}
+        tensors, ok = [], []
+        for pos, (key, src) in enumerate(chunk):
+            try:
+                if isinstance(src, Image.Image):
+                    img = to_rgb(ImageOps.exif_transpose(src) if self.exif_transpose else src, name=key)
+                else:
+                    img = open_rgb(src, exif_transpose=self.exif_transpose)
+            except (OSError, ValueError, SyntaxError) as err:
+                rows[pos] = unreadable_row(key, err)
+                continue
+            tensors.append(self.transform(img))
+            ok.append((pos, key))
+        if tensors:
+            in_dtype = model_dtype(self.model)  # the float images go to the network in its own dtype (.half())
+            with eval_mode(self.model), torch.autocast(self.device.type, dtype=self.dtype,
+                                                       enabled=self.dtype is not None):
+                batch = move_batch(torch.stack(tensors), self.device, dtype=in_dtype)  # (B, C, H, W)
+                logits = forward_channels_last(self.model, batch, self.dtype)  # (B, K)
+            probs = logits.float().softmax(dim=1).cpu()
+            rows.update(zip((pos for pos, _ in ok), class_rows([key for _, key in ok], probs, self.topk, self.names)))
+        return [rows[pos] for pos in sorted(rows)]
+
+
+def _predict_dataset(run: _Run, data: Any, batch_size: int, progress: bool) -> list[dict[str, Any]]:
+    """Rows of a Dataset's or DataLoader's inputs (``dataset[i]``), ``batch_size`` at a time: preprocessed
+    ``(C, H, W)`` tensors as they are, images (PIL, uint8 arrays, paths) through the network's transform."""
+    out: list[dict[str, Any]] = []
+    items = _sample_inputs(data)
+    total = len(data.dataset) if isinstance(data, torch.utils.data.DataLoader) else len(data)
+    with ProgressBar(total=total, desc="predict", unit="image", disable=not progress) as bar:
+        while chunk := list(itertools.islice(items, batch_size)):
+            keys = [f"dataset[{len(out) + j}]" for j in range(len(chunk))]
+            if all(isinstance(x, torch.Tensor) for x in chunk):
+                rows = _predict_tensor(run.model, torch.stack(chunk), run.topk, run.names, batch_size, run.device,
+                                       run.dtype)
+                for row, key in zip(rows, keys):
+                    row["input"] = key
+            else:
+                rows = run.images([(key, _array_image(x, i) if isinstance(x, np.ndarray) else x)
+                                   for i, (key, x) in enumerate(zip(keys, chunk), len(out))])
+            out += rows
+            bar.update(len(chunk))
+    return out
+
+
+def _sample_inputs(data: Any) -> Iterator[Any]:
+    """Each sample's input, one image at a time: the first item of a Dataset's ``(input, label)`` samples (a
+    sample that is no pair is the input), or each row of a DataLoader's batches."""
+    if isinstance(data, torch.utils.data.DataLoader):
+        for batch in data:
+            x = batch[0] if isinstance(batch, (tuple, list)) else batch
+            yield from (x if isinstance(x, (torch.Tensor, list, tuple)) else [x])
+        return
+    for i in range(len(data)):
+        sample = data[i]
+        yield sample[0] if isinstance(sample, (tuple, list)) else sample
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:

@@ -240,14 +240,15 @@ class ResNet18(ClassifierHead, Network, ResNet):
     # -- zoo.predict ----------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 32, device: str | torch.device | None = None,
                     amp: str | None = "auto", classes: Any = None, transform: Any = None,
-                    exif_transpose: bool = True) -> list[dict[str, Any]]:
-        """Image files, a folder, PIL images or an ``(N, C, H, W)`` float tensor -> one dict per image:
+                    exif_transpose: bool = True, progress: bool = False) -> list[dict[str, Any]]:
+        """Image files, a folder, PIL images, an ``(N, C, H, W)`` float tensor, or a Dataset or DataLoader of
+        them -> one dict per image:
         ``{"input", "label", "index", "prob", "topk": [(label, prob), ...]}``. Runs on the model's device
         (``device=`` moves it) at ``amp="auto"`` (``amp=None``: fp32); see :func:`zoo.vision.predict.predict`."""
         from zoo.vision.predict import predict
 
         return predict(self, inputs, topk=topk, batch_size=batch_size, device=device, amp=amp, classes=classes,
-                       transform=transform, exif_transpose=exif_transpose)
+                       transform=transform, exif_transpose=exif_transpose, progress=progress)
 
     # -- zoo.save ------------------------------------------------------------------------------------------
     def zoo_state(self) -> ModelState:
