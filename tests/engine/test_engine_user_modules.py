@@ -219,6 +219,26 @@ def test_a_validation_metric_to_monitor_without_validation_data_is_refused_befor
     assert fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_accuracy").monitor == "val_accuracy"
 
 
+def test_a_validation_metric_not_asked_for_names_metrics_and_overall_accuracy_is_one():
+    """monitor='val_kappa' with validation data said "there is no validation data"-like hints (RestoreBest:
+    "give validation data"), where validation ran and records only the metrics named; HybridSN's evaluate
+    reports overall_accuracy, a name metrics= refused."""
+    from zoo.engine.callbacks import RestoreBest
+
+    x, y = _xy()
+    fix = r"validation records the metrics named in metrics= \(metrics=\('accuracy', 'kappa'\) records 'val_kappa'\)"
+    with pytest.raises(ValueError, match=r"monitor='val_kappa' is not in the epoch's metrics .*" + fix):
+        fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_kappa")
+    with pytest.raises(KeyError, match=fix):
+        fit(nn.Linear(4, 3), (x, y), (x, y), **KW, callbacks=[RestoreBest("val_kappa")])
+    row = fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_overall_accuracy",
+              metrics=("overall_accuracy", "kappa")).history[-1]
+    assert "val_kappa" in row and 0.0 <= row["val_overall_accuracy"] <= 1.0
+    net = nn.Linear(4, 3)
+    scores = evaluate(net, (x, y), metrics=("accuracy", "overall_accuracy"))
+    assert scores["overall_accuracy"] == scores["accuracy"]
+
+
 def test_weight_decay_or_lr_in_optimizer_options_is_refused_naming_fits_own_option():
     """optimizer_options={'weight_decay': 0.1} made one group decayed whole, biases and norms too (fit groups
     weight_decay=), and beside weight_decay= it replaced that value without a word."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from zoo._stacklevel import user_stacklevel
+from zoo.engine.monitor import missing_key_fix
 
 if TYPE_CHECKING:
     from zoo.engine.evaluation import ClassPredictions
@@ -203,7 +204,7 @@ class RestoreBest(Callback):
     def on_epoch_end(self, state: TrainState, row: dict[str, Any]) -> None:
         if self.monitor not in row:
             raise KeyError(f"RestoreBest monitors {self.monitor!r}, which the history row lacks (it has "
-                           f"{sorted(row)}); give validation data or monitor another key")
+                           f"{sorted(row)}); {missing_key_fix(self.monitor, row)}")
         value = float(row[self.monitor])
         if self._better(value):
             self.best_value, self.best_epoch = value, state.epoch + 1

@@ -42,7 +42,8 @@ _TOPK = re.compile(r"^top(\d+)$")
 def metric_keys(metrics: str | Iterable[str]) -> list[str]:
     """The metric names asked for, checked; one name alone (``metrics="accuracy"``, as scikit-learn's
     ``scoring=``) is that one, not its letters."""
-    known = {"accuracy", "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
+    # overall_accuracy: the hyperspectral name of accuracy (its evaluate reports OA / AA / kappa)
+    known = {"accuracy", "overall_accuracy", "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
     out = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in out:
         if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
@@ -146,7 +147,7 @@ def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metr
     cm = None
     for name in metrics:
         m = _TOPK.match(name)
-        if name == "accuracy":
+        if name in ("accuracy", "overall_accuracy"):
             out[name] = float((top[:, 0] == y).double().mean()) if len(y) else float("nan")
         elif m:
             k = int(m.group(1))

@@ -42,9 +42,8 @@ class Monitor:
 
     def update(self, row: dict[str, Any]) -> bool:
         if self.key not in row:
-            why = (": there is no validation data (val_data=) or eval_fn" if self.key.startswith("val_")
-                   and not any(k.startswith("val_") for k in row) else "")
-            raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}{why}")
+            raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}: "
+                             f"{missing_key_fix(self.key, row)}")
         value = float(row[self.key])
         if not math.isfinite(value) and not self.warned_nonfinite:
             self.warned_nonfinite = True  # once a run: each epoch after would say the same
@@ -78,3 +77,17 @@ class Monitor:
     def extra(self) -> dict[str, Any]:
         return {"bad_epochs": self.bad_epochs, "stopped_early": self.stopped, "monitor": self.key,
                 "monitor_mode": self.mode}
+
+
+def missing_key_fix(key: str, row: dict[str, Any]) -> str:
+    """How a monitored ``key`` the epoch's ``row`` lacks gets there: a metric validation records when it is
+    named in ``metrics=`` (HybridSN's val_kappa: "give validation data" misled where validation had run)."""
+    name = key.removeprefix("val_")
+    if key.startswith("val_") and any(k.startswith("val_") for k in row):
+        if name != "loss" and not name.startswith("loss"):
+            return (f"validation records the metrics named in metrics= (metrics=('accuracy', {name!r}) records "
+                    f"{key!r}), or monitor a key it has")
+        return "monitor a key it has"
+    if key.startswith("val_"):
+        return "there is no validation data (val_data=) or eval_fn"
+    return "monitor a key it has"
