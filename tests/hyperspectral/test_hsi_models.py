@@ -337,6 +337,18 @@ def test_weights_keep_what_their_fit_was_made_with(tmp_path):
     np.testing.assert_array_equal(zoo.predict(own, scene), zoo.predict(net, scene))
 
 
+def test_a_trained_hybridsns_state_dict_loads_into_a_fresh_one():
+    """torch's own round trip (build, load_state_dict) failed 'Unexpected key(s) "pre_mean", ...': a fresh
+    network has no preprocessing buffers until it is trained."""
+    net, scene = _fitted_hybridsn()
+    fresh = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    fresh.load_state_dict(net.state_dict())
+    assert fresh.has_preprocessor
+    np.testing.assert_array_equal(zoo.predict(fresh, scene), zoo.predict(net, scene))
+    with pytest.raises(ValueError, match=r"PCA components must be \(16, C_raw\) for n_bands=16; got \(15, 30\)"):
+        zoo.build("hybridsn", n_bands=16, n_classes=4, window=9).load_state_dict(net.state_dict())
+
+
 def test_hybridsn_predict_names_what_it_takes_for_pixel_spectra():
     net, _ = _fitted_hybridsn()
     with pytest.raises(ValueError, match=r"9x9 window around it, so it predicts a scene.*shape \(4, 30\).*hsi-pca-svm"):

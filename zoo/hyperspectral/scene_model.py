@@ -104,6 +104,17 @@ class SceneClassifierMixin:
     def has_preprocessor(self) -> bool:
         return all(k in self._buffers for k in PRE_KEYS)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        # a fresh network has no preprocessing buffers until it is trained: load_state_dict of a trained one's
+        # state failed 'Unexpected key(s) "pre_mean", ...' where torch's own round trip is expected to work
+        if not self.has_preprocessor and all(prefix + k in state_dict for k in PRE_KEYS):
+            with torch.no_grad():
+                self.set_preprocessor(*(torch.zeros_like(state_dict[prefix + k], dtype=torch.float32)
+                                        for k in PRE_KEYS))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def set_preprocessor(self, mean, scale, pca_mean, components, pca_scale) -> None:
         """Install fitted standardisation and PCA (``components``: ``(k, C_raw)``) as persistent buffers."""
         vals = [torch.as_tensor(np.asarray(v), dtype=torch.float32) for v in (mean, scale, pca_mean, components,
