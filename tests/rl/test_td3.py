@@ -198,6 +198,19 @@ def test_evaluate_shares_the_episodes_of_a_vector_env_out(counter_env, mode):
     assert cut["return_mean"] == (6 * 2 + 10 * 2) / 4 and cut["length_mean"] == 3.5
 
 
+def test_evaluate_shows_a_bar_over_its_episodes_when_asked(counter_env, capsys):
+    """zoo.evaluate(agent, progress=True) was an unknown option where every other family takes it."""
+    venv = gym.vector.SyncVectorEnv([lambda: counter_env(horizon=3), lambda: counter_env(horizon=5)])
+    agent = zoo.build("td3", env=venv, **SMALL)
+    quiet = zoo.evaluate(agent, venv, episodes=5)
+    assert capsys.readouterr().err == ""
+    assert zoo.evaluate(agent, venv, episodes=5, progress=True) == quiet
+    err = capsys.readouterr().err
+    assert "evaluate: 100%" in err and "5/5" in err
+    assert zoo.evaluate(agent, counter_env(horizon=3), episodes=2, progress=True)["episodes"] == 2.0
+    assert "2/2" in capsys.readouterr().err
+
+
 def test_nan_observation_names_the_step(counter_env):
     env = counter_env(horizon=5, nan_at=7)
     agent = zoo.build("td3", env=env, **SMALL)

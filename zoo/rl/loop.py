@@ -35,6 +35,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,7 @@ def _pick_env(agent, data: Any, env: Any) -> Any:
 
 @torch.inference_mode()
 def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, seed: int | None = None,
-             max_steps: int | None = None) -> dict[str, float]:
+             max_steps: int | None = None, progress: bool = False) -> dict[str, float]:
     """Mean and std of the return of ``episodes`` deterministic episodes (no exploration noise).
 
     Episode ``i`` is reset with ``seed + i`` (default seed: the agent's seed + 10_000), so an evaluation
@@ -143,8 +144,10 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     which its weights file carries) puts its statistics into an env whose normalisers have not been
     updated yet (one made here, its own by default) and evaluates with them frozen, as its training run's
     evaluations did; an env whose normalisers have statistics of their own keeps them, and one without
-    the agent's wrappers gets a warning.
+    the agent's wrappers gets a warning. ``progress=True`` shows a bar over the episodes.
     """
+    from zoo._progress import ProgressBar
+
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     chosen = _pick_env(agent, data, env)
@@ -155,8 +158,9 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     base = agent.seed + 10_000 if seed is None else int(seed)
     episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
     try:
-        with _agent_statistics(agent, e):
-            returns, lengths = episodes_of(agent, e, episodes, base, max_steps)
+        with _agent_statistics(agent, e), ProgressBar(total=episodes, desc="evaluate", unit="episode",
+                                                      disable=not progress) as bar:
+            returns, lengths = episodes_of(agent, e, episodes, base, max_steps, bar.update)
     finally:
         if e is not chosen:
             e.close()
@@ -182,8 +186,10 @@ def _adopt(agent, env: Any, source: str) -> list[Any]:
     return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})")
 
 
-def _episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tuple[list[float], list[int]]:
-    """Returns and lengths of ``episodes`` episodes of the env ``e``, episode ``i`` reset with ``base + i``."""
+def _episodes(agent, e, episodes: int, base: int, max_steps: int | None,
+              ended: Callable[[], object] = lambda: None) -> tuple[list[float], list[int]]:
+    """Returns and lengths of ``episodes`` episodes of the env ``e``, episode ``i`` reset with ``base + i``;
+    ``ended()`` after each."""
     returns, lengths = [], []
     for i in range(episodes):
         obs, _ = e.reset(seed=base + i)
@@ -195,13 +201,15 @@ def _episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tupl
             done = terminated or truncated or (max_steps is not None and n >= max_steps)
         returns.append(total)
         lengths.append(n)
+        ended()
     return returns, lengths
 
 
-def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None) -> tuple[list[float], list[int]]:
+def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None,
+                     ended_one: Callable[[], object] = lambda: None) -> tuple[list[float], list[int]]:
     """Returns and lengths of ``episodes`` episodes of the vector env ``e``, in the order they end; env ``j``
     runs ``(episodes + j) // n`` of them (the first ones the env ends, so the share does not favour short
-    episodes)."""
+    episodes); ``ended_one()`` after each."""
     import gymnasium as gym
 
     mode = e.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
@@ -228,6 +236,7 @@ def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None) 
                 returns.append(float(total[j]))
                 lengths.append(int(length[j]))
                 todo[j] -= 1
+                ended_one()
         counting = np.where(ended & live, True, counting & ~cut)
         total[ended & live], length[ended & live] = 0.0, 0
         resetting = ended & live if mode == gym.vector.AutoresetMode.NEXT_STEP else np.zeros(n, bool)
