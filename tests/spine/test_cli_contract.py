@@ -191,7 +191,7 @@ def test_predict_hands_the_flags_its_predict_takes_to_it(saved, tiny, capsys):
     ("resnet18", ["--episodes", "2"], "--episodes is not an option of resnet18's evaluate"),
     ("resnet18", ["--set", "beam=3"], "--set beam is not an option of resnet18's evaluate"),
     ("td3", ["--batch-size", "8"], ("--batch-size is not an option of td3's evaluate (it takes device, env, episodes, "
-                                   "max_steps, seed); --batch-size is a training setting of td3 "
+                                   "max_steps, progress, seed); --batch-size is a training setting of td3 "
                                    "(`zoo train td3 --batch-size ...`)")),
     ("td3", ["--amp", "bf16"], "--amp is not an option of td3's evaluate"),
 ])
