@@ -250,13 +250,31 @@ def _keyword_options(fn: Callable[..., Any], skip: int) -> list[str]:
     return [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "train"]
 
 
+_METHOD_CALLS = {"zoo_data": ("train", "evaluate"), "zoo_train": ("train",), "zoo_evaluate": ("evaluate",),
+                 "zoo_predict": ("predict",)}
+
+
+def _options_of(target: str) -> list[str]:
+    """The keyword options of ``"module.function"`` (after its model and data) or the fields of
+    ``"module.Class"`` (a dataclass of options): where a method's ``**options`` go."""
+    import importlib
+
+    module, _, attr = target.rpartition(".")
+    obj = getattr(importlib.import_module(module), attr)
+    if dataclasses.is_dataclass(obj):
+        return [f.name for f in dataclasses.fields(obj)]
+    return _keyword_options(obj, 2)
+
+
 def call_options(name: str) -> dict[str, tuple[str, ...]]:
     """``{option: calls}``: the keyword options ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict`` (``calls``)
     take for model ``name``, read from the signatures of the class its builder returns: its ``zoo_train``,
     ``zoo_evaluate``, ``zoo_predict``, ``zoo_data`` (the data options of train and evaluate) and, for a
-    :class:`zoo.engine.Network`, the engine loop's options. What a method hands on as ``**options`` to code
-    it does not name (TD3's loop, the seq2seq corpus reader) is not seen. Imports the model's module (as
-    ``build`` does), never at ``zoo list`` time."""
+    :class:`zoo.engine.Network`, the engine loop's options. What a method hands on as ``**options`` is seen
+    where the class names where they go (``zoo_options_of``: ``{method: "module.function" or "module.Class"}``,
+    a function's keyword options after its model and data, a dataclass's fields); elsewhere (TD3's loop, the
+    seq2seq corpus reader) it is not. Imports the model's module (as ``build`` does), never at ``zoo list``
+    time."""
     cls = _built_class(_lookup(name))
     if cls is None:
         return {}
@@ -267,10 +285,11 @@ def call_options(name: str) -> dict[str, tuple[str, ...]]:
             found.setdefault(option, [])
             found[option] += [c for c in calls if c not in found[option]]
 
-    for method, calls in (("zoo_data", ("train", "evaluate")), ("zoo_train", ("train",)),
-                          ("zoo_evaluate", ("evaluate",)), ("zoo_predict", ("predict",))):
+    for method, calls in _METHOD_CALLS.items():
         if callable(getattr(cls, method, None)):
             add(_keyword_options(getattr(cls, method), 2), *calls)  # after self and the data / inputs
+    for method, target in getattr(cls, "zoo_options_of", {}).items():
+        add(_options_of(target), *_METHOD_CALLS[method])
     from zoo.engine.network import Network
 
     if issubclass(cls, Network):  # its training runs zoo.engine.fit, which takes FitConfig's fields

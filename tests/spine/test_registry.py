@@ -149,6 +149,20 @@ def test_video_tsn_says_num_segments_is_a_training_option():
         zoo.build("resnet18", epochs=2)
 
 
+@pytest.mark.parametrize(("name", "key", "said"), [
+    ("video-tsn", "device", "device is an option of zoo.train / zoo.evaluate / zoo.predict for video-tsn"),
+    ("hybridsn", "lr", "lr is an option of zoo.train for hybridsn"),
+    ("td3", "total_steps", "total_steps is an option of zoo.train for td3"),
+    ("td3", "episodes", "episodes is an option of zoo.evaluate for td3"),
+])
+def test_options_a_family_hands_on_as_keywords_are_named_with_their_call(name, key, said):
+    """What zoo_train / zoo_evaluate hand on as **options (video's evaluate, HybridSN's fit, TD3's loop) was
+    not seen: device was 'of zoo.train / zoo.predict' for video-tsn, lr and total_steps 'unknown config keys'."""
+    with pytest.raises(TypeError) as err:
+        zoo.build(name, **{key: 1})
+    assert said in str(err.value) and "unknown config key" not in str(err.value)
+
+
 def test_a_weights_name_builds_its_model_with_those_weights():
     by_name = zoo.build("td3.pendulum-v1")
     by_tag = zoo.build("td3", weights="pendulum-v1")

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import time
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -96,6 +96,10 @@ class SceneClassifierMixin:
     Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.n_classes``, and ``registry_name``.
     ``zoo.train`` / ``zoo.evaluate`` take a scene (Scene, scene file, data set name) or a Dataset of windows.
     """
+
+    # where zoo_train's **fit_kwargs and zoo_evaluate's **kw go (zoo.registry.call_options reads it)
+    zoo_options_of: ClassVar[dict[str, str]] = {"zoo_train": "zoo.engine.options.FitConfig",
+                                                "zoo_evaluate": "zoo.engine.evaluation.evaluate"}
 
     padding: str = "constant"
 

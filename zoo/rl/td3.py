@@ -23,7 +23,7 @@ import inspect
 import json
 import os
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -110,6 +110,9 @@ class TD3Agent:
     trained with. ``act`` and ``predict`` take
     observations as the env hands them, normalised.
     """
+
+    # where zoo_train's and zoo_evaluate's **config go (zoo.registry.call_options reads it)
+    zoo_options_of: ClassVar[dict[str, str]] = {"zoo_train": "zoo.rl.loop.train", "zoo_evaluate": "zoo.rl.loop.evaluate"}
 
     registry_name = "td3"  # the name zoo.build knows it by, as every zoo model has
 

@@ -27,7 +27,7 @@ import os
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
@@ -106,6 +106,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
     """Mixed into a video ``nn.Module`` taking ``(B, C, T, H, W)``; subclasses set ``registry_name``,
     ``default_video_cfg()`` and a ``config`` property, and define timm's ``forward_features`` /
     ``forward_head`` (:mod:`zoo.engine.head`: ``get_classifier`` and ``reset_classifier`` come from there)."""
+
+    # where zoo_evaluate's **config goes (zoo.registry.call_options reads it for the options it names)
+    zoo_options_of: ClassVar[dict[str, str]] = {"zoo_evaluate": "zoo.video.evaluation.evaluate_classifier"}
 
     registry_name = ""
     video_cfg: dict[str, Any]
