@@ -123,6 +123,21 @@ def test_a_new_head_beside_saved_weights_drops_their_class_names_and_predict_tak
         zoo.predict(wider, folder / "a" / "0.avi", classes="vwxyz")
 
 
+def test_a_photo_given_to_a_video_network_is_an_error_row_not_a_label(folder, tmp_path):
+    """FFmpeg decodes a JPEG as a one-frame video: `zoo predict video-tsn ... cat.jpg` gave 'Grow 0.999'."""
+    from PIL import Image
+
+    from zoo.inputs import UnreadableInputWarning
+
+    photo = tmp_path / "cat.JPG"
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(photo, format="JPEG")
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    with pytest.warns(UnreadableInputWarning, match="is an image, not a video"):
+        rows = zoo.predict(model, [photo, folder / "a" / "0.avi"])
+    assert "label" not in rows[0] and "an image network" in rows[0]["error"]
+    assert rows[1]["input"] == str(folder / "a" / "0.avi") and "label" in rows[1]
+
+
 # --- evaluation folders ---------------------------------------------------------------------------------
 
 

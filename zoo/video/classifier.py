@@ -284,6 +284,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         ``classes`` (one name per output), else the class names the model records, else the indices.
         """
         import torch
+        from torchvision.datasets.folder import IMG_EXTENSIONS
 
         from zoo.engine.data import inference_placement
         from zoo.inputs import (
@@ -329,6 +330,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
             clips, ok = [], []
             for path in paths[start:start + batch_size]:
                 try:
+                    if path.suffix.lower() in IMG_EXTENSIONS:  # FFmpeg reads a photo as a one-frame video,
+                        # and the network gave it a confident label (0.999) without a word
+                        raise CorruptVideoError(f"{path} is an image, not a video: a video network classifies "
+                                                "clips (an image network, zoo.build('resnet18', ...), photos)")
                     clips.append(load_clip(path, transform=transform, **{key: t}))
                 except (CorruptVideoError, OSError) as err:
                     results.append(unreadable_row(str(path), err))
