@@ -80,6 +80,8 @@ class _Registration:
     # the config values a call with no arguments builds where they are not the dataclass's own defaults
     # (TD3: the rl-zoo preset for its default env replaces gamma, buffer_size, ...)
     built_defaults: Callable[[], dict[str, Any]] | None = None
+    # {another family's name of a setting: this model's} (HybridSN's n_classes is num_classes elsewhere)
+    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def params(self) -> dict[str, Any]:
         """``{key: type}`` of every config key: the builder's own keyword arguments and the dataclass fields."""
@@ -122,6 +124,7 @@ def register(
     load_weights: WeightsLoader | None = None,
     infer_config: ConfigInference | None = None,
     built_defaults: Callable[[], dict[str, Any]] | None = None,
+    aliases: dict[str, str] | None = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator that registers ``builder`` under ``name`` (declared beforehand, or new: then ``family`` and
     ``summary`` are required).
@@ -133,6 +136,8 @@ def register(
     -> ``{"num_classes": ...}``), for ``zoo train NAME`` and ``zoo.train(NAME, data)``.
     ``built_defaults()``: the config values ``build(name)`` ends up with where a default of the builder
     changes them (a preset picked by the default env), so that ``model_info`` shows what is built.
+    ``aliases``: ``{name: config key}``, the name the other families give a setting this model names its own
+    way, taken by ``build`` as that key.
     """
     if config is not None and not dataclasses.is_dataclass(config):
         raise TypeError(f"{name}: config must be a dataclass type, got {config!r}")
@@ -149,6 +154,7 @@ def register(
             reg = _REGISTRY[name] = _Registration(name, family, summary, builder.__module__)
         reg.builder, reg.config, reg.references = builder, config, tuple(references)
         reg.load_weights, reg.infer_config, reg.built_defaults = load_weights, infer_config, built_defaults
+        reg.aliases = dict(aliases or {})
         if summary is not None:
             reg.summary = summary
         return builder
@@ -338,6 +344,7 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     """
     name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
+    config = _own_keys(reg, config)
     if "device" in config:  # TD3 builds on its device: torch's "Found no NVIDIA driver" named neither
         from zoo.engine.distributed import check_device_available
 
@@ -356,6 +363,26 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
         return reg.load_weights(obj, path, entry)
     hub.load_into(obj, hub.load_state_dict(path))
     return obj
+
+
+def own_keys(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` for model ``name`` with the other families' names of its settings as its own (see
+    ``register(aliases=)``): what a caller merges with other config first (``zoo.train``'s inferred one)."""
+    return _own_keys(_lookup(name), config)
+
+
+def _own_keys(reg: _Registration, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with another family's name of a setting given as this model's (``num_classes`` is
+    HybridSN's ``n_classes``, so the call every other family takes builds it); both, differing, are an error."""
+    out = dict(config)
+    for alias, key in reg.aliases.items():
+        if alias in out:
+            value = out.pop(alias)
+            if key in out and out[key] != value:
+                raise TypeError(f"{reg.name}: {alias}={value!r} and {key}={out[key]!r} name one setting "
+                                f"({key} is {reg.name}'s name for {alias}); give one")
+            out[key] = value
+    return out
 
 
 def split_weights_name(name: Any, weights: Any = None) -> tuple[Any, Any]:

@@ -337,6 +337,21 @@ def test_weights_keep_what_their_fit_was_made_with(tmp_path):
     np.testing.assert_array_equal(zoo.predict(own, scene), zoo.predict(net, scene))
 
 
+def test_hybridsn_takes_num_classes_as_every_other_family_names_it(tmp_path):
+    """design.md: "a different num_classes re-initialises the head and says so"; HybridSN names it n_classes,
+    and zoo.build("hybridsn", weights=..., num_classes=5) was "unknown config key(s) 'num_classes'"."""
+    net, scene = _fitted_hybridsn()
+    path = zoo.save(net, tmp_path / "h.safetensors")
+    with pytest.warns(UserWarning, match=r"left freshly initialised.*classifier\.7\.weight file \[4, 128\] model \[6, 128\]"):
+        assert zoo.build("hybridsn", weights=path, num_classes=6).config.n_classes == 6
+    assert zoo.build("hybridsn", num_classes=5, n_classes=5).config.n_classes == 5
+    with pytest.raises(TypeError, match=r"num_classes=5 and n_classes=6 name one setting .*give one"):
+        zoo.build("hybridsn", num_classes=5, n_classes=6)
+    run = zoo.train("hybridsn", scene, model_config={"num_classes": 6, "n_bands": 15, "window": 9}, epochs=1,
+                    batch_size=64, progress=False)  # beside the n_classes the scene implies (4)
+    assert run.model.config.n_classes == 6
+
+
 def test_a_trained_hybridsns_state_dict_loads_into_a_fresh_one():
     """torch's own round trip (build, load_state_dict) failed 'Unexpected key(s) "pre_mean", ...': a fresh
     network has no preprocessing buffers until it is trained."""

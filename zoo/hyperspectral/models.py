@@ -63,6 +63,7 @@ def build_pca_svm(**config: Any) -> HSIPipeline:
     references=("Roy et al., HybridSN, IEEE GRSL 2020, https://arxiv.org/abs/1902.06701",),
     load_weights=load_scene_model,
     infer_config=_classes_in,
+    aliases={"num_classes": "n_classes"},  # the name the other families' heads take
 )
 def build_hybridsn(**config: Any) -> HybridSN:
     """HybridSN; ``config``: :class:`HybridSNConfig` fields."""
