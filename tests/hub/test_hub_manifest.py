@@ -21,6 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT_WEIGHTS = ROOT / "weights"
 
 
+def test_the_checkouts_weights_folder_holds_the_manifest_as_design_md_lays_it_out():
+    """design.md: "weights/ manifest.json + the project's own small weights"; the manifest lived only in the
+    package (zoo/hub/manifest.json, which ships in the wheel): weights/manifest.json is that file, one copy."""
+    link = CHECKOUT_WEIGHTS / "manifest.json"
+    assert link.is_symlink() and link.resolve() == hub.manifest.PACKAGE_MANIFEST
+    assert hub.read_manifest(link) == SHIPPED
+
+
 def _good() -> dict:
     return {"name": "resnet18.x", "model": "resnet18", "url": "resnet18.x.safetensors", "sha256": "a" * 64,
             "size": 10, "format": "safetensors", "config": {}, "meta": {"dataset": "d"}}
