@@ -197,17 +197,20 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
         )
 
 
-def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", weights: str | os.PathLike | None = None,
-             **config: Any):
+def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_classes: int | None = None,
+             weights: str | os.PathLike | None = None, **config: Any):
     """Transfer a pretrained model to new data: ``strategy`` ``"head"`` (only the classifier trains),
     ``"top"`` (the classifier and the top backbone stage), ``"full"`` (everything, the backbone at a lower
-    learning rate) or ``"gradual"`` (unfrozen top-down).
+    learning rate) or ``"gradual"`` (unfrozen top-down). ``num_classes``: the new head's outputs (default: the
+    classes the data names, else the weights' own).
 
     The model's family does the surgery (``zoo_finetune``; the vision family's is
     :func:`zoo.vision.finetune.finetune`, which documents ``num_classes``, ``backbone_lr_mult``, ...).
     By name, the model is built with ``weights`` first (after seeding, with ``seed=``: a new head starts from
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
+    if num_classes is not None:  # named in the signature, as design.md gives it; the family's surgery reads it
+        config["num_classes"] = num_classes
     with _naming_config_keys(model_or_name, "finetune"):
         data, config = _callers_data(data, config, "finetune")
         if isinstance(model_or_name, str):

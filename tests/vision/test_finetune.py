@@ -384,3 +384,17 @@ def test_data_that_names_no_classes_warns_that_the_head_keeps_the_weights_names(
         warnings.simplefilter("error")
         tuned = zoo.finetune(zoo.build("resnet18.cifar10"), data, epochs=1, image_size=12, num_classes=2, **FIT)
     assert tuned.model.fc.out_features == 2
+
+
+def test_finetune_names_num_classes_in_its_signature_as_design_md_gives_it():
+    """design.md: finetune(model_or_name, data, *, strategy=..., num_classes=None, **config); it was only
+    reachable through **config, so help(zoo.finetune) and signature checks did not show it."""
+    import inspect
+
+    param = inspect.signature(zoo.finetune).parameters["num_classes"]
+    assert param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is None
+    m = _model(num_classes=2)
+    x, _ = _data().tensors
+    zoo.finetune(m, TensorDataset(x, torch.arange(8) % 3), strategy="head", num_classes=3, epochs=1,
+                 cache_features=False, **FIT)
+    assert m.fc.out_features == 3
