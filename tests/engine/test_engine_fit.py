@@ -196,8 +196,12 @@ def test_nan_loss_stops_with_step_and_last_checkpoint(tmp_path):
     msg = str(err.value)
     assert "epoch 2, batch 1, optimizer step 5" in msg
     assert str(tmp_path / "epoch-0001.pt") in msg
-    with pytest.raises(NonFiniteLossError, match="none written"):
+    with pytest.raises(NonFiniteLossError, match=r"none written \(set checkpoint_dir to keep one\)"):
         fit(NanAfter(0), xor_data(32), epochs=1, batch_size=8, progress=False)
+    # checkpoint_dir set, the first epoch not ended: "set checkpoint_dir" misled
+    with pytest.raises(NonFiniteLossError, match=r"none written yet in .*fresh \(the first is written at the "
+                                                 r"first epoch's end\)"):
+        fit(NanAfter(0), xor_data(32), epochs=1, batch_size=8, progress=False, checkpoint_dir=tmp_path / "fresh")
 
 
 def test_early_stopping_on_a_max_metric():

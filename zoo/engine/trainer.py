@@ -433,7 +433,7 @@ class Trainer:
             if not math.isfinite(loss_val):
                 raise NonFiniteLossError(
                     f"non-finite loss ({loss_val}) at epoch {epoch + 1}, batch {i}, optimizer step {self.step}: "
-                    f"last good checkpoint: {self.last_ckpt or 'none written (set checkpoint_dir to keep one)'}. "
+                    f"last good checkpoint: {self.last_ckpt or self._no_checkpoint_yet()}. "
                     "Lower lr, add clip_grad_norm, or check the data/targets.")
             n = metrics_mod.scored_count(targets)
             self.scaler.scale(self._window_share(loss, n) if accum > 1 else loss).backward()
@@ -492,6 +492,13 @@ class Trainer:
             raise TypeError(f"loss_fn must return the loss as a one-value tensor that autograd runs backward from, got "
                             f"{got}: return the torch expression (a mean), not .item() or float(...)")
         return outputs, targets, loss
+
+    def _no_checkpoint_yet(self) -> str:
+        """What the NaN guard says when no checkpoint precedes the bad step: "set checkpoint_dir" where it was
+        set misled (the first epoch's end, where the first one is written, had not come)."""
+        if self.cfg.checkpoint_dir is None:
+            return "none written (set checkpoint_dir to keep one)"
+        return f"none written yet in {self.cfg.checkpoint_dir} (the first is written at the first epoch's end)"
 
     def _window_share(self, loss: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
         """``loss`` (a mean over its ``n`` scored targets) weighted for an accumulation window: each micro-batch
