@@ -63,6 +63,8 @@ def _isolated_zoo_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ZOO_HOME", str(tmp_path_factory.mktemp("zoo_home")))
     monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
     monkeypatch.delenv("ZOO_OFFLINE", raising=False)
+    # torch.hub's cache is a source of upstream weights: the machine's own copies must not change a test
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path_factory.mktemp("torch_home")))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     # zoo train without --out saves under runs/train: in the test's own folder, not the checkout's
     runs = tmp_path_factory.mktemp("runs")

@@ -209,6 +209,27 @@ def test_upstream_pth_over_http_prefix_verified_and_loaded(resnet18_pth, weights
     assert small.fc.out_features == 5 and torch.equal(small.conv1.weight, reference.conv1.weight)
 
 
+def test_upstream_weights_in_torch_hubs_cache_are_taken_offline_verified(resnet18_pth, weights_home, monkeypatch):
+    """A torchvision user has the file in ~/.cache/torch/hub/checkpoints already: offline, zoo.build(...,
+    weights="imagenet1k-v1") said it was not in zoo's cache. It is taken from there, checked by its hash."""
+    path, prefix, reference = resnet18_pth
+    url = f"https://download.example.invalid/models/{path.name}"
+    hub.update_manifest(lambda e: e.update({
+        "resnet18.test-v1": hub.WeightsEntry.from_dict(_upstream_entry("resnet18.test-v1", url, prefix))}))
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    torch_cache = hub.store.torch_hub_checkpoints()
+    with pytest.raises(hub.OfflineError, match=f"torch.hub's copy is taken too, from {torch_cache}"):
+        zoo.pull("resnet18.test-v1", progress=False)
+    torch_cache.mkdir(parents=True)
+    (torch_cache / path.name).write_bytes(path.read_bytes()[:-1] + b"x")  # a damaged copy is refused
+    with pytest.raises(hub.HashMismatchError):
+        zoo.pull("resnet18.test-v1", progress=False)
+    shutil.copy(path, torch_cache / path.name)
+    model = zoo.build("resnet18", weights="test-v1").eval()
+    assert torch.equal(model.conv1.weight, reference.conv1.weight)
+    assert (torch_cache / path.name).is_file()  # torch's copy stays where torch keeps it
+
+
 def test_weights_given_by_url(resnet18_pth, tiny_model, weights_home, server):
     path, prefix, _ = resnet18_pth
     shutil.copy(path, server.state.root / path.name)

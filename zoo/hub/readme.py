@@ -44,7 +44,8 @@ _FOOTER = """
 - Sources of the project's own files, in order: a source checkout's `weights/<url>`, then
   `$ZOO_WEIGHTS_URL/<url>` (a mirror: `https://internal/zoo`, `file:///srv/zoo` or a plain folder), then the
   release host, the manifest's `release_url`. Upstream files come from `$ZOO_WEIGHTS_URL/<file name>`, then
-  their official URL. To fill a mirror, run `zoo weights release DIR` and add the upstream files (their names
+  torch.hub's cache (`$TORCH_HOME/hub/checkpoints`, where torchvision put them; offline too), then their
+  official URL. To fill a mirror, run `zoo weights release DIR` and add the upstream files (their names
   as in the table).
 - `ZOO_OFFLINE=1` (or `true`/`yes`/`on`; `0`/`false`/`no`/`off`/empty mean online), or `local_files_only=True`
   on one call (`zoo.pull`, `zoo.build`): no connection is ever opened. A file that is not cached and has no

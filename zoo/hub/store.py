@@ -13,7 +13,8 @@ http(s) ones):
 - the project's own files (relative ``url``): a source checkout's ``weights/<url>`` (or
   ``$ZOO_WEIGHTS_DIR``), then ``$ZOO_WEIGHTS_URL/<url>`` (a mirror), then the manifest's
   ``release_url/<url>`` (the release host);
-- upstream files (https ``url``): ``$ZOO_WEIGHTS_URL/<file name>`` when the mirror is set, then the
+- upstream files (https ``url``): ``$ZOO_WEIGHTS_URL/<file name>`` when the mirror is set, then torch.hub's
+  own cache (``$TORCH_HOME/hub/checkpoints/<file name>``, where torchvision's ``weights=`` put it), then the
   official URL. A mirror may be ``http(s)://...``, ``file:///...`` or a plain folder; a file mirror
   works offline.
 """
@@ -118,12 +119,22 @@ def _join(base: str, rel: str) -> str:
     return str(Path(base).expanduser() / rel)
 
 
+def torch_hub_checkpoints() -> Path:
+    """Where ``torch.hub.load_state_dict_from_url`` keeps its downloads (torchvision's ``weights=``):
+    ``$TORCH_HOME/hub/checkpoints``, ``$TORCH_HOME`` defaulting to ``$XDG_CACHE_HOME/torch`` or
+    ``~/.cache/torch``, as torch.hub resolves it (without importing torch)."""
+    home = os.environ.get("TORCH_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "torch")
+    return Path(home).expanduser() / "hub" / "checkpoints"
+
+
 def sources(entry: WeightsEntry) -> list[str]:
     mirror = os.environ.get("ZOO_WEIGHTS_URL", "").strip()
     out: list[str] = []
     if entry.upstream:
         if mirror:
             out.append(_join(mirror, entry.filename))
+        # a torchvision user has it already (offline too): checked by its hash on the way in, as any source
+        out.append(str(torch_hub_checkpoints() / entry.filename))
         out.append(entry.url)
         return out
     local = weights_dir()
@@ -169,6 +180,7 @@ def _offline_hint(entry: WeightsEntry, dest: Path, local_files_only: bool) -> st
         f"weights {entry.name!r} ({entry.filename}) are not in the cache at {dest}, and {why} "
         f"forbids downloading: run `zoo pull {entry.name}` on a connected machine and copy the file into {dest.parent}, "
         f"or set ZOO_WEIGHTS_URL to a mirror that holds {entry.filename} (a file:// folder works offline)"
+        + (f"; torch.hub's copy is taken too, from {torch_hub_checkpoints()}" if entry.upstream else "")
     )
 
 
