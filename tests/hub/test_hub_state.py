@@ -50,6 +50,17 @@ def test_the_same_weights_saved_twice_are_the_same_bytes(tmp_path):
     assert torch.equal(hub.load_state_dict(paths[0])["3.weight"], net[3].weight)
 
 
+def test_a_file_whose_name_is_not_utf8_loads_as_it_was_saved(tmp_path):
+    """Linux allows such names and zoo.save wrote one; safetensors refuses to open them by name ("Path ... is
+    not valid UTF-8"), and the load called the good file corrupt, telling the user to replace it."""
+    torch.manual_seed(0)
+    net = _net()
+    path = tmp_path / os.fsdecode(b"w\xff\xfe.safetensors")
+    hub.save_weights(net, path, metadata={"dataset": "x"})
+    assert hub.read_metadata(path)["dataset"] == "x"
+    assert torch.equal(hub.load_state_dict(path)["3.weight"], net[3].weight)
+
+
 def test_shared_tensors_stored_once_and_restored(tmp_path):
     src = _Tied()
     path = hub.save_weights(src, tmp_path / "tied.safetensors")

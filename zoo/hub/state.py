@@ -110,10 +110,24 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
         raise not_a_weights_file(Path(path))
 
     def read() -> dict[str, str]:
+        if not _utf8(path):  # safetensors takes UTF-8 paths only; the header is 8 length bytes, then JSON
+            with open(path, "rb") as fh:
+                header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+            return dict(header.get("__metadata__") or {})
         with safe_open(str(path), framework="pt") as fh:
             return dict(fh.metadata() or {})
 
     return _safetensors_call(read, path)
+
+
+def _utf8(path: str | os.PathLike) -> bool:
+    """Whether safetensors can open ``path`` by name: it refuses a name that is not valid UTF-8 ("Path ... is
+    not valid UTF-8"), which Linux allows and zoo.save writes, so such a file was called corrupt."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def training_config(path: str | os.PathLike) -> dict[str, Any] | None:
@@ -233,9 +247,11 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
         raise not_a_weights_file(path)
     fmt = file_format(path)
     if fmt == "safetensors":
+        from safetensors.torch import load as load_bytes
         from safetensors.torch import load_file
 
-        sd = _safetensors_call(lambda: load_file(str(path), device=str(device)), path)
+        sd = _safetensors_call(lambda: load_file(str(path), device=str(device)) if _utf8(path) else
+                               {k: v.to(device) for k, v in load_bytes(path.read_bytes()).items()}, path)
         try:
             aliases = json.loads(read_metadata(path).get(ALIASES_KEY, "{}"))
             for alias, target in aliases.items():
