@@ -360,6 +360,10 @@ def test_a_trained_hybridsns_state_dict_loads_into_a_fresh_one():
     fresh.load_state_dict(net.state_dict())
     assert fresh.has_preprocessor
     np.testing.assert_array_equal(zoo.predict(fresh, scene), zoo.predict(net, scene))
+    # tensors of another device (a GPU's; "meta" here) load where the network is, not through numpy
+    elsewhere = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9).to("meta")
+    elsewhere.load_state_dict({k: v.to("meta") for k, v in net.state_dict().items()})
+    assert elsewhere.pre_mean.device.type == "meta" and elsewhere.has_preprocessor
     with pytest.raises(ValueError, match=r"PCA components must be \(16, C_raw\) for n_bands=16; got \(15, 30\)"):
         zoo.build("hybridsn", n_bands=16, n_classes=4, window=9).load_state_dict(net.state_dict())
 

@@ -107,6 +107,22 @@ def test_a_plain_fit_forgets_the_split_an_earlier_train_recorded(tmp_path):
     assert svm.split_["seed"] == 1 and 0 < zoo.evaluate(svm, scene)["n_test"] < int((y > 0).sum())
 
 
+def test_hybridsn_trained_again_on_windows_forgets_its_scene_split():
+    """As hsi-pca-svm's fit (996a253): a HybridSN trained on a scene, then on windows of every labelled pixel,
+    kept the scene's split, and evaluate scored the pixels it had just trained on as held out (OA 0.95)."""
+    from zoo.hyperspectral.patches import PatchDataset
+
+    scene = make_scene(24, 24, 20, 3, seed=0)
+    net = zoo.build("hybridsn", n_bands=15, n_classes=3, window=9)
+    zoo.train(net, scene, split="random", epochs=1, progress=False)
+    assert net.split_["split"] == "random" and net.training_record_ is not None
+    windows = PatchDataset.from_mask(net.reduce(scene), scene.labels, scene.labels > 0, window=9)
+    zoo.train(net, windows, epochs=1, progress=False)
+    assert net.split_ is None and net.training_record_ is None
+    with pytest.raises(ValueError, match="records no training split"):
+        zoo.evaluate(net, scene)
+
+
 def test_weights_without_a_record_warn(tmp_path):
     scene = make_scene(24, 24, 12, 3, seed=7)
     svm = zoo.build("hsi-pca-svm", n_components=4)

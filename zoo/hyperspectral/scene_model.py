@@ -113,9 +113,14 @@ class SceneClassifierMixin:
         # a fresh network has no preprocessing buffers until it is trained: load_state_dict of a trained one's
         # state failed 'Unexpected key(s) "pre_mean", ...' where torch's own round trip is expected to work
         if not self.has_preprocessor and all(prefix + k in state_dict for k in PRE_KEYS):
-            with torch.no_grad():
-                self.set_preprocessor(*(torch.zeros_like(state_dict[prefix + k], dtype=torch.float32)
-                                        for k in PRE_KEYS))
+            k = self.config.n_bands
+            shape = tuple(state_dict[prefix + "pca_components"].shape)
+            if len(shape) != 2 or shape[0] != k:
+                raise ValueError(f"PCA components must be ({k}, C_raw) for n_bands={k}; got {shape}")
+            device = next((p.device for p in self.parameters()), torch.device("cpu"))  # where the network is
+            for name in PRE_KEYS:
+                self.register_buffer(name, torch.empty(state_dict[prefix + name].shape, dtype=torch.float32,
+                                                       device=device))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
@@ -245,6 +250,9 @@ class SceneClassifierMixin:
             if gt_key is not None or cube_key is not None:
                 raise ValueError("gt_key= / cube_key= name arrays of a .mat scene file; a Dataset of windows is "
                                  "trained on as it comes: leave them out")
+            # an earlier scene run's record no longer holds: these windows may be its test pixels, which no
+            # evaluation may then take as held out (as hsi-pca-svm's fit forgets it)
+            self.split_, self._last_split, self.training_record_ = None, None, None
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
         self.require_bands(scene)  # before the split, whose warnings came first for a scene refused anyway
