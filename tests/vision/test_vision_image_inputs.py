@@ -227,9 +227,16 @@ def test_predict_takes_the_datasets_and_dataloaders_evaluate_takes(tmp_path, pil
     assert "predict" in capsys.readouterr().err  # the bar
     tensors = torchvision.datasets.ImageFolder(root, transform=transforms_for(model))
     loaded = zoo.predict(model, DataLoader(tensors, batch_size=3), topk=2)
-    assert [r["input"] for r in loaded] == [f"dataset[{i}]" for i in range(8)]
+    assert [r["input"] for r in loaded] == [f"batch[{b}][{i}]" for b, n in enumerate((3, 3, 2)) for i in range(n)]
     for a, b in zip(loaded, by_path):
         assert a["index"] == b["index"] and a["prob"] == pytest.approx(b["prob"], abs=1e-5)
+    # a loader's own order and batches (shuffled, drop_last) are named as they come, not as dataset indices;
+    # collate_fn=lambda b: b (PIL images kept) gives (image, label) samples, whose labels were read as images
+    order = [5, 2, 7, 0, 3, 1, 6]  # a sampler's order; drop_last leaves the 7th out
+    shuffled = zoo.predict(model, DataLoader(files, batch_size=3, sampler=order, drop_last=True,
+                                             collate_fn=lambda b: b))
+    assert [r["input"] for r in shuffled] == [f"batch[{b}][{i}]" for b in range(2) for i in range(3)]
+    assert [r["prob"] for r in shuffled] == pytest.approx([by_path[j]["prob"] for j in order[:6]], abs=1e-6)
     x = torch.stack([tensors[i][0] for i in range(8)])
     pairs = zoo.predict(model, TensorDataset(x, torch.zeros(8, dtype=torch.long)), batch_size=5)
     assert [r["index"] for r in pairs] == [r["index"] for r in zoo.predict(model, x)]

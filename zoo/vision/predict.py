@@ -60,7 +60,8 @@ def predict(
     ``inputs``: a path (file or folder), a PIL image, an ``(H, W)`` / ``(H, W, 3|4)`` uint8 numpy image, a
     list mixing those, an already preprocessed ``(N, C, H, W)`` float batch (a tensor or a numpy
     array; an empty one gives ``[]``), or a Dataset or DataLoader of them (each sample's input, the first
-    item of an ``(input, label)`` pair; rows named ``dataset[i]``), as ``zoo.evaluate`` takes. Class names
+    item of an ``(input, label)`` pair; rows named ``dataset[i]``, or ``batch[b][i]`` in a DataLoader's order),
+    as ``zoo.evaluate`` takes. Class names
     come from ``classes``, else ``model.pretrained_cfg["classes"]`` (set by the weights or by
     :func:`zoo.finetune`), else the indices. A file that cannot be decoded is reported with an ``error``
     entry instead of a label, so one bad file does not lose the others' predictions; one
@@ -131,38 +132,49 @@ class _Run:
 
 
 def _predict_dataset(run: _Run, data: Any, batch_size: int, progress: bool) -> list[dict[str, Any]]:
-    """Rows of a Dataset's or DataLoader's inputs (``dataset[i]``), ``batch_size`` at a time: preprocessed
-    ``(C, H, W)`` tensors as they are, images (PIL, uint8 arrays, paths) through the network's transform."""
+    """Rows of a Dataset's samples (``dataset[i]``) or of a DataLoader's batches (``batch[b][i]``: its sampler
+    decides the order), ``batch_size`` at a time: preprocessed ``(C, H, W)`` tensors as they are, images (PIL,
+    uint8 arrays, paths) through the network's transform."""
     out: list[dict[str, Any]] = []
     items = _sample_inputs(data)
-    total = len(data.dataset) if isinstance(data, torch.utils.data.DataLoader) else len(data)
-    with ProgressBar(total=total, desc="predict", unit="image", disable=not progress) as bar:
+    sized = not isinstance(data, (torch.utils.data.DataLoader, torch.utils.data.IterableDataset))
+    with ProgressBar(total=len(data) if sized else None, desc="predict", unit="image", disable=not progress) as bar:
         while chunk := list(itertools.islice(items, batch_size)):
-            keys = [f"dataset[{len(out) + j}]" for j in range(len(chunk))]
-            if all(isinstance(x, torch.Tensor) for x in chunk):
-                rows = _predict_tensor(run.model, torch.stack(chunk), run.topk, run.names, batch_size, run.device,
+            keys, inputs = [k for k, _ in chunk], [x for _, x in chunk]
+            if all(isinstance(x, torch.Tensor) for x in inputs):
+                rows = _predict_tensor(run.model, torch.stack(inputs), run.topk, run.names, batch_size, run.device,
                                        run.dtype)
                 for row, key in zip(rows, keys):
                     row["input"] = key
             else:
-                rows = run.images([(key, _array_image(x, i) if isinstance(x, np.ndarray) else x)
-                                   for i, (key, x) in enumerate(zip(keys, chunk), len(out))])
+                rows = run.images([(key, _array_image(x, len(out) + i) if isinstance(x, np.ndarray) else x)
+                                   for i, (key, x) in enumerate(chunk)])
             out += rows
             bar.update(len(chunk))
     return out
 
 
-def _sample_inputs(data: Any) -> Iterator[Any]:
-    """Each sample's input, one image at a time: the first item of a Dataset's ``(input, label)`` samples (a
-    sample that is no pair is the input), or each row of a DataLoader's batches."""
+def _sample_inputs(data: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, input)`` of each sample, one image at a time: the first item of a Dataset's ``(input, label)``
+    samples (a sample that is no pair is the input), or each input of a DataLoader's batches."""
     if isinstance(data, torch.utils.data.DataLoader):
-        for batch in data:
-            x = batch[0] if isinstance(batch, (tuple, list)) else batch
-            yield from (x if isinstance(x, (torch.Tensor, list, tuple)) else [x])
+        for b, batch in enumerate(data):
+            for i, x in enumerate(_batch_inputs(batch)):
+                yield f"batch[{b}][{i}]", x
         return
-    for i in range(len(data)):
-        sample = data[i]
-        yield sample[0] if isinstance(sample, (tuple, list)) else sample
+    samples = iter(data) if isinstance(data, torch.utils.data.IterableDataset) else (data[i] for i in range(len(data)))
+    for i, sample in enumerate(samples):
+        yield f"dataset[{i}]", sample[0] if isinstance(sample, (tuple, list)) else sample
+
+
+def _batch_inputs(batch: Any) -> Any:
+    """The inputs of one DataLoader batch: the default collate's ``[x, y]`` (``x`` a tensor batch or a list),
+    or a list of ``(input, label)`` samples (``collate_fn=lambda b: b``, which keeps PIL images)."""
+    if isinstance(batch, (tuple, list)):
+        if batch and all(isinstance(sample, (tuple, list)) for sample in batch):
+            return [sample[0] for sample in batch]
+        batch = batch[0]
+    return batch if isinstance(batch, (torch.Tensor, list, tuple)) else [batch]
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
