@@ -29,6 +29,20 @@ def test_the_checkouts_weights_folder_holds_the_manifest_as_design_md_lays_it_ou
     assert hub.read_manifest(link) == SHIPPED
 
 
+def test_a_manifest_written_through_the_checkouts_link_stays_one_file(tmp_path, monkeypatch):
+    """With ZOO_WEIGHTS_DIR=<checkout>/weights (a folder laid out as a release), an atomic write of the manifest
+    replaced the link with a copy, and the package's manifest (the wheel's) was no longer updated."""
+    real = tmp_path / "pkg" / "manifest.json"
+    real.parent.mkdir()
+    real.write_bytes(PACKAGE_MANIFEST.read_bytes())
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    (folder / "manifest.json").symlink_to(os.path.relpath(real, folder))
+    monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(folder))
+    hub.update_manifest(lambda e: e.pop("td3.pendulum-v1"))
+    assert (folder / "manifest.json").is_symlink() and "td3.pendulum-v1" not in hub.read_manifest(real)
+
+
 def _good() -> dict:
     return {"name": "resnet18.x", "model": "resnet18", "url": "resnet18.x.safetensors", "sha256": "a" * 64,
             "size": 10, "format": "safetensors", "config": {}, "meta": {"dataset": "d"}}

@@ -103,10 +103,12 @@ def weights_dir() -> Path | None:
 
 
 def manifest_path() -> Path:
-    """``$ZOO_WEIGHTS_DIR/manifest.json`` when set, else the manifest shipped in the package."""
+    """``$ZOO_WEIGHTS_DIR/manifest.json`` when set, else the manifest shipped in the package. Resolved: the
+    checkout's ``weights/manifest.json`` links to the package's, and an atomic write through the link would
+    replace the link with a copy (the package's, which the wheel ships, no longer updated)."""
     env = os.environ.get("ZOO_WEIGHTS_DIR")
     if env:
-        return Path(env).expanduser().resolve() / "manifest.json"
+        return (Path(env).expanduser() / "manifest.json").resolve()
     return PACKAGE_MANIFEST
 
 
