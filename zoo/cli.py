@@ -130,9 +130,12 @@ def model_kv(name: str, pairs: Sequence[str] | None, params: dict[str, Any] | No
 
     if not pairs:
         return {}
-    params = registry.config_params(registry.split_weights_name(name)[0]) if params is None else params
+    base = registry.split_weights_name(name)[0]
+    params = registry.config_params(base) if params is None else params
+    aliases = registry.aliases(base) if isinstance(base, str) and base in registry.list_models() else {}
     out: dict[str, Any] = {}
     for key, text in _split_kv(pairs).items():
+        key = aliases.get(key, key)  # num_classes=5 for HybridSN's n_classes, as zoo.build takes it
         if key not in params:
             raise UsageError(f"{name}: unknown config key {key!r}; keys: {', '.join(sorted(params))}")
         try:

@@ -197,6 +197,7 @@ def validate_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
     (an unknown key lists the valid ones and the closest match)."""
     reg = _lookup(name)
     params = reg.params()
+    config = _own_keys(reg, config)  # num_classes for HybridSN's n_classes, as build takes it
     unknown = [k for k in config if k not in params]
     if unknown:
         raise TypeError(_unknown_keys_message(name, {k: config[k] for k in unknown}, sorted(params)))
@@ -363,6 +364,11 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
         return reg.load_weights(obj, path, entry)
     hub.load_into(obj, hub.load_state_dict(path))
     return obj
+
+
+def aliases(name: str) -> dict[str, str]:
+    """``{another family's name of a setting: model name's own key}`` (``register(aliases=)``)."""
+    return dict(_lookup(name).aliases)
 
 
 def own_keys(name: str, config: dict[str, Any]) -> dict[str, Any]:

@@ -350,6 +350,12 @@ def test_hybridsn_takes_num_classes_as_every_other_family_names_it(tmp_path):
     run = zoo.train("hybridsn", scene, model_config={"num_classes": 6, "n_bands": 15, "window": 9}, epochs=1,
                     batch_size=64, progress=False)  # beside the n_classes the scene implies (4)
     assert run.model.config.n_classes == 6
+    from zoo import registry
+    from zoo.cli import model_kv
+
+    # the command line's --model and validate_config (zoo weights add) take it too
+    assert model_kv("hybridsn", ["num_classes=5"]) == {"n_classes": 5}
+    assert registry.validate_config("hybridsn", {"num_classes": 5}) == {"n_classes": 5}
 
 
 def test_a_trained_hybridsns_state_dict_loads_into_a_fresh_one():
