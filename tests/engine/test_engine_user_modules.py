@@ -234,6 +234,9 @@ def test_a_validation_metric_not_asked_for_names_metrics_and_overall_accuracy_is
     row = fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_overall_accuracy",
               metrics=("overall_accuracy", "kappa")).history[-1]
     assert "val_kappa" in row and 0.0 <= row["val_overall_accuracy"] <= 1.0
+    assert 0.0 <= row["train_overall_accuracy"] <= 1.0  # counted in training as accuracy is
+    with pytest.raises(ValueError, match=r"unknown metric 'f1'.*or monitor a key the row has"):  # none fit knows
+        fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_f1")
     net = nn.Linear(4, 3)
     scores = evaluate(net, (x, y), metrics=("accuracy", "overall_accuracy"))
     assert scores["overall_accuracy"] == scores["accuracy"]

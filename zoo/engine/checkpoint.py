@@ -309,20 +309,15 @@ def check_digest(state: dict[str, Any], path: str | os.PathLike, what: str = "ch
                               f"(bytes changed on disk after the {what} was written)")
 
 
-def _shape(shape: tuple[int, ...] | None) -> str:
-    """A key's shape for a message; a scalar (BatchNorm's num_batches_tracked) is ``[]``, not absent."""
-    return "absent" if shape is None else str(list(shape))
-
-
 def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path, strict: bool) -> None:
     """``model.load_state_dict`` with a mismatch named key by key, both shapes, before anything is copied."""
-    from zoo.hub.state import state_diff
+    from zoo.hub.state import shape_text, state_diff
 
     bad = [(k, src, dst) for k, src, dst in state_diff(model.state_dict(), sd)
            if src != dst and (strict or (src is not None and dst is not None))
            and not k.endswith("_extra_state")]  # a module's own extra state (a tokenizer's bytes) has no fixed shape
     if bad:
-        shown = "; ".join(f"{k}: checkpoint {_shape(s)} vs model {_shape(d)}"
+        shown = "; ".join(f"{k}: checkpoint {shape_text(s)} vs model {shape_text(d)}"
                           for k, s, d in bad[:8]) + (f"; and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise CheckpointError(
             f"{path} was written by a different network than {type(model).__name__}: {shown}. A resume "

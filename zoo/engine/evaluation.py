@@ -48,7 +48,7 @@ def metric_keys(metrics: str | Iterable[str]) -> list[str]:
     for m in out:
         if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
             raise ValueError(f"unknown metric {m!r}; expected some of {sorted(known)} or 'topK' (e.g. 'top5'); "
-                             "family metrics (BLEU, OA/AA) go in eval_fn")
+                             "family metrics (BLEU) go in eval_fn")
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -84,10 +85,15 @@ def missing_key_fix(key: str, row: dict[str, Any]) -> str:
     named in ``metrics=`` (HybridSN's val_kappa: "give validation data" misled where validation had run)."""
     name = key.removeprefix("val_")
     if key.startswith("val_") and any(k.startswith("val_") for k in row):
-        if name != "loss" and not name.startswith("loss"):
-            return (f"validation records the metrics named in metrics= (metrics=('accuracy', {name!r}) records "
-                    f"{key!r}), or monitor a key it has")
-        return "monitor a key it has"
+        from zoo.engine.evaluation import metric_keys
+
+        metric = "per_class_recall" if re.fullmatch(r"recall_\d+", name) else name
+        try:
+            metric_keys([metric])
+        except ValueError as err:  # no metric fit computes: said so, with the ones it does
+            return f"{err}; or monitor a key the row has"
+        return (f"validation records the metrics named in metrics= (metrics=('accuracy', {metric!r}) records "
+                f"{key!r}), or monitor a key it has")
     if key.startswith("val_"):
         return "there is no validation data (val_data=) or eval_fn"
     return "monitor a key it has"

@@ -77,6 +77,9 @@ RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
+# the metric names of top-1 accuracy: the training loop counts it for either (overall_accuracy: hyperspectral's)
+_ACCURACY_NAMES = frozenset({"accuracy", "overall_accuracy"})
+
 class Trainer:
     """Everything one ``fit`` call holds; :meth:`run` trains and returns the :class:`TrainResult`."""
 
@@ -400,8 +403,9 @@ class Trainer:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": sums[0] / max(1.0, sums[1])}
         if self.n_batches and self.batches_done < self.n_batches:  # request_stop from on_batch_end
             row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
-        if "accuracy" in self.metric_keys and sums[3] > 0:
-            row["train_accuracy"] = sums[2] / sums[3]
+        for name in _ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
+            if name in self.metric_keys and sums[3] > 0:
+                row[f"train_{name}"] = sums[2] / sums[3]
         row["lr"] = epoch_lr
         if self.schedule is not None and self.schedule.interval == "epoch":
             self.scheduler.step()
@@ -533,7 +537,8 @@ class Trainer:
         if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor) and outputs.dim() == 2 \
                 and targets.shape == (len(outputs), 1):
             targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
-        if "accuracy" in self.metric_keys and isinstance(targets, torch.Tensor) and not targets.is_floating_point() \
+        if not _ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
+                and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
             with torch.no_grad():
                 valid = targets != metrics_mod.IGNORE_INDEX

@@ -361,11 +361,12 @@ class LoadReport:
     def __str__(self) -> str:
         lines = [f"loaded {len(self.loaded)} tensors"]
         for key, src, dst in self.reinitialized:
-            lines.append(f"  re-initialised {key}: file {_fmt(src)} -> model {_fmt(dst)}")
+            lines.append(f"  re-initialised {key}: file {shape_text(src)} -> model {shape_text(dst)}")
         return "\n".join(lines)
 
 
-def _fmt(shape: tuple[int, ...] | None) -> str:
+def shape_text(shape: tuple[int, ...] | None) -> str:
+    """A tensor's shape for a message, ``"absent"`` for a key one side lacks (a scalar is ``[]``)."""
     return "absent" if shape is None else str(list(shape))
 
 
@@ -434,7 +435,7 @@ def load_into(
     if report.reinitialized:
         warnings.warn(
             f"{type(module).__name__}: left freshly initialised (not loaded): "
-            + "; ".join(f"{k} file {_fmt(s)} model {_fmt(d)}" for k, s, d in report.reinitialized),
+            + "; ".join(f"{k} file {shape_text(s)} model {shape_text(d)}" for k, s, d in report.reinitialized),
             stacklevel=user_stacklevel(),
         )
     return report
