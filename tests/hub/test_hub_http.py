@@ -337,6 +337,22 @@ def test_a_url_pins_its_file_with_a_sha256_fragment(resnet18_pth, weights_home, 
         zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={wrong}")
 
 
+def test_a_file_mirror_in_the_home_folder_and_one_that_names_a_host(tiny_model, weights_home, tmp_path,
+                                                                      monkeypatch):
+    """ZOO_WEIGHTS_URL=file://~/mirror read "~" as a host and looked in /mirror; file://relative/x looked in /x,
+    without a word."""
+    _, entry = _publish_tiny(tiny_model)
+    home = tmp_path / "home"
+    (home / "mirror").mkdir(parents=True)
+    shutil.move(weights_home / entry.url, home / "mirror" / entry.url)  # only the mirror has it now
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", "file://~/mirror")
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", "file://mirror/x")
+    with pytest.raises(ValueError, match=r"names a host \('mirror'\).*file:///absolute/path"):
+        zoo.pull(entry.name, progress=False, force=True)
+
+
 def test_a_mirror_that_lacks_the_file_is_named_not_suggested(monkeypatch):
     """With ZOO_WEIGHTS_URL set to a mirror that lacked the file, the error said to set ZOO_WEIGHTS_URL."""
     from zoo.hub.fetch import _no_source_error

@@ -110,9 +110,15 @@ def is_network(source: str) -> bool:
 
 
 def local_path(source: str) -> Path:
-    """A plain path or a ``file://`` URL as a local path."""
+    """A plain path or a ``file://`` URL as a local path. ``file://~/w`` is the home folder's ``w`` (its ``~``
+    was read as a host and dropped); another host (``file://relative/x``, which named ``/x``) is an error."""
     parsed = urlparse(source)
     if parsed.scheme == "file":
+        if parsed.netloc.startswith("~"):
+            return Path(parsed.netloc + url2pathname(parsed.path)).expanduser()
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{source}: a file URL names a host ({parsed.netloc!r}) this machine cannot read; "
+                             f"write file:///absolute/path (three slashes), or give the folder as a plain path")
         return Path(url2pathname(parsed.path))
     return Path(source)
 
