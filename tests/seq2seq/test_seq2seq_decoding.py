@@ -116,9 +116,38 @@ def test_beam_search_handles_rows_and_limits():
 
 
 def test_default_max_len_follows_the_source_and_the_model():
-    src = torch.tensor([[5, 6, 7, 2, 0, 0]])
-    assert default_max_len(src, 0, 256) == int(1.5 * 4) + 10
-    assert default_max_len(torch.full((1, 300), 5), 0, 256) == 255
+    src = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 2, 0, 0, 0, 0]])
+    assert default_max_len(src, 0, 256).tolist() == [int(1.5 * 4) + 10, int(1.5 * 2) + 10]  # each row its own
+    assert default_max_len(torch.full((1, 300), 5), 0, 256).tolist() == [255]
+
+
+class _NeverStops:
+    """The model, with EOS never chosen: a sentence runs to its length limit (an undertrained model's way)."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.pad_id, self.bos_id, self.eos_id, self.max_len = model.pad_id, model.bos_id, model.eos_id, model.max_len
+
+    def start(self, src):
+        return self.model.start(src)
+
+    def step(self, state, tokens):
+        logits = self.model.step(state, tokens).clone()
+        logits[:, self.eos_id] = float("-inf")
+        return logits
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_sentence_that_never_stops_gets_its_own_limit_alone_or_batched(search):
+    """The default limit came from the batch's longest source: a sentence without an end ran longer beside a
+    long one than alone (19 vs 131 characters), so its translation depended on its neighbours."""
+    m = _NeverStops(_model("transformer"))
+    src = _src()  # rows of 7, 4 and 6 tokens
+    run = greedy_search if search == "greedy" else (lambda model, s: beam_search(model, s, beam_size=2))
+    batched = run(m, src)
+    for i, lengths in enumerate((7, 4, 6)):
+        alone = run(m, src[i:i + 1, :lengths])
+        assert batched[i] == alone[0] and len(alone[0]) == int(1.5 * lengths) + 10
 
 
 def test_layer_cache_appends_grows_and_reorders():

@@ -72,26 +72,29 @@ class ExportedTranslator:
 
     def greedy(self, src: np.ndarray, max_len: int | None = None) -> list[list[int]]:
         """Token ids (without BOS/EOS) for each row of ``src (B, S)`` int64 (EOS-terminated, PAD-padded)."""
-        from zoo.seq2seq.search import default_max_len
+        from zoo.seq2seq.search import check_max_len, default_max_len
 
         src = np.asarray(src, dtype=np.int64)
         if src.ndim != 2:
             raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
-        if max_len is None:
+        check_max_len(max_len)
+        if max_len is None:  # each row's own default, as model.translate's (not the longest source's)
             import torch
 
-            max_len = default_max_len(torch.from_numpy(src), self.pad_id, self.max_len)
-        max_len = min(max_len, self.max_len - 1)  # the decoder's positions end there
+            ends = default_max_len(torch.from_numpy(src), self.pad_id, self.max_len).numpy()
+        else:
+            ends = np.full(src.shape[0], max_len)
+        ends = np.minimum(ends, self.max_len - 1)  # the decoder's positions end there
         outs = self._encoder(src)
         n_state = len(self.meta["state"])
         state, context = outs[:n_state], outs[n_state:]
         tokens = np.full((src.shape[0], 1), self.bos_id, dtype=np.int64)
         done = np.zeros(src.shape[0], dtype=bool)
         out = []
-        for _ in range(max_len):
+        for t in range(int(ends.max(initial=0))):
             logits, *state = self._step(tokens, *state, *context)
             logits[:, [self.pad_id, self.bos_id]] = -np.inf
-            nxt = np.where(done, self.eos_id, logits.argmax(-1))
+            nxt = np.where(done | (ends <= t), self.eos_id, logits.argmax(-1))
             out.append(nxt)
             done |= nxt == self.eos_id
             if done.all():
@@ -107,9 +110,12 @@ class ExportedTranslator:
         given as a ``pathlib.Path`` (one sentence per line), gives a list."""
         if self.tokenizer is None:
             raise ValueError("this export has no tokenizer.json (the model had none): use greedy() on token ids")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        from zoo.seq2seq.search import check_max_len
         from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
+
+        check_max_len(max_len)  # max_len=0 gave "" for every sentence, where model.translate refuses it
 
         items, single = text_inputs(sentences)
         # the same inputs as model.translate: blank ones give "", long ones go sentence by sentence

@@ -20,19 +20,26 @@ from zoo.seq2seq.cache import expand_index
 __all__ = ["beam_search", "default_max_len", "greedy_search"]
 
 
-def default_max_len(src: Tensor, pad_id: int, model_max: int) -> int:
-    """New tokens allowed: 1.5 x the longest source + 10, capped by the model's positions."""
-    longest = int((src != pad_id).sum(1).max()) if src.numel() else 0
-    return max(1, min(model_max - 1, int(1.5 * longest) + 10))
+def default_max_len(src: Tensor, pad_id: int, model_max: int) -> Tensor:
+    """New tokens allowed to each row of ``src (B, S)``: 1.5 x its own length + 10, capped by the model's
+    positions (``(B,)`` int64). Per row: a batch-wide limit from the longest source let a sentence that does not
+    stop run longer beside a long one than alone."""
+    lengths = (src != pad_id).sum(1).cpu()
+    return (1.5 * lengths).long().add(10).clamp(1, max(1, model_max - 1))
 
 
-def _steps(model: Any, src: Tensor, max_len: int | None) -> int:
-    """New tokens to allow: ``max_len``, checked, or the default for ``src``."""
-    if max_len is None:
-        return default_max_len(src, model.pad_id, model.max_len)
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+def check_max_len(max_len: Any) -> None:
+    """``max_len`` is None (the default per sentence) or an int >= 1."""
+    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
         raise ValueError(f"max_len must be an int >= 1 (new tokens) or None; got {max_len!r}")
-    return max_len
+
+
+def _steps(model: Any, src: Tensor, max_len: int | None) -> list[int]:
+    """New tokens to allow each row: ``max_len``, checked, or the default for the row's source."""
+    check_max_len(max_len)
+    if max_len is None:
+        return default_max_len(src, model.pad_id, model.max_len).tolist()
+    return [max_len] * src.shape[0]
 
 
 def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
@@ -44,21 +51,22 @@ def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
 @torch.no_grad()
 def greedy_search(model: Any, src: Tensor, max_len: int | None = None) -> list[list[int]]:
     """Token ids (without BOS/EOS) for each row of ``src (B, S)``; stops a row at EOS."""
-    max_len = _steps(model, src, max_len)
+    limits = _steps(model, src, max_len)
     B = src.shape[0]
     state = model.start(src)
     tokens = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    ends = torch.tensor(limits, device=src.device)  # (B,) each row's last step + 1
     out = []
-    for _ in range(max_len):
+    for t in range(max(limits, default=0)):
         logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))
         tokens = logp.argmax(-1)
-        tokens = tokens.masked_fill(done, model.eos_id)
+        tokens = tokens.masked_fill(done | (ends <= t), model.eos_id)
         out.append(tokens)
         done |= tokens == model.eos_id
         if bool(done.all()):
             break
-    return _strip(torch.stack(out, 1).tolist(), model.eos_id)
+    return _strip(torch.stack(out, 1).tolist(), model.eos_id) if out else [[] for _ in range(B)]
 
 
 def _strip(rows: list[list[int]], eos: int) -> list[list[int]]:
@@ -82,7 +90,7 @@ def beam_search(
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0, got {length_penalty!r}")
-    max_len = _steps(model, src, max_len)
+    limits = _steps(model, src, max_len)
     B, K, device = src.shape[0], beam_size, src.device
     state = model.start(src)
     state.reorder(expand_index(B, K, device))  # (B*K) rows, K per sentence
@@ -92,14 +100,13 @@ def beam_search(
     history = torch.empty(B * K, 0, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     done = [False] * B
-    for t in range(max_len):
+    for t in range(max(limits, default=0)):
         logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))  # (B*K, V)
         V = logp.shape[-1]
         total = (scores.view(-1, 1) + logp).view(B, K * V)
         cand_scores, cand_idx = total.topk(min(2 * K, K * V), dim=-1)  # (B, 2K), sorted
         cand_beam, cand_tok = cand_idx // V, cand_idx % V
         is_eos = cand_tok == model.eos_id
-        last_step = t == max_len - 1
         # finish EOS candidates ranked within the top K (they beat a live hypothesis)
         eos_hits = (is_eos[:, :K] & torch.isfinite(cand_scores[:, :K])).nonzero().tolist()
         for b, j in eos_hits:
@@ -115,6 +122,7 @@ def beam_search(
         for b in range(B):
             if done[b]:
                 continue
+            last_step = t == limits[b] - 1
             if last_step:  # out of length: the live hypotheses compete as they are
                 for k in range(K):
                     if torch.isfinite(live_scores[b, k]):
