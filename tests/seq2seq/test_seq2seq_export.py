@@ -39,6 +39,9 @@ def test_onnx_runner_translates_like_pytorch_greedy(tmp_path):
     assert runner.translate(SENTENCES, batch_size=2) == expected  # other batch compositions: same text
     assert runner.translate(SENTENCES[0]) == expected[0]
     assert "Hund" not in expected[0] and expected[0].startswith("A dog")  # a real translation, not a copy
+    for bad in (0, -1):  # gave "" for every sentence, where model.translate refuses it
+        with pytest.raises(ValueError, match=rf"max_len must be an int >= 1 \(new tokens\) or None; got {bad}"):
+            runner.translate(SENTENCES, max_len=bad)
 
 
 @pytest.fixture(scope="module")
