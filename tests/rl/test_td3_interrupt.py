@@ -103,6 +103,15 @@ def test_a_run_that_dies_keeps_its_periodic_checkpoint_by_default(tmp_path, monk
     assert resumed.num_timesteps == 200 and all(torch.equal(v, theirs[k]) for k, v in mine.items())
 
 
+@pytest.mark.parametrize("episodes", [0, -2, 1.5, True])
+def test_a_bad_eval_episodes_is_refused_before_any_step(tmp_path, episodes):
+    """eval_episodes=0 failed at the first evaluation: after eval_every steps, or after the whole run."""
+    with pytest.raises(ValueError, match=rf"eval_episodes must be a whole number of episodes >= 1, got {episodes!r}"):
+        zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=50, checkpoint_dir=tmp_path,
+                  eval_episodes=episodes, progress=False)
+    assert not (tmp_path / loop.CHECKPOINT_NAME).exists()
+
+
 @pytest.mark.parametrize("every", [-1, 2.5, True, "100"])
 def test_a_bad_checkpoint_every_is_refused_before_any_step(tmp_path, every):
     with pytest.raises(ValueError, match=rf"checkpoint_every must be a whole number .*got {every!r}"):

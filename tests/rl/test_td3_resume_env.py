@@ -56,3 +56,24 @@ def test_the_learning_starts_warning_counts_the_checkpoints_steps(tmp_path):
     with pytest.warns(UserWarning, match=r"total_steps=45 does not pass learning_starts=50 \(and 30 steps are done\)"):
         zoo.train("td3", "MountainCarContinuous-v0", model_config=TINY, total_steps=45, checkpoint_dir=tmp_path,
                   resume=True, **RUN)
+
+
+def test_two_resumes_of_one_vector_env_checkpoint_are_one_run(tmp_path):
+    """A vector env's sub-envs' random state is not saved: the resume reset them from OS entropy, so two
+    resumes of the same checkpoint collected different transitions and ended with different weights."""
+    import shutil
+
+    import torch
+
+    first = tmp_path / "a"
+    zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", num_envs=2, total_steps=200, eval_every=0,
+              checkpoint_dir=first, progress=False)
+    shutil.copytree(first, tmp_path / "b")
+    runs = []
+    for folder in (first, tmp_path / "b"):
+        agent = zoo.build("td3", **TINY)
+        zoo.train(agent, "Pendulum-v1", num_envs=2, total_steps=260, eval_every=0, checkpoint_dir=folder,
+                  resume=True, progress=False)
+        runs.append(agent)
+    assert torch.equal(runs[0].buffer.obs[200:260], runs[1].buffer.obs[200:260])
+    assert all(torch.equal(p, q) for p, q in zip(runs[0].actor.parameters(), runs[1].actor.parameters()))

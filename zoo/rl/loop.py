@@ -428,12 +428,7 @@ def train(
 
     Returns a ``zoo.engine.TrainResult``: a history row per evaluation, the best mean eval return, its file.
     """
-    if total_steps is None or int(total_steps) < 1:
-        raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
-                         f"got {total_steps!r}")
-    for key, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
-            raise ValueError(f"{key} must be a whole number of environment steps >= 0 (or None), got {value!r}")
+    _check_run_options(total_steps, eval_every, checkpoint_every, eval_episodes)
     check_threads(threads)  # a bad value fails before an env is made
     _refuse_several_processes()
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
@@ -455,6 +450,19 @@ def train(
         finally:
             _close(run)
     return _result(agent, run)
+
+
+def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any, eval_episodes: Any) -> None:
+    """The run's counts, refused before any step with what came (a bad eval_episodes was said at the first
+    evaluation: after eval_every steps, or after the whole run)."""
+    if total_steps is None or int(total_steps) < 1:
+        raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
+                         f"got {total_steps!r}")
+    for key, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
+            raise ValueError(f"{key} must be a whole number of environment steps >= 0 (or None), got {value!r}")
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, numbers.Integral) or eval_episodes < 1:
+        raise ValueError(f"eval_episodes must be a whole number of episodes >= 1, got {eval_episodes!r}")
 
 
 def _refuse_several_processes() -> None:
@@ -843,7 +851,8 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
                           "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
-        _reset(run)
+        # a seed of the run's own (its seed and step), not the OS's: two resumes of one checkpoint were two runs
+        _reset(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
         return
     ep_len = int(saved["ep_len"][0]) if saved is not None else 0
     if ep_len > 0:
