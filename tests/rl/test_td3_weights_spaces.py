@@ -81,3 +81,32 @@ def test_the_published_files_name_what_they_were_trained_for():
         zoo.build("td3", weights="pendulum-v1", net_arch=[32, 32])
     # another preset's hyperparameters, the file's net_arch (fujimoto's is (256, 256)), as a described file
     assert zoo.build("td3", weights="pendulum-v1", preset="fujimoto").config.net_arch == (400, 300)
+
+
+class _ScalarObs(gym.Env):
+    """A Box observation of shape () (one value), as some envs give."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, shape=(), dtype=np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = np.float32(self.np_random.uniform(-1, 1)), 0
+        return np.array(self.x, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        self.x = np.float32(np.clip(self.x + 0.1 * float(action[0]), -1, 1))
+        return np.array(self.x, dtype=np.float32), -abs(float(self.x)), False, self.t >= 20, {}
+
+
+def test_a_scalar_observation_space_trains_and_predicts():
+    """A Box of shape () built (obs_dim 1) and then failed to train: "observation of shape (); this agent
+    expects (..., 1) (or (), read flat)", offering the shape it refused."""
+    env = _ScalarObs()
+    agent = zoo.build("td3", env=env, net_arch=(8,), learning_starts=20, batch_size=8)
+    zoo.train(agent, env, total_steps=60, eval_every=0, progress=False)
+    assert agent.num_timesteps == 60
+    one, two = zoo.predict(agent, np.float32(0.5)), zoo.predict(agent, np.array([0.5, -0.5], np.float32))
+    assert one.shape == (1,) and two.shape == (2, 1) and np.allclose(two[0], one)
+    assert zoo.evaluate(agent, env, episodes=1)["length_mean"] == 20.0

@@ -188,6 +188,8 @@ class TD3Agent:
         is read flat, as are batches of them (``(N, 2, 3)``)."""
         t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
         k = len(self.obs_shape)
+        if k == 0 and t.dim() <= 1:  # a scalar Box's observation (), or a batch of them (N,): one value each
+            return t.reshape(*t.shape, 1)
         if k > 1 and tuple(t.shape[t.dim() - k:]) == self.obs_shape:
             return t.reshape(*t.shape[:t.dim() - k], self.obs_dim)
         if t.shape[-1:] != (self.obs_dim,):
