@@ -143,3 +143,11 @@ def test_a_shape_setting_that_differs_from_a_tagged_file_is_an_error(tok, tmp_pa
     with pytest.raises(ValueError, match=r"seq2seq-transformer.tiny-de-en holds .* n_layers=1, but n_layers=2"):
         zoo.build("seq2seq-transformer", weights="tiny-de-en", n_layers=2)  # was load_state_dict's RuntimeError
     assert zoo.build("seq2seq-transformer", weights="tiny-de-en", dropout=0.2).config.dropout == 0.2
+
+
+def test_a_direction_other_than_the_weights_own_is_refused():
+    """direction= beside published weights relabelled them: evaluate scored en-de references against de-en output
+    (BLEU 0.006) without the wrong-direction warning, which compares against the label."""
+    with pytest.raises(ValueError, match=r"multi30k-de-en translates de-en, but direction='en-de' was asked for"):
+        zoo.build("seq2seq-transformer", weights="multi30k-de-en", direction="en-de")
+    assert zoo.build("seq2seq-transformer", weights="multi30k-de-en", direction="de-en").config.direction == "de-en"

@@ -50,6 +50,14 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
         raise ValueError(f"{path}: config keys {unknown} are not {model.registry_name} settings")
     free = _shape_free(file_config)
     requested = requested or {}
+    asked_direction = requested.get("direction")
+    own_direction = file_config.get("direction") or (entry.config.get("direction") if entry is not None else None)
+    if own_direction and asked_direction not in (None, own_direction):
+        # a label, not a shape, but a false one: evaluate then scored en-de references against de-en output
+        # (BLEU 0.006) without the wrong-direction warning, which compares against the label
+        raise ValueError(f"{entry.name if entry is not None else path} translates {own_direction}, but "
+                         f"direction={asked_direction!r} was asked for: leave direction out to use the file's, or "
+                         "build without weights= to train a model of that direction")
     asked = [k for k, v in file_config.items() if k not in free and k in requested and requested[k] != v]
     if asked:
         found = ", ".join(f"{k}={file_config[k]!r}" for k in asked)
