@@ -84,3 +84,20 @@ def test_sb3_evaluate_policy_runs_the_agent():
     venv = make_vec_env("Pendulum-v1", n_envs=2, seed=3)
     mean, std = evaluation.evaluate_policy(agent, venv, n_eval_episodes=2, deterministic=True, warn=False)
     assert np.isfinite(mean) and -2000 < mean < 0 and std >= 0  # Pendulum: 200 steps of cost in [-16.3, 0]
+
+
+def test_learn_takes_the_step_counts_sb3_callers_write_and_num_envs_needs_an_id():
+    """learn(np.int64(20)) was "must be an int" (a count from numpy); num_envs=4 beside an env object trained on
+    the one env without a word."""
+    import gymnasium as gym
+    import numpy as np
+
+    import zoo
+
+    agent = zoo.build("td3", net_arch=(8,), learning_starts=10, batch_size=8)
+    assert agent.learn(np.int64(20)).num_timesteps == 20
+    assert agent.learn(np.int32(10)).num_timesteps == 30
+    with pytest.raises(ValueError, match=r"num_envs=4 makes copies of an env id; Pendulum-v1 is an env object"):
+        zoo.train(agent, gym.make("Pendulum-v1"), num_envs=4, total_steps=10, progress=False)
+    with pytest.raises(ValueError, match="num_envs must be a whole number >= 1, got 0"):
+        zoo.train(agent, "Pendulum-v1", num_envs=0, total_steps=10, progress=False)

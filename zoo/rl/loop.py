@@ -79,6 +79,8 @@ def make_env(env: Any, *, num_envs: int = 1):
     if isinstance(env, (str, os.PathLike, EnvSpec)):
         # a spec (zoo.rl.envspec) makes the id with its kwargs and recorded wrappers again
         env_id = env if isinstance(env, EnvSpec) else str(env)
+        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+            raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
         try:
             if num_envs > 1:
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
@@ -88,6 +90,9 @@ def make_env(env: Any, *, num_envs: int = 1):
             name = env_id.id if isinstance(env_id, EnvSpec) else env_id
             raise ValueError(f"cannot make gymnasium env {name!r}: {err}") from None
     if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
+        if num_envs != 1 and num_envs != getattr(env, "num_envs", 1):  # it trained on the env as it was, unsaid
+            raise ValueError(f"num_envs={num_envs!r} makes copies of an env id; {_env_name(env)} is an env object "
+                             "trained on as it is: give its id with num_envs, or a VectorEnv of the copies")
         return env
     raise TypeError(f"env must be a gymnasium env id, EnvSpec, gymnasium.Env or VectorEnv; got {type(env).__name__}")
 

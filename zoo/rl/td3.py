@@ -21,6 +21,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import numbers
 import os
 import warnings
 from typing import Any, ClassVar
@@ -677,8 +678,9 @@ class TD3Agent:
         from zoo.engine.options import check_options
         from zoo.rl.loop import train
 
-        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, int) or total_timesteps < 1:
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, numbers.Integral) or total_timesteps < 1:
             raise ValueError(f"total_timesteps must be an int >= 1, got {total_timesteps!r}")
+        total_timesteps = int(total_timesteps)  # np.int64 too
         self._refuse_callback(callback)
         del log_interval, tb_log_name, reset_num_timesteps  # accepted for SB3's callers; see above
         ours = ["callback", "log_interval", "tb_log_name", "reset_num_timesteps", "progress_bar", "env"]
