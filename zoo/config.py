@@ -190,8 +190,8 @@ def json_or_text(text: str) -> Any:
 
 
 def coerce_value(owner: str, key: str, text: str, tp: Any) -> Any:
-    """A command-line string -> a value of ``tp`` (:func:`json_or_text`), checked with :func:`check_value`. A tuple or list may also be
-    written the way a shell user types it: ``32,32``, ``(32, 32)`` or ``"32 32"``."""
+    """A command-line string -> a value of ``tp`` (:func:`json_or_text`), checked with :func:`check_value`.
+    A tuple or list may also be written the way a shell user types it: ``32,32``, ``(32, 32)`` or ``"32 32"``."""
     if tp is str or (typing.get_origin(tp) is Literal and all(isinstance(a, str) for a in typing.get_args(tp))):
         return check_value(owner, key, text, tp)
     value = json_or_text(text)

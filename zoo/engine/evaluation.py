@@ -37,13 +37,14 @@ __all__ = ["ClassPredictions", "call_eval_fn", "evaluate", "evaluate_loader", "m
            "predict_outputs", "score_loader"]
 
 _TOPK = re.compile(r"^top(\d+)$")
+# top-1 accuracy's names: overall_accuracy is the hyperspectral one (its evaluate reports OA / AA / kappa)
+ACCURACY_NAMES = frozenset({"accuracy", "overall_accuracy"})
 
 
 def metric_keys(metrics: str | Iterable[str]) -> list[str]:
     """The metric names asked for, checked; one name alone (``metrics="accuracy"``, as scikit-learn's
     ``scoring=``) is that one, not its letters."""
-    # overall_accuracy: the hyperspectral name of accuracy (its evaluate reports OA / AA / kappa)
-    known = {"accuracy", "overall_accuracy", "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
+    known = {*ACCURACY_NAMES, "average_accuracy", "balanced_accuracy", "kappa", "per_class_recall"}
     out = [metrics] if isinstance(metrics, str) else list(metrics)
     for m in out:
         if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
@@ -147,7 +148,7 @@ def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metr
     cm = None
     for name in metrics:
         m = _TOPK.match(name)
-        if name in ("accuracy", "overall_accuracy"):
+        if name in ACCURACY_NAMES:
             out[name] = float((top[:, 0] == y).double().mean()) if len(y) else float("nan")
         elif m:
             k = int(m.group(1))

@@ -76,8 +76,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
 
 @contextlib.contextmanager
 def _resume_hint(checkpoint_dir: Any):
-    """Ctrl-C (or the `zoo` command's SIGTERM) says which checkpoint continues the run (the epoch in progress is lost: a checkpoint is
-    taken only where a resume can continue exactly, at an epoch's end)."""
+    """Ctrl-C (or the `zoo` command's SIGTERM) says which checkpoint continues the run (the epoch in progress
+    is lost: a checkpoint is taken only where a resume can continue exactly, at an epoch's end)."""
     try:
         yield
     except KeyboardInterrupt as err:

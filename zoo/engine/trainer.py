@@ -37,7 +37,7 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
-from zoo.engine.evaluation import call_eval_fn, metric_keys, score_loader
+from zoo.engine.evaluation import ACCURACY_NAMES, call_eval_fn, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
@@ -76,9 +76,6 @@ RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min
                   "flush_tiny_grads", "channels_last")
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
-
-# the metric names of top-1 accuracy: the training loop counts it for either (overall_accuracy: hyperspectral's)
-_ACCURACY_NAMES = frozenset({"accuracy", "overall_accuracy"})
 
 class Trainer:
     """Everything one ``fit`` call holds; :meth:`run` trains and returns the :class:`TrainResult`."""
@@ -403,7 +400,7 @@ class Trainer:
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": sums[0] / max(1.0, sums[1])}
         if self.n_batches and self.batches_done < self.n_batches:  # request_stop from on_batch_end
             row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
-        for name in _ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
+        for name in ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
             if name in self.metric_keys and sums[3] > 0:
                 row[f"train_{name}"] = sums[2] / sums[3]
         row["lr"] = epoch_lr
@@ -537,7 +534,7 @@ class Trainer:
         if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor) and outputs.dim() == 2 \
                 and targets.shape == (len(outputs), 1):
             targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
-        if not _ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
+        if not ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
                 and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
             with torch.no_grad():

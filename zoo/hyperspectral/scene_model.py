@@ -34,7 +34,7 @@ from zoo.hyperspectral.evaluation import (
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, scene_nodata, valid_pixel_mask
-from zoo.hyperspectral.provenance import TrainingRecord, screen_test_pixels
+from zoo.hyperspectral.provenance import TrainingRecord, forget_training_split, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 
 __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "scene_recipe",
@@ -250,9 +250,7 @@ class SceneClassifierMixin:
             if gt_key is not None or cube_key is not None:
                 raise ValueError("gt_key= / cube_key= name arrays of a .mat scene file; a Dataset of windows is "
                                  "trained on as it comes: leave them out")
-            # an earlier scene run's record no longer holds: these windows may be its test pixels, which no
-            # evaluation may then take as held out (as hsi-pca-svm's fit forgets it)
-            self.split_, self._last_split, self.training_record_ = None, None, None
+            forget_training_split(self)  # these windows may be an earlier scene run's test pixels
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
         self.require_bands(scene)  # before the split, whose warnings came first for a scene refused anyway

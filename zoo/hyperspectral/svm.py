@@ -43,7 +43,7 @@ from zoo.hyperspectral.evaluation import (
 )
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
-from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, screen_test_pixels
+from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, forget_training_split, screen_test_pixels
 from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
@@ -109,9 +109,9 @@ class HSIPipeline(Pipeline):
             record = (None, None, None)  # no scene: no pixels to keep out of a later evaluation, nor a test set
         else:
             X, y, record = self._train_pixels(as_scene(data, labels, gt_key=gt_key, cube_key=cube_key),
-                                      "auto" if split is None else split,
-                                      0.3 if train_fraction is None else train_fraction, seed, train_mask,
-                                      25 if window is None else window, 16 if block is None else block)
+                                              "auto" if split is None else split,
+                                              0.3 if train_fraction is None else train_fraction, seed, train_mask,
+                                              25 if window is None else window, 16 if block is None else block)
         t0 = time.perf_counter()
         history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
         if search:
@@ -148,7 +148,7 @@ class HSIPipeline(Pipeline):
         """scikit-learn's ``Pipeline.fit``. A fit forgets what an earlier one learnt, and with it the scene split
         an earlier ``zoo.train`` recorded: its test pixels may be among ``X`` now, so no evaluation may take
         them as held out."""
-        self.split_, self._last_split, self.training_record_ = None, None, None
+        forget_training_split(self)
         return super().fit(X, y, **params)
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
