@@ -254,7 +254,9 @@ def _device(text: str) -> str:
 
 def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("name", help="a registered model name (see `zoo list`); `zoo KIND NAME --help` lists its config")
-    p.add_argument("--weights", required=kind == "predict",
+    # predict needs weights, but NAME as MODEL.TAG gives them too: checked in _cmd_predict, so that the usage
+    # line does not show --weights as required
+    p.add_argument("--weights",
                    help="weights: a tag (pendulum-v1), MODEL.TAG, a .safetensors path or a URL"
                         + ("; or give NAME as MODEL.TAG (zoo predict resnet18.cifar10 IMAGES)" if kind == "predict"
                            else ""))
@@ -281,6 +283,7 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
                                      f"{TRAIN_RUNS}/NAME.safetensors, numbered NAME-2 ... beside an earlier one)")
     elif kind == "eval":
         p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
+        p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     else:
         p.add_argument("inputs", nargs="+", help="image/video files or folders, sentences, scene files, "
                                                  "observations as JSON or 1,0,-2; - reads them from standard input, one a line")
@@ -609,9 +612,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     given.update({key: f"--set {key}" for key in sets})
     with _refusing_unknown(args, model, "evaluate", given):
         metrics = zoo.evaluate(model, data, **config)
+    if args.json:
+        print(json.dumps(metrics, default=_json_plain))
+        return 0
     for key, value in metrics.items():
         print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
     return 0
+
+
+def _json_plain(value: Any) -> Any:
+    """A NumPy or torch value (a per-class array, a NumPy float) as JSON's list or number; else its text."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 # a negative observation, "-1,0,0" or "-0.5e-3,2": argparse takes only "-1" and "-.5" for numbers, and read it
@@ -741,6 +752,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from zoo import registry
     from zoo.inputs import UnreadableInputWarning
 
+    if args.weights is None:
+        raise UsageError(f"zoo predict {args.name} needs trained weights: --weights TAG (`zoo weights list` names them), "
+                         f"a .safetensors file, or NAME as MODEL.TAG (zoo predict {args.name}.TAG ...)")
     family = registry.family_of(args.name)
     if args.out is not None and family != "hyperspectral":
         # the other families' results are the printed lines; an --out that writes nothing would pass unnoticed
@@ -937,20 +951,24 @@ def _report(command_name: str, err: BaseException) -> None:
 
 
 class _StdoutHandler(logging.StreamHandler):
-    """Log records to whatever ``sys.stdout`` is when they are emitted (so a captured stdout gets them)."""
+    """Log records to whatever ``sys.stdout`` is when they are emitted (so a captured stdout gets them), or
+    ``sys.stderr`` under ``--json``, whose standard output is JSON only."""
+
+    to_stderr = False
 
     @property
     def stream(self):  # type: ignore[override]
-        return sys.stdout
+        return sys.stderr if self.to_stderr else sys.stdout
 
     @stream.setter
     def stream(self, value) -> None:
         pass
 
 
-def _show_zoo_logs() -> None:
+def _show_zoo_logs(to_stderr: bool = False) -> None:
     """The families say what they decided (a split chosen, a setting applied on resume) through their
-    module loggers; the command shows those INFO messages as plain lines."""
+    module loggers; the command shows those INFO messages as plain lines (on standard error under --json)."""
+    _StdoutHandler.to_stderr = to_stderr
     logger = logging.getLogger("zoo")
     if not any(isinstance(h, _StdoutHandler) for h in logger.handlers):
         handler = _StdoutHandler()
@@ -978,7 +996,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # warnings look; a caller passing argv (a test, a script) keeps its own warning machinery
     own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
-    _show_zoo_logs()
+    _show_zoo_logs(to_stderr="--json" in argv)
     debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
     rest = [a for a in argv if a != "--debug"]
     plain = _plain_warnings(rest[0] if rest else "") if own_process and not debug else contextlib.nullcontext()

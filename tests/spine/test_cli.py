@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -230,3 +231,32 @@ def test_set_reads_pythons_constants_as_theirs_and_leaves_other_words_strings(ca
     python = capsys.readouterr().out
     assert main(["predict", "seq2seq-transformer.multi30k-en-de", "Two dogs.", "--set", "max_len=null"]) == 0
     assert capsys.readouterr().out == python and python.strip()
+
+
+def test_predict_shows_weights_optional_in_its_usage_and_asks_for_them_when_neither_form_gives_them(capsys):
+    """``zoo predict --help`` showed ``--weights WEIGHTS`` as required, though NAME as MODEL.TAG gives them too;
+    without either, the error names both forms."""
+    from zoo.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    usage = capsys.readouterr().out
+    assert "[--weights WEIGHTS]" in usage
+    assert main(["predict", "td3", "1,0,0"]) == 2
+    err = capsys.readouterr().err
+    assert "zoo predict td3 needs trained weights: --weights TAG" in err and "zoo predict td3.TAG" in err
+    assert main(["predict", "td3.pendulum-v1", "1,0,0"]) == 0
+
+
+def test_eval_json_prints_the_metrics_the_lines_print(capsys):
+    """``zoo eval`` printed ``key: value`` lines only, where ``zoo predict`` has ``--json``; ``--json`` prints the
+    same metrics as one JSON object."""
+    from zoo.cli import main
+
+    command = ["eval", "td3.pendulum-v1", "--episodes", "1", "--seed", "3"]
+    assert main(command) == 0
+    lines = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert main([*command, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics) == set(lines) and "return_mean" in metrics
+    assert {k: f"{v:.6g}" if isinstance(v, float) else str(v) for k, v in metrics.items()} == lines
