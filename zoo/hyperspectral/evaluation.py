@@ -67,6 +67,13 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
     .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one.
     ``gt_key`` / ``cube_key``: the arrays of a .mat file to read (:func:`~zoo.hyperspectral.readers.load_scene`).
     ``expected``: what the caller takes, as its refusal of anything else says."""
+    if labels is not None and not isinstance(labels, (str, os.PathLike, np.ndarray)):
+        given = array_input(labels)  # a torch tensor or a list of lists, as the cube may be given
+        if given is None or given.ndim != 2:
+            raise TypeError("labels= expected the ground truth as a file (.npy, .mat, ENVI, PNG/TIFF) or an (H, W) "
+                            "array of class ids; got " + (_what(labels) if given is None else
+                                                           f"a {type(labels).__name__} of shape {given.shape}"))
+        labels = given
     if isinstance(labels, np.ndarray):
         from dataclasses import replace
 
@@ -105,7 +112,7 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
         raise FileNotFoundError(f"{data!r} is neither a scene file nor a known data set ({', '.join(DATASETS)})")
     if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", None) == 3:
         raise TypeError("(cube, ground truth): pass the (H, W, C) cube as data and the (H, W) map as labels=, "
-                        "e.g. zoo.train(name, cube, labels=gt)")
+                        "e.g. zoo.train(name, cube, labels=gt), zoo.evaluate(model, cube, labels=gt)")
     shape = f" of shape {data.shape}" if isinstance(data, np.ndarray) else ""
     raise TypeError(f"expected {expected}; got {type(data).__name__}{shape}")
 
@@ -192,7 +199,7 @@ def _mask_array(scene: Scene, train_mask: Any) -> np.ndarray | None:
     if isinstance(train_mask, (str, os.PathLike)):
         from zoo.hyperspectral.readers import read_label_map
 
-        return read_label_map(train_mask, scene.shape[:2], what="training mask")
+        return read_label_map(Path(train_mask).expanduser(), scene.shape[:2], what="training mask")
     return np.asarray(train_mask)
 
 

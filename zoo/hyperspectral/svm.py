@@ -58,8 +58,9 @@ log = logging.getLogger(__name__)
 class PCASVMConfig:
     """The settings of the PCA + SVM pixel classifier (Indian Pines defaults of the HybridSN paper's baseline)."""
 
-    n_components: int | float = 30  # not "float": zoo's config checks would make an int count 30.0, and 1 1.0
-    """PCA components kept: an int count, or a float in (0, 1) for that fraction of the variance."""
+    n_components: int | float | None = 30  # not "float": zoo's config checks would make an int count 30.0, and 1 1.0
+    """PCA components kept: an int count, a float in (0, 1) for that fraction of the variance, or None for all
+    (as :class:`~zoo.hyperspectral.HyperspectralPCA` and scikit-learn's PCA take them)."""
     whiten: bool = False
     C: float = 100.0
     """RBF SVM regularisation."""
@@ -103,7 +104,7 @@ class HSIPipeline(Pipeline):
             refuse_scene_options("zoo.train", {"labels": labels, "split": split, "train_fraction": train_fraction,
                                                "train_mask": train_mask, "window": window, "block": block,
                                                "gt_key": gt_key, "cube_key": cube_key})
-            X, y = np.asarray(data[0]), np.asarray(data[1])
+            X, y = _pixels_and_labels(data)
             require_classes(y, "the training labels y", "a classifier needs pixels of at least two classes")
             warn_background_class(y, "zoo.train")
             record = (None, None, None)  # no scene: no pixels to keep out of a later evaluation, nor a test set
@@ -169,10 +170,10 @@ class HSIPipeline(Pipeline):
                       ("labels", "mask", "split", "on_overlap", "gt_key", "cube_key", *SPLIT_OPTIONS))
         if on_overlap not in ON_OVERLAP:
             raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
-        if isinstance(data, tuple) and len(data) == 2:
+        if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", 2) != 3:  # 3-D: a cube, said so
             refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, "gt_key": gt_key,
                                                   "cube_key": cube_key, **kw})
-            X, y = np.asarray(data[0]), np.asarray(data[1])
+            X, y = _pixels_and_labels(data)
             warn_background_class(y, "zoo.evaluate")
             return _flat(score_labels(self.predict(X), y))
         scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
@@ -193,6 +194,9 @@ class HSIPipeline(Pipeline):
         if arr is None:
             return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS),
                                       mask=mask)
+        if mask is not None and arr.ndim in (1, 2):  # it was dropped without a word
+            raise ValueError(f"mask= selects pixels of a scene's (H, W) map; these are {arr.shape} pixel spectra: "
+                             f"pass only the rows to classify (X[mask]), or the (H, W, C) cube with mask=")
         if arr.ndim == 1:
             # a Series as a one-row DataFrame: its index names the bands, as a DataFrame's columns do
             return self.predict(inputs.to_frame().T if hasattr(inputs, "to_frame") else arr[None])[0]
@@ -295,7 +299,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
     return pipe
 
 
-def make_pca_svm(n_components: float = 30, whiten: bool = False, C: float = 100.0,
+def make_pca_svm(n_components: float | None = 30, whiten: bool = False, C: float = 100.0,
                  gamma: float | str = "scale", class_weight: str | None = None) -> HSIPipeline:
     """The unfitted pipeline: ``scale`` (:class:`BandStandardizer`), ``pca``, ``svm``."""
     return HSIPipeline([
@@ -303,6 +307,17 @@ def make_pca_svm(n_components: float = 30, whiten: bool = False, C: float = 100.
         ("pca", HyperspectralPCA(n_components=n_components, whiten=whiten)),
         ("svm", SVC(kernel="rbf", C=C, gamma=gamma, class_weight=class_weight)),
     ])
+
+
+def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
+    """``(X, y)`` as scikit-learn's ``fit`` takes them: a DataFrame ``X`` as it is (the pipeline keeps its column
+    names and checks them at predict: as an array, columns in another order were taken without a word), other
+    ``X`` as an array; ``y`` one-dimensional (an ``(N, 1)`` column is raveled with scikit-learn's
+    DataConversionWarning: compared as it came, it broadcast and scored 0.23 for 0.88)."""
+    from sklearn.utils.validation import column_or_1d
+
+    X = data[0] if hasattr(data[0], "columns") else np.asarray(data[0])
+    return X, column_or_1d(np.asarray(data[1]), warn=True)
 
 
 def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tuple[np.ndarray, bool]:
