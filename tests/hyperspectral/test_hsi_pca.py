@@ -205,3 +205,17 @@ def test_aviris_band_table_water_windows(shared_data):
     by_wl = water_band_mask(wavelengths=centres)
     by_index = water_band_mask(220)
     np.testing.assert_array_equal(by_wl, by_index)
+
+
+def test_more_components_than_pixels_is_refused_as_scikit_learn_refuses_it():
+    """A whitened PCA of 30 components fitted on 20 pixels scaled its ten components without variance by 1e6
+    (transformed values up to 1e7, and HybridSN trained on them with a loss of 1075), without a word."""
+    from sklearn.decomposition import PCA
+
+    X = np.random.default_rng(0).random((20, 50))
+    with pytest.raises(ValueError, match="n_components=30 is more than the 20 pixels fitted"):
+        HyperspectralPCA(30, whiten=True).fit(X)
+    with pytest.raises(ValueError):
+        PCA(30).fit(X)  # the peer refuses it too
+    assert HyperspectralPCA(20).fit(X).n_components_ == PCA(20).fit(X).n_components_ == 20
+    assert HyperspectralPCA(0.9).fit(X).n_components_ < 20  # a variance fraction is never more than there is

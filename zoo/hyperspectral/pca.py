@@ -154,6 +154,13 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         big = np.argmax(np.abs(evecs), axis=0)
         evecs *= np.sign(evecs[big, np.arange(evecs.shape[1])])[None, :]
         k = self._choose_k(evals)
+        count = self._fraction_or_count()
+        if isinstance(count, int) and k > acc.n:
+            # as scikit-learn's PCA refuses: the components past the pixel count have no variance, and
+            # whitening scaled them by 1e6 (noise of 1e7 from 20 pixels and 30 components)
+            raise ValueError(f"n_components={count} is more than the {acc.n} pixels fitted: at most "
+                             f"min(pixels, bands) = {min(acc.n, n_features)} components; give a smaller "
+                             f"n_components, a variance fraction such as 0.99, or more pixels")
         total = evals.sum()
         self.mean_ = mean
         self.covariance_ = cov
