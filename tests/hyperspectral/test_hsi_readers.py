@@ -186,3 +186,25 @@ def test_a_truncated_or_foreign_npy_is_said_as_such(tmp_path):
     with pytest.raises(ValueError, match=r"junk.npy is not a .npy file: it does not start with NumPy's header") as err:
         load_scene(tmp_path / "junk.npy")
     assert "allow_pickle" not in str(err.value)
+
+
+@pytest.mark.parametrize(("units", "values", "warns"), [
+    (None, np.linspace(0.4, 2.5, 220), "none given"), ("\u00b5m", np.linspace(0.4, 2.5, 220), None),
+    ("\u03bcm", np.linspace(0.4, 2.5, 220), None), ("Unknown", np.linspace(0.4, 2.5, 220), "not a length unit"),
+    (None, np.linspace(400, 2500, 220), "none given"), ("Wavenumber", 1e7 / np.linspace(400, 2500, 220), None)])
+def test_wavelengths_in_micrometres_without_a_known_unit_are_read_as_micrometres(tmp_path, units, values, warns):
+    """Wavelengths 0.4-2.5 with no units, or with units spelt with the micro sign, were read as 0.4-2.5 nm, so
+    remove_water_bands dropped nothing (220 bands stayed 220; with 'Micrometers' they became 200)."""
+    import warnings
+
+    from zoo.hyperspectral import remove_water_bands
+
+    meta = {"wavelength": [f"{w:.6g}" for w in values]} | ({"wavelength units": units} if units else {})
+    envi.save_image(str(tmp_path / "s.hdr"), np.ones((2, 2, 220), np.float32), force=True, metadata=meta)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        scene = open_envi(tmp_path / "s.hdr")
+    assert [str(w.message) for w in said if warns and warns in str(w.message)] or not warns, said
+    assert not warns or "(set 'wavelength units' in the header)" in str(said[0].message)
+    np.testing.assert_allclose(scene.wavelengths, np.linspace(400, 2500, 220), rtol=1e-5)
+    assert remove_water_bands(scene).n_bands < 220

@@ -8,6 +8,7 @@ file in whatever interleave it has, and ``Scene.layout`` lets chunked code map o
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,19 @@ from spectral.io import envi
 from typing_extensions import Self
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.readers.envi_header import EnviHeader, find_data_file, read_envi_header
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import RawLayout, Scene
 
 __all__ = ["EnviWriter", "open_envi", "save_envi", "verify_byte_order"]
 
-_UNIT_TO_NM = {"nanometers": 1.0, "nm": 1.0, "micrometers": 1e3, "microns": 1e3, "um": 1e3, "millimeters": 1e6}
+_UNIT_TO_NM = {"nanometers": 1.0, "nanometer": 1.0, "nm": 1.0, "micrometers": 1e3, "micrometer": 1e3,
+               "microns": 1e3, "micron": 1e3, "um": 1e3, "\u00b5m": 1e3, "\u03bcm": 1e3, "millimeters": 1e6,
+               "millimeter": 1e6, "mm": 1e6, "centimeters": 1e7, "cm": 1e7, "meters": 1e9, "m": 1e9,
+               "angstroms": 0.1, "angstrom": 0.1}
+"""ENVI's length units for ``wavelength units`` (its header documentation's spellings, with the micro sign and
+the Greek mu of hand-written headers), as nanometres."""
 _SAMPLE_PIXELS = 256  # spectra read to judge the byte order (a few pages of even a huge file)
 
 
@@ -37,8 +44,21 @@ def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | 
         raise SceneFormatError(f"ENVI header {hdr}: 'wavelength' must be numbers, got {raw!r:.80}") from None
     if wl.size != n_bands:
         raise SceneFormatError(f"ENVI header {hdr} lists {wl.size} wavelengths for {n_bands} bands")
-    unit = str(meta.get("wavelength units", "nanometers")).strip().lower()
-    return wl * _UNIT_TO_NM.get(unit, 1.0)
+    given = meta.get("wavelength units")
+    unit = str(given if given is not None else "").strip().lower()
+    if unit in _UNIT_TO_NM:
+        return wl * _UNIT_TO_NM[unit]
+    if unit == "wavenumber" and np.all(wl > 0):  # cm^-1
+        return 1e7 / wl
+    # none, "Unknown", "Index" or a unit that is no length: optical wavelengths are 0.3-15 in micrometres and
+    # 300-15,000 in nanometres, so the values tell which (read as nanometres, micrometres made every
+    # wavelength-based step, such as dropping the water bands, a silent no-op)
+    micrometres = bool(wl.size) and float(np.nanmax(np.abs(wl))) < 100.0
+    warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} " + ("(none given)" if given is None else
+                  "are not a length unit") + f"; wavelengths {wl.min():g}-{wl.max():g} read as "
+                  + ("micrometres" if micrometres else "nanometres") + " (set 'wavelength units' in the header)",
+                  stacklevel=user_stacklevel())
+    return wl * (1e3 if micrometres else 1.0)
 
 
 def _sample(cube: np.ndarray) -> np.ndarray:
