@@ -158,3 +158,51 @@ def test_a_training_record_saved_without_the_given_mask_still_loads():
     old.pop("given_mask_packbits")
     assert np.array_equal(TrainingRecord.from_json(old).split_mask, train)
     assert np.array_equal(TrainingRecord.from_json(record.to_json()).split_mask, mask > 0)
+
+
+# -- a scikit-learn / spectral user's pass (2026-12-06) ---------------------------------------------------------
+def test_a_binary_training_mask_of_0_and_255_selects_pixels_and_a_home_path_is_expanded(tmp_path, monkeypatch):
+    """A 0/255 PNG (an image editor's binary mask) was read as class 255, mapped onto one ground-truth class and
+    refused as 'hold only class 2 ... try another seed'; train_mask='~/m.npy' was 'not found: ~/m.npy'."""
+    scene = make_scene(24, 24, 20, 3, seed=0)
+    mask = np.zeros(scene.labels.shape, np.uint8)
+    mask[:, :10] = 255  # the left strip: pixels of every class
+    monkeypatch.setenv("HOME", str(tmp_path))
+    np.save(tmp_path / "m.npy", mask)
+    binary = _svm()
+    zoo.train(binary, scene, split="disjoint", train_mask="~/m.npy")
+    ones = _svm()
+    zoo.train(ones, scene, split="disjoint", train_mask=(mask > 0).astype(np.uint8))
+    assert binary.training_record_.n_train == ones.training_record_.n_train > 0
+    np.testing.assert_array_equal(binary.predict_scene(scene), ones.predict_scene(scene))
+
+
+def test_labels_as_a_tensor_or_lists_and_mask_with_pixels():
+    """labels= as a torch tensor or nested lists (as the cube may be given) failed 'expected str, bytes or
+    os.PathLike object, not Tensor'; mask= beside (N, C) pixels was dropped without a word."""
+    import torch
+
+    scene = make_scene(24, 24, 20, 3, seed=0)
+    cube = np.asarray(scene.cube)
+    svm = _svm()
+    zoo.train(svm, cube, labels=torch.as_tensor(scene.labels), split="random")
+    assert zoo.evaluate(svm, cube, labels=scene.labels.tolist()) == zoo.evaluate(svm, cube, labels=scene.labels)
+    with pytest.raises(TypeError, match=r"labels= expected .* \(H, W\) array of class ids; got a Tensor of shape "
+                                        r"\(2, 24, 24\)"):
+        zoo.evaluate(svm, cube, labels=torch.zeros(2, 24, 24))
+    with pytest.raises(ValueError, match=r"mask= selects pixels of a scene's \(H, W\) map; these are \(10, 20\)"):
+        zoo.predict(svm, cube[0, :10], mask=np.ones(10, bool))
+
+
+def test_hybridsn_refuses_an_even_window_and_an_unknown_padding_when_built():
+    """Both built and failed only inside zoo.train, after the PCA fit; n_components=None (keep every component,
+    as HyperspectralPCA documents it) was refused by hsi-pca-svm's config as 'expects int | float'."""
+    with pytest.raises(ValueError, match="must be odd; got window=12"):
+        zoo.build("hybridsn", window=12)
+    with pytest.raises(ValueError, match=r"padding must be one of \('reflect', 'symmetric', 'edge', 'constant'\); "
+                                         r"got 'zeros'"):
+        zoo.build("hybridsn", padding="zeros")
+    assert zoo.build("hybridsn", padding="edge").padding == "edge"
+    svm = zoo.build("hsi-pca-svm", n_components=None)
+    X = np.random.default_rng(0).random((30, 8))
+    assert svm.fit(X, (X[:, 0] > 0.5) + 1).named_steps["pca"].n_components_ == 8

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.hyperspectral.patches import PADDING_MODES
 from zoo.hyperspectral.scene_model import SPECTRAL_NORMS, SceneClassifierMixin
 
 __all__ = ["HybridSN", "HybridSNConfig"]
@@ -31,7 +32,8 @@ class HybridSNConfig:
     """Spatial side of the input window (pixels)."""
     dropout: float = 0.4
     padding: str = "constant"
-    """How windows at the scene border are padded: ``constant`` (zeros, as the reference code) or ``reflect``."""
+    """How windows at the scene border are padded: ``constant`` (zeros, as the reference code), ``reflect``,
+    ``symmetric`` or ``edge`` (:func:`zoo.hyperspectral.patches.pad_cube`)."""
     spectral_norm: str = "none"
     """``l2``: divide every pixel's spectrum by its L2 norm before band standardisation and PCA, so that a
     field that is brighter or darker overall reduces to the same components (what carries a network
@@ -57,6 +59,10 @@ class HybridSN(SceneClassifierMixin, nn.Module):
                 f"HybridSN needs n_bands >= {self.min_n_bands} and window >= 9 (three 3x3 3-D convolutions and a "
                 f"3x3 2-D convolution); got n_bands={depth}, window={side}"
             )
+        if side % 2 == 0:  # a window is centred on its pixel: built, it failed only in zoo.train, after the PCA fit
+            raise ValueError(f"HybridSN's window is centred on its pixel, so it must be odd; got window={side}")
+        if c.padding not in PADDING_MODES:
+            raise ValueError(f"padding must be one of {PADDING_MODES}; got {c.padding!r}")
         if c.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {c.n_classes}")
         if c.spectral_norm not in SPECTRAL_NORMS:

@@ -145,8 +145,9 @@ def remap_mask_classes(mask_labels: np.ndarray, labels: np.ndarray) -> dict[int,
 
 
 def _is_boolean_mask(train_mask: np.ndarray, labels: np.ndarray) -> bool:
-    """A mask of 0/1 over pixels of several ground-truth classes selects pixels; it does not name classes."""
-    if np.unique(train_mask).tolist() not in ([1], [0, 1]):
+    """A mask of one value besides 0 (0/1, or 0/255 as an image editor saves a binary PNG) over pixels of several
+    ground-truth classes selects pixels; it does not name classes (one class could not train a classifier)."""
+    if np.unique(train_mask[train_mask != 0]).size != 1:
         return False
     return np.unique(labels[(train_mask > 0) & (labels > 0)]).size > 1
 
@@ -192,7 +193,7 @@ def disjoint_mask_split(labels: np.ndarray, train_mask: np.ndarray, *, window: i
 
     Training pixels: mask pixels that the ground truth labels with the class the mask's class maps to
     (pixels where the two disagree, or that the ground truth leaves unlabelled, are dropped and counted);
-    a 0/1 mask selects pixels, which train with their ground-truth class.
+    a 0/1 mask (or 0 and one other value: a 0/255 PNG) selects pixels, which train with their ground-truth class.
     Test pixels: the other labelled pixels, minus (``guard``) those whose window reaches a training pixel.
     """
     labels = _check_labels(labels)
