@@ -655,10 +655,13 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
         return 0
     arr = np.asarray(result)
     if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1:  # a scene's label map
-        if args.out:
-            _write_label_map(arr, args.out, str(args.inputs[0]))
-        else:
-            classes, counts = np.unique(arr, return_counts=True)
+        written = _write_label_map(arr, args.out, str(args.inputs[0]), quiet=args.json) if args.out else None
+        classes, counts = np.unique(arr, return_counts=True)
+        if args.json:  # what the lines say, and the map itself where no file holds it
+            row = {"shape": list(arr.shape), "pixels_per_class": dict(zip(map(str, classes.tolist()), counts.tolist()))}
+            row.update({"npy": str(written[0]), "png": str(written[1])} if written else {"label_map": arr.tolist()})
+            print(json.dumps(row))
+        elif not written:
             print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
                   + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))
                   + " (--out FILE writes it as .npy and .png)")
@@ -686,7 +689,9 @@ def _label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | N
     return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
 
 
-def _write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-") -> None:
+def _write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-",
+                     quiet: bool = False) -> tuple[Path, Path]:
+    """Write ``--out``'s .npy and .png (see :func:`_label_map_paths`); says where unless ``quiet``."""
     import io
 
     import numpy as np
@@ -698,7 +703,9 @@ def _write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-") -
     np.save(buf, label_map)
     fs.write_bytes(npy, buf.getbuffer())
     _label_map_png(np.asarray(label_map), png)
-    print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
+    if not quiet:
+        print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
+    return npy, png
 
 
 def _label_map_png(label_map: Any, path: Path) -> Path:
@@ -1029,4 +1036,8 @@ def _dispatch(rest: list[str], debug: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m zoo.cli` runs this file as __main__, a second copy of the module: the families register their
+    # commands (finetune, translate, pull, ...) into the package's zoo.cli, so that copy's main knew 7 of them
+    from zoo.cli import main as package_main
+
+    sys.exit(package_main())

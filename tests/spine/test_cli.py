@@ -260,3 +260,13 @@ def test_eval_json_prints_the_metrics_the_lines_print(capsys):
     metrics = json.loads(capsys.readouterr().out)
     assert set(metrics) == set(lines) and "return_mean" in metrics
     assert {k: f"{v:.6g}" if isinstance(v, float) else str(v) for k, v in metrics.items()} == lines
+
+
+def test_python_m_zoo_cli_knows_every_command_the_zoo_script_knows():
+    """``python -m zoo.cli finetune --help`` was "invalid choice: 'finetune' (choose from 'bench', 'demo', 'eval',
+    'info', 'list', 'predict', 'train')": the file ran as a second module, without the families' commands."""
+    done = subprocess.run([sys.executable, "-m", "zoo.cli", "--help"], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    for command in ("finetune", "translate", "pull", "export", "weights", "cache", "train", "predict"):
+        assert f"    {command} " in done.stdout, command

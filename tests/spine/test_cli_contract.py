@@ -360,3 +360,23 @@ def test_under_torchrun_one_process_reports_and_saves(tiny, tmp_path, torchrun):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("trained resnet18") == 1 and proc.stdout.count(str(out)) == 1, proc.stdout
     assert zoo.build("resnet18", weights=out).fc.out_features == 2
+
+
+def test_predict_json_of_a_scene_prints_the_label_map_as_json(tiny, tmp_path, capsys):
+    """``zoo predict hsi-pca-svm ... --json`` printed the text line ('label map 24x24; pixels per class: ...'), and
+    with --out 'written to ...': standard output was no JSON."""
+    import numpy as np
+
+    scene, out = str(tiny.scene_file()), str(tmp_path / "m.safetensors")
+    assert main(["train", "hsi-pca-svm", "--data", scene, "--n-components", "5", "--set", "split=random",
+                 "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["predict", "hsi-pca-svm", "--weights", out, scene, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    label_map = np.asarray(row["label_map"])
+    assert row["shape"] == [24, 24] == list(label_map.shape)
+    assert row["pixels_per_class"] == {str(c): int((label_map == c).sum()) for c in np.unique(label_map)}
+    assert main(["predict", "hsi-pca-svm", "--weights", out, scene, "--json", "--out", str(tmp_path / "map")]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["npy"].endswith("map.npy") and "label_map" not in written
+    np.testing.assert_array_equal(np.load(written["npy"]), label_map)
