@@ -398,3 +398,33 @@ def test_finetune_names_num_classes_in_its_signature_as_design_md_gives_it():
     zoo.finetune(m, TensorDataset(x, torch.arange(8) % 3), strategy="head", num_classes=3, epochs=1,
                  cache_features=False, **FIT)
     assert m.fc.out_features == 3
+
+
+def test_a_checkpoint_of_a_head_trained_on_cached_features_builds_the_whole_network(tmp_path, pil_folder):
+    """The checkpoints of strategy='head' on cached features hold the head alone (fit trained the nn.Linear on
+    the backbone's features): zoo.build('resnet18', weights='DIR/best.pt') failed 'missing in the file:
+    conv1.weight ...'. They name the backbone's weights, and the build puts the two together."""
+    data = tmp_path / "data"
+    pil_folder(data / "train")
+    pil_folder(data / "val")
+    result = zoo.finetune("resnet18", str(data), weights="cifar10", strategy="head", augment=False, epochs=1,
+                          image_size=32, batch_size=4, checkpoint_dir=str(tmp_path / "ck"), progress=False)
+    built = zoo.build("resnet18", weights=str(tmp_path / "ck" / "best.pt"))
+    for name, tensor in result.model.state_dict().items():
+        assert torch.equal(built.state_dict()[name], tensor), name
+    assert built.pretrained_cfg["input_size"] == [3, 32, 32]
+    images = torch.rand(3, 3, 32, 32)
+    torch.testing.assert_close(built.eval()(images), result.model.eval()(images))
+
+
+def test_a_network_built_from_a_fine_tuning_checkpoint_names_its_classes(tmp_path, pil_folder):
+    """A resnet18 built from a zoo.finetune / zoo.train checkpoint of an image folder predicted '0' and '1': the
+    checkpoint recorded the folder's preprocessing but not its class names."""
+    data = tmp_path / "data"
+    pil_folder(data / "train")
+    pil_folder(data / "val")
+    zoo.finetune("resnet18", str(data), weights="cifar10", strategy="full", epochs=1, image_size=32, batch_size=4,
+                 checkpoint_dir=str(tmp_path / "ck"), progress=False)
+    built = zoo.build("resnet18", weights=str(tmp_path / "ck" / "best.pt"))
+    assert built.pretrained_cfg["classes"] == ["ant", "bee"]
+    assert zoo.predict(built, str(data / "val" / "bee" / "1.png"))[0]["label"] in ("ant", "bee")

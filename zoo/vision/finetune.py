@@ -388,6 +388,12 @@ def record_classes(cfg: dict[str, Any], classes: Any, num_outputs: int) -> dict[
     return cfg
 
 
+def backbone_weights(model: nn.Module) -> str | None:
+    """The weights ``model``'s backbone holds (a weights name or a file), as :func:`record_origin` left them."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    return cfg.get("weights") or cfg.get("finetuned_from")
+
+
 def record_origin(model: nn.Module) -> None:
     """``pretrained_cfg["weights"]`` names the weights the network holds; fine-tuning changes them (every
     strategy trains the head at least, and zoo.train all of it), so that name moves to ``finetuned_from``:
@@ -460,9 +466,12 @@ def finetune(
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
+    # a head trained on cached features checkpoints the head alone: the backbone's weights are named with it, so
+    # that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
+    cached = {"backbone_weights": backbone_weights(model)} if use_cache else {}
     fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
                               unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
-                              augment=augment, cache_features=use_cache, strict=strict)
+                              augment=augment, cache_features=use_cache, strict=strict, **cached)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
     if use_cache:
         return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)

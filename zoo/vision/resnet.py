@@ -260,9 +260,12 @@ class ResNet18(ClassifierHead, Network, ResNet):
 def folder_recipe(pretrained_cfg: dict[str, Any], train_ds: Any, val_ds: Any, augment: bool,
                   strict: bool) -> dict[str, Any]:
     """What training on an image folder consumed, as its checkpoints record it (``data.*``): the
-    preprocessing, ``augment``, ``strict``, and each split's fingerprint (its files' names and sizes)."""
+    preprocessing, ``augment``, ``strict``, each split's fingerprint (its files' names and sizes) and the
+    class names."""
     recipe = {k: pretrained_cfg.get(k) for k in ("input_size", "resize", "mean", "std", "interpolation")}
     recipe.update(augment=bool(augment), strict=bool(strict), train_images=_data_fingerprint(train_ds))
+    if getattr(train_ds, "classes", None):  # a network built from a checkpoint names its outputs with them
+        recipe["classes"] = [str(c) for c in train_ds.classes]
     if val_ds is not None:
         recipe["val_images"] = _data_fingerprint(val_ds)
     return recipe
@@ -294,6 +297,9 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     from zoo import hub
 
     state = hub.load_state_dict(path)
+    run = hub.training_config(path)
+    if run is not None and run.get("data.cache_features") and set(state) == {"weight", "bias"}:
+        state = _around_cached_head(state, run, path)
     head = state.get("fc.weight")
     if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
             and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
@@ -308,10 +314,10 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     if saved:  # written by zoo.save / zoo finetune: the preprocessing the network was trained with
         cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})
         classes = json.loads(saved).get("classes")
-    elif (run := hub.training_config(path)) is not None:  # a checkpoint of zoo.train / zoo.finetune
+    elif run is not None:  # a checkpoint of zoo.train / zoo.finetune
         cfg.update({k: run[f"data.{k}"] for k in ("input_size", "resize", "mean", "std", "interpolation")
                     if f"data.{k}" in run})
-        classes = None  # not recorded there: predict names outputs by index
+        classes = run.get("data.classes")  # recorded since 2026-12-06: earlier ones name outputs by index
     else:
         # the manifest's preprocessing: meta["transforms"] = {"resize", "crop", "mean", "std"}
         meta = dict(getattr(entry, "meta", None) or {})
@@ -329,6 +335,23 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     model.pretrained_cfg = cfg
     model.load_report = report
     return model
+
+
+def _around_cached_head(head: dict[str, torch.Tensor], run: dict[str, Any], path) -> dict[str, torch.Tensor]:
+    """The whole network's state for a checkpoint of ``zoo.finetune(strategy="head")`` on cached features, which
+    holds the head alone (``weight``, ``bias``: fit trained the head on the backbone's features): the backbone
+    from the weights the run recorded (``data.backbone_weights``), the head from the checkpoint."""
+    from zoo import hub
+
+    source = run.get("data.backbone_weights")
+    if not source:
+        raise ValueError(f"{path} holds only the classifier head that zoo.finetune(strategy='head') trained on "
+                         f"cached features, and records no backbone weights (a run of an older zoo, or a backbone "
+                         f"without weights): build the network with the weights it was fine-tuned from and load "
+                         f"the head, model.fc.load_state_dict(torch.load(path, weights_only=True)['model'])")
+    backbone, _ = hub.resolve(source, model="resnet18")
+    state = {k: v for k, v in hub.load_state_dict(backbone).items() if not k.startswith("fc.")}
+    return {**state, "fc.weight": head["weight"], "fc.bias": head["bias"]}
 
 
 def _fit_channels(cfg: dict[str, Any], in_chans: int) -> None:
