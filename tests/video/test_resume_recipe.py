@@ -85,3 +85,13 @@ def test_a_bad_recipe_value_is_refused_naming_it_and_a_failed_call_leaves_video_
     with pytest.raises(FileNotFoundError):  # valid values, then a failure: the call leaves video_cfg as it was
         zoo.train(model, str(tmp_path / "missing"), epochs=1, size=12, num_segments=3, progress=False)
     assert model.video_cfg == before
+
+
+def test_a_network_built_from_a_checkpoint_takes_its_clip_recipe_and_class_names(first_run):
+    """zoo.build('video-tsn', weights='DIR/best.pt') took the defaults (112 px, 8 segments for a run of 8 px and
+    2 segments) and named its outputs '0', '1': the checkpoint's data.* recipe was not read."""
+    built = zoo.build("video-tsn", weights=str(first_run / "run" / "best.pt"))
+    assert built.video_cfg["size"] == 8 and built.video_cfg["num_segments"] == 2
+    assert "frames_per_clip" not in built.video_cfg and built.video_cfg["classes"] == ["dark", "light"]
+    rows = zoo.predict(built, str(first_run / "a" / "val" / "light" / "0.avi"), amp=None)
+    assert rows[0]["label"] in ("dark", "light")

@@ -215,7 +215,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.engine.resume import files_fingerprint
 
         read = {"train_videos": files_fingerprint((m.path for m in train_ds.videos), root=train_root),
-                "val_videos": None if val is None else files_fingerprint((m.path for m in val.videos), root=val_root)}
+                "val_videos": None if val is None else files_fingerprint((m.path for m in val.videos), root=val_root),
+                "classes": list(train_ds.classes)}  # so a network built from a checkpoint names its outputs
         options = self._recorded(options, frame_rate=frame_rate, strict=strict, **read)
         return train_ds, ({"val_data": val} if val is not None else {}) | options
 
@@ -362,6 +363,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo import hub
 
         saved = hub.read_metadata(path).get("zoo.video_cfg") if str(path).endswith(".safetensors") else None
+        if not saved and (run := hub.training_config(path)) is not None:  # a checkpoint of zoo.train
+            saved = json.dumps(_checkpoint_video_cfg(run))
         if saved:
             set_clip_recipe(self.video_cfg, _one_clip_key(json.loads(saved)))
             if len(self.video_cfg.get("classes") or ()) not in (0, self.num_classes):
@@ -377,6 +380,18 @@ class VideoClassifierMixin(ClassifierHead, Network):
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
         if meta.get("classes") and len(meta["classes"]) == self.num_classes:
             self.video_cfg["classes"] = list(meta["classes"])
+
+
+def _checkpoint_video_cfg(run: dict[str, Any]) -> dict[str, Any]:
+    """The input recipe (and class names) a ``zoo.train`` checkpoint records as ``data.*`` (see
+    ``VideoClassifier._recorded``), as ``video_cfg`` keys: a network built from ``best.pt`` took the defaults
+    (112 px, 8 segments for one trained on 32 px and 2) and named its outputs '0', '1', ..."""
+    cfg = {k: run[f"data.{k}"] for k in ("size", "resize", "antialias", "mean", "std", "classes")
+           if run.get(f"data.{k}") is not None}
+    key, _, count = str(run.get("data.clip") or "").partition("=")
+    if key in CLIP_KEYS and count.isdigit():
+        cfg[key] = int(count)
+    return cfg
 
 
 def _refuse_path_list(data: Any, name: str) -> None:
