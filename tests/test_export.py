@@ -179,6 +179,38 @@ def test_folder_export_replaces_only_an_earlier_export(tmp_path):
     assert (out / "notes2.txt").exists() and json.loads((out / "export.json").read_text())["note"] == "v2"
 
 
+def test_a_ctrl_c_while_an_earlier_export_is_set_aside_puts_it_back(tmp_path, monkeypatch):
+    """A KeyboardInterrupt between moving the earlier export aside and moving the new one in removed the
+    staging folder with the earlier export in it: neither export was left."""
+    from zoo import exporting
+
+    out = tmp_path / "bundle"
+    zoo.export(_TwoGraphs(), out, "onnx", note="v1")
+    check = exporting._refuse_foreign_folder
+
+    def interrupted(folder, extra=()):
+        if folder.name.endswith(".previous"):
+            raise KeyboardInterrupt
+        return check(folder, extra)
+
+    monkeypatch.setattr(exporting, "_refuse_foreign_folder", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.export(_TwoGraphs(), out, "onnx", note="v2")
+    assert json.loads((out / "export.json").read_text())["note"] == "v1"
+    assert sorted(p.name for p in out.iterdir()) == ["a.onnx", "b.onnx", "export.json", "notes.txt"]
+
+
+def test_an_export_path_under_the_home_folder_is_expanded(tmp_path, monkeypatch):
+    """zoo.export(model, '~/p.onnx') wrote ./~/p.onnx (a folder named '~' where the call ran), where zoo.save and
+    every --out take '~' as the home folder."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path)
+    res = zoo.export(_mlp(), "~/p.onnx", example_inputs=torch.randn(2, 4))
+    assert res.path == tmp_path / "home" / "p.onnx" and res.path.is_file() and not (tmp_path / "~").exists()
+    assert read_metadata("~/p.onnx")["inputs"] == ["input0"]
+
+
 def test_folder_export_refuses_a_folder_it_did_not_write(tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
@@ -503,3 +535,17 @@ def test_export_command_takes_the_format_from_out(tmp_path, capsys):
     assert torch.export.load(str(out)).module()(torch.zeros(1, 3)).shape == (1, 1)
     assert main(["export", "td3", "--format", "onnx", "--out", str(tmp_path / "p.pt2")]) == 2
     assert "or format 'torch.export', the one a .pt2 file holds" in capsys.readouterr().err
+
+
+def test_a_torchvision_resnet_exports_as_a_plain_module_whatever_was_exported_before(tmp_path):
+    """zoo's vision exporter was registered for torchvision's ResNet: once a zoo ResNet18 had been exported in the
+    process, torchvision.models.resnet50() took the family's options (example_inputs= refused as unknown) and was
+    labelled model 'resnet18'; before, the same call took the generic path."""
+    import torchvision
+
+    zoo.export(zoo.build("resnet18", stem="cifar", num_classes=3), tmp_path / "z.onnx", image_size=32)
+    foreign = torchvision.models.resnet18(num_classes=3)
+    res = zoo.export(foreign, tmp_path / "tv.onnx", example_inputs=torch.randn(2, 3, 32, 32))
+    assert read_metadata(res.path).get("model") != "resnet18" and read_metadata(res.path)["inputs"] == ["input0"]
+    with pytest.raises(TypeError, match="pass example_inputs="):
+        zoo.export(foreign, tmp_path / "tv2.onnx")

@@ -284,7 +284,8 @@ def export(model: Any, path: str | os.PathLike, format: str | None = None, *, ve
     exporter's docstring and in the result. Raises :class:`ExportError` when the export is refused for
     this format (with the reason) or disagrees with PyTorch (with the largest difference).
     """
-    fmt = _format_for(Path(path)) if format is None else _ALIASES.get(format, format)
+    path = Path(path).expanduser()  # as zoo.save and every --out: '~/p.onnx' made a folder named '~' here
+    fmt = _format_for(path) if format is None else _ALIASES.get(format, format)
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(model, str):
@@ -543,9 +544,12 @@ def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
         os.replace(aside, target)
         _refuse_foreign_folder(target, extra)  # the same error, naming the user's folder
         raise
+    except BaseException:  # a Ctrl-C here: the earlier export goes back before the staging folder is removed
+        os.replace(aside, target)
+        raise
     try:
         os.replace(built, target)
-    except OSError:
+    except BaseException:
         os.replace(aside, target)
         raise
 
@@ -824,7 +828,7 @@ def _compare(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, what: 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The description zoo stored with an export: ``export.json`` of a folder, ONNX ``metadata_props``,
     or the ``zoo.json`` extra file of a ``.pt2``/TorchScript file."""
-    path = Path(path)
+    path = Path(path).expanduser()
     if path.is_dir():
         return json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
     if path.suffix == ".onnx":

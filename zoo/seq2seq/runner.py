@@ -51,7 +51,7 @@ class ExportedTranslator:
     """
 
     def __init__(self, folder: str | os.PathLike, *, threads: int | None = None) -> None:
-        folder = Path(folder)
+        folder = Path(folder).expanduser()
         index = folder / "export.json"
         if not index.is_file():
             raise FileNotFoundError(f"{folder} is not a seq2seq export folder (no export.json); write one with "

@@ -22,6 +22,7 @@ from torchvision.models.video import VideoResNet
 
 from zoo.exporting import ExportSpec, Graph, check_int, dtype_name, floating_dtype, register_exporter
 from zoo.video.classifier import clip_recipe
+from zoo.video.r2plus1d import R2Plus1D18
 from zoo.video.tsn import VideoTSN
 
 __all__ = ["export_r2plus1d", "export_tsn"]
@@ -84,7 +85,7 @@ def export_tsn(model: VideoTSN, batch: int = 2, frames: int | None = None, size:
     return _spec(model, "video-tsn", _clips(batch, frames, size, 0, dtype), checks, {2: "frames"}, min_frames, recipe)
 
 
-@register_exporter(VideoResNet)
+@register_exporter(R2Plus1D18)  # zoo's: torchvision's other VideoResNets (r3d_18, mc3_18) are plain modules here
 def export_r2plus1d(model: VideoResNet, batch: int = 2, frames: int | None = None,
                     size: int | None = None) -> ExportSpec:
     """R(2+1)D with a dynamic batch; ``frames`` (default the recipe's ``frames_per_clip``) and ``size``

@@ -30,6 +30,7 @@ from zoo.exporting import (
     floating_dtype,
     register_exporter,
 )
+from zoo.vision.resnet import ResNet18
 from zoo.vision.transforms import with_image_size
 
 __all__ = ["export_onnx", "export_resnet", "export_torchscript"]
@@ -68,7 +69,8 @@ def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, An
     return out
 
 
-@register_exporter(ResNet)
+@register_exporter(ResNet18)  # not torchvision's ResNet: a foreign one (a resnet50) is a plain module, exported with
+# example_inputs= in any process, not labelled resnet18 once this module happened to be imported
 def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = None,
                   example_input: torch.Tensor | None = None) -> ExportSpec:
     """The classifier with a dynamic batch axis, traced on ``example_input`` or on random ``(batch, C,
