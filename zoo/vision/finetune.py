@@ -466,12 +466,9 @@ def finetune(
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
     groups = param_groups(model, plan, lr, backbone_lr_mult)
-    # a head trained on cached features checkpoints the head alone: the backbone's weights are named with it, so
-    # that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
-    cached = {"backbone_weights": backbone_weights(model)} if use_cache else {}
     fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
                               unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
-                              augment=augment, cache_features=use_cache, strict=strict, **cached)
+                              augment=augment, cache_features=use_cache, strict=strict)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
     if use_cache:
         return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
@@ -514,6 +511,9 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
     if plan.strategy == "gradual":  # the schedule in use: unfreeze_every=None is derived from epochs, so a resume
         # with more epochs froze stages that were open again (refused now; unfreeze_every= keeps the schedule)
         recipe["unfreeze_every_used"] = plan.unfreeze_every
+    if settings["cache_features"]:  # its checkpoints hold the head alone: the backbone's weights are named with
+        # it, so that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
+        recipe["backbone_weights"] = backbone_weights(model)
     if isinstance(data, (str, os.PathLike)) and getattr(model, "pretrained_cfg", None) is not None:
         recipe.update(folder_recipe(model.pretrained_cfg, train_data, val_data, settings["augment"], settings["strict"]))
     architecture = getattr(model, "zoo_architecture", None)
