@@ -56,6 +56,10 @@ def test_r2plus1d_with_kinetics_weights_preprocesses_as_torchvision(tmp_path):
     # the transform zoo.predict and zoo.evaluate feed the network through
     _assert_as_torchvision(model._transform(False)(clip), clip)
     assert model.video_cfg["resize"] == [128, 171] and model.video_cfg["antialias"] is False
+    # torchvision's Kinetics-400 categories name the outputs (they were '0' ... '399')
+    from torchvision.models.video import R2Plus1D_18_Weights
+
+    assert model.video_cfg["classes"] == R2Plus1D_18_Weights.KINETICS400_V1.meta["categories"]
     # kept by zoo.save (a fine-tuned Kinetics network is fed as it was pretrained) and by an export
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

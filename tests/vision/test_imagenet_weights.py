@@ -86,3 +86,25 @@ def test_finetune_benchmark_says_why_the_imagenet_rows_are_skipped(tmp_path, mon
     bench = importlib.import_module("finetune_resnet18")
     ok, why = bench.imagenet_available()
     assert not ok and "zoo pull resnet18.imagenet1k-v1" in why and "ZOO_WEIGHTS_URL" in why
+
+
+def test_torchvisions_own_weights_name_their_outputs_with_its_categories(imagenet_standin):
+    """resnet18.imagenet1k-v1 predicted '480' where torchvision's users read weights.meta['categories']: the
+    manifest entry names its torchvision source, whose categories name the 1000 outputs."""
+    from torchvision.models import ResNet18_Weights
+
+    model = zoo.build("resnet18", weights="imagenet1k-v1")
+    assert model.pretrained_cfg["classes"] == ResNet18_Weights.IMAGENET1K_V1.meta["categories"]
+    top = zoo.predict(model, torch.rand(1, 3, 224, 224))[0]["label"]
+    assert top in ResNet18_Weights.IMAGENET1K_V1.meta["categories"]
+
+
+def test_manifest_entries_take_classes_from_meta_or_their_torchvision_source():
+    from torchvision.models.video import R2Plus1D_18_Weights
+
+    from zoo.hub.manifest import PACKAGE_MANIFEST, read_manifest
+
+    entries = read_manifest(PACKAGE_MANIFEST)
+    assert entries["r2plus1d_18.kinetics400-v1"].classes == R2Plus1D_18_Weights.KINETICS400_V1.meta["categories"]
+    assert entries["resnet18.cifar10"].classes == entries["resnet18.cifar10"].meta["classes"]
+    assert entries["td3.pendulum-v1"].classes is None

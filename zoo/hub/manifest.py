@@ -155,6 +155,26 @@ class WeightsEntry:
         """The full sha256, or the published prefix when only that is known."""
         return self.sha256 or self.sha256_prefix or ""
 
+    @property
+    def classes(self) -> list[str] | None:
+        """The class names of the outputs: ``meta["classes"]``, else the categories of the torchvision weights
+        ``meta["source"]`` names (``torchvision.models.ResNet18_Weights.IMAGENET1K_V1``: its
+        ``meta["categories"]``, as torchvision users read them), else None."""
+        if self.meta.get("classes"):
+            return list(self.meta["classes"])
+        module, _, rest = str(self.meta.get("source") or "").partition("_Weights.")
+        if not module.startswith("torchvision.models") or not rest:
+            return None
+        import importlib
+
+        holder, _, enum_name = module.rpartition(".")
+        try:
+            weights = getattr(getattr(importlib.import_module(holder), f"{enum_name}_Weights"), rest)
+        except (ImportError, AttributeError):  # a torchvision without them: outputs are named by index
+            return None
+        categories = weights.meta.get("categories")
+        return list(categories) if categories else None
+
     def hash_matches(self, digest: str) -> bool:
         return digest == self.sha256 if self.sha256 else digest.startswith(self.sha256_prefix or "\0")
 

@@ -378,8 +378,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
         set_clip_recipe(self.video_cfg, _one_clip_key({k: spec[k] for k in keys if k in spec}))
         if "size" in spec and "resize" not in spec:
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
-        if meta.get("classes") and len(meta["classes"]) == self.num_classes:
-            self.video_cfg["classes"] = list(meta["classes"])
+        classes = getattr(entry, "classes", None)  # torchvision's categories for its own weights
+        if classes and len(classes) == self.num_classes:
+            self.video_cfg["classes"] = classes
 
 
 def _checkpoint_video_cfg(run: dict[str, Any]) -> dict[str, Any]:

@@ -327,7 +327,7 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
         for key in ("resize", "mean", "std", "interpolation"):
             if key in tf:
                 cfg[key] = tf[key]
-        classes = meta.get("classes")
+        classes = getattr(entry, "classes", None)  # torchvision's categories for its own weights
     _fit_channels(cfg, conv.in_channels)
     if classes is not None and model.fc.out_features == len(classes):
         cfg["classes"] = list(classes)
