@@ -70,6 +70,23 @@ def test_split_files_inside_a_ucf101_root_give_the_classes(tmp_path):
     with pytest.raises(TypeError, match=r"splits= is the folder of UCF101's split files .*got 1 \(int\); the split "
                                         r"number is fold=1, 2 or 3"):
         zoo.evaluate(result.model, videos, splits=1)  # was: "expected str, bytes or os.PathLike object, not int"
+    with pytest.raises(TypeError, match=r"splits= is the folder .*got 1 \(int\); the split number is fold=1"):
+        zoo.train("video-tsn", videos, splits=1)  # by name: the classes were read first, from classInd.txt in '1'
+
+
+def test_a_ucf101_root_with_its_split_folder_inside_trains_on_those_splits(tmp_path):
+    """Without splits=, the split folder inside the root gave the classes, but the data step took it for a class
+    folder: 'class folder(s) with no video file: ['ucfTrainTestlist'] ... remove the folder'."""
+    videos, splits = make_synthetic_actions(tmp_path, TINY, progress=False)
+    shutil.move(str(splits), str(videos / "ucfTrainTestlist"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = zoo.train("video-tsn", videos, model_config={"stem": "cifar"}, size=16, num_segments=2, epochs=1,
+                           batch_size=10, progress=False)
+    from zoo.video.splits import read_class_index
+
+    assert result.model.video_cfg["classes"] == list(read_class_index(videos / "ucfTrainTestlist"))
+    assert "accuracy" in zoo.evaluate(result.model, videos, amp=None)
 
 
 # --- one clip recipe for training, evaluation and prediction ---------------------------------------------

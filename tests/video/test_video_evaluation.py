@@ -103,3 +103,38 @@ def test_a_video_whose_frames_do_not_decode_is_left_out_with_a_warning(uneven, m
     assert metrics["accuracy"] == pytest.approx(np.mean([r["label"] == Path(r["input"]).parent.name for r in kept]))
     with pytest.raises(CorruptVideoError, match="invalid data"):
         zoo.evaluate(model, uneven, amp=None, strict=True)
+
+
+def test_a_clip_label_past_the_networks_outputs_is_named(uneven):
+    """A 2-class network scored on a 3-class clip dataset failed 'IndexError: index 2 is out of bounds for
+    dimension 0 with size 2' (in the scoring); training says which label and what to do."""
+    torch.manual_seed(0)
+    model = zoo.build("video-tsn", num_classes=2).eval()
+    model.video_cfg.update({"size": 8, "resize": 8, "num_segments": 4})
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling="uniform", frames_per_clip=4, step_between_clips=4,
+                          train=False, transform=model._transform(False), progress=False)
+    with pytest.raises(ValueError, match=r"label 2 for a model with 2 outputs \(class indices 0\.\.1\): build the "
+                                         r"model with as many outputs as the data set's classes"):
+        zoo.evaluate(model, ds, amp=None, batch_size=16)
+
+
+def test_a_clip_dataset_without_a_transform_gets_the_networks_own_and_names_the_classes(uneven):
+    """UCF101(root, splits) / VideoClipDataset without transform= give uint8 (C, T, H, W) clips: zoo.train failed
+    'expected scalar type Byte but found BFloat16', and a network trained on such a Dataset named its outputs
+    '0', '1', ... where one trained on a folder takes the folder's class names."""
+    torch.manual_seed(0)
+    model = zoo.build("video-tsn", num_classes=3, stem="cifar")
+    model.video_cfg.update({"size": 8, "resize": 8, "num_segments": 2})
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling="segments", num_segments=2, train=True, progress=False)
+    assert ds[0][0].dtype == torch.uint8
+    result = zoo.train(model, ds, epochs=1, batch_size=5, amp=None, progress=False)
+    assert math.isfinite(result.history[-1]["train_loss"]) and ds.transform is None  # the user's stays as it was
+    assert model.video_cfg["classes"] == list(LENGTHS)
+    assert zoo.predict(model, uneven / "a" / "0.avi", amp=None)[0]["label"] in LENGTHS
+    test = VideoClipDataset(videos, list(LENGTHS), sampling="segments", num_segments=2, train=False, progress=False)
+    expected = zoo.evaluate(model, VideoClipDataset(videos, list(LENGTHS), sampling="segments", num_segments=2,
+                                                    train=False, transform=model._transform(False), progress=False),
+                            amp=None)
+    assert zoo.evaluate(model, test, amp=None) == expected

@@ -22,7 +22,9 @@ replaces the default one, so training, evaluation and prediction always sample c
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 import warnings
 from collections.abc import Iterable, Sequence
@@ -43,6 +45,7 @@ __all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder"]
 VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 _SPLITS = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
 CLIP_KEYS = ("num_segments", "frames_per_clip")
+log = logging.getLogger(__name__)
 
 
 def clip_recipe(cfg: dict[str, Any]) -> tuple[str, int]:
@@ -166,6 +169,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be an integer >= 1 ({'pixels' if key in ('size', 'resize') else 'frames'}"
                                  f"), got {value!r}")
+        if splits is None and isinstance(data, (str, os.PathLike)) and (inner := split_folder_in(data)) is not None:
+            # a UCF101 root with ucfTrainTestlist/ inside: the split files are taken, as classes_in takes their
+            # classes (it failed 'class folder(s) with no video file: [ucfTrainTestlist]')
+            log.info("splits: %s (the split folder inside %s)", inner, data)
+            splits = inner
         before = dict(self.video_cfg)
         set_clip_recipe(self.video_cfg, recipe)
         try:
@@ -190,8 +198,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
             if isinstance(val_data, (str, os.PathLike)):  # read now: a bad folder fails before an epoch is spent
                 options["val_data"] = self._eval_folder(val_data, splits, fold, extra, "val_data")[0]
             elif val_data is not None:
-                options["val_data"] = val_data
-            return data, (self._recorded(options) if train else options)
+                options["val_data"] = self._transformed(val_data, False)
+            if train and len(getattr(data, "classes", None) or ()) == self.num_classes:
+                self.video_cfg["classes"] = [str(c) for c in data.classes]  # its outputs' names, as a folder's
+            return self._transformed(data, train), (self._recorded(options) if train else options)
         if not train:
             return self._eval_folder(data, splits, fold, extra, "video folder")[0], options
         root = Path(data)
@@ -232,6 +242,18 @@ class VideoClassifierMixin(ClassifierHead, Network):
         ds = self._dataset(folder, False, splits, fold, extra)
         self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
         return ds, folder
+
+    def _transformed(self, data: Any, train: bool) -> Any:
+        """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
+        copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
+        clips failed in the first convolution, 'expected scalar type Byte but found BFloat16')."""
+        from zoo.video.ucf101 import VideoClipDataset
+
+        if not isinstance(data, VideoClipDataset) or data.transform is not None:
+            return data
+        data = copy.copy(data)  # the user's stays as it is
+        data.transform = self._transform(train)
+        return data
 
     def _recorded(self, options: dict[str, Any], **data: Any) -> dict[str, Any]:
         """``options`` for fit recording the input recipe training feeds the network (``video_cfg``) and what
@@ -425,6 +447,16 @@ def _one_clip_key(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+def split_folder_in(root: str | os.PathLike) -> Path | None:
+    """The folder of UCF101's split files (``classInd.txt`` ...) directly inside a root of class folders (the
+    official archive's ``ucfTrainTestlist/`` unpacked there), else None."""
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    return next((d for d in sorted(root.iterdir()) if d.is_dir() and (d / "classInd.txt").is_file()
+                 and (d / "trainlist01.txt").is_file()), None)
+
+
 def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, Any]:
     """A video folder implies ``num_classes``: its class folders, or for a UCF101 root the classes its
     ``classInd.txt`` lists (in ``splits`` when given, else a split folder inside the root)."""
@@ -432,6 +464,8 @@ def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, 
         return {}
     from zoo.video.splits import SplitFileError, read_class_index
 
+    if splits is not None and not isinstance(splits, (str, os.PathLike)):
+        return {}  # splits=1 meant as the fold: zoo_data says so
     if splits is not None:
         # the labels are classInd.txt's, wherever it lives; a root holds only the class folders it has clips of
         try:

@@ -147,6 +147,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
             with autocast:
                 logits, last = call_laid_out(model, move_batch(video, device, dtype=in_dtype), last, "auto")
             logp = logits.float().log_softmax(1).cpu()
+            _check_labels(label, logp.shape[1])
             correct += int((logp.argmax(1) == label).sum())
             total += len(label)
             for lp, y, v in zip(logp, label.tolist(), vid.tolist()):
@@ -163,6 +164,15 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     return _Scores(probs=torch.stack([prob_sum[v] for v in order]) / counts[:, None].float(),
                    labels=torch.tensor([video_label[v] for v in order]), nll=torch.log(counts) - lse,
                    clips=total, clip_correct=correct, clip_loss_sum=loss_sum)
+
+
+def _check_labels(label: torch.Tensor, k: int) -> None:
+    """Refuse a label past the network's ``k`` outputs, as training does (it was an IndexError of the scoring)."""
+    bad = label[(label < 0) | (label >= k)]
+    if bad.numel():
+        raise ValueError(f"label {int(bad[0])} for a model with {k} outputs (class indices 0..{k - 1}): build the "
+                         f"model with as many outputs as the data set's classes (num_classes=), or score it on data "
+                         f"of its own classes")
 
 
 def evaluate_classifier(
