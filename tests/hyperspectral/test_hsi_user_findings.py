@@ -206,3 +206,32 @@ def test_hybridsn_refuses_an_even_window_and_an_unknown_padding_when_built():
     svm = zoo.build("hsi-pca-svm", n_components=None)
     X = np.random.default_rng(0).random((30, 8))
     assert svm.fit(X, (X[:, 0] > 0.5) + 1).named_steps["pca"].n_components_ == 8
+
+
+def test_string_labels_save_and_a_scene_map_of_them_is_refused_naming_the_fix(tmp_path):
+    """An SVM fitted on scikit-learn's usual '<U' string labels failed zoo.save ('SVC.classes_: cannot store dtype
+    <U3 as a tensor') and a scene's map ('invalid literal for int()'); a class 0 was 0 of the map's unlabelled too."""
+    X = np.random.default_rng(0).random((40, 12))
+    svm = _svm().fit(X, np.where(X[:, 0] > 0.5, "c2", "c1"))
+    again = zoo.build("hsi-pca-svm", weights=zoo.save(svm, tmp_path / "s.safetensors"))
+    assert again.classes_and_names().tolist() == ["c1", "c2"]
+    np.testing.assert_array_equal(again.predict(X), svm.predict(X))
+    with pytest.raises(ValueError, match=r"fitted on labels \['c1', 'c2'\]: a scene's label map holds integer"):
+        zoo.predict(again, X.reshape(4, 10, 12))
+    zero_based = _svm().fit(X, (X[:, 0] > 0.5).astype(int))
+    with pytest.warns(UserWarning, match="has a class 0"):
+        zoo.predict(zero_based, X.reshape(4, 10, 12))
+
+
+def test_saving_a_pipeline_with_a_step_its_file_cannot_hold_is_refused_at_save():
+    """set_params(scale=StandardScaler()) saved a file the load refused ('unknown pipeline step class'); 'passthrough'
+    failed 'vars() argument must have __dict__ attribute'."""
+    from sklearn.preprocessing import StandardScaler
+
+    X = np.random.default_rng(0).random((40, 12))
+    y = (X[:, 0] > 0.5) + 1
+    for step in (StandardScaler(), "passthrough"):
+        svm = _svm().set_params(scale=step).fit(X, y)
+        with pytest.raises(ValueError, match=r"step 'scale' is .*: an hsi-pca-svm file holds the steps it loads "
+                                             r"\(BandStandardizer, HyperspectralPCA, SVC\)"):
+            svm.export_state_dict()

@@ -1,7 +1,7 @@
 """Fitted scikit-learn estimators as safetensors arrays + JSON (never pickle).
 
 Arrays become tensors under ``<prefix>.<attribute>``; plain values (numbers, strings, tuples, None, arrays
-of strings such as ``feature_names_in_``) go to a JSON document that is itself stored as a ``uint8`` tensor
+of strings such as ``feature_names_in_`` or the ``classes_`` of string labels) go to a JSON document that is itself stored as a ``uint8`` tensor
 (``__meta__``), so the whole state survives any tool that rewrites the file's safetensors metadata
 (``zoo.hub.add_weights`` does). Restoring sets the attributes back on a fresh estimator; the scikit-learn
 version is recorded and checked.
@@ -36,6 +36,9 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
         if isinstance(value, np.ndarray) and value.dtype == object and all(isinstance(v, str) for v in value.flat):
             # feature_names_in_ of an estimator fitted on a DataFrame (or behind set_output(transform="pandas"))
             plain[name] = {"strings": value.tolist()}
+        elif isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.ndim == 1:
+            # classes_ of an estimator fitted on string labels (scikit-learn keeps NumPy's fixed-width unicode)
+            plain[name] = {"unicode": value.tolist()}
         elif isinstance(value, (np.ndarray, np.generic)):
             arr = np.asarray(value)
             if arr.dtype.kind not in "biuf":
@@ -59,6 +62,8 @@ def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[s
     for name, box in plain.items():
         if "strings" in box:
             setattr(est, name, np.asarray(box["strings"], dtype=object))
+        elif "unicode" in box:
+            setattr(est, name, np.asarray(box["unicode"], dtype=str))
         else:
             setattr(est, name, tuple(box["tuple"]) if "tuple" in box else box["value"])
     head = prefix + "."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,7 @@ class HSIPipeline(Pipeline):
         """``(H, W)`` label map (0 outside ``mask``, and where a pixel has no spectrum: see
         :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`)."""
         h, w, c = scene.shape
+        _check_map_classes(self.classes_and_names() if hasattr(self.named_steps["svm"], "classes_") else None)
         fitted = self.fitted_bands()
         if fitted is not None and fitted != c:
             raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
@@ -252,6 +254,9 @@ class HSIPipeline(Pipeline):
                                 "split": getattr(self, "split_", None),
                                 "training": record.to_json() if record is not None else None}
         for name, est in self.steps:
+            if _STEP_CLASSES.get(type(est).__name__) is not type(est):  # a file load_pipeline could not read
+                raise ValueError(f"step {name!r} is {est!r}: an hsi-pca-svm file holds the steps it loads "
+                                 f"({', '.join(_STEP_CLASSES)}); save another pipeline with skops or joblib")
             t, plain = estimator_state(est, name)
             t.pop(f"{name}.covariance_", None)  # PCA's C x C covariance is not needed to transform
             tensors.update(t)
@@ -307,6 +312,21 @@ def make_pca_svm(n_components: float | None = 30, whiten: bool = False, C: float
         ("pca", HyperspectralPCA(n_components=n_components, whiten=whiten)),
         ("svm", SVC(kernel="rbf", C=C, gamma=gamma, class_weight=class_weight)),
     ])
+
+
+def _check_map_classes(classes: np.ndarray | None) -> None:
+    """A label map holds class ids with 0 for the pixels it leaves out: string classes cannot be written there
+    (an int conversion failed), and a class 0 would read as unlabelled (warned)."""
+    if classes is None:
+        return
+    if np.asarray(classes).dtype.kind not in "iub":
+        raise ValueError(f"hsi-pca-svm was fitted on labels {np.asarray(classes).tolist()[:5]}: a scene's label map holds integer "
+                         f"class ids (0: no label), so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1), or "
+                         f"predict (N, C) pixels, which gives its own labels")
+    if 0 in np.asarray(classes).tolist():
+        warnings.warn("hsi-pca-svm has a class 0 (fitted on 0-based labels): in this label map 0 is that class and "
+                      "also every pixel outside the mask or without a spectrum; fit on ids 1..K to tell them apart",
+                      stacklevel=user_stacklevel())
 
 
 def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
