@@ -108,6 +108,26 @@ def test_pca_svm_on_two_classes_gives_sklearns_one_score_per_pixel(tmp_path):
     np.testing.assert_allclose(scores, pipe.decision_function(pixels), atol=1e-3, rtol=1e-4)  # (B,), not (B, 2)
 
 
+def test_pca_svm_graph_labels_a_pixel_without_data_0_as_predicts_map(tmp_path):
+    """A pixel with a NaN or infinite band got a class from the ONNX graph (from NaN scores) where zoo.predict's
+    map gives it 0, with nothing in the export saying so."""
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(16, 16, 12, 3, seed=1)
+    pipe = zoo.build("hsi-pca-svm", n_components=4)
+    zoo.train(pipe, scene, split="random")
+    res = zoo.export(pipe, tmp_path / "svm3.onnx")
+    cube = np.asarray(scene.cube, np.float32).copy()
+    cube[2, 3, 5], cube[4, 4, :], cube[7, 1, 0] = np.nan, np.nan, -np.inf
+    with pytest.warns(UserWarning):  # the map's own word on the pixels without data
+        expected = zoo.predict(pipe, cube)
+    label, _ = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(
+        None, {"pixels": cube.reshape(-1, 12)})
+    np.testing.assert_array_equal(label.reshape(16, 16), expected)
+    assert (label.reshape(16, 16)[[2, 4, 7], [3, 4, 1]] == 0).all()
+    assert "0 for a pixel with a NaN/inf band" in read_metadata(res.path)["label"]
+
+
 @pytest.mark.parametrize("padding", ["reflect", "constant"])
 def test_hybridsn_borders_and_no_data_pixels_as_in_predict(tmp_path, padding):
     """The stored padding mode is the one to pad the raw cube with (pad_pixel only for constant), and a

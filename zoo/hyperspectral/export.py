@@ -23,7 +23,8 @@ exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warni
 ``StandardScaler`` and ``PCA`` they are equivalent to (same fitted arrays), with the fitted ``SVC``.
 Input: pixels ``(B, C_raw)`` float32; outputs ``label`` ``(B,)`` int64 (the scene's class ids) and
 ``scores``: ``decision_function``, ``(B, n_classes)`` one-vs-rest, or for two classes ``(B,)`` as
-scikit-learn gives it (positive: the second class). Tolerance: labels equal, scores within
+scikit-learn gives it (positive: the second class). A pixel with a NaN or infinite band (no data) is labelled
+0, as in ``zoo.predict``'s map (its scores are NaN). Tolerance: labels equal, scores within
 ``atol = 1e-3``, ``rtol = 1e-4`` (ONNX Runtime evaluates the SVM in float32, scikit-learn in float64).
 """
 
@@ -208,14 +209,36 @@ def _to_onnx(pipe: HSIPipeline, n_bands: int):
     binary = len(svm.classes_) == 2
     # two classes: skl2onnx gives (B, 2) = [d, -d] where scikit-learn's decision_function gives d, (B,)
     scores = "scores_both" if binary else "scores"
-    renames = {proto.graph.output[0].name: "label", proto.graph.output[1].name: scores}
+    renames = {proto.graph.output[0].name: "label_svm", proto.graph.output[1].name: scores}
     for node in proto.graph.node:
         node.output[:] = [renames.get(o, o) for o in node.output]
     for out in proto.graph.output:
         out.name = renames[out.name]
+    _no_data_label(proto, "label_svm", "label")
     if binary:
         _first_column(proto, scores, "scores")
     return proto
+
+
+def _no_data_label(proto, source: str, name: str) -> None:
+    """Output ``name``: graph output ``source`` (the SVM's label), 0 where a pixel has a NaN or infinite band, as
+    ``zoo.predict``'s map labels a pixel without data (the SVM gave such a pixel a class, from NaN scores)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    proto.graph.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "no_data_axes"),
+                                    numpy_helper.from_array(np.array(0, np.int64), "no_data_label")])
+    proto.graph.node.extend([
+        helper.make_node("IsNaN", ["pixels"], ["pixel_nan"], name="no_data_nan"),
+        helper.make_node("IsInf", ["pixels"], ["pixel_inf"], name="no_data_inf"),
+        helper.make_node("Or", ["pixel_nan", "pixel_inf"], ["pixel_bad"], name="no_data_or"),
+        helper.make_node("Cast", ["pixel_bad"], ["pixel_bad_f"], to=TensorProto.FLOAT, name="no_data_cast"),
+        helper.make_node("ReduceMax", ["pixel_bad_f", "no_data_axes"], ["pixel_any_f"], keepdims=0,
+                         name="no_data_any"),
+        helper.make_node("Cast", ["pixel_any_f"], ["pixel_no_data"], to=TensorProto.BOOL, name="no_data_bool"),
+        helper.make_node("Where", ["pixel_no_data", "no_data_label", source], [name], name="no_data_where"),
+    ])
+    out = next(o for o in proto.graph.output if o.name == source)
+    out.CopyFrom(helper.make_tensor_value_info(name, TensorProto.INT64, [None]))
 
 
 def _first_column(proto, source: str, name: str) -> None:
@@ -248,7 +271,7 @@ def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
                   checks=[(sample(1),), (sample(3 * batch),)], onnx_model=_to_onnx(pipe, n_bands),
                   reference=lambda X: (pipe.predict(X), pipe.decision_function(X)))
     meta = {"model": "hsi-pca-svm", "pixels": f"(B, {n_bands}) float32 raw bands",
-            "label": "(B,) int64 class id", "classes": classes,
+            "label": "(B,) int64 class id; 0 for a pixel with a NaN/inf band (no data)", "classes": classes,
             "scores": f"(B,) SVC decision_function: > 0 for class {classes[1]}, < 0 for class {classes[0]}"
             if len(classes) == 2 else f"(B, {len(classes)}) SVC decision_function (one-vs-rest)"}
     reason = ("hsi-pca-svm is a scikit-learn pipeline (standardise, PCA, SVC), not a PyTorch network: it has "
