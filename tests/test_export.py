@@ -549,3 +549,17 @@ def test_a_torchvision_resnet_exports_as_a_plain_module_whatever_was_exported_be
     assert read_metadata(res.path).get("model") != "resnet18" and read_metadata(res.path)["inputs"] == ["input0"]
     with pytest.raises(TypeError, match="pass example_inputs="):
         zoo.export(foreign, tmp_path / "tv2.onnx")
+
+
+def test_a_module_that_takes_only_its_examples_batch_size_is_an_export_error(tmp_path):
+    """A forward with the batch written in (x.reshape(4, -1)) failed the verification with eager torch's bare
+    "shape '[4, -1]' is invalid for input of size 15"."""
+
+    class FixedBatch(nn.Module):
+        def forward(self, x):
+            return x.reshape(4, -1)
+
+    with pytest.raises(ExportError, match=r"FixedBatch.forward takes a batch of 4 but fails on one of 5 "
+                                          r"\(RuntimeError: .*\); zoo exports axis 0 of every input as a dynamic"):
+        zoo.export(FixedBatch(), tmp_path / "s.onnx", example_inputs=torch.randn(4, 3))
+    assert not list(tmp_path.iterdir())

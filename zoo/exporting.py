@@ -238,6 +238,14 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
             and all(isinstance(k, str) and k for k in outputs) and len(set(outputs)) == n_out:
         names = tuple(outputs)  # the graph's outputs are the dict's values, in its order
     checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
+    with torch.no_grad():
+        try:
+            model(*checks[0])
+        except Exception as err:  # it failed in the verification, as eager torch's bare error
+            raise ExportError(f"{type(model).__name__}.forward takes a batch of {inputs[0].shape[0]} but fails on "
+                              f"one of {inputs[0].shape[0] + 1} ({type(err).__name__}: {err}); zoo exports axis 0 of "
+                              f"every input as a dynamic batch, so the model must take any batch size (a reshape "
+                              f"to a fixed batch, say, should use -1 or x.shape[0])") from err
     return ExportSpec([Graph("model", model, inputs, tuple(f"input{i}" for i in range(len(inputs))), names,
                              {i: {0: "batch"} for i in range(len(inputs))}, checks)], atol=atol, rtol=rtol,
                       torchscript=True)
