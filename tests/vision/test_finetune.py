@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -428,3 +429,50 @@ def test_a_network_built_from_a_fine_tuning_checkpoint_names_its_classes(tmp_pat
     built = zoo.build("resnet18", weights=str(tmp_path / "ck" / "best.pt"))
     assert built.pretrained_cfg["classes"] == ["ant", "bee"]
     assert zoo.predict(built, str(data / "val" / "bee" / "1.png"))[0]["label"] in ("ant", "bee")
+
+
+def test_scoring_a_dataset_whose_classes_are_not_the_networks_warns(tmp_path, pil_folder):
+    """A Dataset of classes ['bee', 'ant'] (the labels flipped) was scored by index without a word (0.41 where the
+    folder, matched by name, scored 0.59)."""
+    import torchvision
+
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    model.pretrained_cfg = {**model.pretrained_cfg, "classes": ["ant", "bee"]}
+    same = torchvision.datasets.ImageFolder(pil_folder(tmp_path / "a"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the network's own classes: nothing to say
+        zoo.evaluate(model, same)
+    flipped = torchvision.datasets.ImageFolder(pil_folder(tmp_path / "b", classes=("bee", "ant")))
+    flipped.classes = ["bee", "ant"]
+    with pytest.warns(UserWarning, match=r"ImageFolder's classes \['bee', 'ant'\] are not the network's \['ant', "
+                                         r"'bee'\]: its labels are scored by index"):
+        zoo.evaluate(model, flipped)
+
+
+def test_a_cached_head_checkpoint_names_only_a_backbone_that_is_still_the_loaded_one(tmp_path, pil_folder,
+                                                                                     monkeypatch):
+    """The backbone's weights were taken from finetuned_from too: a network trained (full) and then head-tuned on
+    cached features was rebuilt around the cifar10 backbone it had left, without a word (logits up to 2656 off).
+    A file given by a relative path is named by its absolute one, and a head tuned on a network built from such
+    a checkpoint rebuilds through both."""
+    data = tmp_path / "data"
+    pil_folder(data / "train")
+    pil_folder(data / "val")
+    common = {"epochs": 1, "image_size": 32, "batch_size": 4, "progress": False}
+    full = zoo.finetune("resnet18", str(data), weights="cifar10", strategy="full", **common).model
+    zoo.finetune(full, str(data), strategy="head", augment=False, checkpoint_dir=str(tmp_path / "ck1"), **common)
+    with pytest.raises(ValueError, match="names no backbone weights .* a backbone trained or changed before"):
+        zoo.build("resnet18", weights=str(tmp_path / "ck1" / "best.pt"))
+    monkeypatch.chdir(tmp_path)
+    zoo.save(full, "full.safetensors")
+    loaded = zoo.build("resnet18", weights="full.safetensors")
+    first = zoo.finetune(loaded, str(data), strategy="head", augment=False, checkpoint_dir="ck2", **common).model
+    monkeypatch.chdir(data)  # another folder: the relative path the user typed is not the file from here
+    built = zoo.build("resnet18", weights=str(tmp_path / "ck2" / "best.pt"))
+    for name, tensor in first.state_dict().items():
+        assert torch.equal(built.state_dict()[name], tensor), name
+    second = zoo.finetune(built, str(data), strategy="head", augment=False, checkpoint_dir=str(tmp_path / "ck3"),
+                          **common).model
+    again = zoo.build("resnet18", weights=str(tmp_path / "ck3" / "best.pt"))
+    for name, tensor in second.state_dict().items():
+        assert torch.equal(again.state_dict()[name], tensor), name

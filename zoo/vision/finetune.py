@@ -33,6 +33,7 @@ import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -389,9 +390,12 @@ def record_classes(cfg: dict[str, Any], classes: Any, num_outputs: int) -> dict[
 
 
 def backbone_weights(model: nn.Module) -> str | None:
-    """The weights ``model``'s backbone holds (a weights name or a file), as :func:`record_origin` left them."""
-    cfg = getattr(model, "pretrained_cfg", None) or {}
-    return cfg.get("weights") or cfg.get("finetuned_from")
+    """The weights ``model`` holds as they were loaded (a weights name, or a file's absolute path), None once it
+    was trained (:func:`record_origin` moved the name to ``finetuned_from``: the backbone may differ since)."""
+    source = (getattr(model, "pretrained_cfg", None) or {}).get("weights")
+    if source is not None and Path(str(source)).expanduser().is_file():  # a relative path breaks in another folder
+        return str(Path(str(source)).expanduser().resolve())
+    return source
 
 
 def record_origin(model: nn.Module) -> None:
@@ -458,8 +462,8 @@ def finetune(
                      top_stages=top_stages, backbone_lr_mult=backbone_lr_mult)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
-
     data = _folders_apart(data, fit_kwargs)
+    backbone = backbone_weights(model) if use_cache else None  # before _finetune_data marks the network tuned
     train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict,
                                           unknown_classes)
     val_data = _given_val(model, fit_kwargs, val_data, image_size, strict, unknown_classes)
@@ -468,7 +472,7 @@ def finetune(
     groups = param_groups(model, plan, lr, backbone_lr_mult)
     fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
                               unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
-                              augment=augment, cache_features=use_cache, strict=strict)
+                              augment=augment, cache_features=use_cache, strict=strict, backbone_weights=backbone)
     common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
     if use_cache:
         return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
@@ -511,9 +515,9 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
     if plan.strategy == "gradual":  # the schedule in use: unfreeze_every=None is derived from epochs, so a resume
         # with more epochs froze stages that were open again (refused now; unfreeze_every= keeps the schedule)
         recipe["unfreeze_every_used"] = plan.unfreeze_every
-    if settings["cache_features"]:  # its checkpoints hold the head alone: the backbone's weights are named with
-        # it, so that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
-        recipe["backbone_weights"] = backbone_weights(model)
+    if not settings["cache_features"]:  # only a cached-feature run's checkpoints hold the head alone, and name
+        # the backbone's weights, so that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
+        recipe.pop("backbone_weights")
     if isinstance(data, (str, os.PathLike)) and getattr(model, "pretrained_cfg", None) is not None:
         recipe.update(folder_recipe(model.pretrained_cfg, train_data, val_data, settings["augment"], settings["strict"]))
     architecture = getattr(model, "zoo_architecture", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 from torchvision.models.resnet import BasicBlock, ResNet
 
+from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.head import ClassifierHead, replace_fc
 from zoo.engine.network import Network
@@ -218,6 +220,11 @@ class ResNet18(ClassifierHead, Network, ResNet):
             return ds
         if ds.classes is not None:
             self._check_classes(list(ds.classes), type(data).__name__)
+            theirs, ours = [str(c) for c in ds.classes], [str(c) for c in self.classes or ()]
+            if not train and ours and theirs != ours:  # a folder is matched by name; a Dataset's labels are indices
+                warnings.warn(f"{type(data).__name__}'s classes {theirs} are not the network's {ours}: its labels are "
+                              f"scored by index (label i as output i, {theirs[0]!r} as {ours[0]!r}); give the images "
+                              f"as a folder to match classes by name", stacklevel=user_stacklevel())
         if train:  # predict uses the size it trained at and names the classes, as after training on a folder
             self.pretrained_cfg = record_classes(with_image_size(self.pretrained_cfg, image_size), ds.classes,
                                                  self.fc.out_features)
@@ -327,7 +334,8 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
         for key in ("resize", "mean", "std", "interpolation"):
             if key in tf:
                 cfg[key] = tf[key]
-        classes = getattr(entry, "classes", None)  # torchvision's categories for its own weights
+        # meta["classes"], else torchvision's categories for its own weights (WeightsEntry.classes)
+        classes = meta.get("classes") or getattr(entry, "classes", None)
     _fit_channels(cfg, conv.in_channels)
     if classes is not None and model.fc.out_features == len(classes):
         cfg["classes"] = list(classes)
@@ -346,11 +354,15 @@ def _around_cached_head(head: dict[str, torch.Tensor], run: dict[str, Any], path
     source = run.get("data.backbone_weights")
     if not source:
         raise ValueError(f"{path} holds only the classifier head that zoo.finetune(strategy='head') trained on "
-                         f"cached features, and records no backbone weights (a run of an older zoo, or a backbone "
-                         f"without weights): build the network with the weights it was fine-tuned from and load "
-                         f"the head, model.fc.load_state_dict(torch.load(path, weights_only=True)['model'])")
+                         f"cached features, and names no backbone weights (a run of an older zoo, or a backbone "
+                         f"trained or changed before the fine-tuning): build the network that was fine-tuned and "
+                         f"load the head, model.fc.load_state_dict(torch.load(path, weights_only=True)['model'])")
     backbone, _ = hub.resolve(source, model="resnet18")
-    state = {k: v for k, v in hub.load_state_dict(backbone).items() if not k.startswith("fc.")}
+    state = hub.load_state_dict(backbone)
+    inner = hub.training_config(backbone)
+    if inner is not None and inner.get("data.cache_features") and set(state) == {"weight", "bias"}:
+        state = _around_cached_head(state, inner, backbone)  # a head tuned on a network built from such a file
+    state = {k: v for k, v in state.items() if not k.startswith("fc.")}
     return {**state, "fc.weight": head["weight"], "fc.bias": head["bias"]}
 
 
