@@ -138,3 +138,16 @@ def test_a_clip_dataset_without_a_transform_gets_the_networks_own_and_names_the_
                                                     train=False, transform=model._transform(False), progress=False),
                             amp=None)
     assert zoo.evaluate(model, test, amp=None) == expected
+    with pytest.raises(ValueError, match=r"the DataLoader's VideoClipDataset has no transform: its clips are uint8"):
+        zoo.train(model, torch.utils.data.DataLoader(ds, batch_size=5), epochs=1, amp=None, progress=False)
+
+
+def test_a_network_trained_on_a_clip_dataset_records_its_classes_in_the_checkpoints(uneven, tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build("video-tsn", num_classes=3, stem="cifar")
+    model.video_cfg.update({"size": 8, "resize": 8, "num_segments": 2})
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling="segments", num_segments=2, train=True, progress=False)
+    zoo.train(model, ds, epochs=1, batch_size=5, amp=None, progress=False, checkpoint_dir=str(tmp_path / "ck"))
+    built = zoo.build("video-tsn", weights=str(tmp_path / "ck" / "best.pt"))
+    assert built.video_cfg["classes"] == list(LENGTHS) and built.video_cfg["num_segments"] == 2

@@ -199,9 +199,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 options["val_data"] = self._eval_folder(val_data, splits, fold, extra, "val_data")[0]
             elif val_data is not None:
                 options["val_data"] = self._transformed(val_data, False)
-            if train and len(getattr(data, "classes", None) or ()) == self.num_classes:
-                self.video_cfg["classes"] = [str(c) for c in data.classes]  # its outputs' names, as a folder's
-            return self._transformed(data, train), (self._recorded(options) if train else options)
+            named = train and len(getattr(data, "classes", None) or ()) == self.num_classes
+            if named:  # its outputs' names, as a folder's, kept in video_cfg and in the checkpoints
+                self.video_cfg["classes"] = [str(c) for c in data.classes]
+            recorded = self._recorded(options, **({"classes": self.video_cfg["classes"]} if named else {}))
+            return self._transformed(data, train), (recorded if train else options)
         if not train:
             return self._eval_folder(data, splits, fold, extra, "video folder")[0], options
         root = Path(data)
@@ -247,8 +249,15 @@ class VideoClassifierMixin(ClassifierHead, Network):
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
         copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
         clips failed in the first convolution, 'expected scalar type Byte but found BFloat16')."""
+        from torch.utils.data import DataLoader
+
         from zoo.video.ucf101 import VideoClipDataset
 
+        inner = data.dataset if isinstance(data, DataLoader) else None
+        if isinstance(inner, VideoClipDataset) and inner.transform is None:  # a loader is not rebuilt for it
+            raise ValueError(f"the DataLoader's {type(inner).__name__} has no transform: its clips are uint8 (C, T, "
+                             f"H, W), which the network does not take; give the dataset itself (it gets the "
+                             f"network's transform), or make it with transform=")
         if not isinstance(data, VideoClipDataset) or data.transform is not None:
             return data
         data = copy.copy(data)  # the user's stays as it is
@@ -400,7 +409,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         set_clip_recipe(self.video_cfg, _one_clip_key({k: spec[k] for k in keys if k in spec}))
         if "size" in spec and "resize" not in spec:
             self.video_cfg["resize"] = spec["size"]  # the clips were trained at their stored size
-        classes = getattr(entry, "classes", None)  # torchvision's categories for its own weights
+        # meta["classes"], else torchvision's categories for its own weights (WeightsEntry.classes)
+        classes = meta.get("classes") or getattr(entry, "classes", None)
         if classes and len(classes) == self.num_classes:
             self.video_cfg["classes"] = classes
 
