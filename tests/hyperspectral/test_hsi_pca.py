@@ -219,3 +219,4 @@ def test_more_components_than_pixels_is_refused_as_scikit_learn_refuses_it():
         PCA(30).fit(X)  # the peer refuses it too
     assert HyperspectralPCA(20).fit(X).n_components_ == PCA(20).fit(X).n_components_ == 20
     assert HyperspectralPCA(0.9).fit(X).n_components_ < 20  # a variance fraction is never more than there is
+    assert HyperspectralPCA(None, whiten=True).fit(X).n_components_ == PCA(None).fit(X).n_components_ == 20

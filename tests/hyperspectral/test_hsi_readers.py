@@ -208,3 +208,19 @@ def test_wavelengths_in_micrometres_without_a_known_unit_are_read_as_micrometres
     assert not warns or "(set 'wavelength units' in the header)" in str(said[0].message)
     np.testing.assert_allclose(scene.wavelengths, np.linspace(400, 2500, 220), rtol=1e-5)
     assert remove_water_bands(scene).n_bands < 220
+
+
+@pytest.mark.parametrize("units", ["Index", None, "GHz"])
+def test_band_numbers_or_a_unit_that_is_no_length_give_no_wavelengths(tmp_path, units):
+    """'wavelength units = Index' over 1..60 was read as micrometres (1,000-60,000 nm: remove_water_bands dropped
+    58 of 60 bands); band numbers without units read the same way."""
+    import warnings
+
+    values = np.arange(1, 61) if units != "GHz" else np.linspace(10, 20, 60)
+    meta = {"wavelength": [f"{w:g}" for w in values]} | ({"wavelength units": units} if units else {})
+    envi.save_image(str(tmp_path / "s.hdr"), np.ones((2, 2, 60), np.float32), force=True, metadata=meta)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        scene = open_envi(tmp_path / "s.hdr")
+    assert scene.wavelengths is None
+    assert any("the scene has no wavelengths" in str(w.message) for w in said)

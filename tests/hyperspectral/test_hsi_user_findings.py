@@ -235,3 +235,15 @@ def test_saving_a_pipeline_with_a_step_its_file_cannot_hold_is_refused_at_save()
         with pytest.raises(ValueError, match=r"step 'scale' is .*: an hsi-pca-svm file holds the steps it loads "
                                              r"\(BandStandardizer, HyperspectralPCA, SVC\)"):
             svm.export_state_dict()
+
+
+def test_hybridsn_on_fewer_training_pixels_than_its_bands_names_n_bands():
+    """HyperspectralPCA's refusal of more components than pixels told a HybridSN user to give 'a smaller
+    n_components, a variance fraction such as 0.99': HybridSN's setting is n_bands, an int."""
+    scene = make_scene(24, 24, 40, 3, seed=0)
+    mask = np.zeros(scene.labels.shape, np.uint8)
+    mask[tuple(np.argwhere(scene.labels > 0)[:20].T)] = 1
+    net = zoo.build("hybridsn", n_bands=30, window=9, n_classes=3)
+    with pytest.raises(ValueError, match=r"20 training pixels cannot give the 30 PCA components HybridSN reduces a "
+                                         r"scene to \(n_bands=30\): train on more pixels, or build it with n_bands <= 20"):
+        zoo.train(net, scene, split="disjoint", train_mask=mask, epochs=1, progress=False)

@@ -95,7 +95,8 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
     """PCA over the spectral axis.
 
     ``n_components``: an int, or a float in (0, 1) = the fraction of variance to keep (smallest k reaching
-    it), or None (all). ``whiten`` scales each component to unit variance. ``chunk_bytes`` bounds the
+    it), or None (all there are: min(pixels, bands), as in scikit-learn; a count above the pixels is refused as
+    there). ``whiten`` scales each component to unit variance. ``chunk_bytes`` bounds the
     float64 working block. ``fit(X, mask=...)`` accepts ``(N, C)``, ``(H, W, C)`` or a :class:`Scene` (a
     lazily opened ENVI scene is read one row block at a time).
 
@@ -155,6 +156,8 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         evecs *= np.sign(evecs[big, np.arange(evecs.shape[1])])[None, :]
         k = self._choose_k(evals)
         count = self._fraction_or_count()
+        if count is None:  # every component there is: min(pixels, bands), as scikit-learn's PCA keeps for None
+            k = min(k, acc.n)
         if isinstance(count, int) and k > acc.n:
             # as scikit-learn's PCA refuses: the components past the pixel count have no variance, and
             # whitening scaled them by 1e6 (noise of 1e7 from 20 pixels and 30 components)

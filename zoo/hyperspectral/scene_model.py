@@ -168,6 +168,10 @@ class SceneClassifierMixin:
         else:
             scaler = BandStandardizer().fit(scene.cube, mask=train_mask)
             pixels = scene.pixels(train_mask)
+        if len(pixels) < self.config.n_bands:  # the PCA's own refusal names its n_components, not this setting
+            raise ValueError(f"{len(pixels)} training pixels cannot give the {self.config.n_bands} PCA components "
+                             f"{type(self).__name__} reduces a scene to (n_bands={self.config.n_bands}): train on "
+                             f"more pixels, or build it with n_bands <= {len(pixels)}")
         pca = HyperspectralPCA(n_components=self.config.n_bands, whiten=True).fit(scaler.transform(pixels))
         self.set_preprocessor(scaler.mean_, scaler.scale_, pca.mean_, pca.components_,
                               1.0 / np.sqrt(np.maximum(pca.explained_variance_, 1e-12)))

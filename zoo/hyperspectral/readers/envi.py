@@ -50,14 +50,21 @@ def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | 
         return wl * _UNIT_TO_NM[unit]
     if unit == "wavenumber" and np.all(wl > 0):  # cm^-1
         return 1e7 / wl
-    # none, "Unknown", "Index" or a unit that is no length: optical wavelengths are 0.3-15 in micrometres and
-    # 300-15,000 in nanometres, so the values tell which (read as nanometres, micrometres made every
-    # wavelength-based step, such as dropping the water bands, a silent no-op)
+    told = "(none given)" if given is None else "are not a length unit"
+    counting = wl.size > 1 and np.array_equal(wl, np.arange(wl[0], wl[0] + wl.size)) and wl[0] in (0, 1)
+    if unit not in ("", "unknown") or counting:  # "Index", "GHz", ..., or band numbers: no wavelengths to read
+        warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} {told} and the values "
+                      f"{wl.min():g}-{wl.max():g} " + ("count the bands" if counting else "are no wavelengths")
+                      + ": the scene has no wavelengths (set 'wavelength units' in the header)",
+                      stacklevel=user_stacklevel())
+        return None
+    # none or "Unknown": optical wavelengths are 0.3-15 in micrometres and 300-15,000 in nanometres, so the
+    # values tell which (read as nanometres, micrometres made every wavelength-based step, such as dropping
+    # the water bands, a silent no-op)
     micrometres = bool(wl.size) and float(np.nanmax(np.abs(wl))) < 100.0
-    warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} " + ("(none given)" if given is None else
-                  "are not a length unit") + f"; wavelengths {wl.min():g}-{wl.max():g} read as "
-                  + ("micrometres" if micrometres else "nanometres") + " (set 'wavelength units' in the header)",
-                  stacklevel=user_stacklevel())
+    warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} {told}; wavelengths {wl.min():g}-{wl.max():g} "
+                  f"read as " + ("micrometres" if micrometres else "nanometres")
+                  + " (set 'wavelength units' in the header)", stacklevel=user_stacklevel())
     return wl * (1e3 if micrometres else 1.0)
 
 
