@@ -105,6 +105,12 @@ class LambdaCallback(Callback):
             setattr(self, name, fn)
 
 
+def adds_to_rows(cb: Callback) -> bool:
+    """Whether ``cb`` has an ``on_epoch_end`` of its own (a subclass's method, or a LambdaCallback's function set
+    on the instance), which may add keys to an epoch's row that ``monitor`` can name."""
+    return type(cb).on_epoch_end is not Callback.on_epoch_end or "on_epoch_end" in vars(cb)
+
+
 class GradualUnfreeze(Callback):
     """Unfreeze modules on a schedule: ``GradualUnfreeze({0: ["fc"], 2: ["layer4"], 4: [""]})``.
 
@@ -144,11 +150,13 @@ class GradualUnfreeze(Callback):
 class RestoreBest(Callback):
     """Keep the weights of the best epoch (by ``monitor`` of the history rows) in memory and load them back
     when training ends, so that early stopping or a fixed epoch budget leaves the model at its best
-    validation score rather than at its last epoch. ``mode``: ``"min"``/``"max"`` (default: min for names
-    containing "loss", else max, as ``fit``'s monitor). ``best_epoch`` / ``best_value`` say what was kept."""
+    validation score rather than at its last epoch. ``mode``: ``"min"``/``"max"`` (default: min for a loss
+    or an error such as "mae", else max, as ``fit``'s monitor). ``best_epoch`` / ``best_value`` say what was kept."""
 
     def __init__(self, monitor: str = "val_loss", mode: str | None = None) -> None:
-        mode = mode or ("min" if "loss" in monitor else "max")
+        from zoo.engine.monitor import default_mode
+
+        mode = mode or default_mode(monitor)
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max'; got {mode!r}")
         self.monitor, self.mode = monitor, mode

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo._stacklevel import user_stacklevel
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.data import (
     TARGET_KEYS,
@@ -50,6 +52,8 @@ def metric_keys(metrics: str | Iterable[str]) -> list[str]:
         if not isinstance(m, str) or (m not in known and not _TOPK.match(m)):
             raise ValueError(f"unknown metric {m!r}; expected some of {sorted(known)} or 'topK' (e.g. 'top5'); "
                              "family metrics (BLEU) go in eval_fn")
+        if _TOPK.match(m) and int(_TOPK.match(m).group(1)) < 1:  # 'top0' scored 0.0
+            raise ValueError(f"{m!r}: a top-K accuracy needs K >= 1 (the K best classes hold the label)")
     return out
 
 
@@ -124,6 +128,7 @@ def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Ten
     """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``."""
     if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor) and targets.is_floating_point() \
             and targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
+        check_not_multi_hot(targets)
         targets = targets.argmax(1)  # soft labels (mixup, distillation): the class they weigh most
     if not isinstance(outputs, torch.Tensor) or not isinstance(targets, torch.Tensor) \
             or targets.is_floating_point():
@@ -134,10 +139,34 @@ def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Ten
     if outputs.dim() != targets.dim() + 1:
         raise ValueError(f"outputs of shape {tuple(outputs.shape)} do not match targets {tuple(targets.shape)}: "
                          "expected (N, C) scores for (N,) targets, or (N, C, ...) for (N, ...)")
+    check_class_scores(outputs)
     scores = outputs.movedim(1, -1).reshape(-1, outputs.shape[1]) if outputs.dim() > 2 else outputs
     y = targets.reshape(-1)
     keep = y != metrics_mod.IGNORE_INDEX
     return scores[keep].float(), y[keep].long()
+
+
+def check_class_scores(outputs: torch.Tensor) -> None:
+    """Refuse one output per sample for accuracy, top-k and kappa: the argmax of one column is always class 0, so
+    a binary model with one logit scored the share of class 0 (0.72 where it was right 0.995 of the time)."""
+    if outputs.dim() >= 2 and outputs.shape[1] == 1:
+        raise ValueError(f"accuracy, top-k and kappa rank class scores, and the model gives 1 output per sample "
+                         f"(outputs {tuple(outputs.shape)}): for a binary classifier with one logit, score it with "
+                         f"eval_fn=lambda model, data: {{'binary_accuracy': ...}} ((logit > 0) == y), or give it 2 "
+                         f"outputs and the default loss; metrics=() turns them off")
+
+
+def check_not_multi_hot(targets: torch.Tensor) -> None:
+    """Refuse 0/1 targets with several 1s in a row (multi-label) for accuracy: their argmax is the first label
+    only (0.53 where element-wise accuracy was 0.92). Soft labels, whose rows sum to 1, stay taken."""
+    binary = bool(((targets == 0) | (targets == 1)).all())
+    if binary and bool((targets.sum(1) != 1).any()):
+        raise ValueError("accuracy, top-k and kappa take one class per sample, and these targets are multi-hot "
+                         "(rows of 0/1 with other than one 1: multi-label): score them with eval_fn (element-wise "
+                         "or exact-match accuracy of (outputs > 0) against the targets); metrics=() turns them off")
+
+
+_warned_topk: set[tuple[str, int]] = set()
 
 
 def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metrics: list[str]) -> dict[str, float]:
@@ -152,6 +181,10 @@ def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metr
             out[name] = float((top[:, 0] == y).double().mean()) if len(y) else float("nan")
         elif m:
             k = int(m.group(1))
+            if k > num_classes and (name, num_classes) not in _warned_topk:
+                _warned_topk.add((name, num_classes))  # once per metric and width: every epoch would say it
+                warnings.warn(f"{name} of a model with {num_classes} outputs is 1.0 whatever it predicts (its "
+                              f"{num_classes} classes are all among the {k} best)", stacklevel=user_stacklevel())
             out[name] = float((top[:, :k] == y[:, None]).any(1).double().mean()) if len(y) else float("nan")
         else:
             if cm is None:

@@ -10,7 +10,18 @@ from typing import Any
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["Monitor"]
+__all__ = ["Monitor", "default_mode"]
+
+_LOWER_IS_BETTER = frozenset({"error", "err", "mae", "mse", "rmse", "mape", "nll", "perplexity", "ppl", "wer", "cer",
+                              "distance"})
+"""Words of a metric's name that make smaller better (``val_mae``, ``train_error_rate``): the default mode was max
+for every name without "loss", so best.pt and early stopping kept the worst epoch of an error."""
+
+
+def default_mode(key: str) -> str:
+    """``"min"`` for a loss or an error (a name holding "loss" or a word of :data:`_LOWER_IS_BETTER`), else
+    ``"max"`` (accuracy, kappa, BLEU, a return)."""
+    return "min" if "loss" in key or _LOWER_IS_BETTER.intersection(key.lower().split("_")) else "max"
 
 
 @dataclass
@@ -39,7 +50,7 @@ class Monitor:
             # said before the first epoch: the first epoch's end found it missing, and that epoch was lost
             raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
                              f"val_data= (or eval_fn=), or monitor a training metric ({'train_' + key[4:]!r})")
-        return cls(key, mode or ("min" if "loss" in key else "max"), patience, min_delta)
+        return cls(key, mode or default_mode(key), patience, min_delta)
 
     def update(self, row: dict[str, Any]) -> bool:
         if self.key not in row:

@@ -93,7 +93,8 @@ class FitConfig:
     monitor: str = "val_loss"
     """A key of the history rows; without validation data ``val_loss`` becomes ``train_loss``."""
     monitor_mode: str | None = None
-    """``min`` or ``max``; default: min for names containing "loss", else max."""
+    """``min`` or ``max``; default: min for a loss or an error (a name holding "loss", or a word such as "mae",
+    "mse", "rmse", "error", "perplexity", "wer": :func:`zoo.engine.monitor.default_mode`), else max."""
     early_stopping_patience: int | None = None
     early_stopping_min_delta: float = 0.0
     checkpoint_dir: str | Path | None = None

@@ -18,7 +18,8 @@ schedule       stepped     shape (a factor on each parameter group's own lr)
 Every schedule is a multiplicative factor on each group's base lr, so parameter groups with their own
 learning rates (a fine-tuning head at 10x the backbone) keep their ratio throughout.
 A callable ``schedule(optimizer, total_steps, steps_per_epoch) -> LRScheduler`` is also accepted; it is
-stepped per batch unless ``interval="epoch"`` is given in the options.
+stepped per batch unless ``interval="epoch"`` is given in the options; a ``ReduceLROnPlateau`` is stepped once
+an epoch is scored, on the monitored value (``monitor``), as Keras' and Lightning's are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.optim.lr_scheduler import LambdaLR, LRScheduler, OneCycleLR, StepLR
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler, OneCycleLR, ReduceLROnPlateau, StepLR
 
 __all__ = ["SCHEDULES", "ScheduleSpec", "build_schedule"]
 
@@ -38,7 +39,8 @@ SCHEDULES = ("step", "cosine", "onecycle", "inverse_sqrt", "linear")
 
 @dataclass
 class ScheduleSpec:
-    """A scheduler and when to step it: ``"batch"`` (after every optimizer step) or ``"epoch"``."""
+    """A scheduler and when to step it: ``"batch"`` (after every optimizer step), ``"epoch"``, or ``"plateau"``
+    (after the epoch's scores, on the monitored value: ``ReduceLROnPlateau``)."""
 
     scheduler: LRScheduler
     interval: str
@@ -79,6 +81,9 @@ def build_schedule(
         sched = schedule(optimizer, total_steps, steps_per_epoch)
         if not isinstance(sched, LRScheduler):
             raise TypeError(f"schedule callable must return a torch LRScheduler, got {type(sched).__name__}")
+        if isinstance(sched, ReduceLROnPlateau):  # steps on the monitored value, once an epoch is scored (its
+            # step() without one failed after the first batch: "missing 1 required positional argument: 'metrics'")
+            return ScheduleSpec(sched, "plateau")
         return ScheduleSpec(sched, interval)
     if schedule is None:
         if warmup_steps == 0:

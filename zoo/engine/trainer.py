@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
-from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState
+from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState, adds_to_rows
 from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch, xy_dataset
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
@@ -37,7 +37,7 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
-from zoo.engine.evaluation import ACCURACY_NAMES, call_eval_fn, metric_keys, score_loader
+from zoo.engine.evaluation import ACCURACY_NAMES, call_eval_fn, check_class_scores, metric_keys, score_loader
 from zoo.engine.forward import autocast, check_amp, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
@@ -97,10 +97,11 @@ class Trainer:
         self.in_dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
         self._setup_data(train_data)
         self._setup_optimization()
-        self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
+        # val_loss comes from validation data alone: with only an eval_fn it is train_loss, as with neither
+        monitor = "train_loss" if cfg.monitor == "val_loss" and self.val_loader is None else cfg.monitor
+        self.monitor = Monitor.create(monitor, cfg.monitor_mode, cfg.early_stopping_patience,
                                       cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None,
-                                      callbacks_may_add=any(type(cb).on_epoch_end is not Callback.on_epoch_end
-                                                            for cb in callbacks))
+                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks))
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
@@ -537,6 +538,7 @@ class Trainer:
         if not ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
                 and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
+            check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
             with torch.no_grad():
                 valid = targets != metrics_mod.IGNORE_INDEX
                 self.correct += ((outputs.argmax(1) == targets) & valid).sum()
@@ -576,6 +578,8 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_epoch_end(self.state, row)
         improved = self.monitor.update(row)
+        if self.schedule is not None and self.schedule.interval == "plateau":
+            self.scheduler.step(float(row[self.monitor.key]))  # ReduceLROnPlateau: on what this run monitors
         if self.monitor.stopped:
             self.state.request_stop(self.monitor.stop_reason)
         if self.ckpt_dir is not None:

@@ -1,0 +1,106 @@
+"""What a Keras or Lightning user meets with their own models (an audit of 2026-12-06): accuracy of a one-output
+binary model and of multi-hot targets refused instead of wrong, error metrics monitored for their minimum, the
+default monitor beside an eval_fn alone, a LambdaCallback's own keys, ReduceLROnPlateau, top-K checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import zoo
+from zoo.engine import LambdaCallback, fit
+
+X = torch.randn(200, 6, generator=torch.Generator().manual_seed(0))
+Y = (X[:, 0] > 0.5).long()
+QUIET = {"amp": None, "progress": False}
+
+
+def _bce(outputs, y):
+    return F.binary_cross_entropy_with_logits(outputs.squeeze(1), y.float())
+
+
+def test_accuracy_of_one_output_per_sample_is_refused_at_the_first_batch_not_the_share_of_class_0():
+    """train/val accuracy read argmax over one column (always class 0): 0.72, the share of class 0, for a model
+    right 0.995 of the time; kappa failed 'targets must lie in [0, 1)'."""
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1))
+    said = r"the model gives 1 output per sample \(outputs \(32, 1\)\): for a binary classifier with one logit"
+    with pytest.raises(ValueError, match=said):
+        zoo.train(model, (X, Y), val_data=(X, Y), loss_fn=_bce, metrics=("accuracy",), epochs=1, batch_size=32, **QUIET)
+    with pytest.raises(ValueError, match="the model gives 1 output per sample"):
+        zoo.evaluate(model, (X, Y), loss_fn=_bce, metrics=("kappa",), batch_size=32)
+    assert set(zoo.evaluate(model, (X, Y), loss_fn=_bce, metrics=())) == {"loss"}  # without metrics: fine
+
+
+def test_accuracy_of_multi_hot_targets_is_refused_and_soft_labels_are_still_taken():
+    """Multi-hot targets (multi-label) were scored by the argmax of each row: 0.53 where element-wise accuracy
+    was 0.92."""
+    model = nn.Linear(6, 4)
+    multi_hot = (X[:, :4] > 0).float()
+    with pytest.raises(ValueError, match="these targets are multi-hot"):
+        zoo.evaluate(model, (X, multi_hot), loss_fn=F.binary_cross_entropy_with_logits, metrics=("accuracy",))
+    soft = torch.softmax(torch.randn(200, 4), 1)  # mixup / distillation: rows summing to 1
+    assert 0.0 <= zoo.evaluate(model, (X, soft), loss_fn=F.cross_entropy, metrics=("accuracy",))["accuracy"] <= 1.0
+
+
+def test_an_error_metric_is_monitored_for_its_minimum_by_default():
+    """monitor='val_mae' kept the epoch of the largest error in best.pt (mode max for every name without 'loss')."""
+    from zoo.engine.monitor import default_mode
+
+    assert [default_mode(k) for k in ("val_loss", "val_mae", "train_error_rate", "val_rmse", "val_perplexity",
+                                      "val_accuracy", "val_bleu", "eval_return_mean", "val_kappa")] == \
+        ["min"] * 5 + ["max"] * 4
+    x = torch.randn(200, 5, generator=torch.Generator().manual_seed(1))
+    y = x @ torch.randn(5, 1, generator=torch.Generator().manual_seed(2))
+
+    def mae(model, _):
+        with torch.no_grad():
+            return {"mae": float((model(x[:50]) - y[:50]).abs().mean())}
+
+    torch.manual_seed(0)
+    r = fit(nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1)), (x, y), (x[:50], y[:50]), epochs=5,
+            loss_fn=F.mse_loss, eval_fn=mae, monitor="val_mae", lr=0.01, **QUIET)
+    maes = [row["val_mae"] for row in r.history]
+    assert r.best_metric == min(maes) and r.best_epoch == maes.index(min(maes)) + 1
+
+
+def test_an_eval_fn_without_validation_data_monitors_train_loss_and_a_lambda_callbacks_key_may_be_monitored():
+    """fit(eval_fn=...) without val_data failed after the first epoch: "monitor='val_loss' is not in the epoch's
+    metrics"; a LambdaCallback adding val_score was refused before training ('this run has no validation data')
+    where a Callback subclass doing the same was taken."""
+    model = nn.Linear(6, 2)
+    r = fit(model, (X, Y), eval_fn=lambda m, d: {"score": 0.5}, epochs=2, **QUIET)
+    assert r.monitor == "train_loss" and r.history[-1]["val_score"] == 0.5
+    add = LambdaCallback(on_epoch_end=lambda state, row: row.update(val_score=float(state.epoch)))
+    r = fit(model, (X, Y), epochs=2, monitor="val_score", callbacks=[add], **QUIET)
+    assert r.best_epoch == 2 and r.best_metric == 1.0
+
+
+def test_reduce_lr_on_plateau_steps_on_the_monitored_value_once_an_epoch():
+    """Its step() was called after every batch without a metric: 'missing 1 required positional argument'."""
+    torch.manual_seed(0)
+    plateau = [None]
+
+    def schedule(optimizer, total_steps, steps_per_epoch):
+        plateau[0] = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=0, factor=0.5)
+        return plateau[0]
+
+    r = zoo.train(nn.Linear(6, 2), (X, Y), val_data=(X[:50], Y[:50]), schedule=schedule, epochs=6, lr=1.0, **QUIET)
+    losses, lrs = [row["val_loss"] for row in r.history], [row["lr"] for row in r.history]
+    expected, lr, best = [], 1.0, float("inf")
+    for loss in losses:  # the scheduler's rule, replayed on the rows: halve after an epoch without improvement
+        expected.append(lr)
+        if loss < best * (1 - 1e-4):
+            best = loss
+        else:
+            lr *= 0.5
+    assert lrs == expected and min(lrs) < 1.0  # it did halve in these 6 epochs
+
+
+def test_top_k_needs_k_of_at_least_one_and_warns_where_k_exceeds_the_classes():
+    """'top0' was taken and scored 0.0; 'top5' of a 3-class model was 1.0 without a word."""
+    with pytest.raises(ValueError, match="'top0': a top-K accuracy needs K >= 1"):
+        zoo.evaluate(nn.Linear(6, 3), (X, Y), metrics=("top0",))
+    with pytest.warns(UserWarning, match="top7 of a model with 3 outputs is 1.0 whatever it predicts"):
+        assert zoo.evaluate(nn.Linear(6, 3), (X, Y), metrics=("top7",))["top7"] == 1.0
