@@ -104,3 +104,21 @@ def test_top_k_needs_k_of_at_least_one_and_warns_where_k_exceeds_the_classes():
         zoo.evaluate(nn.Linear(6, 3), (X, Y), metrics=("top0",))
     with pytest.warns(UserWarning, match="top7 of a model with 3 outputs is 1.0 whatever it predicts"):
         assert zoo.evaluate(nn.Linear(6, 3), (X, Y), metrics=("top7",))["top7"] == 1.0
+
+
+def test_evaluate_with_a_per_sample_loss_says_what_fit_says():
+    """zoo.evaluate with loss_fn=CrossEntropyLoss(reduction='none') failed "output with shape [] doesn't match the
+    broadcast shape [40]"; fit names the mistake."""
+    said = r"loss_fn must return the loss as a one-value tensor .* got a tensor of shape \(40,\)"
+    with pytest.raises(TypeError, match=said):
+        zoo.evaluate(nn.Linear(6, 2), (X[:40], Y[:40]), loss_fn=nn.CrossEntropyLoss(reduction="none"), batch_size=40)
+    with pytest.raises(TypeError, match=said):
+        zoo.train(nn.Linear(6, 2), (X[:40], Y[:40]), loss_fn=nn.CrossEntropyLoss(reduction="none"), epochs=1,
+                  batch_size=40, **QUIET)
+
+
+def test_x_y_and_sample_weights_are_refused_as_what_they_are():
+    """(X, y, w), as Keras' fit takes sample weights, was read as a data set of three samples and failed in
+    torch's collate ('stack expects each tensor to be equal size')."""
+    with pytest.raises(TypeError, match=r"expected \(X, y\); got a tuple of 3 arrays of 200 rows: sample weights"):
+        zoo.train(nn.Linear(6, 2), (X, Y, torch.ones(200)), epochs=1, **QUIET)

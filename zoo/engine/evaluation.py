@@ -30,7 +30,7 @@ from zoo.engine.data import (
     train_val,
 )
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
-from zoo.engine.forward import autocast, call_model, check_amp, default_loss, forward
+from zoo.engine.forward import autocast, call_model, check_amp, check_loss_value, default_loss, forward
 from zoo.engine.layout import fall_back_channels_first, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
@@ -101,7 +101,7 @@ def score_loader(
             batch = move_batch(batch, device, channels_last, dtype)
             with autocast(amp, device):
                 outputs, targets = forward(model, batch, forward_fn)
-                loss = loss_fn(outputs, targets)
+                loss = check_loss_value(loss_fn(outputs, targets))
             n = metrics_mod.num_scored(targets)
             if n:  # a batch whose targets are all ignore_index has a NaN mean loss, and NaN * 0 is NaN
                 loss_sum += loss.detach().double().cpu() * n

@@ -86,6 +86,17 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
     return loss
 
 
+def check_loss_value(loss: Any) -> torch.Tensor:
+    """``loss`` when it is a one-value tensor; else a TypeError naming what came (a per-sample loss of
+    ``reduction="none"`` failed evaluation with "output with shape [] doesn't match the broadcast shape [40]")."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else \
+            f"{type(loss).__name__} {loss!r}"
+        raise TypeError(f"loss_fn must return the loss as a one-value tensor that autograd runs backward from, got "
+                        f"{got}: return the torch expression (a mean), not .item() or float(...)")
+    return loss
+
+
 def forward(model: nn.Module, batch: Any, forward_fn: Callable | None) -> tuple[Any, Any]:
     """``(outputs, targets)`` of a batch: ``forward_fn(model, batch)``, or ``model(inputs)`` for
     ``(inputs, targets)`` batches (``model(*inputs)`` for a tuple, ``model(**inputs)`` for a dict)."""

@@ -38,7 +38,7 @@ from zoo.engine.distributed import (
     wrap_ddp,
 )
 from zoo.engine.evaluation import ACCURACY_NAMES, call_eval_fn, check_class_scores, metric_keys, score_loader
-from zoo.engine.forward import autocast, check_amp, default_loss, forward
+from zoo.engine.forward import autocast, check_amp, check_loss_value, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
     is_view_refusal,
@@ -487,12 +487,7 @@ class Trainer:
                              "drop_last=True, or another batch_size") from err
         if self.cfg.flush_tiny_grads:
             floor_output_grad(outputs)
-        loss = self.loss_fn(outputs, targets)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else \
-                f"{type(loss).__name__} {loss!r}"
-            raise TypeError(f"loss_fn must return the loss as a one-value tensor that autograd runs backward from, got "
-                            f"{got}: return the torch expression (a mean), not .item() or float(...)")
+        loss = check_loss_value(self.loss_fn(outputs, targets))
         return outputs, targets, loss
 
     def _no_checkpoint_yet(self) -> str:
