@@ -247,3 +247,10 @@ def test_hybridsn_on_fewer_training_pixels_than_its_bands_names_n_bands():
     with pytest.raises(ValueError, match=r"20 training pixels cannot give the 30 PCA components HybridSN reduces a "
                                          r"scene to \(n_bands=30\): train on more pixels, or build it with n_bands <= 20"):
         zoo.train(net, scene, split="disjoint", train_mask=mask, epochs=1, progress=False)
+
+
+def test_a_spectrum_typed_as_text_is_no_scene_not_an_os_error():
+    """zoo.predict(svm, '1,1,...,1') (a spectrum typed on the command line) failed 'OSError: [Errno 36] File name
+    too long' from the check whether it names a file."""
+    with pytest.raises(FileNotFoundError, match="is neither a scene file nor a known data set"):
+        zoo.predict(_svm(), ",".join(["1"] * 200))

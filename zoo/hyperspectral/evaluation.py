@@ -91,7 +91,7 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
         from zoo.hyperspectral.readers import with_ground_truth
 
         return with_ground_truth(as_scene(data, cube_key=cube_key), labels, gt_key=gt_key)
-    if isinstance(data, (str, os.PathLike)) and Path(data).exists():
+    if isinstance(data, (str, os.PathLike)) and _exists(data):
         from zoo.hyperspectral.readers import load_scene
 
         return load_scene(Path(data), gt_key=gt_key, cube_key=cube_key)
@@ -115,6 +115,15 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
                         "e.g. zoo.train(name, cube, labels=gt), zoo.evaluate(model, cube, labels=gt)")
     shape = f" of shape {data.shape}" if isinstance(data, np.ndarray) else ""
     raise TypeError(f"expected {expected}; got {type(data).__name__}{shape}")
+
+
+def _exists(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a file or folder; False for a string no file can have (a spectrum typed on the
+    command line, '1,2,...', failed 'File name too long' before it could be called no scene)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def array_input(data: Any) -> np.ndarray | None:
