@@ -122,3 +122,53 @@ def test_x_y_and_sample_weights_are_refused_as_what_they_are():
     torch's collate ('stack expects each tensor to be equal size')."""
     with pytest.raises(TypeError, match=r"expected \(X, y\); got a tuple of 3 arrays of 200 rows: sample weights"):
         zoo.train(nn.Linear(6, 2), (X, Y, torch.ones(200)), epochs=1, **QUIET)
+
+
+def test_reduce_lr_on_plateau_resumes_with_more_epochs_and_must_share_the_monitors_mode(tmp_path):
+    """A resume with another epochs failed 'NotImplementedError' (realign_schedule called its get_lr()); a
+    ReduceLROnPlateau of mode 'min' on val_accuracy cut the lr on every epoch the accuracy improved."""
+    def schedule(optimizer, total_steps, steps_per_epoch):
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=0, factor=0.5)
+
+    run = {"val_data": (X[:50], Y[:50]), "schedule": schedule, "lr": 1.0, **QUIET}
+    torch.manual_seed(0)
+    model = nn.Linear(6, 2)
+    zoo.train(model, (X, Y), epochs=3, checkpoint_dir=str(tmp_path), **run)
+    resumed = zoo.train(model, (X, Y), epochs=5, checkpoint_dir=str(tmp_path), resume=True, **run)
+    torch.manual_seed(0)
+    whole = nn.Linear(6, 2)
+    straight = zoo.train(whole, (X, Y), epochs=5, **run)
+    assert [r["lr"] for r in resumed.history] == [r["lr"] for r in straight.history]
+    assert torch.equal(model.weight, whole.weight)
+    with pytest.raises(ValueError, match=r"ReduceLROnPlateau\(mode='min'\) steps on monitor='val_accuracy', which "
+                                         r"improves as it goes up: make it with mode='max'"):
+        zoo.train(nn.Linear(6, 2), (X, Y), monitor="val_accuracy", epochs=1, **run)
+
+
+def test_an_eval_fn_that_gives_a_loss_is_monitored_on_it_and_a_run_that_fell_back_resumes(tmp_path):
+    """The fallback to train_loss for an eval_fn without val_data took over an eval_fn that returns 'loss' too."""
+    def with_loss(model, _):
+        with torch.no_grad():
+            return {"loss": float(F.cross_entropy(model(X), Y))}
+
+    assert fit(nn.Linear(6, 2), (X, Y), eval_fn=with_loss, epochs=2, **QUIET).monitor == "val_loss"
+    model = nn.Linear(6, 2)
+    fit(model, (X, Y), eval_fn=lambda m, d: {"score": 0.5}, epochs=2, checkpoint_dir=str(tmp_path), **QUIET)
+    again = fit(model, (X, Y), eval_fn=lambda m, d: {"score": 0.5}, epochs=3, checkpoint_dir=str(tmp_path),
+                resume=True, **QUIET)
+    assert again.monitor == "train_loss" and len(again.history) == 3
+
+
+def test_keras_and_scikit_learn_metric_names_get_their_direction():
+    from zoo.engine.monitor import default_mode
+
+    assert [default_mode(k) for k in ("val_binary_crossentropy", "val_kl_divergence", "val_hinge",
+                                      "val_neg_mean_squared_error", "val_terror_rate")] == \
+        ["min", "min", "min", "max", "max"]
+
+
+def test_a_tuple_of_sample_tensors_stays_a_data_set():
+    """The (X, y, w) refusal took a tuple of five 8-value samples for weights (it trained before)."""
+    r = fit(nn.Linear(8, 8), tuple(torch.randn(8) for _ in range(5)), forward_fn=lambda m, b: (m(b), b),
+            loss_fn=F.mse_loss, epochs=1, **QUIET)
+    assert len(r.history) == 1

@@ -234,9 +234,9 @@ def _as_dataset(data: Any) -> Dataset:
         return data
     if (xy := xy_dataset(data)) is not None:
         return xy
-    if isinstance(data, tuple) and len(data) > 2 and all(isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim
-                                                         and len(t) == len(data[0]) for t in data) \
-            and len(data[0]) != len(data) and data[-1].ndim == 1:  # not three 3-channel images
+    if isinstance(data, tuple) and len(data) == 3 and all(isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim
+                                                          and len(t) == len(data[0]) for t in data) \
+            and data[0].ndim >= 2 and data[2].ndim == 1 and len(data[0]) != 3:  # X of rows, a weight per row
         # (X, y, sample_weight), as Keras' fit takes it, was read as a data set of 3 samples ('stack expects ...')
         raise TypeError(f"expected (X, y); got a tuple of {len(data)} arrays of {len(data[0])} rows: sample weights "
                         f"(Keras' third array) are not taken apart; weigh the loss in loss_fn with a forward_fn "

@@ -50,7 +50,7 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     :mod:`zoo.engine.layout`), True or False; ``monitor`` is any key
     of a history row (``"val_loss"``, ``"val_accuracy"``, ``"val_bleu"`` from ``eval_fn``; without
     validation data the default becomes ``"train_loss"``), ``monitor_mode`` ``"min"``/``"max"`` (default:
-    min for names containing "loss", else max); ``checkpoint_dir`` keeps ``epoch-NNNN.pt`` (last
+    min for a loss or an error such as "mae": :func:`zoo.engine.monitor.default_mode`, else max); ``checkpoint_dir`` keeps ``epoch-NNNN.pt`` (last
     ``keep_last``) and ``best.pt``; ``resume`` is True (latest in ``checkpoint_dir``) or a checkpoint path,
     and reproduces the uninterrupted run exactly on CPU (a changed ``lr``, ``epochs`` or patience is applied
     and reported, any other changed setting is refused: :mod:`zoo.engine.resume`); ``overfit_batches=N`` trains and validates on

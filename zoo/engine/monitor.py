@@ -13,15 +13,18 @@ from zoo._stacklevel import user_stacklevel
 __all__ = ["Monitor", "default_mode"]
 
 _LOWER_IS_BETTER = frozenset({"error", "err", "mae", "mse", "rmse", "mape", "nll", "perplexity", "ppl", "wer", "cer",
-                              "distance"})
+                              "distance", "crossentropy", "divergence", "hinge", "poisson"})
 """Words of a metric's name that make smaller better (``val_mae``, ``train_error_rate``): the default mode was max
 for every name without "loss", so best.pt and early stopping kept the worst epoch of an error."""
 
 
 def default_mode(key: str) -> str:
-    """``"min"`` for a loss or an error (a name holding "loss" or a word of :data:`_LOWER_IS_BETTER`), else
-    ``"max"`` (accuracy, kappa, BLEU, a return)."""
-    return "min" if "loss" in key or _LOWER_IS_BETTER.intersection(key.lower().split("_")) else "max"
+    """``"min"`` for a loss or an error (a name holding "loss" or a word of :data:`_LOWER_IS_BETTER`, Keras'
+    ``binary_crossentropy`` too), else ``"max"`` (accuracy, kappa, BLEU, a return, scikit-learn's ``neg_...``)."""
+    words = key.lower().split("_")
+    if "neg" in words:  # scikit-learn's scorers negate errors (neg_mean_squared_error): larger is better
+        return "max"
+    return "min" if "loss" in key or _LOWER_IS_BETTER.intersection(words) else "max"
 
 
 @dataclass
@@ -38,14 +41,18 @@ class Monitor:
     bad_epochs: int = 0
     stopped: bool = False
     warned_nonfinite: bool = False
+    fallback: str | None = None  # the key monitored instead when the first row lacks ``key``
 
     @classmethod
     def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool,
-               callbacks_may_add: bool = False) -> Monitor:
-        """``val_loss`` without validation data means ``train_loss``; another ``val_`` key without it is an
-        error unless callbacks (which may add keys to a row) run; the mode defaults to min for losses."""
+               callbacks_may_add: bool = False, has_val_data: bool | None = None) -> Monitor:
+        """``val_loss`` without validation data means ``train_loss`` (with an ``eval_fn`` alone, once the first
+        row shows it gives no ``loss``); another ``val_`` key without it is an error unless callbacks (which may
+        add keys to a row) run; the mode defaults to min for losses and errors (:func:`default_mode`)."""
         if key == "val_loss" and not has_val:
             key = "train_loss"
+        elif key == "val_loss" and has_val_data is False:  # an eval_fn may give val_loss: known at the first row
+            return cls(key, mode or default_mode(key), patience, min_delta, fallback="train_loss")
         elif key.startswith("val_") and not has_val and not callbacks_may_add:
             # said before the first epoch: the first epoch's end found it missing, and that epoch was lost
             raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
@@ -53,6 +60,8 @@ class Monitor:
         return cls(key, mode or default_mode(key), patience, min_delta)
 
     def update(self, row: dict[str, Any]) -> bool:
+        if self.key not in row and self.fallback in row and self.best is None:
+            self.key, self.fallback = self.fallback, None  # fit(eval_fn=...) without val_data, and no val_loss
         if self.key not in row:
             raise ValueError(f"monitor={self.key!r} is not in the epoch's metrics {sorted(row)}: "
                              f"{missing_key_fix(self.key, row)}")
@@ -81,6 +90,8 @@ class Monitor:
 
     def restore(self, best: float | None, best_epoch: int | None, extra: dict[str, Any]) -> None:
         """Continue from a checkpoint's bookkeeping (a changed ``patience`` applies from here on)."""
+        if self.fallback is not None and extra.get("monitor") == self.fallback:  # the run had switched to it
+            self.key, self.fallback = self.fallback, None
         self.best, self.best_epoch = best, best_epoch
         self.bad_epochs = int(extra.get("bad_epochs", 0))
         self.stopped = bool(extra.get("stopped_early", False)) and (

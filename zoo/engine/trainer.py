@@ -97,11 +97,15 @@ class Trainer:
         self.in_dtype = model_dtype(model)  # float inputs are cast to it: float64 from NumPy feeds a float32 net
         self._setup_data(train_data)
         self._setup_optimization()
-        # val_loss comes from validation data alone: with only an eval_fn it is train_loss, as with neither
-        monitor = "train_loss" if cfg.monitor == "val_loss" and self.val_loader is None else cfg.monitor
-        self.monitor = Monitor.create(monitor, cfg.monitor_mode, cfg.early_stopping_patience,
+        self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
                                       cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None,
-                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks))
+                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks),
+                                      has_val_data=self.val_loader is not None)
+        if self.schedule is not None and self.schedule.interval == "plateau" and \
+                self.scheduler.mode != self.monitor.mode:  # it cut the lr on every epoch accuracy improved
+            raise ValueError(f"ReduceLROnPlateau(mode={self.scheduler.mode!r}) steps on monitor={self.monitor.key!r}, "
+                             f"which improves as it goes {'down' if self.monitor.mode == 'min' else 'up'}: make it "
+                             f"with mode={self.monitor.mode!r}")
         self.history: list[dict[str, Any]] = []
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
@@ -205,7 +209,9 @@ class Trainer:
             # the other CPU-only data in the file) must stay there
             state = ckpt_mod.read_checkpoint(path, map_location="cpu")
         changed = self._reconcile(state, Path(path))
-        shape = _schedule_shape(self.scheduler)
+        # ReduceLROnPlateau has no curve to keep or realign: its state (best, bad epochs, lr) is all progress
+        plateau = self.schedule is not None and self.schedule.interval == "plateau"
+        shape = {} if plateau else _schedule_shape(self.scheduler)
         ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
         if "epochs" in changed and shape:
             # the checkpoint's schedule ends where the old run did (OneCycleLR's total_steps refuses any step
@@ -219,7 +225,7 @@ class Trainer:
             self.ema.load_state_dict(ema_state)
         if "lr" in changed:
             scale_lr(self.opt, self.scheduler, *changed["lr"])
-        if "lr" in changed or "epochs" in changed:
+        if ("lr" in changed or "epochs" in changed) and not plateau:
             realign_schedule(self.opt, self.scheduler)
         self.start_epoch, self.step = state["epoch"], state["step"]
         self.history[:] = list(state["history"])
