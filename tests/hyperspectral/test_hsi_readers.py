@@ -190,7 +190,8 @@ def test_a_truncated_or_foreign_npy_is_said_as_such(tmp_path):
 
 @pytest.mark.parametrize(("units", "values", "warns"), [
     (None, np.linspace(0.4, 2.5, 220), "none given"), ("\u00b5m", np.linspace(0.4, 2.5, 220), None),
-    ("\u03bcm", np.linspace(0.4, 2.5, 220), None), ("Unknown", np.linspace(0.4, 2.5, 220), "not a length unit"),
+    ("Nanometres", np.linspace(400, 2500, 220), None), ("Micrometres", np.linspace(0.4, 2.5, 220), None),
+    ("\u03bcm", np.linspace(0.4, 2.5, 220), None), ("Unknown", np.linspace(0.4, 2.5, 220), "no length unit known here"),
     (None, np.linspace(400, 2500, 220), "none given"), ("Wavenumber", 1e7 / np.linspace(400, 2500, 220), None)])
 def test_wavelengths_in_micrometres_without_a_known_unit_are_read_as_micrometres(tmp_path, units, values, warns):
     """Wavelengths 0.4-2.5 with no units, or with units spelt with the micro sign, were read as 0.4-2.5 nm, so

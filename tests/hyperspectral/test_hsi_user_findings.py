@@ -254,3 +254,17 @@ def test_a_spectrum_typed_as_text_is_no_scene_not_an_os_error():
     too long' from the check whether it names a file."""
     with pytest.raises(FileNotFoundError, match="is neither a scene file nor a known data set"):
         zoo.predict(_svm(), ",".join(["1"] * 200))
+
+
+def test_whole_number_float_labels_make_a_map_and_string_labels_are_refused_by_the_export(tmp_path):
+    """9f9ce80 refused the map of an SVM fitted on 1.0 / 2.0 (labels read from a .mat file or a DataFrame), which
+    worked before; the export of one fitted on strings failed int()'s 'invalid literal'."""
+    pytest.importorskip("skl2onnx")
+    from zoo.exporting import ExportError
+
+    X = np.random.default_rng(0).random((40, 12))
+    floats = _svm().fit(X, np.where(X[:, 0] > 0.5, 2.0, 1.0))
+    assert set(np.unique(zoo.predict(floats, X.reshape(4, 10, 12))).tolist()) <= {1, 2}
+    strings = _svm().fit(X, np.where(X[:, 0] > 0.5, "c2", "c1"))
+    with pytest.raises(ExportError, match=r"fitted on labels \['c1', 'c2'\]: the ONNX graph gives int64 class ids"):
+        zoo.export(strings, tmp_path / "s.onnx")

@@ -261,7 +261,11 @@ def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
     if not hasattr(scaler, "mean_"):
         raise ExportError("hsi-pca-svm is not fitted: train it first (zoo.train) or build it with weights")
     n_bands = int(scaler.n_features_in_)
-    classes = [int(c) for c in pipe.classes_and_names()]
+    fitted = np.asarray(pipe.classes_and_names())
+    if fitted.dtype.kind not in "iub" and not (fitted.dtype.kind == "f" and np.all(fitted == np.round(fitted))):
+        raise ExportError(f"hsi-pca-svm was fitted on labels {fitted.tolist()[:5]}: the ONNX graph gives int64 class "
+                          f"ids, so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1)")
+    classes = [int(c) for c in fitted]
     rng = np.random.default_rng(0)
 
     def sample(n: int) -> np.ndarray:

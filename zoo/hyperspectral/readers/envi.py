@@ -25,10 +25,12 @@ from zoo.hyperspectral.scene import RawLayout, Scene
 
 __all__ = ["EnviWriter", "open_envi", "save_envi", "verify_byte_order"]
 
-_UNIT_TO_NM = {"nanometers": 1.0, "nanometer": 1.0, "nm": 1.0, "micrometers": 1e3, "micrometer": 1e3,
-               "microns": 1e3, "micron": 1e3, "um": 1e3, "\u00b5m": 1e3, "\u03bcm": 1e3, "millimeters": 1e6,
-               "millimeter": 1e6, "mm": 1e6, "centimeters": 1e7, "cm": 1e7, "meters": 1e9, "m": 1e9,
-               "angstroms": 0.1, "angstrom": 0.1}
+_UNIT_TO_NM = {"nanometers": 1.0, "nanometer": 1.0, "nanometres": 1.0, "nanometre": 1.0, "nm": 1.0,
+               "micrometers": 1e3, "micrometer": 1e3, "micrometres": 1e3, "micrometre": 1e3, "microns": 1e3,
+               "micron": 1e3, "um": 1e3, "\u00b5m": 1e3, "\u03bcm": 1e3, "millimeters": 1e6, "millimeter": 1e6,
+               "millimetres": 1e6, "millimetre": 1e6, "mm": 1e6, "centimeters": 1e7, "centimetres": 1e7, "cm": 1e7,
+               "meters": 1e9, "metres": 1e9, "m": 1e9, "angstroms": 0.1, "angstrom": 0.1}
+_NOT_LENGTHS = ("index", "ghz", "mhz", "khz", "hz")  # ENVI's units that number bands by something else
 """ENVI's length units for ``wavelength units`` (its header documentation's spellings, with the micro sign and
 the Greek mu of hand-written headers), as nanometres."""
 _SAMPLE_PIXELS = 256  # spectra read to judge the byte order (a few pages of even a huge file)
@@ -50,17 +52,17 @@ def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | 
         return wl * _UNIT_TO_NM[unit]
     if unit == "wavenumber" and np.all(wl > 0):  # cm^-1
         return 1e7 / wl
-    told = "(none given)" if given is None else "are not a length unit"
+    told = "(none given)" if given is None else "are no length unit known here"
     counting = wl.size > 1 and np.array_equal(wl, np.arange(wl[0], wl[0] + wl.size)) and wl[0] in (0, 1)
-    if unit not in ("", "unknown") or counting:  # "Index", "GHz", ..., or band numbers: no wavelengths to read
+    if unit in _NOT_LENGTHS or counting:  # "Index", "GHz", ..., or band numbers: no wavelengths to read
         warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} {told} and the values "
                       f"{wl.min():g}-{wl.max():g} " + ("count the bands" if counting else "are no wavelengths")
                       + ": the scene has no wavelengths (set 'wavelength units' in the header)",
                       stacklevel=user_stacklevel())
         return None
-    # none or "Unknown": optical wavelengths are 0.3-15 in micrometres and 300-15,000 in nanometres, so the
-    # values tell which (read as nanometres, micrometres made every wavelength-based step, such as dropping
-    # the water bands, a silent no-op)
+    # none, "Unknown" or a spelling not known here: optical wavelengths are 0.3-15 in micrometres and 300-15,000
+    # in nanometres, so the values tell which (read as nanometres, micrometres made every wavelength-based
+    # step, such as dropping the water bands, a silent no-op)
     micrometres = bool(wl.size) and float(np.nanmax(np.abs(wl))) < 100.0
     warnings.warn(f"ENVI header {hdr}: wavelength units {given!r} {told}; wavelengths {wl.min():g}-{wl.max():g} "
                   f"read as " + ("micrometres" if micrometres else "nanometres")
