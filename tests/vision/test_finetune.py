@@ -476,3 +476,22 @@ def test_a_cached_head_checkpoint_names_only_a_backbone_that_is_still_the_loaded
     again = zoo.build("resnet18", weights=str(tmp_path / "ck3" / "best.pt"))
     for name, tensor in second.state_dict().items():
         assert torch.equal(again.state_dict()[name], tensor), name
+
+
+def test_a_second_head_run_on_cached_features_and_its_resume_keep_naming_the_backbone(tmp_path, pil_folder):
+    """After a first head-only run the network's weights name had moved to finetuned_from: a resume of that run was
+    refused ('data.backbone_weights: resnet18.cifar10 in epoch-0001.pt, None now') and a second head run wrote a
+    best.pt the build refused, though a head-only run leaves the backbone as it was."""
+    data = tmp_path / "data"
+    pil_folder(data / "train")
+    pil_folder(data / "val")
+    model = zoo.build("resnet18", weights="cifar10")
+    kw = {"strategy": "head", "augment": False, "image_size": 32, "batch_size": 4, "progress": False}
+    zoo.finetune(model, str(data), epochs=1, checkpoint_dir=str(tmp_path / "a"), **kw)
+    zoo.finetune(model, str(data), epochs=2, checkpoint_dir=str(tmp_path / "a"), resume=True, **kw)
+    second = zoo.finetune(model, str(data), epochs=1, checkpoint_dir=str(tmp_path / "b"), **kw).model
+    built = zoo.build("resnet18", weights=str(tmp_path / "b" / "best.pt"))
+    for name, tensor in second.state_dict().items():
+        assert torch.equal(built.state_dict()[name], tensor), name
+    zoo.finetune(model, str(data), strategy="full", epochs=1, image_size=32, batch_size=4, progress=False)
+    assert "backbone_weights" not in model.pretrained_cfg  # trained whole: it names nothing any more

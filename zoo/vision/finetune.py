@@ -392,7 +392,8 @@ def record_classes(cfg: dict[str, Any], classes: Any, num_outputs: int) -> dict[
 def backbone_weights(model: nn.Module) -> str | None:
     """The weights ``model`` holds as they were loaded (a weights name, or a file's absolute path), None once it
     was trained (:func:`record_origin` moved the name to ``finetuned_from``: the backbone may differ since)."""
-    source = (getattr(model, "pretrained_cfg", None) or {}).get("weights")
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    source = cfg.get("weights") or cfg.get("backbone_weights")  # the latter: only a head was tuned since
     if source is not None and Path(str(source)).expanduser().is_file():  # a relative path breaks in another folder
         return str(Path(str(source)).expanduser().resolve())
     return source
@@ -405,6 +406,8 @@ def record_origin(model: nn.Module) -> None:
     cfg = getattr(model, "pretrained_cfg", None)
     if isinstance(cfg, dict) and cfg.get("weights") is not None:
         model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "finetuned_from": cfg["weights"]}
+    if isinstance(getattr(model, "pretrained_cfg", None), dict):  # a run that may train the backbone: no longer
+        model.pretrained_cfg.pop("backbone_weights", None)  # the weights it names (a cached-head run sets it again)
 
 
 def finetune(
@@ -560,6 +563,10 @@ def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_
                      common: dict[str, Any], callbacks: list[Any], fit_kwargs: dict[str, Any]):
     """``head`` with a feature cache: one backbone pass per sample, then the head trains on (N, D) features."""
     from zoo.engine import fit
+
+    backbone = fit_kwargs["config"].get("data.backbone_weights")
+    if backbone is not None:  # untouched by this run: a second head-only run (or its resume) names it too
+        model.pretrained_cfg = {**model.pretrained_cfg, "backbone_weights": backbone}
 
     kw = {"batch_size": max(64, common["batch_size"]), "amp": common["amp"], "device": common["device"],
           "channels_last": fit_kwargs.get("channels_last", "auto"), "progress": common["progress"]}
