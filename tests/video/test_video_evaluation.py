@@ -151,3 +151,15 @@ def test_a_network_trained_on_a_clip_dataset_records_its_classes_in_the_checkpoi
     zoo.train(model, ds, epochs=1, batch_size=5, amp=None, progress=False, checkpoint_dir=str(tmp_path / "ck"))
     built = zoo.build("video-tsn", weights=str(tmp_path / "ck" / "best.pt"))
     assert built.video_cfg["classes"] == list(LENGTHS) and built.video_cfg["num_segments"] == 2
+
+
+def test_scoring_a_clip_dataset_whose_classes_are_not_the_networks_warns(uneven):
+    """As for vision: a Dataset's labels are indices, and classes ['c', 'b', 'a'] were scored against the
+    network's ['a', 'b', 'c'] without a word."""
+    model = _model("video-tsn")
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    flipped = VideoClipDataset(videos, list(LENGTHS)[::-1], sampling="segments", num_segments=4, train=False,
+                               transform=model._transform(False), progress=False)
+    with pytest.warns(UserWarning, match=r"VideoClipDataset's classes \['c', 'b', 'a'\] are not the network's "
+                                         r"\['a', 'b', 'c'\]: its labels are scored by index"):
+        zoo.evaluate(model, flipped, amp=None)

@@ -202,6 +202,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
             named = train and len(getattr(data, "classes", None) or ()) == self.num_classes
             if named:  # its outputs' names, as a folder's, kept in video_cfg and in the checkpoints
                 self.video_cfg["classes"] = [str(c) for c in data.classes]
+            theirs, ours = [str(c) for c in getattr(data, "classes", None) or ()], self.video_cfg.get("classes")
+            if not train and theirs and ours and theirs != list(ours):  # as vision's: labels are indices
+                warnings.warn(f"{type(data).__name__}'s classes {theirs[:5]} are not the network's {list(ours)[:5]}: "
+                              f"its labels are scored by index (label i as output i); give the videos as a folder "
+                              f"to match classes by name", stacklevel=user_stacklevel())
             recorded = self._recorded(options, **({"classes": self.video_cfg["classes"]} if named else {}))
             return self._transformed(data, train), (recorded if train else options)
         if not train:
