@@ -40,6 +40,12 @@ def test_accuracy_of_multi_hot_targets_is_refused_and_soft_labels_are_still_take
     multi_hot = (X[:, :4] > 0).float()
     with pytest.raises(ValueError, match="these targets are multi-hot"):
         zoo.evaluate(model, (X, multi_hot), loss_fn=F.binary_cross_entropy_with_logits, metrics=("accuracy",))
+    batches = []
+    count = LambdaCallback(on_batch_end=lambda state, logs: batches.append(1))
+    with pytest.raises(ValueError, match="these targets are multi-hot"):  # at the first batch, not after an epoch
+        fit(model, (X, multi_hot), (X, multi_hot), loss_fn=F.binary_cross_entropy_with_logits, metrics=("accuracy",),
+            batch_size=20, epochs=1, callbacks=[count], **QUIET)
+    assert not batches
     soft = torch.softmax(torch.randn(200, 4), 1)  # mixup / distillation: rows summing to 1
     assert 0.0 <= zoo.evaluate(model, (X, soft), loss_fn=F.cross_entropy, metrics=("accuracy",))["accuracy"] <= 1.0
 
@@ -122,6 +128,8 @@ def test_x_y_and_sample_weights_are_refused_as_what_they_are():
     torch's collate ('stack expects each tensor to be equal size')."""
     with pytest.raises(TypeError, match=r"expected \(X, y\); got a tuple of 3 arrays of 200 rows: sample weights"):
         zoo.train(nn.Linear(6, 2), (X, Y, torch.ones(200)), epochs=1, **QUIET)
+    with pytest.raises(TypeError, match=r"expected \(X, y\); got a list of 3 arrays"):
+        zoo.train(nn.Linear(6, 2), [X, Y, torch.ones(200)], epochs=1, **QUIET)
 
 
 def test_reduce_lr_on_plateau_resumes_with_more_epochs_and_must_share_the_monitors_mode(tmp_path):

@@ -140,6 +140,11 @@ def test_a_clip_dataset_without_a_transform_gets_the_networks_own_and_names_the_
     assert zoo.evaluate(model, test, amp=None) == expected
     with pytest.raises(ValueError, match=r"the DataLoader's VideoClipDataset has no transform: its clips are uint8"):
         zoo.train(model, torch.utils.data.DataLoader(ds, batch_size=5), epochs=1, amp=None, progress=False)
+    part = torch.utils.data.Subset(ds, [0, 2, 4])  # random_split's pieces: the same copy under their indices
+    assert math.isfinite(zoo.train(model, part, epochs=1, batch_size=3, amp=None, progress=False)
+                         .history[-1]["train_loss"])
+    with pytest.raises(ValueError, match=r"the DataLoader's VideoClipDataset has no transform"):
+        zoo.train(model, torch.utils.data.DataLoader(part, batch_size=3), epochs=1, amp=None, progress=False)
 
 
 def test_a_network_trained_on_a_clip_dataset_records_its_classes_in_the_checkpoints(uneven, tmp_path):

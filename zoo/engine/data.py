@@ -234,11 +234,11 @@ def _as_dataset(data: Any) -> Dataset:
         return data
     if (xy := xy_dataset(data)) is not None:
         return xy
-    if isinstance(data, tuple) and len(data) == 3 and all(isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim
+    if isinstance(data, (tuple, list)) and len(data) == 3 and all(isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim
                                                           and len(t) == len(data[0]) for t in data) \
             and data[0].ndim >= 2 and data[2].ndim == 1 and len(data[0]) != 3:  # X of rows, a weight per row
         # (X, y, sample_weight), as Keras' fit takes it, was read as a data set of 3 samples ('stack expects ...')
-        raise TypeError(f"expected (X, y); got a tuple of {len(data)} arrays of {len(data[0])} rows: sample weights "
+        raise TypeError(f"expected (X, y); got a {type(data).__name__} of 3 arrays of {len(data[0])} rows: sample weights "
                         f"(Keras' third array) are not taken apart; weigh the loss in loss_fn with a forward_fn "
                         f"that passes them, or pass a Dataset yielding the samples you want")
     if hasattr(data, "__getitem__") and hasattr(data, "__len__"):

@@ -37,7 +37,14 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
-from zoo.engine.evaluation import ACCURACY_NAMES, call_eval_fn, check_class_scores, metric_keys, score_loader
+from zoo.engine.evaluation import (
+    ACCURACY_NAMES,
+    call_eval_fn,
+    check_class_scores,
+    check_not_multi_hot,
+    metric_keys,
+    score_loader,
+)
 from zoo.engine.forward import autocast, check_amp, check_loss_value, default_loss, forward
 from zoo.engine.layout import (
     is_channels_first,
@@ -107,6 +114,7 @@ class Trainer:
                              f"which improves as it goes {'down' if self.monitor.mode == 'min' else 'up'}: make it "
                              f"with mode={self.monitor.mode!r}")
         self.history: list[dict[str, Any]] = []
+        self.targets_checked = False  # float targets of the first batch checked for multi-hot rows
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
         if self.ckpt_dir is not None and not cfg.resume:
@@ -536,6 +544,11 @@ class Trainer:
         if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor) and outputs.dim() == 2 \
                 and targets.shape == (len(outputs), 1):
             targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
+        if not self.targets_checked and not ACCURACY_NAMES.isdisjoint(self.metric_keys) \
+                and isinstance(targets, torch.Tensor) and targets.is_floating_point() \
+                and isinstance(outputs, torch.Tensor) and targets.shape == outputs.shape and outputs.dim() >= 2:
+            self.targets_checked = True  # once: at the first batch, not after an epoch at the first validation
+            check_not_multi_hot(targets)
         if not ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
                 and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:

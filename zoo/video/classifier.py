@@ -254,11 +254,16 @@ class VideoClassifierMixin(ClassifierHead, Network):
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
         copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
         clips failed in the first convolution, 'expected scalar type Byte but found BFloat16')."""
-        from torch.utils.data import DataLoader
+        from torch.utils.data import DataLoader, Subset
 
         from zoo.video.ucf101 import VideoClipDataset
 
+        if isinstance(data, Subset):  # a split of one (random_split): the same copy under the same indices
+            inner = self._transformed(data.dataset, train)
+            return data if inner is data.dataset else Subset(inner, data.indices)
         inner = data.dataset if isinstance(data, DataLoader) else None
+        while isinstance(inner, Subset):
+            inner = inner.dataset
         if isinstance(inner, VideoClipDataset) and inner.transform is None:  # a loader is not rebuilt for it
             raise ValueError(f"the DataLoader's {type(inner).__name__} has no transform: its clips are uint8 (C, T, "
                              f"H, W), which the network does not take; give the dataset itself (it gets the "
