@@ -322,7 +322,7 @@ def _check_map_classes(classes: np.ndarray | None) -> None:
     values = np.asarray(classes)
     if values.dtype.kind not in "iub" and not (values.dtype.kind == "f" and np.all(values == np.round(values))):
         # whole-number floats (labels read from a .mat file or a DataFrame) are class ids as well
-        raise ValueError(f"hsi-pca-svm was fitted on labels {np.asarray(classes).tolist()[:5]}: a scene's label map holds integer "
+        raise ValueError(f"hsi-pca-svm was fitted on labels {values.tolist()[:5]}: a scene's label map holds integer "
                          f"class ids (0: no label), so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1), or "
                          f"predict (N, C) pixels, which gives its own labels")
     if 0 in np.asarray(classes).tolist():

@@ -30,9 +30,9 @@ _UNIT_TO_NM = {"nanometers": 1.0, "nanometer": 1.0, "nanometres": 1.0, "nanometr
                "micron": 1e3, "um": 1e3, "\u00b5m": 1e3, "\u03bcm": 1e3, "millimeters": 1e6, "millimeter": 1e6,
                "millimetres": 1e6, "millimetre": 1e6, "mm": 1e6, "centimeters": 1e7, "centimetres": 1e7, "cm": 1e7,
                "meters": 1e9, "metres": 1e9, "m": 1e9, "angstroms": 0.1, "angstrom": 0.1}
+"""ENVI's length units for ``wavelength units`` (its header documentation's spellings, British ones, the micro sign
+and the Greek mu of hand-written headers), as nanometres."""
 _NOT_LENGTHS = ("index", "ghz", "mhz", "khz", "hz")  # ENVI's units that number bands by something else
-"""ENVI's length units for ``wavelength units`` (its header documentation's spellings, with the micro sign and
-the Greek mu of hand-written headers), as nanometres."""
 _SAMPLE_PIXELS = 256  # spectra read to judge the byte order (a few pages of even a huge file)
 
 
