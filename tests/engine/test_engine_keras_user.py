@@ -180,3 +180,21 @@ def test_a_tuple_of_sample_tensors_stays_a_data_set():
     r = fit(nn.Linear(8, 8), tuple(torch.randn(8) for _ in range(5)), forward_fn=lambda m, b: (m(b), b),
             loss_fn=F.mse_loss, epochs=1, **QUIET)
     assert len(r.history) == 1
+
+
+def test_one_hot_integer_labels_train_and_score_as_their_classes():
+    """Keras' categorical labels (to_categorical, OneHotEncoder: integer one-hot rows) failed the default loss with
+    torch's 'Expected floating point type for target with class probabilities, got Long'."""
+    labels = (X[:, 0] > 0.3).long() + (X[:, 1] > 0).long()
+    one_hot = F.one_hot(labels, 3)
+    torch.manual_seed(0)
+    by_index = nn.Linear(6, 3)
+    a = zoo.train(by_index, (X, labels), val_data=(X, labels), epochs=2, **QUIET)
+    torch.manual_seed(0)
+    by_one_hot = nn.Linear(6, 3)
+    b = zoo.train(by_one_hot, (X, one_hot), val_data=(X, one_hot), epochs=2, **QUIET)
+    assert torch.equal(by_index.weight, by_one_hot.weight)
+    for key in ("train_accuracy", "val_accuracy"):
+        assert a.history[-1][key] == b.history[-1][key]
+    assert b.history[-1]["val_loss"] == pytest.approx(a.history[-1]["val_loss"], rel=1e-6)
+    assert zoo.evaluate(by_one_hot, (X, one_hot))["accuracy"] == zoo.evaluate(by_index, (X, labels))["accuracy"]

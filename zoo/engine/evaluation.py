@@ -126,10 +126,11 @@ def score_loader(
 
 def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``."""
-    if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor) and targets.is_floating_point() \
-            and targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
+    if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor) and targets.shape == outputs.shape \
+            and (targets.is_floating_point() or outputs.dim() == 2) and outputs.dim() >= 2 and outputs.shape[1] > 1:
         check_not_multi_hot(targets)
-        targets = targets.argmax(1)  # soft labels (mixup, distillation): the class they weigh most
+        # soft labels (mixup, distillation): the class they weigh most; one-hot integer labels: their class
+        targets = targets.argmax(1)
     if not isinstance(outputs, torch.Tensor) or not isinstance(targets, torch.Tensor) \
             or targets.is_floating_point():
         raise TypeError("classification metrics need tensor outputs and integer class targets; for other tasks "

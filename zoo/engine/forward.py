@@ -68,6 +68,10 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
                              "loss is cross-entropy, over class indices (integer targets: y.astype(np.int64) for "
                              "labels stored as whole floats) or class probabilities (float targets shaped like the "
                              f"outputs); for regression pass {_REGRESSION}")
+        if not targets.is_floating_point() and targets.shape == outputs.shape and outputs.dim() == 2:
+            # one-hot integer labels (Keras' categorical ones: to_categorical, OneHotEncoder) as the class
+            # probabilities they are; F.cross_entropy failed "Expected floating point type ... got Long"
+            targets = targets.to(outputs.dtype)
         if not targets.is_floating_point() and targets.dtype != torch.long:
             targets = targets.long()
         if not targets.is_floating_point() and outputs.dim() == 2 and targets.shape == (len(outputs), 1):

@@ -549,6 +549,10 @@ class Trainer:
                 and isinstance(outputs, torch.Tensor) and targets.shape == outputs.shape and outputs.dim() >= 2:
             self.targets_checked = True  # once: at the first batch, not after an epoch at the first validation
             check_not_multi_hot(targets)
+        if isinstance(targets, torch.Tensor) and not targets.is_floating_point() and isinstance(outputs, torch.Tensor) \
+                and outputs.dim() == 2 and targets.shape == outputs.shape and outputs.shape[1] > 1:
+            check_not_multi_hot(targets)
+            targets = targets.argmax(1)  # one-hot integer labels (Keras' categorical ones): their class
         if not ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
                 and not targets.is_floating_point() \
                 and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
