@@ -167,9 +167,6 @@ def check_not_multi_hot(targets: torch.Tensor) -> None:
                          "or exact-match accuracy of (outputs > 0) against the targets); metrics=() turns them off")
 
 
-_warned_topk: set[tuple[str, int]] = set()
-
-
 def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metrics: list[str]) -> dict[str, float]:
     """``metrics`` (see :func:`metric_keys`) of predictions given as each sample's top classes, best first
     (``top``: (N, k) class indices, k at least the largest topK asked for) against targets ``y`` (N,): what
@@ -182,8 +179,7 @@ def metrics_from_topk(top: torch.Tensor, y: torch.Tensor, num_classes: int, metr
             out[name] = float((top[:, 0] == y).double().mean()) if len(y) else float("nan")
         elif m:
             k = int(m.group(1))
-            if k > num_classes and (name, num_classes) not in _warned_topk:
-                _warned_topk.add((name, num_classes))  # once per metric and width: every epoch would say it
+            if k > num_classes:  # said once per calling line by Python's warning registry, not every epoch
                 warnings.warn(f"{name} of a model with {num_classes} outputs is 1.0 whatever it predicts (its "
                               f"{num_classes} classes are all among the {k} best)", stacklevel=user_stacklevel())
             out[name] = float((top[:, :k] == y[:, None]).any(1).double().mean()) if len(y) else float("nan")

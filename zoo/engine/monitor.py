@@ -44,16 +44,16 @@ class Monitor:
     fallback: str | None = None  # the key monitored instead when the first row lacks ``key``
 
     @classmethod
-    def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, has_val: bool,
-               callbacks_may_add: bool = False, has_val_data: bool | None = None) -> Monitor:
+    def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, *, has_val_data: bool,
+               has_eval_fn: bool = False, callbacks_may_add: bool = False) -> Monitor:
         """``val_loss`` without validation data means ``train_loss`` (with an ``eval_fn`` alone, once the first
-        row shows it gives no ``loss``); another ``val_`` key without it is an error unless callbacks (which may
-        add keys to a row) run; the mode defaults to min for losses and errors (:func:`default_mode`)."""
-        if key == "val_loss" and not has_val:
+        row shows it gives no ``loss``); another ``val_`` key without either is an error unless callbacks (which
+        may add keys to a row) run; the mode defaults to min for losses and errors (:func:`default_mode`)."""
+        if key == "val_loss" and not has_val_data and not has_eval_fn:
             key = "train_loss"
-        elif key == "val_loss" and has_val_data is False:  # an eval_fn may give val_loss: known at the first row
+        elif key == "val_loss" and not has_val_data:  # the eval_fn may give val_loss: known at the first row
             return cls(key, mode or default_mode(key), patience, min_delta, fallback="train_loss")
-        elif key.startswith("val_") and not has_val and not callbacks_may_add:
+        elif key.startswith("val_") and not (has_val_data or has_eval_fn) and not callbacks_may_add:
             # said before the first epoch: the first epoch's end found it missing, and that epoch was lost
             raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
                              f"val_data= (or eval_fn=), or monitor a training metric ({'train_' + key[4:]!r})")

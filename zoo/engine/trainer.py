@@ -105,16 +105,16 @@ class Trainer:
         self._setup_data(train_data)
         self._setup_optimization()
         self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
-                                      cfg.early_stopping_min_delta, self.val_loader is not None or cfg.eval_fn is not None,
-                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks),
-                                      has_val_data=self.val_loader is not None)
+                                      cfg.early_stopping_min_delta, has_val_data=self.val_loader is not None,
+                                      has_eval_fn=cfg.eval_fn is not None,
+                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks))
         if self.schedule is not None and self.schedule.interval == "plateau" and \
                 self.scheduler.mode != self.monitor.mode:  # it cut the lr on every epoch accuracy improved
             raise ValueError(f"ReduceLROnPlateau(mode={self.scheduler.mode!r}) steps on monitor={self.monitor.key!r}, "
                              f"which improves as it goes {'down' if self.monitor.mode == 'min' else 'up'}: make it "
                              f"with mode={self.monitor.mode!r}")
         self.history: list[dict[str, Any]] = []
-        self.targets_checked = False  # float targets of the first batch checked for multi-hot rows
+        self.targets_checked = False  # targets shaped like the outputs: checked for multi-hot rows once
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
         if self.ckpt_dir is not None and not cfg.resume:
@@ -541,21 +541,18 @@ class Trainer:
         self.window_pending = 0
 
     def _count_correct(self, outputs: Any, targets: Any) -> None:
-        if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor) and outputs.dim() == 2 \
-                and targets.shape == (len(outputs), 1):
+        if ACCURACY_NAMES.isdisjoint(self.metric_keys) or not isinstance(targets, torch.Tensor) \
+                or not isinstance(outputs, torch.Tensor):
+            return
+        if outputs.dim() == 2 and targets.shape == (len(outputs), 1):
             targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
-        if not self.targets_checked and not ACCURACY_NAMES.isdisjoint(self.metric_keys) \
-                and isinstance(targets, torch.Tensor) and targets.is_floating_point() \
-                and isinstance(outputs, torch.Tensor) and targets.shape == outputs.shape and outputs.dim() >= 2:
-            self.targets_checked = True  # once: at the first batch, not after an epoch at the first validation
-            check_not_multi_hot(targets)
-        if isinstance(targets, torch.Tensor) and not targets.is_floating_point() and isinstance(outputs, torch.Tensor) \
-                and outputs.dim() == 2 and targets.shape == outputs.shape and outputs.shape[1] > 1:
-            check_not_multi_hot(targets)
-            targets = targets.argmax(1)  # one-hot integer labels (Keras' categorical ones): their class
-        if not ACCURACY_NAMES.isdisjoint(self.metric_keys) and isinstance(targets, torch.Tensor) \
-                and not targets.is_floating_point() \
-                and isinstance(outputs, torch.Tensor) and outputs.dim() == targets.dim() + 1:
+        if targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
+            if not self.targets_checked:  # once, at the first batch (not after an epoch, at the first validation)
+                self.targets_checked = True
+                check_not_multi_hot(targets)
+            if not targets.is_floating_point() and outputs.dim() == 2:
+                targets = targets.argmax(1)  # one-hot integer labels (Keras' categorical ones): their class
+        if not targets.is_floating_point() and outputs.dim() == targets.dim() + 1:
             check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
             with torch.no_grad():
                 valid = targets != metrics_mod.IGNORE_INDEX

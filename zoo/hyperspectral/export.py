@@ -50,7 +50,7 @@ from zoo.exporting import (
 from zoo.hyperspectral.hybridsn import HybridSN
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer
-from zoo.hyperspectral.svm import HSIPipeline
+from zoo.hyperspectral.svm import HSIPipeline, integral_classes
 
 __all__ = ["RawWindowClassifier", "export_hybridsn", "export_pca_svm"]
 
@@ -262,7 +262,7 @@ def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
         raise ExportError("hsi-pca-svm is not fitted: train it first (zoo.train) or build it with weights")
     n_bands = int(scaler.n_features_in_)
     fitted = np.asarray(pipe.classes_and_names())
-    if fitted.dtype.kind not in "iub" and not (fitted.dtype.kind == "f" and np.all(fitted == np.round(fitted))):
+    if not integral_classes(fitted):
         raise ExportError(f"hsi-pca-svm was fitted on labels {fitted.tolist()[:5]}: the ONNX graph gives int64 class "
                           f"ids, so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1)")
     classes = [int(c) for c in fitted]

@@ -314,18 +314,24 @@ def make_pca_svm(n_components: float | None = 30, whiten: bool = False, C: float
     ])
 
 
+def integral_classes(classes: Any) -> bool:
+    """Whether fitted classes are class ids: integers, or whole-number floats (labels read from a .mat file or a
+    DataFrame); not strings, which a label map or the ONNX graph's int64 labels cannot hold."""
+    values = np.asarray(classes)
+    return values.dtype.kind in "iub" or (values.dtype.kind == "f" and bool(np.all(values == np.round(values))))
+
+
 def _check_map_classes(classes: np.ndarray | None) -> None:
     """A label map holds class ids with 0 for the pixels it leaves out: string classes cannot be written there
     (an int conversion failed), and a class 0 would read as unlabelled (warned)."""
     if classes is None:
         return
     values = np.asarray(classes)
-    if values.dtype.kind not in "iub" and not (values.dtype.kind == "f" and np.all(values == np.round(values))):
-        # whole-number floats (labels read from a .mat file or a DataFrame) are class ids as well
+    if not integral_classes(values):
         raise ValueError(f"hsi-pca-svm was fitted on labels {values.tolist()[:5]}: a scene's label map holds integer "
                          f"class ids (0: no label), so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1), or "
                          f"predict (N, C) pixels, which gives its own labels")
-    if 0 in np.asarray(classes).tolist():
+    if 0 in values.tolist():
         warnings.warn("hsi-pca-svm has a class 0 (fitted on 0-based labels): in this label map 0 is that class and "
                       "also every pixel outside the mask or without a spectrum; fit on ids 1..K to tell them apart",
                       stacklevel=user_stacklevel())
