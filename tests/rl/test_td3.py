@@ -49,6 +49,44 @@ def test_action_rescaling_asymmetric_bounds(counter_env):
     assert agent.act(obs[0]).shape == (3,)
 
 
+
+class _StrictBox(gym.Env):
+    """Pendulum-sized, and refuses an action outside its Box (as envs that assert action_space.contains do)."""
+
+    def __init__(self, low: float, high: float):
+        self.observation_space = spaces.Box(-1, 1, (3,), np.float32)
+        self.action_space = spaces.Box(np.float32(low), np.float32(high), (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action, np.float32)), f"out of bounds {action}"
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+def test_actions_at_the_bounds_stay_inside_them_where_float32_rounds_past():
+    """center + 1 * half gave 6.694216 for a high of 6.6942153 (float32): an env that checks its action
+    space failed after a few steps of exploration clamped to +-1."""
+    env = _StrictBox(2.39814, 6.6942153)
+    agent = zoo.build("td3", env=env, **{**SMALL, "exploration_noise": 1.0})
+    ends = agent.scale_action(torch.tensor([[-1.0], [1.0]]))
+    assert ends[0, 0] >= env.action_space.low[0] and ends[1, 0] <= env.action_space.high[0]
+    assert (ends[1] == torch.from_numpy(env.action_space.high)).all()
+    zoo.train(agent, env, total_steps=60, eval_every=0, progress=False)  # AssertionError: out of bounds
+
+
+def test_a_nan_or_infinite_hyperparameter_is_refused_at_build():
+    """NaN passed every check (NaN <= 0 is False): training then blamed the env for non-finite observations,
+    and exploration_noise=nan meant no noise."""
+    for key, value in (("actor_lr", math.nan), ("critic_lr", math.inf), ("target_policy_noise", math.nan),
+                       ("target_noise_clip", math.nan), ("exploration_noise", math.nan)):
+        with pytest.raises(ValueError, match=rf"invalid TD3 config: {key} must be a finite number >?=? 0, "
+                                             rf"got {value!r}"):
+            zoo.build("td3", **{key: value})
+
+
 # --- the update's maths -----------------------------------------------------------------------------
 
 

@@ -48,3 +48,30 @@ def test_a_sync_vector_env_under_record_episode_statistics_is_evaluated_on_its_s
     result = zoo.train(agent, wrapped, total_steps=30, eval_episodes=1, progress=False)
     assert result.history[-1]["eval_length_mean"] == 5  # a fresh env of the sub-envs' spec, its 5-step limit
 
+
+
+class _Thousandfold(gym.RewardWrapper):
+    """A user's wrapper that records no constructor arguments (no RecordConstructorArgs)."""
+
+    def reward(self, reward):
+        return 1000.0 * reward
+
+
+def test_an_agent_on_a_wrapper_gymnasium_cannot_make_again_never_falls_back_to_the_bare_id(tmp_path):
+    """zoo.evaluate(agent), agent.learn(N) and a loaded file's evaluation ran on bare Pendulum-v1 (returns
+    1000x apart from the wrapped env's) without a word: the spec was dropped and the id taken."""
+    env = _Thousandfold(_pendulum())
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=25, eval_every=0, progress=False)
+    zoo.save(agent, tmp_path / "a.safetensors")
+    loaded = zoo.build("td3", weights=tmp_path / "a.safetensors")
+    for call in (lambda: zoo.evaluate(agent, episodes=1), lambda: agent.learn(5),
+                 lambda: zoo.evaluate(loaded, episodes=1)):
+        with pytest.raises(ValueError, match=r"cannot make Pendulum-v1 with its wrapper\(s\) _Thousandfold again.*"
+                                             r"pass the wrapped env object"):
+            call()
+    wrapped, bare = (zoo.evaluate(loaded, e, episodes=1)["return_mean"] for e in (_Thousandfold(_pendulum()),
+                                                                                  _pendulum()))
+    assert wrapped == pytest.approx(1000 * bare)
+    agent.learn(5, env=env)  # the env object given again trains
+    assert agent.num_timesteps == 30

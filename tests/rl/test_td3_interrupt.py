@@ -153,3 +153,28 @@ def test_ctrl_c_in_zoo_train_says_where_the_run_continues(tmp_path, stop, sigint
     assert f"interrupted: TD3 stopped by {name} at step" in err and "--resume" in err
     assert f"{name}: TD3 stops after this step" in err
     assert torch.load(ck / loop.CHECKPOINT_NAME, weights_only=True)["counters"]["num_timesteps"] > 200
+
+
+@pytest.mark.parametrize("eval_env", ["MountainCarContinuous-v0", "NoSuchEnv-v9"])
+def test_an_eval_env_that_does_not_fit_is_refused_before_any_step(tmp_path, eval_env):
+    """It failed at the first evaluation, eval_every steps in, with nothing saved, and did not say that the
+    env at fault was eval_env."""
+    with pytest.raises(ValueError, match=rf"eval_env='{eval_env}': (MountainCarContinuous-v0 has obs_dim 2|cannot make)"):
+        zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=50, eval_every=40, eval_env=eval_env,
+                  checkpoint_dir=tmp_path, progress=False)
+    assert not (tmp_path / loop.CHECKPOINT_NAME).exists()
+    with pytest.raises(ValueError, match="eval_env=MountainCarContinuous-v0: MountainCarContinuous-v0 has obs_dim 2"):
+        zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=50, eval_every=40,
+                  eval_env=gym.make("MountainCarContinuous-v0"), progress=False)
+
+
+def test_step_and_episode_counts_take_whole_floats_and_refuse_fractions():
+    """total_steps=100.9 ran 100 steps without a word; evaluate(episodes=2.0) failed inside range()."""
+    with pytest.raises(ValueError, match=r"total_steps must be a whole number of environment steps >= 1, got 30.9"):
+        zoo.train(zoo.build("td3", **TINY), "Pendulum-v1", total_steps=30.9, **RUN)
+    agent = zoo.build("td3", **TINY)
+    zoo.train(agent, "Pendulum-v1", total_steps=3e1, **RUN)
+    assert agent.num_timesteps == 30
+    assert zoo.evaluate(agent, "Pendulum-v1", episodes=2.0, max_steps=5)["episodes"] == 2
+    with pytest.raises(ValueError, match=r"episodes must be a whole number of episodes >= 1, got 1.5"):
+        zoo.evaluate(agent, "Pendulum-v1", episodes=1.5)

@@ -5,6 +5,7 @@ a fresh env made from the spec would normalise with statistics of its own few ep
 from __future__ import annotations
 
 import copy
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -76,3 +77,20 @@ def test_an_evaluation_env_without_the_normalisation_says_so(monkeypatch):
     env = NormalizeObservation(gym.make("Pendulum-v1"))
     with pytest.warns(UserWarning, match=r"running statistics \(obs_rms\) in 1 wrapper\(s\), the evaluation env in 0"):
         zoo.train(zoo.build("td3", env=env, **TINY), env, total_steps=30, eval_env="Pendulum-v1", **RUN)
+
+
+def test_evaluation_returns_are_the_envs_own_behind_normalize_reward():
+    """Evaluations behind NormalizeReward returned rewards divided by the statistics of the moment (-8 where
+    the env's return was -1646), on another scale at each evaluation of the run."""
+    env = NormalizeReward(gym.make("Pendulum-v1", max_episode_steps=20))
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=60, eval_every=30, **RUN)
+    bare = gym.make("Pendulum-v1", max_episode_steps=20)  # the same observations and actions: no obs scaling
+    assert env.return_rms.var > 4  # the run's scaling would have changed the returns
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "rewards scaled otherwise than in training": they are the env's own
+        raw = zoo.evaluate(agent, bare, episodes=1)["return_mean"]
+    assert zoo.evaluate(agent, episodes=1)["return_mean"] == pytest.approx(raw)  # its own env (the spec)
+    assert zoo.evaluate(agent, env, episodes=1)["return_mean"] == pytest.approx(raw)  # the training env itself
+    assert agent.history[-1]["eval_return_mean"] == pytest.approx(raw)
+    assert type(env).step is NormalizeReward.step and "step" not in vars(env)  # left as it was

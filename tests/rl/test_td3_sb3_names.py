@@ -32,9 +32,42 @@ def test_learn_takes_an_env_and_refuses_a_bad_count():
     agent = _agent()
     agent.learn(21, env=gym.make("Pendulum-v1"))
     assert agent.num_timesteps == 21
-    for bad in (0, -5, 2.0, True):
-        with pytest.raises(ValueError, match=f"total_timesteps must be an int >= 1, got {bad!r}"):
+    for bad in (0, -5, 2.5, float("nan"), True, "10"):
+        with pytest.raises(ValueError, match=rf"total_timesteps must be a whole number of environment steps >= 1, "
+                                             rf"got {bad!r}"):
             agent.learn(bad)
+    agent.learn(1e1)  # SB3's learn(1e4): a float without a fraction is a count (it was refused)
+    assert agent.num_timesteps == 31
+
+
+def test_predict_with_noise_leaves_the_training_run_as_it_was():
+    """predict(deterministic=False) drew from the run's generator (and replaced its OU state with one of the
+    batch's shape), so a later learn() trained other weights than without the prediction."""
+    for noise in ({}, {"noise_type": "ornstein-uhlenbeck"}):
+        ref, agent = _agent(**noise), _agent(**noise)
+        ref.learn(30)
+        agent.learn(30)
+        acts = [agent.predict(np.zeros((4, 3)), deterministic=False)[0] for _ in range(2)]
+        assert acts[0].shape == (4, 1) and not np.array_equal(acts[0], acts[1])  # noise, and it moves on
+        assert not np.array_equal(acts[0], agent.predict(np.zeros((4, 3)))[0])
+        ref.learn(30)
+        agent.learn(30)
+        assert all(torch.equal(v, agent.actor.state_dict()[k]) for k, v in ref.actor.state_dict().items())
+        again = _agent(**noise)  # the predictions' noise repeats by seed
+        assert np.array_equal(again.predict(np.zeros((4, 3)), deterministic=False)[0],
+                              _agent(**noise).predict(np.zeros((4, 3)), deterministic=False)[0])
+
+
+def test_predict_restarts_the_ou_noise_of_the_rows_episode_start_marks():
+    agent = _agent(noise_type="ornstein-uhlenbeck", exploration_noise=0.5)
+    for _ in range(20):
+        agent.predict(np.zeros((3, 3)), deterministic=False)
+    x = agent.prediction_noise.x.clone()
+    agent.predict(np.zeros((3, 3)), episode_start=np.array([False, True, False]), deterministic=False)
+    moved = agent.prediction_noise.x
+    # row 1 restarted from 0: one OU step from 0 is far smaller than the state the others carry on from
+    assert moved[1].abs().max() < 0.1 < x[[0, 2]].abs().max()
+    assert agent.action_noise is None  # the run's own process was never touched
 
 
 def test_learn_takes_sb3s_arguments_in_sb3s_order():

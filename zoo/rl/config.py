@@ -13,6 +13,7 @@ is the same as Fujimoto's ``max_action * noise``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -82,12 +83,14 @@ class TD3Config:
             object.__setattr__(self, "amp", normalize_amp(self.amp, allow_fp16=False))
         except ValueError as err:
             problems.append(str(err))
+        # written so that NaN fails them (NaN <= 0 is False): a NaN rate or noise made NaN actions, which
+        # the run then blamed on the env's observations
         for name in ("actor_lr", "critic_lr"):
-            if getattr(self, name) <= 0:
-                problems.append(f"{name} must be > 0, got {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) < math.inf:
+                problems.append(f"{name} must be a finite number > 0, got {getattr(self, name)!r}")
         for name in ("target_policy_noise", "target_noise_clip", "exploration_noise"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0, got {getattr(self, name)!r}")
+            if not 0 <= getattr(self, name) < math.inf:
+                problems.append(f"{name} must be a finite number >= 0, got {getattr(self, name)!r}")
         if self.noise_type not in NOISE_TYPES:
             problems.append(f"noise_type must be one of {', '.join(NOISE_TYPES)}, got {self.noise_type!r}")
         if self.lr_schedule not in ("constant", "linear"):

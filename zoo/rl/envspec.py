@@ -75,18 +75,16 @@ def single_spec(env: Any) -> Any:
     return getattr(env, "spec", None)
 
 
-def own_spec(env: Any, *, normalised: bool = False) -> Any:
+def own_spec(env: Any) -> Any:
     """The spec an agent built or trained on ``env`` keeps as its env (what it evaluates and trains on when
     no env is given): ``env``'s spec (:func:`single_spec`, without ``render_mode``) where the bare id makes
     another env (make kwargs, an episode limit or wrappers of its own: ``RescaleAction`` changes the action
     bounds, ``TransformReward`` the returns), else None. A spec with a wrapper that records no arguments is
-    not kept (``gymnasium.make`` cannot build it again: such an env is passed again), unless ``normalised``
-    (its normalisation statistics are the agent's: an evaluation on the bare id would be wrong, and making
-    the spec fails saying why)."""
+    kept too: ``gymnasium.make`` cannot build it again, and making it fails saying so
+    (:func:`zoo.rl.loop.make_env`), where falling back to the bare id trained and evaluated on another env
+    without a word (a reward wrapper's returns 1000x apart)."""
     spec = single_spec(env)
     if spec is None or env_identity(env) == spec.id:
-        return None
-    if not normalised and any(w.kwargs is None for w in spec.additional_wrappers):
         return None
     if "render_mode" in spec.kwargs:  # nobody watches its evaluations
         spec = dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})

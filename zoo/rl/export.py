@@ -2,7 +2,7 @@
 
 The exported graph is ``observation (B, obs_dim) float32 -> action (B, act_dim) float32`` (an observation space of
 another shape, ``(2, 3)`` say, is fed flat: ``obs.reshape(B, -1)``): the actor's tanh
-output rescaled to the action Box (``center + tanh(...) * half_range``), i.e. exactly ``agent.act(obs)`` without
+output rescaled to the action Box (``center + tanh(...) * half_range``, clamped into it), i.e. exactly ``agent.act(obs)`` without
 exploration noise, so a deployment needs no zoo code and no knowledge of the bounds. An agent trained behind
 ``NormalizeObservation`` takes normalised observations, as ``agent.act`` does: the metadata then says so and
 holds the statistics. The critics, target networks and optimiser state are training-only and are not
@@ -32,9 +32,13 @@ class DeterministicPolicy(nn.Module):
         self.actor = actor
         self.register_buffer("center", ((high + low) / 2).float())
         self.register_buffer("half_range", ((high - low) / 2).float())
+        self.register_buffer("low", low.float())
+        self.register_buffer("high", high.float())
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.center + self.actor(observation).float() * self.half_range  # (B, act_dim)
+        action = self.center + self.actor(observation).float() * self.half_range  # (B, act_dim)
+        # into the Box as agent.act clamps it (float32 rounding can put center + half one step past high)
+        return torch.minimum(torch.maximum(action, self.low), self.high)
 
 
 def _observations(agent: TD3Agent, n: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

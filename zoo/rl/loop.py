@@ -79,6 +79,12 @@ def make_env(env: Any, *, num_envs: int = 1):
     if isinstance(env, (str, os.PathLike, EnvSpec)):
         # a spec (zoo.rl.envspec) makes the id with its kwargs and recorded wrappers again
         env_id = env if isinstance(env, EnvSpec) else str(env)
+        unmade = [w.name for w in env.additional_wrappers if w.kwargs is None] if isinstance(env, EnvSpec) else []
+        if unmade:
+            raise ValueError(
+                f"cannot make {env.id} with its wrapper(s) {', '.join(unmade)} again: they record no constructor "
+                "arguments (gymnasium.utils.RecordConstructorArgs), so gymnasium.make cannot rebuild them; pass "
+                "the wrapped env object (env=...), or give the wrapper RecordConstructorArgs")
         if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
             raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
         try:
@@ -149,12 +155,14 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     which its weights file carries) puts its statistics into an env whose normalisers have not been
     updated yet (one made here, its own by default) and evaluates with them frozen, as its training run's
     evaluations did; an env whose normalisers have statistics of their own keeps them, and one without
-    the agent's wrappers gets a warning. ``progress=True`` shows a bar over the episodes.
+    the agent's wrappers gets a warning. The returns are the env's own: ``NormalizeReward``'s scaling is taken
+    off while evaluating (:func:`zoo.rl.normalization.raw_rewards`), as rl-baselines3-zoo evaluates with
+    ``norm_reward=False``; they were in the scale of the statistics of the moment, which moved between a
+    run's evaluations. ``progress=True`` shows a bar over the episodes.
     """
     from zoo._progress import ProgressBar
 
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    episodes = whole_count("episodes", episodes, 1, "episodes")
     chosen = _pick_env(agent, data, env)
     e = make_env(chosen)
     import gymnasium as gym
@@ -163,8 +171,8 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     base = agent.seed + 10_000 if seed is None else int(seed)
     episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
     try:
-        with _agent_statistics(agent, e), ProgressBar(total=episodes, desc="evaluate", unit="episode",
-                                                      disable=not progress) as bar:
+        with _agent_statistics(agent, e), normalization.raw_rewards(e), \
+                ProgressBar(total=episodes, desc="evaluate", unit="episode", disable=not progress) as bar:
             returns, lengths = episodes_of(agent, e, episodes, base, max_steps, bar.update)
     finally:
         if e is not chosen:
@@ -179,16 +187,18 @@ def _agent_statistics(agent, e: Any):
     stats = getattr(agent, "normalization", None)
     if not stats or e is _SYNCED.get():
         return contextlib.nullcontext()
-    return normalization.frozen(_adopt(agent, e, "this agent"))
+    # an evaluation's rewards are the env's own (raw_rewards): only the observations' scale is at stake there
+    return normalization.frozen(_adopt(agent, e, "this agent", kinds=("obs_rms",)))
 
 
-def _adopt(agent, env: Any, source: str) -> list[Any]:
+def _adopt(agent, env: Any, source: str, kinds: tuple[str, ...] = normalization.RUNNING_STATS) -> list[Any]:
     """Put ``agent.normalization`` into ``env``'s normalisers when none of them has been updated yet (a
-    mismatch warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
+    mismatch of ``kinds`` warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
     theirs = normalizers(env)
     if not agent.normalization or (theirs and not normalization.is_fresh(theirs)):
         return []
-    return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})")
+    return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})",
+                             warn=kinds)
 
 
 def _episodes(agent, e, episodes: int, base: int, max_steps: int | None,
@@ -433,13 +443,14 @@ def train(
 
     Returns a ``zoo.engine.TrainResult``: a history row per evaluation, the best mean eval return, its file.
     """
-    _check_run_options(total_steps, eval_every, checkpoint_every, eval_episodes)
+    total_steps, eval_every, checkpoint_every, eval_episodes = _check_run_options(
+        total_steps, eval_every, checkpoint_every, eval_episodes)
     check_threads(threads)  # a bad value fails before an env is made
     _refuse_several_processes()
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
     logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
     with _own_folders(ckpt_dir, logs, resume):  # before any work: a folder that cannot be ours fails at once
-        run = _open_run(agent, data, env, num_envs, total_steps=int(total_steps), eval_every=eval_every,
+        run = _open_run(agent, data, env, num_envs, total_steps=total_steps, eval_every=eval_every,
                         eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
                         ckpt_every=_checkpoint_every(checkpoint_every, eval_every),
                         log_dir=logs)
@@ -457,17 +468,27 @@ def train(
     return _result(agent, run)
 
 
-def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any, eval_episodes: Any) -> None:
-    """The run's counts, refused before any step with what came (a bad eval_episodes was said at the first
-    evaluation: after eval_every steps, or after the whole run)."""
-    if total_steps is None or int(total_steps) < 1:
-        raise ValueError(f"TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N), "
-                         f"got {total_steps!r}")
-    for key, value in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0):
-            raise ValueError(f"{key} must be a whole number of environment steps >= 0 (or None), got {value!r}")
-    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, numbers.Integral) or eval_episodes < 1:
-        raise ValueError(f"eval_episodes must be a whole number of episodes >= 1, got {eval_episodes!r}")
+def whole_count(name: str, value: Any, minimum: int, unit: str) -> int:
+    """``value`` as an int when it is a whole number >= ``minimum``: an integer, or a float without a
+    fraction (``learn(1e4)``, as Stable-Baselines3 takes it); else a ValueError naming ``name`` and what came
+    (``100.9`` steps were run as 100 without a word)."""
+    whole = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
+    if isinstance(value, bool) or not whole or value < minimum:
+        raise ValueError(f"{name} must be a whole number of {unit} >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any,
+                       eval_episodes: Any) -> tuple[int, int | None, int | None, int]:
+    """The run's counts as ints, refused before any step with what came (a bad eval_episodes was said at the
+    first evaluation: after eval_every steps, or after the whole run)."""
+    if total_steps is None:
+        raise ValueError("TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N)")
+    total_steps = whole_count("total_steps", total_steps, 1, "environment steps")
+    eval_every, checkpoint_every = (None if v is None else whole_count(k, v, 0, "environment steps (or None)")
+                                    for k, v in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)))
+    return total_steps, eval_every, checkpoint_every, whole_count("eval_episodes", eval_episodes, 1, "episodes")
 
 
 def _refuse_several_processes() -> None:
@@ -643,7 +664,10 @@ def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, e
     made again can only be evaluated on itself, which mid-run would cut the training episode in progress:
     that is done for the one evaluation at the end (``eval_every=None``); periodic evaluations need
     ``eval_env``."""
-    if eval_env is not None or eval_every == 0:
+    if eval_every == 0:
+        return eval_env
+    if eval_env is not None:
+        _check_eval_env(agent, eval_env)
         return eval_env
     if isinstance(chosen, (str, os.PathLike)):
         return str(chosen)
@@ -657,6 +681,28 @@ def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, e
            f"evaluating every {eval_every} steps on the training env would cut its episodes")
     raise ValueError(f"TD3 on {name}: no separate env to evaluate on ({missing}, and {why}): "
                      f"pass eval_env=<another {name} instance> (or eval_every=0 to skip evaluation)")
+
+
+def _check_eval_env(agent, eval_env: Any) -> None:
+    """``eval_env`` made (an id or spec) and checked against the agent before the first step: a wrong one
+    failed at the first evaluation, after ``eval_every`` steps of training, with nothing saved."""
+    try:
+        e = make_env(eval_env)
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"eval_env={_shown(eval_env)}: {err}") from None
+    try:
+        _check_env_fits(agent, e)
+    except ValueError as err:
+        raise ValueError(f"eval_env={_shown(eval_env)}: {err}") from None
+    finally:
+        if e is not eval_env:
+            e.close()
+
+
+def _shown(env: Any) -> str:
+    if isinstance(env, (str, os.PathLike)):
+        return repr(str(env))
+    return getattr(env, "id", None) or _env_name(env)  # an EnvSpec by its id
 
 
 def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
@@ -1076,7 +1122,7 @@ def _keep_statistics(agent, run: _Run) -> None:
     from zoo.rl.envspec import own_spec
 
     agent.normalization = normalization.statistics(run.normalizers)
-    agent.env_spec = own_spec(run.env, normalised=bool(run.normalizers))
+    agent.env_spec = own_spec(run.env)
 
 
 def _write_logs(agent, run: _Run) -> None:

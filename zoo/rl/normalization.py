@@ -22,7 +22,7 @@ import torch
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["RUNNING_STATS", "counts", "describe", "frozen", "is_fresh", "normalizers", "put", "statistics"]
+__all__ = ["RUNNING_STATS", "counts", "describe", "frozen", "is_fresh", "normalizers", "put", "raw_rewards", "statistics"]
 
 RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
 _WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
@@ -86,10 +86,12 @@ def is_fresh(wrappers: list[Any]) -> bool:
     return all(float(getattr(w, kind).count) < 1.0 for w in wrappers for kind in RUNNING_STATS if hasattr(w, kind))
 
 
-def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env_name: str) -> list[Any]:
+def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env_name: str,
+        warn: tuple[str, ...] = RUNNING_STATS) -> list[Any]:
     """Copy ``stats`` into ``wrappers`` (:func:`normalizers` of one env), kind by kind; returns the wrappers
     that took them. A kind whose number of wrappers (or statistics' shape) differs between the two is left
-    as it is, with a warning that says what ``source`` holds and what ``env_name`` has."""
+    as it is, with a warning (for the kinds in ``warn``) that says what ``source`` holds and what ``env_name``
+    has."""
     have, theirs = counts(stats), {kind: len(_of_kind(wrappers, kind)) for kind in RUNNING_STATS}
     theirs = {kind: n for kind, n in theirs.items() if n}
     took, unpaired = [], []
@@ -108,7 +110,7 @@ def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env
             if acc is not None and hasattr(w, _ACCUMULATOR):
                 setattr(w, _ACCUMULATOR, acc.numpy().copy())
             took.append(w)
-    lost = [kind for kind in unpaired if have.get(kind, 0)]
+    lost = [kind for kind in unpaired if have.get(kind, 0) and kind in warn]
     if lost:
         effect = ("the policy sees another input scale than it was trained on" if "obs_rms" in lost else
                   "its rewards (and returns) are scaled otherwise than in training")
@@ -131,3 +133,31 @@ def frozen(wrappers: list[Any]):
     finally:
         for w, flag in flags:
             w.update_running_mean = flag
+
+
+@contextlib.contextmanager
+def raw_rewards(env: Any):
+    """Inside the block the ``NormalizeReward`` wrappers of ``env`` (a vector env's own and every sub-env's)
+    hand on the rewards of the env they wrap, unscaled, and update nothing: an evaluation's returns are the
+    env's own, on one scale from one evaluation to the next, as rl-baselines3-zoo evaluates
+    (``VecNormalize(norm_reward=False)``, Monitor's returns). Each wrapper's ``step`` is shadowed by its inner
+    env's for the block (an instance attribute), which the wrappers around it call as ``self.env.step``."""
+    scaling, stack = [], [env]
+    while stack:
+        e = stack.pop()
+        for _ in range(64):  # deeper is no wrapper stack
+            if e is None:
+                break
+            if hasattr(e, "update_running_mean") and hasattr(e, "return_rms"):
+                scaling.append(e)
+            inner = getattr(e, "env", None)
+            if inner is None:
+                stack.extend(getattr(e, "envs", None) or [])
+            e = inner
+    for w in scaling:
+        w.step = w.env.step
+    try:
+        yield
+    finally:
+        for w in scaling:
+            vars(w).pop("step", None)

@@ -21,7 +21,6 @@ import copy
 import dataclasses
 import inspect
 import json
-import numbers
 import os
 import warnings
 from typing import Any, ClassVar
@@ -137,6 +136,7 @@ class TD3Agent:
         high = torch.as_tensor(np.asarray(action_space.high, np.float32), device=self.device)
         # tanh output a in [-1, 1] -> low + (a + 1) / 2 * (high - low) = center + a * half
         self._act_center, self._act_half = (high + low) / 2, (high - low) / 2
+        self._act_low, self._act_high = low, high
         self._low_np, self._high_np = low.cpu().numpy(), high.cpu().numpy()
 
         # initialise from the seed without disturbing the caller's global torch RNG: the networks are drawn on
@@ -165,6 +165,9 @@ class TD3Agent:
         self.best_state: dict[str, torch.Tensor] | None = None  # actor + critic at the best evaluation
         self.best_step: int | None = None
         self.action_noise: OrnsteinUhlenbeckNoise | None = None  # noise_type "ornstein-uhlenbeck": its state
+        # the exploration noise of predict(deterministic=False) / act(explore=True), apart from the run's
+        self.prediction_noise: OrnsteinUhlenbeckNoise | None = None
+        self._predict_generator: torch.Generator | None = None
         # the running statistics its observations (and rewards) were normalised with, keyed
         # "<kind>.<i>.<field>" (zoo.rl.normalization), empty without them; the spec of the env it trained on
         # where the bare id makes another one (zoo.rl.envspec.own_spec), else None
@@ -177,8 +180,10 @@ class TD3Agent:
     # --- acting -----------------------------------------------------------------------------------
 
     def scale_action(self, a: torch.Tensor) -> torch.Tensor:
-        """Normalised ``[-1, 1]`` -> the env's Box."""
-        return self._act_center + a * self._act_half
+        """Normalised ``[-1, 1]`` -> the env's Box. Clamped into it: in float32 ``center + 1 * half`` can round
+        one step past ``high`` (low 2.39814, high 6.6942153 give 6.694216), which an env that checks
+        ``action_space.contains`` refuses."""
+        return torch.clamp(self._act_center + a * self._act_half, self._act_low, self._act_high)
 
     def unscale_action(self, action: torch.Tensor) -> torch.Tensor:
         """The env's Box -> normalised ``[-1, 1]``."""
@@ -199,23 +204,40 @@ class TD3Agent:
         return t
 
     @torch.inference_mode()
-    def act_normalised(self, obs: Any, explore: bool = False) -> torch.Tensor:
-        """The action in ``[-1, 1]`` for ``obs`` of shape ``(obs_dim,)`` or ``(N, obs_dim)``."""
+    def act_normalised(self, obs: Any, explore: bool = False, *, training: bool = True) -> torch.Tensor:
+        """The action in ``[-1, 1]`` for ``obs`` of shape ``(obs_dim,)`` or ``(N, obs_dim)``; ``explore`` adds
+        the run's exploration noise, or with ``training=False`` noise of the same kind from a source of its
+        own (:meth:`_exploration_noise`)."""
         a = self.actor(self._obs_tensor(obs))  # the fp32 master weights (cheap at these batch sizes)
         if explore and self.config.exploration_noise > 0:
-            a = (a + self._exploration_noise(a.shape)).clamp_(-1.0, 1.0)
+            a = (a + self._exploration_noise(a.shape, training)).clamp_(-1.0, 1.0)
         return a
 
-    def _exploration_noise(self, shape: torch.Size) -> torch.Tensor:
+    def _exploration_noise(self, shape: torch.Size, training: bool = True) -> torch.Tensor:
         """This step's noise for actions of ``shape``: Gaussian, or the Ornstein-Uhlenbeck process's next
-        value (one state per row; a new process when the batch shape changes)."""
+        value (one state per row; a new process when the batch shape changes). A training run's comes from the
+        agent's generator and OU state (what a checkpoint holds); a prediction's (``training=False``) from a
+        generator and OU state of its own, so that ``predict(obs, deterministic=False)`` between two
+        ``learn`` calls leaves the run's random stream as it was (SB3's TD3 predict draws nothing)."""
         cfg = self.config
+        generator, attr = (self.generator, "action_noise") if training else (self._prediction_generator(),
+                                                                            "prediction_noise")
         if cfg.noise_type == "normal":
-            return torch.randn(shape, generator=self.generator, device=self.device) * cfg.exploration_noise
-        if self.action_noise is None or self.action_noise.x.shape != shape:
-            self.action_noise = OrnsteinUhlenbeckNoise(cfg.exploration_noise, tuple(shape), device=self.device)
-        self.action_noise.sigma = cfg.exploration_noise  # a resumed run may have changed it
-        return self.action_noise.sample(self.generator)
+            return torch.randn(shape, generator=generator, device=self.device) * cfg.exploration_noise
+        noise = getattr(self, attr)
+        if noise is None or noise.x.shape != shape:
+            noise = OrnsteinUhlenbeckNoise(cfg.exploration_noise, tuple(shape), device=self.device)
+            setattr(self, attr, noise)
+        noise.sigma = cfg.exploration_noise  # a resumed run may have changed it
+        return noise.sample(generator)
+
+    def _prediction_generator(self) -> torch.Generator:
+        """The generator of the predictions' exploration noise: seeded from the agent's seed on first use (a
+        stream of its own, not the run's), so the noisy actions of one seed repeat."""
+        if self._predict_generator is None:
+            self._predict_generator = torch.Generator(device=self.device)
+            self._predict_generator.manual_seed((self.seed + 0x9E3779B97F4A7C15) % 2**63)
+        return self._predict_generator
 
     def reset_noise(self, envs: list[int] | None = None) -> None:
         """An episode ended: the correlated exploration noise of those envs (all by default) starts again."""
@@ -224,8 +246,9 @@ class TD3Agent:
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
-        when ``obs`` is). ``explore=True`` adds the exploration noise (``config.noise_type``)."""
-        return self.scale_action(self.act_normalised(obs, explore)).cpu().numpy()
+        when ``obs`` is). ``explore=True`` adds exploration noise of the kind and scale the agent trains with
+        (``config.noise_type``, ``config.exploration_noise``), drawn apart from its training run's."""
+        return self.scale_action(self.act_normalised(obs, explore, training=False)).cpu().numpy()
 
     def random_action_normalised(self, n: int | None = None) -> torch.Tensor:
         """Uniform actions in ``[-1, 1]`` from the agent's generator (the warm-up phase)."""
@@ -654,8 +677,12 @@ class TD3Agent:
                 deterministic: bool = True) -> tuple[np.ndarray, Any]:
         """SB3's ``predict``: ``(actions, state)`` for observations ``(obs_dim,)`` or ``(n_envs, obs_dim)``, in
         the env's units, so SB3's ``evaluate_policy`` and rl-baselines3-zoo's tools run this agent.
-        ``deterministic=False`` adds the exploration noise; ``state`` comes back unchanged (no recurrence)."""
-        del episode_start  # a recurrent policy's reset signal: this policy has no memory to reset
+        ``deterministic=False`` adds exploration noise (:meth:`act`), whose Ornstein-Uhlenbeck state starts
+        again in the rows ``episode_start`` marks; ``state`` comes back unchanged (no recurrence)."""
+        if episode_start is not None and self.prediction_noise is not None:
+            starts = np.asarray(episode_start, dtype=bool).reshape(-1)
+            if starts.any() and (self.prediction_noise.x.dim() == 1 or len(starts) == len(self.prediction_noise.x)):
+                self.prediction_noise.reset(np.flatnonzero(starts).tolist())
         return self.zoo_predict(observation, explore=not deterministic), state
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4, tb_log_name: str = "TD3",
@@ -676,11 +703,9 @@ class TD3Agent:
         so a second call neither repeats the ``learning_starts`` warm-up nor restarts a linear lr schedule;
         each call collects ``total_timesteps`` transitions either way."""
         from zoo.engine.options import check_options
-        from zoo.rl.loop import train
+        from zoo.rl.loop import train, whole_count
 
-        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, numbers.Integral) or total_timesteps < 1:
-            raise ValueError(f"total_timesteps must be an int >= 1, got {total_timesteps!r}")
-        total_timesteps = int(total_timesteps)  # np.int64 too
+        total_timesteps = whole_count("total_timesteps", total_timesteps, 1, "environment steps")  # 1e4 too, as SB3
         self._refuse_callback(callback)
         del log_interval, tb_log_name, reset_num_timesteps  # accepted for SB3's callers; see above
         ours = ["callback", "log_interval", "tb_log_name", "reset_num_timesteps", "progress_bar", "env"]
@@ -987,5 +1012,5 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     if not isinstance(env, str):  # a wrapped env (RescaleAction, normalisers, make kwargs) is its env, not the id
         from zoo.rl.envspec import own_spec
 
-        agent.env_spec = own_spec(env, normalised=bool(normalization.normalizers(env)))
+        agent.env_spec = own_spec(env)
     return agent
