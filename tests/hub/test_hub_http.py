@@ -4,6 +4,7 @@ resumption, concurrent pulls, offline mode, the mirror variable, and upstream-la
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing as mp
 import shutil
 
@@ -360,9 +361,41 @@ def test_a_mirror_that_lacks_the_file_is_named_not_suggested(monkeypatch):
     monkeypatch.delenv("ZOO_WEIGHTS_URL", raising=False)
     assert "set ZOO_WEIGHTS_URL to a mirror" in str(_no_source_error("w", "0" * 64, ["HTTP 404"], False, False, 0, ""))
     monkeypatch.setenv("ZOO_WEIGHTS_URL", "file:///srv/mirror")
-    said = str(_no_source_error("w", "0" * 64, ["HTTP 404"], False, False, 0, ""))
-    assert "The mirror ZOO_WEIGHTS_URL=file:///srv/mirror does not have it either" in said
+    said = str(_no_source_error("w", "0" * 64, ["file:///srv/mirror/w: HTTP 404"], False, False, 0, "",
+                                not_found=["file:///srv/mirror/w"]))
+    assert "The mirror ZOO_WEIGHTS_URL=file:///srv/mirror does not have it: add the file there" in said
     assert "set ZOO_WEIGHTS_URL to a mirror" not in said
+
+
+def test_a_mirror_whose_transfer_failed_is_not_said_to_lack_the_file(tiny_model, weights_home, server, monkeypatch):
+    """A mirror answering HTTP 500 (or dropping the connection) was said not to have the file, with the hint to
+    unset it and download from the original URL, which the same call had tried."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.cut_after, server.state.cuts_left, server.state.range_support = 10, 1000, False
+    with pytest.raises(hub.DownloadError) as err:
+        zoo.pull(entry.name, progress=False)
+    assert "failed after" in str(err.value) and "does not have it" not in str(err.value)
+    assert "unset it" not in str(err.value)
+
+
+def test_a_server_sending_more_than_the_file_is_stopped_at_its_size(tiny_model, weights_home, server, monkeypatch,
+                                                                    cached):
+    """A server streaming without end (no Content-Length) was read to its end before the hash refused it: a
+    wrong mirror could fill the disk, and the error then blamed the free space."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    served = server.state.root / entry.url
+    served.write_bytes(served.read_bytes() * 40)  # 40x the manifest's size
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.no_length = True
+    with pytest.raises(hub.DownloadError, match=rf"the server sent more than the file's {entry.size} bytes"):
+        zoo.pull(entry.name, progress=False)
+    assert cached() == [] or all(p.suffix == ".lock" for p in cached())  # nothing kept, not even a .part
+    server.state.no_length = False  # announced: refused before a byte
+    with pytest.raises(hub.DownloadError, match=rf"announced {40 * entry.size} bytes for a file of {entry.size}"):
+        zoo.pull(entry.name, progress=False)
 
 
 def test_the_running_hash_is_hashlibs_over_blocks_of_every_size(tmp_path):
@@ -425,3 +458,18 @@ def test_a_corrupt_cached_file_offline_is_called_corrupt_not_missing(tiny_model,
     monkeypatch.delenv("ZOO_OFFLINE")
     with pytest.warns(UserWarning, match="changed on disk after it was verified; fetched it again"):
         assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+
+
+def test_offline_with_a_file_mirror_that_lacks_the_file_names_what_was_tried(tiny_model, weights_home, tmp_path,
+                                                                              server, monkeypatch, no_network):
+    """The message said to set ZOO_WEIGHTS_URL to a mirror that holds the file, not that the one set was tried."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    doc = json.loads((weights_home / "manifest.json").read_text())
+    doc["release_url"] = server.url + "/"  # a network source, which offline leaves untried
+    (weights_home / "manifest.json").write_text(json.dumps(doc))
+    (tmp_path / "empty_mirror").mkdir()
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", (tmp_path / "empty_mirror").as_uri())
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    with pytest.raises(hub.OfflineError, match=rf"\(tried: .*empty_mirror/{entry.url}: .*does not exist"):
+        zoo.pull(entry.name, progress=False)

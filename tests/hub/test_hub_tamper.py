@@ -105,3 +105,34 @@ def test_when_every_source_is_wrong_the_error_lists_each(tiny_model, weights_hom
     assert f"[2] sha256 mismatch for {server.url}/{entry.url}" in msg
     assert hashlib.sha256(b"not the weights either").hexdigest() in msg and "git lfs pull" in msg
     assert [p for p in cached() if not p.name.endswith(".lock")] == []
+
+
+def test_a_link_planted_where_a_pulled_file_goes_is_reported_and_cleaned(tiny_model, weights_home, tmp_path):
+    """Pulls refused the link, but `zoo weights verify` said "0 problem(s)", `zoo cache info` listed nothing
+    and `zoo cache clean` left it in place."""
+    entry = _publish(tiny_model)
+    path = zoo.pull(entry.name, progress=False)
+    elsewhere = tmp_path / "elsewhere.safetensors"
+    shutil.move(path, elsewhere)
+    path.symlink_to(elsewhere)
+    (item,) = [i for i in hub.cache_info() if i.path == path]
+    assert item.kind == "link" and item.name == entry.name and str(elsewhere) in item.status
+    (check,) = [c for c in hub.verify_cache(progress=False) if c.path == path]
+    assert check.status == "LINK" and check.failed
+    assert main(["weights", "verify"]) == 1
+    hub.clean_cache(stale_only=True)
+    assert not path.is_symlink() and elsewhere.is_file()  # the link went, never what it points to
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+
+
+def test_clean_of_a_cache_it_cannot_write_says_so(tiny_model, weights_home):
+    """A read-only cache printed "[Errno 30] Read-only file system: '...safetensors.lock'"; here the lock's
+    place is taken by a folder, which fails the same open."""
+    entry = _publish(tiny_model)
+    path = zoo.pull(entry.name, progress=False)
+    lock = path.with_name(path.name + ".lock")
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    with pytest.raises(OSError, match=r"cannot remove .*zoo cache clean needs a cache it can write"):
+        hub.clean_cache()
+    assert path.is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,6 +113,21 @@ def test_demo_without_indian_pines(monkeypatch, tmp_path, capsys):
     from zoo.hub import zoo_home
 
     assert (zoo_home() / "demo" / "synthetic_pca_svm_map.png").stat().st_size > 1000
+
+
+def test_demo_whose_home_cannot_take_its_maps_writes_them_elsewhere(monkeypatch, tmp_path, capsys):
+    """A home where $ZOO_HOME/demo cannot be made (read-only, or a file in its place) failed the whole step
+    with an OSError for its PNGs."""
+    monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "absent"))
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "demo").write_text("not a folder")
+    from zoo.hyperspectral.cli import _demo
+
+    _demo()
+    out = capsys.readouterr().out
+    moved = out.split("the maps go to ", 1)[1].split(")", 1)[0]
+    assert "OA" in out and (Path(moved) / "synthetic_pca_svm_map.png").stat().st_size > 1000
 
 
 def _fitted_hybridsn(padding: str = "constant", seed: int = 0):

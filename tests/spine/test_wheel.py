@@ -213,3 +213,26 @@ def test_installed_wheel_pulls_builds_and_demos_from_a_release_host(wheel, tmp_p
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_the_package_and_no_stray_test_files(tmp_path):
+    """setuptools put tests/test_cuda.py, test_export.py and test_readme.py in the sdist (its default
+    tests/test*.py), without the conftest files and folders they need."""
+    import shutil
+    import tarfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in ("zoo", "tests"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    build = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
+    run = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=src, capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    with tarfile.open(tmp_path / run.stdout.split()[-1]) as sdist:
+        names = sdist.getnames()
+    assert any(n.endswith("/zoo/hub/manifest.json") for n in names) and any(n.endswith("/zoo/api.py") for n in names)
+    assert not [n for n in names if "/tests/" in n]

@@ -30,7 +30,7 @@ _BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256")
 class CacheItem:
     path: Path
     size: int
-    kind: str  # "weights", "partial", "temp", "hf"
+    kind: str  # "weights", "partial", "temp", "hf", "link" (a symbolic link where a pulled file goes)
     name: str  # the manifest name, the URL folder, or "-"
     # weights: "verified" (matched its published sha256, unchanged since), "unpublished" (a URL's file: no
     # published hash to check, unchanged since it arrived) or "unchecked"; else what it is
@@ -56,6 +56,12 @@ def _weights_items(root: Path) -> list[CacheItem]:
         if p.name.startswith(fs.TEMP_PREFIX) and not any(q.name.startswith(fs.TEMP_PREFIX) for q in p.parents):
             size = sum(f.lstat().st_size for f in p.rglob("*")) if p.is_dir() else p.lstat().st_size
             items.append(CacheItem(p, size, "temp", "-", "left by a killed writer"))
+            continue
+        if p.is_symlink() and not p.name.endswith(_BOOKKEEPING) and (p in by_path or _in_cache_layout(p.relative_to(root))):
+            # where a pulled file goes, a link was put (pulls refuse to read through it): listed, so that
+            # verify reports it and clean removes the link (never what it points to)
+            items.append(CacheItem(p, 0, "link", by_path[p].name if p in by_path else "-",
+                                   f"a symbolic link to {os.readlink(p)}: pulls refuse it; zoo cache clean removes it"))
             continue
         if p.is_symlink() or not p.is_file() or p.name.endswith(_BOOKKEEPING) or fs.TEMP_PREFIX in str(p):
             continue
@@ -95,7 +101,7 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
 
     removed, freed = 0, 0
     for item in cache_info(cache_dir):
-        if stale_only and item.kind not in ("partial", "temp"):
+        if stale_only and item.kind not in ("partial", "temp", "link"):
             continue
         if item.kind == "temp":
             if item.path in fs.sweep_temps(item.path.parent) or not item.path.exists():
@@ -113,6 +119,10 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
                     p.unlink(missing_ok=True)
         except Timeout:
             continue
+        except OSError as err:  # a read-only cache (a container's image): say so, not a raw errno on a lock
+            raise fs.FsError(err.errno, f"cannot remove {item.path}: {err.strerror} ({err.filename}); zoo cache "
+                                        "clean needs a cache it can write: run it where the cache is writable, or "
+                                        "point ZOO_HOME at another cache") from None
         removed, freed = removed + 1, freed + item.size
     return removed, freed
 
@@ -120,18 +130,18 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
 @dataclass(frozen=True)
 class CacheCheck:
     path: Path
-    status: str  # "ok", "prefix-verified", "recorded", "unverifiable", "partial", "MISMATCH"
+    status: str  # "ok", "prefix-verified", "recorded", "unverifiable", "partial", "MISMATCH", "LINK"
     detail: str
 
     @property
     def failed(self) -> bool:
-        return self.status == "MISMATCH"
+        return self.status in ("MISMATCH", "LINK")
 
 
 def verify_cache(cache_dir: str | os.PathLike | None = None, progress: bool = True) -> list[CacheCheck]:
     """Re-hash every file in the cache against the manifest (or the hash recorded when it arrived)."""
     by_path = {cached_path(e, cache_dir): e for e in read_manifest().values()}
-    items = [i for i in _weights_items(cache_root(cache_dir)) if i.kind in ("weights", "partial")]
+    items = [i for i in _weights_items(cache_root(cache_dir)) if i.kind in ("weights", "partial", "link")]
     from zoo._progress import ProgressBar
 
     out: list[CacheCheck] = []
@@ -139,6 +149,9 @@ def verify_cache(cache_dir: str | os.PathLike | None = None, progress: bool = Tr
         path = item.path
         if item.kind == "partial":
             out.append(CacheCheck(path, "partial", "interrupted download; the next pull resumes it"))
+            continue
+        if item.kind == "link":
+            out.append(CacheCheck(path, "LINK", item.status))
             continue
         digest = sha256_file(path)
         entry = by_path.get(path)

@@ -231,8 +231,14 @@ def _open_part(part: Path, append: bool):
         raise _WriteFailed(err) from None
 
 
-def _stream(resp, part: Path, append: bool, bar, digest: _Digest) -> int:
-    """Copy the response body into ``part``; returns the bytes received. Write errors are _WriteFailed."""
+class _Oversized(Exception):
+    """The server sent (or announced) more bytes than the file has: not the file, however long we wait."""
+
+
+def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:
+    """Copy the response body into ``part``; returns the bytes received. Write errors are _WriteFailed; more
+    than ``limit`` bytes (the file's size less what ``part`` held) is _Oversized, at the first block past it:
+    a wrong server streaming without end filled the disk before the hash could refuse it."""
     received = 0
     fh = _open_part(part, append)
     try:
@@ -240,6 +246,8 @@ def _stream(resp, part: Path, append: bool, bar, digest: _Digest) -> int:
             block = resp.read1(CHUNK)  # what has arrived (read() would hold a stalled server's bytes hostage)
             if not block:
                 break
+            if limit is not None and received + len(block) > limit:
+                raise _Oversized
             try:
                 fh.write(block)
             except OSError as err:
@@ -259,9 +267,13 @@ class _Stalled(Exception):
     pass
 
 
-def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
-    """One request; appends to ``part`` from where it stopped when the server honours Range."""
+def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
+    """One request; appends to ``part`` from where it stopped when the server honours Range. ``size``: the
+    file's size in bytes where the manifest gives it; a server that sends more is given up (DownloadError)."""
     offset = part.stat().st_size if part.exists() else 0
+    if size is not None and offset > size:  # not a prefix of this file: start again
+        part.unlink()
+        offset = 0
     headers = {"User-Agent": "zoo-hub/1", "Accept-Encoding": "identity"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
@@ -292,11 +304,20 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
             digest.reset()
         length = resp.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
+        if size is not None and total is not None and total > size:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{url}: the server announced {total} bytes for a file of {size}: not this file "
+                                "(a wrong mirror, or a server's page); nothing was downloaded")
         if length is not None:
             fs.check_free(part.parent, int(length), f"downloading {label}")
         with _bar(total, offset, label, progress) as bar:
             try:
-                received = _stream(resp, part, append, bar, digest)
+                received = _stream(resp, part, append, bar, digest, None if size is None else size - offset)
+            except _Oversized:
+                part.unlink(missing_ok=True)
+                raise DownloadError(f"{url}: the server sent more than the file's {size} bytes: not this file (a "
+                                    "wrong mirror, or a server's page); the download was stopped there and nothing "
+                                    "was kept") from None
             except TimeoutError:
                 got = part.stat().st_size if part.exists() else 0
                 raise _Stalled(f"no data for {timeout_s():g} s after {fs.human_size(got)}"
@@ -312,7 +333,7 @@ def _unknown_host(err: BaseException) -> bool:
         and reason.errno == socket.EAI_NONAME
 
 
-def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest) -> None:
+def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
     """Attempts until the file is whole; :data:`RETRIES` failed in a row without a byte more in ``part`` give
     up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
     hundred kilobytes still finishes a 20 MB file, resuming each time (it gave up after 4 attempts)."""
@@ -322,9 +343,9 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
         attempts += 1
         before = part.stat().st_size if part.exists() else 0
         try:
-            _http_attempt(url, part, label, progress, digest)
+            _http_attempt(url, part, label, progress, digest, size)
             return
-        except (_NotFound, _WriteFailed, fs.FsError):
+        except (_NotFound, _WriteFailed, fs.FsError, DownloadError):
             raise
         except _Stalled as err:
             got = part.stat().st_size if part.exists() else 0
@@ -443,7 +464,7 @@ def fetch(
         usable = [s for s in sources if not (no_network and is_network(s))]
         if not usable:
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
-        failures: list[str] = []
+        failures, not_found = [], []  # why each source failed; the sources that said they lack the file
         mismatched = local_mismatched = False
         for i, source in enumerate(usable):
             try:
@@ -451,11 +472,12 @@ def fetch(
                     digest = _copy_local(source, dest, check, expected)
                 else:
                     _ensure_space(dest, part, size, reclaim_root)
-                    digest = _fetch_http(source, part, check, expected, progress)
+                    digest = _fetch_http(source, part, check, expected, progress, size)
                     _validate(validate, part, source)
                     os.replace(part, dest)
             except _NotFound as err:
                 failures.append(f"{source}: {err}")
+                not_found.append(source)
                 continue
             except DownloadError as err:
                 failures.append(str(err))
@@ -476,7 +498,7 @@ def fetch(
             return dest
         raise _no_source_error(dest.name, expected, failures, mismatched, local_mismatched,
                                untried=len(sources) - len(usable), offline_hint=offline_hint,
-                               mirror_var=mirror_var)
+                               mirror_var=mirror_var, not_found=not_found)
 
 
 def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) -> None:
@@ -491,9 +513,11 @@ def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) 
 
 
 def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,
-                     untried: int, offline_hint: str, mirror_var: str | None = "ZOO_WEIGHTS_URL") -> Exception:
+                     untried: int, offline_hint: str, mirror_var: str | None = "ZOO_WEIGHTS_URL",
+                     not_found: list[str] = ()) -> Exception:
     """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
-    offline, then the download failures."""
+    offline, then the download failures. ``not_found``: the sources that said they lack the file; the mirror's
+    hint (add the file there) is given only when the mirror is one of them, not when its transfer failed."""
     if mismatched:
         skipped = f" ({untried} network source(s) not tried: offline)" if untried else ""
         return HashMismatchError(
@@ -502,19 +526,24 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
             + (". A wrong local copy is often a git-lfs pointer (run `git lfs pull` in the checkout) or a "
                "stale file: replace it" + (f", or set {mirror_var} to a mirror that holds the right one"
                                            if mirror_var else "") if local_mismatched else ""))
-    if untried:  # offline, and the local sources did not have it
-        return OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {name}")
+    if untried:  # offline, and the local sources (a file:// mirror too) did not have it
+        tried = f" (tried: {'; '.join(failures)})" if failures else ""
+        return OfflineError((offline_hint or f"ZOO_OFFLINE=1: not downloading {name}") + tried)
     if mirror_var is None:  # a URL of the user's own: no mirror serves it
         return DownloadError(f"could not get {name}: " + "; ".join(failures))
-    mirror = os.environ.get(mirror_var)
+    mirror = os.environ.get(mirror_var, "").strip()
     writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
-    hint = (f". The mirror {mirror_var}={mirror} does not have it either: add the file there{writes}, or unset "
-            "it to download from the original URL") if mirror else \
-        f". Without a network, set {mirror_var} to a mirror (http(s)://, file:// or a folder)"
+    roots = (mirror.rstrip("/"), str(Path(mirror).expanduser())) if mirror else ()
+    if not mirror:
+        hint = f". Without a network, set {mirror_var} to a mirror (http(s)://, file:// or a folder)"
+    elif any(s.startswith(roots) for s in not_found):
+        hint = f". The mirror {mirror_var}={mirror} does not have it: add the file there{writes}"
+    else:  # the mirror has it (or did not say otherwise): what went wrong is its failure above
+        hint = ""
     return DownloadError(f"could not get {name}: " + "; ".join(failures) + hint)
 
 
-def _fetch_http(source: str, part: Path, check, expected: str, progress: bool) -> str:
+def _fetch_http(source: str, part: Path, check, expected: str, progress: bool, size: int | None = None) -> str:
     """Download into ``part`` (resuming a kept one) and return its sha256 once ``check`` accepts it."""
     label = part.name[: -len(".part")]
     for fresh in (False, True):
@@ -522,7 +551,7 @@ def _fetch_http(source: str, part: Path, check, expected: str, progress: bool) -
             part.unlink(missing_ok=True)
         resumed = part.exists() and part.stat().st_size > 0
         with _Digest() as running:
-            _http_download(source, part, label, progress, running)
+            _http_download(source, part, label, progress, running, size)
             running.sync(part)  # a no-op unless the file changed behind the running hash
             digest = running.hexdigest()
         if check is None or check(digest):

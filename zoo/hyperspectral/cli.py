@@ -45,11 +45,23 @@ def _scene_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _demo_out() -> Path:
+    """Where the demo's maps go: ``$ZOO_HOME/demo``, or a new folder in the system's temp folder when that
+    cannot be written (a read-only home whose weights are cached: the whole step failed for its PNGs)."""
+    import os
+    import tempfile
+
     from zoo.hub import zoo_home
 
     out = zoo_home() / "demo"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if os.access(out, os.W_OK):
+            return out
+    except OSError:
+        pass
+    elsewhere = Path(tempfile.mkdtemp(prefix="zoo-demo-"))
+    print(f"(cannot write to {out}: the maps go to {elsewhere})")
+    return elsewhere
 
 
 @demo("hyperspectral: classify Indian Pines (PCA+SVM and HybridSN maps)", order=40)
