@@ -100,7 +100,7 @@ def test_a_data_set_that_cannot_be_fetched_names_the_data_mirror_variable(server
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     monkeypatch.setenv("ZOO_DATA_URL", str(mirror))
-    with pytest.raises(DownloadError, match=f"The mirror ZOO_DATA_URL={mirror} does not have it either"):
+    with pytest.raises(DownloadError, match=f"The mirror ZOO_DATA_URL={mirror} does not have it: add the file there"):
         datasets.fetch("gone", progress=False)
     (mirror / "a.bin").write_bytes(b"scene")
     assert (datasets.fetch("gone", progress=False) / "a.bin").read_bytes() == b"scene"
