@@ -131,6 +131,17 @@ class Seq2SeqModel(Network, nn.Module):
 
         return corpus_data(self, data, train=train, **options)
 
+    def zoo_train(self, data: Any, **config: Any) -> Any:
+        """``zoo.train(model, data)`` (:meth:`Network.zoo_train`); a call that fails, before or during training,
+        leaves the direction the model was labelled with (the data hook records the run's before the loop,
+        where the checkpoints' recipe reads it)."""
+        own = getattr(self.config, "direction", None)
+        try:
+            return super().zoo_train(data, **config)
+        except BaseException:
+            self.config.direction = own
+            raise
+
     def zoo_data_options(self) -> list[str]:
         """``corpus_data``'s options (``direction``, ``max_tokens``, ``bleu_sentences``, ...), which ``zoo_data``
         hands on as ``**options``."""

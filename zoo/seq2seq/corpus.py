@@ -52,6 +52,20 @@ def _warn_other_direction(model: Any, direction: str) -> None:
                   f"or weights trained that way)", stacklevel=user_stacklevel())
 
 
+def _record_direction(model: Any, direction: str) -> None:
+    """Label ``model`` with the direction it is about to be trained in (its architecture recipe records it). A
+    model trained another way before (the shipped de-en weights fine-tuned on en-de) translates ``direction``
+    afterwards, so the label follows, with a word: a label left at de-en made zoo.evaluate score en-de output as
+    de-en's and the saved file say de-en."""
+    own = getattr(model.config, "direction", None)
+    if own is not None and own != direction:
+        warnings.warn(f"{model.registry_name} was trained {own} (its recorded direction); training it on "
+                      f"{direction} data starts from its {own} weights and records {direction} from now on (in "
+                      f"zoo.evaluate's default and in the saved file). To train {own}, pass direction={own!r}",
+                      stacklevel=user_stacklevel())
+    model.config.direction = direction
+
+
 def _tokenizer_size(model: Any, vocab_size: int | None) -> int:
     """The vocabulary of a tokenizer trained for ``model``: one joint tokenizer encodes both sides, so
     its ids index the source *and* the target embedding and must stay below the smaller of the two."""
@@ -124,8 +138,6 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
     direction = _direction(model, direction)
-    if model.config.direction is None:
-        model.config.direction = direction
     if train:
         text = load_multi30k(root, "train", direction)
         val_text, val_root = _val_text(options.pop("val_data", None), root, direction, val_split)
@@ -135,6 +147,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                   "bleu_sentences": bleu_sentences, "beam_size": beam_size}
         if val_root is not None:  # validation from another folder: another folder is another recipe
             recipe["val_corpus"] = _corpus_fingerprint(val_root, direction, (val_split,))
+        _record_direction(model, direction)  # only now that its data loaded: a typo ('en-fr') recorded itself
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
     _need_tokenizer(model)
     _warn_other_direction(model, direction)

@@ -1,0 +1,57 @@
+"""What zoo.train / zoo.evaluate make of seq2seq data (zoo/seq2seq/corpus.py): a corpus folder's direction
+label, sentence pairs in memory with their validation set, and zoo's own ParallelDataset."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import zoo
+
+DE = (Path(__file__).parent / "data" / "six.de").read_text(encoding="utf-8").splitlines()
+EN = (Path(__file__).parent / "data" / "six.en").read_text(encoding="utf-8").splitlines()
+TINY = {"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "src_vocab": 300, "tgt_vocab": 300, "dropout": 0.0}
+QUICK = {"epochs": 1, "amp": None, "progress": False, "bleu_sentences": 1}
+
+
+def _model(**config):
+    torch.manual_seed(0)
+    return zoo.build("seq2seq-transformer", **{**TINY, **config})
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A de-en corpus folder (train / val / test) of six sentence pairs, with no French."""
+    for split in ("train", "val", "test"):
+        (tmp_path / f"{split}.de").write_text("\n".join(DE) + "\n", encoding="utf-8")
+        (tmp_path / f"{split}.en").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_a_failed_call_records_no_direction_and_a_retrained_model_records_its_new_one(corpus):
+    """Before: a typo (direction='en-fr', no train.fr) labelled the model en-fr, a later en-de training kept
+    that label (and the saved file said en-fr); a de-en model trained on en-de stayed labelled de-en without a
+    word; a failed zoo.evaluate labelled an untrained model too."""
+    m = _model()
+    with pytest.raises(FileNotFoundError, match="'fr'"):
+        zoo.train(m, corpus, direction="en-fr", **QUICK)
+    assert m.config.direction is None
+    with pytest.raises(ValueError, match="no tokenizer"):
+        zoo.evaluate(m, corpus, direction="de-en", **QUICK)
+    assert m.config.direction is None
+    with pytest.raises(Exception, match="lr"):
+        zoo.train(m, corpus, direction="de-en", lr=-1.0, **QUICK)  # the data loaded, the loop refused
+    assert m.config.direction is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a first label is no news
+        assert zoo.train(m, corpus, direction="en-de", **QUICK).model.config.direction == "en-de"
+    with pytest.warns(UserWarning, match=r"trained en-de \(its recorded direction\); training it on de-en data "
+                                         r".*records de-en from now on") as caught:
+        r = zoo.train(m, corpus, direction="de-en", **QUICK)
+    assert [w.filename for w in caught if "recorded direction" in str(w.message)] == [__file__]
+    assert r.model.config.direction == "de-en"
+    zoo.save(r.model, corpus / "m.safetensors")
+    assert zoo.build("seq2seq-transformer", weights=str(corpus / "m.safetensors")).config.direction == "de-en"
