@@ -100,8 +100,8 @@ WORKER = COMMON + textwrap.dedent("""
 
     tr = importlib.import_module("zoo.seq2seq.translate")  # the module (zoo.seq2seq.translate is also its function)
 
-    decoded, translate = [], tr.translate
-    tr.translate = lambda model, sentences, **k: decoded.append(len(sentences)) or translate(model, sentences, **k)
+    decoded, translate = [], tr._translate_texts  # what BLEU decodes with
+    tr._translate_texts = lambda model, items, **k: decoded.append(len(items)) or translate(model, items, **k)
     r = zoo.train(m, (PAIRS, VAL), epochs=2, batch_size=4, progress=False, seed=0, amp=None)
     ev = zoo.evaluate(m, VAL, batch_size=4, amp=None)  # in the live group: shared out and gathered
     (out / f"rank{rank}.json").write_text(json.dumps({"seen": seen, "decoded": decoded, "history": r.history, "eval": ev}))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,14 @@ def text_inputs(inputs: Any) -> tuple[list[str], bool]:
     return items, False
 
 
-def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> list[tuple[int, list[int], str]]:
+def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int, *,
+             clip: bool = False) -> list[tuple[int, list[int], str]]:
     """``(input index, source ids, separator)`` pieces: each input's sentences (:func:`split_sentences`), an
-    over-long one cut at clause ends too; ``ids`` are the inputs' own (one sentence reuses them)."""
+    over-long one cut at clause ends too; ``ids`` are the inputs' own (one sentence reuses them). A clause still
+    over ``limit`` tokens is refused, or with ``clip`` (scoring a data set, whose loss clips it too) cut to
+    ``limit`` tokens, a warning counting them."""
     pieces: list[tuple[int, list[int], str]] = []
+    clipped = 0
     for i, (text, x) in enumerate(zip(texts, ids)):
         sentences = split_sentences(text)
         if not sentences:
@@ -111,12 +116,20 @@ def segments(texts: list[str], ids: list[list[int]], tok: Any, limit: int) -> li
                 pieces.append((i, sid, sep))
                 continue
             for k, (clause, cid) in enumerate(_clauses(sent, tok)):
-                if len(cid) > limit:
+                if len(cid) > limit and clip:
+                    cid, clipped = cid[:limit], clipped + 1
+                elif len(cid) > limit:
                     raise ValueError(
                         f"input {i} is {len(x)} tokens; split at sentence ends, one sentence is still {len(cid)} "
                         f"tokens, more than the model's limit of {limit} source tokens (max_len {limit + 1} "
                         f"positions less EOS): {clause[:60]!r}... -- split it into shorter sentences")
                 pieces.append((i, cid, sep if k == 0 else " "))
+    if clipped:
+        from zoo._stacklevel import user_stacklevel
+
+        warnings.warn(f"{clipped} sentence(s) are longer than the model's limit of {limit} source tokens even when "
+                      f"cut at sentence and clause ends: translated clipped to that limit (their ends are not "
+                      f"translated), as the loss clips them", stacklevel=user_stacklevel())
     return pieces
 
 

@@ -80,6 +80,16 @@ def translate(
     the same whatever it is batched with.
     """
     items, single = text_inputs(sentences)
+    joined = _translate_texts(model, items, beam_size=beam_size, length_penalty=length_penalty, max_len=max_len,
+                              batch_size=batch_size, progress=progress, device=device, amp=amp)
+    return joined[0] if single else joined
+
+
+def _translate_texts(model: Any, items: list[str], *, beam_size: int, length_penalty: float, max_len: int | None,
+                     batch_size: int, progress: bool, device: str | torch.device | None, amp: str | None,
+                     clip: bool = False) -> list[str]:
+    """:func:`translate` of a list of texts; ``clip``: a sentence too long for the model even when cut is
+    clipped to its limit, with a warning, instead of refused (:func:`~zoo.seq2seq.sentences.segments`)."""
     tok = getattr(model, "tokenizer", None)
     if tok is None:
         raise ValueError(
@@ -88,11 +98,10 @@ def translate(
         )
     check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
     _, dtype = inference_placement(model, device, amp)
-    pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1)
+    pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1, clip=clip)
     hyps = _search_all(model, [x + [EOS_ID] for _, x, _ in pieces], beam_size, length_penalty, max_len, batch_size,
                        progress, dtype)
-    joined = join_pieces(pieces, tok.decode_batch(hyps), len(items))
-    return joined[0] if single else joined
+    return join_pieces(pieces, tok.decode_batch(hyps), len(items))
 
 
 def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty: float, max_len: int | None,
@@ -161,14 +170,17 @@ def bleu_eval_fn(
     BLEU); the engine reports it with its validation prefix (``val_bleu``) for ``monitor``. ``amp``: the
     precision of the decoding (see :func:`translate`). Under DDP (a live process group) each rank decodes
     every ``world_size``-th sentence and all score the gathered whole, as the engine's evaluation gathers its
-    shards: one BLEU on every rank, so every rank must call it (``fit`` and ``evaluate`` do).
+    shards: one BLEU on every rank, so every rank must call it (``fit`` and ``evaluate`` do). A source
+    sentence longer than the model takes is translated clipped to its limit, with a warning, as the loss on the
+    same data clips it (refusing it failed the run after a trained epoch, with no checkpoint).
     """
     sources, references = list(sources), list(references)
 
     def eval_fn(model: Any, _val_data: Any = None) -> dict[str, float]:
         rank, world = live_place()
         share = sources[rank::world]
-        mine = translate(model, share, beam_size=beam_size, batch_size=batch_size, amp=amp) if share else []
+        mine = _translate_texts(model, share, beam_size=beam_size, length_penalty=0.6, max_len=None,
+                                batch_size=batch_size, progress=False, device=None, amp=amp, clip=True) if share else []
         hyps: list[str] = [""] * len(sources)
         for r, part in enumerate(all_gather_objects(mine)):
             hyps[r::world] = part

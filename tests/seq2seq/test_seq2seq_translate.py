@@ -1,0 +1,40 @@
+"""Validation and evaluation BLEU (zoo/seq2seq/translate.py's bleu_eval_fn) and the decoding options
+translate() takes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import zoo
+from zoo.seq2seq.tokenizer import train_tokenizer
+
+DE = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball am Strand."]
+EN = ["A dog runs across the meadow.", "Two men play soccer on the beach."]
+# one sentence, no sentence or clause end to cut it at, far over a 64-position model's 63 source tokens
+LONG = " ".join(["ein Hund läuft schnell über die grüne Wiese und ein Mann schaut zu"] * 6)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = zoo.build("seq2seq-transformer", d_model=32, n_heads=2, n_layers=1, d_ff=64, src_vocab=300, tgt_vocab=300,
+                  dropout=0.0, max_len=64)
+    m.tokenizer = train_tokenizer(DE + EN + [LONG], vocab_size=300, min_frequency=1)
+    return m.eval()
+
+
+def test_an_over_long_validation_sentence_is_clipped_for_bleu_as_for_the_loss(model, tmp_path):
+    """Before: the loss clipped it with a warning, then validation BLEU refused it ("split it into shorter
+    sentences") after the trained epoch, with no checkpoint written; zoo.evaluate failed the same way."""
+    pairs = list(zip(DE, EN)) + [(LONG, "A dog runs quickly.")]
+    with pytest.warns(UserWarning, match=r"1 sentence\(s\) are longer than the model's limit of 63 source tokens.*"
+                                         r"clipped to that limit"):
+        r = zoo.train(model, pairs, val_data=pairs, epochs=1, amp=None, progress=False,
+                      checkpoint_dir=tmp_path / "ck")
+    assert 0.0 <= r.history[-1]["val_bleu"] <= 1.0
+    assert (tmp_path / "ck" / "epoch-0001.pt").is_file()
+    with pytest.warns(UserWarning, match="clipped to that limit"):
+        assert 0.0 <= zoo.evaluate(model, pairs, amp=None, progress=False)["bleu"] <= 1.0
+    with pytest.raises(ValueError, match="split it into shorter sentences"):  # asked to translate it: refused
+        model.translate(LONG)
