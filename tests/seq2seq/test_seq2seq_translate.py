@@ -38,3 +38,12 @@ def test_an_over_long_validation_sentence_is_clipped_for_bleu_as_for_the_loss(mo
         assert 0.0 <= zoo.evaluate(model, pairs, amp=None, progress=False)["bleu"] <= 1.0
     with pytest.raises(ValueError, match="split it into shorter sentences"):  # asked to translate it: refused
         model.translate(LONG)
+
+
+def test_bleu_of_perfect_translations_is_exactly_one(model, monkeypatch):
+    """Before: 1.0000000000000004 (sacreBLEU's 100.00000000000004 / 100), past the [0, 1] of a proportion."""
+    import zoo.seq2seq.translate as tr
+
+    monkeypatch.setattr(tr, "_translate_texts", lambda m, items, **k: [dict(zip(DE, EN))[s] for s in items])
+    assert tr.bleu_eval_fn(DE, EN, amp=None)(model) == {"bleu": 1.0}
+    assert tr.corpus_bleu(EN, EN) == 100.0

@@ -140,7 +140,8 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+    # sacreBLEU's exp(mean log precision) of a perfect match is 100.00000000000004, not a score past the maximum
+    return min(100.0, float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score))
 
 
 def seq2seq_forward(model: torch.nn.Module, batch: Any) -> tuple[Tensor, Tensor]:
@@ -184,7 +185,7 @@ def bleu_eval_fn(
         hyps: list[str] = [""] * len(sources)
         for r, part in enumerate(all_gather_objects(mine)):
             hyps[r::world] = part
-        return {key: corpus_bleu(hyps, references) / 100.0}
+        return {key: min(1.0, corpus_bleu(hyps, references) / 100.0)}
 
     return eval_fn
 
