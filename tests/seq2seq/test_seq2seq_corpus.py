@@ -55,3 +55,19 @@ def test_a_failed_call_records_no_direction_and_a_retrained_model_records_its_ne
     assert r.model.config.direction == "de-en"
     zoo.save(r.model, corpus / "m.safetensors")
     assert zoo.build("seq2seq-transformer", weights=str(corpus / "m.safetensors")).config.direction == "de-en"
+
+
+@pytest.mark.parametrize("sentences", [3, 2])
+def test_training_and_validation_sets_given_together_as_sources_and_targets(sentences):
+    """Before: ((sources, targets), (val_sources, val_targets)) and (pairs, (val_sources, val_targets)) were a
+    TypeError unless each set held exactly two sentences; {"train": ..., "val": ...} and val_data= took them."""
+    src, tgt, vs, vt = DE[:sentences], EN[:sentences], DE[3:3 + sentences], EN[3:3 + sentences]
+    for data in (((src, tgt), (vs, vt)), (list(zip(src, tgt)), (vs, vt)), ((src, tgt), list(zip(vs, vt)))):
+        m = _model()
+        loader, options = m.zoo_data(data, train=True)
+        assert sorted(len(b[1]) for b in loader) == [sentences]
+        assert sum(len(b[1]) for b in options["val_data"]) == sentences and "eval_fn" in options
+    r = zoo.train(_model(), ((src, tgt), (vs, vt)), **QUICK)
+    assert "val_bleu" in r.history[-1]
+    with pytest.raises(TypeError, match="zoo.evaluate scores one set"):
+        zoo.evaluate(r.model, ((src, tgt), (vs, vt)), **QUICK)

@@ -98,8 +98,9 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                 test_split: str | None = None, beam_size: int = 1, bleu_sentences: int | None = None,
                 **options: Any) -> tuple[Any, dict[str, Any]]:
     """``(loader, loop options)`` for ``model`` from a corpus folder, a list of ``(source, target)`` sentence
-    pairs or a ``(sources, targets)`` tuple (``val_data=`` either: validation loss and BLEU); a
-    Dataset/DataLoader passes through.
+    pairs or a ``(sources, targets)`` tuple (``val_data=`` either: validation loss and BLEU; to train, the two
+    sets may also come together, ``(train, val)``: ``((sources, targets), (val_sources, val_targets))``, a pair of
+    pair lists, or a mix); a Dataset/DataLoader passes through.
 
     Batches hold sentences of similar length, at most ``max_tokens`` padded tokens (default 4096) or, with
     ``batch_size``, that many sentence pairs (given both, whichever cap a batch reaches first);
@@ -208,13 +209,20 @@ def _pairs(data: Any) -> Any:
 
 def _train_val_pairs(data: Any) -> tuple[Any, Any] | None:
     """``(train, val)`` when ``data`` is a pair of sentence-pair sets (``(train_pairs, val_pairs)``, as every
-    network takes ``(train, val)``), each a list of ``(source, target)`` pairs or a ParallelText; None for
-    anything else, a ``(sources, targets)`` tuple of two lists of sentences included."""
+    network takes ``(train, val)``), each a list of ``(source, target)`` pairs, a ``(sources, targets)`` tuple
+    of two lists (``((X, y), (X_val, y_val))``) or a ParallelText; None for anything else, a ``(sources,
+    targets)`` tuple of two lists of sentences included (its items are sentences, not sets)."""
     from zoo.seq2seq.data import ParallelText
 
     def pair_set(seq: Any) -> bool:
-        return isinstance(seq, ParallelText) or (isinstance(seq, (list, tuple)) and bool(seq) and all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in seq))
+        if isinstance(seq, ParallelText):
+            return True
+        if not (isinstance(seq, (list, tuple)) and seq and all(
+                isinstance(p, (list, tuple)) and all(isinstance(s, str) for s in p) for p in seq)):
+            return False
+        # pairs, or (sources, targets) of any length: only a set of 3 sentences or more was read as pairs before
+        # (_pairs refuses ((s, t), (s, t)), which reads both ways)
+        return all(len(p) == 2 for p in seq) or (isinstance(seq, tuple) and len(seq) == 2)
 
     if isinstance(data, (list, tuple)) and len(data) == 2 and all(map(pair_set, data)):
         return data[0], data[1]
