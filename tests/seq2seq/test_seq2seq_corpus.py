@@ -14,7 +14,8 @@ import zoo
 DE = (Path(__file__).parent / "data" / "six.de").read_text(encoding="utf-8").splitlines()
 EN = (Path(__file__).parent / "data" / "six.en").read_text(encoding="utf-8").splitlines()
 TINY = {"d_model": 32, "n_heads": 2, "n_layers": 1, "d_ff": 64, "src_vocab": 300, "tgt_vocab": 300, "dropout": 0.0}
-QUICK = {"epochs": 1, "amp": None, "progress": False, "bleu_sentences": 1}
+EVAL = {"amp": None, "progress": False, "bleu_sentences": 1}
+QUICK = {"epochs": 1, **EVAL}
 
 
 def _model(**config):
@@ -40,7 +41,7 @@ def test_a_failed_call_records_no_direction_and_a_retrained_model_records_its_ne
         zoo.train(m, corpus, direction="en-fr", **QUICK)
     assert m.config.direction is None
     with pytest.raises(ValueError, match="no tokenizer"):
-        zoo.evaluate(m, corpus, direction="de-en", **QUICK)
+        zoo.evaluate(m, corpus, direction="de-en", **EVAL)
     assert m.config.direction is None
     with pytest.raises(Exception, match="lr"):
         zoo.train(m, corpus, direction="de-en", lr=-1.0, **QUICK)  # the data loaded, the loop refused
@@ -70,4 +71,24 @@ def test_training_and_validation_sets_given_together_as_sources_and_targets(sent
     r = zoo.train(_model(), ((src, tgt), (vs, vt)), **QUICK)
     assert "val_bleu" in r.history[-1]
     with pytest.raises(TypeError, match="zoo.evaluate scores one set"):
-        zoo.evaluate(r.model, ((src, tgt), (vs, vt)), **QUICK)
+        zoo.evaluate(r.model, ((src, tgt), (vs, vt)), **EVAL)
+
+
+def test_zoos_own_parallel_dataset_trains_and_is_scored_in_bleu():
+    """Before: a ParallelDataset went to torch's default collate ("each element in list of batch should be of
+    equal size"), a DataLoader of one (make_loader) was scored without the bleu the README lists, and a model
+    without a tokenizer trained on a DataLoader and then could not be saved."""
+    from zoo.seq2seq import ParallelDataset, ParallelText, make_loader, train_tokenizer
+
+    text = ParallelText(DE, EN)
+    tok = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    m = _model()
+    ds = ParallelDataset(text, tok, m.max_len)
+    with pytest.raises(ValueError, match=r"has no tokenizer: trained on a DataLoader .*model.tokenizer = "):
+        zoo.train(m, make_loader(ds), **QUICK)
+    m.tokenizer = tok
+    r = zoo.train(m, ds, val_data=ds, batch_size=2, **QUICK)
+    assert r.history[-1]["step"] == 3 and "val_bleu" in r.history[-1]
+    for data in (ds, make_loader(ds, shuffle=False)):
+        scores = zoo.evaluate(m, data, **EVAL)
+        assert set(scores) == {"loss", "accuracy", "bleu"} and 0.0 <= scores["bleu"] <= 1.0

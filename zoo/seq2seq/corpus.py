@@ -120,17 +120,13 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         raise TypeError("zoo.evaluate scores one set of sentence pairs, got two (train_pairs, val_pairs): "
                         "pass the one to score")
     pairs = _pairs(data)
-    if pairs is None and not isinstance(data, (str, os.PathLike)):
-        if batch_size is not None:
-            options["batch_size"] = batch_size  # the engine batches a Dataset (a DataLoader keeps its own)
-        if max_tokens is not None:
-            raise ValueError(f"max_tokens={max_tokens} batches a corpus folder by its token budget; a "
-                             f"{type(data).__name__} brings its own batching: leave max_tokens out")
-        return data, _with_tokenizer(model, options) if train else options
-    if max_tokens is None and batch_size is None:
-        max_tokens = 4096  # fairseq's way: a token budget keeps the work per step even across lengths
-    batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0))}
     bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
+    batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0))}
+    if pairs is None and not isinstance(data, (str, os.PathLike)):
+        return _ready_data(model, data, train, batches, bleu, options)
+    if max_tokens is None and batch_size is None:
+        # fairseq's way: a token budget keeps the work per step even across lengths
+        batches["max_tokens"] = max_tokens = 4096
     if pairs is not None:
         return _pairs_data(model, pairs, train, batches, bleu, vocab_size, options)
     from zoo.seq2seq.data import load_multi30k
@@ -154,6 +150,50 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     _warn_other_direction(model, direction)
     text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
     return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
+
+
+def _ready_data(model: Any, data: Any, train: bool, batches: dict[str, Any], bleu: dict[str, Any],
+                options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A Dataset or DataLoader of the user's. zoo's own ParallelDataset (token-id lists of many lengths, which
+    torch's default collate refused: "each element in list of batch should be of equal size") is batched as
+    sentence pairs are, and being text too it is scored in BLEU as they are (a DataLoader of one too); any
+    other passes through, the engine batching a Dataset by ``batch_size``."""
+    from zoo.seq2seq.data import ParallelDataset
+
+    if train and model.tokenizer is None:  # it trained, and then could neither translate nor be saved
+        raise ValueError(f"{model.registry_name} has no tokenizer: trained on a {type(data).__name__} of token ids "
+                         "it could neither translate nor be saved; attach the tokenizer that encoded them first "
+                         "(model.tokenizer = tokenizer), or train on sentence pairs or a corpus folder (zoo.train "
+                         "trains a tokenizer on them)")
+    recipe = None
+    if isinstance(data, ParallelDataset):
+        data = _dataset_loader(data, train, batches)
+        recipe = {"max_tokens": data.batch_sampler.max_tokens}
+    elif batches["max_tokens"] is not None:
+        raise ValueError(f"max_tokens={batches['max_tokens']} batches a corpus folder by its token budget (sentence "
+                         f"pairs and a ParallelDataset too); a {type(data).__name__} brings its own batching: leave "
+                         "max_tokens out")
+    elif batches["batch_size"] is not None:
+        options["batch_size"] = batches["batch_size"]  # the engine batches a Dataset (a DataLoader keeps its own)
+    if isinstance(options.get("val_data"), ParallelDataset):
+        options["val_data"] = _dataset_loader(options["val_data"], False, batches)
+    scored = options.get("val_data") if train else data
+    text = getattr(getattr(scored, "dataset", scored), "text", None)
+    if isinstance(getattr(scored, "dataset", scored), ParallelDataset) and model.tokenizer is not None \
+            and text is not None and "eval_fn" not in options:
+        options["eval_fn"] = _bleu_fn(text, bleu)
+        if train:
+            options.setdefault("monitor", "val_bleu")
+            options.setdefault("monitor_mode", "max")
+    return data, _with_tokenizer(model, options, recipe) if train else options
+
+
+def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
+    from zoo.seq2seq.data import make_loader
+
+    max_tokens = batches["max_tokens"] if batches["max_tokens"] or batches["batch_size"] else 4096
+    return make_loader(dataset, max_tokens=max_tokens, batch_size=batches["batch_size"], shuffle=train,
+                       seed=batches["seed"])
 
 
 def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
