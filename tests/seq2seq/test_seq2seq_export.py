@@ -40,7 +40,7 @@ def test_onnx_runner_translates_like_pytorch_greedy(tmp_path):
     assert runner.translate(SENTENCES[0]) == expected[0]
     assert "Hund" not in expected[0] and expected[0].startswith("A dog")  # a real translation, not a copy
     for bad in (0, -1):  # gave "" for every sentence, where model.translate refuses it
-        with pytest.raises(ValueError, match=rf"max_len must be an int >= 1 \(new tokens\) or None; got {bad}"):
+        with pytest.raises(ValueError, match=rf"max_len must be between 1 and 255 .*got {bad}"):
             runner.translate(SENTENCES, max_len=bad)
 
 
@@ -64,6 +64,23 @@ def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
     # tokenizer.json reads pasted text as zoo does (a no-break space as a space) for a tokenizers user too
     hf = Tokenizer.from_file(str(res.path / "tokenizer.json"))
     assert hf.encode("Ein\u00a0Hund", add_special_tokens=False).ids == tiny_gru.tokenizer.encode("Ein Hund")
+
+
+@OLD_TORCH_EXPORT
+def test_the_runner_takes_and_refuses_the_options_model_translate_does(tmp_path, tiny_gru):
+    """Before: max_len=1000 was clipped to the model's positions without a word, where model.translate refuses
+    anything over max_len - 1; a NumPy integer was refused as max_len and batch_size."""
+    import numpy as np
+
+    runner = ExportedTranslator(zoo.export(tiny_gru, tmp_path / "gru", "onnx", src_len=5).path)
+    for bad in (1000, 256):
+        with pytest.raises(ValueError, match=rf"max_len must be between 1 and 255 \(the model's max_len 256 less "
+                                             rf"BOS\).*got {bad}"):
+            runner.translate(SENTENCES, max_len=bad)
+        with pytest.raises(ValueError, match=rf"max_len must be between 1 and 255 .*got {bad}"):
+            tiny_gru.translate(SENTENCES, max_len=bad)
+    assert runner.translate(SENTENCES, max_len=np.int64(7), batch_size=np.int64(2)) == \
+        tiny_gru.translate(SENTENCES, max_len=7, amp=None)
 
 
 @OLD_TORCH_EXPORT

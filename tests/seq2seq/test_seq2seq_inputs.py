@@ -119,7 +119,7 @@ def test_one_sentence_longer_than_the_model_is_refused_with_the_limit(model):
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"max_len": 0}, ValueError, r"max_len must be between 1 and 31 .*got 0"),
     ({"max_len": -3}, ValueError, r"max_len must be between 1 and 31"),
-    ({"max_len": 32}, ValueError, r"max_len must be between 1 and 31 \(the model's 32 positions"),
+    ({"max_len": 32}, ValueError, r"max_len must be between 1 and 31 \(the model's max_len 32 less BOS\)"),
     ({"max_len": 2.5}, TypeError, r"max_len must be an int"),
     ({"max_len": True}, TypeError, r"max_len must be an int"),
     ({"length_penalty": math.nan}, ValueError, r"length_penalty must be a finite number >= 0 .*got nan"),

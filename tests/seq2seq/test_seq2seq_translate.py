@@ -47,3 +47,16 @@ def test_bleu_of_perfect_translations_is_exactly_one(model, monkeypatch):
     monkeypatch.setattr(tr, "_translate_texts", lambda m, items, **k: [dict(zip(DE, EN))[s] for s in items])
     assert tr.bleu_eval_fn(DE, EN, amp=None)(model) == {"bleu": 1.0}
     assert tr.corpus_bleu(EN, EN) == 100.0
+
+
+def test_numpy_scalars_are_the_numbers_they_hold_as_decoding_options(model):
+    """Before: beam_size=np.int64(3) was refused ("beam_size must be an int >= 1; got np.int64(3)"), as were
+    NumPy max_len and batch_size and a float32 length_penalty; a bool stays refused."""
+    import numpy as np
+
+    want = model.translate(DE, beam_size=3, max_len=5, batch_size=1, length_penalty=0.5, amp=None)
+    assert zoo.predict(model, DE, beam_size=np.int64(3), max_len=np.int32(5), batch_size=np.int64(1),
+                       length_penalty=np.float32(0.5), amp=None) == want
+    for bad in ({"beam_size": np.bool_(True)}, {"beam_size": True}, {"max_len": np.float64(5.0)}):
+        with pytest.raises(TypeError, match=f"{next(iter(bad))} must be an int"):
+            model.translate(DE, **bad)

@@ -77,7 +77,7 @@ class ExportedTranslator:
         src = np.asarray(src, dtype=np.int64)
         if src.ndim != 2:
             raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
-        check_max_len(max_len)
+        max_len = check_max_len(max_len)
         if max_len is None:  # each row's own default, as model.translate's (not the longest source's)
             import torch
 
@@ -110,12 +110,12 @@ class ExportedTranslator:
         given as a ``pathlib.Path`` (one sentence per line), gives a list."""
         if self.tokenizer is None:
             raise ValueError("this export has no tokenizer.json (the model had none): use greedy() on token ids")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        from zoo.seq2seq.search import check_max_len
         from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
+        from zoo.seq2seq.translate import check_search_options
 
-        check_max_len(max_len)  # max_len=0 gave "" for every sentence, where model.translate refuses it
+        # model.translate's checks: max_len=0 gave "" for every sentence, and max_len=1000 was clipped to the
+        # model's positions without a word, where model.translate refuses both
+        _, _, max_len, batch_size = check_search_options(1, 0.0, max_len, batch_size, self.max_len)
 
         items, single = text_inputs(sentences)
         # the same inputs as model.translate: blank ones give "", long ones go sentence by sentence

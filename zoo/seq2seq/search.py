@@ -10,6 +10,8 @@ hypotheses (fairseq's rule). ``beam_size=1`` is exactly greedy search.
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from typing import Any
 
 import torch
@@ -28,15 +30,25 @@ def default_max_len(src: Tensor, pad_id: int, model_max: int) -> Tensor:
     return (1.5 * lengths).long().add(10).clamp(1, max(1, model_max - 1))
 
 
-def check_max_len(max_len: Any) -> None:
-    """``max_len`` is None (the default per sentence) or an int >= 1."""
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
+def whole_number(name: str, value: Any, expected: str) -> int:
+    """``value`` as a Python int where it is a whole number (``int``, a NumPy integer); a bool, a float or
+    anything else is a TypeError naming ``name``, what was ``expected`` and what came."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {expected}; got {value!r} ({type(value).__name__})")
+    return operator.index(value)
+
+
+def check_max_len(max_len: Any) -> int | None:
+    """``max_len`` is None (the default per sentence) or an int >= 1 (a NumPy integer too); returns it as an int."""
+    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral)
+                                or max_len < 1):
         raise ValueError(f"max_len must be an int >= 1 (new tokens) or None; got {max_len!r}")
+    return None if max_len is None else operator.index(max_len)
 
 
 def _steps(model: Any, src: Tensor, max_len: int | None) -> list[int]:
     """New tokens to allow each row: ``max_len``, checked, or the default for the row's source."""
-    check_max_len(max_len)
+    max_len = check_max_len(max_len)
     if max_len is None:
         return default_max_len(src, model.pad_id, model.max_len).tolist()
     return [max_len] * src.shape[0]
@@ -86,8 +98,9 @@ def beam_search(
     length_penalty: float = 0.6,
 ) -> list[list[int]]:
     """Best hypothesis (token ids without BOS/EOS) per row of ``src (B, S)``."""
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+    if isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral) or beam_size < 1:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
+    beam_size = operator.index(beam_size)
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0, got {length_penalty!r}")
     limits = _steps(model, src, max_len)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
-from zoo.seq2seq.search import beam_search, greedy_search
+from zoo.seq2seq.search import beam_search, greedy_search, whole_number
 from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
@@ -32,23 +33,25 @@ __all__ = ["bleu_eval_fn", "corpus_bleu", "seq2seq_forward", "training_config", 
 
 
 def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batch_size: Any,
-                         model_max: int) -> None:
-    """Every decoding option a user can get wrong, named with what came and what was expected."""
+                         model_max: int) -> tuple[int, float, int | None, int]:
+    """Every decoding option a user can get wrong, named with what came and what was expected; returns them as
+    Python numbers (a NumPy scalar, ``np.int64(3)`` from an array or a grid search, is the number it holds)."""
+    ints = []
     for name, value, low in (("beam_size", beam_size, 1), ("batch_size", batch_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int >= {low}; got {value!r} ({type(value).__name__})")
+        value = whole_number(name, value, f"an int >= {low}")
         if value < low:
             raise ValueError(f"{name} must be >= {low}; got {value}")
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        ints.append(value)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real):
         raise TypeError(f"length_penalty must be a number >= 0; got {length_penalty!r}")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0 (GNMT alpha, 0 = none); got {length_penalty}")
     if max_len is not None:
-        if isinstance(max_len, bool) or not isinstance(max_len, int):
-            raise TypeError(f"max_len must be an int (new tokens per sentence) or None; got {max_len!r}")
+        max_len = whole_number("max_len", max_len, "an int (new tokens per sentence) or None")
         if not 1 <= max_len <= model_max - 1:
-            raise ValueError(f"max_len must be between 1 and {model_max - 1} (the model's {model_max} positions "
-                             f"less BOS), or None for 1.5 x the source + 10; got {max_len}")
+            raise ValueError(f"max_len must be between 1 and {model_max - 1} (the model's max_len {model_max} less "
+                             f"BOS), or None for 1.5 x the source + 10; got {max_len}")
+    return ints[0], float(length_penalty), max_len, ints[1]
 
 
 def translate(
@@ -96,7 +99,8 @@ def _translate_texts(model: Any, items: list[str], *, beam_size: int, length_pen
             "this model has no tokenizer: build it with weights (zoo.build(name, weights=...)) or train one "
             "(zoo.seq2seq.train_tokenizer) and set model.tokenizer"
         )
-    check_search_options(beam_size, length_penalty, max_len, batch_size, model.max_len)
+    beam_size, length_penalty, max_len, batch_size = check_search_options(beam_size, length_penalty, max_len,
+                                                                          batch_size, model.max_len)
     _, dtype = inference_placement(model, device, amp)
     pieces = segments(items, tok.encode_batch(items), tok, model.max_len - 1, clip=clip)
     hyps = _search_all(model, [x + [EOS_ID] for _, x, _ in pieces], beam_size, length_penalty, max_len, batch_size,
