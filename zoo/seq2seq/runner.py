@@ -7,8 +7,9 @@
 ONNX graphs run in onnxruntime; ``.pt2`` graphs through ``torch.export.load``. The loop is
 :func:`zoo.seq2seq.search.greedy_search`'s: the same source preparation as ``model.translate`` (at most
 ``max_len - 1`` tokens, then EOS, sentences batched by length), the same length limit, ``<pad>``/``<s>``
-never emitted, a sentence stops at EOS, so the text equals ``model.translate(..., beam_size=1)``'s up to
-the export's tolerance (a near-tie between two tokens could go either way).
+never emitted (nor ids past the tokenizer's vocabulary), a sentence stops at EOS, so the text equals
+``model.translate(..., beam_size=1)``'s up to the export's tolerance (a near-tie between two tokens could go
+either way).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class ExportedTranslator:
         for t in range(int(ends.max(initial=0))):
             logits, *state = self._step(tokens, *state, *context)
             logits[:, [self.pad_id, self.bos_id]] = -np.inf
+            if self.tokenizer is not None:  # ids past the tokenizer's decode as "" (search's rule too)
+                logits[:, self.tokenizer.vocab_size:] = -np.inf
             nxt = np.where(done | (ends <= t), self.eos_id, logits.argmax(-1))
             out.append(nxt)
             done |= nxt == self.eos_id

@@ -54,9 +54,12 @@ def _steps(model: Any, src: Tensor, max_len: int | None) -> list[int]:
     return [max_len] * src.shape[0]
 
 
-def _log_probs(logits: Tensor, banned: tuple[int, ...]) -> Tensor:
+def _log_probs(logits: Tensor, model: Any) -> Tensor:
     logp = torch.log_softmax(logits.float(), dim=-1)
-    logp[:, list(banned)] = float("-inf")  # never emit <pad> / <s>
+    logp[:, [model.pad_id, model.bos_id]] = float("-inf")  # never emit <pad> / <s>
+    tok = getattr(model, "tokenizer", None)
+    if tok is not None:  # a tokenizer smaller than the output layer (268 of 8000 ids) decodes the rest as ""
+        logp[:, tok.vocab_size:] = float("-inf")
     return logp
 
 
@@ -71,7 +74,7 @@ def greedy_search(model: Any, src: Tensor, max_len: int | None = None) -> list[l
     ends = torch.tensor(limits, device=src.device)  # (B,) each row's last step + 1
     out = []
     for t in range(max(limits, default=0)):
-        logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))
+        logp = _log_probs(model.step(state, tokens), model)
         tokens = logp.argmax(-1)
         tokens = tokens.masked_fill(done | (ends <= t), model.eos_id)
         out.append(tokens)
@@ -114,7 +117,7 @@ def beam_search(
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     done = [False] * B
     for t in range(max(limits, default=0)):
-        logp = _log_probs(model.step(state, tokens), (model.pad_id, model.bos_id))  # (B*K, V)
+        logp = _log_probs(model.step(state, tokens), model)  # (B*K, V)
         V = logp.shape[-1]
         total = (scores.view(-1, 1) + logp).view(B, K * V)
         cand_scores, cand_idx = total.topk(min(2 * K, K * V), dim=-1)  # (B, 2K), sorted
