@@ -92,3 +92,16 @@ def test_zoos_own_parallel_dataset_trains_and_is_scored_in_bleu():
     for data in (ds, make_loader(ds, shuffle=False)):
         scores = zoo.evaluate(m, data, **EVAL)
         assert set(scores) == {"loss", "accuracy", "bleu"} and 0.0 <= scores["bleu"] <= 1.0
+
+
+def test_vocabulary_messages_name_what_the_user_passed():
+    """Before: a model built with src_vocab=tgt_vocab=100 failed "vocab_size must be at least 260 ... got 100"
+    (no vocab_size was passed), and vocab_size=500 on a model with a tokenizer was ignored without a word."""
+    pairs = list(zip(DE, EN))
+    with pytest.raises(ValueError, match=r"src_vocab=100, tgt_vocab=100: too few ids .* at least 260 tokens .*"
+                                         r"src_vocab and tgt_vocab >= 260"):
+        zoo.train(_model(src_vocab=100, tgt_vocab=100), pairs, **QUICK)
+    m = zoo.train(_model(), pairs, **QUICK).model
+    with pytest.warns(UserWarning, match=r"vocab_size=280 is not applied: .* already has a tokenizer \(300 tokens\)"):
+        zoo.train(m, pairs, vocab_size=280, **QUICK)
+    assert m.tokenizer.vocab_size == 300

@@ -69,8 +69,14 @@ def _record_direction(model: Any, direction: str) -> None:
 def _tokenizer_size(model: Any, vocab_size: int | None) -> int:
     """The vocabulary of a tokenizer trained for ``model``: one joint tokenizer encodes both sides, so
     its ids index the source *and* the target embedding and must stay below the smaller of the two."""
+    from zoo.seq2seq.tokenizer import SPECIAL_TOKENS
+
     src, tgt = int(model.config.src_vocab), int(model.config.tgt_vocab)
-    fits = min(src, tgt)
+    fits, least = min(src, tgt), 256 + len(SPECIAL_TOKENS)
+    if fits < least:  # the tokenizer's own refusal named a vocab_size the user never passed
+        raise ValueError(f"{model.registry_name} has src_vocab={src}, tgt_vocab={tgt}: too few ids for the byte-level "
+                         f"tokenizer zoo.train trains, which has at least {least} tokens (256 bytes + specials); build "
+                         f"the model with src_vocab and tgt_vocab >= {least}, or attach a tokenizer of your own")
     if vocab_size is None:
         return fits
     if int(vocab_size) > fits:
@@ -294,6 +300,11 @@ def _training(model: Any, text: Any, val_text: Any, batches: dict[str, Any], ble
         model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=_tokenizer_size(model, vocab_size))
     else:
         _check_tokenizer_fits(model)
+        if vocab_size is not None and vocab_size != model.tokenizer.vocab_size:
+            warnings.warn(f"vocab_size={vocab_size} is not applied: {model.registry_name} already has a tokenizer "
+                          f"({model.tokenizer.vocab_size} tokens), which its weights were trained with and which "
+                          "this run keeps; leave vocab_size out, or build the model without weights to train a "
+                          "new tokenizer", stacklevel=user_stacklevel())
     if val_text is None:
         return _loader(model, text, True, batches), {}
     return _loader(model, text, True, batches), {"val_data": _loader(model, val_text, False, batches),
