@@ -238,6 +238,12 @@ def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
             given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
             how = (f"to fine-tune the zoo network {name!r}, train it from its weights with a new head: "
                    f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}, num_classes=N), {given})")
+        elif name in registry.list_models() and registry.model_info(name).family == "seq2seq":
+            # a translator has no head to replace: its fine-tuning is training from its weights (and tokenizer)
+            tags = [w.split(".", 1)[1] for w in list_weights(name)]
+            given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+            how = (f"to fine-tune the translator {name!r}, train it from its weights: "
+                   f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}), {given})")
         else:
             how = "for any torchvision-style classifier use zoo.vision.finetune.finetune(model, data, ...)"
         raise TypeError(f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no "
