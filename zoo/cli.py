@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "command", "demo", "family_options", "main", "model_kv", "parse_kv", "with_stdin"]
+__all__ = ["AMP_CHOICES", "UsageError", "add_device_and_amp", "amp_option", "command", "demo", "family_options",
+           "main", "model_kv", "parse_kv", "with_stdin"]
 
 
 class UsageError(Exception):
@@ -252,6 +253,23 @@ def _device(text: str) -> str:
     return text
 
 
+AMP_CHOICES = ("auto", "bf16", "fp16", "none")
+
+
+def add_device_and_amp(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--amp`` as ``zoo predict`` has them, for a family's own command; :func:`amp_option`
+    turns ``--amp`` into the ``amp=`` value."""
+    p.add_argument("--device", type=_device, help="cpu (default), cuda, cuda:1, ...")
+    p.add_argument("--amp", choices=AMP_CHOICES, default="auto",
+                   help="mixed precision: auto (default) is bf16 only where this device computes it fast; none is "
+                        "exact fp32")
+
+
+def amp_option(value: str | None) -> str | None:
+    """``--amp``'s value as ``amp=`` takes it: ``none`` is None (fp32)."""
+    return None if value == "none" else value
+
+
 def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("name", help="a registered model name (see `zoo list`); `zoo KIND NAME --help` lists its config")
     # predict needs weights, but NAME as MODEL.TAG gives them too: checked in _cmd_predict, so that the usage
@@ -269,7 +287,7 @@ def _add_common(p: argparse.ArgumentParser, kind: str) -> None:
     p.add_argument("--device", type=_device, help=f"cpu (default), cuda, cuda:1, ...{where}")
     p.add_argument("--seed", type=int, help=f"random seed{where}")
     p.add_argument("--batch-size", type=int, help=f"batch size{where}")
-    p.add_argument("--amp", choices=["auto", "bf16", "fp16", "none"],
+    p.add_argument("--amp", choices=AMP_CHOICES,
                    help=f"mixed precision: auto (default) is bf16 only where this device computes it fast{where}")
     if kind == "train":
         p.add_argument("--epochs", type=int, help="epochs (networks)")

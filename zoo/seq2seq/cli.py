@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zoo.cli import UsageError, command, demo, stdin_lines, with_stdin
+from zoo.cli import UsageError, add_device_and_amp, amp_option, command, demo, stdin_lines, with_stdin
 
 DEMO_WEIGHTS = ("seq2seq-transformer.multi30k-de-en", "seq2seq-transformer.multi30k-en-de")
 DEMO_SENTENCES = {
@@ -56,6 +56,8 @@ def _configure_translate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default: 0.6)")
     p.add_argument("--max-len", type=int, help="most new tokens per sentence (default: 1.5 x source + 10)")
     p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    # as zoo predict's: --amp none translates a sentence the same however it is batched (README, Seq2Seq)
+    add_device_and_amp(p)
 
 
 def _model_of(weights: str | None) -> str:
@@ -103,6 +105,8 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         max_len=args.max_len,
         batch_size=args.batch_size,
         progress=len(sentences) > 200,
+        device=args.device,
+        amp=amp_option(args.amp),
     )
     for line in out:
         print(line)
