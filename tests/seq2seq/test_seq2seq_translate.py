@@ -60,3 +60,12 @@ def test_numpy_scalars_are_the_numbers_they_hold_as_decoding_options(model):
     for bad in ({"beam_size": np.bool_(True)}, {"beam_size": True}, {"max_len": np.float64(5.0)}):
         with pytest.raises(TypeError, match=f"{next(iter(bad))} must be an int"):
             model.translate(DE, **bad)
+
+
+def test_a_translation_holds_no_line_break():
+    """Once search stopped emitting ids past the tokenizer (which decoded to ""), an undertrained model's byte
+    tokens could decode to a line break, splitting its row in the CLI's one-line-per-input output."""
+    from zoo.seq2seq.sentences import join_pieces
+
+    pieces = [(0, [5], ""), (1, [6], ""), (1, [7], "\n")]
+    assert join_pieces(pieces, ["A\ndog\x1c runs.", "One.", "Two\r\n."], 2) == ["A dog runs.", "One.\nTwo ."]

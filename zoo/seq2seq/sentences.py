@@ -27,6 +27,7 @@ __all__ = ["join_pieces", "segments", "split_sentences", "text_inputs"]
 _CANDIDATE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019\u00bb)\]]*(\s+)")
 # what an over-long sentence is cut at as a last resort: the ends above and ; : as well
 _CLAUSE_END = re.compile(r"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][\"'\u201d\u2019)\]]))\s+")
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
 _OPENING = "\"'\u201c\u201e\u00ab(["
 # Moses' nonbreaking prefixes that end in a full stop mid-sentence (de, en, fr), lower-cased, without the stop
 _ABBREVIATIONS = frozenset((
@@ -142,6 +143,8 @@ def join_pieces(pieces: list[tuple[int, list[int], str]], texts: list[str], n: i
     """The translations of :func:`segments`' pieces put back together, one string per input ("" for a blank one)."""
     out: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     for (i, _, sep), text in zip(pieces, texts):
-        out[i].append((sep if out[i] else "", text))
+        # a piece is one sentence of one line: a line break a model decodes in it (a byte token of an undertrained
+        # one) would split its row in a file or the CLI's output, one line per input
+        out[i].append((sep if out[i] else "", _LINE_BREAKS.sub(" ", text)))
     return ["".join(sep + t.strip() for sep, t in parts) if len(parts) > 1 else (parts[0][1] if parts else "")
             for parts in out]
