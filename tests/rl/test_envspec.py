@@ -130,11 +130,14 @@ def test_an_agent_of_a_wrapped_env_evaluates_and_learns_there_without_env(tmp_pa
     # the bare id and one that only renders keep no spec of their own
     for env in (gym.make("Pendulum-v1"), gym.make("Pendulum-v1", render_mode="rgb_array")):
         assert zoo.build("td3", env=env, **TINY).env_spec is None
-    # a wrapper gymnasium cannot make again is kept, and making it is refused, not the bare id taken
-    unrecorded = zoo.build("td3", env=_Unrecorded(gym.make("Pendulum-v1")), **TINY)
+    # a wrapper gymnasium cannot make again is kept: the agent acts on the env object, its file refuses
+    env = _Unrecorded(gym.make("Pendulum-v1", max_episode_steps=3))
+    unrecorded = zoo.build("td3", env=env, **TINY)
     assert [w.name for w in unrecorded.env_spec.additional_wrappers] == ["_Unrecorded"]
+    assert zoo.evaluate(unrecorded, episodes=1)["length_mean"] == 3  # env itself (the bare id's bounds differ)
+    zoo.save(unrecorded, tmp_path / "u.safetensors")
     with pytest.raises(ValueError, match=r"wrapper\(s\) _Unrecorded again: they record no constructor arguments"):
-        zoo.evaluate(unrecorded, episodes=1)
+        zoo.evaluate(zoo.build("td3", weights=tmp_path / "u.safetensors"), episodes=1)
     plain = zoo.build("td3", env="Pendulum-v1", **TINY)
     zoo.train(plain, gym.make("Pendulum-v1", max_episode_steps=4), total_steps=24, eval_episodes=1, progress=False)
     assert plain.env_spec.max_episode_steps == 4  # trained on a 4-step env: evaluated there by default

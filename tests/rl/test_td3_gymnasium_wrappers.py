@@ -59,19 +59,31 @@ class _Thousandfold(gym.RewardWrapper):
 
 def test_an_agent_on_a_wrapper_gymnasium_cannot_make_again_never_falls_back_to_the_bare_id(tmp_path):
     """zoo.evaluate(agent), agent.learn(N) and a loaded file's evaluation ran on bare Pendulum-v1 (returns
-    1000x apart from the wrapped env's) without a word: the spec was dropped and the id taken."""
+    1000x apart from the wrapped env's) without a word: the spec was dropped and the id taken. In memory the
+    agent acts on the env object itself (SB3's model.env); a loaded file, which has no object, refuses."""
     env = _Thousandfold(_pendulum())
     agent = zoo.build("td3", env=env, **TINY)
     zoo.train(agent, env, total_steps=25, eval_every=0, progress=False)
+    assert agent.env_object is env
+    wrapped, bare = (zoo.evaluate(agent, e, episodes=1)["return_mean"] for e in (env, _pendulum()))
+    assert wrapped == pytest.approx(1000 * bare)
+    assert zoo.evaluate(agent, episodes=1)["return_mean"] == pytest.approx(wrapped)  # on env, not the bare id
+    agent.learn(5)  # SB3's learn() on the env the agent was built on
+    assert agent.num_timesteps == 30
     zoo.save(agent, tmp_path / "a.safetensors")
     loaded = zoo.build("td3", weights=tmp_path / "a.safetensors")
-    for call in (lambda: zoo.evaluate(agent, episodes=1), lambda: agent.learn(5),
-                 lambda: zoo.evaluate(loaded, episodes=1)):
-        with pytest.raises(ValueError, match=r"cannot make Pendulum-v1 with its wrapper\(s\) _Thousandfold again.*"
-                                             r"pass the wrapped env object"):
-            call()
-    wrapped, bare = (zoo.evaluate(loaded, e, episodes=1)["return_mean"] for e in (_Thousandfold(_pendulum()),
-                                                                                  _pendulum()))
-    assert wrapped == pytest.approx(1000 * bare)
-    agent.learn(5, env=env)  # the env object given again trains
-    assert agent.num_timesteps == 30
+    with pytest.raises(ValueError, match=r"cannot make Pendulum-v1 with its wrapper\(s\) _Thousandfold again.*"
+                                         r"pass the wrapped env object"):
+        zoo.evaluate(loaded, episodes=1)
+    assert zoo.evaluate(loaded, _Thousandfold(_pendulum()), episodes=1)["return_mean"] == pytest.approx(
+        zoo.evaluate(agent, episodes=1)["return_mean"])
+
+
+def test_an_agent_on_sb3s_monitor_acts_on_its_env_id():
+    """SB3's Monitor records no constructor arguments and changes nothing: an agent built on it keeps no spec
+    (keeping it made learn() and evaluate() refuse the usual TD3(Monitor(env)).learn(N) set-up)."""
+    monitor = pytest.importorskip("stable_baselines3.common.monitor")
+    agent = zoo.build("td3", env=monitor.Monitor(_pendulum()), **TINY)
+    assert agent.env_spec.additional_wrappers == () and agent.env_object is None  # the 5-step limit kept
+    agent.learn(10)
+    assert agent.num_timesteps == 10 and zoo.evaluate(agent, episodes=1)["length_mean"] == 5

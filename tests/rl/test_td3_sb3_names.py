@@ -134,3 +134,14 @@ def test_learn_takes_the_step_counts_sb3_callers_write_and_num_envs_needs_an_id(
         zoo.train(agent, gym.make("Pendulum-v1"), num_envs=4, total_steps=10, progress=False)
     with pytest.raises(ValueError, match="num_envs must be a whole number >= 1, got 0"):
         zoo.train(agent, "Pendulum-v1", num_envs=0, total_steps=10, progress=False)
+
+
+def test_reset_noise_restarts_the_noise_act_explores_with():
+    """act(explore=True) drew from its own OU state since predictions stopped touching the run's, and
+    reset_noise() at an episode's end left that state running."""
+    agent = _agent(noise_type="ornstein-uhlenbeck", exploration_noise=0.5)
+    for _ in range(20):
+        agent.act(np.zeros(3), explore=True)
+    assert agent.prediction_noise.x.abs().max() > 0
+    agent.reset_noise()
+    assert agent.prediction_noise.x.abs().max() == 0

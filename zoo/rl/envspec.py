@@ -24,6 +24,9 @@ _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 _NOT_IDENTITY = ("render_mode",)
 # gymnasium.wrappers.vector wrappers that leave what the agent sees and does as it is (they record, render,
 # reshape infos, or clip actions TD3 keeps in the bounds anyway): a vector env under them is the same env
+# wrappers that record no constructor arguments (gymnasium cannot make them again) and leave the env as it is:
+# an agent built on one keeps no spec for it (SB3's Monitor, around every env of SB3's make_vec_env and rl-zoo)
+_PASS_THROUGH = ("stable_baselines3.common.monitor:Monitor",)
 _TRANSPARENT_VECTOR = ("RecordEpisodeStatistics", "DictInfoToList", "RecordVideo", "HumanRendering", "ClipAction")
 
 
@@ -81,14 +84,36 @@ def own_spec(env: Any) -> Any:
     another env (make kwargs, an episode limit or wrappers of its own: ``RescaleAction`` changes the action
     bounds, ``TransformReward`` the returns), else None. A spec with a wrapper that records no arguments is
     kept too: ``gymnasium.make`` cannot build it again, and making it fails saying so
-    (:func:`zoo.rl.loop.make_env`), where falling back to the bare id trained and evaluated on another env
-    without a word (a reward wrapper's returns 1000x apart)."""
+    (:func:`zoo.rl.loop.make_env`; the agent acts on the env object itself meanwhile, ``env_object``), where
+    falling back to the bare id trained and evaluated on another env without a word (a reward wrapper's returns
+    1000x apart). Wrappers known to leave the env as it is (:data:`_PASS_THROUGH`: SB3's ``Monitor``) are left
+    out of the spec."""
     spec = single_spec(env)
-    if spec is None or env_identity(env) == spec.id:
+    if spec is None:
+        return None
+    kept = tuple(w for w in spec.additional_wrappers if not (w.kwargs is None and w.entry_point in _PASS_THROUGH))
+    spec = dataclasses.replace(spec, additional_wrappers=kept)
+    if _spec_identity(spec) == spec.id:
         return None
     if "render_mode" in spec.kwargs:  # nobody watches its evaluations
         spec = dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
     return spec
+
+
+def unmade_wrappers(spec: Any) -> list[str]:
+    """The names of ``spec``'s wrappers that record no constructor arguments: ``gymnasium.make`` cannot make
+    them again (empty for an id or None)."""
+    return [w.name for w in getattr(spec, "additional_wrappers", ()) if w.kwargs is None]
+
+
+def default_env(agent: Any) -> Any:
+    """What an agent acts in when no env is given: its spec (or bare id), or, where the spec holds a wrapper
+    gymnasium cannot make again, the env object it was built or last trained on (``agent.env_object``, kept in
+    memory as SB3 keeps ``model.env``); a loaded agent has none, and making its spec says why."""
+    spec = getattr(agent, "env_spec", None)
+    if unmade_wrappers(spec) and getattr(agent, "env_object", None) is not None:
+        return agent.env_object
+    return spec or agent.env_id
 
 
 # how a numpy array in a spec's kwargs (RescaleAction's per-dimension bounds) is written in JSON
@@ -158,6 +183,11 @@ def env_identity(env: Any) -> str:
         inner = type(env)
         return f"{inner.__module__}.{inner.__qualname__} (no registered id)" + "".join(
             f" + {name}" for name in reversed(wrappers))
+    return _spec_identity(spec)
+
+
+def _spec_identity(spec: Any) -> str:
+    """:func:`env_identity` of the env ``gymnasium.make(spec)`` would make."""
     kwargs = {k: v for k, v in spec.kwargs.items() if k not in _NOT_IDENTITY}
     if spec.max_episode_steps != _registered_limit(spec.id):
         kwargs["max_episode_steps"] = spec.max_episode_steps

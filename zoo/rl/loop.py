@@ -48,7 +48,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.logs import RunLogger, write_csv
 from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl import normalization
-from zoo.rl.envspec import env_identity
+from zoo.rl.envspec import default_env, env_identity, unmade_wrappers
 from zoo.rl.normalization import RUNNING_STATS, normalizers
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
@@ -79,7 +79,7 @@ def make_env(env: Any, *, num_envs: int = 1):
     if isinstance(env, (str, os.PathLike, EnvSpec)):
         # a spec (zoo.rl.envspec) makes the id with its kwargs and recorded wrappers again
         env_id = env if isinstance(env, EnvSpec) else str(env)
-        unmade = [w.name for w in env.additional_wrappers if w.kwargs is None] if isinstance(env, EnvSpec) else []
+        unmade = unmade_wrappers(env)
         if unmade:
             raise ValueError(
                 f"cannot make {env.id} with its wrapper(s) {', '.join(unmade)} again: they record no constructor "
@@ -136,8 +136,9 @@ def _pick_env(agent, data: Any, env: Any) -> Any:
             raise ValueError(f"no environment: this agent (obs_dim {agent.obs_dim}, act_dim {agent.act_dim}) was built "
                              "for an env without a registered id (or loaded from the weights of one), so there is "
                              "none to make: pass env=<gymnasium id or env>")
-        # an agent built or trained on a wrapped env acts in that env: its spec makes the wrappers again
-        chosen = getattr(agent, "env_spec", None) or agent.env_id
+        # an agent built or trained on a wrapped env acts in that env: its spec makes the wrappers again (or,
+        # where it cannot, the env object itself)
+        chosen = default_env(agent)
     return chosen
 
 
@@ -759,7 +760,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
         _reset(run)
     _warn_short_run(agent, run, resumed=path is not None)
     if path is None:
-        agent.reset_noise()  # new episodes: the correlated noise starts again (a resumed run keeps its own)
+        agent.reset_noise(training=True)  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
     run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
     run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
@@ -1036,7 +1037,7 @@ def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> boo
                              "length": int(run.ep_len[i])})
         run.ep_ret[i], run.ep_len[i] = 0.0, 0
     if len(ended):
-        agent.reset_noise(ended.tolist() if run.vec else None)
+        agent.reset_noise(ended.tolist() if run.vec else None, training=True)
         run.bar.set_postfix(ret=f"{np.mean(run.recent):.1f}", refresh=False)
     return len(ended) > 0
 
@@ -1123,6 +1124,7 @@ def _keep_statistics(agent, run: _Run) -> None:
 
     agent.normalization = normalization.statistics(run.normalizers)
     agent.env_spec = own_spec(run.env)
+    agent.env_object = run.env if unmade_wrappers(agent.env_spec) and not run.owns_env else None
 
 
 def _write_logs(agent, run: _Run) -> None:

@@ -173,6 +173,8 @@ class TD3Agent:
         # where the bare id makes another one (zoo.rl.envspec.own_spec), else None
         self.normalization: dict[str, torch.Tensor] = {}
         self.env_spec: Any = None
+        # the env object itself where its spec holds a wrapper gymnasium cannot make again (envspec.default_env)
+        self.env_object: Any = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
         self._loss_sum = torch.zeros(2, device=self.device)
         self._loss_n = [0, 0]
@@ -239,10 +241,14 @@ class TD3Agent:
             self._predict_generator.manual_seed((self.seed + 0x9E3779B97F4A7C15) % 2**63)
         return self._predict_generator
 
-    def reset_noise(self, envs: list[int] | None = None) -> None:
-        """An episode ended: the correlated exploration noise of those envs (all by default) starts again."""
-        if self.action_noise is not None:
-            self.action_noise.reset(envs)
+    def reset_noise(self, envs: list[int] | None = None, *, training: bool = False) -> None:
+        """An episode ended: the correlated exploration noise of those envs (all by default) starts again: that of
+        ``act(explore=True)`` / ``predict`` and the training run's, or with ``training=True`` (the loop's own
+        episode ends) the run's alone."""
+        noises = (self.action_noise,) if training else (self.action_noise, self.prediction_noise)
+        for noise in noises:
+            if noise is not None and (envs is None or noise.x.dim() == 1 or max(envs, default=-1) < len(noise.x)):
+                noise.reset(envs)
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
@@ -703,6 +709,7 @@ class TD3Agent:
         so a second call neither repeats the ``learning_starts`` warm-up nor restarts a linear lr schedule;
         each call collects ``total_timesteps`` transitions either way."""
         from zoo.engine.options import check_options
+        from zoo.rl.envspec import default_env
         from zoo.rl.loop import train, whole_count
 
         total_timesteps = whole_count("total_timesteps", total_timesteps, 1, "environment steps")  # 1e4 too, as SB3
@@ -716,7 +723,7 @@ class TD3Agent:
             raise ValueError("this agent has no env id to make its env from: pass env=, a gymnasium env")
         options.setdefault("eval_every", 0)  # SB3's learn evaluates nothing unless asked
         options.setdefault("progress", progress_bar)  # zoo's own name, when given, wins
-        self.zoo_train((self.env_spec or self.env_id) if env is None else env,
+        self.zoo_train(default_env(self) if env is None else env,
                        total_steps=self.num_timesteps + total_timesteps,
                        **options)
         return self
@@ -1010,7 +1017,8 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     config = preset_config(preset, env_id or "", **overrides)
     agent = TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
     if not isinstance(env, str):  # a wrapped env (RescaleAction, normalisers, make kwargs) is its env, not the id
-        from zoo.rl.envspec import own_spec
+        from zoo.rl.envspec import own_spec, unmade_wrappers
 
         agent.env_spec = own_spec(env)
+        agent.env_object = env if unmade_wrappers(agent.env_spec) else None
     return agent
