@@ -203,6 +203,14 @@ def test_bytes_flipped_inside_tensor_data_are_caught_and_the_resume_skips_that_c
     last.write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match="is corrupt: its tensors no longer match the sha256"):
         load_checkpoint(last)
+    # zoo.build(name, weights=<checkpoint>) reads it through the hub's loader, which did not check the sha256
+    from zoo.hub import load_state_dict
+    from zoo.hub.state import CorruptWeightsError
+
+    with pytest.raises(CorruptWeightsError, match="epoch-0002.pt is corrupt: its tensors no longer match the sha256"):
+        load_state_dict(last)
+    assert torch.equal(load_state_dict(tmp_path / "epoch-0001.pt")["0.weight"],
+                       read_checkpoint(tmp_path / "epoch-0001.pt")["model"]["0.weight"])
     with pytest.warns(UserWarning, match="skipped .*epoch-0002.pt is corrupt"):
         resumed = fit(net(), data(), epochs=3, batch_size=32, checkpoint_dir=tmp_path, resume=True, progress=False)
     assert Path(resumed.resumed["checkpoint"]).name == "epoch-0001.pt"

@@ -4,6 +4,7 @@ in one weights source does not hide a right one in the next."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 
 import pytest
@@ -101,7 +102,8 @@ def test_when_every_source_is_wrong_the_error_lists_each(tiny_model, weights_hom
     with pytest.warns(UserWarning), pytest.raises(hub.HashMismatchError) as err:
         zoo.pull(entry.name, progress=False)
     msg = str(err.value)
-    assert f"[1] sha256 mismatch for {weights_home / entry.url}" in msg
+    size = (weights_home / entry.url).stat().st_size
+    assert f"[1] {weights_home / entry.url} is {size} bytes, the file {entry.size}: not this file" in msg  # not hashed
     assert f"[2] sha256 mismatch for {server.url}/{entry.url}" in msg
     assert hashlib.sha256(b"not the weights either").hexdigest() in msg and "git lfs pull" in msg
     assert [p for p in cached() if not p.name.endswith(".lock")] == []
@@ -136,3 +138,47 @@ def test_clean_of_a_cache_it_cannot_write_says_so(tiny_model, weights_home):
     with pytest.raises(OSError, match=r"cannot remove .*zoo cache clean needs a cache it can write"):
         hub.clean_cache()
     assert path.is_file()
+
+
+def test_a_huge_wrong_file_in_the_weights_folder_falls_through_to_the_mirror(tiny_model, weights_home, server,
+                                                                             monkeypatch):
+    """A wrong local copy far larger than the file failed the free-space check ("needs 1024.0 GiB ... Free some
+    space") and stopped the pull before the good mirror was tried; one of normal size was copied whole first."""
+    entry = _publish(tiny_model)
+    shutil.copy(weights_home / entry.url, server.state.root / entry.url)
+    os.truncate(weights_home / entry.url, 1 << 40)  # sparse: takes no disk
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    with pytest.warns(UserWarning, match=rf"is {1 << 40} bytes, the file {entry.size}: not this file.*trying the next"):
+        path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256 and len(server.gets(entry.url)) == 1
+
+
+def test_a_linked_cache_folder_is_reported_and_cleaned(tiny_model, weights_home, tmp_path):
+    """Pulls refuse a linked <sha256>/ folder, but cache info, weights verify and cache clean did not see it."""
+    entry = _publish(tiny_model)
+    folder = zoo.pull(entry.name, progress=False).parent
+    shutil.move(folder, tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (item,) = [i for i in hub.cache_info() if i.path == folder]
+    assert item.kind == "link"
+    assert [c.status for c in hub.verify_cache(progress=False) if c.path == folder] == ["LINK"]
+    hub.clean_cache()
+    assert not folder.is_symlink() and (tmp_path / "elsewhere" / entry.url).is_file()  # the target is left
+
+
+def test_clean_of_hub_downloads_it_cannot_remove_says_so(weights_home, monkeypatch, tmp_path):
+    """cache clean counted the Hugging Face downloads as removed, and their bytes as freed, when nothing went."""
+    import subprocess
+
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    blob = tmp_path / "home" / "hf" / "blob"
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"x" * 1000)
+    if subprocess.run(["chattr", "+i", str(blob)], capture_output=True, check=False).returncode:
+        pytest.skip("chattr +i is not available here (the immutable flag stands in for a read-only mount)")
+    try:
+        with pytest.raises(OSError, match=r"cannot remove the Hugging Face downloads in .*zoo cache clean needs"):
+            hub.clean_cache()
+        assert blob.is_file()
+    finally:
+        subprocess.run(["chattr", "-i", str(blob)], check=False)

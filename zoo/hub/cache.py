@@ -9,9 +9,11 @@ files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.lock``, ``.v
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +51,15 @@ def _in_cache_layout(rel: Path) -> bool:
     return len(parts) == 3 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
 
 
+def _cache_folder(rel: Path) -> bool:
+    """True for ``<content key>`` and ``urls/<url key>``: the folders a pull writes its files in (a link there
+    is refused by pulls, so listed and cleaned as a link file is)."""
+    parts = rel.parts
+    if len(parts) == 1:
+        return bool(_CONTENT_KEY.fullmatch(parts[0]))
+    return len(parts) == 2 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
+
+
 def _weights_items(root: Path) -> list[CacheItem]:
     by_path = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
     items: list[CacheItem] = []
@@ -57,7 +68,8 @@ def _weights_items(root: Path) -> list[CacheItem]:
             size = sum(f.lstat().st_size for f in p.rglob("*")) if p.is_dir() else p.lstat().st_size
             items.append(CacheItem(p, size, "temp", "-", "left by a killed writer"))
             continue
-        if p.is_symlink() and not p.name.endswith(_BOOKKEEPING) and (p in by_path or _in_cache_layout(p.relative_to(root))):
+        if p.is_symlink() and not p.name.endswith(_BOOKKEEPING) and (
+                p in by_path or _in_cache_layout(p.relative_to(root)) or _cache_folder(p.relative_to(root))):
             # where a pulled file goes, a link was put (pulls refuse to read through it): listed, so that
             # verify reports it and clean removes the link (never what it points to)
             items.append(CacheItem(p, 0, "link", by_path[p].name if p in by_path else "-",
@@ -92,6 +104,16 @@ def cache_info(cache_dir: str | os.PathLike | None = None) -> list[CacheItem]:
     return items
 
 
+def _remove_tree(path: Path) -> list[str]:
+    """``shutil.rmtree(path)``; returns what could not be removed (``path: reason``) instead of raising."""
+    failed: list[str] = []
+    if sys.version_info >= (3, 12):  # onerror is deprecated there
+        shutil.rmtree(path, onexc=lambda _f, p, err: failed.append(f"{p}: {err}"))
+    else:
+        shutil.rmtree(path, onerror=lambda _f, p, info: failed.append(f"{p}: {info[1]}"))
+    return failed
+
+
 def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool = False) -> tuple[int, int]:
     """Delete the cache (``stale_only``: only partial downloads and temp files); returns (files, bytes).
 
@@ -108,7 +130,11 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
                 removed, freed = removed + 1, freed + item.size
             continue
         if item.kind == "hf":
-            shutil.rmtree(item.path, ignore_errors=True)
+            failed = _remove_tree(item.path)
+            if failed:  # counted as freed before, with every file still there
+                raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
+                                               f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}; "
+                                               "zoo cache clean needs a cache it can write")
             removed, freed = removed + 1, freed + item.size
             continue
         base = item.path.with_suffix("") if item.kind == "partial" else item.path

@@ -201,12 +201,17 @@ def _bar(total: int | None, initial: int, label: str, progress: bool):
                 desc=label, disable=not progress, leave=True, dynamic_ncols=True)
 
 
-def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, expected: str) -> str:
+def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, expected: str,
+                size: int | None = None) -> str:
     """Copy a local file straight into ``dest`` through :mod:`zoo.fs` (hashed on the way; a mismatch
-    never replaces ``dest``). Returns the sha256."""
+    never replaces ``dest``). Returns the sha256. A file of another size than ``size`` is not copied (a
+    git-lfs pointer, or a 2 TiB file that failed the free-space check and stopped the pull, blaming the disk)."""
     src = local_path(source)
     if not src.is_file():
         raise _NotFound(f"{src} does not exist")
+    if size is not None and src.stat().st_size != size:
+        raise HashMismatchError(f"{source} is {src.stat().st_size} bytes, the file {size}: not this file (not "
+                                f"copied); nothing entered the cache ({dest.parent})")
     with _Digest() as digest, open(src, "rb") as fin, fs.atomic_write(dest, size=src.stat().st_size) as fout:
         for block in iter(lambda: fin.read(CHUNK), b""):
             fout.write(block)
@@ -469,7 +474,7 @@ def fetch(
         for i, source in enumerate(usable):
             try:
                 if not is_network(source):
-                    digest = _copy_local(source, dest, check, expected)
+                    digest = _copy_local(source, dest, check, expected, size)
                 else:
                     _ensure_space(dest, part, size, reclaim_root)
                     digest = _fetch_http(source, part, check, expected, progress, size)

@@ -266,10 +266,24 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
         except (RuntimeError, EOFError, ValueError, OSError) as err:  # OSError: a truncated zip archive
             raise CorruptWeightsError(f"{path}: not a readable torch.save file ({type(err).__name__}: "
                                       f"{str(err).splitlines()[0] if str(err) else ''}); {_repull_hint(path)}") from None
+        _check_checkpoint_digest(obj, path)
         sd = _unwrap(obj, path)
     if check_finite:
         assert_finite(sd, path)
     return sd
+
+
+def _check_checkpoint_digest(obj: Any, path: Path) -> None:
+    """A zoo training checkpoint (the engine's ``best.pt`` / ``epoch-N.pt``) carries a sha256 of its tensors:
+    checked here too, where ``zoo.build(name, weights=path)`` reads it (only ``resume=`` checked it, so a
+    checkpoint whose bytes changed on disk built a network with the changed weights without a word)."""
+    from zoo.engine.checkpoint import FORMAT, tensors_digest
+
+    if isinstance(obj, Mapping) and obj.get("format") == FORMAT and "digest" in obj \
+            and obj["digest"] != tensors_digest(obj):
+        raise CorruptWeightsError(f"{path} is corrupt: its tensors no longer match the sha256 written with them "
+                                  "(bytes changed on disk after the checkpoint was written); use another checkpoint "
+                                  "of the run (epoch-N.pt, best.pt), or train again")
 
 
 def _as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:
