@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import zoo
+from zoo.engine import LambdaCallback
 
 DE = (Path(__file__).parent / "data" / "six.de").read_text(encoding="utf-8").splitlines()
 EN = (Path(__file__).parent / "data" / "six.en").read_text(encoding="utf-8").splitlines()
@@ -56,6 +57,13 @@ def test_a_failed_call_records_no_direction_and_a_retrained_model_records_its_ne
     assert r.model.config.direction == "de-en"
     zoo.save(r.model, corpus / "m.safetensors")
     assert zoo.build("seq2seq-transformer", weights=str(corpus / "m.safetensors")).config.direction == "de-en"
+
+    def fail(state, row):  # an error after the first epoch's steps: the weights are en-de's now
+        raise RuntimeError("stopped mid-run")
+
+    with pytest.warns(UserWarning, match="records en-de from now on"), pytest.raises(RuntimeError, match="mid-run"):
+        zoo.train(r.model, corpus, direction="en-de", callbacks=[LambdaCallback(on_epoch_end=fail)], **QUICK)
+    assert r.model.config.direction == "en-de"  # was: put back to de-en, under weights trained en-de
 
 
 @pytest.mark.parametrize("sentences", [3, 2])

@@ -132,15 +132,23 @@ class Seq2SeqModel(Network, nn.Module):
         return corpus_data(self, data, train=train, **options)
 
     def zoo_train(self, data: Any, **config: Any) -> Any:
-        """``zoo.train(model, data)`` (:meth:`Network.zoo_train`); a call that fails, before or during training,
+        """``zoo.train(model, data)`` (:meth:`Network.zoo_train`); a call that fails before its weights change
         leaves the direction the model was labelled with (the data hook records the run's before the loop,
-        where the checkpoints' recipe reads it)."""
+        where the checkpoints' recipe reads it). One stopped after an optimizer step (a Ctrl-C mid-run) keeps
+        the run's: its weights were trained that way (told apart by the parameters' sums, one pass over them:
+        the engine's flat optimizer buffers leave the parameters' version counters as they were)."""
         own = getattr(self.config, "direction", None)
+        before = self._weights_sum()
         try:
             return super().zoo_train(data, **config)
         except BaseException:
-            self.config.direction = own
+            if torch.equal(self._weights_sum(), before):
+                self.config.direction = own
             raise
+
+    @torch.no_grad()
+    def _weights_sum(self) -> torch.Tensor:
+        return torch.stack([p.detach().float().sum() for p in self.parameters()]).cpu()  # (n_params,)
 
     def zoo_data_options(self) -> list[str]:
         """``corpus_data``'s options (``direction``, ``max_tokens``, ``bleu_sentences``, ...), which ``zoo_data``
