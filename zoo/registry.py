@@ -319,6 +319,10 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
 
     if not str(path).endswith(".safetensors"):
         run = hub.training_config(path) if Path(path).is_file() else None
+        trained = (run or {}).get("zoo.model")  # a training checkpoint's model (those since it was recorded)
+        if isinstance(trained, str) and trained != name:
+            raise ValueError(f"{path} is a training checkpoint of a {trained!r} model, not {name!r}: build it with "
+                             f"zoo.build({trained!r}, weights={str(path)!r})")
         return {k.removeprefix("model."): v for k, v in (run or {}).items() if k.startswith("model.")}
 
     meta = hub.read_metadata(path)

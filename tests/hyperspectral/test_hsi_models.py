@@ -421,3 +421,18 @@ def test_a_cube_and_its_ground_truth_as_arrays_train_and_evaluate(name, config, 
         zoo.train(name, band_first, labels=gt, model_config=config, **loop)
     with pytest.raises(ValueError, match=r"the cube \(20, 24, 24\) looks band-first.*" + hint):
         zoo.predict(result.model, band_first)
+
+
+def test_a_training_checkpoint_names_its_model_when_another_is_built_from_it(tmp_path):
+    """zoo.build('resnet18', weights=<a hybridsn run's best.pt>) said "unknown config key(s) 'n_bands', ...",
+    where a .safetensors of another model names the model it holds; a resume into another model listed
+    batch_size and monitor as the changes."""
+    scene = make_scene(24, 24, 20, 3, seed=0)
+    torch.manual_seed(0)
+    zoo.train(zoo.build("hybridsn", n_bands=15, window=9, n_classes=3), scene, split="random", epochs=1,
+              checkpoint_dir=tmp_path, progress=False)
+    for name in ("resnet18", "video-tsn", "td3"):
+        with pytest.raises(ValueError, match=rf"is a training checkpoint of a 'hybridsn' model, not '{name}': build it "
+                                             rf"with zoo.build\('hybridsn'"):
+            zoo.build(name, weights=str(tmp_path / "best.pt"))
+    assert zoo.build("hybridsn", weights=str(tmp_path / "best.pt")).config.n_bands == 15

@@ -86,7 +86,7 @@ class Network:
         data, val = with_val(data, config.pop("val_data", None))
         with self._naming_data_options():
             data, options = self.zoo_data(data, train=True, **config, **({} if val is None else {"val_data": val}))
-            options = with_recipe(options, model=self.zoo_architecture())
+            options = with_recipe(options, model=self.zoo_architecture(), name=getattr(self, "registry_name", None))
             return fit(self, data, **{**self.zoo_recipe(train=True), **options})
 
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:

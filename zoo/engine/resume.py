@@ -60,6 +60,9 @@ class ResumeError(ValueError):
     """A resume asked for settings the checkpointed run cannot take mid-run; the message lists them."""
 
 
+
+MODEL_NAME_KEY = "zoo.model"  # a checkpoint's record of the registered model it trained (with_recipe)
+
 def reconcile(saved: dict[str, Any], current: dict[str, Any], *, applied: Iterable[str],
               ignored: Iterable[str] = (), what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:
     """``{key: (saved, current)}`` of the settings that changed and may; a :class:`ResumeError` naming every
@@ -93,13 +96,17 @@ def _shown_change(key: str, old: Any, new: Any, what: str, most: int = 6) -> str
 
 
 def with_recipe(options: dict[str, Any], *, data: Mapping[str, Any] | None = None,
-                model: Mapping[str, Any] | None = None, may_change: Iterable[str] = ()) -> dict[str, Any]:
+                model: Mapping[str, Any] | None = None, may_change: Iterable[str] = (),
+                name: str | None = None) -> dict[str, Any]:
     """``options`` for :func:`zoo.engine.fit` with a family's recipe added to what its checkpoints record
     (``FitConfig.config``): ``data`` what its data step consumed (recorded as ``data.<key>``: the data recipe,
-    the split, a cheap fingerprint of the source), ``model`` the architecture config (``model.<key>``). A
-    resume compares them as fit's own options (:func:`reconcile`): a changed ``may_change`` data key is
-    applied and reported, any other change is refused."""
+    the split, a cheap fingerprint of the source), ``model`` the architecture config (``model.<key>``),
+    ``name`` the registered model's name (``zoo.model``, as :func:`zoo.save` writes it: ``zoo.build`` of
+    another model's checkpoint names the model it holds). A resume compares them as fit's own options
+    (:func:`reconcile`): a changed ``may_change`` data key is applied and reported, any other change is refused."""
     record = dict(options.get("config") or {})
+    if name:
+        record[MODEL_NAME_KEY] = name
     record.update({f"data.{k}": v for k, v in (data or {}).items()})
     record.update({f"model.{k}": v for k, v in (model or {}).items()})
     if may_change:

@@ -255,7 +255,7 @@ class SceneClassifierMixin:
                 raise ValueError("gt_key= / cube_key= name arrays of a .mat scene file; a Dataset of windows is "
                                  "trained on as it comes: leave them out")
             forget_training_split(self)  # these windows may be an earlier scene run's test pixels
-            return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch))
+            return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch, name=self.registry_name))
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
         self.require_bands(scene)  # before the split, whose warnings came first for a scene refused anyway
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
@@ -293,7 +293,7 @@ class SceneClassifierMixin:
                                                          given_split_mask(scene, sp, train_mask))
         recipe = scene_recipe(scene, sp, train_fraction=train_fraction, block=block, augment=augment,
                               noise_std=noise_std, val_fraction=val_fraction, val_block=val_block)
-        result = fit(self, train_ds, val_data, seed=seed, **with_recipe(fit_kwargs, data=recipe, model=arch))
+        result = fit(self, train_ds, val_data, seed=seed, **with_recipe(fit_kwargs, data=recipe, model=arch, name=self.registry_name))
         if result.history:
             result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
             if held_out is not None:

@@ -526,7 +526,8 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
     architecture = getattr(model, "zoo_architecture", None)
     # given or derived, the schedule is compared as unfreeze_every_used: unfreeze_every=1 continues a run of None's 1
     return with_recipe(fit_kwargs, data=recipe, model=architecture() if callable(architecture) else None,
-                       may_change=("strict", "unfreeze_every") if plan.strategy == "gradual" else ("strict",))
+                       may_change=("strict", "unfreeze_every") if plan.strategy == "gradual" else ("strict",),
+                       name=getattr(model, "registry_name", None))
 
 
 def _seed_before_surgery(seed: Any) -> None:
