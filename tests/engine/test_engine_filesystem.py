@@ -1,6 +1,6 @@
 """Training against the filesystem (issues #20 and #16): a full disk at checkpoint time and on resume, two
 runs in one folder, a corrupt latest checkpoint, a resume into another head, a checkpoint_dir that is a
-file, empty checkpoints, and the modes of every file a run writes.
+file, empty checkpoints, the modes of every file a run writes, and a learning-curve PNG that cannot be written.
 
 A full disk is simulated at the OS boundary by the ``disk_quota`` fixture (tests/conftest.py): ``os.write``
 to files under the folder fails with ENOSPC past a byte budget, and ``shutil.disk_usage`` reports it."""
@@ -180,3 +180,24 @@ def test_a_folder_under_the_home_folder_is_not_a_folder_named_tilde(tmp_path, mo
     assert not (tmp_path / "work" / "~").exists()
     result = fit(net(), data(), epochs=2, resume="~/ck/epoch-0001.pt", **KW)
     assert result.history[-1]["epoch"] == 2
+
+
+def test_a_learning_curve_png_that_cannot_be_written_warns_and_keeps_the_run(tmp_path):
+    """A full disk (any OSError) at the end-of-run plot raised after every epoch was trained and checkpointed:
+    zoo.train returned no result and `zoo train --out` saved nothing. A folder where the PNG goes is a real
+    write failure (its os.replace fails) with no mount."""
+    (tmp_path / "learning_curves.png").mkdir()
+    with pytest.warns(RuntimeWarning, match=r"learning curves were not written to .*learning_curves\.png: ") as seen:
+        result = fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, **KW)
+    msg = str(seen[0].message)
+    assert "plot_learning_curves(result.history" in msg and seen[0].filename == __file__
+    assert [r["epoch"] for r in result.history] == [1, 2] and result.checkpoint_path.is_file()
+    assert (tmp_path / "metrics.csv").read_text().count("\n") == 3 and (tmp_path / "epoch-0002.pt").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]
+
+
+def test_metrics_csv_that_cannot_be_written_still_stops_the_run(tmp_path):
+    """metrics.csv is the run's record, not a view of it: failing to write it is an error, as before."""
+    (tmp_path / "metrics.csv").mkdir()
+    with pytest.raises(fs.FsError, match=r"cannot write .*metrics\.csv"):
+        fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, **KW)

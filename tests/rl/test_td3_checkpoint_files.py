@@ -171,3 +171,18 @@ def test_a_device_named_with_or_without_its_index_is_the_agents_own(counter_env)
     assert zoo.evaluate(agent, counter_env(horizon=5), episodes=1, device="cpu:0")["episodes"] == 1  # was refused
     with pytest.raises(ValueError, match="this agent lives on cpu; build it on meta"):
         zoo.evaluate(agent, counter_env(horizon=5), episodes=1, device="meta")
+
+
+def test_a_learning_curve_png_that_cannot_be_written_warns_and_keeps_the_run(tmp_path, counter_env):
+    """The end-of-run plot failing (a full disk; here a folder where the PNG goes) raised after the last
+    checkpoint, so train() returned nothing; the run's CSVs and checkpoint are its record, the PNG a view."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "learning_curves.png").mkdir()
+    env = counter_env(horizon=5)
+    agent = zoo.build("td3", env=env, **SMALL)
+    with pytest.warns(RuntimeWarning, match=r"learning curves were not written to .*learning_curves\.png"):
+        result = zoo.train(agent, env=env, total_steps=30, eval_every=15, eval_episodes=1,
+                           eval_env=counter_env(horizon=5), checkpoint_dir=tmp_path / "run", progress=False)
+    assert [h["step"] for h in result.history] == [15, 30] and agent.num_timesteps == 30
+    assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 3
+    assert (tmp_path / "run" / "episodes.csv").is_file() and (tmp_path / "run" / "td3_last.pt").is_file()

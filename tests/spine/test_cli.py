@@ -135,6 +135,20 @@ def test_train_out_expands_the_home_folder_and_exits_1_when_it_falls_back(tmp_pa
     assert not (tmp_path / "again.safetensors").exists() and list((tmp_path / "run").glob("again.unsaved-*.safetensors"))
 
 
+def test_train_saves_out_when_the_learning_curve_png_cannot_be_written(tmp_path):
+    """A full disk at the end-of-run plot (here a folder where the PNG goes) threw the finished run away:
+    `zoo train ... --out m.safetensors` exited with the error and never wrote m.safetensors."""
+    from zoo.cli import main
+
+    (tmp_path / "run" / "learning_curves.png").mkdir(parents=True)
+    out = tmp_path / "td3.safetensors"
+    with pytest.warns(RuntimeWarning, match="learning curves were not written to"):
+        assert main(["train", "td3", "--env", "Pendulum-v1", "--steps", "20", "--net-arch", "8,8", "--set",
+                     "eval_episodes=1", "progress=false", "--checkpoint-dir", str(tmp_path / "run"),
+                     "--out", str(out)]) == 0
+    assert out.is_file() and (tmp_path / "run" / "metrics.csv").is_file()
+
+
 def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
     from zoo.cli import main, weights_name_argv
 

@@ -13,10 +13,12 @@ import csv
 import importlib.util
 import io
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["RunLogger", "atomic_savefig", "plot_curves", "plot_learning_curves", "write_csv"]
 
@@ -74,9 +76,10 @@ def plot_learning_curves(history: list[dict[str, Any]], path: str | Path, title:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    out = atomic_savefig(fig, path)
-    plt.close(fig)
-    return out
+    try:
+        return atomic_savefig(fig, path)
+    finally:  # a failed write (RunLogger warns and goes on) must not leave the figure open in pyplot
+        plt.close(fig)
 
 
 def plot_curves(curves: dict[str, tuple[list[dict], list[dict]]], path: str | Path, title: str) -> Path:
@@ -114,7 +117,11 @@ class RunLogger:
     """Writes ``metrics.csv`` after every epoch, TensorBoard scalars when ``tensorboard`` is installed, and
     ``learning_curves.png`` at the end. Only the main process should own one. ``step_key``: the row key
     that numbers the rows (TensorBoard's global step, the plot's x axis): ``"epoch"``, or ``"step"`` for
-    an RL run's environment steps."""
+    an RL run's environment steps.
+
+    ``metrics.csv`` is the run's record: an error writing it is raised. The PNG is a view drawn from those
+    rows at the end: an error writing it (a full disk) is a warning, since raising it threw away a finished
+    run (its result, and ``zoo train --out``) for a picture the rows can draw again."""
 
     def __init__(self, log_dir: str | Path, tensorboard: bool | None = None, *, step_key: str = "epoch") -> None:
         self.log_dir, self.step_key = Path(log_dir), step_key
@@ -139,7 +146,14 @@ class RunLogger:
 
     def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:
         if history:
-            plot_learning_curves(history, self.png_path, title=title, x_key=self.step_key)
+            try:
+                plot_learning_curves(history, self.png_path, title=title, x_key=self.step_key)
+            except OSError as err:
+                warnings.warn(f"the learning curves were not written to {self.png_path}: {err}. The picture only "
+                              f"draws the rows of {self.csv_path.name}, which holds them with the checkpoints (the "
+                              "run's record), so the run goes on to its result; once the cause is fixed, draw it "
+                              f"with zoo.engine.logs.plot_learning_curves(result.history, {str(self.png_path)!r}, "
+                              f"x_key={self.step_key!r})", RuntimeWarning, stacklevel=user_stacklevel())
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -628,7 +628,9 @@ class Trainer:
     def _close_logger(self) -> None:
         if self.logger is None:
             return
-        failing = sys.exc_info()[1]  # a failure that stopped the run matters more than its plot
+        # a failure that stopped the run matters more than closing its logs (a PNG that cannot be written is
+        # only a warning either way: RunLogger.close)
+        failing = sys.exc_info()[1]
         try:
             self.logger.close(self.history, title=type(self.model).__name__)
         except OSError:
