@@ -18,7 +18,8 @@ half-way, or a second run in the same folder. Each of those is handled once, her
   the next pull, training, save or export in that folder clears them). A temp file of another host (a shared
   folder) is only removed once it is a day old, since its writer may be alive there.
 - **one run per folder**: :class:`FolderLock` holds an ``fcntl`` lock (released by the kernel when the
-  process dies, so a crash never leaves a stale lock) and records who holds it.
+  process dies, so a crash never leaves a stale lock) and records who holds it; :func:`own_folders` takes
+  a run's folders, each one once however it is spelled.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import stat
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "human_size",
     "open_fd_writer",
     "open_nofollow",
+    "own_folders",
     "refuse_symlink",
     "sweep_temps",
     "write_bytes",
@@ -500,6 +502,31 @@ class FolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def own_folders(named: Iterable[tuple[str, str | os.PathLike | None]], what: str = "run") -> Iterator[list[Path]]:
+    """A run's folders (``(what it is, path)`` pairs, e.g. ``("log_dir", ...)``; None skipped), created,
+    locked for the ``with`` block (:class:`FolderLock`) and swept of dead writers' temp files; yields them.
+
+    Each folder is taken once, however it is spelled: names of one folder (a relative and an absolute
+    path, a symlinked alias) are told apart by what they are on disk (device and inode), not by their text.
+    Two locks on one folder are two ``flock`` s of its one lock file, and the second failed against the
+    first, so the run locked itself out ("in use by another training run: pid <its own pid>"). Locks are
+    taken in the order of the folders' real paths, as any other run takes them."""
+    folders: dict[tuple[int, int], Path] = {}
+    for label, path in named:
+        if path is None:
+            continue
+        folder = ensure_dir(path, label)
+        st = folder.stat()
+        folders.setdefault((st.st_dev, st.st_ino), folder)
+    with contextlib.ExitStack() as stack:
+        ordered = sorted(folders.values(), key=os.path.realpath)
+        for folder in ordered:
+            stack.enter_context(FolderLock(folder, what))
+            sweep_temps(folder)
+        yield ordered
 
 
 # flock's answers where the file system keeps no locks: NFS without its lock daemon (ENOLCK), some FUSE and

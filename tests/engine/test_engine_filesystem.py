@@ -201,3 +201,18 @@ def test_metrics_csv_that_cannot_be_written_still_stops_the_run(tmp_path):
     (tmp_path / "metrics.csv").mkdir()
     with pytest.raises(fs.FsError, match=r"cannot write .*metrics\.csv"):
         fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, **KW)
+
+
+@pytest.mark.parametrize("alias", ["relative", "symlink"])
+def test_one_folder_named_two_ways_is_locked_once(tmp_path, monkeypatch, alias):
+    """checkpoint_dir and log_dir naming one folder two ways (relative and absolute, or through a symlink)
+    took two locks on it, and the second failed: "in use by another training run: pid <this run's pid>"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    if alias == "symlink":
+        (tmp_path / "alias").symlink_to(tmp_path / "run")
+    log_dir = "run" if alias == "relative" else tmp_path / "alias"
+    result = fit(net(), data(), epochs=1, checkpoint_dir=tmp_path / "run", log_dir=log_dir, **KW)
+    assert result.history[-1]["epoch"] == 1
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "best.pt", "epoch-0001.pt", "learning_curves.png", "metrics.csv"]  # the lock file is gone too

@@ -186,3 +186,16 @@ def test_a_learning_curve_png_that_cannot_be_written_warns_and_keeps_the_run(tmp
     assert [h["step"] for h in result.history] == [15, 30] and agent.num_timesteps == 30
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 3
     assert (tmp_path / "run" / "episodes.csv").is_file() and (tmp_path / "run" / "td3_last.pt").is_file()
+
+
+@pytest.mark.parametrize("alias", ["relative", "symlink"])
+def test_one_folder_named_two_ways_is_locked_once(tmp_path, counter_env, monkeypatch, alias):
+    """checkpoint_dir and log_dir naming one folder two ways (relative and absolute, or through a symlink)
+    took two locks on it, and the run failed against its own: "in use by another training run: pid <its pid>"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run").mkdir()
+    if alias == "symlink":
+        (tmp_path / "alias").symlink_to(tmp_path / "run")
+    agent = _run(counter_env, tmp_path / "run", log_dir="run" if alias == "relative" else tmp_path / "alias")
+    assert agent.num_timesteps == 30 and (tmp_path / "run" / "td3_last.pt").is_file()
+    assert (tmp_path / "run" / "episodes.csv").is_file() and not (tmp_path / "run" / fs.LOCK_NAME).exists()

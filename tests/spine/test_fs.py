@@ -183,6 +183,20 @@ def test_folder_lock_names_the_holder_and_dies_with_it(tmp_path):
     assert not (tmp_path / fs.LOCK_NAME).exists()  # released: the folder is left clean
 
 
+def test_own_folders_takes_one_folder_once_however_it_is_spelled(tmp_path, monkeypatch):
+    """A run's checkpoint_dir and log_dir spelled as one folder two ways were locked twice, and the second
+    lock failed against the first (the run's own pid named as "another training run")."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "alias").symlink_to(tmp_path / "run", target_is_directory=True)
+    named = [("checkpoint_dir", tmp_path / "run"), ("log_dir", "run"), ("log_dir", tmp_path / "alias"),
+             ("log_dir", None), ("log_dir", tmp_path / "logs")]
+    with fs.own_folders(named, "training run") as folders:
+        assert folders == [tmp_path / "logs", tmp_path / "run"]  # created; the first spelling is kept
+        with pytest.raises(fs.FolderLockedError):  # still locked against anyone else
+            fs.FolderLock(tmp_path / "alias").acquire()
+    assert not (tmp_path / "run" / fs.LOCK_NAME).exists() and not (tmp_path / "logs" / fs.LOCK_NAME).exists()
+
+
 def test_a_planted_lock_link_is_refused(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")

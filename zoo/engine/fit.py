@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -95,13 +94,11 @@ def _resume_hint(checkpoint_dir: Any):
 @contextlib.contextmanager
 def _own_folders(checkpoint_dir: Any, log_dir: Any, info: DistInfo):
     """The run's folders, locked for its whole life (a second run there fails at once, naming this one),
-    after a sweep of temp files that killed runs left in them. Only the main process writes them."""
+    after a sweep of temp files that killed runs left in them; one folder under two names (log_dir given
+    as checkpoint_dir's absolute path, or through a symlink) is locked once (:func:`zoo.fs.own_folders`).
+    Only the main process writes them."""
     from zoo import fs
 
-    folders = {Path(d) for d in (checkpoint_dir, log_dir) if d is not None} if info.is_main else set()
-    with contextlib.ExitStack() as stack:
-        for folder in sorted(folders):
-            fs.ensure_dir(folder, "checkpoint_dir" if folder == Path(checkpoint_dir or "") else "log_dir")
-            stack.enter_context(fs.FolderLock(folder, "training run"))
-            fs.sweep_temps(folder)
+    named = (("checkpoint_dir", checkpoint_dir), ("log_dir", log_dir)) if info.is_main else ()
+    with fs.own_folders(named, "training run"):
         yield

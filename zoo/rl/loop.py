@@ -509,13 +509,10 @@ def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool
     """The run's folders, as the engine's fit owns its own: created (a file in the way, or a read-only
     place, fails before the first step instead of at the first checkpoint), locked for the run's whole life
     (a second run there fails at once, naming this one: two writers would interleave one td3_last.pt),
-    swept of the temp files that killed writers left there, and refused when the run would overwrite
+    swept of the temp files that killed writers left there (one folder under two names, relative and absolute
+    or a symlinked alias, once: :func:`zoo.fs.own_folders`), and refused when the run would overwrite
     another run's checkpoints (read under the lock: a run that just ended there has written its last)."""
-    with contextlib.ExitStack() as stack:
-        for folder in sorted({d for d in (checkpoint_dir, log_dir) if d is not None}):
-            fs.ensure_dir(folder, "checkpoint_dir" if folder == checkpoint_dir else "log_dir")
-            stack.enter_context(fs.FolderLock(folder, "training run"))
-            fs.sweep_temps(folder)
+    with fs.own_folders((("checkpoint_dir", checkpoint_dir), ("log_dir", log_dir)), "training run"):
         if checkpoint_dir is not None:
             _refuse_a_used_folder(checkpoint_dir, resume)
         yield
