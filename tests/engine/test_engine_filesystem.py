@@ -216,3 +216,18 @@ def test_one_folder_named_two_ways_is_locked_once(tmp_path, monkeypatch, alias):
     assert result.history[-1]["epoch"] == 1
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
         "best.pt", "epoch-0001.pt", "learning_curves.png", "metrics.csv"]  # the lock file is gone too
+
+
+def test_a_resume_rewrites_metrics_csv_to_match_its_checkpoint(tmp_path):
+    """A kill between writing epoch-0002.pt and metrics.csv left the CSV without epoch 2; the resume (with
+    nothing left to train) drew epoch 2 in the PNG, while metrics.csv stayed a row short for good."""
+    fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, **KW)
+    one_row = (tmp_path / "metrics.csv").read_text()
+    fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    both_rows = (tmp_path / "metrics.csv").read_text()
+    (tmp_path / "metrics.csv").write_text(one_row)  # what the kill left: epoch-0002.pt, and the CSV of epoch 1
+    with pytest.warns(UserWarning, match="nothing is trained"):
+        result = fit(net(), data(), epochs=2, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert [r["epoch"] for r in result.history] == [1, 2]
+    assert (tmp_path / "metrics.csv").read_text() == both_rows
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]

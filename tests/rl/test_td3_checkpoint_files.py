@@ -199,3 +199,20 @@ def test_one_folder_named_two_ways_is_locked_once(tmp_path, counter_env, monkeyp
     agent = _run(counter_env, tmp_path / "run", log_dir="run" if alias == "relative" else tmp_path / "alias")
     assert agent.num_timesteps == 30 and (tmp_path / "run" / "td3_last.pt").is_file()
     assert (tmp_path / "run" / "episodes.csv").is_file() and not (tmp_path / "run" / fs.LOCK_NAME).exists()
+
+
+def test_a_resume_rewrites_the_csvs_to_match_its_checkpoint(tmp_path, counter_env):
+    """td3_last.pt is written at episode ends, the CSVs at evaluations: a kill after a checkpoint left
+    episodes.csv short of it, and it stayed short when the resumed run stopped (here an env failing) before
+    its next evaluation. The resume now rewrites both CSVs from the checkpoint's rows first."""
+    env = counter_env(horizon=5)
+    zoo.train(zoo.build("td3", env=env, **SMALL), env=env, total_steps=30, eval_every=15, eval_episodes=1,
+              eval_env=counter_env(horizon=5), checkpoint_dir=tmp_path, progress=False)
+    files = {name: (tmp_path / name).read_text() for name in ("episodes.csv", "metrics.csv")}
+    for name, text in files.items():  # what a kill left: CSVs of an earlier evaluation
+        (tmp_path / name).write_text("".join(text.splitlines(keepends=True)[:2]))
+    env = counter_env(horizon=5, nan_at=3)  # the resumed run fails at its third step, before any evaluation
+    with pytest.raises(ValueError, match="non-finite observation"):
+        zoo.train(zoo.build("td3", env=env, **SMALL), env=env, total_steps=60, eval_every=15, eval_episodes=1,
+                  eval_env=counter_env(horizon=5), checkpoint_dir=tmp_path, resume=True, progress=False)
+    assert {name: (tmp_path / name).read_text() for name in files} == files

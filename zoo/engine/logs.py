@@ -144,6 +144,12 @@ class RunLogger:
                     self._tb.add_scalar(k, v, global_step=int(row.get(self.step_key, len(history))))
             self._tb.flush()
 
+    def restore(self, history: list[dict[str, Any]]) -> None:
+        """A resumed run's rows, as its checkpoint holds them: ``metrics.csv`` rewritten (atomically) to
+        match, before the run goes on. TensorBoard's event files keep what they logged (they append)."""
+        if history:
+            write_csv(history, self.csv_path)
+
     def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:
         if history:
             try:

@@ -137,6 +137,10 @@ class Trainer:
                              "parameters when it wraps the model); unfreeze at epoch 0 or train in one process")
         self.net: nn.Module = wrap_ddp(model, dev) if info.enabled else model
         self.logger = self._run_logger()
+        if self.resumed and self.logger is not None:
+            # metrics.csv is written after the epoch's checkpoint: a kill between the two left it an epoch short
+            # of the run it continues, and a resume with nothing left to train never wrote that row
+            self.logger.restore(self.history)
         self.state = TrainState(model=model, optimizer=self.opt, scheduler=self.scheduler, epochs=cfg.epochs,
                                 epoch=self.start_epoch, step=self.step, history=self.history, rank=info.rank,
                                 world_size=info.world_size, ema_model=None if self.ema is None else self.ema.module,

@@ -763,6 +763,8 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
     run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
     run.clock = _Clock(mark_steps=agent.num_timesteps)
     run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
+    if path is not None:
+        _restore_logs(agent, run)
     run.bar = ProgressBar(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
                    disable=not progress, dynamic_ncols=True)
 
@@ -1127,6 +1129,17 @@ def _keep_statistics(agent, run: _Run) -> None:
 def _write_logs(agent, run: _Run) -> None:
     if run.logger is not None and agent.history:
         run.logger.log_epoch(agent.history)
+    if run.log_dir is not None and run.episodes:
+        write_csv(run.episodes, run.log_dir / "episodes.csv")
+
+
+def _restore_logs(agent, run: _Run) -> None:
+    """A resumed run's CSVs rewritten from its checkpoint's rows before it goes on: ``td3_last.pt`` is written at
+    episode ends between evaluations, the CSVs at evaluations, so a kill after a checkpoint left
+    ``episodes.csv`` (or ``metrics.csv``) short of the run it continues until the resumed run's next evaluation,
+    and for good when that run stopped again first (the engine's resume does the same with ``metrics.csv``)."""
+    if run.logger is not None:
+        run.logger.restore(agent.history)
     if run.log_dir is not None and run.episodes:
         write_csv(run.episodes, run.log_dir / "episodes.csv")
 
