@@ -231,3 +231,7 @@ def test_a_resume_rewrites_metrics_csv_to_match_its_checkpoint(tmp_path):
     assert [r["epoch"] for r in result.history] == [1, 2]
     assert (tmp_path / "metrics.csv").read_text() == both_rows
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(fs.TEMP_PREFIX)]
+    # a resume from an older checkpoint that trains nothing leaves the folder's longer record as it is
+    with pytest.warns(UserWarning, match="nothing is trained"):
+        fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, resume=tmp_path / "epoch-0001.pt", **KW)
+    assert (tmp_path / "metrics.csv").read_text() == both_rows

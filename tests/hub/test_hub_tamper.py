@@ -177,8 +177,28 @@ def test_clean_of_hub_downloads_it_cannot_remove_says_so(weights_home, monkeypat
     if subprocess.run(["chattr", "+i", str(blob)], capture_output=True, check=False).returncode:
         pytest.skip("chattr +i is not available here (the immutable flag stands in for a read-only mount)")
     try:
-        with pytest.raises(OSError, match=r"cannot remove the Hugging Face downloads in .*zoo cache clean needs"):
+        with pytest.raises(OSError, match=r"cannot remove the Hugging Face downloads in .*Operation not permitted"):
             hub.clean_cache()
         assert blob.is_file()
     finally:
         subprocess.run(["chattr", "-i", str(blob)], check=False)
+
+
+def test_a_linked_urls_folder_is_reported_and_a_linked_hub_folder_is_emptied(tiny_model, weights_home, tmp_path,
+                                                                              monkeypatch):
+    """A linked weights/urls/ (which URL pulls refuse) was not listed, verified or cleaned; a linked hf/ (a
+    cache on another disk) failed clean with "Cannot call rmtree on a symbolic link ... needs a cache it can
+    write"."""
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    urls = tmp_path / "home" / "weights" / "urls"
+    urls.parent.mkdir(parents=True)
+    (tmp_path / "urls_elsewhere").mkdir()
+    urls.symlink_to(tmp_path / "urls_elsewhere", target_is_directory=True)
+    (tmp_path / "hf_elsewhere" / "blobs").mkdir(parents=True)
+    (tmp_path / "hf_elsewhere" / "blobs" / "b").write_bytes(b"x" * 100)
+    (tmp_path / "home" / "hf").symlink_to(tmp_path / "hf_elsewhere", target_is_directory=True)
+    assert {i.kind for i in hub.cache_info()} == {"link", "hf"}
+    assert [c.status for c in hub.verify_cache(progress=False)] == ["LINK"]
+    hub.clean_cache()
+    assert not urls.is_symlink() and (tmp_path / "urls_elsewhere").is_dir()
+    assert (tmp_path / "home" / "hf").is_symlink() and not any((tmp_path / "hf_elsewhere").iterdir())

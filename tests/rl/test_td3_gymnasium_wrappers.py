@@ -79,11 +79,19 @@ def test_an_agent_on_a_wrapper_gymnasium_cannot_make_again_never_falls_back_to_t
         zoo.evaluate(agent, episodes=1)["return_mean"])
 
 
-def test_an_agent_on_sb3s_monitor_acts_on_its_env_id():
-    """SB3's Monitor records no constructor arguments and changes nothing: an agent built on it keeps no spec
-    (keeping it made learn() and evaluate() refuse the usual TD3(Monitor(env)).learn(N) set-up)."""
+def test_an_agent_on_sb3s_monitor_learns_on_it_and_evaluates_resumes_as_on_its_env(tmp_path):
+    """SB3's Monitor records no constructor arguments and changes nothing. Keeping it in the spec refused
+    TD3(Monitor(env)).learn(N), the usual set-up; dropping it trained on a new env, so the Monitor logged nothing;
+    and evaluation every N steps and a resume on the agent's own env were refused for a spec with a Monitor."""
     monitor = pytest.importorskip("stable_baselines3.common.monitor")
-    agent = zoo.build("td3", env=monitor.Monitor(_pendulum()), **TINY)
-    assert agent.env_spec.additional_wrappers == () and agent.env_object is None  # the 5-step limit kept
+    env = monitor.Monitor(_pendulum(), str(tmp_path / "mon"))
+    agent = zoo.build("td3", env=env, **TINY)
+    assert agent.env_spec.additional_wrappers == () and agent.env_object is env  # the 5-step limit kept
     agent.learn(10)
-    assert agent.num_timesteps == 10 and zoo.evaluate(agent, episodes=1)["length_mean"] == 5
+    assert agent.num_timesteps == 10 and len(env.get_episode_rewards()) == 2  # SB3 logs what learn() collects
+    assert zoo.evaluate(agent, _pendulum(), episodes=1)["length_mean"] == 5
+    zoo.train(agent, env, total_steps=20, eval_every=10, eval_episodes=1, checkpoint_dir=tmp_path / "run",
+              progress=False)
+    assert [h["step"] for h in agent.history] == [20]
+    zoo.train(agent, total_steps=30, checkpoint_dir=tmp_path / "run", resume=True, eval_every=0, progress=False)
+    assert agent.num_timesteps == 30

@@ -36,6 +36,19 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> Path:
     return fs.write_text(path, buf.getvalue())
 
 
+def restore_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Rewrite ``path`` with ``rows`` (:func:`write_csv`) when it holds fewer data rows (or none, or is
+    missing); a file that holds as many or more is left as it is."""
+    path = Path(path)
+    try:
+        with open(path, newline="") as fh:
+            have = sum(1 for _ in csv.reader(fh)) - 1  # less the header
+    except (OSError, UnicodeDecodeError, csv.Error):
+        have = -1
+    if rows and have < len(rows):
+        write_csv(rows, path)
+
+
 def atomic_savefig(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     """``fig.savefig`` through :mod:`zoo.fs`, so a crash never leaves a half-written picture."""
     path = Path(path)
@@ -145,10 +158,11 @@ class RunLogger:
             self._tb.flush()
 
     def restore(self, history: list[dict[str, Any]]) -> None:
-        """A resumed run's rows, as its checkpoint holds them: ``metrics.csv`` rewritten (atomically) to
-        match, before the run goes on. TensorBoard's event files keep what they logged (they append)."""
-        if history:
-            write_csv(history, self.csv_path)
+        """A resumed run's rows, as its checkpoint holds them: ``metrics.csv`` rewritten (atomically) where it
+        holds fewer (a kill between the checkpoint and the CSV), before the run goes on. One that holds more (a
+        resume from an older checkpoint) is left to the first epoch the run trains: a resume that then trains
+        nothing, or fails first, cut the folder's record short. TensorBoard's event files keep what they logged."""
+        restore_csv(history, self.csv_path)
 
     def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:
         if history:

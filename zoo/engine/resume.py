@@ -60,8 +60,8 @@ class ResumeError(ValueError):
     """A resume asked for settings the checkpointed run cannot take mid-run; the message lists them."""
 
 
-
 MODEL_NAME_KEY = "zoo.model"  # a checkpoint's record of the registered model it trained (with_recipe)
+
 
 def reconcile(saved: dict[str, Any], current: dict[str, Any], *, applied: Iterable[str],
               ignored: Iterable[str] = (), what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:

@@ -52,11 +52,11 @@ def _in_cache_layout(rel: Path) -> bool:
 
 
 def _cache_folder(rel: Path) -> bool:
-    """True for ``<content key>`` and ``urls/<url key>``: the folders a pull writes its files in (a link there
-    is refused by pulls, so listed and cleaned as a link file is)."""
+    """True for ``<content key>``, ``urls`` and ``urls/<url key>``: the folders a pull writes its files in (a
+    link there is refused by pulls, so listed and cleaned as a link file is)."""
     parts = rel.parts
     if len(parts) == 1:
-        return bool(_CONTENT_KEY.fullmatch(parts[0]))
+        return bool(_CONTENT_KEY.fullmatch(parts[0])) or parts[0] == URL_DIR
     return len(parts) == 2 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
 
 
@@ -104,6 +104,14 @@ def cache_info(cache_dir: str | os.PathLike | None = None) -> list[CacheItem]:
     return items
 
 
+def _unlink(path: Path) -> list[str]:
+    try:
+        path.unlink()
+    except OSError as err:
+        return [f"{path}: {err.strerror}"]
+    return []
+
+
 def _remove_tree(path: Path) -> list[str]:
     """``shutil.rmtree(path)``; returns what could not be removed (``path: reason``) instead of raising."""
     failed: list[str] = []
@@ -130,11 +138,13 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
                 removed, freed = removed + 1, freed + item.size
             continue
         if item.kind == "hf":
-            failed = _remove_tree(item.path)
+            # a linked hf/ (a cache kept on another disk) is emptied, the link kept
+            failed = [f for child in item.path.iterdir() for f in (_remove_tree(child) if child.is_dir() and not
+                      child.is_symlink() else _unlink(child))] if item.path.is_symlink() else _remove_tree(item.path)
             if failed:  # counted as freed before, with every file still there
                 raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
-                                               f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}; "
-                                               "zoo cache clean needs a cache it can write")
+                                               f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}"
+                                               f" ({removed} other item(s) removed)")
             removed, freed = removed + 1, freed + item.size
             continue
         base = item.path.with_suffix("") if item.kind == "partial" else item.path

@@ -283,7 +283,8 @@ def _check_checkpoint_digest(obj: Any, path: Path) -> None:
             and obj["digest"] != tensors_digest(obj):
         raise CorruptWeightsError(f"{path} is corrupt: its tensors no longer match the sha256 written with them "
                                   "(bytes changed on disk after the checkpoint was written); use another checkpoint "
-                                  "of the run (epoch-N.pt, best.pt), or train again")
+                                  "of the run (epoch-N.pt, best.pt), or train again (a checkpoint edited on purpose "
+                                  "with torch.save keeps its old 'digest': drop that key when saving it)")
 
 
 def _as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:

@@ -22,11 +22,11 @@ __all__ = ["acting_spaces", "env_identity", "own_spec", "single_spec", "spec_fro
 _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
 # how an env is shown, not how it behaves: a resume may render differently
 _NOT_IDENTITY = ("render_mode",)
+# wrappers that record no constructor arguments (gymnasium cannot make them again) and leave the env as it is:
+# left out of an env's spec and identity (SB3's Monitor, around every env of SB3's make_vec_env and rl-zoo)
+_PASS_THROUGH = ("stable_baselines3.common.monitor:Monitor",)
 # gymnasium.wrappers.vector wrappers that leave what the agent sees and does as it is (they record, render,
 # reshape infos, or clip actions TD3 keeps in the bounds anyway): a vector env under them is the same env
-# wrappers that record no constructor arguments (gymnasium cannot make them again) and leave the env as it is:
-# an agent built on one keeps no spec for it (SB3's Monitor, around every env of SB3's make_vec_env and rl-zoo)
-_PASS_THROUGH = ("stable_baselines3.common.monitor:Monitor",)
 _TRANSPARENT_VECTOR = ("RecordEpisodeStatistics", "DictInfoToList", "RecordVideo", "HumanRendering", "ClipAction")
 
 
@@ -88,12 +88,8 @@ def own_spec(env: Any) -> Any:
     falling back to the bare id trained and evaluated on another env without a word (a reward wrapper's returns
     1000x apart). Wrappers known to leave the env as it is (:data:`_PASS_THROUGH`: SB3's ``Monitor``) are left
     out of the spec."""
-    spec = single_spec(env)
-    if spec is None:
-        return None
-    kept = tuple(w for w in spec.additional_wrappers if not (w.kwargs is None and w.entry_point in _PASS_THROUGH))
-    spec = dataclasses.replace(spec, additional_wrappers=kept)
-    if _spec_identity(spec) == spec.id:
+    spec = without_pass_through(single_spec(env))
+    if spec is None or _spec_identity(spec) == spec.id:
         return None
     if "render_mode" in spec.kwargs:  # nobody watches its evaluations
         spec = dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
@@ -107,13 +103,13 @@ def unmade_wrappers(spec: Any) -> list[str]:
 
 
 def default_env(agent: Any) -> Any:
-    """What an agent acts in when no env is given: its spec (or bare id), or, where the spec holds a wrapper
-    gymnasium cannot make again, the env object it was built or last trained on (``agent.env_object``, kept in
-    memory as SB3 keeps ``model.env``); a loaded agent has none, and making its spec says why."""
-    spec = getattr(agent, "env_spec", None)
-    if unmade_wrappers(spec) and getattr(agent, "env_object", None) is not None:
+    """What an agent acts in when no env is given: where the env it was built or last trained on holds a
+    wrapper gymnasium cannot make again (a user's, SB3's Monitor), that env object (``agent.env_object``, kept in
+    memory as SB3 keeps ``model.env``); else its spec (or bare id). A loaded agent has no object, and making a
+    spec it cannot make says why."""
+    if getattr(agent, "env_object", None) is not None:
         return agent.env_object
-    return spec or agent.env_id
+    return getattr(agent, "env_spec", None) or agent.env_id
 
 
 # how a numpy array in a spec's kwargs (RescaleAction's per-dimension bounds) is written in JSON
@@ -186,8 +182,25 @@ def env_identity(env: Any) -> str:
     return _spec_identity(spec)
 
 
+def without_pass_through(spec: Any) -> Any:
+    """``spec`` without the wrappers that record no arguments and change nothing (:data:`_PASS_THROUGH`: a
+    spec with SB3's Monitor is made again, and is the same env, without it); None stays None."""
+    if spec is None:
+        return None
+    kept = tuple(w for w in spec.additional_wrappers if not (w.kwargs is None and w.entry_point in _PASS_THROUGH))
+    return spec if len(kept) == len(spec.additional_wrappers) else dataclasses.replace(spec, additional_wrappers=kept)
+
+
+def had_unmade_wrappers(env: Any) -> bool:
+    """True when ``env``'s spec holds a wrapper that records no arguments (SB3's Monitor too): the agent built or
+    trained on it keeps the object itself (``env_object``), as SB3 keeps ``model.env``, so that a Monitor's log
+    records the episodes ``learn()`` collects."""
+    return bool(unmade_wrappers(single_spec(env)))
+
+
 def _spec_identity(spec: Any) -> str:
-    """:func:`env_identity` of the env ``gymnasium.make(spec)`` would make."""
+    """:func:`env_identity` of the env ``gymnasium.make(spec)`` would make (wrappers that change nothing left out)."""
+    spec = without_pass_through(spec)
     kwargs = {k: v for k, v in spec.kwargs.items() if k not in _NOT_IDENTITY}
     if spec.max_episode_steps != _registered_limit(spec.id):
         kwargs["max_episode_steps"] = spec.max_episode_steps

@@ -45,10 +45,16 @@ import torch
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.logs import RunLogger, write_csv
+from zoo.engine.logs import RunLogger, restore_csv, write_csv
 from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl import normalization
-from zoo.rl.envspec import default_env, env_identity, unmade_wrappers
+from zoo.rl.envspec import (
+    default_env,
+    env_identity,
+    had_unmade_wrappers,
+    unmade_wrappers,
+    without_pass_through,
+)
 from zoo.rl.normalization import RUNNING_STATS, normalizers
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
@@ -710,7 +716,7 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
 
     from zoo.rl.envspec import single_spec
 
-    name, spec = _env_name(train_env), single_spec(train_env)
+    name, spec = _env_name(train_env), without_pass_through(single_spec(train_env))  # remade without a Monitor
     if spec is None:
         return None, f"{name} has no registered id"
     if spec.kwargs.get("render_mode") == "human":  # nobody watches an evaluation: no window for its episodes
@@ -1123,7 +1129,7 @@ def _keep_statistics(agent, run: _Run) -> None:
 
     agent.normalization = normalization.statistics(run.normalizers)
     agent.env_spec = own_spec(run.env)
-    agent.env_object = run.env if unmade_wrappers(agent.env_spec) and not run.owns_env else None
+    agent.env_object = run.env if had_unmade_wrappers(run.env) and not run.owns_env else None
 
 
 def _write_logs(agent, run: _Run) -> None:
@@ -1141,7 +1147,7 @@ def _restore_logs(agent, run: _Run) -> None:
     if run.logger is not None:
         run.logger.restore(agent.history)
     if run.log_dir is not None and run.episodes:
-        write_csv(run.episodes, run.log_dir / "episodes.csv")
+        restore_csv(run.episodes, run.log_dir / "episodes.csv")
 
 
 def _checkpoint(agent, run: _Run) -> None:

@@ -245,10 +245,11 @@ class TD3Agent:
         """An episode ended: the correlated exploration noise of those envs (all by default) starts again: that of
         ``act(explore=True)`` / ``predict`` and the training run's, or with ``training=True`` (the loop's own
         episode ends) the run's alone."""
-        noises = (self.action_noise,) if training else (self.action_noise, self.prediction_noise)
-        for noise in noises:
-            if noise is not None and (envs is None or noise.x.dim() == 1 or max(envs, default=-1) < len(noise.x)):
-                noise.reset(envs)
+        if self.action_noise is not None:
+            self.action_noise.reset(envs)  # an index past the run's envs is an IndexError, as it was
+        noise = None if training else self.prediction_noise
+        if noise is not None and (envs is None or noise.x.dim() == 1 or all(0 <= i < len(noise.x) for i in envs)):
+            noise.reset(envs)  # the predictions' rows are the caller's batch: other indices are not its envs
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
@@ -1017,8 +1018,8 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     config = preset_config(preset, env_id or "", **overrides)
     agent = TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
     if not isinstance(env, str):  # a wrapped env (RescaleAction, normalisers, make kwargs) is its env, not the id
-        from zoo.rl.envspec import own_spec, unmade_wrappers
+        from zoo.rl.envspec import had_unmade_wrappers, own_spec
 
         agent.env_spec = own_spec(env)
-        agent.env_object = env if unmade_wrappers(agent.env_spec) else None
+        agent.env_object = env if had_unmade_wrappers(env) else None
     return agent

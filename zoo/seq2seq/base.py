@@ -148,7 +148,9 @@ class Seq2SeqModel(Network, nn.Module):
 
     @torch.no_grad()
     def _weights_sum(self) -> torch.Tensor:
-        return torch.stack([p.detach().float().sum() for p in self.parameters()]).cpu()  # (n_params,)
+        # on the CPU in float64 both times: a CUDA sum after the trainer moved the model, against a CPU sum
+        # before, could differ in the last bit with no step taken
+        return torch.stack([p.detach().cpu().double().sum() for p in self.parameters()])  # (n_params,)
 
     def zoo_data_options(self) -> list[str]:
         """``corpus_data``'s options (``direction``, ``max_tokens``, ``bleu_sentences``, ...), which ``zoo_data``
