@@ -371,8 +371,10 @@ def named_options(model: Any, call: str) -> list[str] | None:
 
 
 def _output_path(path: str | os.PathLike, name: str | None) -> Path:
-    out = Path(path).expanduser()  # as zoo.build(weights=...) reads it: the round trip must hold
-    if out.is_dir():
+    raw = os.fspath(path)
+    out = Path(raw).expanduser()  # as zoo.build(weights=...) reads it: the round trip must hold
+    # a folder, or one yet to be made, written as one ("runs/new/", which Path drops the slash of)
+    if out.is_dir() or (raw.endswith(("/", os.sep)) and not out.exists()):
         out = out / f"{name or 'model'}.safetensors"
     if out.suffix != ".safetensors":
         raise ValueError(f"zoo.save writes safetensors: give a path ending in .safetensors or a folder, got {out}")

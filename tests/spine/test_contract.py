@@ -130,6 +130,14 @@ def test_save_into_a_folder_names_the_file_after_the_model(tmp_path):
     assert zoo.build("resnet18", weights=path).fc.out_features == 3  # the config travels in the file
 
 
+def test_save_into_a_folder_yet_to_be_made_written_as_one(tmp_path):
+    """zoo.save(m, "new/") was refused: "give a path ending in .safetensors or a folder" (Path drops the slash)."""
+    path = zoo.save(zoo.build("td3", net_arch=(8, 8)), f"{tmp_path}/runs/new/")
+    assert path == tmp_path / "runs" / "new" / "td3.safetensors" and path.is_file()
+    with pytest.raises(ValueError, match="give a path ending in .safetensors or a folder"):
+        zoo.save(zoo.build("td3", net_arch=(8, 8)), tmp_path / "runs" / "plain")  # no slash: not a folder
+
+
 def test_save_and_export_look_through_dataparallel_and_torch_compile(tmp_path):
     """zoo.save(nn.DataParallel(model)) wrote a plain state dict with every key prefixed "module." and no
     config, which zoo.build then refused; zoo.export of either wrapper found no exporter."""
