@@ -5,6 +5,7 @@ through torch.export.load, and compared with PyTorch."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -563,3 +564,37 @@ def test_a_module_that_takes_only_its_examples_batch_size_is_an_export_error(tmp
                                           r"\(RuntimeError: .*\); zoo exports axis 0 of every input as a dynamic"):
         zoo.export(FixedBatch(), tmp_path / "s.onnx", example_inputs=torch.randn(4, 3))
     assert not list(tmp_path.iterdir())
+
+
+def test_a_kill_while_an_earlier_export_is_set_aside_loses_neither(tmp_path):
+    """A kill (no cleanup runs) between moving the earlier folder export aside and moving the new one in left
+    the earlier export inside the staging temp folder, which the next sweep (any later save, export or pull
+    there) removed: neither export was left."""
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "bundle"
+    zoo.export(_TwoGraphs(), out, "onnx", note="v1")
+    child = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_export import _TwoGraphs
+        import zoo
+        from zoo import exporting
+        check = exporting._refuse_foreign_folder
+        def killed(folder, extra=()):
+            if folder.name.endswith(".previous"):
+                os._exit(9)  # as SIGKILL: no finally, no except
+            return check(folder, extra)
+        exporting._refuse_foreign_folder = killed
+        zoo.export(_TwoGraphs(), {str(out)!r}, "onnx", note="v2")
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 9, run.stderr
+    assert not out.exists()
+    zoo.save(zoo.build("td3", net_arch=(8, 8)), tmp_path / "other.safetensors")  # sweeps tmp_path's temp files
+    with pytest.warns(UserWarning, match="earlier export is put back before this one"):
+        zoo.export(_TwoGraphs(), out, "onnx", note="v3")
+    assert json.loads((out / "export.json").read_text())["note"] == "v3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "other.safetensors"]

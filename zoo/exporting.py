@@ -48,6 +48,7 @@ import json
 import operator
 import os
 import re
+import shutil
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -484,6 +485,8 @@ def _restore_training(model: Any):
 def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool, dtype: torch.dtype = torch.float32) -> ExportResult:
     """Write (and verify) in a private temp folder (:class:`zoo.fs.PrivateTemp`), then move into place."""
     fs.sweep_temps(target.parent)  # the staging folders of exports killed here (SIGTERM runs no cleanup)
+    if spec.is_folder:
+        _recover_aside(target)
     staging = fs.PrivateTemp(target.parent, target.name)
     try:
         out = staging.path_for(target)  # the file, or the folder of a multi-graph export, being built
@@ -513,7 +516,7 @@ def _write(spec: ExportSpec, target: Path, fmt: str, verify: bool, dtype: torch.
                      "files": sorted([*names, *spec.files, INDEX_FILE]),  # what a later export may replace
                      "max_abs_diff": per_graph or None}
             _write_file(out / INDEX_FILE, (json.dumps(index, indent=2) + "\n").encode("utf-8"), target)
-            _replace_dir(out, target, staging.path_for(f"{target.name}.previous"), spec.files)
+            _replace_dir(out, target, _aside(target), spec.files)
             files = tuple(sorted(target / n for n in [*names, *spec.files, INDEX_FILE]))
     finally:
         staging.abort()
@@ -538,10 +541,31 @@ def _write_file(path: Path, data: bytes, target: Path) -> None:
         raise fs.write_error(err, target, len(data)) from None
 
 
+def _aside(target: Path) -> Path:
+    """Where an earlier folder export of ``target`` waits while the new one moves in: beside it, under a name of
+    zoo's. It was in the private staging folder, so a kill between the two moves left it where the next sweep
+    of temp files (any later save, export or pull in that folder) removed it: neither export was left."""
+    return target.with_name(f"{target.name}.zoo-export.previous")
+
+
+def _recover_aside(target: Path) -> None:
+    """What a kill in :func:`_replace_dir` left: the earlier export aside and no ``target`` (put back, with a
+    warning), or both (the new one moved in, and the earlier one was not yet removed: removed now)."""
+    aside = _aside(target)
+    if not aside.is_dir() or aside.is_symlink():
+        return
+    if target.exists() or target.is_symlink():
+        shutil.rmtree(aside, ignore_errors=True)
+        return
+    os.replace(aside, target)
+    warnings.warn(f"an export into {target} was stopped while its earlier export waited in {aside.name}: that "
+                  "earlier export is put back before this one", stacklevel=user_stacklevel())
+
+
 def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
-    """Move the finished folder onto ``target``. An earlier export there is first moved to ``aside`` (in
-    the private staging folder: a name nobody else uses, removed with it), checked again (files may have
-    appeared since the export began) and put back when it holds anything zoo did not write."""
+    """Move the finished folder onto ``target``. An earlier export there is first moved to ``aside``
+    (:func:`_aside`), checked again (files may have appeared since the export began) and put back when it
+    holds anything zoo did not write; once the new export is in place it is removed."""
     if not (target.exists() or target.is_symlink()):
         os.replace(built, target)
         return
@@ -560,6 +584,7 @@ def _replace_dir(built: Path, target: Path, aside: Path, extra: Any) -> None:
     except BaseException:
         os.replace(aside, target)
         raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 _NO_MAX = 2**31 - 1  # the bound of a dynamic axis the family leaves open
