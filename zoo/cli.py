@@ -393,7 +393,7 @@ def _model_config(args: argparse.Namespace, params: dict[str, Any], shared: Sequ
     for key in shared:
         value = getattr(args, key, None)
         if key in params and value is not None:
-            config[key] = None if (key == "amp" and value == "none") else value
+            config[key] = amp_option(value) if key == "amp" else value
     return config
 
 
@@ -403,7 +403,7 @@ def _loop_config(args: argparse.Namespace, family: str) -> dict[str, Any]:
         if getattr(args, opt, None) is not None:
             out[key] = getattr(args, opt)
     if getattr(args, "amp", None):
-        out["amp"] = None if args.amp == "none" else args.amp
+        out["amp"] = amp_option(args.amp)
     if getattr(args, "overfit_batches", 0):
         out["overfit_batches"] = args.overfit_batches
     if getattr(args, "resume", False):
@@ -573,7 +573,7 @@ def _call_options(args: argparse.Namespace, model: Any, call: str) -> dict[str, 
             if dest in built:
                 continue
             raise UsageError(_not_an_option(args, model, call, _config_flag(dest)))
-        out[dest] = None if (dest == "amp" and value == "none") else value
+        out[dest] = amp_option(value) if dest == "amp" else value
     return out
 
 

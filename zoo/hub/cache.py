@@ -113,7 +113,11 @@ def _unlink(path: Path) -> list[str]:
 
 
 def _remove_tree(path: Path) -> list[str]:
-    """``shutil.rmtree(path)``; returns what could not be removed (``path: reason``) instead of raising."""
+    """``shutil.rmtree(path)``; returns what could not be removed (``path: reason``) instead of raising. A
+    linked folder (a cache kept on another disk) is emptied and the link kept."""
+    if path.is_symlink():
+        return [f for child in path.iterdir()
+                for f in (_remove_tree(child) if child.is_dir() and not child.is_symlink() else _unlink(child))]
     failed: list[str] = []
     if sys.version_info >= (3, 12):  # onerror is deprecated there
         shutil.rmtree(path, onexc=lambda _f, p, err: failed.append(f"{p}: {err}"))
@@ -138,9 +142,7 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
                 removed, freed = removed + 1, freed + item.size
             continue
         if item.kind == "hf":
-            # a linked hf/ (a cache kept on another disk) is emptied, the link kept
-            failed = [f for child in item.path.iterdir() for f in (_remove_tree(child) if child.is_dir() and not
-                      child.is_symlink() else _unlink(child))] if item.path.is_symlink() else _remove_tree(item.path)
+            failed = _remove_tree(item.path)
             if failed:  # counted as freed before, with every file still there
                 raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
                                                f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}"

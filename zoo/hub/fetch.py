@@ -209,10 +209,11 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
     src = local_path(source)
     if not src.is_file():
         raise _NotFound(f"{src} does not exist")
-    if size is not None and src.stat().st_size != size:
-        raise HashMismatchError(f"{source} is {src.stat().st_size} bytes, the file {size}: not this file (not "
-                                f"copied); nothing entered the cache ({dest.parent})")
-    with _Digest() as digest, open(src, "rb") as fin, fs.atomic_write(dest, size=src.stat().st_size) as fout:
+    have = src.stat().st_size
+    if size is not None and have != size:
+        raise HashMismatchError(f"{source} is {have} bytes, the file {size}: not this file (not copied); nothing "
+                                f"entered the cache ({dest.parent})")
+    with _Digest() as digest, open(src, "rb") as fin, fs.atomic_write(dest, size=have) as fout:
         for block in iter(lambda: fin.read(CHUNK), b""):
             fout.write(block)
             digest.update(block)
@@ -237,7 +238,7 @@ def _open_part(part: Path, append: bool):
 
 
 class _Oversized(Exception):
-    """The server sent (or announced) more bytes than the file has: not the file, however long we wait."""
+    """The server sent more bytes than the file has: not the file, however long we wait."""
 
 
 def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:

@@ -247,9 +247,15 @@ class TD3Agent:
         episode ends) the run's alone."""
         if self.action_noise is not None:
             self.action_noise.reset(envs)  # an index past the run's envs is an IndexError, as it was
-        noise = None if training else self.prediction_noise
+        if not training:
+            self._restart_prediction_noise(envs)
+
+    def _restart_prediction_noise(self, envs: list[int] | None) -> None:
+        """The predictions' OU state starts again in rows ``envs`` (all by default); its rows are the caller's
+        latest batch, so indices outside it are not its envs and are left alone."""
+        noise = self.prediction_noise
         if noise is not None and (envs is None or noise.x.dim() == 1 or all(0 <= i < len(noise.x) for i in envs)):
-            noise.reset(envs)  # the predictions' rows are the caller's batch: other indices are not its envs
+            noise.reset(envs)
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
@@ -686,10 +692,9 @@ class TD3Agent:
         the env's units, so SB3's ``evaluate_policy`` and rl-baselines3-zoo's tools run this agent.
         ``deterministic=False`` adds exploration noise (:meth:`act`), whose Ornstein-Uhlenbeck state starts
         again in the rows ``episode_start`` marks; ``state`` comes back unchanged (no recurrence)."""
-        if episode_start is not None and self.prediction_noise is not None:
-            starts = np.asarray(episode_start, dtype=bool).reshape(-1)
-            if starts.any() and (self.prediction_noise.x.dim() == 1 or len(starts) == len(self.prediction_noise.x)):
-                self.prediction_noise.reset(np.flatnonzero(starts).tolist())
+        starts = np.flatnonzero(np.asarray(episode_start, dtype=bool).reshape(-1)) if episode_start is not None else []
+        if len(starts):
+            self._restart_prediction_noise(starts.tolist())
         return self.zoo_predict(observation, explore=not deterministic), state
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4, tb_log_name: str = "TD3",
