@@ -102,6 +102,10 @@ def test_pt2_runner_without_tokenizer_decodes_ids(tmp_path, tiny_gru):
     assert index["export_format"] == graph["export_format"] == "zoo.seq2seq-export/1"
     runner = ExportedTranslator(res.path)
     assert runner.greedy(SOURCES.numpy(), max_len=12) == greedy_search(tiny_gru, SOURCES, max_len=12)
+    for decode in (runner.greedy, lambda src, max_len: greedy_search(tiny_gru, torch.from_numpy(src), max_len)):
+        # the runner clipped it to the graphs' 255 positions without a word
+        with pytest.raises(ValueError, match=r"max_len must be between 1 and 255 .*got 1000"):
+            decode(SOURCES.numpy(), max_len=1000)
     with pytest.raises(ValueError, match="no tokenizer.json"):
         runner.translate("Hallo")
     with pytest.raises(ValueError, match=r"src must be \(B, S\)"):

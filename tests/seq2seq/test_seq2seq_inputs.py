@@ -140,6 +140,12 @@ def test_search_functions_check_their_options_too(model):
     src = torch.tensor([[5, 6, 7, 2]])
     with pytest.raises(ValueError, match="max_len must be an int >= 1"):
         greedy_search(model, src, max_len=0)
+    # past the model's positions: the Transformer decoded 31 steps and then failed inside its position table
+    for search in (greedy_search, lambda m, s, max_len: beam_search(m, s, beam_size=2, max_len=max_len)):
+        with pytest.raises(ValueError, match=r"max_len must be between 1 and 31 \(the model's max_len 32 less BOS\)"
+                                             r".*got 32"):
+            search(model, src, max_len=32)
+    assert len(greedy_search(model, src, max_len=31)[0]) <= 31
     with pytest.raises(ValueError, match="length_penalty must be a finite number"):
         beam_search(model, src, beam_size=2, length_penalty=float("nan"))
     with pytest.raises(ValueError, match="beam_size must be an int >= 1"):

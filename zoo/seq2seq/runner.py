@@ -78,14 +78,14 @@ class ExportedTranslator:
         src = np.asarray(src, dtype=np.int64)
         if src.ndim != 2:
             raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
-        max_len = check_max_len(max_len)
+        max_len = check_max_len(max_len, self.max_len)  # model.translate's limit: clipped silently before
         if max_len is None:  # each row's own default, as model.translate's (not the longest source's)
             import torch
 
             ends = default_max_len(torch.from_numpy(src), self.pad_id, self.max_len).numpy()
         else:
             ends = np.full(src.shape[0], max_len)
-        ends = np.minimum(ends, self.max_len - 1)  # the decoder's positions end there
+        ends = np.minimum(ends, self.max_len - 1)  # a default past the decoder's positions ends there
         outs = self._encoder(src)
         n_state = len(self.meta["state"])
         state, context = outs[:n_state], outs[n_state:]

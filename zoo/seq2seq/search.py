@@ -38,17 +38,27 @@ def whole_number(name: str, value: Any, expected: str) -> int:
     return operator.index(value)
 
 
-def check_max_len(max_len: Any) -> int | None:
-    """``max_len`` is None (the default per sentence) or an int >= 1 (a NumPy integer too); returns it as an int."""
+def check_max_len(max_len: Any, model_max: int | None = None) -> int | None:
+    """``max_len`` is None (the default per sentence) or an int >= 1 (a NumPy integer too), and with ``model_max``
+    (the model's ``max_len``) at most ``model_max - 1``, the decoder's positions after BOS; returns it as an int."""
     if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral)
                                 or max_len < 1):
         raise ValueError(f"max_len must be an int >= 1 (new tokens) or None; got {max_len!r}")
+    if max_len is not None and model_max is not None and max_len > model_max - 1:
+        raise max_len_out_of_range(max_len, model_max)
     return None if max_len is None else operator.index(max_len)
+
+
+def max_len_out_of_range(max_len: Any, model_max: int) -> ValueError:
+    """The error for a ``max_len`` past the model's positions: decoding stopped there (a Transformer) or the
+    runner clipped it without a word, where it is refused up front now."""
+    return ValueError(f"max_len must be between 1 and {model_max - 1} (the model's max_len {model_max} less BOS), "
+                      f"or None for 1.5 x the source + 10; got {max_len}")
 
 
 def _steps(model: Any, src: Tensor, max_len: int | None) -> list[int]:
     """New tokens to allow each row: ``max_len``, checked, or the default for the row's source."""
-    max_len = check_max_len(max_len)
+    max_len = check_max_len(max_len, model.max_len)
     if max_len is None:
         return default_max_len(src, model.pad_id, model.max_len).tolist()
     return [max_len] * src.shape[0]

@@ -25,7 +25,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
-from zoo.seq2seq.search import beam_search, greedy_search, whole_number
+from zoo.seq2seq.search import beam_search, greedy_search, max_len_out_of_range, whole_number
 from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
@@ -49,8 +49,7 @@ def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batc
     if max_len is not None:
         max_len = whole_number("max_len", max_len, "an int (new tokens per sentence) or None")
         if not 1 <= max_len <= model_max - 1:
-            raise ValueError(f"max_len must be between 1 and {model_max - 1} (the model's max_len {model_max} less "
-                             f"BOS), or None for 1.5 x the source + 10; got {max_len}")
+            raise max_len_out_of_range(max_len, model_max)
     return ints[0], float(length_penalty), max_len, ints[1]
 
 
