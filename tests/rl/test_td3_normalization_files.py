@@ -14,7 +14,7 @@ from gymnasium.wrappers import NormalizeObservation, NormalizeReward
 from safetensors import safe_open
 
 import zoo
-from zoo.rl import loop
+from zoo.rl import evaluation, loop
 
 TINY = {"net_arch": (8, 8), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
 
@@ -54,8 +54,8 @@ def trained(tmp_path_factory):
 def test_a_loaded_agent_evaluates_with_the_training_statistics(trained, monkeypatch, which):
     agent, env, files = trained
     made = []
-    real = loop.make_env
-    monkeypatch.setattr(loop, "make_env", lambda e, **kw: made.append(real(e, **kw)) or made[-1])
+    real = evaluation.make_env
+    monkeypatch.setattr(evaluation, "make_env", lambda e, **kw: made.append(real(e, **kw)) or made[-1])
     loaded = zoo.build("td3", weights=files[which])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the env it makes pairs with the file: nothing to warn about

@@ -40,7 +40,7 @@ def test_another_env_or_number_of_envs_is_refused_on_resume(tmp_path, change, re
 
 def test_resume_on_a_folder_without_a_checkpoint_starts_from_scratch(tmp_path, caplog):
     agent = zoo.build("td3", **TINY)
-    with caplog.at_level(logging.INFO, logger="zoo.rl.loop"):  # was: FileNotFoundError
+    with caplog.at_level(logging.INFO, logger="zoo.rl.resume"):  # was: FileNotFoundError
         first = zoo.train(agent, total_steps=30, checkpoint_dir=tmp_path, resume=True, **RUN)
     assert "no TD3 checkpoint in" in caplog.text and "starting from scratch" in caplog.text
     assert first.resumed is None and agent.num_timesteps == 30

@@ -1,72 +1,61 @@
 """The environment loop: collect, update, evaluate, log, checkpoint and resume.
 
-:func:`train` reads top to bottom: set up the run (:class:`_Run`), resume, then per environment step
-collect a transition, update, end episodes, evaluate and log, checkpoint. The log is the engine's
+:func:`train` reads top to bottom: set up the run (:class:`zoo.rl.run._Run`), resume, then per environment
+step collect a transition, update, end episodes, evaluate and log, checkpoint. The log is the engine's
 (:class:`zoo.engine.logs.RunLogger`): ``metrics.csv`` with one row per evaluation keyed by ``step``
 (environment steps), TensorBoard scalars when it is installed, ``learning_curves.png`` at the end, and
-``episodes.csv`` (every training episode's return).
-
-Exact resume (single env, CPU): periodic checkpoints are taken at episode boundaries, where the whole
-state of the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
-``np_random`` state and the running statistics of its ``NormalizeObservation`` / ``NormalizeReward``
-wrappers, so a resumed run replays the uninterrupted one bit for bit. A run that stops
-mid-episode (its last checkpoint) cannot save the env's physics; it records how that episode started (the
-reset's seed or the env's random state before it), and a resume resets the env the same way and steps it
-with the episode's actions from the replay buffer, checking every observation and reward against the
-buffer's. An env that does not reproduce them (its dynamics depend on more than its seed) gets a warning
-and a fresh episode. With a vector env the episodes in progress at a checkpoint restart on resume (a
-warning says so).
+``episodes.csv`` (every training episode's return). The envs are made and evaluated by
+:mod:`zoo.rl.evaluation`; the checkpoint and exact resume are :mod:`zoo.rl.resume`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import copy
-import io
-import json
 import logging
 import math
-import numbers
 import os
 import signal
 import sys
 import threading
 import time
 import warnings
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.logs import RunLogger, restore_csv, write_csv
 from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl import normalization
-from zoo.rl.envspec import (
-    default_env,
-    env_identity,
-    had_unmade_wrappers,
-    unmade_wrappers,
-    without_pass_through,
+from zoo.rl.envspec import env_identity, without_pass_through
+from zoo.rl.evaluation import (
+    _SYNCED,
+    _adopt,
+    _check_env_fits,
+    _env_name,
+    _pick_env,
+    evaluate,
+    make_env,
+    whole_count,
 )
 from zoo.rl.normalization import RUNNING_STATS, normalizers
+from zoo.rl.resume import (
+    _checkpoint,
+    _env_rng_state,
+    _reset,
+    _restore_env,
+    _resume,
+    _resume_path,
+    _set_env_rng_state,
+)
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, _Clock, _keep_statistics, _next_multiple, _Run
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
-CHECKPOINT_NAME = "td3_last.pt"
-"""The run's checkpoint (agent, optimizers, replay buffer, episodes): what ``resume`` continues from."""
-BEST_NAME = "td3_best.safetensors"
-"""The best evaluated policy's networks (``zoo.build("td3", weights=...)`` loads it): ``TrainResult.checkpoint_path``."""
-
-CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
-"""The ``format`` of what ``TD3Agent.checkpoint_state`` writes (``zoo.build("td3", weights=)`` reads its networks)."""
-_FORMAT = CHECKPOINT_FORMAT
 CHECKPOINT_EVERY = 10_000
 """Environment steps between periodic checkpoints when ``checkpoint_dir`` is given with neither
 ``checkpoint_every`` nor ``eval_every`` (a checkpoint only at the end would lose a whole run to a kill)."""
@@ -74,327 +63,6 @@ CHECKPOINT_EVERY = 10_000
 log = logging.getLogger(__name__)
 # the history columns learning_curves.png draws, against "step"
 _PLOTTED = ("step", "eval_return_mean", "train_return_recent", "critic_loss", "actor_loss", "steps_per_s")
-
-
-def make_env(env: Any, *, num_envs: int = 1):
-    """An env id or ``EnvSpec`` -> ``gymnasium.make`` (or a same-step-autoreset vector env when
-    ``num_envs > 1``); an env object is returned as it is."""
-    import gymnasium as gym
-    from gymnasium.envs.registration import EnvSpec
-
-    if isinstance(env, (str, os.PathLike, EnvSpec)):
-        # a spec (zoo.rl.envspec) makes the id with its kwargs and recorded wrappers again
-        env_id = env if isinstance(env, EnvSpec) else str(env)
-        unmade = unmade_wrappers(env)
-        if unmade:
-            raise ValueError(
-                f"cannot make {env.id} with its wrapper(s) {', '.join(unmade)} again: they record no constructor "
-                "arguments (gymnasium.utils.RecordConstructorArgs), so gymnasium.make cannot rebuild them; pass "
-                "the wrapped env object (env=...), or give the wrapper RecordConstructorArgs")
-        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
-            raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
-        try:
-            if num_envs > 1:
-                return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                                    vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
-            return gym.make(env_id)
-        except gym.error.Error as err:
-            name = env_id.id if isinstance(env_id, EnvSpec) else env_id
-            raise ValueError(f"cannot make gymnasium env {name!r}: {err}") from None
-    if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
-        if num_envs != 1 and num_envs != getattr(env, "num_envs", 1):  # it trained on the env as it was, unsaid
-            raise ValueError(f"num_envs={num_envs!r} makes copies of an env id; {_env_name(env)} is an env object "
-                             "trained on as it is: give its id with num_envs, or a VectorEnv of the copies")
-        return env
-    raise TypeError(f"env must be a gymnasium env id, EnvSpec, gymnasium.Env or VectorEnv; got {type(env).__name__}")
-
-
-def _env_name(env: Any) -> str:
-    spec = getattr(env, "spec", None)
-    return getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
-
-
-def _check_env_fits(agent, env) -> None:
-    from zoo.rl.envspec import acting_spaces
-    from zoo.rl.td3 import check_spaces
-
-    obs_space, act_space = acting_spaces(env)  # a ClipAction's Box(-inf, inf): the bounds it clips into
-
-    obs_dim, act_dim = check_spaces(obs_space, act_space, _env_name(env))
-    if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim) or tuple(obs_space.shape) != agent.obs_shape:
-        shapes = "" if len(agent.obs_shape) == 1 and len(obs_space.shape) == 1 else \
-            f" (observations {tuple(obs_space.shape)}, the agent's {agent.obs_shape})"
-        raise ValueError(f"{_env_name(env)} has obs_dim {obs_dim}, act_dim {act_dim}; the agent was built for "
-                         f"obs_dim {agent.obs_dim}, act_dim {agent.act_dim} (env {agent.env_id!r}){shapes}")
-    low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
-    if not (np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)):
-        raise ValueError(f"{_env_name(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "
-                         f"{agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the agent acts in (a "
-                         "wrapped env with its wrappers, e.g. gymnasium.wrappers.RescaleAction)")
-
-
-def _pick_env(agent, data: Any, env: Any) -> Any:
-    if data is not None and env is not None:
-        raise TypeError("give the environment once: as data or as env=..., not both")
-    chosen = env if env is not None else data
-    if chosen is None:
-        if agent.env_id is None:
-            raise ValueError(f"no environment: this agent (obs_dim {agent.obs_dim}, act_dim {agent.act_dim}) was built "
-                             "for an env without a registered id (or loaded from the weights of one), so there is "
-                             "none to make: pass env=<gymnasium id or env>")
-        # an agent built or trained on a wrapped env acts in that env: its spec makes the wrappers again (or,
-        # where it cannot, the env object itself)
-        chosen = default_env(agent)
-    return chosen
-
-
-@torch.inference_mode()
-def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, seed: int | None = None,
-             max_steps: int | None = None, progress: bool = False) -> dict[str, float]:
-    """Mean and std of the return of ``episodes`` deterministic episodes (no exploration noise).
-
-    Episode ``i`` is reset with ``seed + i`` (default seed: the agent's seed + 10_000), so an evaluation
-    is repeatable and independent of the training env's state. A ``VectorEnv`` (what ``zoo.train`` also
-    takes) shares the episodes out among its envs, as Stable-Baselines3's ``evaluate_policy`` does: env
-    ``j`` is reset with ``seed + j`` and runs its share one after another.
-
-    An agent that trained behind ``NormalizeObservation`` / ``NormalizeReward`` (``agent.normalization``,
-    which its weights file carries) puts its statistics into an env whose normalisers have not been
-    updated yet (one made here, its own by default) and evaluates with them frozen, as its training run's
-    evaluations did; an env whose normalisers have statistics of their own keeps them, and one without
-    the agent's wrappers gets a warning. The returns are the env's own: ``NormalizeReward``'s scaling is taken
-    off while evaluating (:func:`zoo.rl.normalization.raw_rewards`), as rl-baselines3-zoo evaluates with
-    ``norm_reward=False``; they were in the scale of the statistics of the moment, which moved between a
-    run's evaluations. ``progress=True`` shows a bar over the episodes.
-    """
-    from zoo._progress import ProgressBar
-
-    episodes = whole_count("episodes", episodes, 1, "episodes")
-    chosen = _pick_env(agent, data, env)
-    e = make_env(chosen)
-    import gymnasium as gym
-
-    _check_env_fits(agent, e)
-    base = agent.seed + 10_000 if seed is None else int(seed)
-    episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
-    try:
-        with _agent_statistics(agent, e), normalization.raw_rewards(e), \
-                ProgressBar(total=episodes, desc="evaluate", unit="episode", disable=not progress) as bar:
-            returns, lengths = episodes_of(agent, e, episodes, base, max_steps, bar.update)
-    finally:
-        if e is not chosen:
-            e.close()
-    return {"return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
-            "length_mean": float(np.mean(lengths)), "episodes": float(episodes)}
-
-
-def _agent_statistics(agent, e: Any):
-    """The agent's normalisation statistics put into ``e``'s fresh normalisers and frozen there (a context
-    manager); nothing for an env the training loop synced from its training env."""
-    stats = getattr(agent, "normalization", None)
-    if not stats or e is _SYNCED.get():
-        return contextlib.nullcontext()
-    # an evaluation's rewards are the env's own (raw_rewards): only the observations' scale is at stake there
-    return normalization.frozen(_adopt(agent, e, "this agent", kinds=("obs_rms",)))
-
-
-def _adopt(agent, env: Any, source: str, kinds: tuple[str, ...] = normalization.RUNNING_STATS) -> list[Any]:
-    """Put ``agent.normalization`` into ``env``'s normalisers when none of them has been updated yet (a
-    mismatch of ``kinds`` warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
-    theirs = normalizers(env)
-    if not agent.normalization or (theirs and not normalization.is_fresh(theirs)):
-        return []
-    return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})",
-                             warn=kinds)
-
-
-def _episodes(agent, e, episodes: int, base: int, max_steps: int | None,
-              ended: Callable[[], object] = lambda: None) -> tuple[list[float], list[int]]:
-    """Returns and lengths of ``episodes`` episodes of the env ``e``, episode ``i`` reset with ``base + i``;
-    ``ended()`` after each."""
-    returns, lengths = [], []
-    for i in range(episodes):
-        obs, _ = e.reset(seed=base + i)
-        total, n, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = e.step(agent.act(obs))
-            total += float(reward)
-            n += 1
-            done = terminated or truncated or (max_steps is not None and n >= max_steps)
-        returns.append(total)
-        lengths.append(n)
-        ended()
-    return returns, lengths
-
-
-def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None,
-                     ended_one: Callable[[], object] = lambda: None) -> tuple[list[float], list[int]]:
-    """Returns and lengths of ``episodes`` episodes of the vector env ``e``, in the order they end; env ``j``
-    runs ``(episodes + j) // n`` of them (the first ones the env ends, so the share does not favour short
-    episodes); ``ended_one()`` after each."""
-    import gymnasium as gym
-
-    mode = e.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-    if mode not in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):
-        raise ValueError(f"evaluate runs vector envs that reset their episodes themselves (NEXT_STEP or SAME_STEP "
-                         f"autoreset); this one has {mode}")
-    n = e.num_envs
-    todo = np.array([(episodes + j) // n for j in range(n)])
-    total, length = np.zeros(n), np.zeros(n, np.int64)
-    resetting = np.zeros(n, bool)  # NEXT_STEP: this step only resets the env that ended
-    counting = np.ones(n, bool)  # False while an episode cut at max_steps runs on to its end, uncounted
-    returns: list[float] = []
-    lengths: list[int] = []
-    obs, _ = e.reset(seed=[base + j for j in range(n)])
-    while todo.any():
-        obs, reward, terminated, truncated, _ = e.step(agent.act(obs))
-        ended = np.asarray(terminated) | np.asarray(truncated)
-        live = ~resetting
-        total[live] += np.asarray(reward, np.float64)[live]
-        length[live] += 1
-        cut = live & counting & ~ended & (max_steps is not None) & (length >= (max_steps or 0))
-        for j in np.flatnonzero(live & ((ended & counting) | cut)):
-            if todo[j]:
-                returns.append(float(total[j]))
-                lengths.append(int(length[j]))
-                todo[j] -= 1
-                ended_one()
-        counting = np.where(ended & live, True, counting & ~cut)
-        total[ended & live], length[ended & live] = 0.0, 0
-        resetting = ended & live if mode == gym.vector.AutoresetMode.NEXT_STEP else np.zeros(n, bool)
-    return returns, lengths
-
-
-# --- checkpoints --------------------------------------------------------------------------------------
-
-
-def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
-    from zoo.engine.checkpoint import tensors_digest
-
-    buf = io.BytesIO()
-    torch.save({**obj, "digest": tensors_digest(obj)}, buf)  # checked on read, as the engine's checkpoints
-    fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
-
-
-def _read_checkpoint(path: Path) -> dict[str, Any]:
-    """The TD3 checkpoint at ``path``, read onto the CPU (loading copies each tensor to the agent's device;
-    the generator state must stay a CPU byte tensor). An empty, truncated, corrupt or foreign file is a
-    ``zoo.engine.CheckpointError`` naming it and how to go on."""
-    from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
-
-    state = load_plain(path, "cpu", what="TD3 checkpoint", how=(
-        f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
-        "checkpoint_dir)"))
-    fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
-    if fmt != _FORMAT:
-        what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
-            if fmt == "zoo.checkpoint/1" else ""
-        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {_FORMAT!r}, got {fmt!r}{what}; "
-                              f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
-                              "checkpoint_dir=...) writes")
-    check_digest(state, path, "TD3 checkpoint")
-    return state
-
-
-def _env_rng_state(env) -> str | None:
-    rng = getattr(env.unwrapped, "_np_random", None)
-    return None if rng is None else json.dumps(rng.bit_generator.state)
-
-
-def _set_env_rng_state(env, state: str | None) -> None:
-    if state is None:
-        return
-    st = json.loads(state)
-    bitgen = getattr(np.random, st["bit_generator"])()
-    bitgen.state = st
-    env.unwrapped.np_random = np.random.Generator(bitgen)
-
-
-# --- the run -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Clock:
-    """Speeds for the log: environment steps per second since the last row, and over the learning phase
-    (from the first step at ``learning_starts`` on); evaluation time is left out of both."""
-
-    mark_steps: int = 0  # environment steps at the last row
-    mark_t: float = field(default_factory=time.perf_counter)  # when the last row's evaluation ended
-    t0: float | None = None  # the first step of the learning phase
-    eval_s: float = 0.0  # evaluation time since t0
-    steps: int = 0  # environment steps since t0
-
-    def learn_time(self, now: float) -> float:
-        return now - self.t0 - self.eval_s if self.t0 is not None else 0.0
-
-    def learn_rate(self, now: float) -> float:
-        t = self.learn_time(now)
-        return self.steps / t if self.steps and t > 0 else float("nan")
-
-    def row_rate(self, steps: int, now: float) -> float:
-        return (steps - self.mark_steps) / (now - self.mark_t) if now > self.mark_t else float("nan")
-
-    def evaluated(self, started: float, steps: int) -> None:
-        end = time.perf_counter()
-        if self.t0 is not None:
-            self.eval_s += end - started
-        self.mark_steps, self.mark_t = steps, end
-
-
-@dataclass
-class _Run:
-    """One call of :func:`train` besides the agent: its env and settings, the episodes in progress, the log."""
-
-    env: Any
-    chosen: Any  # what the caller gave (an env id is made again for each evaluation)
-    owns_env: bool
-    name: str
-    vec: bool
-    n_envs: int
-    next_step_mode: bool  # a NEXT_STEP-autoreset vector env: the step after an episode's end is a reset
-    total_steps: int
-    eval_every: int | None
-    eval_episodes: int
-    eval_env: Any  # what evaluations run on: eval_env=, the env id or spec, or the training env itself (at the end)
-    ckpt_dir: Path | None
-    ckpt_every: int | None
-    log_dir: Path | None
-    logger: RunLogger | None = None
-    bar: Any = None
-    obs: Any = None  # (obs_dim,) or (n_envs, obs_dim)
-    ep_ret: np.ndarray = field(init=False)  # (n_envs,) return of the episodes in progress
-    ep_len: np.ndarray = field(init=False)  # (n_envs,)
-    prev_autoreset: np.ndarray = field(init=False)  # (n_envs,) NEXT_STEP mode: this step's transition is skipped
-    resetting: np.ndarray = field(init=False)  # (n_envs,) this step only reset the env (NEXT_STEP): not counted
-    episodes: list[dict[str, Any]] = field(default_factory=list)  # every finished training episode
-    recent: deque = field(default_factory=lambda: deque(maxlen=10))  # the last 10 training returns
-    # a single env is reset at the top of the next step, so that a checkpoint taken at an episode's end
-    # holds the env's random state from before that reset
-    need_reset: bool = False
-    since_train: int = 0  # steps (per env) since the last update phase
-    # how the single env's episode in progress began: {"seed": the reset's seed} or {"rng": the env's
-    # random state before the reset}; what a resume replays that episode from
-    episode_start: dict[str, Any] = field(default_factory=dict)
-    next_eval: float = math.inf
-    next_ckpt: float = math.inf
-    clock: _Clock = field(default_factory=_Clock)
-    resumed: dict[str, Any] | None = None
-    identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
-    env_given: bool = True  # False: the call named no env, so the run trains on the agent's own env id
-    normalizers: list = field(default_factory=list)  # the training env's running-statistics wrappers
-    normalization_warned: bool = False
-    interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
-    stopped_by: str = "Ctrl-C"  # or SIGTERM, which the zoo command passes on as a Ctrl-C
-
-    def __post_init__(self) -> None:
-        self.ep_ret = np.zeros(self.n_envs)
-        self.ep_len = np.zeros(self.n_envs, dtype=np.int64)
-        self.prev_autoreset = np.zeros(self.n_envs, dtype=bool)
-        self.resetting = np.zeros(self.n_envs, dtype=bool)
-
-    @property
-    def ckpt_path(self) -> Path | None:
-        return self.ckpt_dir / CHECKPOINT_NAME if self.ckpt_dir is not None else None
 
 
 def train(
@@ -431,7 +99,7 @@ def train(
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
             ``checkpoint_every`` steps (default: ``eval_every``, else :data:`CHECKPOINT_EVERY`; 0: only at
             the end), at the end, and when Ctrl-C stops the run (mid-episode too: a resume replays that
-            episode's steps, see the module's notes on exact resume); the best evaluated
+            episode's steps, see :mod:`zoo.rl.resume`'s notes on exact resume); the best evaluated
             policy goes to ``td3_best.safetensors`` (and stays in memory as ``agent.best_state``); the result's
             ``checkpoint_path`` is that file (``td3_last.pt`` when no evaluation scored a trained policy).
         resume: ``True`` continues from ``checkpoint_dir/td3_last.pt`` (from scratch while the folder holds
@@ -473,17 +141,6 @@ def train(
         finally:
             _close(run)
     return _result(agent, run)
-
-
-def whole_count(name: str, value: Any, minimum: int, unit: str) -> int:
-    """``value`` as an int when it is a whole number >= ``minimum``: an integer, or a float without a
-    fraction (``learn(1e4)``, as Stable-Baselines3 takes it); else a ValueError naming ``name`` and what came
-    (``100.9`` steps were run as 100 without a word)."""
-    whole = isinstance(value, numbers.Integral) or (
-        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
-    if isinstance(value, bool) or not whole or value < minimum:
-        raise ValueError(f"{name} must be a whole number of {unit} >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any,
@@ -793,172 +450,6 @@ def _warn_short_run(agent, run: _Run, resumed: bool) -> None:
             stacklevel=user_stacklevel())
 
 
-def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
-    """The checkpoint ``resume`` names; None for ``resume=True`` on a folder that has none yet (the engine's
-    rule: one command line serves the first run and every restart after a kill)."""
-    if not isinstance(resume, bool):
-        path = Path(resume).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
-        return path
-    if run.ckpt_path is None:
-        raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
-    if not run.ckpt_path.exists():  # a file there that does not load is an error (_read_checkpoint), not this
-        log.info("resume: no TD3 checkpoint in %s yet (%s), starting from scratch", run.ckpt_dir, CHECKPOINT_NAME)
-        return None
-    return run.ckpt_path
-
-
-def _carry_best_file(agent, run: _Run, path: Path) -> None:
-    """A resume from another folder's checkpoint into ``checkpoint_dir`` copies that run's
-    ``td3_best.safetensors`` (the policy of the agent's ``best_step``) there, atomically: the result's best
-    step and ``checkpoint_path`` name the files of one folder (its best policy stayed behind, and the result
-    named ``td3_last.pt``). A best file of another step, or none, is not copied."""
-    if run.ckpt_dir is None or agent.best_step is None or path.parent.resolve() == run.ckpt_dir.resolve():
-        return
-    source = path.parent / BEST_NAME
-    if not source.is_file():
-        return
-    from zoo import hub
-
-    if hub.read_metadata(source).get("step") != str(agent.best_step):
-        return
-    import shutil
-
-    with open(source, "rb") as src, fs.atomic_write(run.ckpt_dir / BEST_NAME, size=source.stat().st_size) as dst:
-        shutil.copyfileobj(src, dst)
-
-
-def _run_settings(run: _Run) -> dict[str, Any]:
-    """The loop's own settings a checkpoint records and a resume compares (only ``total_steps`` may change):
-    how many envs collect, and which env (its id, make kwargs and wrappers: another env with the same
-    spaces is another experiment)."""
-    return {"total_steps": run.total_steps, "num_envs": run.n_envs, "env": run.identity}
-
-
-def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
-    """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
-    the run's episode log; returns the env's saved random state and the run's state at the checkpoint
-    (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
-    if path.suffix == ".safetensors":
-        raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
-                         f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
-                         f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
-                         f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
-    state = _read_checkpoint(path)
-    _refuse_other_env(agent, run, state, path)
-    changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
-    run.episodes = [dict(e) for e in state.get("episodes", [])]
-    run.resumed = {"checkpoint": path, "changed": changed}
-    _carry_best_file(agent, run, path)
-    log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
-    return state.get("env_rng"), state.get("run_state")
-
-
-def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> None:
-    """A resume trains on the checkpointed run's env: another one (the agent's own default when the call
-    named none, say) is a ``ResumeError`` before anything loads, naming the checkpoint's env and the call
-    that continues it. An agent built for another env is not rebuilt for the checkpoint's behind the
-    caller's back (Stable-Baselines3's ``load`` + ``learn`` also need the env passed again)."""
-    from zoo.engine.resume import ResumeError
-    from zoo.rl.td3 import checkpoint_build_config
-
-    saved = json.loads(state["describe"])
-    recorded = json.loads(state["settings"]).get("env") if "settings" in state else None  # older: not recorded
-    if (recorded is None or recorded == run.identity) and (saved["obs_dim"], saved["act_dim"]) == (
-            agent.obs_dim, agent.act_dim):
-        return
-    theirs = recorded or saved.get("env_id") or "an env without a registered id"
-    build = checkpoint_build_config(state)
-    env_id = build.pop("env", None)
-    args = "".join(f", {k}={v!r}" for k, v in build.items())
-    if env_id is not None and recorded in (None, env_id):  # a plain id: the name makes it again
-        by_name = f", model_config={build!r}" if build else ""
-        how = (f"zoo.train('td3', {env_id!r}{by_name}, resume=True, ...), or with an agent: "
-               f"zoo.train(zoo.build('td3', env={env_id!r}{args}), {env_id!r}, resume=True, ...)")
-    else:  # make kwargs, wrappers or no id: only the caller can make that env again
-        how = (f"ENV, made as that run's was ({theirs}), with an agent built for it: "
-               f"zoo.train(zoo.build('td3', env=ENV{args}), ENV, resume=True, ...)")
-    given = "" if run.env_given else ", the agent's own (the call named no env)"
-    raise ResumeError(
-        f"cannot resume {path} on {run.identity!r}{given}, obs_dim {agent.obs_dim}, act_dim {agent.act_dim}: it "
-        f"continues a TD3 run on {theirs!r}, obs_dim {saved['obs_dim']}, act_dim {saved['act_dim']}, and a resume "
-        f"trains on the same env (env: {theirs!r} in {path}, {run.identity!r} now). To continue it, pass that "
-        f"env: {how}")
-
-
-def _reset(run: _Run, seed: int | None = None) -> None:
-    """Start the single env's next episode (all of a vector env's), remembering how, for a resume."""
-    if not run.vec:
-        run.episode_start = {"seed": seed} if seed is not None else {"rng": _env_rng_state(run.env)}
-        if run.normalizers:  # a resume mid-episode replays it from the statistics it began with
-            run.episode_start["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
-    run.obs, _ = run.env.reset(seed=seed)
-
-
-def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
-    """Put the env where the checkpointed run was: at an episode boundary, its random state restored and
-    the next episode begun; mid-episode, that episode begun again and replayed (:func:`_replay_episode`)."""
-    if saved is not None:
-        run.since_train = int(saved["since_train"])
-    now = (saved or {}).get("normalization")  # None in a checkpoint of a run without them, or an older one
-    if run.vec:
-        _put_statistics(run, now)
-        if saved is not None and any(n > 0 for n in saved["ep_len"]):
-            warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
-                          "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
-                          "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
-        # a seed of the run's own (its seed and step), not the OS's: two resumes of one checkpoint were two runs
-        _reset(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
-        return
-    ep_len = int(saved["ep_len"][0]) if saved is not None else 0
-    if ep_len > 0:
-        _put_statistics(run, saved["episode_start"].get("normalization"))  # as the episode began
-        if _replay_episode(agent, run, saved["episode_start"], ep_len):
-            run.ep_ret[0], run.ep_len[0] = float(saved["ep_ret"][0]), ep_len
-            run.episode_start = dict(saved["episode_start"])
-            return
-        warnings.warn(
-            f"TD3 on {run.name}: the checkpoint was taken {ep_len} steps into an episode, and replaying that "
-            "episode's actions did not reproduce its observations and rewards (the env's dynamics depend on more "
-            "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
-            "does not replay the uninterrupted one exactly", stacklevel=user_stacklevel())
-    _put_statistics(run, now)
-    _set_env_rng_state(run.env, env_rng)
-    _reset(run)
-
-
-def _put_statistics(run: _Run, stats: dict[str, torch.Tensor] | None) -> None:
-    """The checkpoint's normalisation statistics (and NormalizeReward's discounted return) back into the
-    training env's wrappers; nothing for a checkpoint without them."""
-    if stats is not None:
-        normalization.put(run.normalizers, stats, source="the checkpoint", env_name=f"the training env ({run.identity})")
-
-
-def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
-    """Begin the checkpoint's episode in progress as it began, and step it with its ``n`` actions (the
-    buffer's last ``n`` transitions); True when every observation and reward matches the buffer's."""
-    buf = agent.buffer
-    if n > len(buf) or not (start.get("seed") is not None or start.get("rng")):
-        return False
-    if start.get("seed") is not None:
-        obs, _ = run.env.reset(seed=int(start["seed"]))
-    else:
-        _set_env_rng_state(run.env, start["rng"])
-        obs, _ = run.env.reset()
-    same = lambda x, stored: np.array_equal(np.asarray(x, np.float32), stored.cpu().numpy())
-    for i in range(n):
-        row = (buf.pos - n + i) % buf.capacity
-        if not same(obs, buf.obs[row]):
-            return False
-        # the action exactly as the env got it: the buffer keeps the normalised float32 action
-        obs, reward, terminated, truncated, _ = run.env.step(agent.scale_action(buf.act[row]).cpu().numpy())
-        if terminated or truncated or not (same(obs, buf.next_obs[row]) and same(reward, buf.reward[row])):
-            return False
-    run.obs = obs
-    return True
-
-
 def _collect(agent, run: _Run) -> tuple[np.ndarray, np.ndarray]:
     """One environment step (all envs): uniform random actions before ``learning_starts``, the actor's
     with exploration noise after; the transitions go to the buffer. Returns ``(done, reward)``, (n_envs,)."""
@@ -1119,19 +610,6 @@ def _normalization_synced(run: _Run, eval_env: Any):
         _SYNCED.reset(token)
 
 
-_SYNCED: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_eval_env", default=None)
-
-
-def _keep_statistics(agent, run: _Run) -> None:
-    """The training env's normalisation statistics become the agent's (what its weights files and checkpoint
-    carry), and the spec that makes that env again its env (what it evaluates on by default)."""
-    from zoo.rl.envspec import own_spec
-
-    agent.normalization = normalization.statistics(run.normalizers)
-    agent.env_spec = own_spec(run.env)
-    agent.env_object = run.env if had_unmade_wrappers(run.env) and not run.owns_env else None
-
-
 def _write_logs(agent, run: _Run) -> None:
     if run.logger is not None and agent.history:
         run.logger.log_epoch(agent.history)
@@ -1148,21 +626,6 @@ def _restore_logs(agent, run: _Run) -> None:
         run.logger.restore(agent.history)
     if run.log_dir is not None and run.episodes:
         restore_csv(run.episodes, run.log_dir / "episodes.csv")
-
-
-def _checkpoint(agent, run: _Run) -> None:
-    """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
-    where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
-    _keep_statistics(agent, run)
-    state = agent.checkpoint_state(run=_run_settings(run))
-    state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
-    state["episodes"] = run.episodes
-    state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
-                          "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
-    if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
-        state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
-    _atomic_torch_save(state, run.ckpt_path)
-    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
 
 
 def _finish(agent, run: _Run) -> None:
@@ -1219,7 +682,3 @@ def _best_file(agent, run: _Run, best_i: int | None) -> Path | None:
 
     path = run.ckpt_dir / BEST_NAME
     return path if hub.read_metadata(path).get("step") == str(agent.history[best_i]["step"]) else None
-
-
-def _next_multiple(current: int, every: int | None) -> float:
-    return (current // every + 1) * every if every else math.inf

@@ -112,7 +112,7 @@ class TD3Agent:
     """
 
     # where zoo_train's and zoo_evaluate's **config go (zoo.registry.call_options reads it)
-    zoo_options_of: ClassVar[dict[str, str]] = {"zoo_train": "zoo.rl.loop.train", "zoo_evaluate": "zoo.rl.loop.evaluate"}
+    zoo_options_of: ClassVar[dict[str, str]] = {"zoo_train": "zoo.rl.loop.train", "zoo_evaluate": "zoo.rl.evaluation.evaluate"}
 
     registry_name = "td3"  # the name zoo.build knows it by, as every zoo model has
 
@@ -654,7 +654,7 @@ class TD3Agent:
     def zoo_evaluate(self, data: Any = None, **config: Any) -> dict[str, float]:
         """Deterministic evaluation: ``{"return_mean", "return_std", "length_mean", "episodes"}``."""
         from zoo.engine.options import refuse_unknown_options
-        from zoo.rl.loop import evaluate
+        from zoo.rl.evaluation import evaluate
 
         self._check_device(config.pop("device", None))
         refuse_unknown_options(config, "zoo.evaluate on td3", evaluate, skip=2, also=["device"])
@@ -716,7 +716,8 @@ class TD3Agent:
         each call collects ``total_timesteps`` transitions either way."""
         from zoo.engine.options import check_options
         from zoo.rl.envspec import default_env
-        from zoo.rl.loop import train, whole_count
+        from zoo.rl.evaluation import whole_count
+        from zoo.rl.loop import train
 
         total_timesteps = whole_count("total_timesteps", total_timesteps, 1, "environment steps")  # 1e4 too, as SB3
         self._refuse_callback(callback)
@@ -926,7 +927,7 @@ def _run_checkpoint(path) -> dict[str, Any] | None:
     """The TD3 run checkpoint at ``path`` (what ``zoo.train(..., checkpoint_dir=)`` writes as ``td3_last.pt``,
     its digest checked), or None for any other file: the weights loader reads those and names what is wrong."""
     from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
-    from zoo.rl.loop import CHECKPOINT_FORMAT
+    from zoo.rl.resume import CHECKPOINT_FORMAT
 
     if str(path).endswith(".safetensors") or not os.path.isfile(path):
         return None

@@ -1,0 +1,262 @@
+"""The run's checkpoint (``td3_last.pt``): what it holds, writing and reading it, and resuming from it.
+
+Exact resume (single env, CPU): periodic checkpoints are taken at episode boundaries, where the whole
+state of the run is the agent (networks, optimizers, buffer, its torch generator, counters) plus the env's
+``np_random`` state and the running statistics of its ``NormalizeObservation`` / ``NormalizeReward``
+wrappers, so a resumed run replays the uninterrupted one bit for bit. A run that stops
+mid-episode (its last checkpoint) cannot save the env's physics; it records how that episode started (the
+reset's seed or the env's random state before it), and a resume resets the env the same way and steps it
+with the episode's actions from the replay buffer, checking every observation and reward against the
+buffer's. An env that does not reproduce them (its dynamics depend on more than its seed) gets a warning
+and a fresh episode. With a vector env the episodes in progress at a checkpoint restart on resume (a
+warning says so).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from zoo import fs
+from zoo._stacklevel import user_stacklevel
+from zoo.rl import normalization
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, _keep_statistics, _next_multiple, _Run
+
+__all__ = ["CHECKPOINT_FORMAT"]
+
+CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
+"""The ``format`` of what ``TD3Agent.checkpoint_state`` writes (``zoo.build("td3", weights=)`` reads its networks)."""
+_FORMAT = CHECKPOINT_FORMAT
+
+log = logging.getLogger(__name__)
+
+
+def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
+    from zoo.engine.checkpoint import tensors_digest
+
+    buf = io.BytesIO()
+    torch.save({**obj, "digest": tensors_digest(obj)}, buf)  # checked on read, as the engine's checkpoints
+    fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    """The TD3 checkpoint at ``path``, read onto the CPU (loading copies each tensor to the agent's device;
+    the generator state must stay a CPU byte tensor). An empty, truncated, corrupt or foreign file is a
+    ``zoo.engine.CheckpointError`` naming it and how to go on."""
+    from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
+
+    state = load_plain(path, "cpu", what="TD3 checkpoint", how=(
+        f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
+        "checkpoint_dir)"))
+    fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
+    if fmt != _FORMAT:
+        what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
+            if fmt == "zoo.checkpoint/1" else ""
+        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {_FORMAT!r}, got {fmt!r}{what}; "
+                              f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
+                              "checkpoint_dir=...) writes")
+    check_digest(state, path, "TD3 checkpoint")
+    return state
+
+
+def _env_rng_state(env) -> str | None:
+    rng = getattr(env.unwrapped, "_np_random", None)
+    return None if rng is None else json.dumps(rng.bit_generator.state)
+
+
+def _set_env_rng_state(env, state: str | None) -> None:
+    if state is None:
+        return
+    st = json.loads(state)
+    bitgen = getattr(np.random, st["bit_generator"])()
+    bitgen.state = st
+    env.unwrapped.np_random = np.random.Generator(bitgen)
+
+
+def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
+    """The checkpoint ``resume`` names; None for ``resume=True`` on a folder that has none yet (the engine's
+    rule: one command line serves the first run and every restart after a kill)."""
+    if not isinstance(resume, bool):
+        path = Path(resume).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"no TD3 checkpoint at {path} to resume from")
+        return path
+    if run.ckpt_path is None:
+        raise ValueError("resume=True needs checkpoint_dir (or pass the checkpoint path as resume=...)")
+    if not run.ckpt_path.exists():  # a file there that does not load is an error (_read_checkpoint), not this
+        log.info("resume: no TD3 checkpoint in %s yet (%s), starting from scratch", run.ckpt_dir, CHECKPOINT_NAME)
+        return None
+    return run.ckpt_path
+
+
+def _carry_best_file(agent, run: _Run, path: Path) -> None:
+    """A resume from another folder's checkpoint into ``checkpoint_dir`` copies that run's
+    ``td3_best.safetensors`` (the policy of the agent's ``best_step``) there, atomically: the result's best
+    step and ``checkpoint_path`` name the files of one folder (its best policy stayed behind, and the result
+    named ``td3_last.pt``). A best file of another step, or none, is not copied."""
+    if run.ckpt_dir is None or agent.best_step is None or path.parent.resolve() == run.ckpt_dir.resolve():
+        return
+    source = path.parent / BEST_NAME
+    if not source.is_file():
+        return
+    from zoo import hub
+
+    if hub.read_metadata(source).get("step") != str(agent.best_step):
+        return
+    import shutil
+
+    with open(source, "rb") as src, fs.atomic_write(run.ckpt_dir / BEST_NAME, size=source.stat().st_size) as dst:
+        shutil.copyfileobj(src, dst)
+
+
+def _run_settings(run: _Run) -> dict[str, Any]:
+    """The loop's own settings a checkpoint records and a resume compares (only ``total_steps`` may change):
+    how many envs collect, and which env (its id, make kwargs and wrappers: another env with the same
+    spaces is another experiment)."""
+    return {"total_steps": run.total_steps, "num_envs": run.n_envs, "env": run.identity}
+
+
+def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
+    the run's episode log; returns the env's saved random state and the run's state at the checkpoint
+    (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
+    if path.suffix == ".safetensors":
+        raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
+                         f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
+                         f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "
+                         f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
+    state = _read_checkpoint(path)
+    _refuse_other_env(agent, run, state, path)
+    changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
+    run.episodes = [dict(e) for e in state.get("episodes", [])]
+    run.resumed = {"checkpoint": path, "changed": changed}
+    _carry_best_file(agent, run, path)
+    log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
+    return state.get("env_rng"), state.get("run_state")
+
+
+def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> None:
+    """A resume trains on the checkpointed run's env: another one (the agent's own default when the call
+    named none, say) is a ``ResumeError`` before anything loads, naming the checkpoint's env and the call
+    that continues it. An agent built for another env is not rebuilt for the checkpoint's behind the
+    caller's back (Stable-Baselines3's ``load`` + ``learn`` also need the env passed again)."""
+    from zoo.engine.resume import ResumeError
+    from zoo.rl.td3 import checkpoint_build_config
+
+    saved = json.loads(state["describe"])
+    recorded = json.loads(state["settings"]).get("env") if "settings" in state else None  # older: not recorded
+    if (recorded is None or recorded == run.identity) and (saved["obs_dim"], saved["act_dim"]) == (
+            agent.obs_dim, agent.act_dim):
+        return
+    theirs = recorded or saved.get("env_id") or "an env without a registered id"
+    build = checkpoint_build_config(state)
+    env_id = build.pop("env", None)
+    args = "".join(f", {k}={v!r}" for k, v in build.items())
+    if env_id is not None and recorded in (None, env_id):  # a plain id: the name makes it again
+        by_name = f", model_config={build!r}" if build else ""
+        how = (f"zoo.train('td3', {env_id!r}{by_name}, resume=True, ...), or with an agent: "
+               f"zoo.train(zoo.build('td3', env={env_id!r}{args}), {env_id!r}, resume=True, ...)")
+    else:  # make kwargs, wrappers or no id: only the caller can make that env again
+        how = (f"ENV, made as that run's was ({theirs}), with an agent built for it: "
+               f"zoo.train(zoo.build('td3', env=ENV{args}), ENV, resume=True, ...)")
+    given = "" if run.env_given else ", the agent's own (the call named no env)"
+    raise ResumeError(
+        f"cannot resume {path} on {run.identity!r}{given}, obs_dim {agent.obs_dim}, act_dim {agent.act_dim}: it "
+        f"continues a TD3 run on {theirs!r}, obs_dim {saved['obs_dim']}, act_dim {saved['act_dim']}, and a resume "
+        f"trains on the same env (env: {theirs!r} in {path}, {run.identity!r} now). To continue it, pass that "
+        f"env: {how}")
+
+
+def _reset(run: _Run, seed: int | None = None) -> None:
+    """Start the single env's next episode (all of a vector env's), remembering how, for a resume."""
+    if not run.vec:
+        run.episode_start = {"seed": seed} if seed is not None else {"rng": _env_rng_state(run.env)}
+        if run.normalizers:  # a resume mid-episode replays it from the statistics it began with
+            run.episode_start["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
+    run.obs, _ = run.env.reset(seed=seed)
+
+
+def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
+    """Put the env where the checkpointed run was: at an episode boundary, its random state restored and
+    the next episode begun; mid-episode, that episode begun again and replayed (:func:`_replay_episode`)."""
+    if saved is not None:
+        run.since_train = int(saved["since_train"])
+    now = (saved or {}).get("normalization")  # None in a checkpoint of a run without them, or an older one
+    if run.vec:
+        _put_statistics(run, now)
+        if saved is not None and any(n > 0 for n in saved["ep_len"]):
+            warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
+                          "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
+                          "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
+        # a seed of the run's own (its seed and step), not the OS's: two resumes of one checkpoint were two runs
+        _reset(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
+        return
+    ep_len = int(saved["ep_len"][0]) if saved is not None else 0
+    if ep_len > 0:
+        _put_statistics(run, saved["episode_start"].get("normalization"))  # as the episode began
+        if _replay_episode(agent, run, saved["episode_start"], ep_len):
+            run.ep_ret[0], run.ep_len[0] = float(saved["ep_ret"][0]), ep_len
+            run.episode_start = dict(saved["episode_start"])
+            return
+        warnings.warn(
+            f"TD3 on {run.name}: the checkpoint was taken {ep_len} steps into an episode, and replaying that "
+            "episode's actions did not reproduce its observations and rewards (the env's dynamics depend on more "
+            "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
+            "does not replay the uninterrupted one exactly", stacklevel=user_stacklevel())
+    _put_statistics(run, now)
+    _set_env_rng_state(run.env, env_rng)
+    _reset(run)
+
+
+def _put_statistics(run: _Run, stats: dict[str, torch.Tensor] | None) -> None:
+    """The checkpoint's normalisation statistics (and NormalizeReward's discounted return) back into the
+    training env's wrappers; nothing for a checkpoint without them."""
+    if stats is not None:
+        normalization.put(run.normalizers, stats, source="the checkpoint", env_name=f"the training env ({run.identity})")
+
+
+def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
+    """Begin the checkpoint's episode in progress as it began, and step it with its ``n`` actions (the
+    buffer's last ``n`` transitions); True when every observation and reward matches the buffer's."""
+    buf = agent.buffer
+    if n > len(buf) or not (start.get("seed") is not None or start.get("rng")):
+        return False
+    if start.get("seed") is not None:
+        obs, _ = run.env.reset(seed=int(start["seed"]))
+    else:
+        _set_env_rng_state(run.env, start["rng"])
+        obs, _ = run.env.reset()
+    same = lambda x, stored: np.array_equal(np.asarray(x, np.float32), stored.cpu().numpy())
+    for i in range(n):
+        row = (buf.pos - n + i) % buf.capacity
+        if not same(obs, buf.obs[row]):
+            return False
+        # the action exactly as the env got it: the buffer keeps the normalised float32 action
+        obs, reward, terminated, truncated, _ = run.env.step(agent.scale_action(buf.act[row]).cpu().numpy())
+        if terminated or truncated or not (same(obs, buf.next_obs[row]) and same(reward, buf.reward[row])):
+            return False
+    run.obs = obs
+    return True
+
+
+def _checkpoint(agent, run: _Run) -> None:
+    """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
+    where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
+    _keep_statistics(agent, run)
+    state = agent.checkpoint_state(run=_run_settings(run))
+    state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
+    state["episodes"] = run.episodes
+    state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
+                          "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
+    if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
+        state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
+    _atomic_torch_save(state, run.ckpt_path)
+    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
