@@ -149,7 +149,7 @@ def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> No
     that continues it. An agent built for another env is not rebuilt for the checkpoint's behind the
     caller's back (Stable-Baselines3's ``load`` + ``learn`` also need the env passed again)."""
     from zoo.engine.resume import ResumeError
-    from zoo.rl.td3 import checkpoint_build_config
+    from zoo.rl.weights import checkpoint_build_config
 
     saved = json.loads(state["describe"])
     recorded = json.loads(state["settings"]).get("env") if "settings" in state else None  # older: not recorded
