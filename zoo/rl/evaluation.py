@@ -21,7 +21,8 @@ from zoo.rl import normalization
 from zoo.rl.envspec import default_env, env_identity, unmade_wrappers
 from zoo.rl.normalization import normalizers
 
-__all__ = ["evaluate", "make_env", "whole_count"]
+__all__ = ["SYNCED_EVAL_ENV", "adopt_statistics", "check_env_fits", "env_label", "evaluate", "make_env", "pick_env",
+           "whole_count"]
 
 
 def make_env(env: Any, *, num_envs: int = 1):
@@ -51,37 +52,37 @@ def make_env(env: Any, *, num_envs: int = 1):
             raise ValueError(f"cannot make gymnasium env {name!r}: {err}") from None
     if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         if num_envs != 1 and num_envs != getattr(env, "num_envs", 1):  # it trained on the env as it was, unsaid
-            raise ValueError(f"num_envs={num_envs!r} makes copies of an env id; {_env_name(env)} is an env object "
+            raise ValueError(f"num_envs={num_envs!r} makes copies of an env id; {env_label(env)} is an env object "
                              "trained on as it is: give its id with num_envs, or a VectorEnv of the copies")
         return env
     raise TypeError(f"env must be a gymnasium env id, EnvSpec, gymnasium.Env or VectorEnv; got {type(env).__name__}")
 
 
-def _env_name(env: Any) -> str:
+def env_label(env: Any) -> str:
     spec = getattr(env, "spec", None)
     return getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
 
 
-def _check_env_fits(agent, env) -> None:
+def check_env_fits(agent, env) -> None:
     from zoo.rl.envspec import acting_spaces
     from zoo.rl.td3 import check_spaces
 
     obs_space, act_space = acting_spaces(env)  # a ClipAction's Box(-inf, inf): the bounds it clips into
 
-    obs_dim, act_dim = check_spaces(obs_space, act_space, _env_name(env))
+    obs_dim, act_dim = check_spaces(obs_space, act_space, env_label(env))
     if (obs_dim, act_dim) != (agent.obs_dim, agent.act_dim) or tuple(obs_space.shape) != agent.obs_shape:
         shapes = "" if len(agent.obs_shape) == 1 and len(obs_space.shape) == 1 else \
             f" (observations {tuple(obs_space.shape)}, the agent's {agent.obs_shape})"
-        raise ValueError(f"{_env_name(env)} has obs_dim {obs_dim}, act_dim {act_dim}; the agent was built for "
+        raise ValueError(f"{env_label(env)} has obs_dim {obs_dim}, act_dim {act_dim}; the agent was built for "
                          f"obs_dim {agent.obs_dim}, act_dim {agent.act_dim} (env {agent.env_id!r}){shapes}")
     low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
     if not (np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)):
-        raise ValueError(f"{_env_name(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "
+        raise ValueError(f"{env_label(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "
                          f"{agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the agent acts in (a "
                          "wrapped env with its wrappers, e.g. gymnasium.wrappers.RescaleAction)")
 
 
-def _pick_env(agent, data: Any, env: Any) -> Any:
+def pick_env(agent, data: Any, env: Any) -> Any:
     if data is not None and env is not None:
         raise TypeError("give the environment once: as data or as env=..., not both")
     chosen = env if env is not None else data
@@ -118,11 +119,11 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     from zoo._progress import ProgressBar
 
     episodes = whole_count("episodes", episodes, 1, "episodes")
-    chosen = _pick_env(agent, data, env)
+    chosen = pick_env(agent, data, env)
     e = make_env(chosen)
     import gymnasium as gym
 
-    _check_env_fits(agent, e)
+    check_env_fits(agent, e)
     base = agent.seed + 10_000 if seed is None else int(seed)
     episodes_of = _vector_episodes if isinstance(e, gym.vector.VectorEnv) else _episodes
     try:
@@ -140,18 +141,18 @@ def _agent_statistics(agent, e: Any):
     """The agent's normalisation statistics put into ``e``'s fresh normalisers and frozen there (a context
     manager); nothing for an env the training loop synced from its training env."""
     stats = getattr(agent, "normalization", None)
-    if not stats or e is _SYNCED.get():
+    if not stats or e is SYNCED_EVAL_ENV.get():
         return contextlib.nullcontext()
     # an evaluation's rewards are the env's own (raw_rewards): only the observations' scale is at stake there
-    return normalization.frozen(_adopt(agent, e, "this agent", kinds=("obs_rms",)))
+    return normalization.frozen(adopt_statistics(agent, e, "this agent", kinds=("obs_rms",)))
 
 
 # the evaluation env whose normalisers the training loop synced from its training env
 # (zoo.rl.loop._normalization_synced): evaluate puts no agent statistics into that one
-_SYNCED: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_eval_env", default=None)
+SYNCED_EVAL_ENV: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_eval_env", default=None)
 
 
-def _adopt(agent, env: Any, source: str, kinds: tuple[str, ...] = normalization.RUNNING_STATS) -> list[Any]:
+def adopt_statistics(agent, env: Any, source: str, kinds: tuple[str, ...] = normalization.RUNNING_STATS) -> list[Any]:
     """Put ``agent.normalization`` into ``env``'s normalisers when none of them has been updated yet (a
     mismatch of ``kinds`` warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
     theirs = normalizers(env)

@@ -1,6 +1,6 @@
 """The environment loop: collect, update, evaluate, log, checkpoint and resume.
 
-:func:`train` reads top to bottom: set up the run (:class:`zoo.rl.run._Run`), resume, then per environment
+:func:`train` reads top to bottom: set up the run (:class:`zoo.rl.run.Run`), resume, then per environment
 step collect a transition, update, end episodes, evaluate and log, checkpoint. The log is the engine's
 (:class:`zoo.engine.logs.RunLogger`): ``metrics.csv`` with one row per evaluation keyed by ``step``
 (environment steps), TensorBoard scalars when it is installed, ``learning_curves.png`` at the end, and
@@ -33,26 +33,26 @@ from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl import normalization
 from zoo.rl.envspec import env_identity, without_pass_through
 from zoo.rl.evaluation import (
-    _SYNCED,
-    _adopt,
-    _check_env_fits,
-    _env_name,
-    _pick_env,
+    SYNCED_EVAL_ENV,
+    adopt_statistics,
+    check_env_fits,
+    env_label,
     evaluate,
     make_env,
+    pick_env,
     whole_count,
 )
 from zoo.rl.normalization import RUNNING_STATS, normalizers
 from zoo.rl.resume import (
-    _checkpoint,
-    _env_rng_state,
-    _reset,
-    _restore_env,
-    _resume,
-    _resume_path,
-    _set_env_rng_state,
+    env_rng_state,
+    reset_episode,
+    restore_env,
+    resume_path,
+    resume_run,
+    save_checkpoint,
+    set_env_rng_state,
 )
-from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, _Clock, _keep_statistics, _next_multiple, _Run
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Clock, Run, keep_statistics, next_multiple
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -216,7 +216,7 @@ def _checkpoint_every(checkpoint_every: int | None, eval_every: int | None) -> i
 
 
 @contextlib.contextmanager
-def _deferred_interrupt(run: _Run):
+def _deferred_interrupt(run: Run):
     """Ctrl-C during the loop stops it after the step in progress, so that ``td3_last.pt`` is written
     from a whole step (a KeyboardInterrupt inside an update could leave the critic stepped and its target
     not), then raises KeyboardInterrupt as Python would have. A second Ctrl-C stops at once. Only Python's
@@ -246,7 +246,7 @@ def _deferred_interrupt(run: _Run):
         signal.signal(hook, previous)
 
 
-def _say(run: _Run, message: str) -> None:
+def _say(run: Run, message: str) -> None:
     """A line for the user, above the progress bar."""
     from zoo._progress import ProgressBar
 
@@ -256,7 +256,7 @@ def _say(run: _Run, message: str) -> None:
         log.warning(message)
 
 
-def _loop(agent, run: _Run) -> None:
+def _loop(agent, run: Run) -> None:
     """Per environment step: collect, update, end episodes, evaluate, checkpoint, up to ``total_steps``."""
     while agent.num_timesteps < run.total_steps:
         done, reward = _collect(agent, run)
@@ -266,17 +266,17 @@ def _loop(agent, run: _Run) -> None:
             _evaluate(agent, run)
         # checkpoints only where an episode just ended: then the run's state is fully saveable
         if agent.num_timesteps >= run.next_ckpt and (ended or run.vec):
-            _checkpoint(agent, run)
+            save_checkpoint(agent, run)
         run.need_reset = not run.vec and bool(done[0])
         if run.interrupted:
             _stop(agent, run)
 
 
-def _stop(agent, run: _Run) -> None:
+def _stop(agent, run: Run) -> None:
     """Ctrl-C: the checkpoint the end of the run would write (mid-episode too), the logs so far, then
     KeyboardInterrupt. No final evaluation: the user asked to stop."""
     if run.ckpt_path is not None:
-        _checkpoint(agent, run)
+        save_checkpoint(agent, run)
     _write_logs(agent, run)
     where = (f"; {run.ckpt_path} continues it (resume=True, or `zoo train td3 ... --resume`)"
              if run.ckpt_path is not None else "; nothing was saved (no checkpoint_dir)")
@@ -284,14 +284,14 @@ def _stop(agent, run: _Run) -> None:
                             f"{where}")
 
 
-def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Run:
+def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> Run:
     """The training env (made from an id, or the caller's), checked against the agent's spaces."""
     import gymnasium as gym
 
-    chosen = _pick_env(agent, data, env)
+    chosen = pick_env(agent, data, env)
     train_env = make_env(chosen, num_envs=num_envs)
     try:
-        _check_env_fits(agent, train_env)
+        check_env_fits(agent, train_env)
     except ValueError:
         if train_env is not chosen:
             train_env.close()
@@ -312,7 +312,7 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> _Ru
         if train_env is not chosen:
             train_env.close()
         raise
-    return _Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=_env_name(train_env),
+    return Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=env_label(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
                 identity=env_identity(train_env), env_given=data is not None or env is not None,
                 normalizers=normalizers(train_env), **settings)
@@ -337,7 +337,7 @@ def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, e
         return spec
     if not vec and eval_every is None:
         return train_env
-    name = _env_name(train_env)
+    name = env_label(train_env)
     why = ("a vector env cannot be evaluated episode by episode" if vec else
            f"evaluating every {eval_every} steps on the training env would cut its episodes")
     raise ValueError(f"TD3 on {name}: no separate env to evaluate on ({missing}, and {why}): "
@@ -352,7 +352,7 @@ def _check_eval_env(agent, eval_env: Any) -> None:
     except (TypeError, ValueError) as err:
         raise type(err)(f"eval_env={_shown(eval_env)}: {err}") from None
     try:
-        _check_env_fits(agent, e)
+        check_env_fits(agent, e)
     except ValueError as err:
         raise ValueError(f"eval_env={_shown(eval_env)}: {err}") from None
     finally:
@@ -363,7 +363,7 @@ def _check_eval_env(agent, eval_env: Any) -> None:
 def _shown(env: Any) -> str:
     if isinstance(env, (str, os.PathLike)):
         return repr(str(env))
-    return getattr(env, "id", None) or _env_name(env)  # an EnvSpec by its id
+    return getattr(env, "id", None) or env_label(env)  # an EnvSpec by its id
 
 
 def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
@@ -373,7 +373,7 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
 
     from zoo.rl.envspec import single_spec
 
-    name, spec = _env_name(train_env), without_pass_through(single_spec(train_env))  # remade without a Monitor
+    name, spec = env_label(train_env), without_pass_through(single_spec(train_env))  # remade without a Monitor
     if spec is None:
         return None, f"{name} has no registered id"
     if spec.kwargs.get("render_mode") == "human":  # nobody watches an evaluation: no window for its episodes
@@ -384,7 +384,7 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
         why = f"{name} cannot be made again from its spec ({type(err).__name__}: {err})"
     else:
         try:
-            _check_env_fits(agent, remade)
+            check_env_fits(agent, remade)
             return spec, ""
         except ValueError as err:
             why = f"{name} made again from its spec does not fit the agent ({err})"
@@ -394,37 +394,37 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
     return None, why
 
 
-def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
+def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
     """Resume (when asked), then the env's first reset: seeded for a new run or by an explicit ``seed``,
     the checkpoint's episode restored for a resumed one; the schedule of evaluations and checkpoints; the
     log and the progress bar."""
     from zoo._progress import ProgressBar
 
     agent.ensure_buffer()
-    path = _resume_path(run, resume) if resume else None
+    path = resume_path(run, resume) if resume else None
     if path is None:  # a loaded agent fine-tuned on a fresh env goes on with the input scale it learnt
-        _adopt(agent, run.env, "this agent")
+        adopt_statistics(agent, run.env, "this agent")
     if path is not None:
         if seed is not None:
             warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
                           "state continues, so that the resumed run replays the uninterrupted one)",
                           stacklevel=user_stacklevel())
-        _restore_env(agent, run, *_resume(agent, run, path))
+        restore_env(agent, run, *resume_run(agent, run, path))
     elif agent.num_timesteps == 0 or seed is not None:
-        _reset(run, seed=agent.seed if seed is None else int(seed))
+        reset_episode(run, seed=agent.seed if seed is None else int(seed))
     elif run.owns_env:
         # trained before, on an env made here: a fresh env has no stream to continue; seeding it from the
         # agent's progress keeps a repeated sequence of calls repeatable
-        _reset(run, seed=agent.seed + agent.num_timesteps)
+        reset_episode(run, seed=agent.seed + agent.num_timesteps)
     else:  # trained before, on the caller's env: continue its random stream instead of reseeding
-        _reset(run)
+        reset_episode(run)
     _warn_short_run(agent, run, resumed=path is not None)
     if path is None:
         agent.reset_noise(training=True)  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
-    run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
-    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
-    run.clock = _Clock(mark_steps=agent.num_timesteps)
+    run.next_eval = next_multiple(agent.num_timesteps, run.eval_every)
+    run.next_ckpt = next_multiple(agent.num_timesteps, run.ckpt_every) if run.ckpt_dir else math.inf
+    run.clock = Clock(mark_steps=agent.num_timesteps)
     run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
     if path is not None:
         _restore_logs(agent, run)
@@ -432,7 +432,7 @@ def _start(agent, run: _Run, resume: bool | str | os.PathLike, seed: int | None,
                    disable=not progress, dynamic_ncols=True)
 
 
-def _warn_short_run(agent, run: _Run, resumed: bool) -> None:
+def _warn_short_run(agent, run: Run, resumed: bool) -> None:
     """A run that collects nothing, or nothing past ``learning_starts``, says so before its first step; only
     once a resume has loaded the checkpoint, whose step count and config are the run's."""
     cfg = agent.config
@@ -450,11 +450,11 @@ def _warn_short_run(agent, run: _Run, resumed: bool) -> None:
             stacklevel=user_stacklevel())
 
 
-def _collect(agent, run: _Run) -> tuple[np.ndarray, np.ndarray]:
+def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
     """One environment step (all envs): uniform random actions before ``learning_starts``, the actor's
     with exploration noise after; the transitions go to the buffer. Returns ``(done, reward)``, (n_envs,)."""
     if run.need_reset:
-        _reset(run)
+        reset_episode(run)
         run.need_reset = False
     learning = agent.num_timesteps >= agent.config.learning_starts
     if learning and run.clock.t0 is None:
@@ -480,7 +480,7 @@ def _collect(agent, run: _Run) -> tuple[np.ndarray, np.ndarray]:
     return done, reward
 
 
-def _store(buf, run: _Run, a: np.ndarray, next_obs, reward, terminated, truncated,
+def _store(buf, run: Run, a: np.ndarray, next_obs, reward, terminated, truncated,
            info: dict) -> tuple[np.ndarray, np.ndarray]:
     """Add this step's transitions; returns ``(done, reward)`` per env (a skipped transition's reward 0)."""
     if not run.vec:
@@ -506,7 +506,7 @@ def _store(buf, run: _Run, a: np.ndarray, next_obs, reward, terminated, truncate
     return done, np.asarray(reward)
 
 
-def _update(agent, run: _Run) -> None:
+def _update(agent, run: Run) -> None:
     """Every ``train_freq`` steps after ``learning_starts``: ``gradient_steps`` updates (-1: as many as
     transitions were collected since the last ones)."""
     cfg = agent.config
@@ -521,7 +521,7 @@ def _update(agent, run: _Run) -> None:
         agent.update(cfg.gradient_steps if cfg.gradient_steps > 0 else collected)
 
 
-def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> bool:
+def _end_episodes(agent, run: Run, done: np.ndarray, reward: np.ndarray) -> bool:
     """Count this step's reward; log the episodes that ended (and restart their noise). True if any did."""
     run.ep_ret += reward
     run.ep_len += ~run.resetting  # NEXT_STEP: an env's reset step is no step of its episode (its reward is 0)
@@ -538,16 +538,16 @@ def _end_episodes(agent, run: _Run, done: np.ndarray, reward: np.ndarray) -> boo
     return len(ended) > 0
 
 
-def _evaluate(agent, run: _Run) -> None:
+def _evaluate(agent, run: Run) -> None:
     """A deterministic evaluation -> one history row (and metrics.csv row); keeps the best policy."""
     started = time.perf_counter()
     if run.eval_env is run.env:  # the end of a run on an env without an id (_eval_target)
         log.info("TD3 on %s: evaluating on the training env itself (pass eval_env= for a separate one)", run.name)
-        saved = _env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
+        saved = env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
         stats = normalization.statistics(run.normalizers, accumulators=True)  # NormalizeReward's return too
         with _normalization_synced(run, run.env):  # frozen: evaluation steps are no training data
             res = evaluate(agent, env=run.env, episodes=run.eval_episodes)
-        _set_env_rng_state(run.env, saved)
+        set_env_rng_state(run.env, saved)
         normalization.put(run.normalizers, stats, source="the training env", env_name="itself")
     else:
         e = make_env(run.eval_env)  # an id or spec made here (for its statistics); an env object as it is
@@ -568,18 +568,18 @@ def _evaluate(agent, run: _Run) -> None:
         agent.best_state = {k: v.clone() for k, v in agent.export_state_dict().items()}
         agent.best_step = agent.num_timesteps
         if run.ckpt_dir is not None:
-            _keep_statistics(agent, run)  # those this evaluation normalised with
+            keep_statistics(agent, run)  # those this evaluation normalised with
             agent.save(run.ckpt_dir / BEST_NAME, {"step": str(agent.num_timesteps)})
     agent.history.append(row)
     recent = f"{row['train_return_recent']:.1f}" if run.recent else "-"  # no episode finished yet
     run.bar.set_postfix(ret=recent, eval=f"{res['return_mean']:.1f}")
     _write_logs(agent, run)
     run.clock.evaluated(started, agent.num_timesteps)
-    run.next_eval = _next_multiple(agent.num_timesteps, run.eval_every)
+    run.next_eval = next_multiple(agent.num_timesteps, run.eval_every)
 
 
 @contextlib.contextmanager
-def _normalization_synced(run: _Run, eval_env: Any):
+def _normalization_synced(run: Run, eval_env: Any):
     """Evaluate with the training env's statistics: the evaluation env's normalisation wrappers take copies
     of the training env's running mean and variance and stop updating them for the evaluation (their own
     setting restored after), as SB3's EvalCallback syncs VecNormalize. A fresh env made from the spec would
@@ -602,22 +602,22 @@ def _normalization_synced(run: _Run, eval_env: Any):
     for kind, a, b in pairs:
         if a is not b:
             setattr(b, kind, copy.deepcopy(getattr(a, kind)))
-    token = _SYNCED.set(eval_env)  # evaluate puts no agent statistics in: this env has the run's (stale ones)
+    token = SYNCED_EVAL_ENV.set(eval_env)  # evaluate puts no agent statistics in: this env has the run's (stale ones)
     try:
         with normalization.frozen([b for _, _, b in pairs]):
             yield
     finally:
-        _SYNCED.reset(token)
+        SYNCED_EVAL_ENV.reset(token)
 
 
-def _write_logs(agent, run: _Run) -> None:
+def _write_logs(agent, run: Run) -> None:
     if run.logger is not None and agent.history:
         run.logger.log_epoch(agent.history)
     if run.log_dir is not None and run.episodes:
         write_csv(run.episodes, run.log_dir / "episodes.csv")
 
 
-def _restore_logs(agent, run: _Run) -> None:
+def _restore_logs(agent, run: Run) -> None:
     """A resumed run's CSVs rewritten from its checkpoint's rows before it goes on: ``td3_last.pt`` is written at
     episode ends between evaluations, the CSVs at evaluations, so a kill after a checkpoint left
     ``episodes.csv`` (or ``metrics.csv``) short of the run it continues until the resumed run's next evaluation,
@@ -628,10 +628,10 @@ def _restore_logs(agent, run: _Run) -> None:
         restore_csv(run.episodes, run.log_dir / "episodes.csv")
 
 
-def _finish(agent, run: _Run) -> None:
+def _finish(agent, run: Run) -> None:
     """The speed of the learning phase, a last evaluation and checkpoint at the end (mid-episode too: a
     resume replays that episode), the learning curves."""
-    _keep_statistics(agent, run)
+    keep_statistics(agent, run)
     now = time.perf_counter()
     learn_time = run.clock.learn_time(now)
     agent.last_run_stats = {"learn_steps": run.clock.steps, "learn_time_s": learn_time,
@@ -639,14 +639,14 @@ def _finish(agent, run: _Run) -> None:
     if run.eval_every != 0 and (not agent.history or agent.history[-1]["step"] != agent.num_timesteps):
         _evaluate(agent, run)
     if run.ckpt_path is not None:
-        _checkpoint(agent, run)
+        save_checkpoint(agent, run)
     _write_logs(agent, run)
     if run.logger is not None:  # the picture shows the curves worth a look; metrics.csv has every column
         shown = [{k: h[k] for k in _PLOTTED if k in h} for h in agent.history]
         run.logger.close(shown, title=f"TD3 on {run.name}")
 
 
-def _close(run: _Run) -> None:
+def _close(run: Run) -> None:
     if run.bar is not None:
         run.bar.close()
     if run.owns_env:
@@ -656,7 +656,7 @@ def _close(run: _Run) -> None:
             run.logger.close([])
 
 
-def _result(agent, run: _Run):
+def _result(agent, run: Run):
     from zoo.engine.result import TrainResult
 
     evals = [h["eval_return_mean"] for h in agent.history]
@@ -673,7 +673,7 @@ def _result(agent, run: _Run):
     )
 
 
-def _best_file(agent, run: _Run, best_i: int | None) -> Path | None:
+def _best_file(agent, run: Run, best_i: int | None) -> Path | None:
     """``td3_best.safetensors`` when it holds the policy of the best history row (the step it records is that
     row's), as TrainResult documents; None when no checkpoints were written or the file is from another run."""
     if run.ckpt_dir is None or best_i is None or not (run.ckpt_dir / BEST_NAME).is_file():

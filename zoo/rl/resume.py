@@ -28,13 +28,11 @@ import torch
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.rl import normalization
-from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, _keep_statistics, _next_multiple, _Run
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Run, keep_statistics, next_multiple
+from zoo.rl.td3 import CHECKPOINT_FORMAT
 
-__all__ = ["CHECKPOINT_FORMAT"]
-
-CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
-"""The ``format`` of what ``TD3Agent.checkpoint_state`` writes (``zoo.build("td3", weights=)`` reads its networks)."""
-_FORMAT = CHECKPOINT_FORMAT
+__all__ = ["env_rng_state", "reset_episode", "restore_env", "resume_path", "resume_run", "save_checkpoint",
+           "set_env_rng_state"]
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +55,22 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
         f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
         "checkpoint_dir)"))
     fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
-    if fmt != _FORMAT:
+    if fmt != CHECKPOINT_FORMAT:
         what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
             if fmt == "zoo.checkpoint/1" else ""
-        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {_FORMAT!r}, got {fmt!r}{what}; "
+        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {CHECKPOINT_FORMAT!r}, got {fmt!r}{what}; "
                               f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
                               "checkpoint_dir=...) writes")
     check_digest(state, path, "TD3 checkpoint")
     return state
 
 
-def _env_rng_state(env) -> str | None:
+def env_rng_state(env) -> str | None:
     rng = getattr(env.unwrapped, "_np_random", None)
     return None if rng is None else json.dumps(rng.bit_generator.state)
 
 
-def _set_env_rng_state(env, state: str | None) -> None:
+def set_env_rng_state(env, state: str | None) -> None:
     if state is None:
         return
     st = json.loads(state)
@@ -81,7 +79,7 @@ def _set_env_rng_state(env, state: str | None) -> None:
     env.unwrapped.np_random = np.random.Generator(bitgen)
 
 
-def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
+def resume_path(run: Run, resume: bool | str | os.PathLike) -> Path | None:
     """The checkpoint ``resume`` names; None for ``resume=True`` on a folder that has none yet (the engine's
     rule: one command line serves the first run and every restart after a kill)."""
     if not isinstance(resume, bool):
@@ -97,7 +95,7 @@ def _resume_path(run: _Run, resume: bool | str | os.PathLike) -> Path | None:
     return run.ckpt_path
 
 
-def _carry_best_file(agent, run: _Run, path: Path) -> None:
+def _carry_best_file(agent, run: Run, path: Path) -> None:
     """A resume from another folder's checkpoint into ``checkpoint_dir`` copies that run's
     ``td3_best.safetensors`` (the policy of the agent's ``best_step``) there, atomically: the result's best
     step and ``checkpoint_path`` name the files of one folder (its best policy stayed behind, and the result
@@ -117,14 +115,14 @@ def _carry_best_file(agent, run: _Run, path: Path) -> None:
         shutil.copyfileobj(src, dst)
 
 
-def _run_settings(run: _Run) -> dict[str, Any]:
+def _run_settings(run: Run) -> dict[str, Any]:
     """The loop's own settings a checkpoint records and a resume compares (only ``total_steps`` may change):
     how many envs collect, and which env (its id, make kwargs and wrappers: another env with the same
     spaces is another experiment)."""
     return {"total_steps": run.total_steps, "num_envs": run.n_envs, "env": run.identity}
 
 
-def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
+def resume_run(agent, run: Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
     """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
     the run's episode log; returns the env's saved random state and the run's state at the checkpoint
     (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
@@ -143,7 +141,7 @@ def _resume(agent, run: _Run, path: Path) -> tuple[str | None, dict[str, Any] | 
     return state.get("env_rng"), state.get("run_state")
 
 
-def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> None:
+def _refuse_other_env(agent, run: Run, state: dict[str, Any], path: Path) -> None:
     """A resume trains on the checkpointed run's env: another one (the agent's own default when the call
     named none, say) is a ``ResumeError`` before anything loads, naming the checkpoint's env and the call
     that continues it. An agent built for another env is not rebuilt for the checkpoint's behind the
@@ -175,16 +173,16 @@ def _refuse_other_env(agent, run: _Run, state: dict[str, Any], path: Path) -> No
         f"env: {how}")
 
 
-def _reset(run: _Run, seed: int | None = None) -> None:
+def reset_episode(run: Run, seed: int | None = None) -> None:
     """Start the single env's next episode (all of a vector env's), remembering how, for a resume."""
     if not run.vec:
-        run.episode_start = {"seed": seed} if seed is not None else {"rng": _env_rng_state(run.env)}
+        run.episode_start = {"seed": seed} if seed is not None else {"rng": env_rng_state(run.env)}
         if run.normalizers:  # a resume mid-episode replays it from the statistics it began with
             run.episode_start["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
     run.obs, _ = run.env.reset(seed=seed)
 
 
-def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
+def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
     """Put the env where the checkpointed run was: at an episode boundary, its random state restored and
     the next episode begun; mid-episode, that episode begun again and replayed (:func:`_replay_episode`)."""
     if saved is not None:
@@ -197,7 +195,7 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
                           "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
         # a seed of the run's own (its seed and step), not the OS's: two resumes of one checkpoint were two runs
-        _reset(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
+        reset_episode(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
         return
     ep_len = int(saved["ep_len"][0]) if saved is not None else 0
     if ep_len > 0:
@@ -212,18 +210,18 @@ def _restore_env(agent, run: _Run, env_rng: str | None, saved: dict[str, Any] | 
             "than its seed, or its transitions left the replay buffer): the episode restarts, so the resumed run "
             "does not replay the uninterrupted one exactly", stacklevel=user_stacklevel())
     _put_statistics(run, now)
-    _set_env_rng_state(run.env, env_rng)
-    _reset(run)
+    set_env_rng_state(run.env, env_rng)
+    reset_episode(run)
 
 
-def _put_statistics(run: _Run, stats: dict[str, torch.Tensor] | None) -> None:
+def _put_statistics(run: Run, stats: dict[str, torch.Tensor] | None) -> None:
     """The checkpoint's normalisation statistics (and NormalizeReward's discounted return) back into the
     training env's wrappers; nothing for a checkpoint without them."""
     if stats is not None:
         normalization.put(run.normalizers, stats, source="the checkpoint", env_name=f"the training env ({run.identity})")
 
 
-def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
+def _replay_episode(agent, run: Run, start: dict[str, Any], n: int) -> bool:
     """Begin the checkpoint's episode in progress as it began, and step it with its ``n`` actions (the
     buffer's last ``n`` transitions); True when every observation and reward matches the buffer's."""
     buf = agent.buffer
@@ -232,7 +230,7 @@ def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
     if start.get("seed") is not None:
         obs, _ = run.env.reset(seed=int(start["seed"]))
     else:
-        _set_env_rng_state(run.env, start["rng"])
+        set_env_rng_state(run.env, start["rng"])
         obs, _ = run.env.reset()
     same = lambda x, stored: np.array_equal(np.asarray(x, np.float32), stored.cpu().numpy())
     for i in range(n):
@@ -247,16 +245,16 @@ def _replay_episode(agent, run: _Run, start: dict[str, Any], n: int) -> bool:
     return True
 
 
-def _checkpoint(agent, run: _Run) -> None:
+def save_checkpoint(agent, run: Run) -> None:
     """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
     where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
-    _keep_statistics(agent, run)
+    keep_statistics(agent, run)
     state = agent.checkpoint_state(run=_run_settings(run))
-    state["env_rng"] = _env_rng_state(run.env) if not run.vec else None
+    state["env_rng"] = env_rng_state(run.env) if not run.vec else None
     state["episodes"] = run.episodes
     state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
                           "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
     if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
         state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
     _atomic_torch_save(state, run.ckpt_path)
-    run.next_ckpt = _next_multiple(agent.num_timesteps, run.ckpt_every)
+    run.next_ckpt = next_multiple(agent.num_timesteps, run.ckpt_every)

@@ -1,4 +1,4 @@
-"""One call of :func:`zoo.rl.loop.train` besides the agent (:class:`_Run`): its env and settings, the
+"""One call of :func:`zoo.rl.loop.train` besides the agent (:class:`Run`): its env and settings, the
 episodes in progress, its schedule of evaluations and checkpoints, its clock, and the names of the files it
 writes in ``checkpoint_dir``. The loop (:mod:`zoo.rl.loop`) and its checkpoints (:mod:`zoo.rl.resume`) both
 work on it.
@@ -19,7 +19,7 @@ from zoo.engine.logs import RunLogger
 from zoo.rl import normalization
 from zoo.rl.envspec import had_unmade_wrappers
 
-__all__ = ["BEST_NAME", "CHECKPOINT_NAME"]
+__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "Run", "keep_statistics", "next_multiple"]
 
 CHECKPOINT_NAME = "td3_last.pt"
 """The run's checkpoint (agent, optimizers, replay buffer, episodes): what ``resume`` continues from."""
@@ -28,7 +28,7 @@ BEST_NAME = "td3_best.safetensors"
 
 
 @dataclass
-class _Clock:
+class Clock:
     """Speeds for the log: environment steps per second since the last row, and over the learning phase
     (from the first step at ``learning_starts`` on); evaluation time is left out of both."""
 
@@ -56,7 +56,7 @@ class _Clock:
 
 
 @dataclass
-class _Run:
+class Run:
     """One call of :func:`train` besides the agent: its env and settings, the episodes in progress, the log."""
 
     env: Any
@@ -91,7 +91,7 @@ class _Run:
     episode_start: dict[str, Any] = field(default_factory=dict)
     next_eval: float = math.inf
     next_ckpt: float = math.inf
-    clock: _Clock = field(default_factory=_Clock)
+    clock: Clock = field(default_factory=Clock)
     resumed: dict[str, Any] | None = None
     identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
     env_given: bool = True  # False: the call named no env, so the run trains on the agent's own env id
@@ -111,7 +111,7 @@ class _Run:
         return self.ckpt_dir / CHECKPOINT_NAME if self.ckpt_dir is not None else None
 
 
-def _keep_statistics(agent, run: _Run) -> None:
+def keep_statistics(agent, run: Run) -> None:
     """The training env's normalisation statistics become the agent's (what its weights files and checkpoint
     carry), and the spec that makes that env again its env (what it evaluates on by default)."""
     from zoo.rl.envspec import own_spec
@@ -121,5 +121,5 @@ def _keep_statistics(agent, run: _Run) -> None:
     agent.env_object = run.env if had_unmade_wrappers(run.env) and not run.owns_env else None
 
 
-def _next_multiple(current: int, every: int | None) -> float:
+def next_multiple(current: int, every: int | None) -> float:
     return (current // every + 1) * every if every else math.inf

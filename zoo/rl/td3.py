@@ -40,9 +40,13 @@ from zoo.rl.config import TD3Config
 from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 from zoo.rl.noise import OrnsteinUhlenbeckNoise
-from zoo.rl.weights import _load_weights, _saved_spec, checkpoint_build_config
+from zoo.rl.weights import checkpoint_build_config, load_weights, saved_spec
 
-__all__ = ["RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
+__all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
+
+CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
+"""The ``format`` of what :meth:`TD3Agent.checkpoint_state` writes (a run's ``td3_last.pt``, which
+:mod:`zoo.rl.resume` resumes and ``zoo.build("td3", weights=)`` reads the networks of)."""
 
 # what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
 # scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
@@ -511,7 +515,7 @@ class TD3Agent:
         """Everything a resumed run needs (weights_only-loadable: tensors, numbers, strings, dicts, lists);
         ``run``: the training loop's own settings to record (``total_steps``)."""
         return {
-            "format": "zoo.td3.checkpoint/1",
+            "format": CHECKPOINT_FORMAT,
             "describe": json.dumps(self.describe()),
             "networks": self.network_state_dict(),
             "normalization": dict(self.normalization),
@@ -536,7 +540,7 @@ class TD3Agent:
         """Continue from :meth:`checkpoint_state`. The checkpoint's settings are compared with this agent's
         (and ``run``'s) first: ``RESUME_APPLIED`` changes are applied and returned as ``{key: (saved, now)}``,
         any other change raises :class:`zoo.engine.ResumeError` before anything is loaded."""
-        if state.get("format") != "zoo.td3.checkpoint/1":
+        if state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"not a TD3 checkpoint (format {state.get('format')!r})")
         saved = json.loads(state["describe"])
         for key in ("obs_dim", "act_dim"):
@@ -574,7 +578,7 @@ class TD3Agent:
             self._loss_sum.copy_(state["losses"]["sum"])
             self._loss_n = [int(n) for n in state["losses"]["n"]]
         self.normalization = dict(state.get("normalization") or {})  # older checkpoints: none
-        self.env_spec = _saved_spec(saved) or self.env_spec
+        self.env_spec = saved_spec(saved) or self.env_spec
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
         return changed
 
@@ -804,7 +808,7 @@ def _env_in(data: Any, *, seed: int | None = None) -> dict[str, Any]:
     references=(("Fujimoto et al. 2018, Addressing Function Approximation Error in Actor-Critic Methods, "
                 "https://arxiv.org/abs/1802.09477"),
                 "rl-baselines3-zoo hyperparams/td3.yml, https://github.com/DLR-RM/rl-baselines3-zoo"),
-    load_weights=_load_weights,
+    load_weights=load_weights,
     infer_config=_env_in,
     built_defaults=lambda: _preset_defaults("rl-zoo", "Pendulum-v1"),
 )

@@ -21,7 +21,7 @@ from zoo.rl import normalization
 if TYPE_CHECKING:
     from zoo.rl.td3 import TD3Agent
 
-__all__ = ["checkpoint_build_config"]
+__all__ = ["checkpoint_build_config", "load_weights", "saved_spec"]
 
 
 def checkpoint_build_config(state: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def checkpoint_build_config(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None = None) -> TD3Agent:
+def load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None = None) -> TD3Agent:
     """``zoo.build("td3", weights=...)``: the four networks from a safetensors file written by
     :meth:`TD3Agent.save` / ``hub.add_weights``, in the spaces its ``zoo.td3`` metadata records
     (:func:`_file_spaces`), or from a run's checkpoint (``td3_last.pt``: the networks at its last step, not
@@ -144,7 +144,7 @@ def _load_statistics(agent: TD3Agent, stats: dict[str, torch.Tensor], saved: dic
 
     agent.normalization = stats
     if env is None:
-        agent.env_spec = _saved_spec(saved)
+        agent.env_spec = saved_spec(saved)
     elif stats and isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         from zoo.rl.envspec import env_identity
 
@@ -152,7 +152,7 @@ def _load_statistics(agent: TD3Agent, stats: dict[str, torch.Tensor], saved: dic
                           env_name=f"the env given ({env_identity(env)})")
 
 
-def _saved_spec(saved: dict[str, Any]) -> Any:
+def saved_spec(saved: dict[str, Any]) -> Any:
     """The ``EnvSpec`` a file's description records (``env_spec``: the env its statistics are of), or None
     (none recorded, or one this gymnasium cannot read: the caller passes the env)."""
     import gymnasium as gym
@@ -171,7 +171,7 @@ def _run_checkpoint(path) -> dict[str, Any] | None:
     """The TD3 run checkpoint at ``path`` (what ``zoo.train(..., checkpoint_dir=)`` writes as ``td3_last.pt``,
     its digest checked), or None for any other file: the weights loader reads those and names what is wrong."""
     from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
-    from zoo.rl.resume import CHECKPOINT_FORMAT
+    from zoo.rl.td3 import CHECKPOINT_FORMAT
 
     if str(path).endswith(".safetensors") or not os.path.isfile(path):
         return None
