@@ -225,3 +225,26 @@ def test_band_numbers_or_a_unit_that_is_no_length_give_no_wavelengths(tmp_path, 
         scene = open_envi(tmp_path / "s.hdr")
     assert scene.wavelengths is None
     assert any("the scene has no wavelengths" in str(w.message) for w in said)
+
+
+@pytest.mark.parametrize("name, values", [("elevation", np.arange(300) % 300), ("cloud_mask", np.arange(2))])
+def test_a_lone_map_not_named_like_ground_truth_beside_the_cube_warns(tmp_path, name, values):
+    """Before: a .mat file holding a cube and one other (H, W) array, an elevation or a 0/1 cloud mask, loaded
+    that array as the ground truth without a word (only a choice among several candidates warned)."""
+    rng = np.random.default_rng(4)
+    cube = rng.integers(0, 1000, size=(20, 17, 12)).astype(np.uint16)
+    other = rng.choice(values, size=(20, 17)).astype(np.int16 if name == "elevation" else np.uint8)
+    scipy.io.savemat(tmp_path / "m2.mat", {"data": cube, name: other})
+    with pytest.warns(UserWarning, match=rf"took '{name}' .* as the ground truth.* not named like one.*gt=FILE to "
+                                         rf"load_scene.*gt_key=<name>.*load_mat_arrays\(.*m2.mat'\)\['data'\]"):
+        assert load_scene(tmp_path / "m2.mat").metadata["gt_key"] == name
+    # named like ground truth, or a file given as the ground truth: taken at its word, as before
+    scipy.io.savemat(tmp_path / "named.mat", {"data": cube, "scene_gt": other})
+    scipy.io.savemat(tmp_path / "cube.mat", {"data": cube})
+    scipy.io.savemat(tmp_path / "given.mat", {name: other})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_scene(tmp_path / "named.mat").metadata["gt_key"] == "scene_gt"
+        np.testing.assert_array_equal(load_scene(tmp_path / "cube.mat", gt=tmp_path / "given.mat").labels, other)
+        np.testing.assert_array_equal(load_mat_arrays(tmp_path / "m2.mat")["data"], cube)
+

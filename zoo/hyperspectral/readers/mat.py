@@ -147,9 +147,14 @@ def find_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = N
     return cands[0] if cands else None
 
 
-def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, path: Path) -> str | None:
+def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, path: Path, *,
+                beside_cube: str | None = None) -> str | None:
     """:func:`find_gt_key`, warning when the names leave the choice open (a second candidate as well named as
-    the chosen one, or a chosen one not named like ground truth), so a mask is never taken silently."""
+    the chosen one, or a chosen one not named like ground truth), so a mask is never taken silently.
+
+    ``beside_cube``: the key of the cube when ``arrays`` are the rest of a scene's own .mat file; there even a
+    lone candidate named like a mask or not at all (``elevation``, ``cloud_mask``) is warned about, while a
+    file given as the ground truth is taken at its word for its one map."""
     cands = gt_candidates(arrays, shape)
     if not cands:
         return None
@@ -160,6 +165,14 @@ def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, pa
         warnings.warn(f"{path}: several arrays could be the ground truth; using {best!r} "
                       f"({len(np.unique(arrays[best]))} distinct values), not {others}: pass gt_key=<name> "
                       + KEY_ADVICE.format(key="gt_key"), stacklevel=user_stacklevel())
+    elif beside_cube is not None and _name_rank(best) >= 2:  # rank 1 (map, dset): label maps as published
+        warnings.warn(f"{path}: took {best!r} ({len(np.unique(arrays[best]))} distinct values) as the ground "
+                      f"truth, the one (H, W) map of whole numbers beside the cube {beside_cube!r}, though it is "
+                      f"not named like one (gt, label, truth, class). If it is not the ground truth, give that with "
+                      f"the cube (gt=FILE to load_scene, labels=FILE to zoo.train / zoo.evaluate, --labels FILE on "
+                      f"the command line; gt_key=<name> names another array of this file), or read the cube "
+                      f"without labels: zoo.hyperspectral.readers.load_mat_arrays({str(path)!r})[{beside_cube!r}] "
+                      f"is the cube as an array", stacklevel=user_stacklevel())
     return best
 
 
@@ -226,14 +239,15 @@ def _names(path: Path, key: str, k: int) -> tuple[str, ...] | None:
 
 
 def mat_ground_truth(arrays: dict[str, np.ndarray], shape: tuple[int, int], path: Path, *,
-                     n_bands: int | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
+                     n_bands: int | None = None, beside_cube: str | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
     """``(label map or None, extras)`` from a .mat file's arrays for a scene of ``shape`` = (H, W).
 
     ``extras`` holds ``abundances`` ``(H, W, K)`` (from ``A``, column-major pixels), ``endmembers``
-    ``(K, C)`` (from ``M``) and ``endmember_names`` when the file has them.
+    ``(K, C)`` (from ``M``) and ``endmember_names`` when the file has them. ``beside_cube``: see
+    :func:`pick_gt_key`.
     """
     h, w = shape
-    key = pick_gt_key(arrays, shape, path)
+    key = pick_gt_key(arrays, shape, path, beside_cube=beside_cube)
     labels = arrays[key] if key is not None else None
     extras: dict[str, Any] = {} if key is None else {"gt_key": key}
     if "A" in arrays and h * w in arrays["A"].shape:
@@ -323,7 +337,7 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
         labels, extras = keyed_ground_truth(arrays, gt_key, shape, path), {}
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
-        labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2])
+        labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2], beside_cube=cube_key)
         wrong = _wrong_gt(own, shape)
         if labels is None and not extras and wrong:
             raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the cube's "
