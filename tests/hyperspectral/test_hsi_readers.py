@@ -248,3 +248,25 @@ def test_a_lone_map_not_named_like_ground_truth_beside_the_cube_warns(tmp_path, 
         np.testing.assert_array_equal(load_scene(tmp_path / "cube.mat", gt=tmp_path / "given.mat").labels, other)
         np.testing.assert_array_equal(load_mat_arrays(tmp_path / "m2.mat")["data"], cube)
 
+
+def test_a_band_first_cube_is_named_as_such_beside_its_ground_truth(tmp_path):
+    """Before: a (B, H, W) cube, as rasterio and GDAL read one, beside its (H, W) ground truth was refused with
+    "ground truth has shape (20, 17); the scene is (H, W) = (12, 20)", nothing saying the cube was band-first."""
+    rng = np.random.default_rng(5)
+    cube = rng.integers(0, 1000, size=(20, 17, 12)).astype(np.uint16)
+    gt = rng.integers(0, 4, size=(20, 17)).astype(np.uint8)
+    np.save(tmp_path / "cube_bhw.npy", cube.transpose(2, 0, 1))
+    np.save(tmp_path / "lab.npy", gt)
+    scipy.io.savemat(tmp_path / "bhw.mat", {"cube": cube.transpose(2, 0, 1), "gt": gt})
+    scipy.io.savemat(tmp_path / "gt.mat", {"gt": gt})
+    hint = r"the cube \(12, 20, 17\) looks band-first, \(C, H, W\) as rasterio and GDAL read it: pass " \
+           r"cube.transpose\(1, 2, 0\)"
+    for args in ({"path": tmp_path / "cube_bhw.npy", "gt": tmp_path / "lab.npy"}, {"path": tmp_path / "bhw.mat"},
+                 {"path": tmp_path / "bhw.mat", "gt_key": "gt"}, {"path": tmp_path / "cube_bhw.npy", "gt": tmp_path / "gt.mat"},
+                 {"path": tmp_path / "cube_bhw.npy", "gt": tmp_path / "gt.mat", "gt_key": "gt"}):
+        with pytest.raises(ValueError, match=hint) as err:
+            load_scene(**args)
+        assert "(20, 17)" in str(err.value) and "(H, W) = (12, 20)" in str(err.value)
+    np.save(tmp_path / "cube_hcw.npy", cube.transpose(0, 2, 1))
+    with pytest.raises(ValueError, match=r"\(H, W\) = \(20, 12\)$"):  # not band-first: no such hint
+        load_scene(tmp_path / "cube_hcw.npy", gt=tmp_path / "lab.npy")

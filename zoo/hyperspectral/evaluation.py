@@ -156,15 +156,6 @@ def _what(data: Any) -> str:
     return f"a {type(data).__name__}" + (f" of shape {data.shape}" if isinstance(data, np.ndarray) else "")
 
 
-def band_first_hint(shape: tuple[int, ...], bands: int) -> str:
-    """A hint for a cube of ``shape`` given to a model fitted on ``bands`` bands when it reads as band-first,
-    ``(C, H, W)`` as rasterio and GDAL read it (zoo reads ``(H, W, C)``); else ""."""
-    if len(shape) == 3 and shape[0] == bands and shape[2] != bands:
-        return f"; the cube {tuple(shape)} looks band-first, (C, H, W) as rasterio and GDAL read it: pass " \
-               "cube.transpose(1, 2, 0)"
-    return ""
-
-
 def cube_key_hint(scene: Any, bands: int) -> str:
     """A hint for a scene from a .mat file that holds other cubes of its size (``metadata["other_cubes"]``)
     given to a model fitted on ``bands`` bands: the ``cube_key=`` that reads another one; else ""."""

@@ -9,7 +9,24 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RawLayout", "Scene"]
+__all__ = ["RawLayout", "Scene", "band_first_hint"]
+
+
+def band_first_hint(shape: tuple[int, ...], bands: int | None = None, *,
+                    labels: tuple[int, ...] | None = None) -> str:
+    """A hint for a cube of ``shape`` that reads as band-first, ``(C, H, W)`` as rasterio and GDAL read it (zoo
+    reads ``(H, W, C)``): its first axis is the ``bands`` a model was fitted on, or ``labels``, the shape of its
+    ground truth, is its last two axes; else ""."""
+    if len(shape) != 3:
+        return ""
+    if labels is not None:
+        first = tuple(labels) == tuple(shape[1:]) != tuple(shape[:2])
+    else:
+        first = shape[0] == bands and shape[2] != bands
+    if not first:
+        return ""
+    return f"; the cube {tuple(shape)} looks band-first, (C, H, W) as rasterio and GDAL read it: pass " \
+           "cube.transpose(1, 2, 0)"
 
 
 @dataclass(frozen=True)

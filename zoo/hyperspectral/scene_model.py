@@ -23,7 +23,6 @@ from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     array_input,
     as_scene,
-    band_first_hint,
     cube_key_hint,
     default_scene,
     given_split_mask,
@@ -35,7 +34,7 @@ from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, scene_nodata, valid_pixel_mask
 from zoo.hyperspectral.provenance import TrainingRecord, forget_training_split, screen_test_pixels
-from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.scene import Scene, band_first_hint
 
 __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "scene_recipe",
            "square_symmetry", "unit_spectra"]

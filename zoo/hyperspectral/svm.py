@@ -30,7 +30,6 @@ from zoo.hyperspectral.evaluation import (
     SPLIT_OPTIONS,
     array_input,
     as_scene,
-    band_first_hint,
     cube_key_hint,
     default_scene,
     given_split_mask,
@@ -45,7 +44,7 @@ from zoo.hyperspectral.evaluation import (
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
 from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, forget_training_split, screen_test_pixels
-from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.scene import Scene, band_first_hint
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
 
 __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]

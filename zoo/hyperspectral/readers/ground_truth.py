@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from zoo.hyperspectral.readers.errors import SceneFormatError, npy_error
+from zoo.hyperspectral.scene import band_first_hint
 
 __all__ = ["IMAGE_EXTENSIONS", "labels_from_abundances", "read_ground_truth", "read_label_map", "with_ground_truth"]
 
@@ -53,7 +54,8 @@ def _from_envi(path: Path) -> np.ndarray:
     return np.asarray(scene.cube[:, :, 0])
 
 
-def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str) -> np.ndarray:
+def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str,
+           n_bands: int | None = None) -> np.ndarray:
     arr = np.asarray(arr)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
@@ -61,7 +63,9 @@ def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str
         raise SceneFormatError(f"{path}: {what} must be an (H, W) map; got shape {arr.shape}")
     if shape is not None and arr.shape != tuple(shape):
         hint = " (transposed?)" if arr.shape == tuple(shape)[::-1] else ""
-        raise SceneFormatError(f"{path}: {what} has shape {arr.shape}{hint}; the scene is (H, W) = {tuple(shape)}")
+        first = "" if n_bands is None else band_first_hint((*shape, n_bands), labels=arr.shape)
+        raise SceneFormatError(f"{path}: {what} has shape {arr.shape}{hint}; the scene is (H, W) = {tuple(shape)}"
+                               + first)
     if arr.dtype.kind == "b":
         return arr.astype(np.int64)
     if arr.dtype.kind not in "iuf":
@@ -80,6 +84,7 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
     ``gt_key`` names the label map among the arrays of a .mat file (the other formats hold one map)."""
     from zoo.hyperspectral.readers.envi_header import find_header
     from zoo.hyperspectral.readers.mat import (
+        band_first_gt_hint,
         describe_arrays,
         keyed_ground_truth,
         load_mat_arrays,
@@ -97,7 +102,8 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
     if ext == ".mat":
         arrays = load_mat_arrays(path)
         if gt_key is not None:
-            return _check(keyed_ground_truth(arrays, gt_key, shape, path), path, shape, what), {"gt_key": gt_key}
+            labels = keyed_ground_truth(arrays, gt_key, shape, path, n_bands)
+            return _check(labels, path, shape, what), {"gt_key": gt_key}
         if shape is None:
             key = pick_gt_key(arrays, None, path)
             if key is None:
@@ -106,18 +112,19 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
         labels, extras = mat_ground_truth(arrays, shape, path, n_bands=n_bands)
         if labels is None and not extras:
             raise SceneFormatError(f"{path}: no {what} for a scene of (H, W) = {tuple(shape)}: expected an (H, W) "
-                                   f"integer label map or abundances A; found {describe_arrays(arrays, shape)}")
-        return (None if labels is None else _check(labels, path, shape, what)), extras
+                                   f"integer label map or abundances A; found {describe_arrays(arrays, shape)}"
+                                   f"{band_first_gt_hint(arrays, shape, n_bands)}")
+        return (None if labels is None else _check(labels, path, shape, what, n_bands)), extras
     if ext == ".npy":
-        return _check(_from_npy(path), path, shape, what), {}
+        return _check(_from_npy(path), path, shape, what, n_bands), {}
     if ext in IMAGE_EXTENSIONS:
-        return _check(_from_image(path), path, shape, what), {}
+        return _check(_from_image(path), path, shape, what, n_bands), {}
     try:
         find_header(path)
     except FileNotFoundError:
         raise SceneFormatError(f"{path}: unknown {what} format {ext or '(no extension)'!r}; expected .npy, .mat, "
                                f"an ENVI .hdr/data pair, or an image ({', '.join(IMAGE_EXTENSIONS)})") from None
-    return _check(_from_envi(path), path, shape, what), {}
+    return _check(_from_envi(path), path, shape, what, n_bands), {}
 
 
 def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None, *,

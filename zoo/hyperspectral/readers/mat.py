@@ -31,10 +31,10 @@ import numpy as np
 from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
-from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.scene import Scene, band_first_hint
 
-__all__ = ["KEY_ADVICE", "describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key", "gt_candidates",
-           "keyed_ground_truth", "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
+__all__ = ["KEY_ADVICE", "band_first_gt_hint", "describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key",
+           "gt_candidates", "keyed_ground_truth", "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
 
 _GT_HINT = re.compile(r"(gt|ground|label|truth|map|class|mask|dset)", re.IGNORECASE)
 _LABEL_NAME = re.compile(r"(gt|ground|label|truth|class)", re.IGNORECASE)
@@ -176,15 +176,24 @@ def pick_gt_key(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, pa
     return best
 
 
+def band_first_gt_hint(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, n_bands: int | None) -> str:
+    """:func:`~zoo.hyperspectral.scene.band_first_hint` for a cube of ``shape`` + ``(n_bands,)`` when one of
+    the 2-D ``arrays`` is its last two axes; else ""."""
+    if shape is None or n_bands is None:
+        return ""
+    cube = (*shape, n_bands)
+    return next((h for v in arrays.values() if v.ndim == 2 and (h := band_first_hint(cube, labels=v.shape))), "")
+
+
 def keyed_ground_truth(arrays: dict[str, np.ndarray], gt_key: str, shape: tuple[int, int] | None,
-                       path: Path) -> np.ndarray:
+                       path: Path, n_bands: int | None = None) -> np.ndarray:
     """The array ``gt_key`` of a .mat file's ``arrays``, checked to be ``shape`` = the cube's (H, W)."""
     if gt_key not in arrays:
         raise KeyError(f"gt_key={gt_key!r} is not in {path}; its arrays: {describe_arrays(arrays, shape)}")
     labels = arrays[gt_key]
     if shape is not None and labels.shape != tuple(shape):
         raise SceneFormatError(f"{path}: ground truth {gt_key!r} has shape {labels.shape}; the cube is "
-                               f"(H, W) = {tuple(shape)}")
+                               f"(H, W) = {tuple(shape)}{band_first_gt_hint({gt_key: labels}, shape, n_bands)}")
     return labels
 
 
@@ -334,14 +343,14 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
     if gt_path is not None:  # any format; gt_key (a .mat ground truth's array) is checked there
         labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2], gt_key=gt_key)
     elif gt_key is not None:
-        labels, extras = keyed_ground_truth(arrays, gt_key, shape, path), {}
+        labels, extras = keyed_ground_truth(arrays, gt_key, shape, path, cube.shape[2]), {}
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
         labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2], beside_cube=cube_key)
         wrong = _wrong_gt(own, shape)
         if labels is None and not extras and wrong:
             raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the cube's "
-                                   f"(H, W) = {shape}")
+                                   f"(H, W) = {shape}{band_first_gt_hint(wrong, shape, cube.shape[2])}")
     if abundance_labels:
         labels = labels_from_abundances(extras, gt_file)
     meta.update({"gt_key": gt_key, **extras, "cube_key": cube_key})
