@@ -270,3 +270,27 @@ def test_a_band_first_cube_is_named_as_such_beside_its_ground_truth(tmp_path):
     np.save(tmp_path / "cube_hcw.npy", cube.transpose(0, 2, 1))
     with pytest.raises(ValueError, match=r"\(H, W\) = \(20, 12\)$"):  # not band-first: no such hint
         load_scene(tmp_path / "cube_hcw.npy", gt=tmp_path / "lab.npy")
+
+
+@pytest.mark.parametrize("header, data", [("SCENE.HDR", "SCENE.IMG"), ("SCENE.IMG.HDR", "SCENE.IMG"),
+                                          ("scene.img.hdr", "scene.img"), ("scene.HDR", "scene.img")])
+def test_envi_data_finds_its_header_in_either_case(tmp_path, header, data):
+    """Before: load_scene("SCENE.IMG") beside SCENE.HDR said "unknown scene format '.img' ... expected .hdr
+    (ENVI), .mat, .npy or .spe": only a lower-case X.hdr or X.img.hdr was looked for."""
+    cube = _cube(np.float32)
+    save_envi(tmp_path / "w.hdr", cube)
+    (tmp_path / "w.hdr").rename(tmp_path / header)
+    (tmp_path / "w.img").rename(tmp_path / data)
+    scene = load_scene(tmp_path / data)
+    np.testing.assert_array_equal(scene.cube, cube)
+    np.testing.assert_array_equal(load_scene(tmp_path / header).cube, cube)
+
+
+def test_envi_data_without_a_header_says_where_it_looked(tmp_path):
+    """Before: a data file with no header beside it was "unknown scene format '.img'"."""
+    (tmp_path / "lone.img").write_bytes(bytes(64))
+    with pytest.raises(ValueError, match=r"lone.img looks like ENVI data, but no ENVI header found beside it \(looked "
+                                         r"for lone.hdr, lone.HDR, lone.img.hdr, lone.img.HDR\)"):
+        load_scene(tmp_path / "lone.img")
+    with pytest.raises(FileNotFoundError, match=r"no ENVI header found beside it \(looked for lone.hdr"):
+        open_envi(tmp_path / "lone.img")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from zoo.hyperspectral.readers.envi import EnviWriter, open_envi, save_envi
+from zoo.hyperspectral.readers.envi_header import DATA_EXTENSIONS, missing_header
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.readers.ground_truth import read_ground_truth, read_label_map, with_ground_truth
 from zoo.hyperspectral.readers.mat import (
@@ -72,10 +73,14 @@ def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, 
         scene = open_npy(path, name=name, **kwargs)
     elif ext == ".spe":
         scene = open_spe(path, name=name)
-    elif ext == ".hdr" or path.with_suffix(".hdr").exists() or Path(str(path) + ".hdr").exists():
-        scene = open_envi(path, name=name, **kwargs)
     else:
-        raise SceneFormatError(f"unknown scene format {ext!r} for {path}; expected .hdr (ENVI), .mat, .npy or .spe")
+        missing = missing_header(path)
+        if missing and ext in (*DATA_EXTENSIONS, ".bsq", ".bil", ".bip"):
+            raise SceneFormatError(f"{path} looks like ENVI data, but {missing}: put its header beside it")
+        if missing:
+            raise SceneFormatError(f"unknown scene format {ext!r} for {path}; expected .hdr (ENVI), .mat, .npy or "
+                                   f".spe, or ENVI data with its header; {missing}")
+        scene = open_envi(path, name=name, **kwargs)
     if gt is None:
         if abundance_labels:
             raise SceneFormatError(f"abundance_labels=True needs a ground-truth file with abundances (gt=...) for {path}")

@@ -18,7 +18,8 @@ import numpy as np
 
 from zoo.hyperspectral.readers.errors import SceneFormatError
 
-__all__ = ["DATA_EXTENSIONS", "EnviHeader", "find_header", "parse_envi_header", "read_envi_header"]
+__all__ = ["DATA_EXTENSIONS", "EnviHeader", "find_header", "header_candidates", "missing_header",
+           "parse_envi_header", "read_envi_header"]
 
 # ENVI data type codes (ENVI header format documentation, "data type")
 _DTYPES = {1: "u1", 2: "i2", 3: "i4", 4: "f4", 5: "f8", 6: "c8", 9: "c16", 12: "u2", 13: "u4", 14: "i8", 15: "u8"}
@@ -58,16 +59,31 @@ class EnviHeader:
         raise SceneFormatError(f"ENVI data file {data} holds {size} B but {what}{hint}")
 
 
+def header_candidates(path: Path) -> list[Path]:
+    """The headers a data file ``path`` may have beside it, as ENVI and spectral users name them: ``X.hdr``
+    beside ``X.img``, or ``X.img.hdr``, each in lower or upper case (a tree copied from Windows or a CD
+    holds ``SCENE.IMG`` and ``SCENE.HDR``)."""
+    names = (path.with_suffix(".hdr"), path.with_suffix(".HDR"), Path(str(path) + ".hdr"), Path(str(path) + ".HDR"))
+    return list(dict.fromkeys(names))
+
+
+def missing_header(path: Path) -> str | None:
+    """None when a header of ``path`` exists (see :func:`find_header`); else the words saying where none was."""
+    if path.suffix.lower() == ".hdr" or any(c.is_file() for c in header_candidates(path)):
+        return None
+    return f"no ENVI header found beside it (looked for {', '.join(c.name for c in header_candidates(path))})"
+
+
 def find_header(path: Path) -> Path:
-    """The ``.hdr`` of ``path`` (itself, ``name.hdr`` beside ``name.img``, or ``name.img.hdr``)."""
+    """The ``.hdr`` of ``path`` (itself, or one of :func:`header_candidates` beside the data file)."""
     if path.suffix.lower() == ".hdr":
         if not path.is_file():
             raise FileNotFoundError(f"ENVI header not found: {path}")
         return path
-    for cand in (path.with_suffix(".hdr"), Path(str(path) + ".hdr")):
+    for cand in header_candidates(path):
         if cand.is_file():
             return cand
-    raise FileNotFoundError(f"no ENVI header (.hdr) found for {path}")
+    raise FileNotFoundError(f"{path}: {missing_header(path)}")
 
 
 def _int_field(h: dict[str, Any], key: str, path: Path, *, minimum: int, default: int | None = None) -> int:
