@@ -436,3 +436,17 @@ def test_a_training_checkpoint_names_its_model_when_another_is_built_from_it(tmp
                                              rf"with zoo.build\('hybridsn'"):
             zoo.build(name, weights=str(tmp_path / "best.pt"))
     assert zoo.build("hybridsn", weights=str(tmp_path / "best.pt")).config.n_bands == 15
+
+
+def test_evaluate_on_an_unfitted_pca_svm_says_it_is_not_fitted():
+    """Before: zoo.evaluate(zoo.build("hsi-pca-svm"), cube, labels=gt) blamed the split ("this one records no
+    training split: it was fitted on (X, y) pixels, ..."), while predict and split='random' said NotFittedError."""
+    from sklearn.exceptions import NotFittedError
+
+    s = make_scene(16, 16, 12, 3, block=4, seed=0)
+    svm = zoo.build("hsi-pca-svm")
+    for kw in ({}, {"split": "random"}):
+        with pytest.raises(NotFittedError, match="This HSIPipeline instance is not fitted yet"):
+            zoo.evaluate(svm, np.asarray(s.cube), labels=s.labels, **kw)
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        zoo.evaluate(svm, (s.pixels(s.labels > 0), s.labels[s.labels > 0]))

@@ -21,6 +21,7 @@ import torch
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
+from sklearn.utils.validation import check_is_fitted
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
@@ -170,6 +171,8 @@ class HSIPipeline(Pipeline):
                       ("labels", "mask", "split", "on_overlap", "gt_key", "cube_key", *SPLIT_OPTIONS))
         if on_overlap not in ON_OVERLAP:
             raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
+        # before the split is chosen: unfitted, the missing split was blamed instead (predict says NotFittedError)
+        check_is_fitted(self)
         if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", 2) != 3:  # 3-D: a cube, said so
             refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, "gt_key": gt_key,
                                                   "cube_key": cube_key, **kw})
