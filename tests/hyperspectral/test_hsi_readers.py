@@ -294,3 +294,25 @@ def test_envi_data_without_a_header_says_where_it_looked(tmp_path):
         load_scene(tmp_path / "lone.img")
     with pytest.raises(FileNotFoundError, match=r"no ENVI header found beside it \(looked for lone.hdr"):
         open_envi(tmp_path / "lone.img")
+
+
+def test_an_envi_classification_ground_truth_names_the_scenes_classes(tmp_path):
+    """Before: a ground truth written by spectral's save_classification(..., class_names=[...]) gave its labels
+    but Scene.class_names stayed None. ENVI names the values 0..K-1 (0: "Unclassified"); Scene.class_names
+    names the classes 1..K."""
+    from dataclasses import replace
+
+    from zoo.hyperspectral.readers import with_ground_truth
+
+    rng = np.random.default_rng(6)
+    cube = rng.normal(size=(6, 5, 4)).astype(np.float32)
+    gt = rng.integers(0, 3, size=(6, 5)).astype(np.uint8)
+    envi.save_classification(str(tmp_path / "cls.hdr"), gt, class_names=["Unclassified", "corn", "soy"], force=True)
+    np.save(tmp_path / "cube.npy", cube)
+    scipy.io.savemat(tmp_path / "cube.mat", {"cube": cube})
+    for cube_file in ("cube.npy", "cube.mat"):
+        scene = load_scene(tmp_path / cube_file, gt=tmp_path / "cls.hdr")
+        np.testing.assert_array_equal(scene.labels, gt)
+        assert scene.class_names == ("corn", "soy") and "class_names" not in scene.metadata
+    named = replace(load_scene(tmp_path / "cube.npy"), class_names=("a", "b"))  # the scene's own names stay
+    assert with_ground_truth(named, tmp_path / "cls.hdr").class_names == ("a", "b")

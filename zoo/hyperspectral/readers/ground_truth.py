@@ -45,13 +45,17 @@ def _from_npy(path: Path) -> np.ndarray:
         raise npy_error(path, err) from None
 
 
-def _from_envi(path: Path) -> np.ndarray:
+def _from_envi(path: Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """The one band of an ENVI label map, and ``{"class_names": ...}`` when its header names the classes."""
     from zoo.hyperspectral.readers.envi import open_envi
 
     scene = open_envi(path, check_byte_order=False)  # class ids are not smooth data: nothing to judge
     if scene.n_bands != 1:
         raise SceneFormatError(f"{path}: an ENVI label map has one band; this one has {scene.n_bands}")
-    return np.asarray(scene.cube[:, :, 0])
+    raw = scene.metadata.get("class names")
+    names = [] if raw is None else [str(n).strip() for n in np.atleast_1d(raw)]
+    # ENVI names the values 0..K-1, 0 being "Unclassified"; Scene.class_names names classes 1..K (0: unlabelled)
+    return np.asarray(scene.cube[:, :, 0]), ({"class_names": tuple(names[1:])} if len(names) > 1 else {})
 
 
 def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str,
@@ -79,7 +83,8 @@ def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str
 
 def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = None, *, what: str = "ground truth",
                       n_bands: int | None = None, gt_key: str | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth.
+    """``(label map, extras)``: extras hold unmixing abundances/endmembers of a .mat ground truth, or the
+    ``class_names`` (classes 1..K, as :attr:`Scene.class_names`) an ENVI classification header gives.
 
     ``gt_key`` names the label map among the arrays of a .mat file (the other formats hold one map)."""
     from zoo.hyperspectral.readers.envi_header import find_header
@@ -124,7 +129,8 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
     except FileNotFoundError:
         raise SceneFormatError(f"{path}: unknown {what} format {ext or '(no extension)'!r}; expected .npy, .mat, "
                                f"an ENVI .hdr/data pair, or an image ({', '.join(IMAGE_EXTENSIONS)})") from None
-    return _check(_from_envi(path), path, shape, what, n_bands), {}
+    labels, extras = _from_envi(path)
+    return _check(labels, path, shape, what, n_bands), extras
 
 
 def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None, *,
@@ -150,8 +156,9 @@ def with_ground_truth(scene, path: str | os.PathLike, *, abundance_labels: bool 
     from dataclasses import replace
 
     labels, extras = read_ground_truth(path, scene.shape[:2], n_bands=scene.n_bands, gt_key=gt_key)
+    gt_names = extras.pop("class_names", None)
     if abundance_labels:
         labels = labels_from_abundances(extras, path)
-    names = extras.get("endmember_names") if abundance_labels else scene.class_names
+    names = extras.get("endmember_names") if abundance_labels else (scene.class_names or gt_names)
     return replace(scene, labels=labels, class_names=names,
                    metadata={**scene.metadata, **extras, "ground_truth": str(path)})

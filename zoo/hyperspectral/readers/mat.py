@@ -351,8 +351,9 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
         if labels is None and not extras and wrong:
             raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the cube's "
                                    f"(H, W) = {shape}{band_first_gt_hint(wrong, shape, cube.shape[2])}")
+    gt_names = extras.pop("class_names", None)  # an ENVI classification ground truth's
     if abundance_labels:
         labels = labels_from_abundances(extras, gt_file)
     meta.update({"gt_key": gt_key, **extras, "cube_key": cube_key})
-    names = extras.get("endmember_names") if abundance_labels else None
+    names = extras.get("endmember_names") if abundance_labels else gt_names
     return Scene(cube=cube, labels=labels, name=name or path.stem, metadata=meta, class_names=names)
