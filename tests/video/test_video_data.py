@@ -95,6 +95,19 @@ def test_missing_split_entries_are_an_error_with_count_and_paths(tiny_set, tmp_p
         UCF101(root, splits, train=True, progress=False)
 
 
+
+def test_split_files_saved_with_a_byte_order_mark_are_read(tmp_path):
+    """Before: classInd.txt saved by Windows Notepad (UTF-8 with a BOM) failed at its first line:
+    "expected '<label> <ClassName>', got '\\ufeff1 ApplyEyeMakeup'"."""
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "classInd.txt").write_bytes(bom + b"1 ApplyEyeMakeup\r\n2 Biking\r\n\r\n")
+    (tmp_path / "trainlist01.txt").write_bytes(bom + b"Biking/v_Biking_g01_c01.avi 2\r\n")
+    (tmp_path / "testlist01.txt").write_bytes(bom + b"ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi\r\n")
+    assert read_class_index(tmp_path) == ["ApplyEyeMakeup", "Biking"]
+    assert [(e.path, e.label) for e in read_split(tmp_path, 1, True)] == [("Biking/v_Biking_g01_c01.avi", 1)]
+    assert read_split(tmp_path, 1, False)[0].path == "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi"
+
+
 # --- the index: headers only ----------------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ def _lines(path: Path) -> list[str]:
         raise FileNotFoundError(f"UCF101 split file not found: {path}")
     # newline=None turns CRLF into "\n"; strip() removes any stray "\r" or spaces as well.
     try:
-        with open(path, encoding="utf-8", newline=None) as fh:
+        with open(path, encoding="utf-8-sig", newline=None) as fh:  # -sig: drops the BOM Windows Notepad writes
             return [ln.strip() for ln in fh if ln.strip()]
     except UnicodeDecodeError as err:
         raise SplitFileError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); expected a UCF101 "
