@@ -108,6 +108,20 @@ def test_split_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     assert read_split(tmp_path, 1, False)[0].path == "ApplyEyeMakeup/v_ApplyEyeMakeup_g01_c01.avi"
 
 
+def test_a_class_folder_differing_in_case_from_the_split_files_is_named(tiny_set, tmp_path):
+    """Before: a class folder ``moveright`` for the split files' ``MoveRight`` gave only "N of the M videos in
+    trainlist01.txt are missing under ..., e.g. .../MoveRight/v_MoveRight_g02_c01.avi"."""
+    videos, splits = tiny_set
+    root = tmp_path / "root_case"
+    shutil.copytree(videos, root)
+    (root / "MoveRight").rename(root / "moveright")
+    if (root / "MoveRight").is_dir():
+        pytest.skip("a case-insensitive file system finds the folder anyway")
+    with pytest.raises(FileNotFoundError, match=r"are missing under .*root_case, e.g. .*MoveRight/v_MoveRight_.*; "
+                                                r".*root_case/moveright exists for 'MoveRight', differing only in "
+                                                r"case: rename it"):
+        UCF101(root, splits, train=True, progress=False)
+
 # --- the index: headers only ----------------------------------------------------------------------
 
 

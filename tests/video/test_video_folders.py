@@ -133,3 +133,16 @@ def test_hidden_files_and_folders_are_no_videos_of_a_class(tmp_path):
     model.video_cfg.update(classes=["a", "b"], size=16, resize=16, num_segments=2)
     ds, _ = model.zoo_data(root, train=False, strict=True, progress=False)  # strict: an unreadable video raises
     assert len(ds.videos) == 2
+
+
+def test_a_class_folder_differing_in_case_from_the_models_class_is_named(tmp_path):
+    """Before: evaluating on ``root/a`` and ``root/b`` a model of classes ``A`` and ``b`` said only "class
+    folder(s) ['a'] are not among the model's classes ['A', 'b']"."""
+    from zoo.video.classifier import scan_video_folder
+
+    root = _videos(tmp_path / "root_case", {"a": 1, "b": 1})
+    with pytest.raises(ValueError, match=r"class folder\(s\) \['a'\] are not among the model's classes \['A', 'b'\] "
+                                         r"\('a' for 'A' differ only in case: rename the folder"):
+        scan_video_folder(root, ["A", "b"])
+    with pytest.raises(ValueError, match=r"classes \['A', 'b'\]$"):  # no class alike: nothing more to say
+        scan_video_folder(_videos(tmp_path / "other", {"c": 1}), ["A", "b"])

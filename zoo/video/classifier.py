@@ -88,7 +88,11 @@ def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None)
     classes = list(classes) if classes is not None else found
     unknown = sorted(set(found) - set(classes))
     if unknown:
-        raise ValueError(f"{root}: class folder(s) {unknown} are not among the model's classes {classes}")
+        lower = {c.lower(): c for c in classes}
+        cased = [f"{u!r} for {lower[u.lower()]!r}" for u in unknown if u.lower() in lower]
+        hint = f" ({', '.join(cased)} differ only in case: rename the folder as the model names the class)" \
+            if cased else ""
+        raise ValueError(f"{root}: class folder(s) {unknown} are not among the model's classes {classes}{hint}")
     # hidden entries (macOS "._v.mp4" forks) are no videos of the class: evaluate and predict score the same videos
     files = {c: visible_files(root / c, VIDEO_EXTENSIONS) for c in classes if (root / c).is_dir()}
     if not any(files.values()):

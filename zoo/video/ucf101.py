@@ -226,6 +226,19 @@ class VideoClipDataset(Dataset):
         return video, label
 
 
+def _case_hint(root: Path, missing: list[str]) -> str:
+    """Names the class folders under ``root`` that differ only in case from the split file's (``biking`` for
+    ``Biking``): on a case-sensitive file system their videos are missing, which says nothing of why."""
+    wanted = dict.fromkeys(m.split("/")[0] for m in missing)
+    have = {f.name.lower(): f.name for f in root.iterdir() if f.is_dir()}
+    pairs = [(have[w.lower()], w) for w in wanted if not (root / w).is_dir() and w.lower() in have]
+    if not pairs:
+        return ""
+    said = ", ".join(f"{root / h} exists for {w!r}" for h, w in pairs[:3])
+    return (f"; {said}, differing only in case: rename {'it' if len(pairs) == 1 else 'them'} as the split files "
+            f"spell the classes")
+
+
 class UCF101(VideoClipDataset):
     """UCF101 (https://www.crcv.ucf.edu/data/UCF101.php) from its ``root`` and official split files.
 
@@ -285,12 +298,12 @@ class UCF101(VideoClipDataset):
         entries = read_split(split_dir, fold, train)
         classes = read_class_index(split_dir)
         paths = [(os.path.join(root, *e.path.split("/")), e.label) for e in entries]
-        missing = [p for p, _ in paths if not os.path.isfile(p)]
+        missing = [e.path for e, (p, _) in zip(entries, paths) if not os.path.isfile(p)]
         if missing:
-            shown = ", ".join(missing[:3])
+            shown = ", ".join(os.path.join(root, *m.split("/")) for m in missing[:3])
             raise FileNotFoundError(
                 f"{len(missing)} of the {len(paths)} videos in {'train' if train else 'test'}list{fold:02d}.txt "
-                f"are missing under {root}, e.g. {shown}"
+                f"are missing under {root}, e.g. {shown}{_case_hint(root, missing)}"
             )
         super().__init__(
             paths, classes,
