@@ -368,3 +368,16 @@ def test_a_webm_written_to_a_pipe_without_a_duration_is_read(tmp_path, fmt, code
         assert c.duration is None and not c.streams.video[0].frames  # the case: no length in the header
     assert probe(path).num_frames == 30
     _check_against_full_decode(path, _index_sets(30), threads_list=(1,))
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path):
+    """Before: a 0-byte .mp4 (a failed download) gave "cannot open video 'zero.mp4': [Errno 1094995529] Invalid
+    data found when processing input", FFmpeg's words for any unreadable input."""
+    from zoo.video.decoding import CorruptVideoError
+
+    (tmp_path / "zero.mp4").write_bytes(b"")
+    with pytest.raises(CorruptVideoError, match=r"cannot open video '.*zero.mp4': the file is empty \(0 bytes\)"):
+        probe(tmp_path / "zero.mp4")
+    (tmp_path / "junk.mp4").write_bytes(b"not a video at all" * 8)  # bytes that are no video keep FFmpeg's words
+    with pytest.raises(CorruptVideoError, match=r"cannot open video '.*junk.mp4': (?!the file is empty)"):
+        probe(tmp_path / "junk.mp4")

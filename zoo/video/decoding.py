@@ -152,6 +152,9 @@ def _open(path: str | os.PathLike, options: dict[str, str] | None = None):
     try:
         return av.open(os.fspath(path), options=options or {}, **_OPEN_KWARGS)
     except (av.error.FFmpegError, OSError) as err:
+        # FFmpeg calls an empty file "Invalid data found when processing input", which hides the cause
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: the file is empty (0 bytes)") from err
         raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: {err}") from err
 
 
