@@ -20,7 +20,7 @@ from zoo.engine.logs import atomic_savefig
 
 def run_arguments(doc: str, *, epochs: int, late_from: int) -> argparse.ArgumentParser:
     """The command line both benchmarks take (``doc``: the script's docstring)."""
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument("--rounds", type=int, default=1, help="pairs of runs; the order alternates")
     p.add_argument("--threads", type=int, default=2)

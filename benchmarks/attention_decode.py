@@ -26,7 +26,6 @@ Weights: the published ``seq2seq-transformer.multi30k-de-en`` when present, else
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -58,10 +57,7 @@ def machine() -> dict:
 
 
 def write_json(payload: dict) -> Path:
-    path = _harness.result_file(NAME, folder=RESULTS)  # one file per CPU kind
-    _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
-    _harness.refresh_readme()
-    return path
+    return _harness.save_result_json(NAME, payload, RESULTS)  # one file per CPU kind
 
 
 # --- (a) decoding -------------------------------------------------------------------------------------------

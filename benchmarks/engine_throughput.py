@@ -84,7 +84,7 @@ def plain_loop(model: nn.Module, ds: torch.utils.data.Dataset, *, batch_size: in
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=6144, help="training samples per epoch (default 6144)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=7)

@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _harness
 
 import zoo
+from zoo.hub import shared_data_root
 
 NAME = "export_latency"
 Case = tuple[Callable[[], object], Callable[[], object]]  # (pytorch call, onnxruntime call)
@@ -89,7 +90,7 @@ def vision(out: Path, quick: bool) -> tuple[dict[int, Case], float]:
 def _sentences(n: int) -> list[str]:
     from zoo.seq2seq import load_multi30k
 
-    root = Path(os.environ.get("ZOO_SHARED_DATA", ROOT.parent / "shared" / "data")) / "multi30k"
+    root = shared_data_root() / "multi30k"
     try:
         return load_multi30k(root, "test_2016_flickr", "de-en").src[:n]
     except (FileNotFoundError, OSError):
@@ -193,7 +194,7 @@ def _calls_for(fn: Callable[[], object], budget_s: float = 0.3) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", nargs="*", choices=sorted(FAMILIES), help="measure only these")
     ap.add_argument("--quick", action="store_true", help="smoke run: smaller inputs and 2 repeats")

@@ -37,10 +37,11 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import result_file, write_result  # benchmarks/ is on sys.path when the script runs
+from _harness import output_file, write_result  # benchmarks/ is on sys.path when the script runs
 
 import zoo
 from zoo.engine.logs import atomic_savefig
+from zoo.hub import shared_data_root
 from zoo.vision.tensor_data import load_or_decode, tensor_loader
 
 WORK = ROOT / "benchmarks" / "_work"
@@ -215,8 +216,8 @@ def plot(metrics: dict, peers: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "hymenoptera_data")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=shared_data_root() / "hymenoptera_data")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--epochs", type=int, default=12)
     # 32 px: the scale resnet18.cifar10 was trained at. Measured (seed 0, full): cifar10 - scratch was
@@ -241,7 +242,8 @@ def main(argv=None) -> int:
         args.seeds, args.epochs, args.size = args.seeds[:1], 2, 32
         args.n_train, args.n_val, args.no_imagenet = args.n_train or 64, args.n_val or 32, True
     if not args.data.is_dir():
-        raise SystemExit(f"hymenoptera_data not found at {args.data}")
+        raise SystemExit(f"hymenoptera_data not found at {args.data} (expected train/ants, train/bees, val/ants, "
+                         "val/bees with JPEGs, as the PyTorch transfer-learning tutorial unpacks it); pass --data")
     torch.set_num_threads(os.cpu_count() or 1)
     have_cifar = bool(args.cifar_weights)
     if not have_cifar:
@@ -315,7 +317,7 @@ def main(argv=None) -> int:
     out = write_result(name, command=command, metrics=metrics, peers=peers, ratios=ratios, results_dir=folder,
                        readme=None if args.smoke else ROOT / "benchmarks" / "README.md")
     if args.peer:
-        plot(metrics, peers, result_file(name, "png", folder))
+        plot(metrics, peers, output_file(name, "png", folder))
     print("\n| run | val accuracy | images/s | tutorial acc | tutorial images/s | speed-up |\n|---|---|---|---|---|---|")
     for k, s in acc_s.items():
         pa = peers["tutorial_loop"]["accuracy"].get(k)

@@ -39,6 +39,7 @@ from _harness import command_line, result_file, write_result
 from finetune_resnet18 import Data, build
 
 import zoo
+from zoo.hub import shared_data_root
 from zoo.vision.tensor_data import TensorImageDataset, tensor_loader
 
 NAME = "finetune_study"
@@ -159,13 +160,14 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "hymenoptera_data")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=shared_data_root() / "hymenoptera_data")
     ap.add_argument("--variants", nargs="+", default=["base"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = ap.parse_args(argv)
     if not args.data.is_dir():
-        raise SystemExit(f"hymenoptera_data not found at {args.data}")
+        raise SystemExit(f"hymenoptera_data not found at {args.data} (expected train/ants, train/bees, val/ants, "
+                         "val/bees with JPEGs, as the PyTorch transfer-learning tutorial unpacks it); pass --data")
     torch.set_num_threads(os.cpu_count() or 1)
     path = result_file(NAME)
     old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

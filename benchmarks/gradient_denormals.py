@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, result_file, write_result
+from _harness import RESULTS_DIR, command_line, median, output_file, result_file, write_result
 from _hsi_training import (
     alternate,
     identical_parameters,
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     gaps = [100 * (z["overall_accuracy"] - t["overall_accuracy"]) for z, t in zip(runs["zoo"], runs["torch"])]
     spread = {label: 100 * (max(r["overall_accuracy"] for r in rs) - min(r["overall_accuracy"] for r in rs))
               for label, rs in runs.items()}
-    png = result_file(NAME, "png")
+    png = output_file(NAME, "png")
     plot_epochs(runs, png, [("epoch_s", "epoch time (s)"), ("denormal_grad_pct", "denormal parameter-gradient entries (%)")],
                 "HybridSN on Indian Pines: output-gradient floor (zoo) vs torch's backward as it is")
     ratios = {"train_s": peer["train_s"] / ours["train_s"]}

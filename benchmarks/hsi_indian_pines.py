@@ -41,7 +41,16 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, interleave, median, native_bf16, result_file, write_result
+from _harness import (
+    RESULTS_DIR,
+    command_line,
+    interleave,
+    may_publish_weights,
+    median,
+    native_bf16,
+    output_file,
+    write_result,
+)
 
 import zoo
 from zoo.hyperspectral import (
@@ -282,7 +291,7 @@ def throughput(repeats: int) -> dict:
 
 # ------------------------------------------------------------------------------------------------ main
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny settings to catch bugs; publishes nothing")
     ap.add_argument("--epochs-random", type=int, default=25)
     ap.add_argument("--epochs-disjoint", type=int, default=15)
@@ -357,13 +366,13 @@ def main() -> None:
         from zoo.engine.metrics import plot_confusion_matrix
 
         for tag, m in (("pca_svm", ms), ("hybridsn", mh)):
-            plot_confusion_matrix(m.pop("_cm"), result_file(f"{NAME}_cm_{tag}_{split}{suffix}", "png"),
+            plot_confusion_matrix(m.pop("_cm"), output_file(f"{NAME}_cm_{tag}_{split}{suffix}", "png"),
                                   class_names=list(names), title=f"{tag} on Indian Pines, {split} split")
         full = mh.pop("_pred")
-        plot_classification_map(full, scene.labels, result_file(f"{NAME}_map_{split}{suffix}", "png"), class_names=names,
+        plot_classification_map(full, scene.labels, output_file(f"{NAME}_map_{split}{suffix}", "png"), class_names=names,
                                 test_mask=sp.test, title=f"HybridSN, {split} split: test OA {mh['overall_accuracy']:.2f} %")
         svm_pred = svm.predict_scene(scene)
-        plot_classification_map(svm_pred, scene.labels, result_file(f"{NAME}_map_svm_{split}{suffix}", "png"),
+        plot_classification_map(svm_pred, scene.labels, output_file(f"{NAME}_map_svm_{split}{suffix}", "png"),
                                 class_names=names, test_mask=sp.test,
                                 title=f"PCA+SVM, {split} split: test OA {ms['overall_accuracy']:.2f} %")
         metrics[f"pca_svm_{split}"] = ms
@@ -399,7 +408,7 @@ def main() -> None:
                                                     "train_loss", "epochs")}
         metrics["amp_check_random_split"] = chk
 
-    if not args.no_publish and results_models:
+    if not args.no_publish and results_models and may_publish_weights("the Indian Pines weights"):
         log("publishing weights")
         from zoo import hub
 

@@ -54,7 +54,7 @@ def logit_gap(net, scene, n: int = 256) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="dense-pass repeats (the window path runs once)")
     p.add_argument("--no-windows-fp32", action="store_true", help="skip the (slow) fp32 window path")

@@ -180,7 +180,7 @@ def class_counts(scene, sp) -> dict[str, list[int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="disjoint", choices=["disjoint", "random"])
     ap.add_argument("--variants", nargs="+", default=["baseline", "recipe"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])

@@ -4,7 +4,8 @@ The file: a torchvision ResNet18 state dict as safetensors (fp32, ~45 MB: the si
 file the zoo ships or pulls for vision), served by a local ``http.server`` on 127.0.0.1 (no network
 here). Ours: ``zoo.pull`` (stream to .part, full sha256 on a helper thread, atomic rename, per-file lock). Peer:
 ``torch.hub.download_url_to_file(url, dst, hash_prefix=...)`` (stream, sha256 prefix check, move).
-Repeats are interleaved (ours, peer, ours, ...) with a cold cache each time; medians and the ratio.
+Repeats are interleaved, their order rotated, after one warmup pull each, with a cold cache each time; medians
+and the ratio.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hub_pull.py --repeats 5
 """
@@ -12,7 +13,7 @@ Repeats are interleaved (ours, peer, ours, ...) with a cold cache each time; med
 from __future__ import annotations
 
 import argparse
-import json
+import itertools
 import os
 import statistics
 import sys
@@ -33,14 +34,14 @@ class _Quiet(SimpleHTTPRequestHandler):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
     import torch
     import torchvision
 
-    from zoo import fs, hub
+    from zoo import hub
 
     work = Path(tempfile.mkdtemp(prefix="zoo-hub-bench-"))
     served, weights = work / "served", work / "weights"
@@ -78,10 +79,10 @@ def main() -> int:
         assert hub.sha256_file(dst) == digest
         return dt
 
-    times: dict[str, list[float]] = {"zoo.pull": [], "torch.hub": []}
-    for i in range(args.repeats):
-        times["zoo.pull"].append(ours(i))
-        times["torch.hub"].append(peer(i))
+    runs = itertools.count()  # every pull into a folder of its own: a cold cache each time
+    # rotated, after one warmup pull each: ours first every time met the server and page cache colder
+    times = _harness.interleave({"zoo.pull": lambda: ours(next(runs)), "torch.hub": lambda: peer(next(runs))},
+                                repeats=args.repeats, warmup=1)
     httpd.shutdown()
 
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -90,7 +91,7 @@ def main() -> int:
         "benchmark": "hub_pull",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": _harness.machine_info(),  # CPU model, kind and flags
-        "command": "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hub_pull.py " + " ".join(sys.argv[1:]),
+        "command": _harness.command_line(),
         "metrics": {"file_mb": round(mb, 2), "seconds_median": round(med["zoo.pull"], 4),
                     "mb_per_s": round(mb / med["zoo.pull"], 1), "repeats": args.repeats,
                     "seconds_all": [round(t, 4) for t in times["zoo.pull"]]},
@@ -99,12 +100,12 @@ def main() -> int:
             "seconds_all": [round(t, 4) for t in times["torch.hub"]]}},
         "ratios": {"zoo_over_torch_hub_time": round(med["zoo.pull"] / med["torch.hub"], 3)},
     }
-    out = _harness.result_file("hub_pull")
-    fs.write_text(out, json.dumps(result, indent=2) + "\n")
+    out = _harness.save_result_json("hub_pull", result)
     print(f"| pull of a {mb:.1f} MB safetensors over local HTTP | zoo.pull | torch.hub | ratio |")
     print("|---|---|---|---|")
     print(f"| median seconds ({args.repeats} interleaved repeats) | {med['zoo.pull']:.3f} | "
           f"{med['torch.hub']:.3f} | {result['ratios']['zoo_over_torch_hub_time']:.2f} |")
+    print(f"wrote {out}")
     import shutil
 
     shutil.rmtree(work, ignore_errors=True)

@@ -55,7 +55,7 @@ MODELS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="*", choices=list(MODELS), default=list(MODELS))
     ap.add_argument("--torchvision", nargs="*", default=[], metavar="NAME",
                     help="torchvision.models builders to measure too (e.g. mobilenet_v3_small efficientnet_b0)")

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, result_file, write_result
+from _harness import RESULTS_DIR, command_line, median, output_file, write_result
 from _hsi_training import alternate, identical_parameters, plot_epochs, run_arguments, seeds, train_hybridsn
 
 from zoo.engine.callbacks import Callback
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 "denormal_pct_last_epoch": median([run["epochs"][-1]["denormal_pct"] for run in rounds])}
 
     ours, peer = summary("zoo"), summary("torch")
-    png = result_file(NAME, "png")
+    png = output_file(NAME, "png")
     plot_epochs(runs, png, [("step_ms", "optimizer.step() median (ms)"), ("denormal_pct", "denormal moments (%)")],
                 "HybridSN on Indian Pines, AdamW: moment flush (zoo) vs torch as it is")
     ratios = {"train_s": peer["train_s"] / ours["train_s"], "step_ms": peer["step_ms"] / ours["step_ms"]}

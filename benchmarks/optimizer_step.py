@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, result_file, write_result
+from _harness import RESULTS_DIR, command_line, median, output_file, write_result
 
 import zoo
 from zoo.engine import fit
@@ -173,7 +173,7 @@ def plot(steps: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per timed sample")
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"zoo {s['zoo']['ms']:.2f} ms", file=sys.stderr, flush=True)
         for net_name, batch in (("resnet18", 16), ("hybridsn", 32)):
             speed[net_name] = train_speed(net_name, batch, args.batches, args.rounds)
-    png = result_file(NAME, "png")
+    png = output_file(NAME, "png")
     plot(steps, png)
     ratios = {f"step/{k}": v["torch_default"]["ms"] / v["zoo"]["ms"] for k, v in steps.items()}
     ratios.update({f"fit/{k}": v["zoo"]["samples_per_s"] / v["torch_default"]["samples_per_s"] for k, v in speed.items()})

@@ -58,7 +58,7 @@ def cases(g: torch.Generator) -> dict[str, tuple[str, object]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--min-time", type=float, default=0.3, help="seconds per timed sample")

@@ -17,7 +17,7 @@ on tokenized lowercase text, a softer metric.
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py
     # one direction / one model:
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py --directions de-en --models transformer
-    # smoke (tiny subset and model, < 3 min, nothing published):
+    # smoke (tiny subset and model, about 4 min, nothing published):
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py --smoke
     # training throughput of the Transformer, fp32 vs bf16 autocast (target tokens/s):
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py --measure-throughput 30
@@ -47,6 +47,7 @@ import _harness
 
 import zoo
 from zoo.engine import Callback
+from zoo.hub import shared_data_root
 from zoo.seq2seq.data import MULTI30K_TEST, ParallelDataset, load_multi30k, make_loader
 from zoo.seq2seq.tokenizer import train_tokenizer
 from zoo.seq2seq.translate import bleu_eval_fn, corpus_bleu, seq2seq_forward, training_config
@@ -65,10 +66,7 @@ def machine() -> dict:
 
 
 def write_json(name: str, payload: dict) -> Path:
-    path = _harness.result_file(name, folder=RESULTS)  # one file per CPU kind
-    _harness._atomic_write(path, json.dumps(payload, indent=2) + "\n")
-    _harness.refresh_readme()
-    return path
+    return _harness.save_result_json(name, payload, RESULTS)  # one file per CPU kind
 
 
 DETAIL_KEYS = ("history", "samples", "config")  # per-run lists/dicts: kept in the JSON, out of the README table
@@ -267,7 +265,7 @@ def measure_throughput(args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "multi30k")
+    p.add_argument("--data", type=Path, default=shared_data_root() / "multi30k")
     p.add_argument("--directions", nargs="+", default=["de-en", "en-de"], choices=["de-en", "en-de"])
     p.add_argument("--models", nargs="+", default=["transformer", "gru"], choices=["transformer", "gru"])
     p.add_argument("--minutes", type=float, default=60.0, help="training budget of the Transformer")
@@ -317,7 +315,8 @@ def main(argv=None) -> int:
         tok = train_tokenizer(data["train"].src + data["train"].tgt, vocab_size=args.vocab)
         print(f"{direction}: BPE vocab {tok.vocab_size} in {time.perf_counter() - t_tok:.1f} s", flush=True)
         runs = {kind: train_one(kind, direction, data, tok, args) for kind in args.models}
-        if "transformer" in runs and not args.smoke and not args.no_publish:
+        if ("transformer" in runs and not args.smoke and not args.no_publish
+                and _harness.may_publish_weights(f"seq2seq-transformer.multi30k-{direction}")):
             results["published"][direction] = publish(direction, runs["transformer"], data)
         for kind, run in runs.items():
             run.pop("_model")

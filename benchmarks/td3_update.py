@@ -115,7 +115,7 @@ def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--updates", type=int, default=100, help="gradient steps per timed sample")
     p.add_argument("--repeats", type=int, default=5)

@@ -43,6 +43,7 @@ from _harness import (
     command_line,
     machine_info,
     median,
+    output_file,
     quiet_sb3_logger,
     result_file,
     write_result,
@@ -152,7 +153,7 @@ def run_sb3(env_id: str, steps: int, seed: int, args) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--steps", type=int, default=20_000)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         hist = [{"step": s, "eval_return_mean": float(m), "eval_return_std": float(sd)}
                 for s, m, sd in zip(steps, means, stds)]
         curves[f"{v} ({len(cs)} seeds)"] = (hist, [])
-    png = result_file(name, "png")
+    png = output_file(name, "png")
     plot_curves(curves, png, f"TD3 {args.env}, {args.preset} preset: eval return (mean +- std over seeds)")
 
     extra: dict[str, Any] = {

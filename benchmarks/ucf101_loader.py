@@ -46,7 +46,7 @@ libraries bundled in the PyAV wheel (symlinked under their sonames). Peer instal
 'zoo[bench]'`` (torchcodec). When it still cannot run, the JSON records why.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/ucf101_loader.py            # ~4 min
-    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/ucf101_loader.py --quick    # ~1 min
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/ucf101_loader.py --quick    # ~2 min, a trial run
 """
 
 from __future__ import annotations
@@ -72,13 +72,14 @@ sys.path.insert(0, str(ROOT))
 from _harness import write_result
 
 from zoo import fs
+from zoo.hub import shared_data_root
 
 NAME = "ucf101_loader"
 WORK = ROOT / "benchmarks" / "_work"
 TREE = WORK / "ucf101_tree"
 FFLIBS = WORK / "ffmpeg_libs"
 RESULTS = ROOT / "benchmarks" / "results"
-SHARED = Path(os.environ.get("ZOO_SHARED_DATA", ROOT.parent / "shared" / "data")) / "ucf101"
+SHARED = shared_data_root() / "ucf101"
 SPLITS = SHARED / "ucfTrainTestlist"
 T, CROP, RESIZE, BATCH, WORKERS = 16, 112, (128, 171), 8, 2
 
@@ -385,7 +386,7 @@ def median(xs):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each loader (default 3)")
     p.add_argument("--batches", type=int, default=12, help="timed batches of 8 clips per repeat (default 12)")
     p.add_argument("--quick", action="store_true", help="1 repeat, 5 batches (a smoke run)")

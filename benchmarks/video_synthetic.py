@@ -27,7 +27,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import result_file, write_result  # benchmarks/ is sys.path[0] when this runs as a script
+from _harness import (  # benchmarks/ is sys.path[0] when this runs as a script
+    may_publish_weights,
+    output_file,
+    write_result,
+)
 
 import zoo
 from zoo.engine.logs import atomic_savefig
@@ -122,7 +126,7 @@ def plot(runs: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     p.add_argument("--epochs", type=int, help="override the recipes' epochs")
     p.add_argument("--amp", default="auto", help="auto (default: bf16 where this CPU runs convolutions faster "
@@ -141,7 +145,7 @@ def main(argv=None) -> int:
         sys.argv[1:] if argv is None else argv)
     published = None
     tsn = runs.get("video-tsn")
-    if tsn and tsn["metrics"]["goal_met"] and not args.no_publish:
+    if tsn and tsn["metrics"]["goal_met"] and not args.no_publish and may_publish_weights("video-tsn.synthetic-actions"):
         from zoo import hub
 
         entry = hub.add_weights(
@@ -167,7 +171,7 @@ def main(argv=None) -> int:
         "recipes": {name: run["recipe"] | {"config": run["config"]} for name, run in runs.items()},
         "history": {name: run["history"] for name, run in runs.items()},
     })
-    plot(runs, result_file(NAME, "png", RESULTS))
+    plot(runs, output_file(NAME, "png", RESULTS))
     for name, run in runs.items():
         m = run["metrics"]
         print(f"| {name} | {m['val_clip_accuracy']:.3f} | {m['val_video_accuracy']:.3f} | {m['epochs']} | "

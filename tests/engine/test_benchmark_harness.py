@@ -140,4 +140,68 @@ def test_benchmarks_name_their_result_files_through_result_file():
     # plot, or merges the reference kind's figures into its own result
     found = [f"{p.name}:{line}: {s!r}" for p in sorted(HARNESS.parent.glob("*.py")) if p != HARNESS
              for line, s in _code_strings(p) if s.rstrip().endswith((".png", ".json"))]
-    assert not found, "name results with _harness.result_file(name, ext): " + "; ".join(found)
+    assert not found, "name results with _harness.result_file(name, ext) / output_file: " + "; ".join(found)
+
+
+@pytest.fixture
+def bench_dirs(harness, monkeypatch, tmp_path):
+    """A recorded result of ``x.py --repeats 9`` and its README table, in folders of the test's own."""
+    results, trial, readme = tmp_path / "results", tmp_path / "trial", tmp_path / "README.md"
+    results.mkdir()
+    for name, value in (("RESULTS_DIR", results), ("TRIAL_DIR", trial), ("README", readme), ("_DECIDED", {})):
+        monkeypatch.setattr(harness, name, value)
+    monkeypatch.delenv(harness.RECORD_ENV, raising=False)
+    monkeypatch.setattr(harness, "machine_info", lambda: {"cpu": "test"})
+    monkeypatch.setattr(harness.sys, "argv", ["benchmarks/x.py", "--repeats", "9"])
+    monkeypatch.setenv(harness.RECORD_ENV, "1")
+    harness.write_result("x", metrics={"ms": 1.0}, results_dir=results, readme=readme)
+    monkeypatch.delenv(harness.RECORD_ENV)
+    harness._DECIDED.clear()
+    return results, trial, readme
+
+
+def test_a_trial_run_leaves_the_recorded_results_readme_and_weights_alone(harness, bench_dirs, monkeypatch, capsys):
+    # a smoke run (one repeat) replaced the recorded result and the README's table, with nothing marking it
+    results, trial, readme = bench_dirs
+    recorded, table = (results / "x.json").read_text(), readme.read_text()
+    assert "python benchmarks/x.py --repeats 9" in recorded and "| ms |" in table
+    monkeypatch.setattr(harness.sys, "argv", ["/repo/benchmarks/x.py", "--repeats", "1"])
+    capsys.readouterr()
+    path = harness.write_result("x", metrics={"ms": 99.0}, results_dir=results, readme=readme)
+    assert path == trial / "x.json" and json.loads(path.read_text())["metrics"] == {"ms": 99.0}
+    assert (results / "x.json").read_text() == recorded and readme.read_text() == table
+    assert harness.output_file("x", "png") == trial / "x.png"
+    assert harness.save_result_json("y", {"benchmark": "y"}) == trial / "y.json" and not (results / "y.json").exists()
+    assert harness.may_publish_weights("x.tag") is False
+    err = capsys.readouterr().err
+    assert err.count("trial run: '--repeats 1' are not x.py's defaults") == 1 and "ZOO_BENCH_RECORD=1" in err
+    assert "not publishing x.tag" in err
+
+
+@pytest.mark.parametrize(("argv", "env", "records"), [
+    (["x.py"], None, True),  # the script's defaults
+    (["x.py", "--repeats", "9"], None, True),  # a recorded command, rerun
+    (["x.py", "--repeats", "1"], None, False),
+    (["x.py", "--repeats", "9", "--quick"], None, False),
+    (["y.py", "--repeats", "9"], None, False),  # another script's options
+    (["x.py", "--repeats", "1"], "1", True),
+    (["x.py"], "0", False),
+])
+def test_a_run_records_with_its_defaults_a_recorded_command_or_when_told(harness, bench_dirs, monkeypatch, argv,
+                                                                          env, records):
+    if env is not None:
+        monkeypatch.setenv(harness.RECORD_ENV, env)
+    assert harness.recording(argv, bench_dirs[0]) is records
+
+
+def test_recorded_commands_are_read_behind_a_lock_and_variables(harness):
+    assert harness.script_argv("ATEN_CPU_CAPABILITY=avx2 flock /tmp/zoo-cpu.lock .venv/bin/python "
+                               "benchmarks/td3_update.py --repeats 9") == ["td3_update.py", "--repeats", "9"]
+    assert harness.script_argv("python benchmarks/x.py") == ["x.py"]
+    assert harness.script_argv("make demo") is None
+
+
+def test_a_record_setting_other_than_0_or_1_is_refused(harness, bench_dirs, monkeypatch):
+    monkeypatch.setenv(harness.RECORD_ENV, "yes")
+    with pytest.raises(SystemExit, match=r"ZOO_BENCH_RECORD='yes': expected 1 .* or 0"):
+        harness.recording(["x.py"], bench_dirs[0])
