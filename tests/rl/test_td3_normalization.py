@@ -10,7 +10,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.wrappers import NormalizeObservation, NormalizeReward
+from gymnasium.wrappers import NormalizeObservation, NormalizeReward, RecordEpisodeStatistics
 
 import zoo
 from zoo.rl import loop
@@ -94,3 +94,35 @@ def test_evaluation_returns_are_the_envs_own_behind_normalize_reward():
     assert zoo.evaluate(agent, env, episodes=1)["return_mean"] == pytest.approx(raw)  # the training env itself
     assert agent.history[-1]["eval_return_mean"] == pytest.approx(raw)
     assert type(env).step is NormalizeReward.step and "step" not in vars(env)  # left as it was
+
+
+def _vector_wrapped(records):
+    def wrap(e):  # each sub-env: its raw returns recorded beneath its own NormalizeReward
+        records.append(RecordEpisodeStatistics(e))
+        return NormalizeReward(records[-1])
+    return gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=20, wrappers=[wrap])
+
+
+@pytest.mark.parametrize("stack", ["env", "vector env", "vector env's sub-envs"])
+def test_training_returns_are_the_envs_own_behind_normalize_reward(stack):
+    """Training episodes' returns (history's train_return_recent, episodes.csv) were NormalizeReward's scaled
+    rewards summed (-8 beside an evaluation's -1646 in one learning_curves.png); they are the env's own now, as
+    SB3's Monitor records them beneath VecNormalize, while the agent learns from the scaled rewards."""
+    from gymnasium.wrappers import vector as vector_wrappers
+
+    records: list = []
+    if stack == "env":
+        records.append(RecordEpisodeStatistics(gym.make("Pendulum-v1", max_episode_steps=20)))
+        env, steps = NormalizeReward(records[0]), 60
+    elif stack == "vector env":
+        records.append(vector_wrappers.RecordEpisodeStatistics(
+            gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=20)))
+        env, steps = vector_wrappers.NormalizeReward(records[0]), 100
+    else:
+        env, steps = _vector_wrapped(records), 100
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=steps, eval_every=steps, eval_env=gym.make("Pendulum-v1", max_episode_steps=20),
+              **RUN)
+    raw = [float(r) for rec in records for r in rec.return_queue]  # every episode, as the env returned it
+    assert 3 <= len(raw) <= 10 and np.mean(raw) < -50  # within train_return_recent's window; unscaled scale
+    assert agent.history[-1]["train_return_recent"] == pytest.approx(np.mean(raw), rel=1e-6)

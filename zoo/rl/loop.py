@@ -470,7 +470,10 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{run.name} returned a non-finite {what} at env step {step} "
                          f"(episode {agent.num_episodes + 1}): obs={np.asarray(next_obs).tolist()}, "
                          f"reward={np.asarray(reward).tolist()}; training stopped")
+    own = normalization.env_rewards(run.env, reward) if run.normalizers else reward  # for the episode's return
     done, reward = _store(agent.buffer, run, a.cpu().numpy(), next_obs, reward, terminated, truncated, info)
+    if run.normalizers:  # the buffer learns from the scaled reward; the returns logged are the env's own
+        reward = np.where(run.resetting, 0.0, own)  # an autoreset step's reward counts nowhere, as in _store
     agent.num_timesteps = step
     run.obs = next_obs
     run.bar.update(run.n_envs)

@@ -22,7 +22,8 @@ import torch
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["RUNNING_STATS", "counts", "describe", "frozen", "is_fresh", "normalizers", "put", "raw_rewards", "statistics"]
+__all__ = ["RUNNING_STATS", "counts", "describe", "env_rewards", "frozen", "is_fresh", "normalizers", "put", "raw_rewards",
+           "statistics"]
 
 RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
 _WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
@@ -133,6 +134,33 @@ def frozen(wrappers: list[Any]):
     finally:
         for w, flag in flags:
             w.update_running_mean = flag
+
+
+def _reward_scale(env: Any, scale: np.ndarray, rows: slice | int) -> None:
+    """Multiply ``scale[rows]`` by what each ``NormalizeReward`` in ``env``'s stack divides rewards by, and
+    descend into a vector env's sub-envs, row by row."""
+    for _ in range(64):  # deeper is no wrapper stack
+        if env is None:
+            return
+        if hasattr(env, "return_rms") and hasattr(env, "epsilon") and hasattr(env, "update_running_mean"):
+            scale[rows] *= np.sqrt(env.return_rms.var + env.epsilon)
+        inner = getattr(env, "env", None)
+        if inner is None:
+            for i, sub in enumerate(getattr(env, "envs", None) or []):
+                _reward_scale(sub, scale, i)
+            return
+        env = inner
+
+
+def env_rewards(env: Any, reward: Any) -> np.ndarray:
+    """``reward``, which ``env.step`` just returned, in the env's own units: each ``NormalizeReward`` in its
+    stack divided it by ``sqrt(return_rms.var + epsilon)`` after that step's update (gymnasium's formula), so
+    this multiplies it back. A training episode's return then reads as an evaluation's (:func:`raw_rewards`),
+    as SB3's ``Monitor`` records it beneath ``VecNormalize``; the agent still learns from the scaled reward."""
+    reward = np.asarray(reward, dtype=np.float64)
+    scale = np.ones(reward.shape if reward.ndim else (1,))
+    _reward_scale(env, scale, slice(None))
+    return reward * (scale if reward.ndim else scale[0])
 
 
 @contextlib.contextmanager
