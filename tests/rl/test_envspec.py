@@ -142,3 +142,21 @@ def test_an_agent_of_a_wrapped_env_evaluates_and_learns_there_without_env(tmp_pa
     zoo.train(plain, gym.make("Pendulum-v1", max_episode_steps=4), total_steps=24, eval_episodes=1, progress=False)
     assert plain.env_spec.max_episode_steps == 4  # trained on a 4-step env: evaluated there by default
     assert zoo.evaluate(plain, episodes=1)["length_mean"] == 4
+
+
+def test_a_vector_envs_episode_limit_is_the_limit_of_the_env_made_from_its_spec():
+    """make_vec keeps gymnasium.make's max_episode_steps among the env kwargs of its spec: under a vector wrapper
+    that changes the env (NormalizeReward), evaluating on one env made from that spec failed with
+    'PendulumEnv.__init__() got an unexpected keyword argument max_episode_steps'."""
+    from gymnasium.wrappers import vector as vector_wrappers
+
+    from zoo.rl.envspec import single_spec
+
+    vec = vector_wrappers.NormalizeReward(
+        gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync", max_episode_steps=20))
+    spec = single_spec(vec)
+    assert spec.max_episode_steps == 20 and "max_episode_steps" not in spec.kwargs
+    assert gym.make(spec).spec.max_episode_steps == 20
+    agent = zoo.build("td3", env=vec, net_arch=(8, 8), batch_size=8, learning_starts=10, buffer_size=100)
+    zoo.train(agent, vec, total_steps=30, eval_every=30, eval_episodes=1, progress=False)
+    assert agent.history[-1]["eval_length_mean"] == 20  # evaluated on a 20-step Pendulum made from the spec

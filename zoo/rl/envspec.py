@@ -20,6 +20,7 @@ __all__ = ["acting_spaces", "env_identity", "own_spec", "single_spec", "spec_fro
 
 # make_vec records its own arguments in the spec's kwargs: they are not the single env's
 _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+_MAKE_FIELDS = ("max_episode_steps", "disable_env_checker")  # gymnasium.make's arguments, EnvSpec fields
 # how an env is shown, not how it behaves: a resume may render differently
 _NOT_IDENTITY = ("render_mode",)
 # wrappers that record no constructor arguments (gymnasium cannot make them again) and leave the env as it is:
@@ -74,7 +75,11 @@ def single_spec(env: Any) -> Any:
         spec = getattr(env, "spec", None)
         if spec is None:
             return None
-        return dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k not in _VECTOR_KWARGS})
+        kwargs = {k: v for k, v in spec.kwargs.items() if k not in _VECTOR_KWARGS}
+        # make_vec's spec keeps gymnasium.make's own arguments among the env's kwargs, where making one env
+        # from it passed them to the env (PendulumEnv.__init__() got an unexpected keyword 'max_episode_steps')
+        fields = {k: kwargs.pop(k) for k in _MAKE_FIELDS if k in kwargs}
+        return dataclasses.replace(spec, kwargs=kwargs, **fields)
     return getattr(env, "spec", None)
 
 
