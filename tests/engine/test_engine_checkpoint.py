@@ -262,3 +262,21 @@ def test_a_resumed_optimizer_keeps_the_implementation_built_for_this_machine():
         after.append([p.detach().clone() for p in net.parameters()])
     for a, b in zip(*after):
         torch.testing.assert_close(a, b)
+
+
+def test_a_compiled_models_checkpoint_holds_the_networks_own_keys(tmp_path):
+    """A torch.compile'd model's checkpoint held '_orig_mod.'-prefixed keys: the plain network refused them
+    (zoo.wrappers.unwrap looked through torch.compile for saving weights, the checkpoint through DDP only)."""
+    from zoo.engine.checkpoint import restore
+
+    plain = net(0)
+    path = save_checkpoint(tmp_path / "c.pt", model=torch.compile(plain), epoch=1)
+    ckpt = load_checkpoint(path)
+    assert set(ckpt["model"]) == set(plain.state_dict())
+    other = net(1)
+    restore(ckpt, model=other)
+    assert all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), plain.state_dict().values()))
+    # a checkpoint an earlier version wrote from a compiled model still resumes a plain one, and back
+    ckpt["model"] = {f"_orig_mod.{k}": v for k, v in plain.state_dict().items()}
+    restore(ckpt, model=net(2))
+    restore(ckpt, model=torch.compile(net(3)))

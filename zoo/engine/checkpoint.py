@@ -64,8 +64,11 @@ def epoch_checkpoint_name(epoch: int) -> str:
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return getattr(model, "module", model) if isinstance(
-        model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) else model
+    """The network inside DataParallel / DDP / ``torch.compile``: a checkpoint holds its keys, with no wrapper's
+    prefix (a compiled model's were all ``_orig_mod.``, which a plain model's ``load_state_dict`` refuses)."""
+    from zoo.wrappers import unwrap
+
+    return unwrap(model)
 
 
 def _plain(v: Any, tensors: bool = True) -> Any:
@@ -312,8 +315,11 @@ def check_digest(state: dict[str, Any], path: str | os.PathLike, what: str = "ch
 def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path, strict: bool) -> None:
     """``model.load_state_dict`` with a mismatch named key by key, both shapes, before anything is copied."""
     from zoo.hub.state import shape_text, state_diff
+    from zoo.wrappers import strip_wrapper_prefixes
 
-    bad = [(k, src, dst) for k, src, dst in state_diff(model.state_dict(), sd)
+    own = model.state_dict()
+    sd = dict(strip_wrapper_prefixes(sd, own))  # written from a wrapped model before checkpoints unwrapped it
+    bad = [(k, src, dst) for k, src, dst in state_diff(own, sd)
            if src != dst and (strict or (src is not None and dst is not None))
            and not k.endswith("_extra_state")]  # a module's own extra state (a tokenizer's bytes) has no fixed shape
     if bad:
