@@ -579,7 +579,7 @@ def test_a_kill_while_an_earlier_export_is_set_aside_loses_neither(tmp_path):
     child = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_export import _TwoGraphs
+        from test_exporting import _TwoGraphs
         import zoo
         from zoo import exporting
         check = exporting._refuse_foreign_folder
