@@ -229,6 +229,8 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_class
 
 def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
     if not hasattr(model, "zoo_finetune"):
+        # named, not looked up: which classes have zoo_finetune is known only after importing every family's
+        # model code (5 s, torch, torchvision, gymnasium and PyAV) in a refusal
         tunable = [n for n in registry.list_models() if n == "resnet18"]
         name = getattr(model, "registry_name", None) or (model_or_name if isinstance(model_or_name, str) else None)
         if name in registry.list_models() and "num_classes" in registry.model_info(name).default_config:
@@ -238,11 +240,11 @@ def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
             given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
             how = (f"to fine-tune the zoo network {name!r}, train it from its weights with a new head: "
                    f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}, num_classes=N), {given})")
-        elif name in registry.list_models() and registry.model_info(name).family == "seq2seq":
-            # a translator has no head to replace: its fine-tuning is training from its weights (and tokenizer)
+        elif name in registry.list_models() and getattr(model, "zoo_finetuned_by_training", None):
+            # a model without a head to replace (a translator) says so: its fine-tuning is training from its weights
             tags = [w.split(".", 1)[1] for w in list_weights(name)]
             given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
-            how = (f"to fine-tune the translator {name!r}, train it from its weights: "
+            how = (f"to fine-tune the {model.zoo_finetuned_by_training} {name!r}, train it from its weights: "
                    f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}), {given})")
         else:
             how = "for any torchvision-style classifier use zoo.vision.finetune.finetune(model, data, ...)"

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AMP_CHOICES", "UsageError", "add_device_and_amp", "amp_option", "command", "demo", "family_options",
-           "main", "model_kv", "parse_kv", "with_stdin"]
+__all__ = ["AMP_CHOICES", "PredictRules", "UsageError", "add_device_and_amp", "amp_option", "command", "demo",
+           "family_options", "main", "model_kv", "parse_kv", "predict_rules", "stdin_lines",
+           "with_stdin"]
 
 
 class UsageError(Exception):
@@ -61,11 +62,26 @@ class _FamilyOptions:
     to_config: Callable[[argparse.Namespace], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class PredictRules:
+    """How ``zoo predict`` treats one family's inputs and result; the defaults are a classifier's (each string an
+    input as it is, blank lines of standard input skipped, one printed row per input, ``--out`` refused)."""
+
+    read: Callable[[list[str]], Any] | None = None  # the strings -> what zoo.predict takes (TD3: JSON observations)
+    keep_blank: bool = False  # a blank line of standard input is an input (a sentence: output line i is input i's)
+    one_input: str | None = None  # zoo.predict takes one such input ("scene"); several are refused naming it
+    out: str | None = None  # what --out writes ("a scene's label map"); None: the result is only printed
+    # (--out, the first input as typed) -> raises UsageError before the prediction, for a path it cannot write
+    check_out: Callable[[str | None, str], Any] | None = None
+    # (result, args) -> exit code after printing a result that is not rows (writing --out), None if not its kind
+    show: Callable[[Any, argparse.Namespace], int | None] | None = None
+
+
 _COMMANDS: dict[str, _Command] = {}
 _DEMOS: list[_DemoStep] = []
 _FAMILY_OPTIONS: dict[str, _FamilyOptions] = {}
 # family -> fn(list of input strings) -> what zoo.predict takes (observations parsed from JSON, ...)
-_PREDICT_INPUTS: dict[str, Callable[[list[str]], Any]] = {}
+_PREDICT_RULES: dict[str, PredictRules] = {}
 
 
 def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None] | None = None):
@@ -101,15 +117,10 @@ def family_options(family: str, configure: Callable[[argparse.ArgumentParser], N
     return decorator
 
 
-def predict_inputs(family: str):
-    """Register ``fn(strings) -> inputs`` for ``zoo predict`` of a family whose inputs are not file paths
-    or sentences (TD3 observations given as JSON)."""
-
-    def decorator(fn: Callable[[list[str]], Any]):
-        _PREDICT_INPUTS[family] = fn
-        return fn
-
-    return decorator
+def predict_rules(family: str, rules: PredictRules) -> None:
+    """Register how ``zoo predict`` reads a family's inputs (TD3's observations given as JSON), writes ``--out``
+    and shows its result (see :class:`PredictRules`)."""
+    _PREDICT_RULES[family] = rules
 
 
 def parse_kv(pairs: Sequence[str] | None) -> dict[str, Any]:
@@ -652,6 +663,12 @@ def _configure_predict(p: argparse.ArgumentParser) -> None:
     _add_common(p, "predict")
 
 
+def _predict_rules(name: str) -> PredictRules:
+    from zoo import registry
+
+    return _PREDICT_RULES.get(registry.family_of(name), PredictRules())
+
+
 def _print_prediction(result: Any, args: argparse.Namespace) -> int:
     """Print ``zoo.predict``'s result; returns how many inputs could not be read (their rows say why)."""
     import numpy as np
@@ -671,77 +688,12 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
         for r in result:
             print(json.dumps(r) if args.json else r)
         return 0
-    arr = np.asarray(result)
-    if arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1:  # a scene's label map
-        written = _write_label_map(arr, args.out, str(args.inputs[0]), quiet=args.json) if args.out else None
-        classes, counts = np.unique(arr, return_counts=True)
-        if args.json:  # what the lines say, and the map itself where no file holds it
-            row = {"shape": list(arr.shape), "pixels_per_class": dict(zip(map(str, classes.tolist()), counts.tolist()))}
-            row.update({"npy": str(written[0]), "png": str(written[1])} if written else {"label_map": arr.tolist()})
-            print(json.dumps(row))
-        elif not written:
-            print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
-                  + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))
-                  + " (--out FILE writes it as .npy and .png)")
-        return 0
-    print(json.dumps(arr.tolist()))
+    show = _predict_rules(args.name).show  # the family's own kind of result (a scene's label map)
+    code = show(result, args) if show is not None else None
+    if code is not None:
+        return code
+    print(json.dumps(np.asarray(result).tolist()))
     return 0
-
-
-def _label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | None:
-    """``--out`` as the .npy and .png it writes: a .npy / .png suffix is replaced, any other kept (``map.v2`` is
-    ``map.v2.npy``, not ``map.npy``); a folder (one that exists, or written with a trailing ``/``) gets
-    ``SCENE_map.npy`` and ``.png`` inside, named after the scene predicted (``outs/`` wrote ``outs.npy``). A
-    folder that is not there is refused, as ``zoo train --out`` does, rather than made for a mistyped path."""
-    if out is None:
-        return None
-    path = Path(out).expanduser()
-    if out.endswith(("/", os.sep)) or path.is_dir():
-        if not path.is_dir():
-            raise UsageError(f"--out {out}: folder {path} does not exist")
-        name = Path(scene).stem if scene not in ("-", "") else "label"
-        path = path / f"{name}_map"
-    stem = path.with_suffix("") if path.suffix.lower() in (".npy", ".png") else path
-    if not (stem.parent if str(stem.parent) else Path(".")).is_dir():
-        raise UsageError(f"--out {out}: folder {stem.parent} does not exist")
-    return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
-
-
-def _write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-",
-                     quiet: bool = False) -> tuple[Path, Path]:
-    """Write ``--out``'s .npy and .png (see :func:`_label_map_paths`); says where unless ``quiet``."""
-    import io
-
-    import numpy as np
-
-    from zoo import fs
-
-    npy, png = _label_map_paths(os.fspath(out), scene)
-    buf = io.BytesIO()  # np.save seeks; the atomic writer streams
-    np.save(buf, label_map)
-    fs.write_bytes(npy, buf.getbuffer())
-    _label_map_png(np.asarray(label_map), png)
-    if not quiet:
-        print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
-    return npy, png
-
-
-def _label_map_png(label_map: Any, path: Path) -> Path:
-    """The map as a picture, one pixel per scene pixel in the hyperspectral family's class colours (0, unlabelled,
-    black): what `--out` promises besides the .npy, for a look without loading the array."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    from zoo import fs
-    from zoo.hyperspectral.evaluation import class_colors
-
-    palette = np.round(class_colors(max(int(label_map.max()), 1)) * 255).astype(np.uint8)  # (n + 1, 3)
-    buf = io.BytesIO()
-    Image.fromarray(palette[np.clip(label_map, 0, None)]).save(buf, format="PNG")
-    fs.write_bytes(path, buf.getbuffer())
-    return path
 
 
 def stdin_lines() -> list[str]:
@@ -774,26 +726,26 @@ def with_stdin(inputs: list[str], *, keep_blank: bool) -> list[str]:
 @command("predict", "run a model on inputs: images, videos, sentences, scenes or observations", _configure_predict)
 def _cmd_predict(args: argparse.Namespace) -> int:
     import zoo
-    from zoo import registry
     from zoo.inputs import UnreadableInputWarning
 
     if args.weights is None:
         raise UsageError(f"zoo predict {args.name} needs trained weights: --weights TAG (`zoo weights list` names them), "
                          f"a .safetensors file, or NAME as MODEL.TAG (zoo predict {args.name}.TAG ...)")
-    family = registry.family_of(args.name)
-    if args.out is not None and family != "hyperspectral":
+    rules = _predict_rules(args.name)
+    if args.out is not None and rules.out is None:
         # the other families' results are the printed lines; an --out that writes nothing would pass unnoticed
-        raise UsageError(f"--out {args.out}: only a scene's label map (hyperspectral models) is written to a file; "
+        writes = " or ".join(f"{r.out} ({family} models)" for family, r in sorted(_PREDICT_RULES.items()) if r.out)
+        raise UsageError(f"--out {args.out}: only {writes} is written to a file; "
                          f"{args.name} prints one line per input (--json for JSON lines): redirect the output")
-    parse = _PREDICT_INPUTS.get(family)
-    strings = with_stdin(args.inputs, keep_blank=family == "seq2seq")
-    inputs: Any = parse(strings) if parse is not None else strings
-    if family == "hyperspectral":
-        if len(inputs) > 1:  # zoo.predict takes one scene; its "got list" named no flag
-            raise UsageError(f"{args.name} predicts one scene per command, got {len(inputs)}: "
-                             f"run `zoo predict {args.name}` once per scene")
+    strings = with_stdin(args.inputs, keep_blank=rules.keep_blank)
+    inputs: Any = rules.read(strings) if rules.read is not None else strings
+    if rules.one_input is not None:
+        if len(inputs) > 1:  # zoo.predict takes one; its "got list" named no flag
+            raise UsageError(f"{args.name} predicts one {rules.one_input} per command, got {len(inputs)}: "
+                             f"run `zoo predict {args.name}` once per {rules.one_input}")
         inputs = inputs[0]
-        _label_map_paths(args.out, str(args.inputs[0]))  # before the prediction: a missing folder fails now
+    if rules.check_out is not None:
+        rules.check_out(args.out, str(args.inputs[0]))  # before the prediction: a missing folder fails now
     model = _build(args, None, infer=False)
     sets = parse_kv(args.set)
     flags = _call_options(args, model, "predict")

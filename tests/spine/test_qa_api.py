@@ -134,11 +134,11 @@ def test_a_label_map_out_writes_the_png_the_option_promises(tmp_path, capsys):
     import numpy as np
     from PIL import Image
 
-    from zoo import cli
+    from zoo.hyperspectral import cli
 
     label_map = np.zeros((6, 9), np.int64)
     label_map[:, 3:] = 2
-    cli._write_label_map(label_map, tmp_path / "map")
+    cli.write_label_map(label_map, tmp_path / "map")
     assert np.array_equal(np.load(tmp_path / "map.npy"), label_map)
     png = Image.open(tmp_path / "map.png").convert("RGB")
     assert png.size == (9, 6)

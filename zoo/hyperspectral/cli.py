@@ -1,17 +1,19 @@
-"""Command line of the hyperspectral family: ``zoo hsi-fetch`` and the ``zoo demo`` step (Indian Pines with
+"""Command line of the hyperspectral family: ``zoo hsi-fetch``, what ``zoo predict`` does with a scene (one per
+command; its label map written by ``--out`` as .npy and .png) and the ``zoo demo`` step (Indian Pines with
 the shipped weights, else a generated scene). ``zoo train/eval/predict hsi-pca-svm|hybridsn --data SCENE``
 pass the scene file or data set name to ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from zoo.cli import command, demo, family_options
+from zoo.cli import PredictRules, UsageError, command, demo, family_options, predict_rules
 
-__all__: list[str] = []
+__all__ = ["label_map_paths", "label_map_png", "show_label_map", "write_label_map"]
 
 
 def _configure_fetch(p: argparse.ArgumentParser) -> None:
@@ -42,6 +44,92 @@ def _scene_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--labels FILE`` becomes ``labels=FILE`` for ``zoo.train`` / ``zoo.evaluate``; ``--set split=...`` and
     ``--set train_mask=FILE`` (a disjoint training mask) go there as they are."""
     return {"labels": args.labels} if getattr(args, "labels", None) else {}
+
+
+# --- zoo predict: a scene's label map --------------------------------------------------------------
+
+
+def label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | None:
+    """``--out`` as the .npy and .png it writes: a .npy / .png suffix is replaced, any other kept (``map.v2`` is
+    ``map.v2.npy``, not ``map.npy``); a folder (one that exists, or written with a trailing ``/``) gets
+    ``SCENE_map.npy`` and ``.png`` inside, named after the scene predicted (``outs/`` wrote ``outs.npy``). A
+    folder that is not there is refused, as ``zoo train --out`` does, rather than made for a mistyped path."""
+    if out is None:
+        return None
+    path = Path(out).expanduser()
+    if out.endswith(("/", os.sep)) or path.is_dir():
+        if not path.is_dir():
+            raise UsageError(f"--out {out}: folder {path} does not exist")
+        name = Path(scene).stem if scene not in ("-", "") else "label"
+        path = path / f"{name}_map"
+    stem = path.with_suffix("") if path.suffix.lower() in (".npy", ".png") else path
+    if not (stem.parent if str(stem.parent) else Path(".")).is_dir():
+        raise UsageError(f"--out {out}: folder {stem.parent} does not exist")
+    return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
+
+
+def write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-",
+                     quiet: bool = False) -> tuple[Path, Path]:
+    """Write ``--out``'s .npy and .png (see :func:`label_map_paths`); says where unless ``quiet``."""
+    import io
+
+    import numpy as np
+
+    from zoo import fs
+
+    npy, png = label_map_paths(os.fspath(out), scene)
+    buf = io.BytesIO()  # np.save seeks; the atomic writer streams
+    np.save(buf, label_map)
+    fs.write_bytes(npy, buf.getbuffer())
+    label_map_png(np.asarray(label_map), png)
+    if not quiet:
+        print(f"label map {label_map.shape[0]}x{label_map.shape[1]} written to {npy} and {png}")
+    return npy, png
+
+
+def label_map_png(label_map: Any, path: Path) -> Path:
+    """The map as a picture, one pixel per scene pixel in the family's class colours (0, unlabelled,
+    black): what `--out` promises besides the .npy, for a look without loading the array."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from zoo import fs
+    from zoo.hyperspectral.evaluation import class_colors
+
+    palette = np.round(class_colors(max(int(label_map.max()), 1)) * 255).astype(np.uint8)  # (n + 1, 3)
+    buf = io.BytesIO()
+    Image.fromarray(palette[np.clip(label_map, 0, None)]).save(buf, format="PNG")
+    fs.write_bytes(path, buf.getbuffer())
+    return path
+
+
+def show_label_map(result: Any, args: argparse.Namespace) -> int | None:
+    """``zoo predict``'s lines for a scene's label map (pixels per class), written to ``--out`` when given;
+    None for a result that is not a label map."""
+    import json
+
+    import numpy as np
+
+    arr = np.asarray(result)
+    if not (arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1):
+        return None
+    written = write_label_map(arr, args.out, str(args.inputs[0]), quiet=args.json) if args.out else None
+    classes, counts = np.unique(arr, return_counts=True)
+    if args.json:  # what the lines say, and the map itself where no file holds it
+        row = {"shape": list(arr.shape), "pixels_per_class": dict(zip(map(str, classes.tolist()), counts.tolist()))}
+        row.update({"npy": str(written[0]), "png": str(written[1])} if written else {"label_map": arr.tolist()})
+        print(json.dumps(row))
+    elif not written:
+        print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
+              + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))
+              + " (--out FILE writes it as .npy and .png)")
+    return 0
+
+
+predict_rules("hyperspectral", PredictRules(one_input="scene", out="a scene's label map", check_out=label_map_paths,
+                                            show=show_label_map))
 
 
 def _demo_out() -> Path:

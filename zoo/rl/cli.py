@@ -15,7 +15,6 @@ from typing import Any
 from zoo import cli
 
 
-@cli.predict_inputs("rl")
 def _observations(texts: list[str]) -> Any:
     """Each input is one observation: JSON (``'[1.0, 0.0, 0.0]'``) or numbers apart by commas (``1,0,0``, as
     ``--net-arch 400,300``); several make a batch."""
@@ -32,6 +31,9 @@ def _observation(text: str) -> Any:
         except ValueError:
             raise cli.UsageError(f"an observation is a JSON array like '[1.0, 0.0, 0.0]' or numbers apart by commas "
                                  f"like 1,0,0; got {text!r} ({err})") from None
+
+
+cli.predict_rules("rl", cli.PredictRules(read=_observations))
 
 
 @cli.demo("rl: TD3 on Pendulum-v1 (shipped agent td3.pendulum-v1)", order=60)

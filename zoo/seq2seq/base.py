@@ -62,6 +62,9 @@ class Seq2SeqModel(Network, nn.Module):
     # zoo.predict hands a str over as written: here it is a sentence, which may start with "~" or name a file,
     # not a path to expand ("~/s.txt" translated "/home/me/s.txt"); a pathlib.Path is a file (text_inputs)
     zoo_text_inputs = True
+    # what zoo.finetune's refusal calls this model: a translator has no head to replace, so its fine-tuning is
+    # training from its weights (and tokenizer), which the refusal shows
+    zoo_finetuned_by_training = "translator"
 
     def __init__(self, config: Any) -> None:
         super().__init__()

@@ -11,7 +11,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zoo.cli import UsageError, add_device_and_amp, amp_option, command, demo, stdin_lines, with_stdin
+from zoo.cli import (
+    PredictRules,
+    UsageError,
+    add_device_and_amp,
+    amp_option,
+    command,
+    demo,
+    predict_rules,
+    stdin_lines,
+    with_stdin,
+)
 
 DEMO_WEIGHTS = ("seq2seq-transformer.multi30k-de-en", "seq2seq-transformer.multi30k-en-de")
 DEMO_SENTENCES = {
@@ -20,6 +30,9 @@ DEMO_SENTENCES = {
 }
 PUBLISH_COMMAND = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py"
 
+# zoo predict: each input is a sentence, and a blank line of standard input is one (its translation is "", so
+# output line i stays input line i's)
+predict_rules("seq2seq", PredictRules(keep_blank=True))
 
 
 @demo("seq2seq: translation (Multi30k weights)", order=30)
