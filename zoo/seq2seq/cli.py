@@ -28,7 +28,7 @@ DEMO_SENTENCES = {
     "de-en": ["Ein Mann fährt mit dem Fahrrad die Straße entlang.", "Zwei Hunde spielen im Schnee."],
     "en-de": ["A little girl is climbing a tree.", "Two men are playing soccer on the beach."],
 }
-PUBLISH_COMMAND = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/seq2seq_multi30k.py"
+PUBLISH_COMMAND = "python benchmarks/seq2seq_multi30k.py"
 
 # zoo predict: each input is a sentence, and a blank line of standard input is one (its translation is "", so
 # output line i stays input line i's)

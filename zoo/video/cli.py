@@ -64,7 +64,7 @@ def _demo() -> None:
         entry = hub.get_entry(DEMO_WEIGHTS)
     except KeyError:
         print(f"{DEMO_WEIGHTS} is not in the weights manifest; produce it with "
-              "`flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/video_synthetic.py`")
+              "`python benchmarks/video_synthetic.py`")
         return
     model = zoo.build("video-tsn", weights=DEMO_WEIGHTS)
     size, frames = int(model.video_cfg["size"]), int(entry.meta.get("input", {}).get("num_frames", 32))

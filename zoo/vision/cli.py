@@ -13,7 +13,7 @@ from typing import Any
 from zoo.cli import UsageError, command, demo, model_kv, parse_kv
 
 WEIGHTS = "resnet18.cifar10"
-RECIPE = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15"
+RECIPE = "python benchmarks/cifar10_resnet18.py --epochs 15"
 FINETUNE_RUNS = Path("runs") / "finetune"  # zoo finetune's default --out-dir (numbered -2, -3 ... when taken)
 
 
