@@ -221,7 +221,7 @@ def train_svm(scene, split, search_grid) -> tuple[object, dict]:
     res = zoo.train(svm, scene, split=split, search=True, param_grid=search_grid, cv=3)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sp = svm._last_split
+    sp = svm.last_split_
     pred = svm.predict_scene(scene, mask=sp.test)
     pred_s = time.perf_counter() - t0
     s = score_map(pred, scene.labels, sp.test, n_classes=16)
@@ -237,7 +237,7 @@ def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, 
     res = zoo.train(net, scene, split=split, epochs=epochs, batch_size=batch_size, lr=lr, amp=amp,
                     schedule="cosine", warmup_steps=20, weight_decay=1e-4, seed=seed, progress=False, augment=augment)
     train_s = time.perf_counter() - t0
-    sp = net._last_split
+    sp = net.last_split_
     t0 = time.perf_counter()
     pred = net.predict_scene(scene, mask=sp.test if map_mask is None else (map_mask | sp.test), amp=amp,
                              batch_size=256)

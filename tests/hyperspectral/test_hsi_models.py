@@ -49,7 +49,7 @@ def test_hybridsn_learns_generated_scene_and_saves_as_one_file(tmp_path):
     again = zoo.build("hybridsn", weights=str(path), n_bands=15, n_classes=4, window=9)
     assert again.has_preprocessor and again.pca_components.dtype == torch.float32
     np.testing.assert_allclose(again.reduce(scene), net.reduce(scene), rtol=1e-6, atol=1e-5)
-    same = (again.predict_scene(scene, mask=net._last_split.test) == net.predict_scene(scene, mask=net._last_split.test))
+    same = (again.predict_scene(scene, mask=net.last_split_.test) == net.predict_scene(scene, mask=net.last_split_.test))
     assert same.mean() > 0.98  # fp16 storage of the network only
     with pytest.raises(ValueError, match="no fitted preprocessing"):
         zoo.build("hybridsn", n_bands=15, n_classes=4, window=9).predict_scene(scene)
@@ -60,7 +60,7 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
     svm = zoo.build("hsi-pca-svm", n_components=8)
     assert isinstance(svm, HSIPipeline) and isinstance(svm, Trainable)
     res = zoo.train(svm, scene, split="random", train_fraction=0.3)
-    assert res.history[0]["n_train"] == svm._last_split.train.sum()
+    assert res.history[0]["n_train"] == svm.last_split_.train.sum()
     m = zoo.evaluate(svm, scene)
     assert m["overall_accuracy"] > 0.90
     path = svm.save(tmp_path / "svm.safetensors")
@@ -229,7 +229,7 @@ def test_hybridsn_held_out_tiles_validate_and_the_best_epoch_is_kept():
     for k, v in net.state_dict().items():  # the model ends at the best epoch's weights, not the last
         assert torch.equal(v, kept[best][k]), k
     # the recorded training pixels are all of the split's, held-out tiles included: no evaluation scores them
-    assert net.training_record_.n_train == int(net._last_split.train.sum())
+    assert net.training_record_.n_train == int(net.last_split_.train.sum())
     with pytest.raises(ValueError, match="not both"):
         zoo.train(net, scene, split="random", epochs=1, val_fraction=0.2, val_data=object(), progress=False)
 

@@ -27,7 +27,7 @@ def test_default_blocks_split_scores_a_small_field_that_got_no_training_pixel():
     scene = Scene(cube, labels=lab, name="my-scene")
     svm = _svm()
     zoo.train(svm, scene)
-    sp = svm._last_split
+    sp = svm.last_split_
     assert sp.info["split"] == "blocks" and not (sp.train & (lab == 5)).any() and (sp.test & (lab == 5)).any()
     m = zoo.evaluate(svm, scene)
     assert m["class_5_accuracy"] == 0.0  # never trained on: never predicted
@@ -55,9 +55,9 @@ def test_a_one_pixel_class_in_the_random_test_set_scores_zero():
     scene = Scene(s.cube, labels=lab, name="onepix")
     svm = _svm()
     zoo.train(svm, scene, split="random", seed=0)
-    assert svm._last_split.test[0, 0] and 5 not in svm.classes_and_names()
+    assert svm.last_split_.test[0, 0] and 5 not in svm.classes_and_names()
     m = zoo.evaluate(svm, scene)
-    assert m["class_5_accuracy"] == 0.0 and m["n_test"] == int(svm._last_split.test.sum())
+    assert m["class_5_accuracy"] == 0.0 and m["n_test"] == int(svm.last_split_.test.sum())
 
 
 def test_score_map_sizes_the_confusion_matrix_by_class_id():
@@ -197,12 +197,12 @@ def test_evaluate_on_another_scene_scores_all_its_labelled_pixels():
     svm = _svm()
     zoo.train(svm, A, split="random")
     own = zoo.evaluate(svm, A)
-    assert own["n_test"] == int(svm._last_split.test.sum()) and "all_labelled_pixels" not in own
+    assert own["n_test"] == int(svm.last_split_.test.sum()) and "all_labelled_pixels" not in own
     for other in (make_scene(48, 40, 20, 3, seed=1), make_scene(32, 32, 20, 3, seed=2)):
         m = zoo.evaluate(svm, other)
         assert m["n_test"] == int((other.labels > 0).sum()) and m["all_labelled_pixels"] == 1.0
     with pytest.raises(ValueError, match=r"mask of shape \(32, 32\) does not match the 48x40 scene"):
-        zoo.evaluate(svm, make_scene(48, 40, 20, 3, seed=1), mask=svm._last_split.test)
+        zoo.evaluate(svm, make_scene(48, 40, 20, 3, seed=1), mask=svm.last_split_.test)
 
 
 def test_a_fit_on_pixel_arrays_forgets_the_previous_scene_split():
@@ -210,7 +210,7 @@ def test_a_fit_on_pixel_arrays_forgets_the_previous_scene_split():
     A = make_scene(32, 32, 20, 3, seed=0)
     svm = _svm()
     zoo.train(svm, A, split="random")
-    test = svm._last_split.test
+    test = svm.last_split_.test
     zoo.train(svm, (A.pixels(test), A.labels[test]))
     with pytest.raises(ValueError, match="records no training split"):
         zoo.evaluate(svm, A)

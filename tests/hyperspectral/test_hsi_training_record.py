@@ -79,7 +79,7 @@ def test_saved_svm_and_hybridsn_carry_the_training_mask(tmp_path):
               zoo.build("hybridsn", weights=str(net.save(tmp_path / "net.safetensors")), n_bands=13, n_classes=3,
                         window=9)]
     for model in loaded:
-        np.testing.assert_array_equal(model.training_record_.train_mask, svm._last_split.train)
+        np.testing.assert_array_equal(model.training_record_.train_mask, svm.last_split_.train)
         assert model.training_record_.fingerprint == scene_fingerprint(scene)
         zoo.evaluate(model, scene)  # the recorded split: no overlap
         with pytest.raises(ValueError, match="were training pixels of this model"):

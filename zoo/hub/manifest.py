@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from zoo.fs import FolderLock
 
 __all__ = [
+    "WEIGHTS_NAME_RE",
     "ManifestError",
     "WeightsEntry",
     "checkout_root",
@@ -60,7 +61,8 @@ __all__ = [
 SCHEMA_VERSION = 2
 PACKAGE_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
 FORMATS = ("safetensors", "pth")
-_NAME_RE = re.compile(r"^(?P<model>[A-Za-z0-9][A-Za-z0-9_-]*)\.(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]*)$")
+# a weights name, MODEL.TAG
+WEIGHTS_NAME_RE = re.compile(r"^(?P<model>[A-Za-z0-9][A-Za-z0-9_-]*)\.(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]*)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _PREFIX = re.compile(r"^[0-9a-f]{8,63}$")
 _KEYS = ("name", "model", "url", "sha256", "sha256_prefix", "size", "format", "config", "meta")
@@ -201,7 +203,7 @@ class WeightsEntry:
                 f"manifest entry {label!r}: unknown key(s) {', '.join(extra)}; allowed: {', '.join(_KEYS)}"
             )
         name, model, url = d["name"], d["model"], d["url"]
-        m = _NAME_RE.match(name) if isinstance(name, str) else None
+        m = WEIGHTS_NAME_RE.match(name) if isinstance(name, str) else None
         if m is None:
             raise ManifestError(f"manifest entry name must look like 'model.tag', got {name!r}")
         if model != m["model"]:

@@ -16,7 +16,7 @@ from torch import nn
 from zoo import fs
 from zoo.hub.fetch import sha256_file
 from zoo.hub.manifest import (
-    _NAME_RE,
+    WEIGHTS_NAME_RE,
     ManifestError,
     WeightsEntry,
     manifest_lock,
@@ -28,7 +28,7 @@ from zoo.hub.manifest import (
 from zoo.hub.readme import write_readme
 from zoo.hub.state import (
     ALIASES_KEY,
-    _as_state_dict,
+    as_state_dict,
     file_format,
     load_state_dict,
     read_metadata,
@@ -98,7 +98,7 @@ def add_weights(
     """
     from zoo import registry
 
-    m = _NAME_RE.match(name) if isinstance(name, str) else None
+    m = WEIGHTS_NAME_RE.match(name) if isinstance(name, str) else None
     if m is None:
         raise ManifestError(f"weights name must look like 'model.tag' (e.g. 'resnet18.cifar10'), got {name!r}")
     model = m["model"]
@@ -112,7 +112,7 @@ def add_weights(
             # Families that store non-network objects keep their JSON config in the metadata: keep it.
             carried = {k: v for k, v in read_metadata(file_or_state_dict).items() if k != ALIASES_KEY}
     else:
-        sd = _as_state_dict(file_or_state_dict)
+        sd = as_state_dict(file_or_state_dict)
     # the dtype most of the floating values are stored in (a network in fp16 beside small fp32 arrays is fp16)
     by_dtype: dict[torch.dtype, int] = {}
     for t in sd.values():

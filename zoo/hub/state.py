@@ -26,6 +26,7 @@ from zoo.wrappers import strip_wrapper_prefixes
 __all__ = [
     "CorruptWeightsError",
     "LoadReport",
+    "as_state_dict",
     "file_format",
     "load_into",
     "load_state_dict",
@@ -287,7 +288,8 @@ def _check_checkpoint_digest(obj: Any, path: Path) -> None:
                                   "with torch.save keeps its old 'digest': drop that key when saving it)")
 
 
-def _as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:
+def as_state_dict(obj: nn.Module | Mapping[str, torch.Tensor]) -> StateDict:
+    """A module's state dict, or a mapping's (taken out of the wrappers training scripts put around one)."""
     if isinstance(obj, nn.Module):
         return dict(obj.state_dict())
     if isinstance(obj, Mapping):
@@ -308,7 +310,7 @@ def save_weights(
     stored once and their other names recorded in the metadata, so loading restores every key.
     """
     path = Path(path)
-    sd = _as_state_dict(module_or_state_dict)
+    sd = as_state_dict(module_or_state_dict)
     meta = {"format": "pt"}
     for k, v in (metadata or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):

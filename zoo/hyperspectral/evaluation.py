@@ -21,9 +21,10 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SCENE_INPUTS", "SPLIT_OPTIONS", "array_input", "as_scene", "auto_split", "class_colors", "cube_key_hint", "given_split_mask",
-           "plot_classification_map", "refuse_scene_options", "require_classes", "require_valid_pixels",
-           "resolve_split", "score_labels", "score_map", "warn_background_class"]
+__all__ = ["SCENE_INPUTS", "SPLIT_OPTIONS", "array_input", "as_scene", "auto_split", "class_colors", "cube_key_hint",
+           "given_split_mask", "metrics_from_scores", "plot_classification_map", "refuse_scene_options",
+           "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map", "scored_pixels",
+           "warn_background_class"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
@@ -466,4 +467,63 @@ def plot_classification_map(pred: np.ndarray, labels: np.ndarray | None, path: s
     fig.tight_layout(rect=(0, 0, 0.82 if class_names else 1, 1))
     out = atomic_savefig(fig, path)
     plt.close(fig)
+    return out
+
+
+def scored_pixels(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tuple[np.ndarray, bool]:
+    """``(test mask, whole)``: the pixels to score, and whether they are all the labelled pixels of a scene
+    other than the training scene (none of which the model saw)."""
+    if scene.labels is None:
+        raise ValueError(f"scene {scene.name!r} has no labels to score against (give ground truth: "
+                         f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
+    if mask is not None:
+        if kw:
+            raise ValueError(f"zoo.evaluate: mask= names the test pixels itself, so the split options "
+                             f"{', '.join(sorted(kw))} have nothing to choose; give mask= or the split options, not both")
+        mask = np.asarray(mask, bool)
+        if mask.shape != scene.shape[:2]:
+            raise ValueError(f"mask of shape {mask.shape} does not match the {scene.shape[0]}x{scene.shape[1]} "
+                             f"scene {scene.name!r}")
+        return mask, False
+    record = getattr(model, "training_record_", None)
+    own = record is not None and record.matches(scene)
+    last = getattr(model, "last_split_", None)
+    if split is None and not kw and last is not None and own:
+        return last.test, False
+    if split is None and not kw and record is not None and not own:
+        # a split's test set keeps test pixels apart from training pixels of the same scene; on another
+        # scene no pixel was a training pixel, so every labelled one is a fair test pixel
+        log.info("scene %r is not the training scene (%s): scoring all its labelled pixels", scene.name,
+                 record.describe())
+        return scene.labels > 0, True
+    cfg = dict(getattr(model, "split_", None) or {})
+    if split is not None:
+        cfg["split"] = split
+    elif "split" in cfg:
+        log.info("split: %s (recorded in the weights)", cfg["split"])
+    cfg.update(kw)
+    if "split" not in cfg:
+        raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained on a scene through "
+                         "zoo.train (this one records no training split: it was fitted on (X, y) pixels, or its "
+                         "weights carry none)")
+    if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
+            and own):
+        cfg["train_mask"] = record.split_mask  # the mask it was trained with, kept in its weights
+    return resolve_split(scene, **cfg, for_training=False).test, False
+
+
+def metrics_from_scores(scores: dict[str, Any], excluded: int = 0, all_labelled: bool = False) -> dict[str, float]:
+    """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``,
+    ``class_<id>_accuracy`` per class with test pixels (``id``: the class as the labels name it)."""
+    out = {k: float(scores[k]) / 100.0 for k in ("overall_accuracy", "average_accuracy", "kappa")}
+    out["accuracy"] = out["overall_accuracy"]
+    out["n_test"] = float(scores["n_test"])
+    if excluded:
+        out["excluded_training_pixels"] = float(excluded)
+    if all_labelled:
+        out["all_labelled_pixels"] = 1.0
+    ids = scores.get("class_ids") or range(1, len(scores["per_class_accuracy"]) + 1)
+    for i, v in zip(ids, scores["per_class_accuracy"]):
+        if v is not None:
+            out[f"class_{i}_accuracy"] = float(v) / 100.0
     return out

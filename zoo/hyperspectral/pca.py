@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.preprocessing import (
-    _apply,
+    apply_per_pixel,
     as_pixels,
     check_fit_pixels,
     out_dtype,
@@ -257,7 +257,7 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             X = X.cube
         if mask is not None:
             return self._project(as_pixels(X, mask), dtype)
-        return _apply(X, lambda P: self._project(P, dtype))
+        return apply_per_pixel(X, lambda P: self._project(P, dtype))
 
     def inverse_transform(self, Z):
         check_is_fitted(self, "components_")
@@ -268,7 +268,7 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
                 P = P * np.sqrt(self.explained_variance_)
             return P @ self.components_ + self.mean_
 
-        return _apply(Z, back)
+        return apply_per_pixel(Z, back)
 
     def transform_to_envi(self, scene: Scene, path: str | os.PathLike, *, dtype=np.float32) -> Path:
         """Project ``scene`` row block by row block and write the ``(H, W, k)`` result as a BIP ENVI file."""

@@ -8,6 +8,9 @@ statistics (fitting on the whole scene is a leak the HybridSN paper's protocol h
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -19,6 +22,7 @@ __all__ = [
     "AVIRIS_WATER_BANDS",
     "BandStandardizer",
     "MinMaxNormalizer",
+    "apply_per_pixel",
     "as_pixels",
     "no_data_to_zero",
     "pixel_view",
@@ -156,7 +160,7 @@ def pixel_view(cube: np.ndarray) -> tuple[np.ndarray, str]:
     return cube.reshape(h * w, c), "C"
 
 
-def _apply(X, fn):
+def apply_per_pixel(X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Apply a per-pixel ``fn((N, C)) -> (N, K)`` keeping the input's layout (a Fortran-ordered cube gives
     a Fortran-ordered result)."""
     if isinstance(X, Scene):
@@ -205,11 +209,11 @@ class BandStandardizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "mean_")
         X = check_pixels(self, X, reset=False, hint="X[valid_pixel_mask(X)] (transform the valid pixels only)")
         dtype = out_dtype(X)
-        return _apply(X, lambda P: ((P - self.mean_) / self.scale_).astype(dtype))
+        return apply_per_pixel(X, lambda P: ((P - self.mean_) / self.scale_).astype(dtype))
 
     def inverse_transform(self, X):
         check_is_fitted(self, "mean_")
-        return _apply(X, lambda P: P * self.scale_ + self.mean_)
+        return apply_per_pixel(X, lambda P: P * self.scale_ + self.mean_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -241,7 +245,7 @@ class MinMaxNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = check_pixels(self, X, reset=False, hint="X[valid_pixel_mask(X)] (transform the valid pixels only)")
         span = self.max_ - self.min_ or 1.0
         dtype = out_dtype(X)
-        return _apply(X, lambda P: ((P - self.min_) / span).astype(dtype))
+        return apply_per_pixel(X, lambda P: ((P - self.min_) / span).astype(dtype))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -26,7 +26,7 @@ from zoo.hyperspectral.scene import Scene
 def forget_training_split(model: Any) -> None:
     """Drop the scene split a ``zoo.train`` recorded (``split_``, the split, ``training_record_``): a fit on other
     pixels or windows may train on that split's test pixels, which no evaluation may then take as held out."""
-    model.split_, model._last_split, model.training_record_ = None, None, None
+    model.split_, model.last_split_, model.training_record_ = None, None, None
 
 __all__ = ["ON_OVERLAP", "TrainingRecord", "scene_fingerprint", "screen_test_pixels"]
 

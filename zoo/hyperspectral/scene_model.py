@@ -287,7 +287,7 @@ class SceneClassifierMixin:
                                        RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
         self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
                         "window": self.config.window, "block": block} if isinstance(split, str) else None)
-        self._last_split = sp
+        self.last_split_ = sp
         self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
                                                          given_split_mask(scene, sp, train_mask))
         recipe = scene_recipe(scene, sp, train_fraction=train_fraction, block=block, augment=augment,
@@ -313,8 +313,7 @@ class SceneClassifierMixin:
         ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``).
         On a Dataset of windows, the same metrics through the engine (``kw``: its options)."""
         from zoo.engine.options import check_options
-        from zoo.hyperspectral.evaluation import SPLIT_OPTIONS
-        from zoo.hyperspectral.svm import _flat, _test_mask
+        from zoo.hyperspectral.evaluation import SPLIT_OPTIONS, metrics_from_scores, scored_pixels
 
         if isinstance(data, (Dataset, DataLoader)):
             from zoo.engine import evaluate
@@ -338,7 +337,7 @@ class SceneClassifierMixin:
                       ("labels", "mask", "split", "batch_size", "amp", "on_overlap", "tta", "progress", "device",
                        "gt_key", "cube_key", *SPLIT_OPTIONS))
         scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
-        chosen, whole = _test_mask(self, scene, mask, split, kw)
+        chosen, whole = scored_pixels(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
         n = self.config.n_classes
         beyond = np.unique(scene.labels[test & (scene.labels > n)])
@@ -351,7 +350,7 @@ class SceneClassifierMixin:
         if device is not None:
             self.to(device)
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta, progress=progress)
-        return _flat(score_map(pred, scene.labels, test, n_classes=n), excluded, whole)
+        return metrics_from_scores(score_map(pred, scene.labels, test, n_classes=n), excluded, whole)
 
     # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
     # this share of the scene's pixels, cutting windows around the selected ones is cheaper.

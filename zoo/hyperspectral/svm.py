@@ -34,12 +34,14 @@ from zoo.hyperspectral.evaluation import (
     cube_key_hint,
     default_scene,
     given_split_mask,
+    metrics_from_scores,
     refuse_scene_options,
     require_classes,
     require_valid_pixels,
     resolve_split,
     score_labels,
     score_map,
+    scored_pixels,
     warn_background_class,
 )
 from zoo.hyperspectral.pca import HyperspectralPCA
@@ -125,7 +127,7 @@ class HSIPipeline(Pipeline):
             history["cv_accuracy"] = float(gs.best_score_)
             history["best_params"] = {k: v for k, v in gs.best_params_.items()}
         self.fit(X, y)  # forgets an earlier run's split; this run's is recorded once the fit succeeded
-        self.split_, self._last_split, self.training_record_ = record
+        self.split_, self.last_split_, self.training_record_ = record
         history["fit_seconds"] = time.perf_counter() - t0
         history["train_accuracy"] = float((self.predict(X) == y).mean())
         history["n_train"] = len(y)
@@ -178,13 +180,13 @@ class HSIPipeline(Pipeline):
                                                   "cube_key": cube_key, **kw})
             X, y = _pixels_and_labels(data)
             warn_background_class(y, "zoo.evaluate")
-            return _flat(score_labels(self.predict(X), y))
+            return metrics_from_scores(score_labels(self.predict(X), y))
         scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
-        chosen, whole = _test_mask(self, scene, mask, split, kw)
+        chosen, whole = scored_pixels(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
         require_valid_pixels(scene, test, "among the test pixels")
         pred = self.predict_scene(scene, mask=test)
-        return _flat(score_map(pred, scene.labels, test), excluded, whole)
+        return metrics_from_scores(score_map(pred, scene.labels, test), excluded, whole)
 
     def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, gt_key: str | None = None,
                     cube_key: str | None = None) -> np.ndarray:
@@ -348,62 +350,3 @@ def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
 
     X = data[0] if hasattr(data[0], "columns") else np.asarray(data[0])
     return X, column_or_1d(np.asarray(data[1]), warn=True)
-
-
-def _test_mask(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> tuple[np.ndarray, bool]:
-    """``(test mask, whole)``: the pixels to score, and whether they are all the labelled pixels of a scene
-    other than the training scene (none of which the model saw)."""
-    if scene.labels is None:
-        raise ValueError(f"scene {scene.name!r} has no labels to score against (give ground truth: "
-                         f"load_scene(path, gt=FILE), or --labels FILE on the command line)")
-    if mask is not None:
-        if kw:
-            raise ValueError(f"zoo.evaluate: mask= names the test pixels itself, so the split options "
-                             f"{', '.join(sorted(kw))} have nothing to choose; give mask= or the split options, not both")
-        mask = np.asarray(mask, bool)
-        if mask.shape != scene.shape[:2]:
-            raise ValueError(f"mask of shape {mask.shape} does not match the {scene.shape[0]}x{scene.shape[1]} "
-                             f"scene {scene.name!r}")
-        return mask, False
-    record = getattr(model, "training_record_", None)
-    own = record is not None and record.matches(scene)
-    last = getattr(model, "_last_split", None)
-    if split is None and not kw and last is not None and own:
-        return last.test, False
-    if split is None and not kw and record is not None and not own:
-        # a split's test set keeps test pixels apart from training pixels of the same scene; on another
-        # scene no pixel was a training pixel, so every labelled one is a fair test pixel
-        log.info("scene %r is not the training scene (%s): scoring all its labelled pixels", scene.name,
-                 record.describe())
-        return scene.labels > 0, True
-    cfg = dict(getattr(model, "split_", None) or {})
-    if split is not None:
-        cfg["split"] = split
-    elif "split" in cfg:
-        log.info("split: %s (recorded in the weights)", cfg["split"])
-    cfg.update(kw)
-    if "split" not in cfg:
-        raise ValueError("evaluate on a scene needs mask=..., split=..., or a model trained on a scene through "
-                         "zoo.train (this one records no training split: it was fitted on (X, y) pixels, or its "
-                         "weights carry none)")
-    if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
-            and own):
-        cfg["train_mask"] = record.split_mask  # the mask it was trained with, kept in its weights
-    return resolve_split(scene, **cfg, for_training=False).test, False
-
-
-def _flat(scores: dict[str, Any], excluded: int = 0, all_labelled: bool = False) -> dict[str, float]:
-    """:func:`score_map`'s percentages -> zoo's metrics: fractions in [0, 1], ``accuracy`` = ``overall_accuracy``,
-    ``class_<id>_accuracy`` per class with test pixels (``id``: the class as the labels name it)."""
-    out = {k: float(scores[k]) / 100.0 for k in ("overall_accuracy", "average_accuracy", "kappa")}
-    out["accuracy"] = out["overall_accuracy"]
-    out["n_test"] = float(scores["n_test"])
-    if excluded:
-        out["excluded_training_pixels"] = float(excluded)
-    if all_labelled:
-        out["all_labelled_pixels"] = 1.0
-    ids = scores.get("class_ids") or range(1, len(scores["per_class_accuracy"]) + 1)
-    for i, v in zip(ids, scores["per_class_accuracy"]):
-        if v is not None:
-            out[f"class_{i}_accuracy"] = float(v) / 100.0
-    return out

@@ -76,9 +76,10 @@ def check_env_fits(agent, env) -> None:
         raise ValueError(f"{env_label(env)} has obs_dim {obs_dim}, act_dim {act_dim}; the agent was built for "
                          f"obs_dim {agent.obs_dim}, act_dim {agent.act_dim} (env {agent.env_id!r}){shapes}")
     low, high = np.asarray(act_space.low, np.float32), np.asarray(act_space.high, np.float32)
-    if not (np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)):
+    own_low, own_high = agent.action_bounds
+    if not (np.array_equal(low, own_low) and np.array_equal(high, own_high)):
         raise ValueError(f"{env_label(env)} action bounds {low.tolist()}..{high.tolist()} differ from the agent's "
-                         f"{agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the agent acts in (a "
+                         f"{own_low.tolist()}..{own_high.tolist()}: pass the env the agent acts in (a "
                          "wrapped env with its wrappers, e.g. gymnasium.wrappers.RescaleAction)")
 
 

@@ -317,6 +317,11 @@ class TD3Agent:
         return self._opts
 
     @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(low, high)``: the bounds of the actions it takes (its action space's, as float32), as copies."""
+        return self._low_np.copy(), self._high_np.copy()
+
+    @property
     def actor_opt(self) -> torch.optim.Adam:
         return self._optimizers()[0]
 

@@ -195,17 +195,18 @@ def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) 
 
     obs_dim, act_dim = int(saved["obs_dim"]), int(saved["act_dim"])
     obs_shape = tuple(saved.get("obs_shape", (obs_dim,)))  # files before it was recorded read flat observations
-    low = np.asarray(saved.get("action_low", agent._low_np), np.float32)
-    high = np.asarray(saved.get("action_high", agent._high_np), np.float32)
+    own_low, own_high = agent.action_bounds
+    low = np.asarray(saved.get("action_low", own_low), np.float32)
+    high = np.asarray(saved.get("action_high", own_high), np.float32)
     env_id = saved.get("env_id")
     same_obs = obs_shape == agent.obs_shape
-    same_act = act_dim == agent.act_dim and np.array_equal(low, agent._low_np) and np.array_equal(high, agent._high_np)
+    same_act = act_dim == agent.act_dim and np.array_equal(low, own_low) and np.array_equal(high, own_high)
     if env_given:
         if not (same_obs and same_act):
             raise ValueError(
                 f"weights {path} were trained on {env_id!r} with obs_dim {obs_dim}, act_dim {act_dim}, actions in "
                 f"{low.tolist()}..{high.tolist()}; the env given ({agent.env_id!r}) has obs_dim {agent.obs_dim}, act_dim "
-                f"{agent.act_dim}, actions in {agent._low_np.tolist()}..{agent._high_np.tolist()}: pass the env the "
+                f"{agent.act_dim}, actions in {own_low.tolist()}..{own_high.tolist()}: pass the env the "
                 "agent was trained on (with its wrappers), or leave env out to use the file's spaces")
         return agent.observation_space, agent.action_space, agent.env_id
     same_env = env_id is not None and env_id == agent.env_id

@@ -44,6 +44,13 @@ class LayerCache:
         self.length = need
         return self._k[:, :, :need], self._v[:, :, :need]
 
+    @property
+    def cached_kv(self) -> tuple[Tensor, Tensor]:
+        """All cached keys/values, ``(B, H, L, Dh)`` each: views of the buffers, whose room past ``L`` is unused."""
+        if self._k is None or self._v is None:
+            raise ValueError("nothing is cached yet: append a step first")
+        return self._k[:, :, : self.length], self._v[:, :, : self.length]
+
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search's survivors; may repeat rows)."""
         if self._k is not None:

@@ -99,8 +99,8 @@ def _transformer_step(model: Seq2SeqTransformer, tokens, self_k, self_v, cross_k
         lc.cross_kv = (cross_k[i], cross_v[i])
     cache.position = self_k.shape[3]
     logits = model.step(cache, tokens)
-    return (logits, torch.stack([lc._k[:, :, :lc.length] for lc in cache.layers]),
-            torch.stack([lc._v[:, :, :lc.length] for lc in cache.layers]))
+    return (logits, torch.stack([lc.cached_kv[0] for lc in cache.layers]),
+            torch.stack([lc.cached_kv[1] for lc in cache.layers]))
 
 
 @register_exporter(Seq2SeqTransformer)
