@@ -1,8 +1,8 @@
 """The contract every family honours: ``train``, ``evaluate``, ``predict`` and ``save``.
 
 One signature for the user, one loop per kind of model inside. A family's object says how it is
-trained, scored, run and saved by implementing the protocols below; ``zoo.engine.Network`` implements
-the first two for networks trained by the shared engine, from a family's data forms and recipe.
+trained, scored, run and saved by implementing the protocols below; ``zoo.engine.network.Network``
+implements the first two for networks trained by the shared engine, from a family's data forms and recipe.
 
 Fallbacks, for objects zoo did not build: a plain ``nn.Module`` trains and scores through
 :func:`zoo.engine.fit` / :func:`zoo.engine.evaluate` and predicts by calling it on a tensor; a

@@ -1,13 +1,15 @@
 """The ``zoo`` command.
 
-Subcommands are registered with :func:`command` (the spine's here, in ``zoo/hub_cli.py`` and in each
-family's ``zoo/<family>/cli.py``); ``zoo demo`` runs every step registered with :func:`demo`.
+Subcommands are registered with :func:`command` (the spine's here, in ``zoo/hub_cli.py`` and
+``zoo/export_cli.py``, and in each family's ``zoo/<family>/cli.py``); ``zoo demo`` runs every step registered
+with :func:`demo`.
 
 ``zoo train|eval|predict NAME`` are one command for every family: they build ``NAME`` (its config
 options are generated from the model's config dataclass: ``zoo train td3 --help`` lists them), hand
 ``--data``/``--env`` to ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict`` as they are, and say what
 they inferred from the data (an env's spaces, a folder's classes). A family adds options of its own
-with :func:`family_options` (``--splits`` for videos, ``--labels`` for scenes).
+with :func:`family_options` (``--splits`` for videos, ``--labels`` for scenes), and says how ``zoo predict``
+reads its inputs and shows its result with :func:`predict_rules` (a scene's label map written by ``--out``).
 
 Errors print one line and a hint, exit code 2; ``--debug`` (or ``ZOO_DEBUG=1``) shows the traceback.
 ``zoo predict`` exits 1 when some inputs could not be read (their rows say why; the others are printed),

@@ -277,10 +277,10 @@ def call_options(name: str) -> dict[str, tuple[str, ...]]:
     """``{option: calls}``: the keyword options ``zoo.train`` / ``zoo.evaluate`` / ``zoo.predict`` (``calls``)
     take for model ``name``, read from the signatures of the class its builder returns: its ``zoo_train``,
     ``zoo_evaluate``, ``zoo_predict``, ``zoo_data`` (the data options of train and evaluate) and, for a
-    :class:`zoo.engine.Network`, the engine loop's options. What a method hands on as ``**options`` is seen
-    where the class names where they go (``zoo_options_of``: ``{method: "module.function" or "module.Class"}``,
-    a function's keyword options after its model and data, a dataclass's fields); elsewhere (TD3's loop, the
-    seq2seq corpus reader) it is not. Imports the model's module (as ``build`` does), never at ``zoo list``
+    :class:`zoo.engine.network.Network`, the engine loop's options. What a method hands on as ``**options`` is
+    seen where the class names where they go (``zoo_options_of``: ``{method: "module.function" or
+    "module.Class"}``, a function's keyword options after its model and data, a dataclass's fields); elsewhere
+    (TD3's loop, the seq2seq corpus reader) it is not. Imports the model's module (as ``build`` does), never at ``zoo list``
     time."""
     cls = _built_class(_lookup(name))
     if cls is None:

@@ -175,12 +175,6 @@ def apply_per_pixel(X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarra
     raise ValueError(f"expected (N, C) pixels or an (H, W, C) cube; got shape {X.shape}")
 
 
-def _bands(P: np.ndarray, fitted: int, est) -> np.ndarray:
-    if P.shape[1] != fitted:
-        raise ValueError(f"{type(est).__name__} was fitted on {fitted} bands; got pixels with {P.shape[1]} bands")
-    return P
-
-
 class BandStandardizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Zero mean, unit variance per band, from the pixels ``fit`` sees (``with_std=False``: centring only).
 
