@@ -250,3 +250,37 @@ def test_loader_options_equal_to_the_given_dataloaders_pass_quietly(recwarn):
     # a Dataset is batched by zoo: batch_size applies
     assert zoo.train(model, loader.dataset, batch_size=8, epochs=1, progress=False).history[0]["step"] == 1
     assert not [w for w in recwarn if "is not applied" in str(w.message)]
+
+
+@pytest.mark.parametrize("call", ["train", "finetune", "fit"])
+def test_a_run_leaves_the_callers_random_streams_where_they_were(toy_registry, call):
+    """zoo.train / zoo.engine.fit / zoo.finetune of a model object seeded Python's, NumPy's and torch's global
+    generators for the run and left them so: a sweep drawing its trials from `random` between seed=0 runs drew
+    the same trial after every run."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from zoo.engine import fit
+
+    def draws():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    net = torch.nn.Linear(4, 2)  # made before: its initial weights are the caller's draw
+
+    def run():
+        data = _xy(2 if call in ("train", "fit") else 3)
+        options = {"seed": 0, "epochs": 1, "batch_size": 8, "amp": None, "progress": False}
+        if call == "fit":
+            fit(net, data, **options)
+        else:
+            (zoo.train if call == "train" else zoo.finetune)("toy-net", data, **options)
+
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    untouched = [draws(), draws()]
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    got = [draws()]
+    run()
+    got.append(draws())
+    assert got == untouched

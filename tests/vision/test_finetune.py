@@ -495,3 +495,35 @@ def test_a_second_head_run_on_cached_features_and_its_resume_keep_naming_the_bac
         assert torch.equal(built.state_dict()[name], tensor), name
     zoo.finetune(model, str(data), strategy="full", epochs=1, image_size=32, batch_size=4, progress=False)
     assert "backbone_weights" not in model.pretrained_cfg  # trained whole: it names nothing any more
+
+
+def test_a_finetune_of_a_model_object_without_a_seed_is_the_one_with_seed_0():
+    """Without seed= the new head came from the caller's generators: another head each call and process, where
+    by name (and in fit) no seed is seed 0."""
+    base = _model(num_classes=3)
+    heads = []
+    for noise, seed in ((1, {}), (2, {}), (3, {"seed": 0})):
+        torch.manual_seed(noise)
+        model = copy.deepcopy(base)
+        zoo.finetune(model, _data(), num_classes=2, strategy="head", epochs=1, **seed, **FIT)
+        heads.append(model.fc.state_dict())
+    assert all(torch.equal(heads[0][k], other[k]) for other in heads[1:] for k in heads[0])
+
+
+def test_a_finetune_of_a_model_object_leaves_the_callers_random_streams_where_they_were():
+    """The head's seeding (and fit's) reseeded the caller's global generators and left them so."""
+    import random
+
+    import numpy as np
+
+    def draws():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    model, data = _model(num_classes=3), _data()  # made before: their draws are the caller's
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    untouched = [draws(), draws()]
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    got = [draws()]
+    zoo.finetune(model, data, num_classes=2, strategy="head", epochs=1, seed=0, **FIT)
+    got.append(draws())
+    assert got == untouched

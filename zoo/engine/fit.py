@@ -21,6 +21,7 @@ from zoo.engine.evaluation import evaluate
 from zoo.engine.modes import training_autograd
 from zoo.engine.options import FitConfig
 from zoo.engine.result import NonFiniteLossError, TrainResult
+from zoo.engine.seed import rng_state_kept
 from zoo.engine.trainer import Trainer
 
 __all__ = ["FitConfig", "NonFiniteLossError", "TrainResult", "evaluate", "fit"]
@@ -69,7 +70,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     if cfg.device is None:  # where the model is: a model on a GPU trains there (recorded as that device)
         cfg.device = str(run_device(model))
     info, dev, _ = init_distributed(cfg.device)
-    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info), _resume_hint(cfg.checkpoint_dir), training_autograd():
+    with _own_folders(cfg.checkpoint_dir, cfg.log_dir, info), _resume_hint(cfg.checkpoint_dir), training_autograd(), \
+            rng_state_kept():  # the run seeds the global generators for itself, not for the caller
         return Trainer(model, train_data, val_data, cfg, callbacks, info, dev).run()
 
 

@@ -21,7 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["epoch_generator", "get_rng_state", "seed_worker", "seeded", "set_rng_state", "set_seed"]
+__all__ = ["epoch_generator", "get_rng_state", "rng_state_kept", "seed_worker", "seeded", "set_rng_state", "set_seed"]
+
+
+@contextlib.contextmanager
+def rng_state_kept() -> Iterator[None]:
+    """Put the caller's generator states back after the block, as scikit-learn never touches them: a run seeds
+    the global generators for itself (:func:`set_seed`), and a caller drawing a hyperparameter sweep from
+    ``random`` between runs drew the same trial again after each ``seed=0`` run."""
+    saved = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
 
 
 @contextlib.contextmanager
@@ -29,12 +41,9 @@ def seeded(seed: int) -> Iterator[None]:
     """Run the block on generators seeded with ``seed``, then put the caller's states back: a model built by
     name for a run draws the same initial weights every time, and the caller's own random streams (a
     hyperparameter sweep between runs, say) go on as if nothing had drawn from them."""
-    saved = get_rng_state()
-    try:
+    with rng_state_kept():
         set_seed(seed)
         yield
-    finally:
-        set_rng_state(saved)
 
 
 def set_seed(seed: int, deterministic: bool = False) -> None:

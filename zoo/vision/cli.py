@@ -97,7 +97,10 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
     # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
     out = fs.ensure_dir(args.out_dir, "--out-dir") if args.out_dir is not None else _default_out_dir()
-    model = _build(args.name, args.weights, args.model)
+    from zoo.api import seeded_build
+
+    with seeded_build(args.seed):  # as zoo train builds by name: a resume (and a rerun) builds the same network
+        model = _build(args.name, args.weights, args.model)
     options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
                "amp": None if args.amp == "none" else args.amp, "augment": args.augment, "strict": args.strict,

@@ -47,6 +47,7 @@ from zoo.engine.head import drop_stale_classes
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
+from zoo.engine.seed import rng_state_kept
 from zoo.vision.data import TransformedImages, image_columns, with_network_transforms
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
@@ -410,6 +411,7 @@ def record_origin(model: nn.Module) -> None:
         model.pretrained_cfg.pop("backbone_weights", None)  # the weights it names (a cached-head run sets it again)
 
 
+@rng_state_kept()  # the surgery's seeding, like fit's, is the run's, not the caller's
 def finetune(
     model: nn.Module,
     data: Any,
@@ -532,11 +534,12 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
 
 def _seed_before_surgery(seed: Any) -> None:
     """fit seeds only once it starts: without this, a new head came from whatever state the generators were
-    in, and the same seed gave another run."""
-    if seed is not None:
-        from zoo.engine.seed import set_seed
+    in, and the same seed gave another run. No ``seed`` is fit's default one (0), as by name: the head came
+    from the caller's generators, another one each call."""
+    from zoo.engine.options import FitConfig
+    from zoo.engine.seed import set_seed
 
-        set_seed(int(seed))
+    set_seed(FitConfig.seed if seed is None else int(seed))
 
 
 def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None,
