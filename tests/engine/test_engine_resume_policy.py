@@ -40,6 +40,15 @@ def test_a_changed_lr_and_epochs_are_applied_and_reported(tmp_path, caplog):
     assert "resume: lr 0.01 -> 0.05 (applied)" in said and "resume: epochs 2 -> 4 (applied)" in said
 
 
+def test_a_changed_num_workers_is_applied_and_warns_the_run_will_not_repeat(tmp_path):
+    _first_run(tmp_path / "run")
+    with pytest.warns(UserWarning, match=r"resume: epoch-0002\.pt was trained with num_workers=0, this run has "
+                                         r"num_workers=1: .* will not repeat the uninterrupted one bit for bit"):
+        result = fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, num_workers=1,
+                     checkpoint_dir=tmp_path / "run", resume=True, progress=False)
+    assert result.resumed["changed"] == {"num_workers": (0, 1), "epochs": (2, 3)}
+
+
 def test_a_changed_lr_scales_the_schedule_too(tmp_path):
     _first_run(tmp_path / "run", schedule="cosine", warmup_steps=2)
     result = fit(_net(), _data(), epochs=4, batch_size=16, lr=2e-2, checkpoint_dir=tmp_path / "run", resume=True,

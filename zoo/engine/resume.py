@@ -11,7 +11,8 @@ continuing would silently mix two runs (another batch size, schedule, seed or ar
 | ``epochs`` / ``total_steps``              | applied: the run continues to the new end (a schedule stretches with it) |
 | TD3's ``exploration_noise``               | applied: the noise's scale from the resumed step on |
 | early stopping patience and min delta     | applied from the resumed epoch on |
-| where and how it reports (``progress``, ``log_dir``, ``keep_last``, ``num_workers``, ``device``, evaluation) | applied |
+| where and how it reports (``progress``, ``log_dir``, ``keep_last``, ``device``, evaluation) | applied |
+| ``num_workers``                           | applied, with a warning: random augmentation draws from the main process's generator with 0 workers and from a seed per worker above 0, so the resumed run does not repeat the uninterrupted one bit for bit |
 | ``flush_tiny_moments`` (it changes no parameter, :mod:`zoo.engine.denormals`) | applied from the resumed step on |
 | ``flush_tiny_grads`` (:data:`zoo.engine.denormals.OUTPUT_GRAD_FLOOR`) | applied from the resumed step on |
 | the family's data recipe (``data.*``: image or clip size, augmentation, split, token budget, direction, tokenizer, a fingerprint of the data source) | refused, except the few the family lists as harmless (evaluation and error-handling settings: seq2seq's ``bleu_sentences`` / ``beam_size``, vision's and video's ``strict``): applied |

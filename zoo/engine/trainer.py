@@ -84,6 +84,19 @@ RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
+def _warn_other_workers(changed: dict[str, tuple[Any, Any]], resumed: Path) -> None:
+    """A changed ``num_workers`` is applied (results depending on it is what PyTorch users expect), but said:
+    random augmentation draws from the main process's torch generator with 0 workers and from a seed per
+    worker above 0, so the resumed epochs draw other numbers than the uninterrupted run's did, quietly."""
+    if "num_workers" not in changed:
+        return
+    old, new = changed["num_workers"]
+    warnings.warn(f"resume: {resumed.name} was trained with num_workers={old}, this run has num_workers={new}: "
+                  "random augmentation draws from the main process's generator with 0 workers and from a seed per "
+                  "worker above 0, so the resumed run will not repeat the uninterrupted one bit for bit. Resume "
+                  f"with num_workers={old} to repeat it", stacklevel=user_stacklevel())
+
+
 class Trainer:
     """Everything one ``fit`` call holds; :meth:`run` trains and returns the :class:`TrainResult`."""
 
@@ -249,6 +262,7 @@ class Trainer:
         if info.is_main:
             self._repair_best(Path(path))
             self._warn_partial_epoch(Path(path))
+            _warn_other_workers(changed, Path(path))
             if cfg.epochs <= self.start_epoch and not self.monitor.stopped:  # it returned the old run's result
                 warnings.warn(f"resume: {Path(path).name} has {self.start_epoch} epochs done and epochs={cfg.epochs}:"
                               f" nothing is trained; epochs counts the run's epochs in all, so pass "
