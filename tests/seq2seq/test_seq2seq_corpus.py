@@ -113,3 +113,19 @@ def test_vocabulary_messages_name_what_the_user_passed():
     with pytest.warns(UserWarning, match=r"vocab_size=280 is not applied: .* already has a tokenizer \(300 tokens\)"):
         zoo.train(m, pairs, vocab_size=280, **QUICK)
     assert m.tokenizer.vocab_size == 300
+
+
+def test_evaluate_leaves_the_callers_global_torch_generator_alone(corpus):
+    """Before: the evaluation loader had no generator of its own, so each pass drew its base seed from the
+    global stream: torch.manual_seed(0); zoo.evaluate(model, pairs); torch.rand(1) gave 0.3074, not 0.4963."""
+    from zoo.seq2seq import ParallelDataset, ParallelText, train_tokenizer
+
+    m = _model()
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    torch.manual_seed(0)
+    untouched = torch.rand(3)
+    for data, options in ((list(zip(DE, EN)), {}), (corpus, {"direction": "de-en"}),
+                          (ParallelDataset(ParallelText(DE, EN), m.tokenizer, m.max_len), {})):
+        torch.manual_seed(0)
+        zoo.evaluate(m, data, **options, **EVAL)
+        assert torch.equal(torch.rand(3), untouched), type(data).__name__

@@ -168,3 +168,15 @@ def test_scoring_a_clip_dataset_whose_classes_are_not_the_networks_warns(uneven)
     with pytest.warns(UserWarning, match=r"VideoClipDataset's classes \['c', 'b', 'a'\] are not the network's "
                                          r"\['a', 'b', 'c'\]: its labels are scored by index"):
         zoo.evaluate(model, flipped, amp=None)
+
+
+@pytest.mark.parametrize("name", ["r2plus1d_18", "video-tsn"])
+def test_evaluate_on_a_folder_leaves_the_callers_global_torch_generator_alone(name, uneven):
+    """Before: its clip loader had no generator of its own, so each pass drew its base seed from the global
+    stream (torch.rand after zoo.evaluate differed from torch.rand without it); predict's already did not."""
+    model = _model(name)
+    torch.manual_seed(0)
+    untouched = torch.rand(3)
+    torch.manual_seed(0)
+    zoo.evaluate(model, uneven, amp=None)
+    assert torch.equal(torch.rand(3), untouched)

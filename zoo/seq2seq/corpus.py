@@ -127,7 +127,11 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                         "pass the one to score")
     pairs = _pairs(data)
     bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
-    batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0))}
+    # zoo.evaluate's loaders get a generator of their own: without one each pass drew its base seed from the
+    # caller's global torch generator. A training run's loaders (validation too) keep drawing it: that draw is
+    # part of the seeded stream its dropout follows, and its results stay what they were
+    batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0)),
+               "own_generator": not train}
     if pairs is None and not isinstance(data, (str, os.PathLike)):
         return _ready_data(model, data, train, batches, bleu, options)
     if max_tokens is None and batch_size is None:
@@ -199,7 +203,7 @@ def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
 
     max_tokens = batches["max_tokens"] if batches["max_tokens"] or batches["batch_size"] else 4096
     return make_loader(dataset, max_tokens=max_tokens, batch_size=batches["batch_size"], shuffle=train,
-                       seed=batches["seed"])
+                       seed=batches["seed"], generator=_generator(batches))
 
 
 def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
@@ -316,7 +320,17 @@ def _loader(model: Any, text: Any, shuffle: bool, batches: dict[str, Any]) -> An
     from zoo.seq2seq.data import ParallelDataset, make_loader
 
     return make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=batches["max_tokens"],
-                       batch_size=batches["batch_size"], shuffle=shuffle, seed=batches["seed"])
+                       batch_size=batches["batch_size"], shuffle=shuffle, seed=batches["seed"],
+                       generator=_generator(batches))
+
+
+def _generator(batches: dict[str, Any]) -> Any:
+    """An evaluation loader's own generator (see ``corpus_data``'s ``batches``); None for a training run's."""
+    if not batches["own_generator"]:
+        return None
+    from zoo.engine.seed import epoch_generator
+
+    return epoch_generator(batches["seed"], 0)
 
 
 def _bleu_fn(text: Any, bleu: dict[str, Any]) -> Any:

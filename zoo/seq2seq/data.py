@@ -275,10 +275,14 @@ def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor,
 def make_loader(
     dataset: ParallelDataset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
     batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
+    generator: torch.Generator | None = None,
 ) -> DataLoader:
     """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is): batches of at most
     ``max_tokens`` padded tokens and/or ``batch_size`` sentences (None: no such cap), per process; under
-    torchrun each process gets its share of the batches (``rank`` / ``world_size``: see the sampler)."""
+    torchrun each process gets its share of the batches (``rank`` / ``world_size``: see the sampler).
+    ``generator``: the loader's own (it draws each pass's base seed, which only seeds workers; the order is
+    the sampler's, from ``seed``); None, as a DataLoader has it, draws that seed from the global torch
+    generator, one number per pass, which model code (dropout) draws from too."""
     sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
                                  batch_size=batch_size, rank=rank, world_size=world_size)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, generator=generator)
