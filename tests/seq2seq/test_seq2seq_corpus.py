@@ -129,3 +129,29 @@ def test_evaluate_leaves_the_callers_global_torch_generator_alone(corpus):
         torch.manual_seed(0)
         zoo.evaluate(m, data, **options, **EVAL)
         assert torch.equal(torch.rand(3), untouched), type(data).__name__
+
+
+
+def test_num_workers_is_said_not_to_apply_to_training_and_applies_to_evaluate(corpus, monkeypatch):
+    """Before: a corpus folder's (and sentence pairs') loaders were built without num_workers, so
+    zoo.train(..., num_workers=2) collated every batch in the main process and said nothing. Training keeps
+    doing so (its sampler gives a loader with workers another epoch's order) and says why; evaluate applies it."""
+    from torch.utils.data import DataLoader
+
+    import zoo.seq2seq.data as data_mod
+
+    made = []
+
+    class Recorded(DataLoader):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs.get("num_workers", 0))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(data_mod, "DataLoader", Recorded)
+    with pytest.warns(UserWarning, match=r"num_workers=2 is not applied: seq2seq-transformer batches sentence pairs "
+                                         r"with a sampler .* collated in the main process"):
+        r = zoo.train(_model(), corpus, direction="de-en", num_workers=2, batch_size=2, **QUICK)
+    assert made == [0, 0]  # the training and the validation loader
+    made.clear()
+    scores = [zoo.evaluate(r.model, corpus, direction="de-en", num_workers=n, **EVAL) for n in (0, 2)]
+    assert made == [0, 2] and scores[0] == scores[1]

@@ -131,7 +131,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     # caller's global torch generator. A training run's loaders (validation too) keep drawing it: that draw is
     # part of the seeded stream its dropout follows, and its results stay what they were
     batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0)),
-               "own_generator": not train}
+               "own_generator": not train, "num_workers": _loader_workers(model, data, pairs, train, options)}
     if pairs is None and not isinstance(data, (str, os.PathLike)):
         return _ready_data(model, data, train, batches, bleu, options)
     if max_tokens is None and batch_size is None:
@@ -203,7 +203,7 @@ def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
 
     max_tokens = batches["max_tokens"] if batches["max_tokens"] or batches["batch_size"] else 4096
     return make_loader(dataset, max_tokens=max_tokens, batch_size=batches["batch_size"], shuffle=train,
-                       seed=batches["seed"], generator=_generator(batches))
+                       seed=batches["seed"], generator=_generator(batches), num_workers=batches["num_workers"])
 
 
 def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
@@ -321,7 +321,28 @@ def _loader(model: Any, text: Any, shuffle: bool, batches: dict[str, Any]) -> An
 
     return make_loader(ParallelDataset(text, model.tokenizer, model.max_len), max_tokens=batches["max_tokens"],
                        batch_size=batches["batch_size"], shuffle=shuffle, seed=batches["seed"],
-                       generator=_generator(batches))
+                       generator=_generator(batches), num_workers=batches["num_workers"])
+
+
+def _loader_workers(model: Any, data: Any, pairs: Any, train: bool, options: dict[str, Any]) -> int:
+    """``num_workers`` of the loaders built here (sentence pairs, a corpus folder, a ParallelDataset): zoo.evaluate's
+    take it (a fixed order: any number scores the same); a training run's collate in the main process, and a
+    warning says why, as a ready DataLoader's own num_workers does (a run with workers trained on other
+    batches than the num_workers=0 run of its seed: see make_loader)."""
+    from zoo.seq2seq.data import ParallelDataset
+
+    workers = options.get("num_workers") or 0
+    built_here = pairs is not None or isinstance(data, (str, os.PathLike, ParallelDataset))
+    if not workers or not built_here:
+        return 0
+    if not train:
+        return workers
+    warnings.warn(f"num_workers={workers} is not applied: {model.registry_name} batches sentence pairs with a "
+                  "sampler that draws a new order each time it is iterated, and a DataLoader with workers iterates "
+                  "it once more per epoch, so workers would train on other batches than num_workers=0 of this "
+                  "seed; its batches (padded token ids) are collated in the main process",
+                  stacklevel=user_stacklevel())
+    return 0
 
 
 def _generator(batches: dict[str, Any]) -> Any:

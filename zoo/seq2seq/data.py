@@ -275,14 +275,17 @@ def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor,
 def make_loader(
     dataset: ParallelDataset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
     batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | None = None, num_workers: int = 0,
 ) -> DataLoader:
     """A DataLoader with a :class:`TokenBucketSampler` (pass it to ``zoo.engine.fit`` as it is): batches of at most
     ``max_tokens`` padded tokens and/or ``batch_size`` sentences (None: no such cap), per process; under
     torchrun each process gets its share of the batches (``rank`` / ``world_size``: see the sampler).
     ``generator``: the loader's own (it draws each pass's base seed, which only seeds workers; the order is
     the sampler's, from ``seed``); None, as a DataLoader has it, draws that seed from the global torch
-    generator, one number per pass, which model code (dropout) draws from too."""
+    generator, one number per pass, which model code (dropout) draws from too. ``num_workers``: processes that
+    collate the batches; for an unshuffled loader only (zoo.evaluate's): the sampler draws a new order each time
+    it is iterated, and a DataLoader with workers iterates it once more per pass than one without, so a
+    shuffled loader with workers trains on another order than num_workers=0 of the same seed."""
     sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
                                  batch_size=batch_size, rank=rank, world_size=world_size)
-    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, generator=generator)
+    return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, generator=generator, num_workers=num_workers)
