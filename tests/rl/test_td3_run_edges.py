@@ -11,6 +11,7 @@ import torch
 from gymnasium import spaces
 
 import zoo
+from zoo.engine import ResumeError
 
 PENDULUM_TINY = {"net_arch": (16, 16), "batch_size": 16, "learning_starts": 100, "buffer_size": 2000}
 SMALL = {"net_arch": (16, 16), "batch_size": 8, "learning_starts": 20, "buffer_size": 1000}
@@ -157,13 +158,20 @@ def test_a_later_call_whose_total_is_already_collected_says_so(recwarn):
     assert agent.num_timesteps == 150
 
 
-def test_seed_is_ignored_with_a_warning_on_resume(tmp_path, counter_env):
-    agent = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
+def test_on_resume_the_checkpoints_seed_passes_quietly_and_another_is_refused(tmp_path, counter_env, recwarn):
+    """Before: either seed was warned 'ignored when resuming', and an agent built by name with another seed was
+    then refused as well (seed: 4 in td3_last.pt, 5 now): one call said both."""
+    agent = zoo.build("td3", env=counter_env(horizon=10), seed=4, **SMALL)
     zoo.train(agent, counter_env(horizon=10), total_steps=30, eval_every=0, checkpoint_dir=tmp_path, progress=False)
-    resumed = zoo.build("td3", env=counter_env(horizon=10), **SMALL)
-    with pytest.warns(UserWarning, match="seed=5 is ignored when resuming"):
-        zoo.train(resumed, counter_env(horizon=10), total_steps=40, eval_every=0, checkpoint_dir=tmp_path,
-                  resume=True, seed=5, progress=False)
+    for seed in (5, 0):  # 0: zoo.build's default, not this checkpoint's either
+        with pytest.raises(ResumeError, match=rf"seed: 4 in .*td3_last\.pt, {seed} now\)"):
+            zoo.train(zoo.build("td3", env=counter_env(horizon=10), seed=4, **SMALL), counter_env(horizon=10),
+                      total_steps=40, eval_every=0, checkpoint_dir=tmp_path, resume=True, seed=seed, progress=False)
+    assert not [w for w in recwarn if "seed" in str(w.message)]
+    resumed = zoo.build("td3", env=counter_env(horizon=10), seed=4, **SMALL)
+    zoo.train(resumed, counter_env(horizon=10), total_steps=40, eval_every=0, checkpoint_dir=tmp_path, resume=True,
+              seed=4, progress=False)
+    assert resumed.num_timesteps == 40 and not [w for w in recwarn if "seed" in str(w.message)]
 
 
 # --- the run's weights files load back --------------------------------------------------------------------

@@ -94,7 +94,8 @@ def train(
             spec: make kwargs and wrappers too; an env with no id, or one its spec cannot make again, is
             evaluated on itself at the end, and every N steps only with ``eval_env``).
         seed: seeds this call's first env reset (default: the agent's seed on a first call; later, a
-            caller's env continues its stream). Ignored, with a warning, when resuming.
+            caller's env continues its stream). When resuming, the checkpoint's seed or none (its random
+            state continues); another raises ``zoo.engine.ResumeError``.
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
             ``checkpoint_every`` steps (default: ``eval_every``, else :data:`CHECKPOINT_EVERY`; 0: only at
@@ -404,12 +405,8 @@ def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, 
     path = resume_path(run, resume) if resume else None
     if path is None:  # a loaded agent fine-tuned on a fresh env goes on with the input scale it learnt
         adopt_statistics(agent, run.env, "this agent")
-    if path is not None:
-        if seed is not None:
-            warnings.warn(f"TD3 on {run.name}: seed={seed} is ignored when resuming (the checkpoint's random "
-                          "state continues, so that the resumed run replays the uninterrupted one)",
-                          stacklevel=user_stacklevel())
-        restore_env(agent, run, *resume_run(agent, run, path))
+    if path is not None:  # a seed other than the checkpoint's is refused there; its own continues the run
+        restore_env(agent, run, *resume_run(agent, run, path, seed))
     elif agent.num_timesteps == 0 or seed is not None:
         reset_episode(run, seed=agent.seed if seed is None else int(seed))
     elif run.owns_env:

@@ -122,10 +122,11 @@ def _run_settings(run: Run) -> dict[str, Any]:
     return {"total_steps": run.total_steps, "num_envs": run.n_envs, "env": run.identity}
 
 
-def resume_run(agent, run: Run, path: Path) -> tuple[str | None, dict[str, Any] | None]:
+def resume_run(agent, run: Run, path: Path, seed: int | None = None) -> tuple[str | None, dict[str, Any] | None]:
     """Load the checkpoint into the agent (its settings reconciled first: zoo.engine.resume's policy) and
     the run's episode log; returns the env's saved random state and the run's state at the checkpoint
-    (None in a checkpoint from before it was saved: those were taken at episode boundaries)."""
+    (None in a checkpoint from before it was saved: those were taken at episode boundaries). ``seed``: the
+    call's, which must be the checkpoint's (:func:`_refuse_other_seed`)."""
     if path.suffix == ".safetensors":
         raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
                          f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
@@ -133,12 +134,29 @@ def resume_run(agent, run: Run, path: Path) -> tuple[str | None, dict[str, Any] 
                          f"To start a new run from these weights: zoo.build('td3', weights={str(path)!r})")
     state = _read_checkpoint(path)
     _refuse_other_env(agent, run, state, path)
+    _refuse_other_seed(state, seed, path)
     changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
     _carry_best_file(agent, run, path)
     log.info("resumed TD3 on %s from %s at step %d", run.name, path, agent.num_timesteps)
     return state.get("env_rng"), state.get("run_state")
+
+
+def _refuse_other_seed(state: dict[str, Any], seed: int | None, path: Path) -> None:
+    """A call's ``seed`` on resume: the checkpoint's passes quietly (the checkpoint's random state continues,
+    which is that seed's run); another is a ``ResumeError`` before anything loads, as the engine refuses a
+    changed seed. It was warned 'ignored' either way, and the agent's own seed (an agent built by name takes
+    the call's) was then refused as well, so one call said both."""
+    from zoo.engine.resume import ResumeError
+
+    saved = json.loads(state["settings"]).get("seed") if "settings" in state else None  # older: not recorded
+    if seed is None or saved is None or int(seed) == int(saved):
+        return
+    raise ResumeError(f"cannot resume with changed settings that do not apply mid-run (seed: {saved!r} in {path}, "
+                      f"{int(seed)!r} now). To continue this TD3 run, pass seed={saved!r} or leave seed out (the "
+                      "checkpoint's random state continues); another seed is another run: start it in another "
+                      "checkpoint_dir")
 
 
 def _refuse_other_env(agent, run: Run, state: dict[str, Any], path: Path) -> None:
