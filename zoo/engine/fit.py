@@ -57,6 +57,10 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     the first N batches only (a sanity check: a model that cannot overfit them has a bug);
     ``log_dir`` (default: ``checkpoint_dir``) receives ``metrics.csv`` and ``learning_curves.png``. Every
     option: :class:`~zoo.engine.options.FitConfig`.
+    A DataLoader given keeps its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``, but its
+    ``generator`` (when it has one) is reseeded from ``(seed, epoch)`` every epoch, and its sampler's
+    ``set_epoch`` called (:func:`zoo.engine.data.set_loader_epoch`): ``seed`` fixes its shuffle and worker
+    seeds, not the seed its generator was made with, so that a run repeats and resumes exactly.
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """
     train_data, val_data = with_val(train_data, val_data)  # {"train": ..., "val": ...} or ((X, y), (X_val, y_val))
