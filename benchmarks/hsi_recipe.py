@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import command_line, result_file, write_result
+from _harness import command_line, may_publish_weights, result_file, write_result
 
 import zoo
 from zoo.hyperspectral import load_dataset, resolve_split
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 t = {**r, **score(net, scene, settings[v], seed, tta=True), **stamp}
                 log(f"  with tta: OA {100 * t['overall_accuracy']:.2f} AA {100 * t['average_accuracy']:.2f}")
                 record(split_runs, f"{v}+tta", {**settings[v], "tta": True}, seed, t)
-            if args.publish and v == "recipe" and seed == 0:
+            if args.publish and v == "recipe" and seed == 0 and may_publish_weights(PUBLISHED):
                 incumbent = published_oa(scene, sp, settings[v]["amp"])
                 if args.publish_anyway or incumbent is None or r["overall_accuracy"] > incumbent:
                     published = publish(net, r, settings[v], svm, scene, sp, args.tta)

@@ -42,6 +42,7 @@ from _harness import (
     RESULTS_DIR,
     command_line,
     machine_info,
+    may_publish_weights,
     median,
     output_file,
     quiet_sb3_logger,
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         extra["runs"].update({v: dict(this_run) for v in runs})
         if earlier_published := next((e["published"] for e in earlier.values() if e.get("published")), None):
             extra["published"] = earlier_published
-    if args.publish:
+    if args.publish and may_publish_weights(f"td3.{args.publish}"):
         # the run with the best evaluation, at that evaluation (rl-zoo's EvalCallback best_model)
         best = max(runs[ours_key], key=lambda r: max(c[1] for c in r["curve"]))
         agent = best["agent"]
@@ -316,12 +317,13 @@ def publish(agent, args, seed: int, variant: str, step: int) -> dict[str, Any]:
         "variant": variant,
         "train_precision": agent.precision,
     }
-    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": {}})
+    # force: a publishing run replaces the tag (the second call always did: the first had just written it)
+    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": {}}, force=True)
     loaded = zoo.build("td3", weights=args.publish)
     res = zoo.evaluate(loaded, env=args.env, episodes=10)
     metrics = {"eval_return_mean_10ep": round(res["return_mean"], 2), "eval_return_std_10ep": round(res["return_std"], 2),
                "train_steps": step, "seed": seed}
-    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": metrics})
+    entry = hub.add_weights(state, name=wname, config=config, meta={**meta, "metrics": metrics}, force=True)
     print(f"published {wname}: {json.dumps(metrics)}", file=sys.stderr)
     return {"name": wname, "sha256": entry.sha256, "metrics": metrics}
 

@@ -148,8 +148,8 @@ def main(argv=None) -> int:
     if tsn and tsn["metrics"]["goal_met"] and not args.no_publish and may_publish_weights("video-tsn.synthetic-actions"):
         from zoo import hub
 
-        entry = hub.add_weights(
-            tsn["model"], "video-tsn.synthetic-actions", config=tsn["config"], dtype=torch.float16,
+        entry = hub.add_weights(  # force: a recorded run replaces what an earlier one published
+            tsn["model"], "video-tsn.synthetic-actions", config=tsn["config"], dtype=torch.float16, force=True,
             meta={
                 "dataset": "zoo.video.synthetic actions (5 classes, 64x64, 32 frames, seed 0; "
                            f"{tsn['metrics']['train_videos']} train / {tsn['metrics']['val_videos']} val videos)",

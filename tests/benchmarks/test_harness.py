@@ -181,6 +181,7 @@ def test_a_trial_run_leaves_the_recorded_results_readme_and_weights_alone(harnes
 @pytest.mark.parametrize(("argv", "env", "records"), [
     (["x.py"], None, True),  # the script's defaults
     (["x.py", "--repeats", "9"], None, True),  # a recorded command, rerun
+    (["x.py", "--repeats=9"], None, True),  # the same, spelled with "="
     (["x.py", "--repeats", "1"], None, False),
     (["x.py", "--repeats", "9", "--quick"], None, False),
     (["y.py", "--repeats", "9"], None, False),  # another script's options
@@ -205,3 +206,11 @@ def test_a_record_setting_other_than_0_or_1_is_refused(harness, bench_dirs, monk
     monkeypatch.setenv(harness.RECORD_ENV, "yes")
     with pytest.raises(SystemExit, match=r"ZOO_BENCH_RECORD='yes': expected 1 .* or 0"):
         harness.recording(["x.py"], bench_dirs[0])
+
+
+def test_every_benchmark_that_publishes_weights_asks_the_harness_first():
+    # a trial run (td3_vs_sb3 --steps 300 --publish TAG) wrote weights/ while it said weights/ stays as it is
+    publishing = [p for p in sorted(HARNESS.parent.glob("*.py")) if p != HARNESS and "add_weights(" in p.read_text()]
+    assert len(publishing) >= 5
+    missing = [p.name for p in publishing if "may_publish_weights(" not in p.read_text()]
+    assert not missing, f"publish only from a recorded run (_harness.may_publish_weights): {missing}"
