@@ -74,3 +74,17 @@ def test_without_ema_the_model_ends_at_its_last_step():
 def test_ema_decay_outside_zero_one_is_refused(bad):
     with pytest.raises(ValueError, match=r"ema_decay must be in \(0, 1\)"):
         fit(net(), data(), epochs=1, ema_decay=bad, progress=False)
+
+
+def test_a_compiled_models_average_resumes_on_the_plain_network(tmp_path):
+    """With ema_decay the average was a copy of the torch.compile wrapper: the checkpoint's average held
+    'module._orig_mod.' keys and a resume on the plain network failed in AveragedModel.load_state_dict."""
+    opts = {"ema_decay": 0.9, "checkpoint_dir": str(tmp_path), "batch_size": 16, "amp": None, "progress": False}
+    torch.manual_seed(0)
+    compiled = torch.compile(net(), backend="eager")
+    fit(compiled, data(), epochs=1, **opts)
+    ema = load_checkpoint(tmp_path / "epoch-0001.pt")["extra"]["ema"]
+    assert not any("_orig_mod" in k for k in ema)
+    plain = net()
+    result = fit(plain, data(), epochs=2, resume=True, **opts)
+    assert result.resumed is not None and len(result.history) == 2

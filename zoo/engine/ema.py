@@ -36,7 +36,10 @@ def debiased_ema_fn(decay: float) -> Callable[[list[torch.Tensor], list[torch.Te
 
 
 def averaged_model(model: torch.nn.Module, decay: float) -> torch.optim.swa_utils.AveragedModel:
-    """A copy of ``model`` whose weights and buffers follow the bias-corrected EMA of its updates."""
+    """A copy of ``model`` whose weights and buffers follow the bias-corrected EMA of its updates. A copy of the
+    network inside a ``torch.compile`` wrapper: its state, in a checkpoint, loads into the plain network."""
     from torch.optim.swa_utils import AveragedModel
 
-    return AveragedModel(model, multi_avg_fn=debiased_ema_fn(decay), use_buffers=True)
+    from zoo.wrappers import unwrap
+
+    return AveragedModel(unwrap(model), multi_avg_fn=debiased_ema_fn(decay), use_buffers=True)

@@ -72,6 +72,7 @@ from zoo.engine.resume import (
 )
 from zoo.engine.schedules import build_schedule
 from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
+from zoo.wrappers import unwrap
 
 __all__ = ["RESUME_APPLIED", "Trainer"]
 
@@ -247,7 +248,9 @@ class Trainer:
             if ema_state is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
                 raise ValueError(f"{Path(path).name} holds no weight average, but this run has ema_decay="
                                  f"{cfg.ema_decay}")
-            self.ema.load_state_dict(ema_state)
+            # a compiled model's average was a copy of the wrapper before averaged_model unwrapped it
+            self.ema.load_state_dict({("module." + k[len("module._orig_mod."):] if k.startswith("module._orig_mod.")
+                                       else k): v for k, v in ema_state.items()})
         if "lr" in changed:
             scale_lr(self.opt, self.scheduler, *changed["lr"])
         if ("lr" in changed or "epochs" in changed) and not plateau:
@@ -382,7 +385,7 @@ class Trainer:
         finally:
             self._close_logger()
         if self.ema is not None:  # the run ends holding the average (RestoreBest, below, may pick an epoch of it)
-            self.model.load_state_dict(self.ema.module.state_dict())
+            unwrap(self.model).load_state_dict(self.ema.module.state_dict())
         for cb in self.callbacks:
             cb.on_train_end(self.state)
         return self._result()
