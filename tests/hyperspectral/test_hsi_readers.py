@@ -316,3 +316,21 @@ def test_an_envi_classification_ground_truth_names_the_scenes_classes(tmp_path):
         assert scene.class_names == ("corn", "soy") and "class_names" not in scene.metadata
     named = replace(load_scene(tmp_path / "cube.npy"), class_names=("a", "b"))  # the scene's own names stay
     assert with_ground_truth(named, tmp_path / "cls.hdr").class_names == ("a", "b")
+
+
+def test_a_band_first_cube_file_with_an_array_ground_truth_is_named_as_such(tmp_path):
+    """The band-first hint reached a cube array with labels, and a cube file with a ground-truth file, but not a
+    cube file with labels given as an array, nor Scene(cube=..., labels=...)."""
+    import numpy as np
+
+    import zoo
+    from zoo.hyperspectral import Scene
+
+    cube = np.random.default_rng(0).random((20, 17, 12)).astype(np.float32)
+    gt = np.ones((20, 17), dtype=np.int64)
+    np.save(tmp_path / "bf.npy", cube.transpose(2, 0, 1))
+    hint = r"the cube \(12, 20, 17\) looks band-first.*cube.transpose\(1, 2, 0\)"
+    with pytest.raises(ValueError, match=hint):
+        Scene(cube=cube.transpose(2, 0, 1), labels=gt)
+    with pytest.raises(ValueError, match=hint):
+        zoo.train(zoo.build("hsi-pca-svm"), str(tmp_path / "bf.npy"), labels=gt)

@@ -84,7 +84,8 @@ class Scene:
         if self.labels is not None:
             lab = np.asarray(self.labels)
             if lab.shape != (h, w):
-                raise ValueError(f"labels must be (H, W) = {(h, w)}; got {lab.shape}")
+                raise ValueError(f"labels must be (H, W) = {(h, w)}; got {lab.shape}"
+                                 + band_first_hint(cube.shape, labels=lab.shape))
             if not np.issubdtype(lab.dtype, np.integer):
                 if not np.all(np.isfinite(lab)) or np.any(lab != np.round(lab)):
                     raise ValueError("labels must be integers (0 = unlabelled)")
