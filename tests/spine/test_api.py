@@ -254,8 +254,8 @@ def test_loader_options_equal_to_the_given_dataloaders_pass_quietly(recwarn):
 
 @pytest.mark.parametrize("call", ["train", "finetune", "fit"])
 def test_a_run_leaves_the_callers_random_streams_where_they_were(toy_registry, call):
-    """zoo.train / zoo.engine.fit / zoo.finetune of a model object seeded Python's, NumPy's and torch's global
-    generators for the run and left them so: a sweep drawing its trials from `random` between seed=0 runs drew
+    """zoo.train and zoo.engine.fit (and zoo.finetune of a model object: tests/vision) seeded Python's, NumPy's and
+    torch's global generators for the run and left them so: a sweep drawing its trials from `random` between seed=0 runs drew
     the same trial after every run."""
     import random
 

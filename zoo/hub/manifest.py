@@ -61,7 +61,7 @@ __all__ = [
 SCHEMA_VERSION = 2
 PACKAGE_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
 FORMATS = ("safetensors", "pth")
-# a weights name, MODEL.TAG
+# MODEL.TAG, as timm names weights: the model before the first dot, so a tag may hold dots of its own
 WEIGHTS_NAME_RE = re.compile(r"^(?P<model>[A-Za-z0-9][A-Za-z0-9_-]*)\.(?P<tag>[A-Za-z0-9][A-Za-z0-9_.-]*)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _PREFIX = re.compile(r"^[0-9a-f]{8,63}$")

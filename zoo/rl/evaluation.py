@@ -148,8 +148,8 @@ def _agent_statistics(agent, e: Any):
     return normalization.frozen(adopt_statistics(agent, e, "this agent", kinds=("obs_rms",)))
 
 
-# the evaluation env whose normalisers the training loop synced from its training env
-# (zoo.rl.loop._normalization_synced): evaluate puts no agent statistics into that one
+# the evaluation env whose normalisers the training loop synced from its training env, which it sets while it
+# evaluates: evaluate puts no agent statistics into that one (the agent's copy may be older than the run's)
 SYNCED_EVAL_ENV: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_synced_eval_env", default=None)
 
 
