@@ -9,9 +9,17 @@ saying how far a run is.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm.std import TqdmExperimentalWarning
+
+# tqdm.auto's choice of a notebook widget or a terminal bar, without its asyncio layer: tqdm_asyncio's constructor
+# calls iter() on what it wraps, so every epoch's DataLoader was iterated twice, the first iterator thrown away
+# after it had started its workers, prefetched their batches and drawn a base seed from the loader's generator
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", category=TqdmExperimentalWarning)
+    from tqdm.autonotebook import tqdm
 
 __all__ = ["LOG_INTERVAL_S", "ProgressBar"]
 
@@ -20,7 +28,7 @@ LOG_INTERVAL_S = 30.0
 
 
 class ProgressBar(tqdm):
-    """``tqdm.auto.tqdm`` that redraws every :data:`LOG_INTERVAL_S` seconds when its stream is no terminal
+    """``tqdm.auto.tqdm`` (without its asyncio layer) that redraws every :data:`LOG_INTERVAL_S` seconds when its stream is no terminal
     (and no notebook widget); an explicit ``mininterval`` is kept."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
