@@ -28,8 +28,8 @@ LOG_INTERVAL_S = 30.0
 
 
 class ProgressBar(tqdm):
-    """``tqdm.auto.tqdm`` (without its asyncio layer) that redraws every :data:`LOG_INTERVAL_S` seconds when its stream is no terminal
-    (and no notebook widget); an explicit ``mininterval`` is kept."""
+    """``tqdm.auto.tqdm`` (without its asyncio layer) that redraws every :data:`LOG_INTERVAL_S` seconds when its
+    stream is no terminal (and no notebook widget); an explicit ``mininterval`` is kept."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if "mininterval" not in kwargs and not _redraws_in_place(kwargs.get("file")):

@@ -57,7 +57,8 @@ class Clock:
 
 @dataclass
 class Run:
-    """One call of :func:`zoo.rl.loop.train` besides the agent: its env and settings, the episodes in progress, the log."""
+    """One call of :func:`zoo.rl.loop.train` besides the agent: its env and settings, the episodes in progress,
+    the log."""
 
     env: Any
     chosen: Any  # what the caller gave (an env id is made again for each evaluation)
