@@ -88,3 +88,17 @@ def test_a_compiled_models_average_resumes_on_the_plain_network(tmp_path):
     plain = net()
     result = fit(plain, data(), epochs=2, resume=True, **opts)
     assert result.resumed is not None and len(result.history) == 2
+
+
+@pytest.mark.parametrize("prefix", ["module._orig_mod.", "module.module.", "module.module._orig_mod."])
+def test_an_average_written_from_a_wrapped_model_loads_into_the_average_of_the_network(prefix):
+    """Averages written before they copied the network inside its wrapper hold the wrapper's prefixes; the
+    torch.compile one was handled, and a DataParallel model's average no longer resumed."""
+    from zoo.engine.ema import averaged_model, load_average
+
+    src = averaged_model(net(), 0.9)
+    state = {(prefix + k[len("module."):] if k.startswith("module.") else k): v.clone()
+             for k, v in src.state_dict().items()}
+    dst = averaged_model(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2)), 0.9)
+    load_average(dst, state)
+    assert all(torch.equal(a, b) for a, b in zip(dst.state_dict().values(), src.state_dict().values()))

@@ -49,6 +49,25 @@ def test_a_changed_num_workers_is_applied_and_warns_the_run_will_not_repeat(tmp_
     assert result.resumed["changed"] == {"num_workers": (0, 1), "epochs": (2, 3)}
 
 
+def test_the_workers_compared_on_resume_are_the_loaders_not_the_option(tmp_path):
+    """The warning compared the num_workers option: silent when a passed DataLoader's workers changed, and a
+    warning when the same DataLoader ran both halves with the option given to one of them only."""
+    import warnings
+
+    from torch.utils.data import DataLoader
+
+    def loader(workers):
+        return DataLoader(torch.utils.data.TensorDataset(*_data()), batch_size=16, shuffle=True, num_workers=workers)
+
+    opts = {"lr": 1e-2, "progress": False, "checkpoint_dir": tmp_path / "run"}
+    fit(_net(), loader(1), epochs=1, num_workers=1, **opts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same loader: nothing to say, whatever the option says
+        fit(_net(), loader(1), epochs=2, resume=True, **opts)
+    with pytest.warns(UserWarning, match=r"trained with num_workers=1, this run has num_workers=0"):
+        fit(_net(), loader(0), epochs=3, resume=True, **opts)
+
+
 def test_a_changed_lr_scales_the_schedule_too(tmp_path):
     _first_run(tmp_path / "run", schedule="cosine", warmup_steps=2)
     result = fit(_net(), _data(), epochs=4, batch_size=16, lr=2e-2, checkpoint_dir=tmp_path / "run", resume=True,

@@ -11,10 +11,11 @@ mean while ``t`` is small against ``1 / (1 - d)`` and the usual EMA once it is l
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
-__all__ = ["averaged_model", "debiased_ema_fn"]
+__all__ = ["averaged_model", "debiased_ema_fn", "load_average"]
 
 
 def debiased_ema_fn(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
@@ -33,6 +34,17 @@ def debiased_ema_fn(decay: float) -> Callable[[list[torch.Tensor], list[torch.Te
                 a.copy_(c)
 
     return update
+
+
+def load_average(average: torch.optim.swa_utils.AveragedModel, state: dict[str, Any]) -> None:
+    """``average.load_state_dict(state)``, where ``state`` may come from an average of a wrapped model
+    (``module.module.``, ``module._orig_mod.``: written before :func:`averaged_model` unwrapped it)."""
+    from zoo.wrappers import strip_wrapper_prefixes
+
+    inner = {k[len("module."):]: v for k, v in state.items() if k.startswith("module.")}
+    inner = dict(strip_wrapper_prefixes(inner, average.module.state_dict()))
+    average.load_state_dict({**{k: v for k, v in state.items() if not k.startswith("module.")},
+                             **{f"module.{k}": v for k, v in inner.items()}})
 
 
 def averaged_model(model: torch.nn.Module, decay: float) -> torch.optim.swa_utils.AveragedModel:

@@ -37,6 +37,7 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
+from zoo.engine.ema import load_average
 from zoo.engine.evaluation import (
     ACCURACY_NAMES,
     call_eval_fn,
@@ -85,13 +86,21 @@ RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min
 _NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
 
 
-def _warn_other_workers(changed: dict[str, tuple[Any, Any]], resumed: Path) -> None:
-    """A changed ``num_workers`` is applied (results depending on it is what PyTorch users expect), but said:
-    random augmentation draws from the main process's torch generator with 0 workers and from a seed per
-    worker above 0, so the resumed epochs draw other numbers than the uninterrupted run's did, quietly."""
-    if "num_workers" not in changed:
+def _workers(loader: Any) -> int:
+    """The worker processes ``loader`` loads with (``overfit_batches`` makes it a list of batches: none)."""
+    return int(getattr(loader, "num_workers", 0))
+
+
+def _warn_other_workers(recorded: Any, workers: int, resumed: Path) -> None:
+    """Other DataLoader workers than the checkpoint's run had are used (results depending on them is what PyTorch
+    users expect), but said: random augmentation draws from the main process's torch generator with 0 workers
+    and from a seed per worker above 0, so the resumed epochs draw other numbers than the uninterrupted run's
+    did, quietly. ``recorded``: the workers the checkpoint's training loader ran (None in a checkpoint from
+    before they were recorded); the loaders', not the ``num_workers`` option, which a passed DataLoader and
+    seq2seq's loaders do not take."""
+    if recorded is None or int(recorded) == workers:
         return
-    old, new = changed["num_workers"]
+    old, new = int(recorded), workers
     warnings.warn(f"resume: {resumed.name} was trained with num_workers={old}, this run has num_workers={new}: "
                   "random augmentation draws from the main process's generator with 0 workers and from a seed per "
                   "worker above 0, so the resumed run will not repeat the uninterrupted one bit for bit. Resume "
@@ -248,9 +257,7 @@ class Trainer:
             if ema_state is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
                 raise ValueError(f"{Path(path).name} holds no weight average, but this run has ema_decay="
                                  f"{cfg.ema_decay}")
-            # a compiled model's average was a copy of the wrapper before averaged_model unwrapped it
-            self.ema.load_state_dict({("module." + k[len("module._orig_mod."):] if k.startswith("module._orig_mod.")
-                                       else k): v for k, v in ema_state.items()})
+            load_average(self.ema, ema_state)
         if "lr" in changed:
             scale_lr(self.opt, self.scheduler, *changed["lr"])
         if ("lr" in changed or "epochs" in changed) and not plateau:
@@ -265,7 +272,8 @@ class Trainer:
         if info.is_main:
             self._repair_best(Path(path))
             self._warn_partial_epoch(Path(path))
-            _warn_other_workers(changed, Path(path))
+            _warn_other_workers((state.get("extra") or {}).get("loader_workers"), _workers(self.train_loader),
+                                Path(path))
             if cfg.epochs <= self.start_epoch and not self.monitor.stopped:  # it returned the old run's result
                 warnings.warn(f"resume: {Path(path).name} has {self.start_epoch} epochs done and epochs={cfg.epochs}:"
                               f" nothing is trained; epochs counts the run's epochs in all, so pass "
@@ -638,6 +646,7 @@ class Trainer:
                 best_epoch=self.monitor.best_epoch, history=self.history, config=self.record, rng=rng,
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
                        "precision": precision_record(self.amp, self.dev),
+                       "loader_workers": _workers(self.train_loader),  # a resume with others warns
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")
