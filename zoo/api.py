@@ -165,8 +165,8 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``: one of them given here with another
     value is not applied, and a warning says so; its generator is reseeded from ``(seed, epoch)`` every epoch
     (:func:`zoo.engine.fit`), so ``seed`` fixes its shuffle, not the seed the generator was made with. By name,
-    the model's initial weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same seed, data and
-    precision repeat the run. A model passed in keeps the weights it was built with: ``seed`` then fixes the
+    the model's initial weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same
+    seed, data and precision repeat the run. A model passed in keeps the weights it was built with: ``seed`` then fixes the
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """

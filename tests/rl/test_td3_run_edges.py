@@ -164,7 +164,9 @@ def test_on_resume_the_checkpoints_seed_passes_quietly_and_another_is_refused(tm
     agent = zoo.build("td3", env=counter_env(horizon=10), seed=4, **SMALL)
     zoo.train(agent, counter_env(horizon=10), total_steps=30, eval_every=0, checkpoint_dir=tmp_path, progress=False)
     for seed in (5, 0):  # 0: zoo.build's default, not this checkpoint's either
-        with pytest.raises(ResumeError, match=rf"seed: 4 in .*td3_last\.pt, {seed} now\)"):
+        # "or leave seed out" was wrong by name: left out, the build takes seed 0, which is refused too
+        with pytest.raises(ResumeError, match=rf"seed: 4 in .*td3_last\.pt, {seed} now\)\. To continue this TD3 run, "
+                                              r"pass seed=4 \(the checkpoint's"):
             zoo.train(zoo.build("td3", env=counter_env(horizon=10), seed=4, **SMALL), counter_env(horizon=10),
                       total_steps=40, eval_every=0, checkpoint_dir=tmp_path, resume=True, seed=seed, progress=False)
     assert not [w for w in recwarn if "seed" in str(w.message)]

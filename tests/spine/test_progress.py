@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 
-import pytest
-
 from zoo._progress import LOG_INTERVAL_S, ProgressBar
 
 
@@ -64,8 +62,7 @@ class _Counted:
         return i
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_bar_over_a_dataloader_reads_each_item_once(tmp_path, workers):
+def test_a_bar_over_a_dataloader_reads_each_item_once(tmp_path):
     """tqdm.auto's class is tqdm_asyncio, whose constructor calls iter() on what it wraps: every epoch's DataLoader
     was iterated twice, the first iterator thrown away after it had started its workers and prefetched their
     batches (a 4-epoch fit with 2 workers took 1.6x as long) and drawn a base seed from the loader's generator."""
@@ -74,7 +71,7 @@ def test_a_bar_over_a_dataloader_reads_each_item_once(tmp_path, workers):
     from zoo._progress import ProgressBar
 
     log = tmp_path / "reads.txt"
-    loader = DataLoader(_Counted(log), batch_size=2, num_workers=workers)
+    loader = DataLoader(_Counted(log), batch_size=2, num_workers=2)  # with none, the thrown-away one read nothing
     for disable in (True, False):
         log.write_text("")
         assert sum(len(b) for b in ProgressBar(loader, disable=disable)) == 8

@@ -154,9 +154,9 @@ def _refuse_other_seed(state: dict[str, Any], seed: int | None, path: Path) -> N
     if seed is None or saved is None or int(seed) == int(saved):
         return
     raise ResumeError(f"cannot resume with changed settings that do not apply mid-run (seed: {saved!r} in {path}, "
-                      f"{int(seed)!r} now). To continue this TD3 run, pass seed={saved!r} or leave seed out (the "
-                      "checkpoint's random state continues); another seed is another run: start it in another "
-                      "checkpoint_dir")
+                      f"{int(seed)!r} now). To continue this TD3 run, pass seed={saved!r} (the checkpoint's random "
+                      "state continues; left out, an agent built by name would take seed 0); another seed is "
+                      "another run: start it in another checkpoint_dir")
 
 
 def _refuse_other_env(agent, run: Run, state: dict[str, Any], path: Path) -> None:
