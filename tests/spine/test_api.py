@@ -284,3 +284,36 @@ def test_a_run_leaves_the_callers_random_streams_where_they_were(toy_registry, c
     run()
     got.append(draws())
     assert got == untouched
+
+
+@pytest.mark.parametrize("call", ["predict a Dataset", "evaluate an IterableDataset", "vision classifier report",
+                                  "train on an IterableDataset"])
+def test_scoring_a_plain_network_leaves_the_callers_torch_generator_alone(call):
+    """Their DataLoaders had no generator: each pass drew its base seed from the caller's global generator."""
+    import torch
+    from torch.utils.data import IterableDataset, TensorDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            g = torch.Generator().manual_seed(0)
+            for i in range(16):
+                yield torch.randn(4, generator=g), i % 2
+
+    net = torch.nn.Linear(4, 2)
+    data = TensorDataset(torch.randn(16, 4, generator=torch.Generator().manual_seed(0)), torch.arange(16) % 2)
+    torch.manual_seed(5)
+    untouched = torch.rand(2)
+    torch.manual_seed(5)
+    got = [torch.rand(1)]
+    if call == "predict a Dataset":
+        zoo.predict(net, data)
+    elif call == "evaluate an IterableDataset":
+        zoo.evaluate(net, Stream(), batch_size=8)
+    elif call == "vision classifier report":
+        from zoo.vision.evaluate import predict_dataset
+
+        predict_dataset(net, data, amp=None)
+    else:
+        zoo.train(net, Stream(), epochs=1, batch_size=8, amp=None, progress=False)
+    got.append(torch.rand(1))
+    assert torch.equal(torch.cat(got), untouched)

@@ -277,8 +277,8 @@ def prepare_loader(
                                   "pin_memory": pin_memory, "drop_last": drop_last,
                                   # fresh workers each epoch, seeded from (seed, epoch): exact resume
                                   "persistent_workers": False}
-    if isinstance(ds, IterableDataset):
-        return DataLoader(ds, **common)
+    if isinstance(ds, IterableDataset):  # its generator, not the caller's global one, gives the workers' seeds
+        return DataLoader(ds, generator=epoch_generator(seed, 0), **common)
     sampler: Sampler[int] | None = None
     if shuffle:
         sampler = DistributedSampler(ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=True,

@@ -281,7 +281,9 @@ def predict_outputs(model: nn.Module, inputs: Any) -> Any:
     if not isinstance(inputs, (Dataset, DataLoader)):
         raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, a NumPy array, a "
                         f"Dataset or a DataLoader, got {type(inputs).__name__}")
-    loader = inputs if isinstance(inputs, DataLoader) else DataLoader(inputs, batch_size=PREDICT_BATCH)
+    # a generator of its own: a loader without one draws its base seed from the caller's global generator
+    loader = inputs if isinstance(inputs, DataLoader) else DataLoader(inputs, batch_size=PREDICT_BATCH,
+                                                                      generator=torch.Generator())
     outs = []
     with eval_mode(model), torch.inference_mode():
         for batch in loader:

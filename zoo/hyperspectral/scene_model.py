@@ -445,7 +445,9 @@ class SceneClassifierMixin:
 
         ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
         out = []
-        for xb, _ in ProgressBar(DataLoader(ds, batch_size=batch_size), disable=not progress, desc="predict"):
+        # a generator of its own: a loader without one draws its base seed from the caller's global generator
+        loader = DataLoader(ds, batch_size=batch_size, generator=torch.Generator())
+        for xb, _ in ProgressBar(loader, disable=not progress, desc="predict"):
             xb = move_batch(xb, device, dtype=model_dtype(self))  # (B, ..., w, w)
             if not tta:
                 out.append(self(xb).float().argmax(1).cpu())

@@ -24,7 +24,9 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
                     device: str | torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode, on the model's
     device (``device=`` moves the model there first)."""
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    # a generator of its own: a loader without one draws its base seed from the caller's global generator
+    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False,
+                                                                  generator=torch.Generator())
     if device is None:
         device = next(model.parameters(), torch.empty(0)).device
     amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it

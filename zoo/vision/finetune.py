@@ -239,7 +239,8 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     in_dtype = model_dtype(model)
     # a ready DataLoader is used as it is (its batches may be built by a custom sampler); give one without
     # random augmentation, or each sample's single cached view is a random one
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False)
+    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False,
+                                                                  generator=torch.Generator())  # not the caller's
     try:
         with eval_mode(model), layout_for(model, channels_last, device, amp) as last:
             for x, y in ProgressBar(loader, desc="features", disable=not progress, leave=False):
