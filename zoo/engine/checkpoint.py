@@ -30,6 +30,7 @@ import torch
 
 from zoo import fs
 from zoo.engine.layout import match_state_layout
+from zoo.wrappers import strip_wrapper_prefixes, unwrap
 
 __all__ = [
     "FORMAT",
@@ -61,14 +62,6 @@ class CheckpointError(ValueError):
 
 def epoch_checkpoint_name(epoch: int) -> str:
     return f"epoch-{epoch:04d}.pt"
-
-
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The network inside DataParallel / DDP / ``torch.compile``: a checkpoint holds its keys, with no wrapper's
-    prefix (a compiled model's were all ``_orig_mod.``, which a plain model's ``load_state_dict`` refuses)."""
-    from zoo.wrappers import unwrap
-
-    return unwrap(model)
 
 
 def _plain(v: Any, tensors: bool = True) -> Any:
@@ -142,7 +135,9 @@ def save_checkpoint(
     """
     payload: dict[str, Any] = {
         "format": FORMAT,
-        "model": _unwrap(model).state_dict(),
+        # the network inside DataParallel / DDP / torch.compile: no wrapper's prefix on its keys (a compiled
+        # model's were all '_orig_mod.', which a plain model's load_state_dict refuses)
+        "model": unwrap(model).state_dict(),
         "optimizer": _builtin_numbers(optimizer.state_dict()) if optimizer is not None else None,
         "scheduler": _builtin_numbers(scheduler.state_dict()) if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
@@ -261,7 +256,7 @@ def restore(ckpt: dict[str, Any], model: torch.nn.Module | None = None, optimize
     """Load the given objects from a checkpoint dict already read (:func:`read_checkpoint`)."""
     path = Path(path)
     if model is not None:
-        _load_model(_unwrap(model), ckpt["model"], path, strict)
+        _load_model(unwrap(model), ckpt["model"], path, strict)
     if optimizer is not None:
         if ckpt["optimizer"] is None:
             raise ValueError(f"{path} holds no optimizer state")
@@ -315,7 +310,6 @@ def check_digest(state: dict[str, Any], path: str | os.PathLike, what: str = "ch
 def _load_model(model: torch.nn.Module, sd: dict[str, torch.Tensor], path: Path, strict: bool) -> None:
     """``model.load_state_dict`` with a mismatch named key by key, both shapes, before anything is copied."""
     from zoo.hub.state import shape_text, state_diff
-    from zoo.wrappers import strip_wrapper_prefixes
 
     own = model.state_dict()
     sd = dict(strip_wrapper_prefixes(sd, own))  # written from a wrapped model before checkpoints unwrapped it

@@ -30,9 +30,10 @@ from torch.utils.data import (
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 
-__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_placement", "model_device", "model_dtype", "move_batch",
-           "prepare_loader", "run_device", "same_device", "say_what_a_ready_loader_ignores", "set_loader_epoch",
-           "split_batch", "train_val", "with_val", "xy_dataset"]
+__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_loader", "inference_placement", "model_device",
+           "model_dtype", "move_batch", "prepare_loader", "run_device", "same_device",
+           "say_what_a_ready_loader_ignores", "set_loader_epoch", "split_batch", "train_val", "with_val",
+           "xy_dataset"]
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -289,6 +290,16 @@ def prepare_loader(
     # so it never draws from the global RNG that model code (dropout) uses.
     return DataLoader(ds, sampler=sampler, shuffle=False, generator=epoch_generator(seed, 0),
                       worker_init_fn=seed_worker if num_workers > 0 else None, **common)
+
+
+def inference_loader(data: Dataset | DataLoader, batch_size: int, **options: Any) -> DataLoader:
+    """``data`` itself when it is a DataLoader (its batches may come from a sampler of its own), else an unshuffled
+    DataLoader of it (``options``: ``num_workers``, ``collate_fn``, ...) with a generator of its own: a loader
+    without one draws each pass's base seed from the caller's global torch generator, so predicting or scoring
+    moved the caller's random stream."""
+    if isinstance(data, DataLoader):
+        return data
+    return DataLoader(data, batch_size=batch_size, shuffle=False, generator=torch.Generator(), **options)
 
 
 def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:

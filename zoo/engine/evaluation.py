@@ -21,6 +21,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.data import (
     TARGET_KEYS,
+    inference_loader,
     model_device,
     model_dtype,
     move_batch,
@@ -281,9 +282,7 @@ def predict_outputs(model: nn.Module, inputs: Any) -> Any:
     if not isinstance(inputs, (Dataset, DataLoader)):
         raise TypeError(f"zoo.predict on a plain {type(model).__name__} takes a tensor batch, a NumPy array, a "
                         f"Dataset or a DataLoader, got {type(inputs).__name__}")
-    # a generator of its own: a loader without one draws its base seed from the caller's global generator
-    loader = inputs if isinstance(inputs, DataLoader) else DataLoader(inputs, batch_size=PREDICT_BATCH,
-                                                                      generator=torch.Generator())
+    loader = inference_loader(inputs, PREDICT_BATCH)
     outs = []
     with eval_mode(model), torch.inference_mode():
         for batch in loader:

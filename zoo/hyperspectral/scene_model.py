@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
-from zoo.engine.data import model_dtype, move_batch
+from zoo.engine.data import inference_loader, model_dtype, move_batch
 from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     array_input,
@@ -445,9 +445,7 @@ class SceneClassifierMixin:
 
         ds = PatchDataset.from_mask(reduced, None, sel, window=self.config.window, padding=self.padding)
         out = []
-        # a generator of its own: a loader without one draws its base seed from the caller's global generator
-        loader = DataLoader(ds, batch_size=batch_size, generator=torch.Generator())
-        for xb, _ in ProgressBar(loader, disable=not progress, desc="predict"):
+        for xb, _ in ProgressBar(inference_loader(ds, batch_size), disable=not progress, desc="predict"):
             xb = move_batch(xb, device, dtype=model_dtype(self))  # (B, ..., w, w)
             if not tta:
                 out.append(self(xb).float().argmax(1).cpu())

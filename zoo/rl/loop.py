@@ -316,7 +316,8 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> Run
     return Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=env_label(train_env),
                 vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
                 identity=env_identity(train_env), env_given=data is not None or env is not None,
-                normalizers=normalizers(train_env), **settings)
+                normalizers=normalizers(train_env), reward_scalers=normalization.reward_normalizers(train_env),
+                **settings)
 
 
 def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, eval_every: int | None) -> Any:
@@ -467,9 +468,9 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{run.name} returned a non-finite {what} at env step {step} "
                          f"(episode {agent.num_episodes + 1}): obs={np.asarray(next_obs).tolist()}, "
                          f"reward={np.asarray(reward).tolist()}; training stopped")
-    own = normalization.env_rewards(run.env, reward) if run.normalizers else reward  # for the episode's return
+    own = normalization.env_rewards(run.reward_scalers, reward) if run.reward_scalers else reward  # for the return
     done, reward = _store(agent.buffer, run, a.cpu().numpy(), next_obs, reward, terminated, truncated, info)
-    if run.normalizers:  # the buffer learns from the scaled reward; the returns logged are the env's own
+    if run.reward_scalers:  # the buffer learns from the scaled reward; the returns logged are the env's own
         reward = np.where(run.resetting, 0.0, own)  # an autoreset step's reward counts nowhere, as in _store
     agent.num_timesteps = step
     run.obs = next_obs

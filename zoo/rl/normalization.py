@@ -23,7 +23,7 @@ import torch
 from zoo._stacklevel import user_stacklevel
 
 __all__ = ["RUNNING_STATS", "counts", "describe", "env_rewards", "frozen", "is_fresh", "normalizers", "put", "raw_rewards",
-           "statistics"]
+           "reward_normalizers", "statistics"]
 
 RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
 _WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
@@ -136,30 +136,34 @@ def frozen(wrappers: list[Any]):
             w.update_running_mean = flag
 
 
-def _reward_scale(env: Any, scale: np.ndarray, rows: slice | int) -> None:
-    """Multiply ``scale[rows]`` by what each ``NormalizeReward`` in ``env``'s stack divides rewards by, and
-    descend into a vector env's sub-envs, row by row."""
-    for _ in range(64):  # deeper is no wrapper stack
-        if env is None:
-            return
-        if hasattr(env, "return_rms") and hasattr(env, "epsilon") and hasattr(env, "update_running_mean"):
-            scale[rows] *= np.sqrt(env.return_rms.var + env.epsilon)
-        inner = getattr(env, "env", None)
-        if inner is None:
-            for i, sub in enumerate(getattr(env, "envs", None) or []):
-                _reward_scale(sub, scale, i)
-            return
-        env = inner
+def reward_normalizers(env: Any) -> list[tuple[Any, slice | int]]:
+    """The ``NormalizeReward`` wrappers in ``env``'s stack (a vector env's own and every sub-env's), each with the
+    rows of a step's rewards it scales: all of them, or its sub-env's index."""
+    found, stack = [], [(env, slice(None))]
+    while stack:
+        e, rows = stack.pop()
+        for _ in range(64):  # deeper is no wrapper stack
+            if e is None:
+                break
+            if hasattr(e, "update_running_mean") and hasattr(e, "return_rms"):
+                found.append((e, rows))
+            inner = getattr(e, "env", None)
+            if inner is None:
+                stack.extend((sub, i) for i, sub in enumerate(getattr(e, "envs", None) or []))
+            e = inner
+    return found
 
 
-def env_rewards(env: Any, reward: Any) -> np.ndarray:
-    """``reward``, which ``env.step`` just returned, in the env's own units: each ``NormalizeReward`` in its
-    stack divided it by ``sqrt(return_rms.var + epsilon)`` after that step's update (gymnasium's formula), so
-    this multiplies it back. A training episode's return then reads as an evaluation's (:func:`raw_rewards`),
-    as SB3's ``Monitor`` records it beneath ``VecNormalize``; the agent still learns from the scaled reward."""
+def env_rewards(scalers: list[tuple[Any, slice | int]], reward: Any) -> np.ndarray:
+    """``reward``, which the env of ``scalers`` (:func:`reward_normalizers`) just returned from ``step``, in the
+    env's own units: each ``NormalizeReward`` divided it by ``sqrt(return_rms.var + epsilon)`` after that
+    step's update (gymnasium's formula), so this multiplies it back. A training episode's return then reads as
+    an evaluation's (:func:`raw_rewards`), as SB3's ``Monitor`` records it beneath ``VecNormalize``; the agent
+    still learns from the scaled reward."""
     reward = np.asarray(reward, dtype=np.float64)
     scale = np.ones(reward.shape if reward.ndim else (1,))
-    _reward_scale(env, scale, slice(None))
+    for wrapper, rows in scalers:
+        scale[rows] *= np.sqrt(wrapper.return_rms.var + wrapper.epsilon)
     return reward * (scale if reward.ndim else scale[0])
 
 
@@ -170,18 +174,7 @@ def raw_rewards(env: Any):
     env's own, on one scale from one evaluation to the next, as rl-baselines3-zoo evaluates
     (``VecNormalize(norm_reward=False)``, Monitor's returns). Each wrapper's ``step`` is shadowed by its inner
     env's for the block (an instance attribute), which the wrappers around it call as ``self.env.step``."""
-    scaling, stack = [], [env]
-    while stack:
-        e = stack.pop()
-        for _ in range(64):  # deeper is no wrapper stack
-            if e is None:
-                break
-            if hasattr(e, "update_running_mean") and hasattr(e, "return_rms"):
-                scaling.append(e)
-            inner = getattr(e, "env", None)
-            if inner is None:
-                stack.extend(getattr(e, "envs", None) or [])
-            e = inner
+    scaling = [w for w, _ in reward_normalizers(env)]
     for w in scaling:
         w.step = w.env.step
     try:

@@ -97,6 +97,7 @@ class Run:
     identity: str = ""  # the training env as zoo.rl.envspec.env_identity writes it: a resume compares it
     env_given: bool = True  # False: the call named no env, so the run trains on the agent's own env id
     normalizers: list = field(default_factory=list)  # the training env's running-statistics wrappers
+    reward_scalers: list = field(default_factory=list)  # its NormalizeReward wrappers, with the rows they scale
     normalization_warned: bool = False
     interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
     stopped_by: str = "Ctrl-C"  # or SIGTERM, which the zoo command passes on as a Ctrl-C

@@ -25,15 +25,14 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import Dataset, default_collate
 
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.data import model_device, model_dtype, move_batch, run_device
+from zoo.engine.data import inference_loader, model_device, model_dtype, move_batch, run_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
-from zoo.engine.seed import epoch_generator
 from zoo.video import sampling as S
 from zoo.video.decoding import CorruptVideoError, read_frames
 from zoo.video.predict import clip_indices
@@ -125,10 +124,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
-    # a generator of its own, as the engine's loaders have: without one each pass drew its base seed (which
-    # only seeds workers; evaluation clips are fixed) from the caller's global torch generator
-    loader = DataLoader(_WithVideoIndex(dataset), batch_size=batch_size, num_workers=num_workers, collate_fn=_collate,
-                        generator=epoch_generator(0, 0))
+    loader = inference_loader(_WithVideoIndex(dataset), batch_size, num_workers=num_workers, collate_fn=_collate)
     device = run_device(model) if device is None else torch.device(device)
     if device != model_device(model):
         model.to(device)

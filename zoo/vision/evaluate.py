@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
-from zoo.engine.data import model_dtype, move_batch
+from zoo.engine.data import inference_loader, model_dtype, move_batch
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -24,9 +24,7 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
                     device: str | torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode, on the model's
     device (``device=`` moves the model there first)."""
-    # a generator of its own: a loader without one draws its base seed from the caller's global generator
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False,
-                                                                  generator=torch.Generator())
+    loader = inference_loader(data, batch_size)
     if device is None:
         device = next(model.parameters(), torch.empty(0)).device
     amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it

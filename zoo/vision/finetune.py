@@ -42,7 +42,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
-from zoo.engine.data import as_dataset_if_xy, model_dtype, move_batch, train_val, xy_dataset
+from zoo.engine.data import as_dataset_if_xy, inference_loader, model_dtype, move_batch, train_val, xy_dataset
 from zoo.engine.head import drop_stale_classes
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
@@ -239,8 +239,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     in_dtype = model_dtype(model)
     # a ready DataLoader is used as it is (its batches may be built by a custom sampler); give one without
     # random augmentation, or each sample's single cached view is a random one
-    loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=batch_size, shuffle=False,
-                                                                  generator=torch.Generator())  # not the caller's
+    loader = inference_loader(data, batch_size)
     try:
         with eval_mode(model), layout_for(model, channels_last, device, amp) as last:
             for x, y in ProgressBar(loader, desc="features", disable=not progress, leave=False):
