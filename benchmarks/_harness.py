@@ -19,7 +19,10 @@ Run benchmarks under the shared CPU lock: ``flock /tmp/zoo-cpu.lock .venv/bin/py
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime as _dt
+import io
 import json
 import os
 import platform
@@ -190,28 +193,70 @@ def _spelled(argv: list[str]) -> list[str]:
     return out
 
 
-_DECIDED: dict[str, bool] = {}  # this process's answer, decided and said once
+def _meaning(parser: argparse.ArgumentParser, options: list[str]) -> dict[str, Any] | None:
+    """What ``options`` set, as ``parser`` reads them (every option, defaults included); None where it
+    refuses them (a recorded command with an option the script no longer takes)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return vars(parser.parse_args(options))
+    except SystemExit:
+        return None
 
 
-def recording(argv: list[str] | None = None, results_dir: Path | None = None) -> bool:
+def _as_recorded(argv: list[str], results_dir: Path, parser: argparse.ArgumentParser | None) -> bool:
+    """Whether ``argv`` (the script's file name, its options) runs the script as a recorded result was run:
+    with its defaults or a recorded command's options. Given the script's parser, options are compared by
+    what they set, so a default spelled out or options in another order are the same run; without it, as
+    written (``--k=v`` as ``--k v``)."""
+    script, options = argv[0], argv[1:]
+    commands = [c[1:] for c in _recorded_commands(results_dir) if c[0] == script]
+    if parser is None:
+        return not options or _spelled(options) in map(_spelled, commands)
+    meaning = _meaning(parser, options)
+    return meaning is not None and (meaning == _meaning(parser, []) or any(meaning == _meaning(parser, c)
+                                                                           for c in commands))
+
+
+_DECIDED: dict[str, Any] = {}  # this process's script, options and answer, decided and said once
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None,
+               script: str | os.PathLike | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` for the benchmark ``script`` (its ``__file__``), deciding here whether
+    this run records (:func:`recording`) from what its options set: ``main(argv)``'s own options, not the
+    process's ``sys.argv``, and ``--repeats 5`` where 5 is the default is the defaults' run."""
+    args = parser.parse_args(argv)
+    _DECIDED.clear()
+    _DECIDED.update(path=str(script if script is not None else sys.argv[0]), parser=parser,
+                    options=list(sys.argv[1:] if argv is None else argv))
+    recording()
+    return args
+
+
+def recording(argv: list[str] | None = None, results_dir: Path | None = None,
+              parser: argparse.ArgumentParser | None = None) -> bool:
     """Whether this run records its results in ``benchmarks/results/`` and the README's tables (and publishes
     the weights a script publishes by default), or is a *trial* whose results and plots go to
     ``benchmarks/_work/results/``, leaving the recorded ones as they are.
 
-    A run records when it runs its script as the recorded results were run: with no options (a script's
+    A run records when it runs its script as the recorded results were run: with its defaults (a script's
     defaults are its recorded settings), with the options of a command a recorded result names (the reruns
     the README lists), or when ``ZOO_BENCH_RECORD=1`` says so (``=0``: never). Why: a smoke run with tiny
     settings (one repeat, one config of four, 300 steps of TD3) replaced the recorded figures and the README
-    table with its own, which nothing marked as a smoke run's."""
+    table with its own, which nothing marked as a smoke run's. A script that parsed its options with
+    :func:`parse_args` is judged by what they set; ``argv`` (file name, options) asks about other options."""
     given = argv is not None or results_dir is not None
     if not given and "answer" in _DECIDED:
         return _DECIDED["answer"]
-    argv = argv if argv is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]
+    if argv is None:
+        argv = ([Path(_DECIDED["path"]).name, *_DECIDED["options"]] if "path" in _DECIDED
+                else [Path(sys.argv[0]).name, *sys.argv[1:]])
+        parser = parser or _DECIDED.get("parser")
     results_dir = results_dir if results_dir is not None else RESULTS_DIR
     env = os.environ.get(RECORD_ENV, "").strip()
     if env not in ("", "0", "1"):
         raise SystemExit(f"{RECORD_ENV}={env!r}: expected 1 (record this run's results) or 0 (a trial run)")
-    answer = env == "1" if env else (len(argv) == 1 or _spelled(argv) in map(_spelled, _recorded_commands(results_dir)))
+    answer = env == "1" if env else _as_recorded(argv, results_dir, parser)
     if not given:
         _DECIDED["answer"] = answer
         if not answer:
@@ -338,7 +383,7 @@ def machine_info() -> dict[str, Any]:
 
 def command_line() -> str:
     """The command that is running, as a user would retype it from the repository root."""
-    argv = list(sys.argv)
+    argv = [_DECIDED["path"], *_DECIDED["options"]] if "path" in _DECIDED else list(sys.argv)
     try:
         argv[0] = os.path.relpath(argv[0], BENCH_DIR.parent)
     except ValueError:

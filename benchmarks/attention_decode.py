@@ -316,7 +316,7 @@ def main(argv=None) -> int:
     p.add_argument("--long-batch", type=int, nargs="+", default=[8, 2], help="(d) batch per length")
     p.add_argument("--_memory-child", dest="_memory_child", help=argparse.SUPPRESS)
     p.add_argument("--_amp", dest="_amp", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = _harness.parse_args(p, argv, __file__)
     if args._memory_child:
         memory_child(args)
         return 0

@@ -45,6 +45,7 @@ from _harness import (  # benchmarks/ is on sys.path when the script runs
     may_publish_weights,
     native_bf16,
     output_file,
+    parse_args,
     write_result,
 )
 
@@ -189,7 +190,7 @@ def main(argv=None) -> int:
     p.add_argument("--measure-throughput", type=float, metavar="SECONDS",
                    help="only measure training images/s: fp32 vs bf16 vs bf16+channels_last, SECONDS per run")
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds for --measure-throughput")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     args.command = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py " + shlex.join(argv or sys.argv[1:])
     if not args.data.is_dir():
         raise SystemExit(f"CIFAR-10 folder not found: {args.data} (expected train/<class>/*.jpg and test/...)")

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import interleave, median, write_result
+from _harness import interleave, median, parse_args, write_result
 
 from zoo.engine import fit
 from zoo.engine.precision import cpu_features
@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--configs", nargs="*", choices=list(CONFIGS),
                     help="default: all where this CPU computes bf16 natively, else fp32 only")
-    args = ap.parse_args()
+    args = parse_args(ap, None, __file__)
     skipped = []
     if args.configs is None:  # bf16 on a CPU without native bf16 runs 10-60x slower: not a path anyone takes
         native = cpu_features().native_bf16

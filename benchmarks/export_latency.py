@@ -200,7 +200,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: smaller inputs and 2 repeats")
     ap.add_argument("--threads", type=int, help="torch and onnxruntime intra-op threads (default: torch's); "
                     "results go to export_latency_<N>threads.json when given")
-    args = ap.parse_args()
+    args = _harness.parse_args(ap, None, __file__)
     if args.threads:
         torch.set_num_threads(args.threads)
     repeats = 2 if args.quick else args.repeats

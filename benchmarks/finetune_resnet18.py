@@ -37,7 +37,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import output_file, write_result  # benchmarks/ is on sys.path when the script runs
+from _harness import output_file, parse_args, write_result  # benchmarks/ is on sys.path when the script runs
 
 import zoo
 from zoo.engine.logs import atomic_savefig
@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-train", type=int, help="use a random subset of the train images (smoke)")
     p.add_argument("--n-val", type=int, help="use a random subset of the val images (smoke)")
     p.add_argument("--smoke", action="store_true", help="1 seed, 2 epochs, 32 px, 64/32 images, no imagenet")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     command = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/finetune_resnet18.py " + shlex.join(argv or sys.argv[1:])
     if args.smoke:
         args.seeds, args.epochs, args.size = args.seeds[:1], 2, 32

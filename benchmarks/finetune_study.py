@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import command_line, result_file, write_result
+from _harness import command_line, parse_args, result_file, write_result
 from finetune_resnet18 import Data, build
 
 import zoo
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=shared_data_root() / "hymenoptera_data")
     ap.add_argument("--variants", nargs="+", default=["base"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, __file__)
     if not args.data.is_dir():
         raise SystemExit(f"hymenoptera_data not found at {args.data} (expected train/ants, train/bees, val/ants, "
                          "val/bees with JPEGs, as the PyTorch transfer-learning tutorial unpacks it); pass --data")

@@ -49,6 +49,7 @@ from _harness import (
     median,
     native_bf16,
     output_file,
+    parse_args,
     write_result,
 )
 
@@ -306,7 +307,7 @@ def main() -> None:
                     help="HybridSN with random flips / quarter turns of the windows (not used for the published run)")
     ap.add_argument("--flush-denormals", action="store_true",
                     help="torch.set_flush_denormal(True) (not used for the published run)")
-    args = ap.parse_args()
+    args = parse_args(ap, None, __file__)
     if args.smoke:
         args.epochs_random, args.epochs_disjoint, args.amp_check_epochs, args.tiles = 1, 1, 1, (2, 2)
         args.no_publish = True

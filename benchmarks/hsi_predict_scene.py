@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import median, write_result
+from _harness import median, parse_args, write_result
 
 import zoo
 from zoo.engine.precision import auto_amp, model_op_kind
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="dense-pass repeats (the window path runs once)")
     p.add_argument("--no-windows-fp32", action="store_true", help="skip the (slow) fp32 window path")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     from zoo.hyperspectral.datasets import load_dataset
 
     scene = load_dataset("indian_pines")

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import command_line, may_publish_weights, result_file, write_result
+from _harness import command_line, may_publish_weights, parse_args, result_file, write_result
 
 import zoo
 from zoo.hyperspectral import load_dataset, resolve_split
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tta", action="store_true",
                     help="also score each trained network with test-time augmentation (the window's eight "
                          "symmetries), filed as the variant '<variant>+tta'")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv, __file__)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.publish and (args.split != "disjoint" or "recipe" not in args.variants or 0 not in args.seeds):

@@ -36,7 +36,7 @@ class _Quiet(SimpleHTTPRequestHandler):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = _harness.parse_args(parser, None, __file__)
 
     import torch
     import torchvision

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import interleave, median, write_result
+from _harness import interleave, median, parse_args, write_result
 
 import zoo
 from zoo.engine.forward import autocast, check_amp
@@ -61,7 +61,7 @@ def main() -> None:
                     help="torchvision.models builders to measure too (e.g. mobilenet_v3_small efficientnet_b0)")
     ap.add_argument("--repeats", type=int, default=30, help="training steps per layout and model")
     ap.add_argument("--warmup", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args(ap, None, __file__)
     cpu = torch.device("cpu")
 
     metrics, peer, ratios, raw, settings = {}, {}, {}, {}, {}

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, output_file, write_result
+from _harness import RESULTS_DIR, command_line, median, output_file, parse_args, write_result
 from _hsi_training import alternate, identical_parameters, plot_epochs, run_arguments, seeds, train_hybridsn
 
 from zoo.engine.callbacks import Callback
@@ -76,7 +76,7 @@ def train(scene, flush: bool, epochs: int, seed: int, split: str) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = run_arguments(__doc__, epochs=8, late_from=5).parse_args(argv)
+    args = parse_args(run_arguments(__doc__, epochs=8, late_from=5), argv, __file__)
     scene = load_dataset("indian_pines")
     with torch_threads(args.threads):
         runs = alternate(args.rounds, lambda ours, r: train(scene, ours, args.epochs, seeds(args)[r], args.split),

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, command_line, median, output_file, write_result
+from _harness import RESULTS_DIR, command_line, median, output_file, parse_args, write_result
 
 import zoo
 from zoo.engine import fit
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=5, help="optimizer steps per timed sample")
     p.add_argument("--rounds", type=int, default=3, help="timed fit runs per variant in (b)")
     p.add_argument("--batches", type=int, default=24, help="batches per timed fit run in (b)")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     steps: dict[str, Any] = {}
     speed: dict[str, Any] = {}
     with torch_threads(args.threads):

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import interleave, median, per_call, write_result
+from _harness import interleave, median, parse_args, per_call, write_result
 
 from zoo.engine.precision import OP_KINDS, auto_amp, bf16_gradients_ok, cpu_features
 from zoo.engine.threads import torch_threads
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--min-time", type=float, default=0.3, help="seconds per timed sample")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     feats = cpu_features()
     metrics: dict[str, dict] = {"cpu_kind": feats.kind, "auto": {}, "bf16_gradients_ok": {}}
     peers: dict[str, dict] = {"fp32": {}}

@@ -284,7 +284,7 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny subset and model, 1 epoch, nothing published")
     p.add_argument("--measure-throughput", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds for --measure-throughput")
-    args = p.parse_args(argv)
+    args = _harness.parse_args(p, argv, __file__)
     args.amp = None if args.amp == "none" else args.amp
     if not (args.data / "task1_raw").is_dir() and not any(args.data.glob("train.*")):
         raise SystemExit(f"Multi30k not found at {args.data} (expected task1_raw/train.de.gz ...); pass --data")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import interleave, median, quiet_sb3_logger, write_result
+from _harness import interleave, median, parse_args, quiet_sb3_logger, write_result
 from _roofline import capture_gemms, gemm_roofline
 
 import zoo
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--buffer", type=int, default=20_000, help="transitions in the replay buffer")
     p.add_argument("--force-bf16", action="store_true", help="run zoo-bf16 on a CPU without native bf16 too")
     p.add_argument("--no-sb3", action="store_true")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     # both alike: over a run's thousand-odd updates SB3's Adam would collect denormal moments that zoo's
     # FlatAdam zeroes (zoo.engine.denormals); this times the update's arithmetic, not that, so SB3 is spared
     torch.set_flush_denormal(True)

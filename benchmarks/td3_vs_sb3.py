@@ -45,6 +45,7 @@ from _harness import (
     may_publish_weights,
     median,
     output_file,
+    parse_args,
     quiet_sb3_logger,
     result_file,
     write_result,
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--merge", action="store_true",
                    help="keep the variants of the earlier result (same env, steps, preset, evaluation) that this "
                         "run does not repeat, e.g. an SB3 peer added beside a published zoo run")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     args.overrides = {} if args.learning_starts is None else {"learning_starts": args.learning_starts}
 
     torch.set_num_threads(args.threads)

@@ -69,7 +69,7 @@ from torch.utils.data import DataLoader, Dataset
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _harness import write_result
+from _harness import parse_args, write_result
 
 from zoo import fs
 from zoo.hub import shared_data_root
@@ -396,7 +396,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--loader", choices=LOADERS, default="ours", help=argparse.SUPPRESS)
     p.add_argument("--peer-worker", choices=["index", "clips", "loader", "reads"], help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     if args.peer_worker:
         print(json.dumps(peer_worker(args.peer_worker, args.batches, args.seed, args.loader)))
         return 0

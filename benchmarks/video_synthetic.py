@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from _harness import (  # benchmarks/ is sys.path[0] when this runs as a script
     may_publish_weights,
     output_file,
+    parse_args,
     write_result,
 )
 
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=1, help="DataLoader workers (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-publish", action="store_true", help="do not add video-tsn.synthetic-actions")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv, __file__)
     args.amp = None if args.amp == "none" else args.amp
 
     data_cfg = SyntheticConfig()  # 64x64, 32 frames at 25 fps, 40 train + 12 test clips per class

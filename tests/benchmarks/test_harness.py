@@ -214,3 +214,38 @@ def test_every_benchmark_that_publishes_weights_asks_the_harness_first():
     assert len(publishing) >= 5
     missing = [p.name for p in publishing if "may_publish_weights(" not in p.read_text()]
     assert not missing, f"publish only from a recorded run (_harness.may_publish_weights): {missing}"
+
+
+def _x_parser():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--quick", action="store_true")
+    return p
+
+
+@pytest.mark.parametrize(("options", "records"), [
+    ([], True),
+    (["--repeats", "5"], True),  # the default, spelled out: the defaults' run
+    (["--repeats", "9"], True),
+    (["--quick", "--repeats=9"], False),  # options the recorded command did not set
+    (["--repeats", "09"], True),  # the recorded command's value, as the script reads it
+    (["--repeats", "1"], False),
+])
+def test_a_run_is_judged_by_what_its_options_set(harness, bench_dirs, monkeypatch, options, records):
+    # '--repeats 5' (the default) was a trial: runs were compared as written
+    monkeypatch.setattr(harness.sys, "argv", ["benchmarks/x.py"])
+    harness.parse_args(_x_parser(), options, "/repo/benchmarks/x.py")
+    assert harness.recording() is records
+
+
+def test_main_argv_not_the_process_argv_decides_and_is_recorded(harness, bench_dirs, monkeypatch, capsys):
+    # main(["--repeats", "1"]) from a wrapper whose own command line was bare recorded as the defaults' run
+    monkeypatch.setattr(harness.sys, "argv", ["wrapper.py"])
+    args = harness.parse_args(_x_parser(), ["--repeats", "1"], "/repo/benchmarks/x.py")
+    assert args.repeats == 1 and harness.recording() is False
+    assert "trial run: '--repeats 1' are not x.py's defaults" in capsys.readouterr().err
+    monkeypatch.setenv(harness.RECORD_ENV, "1")
+    harness.parse_args(_x_parser(), ["--repeats", "1"], harness.BENCH_DIR / "x.py")
+    assert harness.recording() is True and harness.command_line() == "python benchmarks/x.py --repeats 1"
