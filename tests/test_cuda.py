@@ -271,3 +271,26 @@ def test_a_plain_module_on_the_device_predicts_from_a_cpu_batch():
     net = nn.Sequential(nn.Linear(4, 2)).to(DEVICE)
     out = zoo.predict(net, torch.randn(3, 4))
     assert out.shape == (3, 2) and out.device.type == DEVICE.type
+
+
+def test_a_run_that_first_uses_cuda_leaves_the_callers_pending_cuda_seed():
+    """CUDA seeds its generators at first use, from the last seed given: a run that first used CUDA (seeding it
+    with its own seed) left the caller's ``torch.manual_seed(123)`` replaced by the run's seed 0."""
+    if DEVICE.type != "cuda":
+        pytest.skip("CUDA's lazy seeding needs CUDA")
+    import subprocess
+    import sys
+
+    script = """
+import torch
+from torch.utils.data import TensorDataset
+from zoo.engine import fit
+torch.manual_seed(123)
+if RUN:
+    data = TensorDataset(torch.randn(16, 4), torch.randint(0, 2, (16,)))
+    fit(torch.nn.Linear(4, 2), data, seed=0, epochs=1, batch_size=8, device="cuda", progress=False)
+print(torch.rand(4, device="cuda").tolist())
+"""
+    got = [subprocess.run([sys.executable, "-c", f"RUN = {run}\n" + script], capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1] for run in (False, True)]
+    assert got[1] == got[0]

@@ -30,10 +30,16 @@ def rng_state_kept() -> Iterator[None]:
     the global generators for itself (:func:`set_seed`), and a caller drawing a hyperparameter sweep from
     ``random`` between runs drew the same trial again after each ``seed=0`` run."""
     saved = get_rng_state()
+    # CUDA's generators are seeded lazily, at its first use, by the last seed given: a run that seeded
+    # them (or first used CUDA) left the caller's pending seed replaced by its own
+    lazy_cuda = torch.cuda.is_available() and not torch.cuda.is_initialized()
+    pending = torch.initial_seed()
     try:
         yield
     finally:
         set_rng_state(saved)
+        if lazy_cuda:
+            torch.cuda.manual_seed_all(pending)
 
 
 @contextlib.contextmanager
