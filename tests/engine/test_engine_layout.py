@@ -132,12 +132,19 @@ def test_to_channels_last_lays_out_2d_and_3d_convolutions_of_one_model():
 def test_a_one_by_one_kernel_takes_the_strides_its_gradient_comes_back_in():
     """A (C_out, C_in, 1, 1) kernel counts as channels-last already: contiguous() kept its strides (C_in, 1, 1, 1)
     while its gradient comes back (C_in, 1, C_in, C_in), and DDP warned 'Grad strides do not match bucket view
-    strides' (and copied every such gradient each step) under the README's torchrun command."""
+    strides' (and copied every such gradient each step) under the README's torchrun command. On one thread a
+    rank, torchrun's default: oneDNN on several threads gives a 1x1x1 kernel's gradient other strides (size-1
+    dimensions' strides are free), so this test ran alone on 2 threads failed where CI's 1-thread workers passed."""
     model = nn.Sequential(nn.Conv2d(8, 16, 1), nn.Conv2d(16, 4, 3), nn.Conv3d(4, 2, 1))
     to_channels_last(model)
     x = torch.randn(2, 8, 5, 5).contiguous(memory_format=CL)
-    model[1](model[0](x)).sum().backward()
-    model[2](torch.randn(2, 4, 3, 5, 5).contiguous(memory_format=torch.channels_last_3d)).sum().backward()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model[1](model[0](x)).sum().backward()
+        model[2](torch.randn(2, 4, 3, 5, 5).contiguous(memory_format=torch.channels_last_3d)).sum().backward()
+    finally:
+        torch.set_num_threads(threads)
     for conv in model:
         assert conv.weight.grad.stride() == conv.weight.stride()
     assert model[0].weight.stride() == (8, 1, 8, 8)
