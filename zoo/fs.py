@@ -1,4 +1,4 @@
-"""Every file zoo writes goes through here: one atomic writer, and the lock of a folder a run owns.
+"""Every file zoo writes goes through here: one atomic writer, and one file lock.
 
 Why one module: a write can meet a full disk, a symlink another local user planted, a process killed
 half-way, or a second run in the same folder. Each of those is handled once, here:
@@ -17,9 +17,10 @@ half-way, or a second run in the same folder. Each of those is handled once, her
   :func:`sweep_temps` removes those whose writer is gone (a run killed with ``kill -9`` leaves them;
   the next pull, training, save or export in that folder clears them). A temp file of another host (a shared
   folder) is only removed once it is a day old, since its writer may be alive there.
-- **one run per folder**: :class:`FolderLock` holds an ``fcntl`` lock (released by the kernel when the
-  process dies, so a crash never leaves a stale lock) and records who holds it; :func:`own_folders` takes
-  a run's folders, each one once however it is spelled.
+- **locks**: :class:`FileLock` is zoo's one file lock (a run's folder, a download, the ``amp.json`` timing
+  record): an ``flock`` (released by the kernel when the process dies, so a crash never leaves a stale lock)
+  on a lock file that records who holds it and is removed on release. :class:`FolderLock` is one for a
+  folder; :func:`own_folders` takes a run's folders, each one once however it is spelled.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from zoo._stacklevel import user_stacklevel
 
 __all__ = [
     "TEMP_PREFIX",
+    "FileLock",
     "FolderLock",
     "FolderLockedError",
     "FsError",
@@ -97,7 +99,7 @@ class NoSpaceError(FsError):
 
 
 class FolderLockedError(FsError):
-    """Another live process holds the folder (a training run, a download); names it."""
+    """Another live process holds the lock (a training run's folder, a download); names it."""
 
 
 def human_size(n: float) -> str:
@@ -185,13 +187,14 @@ def _temp_name(target: str) -> str:
     return head + hashlib.sha256(os.fsencode(target)).hexdigest()[:16] + suffix
 
 
-def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
-    """``os.open`` that never follows a symlink at ``path`` (raises :class:`UnsafePathError` instead)."""
+def open_nofollow(path: str | os.PathLike, flags: int, mode: int = 0o666, *, what: str = "file") -> int:
+    """``os.open`` that never follows a symlink at ``path`` (raises :class:`UnsafePathError` instead, naming
+    the ``what``)."""
     try:
         return os.open(path, flags | _NOFOLLOW | _CLOEXEC | _BINARY, mode)
     except OSError as err:
         if err.errno == errno.ELOOP or (err.errno == errno.EEXIST and os.path.islink(path)):
-            refuse_symlink(path)
+            refuse_symlink(path, what)
         raise
 
 
@@ -404,31 +407,42 @@ def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[P
     return removed
 
 
-# --- one run per folder --------------------------------------------------------------------------------
+# --- locks: one run per folder, one writer per file ------------------------------------------------------
+
+_POLL_S = 0.05  # how often a waiting lock tries again
 
 
-class FolderLock:
-    """An exclusive lock on ``folder`` for the life of a run (``with FolderLock(dir): ...``).
+class FileLock:
+    """An exclusive lock held through the lock file ``path`` (``with FileLock(path, "download"): ...``).
 
-    A second process (or a second run in this one) asking for the folder gets
-    :class:`FolderLockedError` at once, naming the holder's pid, host, start time and command. The
-    kernel releases the lock when its process dies, so a crashed run never blocks the next one.
-    ``name`` is the lock file's name in ``folder``, so that separate things in one folder lock apart;
-    ``wait`` is how long to wait for the holder before giving up. The file is removed on release, so no
-    lock leaves a file behind.
+    A second process (or a second lock in this one) asking for it waits up to ``wait`` seconds (0: not at
+    all, ``math.inf``: for as long as it takes), then gets :class:`FolderLockedError` naming the holder's pid,
+    host, start time and command, which the holder records in the file. The lock is an ``flock`` (``msvcrt``
+    on Windows): the kernel releases it when its process dies, so a crash never leaves a stale lock. A lock
+    file that is a symbolic link is refused, never opened.
+
+    The file is removed on release, so no lock leaves a file behind. That is safe because a holder removes it
+    while still holding it, and an acquirer checks, once it holds a lock, that ``path`` still names the file
+    it locked: one that waited on a removed file tries again on the new one, so two never hold one name.
+
+    Where the file system keeps no locks (NFS without its lock daemon, some FUSE file systems) the lock is
+    taken anyway, with ``locked`` False, and a warning unless ``warn_unlocked`` is False: a caller that
+    cannot act without the lock (deleting what another process may be writing) checks ``locked``.
+    ``what`` is the kind of holder ("training run", "download") and ``subject`` what the lock guards (the
+    path by default), for the messages.
     """
 
-    def __init__(self, folder: str | os.PathLike, what: str = "run", *, name: str = LOCK_NAME,
-                 wait: float = 0.0) -> None:
-        self.folder = Path(folder)
-        self.what = what
-        self.name = name
-        self.wait = wait  # seconds to wait for the holder before giving up (0: fail at once)
-        self._fd: int | None = None
+    way_out = "Wait for it to finish or stop it."
 
-    @property
-    def path(self) -> Path:
-        return self.folder / self.name
+    def __init__(self, path: str | os.PathLike, what: str = "process", *, subject: str | os.PathLike | None = None,
+                 wait: float = 0.0, warn_unlocked: bool = True) -> None:
+        self.path = Path(path)
+        self.what = what
+        self.subject = Path(subject) if subject is not None else self.path
+        self.wait = wait
+        self.warn_unlocked = warn_unlocked
+        self.locked = False  # True while held against other processes
+        self._fd: int | None = None
 
     def holder(self) -> dict[str, Any]:
         """What the last holder recorded (pid, host, started, command); empty if unreadable."""
@@ -437,12 +451,12 @@ class FolderLock:
         except (OSError, ValueError):
             return {}
 
-    def acquire(self) -> FolderLock:
-        ensure_dir(self.folder)
+    def acquire(self) -> Self:
+        ensure_dir(self.path.parent)
         deadline = time.monotonic() + self.wait
         while True:
             try:
-                fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
+                fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, what="lock file")
             except OSError as err:  # a read-only folder: say so before any work is done in it
                 raise write_error(err, self.path, None) from None
             try:
@@ -450,33 +464,42 @@ class FolderLock:
             except BlockingIOError:
                 os.close(fd)
                 if time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    time.sleep(_POLL_S)
                     continue
                 raise FolderLockedError(errno.EBUSY, self._busy_message()) from None
             except OSError as err:
                 if err.errno not in _NO_LOCKS:
                     os.close(fd)
                     raise FsError(err.errno, f"cannot lock {self.path}: {err.strerror or err}") from None
-                self._warn_unlocked(err)  # a run refused for want of a lock would protect nothing
+                if self.warn_unlocked:
+                    self._warn_unlocked(err)  # work refused for want of a lock would protect nothing
                 break
-            # the holder before us may have removed the file between our open and our lock: retry on the new one
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
+            if self._names(fd):
+                self.locked = True
                 break
-            os.close(fd)
+            os.close(fd)  # the holder before us removed the file we waited on: lock the one now at path
+        self._fd = fd
+        self._record(fd)
+        return self
+
+    def _names(self, fd: int) -> bool:
+        """Whether ``path`` is still the file open as ``fd``."""
+        try:
+            return os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _record(self, fd: int) -> None:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
                 "command": " ".join(sys.argv)[:300]}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        self._fd = fd
-        return self
+        with contextlib.suppress(OSError):  # only the busy message of another process reads it
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, json.dumps(info).encode())
 
     def _warn_unlocked(self, err: OSError) -> None:
         warnings.warn(f"cannot lock {self.path}: its file system has no locks ({err.strerror or err}); the "
-                      f"{self.what} goes on, but nothing stops another process from using {self.folder} at the "
+                      f"{self.what} goes on, but nothing stops another process from using {self.subject} at the "
                       "same time", RuntimeWarning, stacklevel=user_stacklevel())
 
     def _busy_message(self) -> str:
@@ -484,17 +507,22 @@ class FolderLock:
         started = h.get("started")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "unknown time"
         waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
-        return (f"{self.folder} is in use by another {self.what}{waited}: pid {h.get('pid', '?')} on "
-                f"{h.get('host', '?')}, started {when} ({h.get('command', '?')}). Wait for it to finish, stop it, "
-                "or use another folder.")
+        return (f"{self.subject} is in use by another {self.what}{waited}: pid {h.get('pid', '?')} on "
+                f"{h.get('host', '?')}, started {when} ({h.get('command', '?')}). {self.way_out}")
 
     def release(self) -> None:
-        """Remove the lock file, then drop the lock (a waiter that opened the old file notices and retries)."""
-        if self._fd is not None:
+        """Remove the lock file, then drop the lock (a waiter that opened the removed file notices and retries)."""
+        if self._fd is None:
+            return
+        if self._names(self._fd):  # never another holder's file, put in place after ours was removed by hand
+            with contextlib.suppress(OSError):  # Windows removes no open file: below, once closed
+                os.unlink(self.path)
+        _unlock_fd(self._fd)
+        os.close(self._fd)  # closing drops the lock
+        self._fd, self.locked = None, False
+        if sys.platform == "win32":  # a waiter's open handle makes this fail, so it never pulls a held file away
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
-            os.close(self._fd)  # closing drops the lock
-            self._fd = None
 
     def __enter__(self) -> Self:
         self.acquire()
@@ -502,6 +530,23 @@ class FolderLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class FolderLock(FileLock):
+    """An exclusive lock on ``folder`` for the life of a run (``with FolderLock(dir): ...``): a
+    :class:`FileLock` on the file ``name`` in it, so that separate things in one folder lock apart.
+
+    A second process (or a second run in this one) asking for the folder gets :class:`FolderLockedError`
+    (after ``wait`` seconds), naming the holder.
+    """
+
+    way_out = "Wait for it to finish, stop it, or use another folder."
+
+    def __init__(self, folder: str | os.PathLike, what: str = "run", *, name: str = LOCK_NAME,
+                 wait: float = 0.0) -> None:
+        self.folder = Path(folder)
+        self.name = name
+        super().__init__(self.folder / name, what, subject=self.folder, wait=wait)
 
 
 @contextlib.contextmanager
@@ -535,6 +580,7 @@ _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}
 
 
 def _lock_fd(fd: int) -> None:
+    """Lock ``fd`` without waiting; a lock held elsewhere raises :class:`BlockingIOError`."""
     try:
         import fcntl
     except ImportError:  # Windows
@@ -546,3 +592,12 @@ def _lock_fd(fd: int) -> None:
             raise BlockingIOError(errno.EAGAIN, "locked") from None
         return
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _unlock_fd(fd: int) -> None:
+    if sys.platform == "win32":  # flock's lock goes with the file's close; msvcrt's byte lock is dropped first
+        import msvcrt
+
+        with contextlib.suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)

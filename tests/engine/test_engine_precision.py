@@ -317,6 +317,15 @@ def test_the_timed_choice_is_kept_for_every_later_process(monkeypatch, tmp_path)
     assert auto_amp("cpu", "conv") is None and asked == ["matmul", "conv"]
 
 
+def test_deciding_leaves_no_lock_file_in_the_home(monkeypatch, tmp_path):
+    """The lock that makes processes starting together measure once left amp.json.lock in $ZOO_HOME."""
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    _timed_machine(monkeypatch, 0.25)
+    assert auto_amp("cpu", "conv") == "bf16"
+    assert precision.remeasure(("matmul",)) == {"matmul": 4.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["amp.json"]
+
+
 def test_remeasure_times_again_and_records(monkeypatch, tmp_path):
     monkeypatch.setenv("ZOO_HOME", str(tmp_path))
     _timed_machine(monkeypatch, 0.25)

@@ -120,7 +120,9 @@ def test_full_disk_is_refused_before_the_download(tiny_model, weights_home, serv
         zoo.pull(entry.name, progress=False)
     msg = str(err.value)
     assert str(hub.cached_path(entry).parent) in msg and fs.human_size(entry.size) in msg
-    assert fs.human_size(entry.size // 2) + " free" in msg
+    # the free space is read while the pull holds its lock, whose file (in the quota's folder) names the holder
+    free = {fs.human_size(entry.size // 2 - n) + " free" for n in range(1024)}
+    assert any(f in msg for f in free)
     assert server.state.requests == []
 
 
@@ -225,6 +227,53 @@ def test_cache_clean_on_a_folder_that_is_not_a_cache_deletes_nothing_of_its_own(
     assert not path.exists()
     assert (folder / "notes.txt").read_text() == "mine" and (folder / "src" / "main.py").exists()
     assert (folder / "deadbeef00" / "x" / "data.bin").exists()
+
+
+def test_a_pull_leaves_no_lock_file_behind(tiny_model, weights_home, server, monkeypatch):
+    """Each pull left its ``<file>.lock`` in the cache for good, one per file ever pulled."""
+    local = _publish(tiny_model, "local")
+    served = _publish(tiny_model, "served", num_classes=4)
+    _serve(served, weights_home, server, monkeypatch)
+    for entry in (local, served):
+        assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+    assert main(["pull", local.name, "-q", "--force"]) == 0
+    assert sorted(p.name for p in hub.cache_root().rglob("*.lock")) == []
+
+
+def test_a_pull_that_waits_too_long_names_the_download_it_waited_for(tiny_model, weights_home, monkeypatch):
+    """A pull gave up after LOCK_TIMEOUT_S with "cannot lock ...: The file lock ... could not be acquired",
+    naming neither the file nor who held it."""
+    entry = _publish(tiny_model, "v1")
+    dest = hub.cached_path(entry)
+    monkeypatch.setattr(hub.fetch, "LOCK_TIMEOUT_S", 0.1)
+    busy = rf"{dest} is in use by another download \(waited 0.1 s\): pid {os.getpid()} on "
+    with fs.FolderLock(dest.parent, "download", name=dest.name + ".lock"), \
+            pytest.raises(fs.FolderLockedError, match=busy):  # another pull of the file holds its lock
+        zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+
+
+@pytest.mark.parametrize("code", ["ENOLCK", "ENOSYS"])
+def test_the_cache_on_a_file_system_without_locks(tiny_model, weights_home, monkeypatch, code):
+    """NFS without its lock daemon (ENOLCK), some FUSE file systems (ENOSYS): a pull failed with "cannot
+    lock" (or a traceback), `zoo cache clean` with "needs a cache it can write". A pull now goes on with a
+    warning, clean cleans, but a stale-looking .part is never reclaimed: it may be a live download's."""
+    import errno
+    import fcntl
+
+    entry = _publish(tiny_model, "v1")
+
+    def no_locks(fd, op):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(RuntimeWarning, match=r"its file system has no locks .*the download goes on"):
+        path = zoo.pull(entry.name, progress=False)
+    part = path.with_name("other.safetensors.part")
+    part.write_bytes(b"x" * 10)
+    assert hub.fetch.reclaim_stale_parts(hub.cache_root(), keep=path) == 0 and part.is_file()
+    assert hub.clean_cache() == (2, entry.size + 10)
+    assert not path.exists() and not part.exists()
 
 
 def test_shared_data_root_follows_the_working_directory_then_the_checkout(tmp_path, monkeypatch):

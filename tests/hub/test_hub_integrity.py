@@ -57,14 +57,12 @@ def test_zoo_pull_that_waited_on_another_download_does_not_say_it_downloaded(tin
                                                                                capsys):
     import threading
 
-    from filelock import FileLock
-
     entry = _publish(tiny_model)
     other = zoo.pull(entry.name, cache_dir=tmp_path / "other", progress=False)  # "another process's" bytes
     dest = hub.cached_path(entry)
     dest.parent.mkdir(parents=True, exist_ok=True)
     codes = []
-    with FileLock(str(dest.with_name(dest.name + ".lock"))):  # the other process holds the download lock
+    with fetch_mod.download_lock(dest):  # the other process holds the download lock
         waiter = threading.Thread(target=lambda: codes.append(main(["pull", entry.name, "-q"])))
         waiter.start()
         waiter.join(0.5)

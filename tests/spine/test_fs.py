@@ -249,6 +249,55 @@ def test_a_file_system_without_locks_still_runs_with_a_warning(tmp_path, monkeyp
     assert not (tmp_path / fs.LOCK_NAME).exists()
 
 
+def test_a_file_lock_waits_for_its_holder_then_names_it(tmp_path):
+    """The one lock of downloads, folders and the amp.json record: a second taker waits ``wait`` seconds,
+    then is told who holds it; the holder's release removes the file."""
+    path, subject = tmp_path / "w.safetensors.lock", tmp_path / "w.safetensors"
+    with fs.FileLock(path, "download", subject=subject) as held:
+        assert held.locked and path.is_file()
+        with pytest.raises(fs.FolderLockedError, match=rf"w.safetensors is in use by another download \(waited "
+                                                       rf"0.1 s\): pid {os.getpid()} on .*Wait for it to finish"):
+            fs.FileLock(path, "download", subject=subject, wait=0.1).acquire()
+    assert not path.exists()
+    with fs.FileLock(path) as again:  # free again, on a new file
+        assert again.locked and path.is_file()
+    assert not path.exists()
+
+
+def test_a_waiter_on_a_lock_file_its_holder_removed_locks_the_new_one(tmp_path, monkeypatch):
+    """Removing the lock file on release is safe: a waiter that opened the file before its holder removed it
+    gets that lock, on a file no longer at the path; it must not count as holding the path, or the next taker
+    (who creates a new file there) would hold it at the same time."""
+    path = tmp_path / "x.lock"
+    first = fs.FileLock(path).acquire()
+    real_lock = fs._lock_fd
+    tries: list[int] = []
+
+    def holder_releases_then_lock(fd):
+        if not tries:  # the waiter has opened the holder's file; the holder lets go and removes it now
+            first.release()
+        tries.append(fd)
+        real_lock(fd)
+
+    monkeypatch.setattr(fs, "_lock_fd", holder_releases_then_lock)
+    second = fs.FileLock(path, wait=10).acquire()
+    monkeypatch.setattr(fs, "_lock_fd", real_lock)
+    assert len(tries) == 2 and second.locked and path.is_file()
+    with pytest.raises(fs.FolderLockedError):  # held by the second, under its path
+        fs.FileLock(path).acquire()
+    second.release()
+    assert not path.exists()
+
+
+def test_a_planted_lock_file_link_is_refused_by_name(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "w.lock").symlink_to(victim)
+    with pytest.raises(fs.UnsafePathError, match=r"refusing lock file .*w\.lock: it is a symbolic link"):
+        fs.FileLock(tmp_path / "w.lock").acquire()
+    assert victim.read_text() == "precious"
+
+
 def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path):
     """`ulimit -f` (EFBIG) said "no space left ... (21.3 MiB needed, 70.5 GiB free)", contradicting itself."""
     import errno

@@ -524,32 +524,20 @@ _DECIDING = threading.Lock()  # the threads of one process, where the file lock 
 @contextlib.contextmanager
 def _cache_lock(path: Path):
     """Exclusive while one process decides, so that processes starting together measure once and agree.
-    Where the lock cannot be had (no fcntl, a read-only home) the process decides on its own. Its threads
-    always take turns: two probes at once would time each other, and each sets torch's thread count."""
-    with _DECIDING, _file_lock(path):
-        yield
+    Where the lock cannot be had (a read-only home, a file system without locks) the process decides on its
+    own. Its threads always take turns: two probes at once would time each other, and each sets torch's
+    thread count."""
+    from zoo import fs
 
-
-@contextlib.contextmanager
-def _file_lock(path: Path):
-    fd = None
-    try:
-        import fcntl
-
-        from zoo import fs
-
-        fs.ensure_dir(path.parent)
-        fd = fs.open_nofollow(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except (ImportError, OSError):
-        if fd is not None:
-            os.close(fd)
-            fd = None
-    try:
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)  # closing drops the lock
+    with _DECIDING:
+        lock = fs.FileLock(path.with_name(path.name + ".lock"), "amp='auto' timing", wait=math.inf,
+                           warn_unlocked=False)
+        with contextlib.suppress(OSError):
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 def _measure_and_store(path: Path, key: str, op: str) -> float:

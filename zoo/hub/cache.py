@@ -4,7 +4,8 @@ freeing it (``zoo cache clean``).
 Everything zoo downloads lives under ``$ZOO_HOME``: ``weights/`` (the pull cache, see
 :mod:`zoo.hub.store`) and ``hf/`` (files fetched from a Hugging Face Hub repo). Besides finished files
 the weights cache can hold ``.part`` files (interrupted downloads, resumed by the next pull), zoo temp
-files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.lock``, ``.verified``).
+files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.verified`` markers, the ``.lock`` of a
+download in progress).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo import fs
-from zoo.hub.fetch import sha256_file
+from zoo.hub.fetch import download_lock, sha256_file
 from zoo.hub.manifest import read_manifest
 from zoo.hub.store import URL_DIR, cache_root, cached_path, zoo_home
 from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256
@@ -131,8 +132,6 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
 
     Files whose download is in progress (their lock is held) are left alone.
     """
-    from filelock import FileLock, Timeout
-
     removed, freed = 0, 0
     for item in cache_info(cache_dir):
         if stale_only and item.kind not in ("partial", "temp", "link"):
@@ -149,20 +148,29 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
                                                f" ({removed} other item(s) removed)")
             removed, freed = removed + 1, freed + item.size
             continue
-        base = item.path.with_suffix("") if item.kind == "partial" else item.path
-        lock = base.with_name(base.name + ".lock")
-        try:
-            with FileLock(str(lock), timeout=0):
-                for p in (item.path, item.path.with_name(item.path.name + MARKER_SUFFIX)):
-                    p.unlink(missing_ok=True)
-        except Timeout:
-            continue
-        except OSError as err:  # a read-only cache (a container's image): say so, not a raw errno on a lock
-            raise fs.FsError(err.errno, f"cannot remove {item.path}: {err.strerror} ({err.filename}); zoo cache "
-                                        "clean needs a cache it can write: run it where the cache is writable, or "
-                                        "point ZOO_HOME at another cache") from None
-        removed, freed = removed + 1, freed + item.size
+        if _remove_unless_downloading(item):
+            removed, freed = removed + 1, freed + item.size
     return removed, freed
+
+
+def _remove_unless_downloading(item: CacheItem) -> bool:
+    """Remove a weights, partial or link item (and its marker) under its download's lock; False while a
+    download holds it. Where the file system keeps no locks the item is removed: it was asked for."""
+    dest = item.path.with_suffix("") if item.kind == "partial" else item.path
+    try:
+        with download_lock(dest, wait=0, warn_unlocked=False):
+            for p in (item.path, item.path.with_name(item.path.name + MARKER_SUFFIX)):
+                p.unlink(missing_ok=True)
+    except fs.FolderLockedError:
+        return False
+    except fs.UnsafePathError:  # a planted lock link: its own one-line error says what to remove
+        raise
+    except OSError as err:  # a read-only cache (a container's image): say so, not a raw errno on a lock
+        why = str(err) if isinstance(err, fs.FsError) else f"{err.strerror} ({err.filename})"
+        raise fs.FsError(err.errno, f"cannot remove {item.path}: {why}; zoo cache clean needs a cache it can "
+                                    "write: run it where the cache is writable, or point ZOO_HOME at another "
+                                    "cache") from None
+    return True
 
 
 @dataclass(frozen=True)

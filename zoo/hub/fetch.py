@@ -1,12 +1,13 @@
 """Getting one file into the cache: verified, atomic, resumable, safe against concurrent pulls.
 
 A file is streamed to ``<dest>.part``, hashed, checked, and only then renamed to ``<dest>``; the final
-name never holds a partial or unverified file. A per-file lock (``filelock``) makes a second process
-pulling the same file wait and then reuse the first one's result. An interrupted HTTP transfer is
-retried with exponential backoff and resumed with a ``Range`` request when the server answers 206; a
-server that stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default 20) fails at once, keeping the bytes
-it sent for the next pull to resume from. Local sources (a checkout's ``weights/``, a ``file://``
-mirror) are copied straight into place through :mod:`zoo.fs`, without a progress bar.
+name never holds a partial or unverified file. A per-file lock (:func:`download_lock`, a
+:class:`zoo.fs.FileLock`) makes a second process pulling the same file wait and then reuse the first one's
+result. An interrupted HTTP transfer is retried with exponential backoff and resumed with a ``Range``
+request when the server answers 206; a server that stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default
+20) fails at once, keeping the bytes it sent for the next pull to resume from. Local sources (a checkout's
+``weights/``, a ``file://`` mirror) are copied straight into place through :mod:`zoo.fs`, without a
+progress bar.
 
 Nothing here follows a link it did not create: ``.part`` and ``.lock`` files that are symlinks are
 refused with one line naming them. Free space is checked before the first byte; a write that fails
@@ -16,7 +17,6 @@ space they hold is what this one lacks.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import os
@@ -36,7 +36,8 @@ from typing_extensions import Self
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["DownloadError", "HashMismatchError", "OfflineError", "fetch", "offline", "sha256_file", "timeout_s"]
+__all__ = ["DownloadError", "HashMismatchError", "OfflineError", "download_lock", "fetch", "offline", "sha256_file",
+           "timeout_s"]
 
 CHUNK = 1 << 20
 OVERLAP_MIN = 1 << 16
@@ -374,24 +375,28 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
         time.sleep(BACKOFF_S * 2**max(barren - 1, 0))
 
 
+def download_lock(dest: Path, *, wait: float | None = None, warn_unlocked: bool = True) -> fs.FileLock:
+    """The lock a pull of ``dest`` holds, on ``<dest>.lock`` (removed when released): a second pull of the
+    file waits for the first (``wait`` seconds, :data:`LOCK_TIMEOUT_S` by default), and whatever would delete
+    the file or its ``.part`` takes it first."""
+    return fs.FileLock(dest.with_name(dest.name + ".lock"), "download", subject=dest,
+                       wait=LOCK_TIMEOUT_S if wait is None else wait, warn_unlocked=warn_unlocked)
+
+
 def reclaim_stale_parts(root: Path, keep: Path) -> int:
     """Delete ``*.part`` files under ``root`` that no live download holds (their lock is free); return
     the bytes freed. A stale partial download of one file must never block the pull of another."""
-    from filelock import FileLock, Timeout
-
     freed = 0
     for part in root.rglob("*.part"):
         if part == keep or part.is_symlink() or not part.is_file():
             continue
-        lock_path = part.with_name(part.name[: -len(".part")] + ".lock")
-        if lock_path.is_symlink():
-            continue
         try:
-            with FileLock(str(lock_path), timeout=0):
-                size = part.stat().st_size
-                part.unlink()
-                freed += size
-        except (Timeout, OSError):
+            with download_lock(part.with_suffix(""), wait=0, warn_unlocked=False) as lock:
+                if lock.locked:  # without locks a live download's .part looks like a stale one
+                    size = part.stat().st_size
+                    part.unlink()
+                    freed += size
+        except OSError:  # held by a live download, or a lock file zoo cannot use (a link, a read-only folder)
             continue
     return freed
 
@@ -406,23 +411,6 @@ def _ensure_space(dest: Path, part: Path, size: int | None, reclaim_root: Path |
         if reclaim_root is None or not reclaim_stale_parts(reclaim_root, keep=part):
             raise
         fs.check_free(dest.parent, max(0, size - have), f"downloading {dest.name}")
-
-
-@contextlib.contextmanager
-def _file_lock(lock_path: Path):
-    from filelock import FileLock
-
-    fs.refuse_symlink(lock_path, "lock file")
-    try:
-        lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
-        lock.acquire()
-    except OSError as err:
-        fs.refuse_symlink(lock_path, "lock file")
-        raise fs.FsError(err.errno, f"cannot lock {lock_path}: {err.strerror or err}") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def fetch(
@@ -461,7 +449,7 @@ def fetch(
     fs.refuse_symlink(dest, "cached file")
     part = dest.with_name(dest.name + ".part")
     fs.refuse_symlink(part, "partial download")
-    with _file_lock(dest.with_name(dest.name + ".lock")):
+    with download_lock(dest):
         fs.refuse_symlink(dest, "cached file")
         if dest.exists() and not force:
             return dest  # a concurrent puller finished it while we waited; it was verified then
