@@ -276,6 +276,25 @@ def test_the_cache_on_a_file_system_without_locks(tiny_model, weights_home, monk
     assert not path.exists() and not part.exists()
 
 
+def test_cache_clean_removes_free_lock_files_and_keeps_held_ones(tiny_model, weights_home, tmp_path):
+    """The lock files earlier pulls left (one per file pulled) stayed through `zoo cache clean`; one whose
+    download is in progress must stay, and a .lock that is not where a pull locks is not zoo's."""
+    entry = _publish(tiny_model, "v1")
+    path = zoo.pull(entry.name, progress=False)
+    root = hub.cache_root()
+    left = [path.with_name(path.name + ".lock"), root / "urls" / "0123456789abcdef" / "gone.bin.lock"]
+    for lock in left:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text("")
+    (root / "notes.lock").write_text("mine")
+    busy = path.with_name("busy.safetensors")
+    with fs.FolderLock(busy.parent, "download", name=busy.name + ".lock"):  # a download in progress
+        assert hub.clean_cache(stale_only=True) == (0, 0)
+        assert busy.with_name(busy.name + ".lock").is_file()
+    assert not any(lock.exists() for lock in left) and path.is_file()
+    assert (root / "notes.lock").read_text() == "mine"
+
+
 def test_shared_data_root_follows_the_working_directory_then_the_checkout(tmp_path, monkeypatch):
     """An installed zoo has no checkout beside it: `../shared/data` means what the README's relative
     paths mean, from the working directory; ZOO_SHARED_DATA overrides both."""

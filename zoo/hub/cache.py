@@ -10,6 +10,7 @@ download in progress).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -130,7 +131,8 @@ def _remove_tree(path: Path) -> list[str]:
 def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool = False) -> tuple[int, int]:
     """Delete the cache (``stale_only``: only partial downloads and temp files); returns (files, bytes).
 
-    Files whose download is in progress (their lock is held) are left alone.
+    Files whose download is in progress (their lock is held) are left alone. Free lock files (an older zoo
+    left one beside each file it pulled) are removed in either case, uncounted: they are not listed either.
     """
     removed, freed = 0, 0
     for item in cache_info(cache_dir):
@@ -150,6 +152,7 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
             continue
         if _remove_unless_downloading(item):
             removed, freed = removed + 1, freed + item.size
+    _sweep_free_locks(cache_root(cache_dir))
     return removed, freed
 
 
@@ -171,6 +174,17 @@ def _remove_unless_downloading(item: CacheItem) -> bool:
                                     "write: run it where the cache is writable, or point ZOO_HOME at another "
                                     "cache") from None
     return True
+
+
+def _sweep_free_locks(root: Path) -> None:
+    """Remove the lock files of pulls that no download holds (the lock removes its file on release)."""
+    for lock_file in list(root.rglob("*.lock")) if root.is_dir() else []:
+        dest = lock_file.with_suffix("")
+        rel = dest.relative_to(root)
+        if lock_file.is_symlink() or not (_in_cache_layout(rel) or _cache_folder(rel)):
+            continue  # not where a pull locks (--cache-dir may name any folder), or a link: never removed
+        with contextlib.suppress(OSError):  # held by a download in progress, or not removable: left
+            download_lock(dest, wait=0, warn_unlocked=False).acquire().release()
 
 
 @dataclass(frozen=True)
