@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import zoo as _zoo
 
-dependencies = ["torch", "torchvision", "numpy", "safetensors", "filelock", "tqdm", "huggingface_hub"]
+dependencies = ["torch", "torchvision", "numpy", "safetensors", "tqdm", "huggingface_hub"]
 
 
 def _entrypoint(name: str):
