@@ -45,7 +45,6 @@ import importlib
 import inspect
 import io
 import json
-import operator
 import os
 import re
 import shutil
@@ -61,6 +60,7 @@ from torch import nn
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
+from zoo.inputs import whole_number
 from zoo.wrappers import unwrap
 
 __all__ = [
@@ -253,17 +253,8 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
 
 
 def check_int(option: str, value: Any, minimum: int = 1) -> int:
-    """An integer export option (``batch``, ``size``, ...) as an int, or a ValueError naming it."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"export option {option} must be an integer >= {minimum}, got "
-                         f"{type(value).__name__} {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"export option {option} must be an integer >= {minimum}, got {number}")
-    return number
+    """An integer export option (``batch``, ``size``, ...) as an int (:func:`zoo.inputs.whole_number`)."""
+    return whole_number(value, f"export option {option}", minimum=minimum)
 
 
 def _resized(x: torch.Tensor, batch: int) -> torch.Tensor:

@@ -1,8 +1,11 @@
-"""What ``zoo.predict`` of a classifier takes and gives, the same in every family: the input files a user
-names (a file, a folder, or a list of both), its ``topk`` / ``batch_size`` options, and its result rows."""
+"""What users pass zoo, checked the same way in every family: whole-number options (one rule and one
+wording), and what ``zoo.predict`` of a classifier takes and gives (the input files a user names, its
+``topk`` / ``batch_size`` options, its result rows)."""
 
 from __future__ import annotations
 
+import numbers
+import operator
 import os
 import warnings
 from collections.abc import Iterable, Sequence
@@ -11,8 +14,14 @@ from typing import Any
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files", "expand_home",
-           "unreadable_row", "visible_files", "warn_unreadable"]
+__all__ = ["NotAnIntError", "UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files",
+           "expand_home", "unreadable_row", "visible_files", "warn_unreadable", "whole_number"]
+
+
+class NotAnIntError(TypeError, ValueError):
+    """A value that is no whole number where :func:`whole_number` wants one. A wrong type is a TypeError by
+    Python's convention, and a bad option value a ValueError to most code that calls zoo: it is both, so an
+    ``except`` written for either catches it."""
 
 
 class UnreadableInputWarning(UserWarning):
@@ -63,11 +72,28 @@ def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], exten
     return out
 
 
-def check_predict_options(topk: Any, batch_size: Any) -> None:
-    """``topk`` and ``batch_size`` are positive ints (a bool is not one)."""
-    for name, value, what in (("topk", topk, " (how many classes to list per input)"), ("batch_size", batch_size, "")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int{what}, got {value!r}")
+def whole_number(value: Any, name: str, *, minimum: int | None = 1, allow_none: bool = False,
+                 hint: str = "") -> int | None:
+    """``value`` as a Python int where it is a whole number of at least ``minimum`` (None: any): an ``int`` or
+    a NumPy integer (``np.int64(3)`` from an array or a grid search). A bool, a float (``3.0`` too: a count
+    given as a float is a mistake somewhere), a str or anything else is a :class:`NotAnIntError`, one below
+    ``minimum`` a ValueError, both saying ``"<name> must be an int >= <minimum>[ or None][ (<hint>)], got
+    <value>"``. None is returned as it is where ``allow_none``."""
+    if value is None and allow_none:
+        return None
+    bound = "" if minimum is None else f" >= {minimum}"
+    expected = f"{name} must be an int{bound}{' or None' if allow_none else ''}{f' ({hint})' if hint else ''}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise NotAnIntError(f"{expected}, got {value!r}")
+    number = operator.index(value)
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{expected}, got {number}")
+    return number
+
+
+def check_predict_options(topk: Any, batch_size: Any) -> tuple[int, int]:
+    """``(topk, batch_size)`` as Python ints, each a whole number >= 1 (:func:`whole_number`)."""
+    return whole_number(topk, "topk", hint="how many classes to list per input"), whole_number(batch_size, "batch_size")
 
 
 def class_names(classes: Any, recorded: Any) -> list[str] | None:

@@ -86,7 +86,8 @@ def test_reset_classifier_gives_a_fresh_head_and_forgets_stale_class_names(name,
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
 def test_reset_classifier_refuses_a_headless_or_odd_count_and_says_what_to_call(bad):
     model = _model("resnet18")
-    with pytest.raises(ValueError, match=r"num_classes must be an int >= 1, got .*pre_logits=True"):
+    with pytest.raises(ValueError, match=r"num_classes must be an int >= 1 \(for features without a head, "
+                                         r".*pre_logits=True\)\), got "):
         model.reset_classifier(bad)
     assert model.fc.out_features == 7
     with pytest.raises(TypeError, match="nn.Linear `fc` head"):
@@ -94,5 +95,5 @@ def test_reset_classifier_refuses_a_headless_or_odd_count_and_says_what_to_call(
 
 
 def test_build_with_timm_num_classes_zero_points_at_pre_logits():
-    with pytest.raises(ValueError, match=r"num_classes must be a positive int, got 0 .*forward_head"):
+    with pytest.raises(ValueError, match=r"num_classes must be an int >= 1 \(.*forward_head.*\), got 0"):
         zoo.build("resnet18", num_classes=0)

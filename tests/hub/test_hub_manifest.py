@@ -55,7 +55,7 @@ def _good() -> dict:
     ({"model": "td3"}, "the name says 'resnet18'"),
     ({"url": "../escape.safetensors"}, "stay inside weights/"),
     ({"url": "ftp://x/y"}, "relative or http"),
-    ({"size": 0}, "positive int"),
+    ({"size": 0}, r"size must be an int >= 1 or None \(bytes\), got 0"),
     ({"size": None}, "need a size"),
     ({"format": "pth"}, "must be safetensors"),
     ({"format": "pickle"}, "format must be one of"),

@@ -132,7 +132,7 @@ def test_learn_takes_the_step_counts_sb3_callers_write_and_num_envs_needs_an_id(
     assert agent.learn(np.int32(10)).num_timesteps == 30
     with pytest.raises(ValueError, match=r"num_envs=4 makes copies of an env id; Pendulum-v1 is an env object"):
         zoo.train(agent, gym.make("Pendulum-v1"), num_envs=4, total_steps=10, progress=False)
-    with pytest.raises(ValueError, match="num_envs must be a whole number >= 1, got 0"):
+    with pytest.raises(ValueError, match="num_envs must be an int >= 1, got 0"):
         zoo.train(agent, "Pendulum-v1", num_envs=0, total_steps=10, progress=False)
 
 

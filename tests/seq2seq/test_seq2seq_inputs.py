@@ -126,9 +126,9 @@ def test_one_sentence_longer_than_the_model_is_refused_with_the_limit(model):
     ({"length_penalty": math.inf}, ValueError, r"length_penalty must be a finite number"),
     ({"length_penalty": -0.5}, ValueError, r"length_penalty must be a finite number >= 0"),
     ({"length_penalty": "0.6"}, TypeError, r"length_penalty must be a number"),
-    ({"beam_size": 0}, ValueError, r"beam_size must be >= 1; got 0"),
+    ({"beam_size": 0}, ValueError, r"beam_size must be an int >= 1, got 0"),
     ({"beam_size": 2.0}, TypeError, r"beam_size must be an int"),
-    ({"batch_size": 0}, ValueError, r"batch_size must be >= 1"),
+    ({"batch_size": 0}, ValueError, r"batch_size must be an int >= 1, got 0"),
 ])
 def test_bad_decoding_options_name_the_argument(model, kwargs, error, message):
     """Before: max_len=0 was ignored and length_penalty=nan accepted."""

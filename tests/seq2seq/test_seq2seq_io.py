@@ -6,6 +6,7 @@ import gzip
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -93,8 +94,11 @@ def test_token_bucket_sampler_batches_by_sentence_count_when_asked():
     both = list(TokenBucketSampler(lengths, max_tokens=100, batch_size=8, shuffle=False))
     assert all(len(b) <= 8 and max(lengths[i] for i in b) * len(b) <= 100 for b in both)  # both caps hold
     assert any(len(b) < 8 for b in both[:-1])  # the token budget cut some
+    # counts from an array, refused before
+    assert list(TokenBucketSampler(lengths, max_tokens=np.int64(100), batch_size=np.int32(8), shuffle=False,
+                                   rank=np.int64(0), world_size=np.int64(1))) == both
     for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match=f"batch_size must be a positive int or None, got {bad!r}"):
+        with pytest.raises(ValueError, match=f"batch_size must be an int >= 1 or None, got {bad!r}"):
             TokenBucketSampler(lengths, batch_size=bad)
     with pytest.raises(ValueError, match="give max_tokens .* or batch_size"):
         TokenBucketSampler(lengths, max_tokens=None)
@@ -137,7 +141,7 @@ def test_evaluating_the_other_direction_than_the_model_was_trained_warns(tok, tm
             warnings.simplefilter("always")
             zoo.evaluate(model, tmp_path, direction=direction, bleu_sentences=1, amp=None, progress=False)
         assert not [w for w in caught if "recorded direction" in str(w.message)]
-    with pytest.raises(ValueError, match=r"bleu_sentences must be an integer >= 1 \(None: every sentence\), got 0"):
+    with pytest.raises(ValueError, match=r"bleu_sentences must be an int >= 1 or None \(None: every sentence\), got 0"):
         zoo.evaluate(m, tmp_path, direction="de-en", bleu_sentences=0, amp=None, progress=False)  # scored every one
 
 

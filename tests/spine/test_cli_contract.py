@@ -178,7 +178,7 @@ def test_predict_refuses_a_flag_the_model_does_not_take(name, flags, said, saved
 def test_predict_hands_the_flags_its_predict_takes_to_it(saved, tiny, capsys):
     image = str(tiny.image_folder() / "val" / "dog" / "0.png")
     assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), image, "--batch-size", "0"]) == 2
-    assert "batch_size must be a positive int, got 0" in _error(capsys)  # it reached predict, which checks it
+    assert "batch_size must be an int >= 1, got 0" in _error(capsys)  # it reached predict, which checks it
     assert main(["predict", "resnet18", "--weights", str(saved["resnet18"]), image, "--batch-size", "1",
                  "--device", "cpu", "--amp", "none"]) == 0
     assert "0.png" in capsys.readouterr().out

@@ -256,7 +256,7 @@ class _Branchy(nn.Module):
 def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
     agent = zoo.build("td3")
     for batch in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match=f"export option batch must be an integer >= 1, got .*{batch}"):
+        with pytest.raises(ValueError, match=f"export option batch must be an int >= 1, got {batch}"):
             zoo.export(agent, tmp_path / "p.onnx", batch=batch)
     # torch 2.9.1 and 2.14.1 refuse the branch while tracing; 2.7.1 and 2.8.0 trace the branch taken, and zoo's
     # check of the graph on another sample refuses it: either way a clear error and no file

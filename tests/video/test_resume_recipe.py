@@ -75,16 +75,19 @@ def test_a_bad_recipe_value_is_refused_naming_it_and_a_failed_call_leaves_video_
     later check; both stayed in video_cfg, so the next calls and zoo.predict failed on them."""
     model = zoo.build("video-tsn", num_classes=2, stem="cifar")
     before = dict(model.video_cfg)
-    for bad, said in (({"size": 0}, "size must be an integer >= 1 (pixels), got 0"),
-                      ({"size": 32.5}, "size must be an integer >= 1 (pixels), got 32.5"),
-                      ({"num_segments": 0}, "num_segments must be an integer >= 1 (frames), got 0"),
-                      ({"frames_per_clip": True}, "frames_per_clip must be an integer >= 1 (frames), got True")):
+    for bad, said in (({"size": 0}, "size must be an int >= 1 (pixels), got 0"),
+                      ({"size": 32.5}, "size must be an int >= 1 (pixels), got 32.5"),
+                      ({"num_segments": 0}, "num_segments must be an int >= 1 (frames), got 0"),
+                      ({"frames_per_clip": True}, "frames_per_clip must be an int >= 1 (frames), got True")):
         with pytest.raises(ValueError, match=re.escape(said)):
             zoo.train(model, str(first_run / "a"), epochs=1, progress=False, **bad)
         assert model.video_cfg == before
     with pytest.raises(FileNotFoundError):  # valid values, then a failure: the call leaves video_cfg as it was
         zoo.train(model, str(tmp_path / "missing"), epochs=1, size=12, num_segments=3, progress=False)
     assert model.video_cfg == before
+    # counts from an array (refused before) are kept as plain ints: video_cfg is saved as JSON
+    model.zoo_data(str(first_run / "a"), train=True, size=np.int64(12), num_segments=np.int32(3))
+    assert [(model.video_cfg[k], type(model.video_cfg[k])) for k in ("size", "num_segments")] == [(12, int), (3, int)]
 
 
 def test_a_network_built_from_a_checkpoint_takes_its_clip_recipe_and_class_names(first_run):

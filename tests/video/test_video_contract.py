@@ -206,7 +206,7 @@ def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
     assert [r["prob"] for r in files] == pytest.approx([r["prob"] for r in one_by_one], abs=1e-5)
 
     for bad in (0, -1):
-        with pytest.raises(ValueError, match="topk must be a positive int"):
+        with pytest.raises(ValueError, match="topk must be an int >= 1"):
             zoo.predict(model, clips, topk=bad)
     with pytest.raises(ValueError, match=r"float clip \(C, T, H, W\) or batch \(N, C, T, H, W\)"):
         zoo.predict(model, torch.zeros(3, 2, 16, 16, dtype=torch.uint8))

@@ -62,7 +62,7 @@ def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):
     assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (6, 40, 48)
     spec = _spec_for(r21d, {"frames": 8, "size": 20})  # the graph's own T and crop, the resize scaled with it
     assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (8, 20, 24)
-    with pytest.raises(ValueError, match="export option size must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="export option size must be an int >= 1, got 0"):
         _spec_for(model, {"size": 0})
 
 

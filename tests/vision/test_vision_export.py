@@ -59,7 +59,7 @@ def test_metadata_describes_the_traced_image_size(tmp_path):
     meta = read_metadata(res)
     assert meta["input"].startswith("(B, 3, 16, 16)") and meta["input_size"] == [3, 16, 16]
     assert meta["resize"] == 20  # scaled with the crop, as zoo.predict(image_size=16) resizes
-    with pytest.raises(ValueError, match="export option image_size must be an integer >= 1, got -4"):
+    with pytest.raises(ValueError, match="export option image_size must be an int >= 1, got -4"):
         zoo.export(model, tmp_path / "bad.pt2", "torch.export", image_size=-4)
 
 

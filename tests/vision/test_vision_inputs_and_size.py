@@ -172,10 +172,13 @@ def red_or_blue(tmp_path):
 def test_predict_refuses_a_topk_below_one(red_or_blue):
     model, data = red_or_blue
     for bad in (0, -1, 1.5):
-        with pytest.raises(ValueError, match=f"topk must be a positive int.*got {bad}"):
+        with pytest.raises(ValueError, match=f"topk must be an int >= 1 .*got {bad}"):
             predict(model, str(data / "val"), topk=bad)
-    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
         predict(model, str(data / "val"), batch_size=0)
+    # counts from an array, refused before; a tensor batch is cut with them as well
+    x = torch.rand(3, 3, 16, 16)
+    assert predict(model, x, topk=np.int64(2), batch_size=np.int32(2)) == predict(model, x, topk=2, batch_size=2)
 
 
 def test_predict_refuses_class_names_of_another_count(red_or_blue):

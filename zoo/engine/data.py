@@ -29,6 +29,7 @@ from torch.utils.data import (
 
 from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
+from zoo.inputs import whole_number
 
 __all__ = ["ShardSampler", "as_dataset_if_xy", "inference_loader", "inference_placement", "model_device",
            "model_dtype", "move_batch", "prepare_loader", "run_device", "same_device",
@@ -270,8 +271,7 @@ def prepare_loader(
     """
     if isinstance(data, DataLoader):
         return data
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = whole_number(batch_size, "batch_size")
     dist = dist or DistInfo()
     ds = _as_dataset(data)
     common: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "collate_fn": collate_fn,

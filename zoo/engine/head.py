@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["ClassifierHead", "drop_stale_classes", "replace_fc"]
+from zoo.inputs import whole_number
+
+__all__ = ["HEADLESS_HINT", "ClassifierHead", "drop_stale_classes", "replace_fc"]
+
+HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
+                 "model.forward_head(model.forward_features(x), pre_logits=True)")
+"""What a ``num_classes`` below 1 is told: zoo's classifiers always have a head."""
 
 _CLASS_CFGS = ("pretrained_cfg", "video_cfg")  # where zoo's image and video models record class names
 
@@ -28,9 +34,7 @@ def replace_fc(model: nn.Module, num_classes: int) -> nn.Module:
     old head's device and dtype; class names recorded for another count are dropped."""
     if not isinstance(getattr(model, "fc", None), nn.Linear):
         raise TypeError(f"expected a model with an nn.Linear `fc` head, got {type(model).__name__}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}; for features without a head "
-                         "(timm's num_classes=0) call model.forward_head(model.forward_features(x), pre_logits=True)")
+    num_classes = whole_number(num_classes, "num_classes", hint=HEADLESS_HINT)
     old = model.fc
     model.fc = nn.Linear(old.in_features, num_classes).to(old.weight.device, old.weight.dtype)
     drop_stale_classes(model, num_classes)

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.inputs import whole_number
+
 __all__ = ["epoch_generator", "get_rng_state", "rng_state_kept", "seed_worker", "seeded", "set_rng_state", "set_seed"]
 
 
@@ -59,8 +61,7 @@ def set_seed(seed: int, deterministic: bool = False) -> None:
     cuDNN deterministic, no cuDNN autotuning, a cuBLAS workspace config). Kernels without a deterministic
     implementation then raise instead of silently differing between runs; expect it to be slower on GPU.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}: {seed!r}")
+    seed = whole_number(seed, "seed", minimum=None)  # any int: NumPy's share of it is taken mod 2**32
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

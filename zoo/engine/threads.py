@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import torch
 
+from zoo.inputs import whole_number
+
 __all__ = ["available_cores", "check_threads", "torch_threads"]
 
 
@@ -28,9 +30,7 @@ def check_threads(threads: int | str | None) -> int | None:
         return None
     if threads == "all":
         return available_cores()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive int, 'all' or None, got {threads!r}")
-    return threads
+    return whole_number(threads, "threads", allow_none=True, hint="or 'all': every available core")
 
 
 @contextlib.contextmanager

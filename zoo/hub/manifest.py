@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from zoo.inputs import whole_number
+
 if TYPE_CHECKING:
     from zoo.fs import FolderLock
 
@@ -235,8 +237,10 @@ class WeightsEntry:
         size = d["size"]
         if size is None and not is_remote(url):
             raise ManifestError(f"manifest entry {name!r}: the project's own files need a size")
-        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size <= 0):
-            raise ManifestError(f"manifest entry {name!r}: size must be a positive int of bytes, got {size!r}")
+        try:
+            whole_number(size, "size", allow_none=True, hint="bytes")
+        except ValueError as err:
+            raise ManifestError(f"manifest entry {name!r}: {err}") from None
         if d["format"] not in FORMATS:
             raise ManifestError(f"manifest entry {name!r}: format must be one of {FORMATS}, got {d['format']!r}")
         if d["format"] != "safetensors" and not is_remote(url):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.inputs import whole_number
 from zoo.rl import normalization
 from zoo.rl.envspec import default_env, env_identity, unmade_wrappers
 from zoo.rl.normalization import normalizers
@@ -40,8 +41,7 @@ def make_env(env: Any, *, num_envs: int = 1):
                 f"cannot make {env.id} with its wrapper(s) {', '.join(unmade)} again: they record no constructor "
                 "arguments (gymnasium.utils.RecordConstructorArgs), so gymnasium.make cannot rebuild them; pass "
                 "the wrapped env object (env=...), or give the wrapper RecordConstructorArgs")
-        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
-            raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
+        num_envs = whole_number(num_envs, "num_envs")
         try:
             if num_envs > 1:
                 return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",

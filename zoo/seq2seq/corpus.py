@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo._stacklevel import user_stacklevel
+from zoo.inputs import whole_number
 
 __all__ = ["corpus_data"]
 
@@ -115,9 +116,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     decoded and on how many sentences, at the evaluation's ``amp``; ``test_split``: the files evaluation
     scores (default ``test_2016_flickr``, Multi30k's, else ``test``).
     """
-    if bleu_sentences is not None and (isinstance(bleu_sentences, bool) or not isinstance(bleu_sentences, int)
-                                       or bleu_sentences < 1):  # 0 scored every sentence
-        raise ValueError(f"bleu_sentences must be an integer >= 1 (None: every sentence), got {bleu_sentences!r}")
+    # 0 would score every sentence, as None does: refused
+    bleu_sentences = whole_number(bleu_sentences, "bleu_sentences", allow_none=True, hint="None: every sentence")
     if train and (split := _train_val_pairs(data)) is not None:
         if options.get("val_data") is not None:
             raise ValueError("validation data given twice: in the data (train_pairs, val_pairs) and as val_data")

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.distributed import DistInfo, dist_info, live_place
+from zoo.inputs import whole_number
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
@@ -172,9 +173,8 @@ class TokenBucketSampler(Sampler[list[int]]):
         pool: int = 100, *, batch_size: int | None = None, rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        for name, value in (("max_tokens", max_tokens), ("batch_size", batch_size)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        max_tokens = whole_number(max_tokens, "max_tokens", allow_none=True)
+        batch_size = whole_number(batch_size, "batch_size", allow_none=True)
         if max_tokens is None and batch_size is None:
             raise ValueError("give max_tokens (tokens per batch) or batch_size (sentences per batch), or both")
         if max_tokens is not None and max_tokens < max(lengths, default=0):
@@ -182,10 +182,8 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.lengths = list(lengths)
         self.max_tokens, self.batch_size = max_tokens, batch_size
         self.shuffle, self.seed, self.pool = shuffle, seed, pool
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{name} must be an int >= 0 or None (torchrun's), got {value!r}")
-        self._given = (rank, world_size)
+        self._given = tuple(whole_number(value, name, minimum=0, allow_none=True, hint="torchrun's")
+                            for name, value in (("rank", rank), ("world_size", world_size)))
         self.place()  # a rank outside world_size is refused here, not at the first epoch
         self.epoch = 0
         self._batches = self._make(0)

@@ -10,13 +10,12 @@ hypotheses (fairseq's rule). ``beam_size=1`` is exactly greedy search.
 from __future__ import annotations
 
 import math
-import numbers
-import operator
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from zoo.inputs import whole_number
 from zoo.seq2seq.cache import expand_index
 
 __all__ = ["beam_search", "default_max_len", "greedy_search"]
@@ -30,23 +29,13 @@ def default_max_len(src: Tensor, pad_id: int, model_max: int) -> Tensor:
     return (1.5 * lengths).long().add(10).clamp(1, max(1, model_max - 1))
 
 
-def whole_number(name: str, value: Any, expected: str) -> int:
-    """``value`` as a Python int where it is a whole number (``int``, a NumPy integer); a bool, a float or
-    anything else is a TypeError naming ``name``, what was ``expected`` and what came."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be {expected}; got {value!r} ({type(value).__name__})")
-    return operator.index(value)
-
-
 def check_max_len(max_len: Any, model_max: int | None = None) -> int | None:
     """``max_len`` is None (the default per sentence) or an int >= 1 (a NumPy integer too), and with ``model_max``
     (the model's ``max_len``) at most ``model_max - 1``, the decoder's positions after BOS; returns it as an int."""
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, numbers.Integral)
-                                or max_len < 1):
-        raise ValueError(f"max_len must be an int >= 1 (new tokens) or None; got {max_len!r}")
+    max_len = whole_number(max_len, "max_len", allow_none=True, hint="new tokens")
     if max_len is not None and model_max is not None and max_len > model_max - 1:
         raise max_len_out_of_range(max_len, model_max)
-    return None if max_len is None else operator.index(max_len)
+    return max_len
 
 
 def max_len_out_of_range(max_len: Any, model_max: int) -> ValueError:
@@ -111,9 +100,7 @@ def beam_search(
     length_penalty: float = 0.6,
 ) -> list[list[int]]:
     """Best hypothesis (token ids without BOS/EOS) per row of ``src (B, S)``."""
-    if isinstance(beam_size, bool) or not isinstance(beam_size, numbers.Integral) or beam_size < 1:
-        raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
-    beam_size = operator.index(beam_size)
+    beam_size = whole_number(beam_size, "beam_size")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0, got {length_penalty!r}")
     limits = _steps(model, src, max_len)

@@ -25,7 +25,8 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_placement, model_device
 from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
-from zoo.seq2seq.search import beam_search, greedy_search, max_len_out_of_range, whole_number
+from zoo.inputs import whole_number
+from zoo.seq2seq.search import beam_search, greedy_search, max_len_out_of_range
 from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
 from zoo.seq2seq.tokenizer import EOS_ID, PAD_ID
 
@@ -36,21 +37,16 @@ def check_search_options(beam_size: Any, length_penalty: Any, max_len: Any, batc
                          model_max: int) -> tuple[int, float, int | None, int]:
     """Every decoding option a user can get wrong, named with what came and what was expected; returns them as
     Python numbers (a NumPy scalar, ``np.int64(3)`` from an array or a grid search, is the number it holds)."""
-    ints = []
-    for name, value, low in (("beam_size", beam_size, 1), ("batch_size", batch_size, 1)):
-        value = whole_number(name, value, f"an int >= {low}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}; got {value}")
-        ints.append(value)
+    beam_size, batch_size = whole_number(beam_size, "beam_size"), whole_number(batch_size, "batch_size")
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real):
         raise TypeError(f"length_penalty must be a number >= 0; got {length_penalty!r}")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0 (GNMT alpha, 0 = none); got {length_penalty}")
-    if max_len is not None:
-        max_len = whole_number("max_len", max_len, "an int (new tokens per sentence) or None")
-        if not 1 <= max_len <= model_max - 1:
-            raise max_len_out_of_range(max_len, model_max)
-    return ints[0], float(length_penalty), max_len, ints[1]
+    # no minimum here: 0 is out of the model's range, which that error gives
+    max_len = whole_number(max_len, "max_len", minimum=None, allow_none=True, hint="new tokens per sentence")
+    if max_len is not None and not 1 <= max_len <= model_max - 1:
+        raise max_len_out_of_range(max_len, model_max)
+    return beam_size, float(length_penalty), max_len, batch_size
 
 
 def translate(

@@ -35,7 +35,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
-from zoo.inputs import visible_files
+from zoo.inputs import visible_files, whole_number
 
 if TYPE_CHECKING:
     import torch
@@ -169,10 +169,9 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if splits is not None and not isinstance(splits, (str, os.PathLike)):  # splits=1 meant as the fold
             raise TypeError(f"splits= is the folder of UCF101's split files (classInd.txt, trainlist01.txt, ...), "
                             f"got {splits!r} ({type(splits).__name__}); the split number is fold=1, 2 or 3")
-        for key, value in recipe.items():  # checked before video_cfg takes them (a bad one stayed there for good)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{key} must be an integer >= 1 ({'pixels' if key in ('size', 'resize') else 'frames'}"
-                                 f"), got {value!r}")
+        # checked before video_cfg takes them (a bad one would stay there for good), as plain ints for its JSON
+        recipe = {key: whole_number(value, key, hint="pixels" if key in ("size", "resize") else "frames")
+                  for key, value in recipe.items()}
         if splits is None and isinstance(data, (str, os.PathLike)) and (inner := split_folder_in(data)) is not None:
             # a UCF101 root with ucfTrainTestlist/ inside: the split files are taken, as classes_in takes their
             # classes (it failed 'class folder(s) with no video file: [ucfTrainTestlist]')
@@ -344,7 +343,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.video.decoding import CorruptVideoError
         from zoo.video.predict import forward_probs, load_clip
 
-        check_predict_options(topk, batch_size)
+        topk, batch_size = check_predict_options(topk, batch_size)
         _, dtype = inference_placement(self, device, amp)
         names = class_names(classes, self.video_cfg.get("classes"))
         if isinstance(inputs, torch.Tensor):

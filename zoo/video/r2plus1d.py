@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, R2Plus1dStem, VideoResNet
 
+from zoo.engine.head import HEADLESS_HINT
+from zoo.inputs import whole_number
 from zoo.registry import register
 from zoo.video.classifier import VideoClassifierMixin, classes_in
 
@@ -35,8 +37,7 @@ class R2Plus1DConfig:
     """Classifier outputs (UCF101: 101; Kinetics-400 weights carry 400, re-initialised with a warning)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_classes, int) or self.num_classes < 1:
-            raise ValueError(f"num_classes must be a positive int, got {self.num_classes!r}")
+        whole_number(self.num_classes, "num_classes", hint=HEADLESS_HINT)
 
 
 class R2Plus1D18(VideoClassifierMixin, VideoResNet):

@@ -23,6 +23,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from zoo.engine.head import HEADLESS_HINT
+from zoo.inputs import whole_number
 from zoo.registry import register
 from zoo.video.classifier import VideoClassifierMixin, classes_in
 
@@ -156,8 +158,7 @@ def video_tsn(**config: Any) -> VideoTSN:
     import zoo
 
     cfg = TSNConfig(**config)
-    if cfg.num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int, got {cfg.num_classes!r}")
+    whole_number(cfg.num_classes, "num_classes", hint=HEADLESS_HINT)
     backbone = zoo.build("resnet18", weights=cfg.backbone_weights, **({} if cfg.stem is None else {"stem": cfg.stem}))
     head = getattr(backbone, "fc", None)
     if not isinstance(head, nn.Linear):

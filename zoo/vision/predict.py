@@ -72,7 +72,7 @@ def predict(
     fp32; ``amp=None`` (or ``"fp32"``) is exact fp32, ``"bf16"`` forces bf16 (``"fp16"`` on CUDA only).
     The model's train/eval mode is restored on return. ``progress=True`` shows a bar over the batches.
     """
-    check_predict_options(topk, batch_size)
+    topk, batch_size = check_predict_options(topk, batch_size)
     device, dtype = inference_placement(model, device, amp)
     cfg = getattr(model, "pretrained_cfg", {}) or {}
     names = class_names(classes, cfg.get("classes"))

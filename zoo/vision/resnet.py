@@ -22,8 +22,9 @@ from torchvision.models.resnet import BasicBlock, ResNet
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
-from zoo.engine.head import ClassifierHead, replace_fc
+from zoo.engine.head import HEADLESS_HINT, ClassifierHead, replace_fc
 from zoo.engine.network import Network
+from zoo.inputs import whole_number
 from zoo.registry import register
 
 __all__ = ["STEMS", "ResNet18", "ResNet18Config", "adapt_input_conv", "default_pretrained_cfg", "folder_recipe",
@@ -89,11 +90,8 @@ class ResNet18Config:
     def __post_init__(self) -> None:
         if self.stem not in STEMS:
             raise ValueError(f"stem must be one of {STEMS}, got {self.stem!r}")
-        for key in ("num_classes", "in_chans"):
-            if getattr(self, key) < 1:
-                hint = (" (timm's num_classes=0 for a headless model: build with a head and call "
-                        "model.forward_head(model.forward_features(x), pre_logits=True))") if key == "num_classes" else ""
-                raise ValueError(f"{key} must be a positive int, got {getattr(self, key)!r}{hint}")
+        whole_number(self.num_classes, "num_classes", hint=HEADLESS_HINT)
+        whole_number(self.in_chans, "in_chans")
 
 
 class ResNet18(ClassifierHead, Network, ResNet):

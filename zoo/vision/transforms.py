@@ -8,13 +8,14 @@ CIFAR preprocessing and ``weights="imagenet1k-v1"`` gives torchvision's ``ImageC
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2 as T
+
+from zoo.inputs import whole_number
 
 __all__ = ["resolve_cfg", "transforms_for", "with_image_size"]
 
@@ -41,10 +42,7 @@ def resolve_cfg(model_or_cfg: Any, image_size: int | None = None) -> dict[str, A
     size = int(cfg["input_size"][-1])
     resize = int(cfg.get("resize", size))
     if image_size is not None:
-        if isinstance(image_size, bool) or not isinstance(image_size, numbers.Integral) or image_size < 1:
-            # a str ('32', from a config file) failed on '<' "not supported between 'str' and 'int'"
-            raise ValueError(f"image_size must be an int >= 1 (pixels on a side), got {image_size!r}")
-        image_size = int(image_size)
+        image_size = whole_number(image_size, "image_size", hint="pixels on a side")
         resize = max(image_size, round(resize * image_size / size))
         size = image_size
     cfg["size"], cfg["resize"] = size, resize
