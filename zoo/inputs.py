@@ -1,9 +1,10 @@
 """What users pass zoo, checked the same way in every family: whole-number options (one rule and one
-wording), and what ``zoo.predict`` of a classifier takes and gives (the input files a user names, its
-``topk`` / ``batch_size`` options, its result rows)."""
+wording), the "did you mean" hint for a misspelt name or option, and what ``zoo.predict`` of a classifier
+takes and gives (the input files a user names, its ``topk`` / ``batch_size`` options, its result rows)."""
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import operator
 import os
@@ -14,8 +15,17 @@ from typing import Any
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["NotAnIntError", "UnreadableInputWarning", "check_predict_options", "class_rows", "collect_files",
-           "expand_home", "unreadable_row", "visible_files", "warn_unreadable", "whole_number"]
+__all__ = ["PARTIAL_NAME_CUTOFF", "SPELLING_CUTOFF", "NotAnIntError", "UnreadableInputWarning",
+           "check_predict_options", "class_rows", "close_matches", "close_names", "collect_files", "did_you_mean",
+           "either", "expand_home", "unreadable_row", "visible_files", "warn_unreadable", "whole_number"]
+
+SPELLING_CUTOFF = 0.6
+"""How alike (difflib's ratio) a misspelt option or key must be to a valid one to be suggested: difflib's own
+default, which finds ``epohcs`` -> ``epochs`` and ``lr_sched`` -> ``schedule``."""
+
+PARTIAL_NAME_CUTOFF = 0.4
+"""The same for a model or weights name, which users often type in part: ``tsn`` for ``video-tsn`` (0.5),
+``seq2seq`` for ``seq2seq-transformer`` (0.54), ``cifar`` for ``resnet18.cifar10`` (0.48)."""
 
 
 class NotAnIntError(TypeError, ValueError):
@@ -89,6 +99,38 @@ def whole_number(value: Any, name: str, *, minimum: int | None = 1, allow_none: 
     if minimum is not None and number < minimum:
         raise ValueError(f"{expected}, got {number}")
     return number
+
+
+def close_matches(word: str, choices: Iterable[str], *, n: int = 1, cutoff: float = SPELLING_CUTOFF) -> list[str]:
+    """The (at most ``n``) ``choices`` most like ``word``, best first, of difflib's ratio at least ``cutoff``;
+    case and ``-`` vs ``_`` do not count (``TD3`` is ``td3``, ``seq2seq_transformer`` torch.hub's spelling of
+    ``seq2seq-transformer``)."""
+    by_spelling: dict[str, list[str]] = {}
+    for choice in choices:
+        by_spelling.setdefault(_spelling(choice), []).append(choice)
+    close = difflib.get_close_matches(_spelling(word), list(by_spelling), n=n, cutoff=cutoff)
+    return [choice for spelt in close for choice in by_spelling[spelt]][:n]
+
+
+def close_names(name: str, names: Iterable[str]) -> list[str]:
+    """The (at most 3) ``names`` of models or weights most like ``name``, by :data:`PARTIAL_NAME_CUTOFF`."""
+    return close_matches(name, names, n=3, cutoff=PARTIAL_NAME_CUTOFF)
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 1) -> str:
+    """``" (did you mean 'x'?)"`` (``'x', 'y' or 'z'`` for several) for the :func:`close_matches` of ``word``,
+    to follow it in a message; ``""`` where none is close."""
+    close = close_matches(word, choices, n=n)
+    return f" (did you mean {either(close)}?)" if close else ""
+
+
+def either(names: Sequence[str]) -> str:
+    """``names`` as a choice in a sentence: ``'a', 'b' or 'c'``."""
+    return " or ".join(", ".join(map(repr, names)).rsplit(", ", 1))
+
+
+def _spelling(word: str) -> str:
+    return word.casefold().replace("_", "-")
 
 
 def check_predict_options(topk: Any, batch_size: Any) -> tuple[int, int]:

@@ -15,7 +15,6 @@ derives its options from it (as torchvision's and timm's registries do for names
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import inspect
 import json
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.config import check_value, config_defaults, config_types
+from zoo.inputs import close_matches, close_names, either
 
 __all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register",
            "split_weights_name"]
@@ -40,6 +40,11 @@ WeightsLoader = Callable[..., Any]
 # (data a user passes, e.g. a folder or an env id; loop options it takes by name, e.g. splits=) -> the
 # builder config that data implies
 ConfigInference = Callable[..., dict[str, Any]]
+
+_CONFIG_KEY_CUTOFF = 0.75
+"""How alike a misspelt config key must be to a valid one, above :data:`zoo.inputs.SPELLING_CUTOFF`: a shared
+word alone is no likeness (difflib rates ``num_segments`` 0.61 like ``num_classes``), and a key named in part
+(``window_size`` for ``window``) is found by its words instead (:func:`_close_keys`)."""
 
 
 @dataclass(frozen=True)
@@ -162,27 +167,13 @@ def register(
     return decorator
 
 
-def _spelling(name: str) -> str:
-    return name.casefold().replace("_", "-")
-
-
-def _close_names(name: str, names: Any, n: int = 3) -> list[str]:
-    """The registered names closest to ``name``; case and '-' vs '_' do not count (``TD3`` is ``td3``,
-    ``seq2seq_transformer`` the torch.hub spelling of ``seq2seq-transformer``)."""
-    by_spelling: dict[str, list[str]] = {}
-    for known in names:
-        by_spelling.setdefault(_spelling(known), []).append(known)
-    close = difflib.get_close_matches(_spelling(name), by_spelling, n=n, cutoff=0.4)
-    return [known for c in close for known in by_spelling[c]][:n]
-
-
 def _lookup(name: str) -> _Registration:
     if not isinstance(name, str):
         raise TypeError(f"model name must be a str, got {type(name).__name__}: {name!r}")
     reg = _REGISTRY.get(name)
     if reg is None:
-        close = _close_names(name, _REGISTRY)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        close = close_names(name, _REGISTRY)
+        hint = f" Did you mean {either(close)}?" if close else ""
         raise KeyError(f"unknown model {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))} (see `zoo list`).")
     if reg.builder is None and reg.module is not None:
         with _IMPORTING:
@@ -223,21 +214,19 @@ def _unknown_keys_message(name: str, unknown: dict[str, Any], valid: list[str]) 
             elsewhere.append(f"{key} is an option of {where} for {name}, not of its architecture: {example}")
         else:
             close = _close_keys(key, valid)
-            said = " or ".join(", ".join(map(repr, close)).rsplit(", ", 1))
-            misspelt.append(f"{key!r}" + (f" (did you mean {said}?)" if close else ""))
+            misspelt.append(f"{key!r}" + (f" (did you mean {either(close)}?)" if close else ""))
     parts = ([f"unknown config key(s) {', '.join(misspelt)}"] if misspelt else []) + elsewhere
     return f"{name}: {'; '.join(parts)}; valid config keys are: {', '.join(valid)}"
 
 
 def _close_keys(key: str, valid: list[str]) -> list[str]:
     """The valid keys ``key`` probably misspells: a close spelling, else one whose words hold all of its words
-    or are all among them (``window_size`` -> ``window``). A shared word alone is no likeness (difflib rates
-    ``num_segments`` 0.61 like ``num_classes``, past its 0.6 default), hence the higher cutoff."""
+    or are all among them (``window_size`` -> ``window``); see :data:`_CONFIG_KEY_CUTOFF`."""
+    close = close_matches(key, valid, cutoff=_CONFIG_KEY_CUTOFF)
+    if close:
+        return close
     by_spelling = {k.casefold().replace("-", "_"): k for k in valid}
     spelt = key.casefold().replace("-", "_")
-    close = difflib.get_close_matches(spelt, list(by_spelling), n=1, cutoff=0.75)
-    if close:
-        return [by_spelling[close[0]]]
     words = set(spelt.split("_")) - {""}
     return [k for s, k in sorted(by_spelling.items()) if words and
             (words <= (theirs := set(s.split("_"))) or theirs <= words)][:3]

@@ -286,6 +286,9 @@ def test_unknown_weights_name_lists_published_tags(tiny_model, weights_home):
         zoo.build(tiny_model, weights="cifar1O")
     with pytest.raises(KeyError, match="Did you mean 'cifar10'"):  # case aside: it said only "unknown weights"
         zoo.build(tiny_model, weights="CIFAR10")
+    # a name typed in part or out of order is found as a model's name is (it said only "no weights named")
+    with pytest.raises(KeyError, match=f"Did you mean '{tiny_model}.cifar10'"):
+        hub.get_entry("cifar10-tiny")
     with pytest.raises(FileNotFoundError):
         zoo.build(tiny_model, weights="nowhere/w.safetensors")
     for folder in (weights_home, weights_home.as_uri()):  # it exists: "weights file not found" misled

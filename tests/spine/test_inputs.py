@@ -1,11 +1,11 @@
-"""zoo.inputs' shared checks: the one whole-number rule and wording."""
+"""zoo.inputs' shared checks: the one whole-number rule and wording, and the "did you mean" hints."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from zoo.inputs import NotAnIntError, check_predict_options, whole_number
+from zoo.inputs import NotAnIntError, check_predict_options, close_names, did_you_mean, either, whole_number
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.int32(3), np.uint8(3)])
@@ -51,3 +51,21 @@ def test_predict_options_take_numpy_integers_and_refuse_a_bool():
         check_predict_options(True, 2)
     with pytest.raises(ValueError, match=r"^batch_size must be an int >= 1, got 0$"):
         check_predict_options(1, 0)
+
+
+def test_did_you_mean_names_the_close_option_whatever_its_case_or_dashes():
+    valid = ["batch_size", "epochs", "schedule", "lr"]
+    assert did_you_mean("epohcs", valid) == " (did you mean 'epochs'?)"
+    assert did_you_mean("Batch-Size", valid) == " (did you mean 'batch_size'?)"
+    assert did_you_mean("lr_sched", valid) == " (did you mean 'schedule'?)"  # 0.62: difflib's default takes it
+    assert did_you_mean("momentum", valid) == ""
+    assert did_you_mean("epoch", ["epochs", "epoch_s"], n=2) == " (did you mean 'epochs' or 'epoch_s'?)"
+
+
+def test_close_names_find_a_model_or_weights_name_typed_in_part():
+    names = ["resnet18", "resnet18.cifar10", "video-tsn", "seq2seq-transformer", "td3"]
+    assert close_names("tsn", names) == ["video-tsn"]  # ratio 0.5: under difflib's default
+    assert close_names("TD_3", names) == ["td3"]
+    assert "resnet18.cifar10" in close_names("cifar", names)
+    assert close_names("xyz", names) == []
+    assert either(["a", "b", "c"]) == "'a', 'b' or 'c'" and either(["a"]) == "'a'"

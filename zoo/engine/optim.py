@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from zoo._stacklevel import user_stacklevel
+from zoo.inputs import did_you_mean
 
 __all__ = ["FUSED_ON_CPU", "OPTIMIZERS", "OWN_LR", "build_optimizer", "decay_groups", "fused_default"]
 
@@ -148,16 +149,13 @@ def _refuse_fit_settings_in(options: dict[str, Any] | None) -> None:
 def _check_options(cls: type, name: str, options: dict[str, Any] | None) -> None:
     """``optimizer_options`` the optimizer does not take, named with the ones it does (torch's TypeError,
     "AdamW.__init__() got an unexpected keyword argument 'momentumm'", named neither fit nor the option)."""
-    import difflib
     import inspect
 
     takes = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "params")]
     for key in options or {}:
         if key not in takes:
-            close = difflib.get_close_matches(key, takes, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"optimizer_options: {cls.__name__} (optimizer={name!r}) takes no {key!r}{hint}; it "
-                             f"takes {', '.join(takes)}")
+            raise ValueError(f"optimizer_options: {cls.__name__} (optimizer={name!r}) takes no {key!r}"
+                             f"{did_you_mean(key, takes)}; it takes {', '.join(takes)}")
 
 
 def fused_default(name: str, model: nn.Module, options: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zoo.config import check_value, config_types
+from zoo.inputs import did_you_mean
 
 __all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options"]
 
@@ -172,10 +173,7 @@ class FitConfig:
         valid = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - valid)
         if unknown:
-            import difflib
-
-            hints = [k + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, valid, n=1)) else "")
-                     for k in unknown]
+            hints = [k + did_you_mean(k, valid) for k in unknown]
             raise UnknownOptionError(f"fit: unknown option(s) {', '.join(hints)}; options: {', '.join(sorted(valid))}",
                                      unknown)
         return cls(**options)
@@ -192,11 +190,8 @@ def check_options(unknown: Mapping[str, Any] | Iterable[str], call: str, accepte
     """One TypeError for the options ``call`` does not take, with the ones it does (a typo is named, never
     passed on to an inner function whose name means nothing to the caller)."""
     if unknown:
-        import difflib
-
         accepted = sorted(set(accepted))
-        hints = [repr(k) + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, accepted, n=1)) else "")
-                 for k in sorted(unknown)]
+        hints = [repr(k) + did_you_mean(k, accepted) for k in sorted(unknown)]
         raise UnknownOptionError(f"{call}: unknown option(s) {', '.join(hints)}; it takes {', '.join(accepted)}",
                                  sorted(unknown))
 

@@ -22,7 +22,6 @@ http(s) ones):
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import hashlib
 import os
@@ -37,6 +36,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.hub import verified
 from zoo.hub.fetch import HashMismatchError, OfflineError, fetch, local_path, sha256_file
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
+from zoo.inputs import close_names, either
 
 __all__ = [
     "CorruptCacheError",
@@ -148,22 +148,16 @@ def sources(entry: WeightsEntry) -> list[str]:
     return out
 
 
-def _close_names(name: str, names: list[str]) -> list[str]:
-    """The published names closest to ``name``, case aside (``CIFAR10`` is ``cifar10`` mistyped, not unknown)."""
-    lower = {n.lower(): n for n in names}
-    return [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.5)]
-
-
 def get_entry(name: str) -> WeightsEntry:
     """The manifest entry ``"model.tag"``; unknown names fail with the closest published ones."""
     entries = read_manifest()
     try:
         return entries[name]
     except KeyError:
-        close = _close_names(name, list(entries))
+        close = close_names(name, entries)
         of_model = sorted(n for n in entries if n.split(".", 1)[0] == name)  # a model's name: its weights
         hint = (f" {name!r} is a model; its weights: {', '.join(of_model)} (zoo.pull({of_model[0]!r}))." if of_model
-                else f" Did you mean {', '.join(map(repr, close))}?" if close else "")
+                else f" Did you mean {either(close)}?" if close else "")
         raise KeyError(
             f"no weights named {name!r} in {manifest_path()}.{hint} See `zoo weights list`."
         ) from None
@@ -415,8 +409,8 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
     if _looks_like_path(weights) or path.is_dir():
         raise not_a_weights_file(path)
     tags = [entries[n].tag for n in list_weights(model)] if model else list(entries)
-    close = _close_names(weights, tags)
-    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    close = close_names(weights, tags)
+    hint = f" Did you mean {either(close)}?" if close else ""
     raise KeyError(
         f"unknown weights {weights!r}{f' for model {model!r}' if model else ''}.{hint} Published: "
         f"{', '.join(tags) or '(none)'}; or pass a local path, a URL or 'hf-hub:org/repo' (see `zoo weights list`)."
