@@ -225,7 +225,7 @@ def train_svm(scene, split, search_grid) -> tuple[object, dict]:
     sp = svm.last_split_
     pred = svm.predict_scene(scene, mask=sp.test)
     pred_s = time.perf_counter() - t0
-    s = score_map(pred, scene.labels, sp.test, n_classes=16)
+    s = score_map(pred, scene.labels, sp.test, num_classes=16)
     return svm, {"train_s_including_cv_search": train_s, "predict_test_s": pred_s, **_scores(s),
                  "cv": res.history[0].get("best_params"), "cv_accuracy": res.history[0].get("cv_accuracy"),
                  "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()), "_cm": s["confusion_matrix"]}
@@ -243,7 +243,7 @@ def train_hybridsn(scene, split, epochs: int, amp: str | None, batch_size: int, 
     pred = net.predict_scene(scene, mask=sp.test if map_mask is None else (map_mask | sp.test), amp=amp,
                              batch_size=256)
     pred_s = time.perf_counter() - t0
-    s = score_map(pred, scene.labels, sp.test, n_classes=16)
+    s = score_map(pred, scene.labels, sp.test, num_classes=16)
     hist = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in h.items()} for h in res.history]
     return net, {"train_s": train_s, "epochs": epochs, "amp": amp or "fp32", "batch_size": batch_size, "lr": lr,
                  "predict_s": pred_s, "predicted_pixels": int((sp.test if map_mask is None else map_mask | sp.test).sum()), **_scores(s), "n_train": int(sp.train.sum()), "n_test": int(sp.test.sum()),
@@ -418,7 +418,7 @@ def main() -> None:
         common = {"dataset": "Indian Pines (AVIRIS 1992, 145x145x200 corrected), 30 % stratified random split, seed 0",
                   "license": "weights: MIT (zoo); data: CC BY 3.0, doi:10.4231/R7RX991C", "command": cmd}
         hub.add_weights(net.export_state_dict(torch.float16), "hybridsn.indian-pines",
-                        config={"n_bands": 30, "n_classes": 16, "window": 25},
+                        config={"n_bands": 30, "num_classes": 16, "window": 25},
                         meta={**common, "metrics": _fractions(mh, d_net),
                               "storage": "network fp16, preprocessing (standardise + PCA whiten, 200->30) fp32",
                               "training": f"{mh['epochs']} epochs bf16 autocast, AdamW lr {mh['lr']} cosine, batch "

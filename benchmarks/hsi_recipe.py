@@ -263,7 +263,7 @@ def publish(net, r: dict[str, Any], settings: dict[str, Any], svm: dict[str, Any
     from zoo import hub
 
     name = PUBLISHED
-    config = {"n_bands": settings["n_bands"], "n_classes": 16, "window": settings["window"],
+    config = {"n_bands": settings["n_bands"], "num_classes": 16, "window": settings["window"],
               "dropout": settings["dropout"], "spectral_norm": settings["spectral_norm"]}
     counts = class_counts(scene, sp)
     meta = {

@@ -215,7 +215,7 @@ def test_hybridsn_trains_on_the_device_and_its_dense_map_equals_the_windows():
     from zoo.hyperspectral.synthetic import make_scene
 
     scene = make_scene(32, 32, 30, 4, block=8, noise=0.05, seed=3)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9)
     result = zoo.train(net, scene, split="random", train_fraction=0.3, epochs=3, batch_size=32, lr=2e-3,
                        device=DEVICE, progress=False, seed=0)
     _finite_losses(result.history)

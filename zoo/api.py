@@ -76,7 +76,8 @@ def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any 
         name, weights = registry.split_weights_name(model_or_name)  # "resnet18.cifar10": start from those weights
         inferred = registry.infer_config(name, data, **(options or {}))
         with seeded_build((options or {}).get("seed")):
-            return registry.build(name, weights=weights, **{**inferred, **registry.own_keys(name, model_config or {})})
+            config = {**inferred, **registry.current_config(name, model_config or {})}
+            return registry.build(name, weights=weights, **config)
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
     return model_or_name

@@ -146,10 +146,11 @@ def model_kv(name: str, pairs: Sequence[str] | None, params: dict[str, Any] | No
         return {}
     base = registry.split_weights_name(name)[0]
     params = registry.config_params(base) if params is None else params
-    aliases = registry.aliases(base) if isinstance(base, str) and base in registry.list_models() else {}
+    given = _split_kv(pairs)
+    if isinstance(base, str) and base in registry.list_models():  # a renamed key's old spelling, as build takes it
+        given = registry.current_config(base, given)
     out: dict[str, Any] = {}
-    for key, text in _split_kv(pairs).items():
-        key = aliases.get(key, key)  # num_classes=5 for HybridSN's n_classes, as zoo.build takes it
+    for key, text in given.items():
         if key not in params:
             raise UsageError(f"{name}: unknown config key {key!r}; keys: {', '.join(sorted(params))}")
         try:
@@ -343,6 +344,23 @@ def _add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
         shown = type_name(tp).replace(" ", "")  # INT, FLOAT | NONE; literal values as they are typed: 'cifar'
         group.add_argument(_config_flag(key), dest=f"cfg__{key}", metavar=shown if "'" in shown else shown.upper(),
                            help=docs.get(key, ""))
+    for old, new in registry.renamed_keys(name).items():  # the old flag still works, out of --help
+        if _config_flag(old) not in p._option_string_actions:
+            group.add_argument(_config_flag(old), dest=f"cfg__{new}", action=_RenamedFlag, help=argparse.SUPPRESS,
+                               renamed=_config_flag(new))
+
+
+class _RenamedFlag(argparse.Action):
+    """A renamed config field's old flag (``--n-classes``): stores into the new one's, with a FutureWarning."""
+
+    def __init__(self, *args: Any, renamed: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renamed = renamed
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        warnings.warn(f"{option_string} is renamed {self.renamed} ({option_string} will stop working in a future "
+                      "release)", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
 
 
 _NAME_AND_WEIGHTS = ("train", "eval", "predict", "finetune", "export")  # commands taking NAME and --weights

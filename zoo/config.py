@@ -8,12 +8,17 @@ disagree (the CleanRL / tyro idea, on argparse).
 
 Field docs are the string literal after a field (as in CleanRL's ``Args``); ``field_docs`` reads them
 from the source when it is available.
+
+A renamed field keeps its old spelling working (:func:`renamed_fields`): the class, ``zoo.build``, the
+``zoo`` command and the files written with the old key all take it, so one decorator on the dataclass is
+the whole rename.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -21,10 +26,15 @@ import numbers
 import textwrap
 import types
 import typing
+import warnings
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, Literal, Union
 
-__all__ = ["check_value", "coerce_value", "config_defaults", "config_types", "field_docs", "type_name"]
+from zoo._stacklevel import user_stacklevel
+
+__all__ = ["check_value", "coerce_value", "config_defaults", "config_types", "current_keys", "field_docs",
+           "renamed_fields", "renamed_fields_of", "type_name"]
 
 _MISSING = dataclasses.MISSING
 
@@ -46,6 +56,69 @@ def config_defaults(cls: type) -> dict[str, Any]:
         elif f.default_factory is not _MISSING:
             out[f.name] = f.default_factory()
     return out
+
+
+def current_keys(owner: str, config: Mapping[str, Any], renamed: Mapping[str, str], *,
+                 warn: bool = True) -> dict[str, Any]:
+    """``config`` with each old spelling of a renamed key (``renamed``: ``{old: new}``) given as the new one.
+    A caller's old spelling gets a FutureWarning, as torchvision's and timm's renamed keywords do;
+    ``warn=False`` reads a file's record, which its reader cannot rewrite. Both spellings with different
+    values are a TypeError (which one was meant is not known)."""
+    out = dict(config)
+    for old, new in renamed.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise TypeError(f"{owner}: {new}={out[new]!r} and {old}={value!r} name one setting ({old} is the "
+                            f"old name of {new}); give one")
+        if warn:
+            warnings.warn(f"{owner}: {old} is renamed {new}; pass {new} ({old} will stop working in a future "
+                          "release)", FutureWarning, stacklevel=user_stacklevel())
+        out[new] = value
+    return out
+
+
+_RENAMED_ATTR = "zoo_renamed_fields"
+
+
+def renamed_fields(**renamed: str) -> Callable[[type], type]:
+    """Class decorator of a config dataclass whose fields were renamed (``old="new"``): the class still takes
+    the old keyword and reads the old attribute (each with a FutureWarning), and the registry takes the old key
+    in ``zoo.build``, in the ``zoo`` command's ``--model KEY=VALUE`` and ``--old-flag``, and in the config
+    of weights files and checkpoints written with it (:func:`renamed_fields_of`)."""
+
+    def decorate(cls: type) -> type:
+        unknown = sorted(set(renamed.values()) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"{cls.__name__}: renamed_fields names no field {', '.join(unknown)}")
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **current_keys(cls.__name__, kwargs, renamed))
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        setattr(cls, _RENAMED_ATTR, types.MappingProxyType(dict(renamed)))
+        for old, new in renamed.items():
+            setattr(cls, old, property(_old_attribute(cls.__name__, old, new), doc=f"the old name of ``{new}``"))
+        return cls
+
+    return decorate
+
+
+def _old_attribute(owner: str, old: str, new: str) -> Callable[[Any], Any]:
+    def read(self: Any) -> Any:
+        warnings.warn(f"{owner}.{old} is renamed {new}; read .{new} ({old} will stop working in a future release)",
+                      FutureWarning, stacklevel=user_stacklevel())
+        return getattr(self, new)
+
+    return read
+
+
+def renamed_fields_of(cls: type | None) -> dict[str, str]:
+    """``{old: new}`` of a config dataclass's renamed fields (:func:`renamed_fields`; none: empty)."""
+    return dict(getattr(cls, _RENAMED_ATTR, {}))
 
 
 @cache

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.config import check_value, config_defaults, config_types
+from zoo.config import check_value, config_defaults, config_types, current_keys, renamed_fields_of
 from zoo.inputs import close_matches, close_names, either
 
 __all__ = ["ModelCard", "build", "declare", "list_families", "list_models", "model_info", "register",
@@ -85,8 +85,6 @@ class _Registration:
     # the config values a call with no arguments builds where they are not the dataclass's own defaults
     # (TD3: the rl-zoo preset for its default env replaces gamma, buffer_size, ...)
     built_defaults: Callable[[], dict[str, Any]] | None = None
-    # {another family's name of a setting: this model's} (HybridSN's n_classes is num_classes elsewhere)
-    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def params(self) -> dict[str, Any]:
         """``{key: type}`` of every config key: the builder's own keyword arguments and the dataclass fields."""
@@ -129,7 +127,6 @@ def register(
     load_weights: WeightsLoader | None = None,
     infer_config: ConfigInference | None = None,
     built_defaults: Callable[[], dict[str, Any]] | None = None,
-    aliases: dict[str, str] | None = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator that registers ``builder`` under ``name`` (declared beforehand, or new: then ``family`` and
     ``summary`` are required).
@@ -141,8 +138,7 @@ def register(
     -> ``{"num_classes": ...}``), for ``zoo train NAME`` and ``zoo.train(NAME, data)``.
     ``built_defaults()``: the config values ``build(name)`` ends up with where a default of the builder
     changes them (a preset picked by the default env), so that ``model_info`` shows what is built.
-    ``aliases``: ``{name: config key}``, the name the other families give a setting this model names its own
-    way, taken by ``build`` as that key.
+    A renamed field of ``config`` (:func:`zoo.config.renamed_fields`) is taken by its old key too.
     """
     if config is not None and not dataclasses.is_dataclass(config):
         raise TypeError(f"{name}: config must be a dataclass type, got {config!r}")
@@ -159,7 +155,6 @@ def register(
             reg = _REGISTRY[name] = _Registration(name, family, summary, builder.__module__)
         reg.builder, reg.config, reg.references = builder, config, tuple(references)
         reg.load_weights, reg.infer_config, reg.built_defaults = load_weights, infer_config, built_defaults
-        reg.aliases = dict(aliases or {})
         if summary is not None:
             reg.summary = summary
         return builder
@@ -188,7 +183,7 @@ def validate_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
     (an unknown key lists the valid ones and the closest match)."""
     reg = _lookup(name)
     params = reg.params()
-    config = _own_keys(reg, config)  # num_classes for HybridSN's n_classes, as build takes it
+    config = _current_keys(reg, config)  # a renamed field's old key (HybridSN's n_classes) as its new one
     unknown = [k for k in config if k not in params]
     if unknown:
         raise TypeError(_unknown_keys_message(name, {k: config[k] for k in unknown}, sorted(params)))
@@ -302,8 +297,8 @@ def call_options(name: str) -> dict[str, tuple[str, ...]]:
 
 def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
     """The builder config a weights file written by :func:`zoo.save`, or a training checkpoint of
-    ``zoo.train`` (``checkpoint_dir``'s ``best.pt``), records (empty for other files); an error when the file
-    holds another model."""
+    ``zoo.train`` (``checkpoint_dir``'s ``best.pt``), records (empty for other files), with the current key of
+    a field renamed since it was written; an error when the file holds another model."""
     from zoo import hub
 
     if not str(path).endswith(".safetensors"):
@@ -312,7 +307,8 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
         if isinstance(trained, str) and trained != name:
             raise ValueError(f"{path} is a training checkpoint of a {trained!r} model, not {name!r}: build it with "
                              f"zoo.build({trained!r}, weights={str(path)!r})")
-        return {k.removeprefix("model."): v for k, v in (run or {}).items() if k.startswith("model.")}
+        recorded = {k.removeprefix("model."): v for k, v in (run or {}).items() if k.startswith("model.")}
+        return _current_keys(_lookup(name), recorded, warn=False)
 
     meta = hub.read_metadata(path)
     # zoo.save writes zoo.model; a published file (and a copy of it) carries its "model.tag" as zoo.name
@@ -322,7 +318,7 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
         what = f"{saved!r} model" + (f" (weights {published!r})" if published else "")
         raise ValueError(f"{path} holds a {what}, not {name!r}: build it with zoo.build({saved!r}, "
                          f"weights={str(path)!r})")
-    return json.loads(meta["zoo.config"]) if "zoo.config" in meta else {}
+    return _current_keys(_lookup(name), json.loads(meta["zoo.config"]), warn=False) if "zoo.config" in meta else {}
 
 
 def build(name: str, *, weights: str | os.PathLike | None = None, local_files_only: bool = False,
@@ -338,7 +334,7 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     """
     name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
-    config = _own_keys(reg, config)
+    config = _current_keys(reg, config)
     if "device" in config:  # TD3 builds on its device: torch's "Found no NVIDIA driver" named neither
         from zoo.engine.distributed import check_device_available
 
@@ -349,7 +345,9 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     from zoo import hub  # spine-to-spine; imported lazily so that registering stays cheap
 
     path, entry = hub.resolve(weights, model=name, local_files_only=local_files_only)
-    saved = dict(entry.config) if entry is not None else file_config(path, name)
+    # a manifest entry written before a field's rename names its old key: read it without a warning, as
+    # file_config reads a file's
+    saved = _current_keys(reg, dict(entry.config), warn=False) if entry is not None else file_config(path, name)
     obj = reg.builder(**validate_config(name, {**saved, **config}))
     if reg.load_weights is not None:
         if "requested" in inspect.signature(reg.load_weights).parameters:
@@ -359,29 +357,21 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     return obj
 
 
-def aliases(name: str) -> dict[str, str]:
-    """``{another family's name of a setting: model name's own key}`` (``register(aliases=)``)."""
-    return dict(_lookup(name).aliases)
+def current_config(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` for model ``name`` with the old key of a renamed field (:func:`zoo.config.renamed_fields`:
+    HybridSN's ``n_classes``) as its new one, with a FutureWarning: what a caller merges with other config
+    first (``zoo.train``'s inferred one); both keys, differing, are a TypeError."""
+    return _current_keys(_lookup(name), config)
 
 
-def own_keys(name: str, config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` for model ``name`` with the other families' names of its settings as its own (see
-    ``register(aliases=)``): what a caller merges with other config first (``zoo.train``'s inferred one)."""
-    return _own_keys(_lookup(name), config)
+def renamed_keys(name: str) -> dict[str, str]:
+    """``{old key: new key}`` of model ``name``'s renamed config fields."""
+    return renamed_fields_of(_lookup(name).config)
 
 
-def _own_keys(reg: _Registration, config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with another family's name of a setting given as this model's (``num_classes`` is
-    HybridSN's ``n_classes``, so the call every other family takes builds it); both, differing, are an error."""
-    out = dict(config)
-    for alias, key in reg.aliases.items():
-        if alias in out:
-            value = out.pop(alias)
-            if key in out and out[key] != value:
-                raise TypeError(f"{reg.name}: {alias}={value!r} and {key}={out[key]!r} name one setting "
-                                f"({key} is {reg.name}'s name for {alias}); give one")
-            out[key] = value
-    return out
+def _current_keys(reg: _Registration, config: dict[str, Any], *, warn: bool = True) -> dict[str, Any]:
+    renamed = renamed_fields_of(reg.config)
+    return current_keys(reg.name, config, renamed, warn=warn) if renamed else dict(config)
 
 
 def split_weights_name(name: Any, weights: Any = None) -> tuple[Any, Any]:

@@ -52,7 +52,7 @@ def test_hybridsn_raw_windows_classify_like_predict_scene(tmp_path, indian_pines
 
 
 def test_hybridsn_without_preprocessing_exports_the_bare_network(tmp_path):
-    model = zoo.build("hybridsn", n_bands=18, n_classes=3, window=9)
+    model = zoo.build("hybridsn", n_bands=18, num_classes=3, window=9)
     with pytest.warns(UserWarning, match="no fitted preprocessing"):
         res = zoo.export(model, tmp_path / "bare", "torch.export")
     assert read_metadata(res.path)["pca_windows"] == "(B, 18, 9, 9) float32"
@@ -75,7 +75,7 @@ def test_hybridsn_with_unit_spectra_exports_the_normalisation_and_pads_with_zero
     from zoo.hyperspectral.synthetic import make_scene
 
     scene = make_scene(20, 20, n_bands=24, n_classes=3, seed=0)
-    model = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9, spectral_norm="l2").eval()
+    model = zoo.build("hybridsn", n_bands=16, num_classes=3, window=9, spectral_norm="l2").eval()
     model.fit_preprocessor(scene, scene.labels > 0)
     res = zoo.export(model, tmp_path / "l2.onnx")
     pad = np.asarray(read_metadata(res.path)["pad_pixel"])
@@ -138,7 +138,7 @@ def test_hybridsn_borders_and_no_data_pixels_as_in_predict(tmp_path, padding):
     scene = make_scene(12, 12, n_bands=16, n_classes=3, seed=0)
     cube = np.asarray(scene.cube, np.float32).copy()
     cube[5, 6, 3] = np.nan  # one band missing: the whole pixel has no data
-    model = zoo.build("hybridsn", n_bands=13, n_classes=3, window=9, padding=padding).eval()
+    model = zoo.build("hybridsn", n_bands=13, num_classes=3, window=9, padding=padding).eval()
     model.fit_preprocessor(scene, scene.labels > 0)
     res = zoo.export(model, tmp_path / "h.onnx")
     meta = read_metadata(res.path)

@@ -99,7 +99,7 @@ def test_predict_takes_a_dataframe_of_pixels():
 
 def test_hybridsn_predicts_a_tensor_cube_and_names_its_window_for_pixels():
     scene = make_scene(12, 12, 20, 3, seed=0)
-    net = zoo.build("hybridsn", n_bands=13, n_classes=3, window=9).eval()
+    net = zoo.build("hybridsn", n_bands=13, num_classes=3, window=9).eval()
     net.fit_preprocessor(scene, None)
     cube = np.asarray(scene.cube)
     np.testing.assert_array_equal(zoo.predict(net, torch.tensor(cube)), zoo.predict(net, cube))

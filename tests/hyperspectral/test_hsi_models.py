@@ -17,12 +17,12 @@ from zoo.hyperspectral.synthetic import make_scene
 
 def test_hybridsn_forward_shapes():
     net = zoo.build("hybridsn")
-    assert (net.config.n_bands, net.config.n_classes, net.config.window) == (30, 16, 25)
+    assert (net.config.n_bands, net.config.num_classes, net.config.window) == (30, 16, 25)
     net.eval()
     with torch.no_grad():
         assert tuple(net(torch.randn(2, 1, 30, 25, 25)).shape) == (2, 16)
         assert tuple(net(torch.randn(3, 30, 25, 25)).shape) == (3, 16)  # channel dim added
-    small = zoo.build("hybridsn", n_bands=15, n_classes=5, window=11)
+    small = zoo.build("hybridsn", n_bands=15, num_classes=5, window=11)
     assert tuple(small(torch.randn(4, 1, 15, 11, 11)).shape) == (4, 5)
     # paper Fig. 1 sizes: 3-D maps (8, 24, 23, 23) -> (16, 20, 21, 21) -> (32, 18, 19, 19); 576 channels to 2-D
     x = net.conv3d(torch.randn(1, 1, 30, 25, 25))
@@ -36,7 +36,7 @@ def test_hybridsn_forward_shapes():
 
 def test_hybridsn_learns_generated_scene_and_saves_as_one_file(tmp_path):
     scene = make_scene(40, 40, 30, 4, block=8, noise=0.05, seed=3)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9)
     result = zoo.train(net, scene, split="random", train_fraction=0.3, epochs=6, batch_size=32, lr=2e-3,
                        progress=False, seed=0)
     losses = [h["train_loss"] for h in result.history]
@@ -46,13 +46,13 @@ def test_hybridsn_learns_generated_scene_and_saves_as_one_file(tmp_path):
     assert set(metrics) >= {"overall_accuracy", "average_accuracy", "kappa", "accuracy"}
     # scaler + PCA + network in one safetensors file; loads through zoo.build(weights=path)
     path = net.save(tmp_path / "hsn.safetensors", network_dtype=torch.float16)
-    again = zoo.build("hybridsn", weights=str(path), n_bands=15, n_classes=4, window=9)
+    again = zoo.build("hybridsn", weights=str(path), n_bands=15, num_classes=4, window=9)
     assert again.has_preprocessor and again.pca_components.dtype == torch.float32
     np.testing.assert_allclose(again.reduce(scene), net.reduce(scene), rtol=1e-6, atol=1e-5)
     same = (again.predict_scene(scene, mask=net.last_split_.test) == net.predict_scene(scene, mask=net.last_split_.test))
     assert same.mean() > 0.98  # fp16 storage of the network only
     with pytest.raises(ValueError, match="no fitted preprocessing"):
-        zoo.build("hybridsn", n_bands=15, n_classes=4, window=9).predict_scene(scene)
+        zoo.build("hybridsn", n_bands=15, num_classes=4, window=9).predict_scene(scene)
 
 
 def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
@@ -134,7 +134,7 @@ def _fitted_hybridsn(padding: str = "constant", seed: int = 0):
     """A random HybridSN (small: 9x9 windows, 15 bands) with a fitted preprocessing, and its scene."""
     scene = make_scene(23, 31, 30, 4, block=6, noise=0.1, seed=seed)
     torch.manual_seed(seed)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9, padding=padding)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9, padding=padding)
     net.fit_preprocessor(scene, None)
     return net.eval(), scene
 
@@ -211,7 +211,7 @@ def test_dense_pass_on_indian_pines_matches_windows(shared_data):
 
 def test_hybridsn_held_out_tiles_validate_and_the_best_epoch_is_kept():
     scene = make_scene(40, 40, 30, 4, block=8, noise=0.05, seed=3)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9)
     kept = {}
 
     def remember(state, row):  # the weights each epoch ended with
@@ -238,7 +238,7 @@ def test_unit_spectra_reduce_brighter_and_darker_fields_alike():
     import dataclasses
 
     scene = make_scene(16, 16, n_bands=24, n_classes=3, seed=1)
-    model = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9, spectral_norm="l2")
+    model = zoo.build("hybridsn", n_bands=16, num_classes=3, window=9, spectral_norm="l2")
     model.fit_preprocessor(scene, scene.labels > 0)
     gain = np.random.default_rng(0).uniform(0.2, 5.0, size=(16, 16, 1))  # every pixel brighter or darker
     cube = np.asarray(scene.cube, np.float64) * gain
@@ -249,7 +249,7 @@ def test_unit_spectra_reduce_brighter_and_darker_fields_alike():
     keep[3, 4] = False
     np.testing.assert_allclose(a[keep], b[keep], atol=1e-4)
     assert not b[3, 4].any()  # an all-zero pixel reduces to the padding value
-    plain = zoo.build("hybridsn", n_bands=16, n_classes=3, window=9)  # the paper's preprocessing is not invariant
+    plain = zoo.build("hybridsn", n_bands=16, num_classes=3, window=9)  # the paper's preprocessing is not invariant
     plain.fit_preprocessor(scene, scene.labels > 0)
     assert not np.allclose(plain.reduce(scene)[keep], plain.reduce(relit)[keep], atol=1e-2)
     with pytest.raises(ValueError, match="spectral_norm must be one of"):
@@ -317,7 +317,7 @@ def test_hybridsn_weights_adapt_to_another_number_of_classes_and_refuse_other_sh
     net, scene = _fitted_hybridsn()
     path = zoo.save(net, tmp_path / "h.safetensors")
     with pytest.warns(UserWarning, match=r"left freshly initialised.*classifier\.7\.weight file \[4, 128\] model \[6, 128\]"):
-        wider = zoo.build("hybridsn", weights=path, n_classes=6)
+        wider = zoo.build("hybridsn", weights=path, num_classes=6)
     kept = {k: v for k, v in net.state_dict().items() if not k.startswith("classifier.7.")}
     assert all(torch.equal(wider.state_dict()[k], v) for k, v in kept.items())  # the rest loaded whole
     assert zoo.predict(wider, scene).max() < 6
@@ -353,41 +353,103 @@ def test_weights_keep_what_their_fit_was_made_with(tmp_path):
     np.testing.assert_array_equal(zoo.predict(own, scene), zoo.predict(net, scene))
 
 
-def test_hybridsn_takes_num_classes_as_every_other_family_names_it(tmp_path):
-    """design.md: "a different num_classes re-initialises the head and says so"; HybridSN names it n_classes,
-    and zoo.build("hybridsn", weights=..., num_classes=5) was "unknown config key(s) 'num_classes'"."""
+def test_hybridsn_names_its_class_count_num_classes_as_every_other_family_does(tmp_path):
+    """zoo.build, zoo.train, model_info, the config and the command line say num_classes, as torchvision and
+    timm (and zoo's other families) do; HybridSN's own n_classes still builds, with a FutureWarning."""
+    from zoo import registry
+    from zoo.cli import build_parser, model_kv
+    from zoo.hyperspectral import HybridSNConfig
+
+    assert "num_classes" in zoo.model_info("hybridsn").default_config
+    assert "n_classes" not in zoo.model_info("hybridsn").default_config
     net, scene = _fitted_hybridsn()
     path = zoo.save(net, tmp_path / "h.safetensors")
     with pytest.warns(UserWarning, match=r"left freshly initialised.*classifier\.7\.weight file \[4, 128\] model \[6, 128\]"):
-        assert zoo.build("hybridsn", weights=path, num_classes=6).config.n_classes == 6
-    assert zoo.build("hybridsn", num_classes=5, n_classes=5).config.n_classes == 5
+        assert zoo.build("hybridsn", weights=path, num_classes=6).config.num_classes == 6
+    run = zoo.train("hybridsn", scene, model_config={"num_classes": 6, "n_bands": 15, "window": 9}, epochs=1,
+                    batch_size=64, progress=False)  # beside the num_classes the scene implies (4)
+    assert run.model.config.num_classes == 6
+    assert model_kv("hybridsn", ["num_classes=5"]) == {"num_classes": 5}
+    args = build_parser(["train", "hybridsn"]).parse_args(["train", "hybridsn", "--num-classes", "5"])
+    assert args.cfg__num_classes == "5"
+    # zoo.finetune's refusal gives the call for a zoo network with a class head (it pointed at the vision
+    # family's finetune, which cannot read a scene)
+    with pytest.raises(TypeError, match=r"zoo\.train\(zoo\.build\('hybridsn', weights='indian-pines', num_classes=N\)"):
+        zoo.finetune("hybridsn", scene)
+
+    with pytest.warns(FutureWarning, match="n_classes is renamed num_classes"):
+        assert zoo.build("hybridsn", n_classes=5).config.num_classes == 5
+    with pytest.warns(FutureWarning, match="n_classes is renamed num_classes"):
+        config = HybridSNConfig(n_classes=5)
+    assert config == HybridSNConfig(num_classes=5)
+    with pytest.warns(FutureWarning, match=r"HybridSNConfig\.n_classes is renamed num_classes; read \.num_classes"):
+        assert config.n_classes == 5
+    with pytest.warns(FutureWarning):  # beside the num_classes the scene implies: the caller's wins, as num_classes
+        run = zoo.train("hybridsn", scene, model_config={"n_classes": 6, "n_bands": 15, "window": 9}, epochs=1,
+                        batch_size=64, progress=False)
+    assert run.model.config.num_classes == 6
+    with pytest.warns(FutureWarning):
+        assert model_kv("hybridsn", ["n_classes=5"]) == {"num_classes": 5}
+    with pytest.warns(FutureWarning, match="--n-classes is renamed --num-classes"):
+        args = build_parser(["train", "hybridsn"]).parse_args(["train", "hybridsn", "--n-classes", "5"])
+    assert args.cfg__num_classes == "5"
+    with pytest.warns(FutureWarning):
+        assert registry.validate_config("hybridsn", {"n_classes": 5}) == {"num_classes": 5}
+    with pytest.warns(FutureWarning):
+        assert zoo.build("hybridsn", num_classes=5, n_classes=5).config.num_classes == 5
     with pytest.raises(TypeError, match=r"num_classes=5 and n_classes=6 name one setting .*give one"):
         zoo.build("hybridsn", num_classes=5, n_classes=6)
-    run = zoo.train("hybridsn", scene, model_config={"num_classes": 6, "n_bands": 15, "window": 9}, epochs=1,
-                    batch_size=64, progress=False)  # beside the n_classes the scene implies (4)
-    assert run.model.config.n_classes == 6
-    from zoo import registry
-    from zoo.cli import model_kv
+    with pytest.raises(TypeError, match=r"num_classes=5 and n_classes=6 name one setting"):
+        HybridSNConfig(num_classes=5, n_classes=6)
 
-    # the command line's --model and validate_config (zoo weights add) take it too
-    assert model_kv("hybridsn", ["num_classes=5"]) == {"n_classes": 5}
-    assert registry.validate_config("hybridsn", {"num_classes": 5}) == {"n_classes": 5}
+
+def test_files_that_record_n_classes_still_load_without_a_warning(tmp_path, monkeypatch):
+    """A weights file, a manifest entry and a training checkpoint written while the key was n_classes (the
+    published HybridSN files' own metadata says n_classes) build, with num_classes beside them too."""
+    import dataclasses
+    import json
+    import shutil
+    import warnings
+
+    from zoo import hub
+    from zoo.hub import store
+
+    published = tmp_path / "old.safetensors"  # a copy: no manifest entry, the file's own zoo.config is read
+    shutil.copy(hub.pull("hybridsn.indian-pines-disjoint"), published)
+    assert json.loads(hub.read_metadata(published)["zoo.config"])["n_classes"] == 16
+    shipped = store.read_manifest
+
+    def old_manifest(*args, **kwargs):
+        entries = dict(shipped(*args, **kwargs))
+        old = entries["hybridsn.indian-pines"]
+        entries[old.name] = dataclasses.replace(old, config={"n_bands": 30, "n_classes": 16, "window": 25})
+        return entries
+
+    monkeypatch.setattr(store, "read_manifest", old_manifest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert zoo.build("hybridsn", weights=published).config.num_classes == 16
+        assert zoo.build("hybridsn", weights="indian-pines").config.window == 25
+        with pytest.warns(UserWarning, match="left freshly initialised"):
+            assert zoo.build("hybridsn", weights=published, num_classes=6).config.num_classes == 6
+        with pytest.warns(UserWarning, match="left freshly initialised"):
+            assert zoo.build("hybridsn", weights="indian-pines", num_classes=6).config.num_classes == 6
 
 
 def test_a_trained_hybridsns_state_dict_loads_into_a_fresh_one():
     """torch's own round trip (build, load_state_dict) failed 'Unexpected key(s) "pre_mean", ...': a fresh
     network has no preprocessing buffers until it is trained."""
     net, scene = _fitted_hybridsn()
-    fresh = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9)
+    fresh = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9)
     fresh.load_state_dict(net.state_dict())
     assert fresh.has_preprocessor
     np.testing.assert_array_equal(zoo.predict(fresh, scene), zoo.predict(net, scene))
     # tensors of another device (a GPU's; "meta" here) load where the network is, not through numpy
-    elsewhere = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9).to("meta")
+    elsewhere = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9).to("meta")
     elsewhere.load_state_dict({k: v.to("meta") for k, v in net.state_dict().items()})
     assert elsewhere.pre_mean.device.type == "meta" and elsewhere.has_preprocessor
     with pytest.raises(ValueError, match=r"PCA components must be \(16, C_raw\) for n_bands=16; got \(15, 30\)"):
-        zoo.build("hybridsn", n_bands=16, n_classes=4, window=9).load_state_dict(net.state_dict())
+        zoo.build("hybridsn", n_bands=16, num_classes=4, window=9).load_state_dict(net.state_dict())
 
 
 def test_hybridsn_predict_names_what_it_takes_for_pixel_spectra():
@@ -429,7 +491,7 @@ def test_a_training_checkpoint_names_its_model_when_another_is_built_from_it(tmp
     batch_size and monitor as the changes."""
     scene = make_scene(24, 24, 20, 3, seed=0)
     torch.manual_seed(0)
-    zoo.train(zoo.build("hybridsn", n_bands=15, window=9, n_classes=3), scene, split="random", epochs=1,
+    zoo.train(zoo.build("hybridsn", n_bands=15, window=9, num_classes=3), scene, split="random", epochs=1,
               checkpoint_dir=tmp_path, progress=False)
     for name in ("resnet18", "video-tsn", "td3"):
         with pytest.raises(ValueError, match=rf"is a training checkpoint of a 'hybridsn' model, not '{name}': build it "

@@ -112,7 +112,7 @@ def test_metrics_against_hand_computed_values():
     labels = np.array([[1, 1, 1, 2, 2, 0], [3, 3, 3, 3, 0, 0]])
     pred = np.array([[1, 1, 2, 2, 2, 3], [3, 3, 1, 3, 1, 1]])
     mask = np.ones_like(labels, bool)
-    s = score_map(pred, labels, mask, n_classes=3)
+    s = score_map(pred, labels, mask, num_classes=3)
     # confusion rows (true) 1: [2, 1, 0]; 2: [0, 2, 0]; 3: [1, 0, 3]  -> 7 of 9 right
     np.testing.assert_array_equal(s["confusion_matrix"], [[2, 1, 0], [0, 2, 0], [1, 0, 3]])
     assert s["overall_accuracy"] == pytest.approx(100 * 7 / 9)
@@ -121,6 +121,16 @@ def test_metrics_against_hand_computed_values():
     assert s["kappa"] == pytest.approx(100 * (7 / 9 - p_e) / (1 - p_e))
     assert s["per_class_accuracy"] == pytest.approx([200 / 3, 100.0, 75.0])
     assert s["n_test"] == 9
+
+
+def test_score_map_takes_the_class_count_as_num_classes_and_its_old_name_with_a_warning():
+    labels = np.array([[1, 2, 0]])
+    mask = np.ones_like(labels, bool)
+    assert len(score_map(labels, labels, mask, num_classes=4)["per_class_accuracy"]) == 4
+    with pytest.warns(FutureWarning, match="score_map: n_classes is renamed num_classes"):
+        assert len(score_map(labels, labels, mask, n_classes=4)["per_class_accuracy"]) == 4
+    with pytest.raises(TypeError, match="num_classes=4 and n_classes=5 name one setting"):
+        score_map(labels, labels, mask, num_classes=4, n_classes=5)
 
 
 def test_patch_noise_is_fresh_per_item_and_leaves_the_cube_clean():

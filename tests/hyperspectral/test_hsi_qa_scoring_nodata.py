@@ -63,7 +63,7 @@ def test_a_one_pixel_class_in_the_random_test_set_scores_zero():
 def test_score_map_sizes_the_confusion_matrix_by_class_id():
     labels = np.array([[1, 2, 7, 0]])
     pred = np.array([[1, 2, 2, 3]])
-    s = score_map(pred, labels, np.ones_like(labels, bool), n_classes=3)
+    s = score_map(pred, labels, np.ones_like(labels, bool), num_classes=3)
     assert s["confusion_matrix"].shape == (7, 7) and s["class_ids"] == list(range(1, 8))
     assert s["per_class_accuracy"][6] == 0.0 and s["per_class_accuracy"][2] is None  # id 3: no test pixel
     assert s["average_accuracy"] == pytest.approx(100 * 2 / 3)
@@ -73,7 +73,7 @@ def test_hybridsn_refuses_class_ids_beyond_its_outputs_naming_both():
     s = make_scene(20, 20, 16, 3, seed=1)
     lab = s.labels.copy()
     lab[0, :3] = 5
-    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
+    net = zoo.build("hybridsn", n_bands=13, window=9, num_classes=3)
     with pytest.raises(ValueError, match=r"class id\(s\) \[5\], but this hybridsn has 3 outputs"), \
             pytest.warns(UserWarning, match="records no training pixels"):
         zoo.evaluate(net, Scene(s.cube, labels=lab), mask=lab > 0)
@@ -86,8 +86,8 @@ def test_hybridsn_training_checks_every_labelled_class_not_only_the_training_one
     test = np.zeros(lab.shape, bool)
     test[0, 0] = True  # class 4 only in the test set
     split = Split((lab > 0) & ~test, test, "mine")
-    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
-    with pytest.raises(ValueError, match="classes up to 4; the model was built with n_classes=3"):
+    net = zoo.build("hybridsn", n_bands=13, window=9, num_classes=3)
+    with pytest.raises(ValueError, match="classes up to 4; the model was built with num_classes=3"):
         zoo.train(net, Scene(s.cube, labels=lab), split=split, epochs=1, progress=False)
 
 
@@ -144,7 +144,7 @@ def test_svm_maps_a_nan_nodata_pixel_to_zero_with_a_warning():
 
 def test_training_refuses_labelled_nan_pixels_saying_where():
     scene, (r, c) = _scene_with_nodata_pixel(labelled=True)
-    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
+    net = zoo.build("hybridsn", n_bands=13, window=9, num_classes=3)
     for model, kw in ((_svm(), {}), (net, {"epochs": 1, "progress": False})):
         with pytest.raises(ValueError, match=rf"1 pixel \(at \(row, col\) \({r}, {c}\)\) among the labelled pixels"):
             zoo.train(model, scene, split="random", **kw)
@@ -164,7 +164,7 @@ def test_hybridsn_trains_beside_nan_nodata_pixels_and_maps_them_to_zero():
 
     torch.manual_seed(0)
     scene, (r, c) = _scene_with_nodata_pixel()
-    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
+    net = zoo.build("hybridsn", n_bands=13, window=9, num_classes=3)
     zoo.train(net, scene, split="random", epochs=1, batch_size=64, progress=False)
     assert all(torch.isfinite(p).all() for p in net.parameters())
     reduced = net.reduce(scene)
@@ -291,4 +291,4 @@ def test_a_cube_trained_with_a_labels_file_implies_the_class_count(tmp_path):
     gt[:4], gt[4:8], gt[8:] = 1, 2, 3
     np.save(tmp_path / "gt.npy", gt)
     inferred = registry.infer_config("hybridsn", str(tmp_path / "cube.npy"), labels=str(tmp_path / "gt.npy"))
-    assert inferred == {"n_classes": 3}
+    assert inferred == {"num_classes": 3}

@@ -73,10 +73,10 @@ def test_saved_svm_and_hybridsn_carry_the_training_mask(tmp_path):
     scene = make_scene(36, 36, 20, 3, seed=5)
     svm = zoo.build("hsi-pca-svm", n_components=5)
     zoo.train(svm, scene, split="random", train_fraction=0.3, seed=1)
-    net = zoo.build("hybridsn", n_bands=13, n_classes=3, window=9)
+    net = zoo.build("hybridsn", n_bands=13, num_classes=3, window=9)
     zoo.train(net, scene, split="random", train_fraction=0.3, seed=1, epochs=1, batch_size=64, progress=False)
     loaded = [zoo.build("hsi-pca-svm", weights=str(svm.save(tmp_path / "svm.safetensors"))),
-              zoo.build("hybridsn", weights=str(net.save(tmp_path / "net.safetensors")), n_bands=13, n_classes=3,
+              zoo.build("hybridsn", weights=str(net.save(tmp_path / "net.safetensors")), n_bands=13, num_classes=3,
                         window=9)]
     for model in loaded:
         np.testing.assert_array_equal(model.training_record_.train_mask, svm.last_split_.train)
@@ -113,7 +113,7 @@ def test_hybridsn_trained_again_on_windows_forgets_its_scene_split():
     from zoo.hyperspectral.patches import PatchDataset
 
     scene = make_scene(24, 24, 20, 3, seed=0)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=3, window=9)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=3, window=9)
     zoo.train(net, scene, split="random", epochs=1, progress=False)
     assert net.split_["split"] == "random" and net.training_record_ is not None
     windows = PatchDataset.from_mask(net.reduce(scene), scene.labels, scene.labels > 0, window=9)

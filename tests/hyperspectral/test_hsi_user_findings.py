@@ -31,7 +31,7 @@ def _scene_with_nan_bands(bands, extra_pixel=None):
 def test_training_on_a_cube_with_a_nan_band_names_the_band_to_drop():
     """Before: '576 pixels (at (row, col) (0, 0), ...) ... give them label 0 (unlabelled) or repair the cube'."""
     scene = _scene_with_nan_bands([7])
-    net = zoo.build("hybridsn", n_bands=13, window=9, n_classes=3)
+    net = zoo.build("hybridsn", n_bands=13, window=9, num_classes=3)
     for model, kw in ((_svm(), {}), (net, {"epochs": 1, "progress": False})):
         with pytest.raises(ValueError, match=r"band 7 \(0-based, of 20\) is NaN/inf in 576 of the 576 labelled pixels"
                                              r".*np\.setdiff1d\(np\.arange\(20\), \[7\]\)") as e:
@@ -243,7 +243,7 @@ def test_hybridsn_on_fewer_training_pixels_than_its_bands_names_n_bands():
     scene = make_scene(24, 24, 40, 3, seed=0)
     mask = np.zeros(scene.labels.shape, np.uint8)
     mask[tuple(np.argwhere(scene.labels > 0)[:20].T)] = 1
-    net = zoo.build("hybridsn", n_bands=30, window=9, n_classes=3)
+    net = zoo.build("hybridsn", n_bands=30, window=9, num_classes=3)
     with pytest.raises(ValueError, match=r"20 training pixels cannot give the 30 PCA components HybridSN reduces a "
                                          r"scene to \(n_bands=30\): train on more pixels, or build it with n_bands <= 20"):
         zoo.train(net, scene, split="disjoint", train_mask=mask, epochs=1, progress=False)

@@ -43,7 +43,7 @@ class RowReader:
 def _model_and_cube(spectral_norm: str = "none", padding: str = "constant"):
     scene = make_scene(23, 31, 30, 4, block=6, noise=0.1, seed=2)
     torch.manual_seed(0)
-    net = zoo.build("hybridsn", n_bands=15, n_classes=4, window=9, spectral_norm=spectral_norm,
+    net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9, spectral_norm=spectral_norm,
                      padding=padding).eval()
     net.fit_preprocessor(scene, scene.labels > 0)
     cube = np.asarray(scene.cube, np.float32).copy()

@@ -13,7 +13,7 @@ import zoo
 from zoo.engine import ResumeError
 from zoo.hyperspectral.synthetic import make_scene
 
-ARCH = {"n_bands": 13, "n_classes": 3, "window": 9}
+ARCH = {"n_bands": 13, "num_classes": 3, "window": 9}
 
 
 def _train(scene, folder, epochs, **options):
@@ -60,3 +60,19 @@ def test_the_same_recipe_resumes_and_its_evaluation_keeps_the_leakage_guard(firs
     assert recorded["data.split"] == "random" and recorded["model.window"] == 9
     scores = zoo.evaluate(result.model, scene)  # the split's own test pixels: none was trained on
     assert 0.0 <= scores["overall_accuracy"] <= 1.0
+
+
+def test_a_checkpoint_that_records_n_classes_builds_and_resumes(first_run, tmp_path):
+    """Checkpoints written while HybridSN's class count was n_classes record model.n_classes: zoo.build reads
+    it as num_classes, without a warning the user could do nothing about, and the run resumes."""
+    import warnings
+
+    base, scene = first_run
+    run = shutil.copytree(base / "run", tmp_path / "run")
+    checkpoint = torch.load(run / "epoch-0001.pt", weights_only=True)
+    checkpoint["config"]["model.n_classes"] = checkpoint["config"].pop("model.num_classes")
+    torch.save(checkpoint, run / "epoch-0001.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        assert zoo.build("hybridsn", weights=run / "epoch-0001.pt").config.num_classes == 3
+    assert _train(scene, run, 2, resume=True).resumed["changed"] == {"epochs": (1, 2)}

@@ -44,7 +44,7 @@ def test_numpy_numbers_are_taken_as_pythons_in_every_family():
     with pytest.raises(TypeError, match="expects int"):
         check_value("m", "k", np.bool_(True), int)
     assert zoo.build("resnet18", num_classes=np.int64(7)).fc.out_features == 7
-    net = zoo.build("hybridsn", n_classes=np.int64(5), n_bands=np.int32(16), window=9, dropout=np.float32(0.5))
+    net = zoo.build("hybridsn", num_classes=np.int64(5), n_bands=np.int32(16), window=9, dropout=np.float32(0.5))
     json.dumps(vars(net.config))
     assert zoo.build("hsi-pca-svm", n_components=np.int64(5)).get_params()["pca__n_components"] == 5
     assert zoo.build("td3", batch_size=np.int64(64), net_arch=(np.int64(32), np.int64(32))).config.net_arch == (32, 32)

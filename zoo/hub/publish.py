@@ -61,12 +61,12 @@ def _entry_config(file_or_state_dict: Any, model: str, config: Mapping[str, Any]
     key is refused here, before anything is written."""
     from zoo import registry
 
-    config = dict(config or {})
     saved = read_metadata(file_or_state_dict).get("zoo.model") if str(file_or_state_dict).endswith(
         ".safetensors") else None
     if saved is not None and model not in registry.list_models():  # file_config's hint would be how to build it
         raise ManifestError(f"no registered model {model!r} to publish weights of (see `zoo list`); this file holds "
                             f"a {saved!r} model: name its weights {saved}.TAG")
+    config = registry.current_config(model, dict(config or {}))  # a renamed key as the entry names it now
     if isinstance(file_or_state_dict, (str, os.PathLike)):
         config = {**registry.file_config(file_or_state_dict, model), **config}
     registry.validate_config(model, config)

@@ -174,7 +174,7 @@ def _demo() -> None:
     if "hsi-pca-svm.indian-pines" in have:
         svm = zoo.build("hsi-pca-svm", weights="indian-pines")
         pred = svm.predict_scene(scene)
-        s = score_map(pred, scene.labels, split.test, n_classes=16)
+        s = score_map(pred, scene.labels, split.test, num_classes=16)
         png = plot_classification_map(pred, scene.labels, out / "indian_pines_pca_svm_map.png",
                                       class_names=scene.class_names, test_mask=split.test,
                                       title=f"PCA+SVM (shipped weights): OA {s['overall_accuracy']:.2f} %")
@@ -187,7 +187,7 @@ def _demo() -> None:
         t1 = time.perf_counter()
         pred = net.predict_scene(scene)  # every pixel in one dense pass (amp="auto": bf16 only where fast)
         dt = time.perf_counter() - t1
-        s = score_map(pred, scene.labels, split.test, n_classes=16)
+        s = score_map(pred, scene.labels, split.test, num_classes=16)
         png = plot_classification_map(pred, scene.labels, out / "indian_pines_hybridsn_map.png",
                                       class_names=scene.class_names, test_mask=split.test,
                                       title=f"HybridSN (shipped weights): OA {s['overall_accuracy']:.2f} %")

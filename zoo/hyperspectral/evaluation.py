@@ -351,16 +351,22 @@ def _warn_thin_test_set(scene: Scene, sp: Split, kind: str, train_fraction: floa
                   f"say little about this model; give {fix}", stacklevel=user_stacklevel())
 
 
-def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes: int | None = None) -> dict[str, Any]:
+def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, num_classes: int | None = None, *,
+              n_classes: int | None = None) -> dict[str, Any]:
     """OA / AA / kappa (in %), per-class accuracy and the confusion matrix on the pixels of ``mask``.
 
     ``pred`` and ``labels`` hold 1-based classes (0 = unlabelled) as the ground truth does. Classes are the
     scene's ids: the confusion matrix and ``per_class_accuracy`` (``class_ids`` names them) run over ids
-    1..n, n the largest of ``n_classes``, the ground truth's ids and the predicted ones. A class the model
+    1..n, n the largest of ``num_classes``, the ground truth's ids and the predicted ones. A class the model
     never predicts (one it never trained on) scores 0; an id without test pixels (a gap such as 3 in
     1, 2, 4, 7) has accuracy None and no part in AA, which averages over the classes of the test set.
+    ``n_classes``: the old name of ``num_classes`` (a FutureWarning).
     """
+    from zoo.config import current_keys
     from zoo.engine import metrics as M
+
+    given = {k: v for k, v in (("num_classes", num_classes), ("n_classes", n_classes)) if v is not None}
+    num_classes = current_keys("score_map", given, {"n_classes": "num_classes"}).get("num_classes")
 
     labels = np.asarray(labels)
     mask = np.asarray(mask, bool) & (labels > 0)
@@ -368,7 +374,7 @@ def score_map(pred: np.ndarray, labels: np.ndarray, mask: np.ndarray, n_classes:
     p = np.asarray(pred)[mask].astype(np.int64) - 1
     if (p < 0).any():
         raise ValueError("predictions must be classes 1..n on every scored pixel")
-    n = max(int(n_classes or 0), int(labels.max()), int(p.max()) + 1 if p.size else 0)
+    n = max(int(num_classes or 0), int(labels.max()), int(p.max()) + 1 if p.size else 0)
     return _scores(M.confusion_matrix(p, y, num_classes=n), list(range(1, n + 1)))
 
 

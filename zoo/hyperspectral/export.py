@@ -3,7 +3,7 @@
 ``hybridsn``: the network *with its preprocessing folded into the graph*, so a deployment feeds raw
 sensor values. Input: raw-band windows ``(B, window, window, C_raw)`` float32, channels last, i.e. a
 slice ``cube[r - k : r + k + 1, c - k : c + k + 1]`` of an ``(H, W, C_raw)`` scene (the layout every
-reader in this family returns); output: logits ``(B, n_classes)`` for the centre pixel (class = argmax + 1).
+reader in this family returns); output: logits ``(B, num_classes)`` for the centre pixel (class = argmax + 1).
 The graph standardises each band, projects onto the whitened PCA components (one matmul) and runs the
 network; with ``spectral_norm="l2"`` it first divides each pixel by its L2 norm (an all-zero pixel, then
 the ``pad_pixel``, reduces to zero). A pixel without data (any band NaN or infinite) reduces to zero, as in
@@ -91,7 +91,7 @@ class RawWindowClassifier(nn.Module):
         z = torch.where(ok, z, torch.zeros_like(z))
         if z.dtype != self.dtype:  # the float32 reduction into a float16/bfloat16 network
             z = z.to(self.dtype)
-        return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, n_classes)
+        return self.net(z.permute(0, 3, 1, 2))  # (B, k, w, w) -> (B, num_classes)
 
 
 def pad_pixel(net: HybridSN) -> np.ndarray:
@@ -143,7 +143,7 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         checks = [(sample(1),), (sample(batch + 3),)]
     graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}}, checks=checks,
                   reference=_reference(model) if model.has_preprocessor else None)
-    meta = {"model": "hybridsn", name: layout, "logits": f"(B, {c.n_classes}); class id = argmax + 1", **extra}
+    meta = {"model": "hybridsn", name: layout, "logits": f"(B, {c.num_classes}); class id = argmax + 1", **extra}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
 
 

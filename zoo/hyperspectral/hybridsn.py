@@ -15,19 +15,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from zoo.config import renamed_fields
 from zoo.hyperspectral.patches import PADDING_MODES
 from zoo.hyperspectral.scene_model import SPECTRAL_NORMS, SceneClassifierMixin
 
 __all__ = ["HybridSN", "HybridSNConfig"]
 
 
+@renamed_fields(n_classes="num_classes")
 @dataclass(frozen=True)
 class HybridSNConfig:
     """The settings of a HybridSN (Roy et al. 2019); the defaults are the paper's Indian Pines ones."""
 
     n_bands: int = 30
     """Spectral depth of the input window: the PCA components the scene is reduced to."""
-    n_classes: int = 16
+    num_classes: int = 16
+    """Outputs of the classifier: the scene's class ids 1..num_classes (0 is unlabelled)."""
     window: int = 25
     """Spatial side of the input window (pixels)."""
     dropout: float = 0.4
@@ -41,7 +44,7 @@ class HybridSNConfig:
 
 
 class HybridSN(SceneClassifierMixin, nn.Module):
-    """Input ``(B, 1, n_bands, window, window)`` (or ``(B, n_bands, window, window)``) -> logits ``(B, n_classes)``."""
+    """Input ``(B, 1, n_bands, window, window)`` (or ``(B, n_bands, window, window)``) -> logits ``(B, num_classes)``."""
 
     registry_name = "hybridsn"
     # (out_channels, spectral kernel) of the three 3-D convolutions; spatial kernels are 3x3 (paper Fig. 1)
@@ -63,8 +66,8 @@ class HybridSN(SceneClassifierMixin, nn.Module):
             raise ValueError(f"HybridSN's window is centred on its pixel, so it must be odd; got window={side}")
         if c.padding not in PADDING_MODES:
             raise ValueError(f"padding must be one of {PADDING_MODES}; got {c.padding!r}")
-        if c.n_classes < 2:
-            raise ValueError(f"n_classes must be >= 2, got {c.n_classes}")
+        if c.num_classes < 2:
+            raise ValueError(f"num_classes must be >= 2, got {c.num_classes}")
         if c.spectral_norm not in SPECTRAL_NORMS:
             raise ValueError(f"spectral_norm must be one of {SPECTRAL_NORMS}, got {c.spectral_norm!r}")
         self.config = c
@@ -85,7 +88,7 @@ class HybridSN(SceneClassifierMixin, nn.Module):
             nn.Linear(256, 128),
             nn.ReLU(inplace=True),
             nn.Dropout(c.dropout),
-            nn.Linear(128, c.n_classes),
+            nn.Linear(128, c.num_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -100,13 +103,13 @@ class HybridSN(SceneClassifierMixin, nn.Module):
         b, ch, d, h, w = x.shape
         x = x.reshape(b, ch * d, h, w)  # (B, 32*D', S, S)
         x = self.conv2d(x)  # (B, 64, S-2, S-2)
-        return self.classifier(x)  # (B, n_classes)
+        return self.classifier(x)  # (B, num_classes)
 
     def dense_forward(self, padded: torch.Tensor) -> torch.Tensor:
         """Logits of every pixel of a scene at once (eval mode: dropout off).
 
         ``padded``: the reduced cube ``(n_bands, H + window - 1, W + window - 1)`` padded by
-        ``window // 2`` as the windows are; returns ``(n_classes, H, W)``, pixel ``(r, c)`` equal to
+        ``window // 2`` as the windows are; returns ``(num_classes, H, W)``, pixel ``(r, c)`` equal to
         ``forward`` of the window at ``padded[:, r:r + window, c:c + window]``.
         """
         c = self.config
@@ -121,4 +124,4 @@ class HybridSN(SceneClassifierMixin, nn.Module):
         # Flatten orders (64, S, S) row-major, the layout of a conv kernel (out, in, kh, kw)
         x = F.relu(F.conv2d(x, first.weight.view(first.out_features, 64, side, side), first.bias))  # (1, 256, H, W)
         x = F.relu(F.conv2d(x, second.weight[:, :, None, None], second.bias))  # (1, 128, H, W)
-        return F.conv2d(x, third.weight[:, :, None, None], third.bias)[0]  # (n_classes, H, W)
+        return F.conv2d(x, third.weight[:, :, None, None], third.bias)[0]  # (num_classes, H, W)

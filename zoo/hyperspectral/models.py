@@ -33,7 +33,7 @@ def _load_svm(obj: HSIPipeline, path, entry, requested: dict[str, Any] | None = 
 
 
 def _classes_in(data: Any, labels: Any = None, gt_key: str | None = None, cube_key: str | None = None) -> dict[str, Any]:
-    """A labelled scene implies ``n_classes`` (its largest class id); ``labels``: the ground-truth file a
+    """A labelled scene implies ``num_classes`` (its largest class id); ``labels``: the ground-truth file a
     cube without one is trained with (``zoo.train("hybridsn", "cube.npy", labels="gt.npy")``); ``gt_key`` /
     ``cube_key``: the arrays of a .mat file that zoo.train will read."""
     from zoo.hyperspectral.evaluation import as_scene
@@ -42,7 +42,7 @@ def _classes_in(data: Any, labels: Any = None, gt_key: str | None = None, cube_k
         scene = as_scene(data, labels=labels, gt_key=gt_key, cube_key=cube_key)
     except (TypeError, FileNotFoundError):
         return {}
-    return {"n_classes": int(scene.labels.max())} if scene.labels is not None and scene.labels.max() > 1 else {}
+    return {"num_classes": int(scene.labels.max())} if scene.labels is not None and scene.labels.max() > 1 else {}
 
 
 @register(
@@ -63,7 +63,6 @@ def build_pca_svm(**config: Any) -> HSIPipeline:
     references=("Roy et al., HybridSN, IEEE GRSL 2020, https://arxiv.org/abs/1902.06701",),
     load_weights=load_scene_model,
     infer_config=_classes_in,
-    aliases={"num_classes": "n_classes"},  # the name the other families' heads take
 )
 def build_hybridsn(**config: Any) -> HybridSN:
     """HybridSN; ``config``: :class:`HybridSNConfig` fields."""

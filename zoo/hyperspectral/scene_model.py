@@ -40,7 +40,7 @@ __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "S
            "square_symmetry", "unit_spectra"]
 
 PRE_KEYS = ("pre_mean", "pre_scale", "pca_mean", "pca_components", "pca_scale")
-HEAD_PREFIX = "classifier.7."  # HybridSN's output layer (hybridsn.py), the one that depends on n_classes
+HEAD_PREFIX = "classifier.7."  # HybridSN's output layer (hybridsn.py), the one that depends on num_classes
 TRAINING_KEY = "__training__"  # the TrainingRecord as JSON bytes (a uint8 tensor): not a module buffer
 
 
@@ -92,7 +92,7 @@ def scene_recipe(scene: Scene, sp: Any, **options: Any) -> dict[str, Any]:
 class SceneClassifierMixin:
     """Mixed into an ``nn.Module`` whose input is a ``(1, k, w, w)`` window of ``k`` PCA components.
 
-    Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.n_classes``, and ``registry_name``.
+    Subclasses provide ``self.config.n_bands`` (= k), ``.window`` and ``.num_classes``, and ``registry_name``.
     ``zoo.train`` / ``zoo.evaluate`` take a scene (Scene, scene file, data set name) or a Dataset of windows.
     """
 
@@ -262,9 +262,9 @@ class SceneClassifierMixin:
         # every labelled pixel, not only the training ones: a class beyond the outputs that only the
         # test set holds would make the evaluation after training fail
         n_cls = int(scene.labels.max())
-        if n_cls > self.config.n_classes:
-            raise ValueError(f"the scene has classes up to {n_cls}; the model was built with n_classes="
-                             f"{self.config.n_classes} (build it with n_classes={n_cls})")
+        if n_cls > self.config.num_classes:
+            raise ValueError(f"the scene has classes up to {n_cls}; the model was built with num_classes="
+                             f"{self.config.num_classes} (build it with num_classes={n_cls})")
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
         fit_mask, held_out = sp.train, None
         if val_fraction:
@@ -307,7 +307,7 @@ class SceneClassifierMixin:
         the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`; on another scene than the
         training one, all its labelled pixels: ``all_labelled_pixels`` 1); test pixels that were training
         pixels are refused or, with ``on_overlap="exclude"``, left out and counted.
-        Class ids beyond the model's ``n_classes`` outputs cannot be predicted, and are refused.
+        Class ids beyond the model's ``num_classes`` outputs cannot be predicted, and are refused.
         ``tta=True`` averages the class probabilities over the eight quarter turns and mirrors of each window
         (see :meth:`predict_scene`). Runs on the model's device (``device=`` moves the model there first).
         ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``).
@@ -339,7 +339,7 @@ class SceneClassifierMixin:
         scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
         chosen, whole = scored_pixels(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
-        n = self.config.n_classes
+        n = self.config.num_classes
         beyond = np.unique(scene.labels[test & (scene.labels > n)])
         if beyond.size:
             raise ValueError(f"scene {scene.name!r} has test pixels of class id(s) {beyond.tolist()}, but this "
@@ -350,7 +350,7 @@ class SceneClassifierMixin:
         if device is not None:
             self.to(device)
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta, progress=progress)
-        return metrics_from_scores(score_map(pred, scene.labels, test, n_classes=n), excluded, whole)
+        return metrics_from_scores(score_map(pred, scene.labels, test, num_classes=n), excluded, whole)
 
     # A window costs as much as ~44 pixels of the dense pass (HybridSN, 25x25 windows, FLOPs): below
     # this share of the scene's pixels, cutting windows around the selected ones is cheaper.
@@ -465,7 +465,7 @@ class SceneClassifierMixin:
         padded = move_batch(padded, device, dtype=model_dtype(self))  # (C, H + 2r, W + 2r)
         if not tta:  # class indices tile by tile: memory stays (H, W), whatever the number of classes
             return self._dense_map(padded, tile_rows, progress, lambda logits: logits.argmax(0)).numpy()
-        probs = None  # (n_classes, H, W): eight maps turned back and summed
+        probs = None  # (num_classes, H, W): eight maps turned back and summed
         for k, flip in SQUARE_SYMMETRIES:
             p = self._dense_map(square_symmetry(padded, k, flip), tile_rows, progress, lambda logits: logits.softmax(0))
             p = square_symmetry(p, k, flip, inverse=True)  # in the scene's orientation
@@ -473,7 +473,7 @@ class SceneClassifierMixin:
         return probs.argmax(0).numpy()
 
     def _dense_map(self, padded: torch.Tensor, tile_rows: int | None, progress: bool, per_tile) -> torch.Tensor:
-        """``per_tile`` of the fp32 logits ``(n_classes, rows, W)`` of each row tile of a padded
+        """``per_tile`` of the fp32 logits ``(num_classes, rows, W)`` of each row tile of a padded
         ``(C, H + 2r, W + 2r)`` cube, joined along the rows (on the CPU)."""
         from zoo._progress import ProgressBar
 
@@ -550,7 +550,7 @@ def load_scene_model(model: nn.Module, path, entry=None, requested: dict[str, An
                              f"model asks for n_bands={model.config.n_bands}: leave n_bands out of zoo.build (it "
                              f"comes from the file), or train a new model for {model.config.n_bands} bands")
         model.set_preprocessor(*(sd[k].float() for k in PRE_KEYS))
-    # another n_classes is a new classifier output layer, left freshly initialised with a warning (as for
+    # another num_classes is a new classifier output layer, left freshly initialised with a warning (as for
     # the other families' heads); any other shape (window, n_bands) cannot be adapted and is an error
     load_into(model, sd, reinit=(HEAD_PREFIX,))
     if str(path).endswith(".safetensors"):
