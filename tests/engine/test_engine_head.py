@@ -10,7 +10,7 @@ from torchvision.models import ResNet
 from torchvision.models.video import VideoResNet
 
 import zoo
-from zoo.engine.head import replace_fc
+from zoo.engine.head import reset_classifier
 
 # name -> (input, feature-map shape, pooled width)
 CASES = {
@@ -90,8 +90,39 @@ def test_reset_classifier_refuses_a_headless_or_odd_count_and_says_what_to_call(
                                          r".*pre_logits=True\)\), got "):
         model.reset_classifier(bad)
     assert model.fc.out_features == 7
-    with pytest.raises(TypeError, match="nn.Linear `fc` head"):
-        replace_fc(torch.nn.Sequential(), 3)
+    with pytest.raises(TypeError, match=r"Sequential has no classifier attribute \(fc, classifier, head\)"):
+        reset_classifier(torch.nn.Sequential(), 3)
+
+
+class _Foreign(torch.nn.Module):
+    """A torchvision-style classifier without timm's method: VGG's / MobileNet's ``classifier`` Sequential."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Flatten()
+        self.classifier = torch.nn.Sequential(torch.nn.Dropout(), torch.nn.Linear(4, 10))
+        self.pretrained_cfg = {"classes": [f"c{i}" for i in range(10)]}
+
+
+def test_one_head_replacement_for_zoo_and_torchvision_models():
+    """reset_classifier is the one name (timm's): the method of zoo's classifiers and, for a torchvision model
+    without it, the function (zoo.vision.reset_classifier); zoo.vision.replace_head and replace_fc name the same
+    function, which took only a ResNet's fc."""
+    from zoo.engine import head
+    from zoo.vision import finetune
+
+    assert zoo.vision.reset_classifier is zoo.vision.replace_head is head.replace_fc is reset_classifier
+    assert finetune.head_name is head.head_name
+    net = _Foreign().double()
+    assert zoo.vision.replace_head(net, 3) is net
+    assert net.classifier[-1].out_features == 3 and net.classifier[-1].weight.dtype == torch.float64
+    assert isinstance(net.classifier[0], torch.nn.Dropout) and "classes" not in net.pretrained_cfg
+    with pytest.raises(ValueError, match="num_classes must be an int >= 1, got 0"):
+        reset_classifier(net, 0)
+    net.classifier = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with pytest.raises(TypeError, match="cannot replace a head of type Sequential: expected nn.Linear or a Sequential "
+                                        "ending in one"):
+        reset_classifier(net, 3)
 
 
 def test_build_with_timm_num_classes_zero_points_at_pre_logits():

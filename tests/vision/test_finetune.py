@@ -12,7 +12,8 @@ from torch.utils.data import TensorDataset
 
 import zoo
 from zoo.engine import Callback
-from zoo.vision.finetune import backbone_stages, param_groups, plan_strategy, replace_classifier
+from zoo.engine.head import reset_classifier
+from zoo.vision.finetune import backbone_stages, param_groups, plan_strategy
 
 CHILDREN = ["conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"]
 
@@ -193,7 +194,7 @@ def test_short_finetune_on_a_generated_image_folder_improves_accuracy(tmp_path):
     root = _stripes(tmp_path)
     model = _model(num_classes=10)
     before_model = copy.deepcopy(model)
-    replace_classifier(before_model, 2)
+    reset_classifier(before_model, 2)
     val = ImageFolderDataset(root / "val", transforms_for(model, image_size=16), classes=["horizontal", "vertical"])
     before = evaluate_classifier(before_model, val)["accuracy"]
     # lr 1e-3: at 3e-3 the last epoch's accuracy swung between 0.58 and 1.0 with the float order (bf16 on
@@ -307,14 +308,14 @@ def test_a_new_head_from_a_dataset_forgets_the_old_heads_class_names():
     assert all(p["label"] in ("0", "1") for p in zoo.predict(r.model, _data().tensors[0][:4]))
 
 
-def test_replace_classifier_of_a_generic_model_forgets_its_class_names():
+def test_reset_classifier_of_a_generic_model_forgets_its_class_names():
     net = torch.nn.Sequential()
     net.add_module("body", torch.nn.Flatten())
     net.add_module("head", torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(4, 3)))
     net.pretrained_cfg = {"classes": ["a", "b", "c"]}
-    replace_classifier(net, 3)
+    reset_classifier(net, 3)
     assert net.pretrained_cfg["classes"] == ["a", "b", "c"]
-    replace_classifier(net, 5)
+    reset_classifier(net, 5)
     assert net.head[-1].out_features == 5 and "classes" not in net.pretrained_cfg
 
 

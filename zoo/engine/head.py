@@ -1,4 +1,4 @@
-"""timm's classifier-head API, once for every zoo classifier whose classifier is the ``fc`` Linear.
+"""timm's classifier-head API, once for every zoo classifier, and its head replacement for any torchvision one.
 
 A timm user reaches for four methods (https://huggingface.co/docs/timm/feature_extraction):
 
@@ -9,9 +9,10 @@ A timm user reaches for four methods (https://huggingface.co/docs/timm/feature_e
 
 ``forward(x) == forward_head(forward_features(x))`` for every model here (ResNet18 and R(2+1)D keep
 torchvision's ``forward``, which runs the same ops: ``zoo.export`` scripts it as a plain torchvision
-model). The two forward methods are each model's own (their shapes differ); the head replacement lives
-in :func:`replace_fc`, which also drops class names recorded for the old head, wherever the model keeps
-them.
+model). The two forward methods are each model's own (their shapes differ); the head replacement is the
+function :func:`reset_classifier`, which the method calls and which takes a torchvision model without the
+method too (``fc``, ``classifier`` or ``head``: ResNet, VGG / MobileNet, ViT); it also drops class names
+recorded for the old head, wherever the model keeps them.
 """
 
 from __future__ import annotations
@@ -20,25 +21,48 @@ from torch import nn
 
 from zoo.inputs import whole_number
 
-__all__ = ["HEADLESS_HINT", "ClassifierHead", "drop_stale_classes", "replace_fc"]
+__all__ = ["HEADLESS_HINT", "ClassifierHead", "drop_stale_classes", "head_name", "replace_fc", "reset_classifier"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
 """What a ``num_classes`` below 1 is told: zoo's classifiers always have a head."""
 
 _CLASS_CFGS = ("pretrained_cfg", "video_cfg")  # where zoo's image and video models record class names
+HEAD_NAMES = ("fc", "classifier", "head")  # torchvision's ResNet / VGG, MobileNet, EfficientNet / ViT
 
 
-def replace_fc(model: nn.Module, num_classes: int) -> nn.Module:
-    """Give ``model.fc`` a fresh ``Linear(in_features, num_classes)`` (torchvision's default init) on the
-    old head's device and dtype; class names recorded for another count are dropped."""
-    if not isinstance(getattr(model, "fc", None), nn.Linear):
-        raise TypeError(f"expected a model with an nn.Linear `fc` head, got {type(model).__name__}")
+def head_name(model: nn.Module) -> str:
+    """The attribute holding the classifier: ``fc`` (torchvision's ResNet), ``classifier`` or ``head``."""
+    for name in HEAD_NAMES:
+        if isinstance(getattr(model, name, None), nn.Module):
+            return name
+    raise TypeError(f"{type(model).__name__} has no classifier attribute ({', '.join(HEAD_NAMES)}): expected the "
+                    "head as one of them")
+
+
+def reset_classifier(model: nn.Module, num_classes: int) -> nn.Module:
+    """Give ``model`` a fresh classifier of ``num_classes`` outputs and return it: the last ``nn.Linear`` of its
+    head (:func:`head_name`: an ``nn.Linear``, or a ``Sequential`` ending in one) becomes a new
+    ``Linear(in_features, num_classes)`` (torchvision's default init) on the old one's device and dtype, and
+    class names recorded for another count are dropped. timm's name; on a zoo classifier it is the method
+    ``model.reset_classifier(num_classes)``."""
     num_classes = whole_number(num_classes, "num_classes", hint=HEADLESS_HINT)
-    old = model.fc
-    model.fc = nn.Linear(old.in_features, num_classes).to(old.weight.device, old.weight.dtype)
+    name = head_name(model)
+    head = getattr(model, name)
+    last = head[-1] if isinstance(head, nn.Sequential) and len(head) else head
+    if not isinstance(last, nn.Linear):
+        raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential "
+                        "ending in one")
+    fresh = nn.Linear(last.in_features, num_classes).to(last.weight.device, last.weight.dtype)
+    if last is head:
+        setattr(model, name, fresh)
+    else:
+        head[-1] = fresh
     drop_stale_classes(model, num_classes)
     return model
+
+
+replace_fc = reset_classifier  # an alias: callers that name it replace_fc
 
 
 def drop_stale_classes(model: nn.Module, num_classes: int) -> None:
@@ -60,5 +84,5 @@ class ClassifierHead:
         return self.fc
 
     def reset_classifier(self, num_classes: int) -> None:
-        """Replace the classifier with a fresh one of ``num_classes`` outputs (:func:`replace_fc`)."""
-        replace_fc(self, num_classes)  # type: ignore[arg-type]
+        """Replace the classifier with a fresh one of ``num_classes`` outputs (the module's :func:`reset_classifier`)."""
+        reset_classifier(self, num_classes)  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ _EXPORTS = {
     "ResNet18Config": "zoo.vision.resnet",
     "adapt_input_conv": "zoo.vision.resnet",
     "replace_head": "zoo.vision.resnet",
+    "reset_classifier": "zoo.engine.head",  # a torchvision model's head replacement (zoo's models have the method)
     "resnet18": "zoo.vision.resnet",
     "transforms_for": "zoo.vision.transforms",
 }
@@ -38,6 +39,7 @@ __all__ = [
     "load_image_folders",
     "predict",
     "replace_head",
+    "reset_classifier",
     "resnet18",
     "transforms_for",
 ]

@@ -43,7 +43,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, inference_loader, model_dtype, move_batch, train_val, xy_dataset
-from zoo.engine.head import drop_stale_classes
+from zoo.engine.head import head_name, reset_classifier
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -54,19 +54,7 @@ __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "h
 
 STRATEGIES = ("head", "top", "full", "gradual")
 log = logging.getLogger(__name__)
-_HEAD_NAMES = ("fc", "classifier", "head")
 _BN = (nn.modules.batchnorm._BatchNorm,)
-
-
-def head_name(model: nn.Module) -> str:
-    """The attribute holding the classifier: ``fc`` (torchvision ResNet), ``classifier`` or ``head``."""
-    for name in _HEAD_NAMES:
-        if isinstance(getattr(model, name, None), nn.Module):
-            return name
-    raise TypeError(
-        f"{type(model).__name__} has no classifier attribute ({', '.join(_HEAD_NAMES)}); "
-        "zoo.finetune needs to know which module is the head"
-    )
 
 
 def _has_params(m: nn.Module) -> bool:
@@ -171,23 +159,6 @@ class _UnfreezeCallback(Callback):
         if self.verbose and active != self.last:
             log.info("finetune: epoch %d: training %s", state.epoch + 1, ", ".join(active))
         self.last = active
-
-
-def replace_classifier(model: nn.Module, num_classes: int) -> nn.Module:
-    """Replace the last ``nn.Linear`` of the head with a fresh one of ``num_classes`` outputs, forgetting class
-    names recorded for the old head (what ``reset_classifier`` does on zoo's classifiers)."""
-    name = head_name(model)
-    head = getattr(model, name)
-    if isinstance(head, nn.Linear):
-        setattr(model, name, nn.Linear(head.in_features, num_classes).to(head.weight.device, head.weight.dtype))
-    elif isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear):
-        last = head[-1]
-        head[-1] = nn.Linear(last.in_features, num_classes).to(last.weight.device, last.weight.dtype)
-    else:
-        raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential "
-                        "ending in one")
-    drop_stale_classes(model, num_classes)
-    return model
 
 
 def _num_outputs(model: nn.Module) -> int | None:
@@ -357,7 +328,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         # what fine-tuning to a new class count is for (the README's path, timm's num_classes=): logged, not
         # a warning on every such call
         log.info("finetune: replacing the %s-class head with a fresh %d-class head", current, num_classes)
-        replace_classifier(model, num_classes)
+        reset_classifier(model, num_classes)
     if hasattr(model, "pretrained_cfg") and (classes is not None or isinstance(train_data, TransformedImages)):
         from zoo.vision.transforms import with_image_size
 

@@ -22,7 +22,7 @@ from torchvision.models.resnet import BasicBlock, ResNet
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
-from zoo.engine.head import HEADLESS_HINT, ClassifierHead, replace_fc
+from zoo.engine.head import HEADLESS_HINT, ClassifierHead, reset_classifier
 from zoo.engine.network import Network
 from zoo.inputs import whole_number
 from zoo.registry import register
@@ -288,10 +288,7 @@ def _data_fingerprint(ds: Any) -> str:
     return f"{type(ds).__name__}{size}"
 
 
-def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Give ``model.fc`` a fresh ``Linear(in_features, num_classes)`` (torchvision's default init); works on
-    any torchvision-style ResNet. On a zoo model this is ``model.reset_classifier(num_classes)``."""
-    return replace_fc(model, num_classes)
+replace_head = reset_classifier  # an alias: zoo.vision.replace_head is zoo.engine.head.reset_classifier
 
 
 def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, Any] | None = None) -> ResNet18:
