@@ -117,7 +117,7 @@ def test_one_head_replacement_for_zoo_and_torchvision_models():
     assert zoo.vision.replace_head(net, 3) is net
     assert net.classifier[-1].out_features == 3 and net.classifier[-1].weight.dtype == torch.float64
     assert isinstance(net.classifier[0], torch.nn.Dropout) and "classes" not in net.pretrained_cfg
-    with pytest.raises(ValueError, match="num_classes must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"num_classes must be an int >= 1 \(for features without a head.*\), got 0"):
         reset_classifier(net, 0)
     net.classifier = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     with pytest.raises(TypeError, match="cannot replace a head of type Sequential: expected nn.Linear or a Sequential "
