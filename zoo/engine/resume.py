@@ -25,6 +25,11 @@ it beside fit's options (``batch_size`` there is the real one: a DataLoader's ow
 and a resume compares it the same way. Checkpoints written before runs recorded a recipe still resume: keys
 a checkpoint did not record are not compared, except what its model state shows (the network's
 ``zoo_recorded_in_state``: a seq2seq checkpoint's tokenizer, which the restore would put in the model).
+
+:func:`resume_fit` reads a checkpoint back into a :func:`zoo.engine.fit` run under that policy: which file
+(the newest loadable one of the folder), the settings compared, the model, optimizer, schedule, grad scaler,
+weight average, monitor and RNG states restored, and what a resume says it will not repeat (workers, a
+partial epoch, nothing left to train). What a checkpoint records of the run is :func:`run_record`'s.
 """
 
 from __future__ import annotations
@@ -32,19 +37,40 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from zoo._stacklevel import user_stacklevel
+from zoo.engine import checkpoint as ckpt_mod
+from zoo.engine.data import xy_dataset
+from zoo.engine.distributed import broadcast_object
+from zoo.engine.ema import load_average
+from zoo.engine.precision import normalize_amp, resumed_precision
+from zoo.engine.seed import set_rng_state
+
+if TYPE_CHECKING:
+    from zoo.engine.options import FitConfig
+    from zoo.engine.trainer import Trainer
 
 __all__ = [
     "BATCH_SIZE_FROM",
     "RECIPE_MAY_CHANGE",
+    "RESUME_APPLIED",
     "ResumeError",
+    "Resumed",
     "files_fingerprint",
+    "loader_workers",
     "realign_schedule",
     "reconcile",
+    "refuse_a_used_folder",
+    "resume_fit",
+    "run_record",
     "scale_lr",
     "tensors_fingerprint",
     "with_recipe",
@@ -178,8 +204,6 @@ def realign_schedule(optimizer: Any, scheduler: Any) -> None:
     ``lr`` or ``epochs`` continues on the new curve from where the run stopped, not from the old curve's value."""
     if scheduler is None:
         return
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # get_lr outside step() warns; here it is the closed form we want
         closed = getattr(scheduler, "_get_closed_form_lr", None)
@@ -187,3 +211,278 @@ def realign_schedule(optimizer: Any, scheduler: Any) -> None:
     for group, lr in zip(optimizer.param_groups, lrs):
         group["lr"] = lr
     scheduler._last_lr = list(lrs)
+
+
+# -- reading a checkpoint back into a fit run (zoo.engine.trainer.Trainer) --------------------------------------
+
+# settings a resumed fit run may change; bookkeeping that is never compared
+RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
+                  "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments",
+                  "flush_tiny_grads", "channels_last")
+_NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
+
+# an LRScheduler's state that says where it is rather than what curve it follows
+_SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get_lr_called_within_step",
+                      "_is_initial", "verbose", "lr_lambdas"}
+
+
+@dataclass
+class Resumed:
+    """Where a resumed fit run goes on from: the checkpoint read, the settings it changed (``{key: (saved,
+    now)}``), its epoch and optimizer-step counters, and the precision the run computes in (None: fp32)."""
+
+    checkpoint: Path
+    changed: dict[str, tuple[Any, Any]]
+    epoch: int
+    step: int
+    amp: str | None
+
+
+def run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
+    """What the checkpoints record of the run: fit's options with the family's recipe (``cfg.config``), the
+    batch size the batches really have (a DataLoader's own: fit's ``batch_size`` does not reach it) and
+    where that came from (``batch_size_from``)."""
+    record = cfg.recorded()
+    record[BATCH_SIZE_FROM] = "options"
+    tensors = xy_dataset(train_data) or getattr(train_data, "dataset", train_data)
+    if isinstance(tensors, TensorDataset):  # (X, y) arrays: a resume on other arrays is another data set
+        record["train_tensors"] = tensors_fingerprint(tensors.tensors)
+    if isinstance(train_data, DataLoader):
+        batch_sampler = train_data.batch_sampler
+        record["batch_size"] = (train_data.batch_size if train_data.batch_size is not None
+                                else getattr(batch_sampler, "batch_size", None))
+        record[BATCH_SIZE_FROM] = "loader"
+    return record
+
+
+def loader_workers(loader: Any) -> int:
+    """The worker processes ``loader`` loads with (``overfit_batches`` makes it a list of batches: none): a
+    checkpoint records them, and a resume with others warns (:func:`_warn_other_workers`)."""
+    return int(getattr(loader, "num_workers", 0))
+
+
+def refuse_a_used_folder(folder: Path) -> None:
+    """A new run (``resume=False``) in a folder that holds another run's checkpoints would mix with it: the
+    pruning of ``keep_last`` deleted the new run's epochs before the old run's later ones, and a ``resume``
+    after it picked the old run's last epoch up under the new run's settings."""
+    latest = ckpt_mod.latest_checkpoint(folder)
+    held = [p.name for p in (latest, folder / "best.pt") if p is not None and p.is_file()]
+    if held:
+        raise ValueError(f"checkpoint_dir {folder} holds another run's checkpoints ({', '.join(held)}): "
+                         "resume=True continues that run; a new run needs another folder, or those files deleted "
+                         "(none is overwritten)")
+
+
+def resume_fit(run: Trainer) -> Resumed | None:
+    """Load the checkpoint ``run.cfg.resume`` names into ``run`` (rank 0 picks it, so every rank reads the same
+    file) under the resume policy: its settings reconciled first, then the model, optimizer, schedule, grad
+    scaler, weight average, history, monitor and RNG states restored in place. None: ``resume=True`` on a folder
+    with no loadable checkpoint yet (the run starts from scratch)."""
+    info, cfg = run.info, run.cfg
+    path, state = _resume_path(cfg.resume, run.ckpt_dir) if info.is_main else (None, None)
+    path = broadcast_object(path)
+    if path is None:
+        if info.is_main:
+            log.info("resume: no loadable checkpoint in %s yet, starting from scratch", run.ckpt_dir)
+        return None
+    path = Path(path)
+    if state is None:  # a file named by resume=, or another rank: rank 0 read only the one it picked
+        # onto the CPU: restore copies each tensor to where its owner lives, and generator states (and
+        # the other CPU-only data in the file) must stay there
+        state = ckpt_mod.read_checkpoint(path, map_location="cpu")
+    extra = state.get("extra") or {}
+    changed = _reconcile_run(run, state, path)
+    # ReduceLROnPlateau has no curve to keep or realign: its state (best, bad epochs, lr) is all progress
+    plateau = run.schedule is not None and run.schedule.interval == "plateau"
+    shape = {} if plateau else _schedule_shape(run.scheduler)
+    ckpt_mod.restore(state, run.model, run.opt, run.scheduler, run.scaler, path=path)
+    if "epochs" in changed and shape:
+        # the checkpoint's schedule ends where the old run did (OneCycleLR's total_steps refuses any step
+        # past it); the one built for the new length keeps the restored position, on the new curve
+        run.scheduler.__dict__.update(shape)
+    if run.ema is not None:
+        if extra.get("ema") is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
+            raise ValueError(f"{path.name} holds no weight average, but this run has ema_decay={cfg.ema_decay}")
+        load_average(run.ema, extra["ema"])
+    if "lr" in changed:
+        scale_lr(run.opt, run.scheduler, *changed["lr"])
+    if ("lr" in changed or "epochs" in changed) and not plateau:
+        realign_schedule(run.opt, run.scheduler)
+    resumed = Resumed(path, changed, state["epoch"], state["step"],
+                      resumed_precision(cfg.amp, extra.get("precision"), run.dev, run.amp, path.name))
+    run.history[:] = list(state["history"])
+    run.monitor.restore(state["best_metric"], state["best_epoch"], extra)
+    _restore_rng(state.get("rng"), info.rank, info.world_size)
+    if info.is_main:
+        _say_what_the_resume_leaves(run, resumed, extra)
+    return resumed
+
+
+def _say_what_the_resume_leaves(run: Trainer, resumed: Resumed, extra: dict[str, Any]) -> None:
+    """The main process's part of a resume once the state is back: ``best.pt`` made the restored best epoch's
+    again, and the warnings about what the resumed run will not do as the uninterrupted one would have."""
+    _repair_best(run.ckpt_dir, run.monitor.best_epoch, resumed.checkpoint)
+    _warn_partial_epoch(run, resumed)
+    _warn_other_workers(extra.get("loader_workers"), loader_workers(run.train_loader), resumed.checkpoint)
+    epochs = run.cfg.epochs
+    if epochs <= resumed.epoch and not run.monitor.stopped:  # it returned the old run's result
+        warnings.warn(f"resume: {resumed.checkpoint.name} has {resumed.epoch} epochs done and epochs={epochs}:"
+                      f" nothing is trained; epochs counts the run's epochs in all, so pass "
+                      f"epochs > {resumed.epoch} to train on", stacklevel=user_stacklevel())
+
+
+def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str, tuple[Any, Any]]:
+    """The resume policy (:func:`reconcile`) on what the checkpoint recorded and what this run records:
+    fit's options and the family's recipe, whose harmless keys (``recipe_may_change``) are applied."""
+    implied = getattr(run.model, "zoo_recorded_in_state", None)
+    # a checkpoint written before recipes were recorded: what its model state shows of one (a tokenizer)
+    saved = {**(implied(state["model"]) if implied is not None else {}), **(state.get("config") or {})}
+    ignored = set(_NOT_COMPARED)
+    if BATCH_SIZE_FROM not in saved and run.record[BATCH_SIZE_FROM] == "loader":
+        ignored.add("batch_size")  # it recorded fit's batch_size option, which a DataLoader does not use
+    if _same_global_batch(saved, (state.get("extra") or {}).get("world_size"), run.record, run.info.world_size,
+                          path):
+        ignored.add("batch_size")
+    applied = (*RESUME_APPLIED, *run.record.get(RECIPE_MAY_CHANGE, ()))
+    return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(run.record), applied=applied,
+                     ignored=ignored, what=path.name)
+
+
+def _same_global_batch(saved: dict[str, Any], saved_world: Any, record: dict[str, Any], world: int,
+                       path: Path) -> bool:
+    """Under another number of processes than the checkpoint's, what must match is the global batch
+    (``batch_size * WORLD_SIZE``: the steps and their size); the per-process one compared alone let a
+    2 x 16 run resume as 1 x 16, halving the batch without a word, and refused 1 x 32. True when the
+    world size changed and the global batch did not (``batch_size`` is then not compared); a changed
+    global batch is refused, naming the batch_size that keeps it."""
+    if saved_world is None or int(saved_world) == world or saved.get("batch_size") is None \
+            or record.get("batch_size") is None:
+        return False
+    before, now = int(saved["batch_size"]) * int(saved_world), int(record["batch_size"]) * world
+    if before == now:
+        return True
+    keep = f"batch_size={before // world}" if before % world == 0 else f"{saved_world} processes"
+    raise ResumeError(f"{path.name} was trained by {saved_world} process(es) of batch_size {saved['batch_size']} "
+                      f"(a global batch of {before}); this run has {world} of {record['batch_size']} (a "
+                      f"global batch of {now}): resume with {keep}, or start a new run in another folder")
+
+
+def _amp_spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its ``amp`` in one spelling (None/"none"/"fp32" -> None, "bfloat16" -> "bf16"): a run
+    started with amp="fp32" resumes with amp=None (the CLI's --amp fp32 and the Python default spell it apart)."""
+    try:
+        return {**config, "amp": normalize_amp(config["amp"])} if "amp" in config else config
+    except ValueError:  # a spelling of another version: compared as written
+        return config
+
+
+def _schedule_shape(scheduler: Any) -> dict[str, Any]:
+    """What a freshly built scheduler says about its curve (its length and phases), to outlive a restore."""
+    if scheduler is None:
+        return {}
+    import copy
+
+    return {k: copy.deepcopy(v) for k, v in scheduler.state_dict().items() if k not in _SCHEDULE_PROGRESS}
+
+
+def _restore_rng(rng: Any, rank: int, world_size: int) -> None:
+    """The checkpoint's RNG states (one per rank it was written by) back into this rank's generators."""
+    if isinstance(rng, list):
+        if len(rng) != world_size:
+            warnings.warn(f"checkpoint has RNG states of {len(rng)} ranks, this run has {world_size}: "
+                          "random streams will differ from the original run", stacklevel=user_stacklevel())
+        rng = rng[rank] if rank < len(rng) else rng[0]
+    if rng is not None:
+        set_rng_state(rng)
+
+
+def _repair_best(ckpt_dir: Path | None, best_epoch: int | None, resumed: Path) -> None:
+    """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
+    (its new best) and copying it to ``best.pt`` left the previous best there, and no later epoch would
+    rewrite it: the resumed monitor already holds epoch N's value, so N never improves on itself."""
+    if ckpt_dir is None or best_epoch is None:
+        return
+    best = ckpt_dir / "best.pt"
+    held = ckpt_mod.checkpoint_epoch(best)
+    if held == best_epoch:
+        return
+    name = ckpt_mod.epoch_checkpoint_name(best_epoch)
+    source = next((p for p in (ckpt_dir / name, resumed.parent / name) if p.is_file()), None)
+    if source is None:  # only a resume from an older file of a folder that went on without it gets here
+        if held is not None:
+            warnings.warn(f"resume: {best} holds epoch {held}, but the best epoch of the run resumed from "
+                          f"{resumed.name} is {best_epoch}, whose checkpoint is kept no more; best.pt is "
+                          "replaced when the resumed run improves on it", stacklevel=user_stacklevel())
+        return
+    ckpt_mod.copy_checkpoint(source, best)
+    log.info("resume: best.pt held %s, the best epoch is %d: copied %s to it",
+             "nothing" if held is None else f"epoch {held}", best_epoch, source.name)
+
+
+def _warn_partial_epoch(run: Trainer, resumed: Resumed) -> None:
+    """A checkpoint of an epoch that ``request_stop`` ended after some of its batches holds no position
+    inside the epoch to go on from (the loader's order and workers start whole epochs): the resume goes on
+    with the next epoch, and says which batches that leaves untrained."""
+    last = run.history[-1] if run.history else {}
+    done = last.get("batches_trained")
+    if done is None or run.cfg.epochs <= resumed.epoch:
+        return
+    total = run.n_batches
+    rest = f"its other {total - done} of {total} batches" if total and total > done else "its other batches"
+    warnings.warn(f"resume: {resumed.checkpoint.name} ends epoch {last['epoch']} after {done} batches (request_stop);"
+                  f" the run goes on with epoch {resumed.epoch + 1}, so {rest} are not trained in this run. To train "
+                  f"a whole epoch in their place, pass epochs={run.cfg.epochs + 1}", stacklevel=user_stacklevel())
+
+
+def _warn_other_workers(recorded: Any, workers: int, resumed: Path) -> None:
+    """Other DataLoader workers than the checkpoint's run had are used (results depending on them is what PyTorch
+    users expect), but said: random augmentation draws from the main process's torch generator with 0 workers
+    and from a seed per worker above 0, so the resumed epochs draw other numbers than the uninterrupted run's
+    did, quietly. ``recorded``: the workers the checkpoint's training loader ran (None in a checkpoint from
+    before they were recorded); the loaders', not the ``num_workers`` option, which a passed DataLoader and
+    seq2seq's loaders do not take."""
+    if recorded is None or int(recorded) == workers:
+        return
+    old, new = int(recorded), workers
+    warnings.warn(f"resume: {resumed.name} was trained with num_workers={old}, this run has num_workers={new}: "
+                  "random augmentation draws from the main process's generator with 0 workers and from a seed per "
+                  "worker above 0, so the resumed run will not repeat the uninterrupted one bit for bit. Resume "
+                  f"with num_workers={old} to repeat it", stacklevel=user_stacklevel())
+
+
+def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[str, Any] | None]:
+    """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
+    newer one that does not load is skipped with a warning saying why), with the checkpoint where picking
+    it read it (a folder's; a file as given is read by the caller)."""
+    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
+    if folder is not None and folder.is_dir():
+        found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location="cpu")
+        for reason in skipped:
+            warnings.warn(f"resume: skipped {reason}", stacklevel=user_stacklevel())
+        if found is None and folder != ckpt_dir:
+            raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
+        best = folder / "best.pt"
+        if found is None and best.is_file():  # a fresh start (what nothing loadable gives) would replace best.pt
+            _refuse_to_start_over(best, skipped)
+        if found is not None and skipped:
+            log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
+        return found, state
+    path = Path(resume)
+    if not path.is_file():
+        raise FileNotFoundError(f"resume={resume}: no such checkpoint file")
+    return path, None
+
+
+def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
+    """``resume=True`` on a folder whose ``epoch-*.pt`` are gone or unreadable but whose ``best.pt`` loads
+    (its sha256 checked): a fresh run would overwrite it, so the error names how to continue from it."""
+    try:
+        epoch = ckpt_mod.read_checkpoint(best)["epoch"]
+    except ckpt_mod.CheckpointError:
+        return  # nothing of value to keep: a fresh start, as for an empty folder
+    why = f"none of its {len(skipped)} epoch checkpoint(s) loads ({'; '.join(skipped)})" if skipped \
+        else "it holds no epoch-*.pt"
+    raise ckpt_mod.CheckpointError(
+        f"resume: {best.parent} cannot be continued where it stopped: {why}, but {best.name} (epoch {epoch}) loads: "
+        f"resume=\"{best}\" continues from it. The run is not started over on top of it; to start over, use "
+        "another checkpoint_dir or remove the folder's files")

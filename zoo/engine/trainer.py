@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import math
 import sys
 import time
@@ -21,13 +20,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState, adds_to_rows
-from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch, xy_dataset
+from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
@@ -37,7 +35,6 @@ from zoo.engine.distributed import (
     broadcast_object,
     wrap_ddp,
 )
-from zoo.engine.ema import load_average
 from zoo.engine.evaluation import (
     ACCURACY_NAMES,
     call_eval_fn,
@@ -60,51 +57,14 @@ from zoo.engine.modes import eval_mode
 from zoo.engine.monitor import Monitor
 from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
-from zoo.engine.precision import normalize_amp, precision_record, resumed_precision
+from zoo.engine.precision import precision_record
 from zoo.engine.result import NonFiniteLossError, TrainResult
-from zoo.engine.resume import (
-    BATCH_SIZE_FROM,
-    RECIPE_MAY_CHANGE,
-    ResumeError,
-    realign_schedule,
-    reconcile,
-    scale_lr,
-    tensors_fingerprint,
-)
+from zoo.engine.resume import loader_workers, refuse_a_used_folder, resume_fit, run_record
 from zoo.engine.schedules import build_schedule
-from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
+from zoo.engine.seed import get_rng_state, set_seed
 from zoo.wrappers import unwrap
 
-__all__ = ["RESUME_APPLIED", "Trainer"]
-
-log = logging.getLogger(__name__)
-
-# settings a resumed run may change (zoo.engine.resume); bookkeeping that is never compared
-RESUME_APPLIED = ("lr", "epochs", "early_stopping_patience", "early_stopping_min_delta", "keep_last", "progress",
-                  "log_dir", "num_workers", "device", "eval_fn", "metrics", "flush_tiny_moments",
-                  "flush_tiny_grads", "channels_last")
-_NOT_COMPARED = ("resume", "checkpoint_dir", "config", RECIPE_MAY_CHANGE, BATCH_SIZE_FROM)
-
-
-def _workers(loader: Any) -> int:
-    """The worker processes ``loader`` loads with (``overfit_batches`` makes it a list of batches: none)."""
-    return int(getattr(loader, "num_workers", 0))
-
-
-def _warn_other_workers(recorded: Any, workers: int, resumed: Path) -> None:
-    """Other DataLoader workers than the checkpoint's run had are used (results depending on them is what PyTorch
-    users expect), but said: random augmentation draws from the main process's torch generator with 0 workers
-    and from a seed per worker above 0, so the resumed epochs draw other numbers than the uninterrupted run's
-    did, quietly. ``recorded``: the workers the checkpoint's training loader ran (None in a checkpoint from
-    before they were recorded); the loaders', not the ``num_workers`` option, which a passed DataLoader and
-    seq2seq's loaders do not take."""
-    if recorded is None or int(recorded) == workers:
-        return
-    old, new = int(recorded), workers
-    warnings.warn(f"resume: {resumed.name} was trained with num_workers={old}, this run has num_workers={new}: "
-                  "random augmentation draws from the main process's generator with 0 workers and from a seed per "
-                  "worker above 0, so the resumed run will not repeat the uninterrupted one bit for bit. Resume "
-                  f"with num_workers={old} to repeat it", stacklevel=user_stacklevel())
+__all__ = ["Trainer"]
 
 
 class Trainer:
@@ -141,9 +101,9 @@ class Trainer:
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
         if self.ckpt_dir is not None and not cfg.resume:
-            _refuse_a_used_folder(self.ckpt_dir)
+            refuse_a_used_folder(self.ckpt_dir)
         self.last_ckpt: Path | None = None
-        self.record = _run_record(cfg, train_data)
+        self.record = run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
         # decided once the precision is (a resume keeps the one its checkpoint was trained in), so that a resumed
         # run computes in the layout the run it continues did
@@ -231,135 +191,14 @@ class Trainer:
 
     # -- resume ---------------------------------------------------------------------------------------------
     def _resume(self) -> dict[str, Any] | None:
-        """Load the checkpoint (rank 0 picks it, so every rank reads the same file) under the resume policy."""
-        info, cfg = self.info, self.cfg
-        path, state = _resume_path(cfg.resume, self.ckpt_dir) if info.is_main else (None, None)
-        path = broadcast_object(path)
-        if path is None:
-            if info.is_main:
-                log.info("resume: no loadable checkpoint in %s yet, starting from scratch", self.ckpt_dir)
+        """The checkpoint ``resume`` names, read back into this run (:func:`zoo.engine.resume.resume_fit`): the
+        run goes on from its epoch and step, in the precision it was trained in."""
+        resumed = resume_fit(self)
+        if resumed is None:
             return None
-        if state is None:  # a file named by resume=, or another rank: rank 0 read only the one it picked
-            # onto the CPU: restore copies each tensor to where its owner lives, and generator states (and
-            # the other CPU-only data in the file) must stay there
-            state = ckpt_mod.read_checkpoint(path, map_location="cpu")
-        changed = self._reconcile(state, Path(path))
-        # ReduceLROnPlateau has no curve to keep or realign: its state (best, bad epochs, lr) is all progress
-        plateau = self.schedule is not None and self.schedule.interval == "plateau"
-        shape = {} if plateau else _schedule_shape(self.scheduler)
-        ckpt_mod.restore(state, self.model, self.opt, self.scheduler, self.scaler, path=path)
-        if "epochs" in changed and shape:
-            # the checkpoint's schedule ends where the old run did (OneCycleLR's total_steps refuses any step
-            # past it); the one built for the new length keeps the restored position, on the new curve
-            self.scheduler.__dict__.update(shape)
-        if self.ema is not None:
-            ema_state = (state.get("extra") or {}).get("ema")
-            if ema_state is None:  # reconcile refuses a changed ema_decay; this is a checkpoint of another writer
-                raise ValueError(f"{Path(path).name} holds no weight average, but this run has ema_decay="
-                                 f"{cfg.ema_decay}")
-            load_average(self.ema, ema_state)
-        if "lr" in changed:
-            scale_lr(self.opt, self.scheduler, *changed["lr"])
-        if ("lr" in changed or "epochs" in changed) and not plateau:
-            realign_schedule(self.opt, self.scheduler)
-        self.start_epoch, self.step = state["epoch"], state["step"]
-        self.history[:] = list(state["history"])
-        self.monitor.restore(state["best_metric"], state["best_epoch"], state.get("extra") or {})
-        self.last_ckpt = Path(path)
-        self._restore_rng(state.get("rng"))
-        self.amp = resumed_precision(self.cfg.amp, (state.get("extra") or {}).get("precision"), self.dev, self.amp,
-                                     Path(path).name)
-        if info.is_main:
-            self._repair_best(Path(path))
-            self._warn_partial_epoch(Path(path))
-            _warn_other_workers((state.get("extra") or {}).get("loader_workers"), _workers(self.train_loader),
-                                Path(path))
-            if cfg.epochs <= self.start_epoch and not self.monitor.stopped:  # it returned the old run's result
-                warnings.warn(f"resume: {Path(path).name} has {self.start_epoch} epochs done and epochs={cfg.epochs}:"
-                              f" nothing is trained; epochs counts the run's epochs in all, so pass "
-                              f"epochs > {self.start_epoch} to train on", stacklevel=user_stacklevel())
-        return {"checkpoint": Path(path), "changed": changed}
-
-    def _reconcile(self, state: dict[str, Any], path: Path) -> dict[str, tuple[Any, Any]]:
-        """The resume policy (:func:`reconcile`) on what the checkpoint recorded and what this run records:
-        fit's options and the family's recipe, whose harmless keys (``recipe_may_change``) are applied."""
-        implied = getattr(self.model, "zoo_recorded_in_state", None)
-        # a checkpoint written before recipes were recorded: what its model state shows of one (a tokenizer)
-        saved = {**(implied(state["model"]) if implied is not None else {}), **(state.get("config") or {})}
-        ignored = set(_NOT_COMPARED)
-        if BATCH_SIZE_FROM not in saved and self.record[BATCH_SIZE_FROM] == "loader":
-            ignored.add("batch_size")  # it recorded fit's batch_size option, which a DataLoader does not use
-        if self._same_global_batch(saved, (state.get("extra") or {}).get("world_size"), path):
-            ignored.add("batch_size")
-        applied = (*RESUME_APPLIED, *self.record.get(RECIPE_MAY_CHANGE, ()))
-        return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(self.record), applied=applied,
-                         ignored=ignored, what=path.name)
-
-    def _warn_partial_epoch(self, resumed: Path) -> None:
-        """A checkpoint of an epoch that ``request_stop`` ended after some of its batches holds no position
-        inside the epoch to go on from (the loader's order and workers start whole epochs): the resume goes on
-        with the next epoch, and says which batches that leaves untrained."""
-        last = self.history[-1] if self.history else {}
-        done = last.get("batches_trained")
-        if done is None or self.cfg.epochs <= self.start_epoch:
-            return
-        total = self.n_batches
-        rest = f"its other {total - done} of {total} batches" if total and total > done else "its other batches"
-        warnings.warn(f"resume: {resumed.name} ends epoch {last['epoch']} after {done} batches (request_stop); the run "
-                      f"goes on with epoch {self.start_epoch + 1}, so {rest} are not trained in this run. To train "
-                      f"a whole epoch in their place, pass epochs={self.cfg.epochs + 1}",
-                      stacklevel=user_stacklevel())
-
-    def _same_global_batch(self, saved: dict[str, Any], saved_world: Any, path: Path) -> bool:
-        """Under another number of processes than the checkpoint's, what must match is the global batch
-        (``batch_size * WORLD_SIZE``: the steps and their size); the per-process one compared alone let a
-        2 x 16 run resume as 1 x 16, halving the batch without a word, and refused 1 x 32. True when the
-        world size changed and the global batch did not (``batch_size`` is then not compared); a changed
-        global batch is refused, naming the batch_size that keeps it."""
-        world = self.info.world_size
-        if saved_world is None or int(saved_world) == world or saved.get("batch_size") is None \
-                or self.record.get("batch_size") is None:
-            return False
-        before, now = int(saved["batch_size"]) * int(saved_world), int(self.record["batch_size"]) * world
-        if before == now:
-            return True
-        keep = f"batch_size={before // world}" if before % world == 0 else f"{saved_world} processes"
-        raise ResumeError(f"{path.name} was trained by {saved_world} process(es) of batch_size {saved['batch_size']} "
-                          f"(a global batch of {before}); this run has {world} of {self.record['batch_size']} (a "
-                          f"global batch of {now}): resume with {keep}, or start a new run in another folder")
-
-    def _repair_best(self, resumed: Path) -> None:
-        """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
-        (its new best) and copying it to ``best.pt`` left the previous best there, and no later epoch would
-        rewrite it: the resumed monitor already holds epoch N's value, so N never improves on itself."""
-        best_epoch = self.monitor.best_epoch
-        if self.ckpt_dir is None or best_epoch is None:
-            return
-        best = self.ckpt_dir / "best.pt"
-        held = ckpt_mod.checkpoint_epoch(best)
-        if held == best_epoch:
-            return
-        name = ckpt_mod.epoch_checkpoint_name(best_epoch)
-        source = next((p for p in (self.ckpt_dir / name, resumed.parent / name) if p.is_file()), None)
-        if source is None:  # only a resume from an older file of a folder that went on without it gets here
-            if held is not None:
-                warnings.warn(f"resume: {best} holds epoch {held}, but the best epoch of the run resumed from "
-                              f"{resumed.name} is {best_epoch}, whose checkpoint is kept no more; best.pt is "
-                              "replaced when the resumed run improves on it", stacklevel=user_stacklevel())
-            return
-        ckpt_mod.copy_checkpoint(source, best)
-        log.info("resume: best.pt held %s, the best epoch is %d: copied %s to it",
-                 "nothing" if held is None else f"epoch {held}", best_epoch, source.name)
-
-    def _restore_rng(self, rng: Any) -> None:
-        if isinstance(rng, list):
-            if len(rng) != self.info.world_size:
-                warnings.warn(f"checkpoint has RNG states of {len(rng)} ranks, this run has {self.info.world_size}: "
-                              "random streams will differ from the original run",
-                              stacklevel=user_stacklevel())
-            rng = rng[self.info.rank] if self.info.rank < len(rng) else rng[0]
-        if rng is not None:
-            set_rng_state(rng)
+        self.start_epoch, self.step, self.amp = resumed.epoch, resumed.step, resumed.amp
+        self.last_ckpt = resumed.checkpoint
+        return {"checkpoint": resumed.checkpoint, "changed": resumed.changed}
 
     # -- the run --------------------------------------------------------------------------------------------
     def _layout_modules(self) -> list[nn.Module]:
@@ -646,7 +485,7 @@ class Trainer:
                 best_epoch=self.monitor.best_epoch, history=self.history, config=self.record, rng=rng,
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
                        "precision": precision_record(self.amp, self.dev),
-                       "loader_workers": _workers(self.train_loader),  # a resume with others warns
+                       "loader_workers": loader_workers(self.train_loader),  # a resume with others warns
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")
@@ -682,11 +521,6 @@ class Trainer:
                            stopped_early=self.monitor.stopped, resumed=self.resumed)
 
 
-# an LRScheduler's state that says where it is rather than what curve it follows
-_SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get_lr_called_within_step",
-                      "_is_initial", "verbose", "lr_lambdas"}
-
-
 def _tied_zero(outputs: Any) -> torch.Tensor | None:
     """A zero loss whose backward reaches every parameter the outputs came from (zero gradients), or None
     when the outputs hold no differentiable tensor."""
@@ -697,92 +531,7 @@ def _tied_zero(outputs: Any) -> torch.Tensor | None:
     return sum(zeros[1:], zeros[0]) if zeros else None
 
 
-def _amp_spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with its ``amp`` in one spelling (None/"none"/"fp32" -> None, "bfloat16" -> "bf16"): a run
-    started with amp="fp32" resumes with amp=None (the CLI's --amp fp32 and the Python default spell it apart)."""
-    try:
-        return {**config, "amp": normalize_amp(config["amp"])} if "amp" in config else config
-    except ValueError:  # a spelling of another version: compared as written
-        return config
-
-
-def _schedule_shape(scheduler: Any) -> dict[str, Any]:
-    """What a freshly built scheduler says about its curve (its length and phases), to outlive a restore."""
-    if scheduler is None:
-        return {}
-    import copy
-
-    return {k: copy.deepcopy(v) for k, v in scheduler.state_dict().items() if k not in _SCHEDULE_PROGRESS}
-
-
-def _run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
-    """What the checkpoints record of the run: fit's options with the family's recipe (``cfg.config``), the
-    batch size the batches really have (a DataLoader's own: fit's ``batch_size`` does not reach it) and
-    where that came from (``batch_size_from``)."""
-    record = cfg.recorded()
-    record[BATCH_SIZE_FROM] = "options"
-    tensors = xy_dataset(train_data) or getattr(train_data, "dataset", train_data)
-    if isinstance(tensors, TensorDataset):  # (X, y) arrays: a resume on other arrays is another data set
-        record["train_tensors"] = tensors_fingerprint(tensors.tensors)
-    if isinstance(train_data, DataLoader):
-        batch_sampler = train_data.batch_sampler
-        record["batch_size"] = (train_data.batch_size if train_data.batch_size is not None
-                                else getattr(batch_sampler, "batch_size", None))
-        record[BATCH_SIZE_FROM] = "loader"
-    return record
-
-
 def _write(text: str) -> None:
     from zoo._progress import ProgressBar
 
     ProgressBar.write(text)
-
-
-def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
-    """``resume=True`` on a folder whose ``epoch-*.pt`` are gone or unreadable but whose ``best.pt`` loads
-    (its sha256 checked): a fresh run would overwrite it, so the error names how to continue from it."""
-    try:
-        epoch = ckpt_mod.read_checkpoint(best)["epoch"]
-    except ckpt_mod.CheckpointError:
-        return  # nothing of value to keep: a fresh start, as for an empty folder
-    why = f"none of its {len(skipped)} epoch checkpoint(s) loads ({'; '.join(skipped)})" if skipped \
-        else "it holds no epoch-*.pt"
-    raise ckpt_mod.CheckpointError(
-        f"resume: {best.parent} cannot be continued where it stopped: {why}, but {best.name} (epoch {epoch}) loads: "
-        f"resume=\"{best}\" continues from it. The run is not started over on top of it; to start over, use "
-        "another checkpoint_dir or remove the folder's files")
-
-
-def _refuse_a_used_folder(folder: Path) -> None:
-    """A new run (``resume=False``) in a folder that holds another run's checkpoints would mix with it: the
-    pruning of ``keep_last`` deleted the new run's epochs before the old run's later ones, and a ``resume``
-    after it picked the old run's last epoch up under the new run's settings."""
-    latest = ckpt_mod.latest_checkpoint(folder)
-    held = [p.name for p in (latest, folder / "best.pt") if p is not None and p.is_file()]
-    if held:
-        raise ValueError(f"checkpoint_dir {folder} holds another run's checkpoints ({', '.join(held)}): "
-                         "resume=True continues that run; a new run needs another folder, or those files deleted "
-                         "(none is overwritten)")
-
-
-def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[str, Any] | None]:
-    """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
-    newer one that does not load is skipped with a warning saying why), with the checkpoint where picking
-    it read it (a folder's; a file as given is read by the caller)."""
-    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
-    if folder is not None and folder.is_dir():
-        found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location="cpu")
-        for reason in skipped:
-            warnings.warn(f"resume: skipped {reason}", stacklevel=user_stacklevel())
-        if found is None and folder != ckpt_dir:
-            raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
-        best = folder / "best.pt"
-        if found is None and best.is_file():  # a fresh start (what nothing loadable gives) would replace best.pt
-            _refuse_to_start_over(best, skipped)
-        if found is not None and skipped:
-            log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
-        return found, state
-    path = Path(resume)
-    if not path.is_file():
-        raise FileNotFoundError(f"resume={resume}: no such checkpoint file")
-    return path, None

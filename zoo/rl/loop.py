@@ -183,10 +183,11 @@ def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool
 
 
 def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike) -> None:
-    """The engine's rules (zoo.engine.trainer): a run that does not continue the folder's ``td3_last.pt``
-    (a new one, or a resume from a file elsewhere) would replace it and ``td3_best.safetensors`` (a re-run
-    of the command that Ctrl-C stopped, without ``--resume``, lost the run); and ``resume=True`` on a folder
-    that has a best policy but no ``td3_last.pt`` would start over on top of that policy."""
+    """The engine's rules (zoo.engine.resume.refuse_a_used_folder): a run that does not continue the
+    folder's ``td3_last.pt`` (a new one, or a resume from a file elsewhere) would replace it and
+    ``td3_best.safetensors`` (a re-run of the command that Ctrl-C stopped, without ``--resume``, lost the
+    run); and ``resume=True`` on a folder that has a best policy but no ``td3_last.pt`` would start over on
+    top of that policy."""
     from zoo.engine.checkpoint import CheckpointError
 
     last, best = folder / CHECKPOINT_NAME, folder / BEST_NAME
