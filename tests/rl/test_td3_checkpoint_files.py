@@ -51,6 +51,18 @@ def test_a_network_checkpoint_is_refused_as_not_td3(tmp_path, counter_env):
         _run(counter_env, None, steps=40, resume=path)
 
 
+def test_a_state_of_another_format_is_refused_by_the_agent_as_by_the_run(counter_env):
+    """TD3Agent.load_checkpoint_state checks the format where the run's resume does (zoo.rl.resume.check_format):
+    it said only "not a TD3 checkpoint (format ...)", a plain ValueError naming neither the file it needs nor
+    what the state was."""
+    agent = zoo.build("td3", env=counter_env(horizon=5), **SMALL)
+    with pytest.raises(CheckpointError, match=r"state\.pt is not a TD3 checkpoint: expected format "
+                                              r"'zoo\.td3\.checkpoint/1', got 'zoo\.checkpoint/1' \(a network's "
+                                              r"training checkpoint.*td3_last\.pt that zoo\.train"):
+        agent.load_checkpoint_state({"format": "zoo.checkpoint/1", "model": {}}, what="state.pt")
+    assert agent.num_timesteps == 0
+
+
 def test_a_second_run_in_the_folder_fails_at_once(tmp_path, counter_env):
     with fs.FolderLock(tmp_path / "run", "training run"), pytest.raises(fs.FolderLockedError, match="in use"):
         _run(counter_env, tmp_path / "run")

@@ -10,6 +10,13 @@ with the episode's actions from the replay buffer, checking every observation an
 buffer's. An env that does not reproduce them (its dynamics depend on more than its seed) gets a warning
 and a fresh episode. With a vector env the episodes in progress at a checkpoint restart on resume (a
 warning says so).
+
+The file's format is this module's alone (:data:`CHECKPOINT_FORMAT`): ``format``, ``describe`` (the agent's
+spaces and config, as its weights files carry them), ``settings`` (what a resume compares:
+:data:`RESUME_APPLIED` may change), ``precision``, the agent's :meth:`~zoo.rl.td3.TD3Agent.training_state`
+(networks, optimizers, buffer, generator, counters, ...), the run's ``env_rng``, ``episodes`` and
+``run_state``, and a ``digest`` of its tensors. :func:`check_format` is what a file read must pass, and
+:func:`load_checkpoint_state` checks the rest (spaces, settings, random stream, precision) before it loads.
 """
 
 from __future__ import annotations
@@ -27,15 +34,138 @@ import torch
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
+from zoo.engine.precision import precision_record, resumed_precision
 from zoo.rl import normalization
 from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Run, keep_statistics, next_multiple
-from zoo.rl.td3 import CHECKPOINT_FORMAT
 
-__all__ = ["env_rng_state", "reset_episode", "restore_env", "resume_path", "resume_run", "save_checkpoint",
-           "set_env_rng_state"]
+__all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "check_format", "checkpoint_state", "env_rng_state",
+           "is_td3_checkpoint", "load_checkpoint_state", "reset_episode", "restore_env", "resume_path",
+           "resume_run", "save_checkpoint", "set_env_rng_state"]
 
 log = logging.getLogger(__name__)
 
+
+CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
+"""The ``format`` of a run's checkpoint (``td3_last.pt``): what :func:`checkpoint_state` writes, which
+:func:`resume_run` resumes and ``zoo.build("td3", weights=)`` reads the networks of."""
+
+# what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
+# scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
+RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
+
+
+# -- the checkpoint's format -------------------------------------------------------------------------------
+
+def is_td3_checkpoint(state: Any) -> bool:
+    """Whether ``state`` (a file's contents as read) is a TD3 run's checkpoint, of the format this version writes."""
+    return isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT
+
+
+def check_format(state: Any, source: Any) -> None:
+    """A ``CheckpointError`` for anything but a TD3 checkpoint (``source``: the file or what it came from, for the
+    message), naming what it is where it can (a network's training checkpoint) and the file a resume needs."""
+    from zoo.engine.checkpoint import FORMAT, CheckpointError
+
+    if is_td3_checkpoint(state):
+        return
+    fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
+    what = " (a network's training checkpoint: resume it with zoo.train on that network)" if fmt == FORMAT else ""
+    raise CheckpointError(f"{source} is not a TD3 checkpoint: expected format {CHECKPOINT_FORMAT!r}, got {fmt!r}{what}; "
+                          f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
+                          "checkpoint_dir=...) writes")
+
+
+def checkpoint_state(agent, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run's checkpoint holds of the agent (weights_only-loadable): the format, the agent's description
+    (its spaces and config, as its weights files carry it), its training state
+    (:meth:`~zoo.rl.td3.TD3Agent.training_state`), the settings a resume compares (the agent's, and ``run``'s:
+    the loop's own) and the precision it computed in (amp="auto" is decided per machine, and a resume keeps it)."""
+    return {"format": CHECKPOINT_FORMAT, "describe": json.dumps(agent.describe()), **agent.training_state(),
+            "settings": json.dumps({**agent.resume_settings(), **(run or {})}),
+            "precision": precision_record(agent.precision, agent.device)}
+
+
+def load_checkpoint_state(agent, state: dict[str, Any], run: dict[str, Any] | None = None,
+                          what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:
+    """Continue ``agent`` from :func:`checkpoint_state`. The checkpoint is checked first: its format, its spaces
+    against the agent's, its settings against the agent's (and ``run``'s): :data:`RESUME_APPLIED` changes are
+    applied and returned as ``{key: (saved, now)}``, any other change raises :class:`zoo.engine.ResumeError`
+    before anything is loaded."""
+    from zoo.rl.weights import saved_spec
+
+    check_format(state, what)
+    saved = json.loads(state["describe"])
+    _refuse_other_spaces(agent, state, saved, what)
+    recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
+    changed = _reconcile(agent, recorded, {**agent.resume_settings(), **(run or {})}, what, run_keys=set(run or {}))
+    same_stream = _stream_continues(agent.device, state["generator"], state.get("precision"), what)
+    _keep_precision(agent, state.get("precision"), what)
+    agent.load_training_state(state, fresh_stream=not same_stream)
+    agent.env_spec = saved_spec(saved) or agent.env_spec
+    return changed
+
+
+def _refuse_other_spaces(agent, state: dict[str, Any], saved: dict[str, Any], what: str) -> None:
+    """A checkpoint of an agent for other spaces is a ``ResumeError`` naming the build that fits it."""
+    from zoo.engine.resume import ResumeError
+    from zoo.rl.weights import checkpoint_build_config
+
+    for key in ("obs_dim", "act_dim"):
+        if saved[key] != getattr(agent, key):
+            build = ", ".join(f"{k}={v!r}" for k, v in checkpoint_build_config(state).items())
+            raise ResumeError(f"{what} is a TD3 run on {saved.get('env_id')!r} with {key}={saved[key]}; this "
+                              f"agent (env {agent.env_id!r}) has {key}={getattr(agent, key)}: resume it with an "
+                              f"agent built for that env, zoo.build('td3', {build})")
+
+
+def _reconcile(agent, saved: dict[str, Any], current: dict[str, Any], what: str,
+               run_keys: set[str] = frozenset()) -> dict[str, tuple[Any, Any]]:
+    """``reconcile`` with a refusal that says how to fix the call: the agent's settings go to
+    ``zoo.build``, the loop's (``run_keys``: the env, ``num_envs``) to ``zoo.train``."""
+    from zoo.engine.resume import ResumeError, reconcile
+
+    try:
+        return reconcile(saved, current, applied=RESUME_APPLIED, what=what)
+    except ResumeError as err:
+        refused = {k: saved[k] for k in sorted(current)
+                   if k in saved and saved[k] != current[k] and k not in RESUME_APPLIED}
+        built = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k not in run_keys)
+        trained = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k in run_keys)
+        fixes = [(f"build the agent with the checkpoint's values (zoo.build('td3', env={agent.env_id!r}, "
+                  f"{built}, ...))")] if built else []
+        if trained:
+            fixes.append(f"train it as the checkpointed run did ({trained})")
+        raise ResumeError(f"{err}. To continue this TD3 run, {', '.join(fixes)} and pass zoo.train(agent, "
+                          "..., resume=True) no other value for them") from None
+
+
+def _stream_continues(device: torch.device, saved: torch.Tensor, precision: Any, what: str) -> bool:
+    """Whether the saved state of the agent's random stream fits a generator on ``device``; False with a
+    warning where it does not: a CPU generator (Mersenne Twister) and a CUDA one (Philox) keep different
+    states, so a run checkpointed on one device continues on the other with a fresh stream, not exactly."""
+    probe = torch.Generator(device=device)
+    try:
+        probe.set_state(saved.cpu())
+    except (RuntimeError, TypeError, ValueError):
+        written_on = precision.get("device", "another device") if isinstance(precision, dict) else "another device"
+        warnings.warn(f"{what} was written on {written_on}; its random stream (exploration, replay "
+                      f"sampling, target noise) cannot continue on {device}: the resumed run draws a "
+                      "fresh one from the seed and the step count, so it will not repeat the uninterrupted "
+                      "run exactly (resume on the device it was written on for that)",
+                      stacklevel=user_stacklevel())
+        return False
+    return True
+
+
+def _keep_precision(agent, recorded: Any, what: str) -> None:
+    """A resume with ``amp="auto"`` keeps the precision the checkpointed run trained in
+    (:func:`zoo.engine.precision.resumed_precision`, the engine's rule)."""
+    decided = None if agent.precision == "fp32" else agent.precision
+    kept = resumed_precision(agent.config.amp, recorded, agent.device, decided, what, allowed=("bf16", "fp32"))
+    agent.use_precision(kept or "fp32")
+
+
+# -- reading and writing td3_last.pt --------------------------------------------------------------------------
 
 def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
     from zoo.engine.checkpoint import tensors_digest
@@ -49,18 +179,12 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
     """The TD3 checkpoint at ``path``, read onto the CPU (loading copies each tensor to the agent's device;
     the generator state must stay a CPU byte tensor). An empty, truncated, corrupt or foreign file is a
     ``zoo.engine.CheckpointError`` naming it and how to go on."""
-    from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
+    from zoo.engine.checkpoint import check_digest, load_plain
 
     state = load_plain(path, "cpu", what="TD3 checkpoint", how=(
         f"resume from an older copy of {CHECKPOINT_NAME}, or start a fresh run (without resume, or in another "
         "checkpoint_dir)"))
-    fmt = state.get("format") if isinstance(state, dict) else type(state).__name__
-    if fmt != CHECKPOINT_FORMAT:
-        what = " (a network's training checkpoint: resume it with zoo.train on that network)" \
-            if fmt == "zoo.checkpoint/1" else ""
-        raise CheckpointError(f"{path} is not a TD3 checkpoint: expected format {CHECKPOINT_FORMAT!r}, got {fmt!r}{what}; "
-                              f"a TD3 resume needs the {CHECKPOINT_NAME} that zoo.train(agent, ..., "
-                              "checkpoint_dir=...) writes")
+    check_format(state, path)
     check_digest(state, path, "TD3 checkpoint")
     return state
 
@@ -135,7 +259,7 @@ def resume_run(agent, run: Run, path: Path, seed: int | None = None) -> tuple[st
     state = _read_checkpoint(path)
     _refuse_other_env(agent, run, state, path)
     _refuse_other_seed(state, seed, path)
-    changed = agent.load_checkpoint_state(state, run=_run_settings(run), what=str(path))
+    changed = load_checkpoint_state(agent, state, run=_run_settings(run), what=str(path))
     run.episodes = [dict(e) for e in state.get("episodes", [])]
     run.resumed = {"checkpoint": path, "changed": changed}
     _carry_best_file(agent, run, path)
@@ -267,7 +391,7 @@ def save_checkpoint(agent, run: Run) -> None:
     """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
     where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
     keep_statistics(agent, run)
-    state = agent.checkpoint_state(run=_run_settings(run))
+    state = checkpoint_state(agent, run=_run_settings(run))
     state["env_rng"] = env_rng_state(run.env) if not run.vec else None
     state["episodes"] = run.episodes
     state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),

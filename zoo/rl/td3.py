@@ -22,35 +22,25 @@ import dataclasses
 import inspect
 import json
 import os
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.data import same_device
-from zoo.engine.precision import precision_record, resolve_amp, resumed_precision
-from zoo.engine.resume import ResumeError, reconcile
+from zoo.engine.precision import resolve_amp
 from zoo.rl import networks as nets
-from zoo.rl import normalization
+from zoo.rl import normalization, resume
 from zoo.rl.buffer import Batch, ReplayBuffer
 from zoo.rl.config import TD3Config
 from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 from zoo.rl.noise import OrnsteinUhlenbeckNoise
-from zoo.rl.weights import checkpoint_build_config, load_weights, saved_spec
+from zoo.rl.resume import CHECKPOINT_FORMAT, RESUME_APPLIED
+from zoo.rl.weights import checkpoint_build_config, load_weights
 
 __all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
-
-CHECKPOINT_FORMAT = "zoo.td3.checkpoint/1"
-"""The ``format`` of what :meth:`TD3Agent.checkpoint_state` writes (a run's ``td3_last.pt``, which
-:mod:`zoo.rl.resume` resumes and ``zoo.build("td3", weights=)`` reads the networks of)."""
-
-# what a resumed run may change (zoo.engine.resume's policy): the optimizers' lr, the exploration noise's
-# scale, and where the run ends; every other hyperparameter (and the seed) is refused with its values
-RESUME_APPLIED = ("actor_lr", "critic_lr", "exploration_noise", "total_steps")
 
 
 def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env") -> tuple[int, int]:
@@ -516,12 +506,12 @@ class TD3Agent:
         """The settings a checkpoint records and a resume compares (zoo.engine.resume): config and seed."""
         return {**self.config.to_dict(), "seed": self.seed}
 
-    def checkpoint_state(self, run: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Everything a resumed run needs (weights_only-loadable: tensors, numbers, strings, dicts, lists);
-        ``run``: the training loop's own settings to record (``total_steps``)."""
+    def training_state(self) -> dict[str, Any]:
+        """The agent's own state, as a run's checkpoint holds it (weights_only-loadable: tensors, numbers,
+        strings, dicts, lists): the networks, normalisation statistics, optimizers, replay buffer, random
+        stream, counters, evaluations, best policy, exploration noise and loss sums. The checkpoint around
+        it (its format, settings, precision, and the run's own state) is :mod:`zoo.rl.resume`'s."""
         return {
-            "format": CHECKPOINT_FORMAT,
-            "describe": json.dumps(self.describe()),
             "networks": self.network_state_dict(),
             "normalization": dict(self.normalization),
             "actor_opt": self.actor_opt.state_dict(),
@@ -533,31 +523,14 @@ class TD3Agent:
             "history": [dict(h) for h in self.history],
             "best_state": dict(self.best_state or {}),
             "best_step": -1 if self.best_step is None else self.best_step,
-            "settings": json.dumps({**self.resume_settings(), **(run or {})}),
             "action_noise": self.action_noise.state() if self.action_noise is not None else torch.zeros(0),
             "losses": {"sum": self._loss_sum.cpu().clone(), "n": list(self._loss_n)},
-            # what amp resolved to: amp="auto" is decided per machine, and a resume keeps this
-            "precision": precision_record(self.precision, self.device),
         }
 
-    def load_checkpoint_state(self, state: dict[str, Any], run: dict[str, Any] | None = None,
-                              what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:
-        """Continue from :meth:`checkpoint_state`. The checkpoint's settings are compared with this agent's
-        (and ``run``'s) first: ``RESUME_APPLIED`` changes are applied and returned as ``{key: (saved, now)}``,
-        any other change raises :class:`zoo.engine.ResumeError` before anything is loaded."""
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"not a TD3 checkpoint (format {state.get('format')!r})")
-        saved = json.loads(state["describe"])
-        for key in ("obs_dim", "act_dim"):
-            if saved[key] != getattr(self, key):
-                build = ", ".join(f"{k}={v!r}" for k, v in checkpoint_build_config(state).items())
-                raise ResumeError(f"{what} is a TD3 run on {saved.get('env_id')!r} with {key}={saved[key]}; this "
-                                  f"agent (env {self.env_id!r}) has {key}={getattr(self, key)}: resume it with an "
-                                  f"agent built for that env, zoo.build('td3', {build})")
-        recorded = json.loads(state["settings"]) if "settings" in state else saved["config"]
-        changed = self._reconcile(recorded, {**self.resume_settings(), **(run or {})}, what, run_keys=set(run or {}))
-        generator = self._resumable_generator_state(state["generator"], state.get("precision"), what)
-        self._resume_precision(state.get("precision"), what)
+    def load_training_state(self, state: dict[str, Any], *, fresh_stream: bool = False) -> None:
+        """Continue from :meth:`training_state` (of a checkpoint :mod:`zoo.rl.resume` has checked fits this
+        agent). ``fresh_stream``: the saved random stream cannot continue on this device, so a fresh one is
+        drawn from the seed and how far the run got."""
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
@@ -566,10 +539,10 @@ class TD3Agent:
         self.ensure_buffer().load_state_dict(state["buffer"])
         for key, value in state["counters"].items():
             setattr(self, key, int(value))
-        if generator is not None:
-            self.generator.set_state(generator)
-        else:  # another device's stream: a fresh one, drawn from the seed and how far the run got
+        if fresh_stream:
             self.generator.manual_seed((self.seed * 1_000_003 + self.num_timesteps) % 2**63)
+        else:
+            self.generator.set_state(state["generator"].cpu())
         self.history = [dict(h) for h in state["history"]]
         self.best_state = dict(state["best_state"]) or None
         self.best_step = None if state["best_step"] < 0 else int(state["best_step"])
@@ -583,53 +556,25 @@ class TD3Agent:
             self._loss_sum.copy_(state["losses"]["sum"])
             self._loss_n = [int(n) for n in state["losses"]["n"]]
         self.normalization = dict(state.get("normalization") or {})  # older checkpoints: none
-        self.env_spec = saved_spec(saved) or self.env_spec
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
-        return changed
 
-    def _resumable_generator_state(self, saved: torch.Tensor, precision: Any, what: str) -> torch.Tensor | None:
-        """The saved state of the agent's random stream if this agent's generator can take it, else None
-        with a warning: a CPU generator (Mersenne Twister) and a CUDA one (Philox) keep different states,
-        so a run checkpointed on one device continues on the other with a fresh stream, not exactly."""
-        saved = saved.cpu()
-        probe = torch.Generator(device=self.device)
-        try:
-            probe.set_state(saved)
-        except (RuntimeError, TypeError, ValueError):
-            written_on = precision.get("device", "another device") if isinstance(precision, dict) else "another device"
-            warnings.warn(f"{what} was written on {written_on}; its random stream (exploration, replay "
-                          f"sampling, target noise) cannot continue on {self.device}: the resumed run draws a "
-                          "fresh one from the seed and the step count, so it will not repeat the uninterrupted "
-                          "run exactly (resume on the device it was written on for that)",
-                          stacklevel=user_stacklevel())
-            return None
-        return saved
+    def use_precision(self, precision: str) -> None:
+        """Compute in ``precision`` (``"bf16"`` or ``"fp32"``) whatever ``config.amp`` resolves to here: a
+        resume keeps the precision its checkpoint was trained in."""
+        if precision != self.precision:
+            self._build_compute_copies(precision)
 
-    def _resume_precision(self, recorded: Any, what: str) -> None:
-        """A resume with ``amp="auto"`` keeps the precision the checkpointed run trained in
-        (:func:`zoo.engine.precision.resumed_precision`, the engine's rule)."""
-        decided = None if self.precision == "fp32" else self.precision
-        kept = resumed_precision(self.config.amp, recorded, self.device, decided, what, allowed=("bf16", "fp32"))
-        if (kept or "fp32") != self.precision:
-            self._build_compute_copies(kept or "fp32")
+    def checkpoint_state(self, run: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything a resumed run needs (:func:`zoo.rl.resume.checkpoint_state`); ``run``: the training loop's
+        own settings to record (``total_steps``)."""
+        return resume.checkpoint_state(self, run)
 
-    def _reconcile(self, saved: dict[str, Any], current: dict[str, Any], what: str,
-                   run_keys: set[str] = frozenset()) -> dict[str, tuple[Any, Any]]:
-        """``reconcile`` with a refusal that says how to fix the call: the agent's settings go to
-        ``zoo.build``, the loop's (``run_keys``: the env, ``num_envs``) to ``zoo.train``."""
-        try:
-            return reconcile(saved, current, applied=RESUME_APPLIED, what=what)
-        except ResumeError as err:
-            refused = {k: saved[k] for k in sorted(current)
-                       if k in saved and saved[k] != current[k] and k not in RESUME_APPLIED}
-            built = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k not in run_keys)
-            trained = ", ".join(f"{k}={v!r}" for k, v in refused.items() if k in run_keys)
-            fixes = [(f"build the agent with the checkpoint's values (zoo.build('td3', env={self.env_id!r}, "
-                      f"{built}, ...))")] if built else []
-            if trained:
-                fixes.append(f"train it as the checkpointed run did ({trained})")
-            raise ResumeError(f"{err}. To continue this TD3 run, {', '.join(fixes)} and pass zoo.train(agent, "
-                              "..., resume=True) no other value for them") from None
+    def load_checkpoint_state(self, state: dict[str, Any], run: dict[str, Any] | None = None,
+                              what: str = "the checkpoint") -> dict[str, tuple[Any, Any]]:
+        """Continue from :meth:`checkpoint_state` (:func:`zoo.rl.resume.load_checkpoint_state`): its settings
+        compared with this agent's (and ``run``'s) first, the changes a resume may make applied and returned as
+        ``{key: (saved, now)}``, any other a :class:`zoo.engine.ResumeError` before anything is loaded."""
+        return resume.load_checkpoint_state(self, state, run, what)
 
     # --- zoo.api.Trainable ------------------------------------------------------------------------
 

@@ -171,7 +171,7 @@ def _run_checkpoint(path) -> dict[str, Any] | None:
     """The TD3 run checkpoint at ``path`` (what ``zoo.train(..., checkpoint_dir=)`` writes as ``td3_last.pt``,
     its digest checked), or None for any other file: the weights loader reads those and names what is wrong."""
     from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
-    from zoo.rl.td3 import CHECKPOINT_FORMAT
+    from zoo.rl.resume import is_td3_checkpoint
 
     if str(path).endswith(".safetensors") or not os.path.isfile(path):
         return None
@@ -179,7 +179,7 @@ def _run_checkpoint(path) -> dict[str, Any] | None:
         state = load_plain(path, "cpu", what="TD3 checkpoint")
     except CheckpointError:
         return None
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+    if not is_td3_checkpoint(state):
         return None
     check_digest(state, path, "TD3 checkpoint")
     return state
