@@ -304,11 +304,12 @@ def predict(model: Any, inputs: Any, **config: Any) -> Any:
 
 
 def _check_device(config: dict[str, Any]) -> None:
-    """A ``device=`` this machine lacks, refused as ``zoo.train`` refuses it: each family met it elsewhere (torch's
-    "Found no NVIDIA driver" from the first tensor moved there)."""
-    from zoo.engine.distributed import check_device_available
+    """A ``device=`` torch does not know or this machine lacks, refused as ``zoo.train`` refuses it: each family
+    met it elsewhere (torch's "Found no NVIDIA driver" from the first tensor moved there)."""
+    if config.get("device") is not None:
+        from zoo.engine.devices import usable_device
 
-    check_device_available(config.get("device"))
+        usable_device(config["device"])
 
 
 def _options_receiver(model: Any, call: str) -> Any:

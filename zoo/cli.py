@@ -246,24 +246,14 @@ _CALL_FLAGS = {"evaluate": ("device", "amp", "batch_size", "seed", "episodes"),
 
 
 def _device(text: str) -> str:
-    """``--device``, checked before any work: torch's own error for a missing GPU came after the model was
-    built and named no flag."""
-    import torch
+    """``--device``, checked before any work (:func:`zoo.engine.devices.usable_device`): torch's own error for a
+    missing GPU came after the model was built and named no flag."""
+    from zoo.engine.devices import usable_device
 
     try:
-        device = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device: cpu, cuda, cuda:1, ...") from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise argparse.ArgumentTypeError(f"{text}: torch {torch.__version__} finds no CUDA GPU on this "
-                                             "machine; leave --device out to run on the CPU")
-        if device.index is not None and device.index >= count:
-            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA GPU(s), cuda:0 to "
-                                             f"cuda:{count - 1}")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"{text}: this machine has no MPS device; leave --device out")
+        usable_device(text, name="--device")
+    except RuntimeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 

@@ -335,10 +335,12 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
     config = _current_keys(reg, config)
-    if "device" in config:  # TD3 builds on its device: torch's "Found no NVIDIA driver" named neither
-        from zoo.engine.distributed import check_device_available
+    # a model that builds on its device (TD3): torch's "Found no NVIDIA driver" named neither; to any other
+    # model device is a call's option, which validate_config names
+    if config.get("device") is not None and "device" in reg.params():
+        from zoo.engine.devices import usable_device
 
-        check_device_available(config["device"])
+        usable_device(config["device"])
     if weights is None:
         return reg.builder(**validate_config(name, config))
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from zoo.engine import evaluation, fit, trainer
-from zoo.engine.data import model_device
+from zoo.engine.devices import model_device
 from zoo.engine.evaluation import evaluate
 from zoo.engine.precision import cpu_features
 from zoo.engine.resume import ResumeError

@@ -186,8 +186,9 @@ def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_pa
 
 
 @pytest.mark.parametrize("device, said", [
-    ("cuda:99", r"cuda:99: (torch .* finds no CUDA GPU on this machine; leave --device out|this machine has \d+ CUDA GPU)"),
-    ("gpu", r"'gpu' is not a device: cpu, cuda, cuda:1"),
+    ("cuda:99", (r"device 'cuda:99' is not available: (torch .* finds no CUDA GPU on this machine; leave --device "
+                 r"out|this machine has \d+ CUDA device)")),
+    ("gpu", r"'gpu' is not a device: expected cpu, cuda, cuda:1"),
 ])
 def test_a_device_this_machine_lacks_is_refused_before_any_work(device, said, capsys):
     """torch's "Found no NVIDIA driver" came after the model was built and named no flag."""
@@ -207,12 +208,37 @@ def test_the_python_calls_refuse_a_missing_gpu_as_train_does():
     first tensor moved there); zoo.train said "device=cuda requested but CUDA is not available"."""
     import zoo
 
-    said = r"device='cuda' requested but CUDA is not available .*: leave device out to run on the CPU"
+    said = r"device 'cuda' is not available: torch .* finds no CUDA GPU on this machine; leave device out to run on the CPU"
     for call in (lambda: zoo.predict("td3.pendulum-v1", [1.0, 0.0, 0.0], device="cuda"),
                  lambda: zoo.evaluate("td3.pendulum-v1", episodes=1, device="cuda"),
                  lambda: zoo.build("td3", device="cuda"),
                  lambda: zoo.train(torch.nn.Linear(3, 2), (torch.randn(4, 3), torch.tensor([0, 1, 0, 1])),
                                    device="cuda", progress=False)):
+        with pytest.raises(RuntimeError, match=said):
+            call()
+
+
+@pytest.mark.parametrize("device, said", [
+    ("cuda:3", r"device 'cuda:3' is not available: this machine has 1 CUDA device \(cuda:0\); pass one of those"),
+    ("gpu", r"'gpu' is not a device: expected cpu, cuda, cuda:1"),
+])
+def test_the_python_calls_refuse_a_gpu_past_the_last_and_a_name_torch_does_not_know(device, said, monkeypatch):
+    """Every entry point reads device= one way (zoo.engine.devices.usable_device): a CUDA index past the last GPU
+    passed the old check (it asked only whether CUDA was there) and failed in torch at the first tensor moved
+    there, and a name torch does not know gave torch's "Expected one of cpu, cuda, ipu, xpu, ..." list."""
+    import zoo
+    from zoo.rl.td3 import TD3Agent
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with one GPU, as the check sees it
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    agent = zoo.build("td3.pendulum-v1")
+    for call in (lambda: zoo.build("td3", device=device),
+                 lambda: TD3Agent(agent.observation_space, agent.action_space, agent.config, device=device),
+                 lambda: zoo.predict(agent, [1.0, 0.0, 0.0], device=device),
+                 lambda: zoo.evaluate(agent, episodes=1, device=device),
+                 lambda: agent.zoo_evaluate(episodes=1, device=device),
+                 lambda: zoo.train(torch.nn.Linear(3, 2), (torch.randn(4, 3), torch.tensor([0, 1, 0, 1])),
+                                   device=device, progress=False)):
         with pytest.raises(RuntimeError, match=said):
             call()
 

@@ -233,14 +233,14 @@ def test_finetune_trains_where_the_model_is_unless_device_is_given(monkeypatch, 
 
 
 def test_extract_features_runs_where_the_model_is_unless_device_is_given(monkeypatch):
-    import zoo.engine.data
+    import zoo.engine.devices
     from zoo.vision import finetune as ft
 
     seen = []
     real = ft.model_amp
     monkeypatch.setattr(ft, "model_amp", lambda amp, model, device, **k: seen.append(device) or real(amp, model, device, **k))
     # "cpu:0" stands for a device the model is on other than the old default, "cpu" (a GPU, on a GPU machine)
-    monkeypatch.setattr(zoo.engine.data, "model_device", lambda model: torch.device("cpu", 0))
+    monkeypatch.setattr(zoo.engine.devices, "model_device", lambda model: torch.device("cpu", 0))
     model = _model()
     feats = ft.extract_features(model, _data(n=4), progress=False)
     assert feats.tensors[0].shape == (4, 512) and seen == [torch.device("cpu", 0)]

@@ -7,13 +7,14 @@
 
 Modules: ``fit`` (the entry point), ``options`` (its options, defined once), ``trainer`` (the loop, step by
 step), ``forward`` (one batch: precision, forward, loss), ``optim`` (optimizer, decay groups), ``denormals``
-(optimizer moments, and on request tiny output gradients, zeroed before they turn denormal, which Intel CPUs compute many
-times slower),
-``evaluation``, ``modes`` (eval mode for a block, shared by threads; autograd on for a training loop), ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change, and reading a checkpoint back into a run),
-``checkpoint`` (atomic save, exact resume), ``result`` (``TrainResult``), ``distributed`` (torchrun/DDP),
-``metrics`` (top-k, confusion matrix, OA/AA/kappa), ``callbacks``, ``schedules``, ``seed``, ``data``
-(loaders), ``heap`` (DataLoader workers keep the memory a batch frees), ``logs`` (CSV, TensorBoard, learning
-curves), ``network`` (the mixin families' networks use).
+(optimizer moments, and on request tiny output gradients, zeroed before they turn denormal, which Intel CPUs
+compute many times slower), ``evaluation``, ``modes`` (eval mode for a block, shared by threads; autograd on
+for a training loop), ``monitor`` (best metric, early stopping), ``resume`` (what a resume may change, and
+reading a checkpoint back into a run), ``checkpoint`` (atomic save, exact resume), ``result``
+(``TrainResult``), ``distributed`` (torchrun/DDP), ``metrics`` (top-k, confusion matrix, OA/AA/kappa),
+``callbacks``, ``schedules``, ``seed``, ``data`` (loaders), ``devices`` (a ``device=`` argument checked once,
+the device a model is on), ``heap`` (DataLoader workers keep the memory a batch frees), ``logs`` (CSV,
+TensorBoard, learning curves), ``network`` (the mixin families' networks use).
 matplotlib and TensorBoard load only when used.
 """
 

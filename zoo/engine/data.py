@@ -9,7 +9,6 @@ its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,17 +30,9 @@ from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 from zoo.inputs import whole_number
 
-__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_loader", "inference_placement", "model_device",
-           "model_dtype", "move_batch", "prepare_loader", "run_device", "same_device",
+__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_loader", "model_dtype", "move_batch", "prepare_loader",
            "say_what_a_ready_loader_ignores", "set_loader_epoch", "split_batch", "train_val", "with_val",
            "xy_dataset"]
-
-
-def model_device(model: torch.nn.Module) -> torch.device:
-    """Where ``model`` lives: its first parameter's device, else its first buffer's, else the CPU."""
-    for tensor in itertools.chain(model.parameters(), model.buffers()):  # lazily: the first one decides
-        return tensor.device
-    return torch.device("cpu")
 
 
 def model_dtype(model: torch.nn.Module) -> torch.dtype | None:
@@ -53,51 +44,6 @@ def model_dtype(model: torch.nn.Module) -> torch.dtype | None:
             if tensor.is_floating_point():
                 return tensor.dtype
     return None
-
-
-def same_device(a: str | torch.device, b: str | torch.device) -> bool:
-    """Whether ``a`` and ``b`` name one device: ``cuda`` is the current CUDA device (``cuda:0`` unless set
-    otherwise), ``cpu`` and ``cpu:0`` are the CPU; ``torch.device``'s ``==`` tells them apart."""
-    def index(d: torch.device) -> int:
-        if d.index is not None:
-            return d.index
-        return torch.cuda.current_device() if d.type == "cuda" and torch.cuda.is_available() else 0
-
-    a, b = torch.device(a), torch.device(b)
-    return a.type == b.type and index(a) == index(b)
-
-
-def run_device(model: torch.nn.Module) -> torch.device:
-    """What the engine and the families' ``predict`` run on when no ``device`` is given: where the model is (a
-    model on a GPU is scored there, never moved to the CPU). A model on the ``meta`` device is an error saying
-    how to give it values: it could only fail later, at its first output read (after a whole epoch, in
-    ``fit``), with a message about meta tensors or an unsupported dtype."""
-    device = model_device(model)
-    if device.type == "meta":
-        raise ValueError(f"the {type(model).__name__} is on the 'meta' device: its tensors have shapes but no "
-                         "values, so it cannot run. Materialize it first: model.to_empty(device='cpu') and then "
-                         "load_state_dict(...) (or build it with weights=)")
-    return device
-
-
-def inference_placement(model: torch.nn.Module, device: str | torch.device | None,
-                        amp: Any) -> tuple[torch.device, torch.dtype | None]:
-    """Where a family's ``predict`` runs and its autocast dtype (None: fp32): the model's own device unless
-    ``device`` is given (the model is then moved there, as ``model.to(device)`` would), and ``amp`` resolved
-    for the model's kind of op there (``"auto"``: bf16 where this device computes it faster; ``None`` /
-    ``"none"`` / ``"fp32"``: exact fp32; ``"bf16"``; ``"fp16"`` on CUDA only)."""
-    from zoo.engine.precision import model_amp, normalize_amp
-
-    target = run_device(model) if device is None else torch.device(device)
-    # fp16 autocast is offered on CUDA only (inference needs no grad scaler there); checked before the move so
-    # that a bad amp moves nothing
-    if target.type != "cuda" and normalize_amp(amp) == "fp16":
-        raise ValueError(f"amp={amp!r} runs on CUDA only, and this prediction runs on {target}; use amp='bf16', "
-                         "'auto' or None (fp32) here, or device='cuda'")
-    amp = model_amp(amp, model, target)
-    if device is not None:
-        model.to(target)
-    return target, {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "")
 
 
 class ShardSampler(Sampler[int]):

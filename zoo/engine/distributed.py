@@ -20,13 +20,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from zoo.engine.devices import usable_device
+
 __all__ = [
     "DistInfo",
     "all_gather_objects",
     "all_reduce_mean",
     "barrier",
     "broadcast_object",
-    "check_device_available",
     "dist_info",
     "init_distributed",
     "shutdown",
@@ -64,33 +65,15 @@ def dist_info() -> DistInfo:
     return DistInfo(rank, world, local)
 
 
-def check_device_available(device: Any) -> None:
-    """A CUDA or MPS ``device`` this machine does not have is refused with one message before any work (torch's
-    own, "Found no NVIDIA driver on your system", came from the first tensor moved there, in some calls only)."""
-    if device is None or isinstance(device, int):
-        return
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, TypeError):
-        return  # torch's own error follows where the device is used
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={str(device)!r} requested but CUDA is not available (torch {torch.__version__} "
-                           "finds no CUDA GPU on this machine): leave device out to run on the CPU")
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"device={str(device)!r} requested but this machine has no MPS device: leave device out "
-                           "to run on the CPU")
-
-
 def init_distributed(device: str | torch.device) -> tuple[DistInfo, torch.device, bool]:
     """Start the process group if torchrun asked for one; returns (info, this rank's device, created).
 
     ``created`` is True when this call initialised the group; it is destroyed at interpreter exit.
     """
     info = dist_info()
-    device = torch.device(device)
+    device = usable_device(device)
     if device.type == "cuda" and info.enabled:
-        device = torch.device("cuda", info.local_rank)
-    check_device_available(device)
+        device = usable_device(torch.device("cuda", info.local_rank))  # this rank's GPU: the machine must have it
     if device.type == "cuda":
         if device.index is None:  # set_device needs an index: "cuda" means the current one
             device = torch.device("cuda", torch.cuda.current_device())

@@ -22,14 +22,13 @@ from zoo.engine import metrics as metrics_mod
 from zoo.engine.data import (
     TARGET_KEYS,
     inference_loader,
-    model_device,
     model_dtype,
     move_batch,
     prepare_loader,
-    run_device,
     split_batch,
     train_val,
 )
+from zoo.engine.devices import model_device, run_device, usable_device
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
 from zoo.engine.forward import autocast, call_model, check_amp, check_loss_value, default_loss, forward
 from zoo.engine.layout import fall_back_channels_first, layout_for
@@ -229,7 +228,7 @@ def evaluate(
     if train_val(data) is not None:  # fit takes them together; scoring both as one set would mean nothing
         raise ValueError("evaluate scores one data set, and this holds a training and a validation set ((train, val) "
                          "or a dict with 'train'): pass the one to score, such as data['val']")
-    device = run_device(model) if device is None else torch.device(device)
+    device = run_device(model) if device is None else usable_device(device)
     amp = check_amp(amp, device, model)
     keys = metric_keys(() if loss_fn is not None and metrics is DEFAULT_METRICS else metrics)  # as fit
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,

@@ -15,7 +15,8 @@ from typing import Any
 from torch import nn
 
 from zoo.engine.callbacks import Callback
-from zoo.engine.data import run_device, with_val
+from zoo.engine.data import with_val
+from zoo.engine.devices import run_device
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
 from zoo.engine.modes import training_autograd

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.data import inference_loader, model_dtype, move_batch
+from zoo.engine.devices import usable_device
 from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     array_input,
@@ -348,7 +349,7 @@ class SceneClassifierMixin:
                              f"out with mask=")
         require_valid_pixels(scene, test, "among the test pixels")
         if device is not None:
-            self.to(device)
+            self.to(usable_device(device))
         pred = self.predict_scene(scene, mask=test, batch_size=batch_size, amp=amp, tta=tta, progress=progress)
         return metrics_from_scores(score_map(pred, scene.labels, test, num_classes=n), excluded, whole)
 
@@ -421,7 +422,7 @@ class SceneClassifierMixin:
                              f"{arr.shape} (pixel spectra without their neighbours: hsi-pca-svm classifies those)")
         scene = Scene(arr) if arr is not None else as_scene(inputs, gt_key=gt_key, cube_key=cube_key)
         if device is not None:
-            self.to(device)
+            self.to(usable_device(device))
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)
 
     def zoo_state(self) -> ModelState:

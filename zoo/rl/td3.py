@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from zoo.api import ModelState
-from zoo.engine.data import same_device
+from zoo.engine.devices import same_device, usable_device
 from zoo.engine.precision import resolve_amp
 from zoo.rl import networks as nets
 from zoo.rl import normalization, resume
@@ -126,7 +126,7 @@ class TD3Agent:
         self.obs_shape = tuple(int(n) for n in observation_space.shape)  # (obs_dim,) unless read flat
         self.observation_space, self.action_space = observation_space, action_space
         self.config, self.env_id, self.preset, self.seed = config, env_id, preset, int(seed)
-        self.device = torch.device(device)
+        self.device = usable_device(device)
         low = torch.as_tensor(np.asarray(action_space.low, np.float32), device=self.device)
         high = torch.as_tensor(np.asarray(action_space.high, np.float32), device=self.device)
         # tanh output a in [-1, 1] -> low + (a + 1) / 2 * (high - low) = center + a * half
@@ -722,7 +722,7 @@ class TD3Agent:
         return {**env, "preset": self.preset, "seed": self.seed, **self.config.to_dict()}
 
     def _check_device(self, device: Any) -> None:
-        if device is not None and not same_device(torch.device(device), self.device):
+        if device is not None and not same_device(usable_device(device), self.device):
             raise ValueError(f"this agent lives on {self.device}; build it on {device} to run there: "
                              f"zoo.build('td3', device={str(device)!r}, ...)")
 

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.data import inference_placement, model_device
+from zoo.engine.devices import inference_placement, model_device
 from zoo.engine.distributed import all_gather_objects, live_place
 from zoo.engine.modes import eval_mode
 from zoo.inputs import whole_number

@@ -331,7 +331,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         import torch
         from torchvision.datasets.folder import IMG_EXTENSIONS
 
-        from zoo.engine.data import inference_placement
+        from zoo.engine.devices import inference_placement
         from zoo.inputs import (
             check_predict_options,
             class_names,

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from zoo.engine.data import inference_placement, model_device, model_dtype, move_batch
+from zoo.engine.data import model_dtype, move_batch
+from zoo.engine.devices import inference_placement, model_device
 from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
 from zoo.video import sampling as S
@@ -67,7 +68,7 @@ def predict_video(
     ``num_segments``: TSN-style centre-of-segment frames (8 when neither is given); or
     ``frames_per_clip`` consecutive frames from the middle of the video (for 3D models like R(2+1)D).
     ``transform`` maps the ``(C, T, H, W)`` uint8 clip to the model's input (e.g. ``ToFloat`` +
-    ``Normalize``). ``device`` and ``amp``: see :func:`zoo.engine.data.inference_placement`.
+    ``Normalize``). ``device`` and ``amp``: see :func:`zoo.engine.devices.inference_placement`.
     """
     _, dtype = inference_placement(model, device, amp)
     clip = load_clip(path, num_segments=num_segments, frames_per_clip=frames_per_clip, transform=transform)

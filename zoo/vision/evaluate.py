@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
 from zoo.engine.data import inference_loader, model_dtype, move_batch
+from zoo.engine.devices import run_device, usable_device
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -25,18 +26,17 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
     """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode, on the model's
     device (``device=`` moves the model there first)."""
     loader = inference_loader(data, batch_size)
-    if device is None:
-        device = next(model.parameters(), torch.empty(0)).device
+    device = run_device(model) if device is None else usable_device(device)
     amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     model.to(device)
     in_dtype = model_dtype(model)
     logits, targets = [], []
     # channels-last where the convolutions run bf16 on a CPU (ResNet18's forward 1.3-1.9x; zoo.engine.layout)
-    with eval_mode(model), layout_for(model, "auto", torch.device(device), amp) as last:
+    with eval_mode(model), layout_for(model, "auto", device, amp) as last:
         for x, y in loader:
-            with torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype is not None):
-                out, last = call_laid_out(model, move_batch(x, torch.device(device), dtype=in_dtype), last, "auto")  # (B, K)
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                out, last = call_laid_out(model, move_batch(x, device, dtype=in_dtype), last, "auto")  # (B, K)
             logits.append(out.float().cpu())
             targets.append(torch.as_tensor(y))
     return torch.cat(logits), torch.cat(targets)

@@ -15,7 +15,8 @@ from PIL import Image, ImageOps
 from torch import nn
 
 from zoo._progress import ProgressBar
-from zoo.engine.data import inference_placement, model_dtype, move_batch
+from zoo.engine.data import model_dtype, move_batch
+from zoo.engine.devices import inference_placement
 from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
 from zoo.inputs import (
