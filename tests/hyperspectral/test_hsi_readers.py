@@ -334,3 +334,24 @@ def test_a_band_first_cube_file_with_an_array_ground_truth_is_named_as_such(tmp_
         Scene(cube=cube.transpose(2, 0, 1), labels=gt)
     with pytest.raises(ValueError, match=hint):
         zoo.train(zoo.build("hsi-pca-svm"), str(tmp_path / "bf.npy"), labels=gt)
+
+
+def test_predicting_a_mat_scene_reads_its_cube_alone(tmp_path):
+    """zoo.predict needs no ground truth, yet reading a .mat scene looked for one: a lone map not named like
+    ground truth (an elevation) warned that it was taken as the labels, and a map of another size stopped the
+    prediction ("ground truth ... does not match the cube's (H, W)")."""
+    import zoo
+
+    rng = np.random.default_rng(6)
+    cube = rng.random((20, 17, 12)).astype(np.float32)
+    gt = rng.integers(1, 4, size=(20, 17)).astype(np.uint8)
+    model = zoo.build("hsi-pca-svm", n_components=4).fit(cube.reshape(-1, 12), gt.ravel())
+    scipy.io.savemat(tmp_path / "elev.mat", {"data": cube, "elevation": rng.integers(0, 300, (20, 17)).astype(np.int16)})
+    scipy.io.savemat(tmp_path / "other.mat", {"data": cube, "gt": gt[:5]})
+    expected = zoo.predict(model, cube)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("elev.mat", "other.mat"):
+            np.testing.assert_array_equal(zoo.predict(model, str(tmp_path / name)), expected)
+    with pytest.raises(Exception, match="does not match the cube's"):  # reading it for training still checks
+        load_scene(tmp_path / "other.mat")

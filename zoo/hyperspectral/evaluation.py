@@ -62,12 +62,13 @@ SCENE_INPUTS = "a Scene, a scene path, a data set name or an (H, W, C) cube"
 
 
 def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *, gt_key: str | None = None,
-             cube_key: str | None = None, expected: str = SCENE_INPUTS) -> Scene:
+             cube_key: str | None = None, expected: str = SCENE_INPUTS, ground_truth: bool = True) -> Scene:
     """A Scene from a Scene, a path (any reader), a data set name (``"indian_pines"``) or an ``(H, W, C)``
     array (a cube read by the user, as ``predict`` takes it); ``labels``: its ground truth, as a file (.npy,
     .mat, ENVI, PNG/TIFF) or an ``(H, W)`` array (0: unlabelled), for a cube that ships without one.
     ``gt_key`` / ``cube_key``: the arrays of a .mat file to read (:func:`~zoo.hyperspectral.readers.load_scene`).
-    ``expected``: what the caller takes, as its refusal of anything else says."""
+    ``expected``: what the caller takes, as its refusal of anything else says. ``ground_truth=False``: a scene
+    file's ground truth is not looked for (a prediction reads the cube alone)."""
     if labels is not None and not isinstance(labels, (str, os.PathLike, np.ndarray)):
         given = array_input(labels)  # a torch tensor or a list of lists, as the cube may be given
         if given is None or given.ndim != 2:
@@ -95,7 +96,7 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
     if isinstance(data, (str, os.PathLike)) and _exists(data):
         from zoo.hyperspectral.readers import load_scene
 
-        return load_scene(Path(data), gt_key=gt_key, cube_key=cube_key)
+        return load_scene(Path(data), gt_key=gt_key, cube_key=cube_key, ground_truth=ground_truth)
     keys = [f"{k}={v!r}" for k, v in (("gt_key", gt_key), ("cube_key", cube_key)) if v is not None]
     if keys:  # a Scene, a cube or a data set is read already: the keys would be dropped without a word
         raise ValueError(f"{' and '.join(keys)} {'name arrays' if len(keys) > 1 else 'names an array'} of a .mat "

@@ -420,7 +420,8 @@ class SceneClassifierMixin:
                              f"predicts a scene: an (H, W, C) cube, a Scene, a scene file or a data set name; got "
                              f"{'an array' if isinstance(inputs, np.ndarray) else type(inputs).__name__} of shape "
                              f"{arr.shape} (pixel spectra without their neighbours: hsi-pca-svm classifies those)")
-        scene = Scene(arr) if arr is not None else as_scene(inputs, gt_key=gt_key, cube_key=cube_key)
+        scene = Scene(arr) if arr is not None else as_scene(inputs, gt_key=gt_key, cube_key=cube_key,
+                                                                   ground_truth=False)
         if device is not None:
             self.to(usable_device(device))
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)

@@ -197,7 +197,8 @@ class HSIPipeline(Pipeline):
         to read."""
         arr = array_input(inputs) if gt_key is None and cube_key is None else None
         if arr is None:
-            return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS),
+            return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS,
+                                                       ground_truth=False),
                                       mask=mask)
         if mask is not None and arr.ndim in (1, 2):  # it was dropped without a word
             raise ValueError(f"mask= selects pixels of a scene's (H, W) map; these are {arr.shape} pixel spectra: "

@@ -46,13 +46,14 @@ __all__ = [
 
 def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, name: str | None = None,
                abundance_labels: bool = False, gt_key: str | None = None, cube_key: str | None = None,
-               **kwargs) -> Scene:
+               ground_truth: bool = True, **kwargs) -> Scene:
     """Open a user's scene by extension: ``.hdr``/ENVI data, ``.mat``, ``.npy``, ``.spe``.
 
     ``gt`` is an optional ground-truth file of any of these formats, or a PNG/TIFF label image
     (:func:`read_ground_truth`). ``abundance_labels=True`` labels the pixels of an unmixing scene by their
     dominant endmember. ``gt_key`` names the ground truth among the arrays of a .mat file (``gt`` when given,
     else the scene's own .mat), whatever the cube's format; ``cube_key`` the cube among a .mat scene's arrays.
+    ``ground_truth=False``: a .mat scene's cube alone, without looking for its ground truth (for predicting).
     """
     path = Path(path)
     if not path.exists():
@@ -60,7 +61,7 @@ def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, 
     ext = path.suffix.lower()
     if ext == ".mat":
         return open_mat(path, gt_path=gt, name=name, abundance_labels=abundance_labels, gt_key=gt_key,
-                        cube_key=cube_key, **kwargs)
+                        cube_key=cube_key, ground_truth=ground_truth, **kwargs)
     if cube_key is not None:
         raise SceneFormatError(f"cube_key={cube_key!r} names the cube among the arrays of a .mat file; {path} is "
                                f"a {ext or '(no extension)'} file holding one cube: leave cube_key out")

@@ -324,14 +324,16 @@ def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path
 
 def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: str | None = None,
              gt_path: str | os.PathLike | None = None, name: str | None = None,
-             abundance_labels: bool = False) -> Scene:
+             abundance_labels: bool = False, ground_truth: bool = True) -> Scene:
     """A scene from a .mat cube (and its ground truth, in the same file or in ``gt_path``, any format).
 
     ``cube_key`` / ``gt_key`` name the cube / the ground truth among the file's arrays (``gt_key``: among
     ``gt_path``'s when that is given, a .mat too) where the discovery would pick another; a file holding
     several cubes of one size records the others in ``metadata["other_cubes"]`` (name: shape).
     ``abundance_labels=True`` labels every pixel with its dominant endmember (argmax abundance + 1) when
-    the ground truth is an abundance matrix rather than a label map.
+    the ground truth is an abundance matrix rather than a label map. ``ground_truth=False`` reads the cube
+    alone, looking for no ground truth among the file's arrays (a prediction needs none, so a map that does
+    not fit, or one not named like ground truth, neither stops nor warns it).
     """
     from zoo.hyperspectral.readers.ground_truth import labels_from_abundances, read_ground_truth
 
@@ -344,6 +346,8 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
         labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2], gt_key=gt_key)
     elif gt_key is not None:
         labels, extras = keyed_ground_truth(arrays, gt_key, shape, path, cube.shape[2]), {}
+    elif not ground_truth:
+        labels, extras = None, {}
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
         labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2], beside_cube=cube_key)
