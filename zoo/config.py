@@ -23,6 +23,7 @@ import inspect
 import itertools
 import json
 import numbers
+import sys
 import textwrap
 import types
 import typing
@@ -80,6 +81,8 @@ def current_keys(owner: str, config: Mapping[str, Any], renamed: Mapping[str, st
 
 
 _RENAMED_ATTR = "zoo_renamed_fields"
+# the frames that rebuild a dataclass for dataclasses.replace (Python 3.13 calls __replace__, i.e. _replace)
+_REPLACE_CODES = {f.__code__ for f in (dataclasses.replace, getattr(dataclasses, "_replace", None)) if f is not None}
 
 
 def renamed_fields(**renamed: str) -> Callable[[type], type]:
@@ -96,6 +99,10 @@ def renamed_fields(**renamed: str) -> Callable[[type], type]:
 
         @functools.wraps(init)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if sys._getframe(1).f_code in _REPLACE_CODES:
+                # dataclasses.replace(cfg, old=...) passes every current field beside the caller's old key:
+                # the field's value is the object's, not a second choice that clashes with the caller's
+                kwargs = {k: v for k, v in kwargs.items() if not any(k == n and o in kwargs for o, n in renamed.items())}
             init(self, *args, **current_keys(cls.__name__, kwargs, renamed))
 
         cls.__init__ = __init__  # type: ignore[misc]

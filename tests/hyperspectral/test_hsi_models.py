@@ -512,3 +512,16 @@ def test_evaluate_on_an_unfitted_pca_svm_says_it_is_not_fitted():
             zoo.evaluate(svm, np.asarray(s.cube), labels=s.labels, **kw)
     with pytest.raises(NotFittedError, match="not fitted yet"):
         zoo.evaluate(svm, (s.pixels(s.labels > 0), s.labels[s.labels > 0]))
+
+
+def test_replacing_a_config_by_the_old_name_of_a_renamed_field():
+    """dataclasses.replace passes every current field beside the caller's key: replace(cfg, n_classes=3) met
+    num_classes=16 with it and was refused as a clash the caller never wrote."""
+    import dataclasses
+
+    from zoo.hyperspectral.hybridsn import HybridSNConfig
+
+    with pytest.warns(FutureWarning, match="n_classes is renamed num_classes"):
+        assert dataclasses.replace(HybridSNConfig(num_classes=9), n_classes=3).num_classes == 3
+    with pytest.raises(TypeError, match="name one setting"):
+        HybridSNConfig(num_classes=9, n_classes=3)

@@ -76,3 +76,9 @@ def test_a_checkpoint_that_records_n_classes_builds_and_resumes(first_run, tmp_p
         warnings.simplefilter("error", FutureWarning)
         assert zoo.build("hybridsn", weights=run / "epoch-0001.pt").config.num_classes == 3
     assert _train(scene, run, 2, resume=True).resumed["changed"] == {"epochs": (1, 2)}
+    # and its class count is compared as the run's: it was left out, the head's shapes failing later instead
+    run = shutil.copytree(base / "run", tmp_path / "run4")
+    checkpoint["config"]["model.n_classes"] = 4
+    torch.save(checkpoint, run / "epoch-0001.pt")
+    with pytest.raises(ValueError, match=r"model.num_classes: 4 in epoch-0001.pt, 3 now"):
+        _train(scene, run, 2, resume=True)

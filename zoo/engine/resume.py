@@ -47,12 +47,14 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
+from zoo.config import current_keys, renamed_fields_of
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine.data import xy_dataset
 from zoo.engine.distributed import broadcast_object
 from zoo.engine.ema import load_average
 from zoo.engine.precision import normalize_amp, resumed_precision
 from zoo.engine.seed import set_rng_state
+from zoo.wrappers import unwrap
 
 if TYPE_CHECKING:
     from zoo.engine.options import FitConfig
@@ -337,6 +339,11 @@ def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str,
     implied = getattr(run.model, "zoo_recorded_in_state", None)
     # a checkpoint written before recipes were recorded: what its model state shows of one (a tokenizer)
     saved = {**(implied(state["model"]) if implied is not None else {}), **(state.get("config") or {})}
+    # a checkpoint written before a config field's rename records it by its old name, which compared with
+    # nothing this run records and so was never compared
+    renamed = renamed_fields_of(type(getattr(unwrap(run.model), "config", None)))
+    saved = current_keys(path.name, saved, {f"model.{old}": f"model.{new}" for old, new in renamed.items()},
+                         warn=False)
     ignored = set(_NOT_COMPARED)
     if BATCH_SIZE_FROM not in saved and run.record[BATCH_SIZE_FROM] == "loader":
         ignored.add("batch_size")  # it recorded fit's batch_size option, which a DataLoader does not use
