@@ -90,7 +90,7 @@ def test_reset_classifier_refuses_a_headless_or_odd_count_and_says_what_to_call(
                                          r".*pre_logits=True\)\), got "):
         model.reset_classifier(bad)
     assert model.fc.out_features == 7
-    with pytest.raises(TypeError, match=r"Sequential has no classifier attribute \(fc, classifier, head\)"):
+    with pytest.raises(TypeError, match=r"Sequential has no classifier attribute \(fc, classifier, head, heads\)"):
         reset_classifier(torch.nn.Sequential(), 3)
 
 
@@ -128,3 +128,17 @@ def test_one_head_replacement_for_zoo_and_torchvision_models():
 def test_build_with_timm_num_classes_zero_points_at_pre_logits():
     with pytest.raises(ValueError, match=r"num_classes must be an int >= 1 \(.*forward_head.*\), got 0"):
         zoo.build("resnet18", num_classes=0)
+
+
+@pytest.mark.parametrize("build, heads", [
+    ("vit_b_16", lambda m: [m.heads[-1]]),  # its head sits in `heads`: refused as having no classifier
+    ("inception_v3", lambda m: [m.fc, m.AuxLogits.fc]),  # the auxiliary heads stayed at 1000 classes
+    ("googlenet", lambda m: [m.fc, m.aux1.fc2, m.aux2.fc2]),
+])
+def test_reset_classifier_replaces_every_head_of_a_torchvision_model(build, heads):
+    import torchvision
+
+    options = {"image_size": 32} if build == "vit_b_16" else {"aux_logits": True, "init_weights": False}
+    model = getattr(torchvision.models, build)(weights=None, **options)
+    assert reset_classifier(model, 7) is model
+    assert [h.out_features for h in heads(model)] == [7] * len(heads(model))

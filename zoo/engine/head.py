@@ -11,7 +11,8 @@ A timm user reaches for four methods (https://huggingface.co/docs/timm/feature_e
 torchvision's ``forward``, which runs the same ops: ``zoo.export`` scripts it as a plain torchvision
 model). The two forward methods are each model's own (their shapes differ); the head replacement is the
 function :func:`reset_classifier`, which the method calls and which takes a torchvision model without the
-method too (``fc``, ``classifier`` or ``head``: ResNet, VGG / MobileNet, ViT); it also drops class names
+method too (``fc``, ``classifier``, ``head`` or ``heads``: ResNet, VGG / MobileNet, Swin, ViT; with the auxiliary
+classifiers of Inception v3 and GoogLeNet); it also drops class names
 recorded for the old head, wherever the model keeps them.
 """
 
@@ -21,14 +22,18 @@ from torch import nn
 
 from zoo.inputs import whole_number
 
-__all__ = ["HEADLESS_HINT", "ClassifierHead", "drop_stale_classes", "head_name", "replace_fc", "reset_classifier"]
+__all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "drop_stale_classes", "head_name", "replace_fc",
+           "reset_classifier"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
 """What a ``num_classes`` below 1 is told: zoo's classifiers always have a head."""
 
 _CLASS_CFGS = ("pretrained_cfg", "video_cfg")  # where zoo's image and video models record class names
-HEAD_NAMES = ("fc", "classifier", "head")  # torchvision's ResNet / VGG, MobileNet, EfficientNet / ViT
+HEAD_NAMES = ("fc", "classifier", "head", "heads")  # torchvision's ResNet / VGG, MobileNet / Swin / ViT
+# the auxiliary classifiers training adds to the loss (torchvision's Inception v3, GoogLeNet): left at the old
+# count, their logits no longer match the targets
+AUX_HEADS = ("AuxLogits.fc", "aux1.fc2", "aux2.fc2")
 
 
 def head_name(model: nn.Module) -> str:
@@ -58,11 +63,17 @@ def reset_classifier(model: nn.Module, num_classes: int) -> nn.Module:
         setattr(model, name, fresh)
     else:
         head[-1] = fresh
+    for path in AUX_HEADS:
+        parent, _, attr = path.rpartition(".")
+        aux = getattr(getattr(model, parent, None), attr, None)
+        if isinstance(aux, nn.Linear):
+            setattr(getattr(model, parent), attr,
+                    nn.Linear(aux.in_features, num_classes).to(aux.weight.device, aux.weight.dtype))
     drop_stale_classes(model, num_classes)
     return model
 
 
-replace_fc = reset_classifier  # an alias: callers that name it replace_fc
+replace_fc = reset_classifier  # the name of an earlier release, kept for callers that use it
 
 
 def drop_stale_classes(model: nn.Module, num_classes: int) -> None:
