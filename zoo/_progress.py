@@ -15,8 +15,8 @@ from typing import Any
 from tqdm.std import TqdmExperimentalWarning
 
 # tqdm.auto's choice of a notebook widget or a terminal bar, without its asyncio layer: tqdm_asyncio's constructor
-# calls iter() on what it wraps, so every epoch's DataLoader was iterated twice, the first iterator thrown away
-# after it had started its workers, prefetched their batches and drawn a base seed from the loader's generator
+# calls iter() on what it wraps, so every epoch's DataLoader would be iterated twice, the first iterator thrown
+# away after it had started its workers, prefetched their batches and drawn a base seed from the loader's generator
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", category=TqdmExperimentalWarning)
     from tqdm.autonotebook import tqdm

@@ -2,7 +2,7 @@
 
 ``warnings.warn(..., stacklevel=N)`` with a hand-counted ``N`` points at the right line only on the path it
 was counted for. zoo's public calls reach the same code by several paths (``zoo.train`` or the family's
-own method, ``zoo.predict`` through a ``torch.no_grad`` decorator), so a fixed ``N`` showed some warnings
+own method, ``zoo.predict`` through a ``torch.no_grad`` decorator), so a fixed ``N`` would show some warnings
 as coming from inside zoo or torch (``torch/utils/_contextlib.py``). :func:`user_stacklevel` counts the
 frames instead, as Python 3.12's ``skip_file_prefixes`` does (zoo supports 3.10).
 """

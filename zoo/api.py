@@ -94,7 +94,7 @@ def seeded_build(seed: Any):
     """Where a model built by name for a run draws its initial weights: generators seeded with the run's
     ``seed`` (the loops' default, :class:`zoo.engine.FitConfig`'s 0, when none is given), so a run without
     one repeats too and is the run with ``seed=0``. The loop seeds them only once the model exists, so
-    without this the same seed gave another network (torch starts each process from a random seed). The
+    without this the same seed would give another network (torch starts each process from a random seed). The
     caller's generators are put back afterwards (:func:`zoo.engine.seed.seeded`)."""
     from zoo.engine.options import FitConfig
     from zoo.engine.seed import seeded

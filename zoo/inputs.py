@@ -173,8 +173,8 @@ def unreadable_row(key: str, err: BaseException) -> dict[str, Any]:
 
 def warn_unreadable(rows: list[dict[str, Any]], noun: str) -> None:
     """One warning for the rows of ``rows`` that hold ``"error"`` (inputs that could not be decoded; ``noun``:
-    what they are, ``"images"``): a folder of 1000 broken files gave 1000 warnings, where training on it
-    says so in one line. One file keeps its own message."""
+    what they are, ``"images"``): a folder of 1000 broken files would otherwise give 1000 warnings, where training
+    on it says so in one line. One file keeps its own message."""
     bad = [row for row in rows if "error" in row]
     if not bad:
         return

@@ -41,7 +41,7 @@ def strip_parallel(model: Any, family_attr: str) -> Any:
     """The model inside ``nn.DataParallel`` / ``DistributedDataParallel`` when it is a zoo model (it has
     ``family_attr``, the method ``zoo.train`` / ``evaluate`` / ``predict`` / ``finetune`` hands it to), else
     ``model`` unchanged. The wrapper hides the family's methods (``torch.compile``'s forwards them), so a
-    wrapped ResNet18 was read as a plain module: its folder iterated as a data set, its predictions raw
+    wrapped ResNet18 would be read as a plain module: its folder iterated as a data set, its predictions raw
     logits. The family's own loop places the model and distributes under torchrun."""
     parallel = sys.modules.get("torch.nn.parallel")
     if parallel is None:

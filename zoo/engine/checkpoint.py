@@ -136,7 +136,7 @@ def save_checkpoint(
     payload: dict[str, Any] = {
         "format": FORMAT,
         # the network inside DataParallel / DDP / torch.compile: no wrapper's prefix on its keys (a compiled
-        # model's were all '_orig_mod.', which a plain model's load_state_dict refuses)
+        # model's are all '_orig_mod.', which a plain model's load_state_dict refuses)
         "model": unwrap(model).state_dict(),
         "optimizer": _builtin_numbers(optimizer.state_dict()) if optimizer is not None else None,
         "scheduler": _builtin_numbers(scheduler.state_dict()) if scheduler is not None else None,

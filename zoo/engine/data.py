@@ -145,8 +145,9 @@ LOADER_OPTIONS = ("batch_size", "num_workers", "collate_fn", "drop_last")
 def say_what_a_ready_loader_ignores(data: Any, options: Mapping[str, Any], call: str) -> None:
     """Warn about each option of :data:`LOADER_OPTIONS` that a DataLoader in ``data`` (or
     ``options["val_data"]``) keeps its own value of: ``zoo.train(model, loader_of_32, batch_size=64)`` trains
-    on batches of 32, and said nothing. A value equal to the loader's changes nothing and passes quietly. A
-    warning, as for a ready optimizer's ``lr`` (:mod:`zoo.engine.optim`): the run is the loader's, as asked."""
+    on batches of 32, which would otherwise go unsaid. A value equal to the loader's changes nothing and
+    passes quietly. A warning, as for a ready optimizer's ``lr`` (:mod:`zoo.engine.optim`): the run is the
+    loader's, as asked."""
     from zoo._stacklevel import user_stacklevel
 
     given = {k: options[k] for k in LOADER_OPTIONS if k in options}
@@ -185,7 +186,7 @@ def _as_dataset(data: Any) -> Dataset:
     if isinstance(data, (tuple, list)) and len(data) == 3 and all(isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim
                                                           and len(t) == len(data[0]) for t in data) \
             and data[0].ndim >= 2 and data[2].ndim == 1 and len(data[0]) != 3:  # X of rows, a weight per row
-        # (X, y, sample_weight), as Keras' fit takes it, was read as a data set of 3 samples ('stack expects ...')
+        # (X, y, sample_weight), as Keras' fit takes it, would be read as a data set of 3 samples ('stack expects ...')
         raise TypeError(f"expected (X, y); got a {type(data).__name__} of 3 arrays of {len(data[0])} rows: sample weights "
                         f"(Keras' third array) are not taken apart; weigh the loss in loss_fn with a forward_fn "
                         f"that passes them, or pass a Dataset yielding the samples you want")

@@ -3,8 +3,8 @@
 :func:`usable_device` is the one reading of a ``device=`` argument (``"cpu"``, ``"cuda"``, ``"cuda:1"``,
 ``torch.device("mps")``, a CUDA index): every entry point (``zoo.build`` / ``train`` / ``evaluate`` /
 ``predict``, the ``--device`` flag, ``fit`` and ``evaluate``, a family's ``predict``) refuses a name torch
-does not know, or a device this machine lacks, with one message before any work. torch's own errors came
-late and named no argument: "Found no NVIDIA driver on your system" from the first tensor moved there (after
+does not know, or a device this machine lacks, with one message before any work. torch's own errors come
+late and name no argument: "Found no NVIDIA driver on your system" from the first tensor moved there (after
 the model was built, or an epoch in), "invalid device ordinal" from a CUDA index past the last GPU.
 Without a ``device``, a run runs where its model is (:func:`run_device`).
 """

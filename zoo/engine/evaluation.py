@@ -149,7 +149,7 @@ def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Ten
 
 def check_class_scores(outputs: torch.Tensor) -> None:
     """Refuse one output per sample for accuracy, top-k and kappa: the argmax of one column is always class 0, so
-    a binary model with one logit scored the share of class 0 (0.72 where it was right 0.995 of the time)."""
+    a binary model with one logit would score the share of class 0 (0.72 for a model right 0.995 of the time)."""
     if outputs.dim() >= 2 and outputs.shape[1] == 1:
         raise ValueError(f"accuracy, top-k and kappa rank class scores, and the model gives 1 output per sample "
                          f"(outputs {tuple(outputs.shape)}): for a binary classifier with one logit, score it with "
@@ -159,7 +159,7 @@ def check_class_scores(outputs: torch.Tensor) -> None:
 
 def check_not_multi_hot(targets: torch.Tensor) -> None:
     """Refuse 0/1 targets with several 1s in a row (multi-label) for accuracy: their argmax is the first label
-    only (0.53 where element-wise accuracy was 0.92). Soft labels, whose rows sum to 1, stay taken."""
+    only (0.53 for predictions 0.92 right element-wise). Soft labels, whose rows sum to 1, stay taken."""
     binary = bool(((targets == 0) | (targets == 1)).all())
     if binary and bool((targets.sum(1) != 1).any()):
         raise ValueError("accuracy, top-k and kappa take one class per sample, and these targets are multi-hot "
@@ -234,7 +234,7 @@ def evaluate(
     loader = prepare_loader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers,
                             collate_fn=collate_fn, dist=DistInfo(*live_place()), pin_memory=device.type == "cuda")
     with contextlib.suppress(TypeError, AttributeError):  # no len(): an IterableDataset, scored as it comes
-        if len(loader.dataset) == 0:  # scored, it was {'loss': nan, 'accuracy': nan}
+        if len(loader.dataset) == 0:  # scored, it would be {'loss': nan, 'accuracy': nan}
             raise ValueError(f"evaluate: no samples to score (an empty {type(loader.dataset).__name__})")
     if device != model_device(model):
         model.to(device)

@@ -56,8 +56,8 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
             raise TypeError(f"the model returns {got}; the default loss takes a tensor of class scores: pass "
                             "forward_fn=fn(model, batch) -> (scores, targets), e.g. lambda m, b: (m(b[0])['logits'], "
                             "b[1]), or your own loss_fn")
-        # over one output, cross-entropy is 0 whatever the weights: a regression run without loss_fn trained
-        # nothing and reported a loss of 0.0
+        # over one output, cross-entropy is 0 whatever the weights: a regression run without loss_fn would
+        # train nothing and report a loss of 0.0
         if outputs.dim() >= 2 and outputs.shape[1] == 1:
             raise ValueError(f"the default loss is cross-entropy over classes, and the model gives 1 output per "
                              f"sample (outputs {tuple(outputs.shape)}), where it is always 0: for regression pass "

@@ -148,9 +148,9 @@ def to_channels_last(model: nn.Module) -> nn.Module:
 
     ``model.to(memory_format=torch.channels_last)`` refuses a model holding 3-D convolutions ("required rank
     4 tensor"), and ``channels_last_3d`` one holding 2-D ones; HybridSN holds both."""
-    # 4-D: clone, not contiguous(): a 1x1 kernel (C_out, C_in, 1, 1) counts as channels-last already and kept its
-    # strides (C_in, 1, 1, 1), while its gradient comes back (C_in, 1, C_in, C_in): DDP warned "Grad strides do
-    # not match bucket view strides" and copied every such gradient, each step. (A 1x1x1 kernel's gradient comes
+    # 4-D: clone, not contiguous(): a 1x1 kernel (C_out, C_in, 1, 1) counts as channels-last already and keeps its
+    # strides (C_in, 1, 1, 1), while its gradient comes back (C_in, 1, C_in, C_in): DDP would warn "Grad strides
+    # do not match bucket view strides" and copy every such gradient, each step. (A 1x1x1 kernel's gradient comes
     # back (C_in, 1, 1, 1, 1), the strides contiguous() keeps, on one thread a rank, torchrun's default; oneDNN
     # on several threads returns (C_in, 1, C_in, C_in, C_in), which then costs DDP that tiny copy.)
     def convert(t: torch.Tensor) -> torch.Tensor:

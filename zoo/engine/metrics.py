@@ -215,7 +215,7 @@ def plot_confusion_matrix(cm: Any, path: str | Path, *, class_names: list[str] |
         ax.set_yticks(ticks, labels)
         ax.set_xlabel("predicted")
         ax.set_ylabel("true")
-    else:  # a label per class of 1000 is unreadable at any size and took 36 s to draw: matplotlib's own ticks
+    else:  # a label per class of 1000 is unreadable at any size and takes 36 s to draw: matplotlib's own ticks
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=10, integer=True))
         ax.set_xlabel("predicted (class index)")

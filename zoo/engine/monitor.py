@@ -14,8 +14,8 @@ __all__ = ["Monitor", "default_mode"]
 
 _LOWER_IS_BETTER = frozenset({"error", "err", "mae", "mse", "rmse", "mape", "nll", "perplexity", "ppl", "wer", "cer",
                               "distance", "crossentropy", "divergence", "hinge", "poisson"})
-"""Words of a metric's name that make smaller better (``val_mae``, ``train_error_rate``): the default mode was max
-for every name without "loss", so best.pt and early stopping kept the worst epoch of an error."""
+"""Words of a metric's name that make smaller better (``val_mae``, ``train_error_rate``): with max as the
+default mode for every name without "loss", best.pt and early stopping would keep the worst epoch of an error."""
 
 
 def default_mode(key: str) -> str:
@@ -54,7 +54,7 @@ class Monitor:
         elif key == "val_loss" and not has_val_data:  # the eval_fn may give val_loss: known at the first row
             return cls(key, mode or default_mode(key), patience, min_delta, fallback="train_loss")
         elif key.startswith("val_") and not (has_val_data or has_eval_fn) and not callbacks_may_add:
-            # said before the first epoch: the first epoch's end found it missing, and that epoch was lost
+            # said before the first epoch: found missing at the first epoch's end, that epoch would be lost
             raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
                              f"val_data= (or eval_fn=), or monitor a training metric ({'train_' + key[4:]!r})")
         return cls(key, mode or default_mode(key), patience, min_delta)
@@ -104,7 +104,7 @@ class Monitor:
 
 def missing_key_fix(key: str, row: dict[str, Any]) -> str:
     """How a monitored ``key`` the epoch's ``row`` lacks gets there: a metric validation records when it is
-    named in ``metrics=`` (HybridSN's val_kappa: "give validation data" misled where validation had run)."""
+    named in ``metrics=`` (HybridSN's val_kappa: "give validation data" would mislead where validation has run)."""
     name = key.removeprefix("val_")
     if key.startswith("val_") and any(k.startswith("val_") for k in row):
         from zoo.engine.evaluation import metric_keys

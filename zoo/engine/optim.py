@@ -108,8 +108,8 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
 def _say_what_a_ready_optimizer_ignores(optimizer: torch.optim.Optimizer, lr: float, weight_decay: float,
                                         options: dict[str, Any] | None) -> None:
     """A ready optimizer keeps its own hyperparameters: an ``lr``, ``weight_decay`` or ``optimizer_options`` given
-    beside it (other than fit's defaults) was dropped without a word, and the run's record named the lr it did
-    not run at."""
+    beside it (other than fit's defaults) is not applied, so it is said: unsaid, it would be dropped without a
+    word, and the run's record would name an lr it did not run at."""
     from zoo.engine.options import FitConfig
 
     ignored = [f"{key}={value!r} (it runs at {key}={optimizer.param_groups[0].get(key)!r})"
@@ -136,8 +136,8 @@ def _dotted(kind: type) -> str:
 
 def _refuse_fit_settings_in(options: dict[str, Any] | None) -> None:
     """``lr`` / ``weight_decay`` in ``optimizer_options`` are fit's own options: given there, weight decay
-    reached every parameter, biases and normalisation parameters too (one group, past ``decay_groups``), and
-    either replaced the value given to fit without a word."""
+    would reach every parameter, biases and normalisation parameters too (one group, past ``decay_groups``), and
+    either would replace the value given to fit without a word."""
     given = [k for k in ("lr", "weight_decay") if k in (options or {})]
     if given:
         how = "; ".join(f"pass {k}={options[k]!r} to fit" for k in given)

@@ -89,8 +89,8 @@ class FitConfig:
     """``fn(model, batch) -> (outputs, targets)`` for batches that are not ``(inputs, targets)``."""
     metrics: Sequence[str] = DEFAULT_METRICS
     """Scored on validation data (:func:`zoo.engine.evaluate`); by default accuracy, and none with a ``loss_fn``
-    of your own (a regression's or a multi-label loss has no classes to count: accuracy failed there, after
-    a whole epoch), as Keras and Lightning compute no metric nobody asked for."""
+    of your own (a regression's or a multi-label loss has no classes to count: accuracy would fail there,
+    after a whole epoch), as Keras and Lightning compute no metric nobody asked for."""
     monitor: str = "val_loss"
     """A key of the history rows; without validation data ``val_loss`` becomes ``train_loss``."""
     monitor_mode: str | None = None

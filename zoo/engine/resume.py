@@ -358,8 +358,8 @@ def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str,
 def _same_global_batch(saved: dict[str, Any], saved_world: Any, record: dict[str, Any], world: int,
                        path: Path) -> bool:
     """Under another number of processes than the checkpoint's, what must match is the global batch
-    (``batch_size * WORLD_SIZE``: the steps and their size); the per-process one compared alone let a
-    2 x 16 run resume as 1 x 16, halving the batch without a word, and refused 1 x 32. True when the
+    (``batch_size * WORLD_SIZE``: the steps and their size); the per-process one compared alone would let a
+    2 x 16 run resume as 1 x 16, halving the batch without a word, and refuse 1 x 32. True when the
     world size changed and the global batch did not (``batch_size`` is then not compared); a changed
     global batch is refused, naming the batch_size that keeps it."""
     if saved_world is None or int(saved_world) == world or saved.get("batch_size") is None \

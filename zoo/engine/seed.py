@@ -30,10 +30,10 @@ __all__ = ["epoch_generator", "get_rng_state", "rng_state_kept", "seed_worker", 
 def rng_state_kept() -> Iterator[None]:
     """Put the caller's generator states back after the block, as scikit-learn never touches them: a run seeds
     the global generators for itself (:func:`set_seed`), and a caller drawing a hyperparameter sweep from
-    ``random`` between runs drew the same trial again after each ``seed=0`` run."""
+    ``random`` between runs would draw the same trial again after each ``seed=0`` run."""
     saved = get_rng_state()
-    # CUDA's generators are seeded lazily, at its first use, by the last seed given: a run that seeded
-    # them (or first used CUDA) left the caller's pending seed replaced by its own
+    # CUDA's generators are seeded lazily, at its first use, by the last seed given: a run that seeds
+    # them (or first uses CUDA) would leave the caller's pending seed replaced by its own
     lazy_cuda = torch.cuda.is_available() and not torch.cuda.is_initialized()
     pending = torch.initial_seed()
     try:

@@ -121,8 +121,8 @@ class Trainer:
         self.net: nn.Module = wrap_ddp(model, dev) if info.enabled else model
         self.logger = self._run_logger()
         if self.resumed and self.logger is not None:
-            # metrics.csv is written after the epoch's checkpoint: a kill between the two left it an epoch short
-            # of the run it continues, and a resume with nothing left to train never wrote that row
+            # metrics.csv is written after the epoch's checkpoint: a kill between the two leaves it an epoch
+            # short of the run it continues, and a resume with nothing left to train never writes that row
             self.logger.restore(self.history)
         self.state = TrainState(model=model, optimizer=self.opt, scheduler=self.scheduler, epochs=cfg.epochs,
                                 epoch=self.start_epoch, step=self.step, history=self.history, rank=info.rank,
@@ -373,8 +373,8 @@ class Trainer:
         return outputs, targets, loss
 
     def _no_checkpoint_yet(self) -> str:
-        """What the NaN guard says when no checkpoint precedes the bad step: "set checkpoint_dir" where it was
-        set misled (the first epoch's end, where the first one is written, had not come)."""
+        """What the NaN guard says when no checkpoint precedes the bad step: "set checkpoint_dir" where it is
+        set would mislead (the first epoch's end, where the first one is written, has not come)."""
         if self.cfg.checkpoint_dir is None:
             return "none written (set checkpoint_dir to keep one)"
         return f"none written yet in {self.cfg.checkpoint_dir} (the first is written at the first epoch's end)"
