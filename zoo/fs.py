@@ -178,7 +178,7 @@ _NAME_MAX = 255 - 9
 
 def _temp_name(target: str) -> str:
     """The writer's temp name for ``target``, beside it: host and pid (see :func:`sweep_temps`), then the
-    target's name, or where that would pass the file system's limit (a legal 223-byte target did) a hash of
+    target's name, or where that would pass the file system's limit (a legal 223-byte target does) a hash of
     it and its suffix (a writer may choose a format by the suffix)."""
     head = f"{TEMP_PREFIX}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}-"
     if len(os.fsencode(head + target)) <= _NAME_MAX:
@@ -556,8 +556,8 @@ def own_folders(named: Iterable[tuple[str, str | os.PathLike | None]], what: str
 
     Each folder is taken once, however it is spelled: names of one folder (a relative and an absolute
     path, a symlinked alias) are told apart by what they are on disk (device and inode), not by their text.
-    Two locks on one folder are two ``flock`` s of its one lock file, and the second failed against the
-    first, so the run locked itself out ("in use by another training run: pid <its own pid>"). Locks are
+    Two locks on one folder are two ``flock`` s of its one lock file, and the second would fail against the
+    first, so the run would lock itself out ("in use by another training run: pid <its own pid>"). Locks are
     taken in the order of the folders' real paths, as any other run takes them."""
     folders: dict[tuple[int, int], Path] = {}
     for label, path in named:

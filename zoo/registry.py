@@ -335,7 +335,7 @@ def build(name: str, *, weights: str | os.PathLike | None = None, local_files_on
     name, weights = split_weights_name(name, weights)
     reg = _lookup(name)
     config = _current_keys(reg, config)
-    # a model that builds on its device (TD3): torch's "Found no NVIDIA driver" named neither; to any other
+    # a model that builds on its device (TD3): torch's "Found no NVIDIA driver" names neither; to any other
     # model device is a call's option, which validate_config names
     if config.get("device") is not None and "device" in reg.params():
         from zoo.engine.devices import usable_device

@@ -144,7 +144,7 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
             continue
         if item.kind == "hf":
             failed = _remove_tree(item.path)
-            if failed:  # counted as freed before, with every file still there
+            if failed:  # not counted as freed: every file that failed is still there
                 raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
                                                f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}"
                                                f" ({removed} other item(s) removed)")

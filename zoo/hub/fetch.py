@@ -111,8 +111,8 @@ def is_network(source: str) -> bool:
 
 
 def local_path(source: str) -> Path:
-    """A plain path or a ``file://`` URL as a local path. ``file://~/w`` is the home folder's ``w`` (its ``~``
-    was read as a host and dropped); another host (``file://relative/x``, which named ``/x``) is an error."""
+    """A plain path or a ``file://`` URL as a local path. ``file://~/w`` is the home folder's ``w`` (urlparse
+    reads its ``~`` as a host); another host (``file://relative/x``, read as ``/x`` otherwise) is an error."""
     parsed = urlparse(source)
     if parsed.scheme == "file":
         if parsed.netloc.startswith("~"):
@@ -206,7 +206,7 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
                 size: int | None = None) -> str:
     """Copy a local file straight into ``dest`` through :mod:`zoo.fs` (hashed on the way; a mismatch
     never replaces ``dest``). Returns the sha256. A file of another size than ``size`` is not copied (a
-    git-lfs pointer, or a 2 TiB file that failed the free-space check and stopped the pull, blaming the disk)."""
+    git-lfs pointer, or a 2 TiB file that would fail the free-space check and stop the pull, blaming the disk)."""
     src = local_path(source)
     if not src.is_file():
         raise _NotFound(f"{src} does not exist")
@@ -245,7 +245,7 @@ class _Oversized(Exception):
 def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:
     """Copy the response body into ``part``; returns the bytes received. Write errors are _WriteFailed; more
     than ``limit`` bytes (the file's size less what ``part`` held) is _Oversized, at the first block past it:
-    a wrong server streaming without end filled the disk before the hash could refuse it."""
+    a wrong server streaming without end would fill the disk before the hash could refuse it."""
     received = 0
     fh = _open_part(part, append)
     try:
@@ -343,7 +343,7 @@ def _unknown_host(err: BaseException) -> bool:
 def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
     """Attempts until the file is whole; :data:`RETRIES` failed in a row without a byte more in ``part`` give
     up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
-    hundred kilobytes still finishes a 20 MB file, resuming each time (it gave up after 4 attempts)."""
+    hundred kilobytes still finishes a 20 MB file, resuming each time (a plain limit of 4 attempts would give it up)."""
     last: BaseException | None = None
     attempts = barren = 0
     while True:

@@ -109,7 +109,7 @@ def weights_dir() -> Path | None:
 def manifest_path() -> Path:
     """``$ZOO_WEIGHTS_DIR/manifest.json`` when set, else the manifest shipped in the package. Resolved: the
     checkout's ``weights/manifest.json`` links to the package's, and an atomic write through the link would
-    replace the link with a copy (the package's, which the wheel ships, no longer updated)."""
+    replace the link with a copy (leaving the package's, which the wheel ships, out of date)."""
     env = os.environ.get("ZOO_WEIGHTS_DIR")
     if env:
         return (Path(env).expanduser() / "manifest.json").resolve()
@@ -346,8 +346,8 @@ def manifest_lock(path: Path | None = None) -> FolderLock:
     """The lock every read-modify-write of the manifest at ``path`` holds (``with manifest_lock(): ...``).
 
     Its file, ``.manifest.json.lock``, sits beside the manifest, in the folder a writer must be able to
-    write to anyway, and is removed on release. (It was in the system temp folder: one file a manifest path
-    left there for good, under a name any other user of the machine could take first or plant a link at.)
+    write to anyway, and is removed on release. (Not the system temp folder: there a manifest path would leave
+    one file for good, under a name any other user of the machine could take first or plant a link at.)
     A second publisher waits up to two minutes, then is told which process holds it."""
     from zoo.fs import FolderLock
 

@@ -123,7 +123,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
 
 def _utf8(path: str | os.PathLike) -> bool:
     """Whether safetensors can open ``path`` by name: it refuses a name that is not valid UTF-8 ("Path ... is
-    not valid UTF-8"), which Linux allows and zoo.save writes, so such a file was called corrupt."""
+    not valid UTF-8"), which Linux allows and zoo.save writes: opened by name, such a file would be called corrupt."""
     try:
         os.fsencode(path).decode("utf-8")
     except UnicodeDecodeError:
@@ -276,8 +276,8 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
 
 def _check_checkpoint_digest(obj: Any, path: Path) -> None:
     """A zoo training checkpoint (the engine's ``best.pt`` / ``epoch-N.pt``) carries a sha256 of its tensors:
-    checked here too, where ``zoo.build(name, weights=path)`` reads it (only ``resume=`` checked it, so a
-    checkpoint whose bytes changed on disk built a network with the changed weights without a word)."""
+    checked here too, where ``zoo.build(name, weights=path)`` reads it (unchecked there, a checkpoint whose
+    bytes changed on disk would build a network with the changed weights without a word)."""
     from zoo.engine.checkpoint import FORMAT, tensors_digest
 
     if isinstance(obj, Mapping) and obj.get("format") == FORMAT and "digest" in obj \
@@ -345,7 +345,7 @@ def _sorted_metadata(data: bytes) -> bytes:
     """``data`` with its header's ``__metadata__`` in key order, so that equal weights give equal bytes.
 
     safetensors (0.8) writes the metadata from a Rust HashMap, in an order that changes from process to
-    process: the same model saved twice had two sha256s. Sorting keeps the header's length (the same
+    process: the same model saved twice would have two sha256s. Sorting keeps the header's length (the same
     entries, compact JSON), so the tensors' offsets and the 8-byte alignment stay as they were; a header
     that does not come back at its length is left as safetensors wrote it.
     """

@@ -61,7 +61,7 @@ class CorruptCacheError(HashMismatchError):
 
 def zoo_home() -> Path:
     """``$ZOO_HOME`` (default ``~/.cache/zoo``) as an absolute path: a relative one is taken from the working
-    directory of the call, and the paths pull returns stay valid after a ``chdir`` (they were relative)."""
+    directory of the call, and the paths pull returns stay valid after a ``chdir`` (relative ones would not)."""
     return Path(os.environ.get("ZOO_HOME") or "~/.cache/zoo").expanduser().absolute()
 
 
