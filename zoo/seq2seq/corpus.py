@@ -56,8 +56,8 @@ def _warn_other_direction(model: Any, direction: str) -> None:
 def _record_direction(model: Any, direction: str) -> None:
     """Label ``model`` with the direction it is about to be trained in (its architecture recipe records it). A
     model trained another way before (the shipped de-en weights fine-tuned on en-de) translates ``direction``
-    afterwards, so the label follows, with a word: a label left at de-en made zoo.evaluate score en-de output as
-    de-en's and the saved file say de-en."""
+    afterwards, so the label follows, with a word: a label left at de-en would make zoo.evaluate score en-de output
+    as de-en's and the saved file say de-en."""
     own = getattr(model.config, "direction", None)
     if own is not None and own != direction:
         warnings.warn(f"{model.registry_name} was trained {own} (its recorded direction); training it on "
@@ -74,7 +74,7 @@ def _tokenizer_size(model: Any, vocab_size: int | None) -> int:
 
     src, tgt = int(model.config.src_vocab), int(model.config.tgt_vocab)
     fits, least = min(src, tgt), 256 + len(SPECIAL_TOKENS)
-    if fits < least:  # the tokenizer's own refusal named a vocab_size the user never passed
+    if fits < least:  # the tokenizer's own refusal names a vocab_size the user never passed
         raise ValueError(f"{model.registry_name} has src_vocab={src}, tgt_vocab={tgt}: too few ids for the byte-level "
                          f"tokenizer zoo.train trains, which has at least {least} tokens (256 bytes + specials); build "
                          f"the model with src_vocab and tgt_vocab >= {least}, or attach a tokenizer of your own")
@@ -127,8 +127,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                         "pass the one to score")
     pairs = _pairs(data)
     bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
-    # zoo.evaluate's loaders get a generator of their own: without one each pass drew its base seed from the
-    # caller's global torch generator. A training run's loaders (validation too) keep drawing it: that draw is
+    # zoo.evaluate's loaders get a generator of their own: without one each pass would draw its base seed from
+    # the caller's global torch generator. A training run's loaders (validation too) keep drawing it: that draw is
     # part of the seeded stream its dropout follows, and its results stay what they were
     batches = {"max_tokens": max_tokens, "batch_size": batch_size, "seed": int(options.get("seed", 0)),
                "own_generator": not train, "num_workers": _loader_workers(model, data, pairs, train, options)}
@@ -154,7 +154,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
                   "bleu_sentences": bleu_sentences, "beam_size": beam_size}
         if val_root is not None:  # validation from another folder: another folder is another recipe
             recipe["val_corpus"] = _corpus_fingerprint(val_root, direction, (val_split,))
-        _record_direction(model, direction)  # only now that its data loaded: a typo ('en-fr') recorded itself
+        _record_direction(model, direction)  # only once its data loaded: else a typo ('en-fr') would record itself
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
     _need_tokenizer(model)
     _warn_other_direction(model, direction)
@@ -208,8 +208,8 @@ def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
 
 def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
     """``(validation text, its folder when it is not the corpus's own)``: ``val_data=`` given apart, a corpus
-    folder (its ``val_split`` files) or sentence pairs, replaces the corpus folder's ``val_split`` (a folder
-    went to fit as a str and failed at the first validation)."""
+    folder (its ``val_split`` files) or sentence pairs, replaces the corpus folder's ``val_split`` (passed on, a
+    folder would go to fit as a str and fail at the first validation)."""
     from zoo.seq2seq.data import load_multi30k
 
     if given is None:
@@ -270,7 +270,7 @@ def _train_val_pairs(data: Any) -> tuple[Any, Any] | None:
         if not (isinstance(seq, (list, tuple)) and seq and all(
                 isinstance(p, (list, tuple)) and all(isinstance(s, str) for s in p) for p in seq)):
             return False
-        # pairs, or (sources, targets) of any length: only a set of 3 sentences or more was read as pairs before
+        # pairs, or (sources, targets) of any length, a set of fewer than 3 sentences included
         # (_pairs refuses ((s, t), (s, t)), which reads both ways)
         return all(len(p) == 2 for p in seq) or (isinstance(seq, tuple) and len(seq) == 2)
 

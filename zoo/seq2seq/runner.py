@@ -78,7 +78,7 @@ class ExportedTranslator:
         src = np.asarray(src, dtype=np.int64)
         if src.ndim != 2:
             raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
-        max_len = check_max_len(max_len, self.max_len)  # model.translate's limit: clipped silently before
+        max_len = check_max_len(max_len, self.max_len)  # model.translate's limit, not clipped silently
         if max_len is None:  # each row's own default, as model.translate's (not the longest source's)
             import torch
 
@@ -116,8 +116,8 @@ class ExportedTranslator:
         from zoo.seq2seq.sentences import join_pieces, segments, text_inputs
         from zoo.seq2seq.translate import check_search_options
 
-        # model.translate's checks: max_len=0 gave "" for every sentence, and max_len=1000 was clipped to the
-        # model's positions without a word, where model.translate refuses both
+        # model.translate's checks: unchecked, max_len=0 would give "" for every sentence, and max_len=1000 would
+        # be clipped to the model's positions without a word, where model.translate refuses both
         _, _, max_len, batch_size = check_search_options(1, 0.0, max_len, batch_size, self.max_len)
 
         items, single = text_inputs(sentences)

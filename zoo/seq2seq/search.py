@@ -39,8 +39,8 @@ def check_max_len(max_len: Any, model_max: int | None = None) -> int | None:
 
 
 def max_len_out_of_range(max_len: Any, model_max: int) -> ValueError:
-    """The error for a ``max_len`` past the model's positions: decoding stopped there (a Transformer) or the
-    runner clipped it without a word, where it is refused up front now."""
+    """The error for a ``max_len`` past the model's positions: unrefused, decoding would stop there (a Transformer)
+    or the runner would clip it without a word, so it is refused up front."""
     return ValueError(f"max_len must be between 1 and {model_max - 1} (the model's max_len {model_max} less BOS), "
                       f"or None for 1.5 x the source + 10; got {max_len}")
 

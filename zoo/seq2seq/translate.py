@@ -66,7 +66,7 @@ def translate(
     An input of several sentences or lines is translated sentence by sentence, the pieces joined with a
     space (a line break kept), as :mod:`zoo.seq2seq.sentences` cuts it: a model trained on single sentences
     (Multi30k) translates a paragraph best one sentence at a time. Why not cut an over-long input: that
-    dropped its end without a word. A single sentence longer than the model takes (``model.max_len - 1``
+    would drop its end without a word. A single sentence longer than the model takes (``model.max_len - 1``
     source tokens) even when cut at ``; :`` is refused, with the limit and its length in the message. Empty or whitespace-only inputs translate to ``""`` with no model call.
     ``beam_size`` < 1, ``max_len`` outside ``1 .. model.max_len - 1`` and a negative or non-finite
     ``length_penalty`` are errors naming the argument. The search runs on the model's device (``device=``
@@ -172,7 +172,7 @@ def bleu_eval_fn(
     every ``world_size``-th sentence and all score the gathered whole, as the engine's evaluation gathers its
     shards: one BLEU on every rank, so every rank must call it (``fit`` and ``evaluate`` do). A source
     sentence longer than the model takes is translated clipped to its limit, with a warning, as the loss on the
-    same data clips it (refusing it failed the run after a trained epoch, with no checkpoint).
+    same data clips it (refusing it would fail the run after a trained epoch, with no checkpoint).
     """
     sources, references = list(sources), list(references)
 
