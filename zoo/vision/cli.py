@@ -105,7 +105,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
                "amp": None if args.amp == "none" else args.amp, "augment": args.augment, "strict": args.strict,
                "seed": args.seed}
-    # --set KEY=VALUE overrides the flag of that name, as in zoo train (it was "got multiple values")
+    # --set KEY=VALUE overrides the flag of that name, as in zoo train (not "got multiple values")
     options.update(parse_kv(args.set))
     if args.resume:
         if options.get("checkpoint_dir") is None:
@@ -120,7 +120,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"strategy": options["strategy"], "epochs": options["epochs"],
                               "monitor": getattr(result, "monitor", None), "best_metric": result.best_metric}
     # the folder finetune validated on (--set val_data=DIR, else DATA/val), read as it read it: --strict and
-    # --set unknown_classes=skip hold here too; the report scored DATA/val whatever val_data was
+    # --set unknown_classes=skip hold here too; else the report would score DATA/val whatever val_data is
     val_dir = options.get("val_data") or find_split(Path(args.data), "val")
     if isinstance(val_dir, (str, Path)):
         scored = ended.get("predictions")

@@ -7,8 +7,8 @@ size), and the stored ``input_size``/``resize`` are those of that size (the resi
 ``zoo.vision.transforms.transforms_for(model, image_size=...)`` and a training at ``image_size`` scale it).
 Tolerance: ``atol = rtol = 1e-4`` on the logits. TorchScript
 works for ResNet18 (it is scripted, through a plain torchvision ``ResNet`` holding the same layers) and is
-kept (``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` are the earlier entry
-points, now shortcuts for :func:`zoo.export`.
+kept (``format="torchscript"``); :func:`export_onnx` and :func:`export_torchscript` stay for callers
+of these names, as shortcuts for :func:`zoo.export`.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def _folders_apart(data: Any, fit_kwargs: dict[str, Any]) -> Any:
 def _given_val(model: nn.Module, fit_kwargs: dict[str, Any], val_data: Any, image_size: int | None, strict: bool,
                unknown_classes: str) -> Any:
     """``val_data=`` where given (it replaces the data's own): a folder is read as one, under the classes the
-    training data gave the model (it went to fit as a str); a data set gets the network's eval transforms."""
+    training data gave the model (passed on, it would go to fit as a str); a data set gets the network's eval transforms."""
     if "val_data" not in fit_kwargs:
         return val_data
     given = fit_kwargs.pop("val_data")
@@ -466,8 +466,8 @@ def finetune(
 
 
 def _check_fit_options(fit_kwargs: dict[str, Any]) -> None:
-    """A key neither finetune nor fit takes is named with both calls' options (fit's error listed fit's
-    alone, so ``imagesize`` was not told about ``image_size``)."""
+    """A key neither finetune nor fit takes is named with both calls' options (fit's error lists fit's
+    alone, so ``imagesize`` would not be told about ``image_size``)."""
     import dataclasses
     import inspect
 
@@ -489,7 +489,7 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
 
     recipe = {"strategy": plan.strategy, **settings}
     if plan.strategy == "gradual":  # the schedule in use: unfreeze_every=None is derived from epochs, so a resume
-        # with more epochs froze stages that were open again (refused now; unfreeze_every= keeps the schedule)
+        # with more epochs would freeze stages that were open again (refused; unfreeze_every= keeps the schedule)
         recipe["unfreeze_every_used"] = plan.unfreeze_every
     if not settings["cache_features"]:  # only a cached-feature run's checkpoints hold the head alone, and name
         # the backbone's weights, so that zoo.build(name, weights="DIR/best.pt") rebuilds the network around it
@@ -504,9 +504,9 @@ def _with_recipe(model: nn.Module, data: Any, train_data: Any, val_data: Any, fi
 
 
 def _seed_before_surgery(seed: Any) -> None:
-    """fit seeds only once it starts: without this, a new head came from whatever state the generators were
-    in, and the same seed gave another run. No ``seed`` is fit's default one (0), as by name: the head came
-    from the caller's generators, another one each call."""
+    """fit seeds only once it starts: without this, a new head would come from whatever state the generators
+    are in, and the same seed would give another run. No ``seed`` is fit's default one (0), as by name: else
+    the head would come from the caller's generators, another one each call."""
     from zoo.engine.options import FitConfig
     from zoo.engine.seed import set_seed
 
@@ -518,7 +518,7 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
     _check_fit_options(fit_kwargs)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    # a setting of another strategy was ignored without a word (a typo in strategy= went unseen); a warning, not an
+    # a setting of another strategy is ignored, so it is said (a typo in strategy= would go unseen); a warning, not an
     # error: a study's grid may pass one setting to every strategy
     for key, default, takes in (("unfreeze_every", None, ("gradual",)), ("top_stages", 1, ("top",)),
                                 ("backbone_lr_mult", 0.1, ("top", "full", "gradual"))):

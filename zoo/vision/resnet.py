@@ -160,7 +160,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
         from zoo.vision.transforms import transforms_for, with_image_size
 
         val = options.pop("val_data", None) if train else None
-        # a validation folder given apart is read as a folder, with the training classes (it went to fit as a str)
+        # a validation folder given apart is read as a folder, with the training classes (not passed to fit as a str)
         checked = {"image_size": image_size, "augment": augment, "strict": strict, "unknown_classes": unknown_classes}
         if not isinstance(data, (str, os.PathLike)):
             data = self._transformed(data, train, image_size, augment)
@@ -203,7 +203,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
 
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
         """``data`` with the network's transforms where it yields PIL images (else as it is); ``(X, y)`` images
-        are checked as predict checks a batch (a raw PyTorch error named neither the layout nor the fix)."""
+        are checked as predict checks a batch (a raw PyTorch error names neither the layout nor the fix)."""
         from zoo.vision.data import TransformedImages, with_network_transforms
         from zoo.vision.finetune import record_classes
         from zoo.vision.predict import check_image_batch
