@@ -90,7 +90,7 @@ def own_spec(env: Any) -> Any:
     bounds, ``TransformReward`` the returns), else None. A spec with a wrapper that records no arguments is
     kept too: ``gymnasium.make`` cannot build it again, and making it fails saying so
     (:func:`zoo.rl.evaluation.make_env`; the agent acts on the env object itself meanwhile, ``env_object``), where
-    falling back to the bare id trained and evaluated on another env without a word (a reward wrapper's returns
+    falling back to the bare id would train and evaluate on another env without a word (a reward wrapper's returns
     1000x apart). Wrappers known to leave the env as it is (:data:`_PASS_THROUGH`: SB3's ``Monitor``) are left
     out of the spec."""
     spec = without_pass_through(single_spec(env))

@@ -51,7 +51,7 @@ def make_env(env: Any, *, num_envs: int = 1):
             name = env_id.id if isinstance(env_id, EnvSpec) else env_id
             raise ValueError(f"cannot make gymnasium env {name!r}: {err}") from None
     if isinstance(env, (gym.Env, gym.vector.VectorEnv)):
-        if num_envs != 1 and num_envs != getattr(env, "num_envs", 1):  # it trained on the env as it was, unsaid
+        if num_envs != 1 and num_envs != getattr(env, "num_envs", 1):  # else it would train on the env as it is, unsaid
             raise ValueError(f"num_envs={num_envs!r} makes copies of an env id; {env_label(env)} is an env object "
                              "trained on as it is: give its id with num_envs, or a VectorEnv of the copies")
         return env
@@ -114,8 +114,8 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     evaluations did; an env whose normalisers have statistics of their own keeps them, and one without
     the agent's wrappers gets a warning. The returns are the env's own: ``NormalizeReward``'s scaling is taken
     off while evaluating (:func:`zoo.rl.normalization.raw_rewards`), as rl-baselines3-zoo evaluates with
-    ``norm_reward=False``; they were in the scale of the statistics of the moment, which moved between a
-    run's evaluations. ``progress=True`` shows a bar over the episodes.
+    ``norm_reward=False``; scaled, they would be in the scale of the statistics of the moment, which move
+    between a run's evaluations. ``progress=True`` shows a bar over the episodes.
     """
     from zoo._progress import ProgressBar
 
@@ -223,7 +223,7 @@ def _vector_episodes(agent, e, episodes: int, base: int, max_steps: int | None,
 def whole_count(name: str, value: Any, minimum: int, unit: str) -> int:
     """``value`` as an int when it is a whole number >= ``minimum``: an integer, or a float without a
     fraction (``learn(1e4)``, as Stable-Baselines3 takes it); else a ValueError naming ``name`` and what came
-    (``100.9`` steps were run as 100 without a word)."""
+    (``100.9`` steps would be run as 100 without a word)."""
     whole = isinstance(value, numbers.Integral) or (
         isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
     if isinstance(value, bool) or not whole or value < minimum:

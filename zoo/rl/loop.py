@@ -146,8 +146,8 @@ def train(
 
 def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any,
                        eval_episodes: Any) -> tuple[int, int | None, int | None, int]:
-    """The run's counts as ints, refused before any step with what came (a bad eval_episodes was said at the
-    first evaluation: after eval_every steps, or after the whole run)."""
+    """The run's counts as ints, refused before any step with what came (a bad eval_episodes would otherwise be
+    said at the first evaluation: after eval_every steps, or after the whole run)."""
     if total_steps is None:
         raise ValueError("TD3 trains for a number of environment steps: give total_steps=N (zoo train td3 --steps N)")
     total_steps = whole_count("total_steps", total_steps, 1, "environment steps")
@@ -157,8 +157,9 @@ def _check_run_options(total_steps: Any, eval_every: Any, checkpoint_every: Any,
 
 
 def _refuse_several_processes() -> None:
-    """TD3 learns in one process: under torchrun every process ran the same agent, and the second found the
-    first's lock on the checkpoint folder ("in use by another training run"), which named no cause."""
+    """TD3 learns in one process: under torchrun every process would run the same agent, and the second
+    would find the first's lock on the checkpoint folder ("in use by another training run"), which names no
+    cause."""
     from zoo.engine.distributed import dist_info
 
     world = dist_info().world_size
@@ -185,8 +186,8 @@ def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool
 def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike) -> None:
     """The engine's rules (zoo.engine.resume.refuse_a_used_folder): a run that does not continue the
     folder's ``td3_last.pt`` (a new one, or a resume from a file elsewhere) would replace it and
-    ``td3_best.safetensors`` (a re-run of the command that Ctrl-C stopped, without ``--resume``, lost the
-    run); and ``resume=True`` on a folder that has a best policy but no ``td3_last.pt`` would start over on
+    ``td3_best.safetensors`` (a re-run of the command that Ctrl-C stopped, without ``--resume``, would lose
+    the run); and ``resume=True`` on a folder that has a best policy but no ``td3_last.pt`` would start over on
     top of that policy."""
     from zoo.engine.checkpoint import CheckpointError
 
@@ -349,7 +350,7 @@ def _eval_target(agent, chosen: Any, train_env: Any, vec: bool, eval_env: Any, e
 
 def _check_eval_env(agent, eval_env: Any) -> None:
     """``eval_env`` made (an id or spec) and checked against the agent before the first step: a wrong one
-    failed at the first evaluation, after ``eval_every`` steps of training, with nothing saved."""
+    would fail at the first evaluation, after ``eval_every`` steps of training, with nothing saved."""
     try:
         e = make_env(eval_env)
     except (TypeError, ValueError) as err:

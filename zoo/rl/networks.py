@@ -192,7 +192,7 @@ def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> No
     W = w[f"weight{last}"]
     dz = _cast(dq, W.dtype).unsqueeze(-1)  # (n, B, 1)
     # (n, h, 1) and (n, 1, h) share one memory layout: the one-row product dz^T @ ins (9 us) writes the
-    # gradient that ins^T @ dz, a one-column batched GEMM, took 120 us to (2x256x300, Zen 5, 1 thread)
+    # gradient that ins^T @ dz, a one-column batched GEMM, takes 120 us to (2x256x300, Zen 5, 1 thread)
     gw = g[f"weight{last}"]
     torch.bmm(dz.transpose(1, 2), ins[last], out=gw.view(gw.shape[0], 1, gw.shape[1]))
     torch.sum(dz, 1, keepdim=True, out=g[f"bias{last}"])

@@ -270,8 +270,8 @@ def resume_run(agent, run: Run, path: Path, seed: int | None = None) -> tuple[st
 def _refuse_other_seed(state: dict[str, Any], seed: int | None, path: Path) -> None:
     """A call's ``seed`` on resume: the checkpoint's passes quietly (the checkpoint's random state continues,
     which is that seed's run); another is a ``ResumeError`` before anything loads, as the engine refuses a
-    changed seed. It was warned 'ignored' either way, and the agent's own seed (an agent built by name takes
-    the call's) was then refused as well, so one call said both."""
+    changed seed. Not a warning that it is ignored: the agent's own seed (an agent built by name takes the
+    call's) would then be refused as well, so one call would say both."""
     from zoo.engine.resume import ResumeError
 
     saved = json.loads(state["settings"]).get("seed") if "settings" in state else None  # older: not recorded
@@ -336,7 +336,7 @@ def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | No
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
                           "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
-        # a seed of the run's own (its seed and step), not the OS's: two resumes of one checkpoint were two runs
+        # a seed of the run's own (its seed and step), not the OS's: else two resumes of one checkpoint would be two runs
         reset_episode(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
         return
     ep_len = int(saved["ep_len"][0]) if saved is not None else 0

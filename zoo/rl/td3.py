@@ -241,7 +241,7 @@ class TD3Agent:
         ``act(explore=True)`` / ``predict`` and the training run's, or with ``training=True`` (the loop's own
         episode ends) the run's alone."""
         if self.action_noise is not None:
-            self.action_noise.reset(envs)  # an index past the run's envs is an IndexError, as it was
+            self.action_noise.reset(envs)  # an index past the run's envs stays an IndexError
         if not training:
             self._restart_prediction_noise(envs)
 
