@@ -174,7 +174,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
                   for key, value in recipe.items()}
         if splits is None and isinstance(data, (str, os.PathLike)) and (inner := split_folder_in(data)) is not None:
             # a UCF101 root with ucfTrainTestlist/ inside: the split files are taken, as classes_in takes their
-            # classes (it failed 'class folder(s) with no video file: [ucfTrainTestlist]')
+            # classes (else it fails: 'class folder(s) with no video file: [ucfTrainTestlist]')
             log.info("splits: %s (the split folder inside %s)", inner, data)
             splits = inner
         before = dict(self.video_cfg)
@@ -256,7 +256,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
     def _transformed(self, data: Any, train: bool) -> Any:
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
         copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
-        clips failed in the first convolution, 'expected scalar type Byte but found BFloat16')."""
+        clips would fail in the first convolution, 'expected scalar type Byte but found BFloat16')."""
         from torch.utils.data import DataLoader, Subset
 
         from zoo.video.ucf101 import VideoClipDataset
@@ -376,7 +376,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
             for path in paths[start:start + batch_size]:
                 try:
                     if path.suffix.lower() in IMG_EXTENSIONS:  # FFmpeg reads a photo as a one-frame video,
-                        # and the network gave it a confident label (0.999) without a word
+                        # and the network would give it a confident label (0.999) without a word
                         raise CorruptVideoError(f"{path} is an image, not a video: a video network classifies "
                                                 "clips (an image network, zoo.build('resnet18', ...), photos)")
                     clips.append(load_clip(path, transform=transform, **{key: t}))
@@ -430,8 +430,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
 
 def _checkpoint_video_cfg(run: dict[str, Any]) -> dict[str, Any]:
     """The input recipe (and class names) a ``zoo.train`` checkpoint records as ``data.*`` (see
-    ``VideoClassifier._recorded``), as ``video_cfg`` keys: a network built from ``best.pt`` took the defaults
-    (112 px, 8 segments for one trained on 32 px and 2) and named its outputs '0', '1', ..."""
+    ``VideoClassifier._recorded``), as ``video_cfg`` keys: without them a network built from ``best.pt`` would take
+    the defaults (112 px, 8 segments for one trained on 32 px and 2) and name its outputs '0', '1', ..."""
     cfg = {k: run[f"data.{k}"] for k in ("size", "resize", "antialias", "mean", "std", "classes")
            if run.get(f"data.{k}") is not None}
     key, _, count = str(run.get("data.clip") or "").partition("=")
@@ -453,7 +453,7 @@ def _from_transforms(tf: Any) -> dict[str, Any]:
     """A manifest entry's ``meta["transforms"]`` (``{"resize", "crop", "mean", "std"}``, torchvision's
     ``weights.transforms()`` written down) as ``video_cfg`` keys. torchvision's video transform
     (``VideoClassification``) resizes without antialiasing, so that is the default here; an antialiased
-    resize gave Kinetics-400 R(2+1)D inputs up to 0.7 off in normalised units."""
+    resize gives Kinetics-400 R(2+1)D inputs up to 0.7 off in normalised units."""
     tf = dict(tf or {})
     spec = {k: tf[k] for k in ("resize", "mean", "std") if k in tf}
     if "crop" in tf:

@@ -168,7 +168,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
 
 
 def _check_labels(label: torch.Tensor, k: int) -> None:
-    """Refuse a label past the network's ``k`` outputs, as training does (it was an IndexError of the scoring)."""
+    """Refuse a label past the network's ``k`` outputs, as training does (unrefused, it would be an IndexError of the scoring)."""
     bad = label[(label < 0) | (label >= k)]
     if bad.numel():
         raise ValueError(f"label {int(bad[0])} for a model with {k} outputs (class indices 0..{k - 1}): build the "
