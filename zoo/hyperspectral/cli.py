@@ -134,7 +134,7 @@ predict_rules("hyperspectral", PredictRules(one_input="scene", out="a scene's la
 
 def _demo_out() -> Path:
     """Where the demo's maps go: ``$ZOO_HOME/demo``, or a new folder in the system's temp folder when that
-    cannot be written (a read-only home whose weights are cached: the whole step failed for its PNGs)."""
+    cannot be written (a read-only home whose weights are cached: else the whole step would fail for its PNGs)."""
     import os
     import tempfile
 

@@ -121,7 +121,7 @@ def as_scene(data: Any, labels: str | os.PathLike | np.ndarray | None = None, *,
 
 def _exists(path: str | os.PathLike) -> bool:
     """Whether ``path`` names a file or folder; False for a string no file can have (a spectrum typed on the
-    command line, '1,2,...', failed 'File name too long' before it could be called no scene)."""
+    command line, '1,2,...', would fail 'File name too long' before it could be called no scene)."""
     try:
         return Path(path).exists()
     except (OSError, ValueError):

@@ -222,7 +222,7 @@ def _to_onnx(pipe: HSIPipeline, n_bands: int):
 
 def _no_data_label(proto, source: str, name: str) -> None:
     """Output ``name``: graph output ``source`` (the SVM's label), 0 where a pixel has a NaN or infinite band, as
-    ``zoo.predict``'s map labels a pixel without data (the SVM gave such a pixel a class, from NaN scores)."""
+    ``zoo.predict``'s map labels a pixel without data (the SVM alone would give such a pixel a class, from NaN scores)."""
     from onnx import TensorProto, helper, numpy_helper
 
     proto.graph.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "no_data_axes"),

@@ -62,7 +62,7 @@ class HybridSN(SceneClassifierMixin, nn.Module):
                 f"HybridSN needs n_bands >= {self.min_n_bands} and window >= 9 (three 3x3 3-D convolutions and a "
                 f"3x3 2-D convolution); got n_bands={depth}, window={side}"
             )
-        if side % 2 == 0:  # a window is centred on its pixel: built, it failed only in zoo.train, after the PCA fit
+        if side % 2 == 0:  # a window is centred on its pixel: built, it would fail only in zoo.train, after the PCA fit
             raise ValueError(f"HybridSN's window is centred on its pixel, so it must be odd; got window={side}")
         if c.padding not in PADDING_MODES:
             raise ValueError(f"padding must be one of {PADDING_MODES}; got {c.padding!r}")

@@ -19,7 +19,7 @@ _SVM_PARAMS = {"n_components": "pca__n_components", "whiten": "pca__whiten", "C"
 
 def _load_svm(obj: HSIPipeline, path, entry, requested: dict[str, Any] | None = None) -> HSIPipeline:
     """The file's fitted pipeline. A setting asked for beside the weights that the fit was not made with is
-    refused (it was ignored: ``n_components=5`` gave the file's 70 components, and a refit kept them)."""
+    refused (ignored, ``n_components=5`` would give the file's 70 components, and a refit would keep them)."""
     pipe = load_pipeline(path)
     params = pipe.get_params()
     differ = {k: v for k, v in (requested or {}).items() if k in _SVM_PARAMS and params[_SVM_PARAMS[k]] != v}

@@ -111,7 +111,7 @@ class SceneClassifierMixin:
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
         # a fresh network has no preprocessing buffers until it is trained: load_state_dict of a trained one's
-        # state failed 'Unexpected key(s) "pre_mean", ...' where torch's own round trip is expected to work
+        # state would fail 'Unexpected key(s) "pre_mean", ...' where torch's own round trip is expected to work
         if not self.has_preprocessor and all(prefix + k in state_dict for k in PRE_KEYS):
             k = self.config.n_bands
             shape = tuple(state_dict[prefix + "pca_components"].shape)
@@ -257,7 +257,7 @@ class SceneClassifierMixin:
             forget_training_split(self)  # these windows may be an earlier scene run's test pixels
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch, name=self.registry_name))
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
-        self.require_bands(scene)  # before the split, whose warnings came first for a scene refused anyway
+        self.require_bands(scene)  # before the split, whose warnings would come first for a scene refused anyway
         sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
                            window=self.config.window, block=block, train_mask=train_mask)
         # every labelled pixel, not only the training ones: a class beyond the outputs that only the
@@ -512,8 +512,8 @@ class SceneClassifierMixin:
 
 def _drops_preprocessing(model: nn.Module, path, entry, asked: str | None) -> bool:
     """Whether the file's scaler and PCA must stay out: they were fitted on spectra of another
-    ``spectral_norm`` than the one asked for, and fed other inputs without a word (95 % of the Indian Pines
-    predictions changed). The network still loads (a start for ``zoo.train``, which fits them again), with a
+    ``spectral_norm`` than the one asked for, and would feed other inputs without a word (95 % of the Indian
+    Pines predictions change). The network still loads (a start for ``zoo.train``, which fits them again), with a
     warning; ``predict`` before that says the model has no fitted preprocessing."""
     from zoo.registry import file_config
 

@@ -78,8 +78,8 @@ def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[s
 def _this_releases_params(est: Any) -> None:
     """A constructor parameter the file lacks (added in this scikit-learn) or holds as a newer release's
     ``"deprecated"`` placeholder (SVC's ``probability`` in 1.9) gets this release's default: weights written
-    with 1.9 loaded into 1.7 (Python 3.10's newest) kept ``probability='deprecated'``, and cloning or refitting
-    them failed scikit-learn's parameter check; a missing one failed ``get_params``."""
+    with 1.9 loaded into 1.7 (Python 3.10's newest) would keep ``probability='deprecated'``, and cloning or
+    refitting them would fail scikit-learn's parameter check; a missing one would fail ``get_params``."""
     import inspect
 
     names = getattr(type(est), "_get_param_names", None)

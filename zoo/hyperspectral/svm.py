@@ -173,7 +173,7 @@ class HSIPipeline(Pipeline):
                       ("labels", "mask", "split", "on_overlap", "gt_key", "cube_key", *SPLIT_OPTIONS))
         if on_overlap not in ON_OVERLAP:
             raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
-        # before the split is chosen: unfitted, the missing split was blamed instead (predict says NotFittedError)
+        # before the split is chosen: unfitted, the missing split would be blamed instead (predict says NotFittedError)
         check_is_fitted(self)
         if isinstance(data, tuple) and len(data) == 2 and getattr(data[0], "ndim", 2) != 3:  # 3-D: a cube, said so
             refuse_scene_options("zoo.evaluate", {"labels": labels, "mask": mask, "split": split, "gt_key": gt_key,
@@ -200,7 +200,7 @@ class HSIPipeline(Pipeline):
             return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS,
                                                        ground_truth=False),
                                       mask=mask)
-        if mask is not None and arr.ndim in (1, 2):  # it was dropped without a word
+        if mask is not None and arr.ndim in (1, 2):  # it would be dropped without a word
             raise ValueError(f"mask= selects pixels of a scene's (H, W) map; these are {arr.shape} pixel spectra: "
                              f"pass only the rows to classify (X[mask]), or the (H, W, C) cube with mask=")
         if arr.ndim == 1:
@@ -328,7 +328,7 @@ def integral_classes(classes: Any) -> bool:
 
 def _check_map_classes(classes: np.ndarray | None) -> None:
     """A label map holds class ids with 0 for the pixels it leaves out: string classes cannot be written there
-    (an int conversion failed), and a class 0 would read as unlabelled (warned)."""
+    (an int conversion fails), and a class 0 would read as unlabelled (warned)."""
     if classes is None:
         return
     values = np.asarray(classes)
@@ -344,9 +344,9 @@ def _check_map_classes(classes: np.ndarray | None) -> None:
 
 def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
     """``(X, y)`` as scikit-learn's ``fit`` takes them: a DataFrame ``X`` as it is (the pipeline keeps its column
-    names and checks them at predict: as an array, columns in another order were taken without a word), other
+    names and checks them at predict: as an array, columns in another order would be taken without a word), other
     ``X`` as an array; ``y`` one-dimensional (an ``(N, 1)`` column is raveled with scikit-learn's
-    DataConversionWarning: compared as it came, it broadcast and scored 0.23 for 0.88)."""
+    DataConversionWarning: compared as it comes, it would broadcast and score 0.23 for 0.88)."""
     from sklearn.utils.validation import column_or_1d
 
     X = data[0] if hasattr(data[0], "columns") else np.asarray(data[0])

@@ -21,7 +21,7 @@ class SceneFormatError(ValueError):
 
 def npy_error(path: Path, err: Exception) -> SceneFormatError:
     """The error for a .npy file ``np.load`` refused: a file shorter than its own header says is called
-    truncated, with both sizes (NumPy's words were "mmap length is greater than file size")."""
+    truncated, with both sizes (NumPy's words are "mmap length is greater than file size")."""
     import numpy as np
 
     try:
