@@ -1,8 +1,8 @@
 """Every family on a CUDA device: it trains, evaluates, predicts, saves and resumes there, and its fp32 outputs
 agree with the CPU's.
 
-CI has no GPU, so these skip there; they run wherever torch sees one (the device checks of a session that has
-one). ``ZOO_TEST_DEVICE=cpu`` runs the same checks on the CPU, to debug the tests themselves without a GPU.
+CI has no GPU, so these skip there; they run wherever torch sees one.
+``ZOO_TEST_DEVICE=cpu`` runs the same checks on the CPU, to debug the tests themselves without a GPU.
 """
 
 from __future__ import annotations

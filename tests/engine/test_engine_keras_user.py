@@ -1,4 +1,4 @@
-"""What a Keras or Lightning user meets with their own models (an audit of 2026-12-06): accuracy of a one-output
+"""What a Keras or Lightning user meets with their own models: accuracy of a one-output
 binary model and of multi-hot targets refused instead of wrong, error metrics monitored for their minimum, the
 default monitor beside an eval_fn alone, a LambdaCallback's own keys, ReduceLROnPlateau, top-K checks."""
 

@@ -525,3 +525,18 @@ def test_replacing_a_config_by_the_old_name_of_a_renamed_field():
         assert dataclasses.replace(HybridSNConfig(num_classes=9), n_classes=3).num_classes == 3
     with pytest.raises(TypeError, match="name one setting"):
         HybridSNConfig(num_classes=9, n_classes=3)
+
+
+def test_a_label_map_out_writes_the_png_the_option_promises(tmp_path, capsys):
+    from PIL import Image
+
+    from zoo.hyperspectral import cli
+
+    label_map = np.zeros((6, 9), np.int64)
+    label_map[:, 3:] = 2
+    cli.write_label_map(label_map, tmp_path / "map")
+    assert np.array_equal(np.load(tmp_path / "map.npy"), label_map)
+    png = Image.open(tmp_path / "map.png").convert("RGB")
+    assert png.size == (9, 6)
+    assert png.getpixel((0, 0)) == (0, 0, 0) and png.getpixel((8, 5)) != (0, 0, 0)  # 0 is unlabelled: black
+    assert "map.png" in capsys.readouterr().out

@@ -1,6 +1,6 @@
-"""QA finding: HybridSN's reduce (and so predict/evaluate) turned the whole scene into float64 at once,
-~8x the file in memory even for 100 pixels; valid_pixel_mask and Scene.pixels read whole cubes as well.
-Now they read one block of rows at a time, and a sparse prediction only the rows its windows reach."""
+"""HybridSN's reduce (and so predict/evaluate), valid_pixel_mask and Scene.pixels read one block of rows at a
+time, and a sparse prediction only the rows its windows reach: turning the whole scene into float64 at once
+takes ~8x the file in memory even for 100 pixels."""
 
 from __future__ import annotations
 

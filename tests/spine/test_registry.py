@@ -138,7 +138,7 @@ def test_close_keys_suggest_misspellings_and_word_subsets_only():
 
 
 def test_video_tsn_says_num_segments_is_a_training_option():
-    """QA: build("video-tsn", num_segments=2) suggested 'num_classes'; num_segments is zoo.train's."""
+    """build("video-tsn", num_segments=2) says num_segments is zoo.train's, not a suggestion of 'num_classes'."""
     with pytest.raises(TypeError) as err:
         zoo.build("video-tsn", num_classes=3, num_segments=2)
     msg = str(err.value)

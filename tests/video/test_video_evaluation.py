@@ -40,7 +40,8 @@ def _model(name: str):
 
 @pytest.mark.parametrize("name", ["r2plus1d_18", "video-tsn"])
 def test_evaluate_on_a_folder_scores_each_video_as_predict_classifies_it(name, uneven):
-    """QA: r2plus1d_18's evaluate counted uniform clips (long videos weighed more) and disagreed with predict."""
+    """evaluate scores each video as predict classifies it: counting uniform clips would weigh long videos
+    more, and disagree with predict."""
     model = _model(name)
     rows = zoo.predict(model, uneven, topk=3, amp=None)
     truth = [Path(r["input"]).parent.name for r in rows]

@@ -1,4 +1,4 @@
-"""QA findings on scoring, no-data pixels and inputs: class ids that are not the model's 0..K-1, NaN pixels
+"""Scoring, no-data pixels and inputs: class ids that are not the model's 0..K-1, NaN pixels
 left out with a mask, scikit-learn's 0-based (X, y) labels, evaluation on another scene, markers of
 unpinned data set files, numpy n_components, 1-D patch labels."""
 

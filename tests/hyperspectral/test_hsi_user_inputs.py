@@ -1,5 +1,5 @@
-"""Findings of a user-testing pass: a NaN band is named as a band to drop; (X, y) pixels flattened with their
-unlabelled background warn; a split whose test set is a sliver of one class warns; saved weights of a disjoint split test the
+"""What a user meets with scenes, labels and splits: a NaN band is named as a band to drop; (X, y) pixels
+flattened with their unlabelled background warn; a split whose test set is a sliver of one class warns; saved weights of a disjoint split test the
 pixels they were tested on after training."""
 
 from __future__ import annotations
