@@ -34,6 +34,18 @@ def test_devices_this_machine_has_pass_as_torch_devices(device, no_gpu):
     assert usable_device(device) == torch.device(device)
 
 
+def test_auto_is_the_gpu_where_there_is_one_else_the_cpu(monkeypatch):
+    """Stable-Baselines3's default, device="auto", which its users bring to zoo.build("td3", ...)."""
+    import zoo
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert usable_device("auto") == torch.device("cpu")
+    agent = zoo.build("td3", device="auto", net_arch=(8, 8), buffer_size=100, learning_starts=10, batch_size=4)
+    assert agent.device == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert usable_device("auto") == torch.device("cuda")
+
+
 @pytest.mark.parametrize("device", ["cuda", "cuda:3", torch.device("cuda", 1), 0])
 def test_cuda_without_a_gpu_is_refused_saying_so(device, no_gpu):
     shown = device if isinstance(device, str) else str(torch.device(device))
@@ -58,7 +70,7 @@ def test_mps_on_a_machine_without_it_is_refused(monkeypatch):
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:x", ""])
 def test_a_name_torch_does_not_know_is_refused_with_the_names_it_takes(device):
-    with pytest.raises(RuntimeError, match=rf"^'{device}' is not a device: expected cpu, cuda, cuda:1, mps"):
+    with pytest.raises(RuntimeError, match=rf"^'{device}' is not a device: expected auto, cpu, cuda, cuda:1, mps"):
         usable_device(device)
 
 
@@ -82,7 +94,7 @@ def test_fit_and_evaluate_refuse_a_gpu_past_the_last_before_any_work(one_gpu, tm
 def test_fit_and_evaluate_refuse_a_device_name_torch_does_not_know(tmp_path):
     for run in (lambda: fit(nn.Linear(4, 2), _data(), epochs=1, device="gpu", progress=False),
                 lambda: evaluate(nn.Linear(4, 2), _data(), device="gpu")):
-        with pytest.raises(RuntimeError, match="'gpu' is not a device: expected cpu, cuda, cuda:1"):
+        with pytest.raises(RuntimeError, match="'gpu' is not a device: expected auto, cpu, cuda, cuda:1"):
             run()
 
 
@@ -93,7 +105,7 @@ def test_a_familys_predict_placement_refuses_before_moving_the_model(one_gpu):
     model = nn.Linear(4, 2)
     with pytest.raises(RuntimeError, match=r"device 'cuda:3' is not available: this machine has 1 CUDA device"):
         inference_placement(model, "cuda:3", None)
-    with pytest.raises(RuntimeError, match="'gpu' is not a device: expected cpu, cuda, cuda:1"):
+    with pytest.raises(RuntimeError, match="'gpu' is not a device: expected auto, cpu, cuda, cuda:1"):
         inference_placement(model, "gpu", None)
     assert model.weight.device.type == "cpu"
     assert inference_placement(model, torch.device("cpu"), None) == (torch.device("cpu"), None)

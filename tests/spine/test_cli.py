@@ -188,7 +188,7 @@ def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_pa
 @pytest.mark.parametrize("device, said", [
     ("cuda:99", (r"device 'cuda:99' is not available: (torch .* finds no CUDA GPU on this machine; leave --device "
                  r"out|this machine has \d+ CUDA device)")),
-    ("gpu", r"'gpu' is not a device: expected cpu, cuda, cuda:1"),
+    ("gpu", r"'gpu' is not a device: expected auto, cpu, cuda, cuda:1"),
 ])
 def test_a_device_this_machine_lacks_is_refused_before_any_work(device, said, capsys):
     """torch's "Found no NVIDIA driver" came after the model was built and named no flag."""
@@ -220,7 +220,7 @@ def test_the_python_calls_refuse_a_missing_gpu_as_train_does():
 
 @pytest.mark.parametrize("device, said", [
     ("cuda:3", r"device 'cuda:3' is not available: this machine has 1 CUDA device \(cuda:0\); pass one of those"),
-    ("gpu", r"'gpu' is not a device: expected cpu, cuda, cuda:1"),
+    ("gpu", r"'gpu' is not a device: expected auto, cpu, cuda, cuda:1"),
 ])
 def test_the_python_calls_refuse_a_gpu_past_the_last_and_a_name_torch_does_not_know(device, said, monkeypatch):
     """Every entry point reads device= one way (zoo.engine.devices.usable_device): a CUDA index past the last GPU

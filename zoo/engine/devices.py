@@ -18,7 +18,7 @@ import torch
 
 __all__ = ["inference_placement", "model_device", "run_device", "same_device", "usable_device"]
 
-_NAMES = "cpu, cuda, cuda:1, mps, ..."
+_NAMES = "auto, cpu, cuda, cuda:1, mps, ..."
 
 
 def usable_device(device: str | torch.device | int, *, name: str = "device") -> torch.device:
@@ -26,7 +26,10 @@ def usable_device(device: str | torch.device | int, *, name: str = "device") -> 
     (``"gpu"``) or a CUDA / MPS device it lacks (``"cuda"`` without a GPU, ``"cuda:3"`` with one), saying what
     it has; a ``TypeError`` for anything but a name, a ``torch.device`` or an index. ``name``: how the caller
     spells the argument (``"--device"`` on the command line), for the message's way out. Devices that need
-    no hardware (``meta``) and kinds torch checks itself pass as they are."""
+    no hardware (``meta``) and kinds torch checks itself pass as they are. ``"auto"`` is the GPU where CUDA has
+    one, else the CPU (Stable-Baselines3's default device, which its users pass on)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(device, bool) or not isinstance(device, (str, torch.device, int)):
         raise TypeError(f"{name} must be a device name ({_NAMES}), a torch.device or a CUDA index; got "
                         f"{type(device).__name__}")

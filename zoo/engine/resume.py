@@ -339,8 +339,8 @@ def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str,
     implied = getattr(run.model, "zoo_recorded_in_state", None)
     # a checkpoint written before recipes were recorded: what its model state shows of one (a tokenizer)
     saved = {**(implied(state["model"]) if implied is not None else {}), **(state.get("config") or {})}
-    # a checkpoint written before a config field's rename records it by its old name, which compared with
-    # nothing this run records and so was never compared
+    # a checkpoint written before a config field's rename records it by its old name, which would match no
+    # key this run records and so escape the comparison
     renamed = renamed_fields_of(type(getattr(unwrap(run.model), "config", None)))
     saved = current_keys(path.name, saved, {f"model.{old}": f"model.{new}" for old, new in renamed.items()},
                          warn=False)
