@@ -68,7 +68,7 @@ def _isolated_zoo_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     # zoo train without --out saves under runs/train: in the test's own folder, not the checkout's
     runs = tmp_path_factory.mktemp("runs")
-    monkeypatch.setattr("zoo.cli.TRAIN_RUNS", runs / "train")
+    monkeypatch.setattr("zoo.cli.train_output.TRAIN_RUNS", runs / "train")
     monkeypatch.setattr("zoo.vision.cli.FINETUNE_RUNS", runs / "finetune")  # zoo finetune without --out-dir
 
 

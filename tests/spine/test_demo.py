@@ -7,11 +7,12 @@ import os
 import torch
 
 from zoo import cli
+from zoo.cli import demos
 
 
 def test_each_step_is_timed_and_summed(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_DEMOS", [cli._DemoStep("alpha: one", lambda: print("A ran"), 1),
-                                        cli._DemoStep("beta (two)", lambda: print("B ran"), 2)])
+    monkeypatch.setattr(demos, "_DEMOS", [demos._DemoStep("alpha: one", lambda: print("A ran"), 1),
+                                          demos._DemoStep("beta (two)", lambda: print("B ran"), 2)])
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # explicit: no thread policy
     assert cli.main(["demo"]) == 0
     out = capsys.readouterr().out
@@ -25,10 +26,10 @@ def test_a_busy_machine_runs_the_steps_single_threaded(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     try:
         monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))
-        assert cli._demo_threads() == "" and torch.get_num_threads() == before
+        assert demos._demo_threads() == "" and torch.get_num_threads() == before
         monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 4.0, 3.0))
-        assert "load 5.0 on 2 cores" in cli._demo_threads() and torch.get_num_threads() == 1
+        assert "load 5.0 on 2 cores" in demos._demo_threads() and torch.get_num_threads() == 1
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
-        assert cli._demo_threads() == ""  # the user's explicit choice wins
+        assert demos._demo_threads() == ""  # the user's explicit choice wins
     finally:
         torch.set_num_threads(before)

@@ -195,9 +195,9 @@ def test_finetune_set_overrides_a_flag_and_the_hint_is_shell_quoted(tmp_path, ca
 
 def test_train_without_out_saves_to_runs_train_never_over_an_earlier_model(tmp_path, capsys, monkeypatch):
     """Without --out the trained model was thrown away after the run, whatever its length."""
-    import zoo.cli
+    import zoo.cli.train_output
 
-    monkeypatch.setattr(zoo.cli, "TRAIN_RUNS", tmp_path / "runs" / "train")
+    monkeypatch.setattr(zoo.cli.train_output, "TRAIN_RUNS", tmp_path / "runs" / "train")
     data = _folder(tmp_path / "data")
     args = ["train", "resnet18", "--data", str(data), "--epochs", "1", "--batch-size", "4", "--amp", "none",
             "--model", "stem=cifar", "num_classes=2", "--set", "image_size=16"]

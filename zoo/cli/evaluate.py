@@ -1,0 +1,54 @@
+"""``zoo eval NAME``: evaluate a model (with ``--weights``) on data and print its metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from zoo.cli.arguments import parse_kv
+from zoo.cli.commands import FAMILY_OPTIONS, command
+from zoo.cli.model_options import (
+    add_common,
+    build_from_args,
+    call_options,
+    config_flag,
+    given_data,
+    refusing_unknown,
+    require_data,
+)
+
+
+def _configure_eval(p: argparse.ArgumentParser) -> None:
+    add_common(p, "eval")
+
+
+@command("eval", "evaluate a model (with --weights) on data and print its metrics", _configure_eval)
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import zoo
+    from zoo import registry
+
+    data = given_data(args)
+    model = build_from_args(args, data, infer=False)
+    require_data(model, data, args, "zoo_evaluate")
+    config = call_options(args, model, "evaluate")
+    given = {key: config_flag(key) for key in config}
+    extra = FAMILY_OPTIONS.get(registry.family_of(args.name))
+    if extra is not None:
+        config.update(extra.to_config(args))
+    sets = parse_kv(args.set)
+    config.update(sets)
+    given.update({key: f"--set {key}" for key in sets})
+    with refusing_unknown(args, model, "evaluate", given):
+        metrics = zoo.evaluate(model, data, **config)
+    if args.json:
+        print(json.dumps(metrics, default=_json_plain))
+        return 0
+    for key, value in metrics.items():
+        print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
+    return 0
+
+
+def _json_plain(value: Any) -> Any:
+    """A NumPy or torch value (a per-class array, a NumPy float) as JSON's list or number; else its text."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
