@@ -8,7 +8,8 @@ import torch
 from tokenizers import Tokenizer
 
 import zoo
-from zoo.exporting import _EXPORTS_ALL_FROM, _TORCH_VERSION, ExportError
+from zoo.exporting import ExportError
+from zoo.exporting.tracing import _EXPORTS_ALL_FROM, _TORCH_VERSION
 from zoo.seq2seq import ExportedTranslator, greedy_search, train_tokenizer
 
 pytest.importorskip("onnxruntime")

@@ -183,18 +183,18 @@ def test_folder_export_replaces_only_an_earlier_export(tmp_path):
 def test_a_ctrl_c_while_an_earlier_export_is_set_aside_puts_it_back(tmp_path, monkeypatch):
     """A KeyboardInterrupt between moving the earlier export aside and moving the new one in removed the
     staging folder with the earlier export in it: neither export was left."""
-    from zoo import exporting
+    from zoo.exporting import target
 
     out = tmp_path / "bundle"
     zoo.export(_TwoGraphs(), out, "onnx", note="v1")
-    check = exporting._refuse_foreign_folder
+    check = target._refuse_foreign_folder
 
     def interrupted(folder, extra=()):
         if folder.name.endswith(".previous"):
             raise KeyboardInterrupt
         return check(folder, extra)
 
-    monkeypatch.setattr(exporting, "_refuse_foreign_folder", interrupted)
+    monkeypatch.setattr(target, "_refuse_foreign_folder", interrupted)
     with pytest.raises(KeyboardInterrupt):
         zoo.export(_TwoGraphs(), out, "onnx", note="v2")
     assert json.loads((out / "export.json").read_text())["note"] == "v1"
@@ -269,12 +269,12 @@ def test_bad_export_options_and_tracer_errors_read_clearly(tmp_path):
 
 @pytest.mark.parametrize("version, hinted", [((2, 8), True), ((2, 10), False)])
 def test_a_tracer_failure_on_an_older_torch_says_which_torch_exports_everything(tmp_path, monkeypatch, version, hinted):
-    from zoo import exporting
+    from zoo.exporting import tracing
 
-    if exporting._TORCH_VERSION < exporting._EXPORTS_ALL_FROM:
+    if tracing._TORCH_VERSION < tracing._EXPORTS_ALL_FROM:
         pytest.skip("this torch traces one branch instead of failing (zoo's output check refuses that graph); "
                     "the hint is checked on a torch whose tracer fails, with the version set")
-    monkeypatch.setattr(exporting, "_TORCH_VERSION", version)
+    monkeypatch.setattr(tracing, "_TORCH_VERSION", version)
     for fmt, path in (("onnx", "b.onnx"), ("torch.export", "b.pt2")):
         with pytest.raises(ExportError) as err:
             zoo.export(_Branchy(), tmp_path / path, fmt, example_inputs=torch.ones(2, 3))
@@ -335,7 +335,7 @@ def _assert_close(got, want, spec: ExportSpec, what: str):
 
 
 def _marks(name: str) -> list:
-    from zoo.exporting import _EXPORTS_ALL_FROM, _TORCH_VERSION
+    from zoo.exporting.tracing import _EXPORTS_ALL_FROM, _TORCH_VERSION
 
     marks = [pytest.mark.slow] if name in SLOW else []
     if name.startswith("seq2seq-"):  # torch.export before 2.10 fails on a seq2seq graph (README, Export)
@@ -346,11 +346,12 @@ def _marks(name: str) -> list:
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in sorted(CASES)])
 def test_every_network_runs_in_onnxruntime_and_torch_export_load(name, tmp_path):
-    from zoo.exporting import _spec_for  # the family's own description: its graphs and fresh sample inputs
+    # the family's own description: its graphs and fresh sample inputs
+    from zoo.exporting.exporters import spec_for
 
     weights, options = CASES[name]
     model = zoo.build(name, weights=weights)
-    spec = _spec_for(model, options)
+    spec = spec_for(model, options)
     res = zoo.export(model, tmp_path / name, "onnx", **options)
     assert res.verified and res.max_abs_diff <= spec.atol and set(res.per_graph) == {g.name for g in spec.graphs}
     files = {g.name: (res.path / f"{g.name}.onnx" if spec.is_folder else res.path) for g in spec.graphs}
@@ -581,13 +582,13 @@ def test_a_kill_while_an_earlier_export_is_set_aside_loses_neither(tmp_path):
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_exporting import _TwoGraphs
         import zoo
-        from zoo import exporting
-        check = exporting._refuse_foreign_folder
+        from zoo.exporting import target
+        check = target._refuse_foreign_folder
         def killed(folder, extra=()):
             if folder.name.endswith(".previous"):
                 os._exit(9)  # as SIGKILL: no finally, no except
             return check(folder, extra)
-        exporting._refuse_foreign_folder = killed
+        target._refuse_foreign_folder = killed
         zoo.export(_TwoGraphs(), {str(out)!r}, "onnx", note="v2")
     """)
     run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=600, check=False)

@@ -42,7 +42,7 @@ def test_a_two_segment_recipe_exports_with_its_defaults(tmp_path):
 
 
 def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):
-    from zoo.exporting import _spec_for
+    from zoo.exporting.exporters import spec_for
 
     model = zoo.build("video-tsn", num_classes=2)
     model.video_cfg.update(size=24, resize=30, num_segments=4, classes=["a", "b"])
@@ -57,13 +57,13 @@ def test_defaults_and_metadata_follow_the_input_recipe(tmp_path):
                                    atol=1e-4, rtol=1e-4)
     r21d = zoo.build("r2plus1d_18", num_classes=3)
     r21d.video_cfg.update(frames_per_clip=6, size=40, resize=48)
-    spec = _spec_for(r21d, {})  # its T is fixed at the recipe's frames_per_clip (was always 16)
+    spec = spec_for(r21d, {})  # its T is fixed at the recipe's frames_per_clip (was always 16)
     assert spec.graphs[0].inputs[0].shape[2:] == (6, 40, 40)
     assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (6, 40, 48)
-    spec = _spec_for(r21d, {"frames": 8, "size": 20})  # the graph's own T and crop, the resize scaled with it
+    spec = spec_for(r21d, {"frames": 8, "size": 20})  # the graph's own T and crop, the resize scaled with it
     assert (spec.metadata["frames_per_clip"], spec.metadata["size"], spec.metadata["resize"]) == (8, 20, 24)
     with pytest.raises(ValueError, match="export option size must be an int >= 1, got 0"):
-        _spec_for(model, {"size": 0})
+        spec_for(model, {"size": 0})
 
 
 def test_a_half_tsn_takes_float16_clips(tmp_path):
