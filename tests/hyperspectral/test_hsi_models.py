@@ -540,3 +540,16 @@ def test_a_label_map_out_writes_the_png_the_option_promises(tmp_path, capsys):
     assert png.size == (9, 6)
     assert png.getpixel((0, 0)) == (0, 0, 0) and png.getpixel((8, 5)) != (0, 0, 0)  # 0 is unlabelled: black
     assert "map.png" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags", [["--n-classes", "9", "--num-classes", "10"], ["--num-classes", "10", "--n-classes", "9"]])
+def test_the_old_and_new_class_count_flags_differing_are_refused(flags, capsys):
+    """zoo train hybridsn --n-classes 9 --num-classes 10 trained 10 classes (the last flag won), where
+    zoo.build and HybridSNConfig refuse the same two values."""
+    from zoo.cli import main
+
+    with pytest.warns(FutureWarning, match="--n-classes is renamed"):
+        code = main(["train", "hybridsn", *flags, "--data", "no-such-scene.npy", "--epochs", "1"])
+    assert code == 2
+    assert "--num-classes 10 and --n-classes 9 name one setting (--n-classes is the old name of --num-classes); " \
+           "give one" in capsys.readouterr().err

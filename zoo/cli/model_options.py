@@ -102,12 +102,28 @@ class _RenamedFlag(argparse.Action):
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
         warnings.warn(f"{option_string} is renamed {self.renamed} ({option_string} will stop working in a future "
                       "release)", FutureWarning, stacklevel=2)
+        earlier = getattr(namespace, self.dest, None)  # the new flag's, when it came first
         setattr(namespace, self.dest, values)
+        setattr(namespace, RENAMED_PREFIX + self.dest, (option_string, self.renamed, values, earlier))
+
+
+RENAMED_PREFIX = "renamed__"  # where an old flag keeps what it and the new flag were given, to compare them
+
+
+def _check_renamed_flags(args: argparse.Namespace) -> None:
+    """The old and the new flag of a renamed setting, both given with different values: one would be dropped
+    (the last one given wins in argparse), where zoo.build and the config class refuse the same two values."""
+    for key, (old, new, value, earlier) in [(k, v) for k, v in vars(args).items() if k.startswith(RENAMED_PREFIX)]:
+        other = getattr(args, key[len(RENAMED_PREFIX):]) if earlier is None else earlier
+        if other != value:
+            raise UsageError(f"{new} {other} and {old} {value} name one setting ({old} is the old name of {new}); "
+                             "give one")
 
 
 def _model_config(args: argparse.Namespace, params: dict[str, Any], shared: Sequence[str]) -> dict[str, Any]:
     from zoo.config import coerce_value
 
+    _check_renamed_flags(args)
     config = model_kv(args.name, args.model, params)
     for key, value in vars(args).items():
         if key.startswith("cfg__") and value is not None:
