@@ -1,8 +1,7 @@
 """The ``zoo`` command.
 
-Subcommands are registered with :func:`command` (the spine's in this package, in ``zoo/hub_cli.py`` and
-``zoo/export_cli.py``, and in each family's ``zoo/<family>/cli.py``); ``zoo demo`` runs every step registered
-with :func:`demo`.
+Subcommands are registered with :func:`command` (the spine's in this package, and each family's in
+``zoo/<family>/cli.py``); ``zoo demo`` runs every step registered with :func:`demo`.
 
 ``zoo train|eval|predict NAME`` are one command for every family: they build ``NAME`` (its config
 options are generated from the model's config dataclass: ``zoo train td3 --help`` lists them), hand
@@ -20,12 +19,13 @@ Importing this package and the families' CLI modules imports no torch, so ``zoo 
 One module per concept: ``commands`` (the registry of subcommands and family options), ``arguments`` (the
 helpers every command shares), ``parser`` and ``entry`` (:func:`main`), ``model_options`` (what ``zoo
 train|eval|predict`` share), and one module per spine command: ``catalog`` (list, info), ``train`` (with
-``train_output``), ``evaluate``, ``predict``, ``bench``, ``demos``. Importing the package registers them all.
+``train_output``), ``evaluate``, ``predict``, ``bench``, ``demos``, ``hub`` (pull, weights, cache) and
+``export``. Importing the package registers them all.
 """
 
 from __future__ import annotations
 
-from zoo.cli import bench, catalog, demos, evaluate, predict, train  # noqa: F401  (register their commands)
+from zoo.cli import bench, catalog, demos, evaluate, export, hub, predict, train  # noqa: F401  (register their commands)
 from zoo.cli.arguments import (
     AMP_CHOICES,
     add_device_and_amp,

@@ -95,9 +95,6 @@ class _PrintVersion(argparse.Action):
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; with ``argv`` naming ``train|eval|predict MODEL``, that model's config options too."""
-    import zoo
-    import zoo.export_cli  # `zoo export`
-    import zoo.hub_cli  # noqa: F401  (`zoo pull`, `zoo weights ...`)
     from zoo import registry
 
     parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from zoo.cli import UsageError, command, model_kv, parse_kv
+from zoo.cli.arguments import model_kv, parse_kv
+from zoo.cli.commands import command
+from zoo.cli.errors import UsageError
 
 __all__: list[str] = []
 

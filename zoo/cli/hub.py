@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from zoo.cli import UsageError, command, parse_kv
+from zoo.cli.arguments import parse_kv
+from zoo.cli.commands import command
+from zoo.cli.errors import UsageError
 
 _DTYPES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
            "bf16": "bfloat16", "float32": "float32", "fp32": "float32"}
