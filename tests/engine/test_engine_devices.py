@@ -109,3 +109,10 @@ def test_a_familys_predict_placement_refuses_before_moving_the_model(one_gpu):
         inference_placement(model, "gpu", None)
     assert model.weight.device.type == "cpu"
     assert inference_placement(model, torch.device("cpu"), None) == (torch.device("cpu"), None)
+
+
+def test_an_accelerator_torch_finds_none_of_is_refused(monkeypatch):
+    """device="xpu" on a machine without one came through unchecked, to fail at the first tensor moved there."""
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"device 'xpu' is not available: torch .* finds no xpu device"):
+        usable_device("xpu")

@@ -25,9 +25,10 @@ def usable_device(device: str | torch.device | int, *, name: str = "device") -> 
     """``device`` as a ``torch.device`` this machine has: a ``RuntimeError`` for a name torch does not know
     (``"gpu"``) or a CUDA / MPS device it lacks (``"cuda"`` without a GPU, ``"cuda:3"`` with one), saying what
     it has; a ``TypeError`` for anything but a name, a ``torch.device`` or an index. ``name``: how the caller
-    spells the argument (``"--device"`` on the command line), for the message's way out. Devices that need
-    no hardware (``meta``) and kinds torch checks itself pass as they are. ``"auto"`` is the GPU where CUDA has
-    one, else the CPU (Stable-Baselines3's default device, which its users pass on)."""
+    spells the argument (``"--device"`` on the command line), for the message's way out. Another kind torch
+    has a backend for (``xpu``) is checked by that backend's ``is_available``; ``meta`` needs no hardware and
+    passes. ``"auto"`` is the GPU where CUDA has one, else the CPU (Stable-Baselines3's default device, which its
+    users pass on)."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(device, bool) or not isinstance(device, (str, torch.device, int)):
@@ -50,6 +51,11 @@ def usable_device(device: str | torch.device | int, *, name: str = "device") -> 
     if parsed.type == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError(f"device {shown!r} is not available: this machine has no MPS device; leave {name} out "
                            "to run on the CPU")
+    backend = getattr(torch, parsed.type, None)  # torch.xpu, torch.mtia, ...: each says whether it has one
+    if parsed.type not in ("cpu", "cuda", "mps", "meta") and callable(getattr(backend, "is_available", None)) \
+            and not backend.is_available():
+        raise RuntimeError(f"device {shown!r} is not available: torch {torch.__version__} finds no {parsed.type} "
+                           f"device on this machine; leave {name} out to run on the CPU")
     return parsed
 
 
