@@ -16,7 +16,7 @@ from typing import Any
 from zoo._stacklevel import user_stacklevel
 
 __all__ = ["PARTIAL_NAME_CUTOFF", "SPELLING_CUTOFF", "NotAnIntError", "UnreadableInputWarning",
-           "check_predict_options", "class_rows", "close_matches", "close_names", "collect_files", "did_you_mean",
+           "check_predict_options", "class_folders", "class_rows", "close_matches", "close_names", "collect_files", "did_you_mean",
            "either", "expand_home", "unreadable_row", "visible_files", "warn_unreadable", "whole_number"]
 
 SPELLING_CUTOFF = 0.6
@@ -60,6 +60,12 @@ def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[P
     kept = None if suffixes is None else tuple(suffixes)
     return sorted(f for f in folder.rglob("*") if f.is_file() and (kept is None or f.suffix.lower() in kept)
                   and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+
+
+def class_folders(root: Path) -> list[str]:
+    """The names of ``root``'s class folders, sorted: its sub-folders but hidden ones (``.ipynb_checkpoints``),
+    as torchvision's ``find_classes`` reads an image or video folder, in every family."""
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def collect_files(inputs: str | os.PathLike | Iterable[str | os.PathLike], extensions: Iterable[str],

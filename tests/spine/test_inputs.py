@@ -69,3 +69,12 @@ def test_close_names_find_a_model_or_weights_name_typed_in_part():
     assert "resnet18.cifar10" in close_names("cifar", names)
     assert close_names("xyz", names) == []
     assert either(["a", "b", "c"]) == "'a', 'b' or 'c'" and either(["a"]) == "'a'"
+
+
+def test_class_folders_are_the_visible_sub_folders_sorted(tmp_path):
+    from zoo.inputs import class_folders
+
+    for name in ("dog", "cat", ".ipynb_checkpoints", "Bird"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "notes.txt").write_text("a file is no class")
+    assert class_folders(tmp_path) == ["Bird", "cat", "dog"]

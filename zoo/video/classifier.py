@@ -35,7 +35,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
-from zoo.inputs import visible_files, whole_number
+from zoo.inputs import class_folders, visible_files, whole_number
 
 if TYPE_CHECKING:
     import torch
@@ -83,7 +83,7 @@ def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None)
     family's image folders: a class nothing teaches, or videos of a kind not read. ``classes`` given
     (evaluation), a folder may hold some of them; a warning names the others."""
     root = Path(root)
-    found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found = class_folders(root)
     given = classes is not None
     classes = list(classes) if classes is not None else found
     unknown = sorted(set(found) - set(classes))
@@ -496,7 +496,7 @@ def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, 
         except (SplitFileError, OSError):
             return {}  # zoo_data names the problem with the split folder
     root = _split_dir(Path(data), "train") or Path(data)
-    dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    dirs = [root / name for name in class_folders(root)]
     # the split folder is no class, and a root with only some class folders still trains on all the classes
     # of classInd.txt
     split = next((d for d in (root, *dirs) if (d / "classInd.txt").is_file()), None)

@@ -37,7 +37,7 @@ from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from zoo._stacklevel import user_stacklevel
-from zoo.inputs import visible_files
+from zoo.inputs import class_folders, visible_files
 
 __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
            "to_rgb"]
@@ -236,7 +236,7 @@ class ImageFolderDataset(Dataset):
         self.root = Path(root)
         if not self.root.is_dir():
             raise FileNotFoundError(f"image folder not found: {self.root} (expected root/<class>/<image files>)")
-        found = sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        found = class_folders(self.root)
         if unknown_classes not in ("error", "skip"):
             raise ValueError(f"unknown_classes must be 'error' or 'skip'; got {unknown_classes!r}")
         if classes is None:

@@ -24,7 +24,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.head import HEADLESS_HINT, ClassifierHead, reset_classifier
 from zoo.engine.network import Network
-from zoo.inputs import whole_number
+from zoo.inputs import class_folders, whole_number
 from zoo.registry import register
 
 __all__ = ["STEMS", "ResNet18", "ResNet18Config", "adapt_input_conv", "default_pretrained_cfg", "folder_recipe",
@@ -387,7 +387,7 @@ def _classes_in(data: Any) -> dict[str, Any]:
 
     root = Path(data)
     folder = find_split(root, "train") or root
-    classes = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    classes = class_folders(folder)
     return {"num_classes": len(classes)} if classes else {}
 
 
