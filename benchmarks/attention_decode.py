@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -327,7 +326,7 @@ def main(argv=None) -> int:
         "benchmark": NAME,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
-        "command": " ".join(["python", "benchmarks/attention_decode.py", *map(shlex.quote, argv or sys.argv[1:])]),
+        "command": _harness.command_line(),
         "metrics": {},
     }
     res["metrics"]["decode"] = bench_decode(args)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import shutil
 import statistics
 import sys
@@ -288,7 +287,7 @@ def main(argv=None) -> int:
     args.amp = None if args.amp == "none" else args.amp
     if not (args.data / "task1_raw").is_dir() and not any(args.data.glob("train.*")):
         raise SystemExit(f"Multi30k not found at {args.data} (expected task1_raw/train.de.gz ...); pass --data")
-    cmd = " ".join(["python", "benchmarks/seq2seq_multi30k.py", *map(shlex.quote, argv or sys.argv[1:])])
+    cmd = _harness.command_line()
     if args.measure_throughput:
         res = measure_throughput(args)
         payload = {"benchmark": f"{NAME}_throughput", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -39,10 +39,9 @@ from zoo.cli.commands import command, family_options
 from zoo.cli.demos import demo
 from zoo.cli.entry import main
 from zoo.cli.errors import UsageError
-from zoo.cli.parser import build_parser, model_first_argv, weights_name_argv
+from zoo.cli.parser import build_parser, weights_name_argv
 from zoo.cli.predict import PredictRules, predict_rules
-from zoo.cli.train_output import TRAIN_RUNS
 
-__all__ = ["AMP_CHOICES", "TRAIN_RUNS", "PredictRules", "UsageError", "add_device_and_amp", "amp_option",
-           "build_parser", "command", "demo", "family_options", "main", "model_first_argv", "model_kv",
+__all__ = ["AMP_CHOICES", "PredictRules", "UsageError", "add_device_and_amp", "amp_option",
+           "build_parser", "command", "demo", "family_options", "main", "model_kv",
            "parse_kv", "predict_rules", "stdin_lines", "weights_name_argv", "with_stdin"]

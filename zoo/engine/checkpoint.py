@@ -48,6 +48,7 @@ __all__ = [
     "restore",
     "resumable_checkpoint",
     "save_checkpoint",
+    "save_with_digest",
     "tensors_digest",
 ]
 
@@ -150,9 +151,14 @@ def save_checkpoint(
         "rng": rng,
         "extra": _plain(extra or {}),
     }
-    payload["digest"] = tensors_digest(payload)
+    return save_with_digest(payload, path)
+
+
+def save_with_digest(obj: dict[str, Any], path: str | os.PathLike) -> Path:
+    """``torch.save`` of ``obj`` with its :func:`tensors_digest` (checked when read back), written atomically
+    through :func:`zoo.fs.write_bytes` (free space checked first, the user's umask)."""
     buf = io.BytesIO()
-    torch.save(payload, buf)
+    torch.save({**obj, "digest": tensors_digest(obj)}, buf)
     return fs.write_bytes(path, buf.getbuffer())
 
 

@@ -78,11 +78,14 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
     return a.type == b.type and index(a) == index(b)
 
 
-def run_device(model: torch.nn.Module) -> torch.device:
-    """What the engine and the families' ``predict`` run on when no ``device`` is given: where the model is (a
-    model on a GPU is scored there, never moved to the CPU). A model on the ``meta`` device is an error saying
-    how to give it values: it could only fail later, at its first output read (after a whole epoch, in
-    ``fit``), with a message about meta tensors or an unsupported dtype."""
+def run_device(model: torch.nn.Module, device: Any = None) -> torch.device:
+    """What the engine and the families' ``predict`` run on: the caller's ``device``, checked
+    (:func:`usable_device`), or where no ``device`` is given, where the model is (a model on a GPU is scored
+    there, never moved to the CPU). A model on the ``meta`` device is an error saying how to give it values: it
+    could only fail later, at its first output read (after a whole epoch, in ``fit``), with a message about meta
+    tensors or an unsupported dtype."""
+    if device is not None:
+        return usable_device(device)
     device = model_device(model)
     if device.type == "meta":
         raise ValueError(f"the {type(model).__name__} is on the 'meta' device: its tensors have shapes but no "
@@ -100,7 +103,7 @@ def inference_placement(model: torch.nn.Module, device: Any,
     CUDA only)."""
     from zoo.engine.precision import model_amp, normalize_amp
 
-    target = run_device(model) if device is None else usable_device(device)
+    target = run_device(model, device)
     # fp16 autocast is offered on CUDA only (inference needs no grad scaler there); checked before the move so
     # that a bad amp moves nothing
     if target.type != "cuda" and normalize_amp(amp) == "fp16":

@@ -58,19 +58,23 @@ def reset_classifier(model: nn.Module, num_classes: int) -> nn.Module:
     if not isinstance(last, nn.Linear):
         raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential "
                         "ending in one")
-    fresh = nn.Linear(last.in_features, num_classes).to(last.weight.device, last.weight.dtype)
+    fresh = _fresh_linear(last, num_classes)
     if last is head:
         setattr(model, name, fresh)
     else:
         head[-1] = fresh
     for path in AUX_HEADS:
-        parent, _, attr = path.rpartition(".")
-        aux = getattr(getattr(model, parent, None), attr, None)
-        if isinstance(aux, nn.Linear):
-            setattr(getattr(model, parent), attr,
-                    nn.Linear(aux.in_features, num_classes).to(aux.weight.device, aux.weight.dtype))
+        parent_name, _, attr = path.rpartition(".")
+        parent = getattr(model, parent_name, None)
+        if isinstance(getattr(parent, attr, None), nn.Linear):
+            setattr(parent, attr, _fresh_linear(getattr(parent, attr), num_classes))
     drop_stale_classes(model, num_classes)
     return model
+
+
+def _fresh_linear(old: nn.Linear, num_classes: int) -> nn.Linear:
+    """A new ``Linear(old.in_features, num_classes)`` (torchvision's default init) on ``old``'s device and dtype."""
+    return nn.Linear(old.in_features, num_classes).to(old.weight.device, old.weight.dtype)
 
 
 replace_fc = reset_classifier  # the name of an earlier release, kept for callers that use it

@@ -117,15 +117,9 @@ class ReplayBuffer:
 
     def save(self, path) -> None:
         """Write the filled part atomically through :mod:`zoo.fs`."""
-        import io
+        from zoo.engine.checkpoint import save_with_digest
 
-        from zoo import fs
-        from zoo.engine.checkpoint import tensors_digest
-
-        state = self.state_dict()
-        buf = io.BytesIO()
-        torch.save({**state, "digest": tensors_digest(state)}, buf)
-        fs.write_bytes(path, buf.getbuffer())
+        save_with_digest(self.state_dict(), path)
 
     def load(self, path) -> None:
         """Read what :meth:`save` wrote; an unreadable or corrupt file is a ``zoo.engine.CheckpointError``."""

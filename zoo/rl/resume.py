@@ -21,7 +21,6 @@ spaces and config, as its weights files carry them), ``settings`` (what a resume
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -166,14 +165,6 @@ def _keep_precision(agent, recorded: Any, what: str) -> None:
 
 
 # -- reading and writing td3_last.pt --------------------------------------------------------------------------
-
-def _atomic_torch_save(obj: dict[str, Any], path: Path) -> None:
-    from zoo.engine.checkpoint import tensors_digest
-
-    buf = io.BytesIO()
-    torch.save({**obj, "digest": tensors_digest(obj)}, buf)  # checked on read, as the engine's checkpoints
-    fs.write_bytes(path, buf.getbuffer())  # atomic, free space checked first, the user's umask
-
 
 def _read_checkpoint(path: Path) -> dict[str, Any]:
     """The TD3 checkpoint at ``path``, read onto the CPU (loading copies each tensor to the agent's device;
@@ -390,6 +381,8 @@ def _replay_episode(agent, run: Run, start: dict[str, Any], n: int) -> bool:
 def save_checkpoint(agent, run: Run) -> None:
     """``td3_last.pt``, atomically: the agent's state, the run's settings and episodes, the env's rng, and
     where the run stands in its episodes (what a resume needs when the checkpoint is mid-episode)."""
+    from zoo.engine.checkpoint import save_with_digest
+
     keep_statistics(agent, run)
     state = checkpoint_state(agent, run=_run_settings(run))
     state["env_rng"] = env_rng_state(run.env) if not run.vec else None
@@ -398,5 +391,5 @@ def save_checkpoint(agent, run: Run) -> None:
                           "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
     if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
         state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
-    _atomic_torch_save(state, run.ckpt_path)
+    save_with_digest(state, run.ckpt_path)
     run.next_ckpt = next_multiple(agent.num_timesteps, run.ckpt_every)

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from zoo.engine import metrics as M
 from zoo.engine.data import inference_loader, model_dtype, move_batch
-from zoo.engine.devices import run_device, usable_device
+from zoo.engine.devices import run_device
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -26,7 +26,7 @@ def predict_dataset(model: nn.Module, data: Dataset | DataLoader, *, batch_size:
     """``(logits (N, K) float32, targets (N,))`` over ``data`` in order, model in eval mode, on the model's
     device (``device=`` moves the model there first)."""
     loader = inference_loader(data, batch_size)
-    device = run_device(model) if device is None else usable_device(device)
+    device = run_device(model, device)
     amp = model_amp(amp, model, device)  # "auto": bf16 only where this device runs convs faster in it
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp or "", None)
     model.to(device)

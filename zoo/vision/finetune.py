@@ -197,9 +197,9 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`; ``channels_last``
     as there ("auto": channels-last where the backbone runs bf16 on a CPU, :mod:`zoo.engine.layout`)."""
     from zoo._progress import ProgressBar
-    from zoo.engine.devices import run_device, usable_device
+    from zoo.engine.devices import run_device
 
-    device = run_device(model) if device is None else usable_device(device)
+    device = run_device(model, device)
     name = head_name(model)
     head = getattr(model, name)
     setattr(model, name, nn.Identity())
