@@ -29,7 +29,7 @@ from torch.utils.data import Dataset, default_collate
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_loader, model_dtype, move_batch
-from zoo.engine.devices import model_device, run_device
+from zoo.engine.devices import model_device, run_device, usable_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
@@ -126,7 +126,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
     loader = inference_loader(_WithVideoIndex(dataset), batch_size, num_workers=num_workers, collate_fn=_collate)
-    device = run_device(model, device)
+    device = run_device(model) if device is None else usable_device(device)
     if device != model_device(model):
         model.to(device)
     # "auto": bf16 where it runs faster; fp16 as zoo.engine.evaluate takes it, on CUDA
