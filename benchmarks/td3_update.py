@@ -12,8 +12,15 @@ gradient steps each, medians:
   timed and summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the
   share of the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
   ``sb3_ms_over_auto_roofline_ms`` is the ratio to SB3 that zoo would reach if everything but its GEMMs
-  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (both run the same products, TD3's
-  FLOPs are fixed by the network sizes, and both multiply with the same BLAS).
+  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (from fresh networks both run the same
+  products, and both multiply with the same BLAS).
+
+Then the same again from trained networks (``--trained-steps``, default 12,000 env steps of zoo on
+Pendulum: 2,000 updates; 0 skips it), their replay contents and weights copied into every variant, SB3's
+included (Adam's moments start afresh in all of them), under ``trained.<...>``: the update a long run
+spends its time in. There half the critics' second hidden layer is silent for whole batches (dead ReLUs),
+and zoo's backward multiplies only the live units (zoo.rl.networks), so its products are fewer than SB3's
+(``trained.gflop_per_update``; ``trained.critic_live_fraction`` is the live share).
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_update.py                  # 1 and 2 threads
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
@@ -77,23 +84,78 @@ def sb3_agent(data) -> Any:
     model._setup_learn(total_timesteps=1)
     return model
 
+def trained_state(steps: int, threads: int) -> tuple[Any, tuple[np.ndarray, ...]]:
+    """A zoo agent trained ``steps`` env steps on Pendulum (rl-zoo preset, seed 0) and its replay contents
+    in :func:`transitions`' form: the networks and data a long run updates, where the fresh ones of
+    :func:`transitions` are its first update. Half the critics' second hidden layer is silent for a
+    whole batch within 2,000 updates (dead ReLUs), which zoo's backward skips (zoo.rl.networks)."""
+    with torch_threads(threads):
+        agent = zoo.build("td3", env=ENV, preset="rl-zoo", seed=0)
+        agent.learn(steps, progress_bar=False)
+    rows = agent.buffer.data[:len(agent.buffer)].numpy()
+    o, a = agent.obs_dim, agent.act_dim
+    data = (rows[:, :o].copy(), rows[:, o:o + a].copy(), rows[:, o + a].copy(), rows[:, o + a + 1:2 * o + a + 1].copy(),
+            rows[:, 2 * o + a + 1] == 0.0)
+    return agent, data
+
+
+def live_fraction(agent, data) -> float:
+    """The share of the critics' last hidden units that some row of a 256-transition batch activates."""
+    from zoo.rl import networks
+
+    obs, act = torch.as_tensor(data[0][:256]), torch.as_tensor(data[1][:256])
+    weights = {k: v.float() for k, v in agent._flat["critic"].weights.items()}
+    with torch.no_grad():
+        _, (_, outs) = networks.critic_forward(weights, torch.cat([obs, act], 1), agent.critic.num_layers)
+    return float((outs[-1].amax(dim=1) > 0).float().mean())
+
+
+def load_into_sb3(model, agent) -> None:
+    """Copy ``agent``'s four networks into SB3's TD3 policy (its ``mu`` and ``qf<i>`` Sequentials)."""
+    from torch import nn
+
+    sd = agent.network_state_dict()
+    pol = model.policy
+    names = [f"hidden.{i}" for i in range(len(agent.config.net_arch))] + ["out"]
+    with torch.no_grad():
+        for prefix, net in (("actor", pol.actor), ("actor_target", pol.actor_target)):
+            for lin, name in zip([m for m in net.mu if isinstance(m, nn.Linear)], names, strict=True):
+                lin.weight.copy_(sd[f"{prefix}.{name}.weight"])
+                lin.bias.copy_(sd[f"{prefix}.{name}.bias"])
+        for prefix, net in (("critic", pol.critic), ("critic_target", pol.critic_target)):
+            for i, q in enumerate(net.q_networks):
+                for k, lin in enumerate(m for m in q if isinstance(m, nn.Linear)):
+                    lin.weight.copy_(sd[f"{prefix}.weight{k}"][i].t())
+                    lin.bias.copy_(sd[f"{prefix}.bias{k}"][i, 0])
+        obs = torch.randn(8, agent.obs_dim)
+        act = torch.rand(8, agent.act_dim) * 2 - 1
+        if not (torch.allclose(pol.actor(obs), agent.actor(obs), atol=1e-5)
+                and torch.allclose(torch.cat(pol.critic(obs, act), 1).t(), agent.critic(obs, act), atol=1e-4)):
+            raise RuntimeError("SB3's policy does not compute what zoo's networks do after the copy")
+
+
 def ms_per_update(fn, n: int) -> float:
     t0 = time.perf_counter()
     fn(n)
     return (time.perf_counter() - t0) / n * 1e3
 
 
-def measure(threads: int, variants: list[str], args, data) -> dict[str, Any]:
-    """Interleaved repeats at ``threads``: ms/update and roofline ms per variant."""
+def measure(threads: int, variants: list[str], args, data, trained: Any = None) -> dict[str, Any]:
+    """Interleaved repeats at ``threads``: ms/update and roofline ms per variant, every variant from fresh
+    networks, or from ``trained``'s (an agent; Adam's moments start afresh in every variant alike)."""
     with torch_threads(threads):
         agents: dict[str, Any] = {}
         runs: dict[str, Any] = {}
         for v in variants:
             if v == "sb3":
                 agents[v] = sb3_agent(data)
+                if trained is not None:
+                    load_into_sb3(agents[v], trained)
                 runs[v] = lambda n, m=agents[v]: m.train(gradient_steps=n, batch_size=256)
             else:
                 agents[v] = zoo_agent({"zoo-auto": "auto", "zoo-fp32": None, "zoo-bf16": "bf16"}[v], data)
+                if trained is not None:
+                    agents[v].load_network_state_dict(trained.network_state_dict())
                 runs[v] = agents[v].update
             runs[v](args.warmup)
         gemms = {v: capture_gemms(lambda a=agents[v]: a.update(2)) for v in variants if v != "sb3"}
@@ -123,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--buffer", type=int, default=20_000, help="transitions in the replay buffer")
     p.add_argument("--force-bf16", action="store_true", help="run zoo-bf16 on a CPU without native bf16 too")
     p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--trained-steps", type=int, default=12_000,
+                   help="also time every variant from networks zoo trained this many env steps (0: fresh only)")
     args = parse_args(p, argv, __file__)
     # both alike: over a run's thousand-odd updates SB3's Adam would collect denormal moments that zoo's
     # FlatAdam zeroes (zoo.engine.denormals); this times the update's arithmetic, not that, so SB3 is spared
@@ -145,23 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     peers: dict[str, dict] = {"sb3": {}} if "sb3" in variants else {}
     ratios: dict[str, float] = {}
     extra: dict[str, Any] = {"runs": {}}
-    for threads in args.threads:
-        print(f"--- {threads} thread(s)", file=sys.stderr)
-        res = measure(threads, variants, args, data)
-        t = f"{threads}t"
+    def record(res: dict[str, Any], t: str, state: str = "") -> None:
+        """One thread count's results under ``<state><t>.<variant>.<figure>`` (state "" or "trained.")."""
+        t = f"{state}{t}"
         for v in variants:
             if v == "sb3":  # on the row of ours at the default precision
-                peers["sb3"][f"{t}.auto.ms_per_update"] = res["ms_per_update"][v]
-                peers["sb3"][f"{t}.auto.roofline_ms"] = res["roofline_ms"][v]
-                peers["sb3"][f"{t}.auto.roofline_fraction"] = res["roofline_fraction"][v]
-                peers["sb3"][f"{t}.auto.gemm_gflop_per_s"] = res["gemm_gflop_per_s"][v]
+                for figure in ("ms_per_update", "roofline_ms", "roofline_fraction", "gemm_gflop_per_s"):
+                    peers["sb3"][f"{t}.auto.{figure}"] = res[figure][v]
                 continue
             key = v.removeprefix("zoo-")
-            metrics[f"{t}.{key}.ms_per_update"] = res["ms_per_update"][v]
-            metrics[f"{t}.{key}.roofline_ms"] = res["roofline_ms"][v]
-            metrics[f"{t}.{key}.roofline_fraction"] = res["roofline_fraction"][v]
-            metrics[f"{t}.{key}.gemm_gflop_per_s"] = res["gemm_gflop_per_s"][v]
-            metrics[f"{t}.{key}.precision"] = res["precision"][v]
+            for figure in ("ms_per_update", "roofline_ms", "roofline_fraction", "gemm_gflop_per_s", "precision"):
+                metrics[f"{t}.{key}.{figure}"] = res[figure][v]
             if "sb3" in variants:  # > 1: ours faster
                 name = f"{t}.auto.ms_per_update" if key == "auto" else f"{t}.sb3_ms_over_{key}_ms"
                 ratios[name] = res["ms_per_update"]["sb3"] / res["ms_per_update"][v]
@@ -169,12 +227,24 @@ def main(argv: list[str] | None = None) -> int:
                     ratios[f"{t}.auto.paired"] = median([s / z for s, z in zip(res["runs_ms"]["sb3"],
                                                                                 res["runs_ms"]["zoo-auto"])])
                     ratios[f"{t}.sb3_ms_over_auto_roofline_ms"] = res["ms_per_update"]["sb3"] / res["roofline_ms"][v]
-        metrics["gflop_per_update"] = res["gflop_per_update"]["zoo-auto"]
+        metrics[f"{state}gflop_per_update"] = res["gflop_per_update"]["zoo-auto"]
         if "sb3" in variants:
-            peers["sb3"]["gflop_per_update"] = res["gflop_per_update"]["sb3"]
+            peers["sb3"][f"{state}gflop_per_update"] = res["gflop_per_update"]["sb3"]
         extra["runs"][t] = res["runs_ms"]
+
+    for threads in args.threads:
+        print(f"--- {threads} thread(s)", file=sys.stderr)
+        record(measure(threads, variants, args, data), f"{threads}t")
+    if args.trained_steps:
+        print(f"--- training zoo {args.trained_steps} steps for the trained networks", file=sys.stderr)
+        trained, trained_data = trained_state(args.trained_steps, max(args.threads))
+        metrics["trained.critic_live_fraction"] = live_fraction(trained, trained_data)
+        for threads in args.threads:
+            print(f"--- trained networks, {threads} thread(s)", file=sys.stderr)
+            record(measure(threads, variants, args, trained_data, trained), f"{threads}t", "trained.")
     extra.update(notes=notes, settings={"env": ENV, "preset": "rl-zoo", "updates": args.updates,
-                                        "repeats": args.repeats, "buffer": args.buffer, "threads": args.threads},
+                                        "repeats": args.repeats, "buffer": args.buffer, "threads": args.threads,
+                                        "trained_steps": args.trained_steps},
                  goals={"roofline_fraction": ">= 0.70", "sb3_ms_over_auto_ms": ">= 1.6 (AVX2), >= 4 (AMX)"})
     write_result("td3_update", metrics=metrics, peers=peers, ratios=ratios, extra=extra)
     return 0

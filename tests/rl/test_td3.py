@@ -439,10 +439,41 @@ def test_critic_step_matches_reference_adam(counter_env):
 def test_full_update_matches_autograd_reference(counter_env):
     """Critic step, actor step through Q1 and soft update, against autograd + plain Adam (fp32): the
     explicit backward of zoo.rl.networks computes the same gradients."""
-    import copy
-
     agent = zoo.build("td3", env=counter_env(), amp=None, policy_delay=1, **SMALL)
     _fill(agent)
+    _update_matches_autograd(agent)
+
+
+@pytest.mark.parametrize("actor_silent", [slice(None, None, 2), slice(None)], ids=["half", "all"])
+def test_update_over_live_units_matches_autograd_reference(counter_env, monkeypatch, actor_silent):
+    """Where most units of a hidden layer are silent for the whole batch (dead ReLUs: half of TD3's second
+    critic layer on Pendulum), the backward multiplies the live ones only; the gradients stay autograd's.
+    The twin critics have different live units (and different numbers of them), as the actor has its own."""
+    from zoo.rl import networks
+
+    agent = zoo.build("td3", env=counter_env(), amp=None, policy_delay=1, **{**SMALL, "net_arch": (16, 20)})
+    _fill(agent)
+    with torch.no_grad():  # silence units for every input: a bias far below what the inputs can reach
+        agent.critic.bias1[0, 0, :12] = -100.0  # critic 0: 8 of 20 live
+        agent.critic.bias1[1, 0, 5:14] = -100.0  # critic 1: 11 of 20 live
+        agent.actor.hidden[1].bias[actor_silent] = -100.0  # the actor: 10 of 20 live, or none
+    calls = {"stacked": 0, "single": 0}
+
+    def spy(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(networks, "_live_backward_stacked", spy("stacked", networks._live_backward_stacked))
+    monkeypatch.setattr(networks, "_live_backward", spy("single", networks._live_backward))
+    _update_matches_autograd(agent)
+    assert calls == {"stacked": 3, "single": 3}  # each of 3 updates: the critics' step and the actor's
+
+
+def _update_matches_autograd(agent) -> None:
+    import copy
+
     critic, actor = copy.deepcopy(agent.critic), copy.deepcopy(agent.actor)
     critic_t, actor_t = copy.deepcopy(agent.critic_target), copy.deepcopy(agent.actor_target)
     c_opt = torch.optim.Adam(critic.parameters(), lr=agent.config.critic_lr, foreach=False)

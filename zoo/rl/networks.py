@@ -131,6 +131,65 @@ _NARROW = 16
 runs ``(400, 256) @ (256, 3)`` at 7 GFLOP/s (93 us, AMD Zen 5, 1 thread), its transpose in 14 us."""
 
 
+MAX_LIVE_FRACTION = 0.65
+"""The backward multiplies only the units of a hidden layer that some row of the batch activates once at most
+this fraction of them does (see :func:`_live_units`). Above it the gathers cost more than the products save:
+the critics' backward of a 400x300 layer on an AMD Zen 3 (2026-12-06, ad-hoc script, medians of 15 paired
+samples) took 1.07x the dense time with 80 % of the units live and 0.89x with 70 % at 1 thread; 1.05x with
+70 % and 0.93x with 60 % at 2 threads."""
+
+
+def _live_units(out: torch.Tensor, W: torch.Tensor) -> torch.Tensor | None:
+    """``(h,)`` or ``(n, a)`` unit indices: for a ReLU output ``out (B, h)`` (or ``(n, B, h)``, one network
+    per leading index) the units that are non-zero in some row of the batch, or None where the dense backward
+    is the one to run. For ``(n, B, h)`` each row of the answer holds that network's units, padded with some
+    of its silent ones to the longest row, so that the networks still multiply as one batch.
+
+    A unit that is zero in every row passes no gradient: its column of ``dz`` is exactly zero, and so are its
+    row of the weight gradient and its share of ``dh``. On Pendulum half of the critics' second hidden layer
+    and 60 % of the actor's are such units within 2,000 updates (and stay so), so the backward's two big
+    products per layer can skip them: the same gradients (up to the order of the sums), at about half the
+    arithmetic. Only for fp32 weights on the CPU: bf16 products (AMX) and GPU kernels are fast enough that the
+    gathers would cost more than they save, and choosing the units reads their count on the host."""
+    if W.dtype != torch.float32 or out.device.type != "cpu":
+        return None
+    live = out.amax(dim=-2) > 0  # (h,) or (n, h)
+    most = int(live.sum(dim=-1).max())
+    if most > MAX_LIVE_FRACTION * out.shape[-1]:
+        return None
+    if live.dim() == 1:
+        return live.nonzero().squeeze(1)
+    return torch.argsort(~live, dim=-1, stable=True)[:, :most]  # each row: its live units first
+
+
+def _live_backward(x: torch.Tensor, dz: torch.Tensor, W: torch.Tensor, gW: torch.Tensor,
+                   live: torch.Tensor) -> torch.Tensor:
+    """A layer's weight gradient and input gradient over its ``live`` units only, for ``W`` and ``gW`` laid
+    out ``(out, in)`` (a Linear's): ``gW`` gets ``dz^T @ x`` in those rows and
+    zeros elsewhere; returns ``dz @ W`` (B, in)."""
+    d = dz.index_select(1, live)  # (B, a)
+    gW.zero_()
+    gW.index_copy_(0, live, d.t() @ x)  # (a, in)
+    return d @ W.index_select(0, live)
+
+
+def _live_backward_stacked(x: torch.Tensor, dz: torch.Tensor, W: torch.Tensor, gW: torch.Tensor,
+                           live: torch.Tensor) -> torch.Tensor:
+    """:func:`_live_backward` for ``n`` stacked networks, ``x (n, B, in)``, ``dz (n, B, out)``, ``W`` and
+    ``gW`` ``(n, in, out)``, ``live (n, a)``: the products stay batched, as the dense backward's are."""
+    n, batch, a = dz.shape[0], dz.shape[1], live.shape[1]
+    d = torch.empty(n, batch, a, dtype=dz.dtype, device=dz.device)
+    w_live = torch.empty(n, a, W.shape[1], dtype=W.dtype, device=W.device)
+    for i in range(n):
+        torch.index_select(dz[i], 1, live[i], out=d[i])
+        torch.index_select(W[i].t(), 0, live[i], out=w_live[i])
+    rows = torch.bmm(d.transpose(1, 2), x)  # (n, a, in)
+    gW.zero_()
+    for i in range(n):
+        gW[i].t().index_copy_(0, live[i], rows[i])
+    return torch.bmm(d, w_live)  # (n, B, in)
+
+
 def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidden: int) -> None:
     """Write ``dL/dparams`` into ``g`` given ``da = dL/da``, for ``a, saved = actor_forward(...)``."""
     ins, outs = saved
@@ -140,13 +199,17 @@ def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidd
     torch.sum(dz, 0, out=g["out.bias"])
     dh = dz @ W  # (B, h_n)
     for i in reversed(range(n_hidden)):
-        W = w[f"hidden.{i}.weight"]
+        W = w[f"hidden.{i}.weight"]  # (out, in)
         dz = _cast(_relu_grad(dh, outs[i]), W.dtype)
+        torch.sum(dz, 0, out=g[f"hidden.{i}.bias"])
+        live = _live_units(outs[i], W) if i else None
+        if live is not None:
+            dh = _live_backward(ins[i], dz, W, g[f"hidden.{i}.weight"], live)
+            continue
         if ins[i].shape[1] < _NARROW:  # the observation layer: (out, B) @ (B, obs_dim) is a skinny GEMM
             g[f"hidden.{i}.weight"].copy_(torch.mm(ins[i].t(), dz).t())
         else:
             torch.mm(dz.t(), ins[i], out=g[f"hidden.{i}.weight"])
-        torch.sum(dz, 0, out=g[f"hidden.{i}.bias"])
         if i:
             dh = dz @ W
 
@@ -201,7 +264,10 @@ def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> No
         W = w[f"weight{k}"]
         dz = _cast(_relu_grad(dh, outs[k]), W.dtype)
         torch.sum(dz, 1, keepdim=True, out=g[f"bias{k}"])
-        if k:
+        live = _live_units(outs[k], W) if k else None
+        if live is not None:
+            dh = _live_backward_stacked(ins[k], dz, W, g[f"weight{k}"], live)
+        elif k:
             torch.bmm(ins[k].transpose(1, 2), dz, out=g[f"weight{k}"])
             dh = torch.bmm(dz, W.transpose(1, 2))
         else:
@@ -228,6 +294,8 @@ def q1_input_grad(w, outs: list[torch.Tensor], dq1: torch.Tensor, num_layers: in
     W = w[f"weight{last}.0"]  # (h_last, 1)
     dh = _cast(dq1, W.dtype).unsqueeze(-1) * W.t()  # (B, h_last)
     for k in reversed(range(last)):
-        W = w[f"weight{k}.0"]
-        dh = _cast(_relu_grad(dh, outs[k]), W.dtype) @ W.t()
+        W = w[f"weight{k}.0"]  # (in, out)
+        dz = _cast(_relu_grad(dh, outs[k]), W.dtype)
+        live = _live_units(outs[k], W) if k else None
+        dh = dz @ W.t() if live is None else dz.index_select(1, live) @ W.index_select(1, live).t()
     return dh
