@@ -152,6 +152,8 @@ def bench_dirs(harness, monkeypatch, tmp_path):
         monkeypatch.setattr(harness, name, value)
     monkeypatch.delenv(harness.RECORD_ENV, raising=False)
     monkeypatch.setattr(harness, "machine_info", lambda: {"cpu": "test"})
+    # the reference kind's file names (x.json), whatever CPU runs the test: another kind writes x.<kind>.json
+    monkeypatch.setattr(harness, "result_kind", lambda *a: harness.REFERENCE_KIND)
     monkeypatch.setattr(harness.sys, "argv", ["benchmarks/x.py", "--repeats", "9"])
     monkeypatch.setenv(harness.RECORD_ENV, "1")
     harness.write_result("x", metrics={"ms": 1.0}, results_dir=results, readme=readme)
