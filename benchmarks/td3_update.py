@@ -12,8 +12,9 @@ gradient steps each, medians:
   timed and summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the
   share of the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
   ``sb3_ms_over_auto_roofline_ms`` is the ratio to SB3 that zoo would reach if everything but its GEMMs
-  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (from fresh networks both run the same
-  products, and both multiply with the same BLAS).
+  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (both multiply with the same BLAS; zoo
+  runs fewer products where it skips silent units, below: 0.61 GFLOP per update against SB3's 0.75 in
+  the fresh phase of the 2026-12-06 run on a Zen 3, whose warm-up and repeats silence some units too).
 
 Then the same again from trained networks (``--trained-steps``, default 12,000 env steps of zoo on
 Pendulum: 2,000 updates; 0 skips it), their replay contents and weights copied into every variant, SB3's
@@ -84,6 +85,7 @@ def sb3_agent(data) -> Any:
     model._setup_learn(total_timesteps=1)
     return model
 
+
 def trained_state(steps: int, threads: int) -> tuple[Any, tuple[np.ndarray, ...]]:
     """A zoo agent trained ``steps`` env steps on Pendulum (rl-zoo preset, seed 0) and its replay contents
     in :func:`transitions`' form: the networks and data a long run updates, where the fresh ones of
@@ -100,7 +102,8 @@ def trained_state(steps: int, threads: int) -> tuple[Any, tuple[np.ndarray, ...]
 
 
 def live_fraction(agent, data) -> float:
-    """The share of the critics' last hidden units that some row of a 256-transition batch activates."""
+    """The share of the critics' last hidden units that some row of the first 256 transitions in the replay
+    buffer (of the random-action phase) activates."""
     from zoo.rl import networks
 
     obs, act = torch.as_tensor(data[0][:256]), torch.as_tensor(data[1][:256])
