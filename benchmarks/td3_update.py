@@ -6,22 +6,22 @@ gradient steps each, medians:
 
 * ``zoo-auto`` (the default precision on this CPU), ``zoo-fp32``, ``zoo-bf16`` (where the CPU has
   native bf16; elsewhere it is 10-60x slower and only run with ``--force-bf16``), ``sb3`` (its
-  ``TD3.train(gradient_steps=N)``, same thread count);
+  ``TD3.train(gradient_steps=N)``, same thread count); where the default precision is fp32, ``zoo-skip``:
+  ``skip_silent_units=True`` (off by default), whose backward multiplies only the hidden units some row of
+  the batch activates (zoo.rl.networks);
 * the GEMM roofline of each variant, SB3's included, measured in the same run: every matrix product
   an update runs (captured with a dispatch mode), replayed alone at the same shapes, strides and dtype,
   timed and summed (benchmarks/_roofline.py). ``roofline_fraction`` = that sum / the update's time: the
   share of the update that is matrix arithmetic at the throughput this CPU reaches at those shapes.
   ``sb3_ms_over_auto_roofline_ms`` is the ratio to SB3 that zoo would reach if everything but its GEMMs
-  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (both multiply with the same BLAS; zoo
-  runs fewer products where it skips silent units, below: 0.61 GFLOP per update against SB3's 0.75 in
-  the fresh phase of the 2026-12-06 run on a Zen 3, whose warm-up and repeats silence some units too).
+  were free: the ceiling of ``sb3_ms_over_auto_ms`` on this CPU (both run the same products with the
+  same BLAS; ``zoo-skip`` runs fewer, ``skip_gflop_per_update``).
 
 Then the same again from trained networks (``--trained-steps``, default 12,000 env steps of zoo on
 Pendulum: 2,000 updates; 0 skips it), their replay contents and weights copied into every variant, SB3's
 included (Adam's moments start afresh in all of them), under ``trained.<...>``: the update a long run
 spends its time in. There half the critics' second hidden layer is silent for whole batches (dead ReLUs),
-and zoo's backward multiplies only the live units (zoo.rl.networks), so its products are fewer than SB3's
-(``trained.gflop_per_update``; ``trained.critic_live_fraction`` is the live share).
+which ``zoo-skip`` leaves out of its backward (``trained.critic_live_fraction`` is the live share).
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/td3_update.py                  # 1 and 2 threads
     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 \\
@@ -51,6 +51,9 @@ from zoo.engine.precision import auto_amp, cpu_features
 from zoo.engine.threads import torch_threads
 
 ENV = "Pendulum-v1"
+ZOO_VARIANTS: dict[str, dict[str, Any]] = {"zoo-auto": {"amp": "auto"}, "zoo-fp32": {"amp": None},
+                                           "zoo-bf16": {"amp": "bf16"},
+                                           "zoo-skip": {"amp": "auto", "skip_silent_units": True}}
 
 
 def transitions(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -61,8 +64,8 @@ def transitions(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
         g.random(n) < 0.01
 
 
-def zoo_agent(amp: str | None, data) -> Any:
-    agent = zoo.build("td3", env=ENV, preset="rl-zoo", amp=amp, seed=0)
+def zoo_agent(data, **config: Any) -> Any:
+    agent = zoo.build("td3", env=ENV, preset="rl-zoo", seed=0, **config)
     agent.ensure_buffer().add(*data)
     return agent
 
@@ -90,7 +93,7 @@ def trained_state(steps: int, threads: int) -> tuple[Any, tuple[np.ndarray, ...]
     """A zoo agent trained ``steps`` env steps on Pendulum (rl-zoo preset, seed 0) and its replay contents
     in :func:`transitions`' form: the networks and data a long run updates, where the fresh ones of
     :func:`transitions` are its first update. Half the critics' second hidden layer is silent for a
-    whole batch within 2,000 updates (dead ReLUs), which zoo's backward skips (zoo.rl.networks)."""
+    whole batch within 2,000 updates (dead ReLUs), which ``skip_silent_units`` leaves out of the backward."""
     with torch_threads(threads):
         agent = zoo.build("td3", env=ENV, preset="rl-zoo", seed=0)
         agent.learn(steps, progress_bar=False)
@@ -156,7 +159,7 @@ def measure(threads: int, variants: list[str], args, data, trained: Any = None) 
                     load_into_sb3(agents[v], trained)
                 runs[v] = lambda n, m=agents[v]: m.train(gradient_steps=n, batch_size=256)
             else:
-                agents[v] = zoo_agent({"zoo-auto": "auto", "zoo-fp32": None, "zoo-bf16": "bf16"}[v], data)
+                agents[v] = zoo_agent(data, **ZOO_VARIANTS[v])
                 if trained is not None:
                     agents[v].load_network_state_dict(trained.network_state_dict())
                 runs[v] = agents[v].update
@@ -198,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = ["zoo-auto", "zoo-fp32"]
     if feats.native_bf16 or args.force_bf16:
         variants.append("zoo-bf16")
+    if not auto_amp("cpu", "matmul"):  # TD3Config.skip_silent_units acts on fp32 layers only
+        variants.append("zoo-skip")
     notes = [] if "zoo-bf16" in variants else [
         f"zoo-bf16 not run: this CPU ({feats.kind}) has no native bf16 (--force-bf16 runs it)"]
     if not args.no_sb3:
@@ -231,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                                 res["runs_ms"]["zoo-auto"])])
                     ratios[f"{t}.sb3_ms_over_auto_roofline_ms"] = res["ms_per_update"]["sb3"] / res["roofline_ms"][v]
         metrics[f"{state}gflop_per_update"] = res["gflop_per_update"]["zoo-auto"]
+        if "zoo-skip" in variants:
+            metrics[f"{state}skip_gflop_per_update"] = res["gflop_per_update"]["zoo-skip"]
         if "sb3" in variants:
             peers["sb3"][f"{state}gflop_per_update"] = res["gflop_per_update"]["sb3"]
         extra["runs"][t] = res["runs_ms"]

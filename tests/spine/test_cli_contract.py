@@ -87,6 +87,7 @@ def test_config_options_are_generated_from_the_config_dataclass(capsys):
         assert flag in help_text
     assert "Polyak coefficient" in help_text  # the field's docstring
     assert "--gamma FLOAT" in help_text
+    assert "at most 65 % of a layer's do" in " ".join(help_text.split())  # a "%" in a docstring is text, not a format
     with pytest.raises(SystemExit):
         main(["train", "resnet18", "--help"])
     # a literal's values as they are typed: --stem 'IMAGENET'|'CIFAR' was shown, and --stem CIFAR refused

@@ -85,7 +85,7 @@ def add_model_flags(p: argparse.ArgumentParser, name: str) -> None:
             continue
         shown = type_name(tp).replace(" ", "")  # INT, FLOAT | NONE; literal values as they are typed: 'cifar'
         group.add_argument(config_flag(key), dest=f"cfg__{key}", metavar=shown if "'" in shown else shown.upper(),
-                           help=docs.get(key, ""))
+                           help=docs.get(key, "").replace("%", "%%"))  # argparse %-formats help texts
     for old, new in registry.renamed_keys(name).items():  # the old flag still works, out of --help
         if config_flag(old) not in p._option_string_actions:
             group.add_argument(config_flag(old), dest=f"cfg__{new}", action=_RenamedFlag, help=argparse.SUPPRESS,

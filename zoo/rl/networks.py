@@ -132,17 +132,17 @@ runs ``(400, 256) @ (256, 3)`` at 7 GFLOP/s (93 us, AMD Zen 5, 1 thread), its tr
 
 
 MAX_LIVE_FRACTION = 0.65
-"""The backward multiplies only the units of a hidden layer that some row of the batch activates once at most
-this fraction of them does (see :func:`_live_units`). Above it the gathers cost more than the products save:
-the critics' backward of a 400x300 layer on an AMD Zen 3 (2026-12-06, ad-hoc script, medians of 15 paired
+"""With ``TD3Config.skip_silent_units`` the backward multiplies only the units of a hidden layer that some row
+of the batch activates once at most this fraction of them does (see :func:`live_units`). Above it the gathers
+cost more than the products save: the critics' backward of a 400x300 layer on an AMD Zen 3 (2026-12-06, ad-hoc script, medians of 15 paired
 samples) took 1.07x the dense time with 80 % of the units live and 0.89x with 70 % at 1 thread; 1.05x with
 70 % and 0.93x with 60 % at 2 threads."""
 
 
-def _live_units(out: torch.Tensor, W: torch.Tensor) -> torch.Tensor | None:
+def live_units(out: torch.Tensor, W: torch.Tensor, max_live: float) -> torch.Tensor | None:
     """``(h,)`` or ``(n, a)`` unit indices: for a ReLU output ``out (B, h)`` (or ``(n, B, h)``, one network
     per leading index) the units that are non-zero in some row of the batch, or None where the dense backward
-    is the one to run. For ``(n, B, h)`` each row of the answer holds that network's units, padded with some
+    is the one to run: where more than the fraction ``max_live`` of them are live (0: always). For ``(n, B, h)`` each row of the answer holds that network's units, padded with some
     of its silent ones to the longest row, so that the networks still multiply as one batch.
 
     A unit that is zero in every row passes no gradient: its column of ``dz`` is exactly zero, and so are its
@@ -151,11 +151,11 @@ def _live_units(out: torch.Tensor, W: torch.Tensor) -> torch.Tensor | None:
     products per layer can skip them: the same gradients (up to the order of the sums), at about half the
     arithmetic. Only for fp32 weights on the CPU: bf16 products (AMX) and GPU kernels are fast enough that the
     gathers would cost more than they save, and choosing the units reads their count on the host."""
-    if W.dtype != torch.float32 or out.device.type != "cpu":
+    if max_live <= 0 or W.dtype != torch.float32 or out.device.type != "cpu":
         return None
     live = out.amax(dim=-2) > 0  # (h,) or (n, h)
     most = int(live.sum(dim=-1).max())
-    if most > MAX_LIVE_FRACTION * out.shape[-1]:
+    if most > max_live * out.shape[-1]:
         return None
     if live.dim() == 1:
         return live.nonzero().squeeze(1)
@@ -190,8 +190,10 @@ def _live_backward_stacked(x: torch.Tensor, dz: torch.Tensor, W: torch.Tensor, g
     return torch.bmm(d, w_live)  # (n, B, in)
 
 
-def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidden: int) -> None:
-    """Write ``dL/dparams`` into ``g`` given ``da = dL/da``, for ``a, saved = actor_forward(...)``."""
+def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidden: int,
+                   max_live: float = 0.0) -> None:
+    """Write ``dL/dparams`` into ``g`` given ``da = dL/da``, for ``a, saved = actor_forward(...)``; over the live
+    units only where at most ``max_live`` of a layer's are (:func:`live_units`)."""
     ins, outs = saved
     W = w["out.weight"]
     dz = _cast(da * (1.0 - a * a), W.dtype)  # through tanh
@@ -202,7 +204,7 @@ def actor_backward(w, g, saved: tuple, a: torch.Tensor, da: torch.Tensor, n_hidd
         W = w[f"hidden.{i}.weight"]  # (out, in)
         dz = _cast(_relu_grad(dh, outs[i]), W.dtype)
         torch.sum(dz, 0, out=g[f"hidden.{i}.bias"])
-        live = _live_units(outs[i], W) if i else None
+        live = live_units(outs[i], W, max_live) if i else None
         if live is not None:
             dh = _live_backward(ins[i], dz, W, g[f"hidden.{i}.weight"], live)
             continue
@@ -248,8 +250,9 @@ def _gemv_head(w: dict[str, torch.Tensor], k: int, inp: torch.Tensor) -> torch.T
     return q
 
 
-def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> None:
-    """Write ``dL/dparams`` of every critic into ``g`` given ``dq = dL/dq (n, B)``."""
+def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int, max_live: float = 0.0) -> None:
+    """Write ``dL/dparams`` of every critic into ``g`` given ``dq = dL/dq (n, B)`` (``max_live``: as
+    :func:`actor_backward`'s)."""
     ins, outs = saved
     last = num_layers - 1
     W = w[f"weight{last}"]
@@ -264,7 +267,7 @@ def critic_backward(w, g, saved: tuple, dq: torch.Tensor, num_layers: int) -> No
         W = w[f"weight{k}"]
         dz = _cast(_relu_grad(dh, outs[k]), W.dtype)
         torch.sum(dz, 1, keepdim=True, out=g[f"bias{k}"])
-        live = _live_units(outs[k], W) if k else None
+        live = live_units(outs[k], W, max_live) if k else None
         if live is not None:
             dh = _live_backward_stacked(ins[k], dz, W, g[f"weight{k}"], live)
         elif k:
@@ -288,14 +291,16 @@ def q1_forward(w: dict[str, torch.Tensor], x: torch.Tensor, num_layers: int) -> 
     return h.squeeze(-1), outs
 
 
-def q1_input_grad(w, outs: list[torch.Tensor], dq1: torch.Tensor, num_layers: int) -> torch.Tensor:
-    """``dL/dx (B, in)`` of the first critic given ``dq1 = dL/dq1 (B,)`` (no weight gradients)."""
+def q1_input_grad(w, outs: list[torch.Tensor], dq1: torch.Tensor, num_layers: int,
+                  max_live: float = 0.0) -> torch.Tensor:
+    """``dL/dx (B, in)`` of the first critic given ``dq1 = dL/dq1 (B,)`` (no weight gradients; ``max_live``: as
+    :func:`actor_backward`'s)."""
     last = num_layers - 1
     W = w[f"weight{last}.0"]  # (h_last, 1)
     dh = _cast(dq1, W.dtype).unsqueeze(-1) * W.t()  # (B, h_last)
     for k in reversed(range(last)):
         W = w[f"weight{k}.0"]  # (in, out)
         dz = _cast(_relu_grad(dh, outs[k]), W.dtype)
-        live = _live_units(outs[k], W) if k else None
+        live = live_units(outs[k], W, max_live) if k else None
         dh = dz @ W.t() if live is None else dz.index_select(1, live) @ W.index_select(1, live).t()
     return dh

@@ -346,13 +346,14 @@ class TD3Agent:
         updates) the actor step on ``-Q1(s, pi(s))`` and the soft update of the targets."""
         cfg, f = self.config, self._flat
         layers, hidden = self.critic.num_layers, len(cfg.net_arch)
+        live = nets.MAX_LIVE_FRACTION if cfg.skip_silent_units else 0.0
         target = self.critic_target_value(batch, noise)  # (B,)
         q, saved = nets.critic_forward(f["critic"].weights, torch.cat([batch.obs, batch.act], dim=1), layers)
         err = q.float() - target  # (2, B)
         critic_loss = err.pow(2).mean(dim=1).sum()  # sum of the two critics' MSE
         self._loss_sum[0].add_(critic_loss)
         self._loss_n[0] += 1
-        nets.critic_backward(f["critic"].weights, f["critic"].grads, saved, err.mul_(2.0 / err.shape[1]), layers)
+        nets.critic_backward(f["critic"].weights, f["critic"].grads, saved, err.mul_(2.0 / err.shape[1]), layers, live)
         self._step(self._flat_adams()[1])
         if update_actor:
             a, saved_a = nets.actor_forward(f["actor"].weights, batch.obs, hidden)
@@ -360,8 +361,8 @@ class TD3Agent:
             dq1 = torch.full_like(q1, -1.0 / q1.shape[0], dtype=torch.float32)  # d(-mean q1)/dq1
             self._loss_sum[1].sub_(q1.float().mean())  # the actor's loss: -mean Q1(s, pi(s))
             self._loss_n[1] += 1
-            dx = nets.q1_input_grad(f["critic"].weights, outs_q, dq1, layers)
-            nets.actor_backward(f["actor"].weights, f["actor"].grads, saved_a, a, dx[:, self.obs_dim:], hidden)
+            dx = nets.q1_input_grad(f["critic"].weights, outs_q, dq1, layers, live)
+            nets.actor_backward(f["actor"].weights, f["actor"].grads, saved_a, a, dx[:, self.obs_dim:], hidden, live)
             self._step(self._flat_adams()[0])
             self.soft_update(cfg.tau)
         return critic_loss.detach()
