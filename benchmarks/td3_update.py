@@ -97,11 +97,9 @@ def trained_state(steps: int, threads: int) -> tuple[Any, tuple[np.ndarray, ...]
     with torch_threads(threads):
         agent = zoo.build("td3", env=ENV, preset="rl-zoo", seed=0)
         agent.learn(steps, progress_bar=False)
-    rows = agent.buffer.data[:len(agent.buffer)].numpy()
-    o, a = agent.obs_dim, agent.act_dim
-    data = (rows[:, :o].copy(), rows[:, o:o + a].copy(), rows[:, o + a].copy(), rows[:, o + a + 1:2 * o + a + 1].copy(),
-            rows[:, 2 * o + a + 1] == 0.0)
-    return agent, data
+    buf, n = agent.buffer, len(agent.buffer)
+    data = tuple(col[:n].numpy().copy() for col in (buf.obs, buf.act, buf.reward, buf.next_obs))
+    return agent, (*data, buf.not_done[:n].numpy() == 0.0)
 
 
 def live_fraction(agent, data) -> float:
