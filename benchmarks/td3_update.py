@@ -51,6 +51,7 @@ from zoo.engine.precision import auto_amp, cpu_features
 from zoo.engine.threads import torch_threads
 
 ENV = "Pendulum-v1"
+# what each zoo variant sets on top of the preset (td3_vs_sb3.py learns with the same ones)
 ZOO_VARIANTS: dict[str, dict[str, Any]] = {"zoo-auto": {"amp": "auto"}, "zoo-fp32": {"amp": None},
                                            "zoo-bf16": {"amp": "bf16"},
                                            "zoo-skip": {"amp": "auto", "skip_silent_units": True}}

@@ -11,6 +11,8 @@ interleaved (order rotated per seed). Measured per run:
   reset with seed ``seed + 10_000 + i``, the same episodes for every variant);
 * the learning curve (evaluation every ``--eval-every`` steps), plotted to results/<name>.png.
 
+Ratios: of the medians over seeds, and ``..._paired``, the median over seeds of the ratio within a seed.
+
 The peer needs the ``bench`` extra (``pip install -e '.[bench]'``, i.e. stable-baselines3); without it
 the peer is skipped with a note. ``--publish TAG`` adds the zoo run with the best evaluation, at that evaluation (as
 rl-zoo's EvalCallback keeps its best_model), as ``td3.TAG`` to the weights manifest (actor + critic,
@@ -20,7 +22,9 @@ fp32 safetensors), with its eval return re-measured after loading it back in the
         --seeds 0 1 2 --variants zoo-auto sb3 --threads 2 --publish pendulum-v1
 
 ``--threads`` applies to every variant (SB3 too). ``zoo-auto`` runs the precision ``amp="auto"`` picks on
-this CPU (bf16 with native bf16 GEMMs, else fp32); ``zoo-bf16`` / ``zoo-fp32`` force one.
+this CPU (bf16 with native bf16 GEMMs, else fp32); ``zoo-bf16`` / ``zoo-fp32`` force one. ``zoo-skip`` is
+``zoo-auto`` with the opt-in ``skip_silent_units=True`` (a backward over the live units of each layer, fp32 on
+the CPU only), timed beside the default it would replace.
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ from _harness import (
     result_file,
     write_result,
 )
+from td3_update import ZOO_VARIANTS  # what each zoo variant sets on top of the preset, as the update is timed
 
 import zoo
 from zoo.engine.logs import plot_curves
+from zoo.engine.precision import auto_amp
 from zoo.rl.config import TD3Config, preset_config
 
 
@@ -73,8 +79,8 @@ def _eval_episodes(policy, env_id: str, episodes: int, base_seed: int) -> tuple[
     return float(np.mean(returns)), float(np.std(returns))
 
 
-def run_zoo(env_id: str, steps: int, seed: int, amp: str | None, args) -> dict[str, Any]:
-    agent = zoo.build("td3", env=env_id, preset=args.preset, seed=seed, amp=amp, **args.overrides)
+def run_zoo(env_id: str, steps: int, seed: int, variant: dict[str, Any], args) -> dict[str, Any]:
+    agent = zoo.build("td3", env=env_id, preset=args.preset, seed=seed, **variant, **args.overrides)
     t0 = time.perf_counter()
     zoo.train(agent, env=env_id, total_steps=steps, eval_every=args.eval_every,
               eval_episodes=args.eval_episodes, seed=seed, progress=args.progress, threads=args.threads)
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--preset", default="rl-zoo")
     p.add_argument("--variants", nargs="+", default=["zoo-auto", "sb3"],
-                   choices=["zoo-auto", "zoo-bf16", "zoo-fp32", "sb3"],
+                   choices=[*ZOO_VARIANTS, "sb3"],
                    help="zoo-auto: the default precision on this CPU (bf16 only with native bf16 GEMMs)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for every variant (default 1)")
     p.add_argument("--eval-every", type=int, default=1000)
@@ -180,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or "td3_vs_sb3_" + args.env.lower().replace("-", "_")
     variants = list(args.variants)
     notes: list[str] = []
+    if "zoo-skip" in variants and auto_amp("cpu", "matmul"):  # skip_silent_units acts on fp32 layers only
+        raise SystemExit("zoo-skip: amp='auto' picks bf16 on this CPU, where skip_silent_units does nothing "
+                         "(it acts on fp32 layers): leave zoo-skip out of --variants")
     if "sb3" in variants:
         try:
             import stable_baselines3  # noqa: F401
@@ -195,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             if v == "sb3":
                 r = run_sb3(args.env, args.steps, seed, args)
             else:
-                r = run_zoo(args.env, args.steps, seed, {"zoo-auto": "auto", "zoo-bf16": "bf16"}.get(v), args)
+                r = run_zoo(args.env, args.steps, seed, ZOO_VARIANTS[v], args)
             r["seed"] = seed
             runs[v].append(r)
             print(f"[seed {seed}] {v}: {r['learn_steps_per_s']:.1f} learn steps/s, final return "
@@ -218,15 +227,31 @@ def main(argv: list[str] | None = None) -> int:
     earlier = merge_earlier(result_file(name), args, set(runs)) if args.merge else {}
     for v, e in earlier.items():
         summaries[v], seed_curves[v] = e["summary"], e["curves"]
-    ours_key = next((v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32") if v in summaries), None)
+    ours_key = next((v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32", "zoo-skip") if v in summaries), None)
     if ours_key is None:
         raise SystemExit("no zoo variant in this run or (with --merge) in the earlier result to compare against")
     metrics = {**summaries[ours_key], "variant": ours_key}
     peers = {v: s for v, s in summaries.items() if v != ours_key}
+
+    def paired(a: str, b: str) -> float | None:
+        """Median over seeds of a's steps/s over b's in the same seed: the runs of one seed follow each other,
+        so a VM that speeds up or slows down over the run moves both sides of each ratio alike."""
+        if a not in runs or b not in runs:  # a variant merged from an earlier run has no partner here
+            return None
+        return median([x["learn_steps_per_s"] / y["learn_steps_per_s"] for x, y in zip(runs[a], runs[b])])
+
     ratios = {}
     for v, s in peers.items():
         ratios[f"learn_steps_per_s_vs_{v}"] = metrics["learn_steps_per_s"] / s["learn_steps_per_s"]
+        if (p := paired(ours_key, v)) is not None:
+            ratios[f"learn_steps_per_s_vs_{v}_paired"] = p
         ratios[f"final_return_median_minus_{v}"] = metrics["final_return_median"] - s["final_return_median"]
+    for v, s in peers.items():  # every other zoo variant against the peer too
+        if v != "sb3" and "sb3" in peers:
+            ratios[f"{v}_learn_steps_per_s_vs_sb3"] = s["learn_steps_per_s"] / peers["sb3"]["learn_steps_per_s"]
+            if (p := paired(v, "sb3")) is not None:
+                ratios[f"{v}_learn_steps_per_s_vs_sb3_paired"] = p
+            ratios[f"{v}_final_return_median_minus_sb3"] = s["final_return_median"] - peers["sb3"]["final_return_median"]
 
     # learning curves: mean over seeds of each variant's evaluation curve
     curves = {}
