@@ -150,11 +150,12 @@ def result_name(name: str) -> str:
     return name if kind in (REFERENCE_KIND, "unknown") else f"{name}.{kind}"
 
 
-def result_file(name: str, ext: str = "json", folder: Path = RESULTS_DIR) -> Path:
-    """``folder/<result_name(name)>.<ext>``: where this CPU's result, plot or map ``name`` is written, and where
-    a benchmark that merges into its earlier result reads it. Another CPU kind's file is never read back
-    (its figures would be filed under this CPU) nor overwritten (the committed results point at it)."""
-    return folder / f"{result_name(name)}.{ext}"
+def result_file(name: str, ext: str = "json", folder: Path | None = None) -> Path:
+    """``folder/<result_name(name)>.<ext>`` (default :data:`RESULTS_DIR`): where this CPU's result, plot or map
+    ``name`` is written, and where a benchmark that merges into its earlier result reads it. Another CPU kind's
+    file is never read back (its figures would be filed under this CPU) nor overwritten (the committed results
+    point at it)."""
+    return (RESULTS_DIR if folder is None else folder) / f"{result_name(name)}.{ext}"
 
 
 # ------------------------------------------------------------------------------- recorded or trial runs
@@ -549,11 +550,14 @@ def _tables_by_kind(results: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def refresh_readme(readme: Path = README, results_dir: Path = RESULTS_DIR) -> Path:
-    """Regenerate the results block of ``readme`` from all ``results/*.json`` (atomic write).
+def refresh_readme(readme: Path | None = None, results_dir: Path | None = None) -> Path:
+    """Regenerate the results block of ``readme`` (default :data:`README`) from all ``results/*.json`` (default
+    :data:`RESULTS_DIR`; atomic write).
 
     Text outside the block is kept, so the README's prose can be edited by hand.
     """
+    readme = README if readme is None else readme
+    results_dir = RESULTS_DIR if results_dir is None else results_dir
     results = []
     for path in sorted(results_dir.glob("*.json")):
         try:
@@ -574,16 +578,23 @@ def refresh_readme(readme: Path = README, results_dir: Path = RESULTS_DIR) -> Pa
     return readme
 
 
+# write_result's default README: :data:`README` as it is at the call (``readme=None``: no README to refresh)
+_THE_README: Any = object()
+
+
 def write_result(name: str, *, metrics: Mapping[str, Any], peers: Mapping[str, Mapping[str, Any]] | None = None,
                  ratios: Mapping[str, Any] | None = None, command: str | None = None,
-                 extra: Mapping[str, Any] | None = None, results_dir: Path = RESULTS_DIR,
-                 readme: Path | None = README) -> Path:
+                 extra: Mapping[str, Any] | None = None, results_dir: Path | None = None,
+                 readme: Path | None = _THE_README) -> Path:
     """Write ``results/<name>.json`` (atomic), print its Markdown table, refresh the README table.
 
     On a CPU kind other than the reference one the file is ``results/<name>.<kind>.json``
     (:func:`result_name`); ``benchmark`` stays ``name``. A trial run (:func:`recording`) writes it to
-    ``_work/results/`` instead and leaves the README alone.
+    ``_work/results/`` instead and leaves the README alone. The folders default to :data:`RESULTS_DIR` and
+    :data:`README` as they are when called, not when this module was imported.
     """
+    results_dir = RESULTS_DIR if results_dir is None else results_dir
+    readme = README if readme is _THE_README else readme
     result: dict[str, Any] = {
         "benchmark": name,
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

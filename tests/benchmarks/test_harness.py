@@ -180,6 +180,14 @@ def test_a_trial_run_leaves_the_recorded_results_readme_and_weights_alone(harnes
     assert "not publishing x.tag" in err
 
 
+def test_write_result_and_the_readme_follow_the_folders_as_they_are_when_called(harness, bench_dirs, monkeypatch):
+    # defaults bound at import sent a test's result (and its README section) into the real benchmarks/results
+    results, _, readme = bench_dirs
+    monkeypatch.setenv(harness.RECORD_ENV, "1")
+    assert harness.write_result("z", metrics={"fps": 2.0}) == results / "z.json" == harness.result_file("z")
+    assert "### z" in readme.read_text() and harness.refresh_readme() == readme
+
+
 @pytest.mark.parametrize(("argv", "env", "records"), [
     (["x.py"], None, True),  # the script's defaults
     (["x.py", "--repeats", "9"], None, True),  # a recorded command, rerun

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
@@ -23,10 +22,7 @@ def script(monkeypatch, tmp_path):
     for name, value in (("RESULTS_DIR", tmp_path / "results"), ("TRIAL_DIR", tmp_path / "trial"),
                         ("README", tmp_path / "README.md"), ("_DECIDED", {})):
         monkeypatch.setattr(_harness, name, value)
-    # imported by name, and write_result's folders are defaults bound at import: point them here too
-    monkeypatch.setattr(td3_vs_sb3, "RESULTS_DIR", _harness.RESULTS_DIR)
-    monkeypatch.setattr(td3_vs_sb3, "write_result", functools.partial(
-        _harness.write_result, results_dir=_harness.RESULTS_DIR, readme=_harness.README))
+    monkeypatch.setattr(td3_vs_sb3, "RESULTS_DIR", _harness.RESULTS_DIR)  # imported by name: plots are named from it
     monkeypatch.delenv(_harness.RECORD_ENV, raising=False)
     monkeypatch.setattr(_harness, "machine_info", lambda: {"cpu": "test"})
     monkeypatch.setattr(sys, "argv", ["benchmarks/td3_vs_sb3.py"])
