@@ -134,16 +134,17 @@ runs ``(400, 256) @ (256, 3)`` at 7 GFLOP/s (93 us, AMD Zen 5, 1 thread), its tr
 MAX_LIVE_FRACTION = 0.65
 """With ``TD3Config.skip_silent_units`` the backward multiplies only the units of a hidden layer that some row
 of the batch activates once at most this fraction of them does (see :func:`live_units`). Above it the gathers
-cost more than the products save: the critics' backward of a 400x300 layer on an AMD Zen 3 (2026-12-06, ad-hoc script, medians of 15 paired
-samples) took 1.07x the dense time with 80 % of the units live and 0.89x with 70 % at 1 thread; 1.05x with
-70 % and 0.93x with 60 % at 2 threads."""
+cost more than the products save: the critics' backward of a 400x300 layer on an AMD Zen 3 (2026-12-06,
+ad-hoc script, medians of 15 paired samples) took 1.07x the dense time with 80 % of the units live and 0.89x
+with 70 % at 1 thread; 1.05x with 70 % and 0.93x with 60 % at 2 threads."""
 
 
 def live_units(out: torch.Tensor, W: torch.Tensor, max_live: float) -> torch.Tensor | None:
     """``(h,)`` or ``(n, a)`` unit indices: for a ReLU output ``out (B, h)`` (or ``(n, B, h)``, one network
     per leading index) the units that are non-zero in some row of the batch, or None where the dense backward
-    is the one to run: where more than the fraction ``max_live`` of them are live (0: always). For ``(n, B, h)`` each row of the answer holds that network's units, padded with some
-    of its silent ones to the longest row, so that the networks still multiply as one batch.
+    is the one to run: where more than the fraction ``max_live`` of them are live (``max_live=0``: always
+    dense). For ``(n, B, h)`` each row of the answer holds that network's units, padded with some of its
+    silent ones to the longest row, so that the networks still multiply as one batch.
 
     A unit that is zero in every row passes no gradient: its column of ``dz`` is exactly zero, and so are its
     row of the weight gradient and its share of ``dh``. On Pendulum half of the critics' second hidden layer
