@@ -550,6 +550,29 @@ def _tables_by_kind(results: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def _goals_table(results: list[dict[str, Any]]) -> str:
+    """Issue 15's goals per CPU kind (benchmarks/_goals.py, loaded by path: this module is also loaded so)."""
+    import importlib.util
+
+    goals = sys.modules.get("zoo_bench_goals")
+    if goals is None:
+        spec = importlib.util.spec_from_file_location("zoo_bench_goals", BENCH_DIR / "_goals.py")
+        goals = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = goals  # before running it: its dataclasses look their module up there
+        spec.loader.exec_module(goals)
+    return goals.goals_table(results, reference=REFERENCE_KIND)
+
+
+_GOALS_INTRO = """## Issue 15: goals per CPU kind
+
+Each cell is read from that CPU kind's recorded result (the newest run of each benchmark named, ours and its
+peer in the same run; the date is the run's); **met** / **not met** judge the cell's figure against the
+target, and a cell without either has no target for that kind. Pooled learning rows take every seed of the
+kind's recorded runs. What the figures mean and how they moved: [NOTES.md](NOTES.md).
+
+"""
+
+
 def refresh_readme(readme: Path | None = None, results_dir: Path | None = None) -> Path:
     """Regenerate the results block of ``readme`` (default :data:`README`) from all ``results/*.json`` (default
     :data:`RESULTS_DIR`; atomic write).
@@ -567,7 +590,8 @@ def refresh_readme(readme: Path | None = None, results_dir: Path | None = None) 
             continue
         if isinstance(data, dict) and "benchmark" in data:
             results.append(data)
-    block = BEGIN + "\n\n" + _tables_by_kind(results) + "\n" + END
+    block = (BEGIN + "\n\n" + _GOALS_INTRO + _goals_table(results) + "\n"
+             + _tables_by_kind(results) + "\n" + END)
     text = readme.read_text(encoding="utf-8") if readme.exists() else _README_HEAD
     if BEGIN in text and END in text:
         head, tail = text.split(BEGIN, 1)[0], text.split(END, 1)[1]
