@@ -43,7 +43,7 @@ def _update(kind: str, one: float, two: float, date: str = "2026-12-06T12:00:00Z
 
 
 def _learning(name: str, kind: str, ours: list[float], sb3: list[float], date: str) -> dict:
-    return {"benchmark": name, "date": date, "machine": _machine(kind),
+    return {"benchmark": name, "date": date, "machine": _machine(kind), "settings": {"threads": 2},
             "metrics": {"variant": "zoo-auto", "learn_steps_per_s_per_seed": ours,
                         "final_return_per_seed": [-120.0] * len(ours)},
             "peers": {"sb3": {"learn_steps_per_s_per_seed": sb3, "final_return_per_seed": [-121.0] * len(sb3)}}}
@@ -89,11 +89,14 @@ def test_a_result_without_the_figure_is_said_not_a_crash(goals):
     del broken["metrics"]["1t.auto.roofline_fraction"]
     fp32_run = _learning("td3_vs_sb3_pendulum_v1_2threads", "avx2", [100.0], [50.0], "2026-12-06T13:00:00Z")
     fp32_run["metrics"]["variant"] = "zoo-fp32"
-    rows = _rows(goals.goals_table([broken, fp32_run]))
+    one_thread = _learning("td3_vs_sb3_pendulum_v1", "avx2", [60.0], [40.0], "2026-12-06T13:00:00Z")  # on 2
+    rows = _rows(goals.goals_table([broken, fp32_run, one_thread]))
     assert rows["TD3 update, fraction of the GEMM roofline measured in the run, 1 / 2 threads (`td3_update.py`)"][1] \
         .startswith("unreadable (KeyError: '1t.auto.roofline_fraction')")
     learn = rows["TD3 learning vs SB3 with both cores, Pendulum-v1, 20k steps (`td3_vs_sb3.py --threads 2`)"][1]
     assert learn.startswith("unreadable (ValueError: td3_vs_sb3_pendulum_v1_2threads timed zoo-fp32")
+    learn = rows["TD3 learning vs SB3, 1 thread (`td3_vs_sb3.py`)"][1]
+    assert learn.startswith("unreadable (ValueError: td3_vs_sb3_pendulum_v1 ran on 2 threads, not 1)")
 
 
 def test_auto_precision_fails_where_it_picked_a_slower_bf16(goals):
