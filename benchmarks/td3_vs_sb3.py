@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = merge_earlier(result_file(name), args, set(runs)) if args.merge else {}
     for v, e in earlier.items():
         summaries[v], seed_curves[v] = e["summary"], e["curves"]
-    ours_key = next((v for v in ("zoo-auto", "zoo-bf16", "zoo-fp32", "zoo-skip") if v in summaries), None)
+    ours_key = next((v for v in ZOO_VARIANTS if v in summaries), None)
     if ours_key is None:
         raise SystemExit("no zoo variant in this run or (with --merge) in the earlier result to compare against")
     metrics = {**summaries[ours_key], "variant": ours_key}
