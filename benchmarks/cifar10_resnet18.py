@@ -19,7 +19,7 @@ storage) together with the measured test accuracy and this command.
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --epochs 15
     # smoke (1 epoch on 2,000 images, nothing published):
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --smoke
-    # training throughput fp32 vs bf16 vs bf16+channels_last:
+    # training throughput fp32 vs fp32+channels_last vs bf16 vs bf16+channels_last (bf16 where native):
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py --measure-throughput 30
 """
 
@@ -76,9 +76,10 @@ def subset(images: torch.Tensor, targets: torch.Tensor, n: int | None, seed: int
 def measure_throughput(images, targets, seconds: float, batch_size: int, rounds: int) -> dict:
     """Training images/s of the recipe's step (forward, loss, backward, SGD step) per precision/layout,
     interleaved rounds, median per configuration; the first batches of each round are warm-up."""
-    configs = {"fp32": (None, False), "bf16": (torch.bfloat16, False), "bf16_channels_last": (torch.bfloat16, True)}
+    configs = {"fp32": (None, False), "fp32_channels_last": (None, True), "bf16": (torch.bfloat16, False),
+               "bf16_channels_last": (torch.bfloat16, True)}
     if not native_bf16():  # 10-60x slower than fp32 without native bf16: only fp32 is a path to measure
-        configs = {"fp32": configs["fp32"]}
+        configs = {k: v for k, v in configs.items() if v[0] is None}
     runs: dict[str, list[float]] = {k: [] for k in configs}
     for r in range(rounds):
         for name, (dtype, cl) in configs.items():
@@ -188,7 +189,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-publish", dest="publish", action="store_false")
     p.add_argument("--out", help="also save the trained weights here (.safetensors)")
     p.add_argument("--measure-throughput", type=float, metavar="SECONDS",
-                   help="only measure training images/s: fp32 vs bf16 vs bf16+channels_last, SECONDS per run")
+                   help="only measure training images/s: fp32, bf16 (where native), each channels-first and "
+                        "channels-last, SECONDS per run")
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds for --measure-throughput")
     args = parse_args(p, argv, __file__)
     args.command = "flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/cifar10_resnet18.py " + shlex.join(argv or sys.argv[1:])

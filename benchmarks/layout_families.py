@@ -1,9 +1,11 @@
 """Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
-is the faster one for each convolutional family on this CPU: channels-last where it decides so (bf16 on a CPU,
-networks whose convolutions are all 2-D or all 3-D, each on the CPU kinds where that was measured:
-zoo.engine.layout.CHANNELS_LAST_FASTER), channels-first for HybridSN (3-D then 2-D), which was slower channels-last;
-and ``zoo.predict``'s input layout (``channels_last_input``, same rule, the model left as it is) is no slower.
-A run on a kind not yet listed measures what the table should say for it.
+is the faster one for each convolutional family on this CPU: channels-last where it decides so (on a CPU,
+networks whose convolutions are all 2-D or all 3-D, for the CPU kinds and precisions where that was measured:
+zoo.engine.layout.CHANNELS_LAST_FASTER and CHANNELS_LAST_FASTER_INFERENCE), channels-first for HybridSN (3-D then
+2-D), which was slower channels-last; and ``zoo.predict``'s input layout (``channels_last_input``, the inference
+rule, the model left as it is) is no slower. Every run measures all three layouts for
+every model, whatever the rules say, so a run on a kind or precision not yet listed measures what they should
+say for it.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
 what a plain loop does unless its author converts the model). Two copies of each model (same initial
@@ -87,9 +89,9 @@ def main() -> None:
             inputs = x.contiguous(memory_format=torch.channels_last) if last and x.dim() == 4 else x
 
             def forward_predict() -> float:  # zoo.predict: the model as it is, the input laid out per call
-                t0 = time.perf_counter()
+                t0 = time.perf_counter()  # laid out as channels_last_input does where its rule says so
                 with torch.inference_mode(), autocast(amp, cpu):
-                    model(channels_last_input(x, model, torch.bfloat16 if amp == "bf16" else None))
+                    model(x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d))
                 return time.perf_counter() - t0
 
             def step() -> float:
@@ -124,9 +126,13 @@ def main() -> None:
         peer[f"{name}.predict_ms_input_laid_out"] = median(first) * 1e3
         ratios[f"{name}.predict_first_over_input_laid_out"] = median(first) / median(ours)
         ratios[f"{name}.predict_paired"] = median([f / s for f, s in zip(first, ours)])
-        scored = use_channels_last("auto", base, cpu, amp, inference=True)  # evaluations and predictions
-        metrics[f"{name}.auto_decides"] = f"{amp or 'fp32'}, " + ("channels_last" if chosen else "channels-first") + (
-            "" if scored == chosen else f"; scored {'channels_last' if scored else 'channels-first'}")
+        scored = use_channels_last("auto", base, cpu, amp, inference=True)  # evaluations
+        laid_out = channels_last_input(x, base, torch.bfloat16 if amp == "bf16" else None) is not x  # predictions
+
+        def layout(last: bool) -> str:
+            return "channels_last" if last else "channels-first"
+        metrics[f"{name}.auto_decides"] = (f"{amp or 'fp32'}, training {layout(chosen)}, evaluation {layout(scored)}, "
+                                           f"prediction input {layout(laid_out)}")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
     write_result(
@@ -140,10 +146,11 @@ def main() -> None:
                "notes": "ours = a training step (step_) or an inference forward (infer_) with the model in "
                         "channels-last, peer = the same channels-first (ms, medians of alternated calls); ratio = "
                         "peer / ours (> 1: channels-last faster); predict_: the model channels-first, its input "
-                        "laid out by channels_last_input as zoo.predict does, against the same forward on the input "
-                        "as it came; <model>.<what>_paired = median of the per-repeat "
-                        "ratios; <model>.auto_decides = what channels_last='auto' (fit, zoo.evaluate and the "
-                        "families' evaluation) chooses for the model on this CPU."},
+                        "laid out channels-last at every call (what zoo.predict does where channels_last_input's "
+                        "rule says so), against the same forward on the input as it came; <model>.<what>_paired = "
+                        "median of the per-repeat ratios; <model>.auto_decides = what channels_last='auto' chooses "
+                        "for the model on this CPU: for fit, for zoo.evaluate and the families' evaluations, and "
+                        "for zoo.predict's input."},
     )
 
 

@@ -245,10 +245,14 @@ def flip_pickle_opcode():
 def _top_probs(model, x) -> tuple[list[float], list[float]]:
     import torch
 
+    from zoo.engine.layout import channels_last_input
+
+    # each precision on the input laid out as zoo.predict lays it out for that precision on this CPU: channels-last
+    # kernels round differently (zoo.engine.layout)
     with torch.no_grad():
-        fp32 = model(x).softmax(1).max(1).values.tolist()
+        fp32 = model(channels_last_input(x, model, None)).softmax(1).max(1).values.tolist()
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(x)
+            logits = model(channels_last_input(x, model, torch.bfloat16))
     bf16 = logits.float().softmax(1).max(1).values.tolist()
     assert bf16 != fp32  # else a test could not tell the precisions apart
     return fp32, bf16

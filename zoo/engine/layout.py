@@ -23,17 +23,26 @@ with the same model and settings in one run: the Zen 4 (AVX512-BF16) ResNet18 93
 ``cifar10_resnet18.py --measure-throughput``) and the engine benchmark's small CNN 2316 vs 2202 samples/s (1.05x,
 ``engine_throughput.py``); the Zen 5 the small CNN 2955 vs 2968 (1.00x).
 
+On an AVX2-only CPU, where ``amp="auto"`` computes in fp32, oneDNN's fp32 convolutions gain too (AMD Zen 3,
+``layout_families.py``, 2026-12-06, three runs, the range over medians and paired ratios): a training step of
+ResNet18 1.05-1.11x, TSN 1.02-1.04x, R(2+1)D 0.97-0.99x paired (0.98-1.06x by medians), HybridSN 0.86-0.93x; an
+evaluation's forward ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x, HybridSN 0.96-1.06x; a prediction's
+(the input alone laid out; two runs) ResNet18 1.20-1.33x, TSN 1.27-1.35x, R(2+1)D 1.08-1.15x. The CIFAR recipe's
+training step (ResNet18, batch 256, ``cifar10_resnet18.py --measure-throughput 30 --rounds 3``) ran 28.0 vs 23.3
+images/s (1.20x).
+
 So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D, or all
-3-D, in channels-last (``channels_last_3d``) when it computes in bf16 on a CPU of a kind where that was measured
-no slower: for training, :data:`CHANNELS_LAST_FASTER` (2-D on the AMX Xeon and AVX512-BF16 CPUs, 3-D on the
-AMX Xeon only); for evaluations and predictions, :data:`CHANNELS_LAST_FASTER_INFERENCE` (the AMX Xeon only, the one
-kind with inference figures); a network mixing the two, fp32 (not measured on an AVX2-only CPU), other
-kinds and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
+3-D, in channels-last (``channels_last_3d``) on a CPU whose kind, in the precision the run computes in, was
+measured no slower so: for training, :data:`CHANNELS_LAST_FASTER` (bf16: 2-D on the AMX Xeon and AVX512-BF16
+CPUs, 3-D on the AMX Xeon only; fp32: 2-D on AVX2-only CPUs); for evaluations and predictions,
+:data:`CHANNELS_LAST_FASTER_INFERENCE` (2-D and 3-D: the AMX Xeon in bf16, AVX2-only CPUs in fp32, the kinds with
+inference figures); a network mixing the two, the other kinds and precisions (fp32 on the AMX Xeon or the AVX-512
+Xeon without bf16: not measured) and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
 CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d
 backward gives inf/NaN) runs each case in both layouts, since channels-last runs other kernels.
 ``channels_last=True`` converts any network. Predictions (``zoo.predict``) leave the model as it is, since threads
-may share it, and give the network a channels-last input under the same rule (:func:`channels_last_input`:
-1.25-2.4x on the AMX Xeon, most of what converting the model gains). A forward that cannot run channels-last
+may share it, and give the network a channels-last input under the inference rule (:func:`channels_last_input`:
+1.25-2.4x on the AMX Xeon, 1.08-1.35x on the Zen 3, most of what converting the model gains). A forward that cannot run channels-last
 (a ``.view()`` of a convolution's output) runs channels-first under ``"auto"``, with one warning naming the fix
 (:func:`refuses_channels_last`): ``fit`` tries its first batch in eval mode before it trains, evaluations and
 predictions retry the batch (:func:`call_laid_out`, :func:`forward_channels_last`).
@@ -50,7 +59,8 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CHANNELS_LAST_FASTER", "CHANNELS_LAST_FASTER_INFERENCE", "call_laid_out", "channels_last_input",
+__all__ = ["CHANNELS_LAST_FASTER", "CHANNELS_LAST_FASTER_INFERENCE", "LayoutRule",
+           "call_laid_out", "channels_last_input",
            "conv_dims", "fall_back_channels_first", "forward_channels_last", "is_channels_first", "is_view_refusal",
            "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
            "use_channels_last"]
@@ -61,18 +71,25 @@ def conv_dims(model: nn.Module) -> set[int]:
     return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
 
 
-CHANNELS_LAST_FASTER: Mapping[str, frozenset[int]] = {
-    "amx": frozenset({2, 3}),  # ResNet18 1.15-1.35x, TSN 1.03-1.09x, R(2+1)D 1.04-1.08x (training)
-    "avx512_bf16": frozenset({2}),  # Zen 4 ResNet18 1.14x, small CNN 1.05x; Zen 5 small CNN 1.00x
-}
-"""By CPU kind (:attr:`zoo.engine.precision.CPUFeatures.kind`), the convolution dimensions whose bf16 networks
-were measured no slower channels-last in training (the module's figures); a kind not here keeps channels-first."""
+LayoutRule = Mapping[tuple[str, str], frozenset[int]]
+"""``(CPU kind, precision) -> convolution dimensions``: the kind is :attr:`zoo.engine.precision.CPUFeatures.kind`,
+the precision ``"bf16"`` or ``"fp32"`` as the run resolved ``amp``."""
 
-CHANNELS_LAST_FASTER_INFERENCE: Mapping[str, frozenset[int]] = {
-    "amx": frozenset({2, 3}),  # forward: ResNet18 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D 1.31-1.35x
+CHANNELS_LAST_FASTER: LayoutRule = {
+    ("amx", "bf16"): frozenset({2, 3}),  # ResNet18 1.15-1.35x, TSN 1.03-1.09x, R(2+1)D 1.04-1.08x (training)
+    ("avx512_bf16", "bf16"): frozenset({2}),  # Zen 4 ResNet18 1.14x, small CNN 1.05x; Zen 5 small CNN 1.00x
+    ("avx2", "fp32"): frozenset({2}),  # Zen 3 ResNet18 1.05-1.11x, TSN 1.02-1.04x; R(2+1)D 0.97-0.99x (paired)
 }
-"""The same for evaluations and predictions (eval and inference mode): only the AMX Xeon has inference figures;
-the AVX512-BF16 kind's training figures do not say how its forward alone fares, so it scores channels-first."""
+"""The convolution dimensions whose networks were measured no slower channels-last in training, by CPU kind and
+the precision they trained in (the module's figures); any other pair keeps channels-first."""
+
+CHANNELS_LAST_FASTER_INFERENCE: LayoutRule = {
+    ("amx", "bf16"): frozenset({2, 3}),  # forward: ResNet18 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D 1.31-1.35x
+    ("avx2", "fp32"): frozenset({2, 3}),  # Zen 3 forward: ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x
+}
+"""The same for evaluations (the model converted) and predictions (the input laid out, :func:`channels_last_input`):
+the AMX Xeon in bf16 and the AVX2 kind in fp32 have inference figures; the AVX512-BF16 kind's training figures do
+not say how its forward alone fares, so it scores channels-first."""
 
 
 def _cpu_kind() -> str:
@@ -83,17 +100,17 @@ def _cpu_kind() -> str:
 
 def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None, *,
                       inference: bool = False) -> bool:
-    """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: when it
-    computes in bf16 (``amp``, as resolved) on a CPU and the model's convolutions are all 2-D or all 3-D, of
-    a dimension :data:`CHANNELS_LAST_FASTER` (training) or :data:`CHANNELS_LAST_FASTER_INFERENCE`
-    (``inference``: evaluations, predictions) lists for this CPU's kind, unless its forward was found unable to
-    run so (:func:`refuses_channels_last`)."""
+    """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: on a CPU, when
+    the model's convolutions are all 2-D or all 3-D, of a dimension that the rule for this CPU's kind and the
+    run's precision (``amp`` as resolved: ``"bf16"``, or None for fp32) lists: :data:`CHANNELS_LAST_FASTER`
+    (training) or :data:`CHANNELS_LAST_FASTER_INFERENCE` (``inference``: evaluations, predictions), unless its
+    forward was found unable to run so (:func:`refuses_channels_last`)."""
     if option == "auto":
-        if device.type != "cpu" or amp != "bf16" or model in _REFUSED:
+        if device.type != "cpu" or amp not in ("bf16", None) or model in _REFUSED:
             return False
         dims = conv_dims(model)
         table = CHANNELS_LAST_FASTER_INFERENCE if inference else CHANNELS_LAST_FASTER
-        return len(dims) == 1 and dims <= table.get(_cpu_kind(), frozenset())
+        return len(dims) == 1 and dims <= table.get((_cpu_kind(), amp or "fp32"), frozenset())
     return bool(option)
 
 
@@ -121,8 +138,8 @@ def refuses_channels_last(model: nn.Module, err: BaseException) -> bool:
         from zoo._stacklevel import user_stacklevel
 
         warnings.warn(f"channels_last='auto': {type(model).__name__}'s forward cannot run on channels-last "
-                      f"activations ({str(err).splitlines()[0]}), so it runs channels-first, without the 1.1-2x "
-                      "channels-last gives bf16 convolutions on this CPU (zoo.engine.layout). Where the forward "
+                      f"activations ({str(err).splitlines()[0]}), so it runs channels-first, without the 1.04-2x "
+                      "channels-last gives convolutions on this CPU (zoo.engine.layout). Where the forward "
                       "calls .view() on a convolution's output, torch.flatten() or .reshape() runs in either "
                       "layout; channels_last=False skips the attempt.", RuntimeWarning, stacklevel=user_stacklevel())
     return True
@@ -202,8 +219,8 @@ def layout_for(model: nn.Module, option: Any, device: torch.device, amp: str | N
 
 
 def channels_last_input(x: torch.Tensor, model: nn.Module, dtype: torch.dtype | None) -> torch.Tensor:
-    """``x`` in channels-last (4-D) or ``channels_last_3d`` (5-D) where ``channels_last="auto"`` would run
-    ``model`` channels-last in this precision (``dtype``: the autocast dtype, None for fp32) on ``x``'s
+    """``x`` in channels-last (4-D) or ``channels_last_3d`` (5-D) where :data:`CHANNELS_LAST_FASTER_INFERENCE`
+    lists ``model``'s convolutions for this CPU and precision (``dtype``: the autocast dtype, None for fp32) on ``x``'s
     device; else ``x`` itself.
 
     For a forward that leaves the model as it is (``zoo.predict``, which the threads of a server may share):

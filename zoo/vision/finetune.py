@@ -195,7 +195,7 @@ def extract_features(model: nn.Module, data: Dataset | DataLoader, *, batch_size
     """The frozen backbone's outputs (everything but the head) for every sample, in order, as a
     ``TensorDataset(features (N, D) float32, targets (N,))``. ``device``: where to run; default: where the
     model is (a given one moves the model there, and it stays), as :func:`zoo.engine.evaluate`; ``channels_last``
-    as there ("auto": channels-last where the backbone runs bf16 on a CPU, :mod:`zoo.engine.layout`)."""
+    as there ("auto": channels-last where it was measured faster, :mod:`zoo.engine.layout`)."""
     from zoo._progress import ProgressBar
     from zoo.engine.devices import run_device
 
