@@ -76,7 +76,7 @@ def test_auto_is_channels_last_for_2d_or_3d_convolutions_in_bf16_on_a_cpu_only(a
     assert use_channels_last("auto", convnet(), cpu, "bf16")
     assert not use_channels_last("auto", Mixed(), cpu, "bf16")  # 3-D then 2-D, as HybridSN: measured slower
     assert use_channels_last("auto", Mixed().conv3d, cpu, "bf16")  # 3-D only, as R(2+1)D
-    assert not use_channels_last("auto", convnet(), cpu, None)  # fp32: not measured faster on every CPU kind
+    assert not use_channels_last("auto", convnet(), cpu, None)  # fp32 on the AMX Xeon: not measured
     assert not use_channels_last("auto", nn.Linear(4, 2), cpu, "bf16")  # nothing to lay out
     assert not use_channels_last("auto", nn.Conv1d(2, 2, 3), cpu, "bf16")
     assert not use_channels_last("auto", convnet(), cuda, "bf16")  # not measured there
@@ -164,8 +164,12 @@ def test_fit_with_channels_last_trains_a_model_with_3d_convolutions():
     assert layouts(model) == {"cl", "cl3d"} and len(result.history) == 1
 
 
-@pytest.mark.parametrize("amp, expected", [("bf16", {"cl"}), (None, {"nchw"})])
-def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_came(amx, amp, expected):
+@pytest.mark.parametrize("kind, amp, expected", [("amx", "bf16", {"cl"}), ("amx", None, {"nchw"}),
+                                                  ("avx2", None, {"cl"}), ("avx2", "bf16", {"nchw"})])
+def test_fit_auto_layout_follows_the_cpu_and_precision_and_gives_the_model_back_as_it_came(monkeypatch, kind, amp,
+                                                                                           expected):
+    # the AMX Xeon trains channels-last in bf16, an AVX2-only CPU in fp32 (the precision "auto" picks on each)
+    monkeypatch.setattr(layout, "_cpu_kind", lambda: kind)
     model = convnet()
     seen = []
     with warnings.catch_warnings():
@@ -177,7 +181,7 @@ def test_fit_auto_layout_follows_the_precision_and_gives_the_model_back_as_it_ca
     safetensors.torch.save(model.state_dict())
 
 
-def test_evaluate_runs_bf16_convolutions_channels_last_and_restores_the_layout(amx):
+def test_evaluate_runs_convolutions_channels_last_where_measured_and_restores_the_layout(amx, monkeypatch):
     model = convnet()
     seen = []
     model[0].register_forward_pre_hook(lambda m, args: seen.append(layouts(m)))
@@ -185,7 +189,10 @@ def test_evaluate_runs_bf16_convolutions_channels_last_and_restores_the_layout(a
         warnings.simplefilter("ignore", RuntimeWarning)
         evaluate(model, images(16), amp="bf16")
         evaluate(model, images(16), amp=None)
-    assert seen == [{"cl"}, {"nchw"}] and layouts(model) == {"nchw"}
+        monkeypatch.setattr(layout, "_cpu_kind", lambda: "avx2")  # measured faster there in fp32
+        evaluate(model, images(16), amp=None)
+        evaluate(model, images(16), amp="bf16")
+    assert seen == [{"cl"}, {"nchw"}, {"cl"}, {"nchw"}] and layouts(model) == {"nchw"}
     evaluate(model, images(16), amp=None, channels_last=True)  # asked for: kept
     assert layouts(model) == {"cl"}
 
