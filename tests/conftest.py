@@ -261,7 +261,8 @@ def _top_probs(model, x) -> tuple[list[float], list[float]]:
 @pytest.fixture
 def top_probs_fp32_bf16():
     """``top_probs_fp32_bf16(model, x)`` -> (fp32, bf16) top-class probabilities of a classifier, computed
-    directly (no zoo call), for checking which precision a predict ran at."""
+    directly (the model's own forward, on ``x`` laid out as ``zoo.engine.layout.channels_last_input`` lays it out
+    for that precision on this CPU), for checking which precision a predict ran at."""
     return _top_probs
 
 
