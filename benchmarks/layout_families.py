@@ -1,11 +1,11 @@
 """Claim: the default memory layout (``channels_last="auto"``, zoo.engine.layout) of fit and of the evaluations
 is the faster one for each convolutional family on this CPU: channels-last where it decides so (on a CPU,
-networks whose convolutions are all 2-D or all 3-D, for the CPU kinds and precisions where that was measured:
-zoo.engine.layout.CHANNELS_LAST_FASTER and CHANNELS_LAST_FASTER_INFERENCE), channels-first for HybridSN (3-D then
-2-D), which was slower channels-last; and ``zoo.predict``'s input layout (``channels_last_input``, the inference
-rule, the model left as it is) is no slower. Every run measures all three layouts for
-every model, whatever the rules say, so a run on a kind or precision not yet listed measures what they should
-say for it.
+networks whose convolutions are all 2-D, all 3-D, or both, for the CPU kinds and precisions where that was
+measured: zoo.engine.layout.CHANNELS_LAST_FASTER and CHANNELS_LAST_FASTER_INFERENCE), channels-first elsewhere
+(HybridSN, 3-D then 2-D, was slower channels-last but where it trains in fp32 on the AVX512-BF16 EPYCs); and
+``zoo.predict``'s input layout (``channels_last_input``, the inference rule, the model left as it is) is no
+slower. Every run measures all three layouts for every model, whatever the rules say, so a run on a kind or
+precision not yet listed measures what they should say for it.
 
 Peer: the same training step in the channels-first layout PyTorch models come in (what fit did before, and
 what a plain loop does unless its author converts the model). Two copies of each model (same initial
@@ -23,10 +23,16 @@ at 64x64). ``--torchvision mobilenet_v3_small efficientnet_b0 ...`` adds torchvi
 images of 96x96) as the models users bring to ``fit`` and ``zoo.predict``: the rule was measured on the families'
 networks, and these say how far it carries.
 
+Each case computes in the precision ``amp="auto"`` resolves for it, for training and for inference apart (the
+check of bf16's gradients keeps HybridSN and R(2+1)D training in fp32 on the AVX512-BF16 EPYCs, while their
+forward runs bf16 there); ``--amp fp32`` / ``--amp bf16`` force one precision to measure the rule's entry for a
+precision users can ask for (``amp=None``, ``amp="bf16"``), recorded as ``layout_families_fp32`` / ``_bf16``.
+
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py             # ~2 min on 2 cores
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --repeats 5 --models hybridsn  # quick
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --models --repeats 15 \
         --torchvision mobilenet_v3_small efficientnet_b0 mobilenet_v2 convnext_tiny densenet121 squeezenet1_1
+    flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/layout_families.py --amp fp32  # where auto is bf16
 """
 
 from __future__ import annotations
@@ -63,6 +69,10 @@ def main() -> None:
                     help="torchvision.models builders to measure too (e.g. mobilenet_v3_small efficientnet_b0)")
     ap.add_argument("--repeats", type=int, default=30, help="training steps per layout and model")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--amp", choices=["auto", "fp32", "bf16"], default="auto",
+                    help="the precision every case computes in: auto (what fit and the evaluations resolve on this "
+                         "CPU, the default) or one forced, to measure the rule's entry for a precision a user can "
+                         "ask for (amp=None, amp='bf16'); results in layout_families_<amp>")
     args = parse_args(ap, None, __file__)
     cpu = torch.device("cpu")
 
@@ -76,12 +86,17 @@ def main() -> None:
             base = getattr(torchvision.models, name.removeprefix("torchvision."))(**kwargs).train()
         else:
             base = zoo.build(name, **kwargs).train()
-        amp = check_amp("auto", cpu, base, training=True)
+        # training and inference can resolve differently: the check of bf16's gradients keeps HybridSN and
+        # R(2+1)D in fp32 for training on the AVX512-BF16 EPYCs, while their forward runs bf16 there
+        wanted = None if args.amp == "fp32" else args.amp
+        amp = check_amp(wanted, cpu, base, training=True)
+        amp_infer = check_amp(wanted, cpu, base, training=False)
         chosen = use_channels_last("auto", base, cpu, amp)
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
-        def case(last: bool, train: bool, base=base, amp=amp, x=x, y=y, predict: bool = False):
+        def case(last: bool, train: bool, base=base, x=x, y=y, wanted=wanted, predict: bool = False):
+            amp = check_amp(wanted, cpu, base, training=train)
             model = copy.deepcopy(base).train(train)
             if last:
                 to_channels_last(model)
@@ -110,7 +125,8 @@ def main() -> None:
                 return time.perf_counter() - t0
             return forward_predict if predict else step if train else infer
 
-        print(f"{name}: amp {amp or 'fp32'}, auto layout {'channels_last' if chosen else 'channels-first'}",
+        print(f"{name}: amp {amp or 'fp32'} (inference {amp_infer or 'fp32'}), auto layout "
+              f"{'channels_last' if chosen else 'channels-first'}",
               file=sys.stderr, flush=True)
         samples = interleave({"last": case(True, True), "first": case(False, True), "infer_last": case(True, False),
                               "infer_first": case(False, False), "predict": case(False, False, predict=True)},
@@ -126,22 +142,23 @@ def main() -> None:
         peer[f"{name}.predict_ms_input_laid_out"] = median(first) * 1e3
         ratios[f"{name}.predict_first_over_input_laid_out"] = median(first) / median(ours)
         ratios[f"{name}.predict_paired"] = median([f / s for f, s in zip(first, ours)])
-        scored = use_channels_last("auto", base, cpu, amp, inference=True)  # evaluations
-        laid_out = channels_last_input(x, base, torch.bfloat16 if amp == "bf16" else None) is not x  # predictions
+        scored = use_channels_last("auto", base, cpu, amp_infer, inference=True)  # evaluations
+        laid_out = channels_last_input(x, base, torch.bfloat16 if amp_infer == "bf16" else None) is not x  # predictions
 
         def layout(last: bool) -> str:
             return "channels_last" if last else "channels-first"
-        metrics[f"{name}.auto_decides"] = (f"{amp or 'fp32'}, training {layout(chosen)}, evaluation {layout(scored)}, "
-                                           f"prediction input {layout(laid_out)}")
+        metrics[f"{name}.auto_decides"] = (f"training {amp or 'fp32'} {layout(chosen)}, evaluation "
+                                           f"{amp_infer or 'fp32'} {layout(scored)}, prediction input {layout(laid_out)}")
         raw[name] = {k: [round(v * 1e3, 2) for v in vals] for k, vals in samples.items()}
         settings[name] = {"build": kwargs, "input": list(shape), "batch_size": batch}
-    write_result(
-        "layout_families_torchvision" if args.torchvision else "layout_families",  # the families' file kept as is
+    write_result(  # the families' file keeps its name
+        ("layout_families_torchvision" if args.torchvision else "layout_families")
+        + ("" if args.amp == "auto" else f"_{args.amp}"),
         metrics=metrics,
         peers={"channels_first": peer},
         ratios=ratios,
         extra={"settings": settings | {"repeats": args.repeats, "warmup": args.warmup,
-                                       "optimizer": "AdamW lr=1e-3 fused", "amp": "auto"},
+                                       "optimizer": "AdamW lr=1e-3 fused", "amp": args.amp},
                "step_ms_raw": raw,
                "notes": "ours = a training step (step_) or an inference forward (infer_) with the model in "
                         "channels-last, peer = the same channels-first (ms, medians of alternated calls); ratio = "

@@ -36,6 +36,10 @@ def test_hybridsn_forward_shapes():
 
 def test_hybridsn_learns_generated_scene_and_saves_as_one_file(tmp_path):
     scene = make_scene(40, 40, 30, 4, block=8, noise=0.05, seed=3)
+    # the weights are drawn when the network is built, before zoo.train's seed: from the global generator, which
+    # the tests run before this one leave in any state (one of eight draws scored 0.825-0.881 here, the others
+    # 0.96-0.99, in either memory layout)
+    torch.manual_seed(0)
     net = zoo.build("hybridsn", n_bands=15, num_classes=4, window=9)
     result = zoo.train(net, scene, split="random", train_fraction=0.3, epochs=6, batch_size=32, lr=2e-3,
                        progress=False, seed=0)

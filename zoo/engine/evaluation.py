@@ -222,7 +222,8 @@ def evaluate(
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
     ``channels_last``: as :func:`zoo.engine.fit`'s ("auto": channels-last for a network whose convolutions are
     all 2-D or all 3-D, on a CPU of a kind where that was measured no slower in the precision it runs, 1.3-2x
-    faster on the AMX Xeon in bf16, 1.2-1.4x on a Zen 3 in fp32; the model leaves in the layout it came in).
+    faster on the AMX Xeon in bf16, 1.2-1.4x on a Zen 3 in fp32, 1.04-1.25x on a Zen 4 in bf16; the model leaves
+    in the layout it came in).
     The model's train/eval mode is restored afterwards.
     """
     if train_val(data) is not None:  # fit takes them together; scoring both as one set would mean nothing

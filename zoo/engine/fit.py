@@ -47,7 +47,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     ``weight_decay`` applies to weight matrices and kernels, not to biases and normalisation parameters;
     ``amp`` is ``"auto"`` (bf16 where the device computes it fast, else fp32), ``"bf16"`` or ``"fp16"``
     (CUDA, with a grad scaler); ``channels_last`` is ``"auto"`` (channels-last for a network of 2-D or
-    of 3-D convolutions training on a CPU of a kind where it was measured no slower in the run's precision,
+    of 3-D convolutions, or of both as HybridSN's, training on a CPU of a kind where it was measured no slower in
+    the run's precision,
     :mod:`zoo.engine.layout`), True or False; ``monitor`` is any key
     of a history row (``"val_loss"``, ``"val_accuracy"``, ``"val_bleu"`` from ``eval_fn``; without
     validation data the default becomes ``"train_loss"``), ``monitor_mode`` ``"min"``/``"max"`` (default:

@@ -18,10 +18,17 @@ The forward pass of an evaluation (eval and inference mode, bf16 autocast; same 
 (64-256 images of 32x32) 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D-18 1.31-1.35x, HybridSN 1.00-1.06x (left
 channels-first with its training).
 
-On the other CPU kinds where ``amp="auto"`` trains in bf16 only 2-D networks were measured, training throughput
-with the same model and settings in one run: the Zen 4 (AVX512-BF16) ResNet18 93.2 vs 82.0 images/s (1.14x,
-``cifar10_resnet18.py --measure-throughput``) and the engine benchmark's small CNN 2316 vs 2202 samples/s (1.05x,
-``engine_throughput.py``); the Zen 5 the small CNN 2955 vs 2968 (1.00x).
+On the AVX512-BF16 kind (AMD Zen 4, ``layout_families.py``, 2026-12-06, the range over medians and paired ratios
+of four runs in the precisions ``amp="auto"`` resolves: bf16, but for HybridSN's and R(2+1)D's training, which
+the check of bf16's gradients keeps in fp32 there): a training step of ResNet18 1.08-1.10x (bf16), TSN 0.97-1.04x
+(bf16), HybridSN 1.02-1.13x (fp32), R(2+1)D 0.92-0.99x (fp32); an evaluation's forward (bf16) ResNet18
+1.04-1.05x, TSN 1.08-1.25x, R(2+1)D 1.05-1.08x, HybridSN 0.91-1.05x; a prediction's ResNet18 1.01-1.04x, TSN
+1.03-1.15x, R(2+1)D 0.98-1.05x. In fp32 (``amp=None``; three runs of ``layout_families.py --amp fp32``): training
+ResNet18 1.10-1.14x, TSN 1.02-1.06x, HybridSN 1.00-1.06x, R(2+1)D 0.92-0.94x; an evaluation's forward ResNet18
+1.03-1.05x, TSN 1.06-1.09x, HybridSN 1.00-1.08x, R(2+1)D 0.95-1.01x; a prediction's ResNet18 1.02-1.04x, TSN
+0.96-1.04x, R(2+1)D 0.90-0.93x. Before, in one run each: the Zen 4's ResNet18 CIFAR training 93.2 vs 82.0 images/s
+(1.14x, ``cifar10_resnet18.py --measure-throughput``) and the engine benchmark's small CNN 2316 vs 2202 samples/s
+(1.05x, ``engine_throughput.py``); the Zen 5 (the same kind) the small CNN 2955 vs 2968 (1.00x).
 
 On an AVX2-only CPU, where ``amp="auto"`` computes in fp32, oneDNN's fp32 convolutions gain too (AMD Zen 3,
 ``layout_families.py``, 2026-12-06, three runs, the range over medians and paired ratios): a training step of
@@ -31,18 +38,20 @@ evaluation's forward ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x, Hy
 training step (ResNet18, batch 256, ``cifar10_resnet18.py --measure-throughput 30 --rounds 3``) ran 28.0 vs 23.3
 images/s (1.20x).
 
-So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network whose convolutions are all 2-D, or all
-3-D, in channels-last (``channels_last_3d``) on a CPU whose kind, in the precision the run computes in, was
-measured no slower so: for training, :data:`CHANNELS_LAST_FASTER` (bf16: 2-D on the AMX Xeon and AVX512-BF16
-CPUs, 3-D on the AMX Xeon only; fp32: 2-D on AVX2-only CPUs); for evaluations and predictions,
-:data:`CHANNELS_LAST_FASTER_INFERENCE` (2-D and 3-D: the AMX Xeon in bf16, AVX2-only CPUs in fp32, the kinds with
-inference figures); a network mixing the two, the other kinds and precisions (fp32 on the AMX Xeon or the AVX-512
-Xeon without bf16: not measured) and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
+So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network in channels-last (``channels_last_3d`` for
+3-D convolutions) on a CPU whose kind, in the precision the run computes in, was measured no slower so for that
+kind of network (convolutions all 2-D, all 3-D, or both as HybridSN's): for training, :data:`CHANNELS_LAST_FASTER`
+(bf16: 2-D on the AMX Xeon and AVX512-BF16 CPUs, 3-D on the AMX Xeon; fp32: 2-D on AVX512-BF16 and AVX2-only CPUs,
+and HybridSN's mix on AVX512-BF16 CPUs, where it trains in fp32); for evaluations and predictions,
+:data:`CHANNELS_LAST_FASTER_INFERENCE` (2-D and 3-D: the AMX Xeon and AVX512-BF16 CPUs in bf16, AVX2-only CPUs in
+fp32; 2-D: AVX512-BF16 CPUs in fp32); the other kinds and precisions (fp32 on the AMX Xeon or the AVX-512 Xeon
+without bf16: not measured) and CUDA keep the layout the model has. The check that bf16 computes convolution gradients right on this
 CPU (:mod:`zoo.engine.precision`, which keeps R(2+1)D in fp32 on the Zen 4 and Zen 5, where oneDNN's bf16 conv3d
 backward gives inf/NaN) runs each case in both layouts, since channels-last runs other kernels.
 ``channels_last=True`` converts any network. Predictions (``zoo.predict``) leave the model as it is, since threads
 may share it, and give the network a channels-last input under the inference rule (:func:`channels_last_input`:
-1.25-2.4x on the AMX Xeon, 1.08-1.35x on the Zen 3, most of what converting the model gains). A forward that cannot run channels-last
+1.25-2.4x on the AMX Xeon, 1.08-1.35x on the Zen 3, most of what converting the model gains; 0.98-1.15x on
+the Zen 4). A forward that cannot run channels-last
 (a ``.view()`` of a convolution's output) runs channels-first under ``"auto"``, with one warning naming the fix
 (:func:`refuses_channels_last`): ``fit`` tries its first batch in eval mode before it trains, evaluations and
 predictions retry the batch (:func:`call_laid_out`, :func:`forward_channels_last`).
@@ -59,11 +68,27 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["CHANNELS_LAST_FASTER", "CHANNELS_LAST_FASTER_INFERENCE", "LayoutRule",
-           "call_laid_out", "channels_last_input",
-           "conv_dims", "fall_back_channels_first", "forward_channels_last", "is_channels_first", "is_view_refusal",
-           "layout_for", "match_state_layout", "refuses_channels_last", "to_channels_first", "to_channels_last",
-           "use_channels_last"]
+__all__ = [
+    "CHANNELS_LAST_FASTER",
+    "CHANNELS_LAST_FASTER_INFERENCE",
+    "MIXED_2D_3D",
+    "ONLY_2D",
+    "ONLY_3D",
+    "LayoutRule",
+    "call_laid_out",
+    "channels_last_input",
+    "conv_dims",
+    "fall_back_channels_first",
+    "forward_channels_last",
+    "is_channels_first",
+    "is_view_refusal",
+    "layout_for",
+    "match_state_layout",
+    "refuses_channels_last",
+    "to_channels_first",
+    "to_channels_last",
+    "use_channels_last",
+]
 
 
 def conv_dims(model: nn.Module) -> set[int]:
@@ -71,25 +96,40 @@ def conv_dims(model: nn.Module) -> set[int]:
     return {len(m.kernel_size) for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)}
 
 
-LayoutRule = Mapping[tuple[str, str], frozenset[int]]
-"""``(CPU kind, precision) -> convolution dimensions``: the kind is :attr:`zoo.engine.precision.CPUFeatures.kind`,
-the precision ``"bf16"`` or ``"fp32"`` as the run resolved ``amp``."""
+ONLY_2D, ONLY_3D, MIXED_2D_3D = frozenset({2}), frozenset({3}), frozenset({2, 3})
+"""Networks by the dimensions of their convolutions (:func:`conv_dims`): ResNet18 and TSN, R(2+1)D, HybridSN."""
+
+LayoutRule = Mapping[tuple[str, str], frozenset[frozenset[int]]]
+"""``(CPU kind, precision) -> the networks`` (:data:`ONLY_2D`, :data:`ONLY_3D`, :data:`MIXED_2D_3D`) measured no slower
+channels-last: the kind is :attr:`zoo.engine.precision.CPUFeatures.kind`, the precision ``"bf16"`` or ``"fp32"``
+as the run resolved ``amp``."""
 
 CHANNELS_LAST_FASTER: LayoutRule = {
-    ("amx", "bf16"): frozenset({2, 3}),  # ResNet18 1.15-1.35x, TSN 1.03-1.09x, R(2+1)D 1.04-1.08x (training)
-    ("avx512_bf16", "bf16"): frozenset({2}),  # Zen 4 ResNet18 1.14x, small CNN 1.05x; Zen 5 small CNN 1.00x
-    ("avx2", "fp32"): frozenset({2}),  # Zen 3 ResNet18 1.05-1.11x, TSN 1.02-1.04x; R(2+1)D 0.97-0.99x (paired)
+    # ResNet18 1.15-1.35x, TSN 1.03-1.09x, R(2+1)D 1.04-1.08x; HybridSN 0.87-0.96x
+    ("amx", "bf16"): frozenset({ONLY_2D, ONLY_3D}),
+    # Zen 4 ResNet18 1.08-1.14x, TSN 0.97-1.04x, small CNN 1.05x; Zen 5 small CNN 1.00x (R(2+1)D and HybridSN
+    # train in fp32 there: the bf16 gradient check)
+    ("avx512_bf16", "bf16"): frozenset({ONLY_2D}),
+    # Zen 4 ResNet18 1.10-1.14x, TSN 1.02-1.06x, HybridSN 1.00-1.13x (seven runs); R(2+1)D 0.92-0.99x
+    ("avx512_bf16", "fp32"): frozenset({ONLY_2D, MIXED_2D_3D}),
+    # Zen 3 ResNet18 1.05-1.11x, TSN 1.02-1.04x; R(2+1)D 0.97-0.99x (paired), HybridSN 0.86-0.93x
+    ("avx2", "fp32"): frozenset({ONLY_2D}),
 }
-"""The convolution dimensions whose networks were measured no slower channels-last in training, by CPU kind and
-the precision they trained in (the module's figures); any other pair keeps channels-first."""
+"""The networks measured no slower channels-last in training, by CPU kind and the precision they trained in (the
+module's figures); any other pair keeps channels-first."""
 
 CHANNELS_LAST_FASTER_INFERENCE: LayoutRule = {
-    ("amx", "bf16"): frozenset({2, 3}),  # forward: ResNet18 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D 1.31-1.35x
-    ("avx2", "fp32"): frozenset({2, 3}),  # Zen 3 forward: ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x
+    # forward: ResNet18 1.30-1.52x, TSN 1.54-1.96x, R(2+1)D 1.31-1.35x; HybridSN 1.00-1.06x
+    ("amx", "bf16"): frozenset({ONLY_2D, ONLY_3D}),
+    # Zen 4 forward: ResNet18 1.04-1.05x, TSN 1.08-1.25x, R(2+1)D 1.05-1.08x; HybridSN 0.91-1.05x
+    ("avx512_bf16", "bf16"): frozenset({ONLY_2D, ONLY_3D}),
+    # Zen 4 forward: ResNet18 1.03-1.05x, TSN 1.06-1.09x (its prediction 0.96-1.04x); R(2+1)D 0.95-1.01x
+    # (prediction 0.90-0.93x); HybridSN 1.00-1.08x, left out: "auto" scores it in bf16 there
+    ("avx512_bf16", "fp32"): frozenset({ONLY_2D}),
+    # Zen 3 forward: ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x; HybridSN 0.96-1.06x
+    ("avx2", "fp32"): frozenset({ONLY_2D, ONLY_3D}),
 }
-"""The same for evaluations (the model converted) and predictions (the input laid out, :func:`channels_last_input`):
-the AMX Xeon in bf16 and the AVX2 kind in fp32 have inference figures; the AVX512-BF16 kind's training figures do
-not say how its forward alone fares, so it scores channels-first."""
+"""The same for evaluations (the model converted) and predictions (the input laid out, :func:`channels_last_input`)."""
 
 
 def _cpu_kind() -> str:
@@ -101,16 +141,15 @@ def _cpu_kind() -> str:
 def use_channels_last(option: Any, model: nn.Module, device: torch.device, amp: str | None, *,
                       inference: bool = False) -> bool:
     """Whether a run puts ``model`` in channels-last: ``option`` True/False as given; ``"auto"``: on a CPU, when
-    the model's convolutions are all 2-D or all 3-D, of a dimension that the rule for this CPU's kind and the
-    run's precision (``amp`` as resolved: ``"bf16"``, or None for fp32) lists: :data:`CHANNELS_LAST_FASTER`
+    the rule for this CPU's kind and the run's precision (``amp`` as resolved: ``"bf16"``, or None for fp32) lists
+    the model's convolutions (all 2-D, all 3-D, or both as HybridSN's; :func:`conv_dims`): :data:`CHANNELS_LAST_FASTER`
     (training) or :data:`CHANNELS_LAST_FASTER_INFERENCE` (``inference``: evaluations, predictions), unless its
     forward was found unable to run so (:func:`refuses_channels_last`)."""
     if option == "auto":
         if device.type != "cpu" or amp not in ("bf16", None) or model in _REFUSED:
             return False
-        dims = conv_dims(model)
         table = CHANNELS_LAST_FASTER_INFERENCE if inference else CHANNELS_LAST_FASTER
-        return len(dims) == 1 and dims <= table.get((_cpu_kind(), amp or "fp32"), frozenset())
+        return frozenset(conv_dims(model)) in table.get((_cpu_kind(), amp or "fp32"), frozenset())
     return bool(option)
 
 

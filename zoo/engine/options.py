@@ -109,8 +109,9 @@ class FitConfig:
     """``cpu``, ``cuda``, ``cuda:1``, ...; default: where the model is (its parameters' device)."""
     channels_last: bool | Literal["auto"] = "auto"
     """Convolutional networks in channels-last memory layout (``channels_last_3d`` for 3-D convolutions).
-    ``"auto"``: where the model's convolutions are all 2-D or all 3-D and it trains on a CPU of a kind where that
-    was measured no slower in the precision it trains in (1.00-1.35x; :data:`zoo.engine.layout.CHANNELS_LAST_FASTER`), and its
+    ``"auto"``: where the model's kind of network (convolutions all 2-D, all 3-D, or both as HybridSN's) trains on
+    a CPU of a kind where it was measured no slower so in the precision it trains in (1.00-1.35x;
+    :data:`zoo.engine.layout.CHANNELS_LAST_FASTER`), and its
     forward runs so (the first batch is tried, in eval mode, before training: a ``.view()`` of a convolution's
     output cannot, and trains channels-first with a warning); True/False: always/never (False keeps the layout
     the model has)."""
