@@ -51,7 +51,7 @@ from _harness import interleave, median, parse_args, write_result
 
 import zoo
 from zoo.engine.forward import autocast, check_amp
-from zoo.engine.layout import channels_last_input, to_channels_last, use_channels_last
+from zoo.engine.layout import as_channels_last, channels_last_input, to_channels_last, use_channels_last
 
 # name -> (build kwargs, one sample's shape, classes, batch size)
 MODELS = {
@@ -95,8 +95,8 @@ def main() -> None:
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(batch, *shape, generator=g), torch.randint(0, classes, (batch,), generator=g)
 
-        def case(last: bool, train: bool, base=base, x=x, y=y, wanted=wanted, predict: bool = False):
-            amp = check_amp(wanted, cpu, base, training=train)
+        def case(last: bool, train: bool, base=base, x=x, y=y, amps=(amp_infer, amp), predict: bool = False):
+            amp = amps[train]
             model = copy.deepcopy(base).train(train)
             if last:
                 to_channels_last(model)
@@ -106,7 +106,7 @@ def main() -> None:
             def forward_predict() -> float:  # zoo.predict: the model as it is, the input laid out per call
                 t0 = time.perf_counter()  # laid out as channels_last_input does where its rule says so
                 with torch.inference_mode(), autocast(amp, cpu):
-                    model(x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d))
+                    model(as_channels_last(x))
                 return time.perf_counter() - t0
 
             def step() -> float:

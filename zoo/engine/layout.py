@@ -75,6 +75,7 @@ __all__ = [
     "ONLY_2D",
     "ONLY_3D",
     "LayoutRule",
+    "as_channels_last",
     "call_laid_out",
     "channels_last_input",
     "conv_dims",
@@ -277,6 +278,11 @@ def channels_last_input(x: torch.Tensor, model: nn.Module, dtype: torch.dtype | 
     if x.dim() not in (4, 5) or not use_channels_last("auto", model, x.device,
                                                       "bf16" if dtype == torch.bfloat16 else None, inference=True):
         return x
+    return as_channels_last(x)
+
+
+def as_channels_last(x: torch.Tensor) -> torch.Tensor:
+    """A 4-D ``x`` in ``channels_last``, a 5-D one in ``channels_last_3d``, whatever the rule says."""
     return x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
 
 

@@ -139,7 +139,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     video_label: dict[int, int] = {}
     correct = total = 0
     loss_sum = 0.0
-    # channels-last where it was measured faster (forward: TSN 1.3-2x, R(2+1)D 1.2-1.3x; zoo.engine.layout)
+    # channels-last where it was measured faster (forward: TSN 1.1-2x, R(2+1)D 1.05-1.35x; zoo.engine.layout)
     with eval_mode(model), layout_for(model, "auto", device, amp) as last:
         for batch in ProgressBar(loader, desc="evaluating", disable=not progress, leave=False):
             if batch is None:  # no clip of this batch decoded
