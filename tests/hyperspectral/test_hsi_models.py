@@ -87,6 +87,47 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
         load_pipeline({"x": torch.zeros(1)})
 
 
+def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monkeypatch):
+    import threading
+
+    from sklearn.pipeline import Pipeline
+
+    from zoo.engine.threads import torch_threads
+    from zoo.hyperspectral.svm import ROWS_PER_THREAD
+
+    scene = make_scene(48, 48, 30, 4, seed=5)
+    svm = zoo.build("hsi-pca-svm", n_components=8)
+    zoo.train(svm, scene, split="random", train_fraction=0.3)
+    X = scene.pixels()  # 2,304 pixels
+    want = Pipeline.predict(svm, X)
+    calls: list[tuple[int, int]] = []  # (thread, rows) of each predict call
+    together = threading.Barrier(1)
+
+    def predict(rows):
+        calls.append((threading.get_ident(), len(rows)))
+        together.wait(timeout=10)  # breaks unless `parties` calls run at once, on as many threads
+        return Pipeline.predict(svm, rows)
+
+    monkeypatch.setattr(svm, "predict", predict)
+    for threads, chunk, pieces in ((2, 8192, 2), (2, 1000, 4), (1, 1000, 3), (4, 8192, 4)):
+        together = threading.Barrier(threads)
+        calls.clear()
+        with torch_threads(threads):
+            got = svm.predict_rows(X, chunk=chunk)
+            np.testing.assert_array_equal(got, want)
+            assert len(calls) == pieces and sum(n for _, n in calls) == len(X) and max(n for _, n in calls) <= chunk
+            assert len({t for t, _ in calls}) == threads
+            # the scene's map, zoo.predict's and zoo.evaluate's pixels go the same way
+            np.testing.assert_array_equal(svm.predict_scene(scene).reshape(-1), want)
+            np.testing.assert_array_equal(zoo.predict(svm, X), want)
+            assert zoo.evaluate(svm, (X, want))["overall_accuracy"] == 1.0
+    together = threading.Barrier(1)
+    calls.clear()
+    with torch_threads(2):  # too few pixels to share: one call, on the caller's thread
+        np.testing.assert_array_equal(svm.predict_rows(X[:2 * ROWS_PER_THREAD - 1]), want[:2 * ROWS_PER_THREAD - 1])
+    assert calls == [(threading.get_ident(), 2 * ROWS_PER_THREAD - 1)]
+
+
 def test_pca_svm_weights_of_another_scikit_learn_load_with_a_warning(tmp_path, monkeypatch):
     import warnings
 
