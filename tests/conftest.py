@@ -65,7 +65,8 @@ def _seeded_generators() -> int:
     """Every test starts from the same state of Python's, NumPy's and torch's global generators, whatever its
     xdist worker ran before it. A network a test builds outside a seeded run draws its weights from them (zoo's
     runs seed for themselves and give the caller's state back), so a learning test's score hung on the order
-    of the tests: HybridSN's scored 0.817 against its 0.85 floor in one ordering (2026-12-06). Returns the seed, for a test that asks for this fixture by name."""
+    of the tests: HybridSN's scored 0.817 against its 0.85 floor in one ordering (2026-12-06). Returns the seed,
+    for a test that asks for this fixture by name."""
     from zoo.engine.seed import set_seed
 
     set_seed(TEST_SEED)

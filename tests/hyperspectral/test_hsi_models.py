@@ -126,6 +126,9 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
     with torch_threads(2):  # too few pixels to share: one call, on the caller's thread
         np.testing.assert_array_equal(svm.predict_rows(X[:2 * ROWS_PER_THREAD - 1]), want[:2 * ROWS_PER_THREAD - 1])
     assert calls == [(threading.get_ident(), 2 * ROWS_PER_THREAD - 1)]
+    for bad in (0, 2.5):
+        with pytest.raises((TypeError, ValueError), match=r"chunk must be an int >= 1 \(pixels per predict call\)"):
+            svm.predict_rows(X, chunk=bad)
 
 
 def test_pca_svm_weights_of_another_scikit_learn_load_with_a_warning(tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
 from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, forget_training_split, screen_test_pixels
 from zoo.hyperspectral.scene import Scene, band_first_hint
 from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
+from zoo.inputs import whole_number
 
 __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
 
@@ -241,6 +242,7 @@ class HSIPipeline(Pipeline):
         Zen 3 the shipped weights label the 21,025 pixels of Indian Pines in 1.41 s against scikit-learn's 2.55 s
         (1.80x, ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose
         column names scikit-learn checks) goes to ``predict`` as it is."""
+        chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
         if not isinstance(X, np.ndarray) or X.ndim != 2 or len(X) < 2 * ROWS_PER_THREAD:
             return self.predict(X)
         n = len(X)

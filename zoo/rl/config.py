@@ -67,7 +67,7 @@ class TD3Config:
     """In fp32 on the CPU, the backward multiplies only the hidden units that some transition of the batch
     activates, once at most 65 % of a layer's do (:func:`zoo.rl.networks.live_units`): the same gradients up to
     the order of the sums, so a run's parameters differ from the default's in their last bits. Measured on
-    an AMD EPYC Zen 3 only: the update 1.11-1.15x the default's speed at 1 thread and 0.95-1.08x at 2
+    an AMD EPYC Zen 3 only: the update 1.11-1.18x the default's speed at 1 thread and 0.95-1.13x at 2
     (``benchmarks/td3_update.py``; half of the trained critics' second layer is silent), learning Pendulum
     0.94-1.58x per seed, inside that VM's drift (``benchmarks/td3_vs_sb3.py``); hence off by default."""
 
