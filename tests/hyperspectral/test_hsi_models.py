@@ -87,13 +87,14 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
         load_pipeline({"x": torch.zeros(1)})
 
 
-def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monkeypatch):
+def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monkeypatch, request):
     import threading
 
     from sklearn.pipeline import Pipeline
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from zoo.engine.threads import torch_threads
-    from zoo.hyperspectral.svm import ROWS_PER_THREAD
+    from zoo.hyperspectral import svm as svm_module
 
     scene = make_scene(48, 48, 30, 4, seed=5)
     svm = zoo.build("hsi-pca-svm", n_components=8)
@@ -101,22 +102,36 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
     X = scene.pixels()  # 2,304 pixels
     want = Pipeline.predict(svm, X)
     calls: list[tuple[int, int]] = []  # (thread, rows) of each predict call
+    blas_threads: set[int] = set()  # BLAS's thread count during each call
     together = threading.Barrier(1)
 
     def predict(rows):
         calls.append((threading.get_ident(), len(rows)))
+        blas_threads.update(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
         together.wait(timeout=10)  # breaks unless `parties` calls run at once, on as many threads
         return Pipeline.predict(svm, rows)
 
     monkeypatch.setattr(svm, "predict", predict)
+    blas = threadpool_limits(limits=2, user_api="blas")  # what the BLAS-on-one-thread check below sees
+    request.addfinalizer(blas.restore_original_limits)
+    # this small pipeline's work is too little to share out (one call, on the caller's thread, BLAS as it is)...
+    with torch_threads(2):
+        np.testing.assert_array_equal(svm.predict_rows(X), want)
+    assert calls == [(threading.get_ident(), len(X))]
+    # ...so the test asks for a thread per 256 of its pixels
+    vectors = svm.named_steps["svm"].support_vectors_
+    monkeypatch.setattr(svm_module, "KERNEL_TERMS_PER_THREAD", 256 * vectors.shape[0] * vectors.shape[1])
     for threads, chunk, pieces in ((2, 8192, 2), (2, 1000, 4), (1, 1000, 3), (4, 8192, 4)):
         together = threading.Barrier(threads)
         calls.clear()
+        blas_threads.clear()
         with torch_threads(threads):
             got = svm.predict_rows(X, chunk=chunk)
             np.testing.assert_array_equal(got, want)
             assert len(calls) == pieces and sum(n for _, n in calls) == len(X) and max(n for _, n in calls) <= chunk
             assert len({t for t, _ in calls}) == threads
+            if threads > 1:
+                assert blas_threads == {1}, blas_threads
             # the scene's map, zoo.predict's and zoo.evaluate's pixels go the same way
             np.testing.assert_array_equal(svm.predict_scene(scene).reshape(-1), want)
             np.testing.assert_array_equal(zoo.predict(svm, X), want)
@@ -124,8 +139,9 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
     together = threading.Barrier(1)
     calls.clear()
     with torch_threads(2):  # too few pixels to share: one call, on the caller's thread
-        np.testing.assert_array_equal(svm.predict_rows(X[:2 * ROWS_PER_THREAD - 1]), want[:2 * ROWS_PER_THREAD - 1])
-    assert calls == [(threading.get_ident(), 2 * ROWS_PER_THREAD - 1)]
+        np.testing.assert_array_equal(svm.predict_rows(X[:511]), want[:511])
+    assert calls == [(threading.get_ident(), 511)]
+    assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == {2}  # given back
     for bad in (0, 2.5):
         with pytest.raises((TypeError, ValueError), match=r"chunk must be an int >= 1 \(pixels per predict call\)"):
             svm.predict_rows(X, chunk=bad)

@@ -75,6 +75,7 @@ _NEWEST_API_NEEDED = [
     ("sklearn.utils.validation", "validate_data", "scikit-learn", "1.6"),
     ("torch.compiler", "is_exporting", "torch", "2.7"),
     ("gymnasium.vector", "AutoresetMode", "gymnasium", "1.1"),
+    ("threadpoolctl", "ThreadpoolController", "threadpoolctl", "3.0"),
 ]
 
 

@@ -8,6 +8,7 @@ vector machines", IEEE TGRS 42(8), 2004. https://doi.org/10.1109/TGRS.2004.83186
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -24,6 +25,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import ThreadpoolController
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
@@ -58,9 +60,11 @@ __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
 FORMAT = "zoo.hsi-pca-svm/1"
 PREDICT_INPUTS = f"(N, C) pixel spectra, one (C,) spectrum, {SCENE_INPUTS}"
 log = logging.getLogger(__name__)
-ROWS_PER_THREAD = 256
-""":meth:`HSIPipeline.predict_rows` splits fewer pixels than this per thread no further: a thread's start costs
-more than a small pipeline predicts in that time."""
+KERNEL_TERMS_PER_THREAD = 1 << 24
+""":meth:`HSIPipeline.predict_rows` gives a thread no fewer kernel terms than this (pixels x support vectors x
+features), about 18 ms of libsvm's work on a core of an AMD EPYC Zen 3; far below it the threads cost more than
+they save (there a 41-vector, 8-feature pipeline labelled 2,304 pixels in 4.4 ms in one call and 7.5 ms on two
+threads; the shipped Indian Pines weights, 1,660 vectors of 70 features, 512 pixels in 64 and 38 ms)."""
 
 
 @dataclass(frozen=True)
@@ -236,25 +240,39 @@ class HSIPipeline(Pipeline):
 
     def predict_rows(self, X: Any, chunk: int = 8192) -> np.ndarray:
         """``predict(X)`` for ``(N, C)`` pixels, in pieces of at most ``chunk`` rows (to bound the pipeline's
-        temporaries) run on as many threads as torch computes on (``torch.get_num_threads()``: set it with
-        ``torch.set_num_threads`` or ``OMP_NUM_THREADS``). libsvm releases the GIL while it predicts and a pixel's
-        label depends on its row alone, so the labels are those of one ``predict(X)``. On 2 cores of an AMD EPYC
-        Zen 3 the shipped weights label the 21,025 pixels of Indian Pines in 1.41 s against scikit-learn's 2.55 s
-        (1.80x, ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose
-        column names scikit-learn checks) goes to ``predict`` as it is."""
+        temporaries), shared out over as many threads as torch computes on (``torch.get_num_threads()``: set it
+        with ``torch.set_num_threads`` or ``OMP_NUM_THREADS``) where the SVM's work is large enough
+        (:data:`KERNEL_TERMS_PER_THREAD` a thread). libsvm releases the GIL while it predicts and a pixel's
+        label depends on its row alone, so the labels are those of one ``predict(X)``. Meanwhile BLAS runs on
+        one thread: libsvm's kernel products call it, and its idle workers otherwise spin on the cores the
+        pieces need (on a Zen 3, 512 pixels of the shipped weights took 64 ms in one call, as long on two
+        threads with BLAS as it was, 38-41 ms with BLAS on one). On 2 cores of that Zen 3 the shipped weights
+        label the 21,025 pixels of Indian Pines in 1.56 s against scikit-learn's 2.89 s (1.86x,
+        ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose column names
+        scikit-learn checks) goes to ``predict`` as it is."""
         chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or len(X) < 2 * ROWS_PER_THREAD:
+        if not isinstance(X, np.ndarray) or X.ndim != 2:
             return self.predict(X)
         n = len(X)
-        threads = max(1, min(torch.get_num_threads(), n // ROWS_PER_THREAD))
+        threads = self._predict_threads(n)
         chunks = -(-n // chunk)  # pieces of at most `chunk` rows...
         pieces = threads * -(-chunks // threads)  # ...as many for every thread
         bounds = np.linspace(0, n, pieces + 1).round().astype(int)
         parts = [X[a:b] for a, b in itertools.pairwise(bounds)]
         if threads == 1:
-            return np.concatenate([self.predict(part) for part in parts])
-        with ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
+            return np.concatenate([self.predict(part) for part in parts]) if len(parts) > 1 else self.predict(X)
+        with _blas_threads().limit(limits=1, user_api="blas"), \
+                ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
             return np.concatenate(list(pool.map(self.predict, parts)))
+
+    def _predict_threads(self, rows: int) -> int:
+        """Threads for :meth:`predict_rows`: 1 unless the last step is a fitted libsvm estimator (the one whose
+        predict releases the GIL) with :data:`KERNEL_TERMS_PER_THREAD` terms for each."""
+        vectors = getattr(self.steps[-1][1], "support_vectors_", None)
+        if vectors is None or vectors.ndim != 2:
+            return 1
+        terms = rows * vectors.shape[0] * vectors.shape[1]
+        return max(1, min(torch.get_num_threads(), terms // KERNEL_TERMS_PER_THREAD))
 
     def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192) -> np.ndarray:
         """``(H, W)`` label map (0 outside ``mask``, and where a pixel has no spectrum: see
@@ -368,6 +386,12 @@ def _check_map_classes(classes: np.ndarray | None) -> None:
         warnings.warn("hsi-pca-svm has a class 0 (fitted on 0-based labels): in this label map 0 is that class and "
                       "also every pixel outside the mask or without a spectrum; fit on ids 1..K to tell them apart",
                       stacklevel=user_stacklevel())
+
+
+@functools.cache
+def _blas_threads() -> ThreadpoolController:
+    """The BLAS libraries this process has loaded (found once: 13 ms; a limit then costs 0.1 ms)."""
+    return ThreadpoolController()
 
 
 def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
