@@ -147,6 +147,42 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
             svm.predict_rows(X, chunk=bad)
 
 
+def test_pca_svm_search_fits_on_threads_with_the_results_of_one_job(monkeypatch):
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from zoo.engine.threads import torch_threads
+
+    scene = make_scene(40, 40, 30, 4, seed=6)
+    options = {"split": "random", "train_fraction": 0.3, "search": True, "cv": 2,
+               "param_grid": {"svm__C": [1.0, 100.0], "svm__gamma": ["scale", 0.1]}}
+    fits: list[tuple[int, set[int]]] = []  # (thread, BLAS's thread counts) of each fit
+    fit = HSIPipeline.fit
+
+    def recorded_fit(self, X, y=None, **params):
+        fits.append((threading.get_ident(), {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}))
+        return fit(self, X, y, **params)
+
+    monkeypatch.setattr(HSIPipeline, "fit", recorded_fit)
+    with threadpool_limits(limits=2, user_api="blas"):  # so that BLAS on one thread can be told apart
+        one_job = zoo.build("hsi-pca-svm", n_components=8)
+        with torch_threads(2):
+            want = zoo.train(one_job, scene, n_jobs=1, **options).history[0]
+        assert {t for t, _ in fits} == {threading.get_ident()} and {n for _, b in fits for n in b} == {2}
+        fits.clear()
+        threaded = zoo.build("hsi-pca-svm", n_components=8)
+        with torch_threads(2):
+            got = zoo.train(threaded, scene, **options).history[0]
+        searched = fits[:-1]  # the last: the refit on every training pixel, on the caller's thread
+        assert len(searched) == 8 and threading.get_ident() not in {t for t, _ in searched}
+        assert {n for _, b in searched for n in b} == {1} and fits[-1] == (threading.get_ident(), {2})
+    assert (got["best_params"], got["cv_accuracy"], got["train_accuracy"]) == \
+        (want["best_params"], want["cv_accuracy"], want["train_accuracy"])
+    X = scene.pixels()
+    np.testing.assert_array_equal(threaded.predict(X), one_job.predict(X))
+
+
 def test_pca_svm_weights_of_another_scikit_learn_load_with_a_warning(tmp_path, monkeypatch):
     import warnings
 
