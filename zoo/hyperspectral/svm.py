@@ -15,6 +15,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -109,8 +110,9 @@ class HSIPipeline(Pipeline):
         with ``seed``) on the training pixels only; ``progress=True`` has it report its folds (scikit-learn's
         ``verbose``: one fit has nothing to report). Its fits run on as many threads as torch computes on
         (``n_jobs=None``: libsvm releases the GIL; BLAS meanwhile on one thread), with the results of one job:
-        on 2 cores of an AMD EPYC Zen 3, 9 settings x 3 folds on Indian Pines took 3.59 s against 6.26 s in one
-        job (1.75x, ``benchmarks/hsi_svm_search.py``); an int ``n_jobs`` is scikit-learn's (joblib's processes). ``gt_key`` / ``cube_key``: the arrays of a .mat scene or
+        on 2 cores of an AMD EPYC Zen 3, 9 settings x 3 folds on Indian Pines took 3.59 / 4.17 s against 6.26 /
+        7.39 s in one job (1.75x / 1.77x, two runs of ``benchmarks/hsi_svm_search.py``); an int ``n_jobs`` is
+        scikit-learn's (joblib's processes). ``gt_key`` / ``cube_key``: the arrays of a .mat scene or
         ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`). Returns a ``zoo.engine.TrainResult``.
         """
         from zoo.engine import TrainResult
@@ -135,13 +137,11 @@ class HSIPipeline(Pipeline):
         history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
         if search:
             grid = param_grid or {"svm__C": [10.0, 100.0, 1000.0], "svm__gamma": ["scale", 0.01, 0.1]}
-            threads = torch.get_num_threads() if n_jobs is None else None
+            on_threads = n_jobs is None and torch.get_num_threads() > 1
             gs = GridSearchCV(self, grid, cv=StratifiedKFold(cv, shuffle=True, random_state=seed),
-                              n_jobs=threads or n_jobs, refit=False, verbose=2 if progress else 0)
-            with contextlib.ExitStack() as fits_on_threads:
-                if threads and threads > 1:
-                    fits_on_threads.enter_context(parallel_backend("threading"))
-                    fits_on_threads.enter_context(_blas_threads().limit(limits=1, user_api="blas"))
+                              n_jobs=torch.get_num_threads() if on_threads else n_jobs, refit=False,
+                              verbose=2 if progress else 0)
+            with _libsvm_on_threads() if on_threads else contextlib.nullcontext():
                 gs.fit(X, y)
             self.set_params(**gs.best_params_)
             history["cv_accuracy"] = float(gs.best_score_)
@@ -271,8 +271,7 @@ class HSIPipeline(Pipeline):
         parts = [X[a:b] for a, b in itertools.pairwise(bounds)]
         if threads == 1:
             return np.concatenate([self.predict(part) for part in parts]) if len(parts) > 1 else self.predict(X)
-        with _blas_threads().limit(limits=1, user_api="blas"), \
-                ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
+        with _one_blas_thread(), ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
             return np.concatenate(list(pool.map(self.predict, parts)))
 
     def _predict_threads(self, rows: int) -> int:
@@ -399,9 +398,23 @@ def _check_map_classes(classes: np.ndarray | None) -> None:
 
 
 @functools.cache
-def _blas_threads() -> ThreadpoolController:
+def _blas_libraries() -> ThreadpoolController:
     """The BLAS libraries this process has loaded (found once: 13 ms; a limit then costs 0.1 ms)."""
     return ThreadpoolController()
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """BLAS on one thread while libsvm runs on several: its kernel products call BLAS, and OpenBLAS's idle
+    workers would spin on the cores the other threads need."""
+    return _blas_libraries().limit(limits=1, user_api="blas")
+
+
+@contextlib.contextmanager
+def _libsvm_on_threads() -> Iterator[None]:
+    """scikit-learn's joblib jobs (a grid search's fits) on threads instead of processes, libsvm releasing the
+    GIL, with BLAS on one thread."""
+    with parallel_backend("threading"), _one_blas_thread():
+        yield
 
 
 def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:
