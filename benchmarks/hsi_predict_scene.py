@@ -10,7 +10,7 @@ Goal: the full map in <= 10 s on 2 cores of either CPU kind.
 
 The shipped ``hsi-pca-svm.indian-pines`` pipeline labels the same 21,025 pixels with ``predict_scene`` (its
 rows shared out over torch's threads: libsvm releases the GIL) and with scikit-learn's own
-``Pipeline.predict`` on the same pixels, extracted beforehand, alternated in the same run at the same thread
+``Pipeline.predict`` on the same pixels, extracted beforehand, interleaved in the same run at the same thread
 setting; the labels must be identical.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hsi_predict_scene.py
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import median, parse_args, write_result
+from _harness import interleave, median, parse_args, write_result
 
 import zoo
 from zoo.engine.precision import auto_amp, model_op_kind
@@ -60,22 +61,22 @@ def logit_gap(net, scene, n: int = 256) -> float:
 
 def svm_maps(scene, repeats: int) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
     """Seconds per full map of the shipped PCA+SVM, ours (``predict_scene``) and scikit-learn's
-    ``Pipeline.predict`` of the same pixels, alternated (the first of each pair swaps every repeat), and the
-    labels each gave."""
+    ``Pipeline.predict`` of the same pixels, interleaved after a warm-up, and the labels each gave."""
     from sklearn.pipeline import Pipeline
 
     svm = zoo.build("hsi-pca-svm", weights="indian-pines")
     pixels = scene.pixels()
     runs = {"ours": lambda: svm.predict_scene(scene), "sklearn": lambda: Pipeline.predict(svm, pixels)}
-    times: dict[str, list[float]] = {k: [] for k in runs}
     labels = {}
-    for r in range(repeats):
-        for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+
+    def timed(key: str) -> Callable[[], float]:
+        def case() -> float:
             t0 = time.perf_counter()
             labels[key] = runs[key]()
-            times[key].append(time.perf_counter() - t0)
-            print(f"repeat {r + 1}: svm_{key} {times[key][-1]:.2f} s", file=sys.stderr, flush=True)
-    return times, labels
+            return time.perf_counter() - t0
+        return case
+
+    return interleave({key: timed(key) for key in runs}, repeats=repeats), labels
 
 
 def main(argv: list[str] | None = None) -> int:

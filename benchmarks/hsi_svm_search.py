@@ -4,8 +4,9 @@ slower than it needs to be).
 The grid search of the PCA+SVM pipeline on Indian Pines' published protocol (30 % random training pixels, seed 0;
 ``pca__n_components`` 30 / 50 / 70 x ``svm__C`` 30 / 100 / 300, 3 stratified folds: 27 fits, then the refit on
 every training pixel), with ``zoo.train``'s default ``n_jobs=None`` (the fits on torch's threads, BLAS on one
-thread meanwhile) against ``n_jobs=1`` (scikit-learn's default: one job), alternated in the same run at the
-same thread setting. The chosen setting, its cross-validation accuracy and the training accuracy must be equal.
+thread meanwhile) against ``n_jobs=1`` (scikit-learn's default: one job), interleaved in the same run at the
+same thread setting, after a warm-up of each. The chosen setting, its cross-validation accuracy and the
+training accuracy must be equal.
 
     flock /tmp/zoo-cpu.lock .venv/bin/python benchmarks/hsi_svm_search.py
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _harness import median, parse_args, write_result
+from _harness import interleave, median, parse_args, write_result
 
 import zoo
 from zoo.engine.threads import torch_threads
@@ -38,19 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     from zoo.hyperspectral.datasets import load_dataset
 
     scene = load_dataset("indian_pines")
-    runs = {"ours": None, "one_job": 1}  # zoo.train's n_jobs
-    times: dict[str, list[float]] = {k: [] for k in runs}
     found: dict[str, tuple] = {}
-    with torch_threads(args.threads):
-        for r in range(args.repeats):
-            for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
-                svm = zoo.build("hsi-pca-svm")
-                t0 = time.perf_counter()
-                h = zoo.train(svm, scene, split="random", seed=0, search=True, param_grid=GRID, cv=3,
-                              n_jobs=runs[key]).history[0]
-                times[key].append(time.perf_counter() - t0)
-                found[key] = (h["best_params"], h["cv_accuracy"], h["train_accuracy"])
-                print(f"repeat {r + 1}: {key} {times[key][-1]:.2f} s", file=sys.stderr, flush=True)
+
+    def search(key: str, n_jobs: int | None) -> Callable[[], float]:
+        def case() -> float:
+            svm = zoo.build("hsi-pca-svm")
+            t0 = time.perf_counter()
+            h = zoo.train(svm, scene, split="random", seed=0, search=True, param_grid=GRID, cv=3,
+                          n_jobs=n_jobs).history[0]
+            found[key] = (h["best_params"], h["cv_accuracy"], h["train_accuracy"])
+            return time.perf_counter() - t0
+        return case
+
+    with torch_threads(args.threads):  # zoo.train's n_jobs: None (ours) against 1
+        times = interleave({"ours": search("ours", None), "one_job": search("one_job", 1)}, repeats=args.repeats)
     best, cv_acc, train_acc = found["ours"]
     metrics = {"search_s": median(times["ours"]), "threads": args.threads, "fits": 27, "best_params": best,
                "cv_accuracy": cv_acc, "train_accuracy": train_acc,

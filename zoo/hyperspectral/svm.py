@@ -110,9 +110,9 @@ class HSIPipeline(Pipeline):
         with ``seed``) on the training pixels only; ``progress=True`` has it report its folds (scikit-learn's
         ``verbose``: one fit has nothing to report). Its fits run on as many threads as torch computes on
         (``n_jobs=None``: libsvm releases the GIL; BLAS meanwhile on one thread), with the results of one job:
-        on 2 cores of an AMD EPYC Zen 3, 9 settings x 3 folds on Indian Pines took 3.59 / 4.17 s against 6.26 /
-        7.39 s in one job (1.75x / 1.77x, two runs of ``benchmarks/hsi_svm_search.py``); an int ``n_jobs`` is
-        scikit-learn's (joblib's processes). ``gt_key`` / ``cube_key``: the arrays of a .mat scene or
+        on 2 cores of an AMD EPYC Zen 3, 9 settings x 3 folds on Indian Pines took 3.59-4.17 s against
+        6.26-7.39 s in one job (1.68-1.77x, three runs of ``benchmarks/hsi_svm_search.py``); an int ``n_jobs``
+        is scikit-learn's (joblib's processes). ``gt_key`` / ``cube_key``: the arrays of a .mat scene or
         ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`). Returns a ``zoo.engine.TrainResult``.
         """
         from zoo.engine import TrainResult
@@ -257,8 +257,8 @@ class HSIPipeline(Pipeline):
         one thread: libsvm's kernel products call it, and its idle workers otherwise spin on the cores the
         pieces need (on a Zen 3, 512 pixels of the shipped weights took 64 ms in one call, as long on two
         threads with BLAS as it was, 38-41 ms with BLAS on one). On 2 cores of that Zen 3 the shipped weights
-        label the 21,025 pixels of Indian Pines in 1.56 s against scikit-learn's 2.89 s (1.86x,
-        ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose column names
+        label the 21,025 pixels of Indian Pines in 1.56 / 1.69 s against scikit-learn's 2.89 / 2.97 s (1.86x /
+        1.76x, two runs of ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose column names
         scikit-learn checks) goes to ``predict`` as it is."""
         chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
         if not isinstance(X, np.ndarray) or X.ndim != 2:
@@ -277,8 +277,8 @@ class HSIPipeline(Pipeline):
     def _predict_threads(self, rows: int) -> int:
         """Threads for :meth:`predict_rows`: 1 unless the last step is a fitted libsvm estimator (the one whose
         predict releases the GIL) with :data:`KERNEL_TERMS_PER_THREAD` terms for each."""
-        vectors = getattr(self.steps[-1][1], "support_vectors_", None)
-        if vectors is None or vectors.ndim != 2:
+        vectors = getattr(self.steps[-1][1], "support_vectors_", None)  # (vectors, features)
+        if vectors is None:
             return 1
         terms = rows * vectors.shape[0] * vectors.shape[1]
         return max(1, min(torch.get_num_threads(), terms // KERNEL_TERMS_PER_THREAD))
