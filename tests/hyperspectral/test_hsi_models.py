@@ -217,17 +217,23 @@ def test_demo_without_indian_pines(monkeypatch, tmp_path, capsys):
 
 def test_demo_whose_home_cannot_take_its_maps_writes_them_elsewhere(monkeypatch, tmp_path, capsys):
     """A home where $ZOO_HOME/demo cannot be made (read-only, or a file in its place) failed the whole step
-    with an OSError for its PNGs."""
+    with an OSError for its PNGs. The folder it takes instead is the system temp folder's (here the test's own:
+    every run of the suite left one in /tmp)."""
+    import tempfile
+
     monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "absent"))
     monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "demo").write_text("not a folder")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     from zoo.hyperspectral.cli import _demo
 
     _demo()
     out = capsys.readouterr().out
-    moved = out.split("the maps go to ", 1)[1].split(")", 1)[0]
-    assert "OA" in out and (Path(moved) / "synthetic_pca_svm_map.png").stat().st_size > 1000
+    moved = Path(out.split("the maps go to ", 1)[1].split(")", 1)[0])
+    assert "OA" in out and (moved / "synthetic_pca_svm_map.png").stat().st_size > 1000
+    assert moved.parent == tmp_path / "tmp" and moved.name.startswith("zoo-demo-")
 
 
 def _fitted_hybridsn(padding: str = "constant", seed: int = 0):
