@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -145,6 +146,95 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
     for bad in (0, 2.5):
         with pytest.raises((TypeError, ValueError), match=r"chunk must be an int >= 1 \(pixels per predict call\)"):
             svm.predict_rows(X, chunk=bad)
+
+
+def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads_back(monkeypatch, request):
+    """Two predictions on two of the user's threads, the second started while the first ran and ended after it,
+    left BLAS on one thread for the rest of the process: each took the limit on entry and restored on exit what
+    it had found, the second the first's limit. Now the second waits for the first (each uses every thread)."""
+    import threading
+    import time
+
+    from sklearn.pipeline import Pipeline
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from zoo.engine.threads import torch_threads
+    from zoo.hyperspectral import svm as svm_module
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    scene = make_scene(48, 48, 30, 4, seed=5)
+    svm = zoo.build("hsi-pca-svm", n_components=8)
+    zoo.train(svm, scene, split="random", train_fraction=0.3)
+    X = scene.pixels()  # 2,304 pixels: two pieces of 1,152 for this thread's call, of 750 for the other's
+    want = Pipeline.predict(svm, X)
+    vectors = svm.named_steps["svm"].support_vectors_
+    monkeypatch.setattr(svm_module, "KERNEL_TERMS_PER_THREAD", 256 * vectors.shape[0] * vectors.shape[1])
+    first_running, other_called, first_out = threading.Event(), threading.Event(), threading.Event()
+    pieces: list[tuple[int, set[int], bool]] = []  # (rows, BLAS's thread counts, the first call had returned)
+
+    def predict(rows):
+        pieces.append((len(rows), blas_threads(), first_out.is_set()))
+        if len(rows) == 1152:  # the other thread calls while this one runs
+            first_running.set()
+            assert other_called.wait(timeout=10)
+            time.sleep(0.3)
+        else:  # and would end after it
+            assert first_out.wait(timeout=10)
+        return Pipeline.predict(svm, rows)
+
+    def other():
+        assert first_running.wait(timeout=10)
+        other_called.set()
+        got["other"] = svm.predict_rows(X[:1500])
+
+    monkeypatch.setattr(svm, "predict", predict)
+    blas = threadpool_limits(limits=2, user_api="blas")
+    request.addfinalizer(blas.restore_original_limits)
+    got = {}
+    with torch_threads(2):
+        caller = threading.Thread(target=other)
+        caller.start()
+        try:
+            np.testing.assert_array_equal(svm.predict_rows(X), want)
+        finally:
+            first_out.set()
+            caller.join(60)
+    np.testing.assert_array_equal(got["other"], want[:1500])
+    assert sorted(n for n, _, _ in pieces) == [750, 750, 1152, 1152]
+    assert all(blas == {1} for _, blas, _ in pieces), pieces  # one BLAS thread while libsvm runs on two
+    assert all(after for n, _, after in pieces if n == 750), pieces  # the second call waited for the first
+    assert blas_threads() == {2}  # and BLAS has its two back once both returned
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_while_a_prediction_holds_blas_can_predict():
+    """The turn-taking lock, held by another thread when the process forked (a DataLoader starting its workers),
+    stayed held in the child for good: its first shared-out prediction would wait forever."""
+    import threading
+
+    from zoo.hyperspectral import svm as svm_module
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with svm_module._one_blas_thread():
+            held.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(timeout=10)
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if it gets the turn
+            os._exit(0 if svm_module._BLAS_HOLD.acquire(timeout=5) else 3)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join(10)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_pca_svm_search_fits_on_threads_with_the_results_of_one_job(monkeypatch):

@@ -13,6 +13,7 @@ import functools
 import itertools
 import logging
 import os
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -258,8 +259,9 @@ class HSIPipeline(Pipeline):
         pieces need (on a Zen 3, 512 pixels of the shipped weights took 64 ms in one call, as long on two
         threads with BLAS as it was, 38-41 ms with BLAS on one). On 2 cores of that Zen 3 the shipped weights
         label the 21,025 pixels of Indian Pines in 1.56 / 1.69 s against scikit-learn's 2.89 / 2.97 s (1.86x /
-        1.76x, two runs of ``benchmarks/hsi_predict_scene.py``). Anything but a NumPy array (a DataFrame, whose column names
-        scikit-learn checks) goes to ``predict`` as it is."""
+        1.76x, two runs of ``benchmarks/hsi_predict_scene.py``). Shared-out calls from several of the user's
+        threads take turns (each uses every thread already, and the BLAS limit is process-wide). Anything but a
+        NumPy array (a DataFrame, whose column names scikit-learn checks) goes to ``predict`` as it is."""
         chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
         if not isinstance(X, np.ndarray) or X.ndim != 2:
             return self.predict(X)
@@ -403,10 +405,28 @@ def _blas_libraries() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def _one_blas_thread() -> contextlib.AbstractContextManager:
+# One shared-out prediction or search at a time. Each already runs on all of torch's threads, and the BLAS limit it
+# holds is process-wide: threadpoolctl's limiter restores on exit what it found on entry, so two that overlapped on
+# two of the user's threads (the second started while the first ran and ended after it) left BLAS on one thread for
+# the rest of the process. Reentrant: a thread that holds it never waits for itself. A child forked while another
+# thread held it (a DataLoader's workers) starts with its own.
+_BLAS_HOLD = threading.RLock()
+
+
+def _new_blas_hold() -> None:
+    global _BLAS_HOLD
+    _BLAS_HOLD = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_blas_hold)
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
     """BLAS on one thread while libsvm runs on several: its kernel products call BLAS, and OpenBLAS's idle
-    workers would spin on the cores the other threads need."""
-    return _blas_libraries().limit(limits=1, user_api="blas")
+    workers would spin on the cores the other threads need. A caller on another thread waits for its turn."""
+    with _BLAS_HOLD, _blas_libraries().limit(limits=1, user_api="blas"):
+        yield
 
 
 @contextlib.contextmanager
