@@ -283,27 +283,34 @@ def top_probs_fp32_bf16():
 
 
 @pytest.fixture
-def torchrun(tmp_path_factory):
-    """``torchrun(args, cwd) -> CompletedProcess``: ``torch.distributed.run --standalone --nproc_per_node=2 ARGS``
-    (a script and its arguments, or ``-m zoo ...``) in a clean environment: one thread a process, no rank
-    variables of an outer job, and a temp folder of its own under pytest's (which keeps its last three runs).
-    torchrun writes its processes' logs to a new ``torchelastic_*`` folder in the temp folder and never removes
-    it: each run of the suite left three in /tmp."""
+def subprocess_tmpdir(tmp_path_factory):
+    """A temp folder (their ``TMPDIR``) for the processes a test starts, under pytest's (which keeps its last three
+    runs). torchrun writes its processes' logs to a new ``torchelastic_*`` folder in the temp folder and never
+    removes it: the suite left four in /tmp at every run. At teardown, checks that none appeared there."""
     import glob
-    import subprocess
-    import sys
     import tempfile
 
+    left = os.path.join(tempfile.gettempdir(), "torchelastic_*")
+    before = set(glob.glob(left))
+    yield tmp_path_factory.mktemp("subprocess-tmp")
+    new = set(glob.glob(left)) - before
+    assert not new, f"a process this test started left {sorted(new)} in the system temp folder"
+
+
+@pytest.fixture
+def torchrun(subprocess_tmpdir):
+    """``torchrun(args, cwd) -> CompletedProcess``: ``torch.distributed.run --standalone --nproc_per_node=2 ARGS``
+    (a script and its arguments, or ``-m zoo ...``) in a clean environment: one thread a process, no rank
+    variables of an outer job, and a temp folder of its own (:func:`subprocess_tmpdir`)."""
+    import subprocess
+    import sys
+
     def run(args, cwd, timeout: int = 280):
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path_factory.mktemp("torchrun-tmp"))}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(subprocess_tmpdir)}
         for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(key, None)
-        left = os.path.join(tempfile.gettempdir(), "torchelastic_*")
-        before = set(glob.glob(left))
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                                *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout,
                               env=env, cwd=cwd)
-        assert set(glob.glob(left)) <= before, f"torchrun left {sorted(set(glob.glob(left)) - before)} behind"
-        return proc
 
     return run

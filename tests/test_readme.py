@@ -58,7 +58,7 @@ def test_the_readme_has_blocks_for_every_family():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
-def test_readme_block_runs(block, tmp_path):
+def test_readme_block_runs(block, tmp_path, subprocess_tmpdir):
     if block.skip is not None:
         pytest.skip(block.skip)
     body = block.body
@@ -66,7 +66,7 @@ def test_readme_block_runs(block, tmp_path):
         if not SHARED_DATA.is_dir():
             pytest.skip(f"needs the real data sets ({SHARED_DATA} not found)")
         body = body.replace("../shared/data", str(SHARED_DATA))
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT), "TMPDIR": str(subprocess_tmpdir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if block.lang == "python":
         cmd = [sys.executable, "-c", body]
