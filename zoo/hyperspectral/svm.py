@@ -258,8 +258,8 @@ class HSIPipeline(Pipeline):
         one thread: libsvm's kernel products call it, and its idle workers otherwise spin on the cores the
         pieces need (on a Zen 3, 512 pixels of the shipped weights took 64 ms in one call, as long on two
         threads with BLAS as it was, 38-41 ms with BLAS on one). On 2 cores of that Zen 3 the shipped weights
-        label the 21,025 pixels of Indian Pines in 1.56 / 1.69 s against scikit-learn's 2.89 / 2.97 s (1.86x /
-        1.76x, two runs of ``benchmarks/hsi_predict_scene.py``). Shared-out calls from several of the user's
+        label the 21,025 pixels of Indian Pines in 1.31-1.69 s against scikit-learn's 2.58-2.97 s (1.76-1.97x,
+        three runs of ``benchmarks/hsi_predict_scene.py``). Shared-out calls from several of the user's
         threads take turns (each uses every thread already, and the BLAS limit is process-wide). Anything but a
         NumPy array (a DataFrame, whose column names scikit-learn checks) goes to ``predict`` as it is."""
         chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
