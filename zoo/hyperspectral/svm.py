@@ -418,7 +418,8 @@ def _new_blas_hold() -> None:
     _BLAS_HOLD = threading.RLock()
 
 
-os.register_at_fork(after_in_child=_new_blas_hold)
+if hasattr(os, "register_at_fork"):  # POSIX: Windows has no fork
+    os.register_at_fork(after_in_child=_new_blas_hold)
 
 
 @contextlib.contextmanager
