@@ -88,40 +88,67 @@ def test_pca_svm_pipeline_trainable_and_safetensors_round_trip(tmp_path):
         load_pipeline({"x": torch.zeros(1)})
 
 
-def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monkeypatch, request):
-    import threading
+def _blas_threads() -> set[int]:
+    """BLAS's thread count (one value per BLAS library loaded)."""
+    from threadpoolctl import threadpool_info
 
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+@pytest.fixture
+def blas_on_two_threads():
+    """BLAS on 2 threads, so that a shared-out prediction's one can be told apart; put back afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    blas = threadpool_limits(limits=2, user_api="blas")
+    yield
+    blas.restore_original_limits()
+
+
+def _svm_of_a_small_scene():
+    """A PCA+SVM pipeline trained on a generated scene, its 2,304 pixels and the labels scikit-learn gives them."""
     from sklearn.pipeline import Pipeline
-    from threadpoolctl import threadpool_info, threadpool_limits
-
-    from zoo.engine.threads import torch_threads
-    from zoo.hyperspectral import svm as svm_module
 
     scene = make_scene(48, 48, 30, 4, seed=5)
     svm = zoo.build("hsi-pca-svm", n_components=8)
     zoo.train(svm, scene, split="random", train_fraction=0.3)
-    X = scene.pixels()  # 2,304 pixels
-    want = Pipeline.predict(svm, X)
+    X = scene.pixels()
+    return svm, scene, X, Pipeline.predict(svm, X)
+
+
+def _share_out_every(rows: int, svm, monkeypatch) -> None:
+    """Let ``predict_rows`` give a thread ``rows`` pixels (the small pipeline's work is too little otherwise)."""
+    from zoo.hyperspectral import svm as svm_module
+
+    vectors = svm.named_steps["svm"].support_vectors_
+    monkeypatch.setattr(svm_module, "KERNEL_TERMS_PER_THREAD", rows * vectors.shape[0] * vectors.shape[1])
+
+
+def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monkeypatch, blas_on_two_threads):
+    import threading
+
+    from sklearn.pipeline import Pipeline
+
+    from zoo.engine.threads import torch_threads
+
+    svm, scene, X, want = _svm_of_a_small_scene()  # 2,304 pixels
     calls: list[tuple[int, int]] = []  # (thread, rows) of each predict call
     blas_threads: set[int] = set()  # BLAS's thread count during each call
     together = threading.Barrier(1)
 
     def predict(rows):
         calls.append((threading.get_ident(), len(rows)))
-        blas_threads.update(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        blas_threads.update(_blas_threads())
         together.wait(timeout=10)  # breaks unless `parties` calls run at once, on as many threads
         return Pipeline.predict(svm, rows)
 
     monkeypatch.setattr(svm, "predict", predict)
-    blas = threadpool_limits(limits=2, user_api="blas")  # what the BLAS-on-one-thread check below sees
-    request.addfinalizer(blas.restore_original_limits)
     # this small pipeline's work is too little to share out (one call, on the caller's thread, BLAS as it is)...
     with torch_threads(2):
         np.testing.assert_array_equal(svm.predict_rows(X), want)
     assert calls == [(threading.get_ident(), len(X))]
     # ...so the test asks for a thread per 256 of its pixels
-    vectors = svm.named_steps["svm"].support_vectors_
-    monkeypatch.setattr(svm_module, "KERNEL_TERMS_PER_THREAD", 256 * vectors.shape[0] * vectors.shape[1])
+    _share_out_every(256, svm, monkeypatch)
     for threads, chunk, pieces in ((2, 8192, 2), (2, 1000, 4), (1, 1000, 3), (4, 8192, 4)):
         together = threading.Barrier(threads)
         calls.clear()
@@ -142,13 +169,14 @@ def test_pca_svm_labels_a_scene_on_torchs_threads_as_one_predict_call_does(monke
     with torch_threads(2):  # too few pixels to share: one call, on the caller's thread
         np.testing.assert_array_equal(svm.predict_rows(X[:511]), want[:511])
     assert calls == [(threading.get_ident(), 511)]
-    assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == {2}  # given back
+    assert _blas_threads() == {2}  # given back
     for bad in (0, 2.5):
         with pytest.raises((TypeError, ValueError), match=r"chunk must be an int >= 1 \(pixels per predict call\)"):
             svm.predict_rows(X, chunk=bad)
 
 
-def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads_back(monkeypatch, request):
+def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads_back(monkeypatch,
+                                                                                     blas_on_two_threads):
     """Two predictions on two of the user's threads, the second started while the first ran and ended after it,
     left BLAS on one thread for the rest of the process: each took the limit on entry and restored on exit what
     it had found, the second the first's limit. Now the second waits for the first (each uses every thread)."""
@@ -156,26 +184,16 @@ def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads
     import time
 
     from sklearn.pipeline import Pipeline
-    from threadpoolctl import threadpool_info, threadpool_limits
 
     from zoo.engine.threads import torch_threads
-    from zoo.hyperspectral import svm as svm_module
 
-    def blas_threads() -> set[int]:
-        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
-
-    scene = make_scene(48, 48, 30, 4, seed=5)
-    svm = zoo.build("hsi-pca-svm", n_components=8)
-    zoo.train(svm, scene, split="random", train_fraction=0.3)
-    X = scene.pixels()  # 2,304 pixels: two pieces of 1,152 for this thread's call, of 750 for the other's
-    want = Pipeline.predict(svm, X)
-    vectors = svm.named_steps["svm"].support_vectors_
-    monkeypatch.setattr(svm_module, "KERNEL_TERMS_PER_THREAD", 256 * vectors.shape[0] * vectors.shape[1])
+    svm, _, X, want = _svm_of_a_small_scene()  # two pieces of 1,152 pixels for this thread's call, of 750 for the other's
+    _share_out_every(256, svm, monkeypatch)
     first_running, other_called, first_out = threading.Event(), threading.Event(), threading.Event()
     pieces: list[tuple[int, set[int], bool]] = []  # (rows, BLAS's thread counts, the first call had returned)
 
     def predict(rows):
-        pieces.append((len(rows), blas_threads(), first_out.is_set()))
+        pieces.append((len(rows), _blas_threads(), first_out.is_set()))
         if len(rows) == 1152:  # the other thread calls while this one runs
             first_running.set()
             assert other_called.wait(timeout=10)
@@ -190,8 +208,6 @@ def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads
         got["other"] = svm.predict_rows(X[:1500])
 
     monkeypatch.setattr(svm, "predict", predict)
-    blas = threadpool_limits(limits=2, user_api="blas")
-    request.addfinalizer(blas.restore_original_limits)
     got = {}
     with torch_threads(2):
         caller = threading.Thread(target=other)
@@ -205,7 +221,7 @@ def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads
     assert sorted(n for n, _, _ in pieces) == [750, 750, 1152, 1152]
     assert all(blas == {1} for _, blas, _ in pieces), pieces  # one BLAS thread while libsvm runs on two
     assert all(after for n, _, after in pieces if n == 750), pieces  # the second call waited for the first
-    assert blas_threads() == {2}  # and BLAS has its two back once both returned
+    assert _blas_threads() == {2}  # and BLAS has its two back once both returned
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -240,7 +256,7 @@ def test_a_process_forked_while_a_prediction_holds_blas_can_predict():
 def test_pca_svm_search_fits_on_threads_with_the_results_of_one_job(monkeypatch):
     import threading
 
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     from zoo.engine.threads import torch_threads
 
@@ -251,7 +267,7 @@ def test_pca_svm_search_fits_on_threads_with_the_results_of_one_job(monkeypatch)
     fit = HSIPipeline.fit
 
     def recorded_fit(self, X, y=None, **params):
-        fits.append((threading.get_ident(), {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}))
+        fits.append((threading.get_ident(), _blas_threads()))
         return fit(self, X, y, **params)
 
     monkeypatch.setattr(HSIPipeline, "fit", recorded_fit)
