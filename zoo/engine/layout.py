@@ -36,7 +36,11 @@ ResNet18 1.05-1.11x, TSN 1.02-1.04x, R(2+1)D 0.97-0.99x paired (0.98-1.06x by me
 evaluation's forward ResNet18 1.27-1.39x, TSN 1.32-1.45x, R(2+1)D 1.17-1.27x, HybridSN 0.96-1.06x; a prediction's
 (the input alone laid out; two runs) ResNet18 1.20-1.33x, TSN 1.27-1.35x, R(2+1)D 1.08-1.15x. The CIFAR recipe's
 training step (ResNet18, batch 256, ``cifar10_resnet18.py --measure-throughput 30 --rounds 3``) ran 28.0 vs 23.3
-images/s (1.20x).
+images/s (1.20x). Users' torchvision classifiers carry the rule there (``layout_families.py --torchvision``, 16 images
+of 96 px, two runs, 2026-12-07; MobileNetV2 and V3-Small, EfficientNet-B0, DenseNet121, SqueezeNet 1.1): training
+steps 1.12-1.42x, evaluations 1.04-2.14x, predictions 1.12-2.12x (medians and paired ratios); ConvNeXt-Tiny (its
+blocks permute to channels-last themselves, around their LayerNorm and linear layers) gains nothing: training
+0.99-1.04x, evaluations 0.99-1.00x, predictions 0.93-1.00x.
 
 So ``channels_last="auto"`` (:func:`use_channels_last`) puts a network in channels-last (``channels_last_3d`` for
 3-D convolutions) on a CPU whose kind, in the precision the run computes in, was measured no slower so for that
