@@ -229,6 +229,24 @@ def test_cache_clean_on_a_folder_that_is_not_a_cache_deletes_nothing_of_its_own(
     assert (folder / "deadbeef00" / "x" / "data.bin").exists()
 
 
+def test_cache_clean_leaves_a_dated_folder_that_only_looks_like_a_hash(tiny_model, weights_home, tmp_path):
+    """A folder named with 8 or more hex digits was taken for a content key: ``20240131/report.txt`` in a folder
+    given as ``--cache-dir`` was listed as weights and deleted. A prefix key's folder holds files that carry it
+    in their names (``f37072fd/resnet18-f37072fd.pth``); a full sha256's any."""
+    entry = _publish(tiny_model, "v1")
+    folder = tmp_path / "project"
+    for rel in ("20240131/report.txt", "deadbeef/notes.md", f"{'1' * 64}/model.bin", "f37072fd/resnet18-f37072fd.pth"):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("mine")
+    path = zoo.pull(entry.name, cache_dir=folder, progress=False)
+    listed = {i.path for i in hub.cache_info(folder)}
+    assert listed == {path, folder / ("1" * 64) / "model.bin", folder / "f37072fd" / "resnet18-f37072fd.pth"}
+    assert main(["cache", "clean", "--cache-dir", str(folder)]) == 0
+    assert (folder / "20240131" / "report.txt").read_text() == "mine"
+    assert (folder / "deadbeef" / "notes.md").read_text() == "mine"
+    assert not path.exists() and not (folder / "f37072fd" / "resnet18-f37072fd.pth").exists()
+
+
 def test_a_pull_leaves_no_lock_file_behind(tiny_model, weights_home, server, monkeypatch):
     """Each pull left its ``<file>.lock`` in the cache for good, one per file ever pulled."""
     local = _publish(tiny_model, "local")

@@ -124,6 +124,23 @@ def test_failing_server_leaves_no_file_then_a_later_pull_resumes(tiny_model, wei
     assert server.gets(entry.url)[-1] == "bytes=100-" and not part.exists()
 
 
+def test_kept_bytes_go_once_a_later_pull_copies_the_file_from_a_local_source(tiny_model, weights_home, server,
+                                                                             monkeypatch, cached):
+    """The ``.part`` a failed HTTP pull kept stayed beside the file a later pull copied from the checkout (or a
+    file:// mirror), for good, and ``zoo cache info`` went on calling it a download the next pull resumes."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.cut_after, server.state.cuts_left, server.state.range_support = 100, 1000, False
+    with pytest.raises(hub.DownloadError, match="failed after"):
+        zoo.pull(entry.name, progress=False)
+    assert [p.name for p in cached() if p.suffix == ".part"] == [entry.filename + ".part"]
+    shutil.copy(server.state.root / entry.url, weights_home / entry.url)  # the checkout has it again
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+    assert not [p for p in cached() if p.suffix == ".part"]
+    assert [i.kind for i in hub.cache_info()] == ["weights"]
+
+
 def _pull_in_child(name: str, queue) -> None:
     try:
         path = hub.pull(name, progress=False)
@@ -339,6 +356,61 @@ def test_a_url_pins_its_file_with_a_sha256_fragment(resnet18_pth, weights_home, 
     assert zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={good}") is not None
     with pytest.raises(hub.HashMismatchError, match=f"is not the file .* pins: sha256 {good}, expected {wrong}"):
         zoo.build("resnet18", weights=f"{path.as_uri()}#sha256={wrong}")
+
+
+def test_a_pinned_url_waiting_on_an_unpinned_pull_of_it_still_checks_its_pin(resnet18_pth, weights_home, server):
+    """A pinned pull that waited for an unpinned pull of the same URL took the file that pull brought (whatever the
+    server sent) without checking it against its pin; alone, the same pin was refused."""
+    import threading
+    import time
+
+    path, _, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    served = hub.sha256_file(path)
+    url = f"{server.url}/{path.name}"
+    server.state.delay_s = 0.002  # about 1.5 s for the file: the pinned call starts while it downloads
+    got = {}
+    unpinned = threading.Thread(target=lambda: got.setdefault("path", hub.resolve(url, model="resnet18")[0]))
+    unpinned.start()
+    while not server.gets(path.name) and unpinned.is_alive():
+        time.sleep(0.005)
+    assert unpinned.is_alive(), "the unpinned pull finished before the pinned one started: slow the server down"
+    wrong = "0" * 64
+    with pytest.raises(hub.HashMismatchError, match=f"expected {wrong}"):
+        hub.resolve(f"{url}#sha256={wrong}", model="resnet18")
+    unpinned.join()
+    assert hub.sha256_file(got["path"]) == served  # the unpinned pull's file stayed as it came
+    assert len(server.gets(path.name)) == 2  # the pinned call asked the server again, and refused what came
+
+
+def test_a_body_cut_short_without_a_length_is_resumed_to_the_files_size(tiny_model, weights_home, server,
+                                                                         monkeypatch, cached):
+    """With no Content-Length, a dropped connection looked like the end of the body: the manifest's size was not
+    consulted, the short file failed its hash and was thrown away as wrong bytes, with no retry and no Range."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    server.state.no_length, server.state.cut_after, server.state.cuts_left = True, entry.size // 3, 1
+    path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256
+    assert server.gets(entry.url) == [None, f"bytes={entry.size // 3}-"]  # resumed, not restarted
+    assert not [p for p in cached() if p.suffix == ".part"]
+
+
+def test_a_server_whose_file_is_shorter_without_a_length_is_given_up(tiny_model, weights_home, server, monkeypatch):
+    """Each whole short body counts as cut short; the resume past its end answers 416 and restarts from 0, so an
+    attempt that only brings back as many bytes as before is no progress, and the pull ends."""
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    served = server.state.root / entry.url
+    served.write_bytes(served.read_bytes()[: entry.size // 2])
+    server.state.no_length = True
+    with pytest.raises(hub.DownloadError, match=f"closed after {entry.size // 2} of the file's {entry.size} bytes"):
+        zoo.pull(entry.name, progress=False)
+    from zoo.hub import fetch
+
+    assert len(server.gets(entry.url)) <= 2 * (fetch.RETRIES + 1)
 
 
 def test_a_file_mirror_in_the_home_folder_and_one_that_names_a_host(tiny_model, weights_home, tmp_path,

@@ -246,6 +246,30 @@ def test_release_folder_served_as_the_release_host(tiny_model, weights_home, ser
     assert server.gets(entry.url) == [None]
 
 
+def test_a_release_from_a_bad_file_keeps_the_good_one_an_earlier_release_wrote(tiny_model, weights_home, tmp_path,
+                                                                                capsys):
+    """The release copied the source over ``OUT/<file>`` first and checked its hash after, deleting on a mismatch:
+    a second release from a corrupted weights/ lost the good file the first one had put there."""
+    entry = _publish(tiny_model)
+    out = tmp_path / "release"
+    assert main(["weights", "release", str(out)]) == 0
+    good = (out / entry.url).read_bytes()
+    shipped = weights_home / entry.url
+    bad = bytearray(shipped.read_bytes())
+    bad[len(bad) // 2] ^= 0xFF  # the same size: only the hash can tell
+    shipped.write_bytes(bytes(bad))
+    capsys.readouterr()
+    assert main(["weights", "release", str(out)]) == 2
+    said = capsys.readouterr().err
+    assert f"sha256 {hub.sha256_file(shipped)}, the entry {entry.sha256}" in said and "was left as it was" in said
+    assert (out / entry.url).read_bytes() == good
+    shipped.write_bytes(b"version https://git-lfs.github.com/spec/v1\n")  # a pointer: refused by its size
+    assert main(["weights", "release", str(out)]) == 2
+    assert f"bytes, the entry {entry.size}" in capsys.readouterr().err
+    assert (out / entry.url).read_bytes() == good
+    assert sorted(p.name for p in out.iterdir()) == sorted(["SHA256SUMS", "manifest.json", entry.url])
+
+
 def test_a_missing_manifest_is_an_error_not_an_empty_zoo(monkeypatch, tmp_path):
     from zoo.hub import manifest
 

@@ -41,15 +41,30 @@ class CacheItem:
     status: str
 
 
-_CONTENT_KEY = re.compile(r"[0-9a-f]{8,64}")  # a file's sha256 (or a published prefix of it): store.cached_path
+_SHA256_KEY = re.compile(r"[0-9a-f]{64}")  # a file's sha256: store.cached_path
+_PREFIX_KEY = re.compile(r"[0-9a-f]{8,63}")  # the hash prefix an upstream publisher put in the file's name
 _URL_KEY = re.compile(r"[0-9a-f]{16}")  # a hash of a URL not in the manifest: store._pull_url
+
+
+def _content_key(folder: str, file: str | None = None) -> bool:
+    """Whether ``folder`` is one a pull names after a file's hash (:func:`zoo.hub.store.cached_path`): a full
+    sha256, or a published prefix (``f37072fd/resnet18-f37072fd.pth``), whose folder holds only files that carry
+    it in their names (``file``), or which a manifest entry names (the folder alone). A dated folder
+    (``20240131/report.txt``) in a folder given as ``--cache-dir`` is all hex too, and none of zoo's."""
+    if _SHA256_KEY.fullmatch(folder):
+        return True
+    if not _PREFIX_KEY.fullmatch(folder):
+        return False
+    if file is not None:
+        return folder in file
+    return any(e.expected_hash == folder for e in read_manifest(missing_ok=True).values())
 
 
 def _in_cache_layout(rel: Path) -> bool:
     """True for ``<content key>/<file>`` and ``urls/<url key>/<file>``, the only places a pull writes to."""
     parts = rel.parts
     if len(parts) == 2:
-        return bool(_CONTENT_KEY.fullmatch(parts[0]))
+        return _content_key(parts[0], parts[1])
     return len(parts) == 3 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
 
 
@@ -58,7 +73,7 @@ def _cache_folder(rel: Path) -> bool:
     link there is refused by pulls, so listed and cleaned as a link file is)."""
     parts = rel.parts
     if len(parts) == 1:
-        return bool(_CONTENT_KEY.fullmatch(parts[0])) or parts[0] == URL_DIR
+        return _content_key(parts[0]) or parts[0] == URL_DIR
     return len(parts) == 2 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
 
 

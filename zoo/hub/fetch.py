@@ -222,6 +222,8 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
             raise HashMismatchError(
                 f"sha256 mismatch for {source}: expected {expected}, got {digest.hexdigest()}; "
                 f"nothing entered the cache ({dest.parent})")
+    # the bytes an earlier HTTP pull kept for resuming (the caller holds the file's lock): nothing resumes them now
+    dest.with_name(dest.name + ".part").unlink(missing_ok=True)
     return digest.hexdigest()
 
 
@@ -331,6 +333,9 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
                                + (f" of {fs.human_size(total)}" if total else "")) from None
         if length is not None and received < int(length):
             raise http.client.IncompleteRead(b"", int(length) - received)
+        if length is None and size is not None and offset + received < size:  # no Content-Length: only the
+            # file's size tells a dropped connection from the end of the body; retried, resumed from the bytes kept
+            raise ConnectionError(f"the connection closed after {offset + received} of the file's {size} bytes")
 
 
 def _unknown_host(err: BaseException) -> bool:
@@ -341,11 +346,12 @@ def _unknown_host(err: BaseException) -> bool:
 
 
 def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
-    """Attempts until the file is whole; :data:`RETRIES` failed in a row without a byte more in ``part`` give
-    up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
+    """Attempts until the file is whole; :data:`RETRIES` failed in a row without ``part`` growing past the most
+    it has held give up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
     hundred kilobytes still finishes a 20 MB file, resuming each time (a plain limit of 4 attempts would give it up)."""
     last: BaseException | None = None
     attempts = barren = 0
+    most = part.stat().st_size if part.exists() else 0  # the most bytes ``part`` has held
     while True:
         attempts += 1
         before = part.stat().st_size if part.exists() else 0
@@ -368,7 +374,12 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
             if _unknown_host(err):  # the resolver's final answer (offline, or a mistyped host): asking again waits for nothing
                 raise DownloadError(f"{url}: cannot resolve host {urlparse(url).hostname!r} ({err.reason})") from None
             last = err
-        barren = 0 if (part.stat().st_size if part.exists() else 0) > before else barren + 1
+        # progress is more bytes than ever, not than before this attempt: a server whose file is shorter than
+        # this one answers the resume with 416, the partial file restarts from 0, and its next whole body would
+        # count as progress forever
+        now = part.stat().st_size if part.exists() else 0
+        barren = 0 if now > most else barren + 1
+        most = max(most, now)
         if barren >= RETRIES:
             raise DownloadError(f"{url}: failed after {attempts} attempts, the last {RETRIES} without progress "
                                 f"({type(last).__name__}: {last})")
@@ -431,18 +442,18 @@ def fetch(
 ) -> Path:
     """Bring ``dest`` into place from the first source that has it.
 
-    ``check(sha256_hex) -> bool`` accepts the downloaded bytes (``None``: nothing to check against, the
-    hash is only recorded). A source whose bytes ``check`` rejects is discarded with a warning naming it
-    and the next source is tried (a stale copy or a git-lfs pointer in a local folder must not hide a
-    good mirror); when every source fails and one of them served wrong bytes, :class:`HashMismatchError`
-    lists each source and why. With
-    ``ZOO_OFFLINE=1`` or ``local_only`` network sources are never contacted. ``size`` (when known) is
-    checked against the free space first; ``reclaim_root`` is where stale ``.part`` files of other
-    downloads may be reclaimed. ``on_arrival(dest, sha256)`` runs under the lock once the file is in place.
-    ``validate(part)`` raises ``ValueError`` for a downloaded file that is not whole (with no sha256 to check
-    against, a connection dropped by a server that sent no Content-Length looks like a complete download):
-    such bytes never enter the cache, and the next source is tried. ``mirror_var``: the environment variable
-    that names a mirror of these files (the weights' or the data sets', ``ZOO_DATA_URL``), for the errors.
+    ``check(sha256_hex) -> bool`` accepts the downloaded bytes (``None``: nothing to check against, the hash is
+    only recorded). A source whose bytes ``check`` rejects is discarded with a warning naming it and the next
+    source is tried (a stale copy or a git-lfs pointer in a local folder must not hide a good mirror); when
+    every source fails and one of them served wrong bytes, :class:`HashMismatchError` lists each source and
+    why. With ``ZOO_OFFLINE=1`` or ``local_only`` network sources are never contacted. ``size`` (when known) is
+    checked against the free space first, and a body without a Content-Length that ends short of it is resumed;
+    ``reclaim_root`` is where stale ``.part`` files of other downloads may be reclaimed. ``on_arrival(dest,
+    sha256)`` runs under the lock once the file is in place. ``validate(part)`` raises ``ValueError`` for a
+    downloaded file that is not whole (with neither a sha256 nor a size to check against, a connection dropped
+    by a server that sent no Content-Length looks like a complete download): such bytes never enter the cache,
+    and the next source is tried. ``mirror_var``: the environment variable that names a mirror of these files
+    (the weights' or the data sets', ``ZOO_DATA_URL``), for the errors.
     """
     dest = Path(dest)
     fs.ensure_dir(dest.parent)
@@ -452,7 +463,7 @@ def fetch(
     with download_lock(dest):
         fs.refuse_symlink(dest, "cached file")
         if dest.exists() and not force:
-            return dest  # a concurrent puller finished it while we waited; it was verified then
+            return dest  # a concurrent puller finished it while we waited; verified then, by its own check
         # with force, the old file stays until the new one is verified and replaces it atomically
         no_network = local_only or offline()
         usable = [s for s in sources if not (no_network and is_network(s))]

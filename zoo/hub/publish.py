@@ -3,9 +3,9 @@ the release host's folder is gathered (``zoo weights release``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -186,14 +186,21 @@ def release(out_dir: str | os.PathLike, *, progress: bool = True) -> list[Path]:
             raise FileNotFoundError(f"{entry.name}: {entry.url} is {where} in the cache; `zoo pull {entry.name}` "
                                     "first, or release from the checkout that published it")
         dest = out / entry.url
-        fs.check_free(out, entry.size or 0, f"copying {entry.url}")
-        with open(src, "rb") as fin, fs.atomic_write(dest) as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
-        digest = sha256_file(dest)
-        if not entry.hash_matches(digest) or dest.stat().st_size != entry.size:
-            dest.unlink()
-            raise ManifestError(f"{src} does not match its manifest entry {entry.name} (sha256 {digest}); "
-                                "fix weights/ before releasing")
+        have = src.stat().st_size
+        if entry.size is not None and have != entry.size:  # a git-lfs pointer, say: not worth copying
+            raise ManifestError(f"{src} does not match its manifest entry {entry.name}: {have} bytes, the entry "
+                                f"{entry.size}; fix weights/ before releasing ({dest} was left as it was)")
+        # hashed on the way, checked before the copy replaces dest: a bad source never costs the release
+        # folder the good file an earlier release put there
+        digest = hashlib.sha256()
+        with open(src, "rb") as fin, fs.atomic_write(dest, size=have) as fout:
+            for block in iter(lambda: fin.read(1 << 20), b""):
+                fout.write(block)
+                digest.update(block)
+            if not entry.hash_matches(digest.hexdigest()):
+                raise ManifestError(f"{src} does not match its manifest entry {entry.name}: sha256 "
+                                    f"{digest.hexdigest()}, the entry {entry.sha256}; fix weights/ before "
+                                    f"releasing ({dest} was left as it was)")
         written.append(dest)
     written.append(fs.write_bytes(out / "manifest.json", manifest_path().read_bytes()))
     sums = "".join(f"{e.sha256}  {e.url}\n" for e in sorted(own, key=lambda e: e.url))

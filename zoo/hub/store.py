@@ -346,11 +346,20 @@ def _pull_url(url: str, local_files_only: bool) -> Path:
                 "it on a connected machine, or pass a local path")
     from zoo.hub.state import check_complete  # imports torch: not at listing time
 
-    with _writable_cache(None):
+    def get(force: bool) -> Path:
         return fetch([url], dest, check=None if pinned is None else pinned.__eq__,
                      expected=pinned or "(none: not in the manifest)", offline_hint=hint,
                      force=force, local_only=local_files_only, on_arrival=verified.record, validate=check_complete,
                      mirror_var=None)
+
+    with _writable_cache(None):
+        path = get(force)
+        # fetch returns a file that a concurrent pull of the same URL brought while this one waited, checked
+        # against that pull's pin, or none (an unpinned pull takes whatever the server sends): this one's pin
+        # must hold too, else the server's bytes are fetched again and checked (or refused) against it
+        if pinned is not None and verified.verified_sha256(path, pinned.__eq__)[0] != pinned:
+            path = get(True)
+        return path
 
 
 def resolve(weights: str | os.PathLike, model: str | None = None, *,
