@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import subprocess
 import sys
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -381,3 +383,98 @@ def test_an_empty_file_is_said_to_be_empty(tmp_path):
     (tmp_path / "junk.mp4").write_bytes(b"not a video at all" * 8)  # bytes that are no video keep FFmpeg's words
     with pytest.raises(CorruptVideoError, match=r"cannot open video '.*junk.mp4': (?!the file is empty)"):
         probe(tmp_path / "junk.mp4")
+
+
+# --- audit regressions: AV1, Matroska start offsets, the end of a packed-B-frame clip, AVI dropped frames ---
+
+
+def _write(path: Path, frames: np.ndarray, codec: str, *, gop: int, options: dict | None = None,
+           slots: list[int] | None = None, fmt: str | None = None) -> Path:
+    """``frames`` encoded with ``codec``; ``slots``: each frame's pts in frames (1/25 s), for gaps or offsets."""
+    with av.open(str(path), "w", format=fmt) as out:
+        s = out.add_stream(codec, rate=25, options=options or {})
+        s.width, s.height = frames.shape[2], frames.shape[1]
+        s.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        s.codec_context.gop_size = gop
+        for k, img in enumerate(frames):
+            f = av.VideoFrame.from_ndarray(img, format="rgb24")
+            if slots is not None:
+                f.pts, f.time_base = slots[k], Fraction(1, 25)
+            for p in s.encode(f):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    return path
+
+
+_AV1_ENCODERS = {"libsvtav1": {"g": "10", "svtav1-params": "verbosity=0"}, "libaom-av1": {"g": "10", "cpu-used": "8"}}
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".webm"])
+def test_av1_reads_return_the_frame_asked_for(tmp_path, suffix):
+    """dav1d reads skip_frame only when it opens: a read that skipped B-frames until a few frames before its
+    first wanted frame dropped every non-reference frame of the read, and the gap rule returned the frame
+    before (frame 5 read as frame 4). Skipping is now for decoders that switch it per picture only."""
+    encoder = next((e for e in _AV1_ENCODERS if e in av.codecs_available), None)
+    if encoder is None:
+        pytest.skip(f"this FFmpeg build has no AV1 encoder ({', '.join(_AV1_ENCODERS)})")
+    frames = np.repeat(np.repeat(_frames(40), 2, axis=1), 2, axis=2)  # 64x64: AV1 encoders' minimum
+    try:
+        path = _write(tmp_path / f"clip{suffix}", frames, encoder, gop=10, options=_AV1_ENCODERS[encoder])
+        full = read_all_frames(path)
+    except av.error.FFmpegError as err:
+        pytest.skip(f"this FFmpeg build cannot encode and decode AV1 here: {err}")
+    meta = probe(path)
+    assert full.shape[0] == meta.num_frames == 40
+    for i in range(40):
+        assert torch.equal(read_frames(path, [i], meta, thread_count=1)[0], full[i]), f"frame {i}"
+    _check_against_full_decode(path, _index_sets(40), threads_list=(1,))
+
+
+@pytest.mark.parametrize(("codec", "suffix"), [("mpeg4", ".mkv"), ("libvpx-vp9", ".webm"), ("mpeg4", ".mp4")])
+def test_a_cut_that_kept_its_timestamps_counts_only_its_frames(tmp_path, codec, suffix):
+    """Matroska's duration is the end time: 40 frames shown from 5 s on probed as 165 frames, and a TSN clip of
+    the video raised 'probably truncated'. MP4 (duration = length) worked and must stay so."""
+    if codec not in av.codecs_available:
+        pytest.skip(f"this FFmpeg build has no {codec} encoder")
+    path = _write(tmp_path / f"cut{suffix}", _frames(40), codec, gop=10, slots=[125 + i for i in range(40)])
+    with av.open(str(path)) as c:
+        assert c.start_time == 5 * av.time_base  # the case: the first frame at 5 s
+    assert probe(path).num_frames == 40
+    _check_against_full_decode(path, _index_sets(40), threads_list=(1,))
+
+
+def test_reads_past_the_end_of_a_packed_b_frame_clip_do_not_depend_on_the_other_indices(real_clips):
+    """v_ApplyEyeMakeup_g01_c01.avi (frames 0-163): read_frames([165]) raised 'ends at frame 161 ... probably
+    truncated' (frames 162-163 were skipped B-frames) while [163, 165] gave frame 163 twice."""
+    for clip in real_clips:
+        full = read_all_frames(clip)
+        meta, last = probe(clip), full.shape[0] - 1
+        for threads in (1, 0):
+            for i in (last + 1, last + 2):
+                got = read_frames(clip, [i], meta, thread_count=threads)[0]
+                assert torch.equal(got, full[last]), (clip.name, threads, i)
+                got = read_frames(clip, [last, i], meta, thread_count=threads)
+                assert torch.equal(got, full[[last, last]]), (clip.name, threads, i)
+            # the error names the real last frame, not the last one the B-frame skip let through
+            with pytest.raises(decoding.CorruptVideoError, match=rf"ends at frame {last} but frame {last + 5} "):
+                read_frames(clip, [last + 5], meta, thread_count=threads)
+
+
+@pytest.mark.parametrize("codec", ["mpeg4", "mjpeg"])
+def test_an_avi_with_dropped_frames_shows_the_frame_before_each_drop(tmp_path, codec):
+    """FFmpeg's AVI muxer writes an empty chunk for each timestamp gap and its demuxer skips them: counting
+    packets put every frame after a drop one slot early per drop, and a dense read to the end raised
+    'probably truncated'. The chunk number (dts) gives each frame's slot; an empty slot shows the frame before."""
+    drops = set(range(10, 55, 7))
+    kept = [i for i in range(60) if i not in drops]
+    path = _write(tmp_path / "drops.avi", _frames(60)[kept], codec, gop=12, slots=kept)
+    meta, full = probe(path), read_all_frames(path)  # full: the 52 frames written, in order
+    assert meta.num_frames == 60 and full.shape[0] == len(kept)
+    shown = [bisect.bisect_right(kept, i) - 1 for i in range(60)]  # row of `full` on screen at slot i
+    for i in range(60):
+        assert torch.equal(read_frames(path, [i], meta, thread_count=1)[0], full[shown[i]]), f"slot {i}"
+    for idx in _index_sets(60):
+        for threads in (1, 0):
+            got = read_frames(path, idx, meta, thread_count=threads)
+            assert torch.equal(got, full[[shown[i] for i in idx]]), f"threads={threads}: slots {idx}"

@@ -21,7 +21,10 @@ counter), and for DivX/Xvid files with packed B-frames — many UCF101 clips, e.
 ``v_ApplyEyeMakeup_g01_c01.avi`` — those synthetic pts come out of the decoder *swapped* between
 neighbouring frames, while the decoder's output order is the true display order. Sorting by pts (as
 torchvision's ``read_video`` does) therefore shuffles such videos. For AVI we count frames from the
-keyframe we landed on instead (exact, since AVI is constant-rate by construction).
+keyframe we landed on instead (exact, since AVI is constant-rate by construction). A dropped frame is an
+empty chunk, which FFmpeg's demuxer does not deliver; a packet's dts is its chunk number, empty chunks
+included, so frames are placed by it and an empty chunk's slot shows the frame before (in files with
+B-frames, whose chunks are in decode order, this is approximate).
 
 MPEG-PS/TS files have no seek index: FFmpeg seeks by searching the byte stream for timestamps, lands inside a
 PES packet, and the parser then gives frames timestamps half a frame off (an MPEG-2 PS: frame 24 read with
@@ -38,7 +41,11 @@ UCF101. Skipped frames leave no output, so AVI cannot count decoder outputs ther
 included): the frame that comes out while packet ``n`` is sent has display index
 ``keyframe + n - delay``, where ``delay`` (the B-frame reorder plus frame threading) is how many
 packets went in before the keyframe came out. A packet that yields two frames breaks that rule; the
-read then starts again without skipping and counts outputs.
+read then starts again without skipping and counts outputs. Skipping is only for decoders that read
+``skip_frame`` at each picture (MPEG-4 part 2, H.264, HEVC, MPEG-1/2: ``_SKIP_SWITCHABLE``); others (AV1's
+libdav1d) may keep the value they opened with and drop every B-frame of the read. A run that reaches the end
+of the video before a wanted frame while skipping is read again without skipping: the skipped frames may be
+its last ones, which the tail tolerance (``_TAIL_TOLERANCE``) and the error measure from.
 """
 
 from __future__ import annotations
@@ -85,6 +92,11 @@ _SKIP_MARGIN = 3
 # threads, the pipeline's refill), G=8 saves 4-22% of the read on one thread (320x240 to 640x360), more
 # beyond. A dense clip (consecutive frames) is never cut.
 _RUN_GAP = 8
+# Decoders that read skip_frame at each picture, so a read can skip B-frames and then turn skipping off
+# a few frames before a wanted one (FFmpeg's h263dec/mpeg4, mpeg12dec, h264 and hevc check it per picture
+# or slice). Others may honour only the value set when the decoder opens: libdav1d (AV1) then drops every
+# non-reference frame of the read and the wanted frame silently became its predecessor. Those decode all.
+_SKIP_SWITCHABLE = frozenset({"mpeg4", "h263", "h264", "hevc", "mpeg1video", "mpeg2video"})
 # Header frame counts may overstate the decodable frames by a frame or two (rounding of
 # duration-derived counts); a larger shortfall is a truncated file.
 _TAIL_TOLERANCE = 2
@@ -197,13 +209,19 @@ def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
         fps = float(rate)
         estimated = container.format.name in _ESTIMATED_LENGTH
         count_frames = estimated or "avi" in container.format.name.split(",")
-        num_frames = None if estimated else _header_frames(path, container, stream, fps)
+        pts = first = None
+        if "matroska" in container.format.name.split(",") and container.duration is not None:
+            # Matroska's duration is the end time on the segment's clock, which starts at 0, not at the first
+            # frame (a cut that kept its timestamps starts at 5 s); a header-only open leaves start_time unset
+            pts, _ = _scan_packets(path, container, stream, _PROBE_PACKETS)
+            first = float(min(pts) * tb)
+        num_frames = None if estimated else _header_frames(path, container, stream, fps, first)
         if num_frames is None:
             pts, packets = _scan_packets(path, container, stream, None)
             # frames counted by read_frames (AVI, MPEG-PS/TS) are one a packet; other frames are indexed by
             # their pts on the frame-rate grid, so the last packet's pts gives the count
             num_frames = packets if count_frames else round((max(pts) - min(pts)) * fps * float(tb)) + 1
-        else:
+        elif pts is None:
             pts, _ = _scan_packets(path, container, stream, _PROBE_PACKETS)
         origin = stream.start_time if stream.start_time is not None else min(pts)
         return VideoMeta(
@@ -220,11 +238,14 @@ def _probe(path: str, options: dict[str, str] | None) -> VideoMeta:
         )
 
 
-def _header_frames(path: str, container, stream, fps: float) -> int | None:
-    """The frame count the header gives (its count, else its duration); None where it gives neither."""
+def _header_frames(path: str, container, stream, fps: float, first: float | None = None) -> int | None:
+    """The frame count the header gives (its count, else its duration); None where it gives neither.
+    ``first``: the first frame's time in seconds, where the header's duration is the end time (Matroska)."""
     tb = stream.time_base
     dur_frames = None
-    if stream.duration is not None:
+    if first is not None and container.duration is not None:
+        dur_frames = (container.duration / av.time_base - first) * fps
+    elif stream.duration is not None:
         dur_frames = float(stream.duration * tb) * fps
     elif container.duration is not None:
         dur_frames = container.duration / av.time_base * fps
@@ -438,8 +459,12 @@ def read_frames(
     return out
 
 
+class _SkippedTail(Exception):
+    """The video ended before a wanted frame while B-frames were skipped: its last frames may be among them."""
+
+
 class _SlotRuleBroken(Exception):
-    """An AVI packet yielded more than one frame, or none by design: packets cannot index this file's frames."""
+    """An AVI packet yielded more than one frame: packets cannot index this file's frames."""
 
 
 def _read_sorted(
@@ -525,6 +550,7 @@ def _read_positioned(
     ticks_per_frame = 1.0 / (meta.fps * float(meta.time_base))  # pts units per frame
     rows = _Rows(path, len(wanted), size, thread_count)
     source = _Source(path, options, thread_type, thread_count)
+    skip = skip and source.stream.codec_context.name in _SKIP_SWITCHABLE
     try:
         row = 0
         for run in _split_runs(source.stream, wanted, meta, ticks_per_frame):
@@ -547,14 +573,18 @@ def _read_run(
         targets.append(targets[0] - int(2 * meta.fps * ticks_per_frame))  # 2 s further back, if we overshot
     targets.append(None)  # from the start
     for target in targets:
-        from_start = source.position(target, meta, stats)
-        frames = _indexed_frames(source.container, source.stream, meta, run, ticks_per_frame, from_start,
-                                 stats, skip)
-        try:
-            if _decode_run(frames, run, meta, from_start, rows, row):
-                return
-        finally:
-            frames.close()  # before the next seek: the stopped read lets go of its demuxer position
+        for skipping in (skip, False) if skip else (False,):
+            from_start = source.position(target, meta, stats)
+            frames = _indexed_frames(source.container, source.stream, meta, run, ticks_per_frame, from_start,
+                                     stats, skipping)
+            try:
+                if _decode_run(frames, run, meta, from_start, rows, row, skipping):
+                    return
+                break  # landed after the first wanted frame: seek earlier
+            except _SkippedTail:
+                continue  # read the run again, every frame decoded, to find the video's real last frame
+            finally:
+                frames.close()  # before the next seek: the stopped read lets go of its demuxer position
     raise CorruptVideoError(f"{source.path!r}: could not position the decoder at frame {first}")
 
 
@@ -566,14 +596,29 @@ def _indexed_frames(container, stream, meta, wanted, ticks_per_frame, from_start
     decoder outputs.
     """
     ctx = stream.codec_context
-    counted = meta.count_frames and not skip  # AVI without skipping: count outputs
     slots = meta.count_frames and skip  # AVI with skipping: count packets
+    # AVI: a packet's dts is its chunk's number, empty chunks (dropped frames) included, which FFmpeg's
+    # demuxer does not deliver; MPEG-PS/TS dts are no index, their packets are counted
+    by_dts = meta.count_frames and meta.seekable
+    offsets: list[int] = []  # counted containers: display index of each data packet sent, less base
+    first_dts = None
     base = None  # display index of the first frame out (the keyframe we landed on)
-    delay = 0  # packets sent before the first frame came out
+    delay = 0  # data packets sent before the first frame came out
     last = None  # display index of the latest frame out
+    ordinal = None  # counted containers: which data packet's slot the latest frame out fills
     ctx.skip_frame = "DEFAULT"  # a run before this one may have left the decoder skipping
     skipping = False
-    for sent, packet in enumerate(container.demux(stream)):  # sent: packets sent before this one
+    for packet in container.demux(stream):
+        flushing = packet.pts is None and packet.dts is None  # the demuxer's final, empty packet
+        if meta.count_frames and not flushing:
+            if packet.size == 0:
+                continue  # an empty chunk (a dropped frame) is a slot the decoder never fills
+            if by_dts and packet.dts is not None:
+                first_dts = packet.dts if first_dts is None else first_dts
+                offsets.append(round((packet.dts - first_dts) / ticks_per_frame))
+            else:
+                offsets.append(offsets[-1] + 1 if offsets else 0)
+        sent = len(offsets) - (0 if flushing else 1)  # data packets sent before this one
         if skip:
             # Frames not out yet follow `last` in display order: the next wanted one is after it. Between
             # wanted frames of one run (no keyframe to seek to in the gap) B-frames are skipped as well.
@@ -582,18 +627,15 @@ def _indexed_frames(container, stream, meta, wanted, ticks_per_frame, from_start
             if nxt is None:
                 early = False
             elif meta.count_frames:
-                # the packet's own frame has display index <= base + sent (a B-frame is shown before
+                # the packet's own frame has display index <= its slot's (a B-frame is shown before
                 # the reference decoded ahead of it); until the keyframe is out, base is unknown
-                early = base is not None and base + sent < nxt - _SKIP_MARGIN
+                early = base is not None and not flushing and base + offsets[-1] < nxt - _SKIP_MARGIN
             else:
                 edge = meta.start_pts + (nxt - _SKIP_MARGIN) * ticks_per_frame
                 early = packet.pts is not None and packet.pts < edge
             if early != skipping:
                 ctx.skip_frame = "NONREF" if early else "DEFAULT"
                 skipping = early
-        flushing = packet.pts is None and packet.dts is None  # the demuxer's final, empty packet
-        if slots and not flushing and packet.size == 0:
-            raise _SlotRuleBroken  # an empty chunk (a dropped frame) is a slot the decoder never fills
         frames = _decode_packet(stream, packet)
         if slots and len(frames) > 1 and not flushing:
             raise _SlotRuleBroken
@@ -604,10 +646,11 @@ def _indexed_frames(container, stream, meta, wanted, ticks_per_frame, from_start
                 p = frame.pts if frame.pts is not None else frame.dts
                 if meta.count_frames:
                     base = 0 if (from_start or p is None) else round((p - meta.start_pts) / ticks_per_frame)
-            if counted or (slots and flushing):
-                i = base if last is None else last + 1
-            elif slots:
-                i = base + sent - delay
+            if meta.count_frames:
+                # skipping: the frame out while data packet `sent` goes in fills packet `sent - delay`'s slot;
+                # otherwise (and for the frames the flush lets out) the slot after the previous frame's
+                ordinal = sent - delay if slots and not flushing else (0 if ordinal is None else ordinal + 1)
+                i = base + offsets[ordinal] if ordinal < len(offsets) else last + 1
             else:
                 p = frame.pts if frame.pts is not None else frame.dts
                 if p is None:
@@ -639,9 +682,10 @@ class _Rows:
         self.array[row] = rgb
 
 
-def _decode_run(frames, wanted, meta, from_start, rows: _Rows, row: int = 0) -> bool:
+def _decode_run(frames, wanted, meta, from_start, rows: _Rows, row: int = 0, skipping: bool = False) -> bool:
     """Put the frames at ``wanted`` into ``rows[row : row + len(wanted)]`` from ``(index, frame)`` pairs;
-    False if we landed after ``wanted[0]`` (then seek earlier)."""
+    False if we landed after ``wanted[0]`` (then seek earlier). ``skipping``: ``frames`` skip B-frames, so
+    the video ending before a wanted frame raises :class:`_SkippedTail` (the last frames may be skipped ones)."""
     j = 0
     prev = None  # (index, frame) of the latest frame before the next wanted one
     for i, frame in frames:
@@ -660,6 +704,8 @@ def _decode_run(frames, wanted, meta, from_start, rows: _Rows, row: int = 0) -> 
     # End of stream before the last wanted frame.
     if prev is None:
         raise CorruptVideoError(f"{meta.path!r}: the decoder returned no frames")
+    if skipping:
+        raise _SkippedTail
     missing = wanted[j:]
     if missing[-1] - prev[0] > _TAIL_TOLERANCE:
         raise CorruptVideoError(
