@@ -75,6 +75,21 @@ def test_random_split_overlap_is_detected():
     assert not sp.overlap(window=1)["overlapping"]  # a pixel classifier sees only its own pixel
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_block_split_keeps_every_class_of_several_tiles_in_both_sets(seed):
+    """A class of one pixel in one tile and 16 in another went wholly to train when its 1-pixel tile was drawn
+    first (1 < 0.3 * 17, so the loop took the big tile too), or when another class's draw took its last tile."""
+    labels = np.zeros((4, 12), int)
+    labels[0, 0] = 1  # tile 0: one pixel of class 1
+    labels[:, 4:8] = 1  # tile 1: sixteen pixels of class 1
+    labels[:, 8:12] = 2
+    labels[0:2, 1] = 2  # class 2 in tiles 2 and 0
+    sp = spatial_block_split(labels, block=4, train_fraction=0.3, window=1, seed=seed)
+    for cls in (1, 2):
+        assert (sp.train & (labels == cls)).any() and (sp.test & (labels == cls)).any(), (cls, seed)
+    assert not (sp.train & sp.test).any() and ((sp.train | sp.test) == (labels > 0)).all()
+
+
 def test_disjoint_splits_have_no_overlap():
     scene = make_scene(96, 96, 10, 4, block=8, seed=1)
     sp = spatial_block_split(scene.labels, block=24, train_fraction=0.3, window=9, seed=0)

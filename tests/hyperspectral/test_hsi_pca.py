@@ -108,6 +108,20 @@ def test_fortran_ordered_and_integer_cubes_give_the_same_pca_and_maps():
     np.testing.assert_allclose(std.transform(fortran), std.transform(cube), rtol=1e-12)
 
 
+def test_a_constant_float64_band_is_centred_not_blown_up_as_scikit_learn_does():
+    """The float64 mean of a band of 123.456 leaves a std of 4e-11 (rounding), over the fixed 1e-12: the band was
+    divided by it, its pixels standardised to 1 and a new pixel 0.001 higher to 2.5e7."""
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    pixels = np.column_stack([rng.normal(size=200), np.full(200, 123.456), np.zeros(200), rng.normal(5, 1e-3, 200)])
+    ours, theirs = BandStandardizer().fit(pixels), StandardScaler().fit(pixels)
+    np.testing.assert_allclose(ours.scale_, theirs.scale_, rtol=1e-12)
+    new = pixels[:3] + 0.001
+    np.testing.assert_allclose(ours.transform(new), theirs.transform(new), rtol=1e-9, atol=1e-9)
+    assert np.abs(ours.transform(pixels)[:, 1:3]).max() < 1e-9
+
+
 @pytest.mark.parametrize("layout", ["C", "F", "uint16", "pixels"])
 def test_covariance_centred_a_few_pixels_at_a_time_equals_numpy(monkeypatch, layout):
     # the scatter is centred in one reused scratch block (zoo.hyperspectral.pca._SCATTER_BYTES); 7 pixels a

@@ -35,7 +35,9 @@ class PatchDataset(Dataset):
 
     Items are ``(x, y)`` with ``x`` of shape ``(1, C, window, window)`` (the 3-D convolution layout;
     ``add_channel_dim=False`` gives ``(C, window, window)``) and ``y`` the class index (label - 1, so
-    classes start at 0; unlabelled pixels give -100, the ignore index). ``augment`` applies a random
+    classes start at 0; unlabelled pixels give -100, the ignore index) where ``labels`` is an ``(H, W)`` label
+    map; 1-D ``labels`` are those class indices already, one per pixel of ``coords`` (negative: ignored, as
+    -100). ``augment`` applies a random
     quarter turn and mirror per item; ``noise_std`` adds Gaussian noise of that standard deviation to every
     value of the window (in the cube's units: on whitened PCA components, a fraction of each component's
     spread). Both are for training only.

@@ -194,8 +194,13 @@ class BandStandardizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"BandStandardizer.fit: {int((~np.isfinite(P).all(axis=1)).sum())} of the pixels to fit "
                              f"on hold NaN/inf; exclude them with mask=valid_pixel_mask(scene)")
         self.mean_ = P.mean(axis=0)
-        std = P.std(axis=0) if self.with_std else np.ones(P.shape[1])
-        self.scale_ = np.where(std > self.eps, std, 1.0)  # a constant band is centred, not blown up
+        var = P.var(axis=0) if self.with_std else np.ones(P.shape[1])
+        # a constant band is centred, not blown up. Its variance is the rounding error of its mean (4e-11 for a
+        # float64 band of 123.456, over eps): constant where within that error's bound, as StandardScaler judges
+        n, e = P.shape[0], np.finfo(np.float64).eps
+        constant = var <= n * e * var + (n * self.mean_ * e) ** 2
+        std = np.sqrt(var)
+        self.scale_ = np.where(constant | (std <= self.eps), 1.0, std)
         self.n_features_in_ = P.shape[1]
         return self
 

@@ -108,7 +108,16 @@ def spatial_block_split(labels: np.ndarray, *, block: int = 16, train_fraction: 
     rng = np.random.default_rng(seed)
     tile = (np.arange(h)[:, None] // block) * (-(-w // block)) + (np.arange(w)[None, :] // block)
     train_tiles: set[int] = set()
-    for cls in np.unique(labels[labels > 0]):
+    classes = np.unique(labels[labels > 0])
+    spans = [set(np.unique(tile[labels == cls]).tolist()) for cls in classes]
+    spans = [s for s in spans if len(s) > 1]  # the classes to keep in both sets
+
+    def keeps_test(t: int) -> bool:
+        # a tile that would take the last test tile of a class stays in test: a 1-pixel tile drawn first, then
+        # the 16-pixel one, sent every pixel of that class to train; so could another class's draw
+        return all(s - train_tiles - {t} for s in spans)
+
+    for cls in classes:
         in_cls = labels == cls
         tiles, counts = np.unique(tile[in_cls], return_counts=True)
         order = rng.permutation(len(tiles))
@@ -116,7 +125,7 @@ def spatial_block_split(labels: np.ndarray, *, block: int = 16, train_fraction: 
         for i in order:
             if got >= target or len(tiles) < 2:
                 break
-            if tiles[i] not in train_tiles:
+            if tiles[i] not in train_tiles and keeps_test(int(tiles[i])):
                 train_tiles.add(int(tiles[i]))
                 got += counts[i]
     in_train_tile = np.isin(tile, list(train_tiles))
