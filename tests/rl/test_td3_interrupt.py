@@ -183,3 +183,14 @@ def test_step_and_episode_counts_take_whole_floats_and_refuse_fractions():
     assert zoo.evaluate(agent, "Pendulum-v1", episodes=2.0, max_steps=5)["episodes"] == 2
     with pytest.raises(ValueError, match=r"episodes must be a whole number of episodes >= 1, got 1.5"):
         zoo.evaluate(agent, "Pendulum-v1", episodes=1.5)
+    # max_steps 0 or -3 ran 1-step episodes and 2.5 ran 3, each reported as a normal evaluation; seed 1.5 was 1
+    assert zoo.evaluate(agent, "Pendulum-v1", episodes=1, max_steps=3.0)["length_mean"] == 3
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValueError, match=rf"max_steps must be a whole number of steps >= 1, got {bad!r}"):
+            zoo.evaluate(agent, "Pendulum-v1", episodes=1, max_steps=bad)
+        with pytest.raises(ValueError, match=rf"max_steps must be a whole number of steps >= 1, got {bad!r}"):
+            zoo.evaluate(agent, gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync"), episodes=2,
+                         max_steps=bad)
+    for bad in (1.5, -1, True):
+        with pytest.raises(ValueError, match=rf"seed must be an integer >= 0 .*got {bad!r}"):
+            zoo.evaluate(agent, "Pendulum-v1", episodes=1, seed=bad)
