@@ -227,6 +227,35 @@ def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
     assert seen == [[1e-3, 0.01], [1e-4, 0.01], [1e-4, 0.01]]
 
 
+def test_a_groups_lr_scale_follows_a_new_lr_on_resume(tmp_path):
+    """A group at a fraction of fit's lr (timm's lr_scale) runs at that fraction of the new lr after a resume, as a
+    fresh run gives it; lr and lr_scale together are refused."""
+    from zoo.engine.callbacks import Callback
+
+    seen = []
+
+    class LRs(Callback):
+        def on_epoch_start(self, state):
+            seen.append([g["lr"] for g in state.optimizer.param_groups])
+
+    x, y = _data()
+
+    def run(epochs, lr, **options):
+        net = _net()
+        groups = [{"params": net[0].parameters(), "lr_scale": 0.1}, {"params": net[2].parameters()}]
+        fit(net, (x, y), epochs=epochs, batch_size=16, lr=lr, param_groups=groups, progress=False, amp=None,
+            weight_decay=0.0, callbacks=[LRs()], **options)
+
+    run(1, 1e-2, checkpoint_dir=tmp_path / "run")
+    run(2, 1e-3, checkpoint_dir=tmp_path / "run", resume=True)
+    run(1, 1e-3)  # a fresh run with the resumed settings
+    assert seen == [pytest.approx([1e-3, 1e-2]), pytest.approx([1e-4, 1e-3]), pytest.approx([1e-4, 1e-3])]
+    net = _net()
+    with pytest.raises(ValueError, match=r"param_groups\[0\] gives both lr=0.5 and lr_scale=0.1"):
+        fit(net, (x, y), epochs=1, batch_size=16, param_groups=[{"params": net.parameters(), "lr": 0.5,
+                                                                "lr_scale": 0.1}], progress=False)
+
+
 def test_a_refused_param_groups_change_names_the_entries_that_differ(tmp_path):
     """The error printed both param_groups whole, every parameter as '<Parameter>'."""
     x, y = _data()

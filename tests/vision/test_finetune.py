@@ -85,8 +85,8 @@ def test_full_trains_everything_with_discriminative_lrs():
     zoo.finetune(m, _data(), strategy="full", epochs=1, backbone_lr_mult=0.1, callbacks=[rec], **FIT)
     assert rec.grad == [set(CHILDREN)] and rec.changed == [set(CHILDREN)]
     assert rec.lrs == pytest.approx([0.005, 0.05])
-    groups = param_groups(m, plan_strategy(m, "full"), 1.0, 0.25)
-    assert {g["name"]: g["lr"] for g in groups} == {"fc": 1.0, "layer4": 0.25, "layer3": 0.25, "layer2": 0.25,
+    groups = param_groups(m, plan_strategy(m, "full"), 0.25)  # fractions of fit's lr
+    assert {g["name"]: g["lr_scale"] for g in groups} == {"fc": 1.0, "layer4": 0.25, "layer3": 0.25, "layer2": 0.25,
                                                    "layer1": 0.25, "conv1": 0.25, "bn1": 0.25}
     assert sum(len(g["params"]) for g in groups) == len(list(m.parameters()))
 
@@ -362,6 +362,26 @@ def test_a_gradual_run_resumed_with_more_epochs_keeps_its_open_stages_or_is_refu
     result = zoo.finetune(_model(), _data(), epochs=7, resume=True, unfreeze_every=1, callbacks=[rec], **run)
     assert result.resumed["changed"]["epochs"] == (5, 7)
     assert all(g == set(CHILDREN) - {"conv1", "bn1"} for g in rec.grad)  # every stage stays open
+
+
+@pytest.mark.parametrize("strategy", ["full", "gradual"])
+def test_a_fine_tune_resumed_with_another_lr_runs_every_group_at_its_share_of_it(tmp_path, strategy):
+    """fit's resume applies a changed lr, but finetune wrote its groups' lrs as lrs of their own (the head at lr,
+    the backbone at lr * backbone_lr_mult), so a resume with another lr was refused, in an error that listed lr
+    among the settings that may change."""
+    from zoo.engine.callbacks import Callback
+
+    class LRs(Callback):
+        def on_epoch_start(self, state):
+            seen.append(sorted({g["lr"] for g in state.optimizer.param_groups}))
+
+    run = {**FIT, "strategy": strategy, "backbone_lr_mult": 0.1, "seed": 0}
+    seen: list[list[float]] = []
+    zoo.finetune(_model(), _data(), epochs=1, checkpoint_dir=tmp_path / "ck", callbacks=[LRs()], **run)
+    result = zoo.finetune(_model(), _data(), epochs=2, checkpoint_dir=tmp_path / "ck", resume=True,
+                          callbacks=[LRs()], **{**run, "lr": 0.02})
+    assert result.resumed["changed"]["lr"] == (0.05, 0.02)
+    assert seen == [pytest.approx([0.005, 0.05]), pytest.approx([0.002, 0.02])]  # as a fresh run at 0.02 gives
 
 
 @pytest.mark.parametrize(("strategy", "setting"), [("full", {"unfreeze_every": 2}), ("head", {"backbone_lr_mult": 0.5}),

@@ -41,8 +41,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     Key options: ``batch_size`` is per process (DDP's global batch is ``batch_size * WORLD_SIZE``);
     ``grad_accum_steps`` sums gradients of that many batches before a step, each batch weighted by its
     scored targets (class targets other than -100, else samples), so the step equals the larger batch's for
-    mean-reduced losses whatever the batch sizes; ``train_loss`` is likewise a mean over scored targets; ``param_groups`` are torch optimizer groups (their own ``lr`` is kept, every
-    schedule scales each group's lr); ``schedule`` is ``"step"`` (per epoch), ``"cosine"``,
+    mean-reduced losses whatever the batch sizes; ``train_loss`` is likewise a mean over scored targets; ``param_groups`` are torch optimizer groups (their own ``lr`` is kept, or
+    ``lr_scale`` runs them at that fraction of ``lr``, as timm's; every schedule scales each group's lr); ``schedule`` is ``"step"`` (per epoch), ``"cosine"``,
     ``"onecycle"``, ``"inverse_sqrt"``, ``"linear"`` (per batch, see :mod:`zoo.engine.schedules`);
     ``weight_decay`` applies to weight matrices and kernels, not to biases and normalisation parameters;
     ``amp`` is ``"auto"`` (bf16 where the device computes it fast, else fp32), ``"bf16"`` or ``"fp16"``

@@ -69,10 +69,20 @@ def _user_groups(param_groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
         if not isinstance(g, dict) or "params" not in g:
             raise TypeError(f"param_groups[{i}] must be a dict with a 'params' key (torch optimizer group), got "
                             f"{type(g).__name__}")
+        if "lr" in g and "lr_scale" in g:
+            raise ValueError(f"param_groups[{i}] gives both lr={g['lr']!r} and lr_scale={g['lr_scale']!r}: give lr for a "
+                             "learning rate of its own, or lr_scale for a fraction of fit's lr")
         params = g["params"]
         groups.append({**g, "params": list(params.parameters()) if isinstance(params, nn.Module) else list(params),
                        **({OWN_LR: True} if "lr" in g else {})})
     return groups
+
+
+def _scaled_lr(groups: list[dict[str, Any]], lr: float) -> list[dict[str, Any]]:
+    """A group's ``lr_scale`` (timm's name) runs it at that fraction of fit's ``lr``: a resume with another lr rescales
+    it as it does fit's own groups, where a group's own ``lr`` is kept (a fine-tune's backbone at a tenth of its head's
+    lr, written as an lr of its own, refused the changed lr its user gave)."""
+    return [{**g, "lr": lr * float(g["lr_scale"])} if "lr_scale" in g else g for g in groups]
 
 
 def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dict[str, Any]] | None, lr: float,
@@ -88,7 +98,7 @@ def build_optimizer(optimizer: Any, model: nn.Module, param_groups: Sequence[dic
         return optimizer
     _refuse_fit_settings_in(options)
     groups = _user_groups(param_groups) if param_groups is not None else [{"params": list(model.parameters())}]
-    groups = decay_groups(groups, weight_decay)
+    groups = decay_groups(_scaled_lr(groups, lr), weight_decay)
     kwargs = {"lr": lr, "weight_decay": weight_decay, **(options or {})}
     if callable(optimizer) and not isinstance(optimizer, str):
         return optimizer(groups, **kwargs)

@@ -167,23 +167,24 @@ def _num_outputs(model: nn.Module) -> int | None:
     return last.out_features if isinstance(last, nn.Linear) else None
 
 
-def param_groups(model: nn.Module, plan: StrategyPlan, lr: float, backbone_lr_mult: float) -> list[dict[str, Any]]:
-    """One group for the head at ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (only the
-    modules the strategy ever trains: ``head`` -> the head alone; ``gradual`` -> head and stages)."""
+def param_groups(model: nn.Module, plan: StrategyPlan, backbone_lr_mult: float) -> list[dict[str, Any]]:
+    """One group for the head at fit's ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (``lr_scale``;
+    only the modules the strategy ever trains: ``head`` -> the head alone; ``gradual`` -> head and stages)."""
     names = {"head": [plan.head], "top": [plan.head, *plan.stages[:plan.top_stages]],
              "gradual": [plan.head, *plan.stages], "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
     groups = []
     for name in names:
         params = list(getattr(model, name).parameters())
         if params:
-            groups.append({"params": params, "lr": lr if name == plan.head else lr * backbone_lr_mult,
+            # as fractions of fit's lr: a resume with another lr runs every group at its share of it
+            groups.append({"params": params, "lr_scale": 1.0 if name == plan.head else backbone_lr_mult,
                            "name": name})
     # parameters directly on the model (not in a child) never exist in torchvision models; fail loudly
     if plan.strategy == "full":
         covered = {id(p) for g in groups for p in g["params"]}
         extra = [n for n, p in model.named_parameters() if id(p) not in covered]
         if extra:
-            groups.append({"params": [dict(model.named_parameters())[n] for n in extra], "lr": lr * backbone_lr_mult,
+            groups.append({"params": [dict(model.named_parameters())[n] for n in extra], "lr_scale": backbone_lr_mult,
                            "name": "other"})
     return groups
 
@@ -445,7 +446,7 @@ def finetune(
     val_data = _given_val(model, fit_kwargs, val_data, image_size, strict, unknown_classes)
 
     plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
-    groups = param_groups(model, plan, lr, backbone_lr_mult)
+    groups = param_groups(model, plan, backbone_lr_mult)
     fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
                               unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
                               augment=augment, cache_features=use_cache, strict=strict, backbone_weights=backbone)
