@@ -181,3 +181,24 @@ def test_evaluate_on_a_folder_leaves_the_callers_global_torch_generator_alone(na
     torch.manual_seed(0)
     zoo.evaluate(model, uneven, amp=None)
     assert torch.equal(torch.rand(3), untouched)
+
+
+def test_a_testlist_is_scored_by_the_networks_class_names_not_classinds_order(uneven, tmp_path):
+    """With splits=, the testlist was labelled by classInd.txt's order and only the class count was checked: a
+    network trained on a class folder (sorted case-sensitively, where classInd.txt ignores case: HammerThrow /
+    Hammering) was scored against the other class's output for every video of such a pair."""
+    model = _model("video-tsn")
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    order = ["c", "a", "b"]  # classInd's order, not the network's
+    (splits / "classInd.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(order, 1)))
+    videos = sorted(p.relative_to(uneven).as_posix() for p in uneven.rglob("*.avi"))
+    (splits / "trainlist01.txt").write_text("".join(f"{v} {order.index(v.split('/')[0]) + 1}\n" for v in videos))
+    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos))
+    by_folder = zoo.evaluate(model, uneven, amp=None)
+    by_split = zoo.evaluate(model, uneven, splits=splits, fold=1, amp=None)
+    assert by_split == pytest.approx(by_folder)
+    (splits / "classInd.txt").write_text("1 c\n2 a\n3 x\n")
+    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos if not v.startswith("b/")))
+    with pytest.raises(ValueError, match=r"class\(es\) \['x'\] of classInd.txt are not among the network's"):
+        zoo.evaluate(model, uneven, splits=splits, fold=1, amp=None)

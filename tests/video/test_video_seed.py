@@ -65,6 +65,48 @@ def test_seeded_random_clips_change_per_epoch_and_not_with_workers(ramp_root):
     assert tuple(int(other.frame_indices(i)[1][0]) for i in range(4)) != starts[0]
 
 
+def test_seeded_training_crops_and_flips_are_the_same_for_any_number_of_workers(ramp_root):
+    """The clips' frames were the same, but RandomCrop and RandomHorizontalFlip drew from torch's global generator:
+    the main process's with num_workers=0, each worker's otherwise, so the batches differed."""
+    from torchvision.transforms import v2
+
+    path = str(ramp_root / "A" / "v.avi")
+    grad = v2.Lambda(lambda clip: clip + torch.arange(16, dtype=torch.uint8).view(1, 1, 1, 16))  # left != right
+    transform = v2.Compose([grad, v2.RandomCrop(12), v2.RandomHorizontalFlip()])
+    ds = VideoClipDataset([(path, 0)] * 6, ["A"], sampling="random", frames_per_clip=4, seed=0, progress=False,
+                          transform=transform)
+    seen = {}
+    for workers in (0, 2):
+        torch.manual_seed(123)
+        loader = prepare_loader(ds, batch_size=6, shuffle=False, seed=0, num_workers=workers)
+        set_loader_epoch(loader, 0, 0)
+        (seen[workers], _), = list(loader)
+    assert torch.equal(seen[0], seen[2])
+    assert len({(clip[0, 0, 0, 0].item(), clip[0, 0, 0, -1].item()) for clip in seen[0]}) > 1  # the draws vary
+
+
+def test_an_undecodable_video_with_uniform_clips_is_skipped_not_the_end_of_the_pass(ramp_root, tmp_path, monkeypatch):
+    """The retry took item + 1, with uniform clips the next clip of the same video: five of them ended the pass,
+    strict=False or not."""
+    import zoo.video.ucf101 as U
+    from zoo.video.decoding import CorruptVideoError
+
+    bad, good = str(ramp_root / "A" / "v.avi"), str(ramp_root / "B" / "v.avi")
+    real = U.read_frames
+
+    def broken(path, *args, **kwargs):  # headers fine, data broken: found only when decoding
+        if path == bad:
+            raise CorruptVideoError(f"{path}: invalid data")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(U, "read_frames", broken)
+    ds = VideoClipDataset([(bad, 0), (good, 1)], ["A", "B"], sampling="uniform", frames_per_clip=4,
+                          step_between_clips=4, train=False, progress=False)
+    with pytest.warns(UserWarning, match="skipping an undecodable clip"):
+        labels = [ds[i][1] for i in range(len(ds))]
+    assert labels == [1] * len(ds) and ds.failed_reads == FRAMES // 4
+
+
 def test_seeded_segments_are_a_function_of_seed_epoch_and_item(ramp_root):
     def draw(epoch: int) -> list[list[int]]:
         ds = VideoClipDataset([(str(ramp_root / "A" / "v.avi"), 0)] * 3, ["A"], sampling="segments",

@@ -251,7 +251,27 @@ class VideoClassifierMixin(ClassifierHead, Network):
         folder = root if splits is not None else (_split_dir(root, "val") or root)
         ds = self._dataset(folder, False, splits, fold, extra)
         self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
+        if splits is not None:
+            self._label_by_name(ds, folder)
         return ds, folder
+
+    def _label_by_name(self, ds: Any, where: Any) -> None:
+        """A UCF101 testlist is labelled in classInd.txt's order, and the network's outputs may be in another: a
+        network trained on a class folder sorts its classes case-sensitively, classInd.txt ignores case
+        (``HammerThrow`` / ``Hammering``), and every video of such a pair was scored against the other's output.
+        Its labels are mapped to the network's classes by name (case aside, as the split files' names are)."""
+        ours = self.video_cfg.get("classes")
+        if not ours or list(ours) == list(ds.classes):
+            return
+        index = {str(c).lower(): i for i, c in enumerate(ours)}
+        unknown = [c for c in ds.classes if c.lower() not in index]
+        if unknown:
+            raise ValueError(f"{where}: class(es) {unknown[:5]} of classInd.txt are not among the network's classes "
+                             f"{list(ours)[:5]}{' ...' if len(ours) > 5 else ''}: evaluate it on the classes it "
+                             "was trained on")
+        to_ours = [index[c.lower()] for c in ds.classes]
+        ds.labels = [to_ours[label] for label in ds.labels]
+        ds.classes, ds.class_to_idx = list(ours), {c: i for i, c in enumerate(ours)}
 
     def _transformed(self, data: Any, train: bool) -> Any:
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a

@@ -220,10 +220,25 @@ class VideoClipDataset(Dataset):
                 tried += 1
                 if tried >= _MAX_RETRIES:
                     raise
-                item = (item + 1) % len(self)
+                item = self._next_video_item(item)
         if self.transform is not None:
-            video = self.transform(video)
+            rng = self._rng(item)
+            if rng is None:
+                video = self.transform(video)
+            else:  # torchvision's random transforms draw from torch's global generator, which is the main
+                # process's with num_workers=0 and each worker's otherwise: drawn from (seed, epoch, item), the
+                # same crops and flips for any num_workers, as the clips are
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(int(rng.initial_seed()) ^ 0x5EED)
+                    video = self.transform(video)
         return video, label
+
+    def _next_video_item(self, item: int) -> int:
+        """The first item of the next video: with ``uniform`` sampling ``item + 1`` is the next clip of the same
+        undecodable video, and five of them ended the pass."""
+        if self.sampling != "uniform":
+            return (item + 1) % len(self)
+        return int(self._cum[self.video_index(item)]) % len(self)
 
 
 def _case_hint(root: Path, missing: list[str]) -> str:
