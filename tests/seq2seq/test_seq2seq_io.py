@@ -20,6 +20,7 @@ from zoo.seq2seq.data import (
     load_parallel,
     make_loader,
     parse_direction,
+    read_lines,
 )
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, normalize_text, train_tokenizer
 
@@ -175,6 +176,34 @@ def test_parallel_files_plain_and_gzip(tmp_path):
         load_multi30k(tmp_path, "val", "de-en")
     with pytest.raises(ValueError, match="de-en"):
         parse_direction("german")
+
+
+def test_a_stray_carriage_return_inside_a_line_does_not_split_it(tmp_path):
+    """Files were read with Python's universal newlines, which end a line at a lone \\r too: a CR pasted inside a
+    sentence made two lines of one, so aligned files differed in length, or, with one on each side, paired the
+    wrong sentences without a word. Lines end at \\n (\\r\\n too), as wc -l counts them."""
+    (tmp_path / "train.de").write_bytes("Ein Hund.\nEine Katze\rschläft.\r\nDrei.\n".encode())
+    (tmp_path / "train.en").write_bytes(b"A dog\rruns.\nA cat sleeps.\nThree.")
+    text = load_multi30k(tmp_path, "train", "de-en")
+    assert text.src == ["Ein Hund.", "Eine Katze\rschläft.", "Drei."]
+    assert text.tgt == ["A dog\rruns.", "A cat sleeps.", "Three."]
+    assert read_lines(tmp_path / "train.de") == text.src
+
+
+def test_a_direction_given_with_sentence_pairs_is_recorded_or_warned_as_a_folders_is(tok):
+    """With sentence pairs, direction= was dropped: training a de-en model on en-de pairs left it labelled de-en
+    (zoo.evaluate then scored folders de-en), an evaluation in another direction did not warn, and a malformed
+    direction passed."""
+    pairs = list(zip(EN, DE))
+    m = _model("seq2seq-gru", tok)
+    m.config.direction = "de-en"
+    with pytest.warns(UserWarning, match=r"trained de-en .*training it on en-de data"):
+        zoo.train(m, pairs, direction="en-de", epochs=1, amp=None, progress=False)
+    assert m.config.direction == "en-de"
+    with pytest.warns(UserWarning, match=r"trained en-de .*evaluating direction='de-en'"):
+        zoo.evaluate(m, pairs, direction="de-en", bleu_sentences=1, amp=None, progress=False)
+    with pytest.raises(ValueError, match=r"direction must look like 'de-en' .*got 'german'"):
+        zoo.evaluate(m, pairs, direction="german", amp=None, progress=False)
 
 
 def test_multi30k_real_files_both_directions(shared_data):

@@ -37,6 +37,14 @@ def _direction(model: Any, direction: str | None) -> str:
     return str(chosen)
 
 
+def _parsed(direction: Any) -> str:
+    """``direction`` checked (a malformed one is refused, naming itself) and as the corpus files spell it."""
+    from zoo.seq2seq.data import parse_direction
+
+    src, tgt = parse_direction(direction)
+    return f"{src}-{tgt}"
+
+
 def _warn_other_direction(model: Any, direction: str) -> None:
     """An evaluation in another direction than the model's recorded one scores output in the wrong language
     (a de-en model on en-de: BLEU 0.01), which reads as a broken model rather than a wrong argument."""
@@ -138,7 +146,14 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         # fairseq's way: a token budget keeps the work per step even across lengths
         batches["max_tokens"] = max_tokens = 4096
     if pairs is not None:
-        return _pairs_data(model, pairs, train, batches, bleu, vocab_size, options)
+        # sentence pairs are (source, target) as given; a direction given names them, as a folder's does: training
+        # records it once the data loaded, an evaluation warns on another than the model's (both were skipped)
+        if direction is not None and not train:
+            _warn_other_direction(model, _parsed(direction))
+        out = _pairs_data(model, pairs, train, batches, bleu, vocab_size, options)
+        if direction is not None and train:
+            _record_direction(model, _parsed(direction))
+        return out
     from zoo.seq2seq.data import load_multi30k
 
     root = Path(data)

@@ -44,14 +44,17 @@ MULTI30K_TEST = "test_2016_flickr"
 
 def read_lines(path: str | Path) -> list[str]:
     """Lines of a UTF-8 text file (``.gz`` transparently), without their line endings; a byte-order mark
-    (Windows editors write one) is not part of the first line."""
+    (Windows editors write one) is not part of the first line. Lines end at ``\n`` alone (``\r\n`` too), as
+    ``wc -l`` and the files' other side count them: a stray ``\r`` inside a line (text pasted from a web page)
+    is a space to the tokenizer, where Python's universal newlines split the line there and misaligned a
+    parallel corpus."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file not found: {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-            return [line.rstrip("\r\n") for line in f]
+        with opener(path, "rt", encoding="utf-8-sig", newline="\n") as f:
+            return [line.removesuffix("\n").removesuffix("\r") for line in f]
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}: {err.reason}): save it as "
                          f"UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > utf8.txt") from None
