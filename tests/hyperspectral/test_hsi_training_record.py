@@ -215,3 +215,33 @@ def test_label_files_that_do_not_fit_are_errors(tmp_path):
     with pytest.raises(SceneFormatError, match="unknown ground truth format '.txt'"):
         load_scene(cube, gt=tmp_path / "gt.txt")
     assert main(["train", "hsi-pca-svm", "--data", str(cube), "--labels", str(tmp_path / "none.npy")]) == 2
+
+
+def test_training_the_svm_pipeline_leaves_the_callers_random_streams_where_they_were():
+    """As every family's run (README: a run puts the caller's generator states back): SVC.fit drew libsvm's seed from
+    NumPy's global generator, which moved the caller's; a sweep drawing from it between runs drew other trials."""
+    import random
+
+    import torch
+
+    scene = make_scene(24, 24, 12, 3, seed=2)
+
+    def draws():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    untouched = [draws(), draws()]
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    got = [draws()]
+    zoo.train("hsi-pca-svm", scene, split="random", model_config={"n_components": 4}, seed=0)
+    got.append(draws())
+    assert got == untouched
+
+
+@pytest.mark.parametrize("split", ["blocks", "random"])
+@pytest.mark.parametrize("fraction", [1.5, 0.0, -0.5, "abc", True])
+def test_train_fraction_outside_zero_to_one_is_refused_by_every_split(split, fraction):
+    """The blocks split (a scene's default) took 1.5 (768 of 1,024 pixels to train, 16 to test) without a word, and a
+    string failed in a comparison that named no option."""
+    with pytest.raises(ValueError, match=r"train_fraction must be in \(0, 1\); got "):
+        zoo.train("hsi-pca-svm", make_scene(32, 32, 12, 3), split=split, train_fraction=fraction, window=1)

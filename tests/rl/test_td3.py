@@ -588,3 +588,12 @@ def test_an_env_with_2d_state_observations_is_read_flat_as_sb3_does(tmp_path):
 
     with pytest.raises(ValueError, match=r"\(observations \(3, 2\), the agent's \(2, 3\)\)"):
         zoo.evaluate(agent, Turned(), episodes=1)
+
+
+@pytest.mark.parametrize("explore", ["no", "false", 5, None])
+def test_predict_refuses_an_explore_that_is_not_a_bool(explore):
+    """'no', 'false' or 5 (zoo predict --set explore="no") added exploration noise without a word."""
+    agent = zoo.build("td3", net_arch=(8, 8))
+    with pytest.raises(TypeError, match=rf"explore must be True or False, got {explore!r}"):
+        zoo.predict(agent, [1.0, 0.0, 0.0], explore=explore)
+    assert zoo.predict(agent, [1.0, 0.0, 0.0], explore=np.bool_(False)).shape == (1,)

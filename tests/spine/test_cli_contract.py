@@ -113,6 +113,26 @@ def test_out_is_checked_before_training(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
+def test_out_as_a_folder_numbers_the_file_as_the_default_does(tmp_path, capsys):
+    """Left out, --out numbered NAME-2 beside an earlier model, but the same folder given as --out (runs/train/)
+    replaced it. Only a file named as --out is replaced."""
+    args = ["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--net-arch", "8,8", "--set", "progress=false"]
+    for _ in range(2):
+        assert main([*args, "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["td3-2.safetensors", "td3.safetensors"]
+    first = (tmp_path / "td3.safetensors").read_bytes()
+    assert main([*args, "--seed", "1", "--out", str(tmp_path / "td3.safetensors")]) == 0  # a file: replaced
+    assert (tmp_path / "td3.safetensors").read_bytes() != first and len(list(tmp_path.iterdir())) == 2
+    capsys.readouterr()
+
+
+def test_info_of_a_weights_name_that_is_not_there_prints_nothing_but_the_error(capsys):
+    """It printed the model's whole card to stdout, then failed with exit code 2."""
+    assert main(["info", "td3.nosuch"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "no weights named 'td3.nosuch'" in err
+
+
 def test_model_pairs_read_values_as_their_flags_do(capsys):
     """``--model KEY=VALUE`` is 'an alternative to --KEY VALUE': a tuple typed as the flag takes it
     (net_arch=32,32 was "net_arch expects tuple[int, ...], got '32,32' (str)")."""

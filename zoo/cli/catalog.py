@@ -33,10 +33,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from zoo import hub, registry
 
     card = zoo.model_info(args.name)
-    print(card)
     named = registry.split_weights_name(args.name)[1]  # zoo info resnet18.cifar10: that weights' card
-    for wname in [named] if named else card.weights:
-        entry = hub.get_entry(wname)
+    entries = [hub.get_entry(wname) for wname in ([named] if named else card.weights)]  # a bad tag fails first,
+    print(card)  # not after the card was printed under exit code 2
+    for wname, entry in zip([named] if named else card.weights, entries):
         metrics = ", ".join(f"{k}={v}" for k, v in (entry.meta.get("metrics") or {}).items())
         print(f"    {wname}: {entry.meta.get('dataset', 'dataset not recorded')}" + (f"  {metrics}" if metrics else ""))
         if named:

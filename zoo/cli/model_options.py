@@ -53,8 +53,9 @@ def add_common(p: argparse.ArgumentParser, kind: str) -> None:
                        help="sanity mode: train and validate on the first N batches only")
         p.add_argument("--checkpoint-dir", help="folder for checkpoints and logs")
         p.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --checkpoint-dir")
-        p.add_argument("--out", help="save the trained model here (.safetensors, or a folder; default "
-                                     f"{TRAIN_RUNS}/NAME.safetensors, numbered NAME-2 ... beside an earlier one)")
+        p.add_argument("--out", help="save the trained model here (a .safetensors file, replaced if it exists, or a "
+                                     f"folder; default {TRAIN_RUNS}; in a folder NAME.safetensors, numbered NAME-2 "
+                                     "... beside an earlier one)")
     elif kind == "eval":
         p.add_argument("--episodes", type=int, help="evaluation episodes (agents)")
         p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")

@@ -21,7 +21,9 @@ def out_path(out: str | None, name: str) -> Path | None:
     if out is None:
         return None
     path = Path(out).expanduser()  # as zoo.save and --weights do (a quoted '~' reaches us unexpanded)
-    if path.is_dir() or out.endswith(("/", os.sep)):
+    if path.is_dir():  # the name is zoo's to choose, as the default's: numbered beside an earlier model
+        path = _free_name(path, name)
+    elif out.endswith(("/", os.sep)):
         path = path / f"{name}.safetensors"
     if path.suffix == "" and not path.exists():  # a folder's name, most likely: zoo makes none (a typo would get one)
         raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {path}) to save {name}.safetensors "
@@ -44,6 +46,11 @@ def default_out(name: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UsageError(f"no --out given and {folder} cannot be made ({err}): give --out FILE.safetensors") from err
+    return _free_name(folder, name)
+
+
+def _free_name(folder: Path, name: str) -> Path:
+    """``folder/NAME.safetensors``, or ``NAME-2``, ``NAME-3`` ... where that is taken."""
     path, k = folder / f"{name}.safetensors", 1
     while path.exists():
         k += 1

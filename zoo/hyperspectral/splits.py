@@ -8,6 +8,7 @@ and drop test pixels whose window would reach a training pixel (a guard band of 
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,14 +77,22 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
     return labels
 
 
+def _check_fraction(train_fraction: Any) -> float:
+    """A fraction in (0, 1): the blocks split took 1.5 (768 of 1,024 pixels to train, 16 to test) and a string
+    failed in a comparison that named no option."""
+    if isinstance(train_fraction, bool) or not isinstance(train_fraction, numbers.Real) \
+            or not 0.0 < train_fraction < 1.0:
+        raise ValueError(f"train_fraction must be in (0, 1); got {train_fraction!r}")
+    return float(train_fraction)
+
+
 def random_split(labels: np.ndarray, train_fraction: float = 0.3, *, seed: int = 0,
                  stratify: bool = True) -> Split:
     """Stratified random pixel split (HybridSN protocol: 30 % train). Expect heavy window overlap."""
     from sklearn.model_selection import train_test_split
 
     labels = _check_labels(labels)
-    if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must be in (0, 1); got {train_fraction}")
+    train_fraction = _check_fraction(train_fraction)
     coords = np.argwhere(labels > 0)
     y = labels[labels > 0]
     counts = np.bincount(y)
@@ -104,6 +113,7 @@ def spatial_block_split(labels: np.ndarray, *, block: int = 16, train_fraction: 
     pixels) so that every class that spans more than one block is represented in both sets.
     """
     labels = _check_labels(labels)
+    train_fraction = _check_fraction(train_fraction)
     h, w = labels.shape
     rng = np.random.default_rng(seed)
     tile = (np.arange(h)[:, None] // block) * (-(-w // block)) + (np.arange(w)[None, :] // block)

@@ -34,6 +34,7 @@ from threadpoolctl import ThreadpoolController
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
 from zoo.engine.options import check_options
+from zoo.engine.seed import seeded
 from zoo.hyperspectral.evaluation import (
     SCENE_INPUTS,
     SPLIT_OPTIONS,
@@ -136,18 +137,21 @@ class HSIPipeline(Pipeline):
                                               25 if window is None else window, 16 if block is None else block)
         t0 = time.perf_counter()
         history: dict[str, Any] = {"epoch": 1, "step": 1}  # one fit: one row
-        if search:
-            grid = param_grid or {"svm__C": [10.0, 100.0, 1000.0], "svm__gamma": ["scale", 0.01, 0.1]}
-            on_threads = n_jobs is None and torch.get_num_threads() > 1
-            gs = GridSearchCV(self, grid, cv=StratifiedKFold(cv, shuffle=True, random_state=seed),
-                              n_jobs=torch.get_num_threads() if on_threads else n_jobs, refit=False,
-                              verbose=2 if progress else 0)
-            with _libsvm_on_threads() if on_threads else contextlib.nullcontext():
-                gs.fit(X, y)
-            self.set_params(**gs.best_params_)
-            history["cv_accuracy"] = float(gs.best_score_)
-            history["best_params"] = {k: v for k, v in gs.best_params_.items()}
-        self.fit(X, y)  # forgets an earlier run's split; this run's is recorded once the fit succeeded
+        # as every family's run: seeded for itself, the caller's generator states put back (SVC.fit draws libsvm's
+        # seed from NumPy's global generator, which moved the caller's)
+        with seeded(seed):
+            if search:
+                grid = param_grid or {"svm__C": [10.0, 100.0, 1000.0], "svm__gamma": ["scale", 0.01, 0.1]}
+                on_threads = n_jobs is None and torch.get_num_threads() > 1
+                gs = GridSearchCV(self, grid, cv=StratifiedKFold(cv, shuffle=True, random_state=seed),
+                                  n_jobs=torch.get_num_threads() if on_threads else n_jobs, refit=False,
+                                  verbose=2 if progress else 0)
+                with _libsvm_on_threads() if on_threads else contextlib.nullcontext():
+                    gs.fit(X, y)
+                self.set_params(**gs.best_params_)
+                history["cv_accuracy"] = float(gs.best_score_)
+                history["best_params"] = {k: v for k, v in gs.best_params_.items()}
+            self.fit(X, y)  # forgets an earlier run's split; this run's is recorded once the fit succeeded
         self.split_, self.last_split_, self.training_record_ = record
         history["fit_seconds"] = time.perf_counter() - t0
         history["train_accuracy"] = float((self.predict_rows(X) == y).mean())

@@ -620,6 +620,8 @@ class TD3Agent:
         """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`); an
         observation that is not finite as the policy reads it, in float32, is refused (the policy would answer
         it with a NaN action, without a word): NaN, inf, None (JSON null), or a value beyond float32's range."""
+        if not isinstance(explore, (bool, np.bool_)):  # "no", "false" or 5 added exploration noise without a word
+            raise TypeError(f"explore must be True or False, got {explore!r} ({type(explore).__name__})")
         arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
         # checked after the cast the policy applies: None becomes NaN there and 1e39 becomes inf
         with np.errstate(over="ignore", invalid="ignore"):
