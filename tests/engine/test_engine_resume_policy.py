@@ -202,9 +202,9 @@ def test_a_resume_on_other_arrays_is_refused_naming_them(tmp_path):
     assert tensors_fingerprint([big]).startswith("1000000 rows; (1000000, 5) float32; ")
 
 
-def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
-    """fit's docstring: param_groups keep their own lr. A resume with another lr scaled it too (the head at
-    0.001 where a fresh run with the same settings trains it at 0.01)."""
+def _lrs_of_a_resumed_run(tmp_path, groups_of, lrs: tuple[float, float]) -> list[list[float]]:
+    """Each group's lr at every epoch start: a 1-epoch run at ``lrs[0]``, its resume to 2 epochs at ``lrs[1]``, and
+    a fresh 1-epoch run at ``lrs[1]`` (``groups_of(net)``: the param_groups of each run's network)."""
     from zoo.engine.callbacks import Callback
 
     seen = []
@@ -217,39 +217,32 @@ def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
 
     def run(epochs, lr, **options):
         net = _net()
-        groups = [{"params": net[0].parameters()}, {"params": net[2].parameters(), "lr": 0.01}]
-        fit(net, (x, y), epochs=epochs, batch_size=16, lr=lr, param_groups=groups, progress=False, amp=None,
+        fit(net, (x, y), epochs=epochs, batch_size=16, lr=lr, param_groups=groups_of(net), progress=False, amp=None,
             weight_decay=0.0, callbacks=[LRs()], **options)
 
-    run(1, 1e-3, checkpoint_dir=tmp_path / "run")
-    run(2, 1e-4, checkpoint_dir=tmp_path / "run", resume=True)
-    run(1, 1e-4)  # a fresh run with the resumed settings
+    run(1, lrs[0], checkpoint_dir=tmp_path / "run")
+    run(2, lrs[1], checkpoint_dir=tmp_path / "run", resume=True)
+    run(1, lrs[1])  # a fresh run with the resumed settings
+    return seen
+
+
+def test_a_new_lr_on_resume_leaves_a_groups_own_lr(tmp_path):
+    """fit's docstring: param_groups keep their own lr. A resume with another lr scaled it too (the head at
+    0.001 where a fresh run with the same settings trains it at 0.01)."""
+    seen = _lrs_of_a_resumed_run(
+        tmp_path, lambda net: [{"params": net[0].parameters()}, {"params": net[2].parameters(), "lr": 0.01}],
+        (1e-3, 1e-4))
     assert seen == [[1e-3, 0.01], [1e-4, 0.01], [1e-4, 0.01]]
 
 
 def test_a_groups_lr_scale_follows_a_new_lr_on_resume(tmp_path):
     """A group at a fraction of fit's lr (timm's lr_scale) runs at that fraction of the new lr after a resume, as a
     fresh run gives it; lr and lr_scale together are refused."""
-    from zoo.engine.callbacks import Callback
-
-    seen = []
-
-    class LRs(Callback):
-        def on_epoch_start(self, state):
-            seen.append([g["lr"] for g in state.optimizer.param_groups])
-
-    x, y = _data()
-
-    def run(epochs, lr, **options):
-        net = _net()
-        groups = [{"params": net[0].parameters(), "lr_scale": 0.1}, {"params": net[2].parameters()}]
-        fit(net, (x, y), epochs=epochs, batch_size=16, lr=lr, param_groups=groups, progress=False, amp=None,
-            weight_decay=0.0, callbacks=[LRs()], **options)
-
-    run(1, 1e-2, checkpoint_dir=tmp_path / "run")
-    run(2, 1e-3, checkpoint_dir=tmp_path / "run", resume=True)
-    run(1, 1e-3)  # a fresh run with the resumed settings
+    seen = _lrs_of_a_resumed_run(
+        tmp_path, lambda net: [{"params": net[0].parameters(), "lr_scale": 0.1}, {"params": net[2].parameters()}],
+        (1e-2, 1e-3))
     assert seen == [pytest.approx([1e-3, 1e-2]), pytest.approx([1e-4, 1e-3]), pytest.approx([1e-4, 1e-3])]
+    x, y = _data()
     net = _net()
     with pytest.raises(ValueError, match=r"param_groups\[0\] gives both lr=0.5 and lr_scale=0.1"):
         fit(net, (x, y), epochs=1, batch_size=16, param_groups=[{"params": net.parameters(), "lr": 0.5,

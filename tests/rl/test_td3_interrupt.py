@@ -192,5 +192,5 @@ def test_step_and_episode_counts_take_whole_floats_and_refuse_fractions():
             zoo.evaluate(agent, gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync"), episodes=2,
                          max_steps=bad)
     for bad in (1.5, -1, True):
-        with pytest.raises(ValueError, match=rf"seed must be an integer >= 0 .*got {bad!r}"):
+        with pytest.raises(ValueError, match=rf"seed must be an int >= 0 or None .*got {bad!r}"):
             zoo.evaluate(agent, "Pendulum-v1", episodes=1, seed=bad)

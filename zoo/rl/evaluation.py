@@ -122,8 +122,7 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
     episodes = whole_count("episodes", episodes, 1, "episodes")
     if max_steps is not None:  # 0 or -3 ran 1-step episodes, 2.5 ran 3, reported as a normal evaluation
         max_steps = whole_count("max_steps", max_steps, 1, "steps")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise ValueError(f"seed must be an integer >= 0 (episode i is reset with seed + i), got {seed!r}")
+    seed = whole_number(seed, "seed", minimum=0, allow_none=True, hint="episode i is reset with seed + i")
     chosen = pick_env(agent, data, env)
     e = make_env(chosen)
     import gymnasium as gym

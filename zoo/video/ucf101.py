@@ -221,16 +221,14 @@ class VideoClipDataset(Dataset):
                 if tried >= _MAX_RETRIES:
                     raise
                 item = self._next_video_item(item)
-        if self.transform is not None:
-            rng = self._rng(item)
-            if rng is None:
+        if self.transform is not None and self.seed is None:
+            video = self.transform(video)
+        elif self.transform is not None:  # torchvision's random transforms draw from torch's global generator, the
+            # main process's with num_workers=0 and each worker's otherwise: drawn from (seed, epoch, item), the
+            # same crops and flips for any num_workers, as the clips are
+            with torch.random.fork_rng(devices=[]):  # the CPU generator alone: torch.manual_seed costs 150 us
+                torch.default_generator.manual_seed(_item_seed(self.seed, self.epoch, item) ^ 0x5EED)
                 video = self.transform(video)
-            else:  # torchvision's random transforms draw from torch's global generator, which is the main
-                # process's with num_workers=0 and each worker's otherwise: drawn from (seed, epoch, item), the
-                # same crops and flips for any num_workers, as the clips are
-                with torch.random.fork_rng(devices=[]):  # the CPU generator alone: torch.manual_seed costs 150 us
-                    torch.default_generator.manual_seed(int(rng.initial_seed()) ^ 0x5EED)
-                    video = self.transform(video)
         return video, label
 
     def _next_video_item(self, item: int) -> int:
