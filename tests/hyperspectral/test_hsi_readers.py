@@ -18,6 +18,8 @@ from zoo.hyperspectral.readers import (
     save_envi,
 )
 from zoo.hyperspectral.readers.envi import EnviWriter
+from zoo.hyperspectral.readers.errors import SceneFormatError
+from zoo.hyperspectral.scene import Scene
 
 DTYPES = [np.uint8, np.int16, np.uint16, np.int32, np.float32, np.float64]
 
@@ -61,7 +63,11 @@ def test_envi_written_by_zoo_read_by_spectral(tmp_path, interleave, dtype):
     np.testing.assert_array_equal(np.asarray(img.load()), cube)
     assert [float(w) for w in img.metadata["wavelength"]] == [400, 500, 600, 700]
     assert not list(tmp_path.glob(".*"))  # no temp files left behind
-    assert open_envi(hdr).cube.dtype == np.dtype(dtype).newbyteorder(">")
+    if dtype is np.complex64:  # written (spectral reads it back above), refused as a scene: models take real cubes
+        with pytest.raises(SceneFormatError, match=r"data type 6 holds complex numbers \(complex64\).*np.abs"):
+            open_envi(hdr)
+    else:
+        assert open_envi(hdr).cube.dtype == np.dtype(dtype).newbyteorder(">")
 
 
 def test_envi_streamed_writer_and_bad_files(tmp_path):
@@ -91,7 +97,8 @@ def test_mat_key_discovery_v5_and_v73(tmp_path):
     arrays = load_mat_arrays(tmp_path / "scene.mat")
     assert find_cube_key(arrays) == "my_corrected"
     assert find_gt_key(arrays, cube.shape[:2]) == "gt_map"
-    scene = load_scene(tmp_path / "scene.mat")
+    with pytest.warns(UserWarning, match=r"the file also holds the 3-D array\(s\) 'small' \(2, 2, 2\)"):
+        scene = load_scene(tmp_path / "scene.mat")
     np.testing.assert_array_equal(scene.cube, cube)
     np.testing.assert_array_equal(scene.labels, gt)
     # separate ground-truth file, integer-valued floats as MATLAB often writes
@@ -353,5 +360,73 @@ def test_predicting_a_mat_scene_reads_its_cube_alone(tmp_path):
         warnings.simplefilter("error")
         for name in ("elev.mat", "other.mat"):
             np.testing.assert_array_equal(zoo.predict(model, str(tmp_path / name)), expected)
-    with pytest.raises(Exception, match="does not match the cube's"):  # reading it for training still checks
+    # reading it for training still checks
+    with pytest.raises(Exception, match=r"does not match the \(H, W\) = \(20, 17\) of the cube 'data'"):
         load_scene(tmp_path / "other.mat")
+
+
+@pytest.mark.parametrize("write", ["save_envi", "EnviWriter", "transform_to_envi"])
+def test_writing_to_a_name_with_another_suffix_keeps_the_scene_of_its_stem(tmp_path, write):
+    """Before: every writer took ``with_suffix(".hdr")``: writing the PCA of scene.hdr to "scene.pca" replaced
+    scene.hdr and scene.img with the 3 components (spectral refuses such a name; zoo appends .hdr)."""
+    from zoo.hyperspectral.pca import HyperspectralPCA
+
+    cube = _cube(np.float32, (6, 5, 4))
+    save_envi(tmp_path / "scene.hdr", cube)
+    small = cube[:, :, :2].copy()
+    if write == "save_envi":
+        hdr = save_envi(tmp_path / "scene.pca", small)
+    elif write == "EnviWriter":
+        with EnviWriter(tmp_path / "scene.pca", small.shape, np.float32) as w:
+            w.write(small)
+        hdr = w.hdr
+    else:
+        hdr = HyperspectralPCA(n_components=2).fit(cube).transform_to_envi(Scene(cube=cube), tmp_path / "scene.pca")
+    assert hdr == tmp_path / "scene.pca.hdr"
+    np.testing.assert_array_equal(np.asarray(open_envi(tmp_path / "scene.hdr").cube), cube)
+    assert open_envi(hdr).n_bands == 2
+    assert save_envi(tmp_path / "x.img", small) == tmp_path / "x.hdr"  # an ENVI data name still means its header
+
+
+def test_a_scenes_metadata_written_again_keeps_its_wavelengths_in_nanometres(tmp_path):
+    """Before: ``wavelength units`` of the source's metadata (Micrometers) labelled the nanometre values written
+    from ``wavelengths=``: read back 1000x; a band subset kept the source's 5-entry lists, and zoo then refused
+    its own file ("lists 5 wavelengths for 2 bands")."""
+    cube = _cube(np.float32, (4, 3, 5))
+    envi.save_image(str(tmp_path / "src.hdr"), cube, force=True,
+                    metadata={"wavelength": ["0.4", "0.5", "0.6", "0.7", "0.8"], "wavelength units": "Micrometers",
+                              "fwhm": ["0.01"] * 5, "map info": "{UTM, 1, 1, 0, 0, 30, 30, 13, North}"})
+    src = open_envi(tmp_path / "src.hdr")
+    np.testing.assert_allclose(src.wavelengths, [400, 500, 600, 700, 800])
+    again = save_envi(tmp_path / "again.hdr", np.asarray(src.cube), wavelengths=src.wavelengths, metadata=src.metadata)
+    np.testing.assert_allclose(open_envi(again).wavelengths, [400, 500, 600, 700, 800])
+    with pytest.warns(UserWarning, match=r"'wavelength', 'fwhm' list entries for another number of bands"):
+        sub = save_envi(tmp_path / "sub.hdr", np.asarray(src.cube)[:, :, :2], metadata=src.metadata)
+    scene = open_envi(sub)
+    assert scene.wavelengths is None and "fwhm" not in scene.metadata and "map info" in scene.metadata
+    sub_wl = save_envi(tmp_path / "sub_wl.hdr", np.asarray(src.cube)[:, :, :2], wavelengths=src.wavelengths[:2],
+                       metadata={k: v for k, v in src.metadata.items() if k != "fwhm"})
+    np.testing.assert_allclose(open_envi(sub_wl).wavelengths, [400, 500])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.bool_, np.int8])
+def test_an_envi_writer_of_a_type_envi_lacks_names_the_types_and_leaves_nothing(tmp_path, dtype):
+    """Before: a bare ``KeyError: 'e'`` after the temp folder was made, which stayed beside the target."""
+    with pytest.raises(ValueError, match=rf"ENVI has no data type for {np.dtype(dtype).name}; use one of .*float32"):
+        EnviWriter(tmp_path / "w.hdr", (2, 2, 2), dtype)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_complex_cube_is_no_scene():
+    with pytest.raises(ValueError, match=r"must hold real numbers; got dtype complex64: keep np.abs"):
+        Scene(cube=np.ones((2, 2, 2), np.complex64))
+
+
+def test_an_object_npy_is_called_a_pickle_not_truncated(tmp_path):
+    """Before: "is truncated: its header says a object array ... the file holds 11,286 bytes" of a whole file."""
+    arr = np.empty((4, 4, 3), dtype=object)
+    arr[...] = 1.5
+    np.save(tmp_path / "cube.npy", arr, allow_pickle=True)
+    with pytest.raises(SceneFormatError, match=r"holds Python objects .* which zoo never loads") as err:
+        load_scene(tmp_path / "cube.npy")
+    assert "truncated" not in str(err.value)

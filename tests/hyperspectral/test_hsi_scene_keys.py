@@ -134,3 +134,61 @@ def test_hybridsn_refuses_a_scene_narrower_than_n_bands_before_any_work():
     fitted = zoo.build("hybridsn", n_bands=20, window=9)  # the advised fix
     fitted.fit_preprocessor(scene, scene.labels > 0)
     assert fitted.reduce(scene).shape == (16, 16, 20)
+
+
+@pytest.mark.parametrize("bad", ["negative", "nan"])
+def test_a_scenes_own_ground_truth_that_is_no_label_map_is_refused_with_the_reason(tmp_path, bad):
+    """Before: a ``gt`` of -1 for unlabelled (or NaN) was passed over: the scene had no labels, without a word,
+    and zoo.train then asked for ground truth the file holds; given as gt=FILE.mat it said "no ground truth",
+    not why."""
+    s = make_scene(12, 12, 6, 3, seed=0)
+    labels = np.where(np.arange(12)[:, None] % 3 == 0, 0, s.labels)  # every third row unlabelled
+    gt = labels.astype(np.float64) - 1 if bad == "negative" else np.where(labels > 0, labels, np.nan)
+    scipy.io.savemat(tmp_path / "scene.mat", {"cube": np.asarray(s.cube), "gt": gt})
+    scipy.io.savemat(tmp_path / "cube.mat", {"cube": np.asarray(s.cube)})
+    scipy.io.savemat(tmp_path / "gt.mat", {"gt": gt})
+    why = r"must be >= 0 \(0 = unlabelled\); found -1" if bad == "negative" else r"must hold whole class ids .*; found fractions or NaN"
+    with pytest.raises(SceneFormatError, match=rf"ground truth 'gt' {why}"):
+        load_scene(tmp_path / "scene.mat")
+    with pytest.raises(SceneFormatError, match=rf"ground truth 'gt' {why}"):
+        load_scene(tmp_path / "cube.mat", gt=tmp_path / "gt.mat")
+    assert load_scene(tmp_path / "scene.mat", ground_truth=False).labels is None  # a prediction needs none
+
+
+def test_a_ground_truth_saved_with_a_band_axis_of_one_is_the_label_map(tmp_path):
+    """Before: an (H, W, 1) ``gt`` was taken for a second cube ("several arrays could be the cube") and the
+    scene had no labels; as gt=FILE.npy the same map was squeezed and read."""
+    s = make_scene(12, 12, 6, 3, seed=0)
+    scipy.io.savemat(tmp_path / "scene.mat", {"cube": np.asarray(s.cube), "gt": s.labels[:, :, None].astype(np.uint8)})
+    scipy.io.savemat(tmp_path / "cube.mat", {"cube": np.asarray(s.cube)})
+    scipy.io.savemat(tmp_path / "gt.mat", {"gt": s.labels[:, :, None].astype(np.uint8)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        own = load_scene(tmp_path / "scene.mat")
+        given = load_scene(tmp_path / "cube.mat", gt=tmp_path / "gt.mat")
+    np.testing.assert_array_equal(own.labels, s.labels)
+    np.testing.assert_array_equal(given.labels, s.labels)
+    assert own.n_bands == 6 and "other_cubes" not in own.metadata
+
+
+def test_a_larger_3d_array_of_another_size_is_not_taken_for_the_cube_of_the_ground_truth(tmp_path):
+    """Before: the largest 3-D array was the cube: reference chips (40, 40, 8) beside a (30, 20, 8) scene and its
+    (30, 20) gt; the error then blamed the right ground truth, and a prediction read the chips without a word."""
+    s = make_scene(30, 20, 8, 3, seed=0)
+    chips = np.zeros((40, 40, 8), np.float32)
+    scipy.io.savemat(tmp_path / "scene.mat", {"scene_cube": np.asarray(s.cube), "ref_chips": chips,
+                                              "scene_gt": s.labels})
+    with pytest.warns(UserWarning, match=r"took 'scene_cube' \(30, 20, 8\) as the cube; the file also holds the "
+                                         r"3-D array\(s\) 'ref_chips' \(40, 40, 8\): pass cube_key=<name>"):
+        scene = load_scene(tmp_path / "scene.mat")
+    assert scene.shape == (30, 20, 8)
+    np.testing.assert_array_equal(scene.labels, s.labels)
+    with pytest.warns(UserWarning, match=r"took 'scene_cube'"):
+        assert load_scene(tmp_path / "scene.mat", ground_truth=False).shape == (30, 20, 8)
+    # a ground truth that fits no 3-D array: the error names the array taken and cube_key=
+    scipy.io.savemat(tmp_path / "odd.mat", {"ref_chips": chips, "other": np.zeros((10, 10, 2), np.float32),
+                                            "scene_gt": s.labels})
+    with pytest.warns(UserWarning, match=r"took 'ref_chips'"), \
+            pytest.raises(SceneFormatError, match=r"does not match the \(H, W\) = \(40, 40\) of the cube "
+                                                  r"'ref_chips'.*pass cube_key=<name>"):
+        load_scene(tmp_path / "odd.mat")

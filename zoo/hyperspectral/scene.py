@@ -76,6 +76,10 @@ class Scene:
         h, w, c = cube.shape
         if min(h, w, c) < 1:
             raise ValueError(f"Scene cube has an empty axis: shape {cube.shape}")
+        kind = getattr(getattr(cube, "dtype", None), "kind", "f")
+        if kind not in "biuf":
+            raise ValueError(f"Scene cube must hold real numbers; got dtype {cube.dtype}"
+                             + (": keep np.abs(cube), cube.real or cube.imag" if kind == "c" else ""))
         if self.wavelengths is not None:
             wl = np.asarray(self.wavelengths, dtype=np.float64).reshape(-1)
             if wl.size != c:

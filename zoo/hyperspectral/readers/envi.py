@@ -19,11 +19,16 @@ from typing_extensions import Self
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
-from zoo.hyperspectral.readers.envi_header import EnviHeader, find_data_file, read_envi_header
+from zoo.hyperspectral.readers.envi_header import (
+    DATA_EXTENSIONS,
+    EnviHeader,
+    find_data_file,
+    read_envi_header,
+)
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import RawLayout, Scene
 
-__all__ = ["EnviWriter", "open_envi", "save_envi", "verify_byte_order"]
+__all__ = ["EnviWriter", "header_path", "open_envi", "save_envi", "verify_byte_order"]
 
 _UNIT_TO_NM = {"nanometers": 1.0, "nanometer": 1.0, "nanometres": 1.0, "nanometre": 1.0, "nm": 1.0,
                "micrometers": 1e3, "micrometer": 1e3, "micrometres": 1e3, "micrometre": 1e3, "microns": 1e3,
@@ -159,6 +164,10 @@ def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *
         image = path
     data = find_data_file(header, image)
     header.check_file(data)
+    if header.dtype.kind == "c":
+        raise SceneFormatError(f"ENVI header {header.path}: data type {header.metadata.get('data type')} holds complex numbers "
+                               f"({header.dtype.name}); zoo's models take real cubes: read it with spectral "
+                               f"(spectral.envi.open) and keep np.abs(), .real or .imag")
     layout = RawLayout(data, header.offset, header.dtype, header.interleave,
                        (header.lines, header.samples, header.bands))
     cube = layout.memmap()  # (H, W, C) view of the file, whatever its interleave
@@ -169,22 +178,47 @@ def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *
                  name=name or header.path.stem, metadata=meta, layout=layout)
 
 
-def _meta(wavelengths: Iterable[float] | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+_DATA_SUFFIXES = (".hdr", ".bsq", ".bil", ".bip", *DATA_EXTENSIONS)
+_PER_BAND = ("wavelength", "fwhm", "bbl", "band names", "data gain values", "data offset values")
+"""Header fields that hold one entry per band: a source scene's, kept in ``metadata``, may list other bands."""
+
+
+def header_path(path: str | os.PathLike) -> Path:
+    """The .hdr a writer makes of ``path``: ``x.hdr``, ``x.img`` (an ENVI data extension) and ``x`` give
+    ``x.hdr``; any other suffix is part of the name (``scene.pca`` -> ``scene.pca.hdr``), so writing
+    ``scene.pca`` never replaces ``scene.hdr`` and ``scene.img``."""
+    path = Path(path)
+    if path.suffix.lower() in _DATA_SUFFIXES or not path.suffix:
+        return path.with_suffix(".hdr")
+    return path.with_name(path.name + ".hdr")
+
+
+def _meta(wavelengths: Iterable[float] | None, extra: dict[str, Any] | None, n_bands: int) -> dict[str, Any]:
     meta: dict[str, Any] = dict(extra or {})
-    if wavelengths is not None:
+    if wavelengths is not None:  # written in nanometres, whatever unit a source scene's metadata names
         meta["wavelength"] = [f"{float(w):.6g}" for w in wavelengths]
-        meta.setdefault("wavelength units", "nanometers")
+        meta["wavelength units"] = "nanometers"
+    stale = [k for k in _PER_BAND if k in meta and np.ndim(meta[k]) == 1 and len(meta[k]) != n_bands]
+    for key in stale:
+        del meta[key]
+    if "wavelength" not in meta:
+        meta.pop("wavelength units", None)
+    if stale:
+        warnings.warn(f"ENVI metadata {', '.join(repr(k) for k in stale)} list entries for another number of "
+                      f"bands than the cube's {n_bands} (a source scene's?): not written", stacklevel=user_stacklevel())
     return meta
 
 
 def save_envi(path: str | os.PathLike, cube: np.ndarray, *, wavelengths=None, interleave: str = "bip",
               byteorder: int | None = None, metadata: dict[str, Any] | None = None, ext: str = ".img") -> Path:
-    """Write an in-memory ``(H, W, C)`` cube as ENVI (atomically: temp files, then ``os.replace``)."""
-    hdr = Path(path).with_suffix(".hdr")
+    """Write an in-memory ``(H, W, C)`` cube as ENVI (atomically: temp files, then ``os.replace``).
+
+    ``path`` names the header (see :func:`header_path`); the data file is the header's name with ``ext``."""
+    hdr = header_path(path)
     if np.ndim(cube) != 3:
         raise ValueError(f"save_envi needs an (H, W, C) cube; got shape {np.shape(cube)}")
     kwargs: dict[str, Any] = {"interleave": interleave, "force": True, "ext": ext,
-                              "metadata": _meta(wavelengths, metadata)}
+                              "metadata": _meta(wavelengths, metadata, np.shape(cube)[2])}
     if byteorder is not None:
         kwargs["byteorder"] = byteorder
     # data first, then the header: a header never points at nothing
@@ -202,18 +236,25 @@ class EnviWriter:
 
     def __init__(self, path: str | os.PathLike, shape: tuple[int, int, int], dtype=np.float32, *,
                  wavelengths=None, metadata: dict[str, Any] | None = None, ext: str = ".img") -> None:
-        self.hdr = Path(path).with_suffix(".hdr")
+        self.hdr = header_path(path)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.ext = ext
+        if self.dtype.char not in envi.dtype_to_envi:  # checked before anything is written
+            known = ", ".join(sorted({np.dtype(c).name for c in envi.dtype_to_envi}))
+            raise ValueError(f"EnviWriter: ENVI has no data type for {np.dtype(dtype).name}; use one of {known}")
         h, w, c = self.shape
-        self._staging = fs.PrivateTemp(self.hdr.parent, self.hdr.name, size=h * w * c * self.dtype.itemsize)
-        self._tmp_hdr = self._staging.path_for(self.hdr)
-        meta = _meta(wavelengths, metadata)
+        meta = _meta(wavelengths, metadata, c)
         meta.update({"lines": h, "samples": w, "bands": c, "header offset": 0, "file type": "ENVI Standard",
                      "data type": envi.dtype_to_envi[self.dtype.char], "interleave": "bip", "byte order": 0})
-        envi.write_envi_header(str(self._tmp_hdr), meta)
-        self._fh = open(self._tmp_hdr.with_suffix(ext), "wb")  # noqa: SIM115  (closed by close()/abort())
+        self._staging = fs.PrivateTemp(self.hdr.parent, self.hdr.name, size=h * w * c * self.dtype.itemsize)
+        try:
+            self._tmp_hdr = self._staging.path_for(self.hdr)
+            envi.write_envi_header(str(self._tmp_hdr), meta)
+            self._fh = open(self._tmp_hdr.with_suffix(ext), "wb")  # noqa: SIM115  (closed by close()/abort())
+        except BaseException:
+            self._staging.abort()
+            raise
         self._rows = 0
 
     def write(self, block: np.ndarray) -> None:

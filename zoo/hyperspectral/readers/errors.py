@@ -39,6 +39,9 @@ def npy_error(path: Path, err: Exception) -> SceneFormatError:
         have = os.path.getsize(path)
     except (ValueError, OSError, EOFError):
         return SceneFormatError(f"{path} is not a plain .npy array: {err}")
+    if dtype.hasobject:  # a whole file, not a short one: its objects are pickled, and never unpickled here
+        return SceneFormatError(f"{path} holds Python objects (dtype {dtype}, stored as a pickle), which zoo never "
+                                f"loads: save the array as numbers (np.save(path, arr.astype(np.float32)))")
     if have < need:
         return SceneFormatError(f"{path} is truncated: its header says a {dtype} array of shape {shape} "
                                 f"({need:,} bytes with the header), the file holds {have:,} bytes")

@@ -58,7 +58,7 @@ def _from_envi(path: Path) -> tuple[np.ndarray, dict[str, Any]]:
     return np.asarray(scene.cube[:, :, 0]), ({"class_names": tuple(names[1:])} if len(names) > 1 else {})
 
 
-def _check(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str,
+def check_label_map(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str,
            n_bands: int | None = None) -> np.ndarray:
     arr = np.asarray(arr)
     if arr.ndim == 3 and arr.shape[2] == 1:
@@ -95,6 +95,7 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
         load_mat_arrays,
         mat_ground_truth,
         pick_gt_key,
+        refuse_unusable_gt,
     )
 
     path = Path(path)
@@ -108,29 +109,31 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
         arrays = load_mat_arrays(path)
         if gt_key is not None:
             labels = keyed_ground_truth(arrays, gt_key, shape, path, n_bands)
-            return _check(labels, path, shape, what), {"gt_key": gt_key}
+            return check_label_map(labels, path, shape, what), {"gt_key": gt_key}
         if shape is None:
             key = pick_gt_key(arrays, None, path)
             if key is None:
+                refuse_unusable_gt(arrays, None, path, what)
                 raise SceneFormatError(f"{path}: no 2-D label array; arrays: {describe_arrays(arrays)}")
-            return _check(arrays[key], path, None, what), {}
+            return check_label_map(arrays[key], path, None, what), {}
         labels, extras = mat_ground_truth(arrays, shape, path, n_bands=n_bands)
         if labels is None and not extras:
+            refuse_unusable_gt(arrays, shape, path, what)
             raise SceneFormatError(f"{path}: no {what} for a scene of (H, W) = {tuple(shape)}: expected an (H, W) "
                                    f"integer label map or abundances A; found {describe_arrays(arrays, shape)}"
                                    f"{band_first_gt_hint(arrays, shape, n_bands)}")
-        return (None if labels is None else _check(labels, path, shape, what, n_bands)), extras
+        return (None if labels is None else check_label_map(labels, path, shape, what, n_bands)), extras
     if ext == ".npy":
-        return _check(_from_npy(path), path, shape, what, n_bands), {}
+        return check_label_map(_from_npy(path), path, shape, what, n_bands), {}
     if ext in IMAGE_EXTENSIONS:
-        return _check(_from_image(path), path, shape, what, n_bands), {}
+        return check_label_map(_from_image(path), path, shape, what, n_bands), {}
     try:
         find_header(path)
     except FileNotFoundError:
         raise SceneFormatError(f"{path}: unknown {what} format {ext or '(no extension)'!r}; expected .npy, .mat, "
                                f"an ENVI .hdr/data pair, or an image ({', '.join(IMAGE_EXTENSIONS)})") from None
     labels, extras = _from_envi(path)
-    return _check(labels, path, shape, what, n_bands), extras
+    return check_label_map(labels, path, shape, what, n_bands), extras
 
 
 def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None, *,

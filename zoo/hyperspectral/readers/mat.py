@@ -34,7 +34,8 @@ from zoo.hyperspectral.readers.mat_v5 import check_v5_structure
 from zoo.hyperspectral.scene import Scene, band_first_hint
 
 __all__ = ["KEY_ADVICE", "band_first_gt_hint", "describe_arrays", "find_cube_key", "find_gt_key", "find_unmixing_key",
-           "gt_candidates", "keyed_ground_truth", "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key", "unmixing_cube"]
+           "gt_candidates", "keyed_ground_truth", "load_mat_arrays", "mat_ground_truth", "open_mat", "pick_gt_key",
+           "refuse_unusable_gt", "unmixing_cube"]
 
 _GT_HINT = re.compile(r"(gt|ground|label|truth|map|class|mask|dset)", re.IGNORECASE)
 _LABEL_NAME = re.compile(r"(gt|ground|label|truth|class)", re.IGNORECASE)
@@ -105,12 +106,25 @@ def describe_arrays(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None
     return ", ".join(one(k, v) for k, v in arrays.items()) or "(no numeric arrays)"
 
 
+def _as_map(v: np.ndarray) -> np.ndarray:
+    """An ``(H, W, 1)`` array as the ``(H, W)`` map it is (a label map saved with a singleton band axis)."""
+    return v[:, :, 0] if v.ndim == 3 and v.shape[2] == 1 else v
+
+
+def _is_label_map(key: str, v: np.ndarray) -> bool:
+    """An ``(H, W, 1)`` array named like ground truth: a label map, never a cube."""
+    return v.ndim == 3 and v.shape[2] == 1 and _name_rank(key) == 0
+
+
 def find_cube_key(arrays: dict[str, np.ndarray]) -> str:
-    cubes = [k for k, v in arrays.items() if v.ndim == 3]
+    """The largest 3-D array, preferring one whose (H, W) is that of a map named like ground truth (a file may
+    hold other 3-D arrays, such as reference chips, larger than the scene)."""
+    cubes = [k for k, v in arrays.items() if v.ndim == 3 and not _is_label_map(k, v)]
     if not cubes:
         raise SceneFormatError(f"no 3-D (H, W, C) array and no unmixing layout (Y: bands x pixels with nRow/nCol) "
                                f"in this .mat file; arrays: {describe_arrays(arrays)}")
-    return max(cubes, key=lambda k: arrays[k].size)
+    gt_shapes = {_as_map(v).shape for k, v in arrays.items() if _name_rank(k) == 0 and _as_map(v).ndim == 2}
+    return max(cubes, key=lambda k: (arrays[k].shape[:2] in gt_shapes, arrays[k].size))
 
 
 def _name_rank(key: str) -> int:
@@ -131,6 +145,7 @@ def gt_candidates(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None =
     """
     cands = []
     for k, v in arrays.items():
+        v = _as_map(v)
         if v.ndim != 2 or (shape is not None and v.shape != tuple(shape)) or v.size == 0:
             continue
         if v.dtype.kind == "f" and not (np.all(np.isfinite(v)) and np.all(v == np.round(v))):
@@ -190,7 +205,7 @@ def keyed_ground_truth(arrays: dict[str, np.ndarray], gt_key: str, shape: tuple[
     """The array ``gt_key`` of a .mat file's ``arrays``, checked to be ``shape`` = the cube's (H, W)."""
     if gt_key not in arrays:
         raise KeyError(f"gt_key={gt_key!r} is not in {path}; its arrays: {describe_arrays(arrays, shape)}")
-    labels = arrays[gt_key]
+    labels = _as_map(arrays[gt_key])
     if shape is not None and labels.shape != tuple(shape):
         raise SceneFormatError(f"{path}: ground truth {gt_key!r} has shape {labels.shape}; the cube is "
                                f"(H, W) = {tuple(shape)}{band_first_gt_hint({gt_key: labels}, shape, n_bands)}")
@@ -257,7 +272,7 @@ def mat_ground_truth(arrays: dict[str, np.ndarray], shape: tuple[int, int], path
     """
     h, w = shape
     key = pick_gt_key(arrays, shape, path, beside_cube=beside_cube)
-    labels = arrays[key] if key is not None else None
+    labels = _as_map(arrays[key]) if key is not None else None
     extras: dict[str, Any] = {} if key is None else {"gt_key": key}
     if "A" in arrays and h * w in arrays["A"].shape:
         ab = unmixing_cube(arrays["A"], h, w)  # (H, W, K)
@@ -275,6 +290,18 @@ def mat_ground_truth(arrays: dict[str, np.ndarray], shape: tuple[int, int], path
     return labels, extras
 
 
+def refuse_unusable_gt(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None, path: Path,
+                       what: str = "ground truth") -> None:
+    """Raise why an array named like ground truth (``gt``, ``label``, ...) of the scene's (H, W) is no label map
+    (negative ids, fractions, NaN): found no label map, the caller would otherwise say there is none."""
+    from zoo.hyperspectral.readers.ground_truth import check_label_map
+
+    for k, v in arrays.items():
+        m = _as_map(v)
+        if _name_rank(k) == 0 and m.ndim == 2 and m.size and (shape is None or m.shape == tuple(shape)):
+            check_label_map(m, path, shape, f"{what} {k!r}")
+
+
 def _wrong_gt(arrays: dict[str, np.ndarray], shape: tuple[int, int]) -> dict[str, np.ndarray]:
     """Ground-truth-looking arrays (2-D, named like one) whose shape is not the cube's."""
     return {k: v for k, v in arrays.items()
@@ -286,7 +313,14 @@ def _rival_cubes(arrays: dict[str, np.ndarray], chosen: str, path: Path) -> dict
     a file may hold a scene twice (Indian Pines as distributed: 220 raw bands and 200 corrected ones), and
     the largest is taken, which a model fitted on the other refuses."""
     hw = arrays[chosen].shape[:2]
-    rivals = {k: tuple(v.shape) for k, v in arrays.items() if k != chosen and v.ndim == 3 and v.shape[:2] == hw}
+    rivals = {k: tuple(v.shape) for k, v in arrays.items() if k != chosen and v.ndim == 3 and v.shape[:2] == hw
+              and not _is_label_map(k, v)}
+    sized = {k: v.shape for k, v in arrays.items() if k != chosen and v.ndim == 3 and v.shape[:2] != hw
+             and not _is_label_map(k, v)}
+    if sized:  # another scene, chips, a stack: the chosen one is the cube only by size or a map's (H, W)
+        warnings.warn(f"{path}: took {chosen!r} {arrays[chosen].shape} as the cube; the file also holds the 3-D "
+                      f"array(s) {', '.join(f'{k!r} {c}' for k, c in sized.items())}: pass cube_key=<name> "
+                      + KEY_ADVICE.format(key="cube_key"), stacklevel=user_stacklevel())
     if rivals:
         others = ", ".join(f"{k!r} ({c[2]} bands)" for k, c in rivals.items())
         warnings.warn(f"{path}: several arrays could be the cube; using the largest, {chosen!r} "
@@ -351,10 +385,14 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
         labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2], beside_cube=cube_key)
+        if labels is None and not extras:
+            refuse_unusable_gt(own, shape, path)
         wrong = _wrong_gt(own, shape)
         if labels is None and not extras and wrong:
-            raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the cube's "
-                                   f"(H, W) = {shape}{band_first_gt_hint(wrong, shape, cube.shape[2])}")
+            raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the (H, W) "
+                                   f"= {shape} of the cube {cube_key!r}{band_first_gt_hint(wrong, shape, cube.shape[2])}"
+                                   f" (if {cube_key!r} is not the cube, pass cube_key=<name> "
+                                   + KEY_ADVICE.format(key="cube_key") + ")")
     gt_names = extras.pop("class_names", None)  # an ENVI classification ground truth's
     if abundance_labels:
         labels = labels_from_abundances(extras, gt_file)
