@@ -56,10 +56,21 @@ def expand_home(value: Any, *, only_existing: bool = False) -> Any:
 def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[Path]:
     """The files below ``folder`` (of ``suffixes``, lower-case, when given), sorted, leaving out hidden ones and
     those in hidden folders (macOS ``._x.jpg`` forks, ``.ipynb_checkpoints/`` copies): no inputs to predict,
-    train or evaluate on, in every family (torchvision's ``find_classes`` leaves hidden class folders out)."""
+    train or evaluate on, in every family (torchvision's ``find_classes`` leaves hidden class folders out).
+    Linked folders are followed, as torchvision's ``make_dataset`` does (each real folder read once: a link
+    to a folder above does not loop)."""
     kept = None if suffixes is None else tuple(suffixes)
-    return sorted(f for f in folder.rglob("*") if f.is_file() and (kept is None or f.suffix.lower() in kept)
-                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+    found, seen = [], set()
+    for where, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(where)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [f for name in files if not name.startswith(".") and (f := Path(where, name)).is_file()
+                  and (kept is None or f.suffix.lower() in kept)]
+    return sorted(found)
 
 
 def class_folders(root: Path) -> list[str]:

@@ -408,6 +408,19 @@ def test_data_that_names_no_classes_warns_that_the_head_keeps_the_weights_names(
     assert tuned.model.fc.out_features == 2
 
 
+def test_num_classes_of_the_weights_head_size_on_unnamed_data_drops_the_weights_names():
+    """Before: following the warning's advice (num_classes=K, "named 0..K-1") with K the weights' own head size
+    kept CIFAR's names: a 10-digit task was predicted 'frog'."""
+    data = [(Image.new("RGB", (12, 12), (25 * (i % 10), 30, 30)), i % 10) for i in range(20)]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned = zoo.finetune(zoo.build("resnet18.cifar10"), data, epochs=1, image_size=12, num_classes=10, **FIT)
+    assert "classes" not in tuned.model.pretrained_cfg
+    assert zoo.predict(tuned.model, data[0][0])[0]["label"] in {str(i) for i in range(10)}
+
+
 def test_finetune_names_num_classes_in_its_signature_as_design_md_gives_it():
     """design.md: finetune(model_or_name, data, *, strategy=..., num_classes=None, **config); it was only
     reachable through **config, so help(zoo.finetune) and signature checks did not show it."""

@@ -118,6 +118,44 @@ def test_in_chans_one_is_the_rgb_net_on_a_grey_image(tmp_path):
         torch.testing.assert_close(model1(grey), src.eval()(grey.expand(-1, 3, -1, -1)), rtol=1e-4, atol=1e-4)
 
 
+def test_a_grey_network_adapted_to_rgb_reads_a_grey_image_given_as_rgb_the_same():
+    """Before: a one-channel source kept its filter on the first channel and a third on the others ([w, w/3, w/3]):
+    the grey image given as RGB reached conv1 at 5/3 of the trained response."""
+    w = torch.randn(8, 1, 3, 3)
+    adapted = adapt_input_conv(3, w)
+    grey = torch.randn(2, 1, 9, 9)
+    torch.testing.assert_close(torch.nn.functional.conv2d(grey.expand(-1, 3, -1, -1), adapted),
+                               torch.nn.functional.conv2d(grey, w), rtol=1e-5, atol=1e-5)
+
+
+def test_in_chans_one_from_a_plain_rgb_state_dict_averages_the_imagenet_statistics(tmp_path):
+    """Before: a 3-channel file without metadata (torchvision's .pth, a plain state dict) built with in_chans=1
+    normalised with mean 0 / std 1, not the averaged RGB statistics the RGB build of the file uses."""
+    torch.save(zoo.build("resnet18", num_classes=4).state_dict(), tmp_path / "plain.pth")
+    rgb = zoo.build("resnet18", weights=str(tmp_path / "plain.pth"), num_classes=4)
+    grey = zoo.build("resnet18", weights=str(tmp_path / "plain.pth"), num_classes=4, in_chans=1)
+    assert rgb.pretrained_cfg["mean"] == pytest.approx([0.485, 0.456, 0.406])
+    assert grey.pretrained_cfg["mean"] == pytest.approx([sum(rgb.pretrained_cfg["mean"]) / 3])
+    assert grey.pretrained_cfg["std"] == pytest.approx([sum(rgb.pretrained_cfg["std"]) / 3])
+
+
+@pytest.mark.parametrize(("given", "mode"), [("BICUBIC", "bicubic"), ("lanczos", "lanczos"), ("bicubic", "bicubic")])
+def test_the_interpolation_a_cfg_names_is_the_one_used_in_any_spelling(given, mode):
+    """Before: every name but bilinear, bicubic and nearest in lower case (and torchvision's own enum) silently
+    became bilinear."""
+    from torchvision.transforms import InterpolationMode
+
+    from zoo.vision.transforms import transforms_for
+
+    cfg = {"input_size": [3, 8, 8], "resize": 10, "mean": [0.5] * 3, "std": [0.5] * 3}
+    for value in (given, InterpolationMode(mode)):
+        resize = transforms_for({**cfg, "interpolation": value}).transforms[0]
+        assert resize.interpolation == InterpolationMode(mode)
+    with pytest.raises(ValueError, match=r"interpolation 'bicubicc' is none of torchvision's InterpolationMode: "
+                                         r"'nearest', .*'lanczos'"):
+        transforms_for({**cfg, "interpolation": "bicubicc"})
+
+
 def test_adapt_input_conv_shapes_and_errors():
     w = torch.randn(8, 3, 3, 3)
     for c in (1, 2, 3, 4, 7):

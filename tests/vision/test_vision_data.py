@@ -317,3 +317,119 @@ def test_predict_reports_many_unreadable_files_in_one_warning(tmp_path):
     mine = [str(w.message) for w in seen if issubclass(w.category, UnreadableInputWarning)]
     assert len(mine) == 1 and "cannot decode 7 of the 8 images" in mine[0], mine
     assert "b0.jpg" in mine[0] and "b4.jpg" in mine[0] and "b5.jpg" not in mine[0]
+
+
+def _sideways_photo(path, value: int):
+    """A 12x20 photo stored as 20x12 with EXIF orientation 6 (turn 90 degrees clockwise), as phones write them:
+    its left half is ``value``, its right half black once turned upright."""
+    upright = np.zeros((12, 20, 3), np.uint8)
+    upright[:, :10] = value
+    stored = Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90)  # 20x12, upright after a 270 turn
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    stored.save(path, exif=exif)
+
+
+def test_a_dataset_of_photos_is_read_upright_as_the_folder_reader_and_predict_read_it(tmp_path):
+    """Before: a Dataset of PIL photos (torchvision's ImageFolder(root)) was scored and trained as stored, while
+    the folder reader and zoo.predict turned the same photos upright."""
+    import torchvision
+
+    from zoo.vision.data import TransformedImages
+
+    (tmp_path / "a").mkdir()
+    _sideways_photo(tmp_path / "a" / "0.jpg", 255)
+    via_folder = ImageFolderDataset(tmp_path)[0][0]
+    via_dataset = TransformedImages(torchvision.datasets.ImageFolder(tmp_path), lambda im: im)[0][0]
+    assert via_dataset.size == via_folder.size == (20, 12)
+    np.testing.assert_array_equal(np.asarray(via_dataset), np.asarray(via_folder))
+    as_stored = TransformedImages(torchvision.datasets.ImageFolder(tmp_path), lambda im: im, exif_transpose=False)
+    assert as_stored[0][0].size == (12, 20)
+
+
+def test_a_float_image_holding_nan_is_skipped_by_the_scan_not_the_end_of_training(tmp_path):
+    """Before: the scan only decoded it (NaN decodes), and training stopped mid-epoch on "holds NaN"."""
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        Image.fromarray(np.full((8, 8, 3), 90 * (c == "b"), np.uint8)).save(tmp_path / c / "0.png")
+    Image.fromarray(np.full((8, 8), np.nan, np.float32), mode="F").save(tmp_path / "a" / "scan.tif")
+    with pytest.warns(UserWarning, match=r"skipped 1 corrupt image\(s\): \[.*scan\.tif"):
+        ds = ImageFolderDataset(tmp_path)
+    assert len(ds) == 2 and ds.skipped["corrupt"] == [str(tmp_path / "a" / "scan.tif")]
+    with pytest.raises(ValueError, match=r"corrupt image .*scan\.tif"):
+        ImageFolderDataset(tmp_path, strict=True)
+
+
+@pytest.mark.parametrize("names", [("Train", "Test"), ("TRAIN", "VAL"), ("train", "dev")])
+def test_split_folders_are_found_in_any_case_not_trained_as_classes(tmp_path, pil_folder, names):
+    """Before: Kaggle's DIR/Train + DIR/Test trained a 'Test' vs 'Train' classifier, and DIR/train + DIR/dev
+    trained with no validation, without a word."""
+    train_name, val_name = names
+    pil_folder(tmp_path / train_name)
+    pil_folder(tmp_path / val_name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train, val = load_image_folders(tmp_path)
+    assert train.classes == ["ant", "bee"] and val is not None and val.root == tmp_path / val_name
+
+
+def test_a_folder_beside_the_splits_that_no_split_reads_is_warned_about(tmp_path, pil_folder):
+    pil_folder(tmp_path / "train")
+    pil_folder(tmp_path / "holdout")
+    with pytest.warns(UserWarning, match=r"folder\(s\) \['holdout'\] beside the split folders are not read"):
+        _, val = load_image_folders(tmp_path)
+    assert val is None
+
+
+def test_scoring_a_folder_with_a_training_split_alone_says_there_is_no_split_to_score(tmp_path, pil_folder):
+    """Before: DIR/train was scored as a folder of one class 'train' ("has 1 classes ... build it with
+    num_classes=1")."""
+    import zoo
+
+    pil_folder(tmp_path / "train")
+    with pytest.raises(ValueError, match=r"has a training split \(train/\) but no split to score on .*pass "
+                                         rf"{re.escape(str(tmp_path / 'train'))} to score the training images"):
+        zoo.evaluate(zoo.build("resnet18", num_classes=2, stem="cifar"), tmp_path)
+
+
+def test_images_in_a_linked_folder_inside_a_class_are_samples_as_torchvision_reads_them(tmp_path, pil_folder):
+    """Before: Path.rglob does not enter linked folders: their images were left out without a word."""
+    import torchvision
+
+    root = pil_folder(tmp_path / "data")
+    pil_folder(tmp_path / "elsewhere", classes=("more",))
+    (root / "ant" / "linked").symlink_to(tmp_path / "elsewhere" / "more", target_is_directory=True)
+    (root / "bee" / "loop").symlink_to(root / "bee", target_is_directory=True)  # a link to a folder above
+    theirs = sorted(p for p, _ in torchvision.datasets.ImageFolder(root).samples if "loop" not in p)
+    ours = ImageFolderDataset(root)
+    assert sorted(p for p, _ in ours.samples) == theirs and len(ours) == 12
+
+
+def test_the_tensor_cache_follows_the_classes_asked_for_and_the_folders_files(tmp_path):
+    """Before: the cache's key was the folder and size alone: another class list got the cached targets of the
+    first, and an image added to the folder was not seen."""
+    from zoo.vision.tensor_data import load_or_decode
+
+    root = _messy(tmp_path) / "val"
+    cache = tmp_path / "cache.npz"
+    _, targets, classes = load_or_decode(root, cache, size=8, progress=False)
+    assert classes == ["ants", "bees"] and targets.tolist() == [0, 1]
+    _, targets, classes = load_or_decode(root, cache, size=8, classes=["bees", "ants"], progress=False)
+    assert classes == ["bees", "ants"] and sorted(targets.tolist()) == [0, 1]
+    assert [t for (p, _), t in zip(ImageFolderDataset(root, classes=["bees", "ants"]).samples, targets.tolist())
+            if "/ants/" in p] == [1]
+    _img("RGB", (9, 9, 9)).save(root / "ants" / "new.png")
+    images, _, _ = load_or_decode(root, cache, size=8, progress=False)
+    assert images.shape[0] == 3
+
+
+def test_a_tensor_cache_that_cannot_be_written_still_returns_the_decoded_images(tmp_path):
+    """Before: the decode was thrown away on the cache's write error (its docstring: a cache is never a reason
+    to fail)."""
+    from zoo.vision.tensor_data import load_or_decode
+
+    root = _messy(tmp_path) / "val"
+    (tmp_path / "file").write_text("a file, not a folder")
+    with pytest.warns(UserWarning, match=r"image cache .* could not be written"):
+        images, targets, _ = load_or_decode(root, tmp_path / "file" / "cache.npz", size=8, progress=False)
+    assert images.shape == (2, 3, 8, 8) and targets.tolist() == [0, 1]

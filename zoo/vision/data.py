@@ -42,7 +42,8 @@ from zoo.inputs import class_folders, visible_files
 __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
            "to_rgb"]
 
-SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
+SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test", "dev")}
+"""The split folders of ``DIR/<split>/<class>/...``, best first, matched in any case (``Train``, ``TEST``)."""
 
 
 _HIGH_DEPTH = {"I;16": 65535.0, "I;16B": 65535.0, "I;16L": 65535.0, "I;16N": 65535.0, "I": 65535.0, "F": 1.0}
@@ -113,8 +114,8 @@ class TransformedImages(Dataset):
     the network expects. ``classes`` is the data set's, where it names them (torchvision's ``classes``, a
     Hugging Face ``ClassLabel``'s ``names``)."""
 
-    def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any]) -> None:
-        self.dataset, self.transform = dataset, transform
+    def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any], *, exif_transpose: bool = True) -> None:
+        self.dataset, self.transform, self.exif_transpose = dataset, transform, exif_transpose
         self.where = _image_and_label(dataset[0]) or (0, 1)  # type: ignore[index]
         self.classes = getattr(dataset, "classes", None) or _label_names(dataset, self.where[1])
 
@@ -124,7 +125,10 @@ class TransformedImages(Dataset):
     def __getitem__(self, i: int) -> tuple[Any, Any]:
         sample = self.dataset[i]
         image, label = self.where
-        return self.transform(to_rgb(sample[image], name=f"sample {i}")), sample[label]
+        img = sample[image]
+        if self.exif_transpose:  # upright, as the folder reader and zoo.predict turn the same photos
+            img = ImageOps.exif_transpose(img)
+        return self.transform(to_rgb(img, name=f"sample {i}")), sample[label]
 
 
 def _image_and_label(sample: Any) -> tuple[Any, Any] | None:
@@ -308,6 +312,8 @@ class ImageFolderDataset(Dataset):
         try:
             with Image.open(path) as img:
                 img.load()
+                if img.mode in _HIGH_DEPTH:  # NaN/inf floats decode but cannot be scaled: found now, not mid-epoch
+                    to_rgb(img, name=str(path))
         except Image.DecompressionBombError as err:
             if self.strict:
                 raise _too_large(path, err) from None
@@ -343,15 +349,32 @@ def scored_folder(root: str | os.PathLike, transform: Callable | None, classes: 
     root = Path(root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"{what} not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
-    return ImageFolderDataset(find_split(root, "val") or root, transform, classes=classes, strict=strict,
-                              unknown_classes=unknown_classes)
+    val = find_split(root, "val")
+    if val is None and (train := find_split(root, "train")) is not None:  # else its split folders were scored as classes
+        raise ValueError(f"{root} has a training split ({train.name}/) but no split to score on "
+                         f"({'/, '.join(SPLIT_NAMES['val'])}/): add {root}/val/<class>/..., or pass {train} to score "
+                         f"the training images")
+    return ImageFolderDataset(val or root, transform, classes=classes, strict=strict, unknown_classes=unknown_classes)
 
 
 def find_split(root: Path, split: str) -> Path | None:
+    """``root``'s ``split`` folder (:data:`SPLIT_NAMES`, in any case: Kaggle's ``Train/``, ``TEST/``), or None."""
+    folders = {p.name.lower(): p for p in sorted(root.iterdir(), reverse=True) if p.is_dir()} if root.is_dir() else {}
     for name in SPLIT_NAMES[split]:
         if (root / name).is_dir():
             return root / name
+        if name in folders:
+            return folders[name]
     return None
+
+
+def _unused_siblings(root: Path, used: tuple[Path | None, ...]) -> None:
+    """Warn about ``root``'s folders beside its split folders that no split reads (``holdout/``, ``dev2/``)."""
+    unused = [p.name for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".") and p not in used]
+    if unused:
+        warnings.warn(f"{root}: folder(s) {unused} beside the split folders are not read (the splits are "
+                      f"{', '.join(SPLIT_NAMES['train'])} and {', '.join(SPLIT_NAMES['val'])}, in any case)",
+                      stacklevel=user_stacklevel())
 
 
 def load_image_folders(
@@ -375,6 +398,8 @@ def load_image_folders(
         raise ValueError(f"{train_dir}: one class folder ({train.classes[0]!r}); a classifier learns to tell classes "
                          "apart: give it at least 2 (DIR/<class>/<images>, one folder per class)")
     val_dir = find_split(root, "val") if train_dir != root else None
+    if train_dir != root:
+        _unused_siblings(root, (train_dir, val_dir))
     val = ImageFolderDataset(val_dir, eval_transform, classes=train.classes, strict=strict, exif_transpose=exif_transpose,
                              unknown_classes=unknown_classes) if val_dir else None
     return train, val

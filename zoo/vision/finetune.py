@@ -286,7 +286,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
                    strict: bool, unknown_classes: str = "error") -> tuple[Any, Any]:
     """``(train, val)`` data; an image folder also sets the head size (replacing a head of another size, which
     is logged) and the class names the model predicts."""
-    classes = None
+    classes, asked = None, num_classes
     if isinstance(data, (str, os.PathLike)):
         if getattr(model, "pretrained_cfg", None) is None:
             hint = ""
@@ -325,6 +325,10 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         num_classes = len(classes) if classes is not None else num_classes
     current = _num_outputs(model)
     _warn_unnamed_labels(model, classes, num_classes)
+    cfg = getattr(model, "pretrained_cfg", None)
+    if classes is None and asked is not None and isinstance(cfg, dict) and cfg.get("classes") is not None:
+        # num_classes=K is the warning's "K labels named 0..K-1", also where K is the weights' head size
+        model.pretrained_cfg = {k: v for k, v in cfg.items() if k != "classes"}
     if num_classes is not None and current != num_classes:
         # what fine-tuning to a new class count is for (the README's path, timm's num_classes=): logged, not
         # a warning on every such call

@@ -51,7 +51,8 @@ def adapt_input_conv(in_chans: int, weight: torch.Tensor) -> torch.Tensor:
     """Adapt pretrained first-layer filters ``(O, 3, k, k)`` to ``in_chans`` input channels.
 
     As ``timm.models.adapt_input_conv``: one channel gets the sum of the RGB filters (exact for a grey image
-    replicated to RGB); other counts cycle the RGB filters. Unlike timm we keep the first three channels
+    replicated to RGB); other counts cycle the RGB filters. A one-channel source is shared out over every
+    channel (``w / in_chans`` each: a grey image replicated to ``in_chans`` channels gives the source's output). Unlike timm we keep the first three channels
     *unscaled* and scale only the extra ones by ``3 / in_chans``: a 3-channel image padded with zero
     channels then gives exactly the pretrained output (the pretrained network is recovered), while an
     input whose every channel carries signal stays within 2x of the RGB activation scale.
@@ -62,7 +63,9 @@ def adapt_input_conv(in_chans: int, weight: torch.Tensor) -> torch.Tensor:
     if in_chans == src:
         return weight.clone()
     w = weight.float()
-    if in_chans == 1:
+    if src == 1:  # a grey network's filter over every channel, shared: a grey image given as RGB reads the same
+        out = w.repeat(1, in_chans, 1, 1) / in_chans
+    elif in_chans == 1:
         out = w.sum(dim=1, keepdim=True)
     elif in_chans < src:
         out = w[:, :in_chans] * (src / in_chans)
@@ -312,6 +315,9 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
         state["conv1.weight"] = adapt_input_conv(conv.in_channels, w)
     report = hub.load_into(model, state, reinit=("fc.",))
     cfg = dict(model.pretrained_cfg)
+    if w is not None and w.shape[1] != conv.in_channels:  # the file's own statistics, for _fit_channels to adapt
+        own = default_pretrained_cfg(cfg.get("stem", model.config.stem), int(w.shape[1]))
+        cfg.update(mean=own["mean"], std=own["std"])
     saved = hub.read_metadata(path).get("zoo.pretrained_cfg") if str(path).endswith(".safetensors") else None
     if saved:  # written by zoo.save / zoo finetune: the preprocessing the network was trained with
         cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})

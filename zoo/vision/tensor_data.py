@@ -65,21 +65,30 @@ def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size:
                    classes: Sequence[str] | None = None, workers: int = 0,
                    progress: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """``(images uint8 (N, 3, H, W), targets int64 (N,), classes)`` for an image folder, decoded once and
-    cached in ``cache`` (``.npz``, written atomically); a cache from another folder/size is rebuilt, and so is
-    one that cannot be read (with a warning naming it)."""
+    cached in ``cache`` (``.npz``, written atomically); a cache of another folder, size, class list or folder
+    content (files added, removed or changed: their names, sizes and a sample of their bytes) is rebuilt, and
+    so is one that cannot be read (with a warning naming it). A cache that cannot be written is warned about;
+    the decoded images are returned all the same."""
+    from zoo import fs
+    from zoo.engine.resume import files_fingerprint
+
     cache = Path(cache)
-    key = f"{Path(folder).resolve()}|{size}"
+    ds = ImageFolderDataset(folder, classes=classes, verify=False)
+    paths = [p for p, _ in ds.samples]
+    key = f"{Path(folder).resolve()}|{size}|{'/'.join(ds.classes)}|{files_fingerprint(paths, folder)}"
     if cache.is_file():
         cached = _read_cache(cache, key)
         if cached is not None:
             return cached
-    ds = ImageFolderDataset(folder, classes=classes, verify=False)
-    images = decode_images([p for p, _ in ds.samples], size=size, workers=workers, progress=progress)
+    images = decode_images(paths, size=size, workers=workers, progress=progress)
     targets = torch.tensor(ds.targets, dtype=torch.int64)
-    from zoo import fs
-
-    with fs.atomic_write(cache, size=images.numel() * images.element_size()) as fh:
-        np.savez(fh, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes), key=np.array(key))
+    try:
+        with fs.atomic_write(cache, size=images.numel() * images.element_size()) as fh:
+            np.savez(fh, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes),
+                     key=np.array(key))
+    except OSError as err:  # a cache saves time next run; the decode is done and is this run's result
+        warnings.warn(f"image cache {cache} could not be written ({err}); the images are decoded and used, and "
+                      "will be decoded again next time", stacklevel=user_stacklevel())
     return images, targets, list(ds.classes)
 
 

@@ -19,8 +19,17 @@ from zoo.inputs import whole_number
 
 __all__ = ["resolve_cfg", "transforms_for", "with_image_size"]
 
-_INTERP = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC,
-           "nearest": InterpolationMode.NEAREST}
+def interpolation_mode(value: Any) -> InterpolationMode:
+    """torchvision's ``InterpolationMode`` of a ``pretrained_cfg["interpolation"]``: the enum itself or its name in
+    any case (``"bicubic"``, ``"BICUBIC"``, ``"lanczos"``); anything else is an error, not a silent bilinear."""
+    if isinstance(value, InterpolationMode):
+        return value
+    name = str(getattr(value, "value", value)).strip().lower()
+    try:
+        return InterpolationMode(name)
+    except ValueError:
+        known = ", ".join(repr(m.value) for m in InterpolationMode)
+        raise ValueError(f"interpolation {value!r} is none of torchvision's InterpolationMode: {known}") from None
 
 
 def resolve_cfg(model_or_cfg: Any, image_size: int | None = None) -> dict[str, Any]:
@@ -79,7 +88,7 @@ def transforms_for(model_or_cfg: Any, *, train: bool = False, image_size: int | 
             f"(X, y) with X of shape (N, {channels}, H, W) (or a Dataset of such samples) to zoo.train / "
             f"zoo.finetune / zoo.evaluate, and a preprocessed (N, {channels}, H, W) float tensor to zoo.predict")
     size, resize = cfg["size"], cfg["resize"]
-    interp = _INTERP.get(cfg.get("interpolation", "bilinear"), InterpolationMode.BILINEAR)
+    interp = interpolation_mode(cfg.get("interpolation") or "bilinear")
     grey = [T.Grayscale(num_output_channels=1)] if channels == 1 else []
     tail = [T.ToImage(), T.ToDtype(torch.float32, scale=True), T.Normalize(cfg["mean"], cfg["std"])]
     if not train:
