@@ -6,6 +6,7 @@ import functools
 import json
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -455,3 +456,22 @@ def test_a_run_resumed_on_another_kind_of_cpu_decides_its_precision_there(monkey
     assert precision.precision_record("bf16", "cpu") == {"amp": "bf16", "device": "cpu",
                                                         "cpu_kind": cpu_features(here, env={}).kind}
     assert precision.precision_record(None, "meta") == {"amp": "fp32", "device": "meta"}
+
+
+def test_without_proc_cpuinfo_the_cpus_flags_come_from_torch(monkeypatch):
+    """Before: the fallback asked torch._C._cpu for probes that torch 2.14 keeps in torch.cpu: it found nothing,
+    so a machine without /proc/cpuinfo (Windows, macOS) was kind "other", and amx ones lost bf16."""
+    from zoo.engine import precision
+
+    relevant = {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
+    if Path("/proc/cpuinfo").is_file():  # both sources on this machine: they agree
+        assert precision._torch_flags() == precision.cpu_features().hardware_flags & relevant
+    amx = {"avx2": True, "avx512_f": True, "avx512_bf16": True, "amx_tile": True, "amx_bf16": True, "sse": True}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: amx, raising=False)
+    assert precision._torch_flags() == relevant
+    assert precision._kind_of(precision._torch_flags()) == "amx"
+    monkeypatch.delattr(torch.cpu, "get_capabilities", raising=False)  # an older torch: its probes
+    for fn, value in (("_is_avx2_supported", True), ("_is_avx512_supported", False),
+                      ("_is_avx512_bf16_supported", False), ("_is_amx_tile_supported", False)):
+        monkeypatch.setattr(torch.cpu, fn, lambda v=value: v, raising=False)
+    assert precision._torch_flags() == {"avx2"}

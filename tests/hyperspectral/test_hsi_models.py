@@ -765,3 +765,20 @@ def test_the_old_and_new_class_count_flags_differing_are_refused(flags, capsys):
     assert code == 2
     assert "--num-classes 10 and --n-classes 9 name one setting (--n-classes is the old name of --num-classes); " \
            "give one" in capsys.readouterr().err
+
+
+def test_hybridsn_predict_and_evaluate_check_batch_size_on_every_path():
+    """Before: the dense path (a whole scene, the default) took batch_size 0, -3, 2.5 or "8" without a word, and
+    the windows path failed in torch's DataLoader ("batch_size should be a positive integer value")."""
+    scene = make_scene(16, 16, 15, 3, seed=0)
+    net = zoo.build("hybridsn", n_bands=15, num_classes=3, window=9)
+    zoo.train(net, scene, split="random", train_fraction=0.5, epochs=1, batch_size=32, progress=False, seed=0)
+    few = np.zeros((16, 16), bool)
+    few[3:5, 3:6] = True  # six pixels: the windows path
+    for bad, error in ((0, ValueError), (-3, ValueError), (2.5, TypeError), ("8", TypeError), (True, TypeError)):
+        for mask in (None, few):
+            with pytest.raises(error, match=rf"batch_size must be an int >= 1, got {re.escape(repr(bad))}"):
+                zoo.predict(net, scene, mask=mask, batch_size=bad)
+        with pytest.raises(error, match=r"batch_size must be an int >= 1"):
+            zoo.evaluate(net, scene, batch_size=bad)
+    assert zoo.predict(net, scene, mask=few, batch_size=np.int64(4)).shape == (16, 16)

@@ -189,6 +189,17 @@ def test_predict_reports_undecodable_files_and_predicts_the_rest(folder, tmp_pat
     assert all(len(r["topk"]) == 2 and 0 <= r["index"] < 3 for r in rows[:2])
 
 
+def test_predict_gives_one_row_per_input_in_the_order_given_also_for_a_repeated_path(folder):
+    """Before: rows were sorted by path, keyed on the last position of each: [b, a, b, a] came back [b, b, a, a],
+    so inputs zipped with outputs took other videos' labels."""
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    a, b = folder / "a" / "0.avi", folder / "b" / "1.avi"
+    for batch_size in (1, 3):
+        rows = zoo.predict(model, [b, a, b, a], batch_size=batch_size, amp=None)
+        assert [r["input"] for r in rows] == [str(b), str(a), str(b), str(a)]
+        assert rows[0]["prob"] == pytest.approx(rows[2]["prob"]) and rows[1]["prob"] == pytest.approx(rows[3]["prob"])
+
+
 def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
     torch.manual_seed(0)
     model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()

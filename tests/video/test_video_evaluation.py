@@ -58,6 +58,15 @@ def test_evaluate_on_a_folder_refuses_a_frame_rate_predict_would_not_use(uneven)
         zoo.evaluate(_model("r2plus1d_18"), uneven, frame_rate=12.5, amp=None)
 
 
+@pytest.mark.parametrize(("option", "bad"), [("batch_size", 0), ("batch_size", 2.0), ("num_workers", -1)])
+def test_evaluate_on_a_folder_checks_its_counts_in_zoos_words(uneven, option, bad):
+    """Before: torch's DataLoader refused them ("batch_size should be a positive integer value, but got
+    batch_size=0"), without the int the README's other evaluations name."""
+    with pytest.raises((ValueError, TypeError), match=rf"{option} must be an int >= {int(option == 'batch_size')}, "
+                                                      rf"got {bad!r}"):
+        zoo.evaluate(_model("r2plus1d_18"), uneven, amp=None, **{option: bad})
+
+
 def test_evaluate_on_a_clip_dataset_averages_each_videos_clips(uneven):
     model = _model("video-tsn").eval()  # a 2-D network takes any clip length: uniform clips of 4 frames here
     videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]

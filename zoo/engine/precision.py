@@ -213,15 +213,29 @@ def _kind_of(flags: frozenset[str]) -> str:
     return CPUFeatures("", flags, {}, flags).kind
 
 
+_TORCH_CAPABILITIES = {"avx2": "avx2", "avx512_f": "avx512f", "avx512_bf16": "avx512_bf16", "amx_tile": "amx_tile",
+                       "amx_bf16": "amx_bf16"}
+"""``torch.cpu.get_capabilities()``'s keys (recent torch) as /proc/cpuinfo names them."""
+_TORCH_PROBES = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported",
+                 "avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported"}
+"""The probes older torch has, in ``torch.cpu`` (2.x) and, before that, ``torch._C._cpu``."""
+
+
 def _torch_flags() -> frozenset[str]:
     """Flags from torch's cpuinfo where there is no /proc/cpuinfo (macOS, Windows)."""
-    probe = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported",
-             "avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported"}
-    cpu = getattr(torch._C, "_cpu", None)
-    found = {flag for flag, fn in probe.items() if cpu is not None and getattr(cpu, fn, lambda: False)()}
-    if "amx_tile" in found:
-        found.add("amx_bf16")
-    return frozenset(found)
+    get = getattr(torch.cpu, "get_capabilities", None)
+    if get is not None:
+        try:
+            caps = get()
+        except RuntimeError:  # a CPU cpuinfo cannot read: the probes below, or nothing
+            caps = {}
+        if caps:
+            return frozenset(flag for key, flag in _TORCH_CAPABILITIES.items() if caps.get(key) is True)
+    for where in (torch.cpu, getattr(torch._C, "_cpu", None)):
+        if where is not None and any(hasattr(where, fn) for fn in _TORCH_PROBES.values()):
+            found = {flag for flag, fn in _TORCH_PROBES.items() if getattr(where, fn, lambda: False)()}
+            return frozenset(found | ({"amx_bf16"} if "amx_tile" in found else set()))
+    return frozenset()
 
 
 @functools.lru_cache(maxsize=1)

@@ -315,7 +315,9 @@ class SceneClassifierMixin:
         On a Dataset of windows, the same metrics through the engine (``kw``: its options)."""
         from zoo.engine.options import check_options
         from zoo.hyperspectral.evaluation import SPLIT_OPTIONS, metrics_from_scores, scored_pixels
+        from zoo.inputs import whole_number
 
+        batch_size = whole_number(batch_size, "batch_size")  # the dense path never batches: checked here for both
         if isinstance(data, (Dataset, DataLoader)):
             from zoo.engine import evaluate
 
@@ -379,7 +381,9 @@ class SceneClassifierMixin:
         Pines' random split: OA 99.55 without, 93.03 with; benchmarks/hsi_recipe.py).
         """
         from zoo.engine.precision import model_amp
+        from zoo.inputs import whole_number
 
+        batch_size = whole_number(batch_size, "batch_size")  # the dense path never batches: checked here for both
         if method not in ("auto", "dense", "windows"):
             raise ValueError(f"method must be 'auto', 'dense' or 'windows', got {method!r}")
         h, w, _ = scene.shape

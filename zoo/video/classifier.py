@@ -390,10 +390,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
         paths = collect_files(items, VIDEO_EXTENSIONS, "video")
         key, t = clip_recipe(self.video_cfg)
         transform = self._transform(False)
-        results: list[dict[str, Any]] = []
+        results: list[tuple[int, dict[str, Any]]] = []  # (position in paths, row): a path may be given twice
         for start in range(0, len(paths), batch_size):
             clips, ok = [], []
-            for path in paths[start:start + batch_size]:
+            for pos, path in enumerate(paths[start:start + batch_size], start):
                 try:
                     if path.suffix.lower() in IMG_EXTENSIONS:  # FFmpeg reads a photo as a one-frame video,
                         # and the network would give it a confident label (0.999) without a word
@@ -401,15 +401,15 @@ class VideoClassifierMixin(ClassifierHead, Network):
                                                 "clips (an image network, zoo.build('resnet18', ...), photos)")
                     clips.append(load_clip(path, transform=transform, **{key: t}))
                 except (CorruptVideoError, OSError) as err:
-                    results.append(unreadable_row(str(path), err))
+                    results.append((pos, unreadable_row(str(path), err)))
                     continue
-                ok.append(str(path))
+                ok.append((pos, str(path)))
             if clips:
-                results += class_rows(ok, forward_probs(self, torch.stack(clips), dtype), topk, names)
-        order = {str(p): i for i, p in enumerate(paths)}
-        results.sort(key=lambda r: order[r["input"]])
-        warn_unreadable(results, "videos")
-        return results
+                rows = class_rows([p for _, p in ok], forward_probs(self, torch.stack(clips), dtype), topk, names)
+                results += zip((pos for pos, _ in ok), rows)
+        rows = [row for _, row in sorted(results, key=lambda r: r[0])]
+        warn_unreadable(rows, "videos")
+        return rows
 
     # -- zoo.save ------------------------------------------------------------------------------------------
     def zoo_state(self):

@@ -121,7 +121,10 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
            amp: str | None, progress: bool) -> _Scores:
     """Every clip of ``dataset`` through ``model``, gathered per video (``dataset.video_index``)."""
     from zoo._progress import ProgressBar
+    from zoo.inputs import whole_number
 
+    batch_size = whole_number(batch_size, "batch_size")  # else torch's DataLoader message, without zoo's way out
+    num_workers = whole_number(num_workers, "num_workers", minimum=0)
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
