@@ -160,3 +160,47 @@ def test_a_vector_envs_episode_limit_is_the_limit_of_the_env_made_from_its_spec(
     agent = zoo.build("td3", env=vec, net_arch=(8, 8), batch_size=8, learning_starts=10, buffer_size=100)
     zoo.train(agent, vec, total_steps=30, eval_every=30, eval_episodes=1, progress=False)
     assert agent.history[-1]["eval_length_mean"] == 20  # evaluated on a 20-step Pendulum made from the spec
+
+
+def test_an_agents_env_spec_builds_an_agent():
+    """Before: zoo.build('td3', env=agent.env_spec) raised TypeError ('env must be a gymnasium id or env, got
+    EnvSpec'), though zoo.train and zoo.evaluate take the spec."""
+    wrapped = RescaleAction(gym.make("Pendulum-v1", g=3.0), np.float32(0.0), np.float32(1.0))
+    spec = zoo.build("td3", env=wrapped, **TINY).env_spec
+    agent = zoo.build("td3", env=spec, **TINY)
+    assert env_identity(agent.env_spec) == env_identity(spec) or agent.env_spec == spec
+    assert agent.action_bounds[1].tolist() == [1.0] and agent.env_id == "Pendulum-v1"
+
+
+def _scaled_reward(env):
+    return gym.wrappers.TransformReward(env, lambda r: 0.001 * r)
+
+
+def test_async_make_vec_wrappers_are_part_of_its_env():
+    """Before: an AsyncVectorEnv's make_vec wrappers= were left out of its spec and identity: the run evaluated on
+    bare Pendulum-v1 (1000x the training returns), and a resume on the env without the wrapper was accepted."""
+    vec = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="async", wrappers=[_scaled_reward],
+                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    bare = gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="async")
+    try:
+        assert env_identity(vec) != env_identity(bare) and "_scaled_reward" in env_identity(vec)
+        agent = zoo.build("td3", env=vec, **TINY)
+        with pytest.raises(ValueError, match="no separate env to evaluate on"):
+            zoo.train(agent, vec, total_steps=40, eval_every=20, progress=False)
+        with pytest.raises(ValueError, match="record no constructor arguments"):
+            zoo.evaluate(agent, env=agent.env_spec, episodes=1)
+    finally:
+        vec.close()
+        bare.close()
+
+
+def test_a_vector_wrapper_is_part_of_the_env():
+    """Before: gymnasium.wrappers.vector.NormalizeObservation around a sync vector env was left out of its spec:
+    the run's evaluations and zoo.evaluate(agent) ran on bare Pendulum-v1, with another input scale."""
+    from gymnasium.wrappers import vector as vector_wrappers
+
+    vec = vector_wrappers.NormalizeObservation(gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync"))
+    assert env_identity(vec) != "Pendulum-v1" and "NormalizeObservation" in env_identity(vec)
+    agent = zoo.build("td3", env=vec, **TINY)
+    with pytest.raises(ValueError, match="no separate env to evaluate on"):
+        zoo.train(agent, vec, total_steps=40, eval_every=20, progress=False)

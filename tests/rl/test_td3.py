@@ -597,3 +597,31 @@ def test_predict_refuses_an_explore_that_is_not_a_bool(explore):
     with pytest.raises(TypeError, match=rf"explore must be True or False, got {explore!r}"):
         zoo.predict(agent, [1.0, 0.0, 0.0], explore=explore)
     assert zoo.predict(agent, [1.0, 0.0, 0.0], explore=np.bool_(False)).shape == (1,)
+
+
+class _Float64Bounds(gym.Env):
+    """Actions in Box(-0.1, 0.1, float64), checked at every step: float32 holds 0.1 as 0.10000000149."""
+
+    observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float64)
+    action_space = spaces.Box(np.array([-0.1]), np.array([0.1]), dtype=np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2), {}
+
+    def step(self, action):
+        assert self.action_space.contains(np.asarray(action)), f"action {action!r} outside {self.action_space}"
+        self.t += 1
+        return np.array([self.t, float(action[0])]), float(action[0]), False, self.t >= 10, {}
+
+
+def test_actions_stay_in_a_float64_box_that_float32_cannot_hold():
+    """Before: the scaled action was clamped in float32, 0.10000000149 > 0.1, and training on a
+    Box(-0.1, 0.1, float64) crashed with 'action outside Box' at the first action at the bound."""
+    agent = zoo.build("td3", env=_Float64Bounds(), net_arch=(8,), learning_starts=0, batch_size=4,
+                      exploration_noise=5.0)  # noise this large puts most actions at the bounds
+    zoo.train(agent, _Float64Bounds(), total_steps=30, eval_every=0, progress=False)
+    top = agent.env_action(torch.ones(1))
+    assert top.dtype == np.float64 and top[0] == 0.1
+    assert agent.act(np.zeros(2), explore=True).dtype == np.float64

@@ -126,3 +126,61 @@ def test_training_returns_are_the_envs_own_behind_normalize_reward(stack):
     raw = [float(r) for rec in records for r in rec.return_queue]  # every episode, as the env returned it
     assert 3 <= len(raw) <= 10 and np.mean(raw) < -50  # within train_return_recent's window; unscaled scale
     assert agent.history[-1]["train_return_recent"] == pytest.approx(np.mean(raw), rel=1e-6)
+
+
+def _sub_env_stats(vec) -> list[NormalizeObservation]:
+    """The NormalizeObservation of each sub-env of a SyncVectorEnv."""
+    return [_stack(sub)[0] for sub in vec.envs]
+
+
+def _vec_normalized():
+    return gym.make_vec("Pendulum-v1", num_envs=2, vectorization_mode="sync", wrappers=[NormalizeObservation],
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+
+def test_evaluating_on_the_training_env_leaves_its_statistics_alone():
+    """Before: zoo.evaluate(agent, training_env) kept updating the env's NormalizeObservation: its count grew with
+    each evaluation, and the same seeds gave another return each time."""
+    env = NormalizeObservation(gym.make("Pendulum-v1", max_episode_steps=20))
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=60, eval_every=0, progress=False)
+    before = (env.obs_rms.count, env.obs_rms.mean.copy())
+    first = zoo.evaluate(agent, env, episodes=2)["return_mean"]
+    assert (env.obs_rms.count, env.obs_rms.mean.tolist()) == (before[0], before[1].tolist())
+    assert zoo.evaluate(agent, env, episodes=2)["return_mean"] == first
+    assert env.update_running_mean  # the caller's setting, back after the evaluation
+
+
+def test_a_vector_env_evaluates_with_the_agents_statistics_in_every_sub_env():
+    """Before: the agent's statistics went into sub-env 0's NormalizeObservation only; sub-env 1 normalised with
+    statistics of its own evaluation episodes, updated as it went."""
+    env = NormalizeObservation(gym.make("Pendulum-v1", max_episode_steps=20))
+    agent = zoo.build("td3", env=env, **TINY)
+    zoo.train(agent, env, total_steps=60, eval_every=0, progress=False)
+    vec = _vec_normalized()
+    zoo.evaluate(agent, vec, episodes=2, max_steps=5)
+    for wrapper in _sub_env_stats(vec):
+        assert wrapper.obs_rms.count == env.obs_rms.count and wrapper.update_running_mean
+        np.testing.assert_array_equal(wrapper.obs_rms.mean, env.obs_rms.mean)
+
+
+def test_a_resumed_vector_env_gets_each_sub_envs_statistics_back(tmp_path):
+    """Before: a checkpoint held sub-env 0's statistics only; on resume sub-env 1's NormalizeObservation started
+    again from mean 0, var 1, without a word."""
+    vec = _vec_normalized()
+    zoo.train(zoo.build("td3", env=vec, **TINY), vec, total_steps=40, eval_every=0, checkpoint_dir=tmp_path,
+              progress=False)
+    saved = [(w.obs_rms.count, w.obs_rms.var.copy()) for w in _sub_env_stats(vec)]
+    assert not np.allclose(saved[0][1], saved[1][1])  # two sub-envs, two sets of statistics
+    again, seen = _vec_normalized(), []
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(loop, "_loop", lambda agent, run: seen.extend(
+        (w.obs_rms.count, w.obs_rms.var.copy()) for w in _sub_env_stats(run.env)))
+    with monkey.context(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the episodes in progress restart
+        zoo.train(zoo.build("td3", env=again, **TINY), again, total_steps=80, eval_every=0, checkpoint_dir=tmp_path,
+                  resume=True, progress=False)
+    monkey.undo()
+    for (count, var), (count_now, var_now) in zip(saved, seen):
+        assert count_now == count + 1  # the resumed run's first reset is one more observation
+        np.testing.assert_allclose(var_now, var, rtol=0.2)

@@ -133,3 +133,18 @@ def test_the_export_says_its_policy_takes_normalised_observations(trained, tmp_p
     assert "NormalizeObservation" in meta["observation_normalization"]
     np.testing.assert_allclose(meta["observation_mean"], [env.env.obs_rms.mean.tolist()])
     np.testing.assert_allclose(meta["observation_var"], [env.env.obs_rms.var.tolist()])
+
+
+def test_a_file_whose_env_spec_json_cannot_write_refuses_the_bare_id(tmp_path):
+    """Before: the spec of an env with a function among its wrapper's arguments (TransformReward(lambda)) was left
+    out of the weights file without a note, and the loaded agent evaluated on bare Pendulum-v1 (1000x apart)."""
+    env = gym.wrappers.TransformReward(gym.make("Pendulum-v1"), lambda r: 1000.0 * r)
+    agent = zoo.build("td3", env=env, **TINY)
+    path = zoo.save(agent, tmp_path / "lambda.safetensors")
+    loaded = zoo.build("td3", weights=path)
+    with pytest.raises(ValueError, match="TransformReward.*could not record"):
+        zoo.evaluate(loaded, episodes=1)
+    assert zoo.evaluate(loaded, env, episodes=1, max_steps=2)["length_mean"] == 2  # the env passed is used
+    again = zoo.build("td3", weights=zoo.save(loaded, tmp_path / "again.safetensors"))
+    with pytest.raises(ValueError, match="could not record"):  # saved again, the note stays
+        zoo.evaluate(again, episodes=1)

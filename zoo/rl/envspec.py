@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["acting_spaces", "env_identity", "own_spec", "single_spec", "spec_from_json", "spec_to_json"]
+__all__ = ["acting_spaces", "env_identity", "own_spec", "single_spec", "spec_from_json", "spec_identity",
+           "spec_to_json"]
 
 # make_vec records its own arguments in the spec's kwargs: they are not the single env's
 _VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
@@ -69,9 +70,13 @@ def single_spec(env: Any) -> Any:
 
     if isinstance(env, gym.vector.VectorEnv):
         env = _under_transparent(env)
+        outer = _vector_wrappers(env)
+        while isinstance(env, gym.vector.VectorWrapper):
+            env = env.env
         subs = getattr(env, "envs", None)  # SyncVectorEnv: the sub-env's own spec, wrappers included
         if subs:
-            return getattr(subs[0], "spec", None)
+            spec = getattr(subs[0], "spec", None)
+            return _with_unmade(spec, outer)
         spec = getattr(env, "spec", None)
         if spec is None:
             return None
@@ -79,8 +84,42 @@ def single_spec(env: Any) -> Any:
         # make_vec's spec keeps gymnasium.make's own arguments among the env's kwargs, where making one env
         # from it passed them to the env (PendulumEnv.__init__() got an unexpected keyword 'max_episode_steps')
         fields = {k: kwargs.pop(k) for k in _MAKE_FIELDS if k in kwargs}
-        return dataclasses.replace(spec, kwargs=kwargs, **fields)
+        # make_vec's wrappers= live in AsyncVectorEnv's worker processes, whose specs cannot be read here
+        # (get_attr("spec") pickles them, and a lambda's failure shuts a worker down): without them the spec
+        # named the bare env, which evaluations then ran on; named, they make the env one gymnasium cannot make
+        inner = [_unmade(w) for w in spec.kwargs.get("wrappers") or ()]
+        return _with_unmade(dataclasses.replace(spec, kwargs=kwargs, **fields), [*inner, *outer])
     return getattr(env, "spec", None)
+
+
+def _vector_wrappers(env: Any) -> list[Any]:
+    """The ``WrapperSpec`` (arguments unrecorded) of each vector wrapper around ``env``, innermost first: a
+    vector wrapper (``gymnasium.wrappers.vector.NormalizeObservation``) is no part of a sub-env's spec, and
+    ``gymnasium.make`` makes one env without it."""
+    import gymnasium as gym
+
+    found = []
+    while isinstance(env, gym.vector.VectorWrapper):
+        # an evaluation takes NormalizeReward's scaling off (normalization.raw_rewards): one env without it is
+        # the env evaluated
+        if not (type(env).__name__ == "NormalizeReward" and type(env).__module__.startswith("gymnasium.wrappers")):
+            found.append(_unmade(type(env)))
+        env = env.env
+    return found[::-1]
+
+
+def _unmade(wrapper: Any) -> Any:
+    """A wrapper (a class or a function of the env) as a ``WrapperSpec`` that records no arguments."""
+    from gymnasium.envs.registration import WrapperSpec
+
+    name = getattr(wrapper, "__qualname__", None) or type(wrapper).__qualname__
+    return WrapperSpec(name.rsplit(".", 1)[-1], f"{getattr(wrapper, '__module__', '?')}:{name}", None)
+
+
+def _with_unmade(spec: Any, wrappers: list[Any]) -> Any:
+    if spec is None or not wrappers:
+        return spec
+    return dataclasses.replace(spec, additional_wrappers=(*spec.additional_wrappers, *wrappers))
 
 
 def own_spec(env: Any) -> Any:
@@ -111,10 +150,18 @@ def default_env(agent: Any) -> Any:
     """What an agent acts in when no env is given: where the env it was built or last trained on holds a
     wrapper gymnasium cannot make again (a user's, SB3's Monitor), that env object (``agent.env_object``, kept in
     memory as SB3 keeps ``model.env``); else its spec (or bare id). A loaded agent has no object, and making a
-    spec it cannot make says why."""
+    spec it cannot make says why; one whose file could not record its env's spec (``agent.env_spec_lost``) is
+    refused, where its bare id would make another env without a word."""
     if getattr(agent, "env_object", None) is not None:
         return agent.env_object
-    return getattr(agent, "env_spec", None) or agent.env_id
+    spec = getattr(agent, "env_spec", None)
+    lost = getattr(agent, "env_spec_lost", None)
+    if spec is None and lost:
+        raise ValueError(f"this agent was trained on {lost}, whose spec its weights file could not record (a "
+                         f"make kwarg or wrapper argument that JSON cannot write, such as a function), so its id "
+                         f"{agent.env_id!r} alone would make another env; expected env=<that env, made as in "
+                         "training>, got none")
+    return spec or agent.env_id
 
 
 # how a numpy array in a spec's kwargs (RescaleAction's per-dimension bounds) is written in JSON
@@ -201,6 +248,11 @@ def had_unmade_wrappers(env: Any) -> bool:
     trained on it keeps the object itself (``env_object``), as SB3 keeps ``model.env``, so that a Monitor's log
     records the episodes ``learn()`` collects."""
     return bool(unmade_wrappers(single_spec(env)))
+
+
+def spec_identity(spec: Any) -> str:
+    """:func:`env_identity` of the env ``gymnasium.make(spec)`` makes: ``spec`` as one plain string."""
+    return _spec_identity(spec)
 
 
 def _spec_identity(spec: Any) -> str:

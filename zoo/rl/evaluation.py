@@ -20,7 +20,6 @@ import torch
 from zoo.inputs import whole_number
 from zoo.rl import normalization
 from zoo.rl.envspec import default_env, env_identity, unmade_wrappers
-from zoo.rl.normalization import normalizers
 
 __all__ = ["SYNCED_EVAL_ENV", "adopt_statistics", "check_env_fits", "env_label", "evaluate", "make_env", "pick_env",
            "whole_count"]
@@ -141,14 +140,21 @@ def evaluate(agent, data: Any = None, *, env: Any = None, episodes: int = 10, se
             "length_mean": float(np.mean(lengths)), "episodes": float(episodes)}
 
 
+@contextlib.contextmanager
 def _agent_statistics(agent, e: Any):
-    """The agent's normalisation statistics put into ``e``'s fresh normalisers and frozen there (a context
-    manager); nothing for an env the training loop synced from its training env."""
+    """The agent's normalisation statistics put into ``e``'s fresh normalisers (none for an env the training
+    loop synced from its training env), and every normaliser of ``e`` frozen for the block, every sub-env's
+    too: an env that kept statistics of its own (the training env itself) would otherwise take the
+    evaluation's observations into them, and one seed would give another return each time. Fresh normalisers
+    of an agent without statistics (a file written before they were saved) update as the caller left them:
+    frozen, they would hold mean 0 and var 1, which no training saw."""
     stats = getattr(agent, "normalization", None)
-    if not stats or e is SYNCED_EVAL_ENV.get():
-        return contextlib.nullcontext()
-    # an evaluation's rewards are the env's own (raw_rewards): only the observations' scale is at stake there
-    return normalization.frozen(adopt_statistics(agent, e, "this agent", kinds=("obs_rms",)))
+    if stats and e is not SYNCED_EVAL_ENV.get():
+        # an evaluation's rewards are the env's own (raw_rewards): only the observations' scale is at stake there
+        adopt_statistics(agent, e, "this agent", kinds=("obs_rms",))
+    every = [w for stack in normalization.stacks(e) for w in stack]
+    with normalization.frozen(every if stats or not normalization.is_fresh(every) else []):
+        yield
 
 
 # the evaluation env whose normalisers the training loop synced from its training env, which it sets while it
@@ -158,12 +164,16 @@ SYNCED_EVAL_ENV: contextvars.ContextVar[Any] = contextvars.ContextVar("zoo_td3_s
 
 def adopt_statistics(agent, env: Any, source: str, kinds: tuple[str, ...] = normalization.RUNNING_STATS) -> list[Any]:
     """Put ``agent.normalization`` into ``env``'s normalisers when none of them has been updated yet (a
-    mismatch of ``kinds`` warns, :func:`zoo.rl.normalization.put`); returns the wrappers that took it."""
-    theirs = normalizers(env)
-    if not agent.normalization or (theirs and not normalization.is_fresh(theirs)):
+    vector env's: into each sub-env's, a mismatch of ``kinds`` warning once, :func:`zoo.rl.normalization.put`);
+    returns the wrappers that took it."""
+    stacks = normalization.stacks(env)
+    if not agent.normalization or (stacks[0] and not normalization.is_fresh([w for s in stacks for w in s])):
         return []
-    return normalization.put(theirs, agent.normalization, source=source, env_name=f"the env ({env_identity(env)})",
-                             warn=kinds)
+    took = []
+    for j, theirs in enumerate(stacks):
+        took += normalization.put(theirs, agent.normalization, source=source,
+                                  env_name=f"the env ({env_identity(env)})", warn=kinds if j == 0 else ())
+    return took
 
 
 def _episodes(agent, e, episodes: int, base: int, max_steps: int | None,

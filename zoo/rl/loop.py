@@ -31,7 +31,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.logs import RunLogger, restore_csv, write_csv
 from zoo.engine.threads import check_threads, torch_threads
 from zoo.rl import normalization
-from zoo.rl.envspec import env_identity, without_pass_through
+from zoo.rl.envspec import env_identity, unmade_wrappers, without_pass_through
 from zoo.rl.evaluation import (
     SYNCED_EVAL_ENV,
     adopt_statistics,
@@ -380,6 +380,13 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
     name, spec = env_label(train_env), without_pass_through(single_spec(train_env))  # remade without a Monitor
     if spec is None:
         return None, f"{name} has no registered id"
+    unmade = unmade_wrappers(spec)
+    if unmade:  # gymnasium's own refusal blames the wrapper's class, where the arguments could not be read here
+        why = (f"{name} cannot be made again from its spec: its wrapper(s) {', '.join(unmade)} record no "
+               "arguments here (a wrapper without gymnasium.utils.RecordConstructorArgs, a vector wrapper, or one "
+               "of make_vec's wrappers= in an AsyncVectorEnv's worker processes)")
+        log.info("TD3 on %s: %s", name, why)
+        return None, why
     if spec.kwargs.get("render_mode") == "human":  # nobody watches an evaluation: no window for its episodes
         spec = replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "render_mode"})
     try:
@@ -463,7 +470,7 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
         a = agent.act_normalised(run.obs, explore=True)  # (act_dim,) or (n_envs, act_dim) in [-1, 1]
     else:
         a = agent.random_action_normalised(run.n_envs if run.vec else None)
-    next_obs, reward, terminated, truncated, info = run.env.step(agent.scale_action(a).cpu().numpy())
+    next_obs, reward, terminated, truncated, info = run.env.step(agent.env_action(a))
     step = agent.num_timesteps + run.n_envs
     if not (np.isfinite(next_obs).all() and np.isfinite(reward).all()):
         what = "observation" if not np.isfinite(next_obs).all() else "reward"
@@ -587,10 +594,11 @@ def _normalization_synced(run: Run, eval_env: Any):
     of the training env's running mean and variance and stop updating them for the evaluation (their own
     setting restored after), as SB3's EvalCallback syncs VecNormalize. A fresh env made from the spec would
     otherwise normalise with statistics of its own few episodes: another input scale than the policy's.
-    Stacks that do not pair up (another number of either kind) are left as they are, with a warning."""
-    theirs = normalizers(eval_env)
+    Stacks that do not pair up (another number of either kind) are left as they are, with a warning. A vector
+    eval env's sub-envs each take the statistics."""
     pairs = []
-    for kind in RUNNING_STATS if run.normalizers or theirs else ():
+    for kind, theirs in ((k, t) for t in normalization.stacks(eval_env) for k in RUNNING_STATS
+                         if run.normalizers or t):
         ours_k = [w for w in run.normalizers if hasattr(w, kind)]
         theirs_k = [w for w in theirs if hasattr(w, kind)]
         if len(ours_k) == len(theirs_k):

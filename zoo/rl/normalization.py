@@ -23,7 +23,7 @@ import torch
 from zoo._stacklevel import user_stacklevel
 
 __all__ = ["RUNNING_STATS", "counts", "describe", "env_rewards", "frozen", "is_fresh", "normalizers", "put", "raw_rewards",
-           "reward_normalizers", "statistics"]
+           "reward_normalizers", "stacks", "statistics"]
 
 RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
 _WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
@@ -32,8 +32,8 @@ _ACCUMULATOR = "discounted_reward"  # NormalizeReward's discounted return so far
 _KEY = re.compile(r"^(obs_rms|return_rms)\.(\d+)\.")
 
 
-def normalizers(env: Any) -> list[Any]:
-    """The wrappers in ``env``'s stack (a vector env's own, then its first sub-env's) that normalise with
+def normalizers(env: Any, sub: int = 0) -> list[Any]:
+    """The wrappers in ``env``'s stack (a vector env's own, then its sub-env ``sub``'s) that normalise with
     running statistics they update as they step: gymnasium's ``NormalizeObservation`` / ``NormalizeReward``,
     outermost first."""
     found = []
@@ -43,8 +43,25 @@ def normalizers(env: Any) -> list[Any]:
         if hasattr(env, "update_running_mean") and any(hasattr(env, a) for a in RUNNING_STATS):
             found.append(env)
         inner = getattr(env, "env", None)
-        env = inner if inner is not None else (getattr(env, "envs", None) or [None])[0]
+        subs = getattr(env, "envs", None) or []
+        env = inner if inner is not None else (subs[sub] if sub < len(subs) else None)
     return found
+
+
+def stacks(env: Any) -> list[list[Any]]:
+    """:func:`normalizers` of each of a vector env's sub-envs (the vector env's own wrappers in each), one list
+    for any other env: a ``NormalizeObservation`` in every sub-env of ``make_vec(..., wrappers=[...])`` keeps
+    statistics of its own, which a checkpoint saves, a resume restores and an evaluation freezes one by one."""
+    n = len(_sub_envs(env)) or 1
+    return [normalizers(env, j) for j in range(n)]
+
+
+def _sub_envs(env: Any) -> list[Any]:
+    for _ in range(64):  # deeper is no wrapper stack
+        if env is None or getattr(env, "envs", None):
+            break
+        env = getattr(env, "env", None)
+    return list(getattr(env, "envs", None) or [])
 
 
 def _of_kind(wrappers: list[Any], kind: str) -> list[Any]:
@@ -126,7 +143,8 @@ def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env
 @contextlib.contextmanager
 def frozen(wrappers: list[Any]):
     """``wrappers`` stop updating their statistics inside the block (their own setting restored after)."""
-    flags = [(w, w.update_running_mean) for w in wrappers]
+    unique = list({id(w): w for w in wrappers}.values())  # a vector env's own wrapper is in every sub-env's stack
+    flags = [(w, w.update_running_mean) for w in unique]
     for w, _ in flags:
         w.update_running_mean = False
     try:

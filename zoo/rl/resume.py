@@ -322,7 +322,7 @@ def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | No
         run.since_train = int(saved["since_train"])
     now = (saved or {}).get("normalization")  # None in a checkpoint of a run without them, or an older one
     if run.vec:
-        _put_statistics(run, now)
+        _put_sub_env_statistics(run, now, (saved or {}).get("sub_env_normalization"))
         if saved is not None and any(n > 0 for n in saved["ep_len"]):
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
@@ -354,6 +354,19 @@ def _put_statistics(run: Run, stats: dict[str, torch.Tensor] | None) -> None:
         normalization.put(run.normalizers, stats, source="the checkpoint", env_name=f"the training env ({run.identity})")
 
 
+def _put_sub_env_statistics(run: Run, now: dict[str, torch.Tensor] | None,
+                            per_env: list[dict[str, torch.Tensor]] | None) -> None:
+    """A vector env's statistics back into each sub-env's normalisers: its own set where the checkpoint holds
+    one per sub-env (``sub_env_normalization``), else its one set (sub-env 0's, all a checkpoint held before
+    them) in every sub-env, where a fresh sub-env would normalise its observations with mean 0 and var 1."""
+    stacks = normalization.stacks(run.env)
+    sets = per_env if per_env is not None and len(per_env) == len(stacks) else [now] * len(stacks)
+    for j, (theirs, stats) in enumerate(zip(stacks, sets)):
+        if stats is not None:
+            normalization.put(theirs, stats, source="the checkpoint", env_name=f"the training env ({run.identity})",
+                              warn=normalization.RUNNING_STATS if j == 0 else ())
+
+
 def _replay_episode(agent, run: Run, start: dict[str, Any], n: int) -> bool:
     """Begin the checkpoint's episode in progress as it began, and step it with its ``n`` actions (the
     buffer's last ``n`` transitions); True when every observation and reward matches the buffer's."""
@@ -371,7 +384,7 @@ def _replay_episode(agent, run: Run, start: dict[str, Any], n: int) -> bool:
         if not same(obs, buf.obs[row]):
             return False
         # the action exactly as the env got it: the buffer keeps the normalised float32 action
-        obs, reward, terminated, truncated, _ = run.env.step(agent.scale_action(buf.act[row]).cpu().numpy())
+        obs, reward, terminated, truncated, _ = run.env.step(agent.env_action(buf.act[row]))
         if terminated or truncated or not (same(obs, buf.next_obs[row]) and same(reward, buf.reward[row])):
             return False
     run.obs = obs
@@ -391,5 +404,8 @@ def save_checkpoint(agent, run: Run) -> None:
                           "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
     if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
         state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
+    stacks = normalization.stacks(run.env) if run.vec else []
+    if any(stacks[1:]):  # a normaliser in each sub-env: each keeps statistics of its own
+        state["run_state"]["sub_env_normalization"] = [normalization.statistics(s, accumulators=True) for s in stacks]
     save_with_digest(state, run.ckpt_path)
     run.next_ckpt = next_multiple(agent.num_timesteps, run.ckpt_every)

@@ -120,6 +120,7 @@ def keep_statistics(agent, run: Run) -> None:
 
     agent.normalization = normalization.statistics(run.normalizers)
     agent.env_spec = own_spec(run.env)
+    agent.env_spec_lost = None  # it trained on that env: its spec (or bare id) is known again
     agent.env_object = run.env if had_unmade_wrappers(run.env) and not run.owns_env else None
 
 

@@ -133,6 +133,11 @@ class TD3Agent:
         self._act_center, self._act_half = (high + low) / 2, (high - low) / 2
         self._act_low, self._act_high = low, high
         self._low_np, self._high_np = low.cpu().numpy(), high.cpu().numpy()
+        # the space's own bounds: float32 cannot hold every float64 bound (0.1 rounds up to 0.10000000149)
+        dtype = np.dtype(action_space.dtype)
+        self._space_dtype = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float32)
+        self._space_low = np.asarray(action_space.low, self._space_dtype)
+        self._space_high = np.asarray(action_space.high, self._space_dtype)
 
         # initialise from the seed without disturbing the caller's global torch RNG: the networks are drawn on
         # the CPU, so only its generator is seeded (torch.manual_seed would reseed every GPU's too, for good)
@@ -170,6 +175,9 @@ class TD3Agent:
         self.env_spec: Any = None
         # the env object itself where its spec holds a wrapper gymnasium cannot make again (envspec.default_env)
         self.env_object: Any = None
+        # the identity of its env where the weights file it was loaded from could not record that env's spec
+        # (envspec.default_env refuses to make the bare id for it)
+        self.env_spec_lost: str | None = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
         self._loss_sum = torch.zeros(2, device=self.device)
         self._loss_n = [0, 0]
@@ -181,6 +189,13 @@ class TD3Agent:
         one step past ``high`` (low 2.39814, high 6.6942153 give 6.694216), which an env that checks
         ``action_space.contains`` refuses."""
         return torch.clamp(self._act_center + a * self._act_half, self._act_low, self._act_high)
+
+    def env_action(self, a: torch.Tensor) -> np.ndarray:
+        """Normalised ``[-1, 1]`` -> the action handed to the env: :meth:`scale_action` in the action space's
+        dtype, clipped to the space's own bounds (as SB3 clips), which a float64 space's may lie inside the
+        float32 ones (``Box(-0.1, 0.1, float64)`` refused 0.1 in float32, 0.10000000149)."""
+        action = self.scale_action(a).cpu().numpy().astype(self._space_dtype, copy=False)
+        return np.clip(action, self._space_low, self._space_high)
 
     def unscale_action(self, action: torch.Tensor) -> torch.Tensor:
         """The env's Box -> normalised ``[-1, 1]``."""
@@ -256,7 +271,7 @@ class TD3Agent:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
         when ``obs`` is). ``explore=True`` adds exploration noise of the kind and scale the agent trains with
         (``config.noise_type``, ``config.exploration_noise``), drawn apart from its training run's."""
-        return self.scale_action(self.act_normalised(obs, explore, training=False)).cpu().numpy()
+        return self.env_action(self.act_normalised(obs, explore, training=False))
 
     def random_action_normalised(self, n: int | None = None) -> torch.Tensor:
         """Uniform actions in ``[-1, 1]`` from the agent's generator (the warm-up phase)."""
@@ -481,11 +496,15 @@ class TD3Agent:
         if self.normalization:
             out["normalization"] = normalization.counts(self.normalization)
         if self.env_spec is not None:
-            from zoo.rl.envspec import spec_to_json
+            from zoo.rl.envspec import spec_identity, spec_to_json
 
             spec = spec_to_json(self.env_spec)
             if spec is not None:
                 out["env_spec"] = spec
+            else:  # a loaded agent refuses to evaluate on the bare id, which is another env
+                out["env_spec_unwritable"] = spec_identity(self.env_spec)
+        elif self.env_spec_lost:
+            out["env_spec_unwritable"] = self.env_spec_lost
         return out
 
     def save(self, path, metadata: dict[str, str] | None = None) -> None:
@@ -771,10 +790,19 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
     hyperparameters (``"rl-zoo"`` or ``"fujimoto"``); ``overrides`` (:class:`zoo.rl.config.TD3Config`
     fields) replace the preset's values."""
     import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec
 
     from zoo.rl.config import preset_config
     from zoo.rl.envspec import acting_spaces
 
+    if isinstance(env, EnvSpec):  # agent.env_spec, which zoo.train and zoo.evaluate take as well
+        from zoo.rl.evaluation import make_env
+
+        made = make_env(env)
+        try:
+            return td3(made, preset, device, seed, **overrides)
+        finally:
+            made.close()
     if isinstance(env, str):
         env_id = env
         try:
@@ -790,7 +818,7 @@ def td3(env: Any = "Pendulum-v1", preset: str = "rl-zoo", device: str = "cpu", s
         obs_space, act_space = acting_spaces(env)
         env_id = env.spec.id if env.spec is not None else None
     else:
-        raise TypeError(f"td3: env must be a gymnasium id or env, got {type(env).__name__}")
+        raise TypeError(f"td3: env must be a gymnasium id, EnvSpec or env, got {type(env).__name__}")
     config = preset_config(preset, env_id or "", **overrides)
     agent = TD3Agent(obs_space, act_space, config, env_id=env_id, preset=preset, device=device, seed=seed)
     if not isinstance(env, str):  # a wrapped env (RescaleAction, normalisers, make kwargs) is its env, not the id

@@ -145,11 +145,13 @@ def _load_statistics(agent: TD3Agent, stats: dict[str, torch.Tensor], saved: dic
     agent.normalization = stats
     if env is None:
         agent.env_spec = saved_spec(saved)
+        agent.env_spec_lost = None if agent.env_spec is not None else _lost_spec(saved)
     elif stats and isinstance(env, (gym.Env, gym.vector.VectorEnv)):
         from zoo.rl.envspec import env_identity
 
-        normalization.put(normalization.normalizers(env), stats, source=f"weights {path}",
-                          env_name=f"the env given ({env_identity(env)})")
+        for j, theirs in enumerate(normalization.stacks(env)):  # a vector env's: every sub-env's
+            normalization.put(theirs, stats, source=f"weights {path}", env_name=f"the env given ({env_identity(env)})",
+                              warn=normalization.RUNNING_STATS if j == 0 else ())
 
 
 def saved_spec(saved: dict[str, Any]) -> Any:
@@ -165,6 +167,18 @@ def saved_spec(saved: dict[str, Any]) -> Any:
         return spec_from_json(saved["env_spec"])
     except (gym.error.Error, ValueError, TypeError, KeyError):
         return None
+
+
+def _lost_spec(saved: dict[str, Any]) -> str | None:
+    """How a file names the env whose spec it could not record (``env_spec_unwritable``), or could record but this
+    gymnasium cannot read; None where the file's env is its bare id (files written before either was noted)."""
+    if saved.get("env_spec_unwritable"):
+        return str(saved["env_spec_unwritable"])
+    if saved.get("env_spec") is not None:
+        spec = saved["env_spec"]
+        name = spec.get("id") if isinstance(spec, dict) else None
+        return f"an env whose spec this gymnasium cannot read back ({name!r} with its wrappers)"
+    return None
 
 
 def _run_checkpoint(path) -> dict[str, Any] | None:
