@@ -10,7 +10,11 @@ half-way, or a second run in the same folder. Each of those is handled once, her
   private ``0700`` temp folder nobody else can plant into. A final name that is a symlink is refused
   by :func:`refuse_symlink` where a caller would read through it (the weights cache).
 - **the user's umask**: files are created with mode ``0666`` filtered by the umask, as ``open()`` does
-  (``mkstemp``'s ``0600`` made published weights unreadable to the rest of a team).
+  (``mkstemp``'s ``0600`` made published weights unreadable to the rest of a team); a file written again
+  keeps its mode, as ``open()`` keeps it (a ``chmod 600`` file stays private).
+- **links**: a target that is a link of the user's own is written through, where it points, as ``open()``
+  writes (``os.replace`` on the link would swap it for a copy and leave the linked file old); a link of
+  another user is refused (planted, as the kernel's ``protected_symlinks`` judges one).
 - **free space**: :func:`check_free` fails before the first byte with the folder, the size needed and
   the size free; ``ENOSPC`` met anyway becomes :class:`NoSpaceError` with the same facts.
 - **orphans**: temp names start with :data:`TEMP_PREFIX` and carry the writer's host and pid;
@@ -61,6 +65,7 @@ __all__ = [
     "atomic_write",
     "check_free",
     "ensure_dir",
+    "fsync_file",
     "human_size",
     "open_fd_writer",
     "open_nofollow",
@@ -69,6 +74,7 @@ __all__ = [
     "sweep_temps",
     "write_bytes",
     "write_error",
+    "write_target",
     "write_text",
 ]
 
@@ -118,6 +124,34 @@ def refuse_symlink(path: str | os.PathLike, what: str = "file") -> None:
             f"refusing {what} {path}: it is a symbolic link (to {os.readlink(path)}), which zoo never creates "
             "there; someone else put it in place. Remove it and retry.",
         )
+
+
+def write_target(path: str | os.PathLike) -> Path:
+    """The file an atomic write of ``path`` replaces: ``path``, or where it points when it is a link of the
+    user's own (see the module's "links"); a link of another user is an :class:`UnsafePathError`."""
+    path = Path(path)
+    if not os.path.islink(path):
+        return path
+    owner = os.lstat(path).st_uid
+    if hasattr(os, "getuid") and owner != os.getuid():
+        raise UnsafePathError(errno.ELOOP, f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)}) "
+                                           f"of another user (uid {owner}); remove it, or write to its target")
+    return Path(os.path.realpath(path))
+
+
+def _keep_mode(target: Path, fd: int | None = None, tmp: Path | None = None) -> None:
+    """Give the new file the mode of the one it replaces (a new file keeps the umask's)."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    with contextlib.suppress(OSError):  # a file system without modes (FAT, some shares): the umask's it is
+        if fd is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        elif tmp is not None:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
 
 
 def ensure_dir(path: str | os.PathLike, what: str = "folder") -> Path:
@@ -232,6 +266,16 @@ def open_fd_writer(fd: int, buffer_size: int = 1 << 20) -> io.BufferedWriter:
     return io.BufferedWriter(_FdWriter(fd), buffer_size=buffer_size)
 
 
+def fsync_file(path: str | os.PathLike) -> None:
+    """Make a file written by another writer (a download's ``.part``, a library's output) durable before it is
+    renamed into place: a rename made durable first could name a file whose bytes a power cut lost."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _BINARY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):  # makes the rename durable; not every file system allows it
         fd = os.open(folder, os.O_RDONLY)
@@ -250,7 +294,7 @@ def atomic_write(path: str | os.PathLike, *, size: int | None = None, text: bool
     The temp file is created ``O_EXCL | O_NOFOLLOW`` with the umask's permissions; on an exception it
     is removed and ``path`` is left as it was.
     """
-    path = Path(path)
+    path = write_target(path)
     ensure_dir(path.parent)
     if size is not None:
         check_free(path.parent, size, f"writing {path.name}")
@@ -265,6 +309,7 @@ def atomic_write(path: str | os.PathLike, *, size: int | None = None, text: bool
         try:
             yield fh
             fh.flush()
+            _keep_mode(path, fd=fd)
             os.fsync(fd)
         finally:
             with contextlib.suppress(OSError):
@@ -302,20 +347,20 @@ class PrivateTemp:
         return self.dir / Path(target).name
 
     def commit(self, *targets: str | os.PathLike) -> None:
+        target = Path(targets[0])
         try:
-            for target in targets:
+            for target in map(Path, targets):
                 tmp = self.path_for(target)
                 if tmp.is_symlink() or not tmp.is_file():
                     raise FsError(errno.ENOENT, f"the writer of {target} did not produce a file")
-                fd = os.open(tmp, os.O_RDONLY | _NOFOLLOW)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            for target in targets:
+                if target.is_dir() and not target.is_symlink():  # found before any target is replaced
+                    raise FsError(errno.EISDIR, f"cannot write {target}: a folder of that name is in the way")
+                _keep_mode(target, tmp=tmp)
+                fsync_file(tmp)
+            for target in map(Path, targets):
                 os.replace(self.path_for(target), target)
         except OSError as err:
-            raise write_error(err, Path(targets[0]), None) from None
+            raise write_error(err, target, None) from None
         finally:
             self.abort()
         _fsync_dir(self.folder)
@@ -328,7 +373,8 @@ class PrivateTemp:
 def atomic_paths(*targets: str | os.PathLike, size: int | None = None) -> Iterator[tuple[Path, ...]]:
     """Yield temp paths (one per target, same names) in a :class:`PrivateTemp`; on success each replaces
     its target, in order. Writers that take a file object should use :func:`atomic_write` instead."""
-    first = Path(targets[0])
+    targets = tuple(write_target(t) for t in targets)
+    first = targets[0]
     tmp = PrivateTemp(first.parent, first.name, size)
     try:
         yield tuple(tmp.path_for(t) for t in targets)

@@ -548,3 +548,21 @@ def test_offline_with_a_file_mirror_that_lacks_the_file_names_what_was_tried(tin
     monkeypatch.setenv("ZOO_OFFLINE", "1")
     with pytest.raises(hub.OfflineError, match=rf"\(tried: .*empty_mirror/{entry.url}: .*does not exist"):
         zoo.pull(entry.name, progress=False)
+
+
+def test_a_download_is_synced_to_disk_before_it_is_renamed_into_the_cache(tiny_model, weights_home, server,
+                                                                          monkeypatch):
+    """Before: the .part was renamed unsynced, then the .verified marker beside it synced: after a power cut the
+    cache could hold a durable name and marker over bytes that never reached the disk."""
+    from zoo import fs
+
+    _, entry = _publish_tiny(tiny_model)
+    _to_mirror(entry, weights_home, server)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url + "/")
+    events = []
+    real_fsync, real_replace = fs.fsync_file, __import__("os").replace
+    monkeypatch.setattr(fs, "fsync_file", lambda p: (events.append(("fsync", str(p))), real_fsync(p))[1])
+    monkeypatch.setattr("zoo.hub.fetch.os.replace", lambda a, b: (events.append(("replace", str(a))), real_replace(a, b))[1])
+    zoo.pull(entry.name, progress=False)
+    part = next(a for kind, a in events if kind == "replace" and a.endswith(".part"))
+    assert events.index(("fsync", part)) < events.index(("replace", part))

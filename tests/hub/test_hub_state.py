@@ -214,3 +214,13 @@ def test_a_safetensors_header_length_that_looks_like_torch_save_still_reads_as_s
     hub.state.check_complete(path)
     sd = hub.load_state_dict(path)
     assert all(torch.equal(sd[k], v) for k, v in src.state_dict().items())
+
+
+def test_save_weights_reads_a_home_folder_path_as_zoo_save_and_build_do(tmp_path, monkeypatch):
+    """Before: agent.save("~/agent.safetensors") wrote ./~/agent.safetensors, which zoo.build(weights="~/...")
+    then did not find."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home").mkdir()
+    path = hub.save_weights(nn.Linear(2, 2), "~/w.safetensors")
+    assert path == tmp_path / "home" / "w.safetensors" and path.is_file() and not (tmp_path / "~").exists()

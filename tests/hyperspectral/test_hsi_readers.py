@@ -430,3 +430,28 @@ def test_an_object_npy_is_called_a_pickle_not_truncated(tmp_path):
     with pytest.raises(SceneFormatError, match=r"holds Python objects .* which zoo never loads") as err:
         load_scene(tmp_path / "cube.npy")
     assert "truncated" not in str(err.value)
+
+
+def test_an_envi_writer_on_a_full_disk_names_the_file_and_keeps_the_old_scene(tmp_path):
+    """Before: a bare "[Errno 28] No space left on device" naming no file, where save_envi names it and the size."""
+    import errno
+
+    from zoo import fs
+
+    cube = _cube(np.float32, (6, 3, 2))
+    save_envi(tmp_path / "w.hdr", cube)
+
+    class _Full:
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            pass
+
+    w = EnviWriter(tmp_path / "w.hdr", (6, 3, 2), np.float32)
+    w._fh.close()
+    w._fh = _Full()
+    with pytest.raises(fs.NoSpaceError, match=r"no space left writing .*w\.img .*144 B needed"):
+        w.write(cube[:2])
+    np.testing.assert_array_equal(np.asarray(open_envi(tmp_path / "w.hdr").cube), cube)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.hdr", "w.img"]

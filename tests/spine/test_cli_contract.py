@@ -126,6 +126,25 @@ def test_out_as_a_folder_numbers_the_file_as_the_default_does(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_runs_into_one_folder_each_keep_their_model_when_another_saved_meanwhile(tmp_path, capsys, monkeypatch):
+    """Before: the numbered name was chosen when the command started and written when it ended: two runs started
+    together into one folder (a sweep) both saved td3.safetensors, and the last replaced the first's model."""
+    from zoo.cli import train_output
+
+    args = ["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--net-arch", "8,8", "--set", "progress=false"]
+    real = train_output.save_trained
+
+    def another_run_saves_first(model, out, run_dir, **kw):  # its run ends while this one trains
+        (tmp_path / "td3.safetensors").write_bytes(b"another run's model")
+        return real(model, out, run_dir, **kw)
+
+    monkeypatch.setattr("zoo.cli.train.save_trained", another_run_saves_first)
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "td3.safetensors").read_bytes() == b"another run's model"
+    assert f"saved to {tmp_path / 'td3-2.safetensors'}" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["td3-2.safetensors", "td3.safetensors"]
+
+
 def test_info_of_a_weights_name_that_is_not_there_prints_nothing_but_the_error(capsys):
     """It printed the model's whole card to stdout, then failed with exit code 2."""
     assert main(["info", "td3.nosuch"]) == 2

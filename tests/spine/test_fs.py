@@ -86,8 +86,10 @@ def test_links_are_refused_never_followed(tmp_path):
         fs.refuse_symlink(link)
     assert str(link) in str(err.value) and "\n" not in str(err.value)
     assert victim.read_text() == "precious"
-    fs.write_text(link, "replaced")  # writing *onto* a link name replaces the link, never the victim
-    assert victim.read_text() == "precious" and not link.is_symlink() and link.read_text() == "replaced"
+    # a link of the user's own is written through, as open() writes it (one of another user's is refused:
+    # test_a_link_of_another_user_is_refused_not_written_through)
+    fs.write_text(link, "replaced")
+    assert victim.read_text() == "replaced" and link.is_symlink()
 
 
 def test_private_temp_folder_commits_in_order_and_cleans_up(tmp_path):
@@ -306,3 +308,69 @@ def test_a_file_size_limit_is_not_called_a_full_disk(tmp_path):
     assert isinstance(err, fs.NoSpaceError) and "ulimit -f" in str(err) and "no space left" not in str(err)
     full = fs.write_error(OSError(errno.ENOSPC, "No space left"), tmp_path / "w.safetensors", 100)
     assert "no space left writing" in str(full)
+
+
+def _linked(tmp_path):
+    """``proj/model.safetensors`` a link (the user's own) to ``big/model.safetensors``, holding b"OLD"."""
+    (tmp_path / "big").mkdir()
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "big" / "model.safetensors").write_bytes(b"OLD")
+    link = tmp_path / "proj" / "model.safetensors"
+    link.symlink_to(tmp_path / "big" / "model.safetensors")
+    return link
+
+
+@pytest.mark.parametrize("writer", ["atomic_write", "atomic_path", "zoo.save"])
+def test_a_link_of_the_users_own_is_written_through_as_open_writes_it(tmp_path, writer):
+    """Before: os.replace swapped the link for a copy: the linked file (on the bigger disk) stayed old."""
+    import torch
+
+    import zoo
+
+    link = _linked(tmp_path)
+    if writer == "atomic_write":
+        with fs.atomic_write(link) as fh:
+            fh.write(b"NEW")
+    elif writer == "atomic_path":
+        with fs.atomic_path(link) as tmp:
+            tmp.write_bytes(b"NEW")
+    else:
+        zoo.save(torch.nn.Linear(2, 2), link)
+    assert link.is_symlink()
+    assert (tmp_path / "big" / "model.safetensors").read_bytes() != b"OLD"
+    assert not [p for p in (tmp_path / "proj").iterdir() if p != link]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give a link another owner")
+def test_a_link_of_another_user_is_refused_not_written_through(tmp_path):
+    link = _linked(tmp_path)
+    os.lchown(link, 12345, -1)
+    with pytest.raises(fs.UnsafePathError, match=r"symbolic link .* of another user \(uid 12345\)"), \
+            fs.atomic_write(link) as fh:
+        fh.write(b"NEW")
+    assert (tmp_path / "big" / "model.safetensors").read_bytes() == b"OLD" and link.is_symlink()
+
+
+def test_a_file_written_again_keeps_its_mode(tmp_path):
+    """Before: a chmod 600 file came back 0644 (the umask's), readable by everyone; open() keeps the mode."""
+    target = tmp_path / "private.bin"
+    target.write_bytes(b"OLD")
+    target.chmod(0o600)
+    with fs.atomic_write(target) as fh:
+        fh.write(b"NEW")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    with fs.atomic_path(target) as tmp:
+        tmp.write_bytes(b"NEWER")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_bytes() == b"NEWER"
+
+
+def test_a_pair_whose_second_target_is_a_folder_replaces_neither_and_names_it(tmp_path):
+    """Before: the data file was replaced, then the header's rename failed, in an error naming the data file."""
+    (tmp_path / "scene.img").write_bytes(b"OLD")
+    (tmp_path / "scene.hdr").mkdir()
+    with pytest.raises(fs.FsError, match=r"cannot write .*scene\.hdr: a folder of that name is in the way"), \
+            fs.atomic_paths(tmp_path / "scene.img", tmp_path / "scene.hdr") as (img, hdr):
+        img.write_bytes(b"NEW")
+        hdr.write_text("ENVI")
+    assert (tmp_path / "scene.img").read_bytes() == b"OLD"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.hdr", "scene.img"]

@@ -16,7 +16,7 @@ from zoo.cli.model_options import (
     refusing_unknown,
     require_data,
 )
-from zoo.cli.train_output import default_out, out_path, save_trained
+from zoo.cli.train_output import default_out, numbered, out_path, save_trained
 
 # common options -> the loop option they set (when given)
 _LOOP_OPTIONS = {"epochs": "epochs", "steps": "total_steps", "episodes": "episodes", "lr": "lr",
@@ -78,4 +78,4 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if out is None:
         out = default_out(args.name)  # without --out the trained model was lost, after a run of any length
     run_dir = Path(args.checkpoint_dir).expanduser() if args.checkpoint_dir else Path.cwd()
-    return 0 if save_trained(result.model, out, run_dir) else 1
+    return 0 if save_trained(result.model, out, run_dir, number_as=args.name if numbered(args.out) else None) else 1

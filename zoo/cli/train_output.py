@@ -58,14 +58,47 @@ def _free_name(folder: Path, name: str) -> Path:
     return path
 
 
-def save_trained(model: Any, out: Path, run_dir: Path) -> bool:
-    """Save to ``out``; if that fails after all (disk full, permissions changed), save to a fallback file in
-    the run folder so the trained model is not lost, and say where. False when ``out`` was not written (the
-    command then exits 1: a script must not go on with a missing or old file)."""
+def numbered(out: str | None) -> bool:
+    """Whether zoo numbers the saved file's name (no ``--out``, or a folder): then the name is claimed when the
+    model is saved, not when the command started (:func:`save_trained`)."""
+    return out is None or Path(out).expanduser().is_dir()
+
+
+def _save_numbered(model: Any, folder: Path, name: str) -> Path:
+    """Save as ``folder/NAME.safetensors`` or the next free ``NAME-k``, claimed with a hard link, which fails where the name
+    exists: runs started together into one folder (a sweep) each keep their model, where a name chosen at the
+    start and written hours later was the same for all, and the last run's model replaced the others'."""
+    import zoo
+    from zoo import fs
+
+    staging = fs.PrivateTemp(folder, f"{name}.safetensors")
+    try:
+        saved = zoo.save(model, staging.path_for(f"{name}.safetensors"))
+        while True:
+            out = _free_name(folder, name)
+            try:
+                os.link(saved, out)
+                break
+            except FileExistsError:
+                continue  # another run took that name since _free_name looked: the next one
+            except OSError:  # a file system without hard links: the name is taken as free as it looked
+                os.replace(saved, out)
+                break
+    finally:
+        staging.abort()
+    return out
+
+
+def save_trained(model: Any, out: Path, run_dir: Path, *, number_as: str | None = None) -> bool:
+    """Save to ``out`` (``number_as`` NAME: to ``NAME.safetensors`` or the next free ``NAME-k`` in ``out``'s
+    folder, claimed as it is saved); if that fails after all (disk full, permissions changed), save to a fallback
+    file in the run folder so the trained model is not lost, and say where. False when ``out`` was not written
+    (the command then exits 1: a script must not go on with a missing or old file)."""
     import zoo
 
     try:
-        print(f"saved to {zoo.save(model, out)}")
+        saved = zoo.save(model, out) if number_as is None else _save_numbered(model, out.parent, number_as)
+        print(f"saved to {saved}")
         return True
     except OSError as err:
         fallback = run_dir / f"{out.stem}.unsaved-{time.strftime('%Y%m%d-%H%M%S')}.safetensors"

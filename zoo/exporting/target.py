@@ -4,6 +4,7 @@ folder, which never takes a folder holding files zoo did not write.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -77,7 +78,10 @@ def aside_path(target: Path) -> Path:
     """Where an earlier folder export of ``target`` waits while the new one moves in: beside it, under a name of
     zoo's. It was in the private staging folder, so a kill between the two moves left it where the next sweep
     of temp files (any later save, export or pull in that folder) removed it: neither export was left."""
-    return target.with_name(f"{target.name}.zoo-export.previous")
+    name = f"{target.name}.zoo-export.previous"
+    if len(os.fsencode(name)) > 255:  # a legal 236-255-byte folder name: its aside is named by a hash of it
+        name = f"{hashlib.sha256(os.fsencode(target.name)).hexdigest()[:16]}.zoo-export.previous"
+    return target.with_name(name)
 
 
 def recover_aside(target: Path) -> None:

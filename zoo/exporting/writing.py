@@ -22,6 +22,8 @@ from zoo.exporting.verification import verify_graph
 
 def write_export(spec: ExportSpec, target: Path, fmt: str, verify: bool, dtype: torch.dtype = torch.float32) -> ExportResult:
     """Write (and verify) in a private temp folder (:class:`zoo.fs.PrivateTemp`), then move into place."""
+    if not spec.is_folder:  # a file linked elsewhere is written there, as every zoo write is (zoo.fs.write_target)
+        target = fs.write_target(target)
     fs.sweep_temps(target.parent)  # the staging folders of exports killed here (SIGTERM runs no cleanup)
     if spec.is_folder:
         recover_aside(target)

@@ -244,6 +244,13 @@ class _Oversized(Exception):
     """The server sent more bytes than the file has: not the file, however long we wait."""
 
 
+def _into_cache(part: Path, dest: Path) -> None:
+    """A whole, checked download renamed into the cache, its bytes synced first: the ``.verified`` marker written
+    next is synced, and must never vouch for bytes a power cut lost."""
+    fs.fsync_file(part)
+    os.replace(part, dest)
+
+
 def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:
     """Copy the response body into ``part``; returns the bytes received. Write errors are _WriteFailed; more
     than ``limit`` bytes (the file's size less what ``part`` held) is _Oversized, at the first block past it:
@@ -479,7 +486,7 @@ def fetch(
                     _ensure_space(dest, part, size, reclaim_root)
                     digest = _fetch_http(source, part, check, expected, progress, size)
                     _validate(validate, part, source)
-                    os.replace(part, dest)
+                    _into_cache(part, dest)
             except _NotFound as err:
                 failures.append(f"{source}: {err}")
                 not_found.append(source)

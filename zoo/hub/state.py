@@ -309,7 +309,7 @@ def save_weights(
     BatchNorm's ``num_batches_tracked`` keep theirs). Tensors that share storage (tied embeddings) are
     stored once and their other names recorded in the metadata, so loading restores every key.
     """
-    path = Path(path)
+    path = Path(path).expanduser()  # as zoo.save and zoo.build(weights=) read "~/model.safetensors"
     sd = as_state_dict(module_or_state_dict)
     meta = {"format": "pt"}
     for k, v in (metadata or {}).items():

@@ -7,6 +7,7 @@ file in whatever interleave it has, and ``Scene.layout`` lets chunked code map o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Iterable
@@ -264,11 +265,24 @@ class EnviWriter:
             raise ValueError(f"EnviWriter block must be (h, {w}, {c}); got {block.shape}")
         if self._rows + block.shape[0] > self.shape[0]:
             raise ValueError(f"EnviWriter: more than the {self.shape[0]} rows declared")
-        self._fh.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+        try:
+            self._fh.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+        except OSError as err:
+            raise self._failed(err) from None
         self._rows += block.shape[0]
 
+    def _failed(self, err: OSError) -> OSError:
+        """A full disk or a file-size limit, named with the file and its size as save_envi's; nothing kept."""
+        with contextlib.suppress(OSError):
+            self.abort()
+        h, w, c = self.shape
+        return fs.write_error(err, self.hdr.with_suffix(self.ext), h * w * c * self.dtype.itemsize)
+
     def close(self) -> Path:
-        self._fh.close()
+        try:
+            self._fh.close()  # flushes the last buffered rows: a full disk may first show here
+        except OSError as err:
+            raise self._failed(err) from None
         if self._rows != self.shape[0]:
             self.abort()
             raise ValueError(f"EnviWriter: wrote {self._rows} of {self.shape[0]} rows; nothing committed")
