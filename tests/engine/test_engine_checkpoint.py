@@ -280,3 +280,22 @@ def test_a_compiled_models_checkpoint_holds_the_networks_own_keys(tmp_path):
     ckpt["model"] = {f"_orig_mod.{k}": v for k, v in plain.state_dict().items()}
     restore(ckpt, model=net(2))
     restore(ckpt, model=torch.compile(net(3)))
+
+
+@pytest.mark.parametrize("make_sampler", [
+    lambda ds, g: torch.utils.data.RandomSampler(ds, generator=g),
+    lambda ds, g: torch.utils.data.WeightedRandomSampler(torch.linspace(1, 3, len(ds)), len(ds), generator=g),
+], ids=["random", "weighted"])
+def test_a_sampler_with_a_generator_of_its_own_resumes_exactly(tmp_path, make_sampler):
+    """Before: only the DataLoader's generator was reseeded per epoch, so a sampler seeded with its own generator
+    replayed its first epoch's draws after a resume, which then trained on other batches than the whole run."""
+    def loader():
+        ds = data()
+        sampler = make_sampler(ds, torch.Generator().manual_seed(1))
+        return torch.utils.data.DataLoader(ds, batch_size=16, sampler=sampler)
+
+    kw = {"epochs": 2, "lr": 5e-3, "progress": False, "seed": 7}
+    full = fit(net(), loader(), checkpoint_dir=tmp_path / "full", **kw)
+    fit(net(), loader(), checkpoint_dir=tmp_path / "part", callbacks=[stop_after(1)], **kw)
+    resumed = fit(net(), loader(), checkpoint_dir=tmp_path / "part", resume=True, **kw)
+    assert strip(resumed.history) == strip(full.history)

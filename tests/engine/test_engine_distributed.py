@@ -125,3 +125,57 @@ def test_evaluate_under_torchrun_without_a_process_group_scores_every_sample(mon
         monkeypatch.setenv("LOCAL_RANK", rank)
         monkeypatch.setenv("WORLD_SIZE", "2")
         assert evaluate(model, data, metrics=["accuracy", "top2"], batch_size=4) == alone
+
+
+RANKS_WORKER = textwrap.dedent("""
+    import os
+    import sys
+    from pathlib import Path
+    import torch
+    from torch import nn
+    from zoo.engine import LambdaCallback, fit
+
+    out, mode, rank = Path(sys.argv[1]), sys.argv[2], int(os.environ["RANK"])
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 4, generator=g)
+    xy = (x, (x.sum(1) > 0).long())
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+    kw = dict(batch_size=4, progress=False, amp=None)
+
+    def stop_on_rank_0(state, logs):  # a time budget that ran out on one rank only
+        if state.batch == 1 and state.rank == 0:
+            state.request_stop("time budget reached")
+
+    if mode == "stop":
+        r = fit(net, xy, epochs=2, callbacks=[LambdaCallback(on_batch_end=stop_on_rank_0)], **kw)
+        torch.save({"rows": r.history}, out / f"rank{rank}.pt")
+    else:
+        r = fit(net, xy, epochs=1, ema_decay=0.9, **kw)
+        torch.save({k: v for k, v in r.model.state_dict().items() if "running" in k}, out / f"rank{rank}.pt")
+""")
+
+
+def _ranks_results(tmp_path, torchrun, mode: str) -> list:
+    (tmp_path / "worker.py").write_text(RANKS_WORKER)
+    proc = torchrun([tmp_path / "worker.py", tmp_path, mode], tmp_path, timeout=90)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+
+
+@pytest.mark.slow
+def test_a_stop_requested_on_one_rank_stops_every_rank(tmp_path, torchrun):
+    """Before: a callback's request_stop on rank 0 alone stopped rank 0 while rank 1 trained on into collectives
+    rank 0 never joined: gloo aborted the whole job (SIGABRT)."""
+    rank0, rank1 = _ranks_results(tmp_path, torchrun, "stop")
+    assert [row["batches_trained"] for row in rank0["rows"]] == [row["batches_trained"] for row in rank1["rows"]] == [2]
+
+
+@pytest.mark.slow
+def test_the_weight_averages_batchnorm_statistics_are_the_same_on_every_rank(tmp_path, torchrun):
+    """Before: each rank averaged its own BatchNorm running statistics into the EMA, and only rank 0's were
+    saved, so the other ranks validated (and a resume went on) with other statistics."""
+    rank0, rank1 = _ranks_results(tmp_path, torchrun, "ema")
+    assert rank0.keys() == rank1.keys() and rank0
+    for name, value in rank0.items():
+        assert torch.equal(value, rank1[name]), name

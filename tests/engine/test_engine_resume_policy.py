@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from zoo.engine import ResumeError, fit
-from zoo.engine.checkpoint import CheckpointError
+from zoo.engine.checkpoint import CheckpointError, read_checkpoint
 
 
 def _data(n: int = 64):
@@ -264,3 +264,66 @@ def test_a_refused_param_groups_change_names_the_entries_that_differ(tmp_path):
         run(0.02, resume=True)
     said = str(err.value)
     assert "param_groups[1].lr: 0.01 in epoch-0002.pt, 0.02 now" in said and "<Parameter>" not in said
+
+
+def test_a_resume_from_another_folders_checkpoint_refuses_a_folder_that_holds_another_run(tmp_path):
+    """Before: only a new run checked checkpoint_dir, so resume= naming another folder's file trained into a folder
+    of another run: its best.pt overwritten, the new epochs pruned by keep_last against the old run's files."""
+    _first_run(tmp_path / "a")
+    fit(_net(), _data(), epochs=3, batch_size=16, lr=5e-2, checkpoint_dir=tmp_path / "b", progress=False)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "b").glob("*.pt")}
+    with pytest.raises(ValueError, match=r"holds another run's checkpoints \(epoch-0003\.pt, best\.pt\): resume=True "
+                                         r"continues that run; a run continued from another folder's checkpoint"):
+        fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "b",
+            resume=tmp_path / "a" / "epoch-0001.pt", progress=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "b").glob("*.pt")} == before
+    forked = fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "c",
+                 resume=tmp_path / "a" / "epoch-0001.pt", progress=False)  # an empty folder: a fork is fine
+    assert forked.resumed is not None and (tmp_path / "c" / "epoch-0003.pt").is_file()
+
+
+def test_best_pt_is_repaired_from_the_resumed_runs_own_folder_only(tmp_path):
+    """Before: checkpoint_dir/epoch-N.pt was copied to best.pt first, even when that file was another run's
+    epoch N and the resumed run's own lay beside the checkpoint it resumed from."""
+    from zoo.engine.resume import _repair_best
+
+    _first_run(tmp_path / "a")
+    fit(_net(), _data(), epochs=2, batch_size=16, lr=5e-2, checkpoint_dir=tmp_path / "b", progress=False,
+        monitor="train_accuracy")  # best.pt: epoch 2 of another run, beside its own epoch-0001.pt
+    (tmp_path / "b" / "best.pt").write_bytes((tmp_path / "b" / "epoch-0002.pt").read_bytes())
+    _repair_best(tmp_path / "b", 1, tmp_path / "a" / "epoch-0002.pt")
+    assert (tmp_path / "b" / "best.pt").read_bytes() == (tmp_path / "a" / "epoch-0001.pt").read_bytes()
+
+
+def test_a_resume_of_an_early_stopped_run_says_why_nothing_trains(tmp_path):
+    """Before: resuming an early-stopped run with more epochs trained nothing and said nothing (the warning about
+    nothing left to train was skipped for a stopped run)."""
+    flat = (torch.zeros(32, 6), torch.zeros(32, dtype=torch.long))  # nothing to learn: the loss stalls
+    kw = {"batch_size": 16, "lr": 0.0, "early_stopping_patience": 1, "monitor": "train_loss", "progress": False}
+    fit(_net(), flat, epochs=6, checkpoint_dir=tmp_path / "run", **kw)
+    with pytest.warns(UserWarning, match=r"resume: epoch-0002\.pt is of a run that stopped early at epoch 2 \(early "
+                                         r"stopping: .*\): nothing is trained. To train on, resume with a larger "
+                                         r"early_stopping_patience than 1 \(or None\)"):
+        again = fit(_net(), flat, epochs=12, checkpoint_dir=tmp_path / "run", resume=True, **kw)
+    assert len(again.history) == 2 and again.stopped_early
+
+
+def test_a_resume_without_checkpoint_dir_goes_on_checkpointing_in_the_resumed_folder(tmp_path):
+    """Before: resume= a folder without checkpoint_dir wrote no checkpoint nor metrics row for the epochs it
+    trained, and its result's checkpoint_path was the resumed epoch 2's file while its best_epoch said 3."""
+    _first_run(tmp_path / "run", monitor="train_accuracy")
+    result = fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, resume=tmp_path / "run", progress=False,
+                 monitor="train_accuracy")
+    assert (tmp_path / "run" / "epoch-0003.pt").is_file()
+    assert read_checkpoint(result.checkpoint_path)["epoch"] == result.best_epoch
+
+
+@pytest.mark.parametrize("first, now", [({}, {"monitor_mode": "min"}), ({"monitor_mode": "min"}, {}),
+                                        ({}, {"optimizer": "AdamW"})], ids=["mode-given", "mode-left", "AdamW"])
+def test_another_spelling_of_the_same_setting_resumes(tmp_path, first, now):
+    """Before: monitor_mode='min' against the None that defaults to it for train_loss, and optimizer='AdamW'
+    against 'adamw', were refused as changed settings, though they build the same run."""
+    _first_run(tmp_path / "run", **first)
+    result = fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
+                 progress=False, **now)
+    assert result.resumed["changed"] == {"epochs": (2, 3)}

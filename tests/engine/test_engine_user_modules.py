@@ -261,3 +261,18 @@ def test_label_smoothing_beside_a_loss_fn_is_said_not_applied_and_a_negative_lr_
         fit(nn.Linear(4, 3), (x, y), loss_fn=nn.CrossEntropyLoss(), label_smoothing=0.1, **KW)
     with pytest.raises(ValueError, match=r"lr must be >= 0, got -1.0"):
         fit(nn.Linear(4, 3), (x, y), lr=-1.0, **KW)
+
+
+def test_a_validation_metric_not_asked_for_is_refused_before_training():
+    """Before: monitor='val_kappa' with metrics=('accuracy',) was refused at the first epoch's end, after that
+    whole epoch had trained, though nothing but validation (which records only the metrics named) adds keys."""
+    trained = []
+    x, y = _xy()
+    with pytest.raises(ValueError, match=r"monitor='val_kappa' is not in the epoch's metrics validation records "
+                                         r"\(val_loss, val_accuracy\): validation records the metrics named"):
+        fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_kappa", metrics=("accuracy",),
+            forward_fn=lambda m, b: trained.append(1) or (m(b[0]), b[1]))
+    assert not trained
+    row = fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_recall_2", metrics=("per_class_recall",),
+              forward_fn=lambda m, b: (m(b[0]), b[1])).history[-1]  # recall_K: one per class, not refused
+    assert "val_recall_2" in row

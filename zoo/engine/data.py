@@ -257,9 +257,14 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     dataset = getattr(loader, "dataset", None)
     if hasattr(dataset, "set_epoch"):  # a dataset that draws per item from (seed, epoch, index): video clips
         dataset.set_epoch(epoch)
-    gen = getattr(loader, "generator", None)
-    if isinstance(gen, torch.Generator):
-        gen.set_state(epoch_generator(seed, epoch).get_state())
+    # a sampler made with a generator of its own (RandomSampler(ds, generator=g), WeightedRandomSampler's) draws
+    # from it, not the loader's: left as it was, a resume replayed the sampler's first epoch
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    gens = (getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None),
+            getattr(batch_sampler, "generator", None), getattr(getattr(batch_sampler, "sampler", None), "generator", None))
+    state = epoch_generator(seed, epoch).get_state()
+    for gen in {id(g): g for g in gens if isinstance(g, torch.Generator)}.values():
+        gen.set_state(state)
 
 
 def move_batch(batch: Any, device: torch.device, channels_last: bool = False, dtype: torch.dtype | None = None) -> Any:

@@ -27,6 +27,7 @@ __all__ = [
     "all_gather_objects",
     "all_reduce_mean",
     "barrier",
+    "broadcast_buffers",
     "broadcast_object",
     "dist_info",
     "init_distributed",
@@ -125,6 +126,23 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
+    """Rank ``src``'s buffers of ``module`` on every rank, one broadcast per dtype; nothing outside DDP or for
+    a module without buffers."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for buf in module.buffers():
+        by_dtype.setdefault(buf.dtype, []).append(buf)
+    for bufs in by_dtype.values():
+        flat = torch.cat([b.reshape(-1) for b in bufs])
+        dist.broadcast(flat, src)
+        start = 0
+        for b in bufs:
+            b.copy_(flat[start:start + b.numel()].view(b.shape))
+            start += b.numel()
 
 
 def live_place() -> tuple[int, int]:

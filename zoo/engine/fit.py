@@ -53,15 +53,16 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     of a history row (``"val_loss"``, ``"val_accuracy"``, ``"val_bleu"`` from ``eval_fn``; without
     validation data the default becomes ``"train_loss"``), ``monitor_mode`` ``"min"``/``"max"`` (default:
     min for a loss or an error such as "mae": :func:`zoo.engine.monitor.default_mode`, else max); ``checkpoint_dir`` keeps ``epoch-NNNN.pt`` (last
-    ``keep_last``) and ``best.pt``; ``resume`` is True (latest in ``checkpoint_dir``) or a checkpoint path,
+    ``keep_last``) and ``best.pt``; ``resume`` is True (latest in ``checkpoint_dir``) or a checkpoint path
+    or folder (``checkpoint_dir`` then defaults to its folder: the run goes on where it was),
     and reproduces the uninterrupted run exactly on CPU (a changed ``lr``, ``epochs`` or patience is applied
     and reported, any other changed setting is refused: :mod:`zoo.engine.resume`); ``overfit_batches=N`` trains and validates on
     the first N batches only (a sanity check: a model that cannot overfit them has a bug);
     ``log_dir`` (default: ``checkpoint_dir``) receives ``metrics.csv`` and ``learning_curves.png``. Every
     option: :class:`~zoo.engine.options.FitConfig`.
     A DataLoader given keeps its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``, but its
-    ``generator`` (when it has one) is reseeded from ``(seed, epoch)`` every epoch, and its sampler's
-    ``set_epoch`` called (:func:`zoo.engine.data.set_loader_epoch`): ``seed`` fixes its shuffle and worker
+    ``generator`` and its sampler's (when they have one) are reseeded from ``(seed, epoch)`` every epoch, and its
+    sampler's ``set_epoch`` called (:func:`zoo.engine.data.set_loader_epoch`): ``seed`` fixes its shuffle and worker
     seeds, not the seed its generator was made with, so that a run repeats and resumes exactly.
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +46,12 @@ class Monitor:
 
     @classmethod
     def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, *, has_val_data: bool,
-               has_eval_fn: bool = False, callbacks_may_add: bool = False) -> Monitor:
+               has_eval_fn: bool = False, callbacks_may_add: bool = False,
+               metrics: Sequence[str] | None = None) -> Monitor:
         """``val_loss`` without validation data means ``train_loss`` (with an ``eval_fn`` alone, once the first
         row shows it gives no ``loss``); another ``val_`` key without either is an error unless callbacks (which
-        may add keys to a row) run; the mode defaults to min for losses and errors (:func:`default_mode`)."""
+        may add keys to a row) run, and so is one validation alone cannot give (the ``metrics`` it records); the
+        mode defaults to min for losses and errors (:func:`default_mode`)."""
         if key == "val_loss" and not has_val_data and not has_eval_fn:
             key = "train_loss"
         elif key == "val_loss" and not has_val_data:  # the eval_fn may give val_loss: known at the first row
@@ -57,6 +60,8 @@ class Monitor:
             # said before the first epoch: found missing at the first epoch's end, that epoch would be lost
             raise ValueError(f"monitor={key!r} is a validation metric, and this run has no validation data: pass "
                              f"val_data= (or eval_fn=), or monitor a training metric ({'train_' + key[4:]!r})")
+        elif key.startswith("val_") and metrics is not None and not (has_eval_fn or callbacks_may_add):
+            _refuse_what_validation_cannot_give(key, metrics)
         return cls(key, mode or default_mode(key), patience, min_delta)
 
     def update(self, row: dict[str, Any]) -> bool:
@@ -100,6 +105,17 @@ class Monitor:
     def extra(self) -> dict[str, Any]:
         return {"bad_epochs": self.bad_epochs, "stopped_early": self.stopped, "monitor": self.key,
                 "monitor_mode": self.mode}
+
+
+def _refuse_what_validation_cannot_give(key: str, metrics: Sequence[str]) -> None:
+    """A ``val_`` key that neither the validation loss nor a metric of ``metrics`` is, refused before the first
+    epoch: found missing at its end, a whole epoch would have trained for nothing."""
+    gives = ["val_loss", *(f"val_{m}" for m in metrics if m != "per_class_recall")]
+    if key in gives or ("per_class_recall" in metrics and re.fullmatch(r"val_recall_\d+", key)):
+        return
+    shown = gives + (["val_recall_0", "val_recall_1", "..."] if "per_class_recall" in metrics else [])
+    raise ValueError(f"monitor={key!r} is not in the epoch's metrics validation records ({', '.join(shown)}): "
+                     f"{missing_key_fix(key, dict.fromkeys(gives))}")
 
 
 def missing_key_fix(key: str, row: dict[str, Any]) -> str:

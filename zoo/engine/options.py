@@ -18,7 +18,8 @@ from typing import Any, Literal
 from zoo.config import check_value, config_types
 from zoo.inputs import did_you_mean
 
-__all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options"]
+__all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options",
+           "resumed_folder"]
 
 
 class UnknownOptionError(TypeError):
@@ -99,7 +100,8 @@ class FitConfig:
     early_stopping_patience: int | None = None
     early_stopping_min_delta: float = 0.0
     checkpoint_dir: str | Path | None = None
-    """Keeps ``epoch-NNNN.pt`` (the last ``keep_last``) and ``best.pt``; the run locks the folder."""
+    """Keeps ``epoch-NNNN.pt`` (the last ``keep_last``) and ``best.pt``; the run locks the folder. Default: none,
+    or with ``resume`` naming a checkpoint or folder, that folder (the run goes on where it was)."""
     keep_last: int = 2
     resume: Any = None
     """True (the newest loadable checkpoint of ``checkpoint_dir``) or a checkpoint path or folder."""
@@ -137,6 +139,9 @@ class FitConfig:
             value = getattr(self, key)
             if isinstance(value, (str, os.PathLike)) and not isinstance(value, bool) and str(value).startswith("~"):
                 setattr(self, key, Path(value).expanduser())
+        if self.checkpoint_dir is None and self.resume and self.resume not in (True, "true"):
+            # else a resumed run wrote no checkpoint, and its result named the file it resumed from as its own
+            self.checkpoint_dir = resumed_folder(self.resume)
         if self.loss_fn is not None and self.metrics is DEFAULT_METRICS:
             self.metrics = ()
         problems = []
@@ -185,6 +190,13 @@ class FitConfig:
 
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
         return plain_config({**out, **(self.config or {})})
+
+
+def resumed_folder(resume: Any) -> Path | None:
+    """The folder of the checkpoint (or the folder) ``resume`` names; None for a path that does not exist (the
+    resume says so, and no folder is made for it)."""
+    path = Path(resume)
+    return path if path.is_dir() else path.parent if path.is_file() else None
 
 
 def check_options(unknown: Mapping[str, Any] | Iterable[str], call: str, accepted: Iterable[str]) -> None:

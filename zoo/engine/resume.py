@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.optim.lr_scheduler import MultiplicativeLR
 from torch.utils.data import DataLoader, TensorDataset
 
 from zoo._stacklevel import user_stacklevel
@@ -204,8 +205,11 @@ def scale_lr(optimizer: Any, scheduler: Any, old: float, new: float) -> None:
 def realign_schedule(optimizer: Any, scheduler: Any) -> None:
     """Set each group's lr to what the (rebuilt) schedule gives at the restored step: a resume with another
     ``lr`` or ``epochs`` continues on the new curve from where the run stopped, not from the old curve's value."""
-    if scheduler is None:
+    if scheduler is None or isinstance(scheduler, MultiplicativeLR):
+        # its get_lr() multiplies the lr it holds by one more step's factor (no closed form): the lr scale_lr left
+        # is already the new curve's at this step, and the curve does not depend on the run's length
         return
+    _refuse_a_changed_composite(scheduler, what="a new lr or epochs")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # get_lr outside step() warns; here it is the closed form we want
         closed = getattr(scheduler, "_get_closed_form_lr", None)
@@ -213,6 +217,19 @@ def realign_schedule(optimizer: Any, scheduler: Any) -> None:
     for group, lr in zip(optimizer.param_groups, lrs):
         group["lr"] = lr
     scheduler._last_lr = list(lrs)
+
+
+def _refuse_a_changed_composite(scheduler: Any, *, what: str) -> None:
+    """A :class:`ResumeError` for ``what`` (a changed lr or run length) on a ``SequentialLR`` or
+    ``ChainedScheduler``: each scheduler inside keeps the base lrs and length it was built with, and the
+    composite has no lr of its own to realign (its ``get_lr()`` is torch's bare ``NotImplementedError``)."""
+    if not hasattr(scheduler, "_schedulers"):
+        return
+    inner = ", ".join(type(s).__name__ for s in scheduler._schedulers)
+    raise ResumeError(f"resume: the schedule is a {type(scheduler).__name__} (of {inner}), which cannot take {what} "
+                      "mid-run: the schedulers inside it keep the lr and length they were built with. Resume with the "
+                      "run's lr and epochs, or give a schedule of one scheduler (a LambdaLR of the whole curve "
+                      "takes both)")
 
 
 # -- reading a checkpoint back into a fit run (zoo.engine.trainer.Trainer) --------------------------------------
@@ -263,16 +280,34 @@ def loader_workers(loader: Any) -> int:
     return int(getattr(loader, "num_workers", 0))
 
 
-def refuse_a_used_folder(folder: Path) -> None:
-    """A new run (``resume=False``) in a folder that holds another run's checkpoints would mix with it: the
-    pruning of ``keep_last`` deleted the new run's epochs before the old run's later ones, and a ``resume``
-    after it picked the old run's last epoch up under the new run's settings."""
+def refuse_a_used_folder(folder: Path, resume: Any = None) -> None:
+    """A run that does not continue the run of ``folder`` (a new one, or a resume from a checkpoint of another
+    folder: a fork) would mix with the checkpoints it holds: the pruning of ``keep_last`` deleted the new run's
+    epochs before the old run's later ones, ``best.pt`` was overwritten, and a ``resume`` after it picked the
+    old run's last epoch up under the new run's settings."""
+    new = "a new run"
+    if resume:
+        origin = _resumed_folder(resume, folder)
+        if origin is None or origin == folder.resolve():  # a missing file: the resume itself says so
+            return
+        new = f"a run continued from another folder's checkpoint (resume={str(resume)!r})"
     latest = ckpt_mod.latest_checkpoint(folder)
     held = [p.name for p in (latest, folder / "best.pt") if p is not None and p.is_file()]
     if held:
         raise ValueError(f"checkpoint_dir {folder} holds another run's checkpoints ({', '.join(held)}): "
-                         "resume=True continues that run; a new run needs another folder, or those files deleted "
+                         f"resume=True continues that run; {new} needs another folder, or those files deleted "
                          "(none is overwritten)")
+
+
+def _resumed_folder(resume: Any, folder: Path) -> Path | None:
+    """The folder (resolved) of the run ``resume`` continues: ``folder`` for ``resume=True``, a folder named as
+    itself, a file's own folder; None for a path that does not exist."""
+    from zoo.engine.options import resumed_folder
+
+    if resume is True or resume == "true":
+        return folder.resolve()
+    found = resumed_folder(resume)
+    return None if found is None else found.resolve()
 
 
 def resume_fit(run: Trainer) -> Resumed | None:
@@ -294,6 +329,9 @@ def resume_fit(run: Trainer) -> Resumed | None:
         state = ckpt_mod.read_checkpoint(path, map_location="cpu")
     extra = state.get("extra") or {}
     changed = _reconcile_run(run, state, path)
+    if "lr" in changed or "epochs" in changed:  # refused before anything is loaded
+        _refuse_a_changed_composite(run.scheduler, what=", ".join(
+            f"{k} {changed[k][1]!r} (it ran with {changed[k][0]!r})" for k in ("lr", "epochs") if k in changed))
     # ReduceLROnPlateau has no curve to keep or realign: its state (best, bad epochs, lr) is all progress
     plateau = run.schedule is not None and run.schedule.interval == "plateau"
     shape = {} if plateau else _schedule_shape(run.scheduler)
@@ -327,7 +365,11 @@ def _say_what_the_resume_leaves(run: Trainer, resumed: Resumed, extra: dict[str,
     _warn_partial_epoch(run, resumed)
     _warn_other_workers(extra.get("loader_workers"), loader_workers(run.train_loader), resumed.checkpoint)
     epochs = run.cfg.epochs
-    if epochs <= resumed.epoch and not run.monitor.stopped:  # it returned the old run's result
+    if run.monitor.stopped:  # the restored monitor ends the run before its first epoch: the old run's result
+        warnings.warn(f"resume: {resumed.checkpoint.name} is of a run that stopped early at epoch {resumed.epoch} "
+                      f"({run.monitor.stop_reason}): nothing is trained. To train on, resume with a larger "
+                      f"early_stopping_patience than {run.monitor.patience} (or None)", stacklevel=user_stacklevel())
+    elif epochs <= resumed.epoch:  # it returned the old run's result
         warnings.warn(f"resume: {resumed.checkpoint.name} has {resumed.epoch} epochs done and epochs={epochs}:"
                       f" nothing is trained; epochs counts the run's epochs in all, so pass "
                       f"epochs > {resumed.epoch} to train on", stacklevel=user_stacklevel())
@@ -351,7 +393,7 @@ def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str,
                           path):
         ignored.add("batch_size")
     applied = (*RESUME_APPLIED, *run.record.get(RECIPE_MAY_CHANGE, ()))
-    return reconcile(_amp_spelled_one_way(saved), _amp_spelled_one_way(run.record), applied=applied,
+    return reconcile(_spelled_one_way(saved), _spelled_one_way(run.record), applied=applied,
                      ignored=ignored, what=path.name)
 
 
@@ -372,6 +414,23 @@ def _same_global_batch(saved: dict[str, Any], saved_world: Any, record: dict[str
     raise ResumeError(f"{path.name} was trained by {saved_world} process(es) of batch_size {saved['batch_size']} "
                       f"(a global batch of {before}); this run has {world} of {record['batch_size']} (a "
                       f"global batch of {now}): resume with {keep}, or start a new run in another folder")
+
+
+def _spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the settings that have several spellings of one choice in one of them: ``amp``
+    (:func:`_amp_spelled_one_way`), a ``monitor_mode`` that is the monitor's default (``"min"`` for a loss:
+    :func:`zoo.engine.monitor.default_mode`) as None, an optimizer's name in lower case (``"AdamW"`` builds what
+    ``"adamw"`` does); each was refused on resume as a changed setting."""
+    from zoo.engine.monitor import default_mode
+    from zoo.engine.optim import OPTIMIZERS
+
+    config = _amp_spelled_one_way(config)
+    mode, monitor, optimizer = config.get("monitor_mode"), config.get("monitor"), config.get("optimizer")
+    if mode is not None and isinstance(monitor, str) and mode == default_mode(monitor):
+        config = {**config, "monitor_mode": None}
+    if isinstance(optimizer, str) and optimizer.lower() in OPTIMIZERS:
+        config = {**config, "optimizer": optimizer.lower()}
+    return config
 
 
 def _amp_spelled_one_way(config: dict[str, Any]) -> dict[str, Any]:
@@ -413,8 +472,10 @@ def _repair_best(ckpt_dir: Path | None, best_epoch: int | None, resumed: Path) -
     held = ckpt_mod.checkpoint_epoch(best)
     if held == best_epoch:
         return
-    name = ckpt_mod.epoch_checkpoint_name(best_epoch)
-    source = next((p for p in (ckpt_dir / name, resumed.parent / name) if p.is_file()), None)
+    # the resumed run's own file only: a checkpoint_dir of another run (refused, refuse_a_used_folder) may hold
+    # an epoch-N.pt of the same name that is not this run's epoch N
+    source = resumed.parent / ckpt_mod.epoch_checkpoint_name(best_epoch)
+    source = source if source.is_file() else None
     if source is None:  # only a resume from an older file of a folder that went on without it gets here
         if held is not None:
             warnings.warn(f"resume: {best} holds epoch {held}, but the best epoch of the run resumed from "

@@ -32,6 +32,7 @@ from zoo.engine.distributed import (
     all_gather_objects,
     all_reduce_mean,
     barrier,
+    broadcast_buffers,
     broadcast_object,
     wrap_ddp,
 )
@@ -90,7 +91,8 @@ class Trainer:
         self.monitor = Monitor.create(cfg.monitor, cfg.monitor_mode, cfg.early_stopping_patience,
                                       cfg.early_stopping_min_delta, has_val_data=self.val_loader is not None,
                                       has_eval_fn=cfg.eval_fn is not None,
-                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks))
+                                      callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks),
+                                      metrics=self.metric_keys if self.val_loader is not None else None)
         if self.schedule is not None and self.schedule.interval == "plateau" and \
                 self.scheduler.mode != self.monitor.mode:  # it cut the lr on every epoch accuracy improved
             raise ValueError(f"ReduceLROnPlateau(mode={self.scheduler.mode!r}) steps on monitor={self.monitor.key!r}, "
@@ -100,8 +102,8 @@ class Trainer:
         self.targets_checked = False  # targets shaped like the outputs: checked for multi-hot rows once
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
-        if self.ckpt_dir is not None and not cfg.resume:
-            refuse_a_used_folder(self.ckpt_dir)
+        if self.ckpt_dir is not None:
+            refuse_a_used_folder(self.ckpt_dir, cfg.resume)
         self.last_ckpt: Path | None = None
         self.record = run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
@@ -267,6 +269,7 @@ class Trainer:
                 logs = {"loss": loss_val, "lr": self.opt.param_groups[0]["lr"]}
                 for cb in self.callbacks:
                     cb.on_batch_end(st, logs)
+                self._agree_on_stop()
             if cfg.progress and i % 10 == 0:
                 bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
             if st.stop_requested:
@@ -438,12 +441,27 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         if self.ema is not None:
             self.ema.update_parameters(self.model)
+            if self.info.enabled:  # each rank averaged its own BatchNorm statistics; only rank 0's are saved, so
+                broadcast_buffers(self.ema.module)  # a resume (and the other ranks' validation) had other ones
         self.step += 1
         self.state.step = self.step
         if self.cfg.flush_tiny_moments and self.step % FLUSH_EVERY == 0:
             flush_tiny_moments(self.opt)
         if self.schedule is not None and self.schedule.interval == "batch":
             self.scheduler.step()
+
+    def _agree_on_stop(self) -> None:
+        """Under DDP, a stop that callbacks requested on some ranks only (a time budget each rank measures, a
+        callback acting on rank 0) stops every rank, with the reason given: a rank that ran on alone met
+        collectives the stopped ones never joined (gloo aborted the job on the mismatch)."""
+        if not self.info.enabled:
+            return
+        st = self.state
+        if all_reduce_mean(torch.tensor(float(st.stop_requested), device=self.dev)).item() == 0:
+            return
+        reasons = all_gather_objects(st.stop_reason if st.stop_requested else None)
+        if not st.stop_requested:
+            st.request_stop(next((r for r in reasons if r is not None), "stop requested on another rank"))
 
     def _end_epoch(self, epoch: int, row: dict[str, Any]) -> None:
         """Validation, callbacks, best / early stopping, checkpoint and logs of a finished epoch."""
@@ -460,6 +478,8 @@ class Trainer:
         self.history.append(row)
         for cb in self.callbacks:
             cb.on_epoch_end(self.state, row)
+        if self.callbacks:
+            self._agree_on_stop()
         improved = self.monitor.update(row)
         if self.schedule is not None and self.schedule.interval == "plateau":
             self.scheduler.step(float(row[self.monitor.key]))  # ReduceLROnPlateau: on what this run monitors
