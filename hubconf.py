@@ -18,14 +18,22 @@ import zoo as _zoo
 dependencies = ["torch", "torchvision", "numpy", "safetensors", "tqdm", "huggingface_hub"]
 
 
-def _entrypoint(name: str):
-    def load(weights=None, **config):
-        return _zoo.build(name, weights=weights, **config)
+class _EntryPoint:
+    # zoo.build(name, weights=..., **config), with the model's card as its __doc__, read when asked for
+    # (torch.hub.help): a card imports the model's family, and loading resnet18 must not need seq2seq's
+    # tokenizers or the hyperspectral family's scipy
 
-    load.__name__ = load.__qualname__ = name.replace("-", "_")
-    load.__doc__ = f"zoo.build({name!r}, weights=..., **config)\n\n{_zoo.model_info(name)}"
-    return load
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.__name__ = self.__qualname__ = name.replace("-", "_")
+
+    def __call__(self, weights=None, **config):
+        return _zoo.build(self.name, weights=weights, **config)
+
+    @property
+    def __doc__(self) -> str:  # type: ignore[override]
+        return f"zoo.build({self.name!r}, weights=..., **config)\n\n{_zoo.model_info(self.name)}"
 
 
 for _name in _zoo.list_models():
-    globals()[_name.replace("-", "_")] = _entrypoint(_name)
+    globals()[_name.replace("-", "_")] = _EntryPoint(_name)

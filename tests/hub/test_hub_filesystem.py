@@ -352,3 +352,31 @@ def test_a_path_object_written_with_a_tilde_is_the_home_folder(tiny_model, weigh
     as_str = zoo.build(tiny_model, weights="~/a.safetensors")
     as_path = zoo.build(tiny_model, weights=Path("~/a.safetensors"))
     assert all(torch.equal(a, b) for a, b in zip(as_str.state_dict().values(), as_path.state_dict().values()))
+
+
+@pytest.mark.parametrize("fails", ["write_manifest", "write_readme"])
+def test_a_forced_republish_whose_manifest_write_fails_keeps_the_file_the_manifest_names(tiny_model, weights_home,
+                                                                                       monkeypatch, fails):
+    """Before: the new file replaced the published one, then the manifest write failed (the new file took the
+    disk's last bytes): the manifest held the old hash over the new bytes, every load refused it, and the good
+    file was gone."""
+    import errno
+
+    from zoo.hub import publish
+
+    first = _publish(tiny_model, "v1")
+    torch.manual_seed(1)
+    other = zoo.build(tiny_model, num_classes=3)
+
+    def full_disk(entries):
+        raise fs.NoSpaceError(errno.ENOSPC, "no space left writing (simulated)")
+
+    with monkeypatch.context() as m, pytest.raises(fs.NoSpaceError):
+        m.setattr(publish, fails, full_disk)
+        hub.add_weights(other, name=f"{tiny_model}.v1", config={"num_classes": 3}, force=True)
+    named = hub.read_manifest()[f"{tiny_model}.v1"]
+    assert hub.sha256_file(weights_home / named.url) == named.sha256  # the file and its entry agree
+    # the manifest not written: the old file and entry; written (the README failed after it): the new ones
+    assert (named.sha256 == first.sha256) == (fails == "write_manifest")
+    zoo.build(tiny_model, weights="v1")
+    assert sorted(p.name for p in weights_home.iterdir() if p.name.startswith(".")) == []

@@ -566,3 +566,24 @@ def test_a_download_is_synced_to_disk_before_it_is_renamed_into_the_cache(tiny_m
     zoo.pull(entry.name, progress=False)
     part = next(a for kind, a in events if kind == "replace" and a.endswith(".part"))
     assert events.index(("fsync", part)) < events.index(("replace", part))
+
+
+def test_a_shipped_file_copied_elsewhere_is_its_entry_by_path_file_url_or_http_url(tiny_model, weights_home, server,
+                                                                                   tmp_path, monkeypatch):
+    """Before: an entry was found by where its file sits (the cache, the checkout), never by its bytes: a copy
+    (a release or mirror folder, a manual download, an HF export, a URL) loaded with no entry, so without its
+    class names and preprocessing (resnet18.cifar10 by path: ImageNet's statistics; td3 files' amp="bf16")."""
+    _, entry = _publish_tiny(tiny_model)
+    copy = tmp_path / "elsewhere" / "downloaded.safetensors"
+    copy.parent.mkdir()
+    shutil.copy(weights_home / entry.url, copy)
+    assert hub.resolve(copy, model=tiny_model)[1] == entry
+    assert hub.resolve(copy.as_uri(), model=tiny_model)[1] == entry
+    assert hub.resolve(f"{copy.as_uri()}#sha256={entry.sha256}", model=tiny_model)[1] == entry
+    shutil.copy(copy, server.state.root / "some-name.safetensors")
+    assert hub.resolve(server.url + "/some-name.safetensors", model=tiny_model)[1] == entry
+    with pytest.raises(ValueError, match=rf"weights {entry.name!r} are for model {tiny_model!r}, not 'resnet18'"):
+        hub.resolve(copy, model="resnet18")
+    other = tmp_path / "other.safetensors"  # another file of the same size is no entry's
+    other.write_bytes(bytes(copy.stat().st_size))
+    assert hub.resolve(other, model=tiny_model) == (other, None)

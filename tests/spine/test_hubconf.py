@@ -34,6 +34,19 @@ def test_the_entry_points_are_exactly_the_registered_models():
         assert f"zoo.build({name!r}" in getattr(module, _entry(name)).__doc__
 
 
+def test_loading_one_model_reads_no_other_models_card(monkeypatch):
+    """Before: importing hubconf.py read every model's card (zoo.model_info), which imports each family: loading
+    resnet18 through torch.hub failed where seq2seq's tokenizers or scipy was not installed."""
+    def no_card(name):
+        raise ModuleNotFoundError("No module named 'tokenizers'")
+
+    monkeypatch.setattr(zoo, "model_info", no_card)
+    module = _hubconf()
+    assert type(module.resnet18(num_classes=3)) is type(zoo.build("resnet18"))
+    monkeypatch.undo()
+    assert "ResNet" in module.resnet18.__doc__ or "resnet18" in module.resnet18.__doc__
+
+
 @pytest.mark.parametrize("name", zoo.list_models())
 def test_every_registered_model_has_an_identifier_safe_entry_point(name):
     entry = _entry(name)

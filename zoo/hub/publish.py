@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -142,15 +143,44 @@ def add_weights(
             "size": tmp.stat().st_size, "format": "safetensors", "config": config, "meta": full_meta,
         })
 
-        def put(entries: dict[str, WeightsEntry]) -> None:
-            _refuse_existing(name, entries, force)  # another publisher may have added it meanwhile
-            staging.commit(dest)  # inside the lock: the file and its entry change together
-            entries[name] = entry
-
-        update_manifest(put)
+        _commit_with_entry(staging, dest, entry, force)
     finally:
         staging.abort()
     return entry
+
+
+def _commit_with_entry(staging: fs.PrivateTemp, dest: Path, entry: WeightsEntry, force: bool) -> None:
+    """Move the staged file onto ``dest`` and write its manifest entry, under the manifest lock: both change, or
+    neither. A file replaced (``force``) is kept aside until the manifest names the new one: a manifest write
+    that failed (the new file took the disk's last bytes) left the new file under the old entry's hash, which
+    every load then refused, and the good file gone."""
+    keep = fs.PrivateTemp(dest.parent, f"{dest.name}.previous")
+    old, committed = keep.path_for(dest), False
+
+    def put(entries: dict[str, WeightsEntry]) -> None:
+        nonlocal committed
+        _refuse_existing(entry.name, entries, force)  # another publisher may have added it meanwhile
+        if dest.is_file():
+            try:
+                os.link(dest, old)
+            except OSError:  # a file system without hard links
+                shutil.copy2(dest, old)
+        staging.commit(dest)
+        committed = True
+        entries[entry.name] = entry
+
+    try:
+        update_manifest(put)
+    except BaseException:
+        named = read_manifest(missing_ok=True).get(entry.name)
+        if committed and (named is None or named.sha256 != entry.sha256):  # the file the manifest names goes back
+            if old.is_file():
+                os.replace(old, dest)
+            else:
+                dest.unlink(missing_ok=True)
+        raise
+    finally:
+        keep.abort()
 
 
 def update_manifest(change: Callable[[dict[str, WeightsEntry]], None]) -> dict[str, WeightsEntry]:

@@ -296,6 +296,23 @@ def _entry_for_cached(path: Path, entries: dict[str, WeightsEntry]) -> WeightsEn
     return None
 
 
+def _by_content(path: Path, model: str | None, digest: str | None = None) -> tuple[Path, WeightsEntry | None]:
+    """``(path, the manifest entry whose file path holds byte for byte)``: a shipped file copied elsewhere (a
+    release or mirror folder, a manual download, an HF export, a URL) carries no recipe of its own, and loaded
+    without its entry lost its class names and preprocessing (resnet18.cifar10: ImageNet's statistics). Found
+    by size, then by the full sha256 (``digest`` where a pin gave it); ``(path, None)`` for any other file."""
+    entries = read_manifest(missing_ok=True)
+    if digest is None:
+        size = path.stat().st_size
+        if not any(e.sha256 and e.size == size for e in entries.values()):
+            return path, None
+        digest = sha256_file(path)
+    entry = next((e for e in entries.values() if e.sha256 == digest), None)
+    if entry is not None:
+        _check_model(entry, model)
+    return path, entry
+
+
 def _looks_like_path(s: str) -> bool:
     return os.sep in s or "/" in s or Path(s).suffix in (".safetensors", ".pth", ".pt", ".bin", ".ckpt")
 
@@ -389,15 +406,15 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
         if entry is not None:
             _check_model(entry, model)
             return _pull_entry(entry, local_files_only=local_files_only), entry
+        url, pinned = _pinned_sha256(weights)
         if scheme == "file":
-            url, pinned = _pinned_sha256(weights)
             path = local_path(url)
             if not path.is_file():
                 raise not_a_weights_file(path, weights)
             if pinned is not None and (digest := sha256_file(path)) != pinned:
                 raise HashMismatchError(f"{path} is not the file {weights} pins: sha256 {digest}, expected {pinned}")
-            return path, None
-        return _pull_url(weights, local_files_only), None
+            return _by_content(path, model, pinned)
+        return _by_content(_pull_url(weights, local_files_only), model, pinned)
     path = Path(weights).expanduser()
     entries = read_manifest(missing_ok=path.is_file())  # a file given by path needs no manifest
     for name in (weights, f"{model}.{weights}" if model else None):
@@ -414,7 +431,7 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
             _check_model(entry, model)
             verify_entry(entry, path)
             return path, entry
-        return path, None
+        return _by_content(path, model)
     if _looks_like_path(weights) or path.is_dir():
         raise not_a_weights_file(path)
     tags = [entries[n].tag for n in list_weights(model)] if model else list(entries)
