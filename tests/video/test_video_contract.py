@@ -89,6 +89,32 @@ def test_a_ucf101_root_with_its_split_folder_inside_trains_on_those_splits(tmp_p
     assert "accuracy" in zoo.evaluate(result.model, videos, amp=None)
 
 
+def test_an_evaluation_without_fold_scores_the_fold_the_network_trained_on(tmp_path):
+    """Before: fold defaulted to 1 and was not recorded: a network trained on fold 2 was scored on testlist01,
+    which holds fold 2's training videos (UCF101's folds overlap), at accuracy 1.0 without a word; fold=1.0
+    failed in a format code and a fold without split files was ignored."""
+    videos, splits = make_synthetic_actions(tmp_path, TINY, progress=False)
+    shutil.copy(splits / "trainlist01.txt", splits / "trainlist02.txt")
+    lines = (splits / "testlist01.txt").read_text().splitlines()
+    (splits / "testlist02.txt").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = zoo.train("video-tsn", videos, splits=splits, fold=2, model_config={"stem": "cifar"}, size=16,
+                           num_segments=2, epochs=1, batch_size=10, progress=False)
+    model = result.model
+    assert model.video_cfg["fold"] == 2
+    assert zoo.evaluate(model, videos, splits=splits, amp=None) == zoo.evaluate(model, videos, splits=splits, fold=2,
+                                                                                amp=None)
+    with pytest.warns(UserWarning, match=r"trained on UCF101's fold 2 .* testlist01\.txt holds videos of that list"):
+        zoo.evaluate(model, videos, splits=splits, fold=1, amp=None)
+    with pytest.raises(ValueError, match=r"fold=3 picks UCF101's split files .* read without any: pass splits=DIR"):
+        zoo.evaluate(model, videos, fold=3, amp=None)  # a class folder: no split files to pick from
+    from zoo.video.ucf101 import UCF101
+
+    with pytest.raises(ValueError, match=r"fold must be one of \(1, 2, 3\) \(an int\), got 1\.0"):
+        UCF101(videos, splits, fold=1.0)
+
+
 # --- one clip recipe for training, evaluation and prediction ---------------------------------------------
 
 

@@ -211,3 +211,49 @@ def test_a_testlist_is_scored_by_the_networks_class_names_not_classinds_order(un
     (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos if not v.startswith("b/")))
     with pytest.raises(ValueError, match=r"class\(es\) \['x'\] of classInd.txt are not among the network's"):
         zoo.evaluate(model, uneven, splits=splits, fold=1, amp=None)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "segments"])
+def test_a_clip_that_does_not_decode_is_left_out_of_its_video_not_replaced_by_the_next_videos(uneven, monkeypatch,
+                                                                                            sampling):
+    """Before: the retry that keeps a training epoch going read the next video's clip in its place, and the
+    video-level scoring filed it, with the next video's label, under the bad video: a video counted twice, the
+    bad one scored as the next one's class."""
+    import zoo.video.ucf101 as U
+
+    model = _model("video-tsn")
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    kw = {"frames_per_clip": 4, "step_between_clips": 4} if sampling == "uniform" else {"num_segments": 4}
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling=sampling, train=False, transform=model._transform(False),
+                          progress=False, **kw)
+    clean = evaluate_videos(model, ds, amp=None, batch_size=4)
+    real = U.read_frames
+
+    def broken(path, *args, **kwargs):  # the first video of "a": headers fine, every frame broken
+        if path == videos[0][0]:
+            raise CorruptVideoError(f"{path}: invalid data in frame 2")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(U, "read_frames", broken)
+    with pytest.warns(UserWarning, match="skipping an undecodable clip"):
+        out = evaluate_videos(model, ds, amp=None, batch_size=4)
+    bad_clips = sum(1 for i in range(len(ds)) if ds.video_index(i) == 0)
+    assert out["videos"] == clean["videos"] - 1 and out["clips"] == clean["clips"] - bad_clips
+
+
+def test_training_on_with_split_files_labels_the_clips_by_the_networks_class_names(uneven, tmp_path):
+    """Before: training with splits= renamed the outputs in classInd.txt's order: a network trained on a class
+    folder (case-sensitive order: HammerThrow before Hammering) swapped the meaning of such outputs, without a
+    word, and its next predictions named the other class."""
+    model = _model("video-tsn")
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    order = ["c", "a", "b"]  # classInd's order, not the network's
+    (splits / "classInd.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(order, 1)))
+    videos = sorted(p.relative_to(uneven).as_posix() for p in uneven.rglob("*.avi"))
+    (splits / "trainlist01.txt").write_text("".join(f"{v} {order.index(v.split('/')[0]) + 1}\n" for v in videos))
+    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos))
+    before = [r["label"] for r in zoo.predict(model, uneven, amp=None)]
+    zoo.train(model, uneven, splits=splits, fold=1, epochs=1, lr=1e-12, batch_size=4, progress=False, amp=None)
+    assert model.video_cfg["classes"] == list(LENGTHS)
+    assert [r["label"] for r in zoo.predict(model, uneven, amp=None)] == before

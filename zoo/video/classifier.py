@@ -150,7 +150,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
     def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
         return {"metrics": ("accuracy", "top5") if self.num_classes >= 5 else ("accuracy",), "batch_size": 8}
 
-    def zoo_data(self, data: Any, *, train: bool, splits: str | os.PathLike | None = None, fold: int = 1,
+    def zoo_data(self, data: Any, *, train: bool, splits: str | os.PathLike | None = None, fold: int | None = None,
                  frame_rate: float | None = None, strict: bool = False, size: int | None = None,
                  resize: int | None = None, num_segments: int | None = None, frames_per_clip: int | None = None,
                  **options: Any) -> tuple[Any, dict[str, Any]]:
@@ -159,6 +159,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         Training may set that recipe (``size``, ``resize``, ``num_segments`` / ``frames_per_clip``); it is
         kept in ``video_cfg``, so prediction and a saved file feed the network the same way. A ``val_data``
         folder (or UCF101 root, with ``splits=``) replaces the training folder's own ``val/`` split.
+        ``fold`` (1, 2 or 3) picks UCF101's split files; training records it, and an evaluation without one
+        scores the fold trained on (UCF101's folds overlap: another fold's testlist holds training videos).
         """
         recipe = {"size": size, "resize": resize if resize is not None else size, "num_segments": num_segments,
                   "frames_per_clip": frames_per_clip}
@@ -177,6 +179,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
             # classes (else it fails: 'class folder(s) with no video file: [ucfTrainTestlist]')
             log.info("splits: %s (the split folder inside %s)", inner, data)
             splits = inner
+        fold = self._fold(fold, splits, data, train)
         before = dict(self.video_cfg)
         set_clip_recipe(self.video_cfg, recipe)
         try:
@@ -185,6 +188,22 @@ class VideoClassifierMixin(ClassifierHead, Network):
             self.video_cfg.clear()  # a call that fails leaves the network fed as before it
             self.video_cfg.update(before)
             raise
+
+    def _fold(self, fold: Any, splits: Any, data: Any, train: bool) -> int:
+        """The UCF101 fold a call reads: ``fold`` checked, else the one the network trained on, else 1."""
+        trained = self.video_cfg.get("fold")
+        if fold is None:
+            return int(trained) if trained is not None and not train else 1
+        fold = whole_number(fold, "fold", hint="UCF101's split 1, 2 or 3")
+        if splits is None:  # a fold of no split files: ignored, it read the folder it would not choose
+            raise ValueError(f"fold={fold} picks UCF101's split files (trainlist0{fold}.txt, testlist0{fold}.txt), "
+                             f"and {data if isinstance(data, (str, os.PathLike)) else type(data).__name__} is read "
+                             "without any: pass splits=DIR (the folder of classInd.txt), or leave fold out")
+        if not train and trained is not None and fold != trained:
+            warnings.warn(f"this network trained on UCF101's fold {trained} (trainlist0{trained}.txt), and "
+                          f"testlist0{fold}.txt holds videos of that list (the folds overlap): the score counts "
+                          f"videos it trained on; evaluate fold={trained}", stacklevel=user_stacklevel())
+        return fold
 
     def _clip_data(self, data: Any, train: bool, splits: Any, fold: int, frame_rate: float | None, strict: bool,
                    options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -219,17 +238,29 @@ class VideoClassifierMixin(ClassifierHead, Network):
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
         train_root = root if splits is not None else (_split_dir(root, "train") or root)
         train_ds = self._dataset(train_root, True, splits, fold, extra)
+        if splits is not None:  # the fold its evaluations default to
+            self.video_cfg["fold"] = fold
+        else:
+            self.video_cfg.pop("fold", None)
         if len(train_ds.classes) < 2:
             raise ValueError(f"{train_root}: one class ({train_ds.classes[0]!r}); a classifier learns to tell classes "
                              "apart: give it at least 2 (DIR/<class>/<videos>, one folder per class)")
         self._check_classes(train_ds.classes, train_root)
-        self.video_cfg["classes"] = list(train_ds.classes)
+        ours = self.video_cfg.get("classes")
+        if ours and sorted(str(c).lower() for c in ours) == sorted(c.lower() for c in train_ds.classes):
+            # the network's own classes in another order (trained on a class folder, trained on with classInd.txt's
+            # order): labelled by name, as its evaluation is; renamed, its outputs swapped meaning without a word
+            self._label_by_name(train_ds, train_root)
+        else:
+            self.video_cfg["classes"] = list(train_ds.classes)
         if isinstance(val_data, (str, os.PathLike)):
             # read as the training data is, labelled with its classes, before training starts
             val, val_root = self._eval_folder(val_data, splits, fold, extra, "val_data")
         else:
             val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)
             val = self._dataset(val_root, False, splits, fold, extra) if val_root is not None else None
+            if val is not None:
+                self._label_by_name(val, val_root)
             if val_data is not None:
                 options["val_data"] = val_data  # given, it replaces the root's own val split
         from zoo.engine.resume import files_fingerprint

@@ -93,7 +93,9 @@ class _WithVideoIndex(Dataset):
         return len(self.dataset)
 
     def __getitem__(self, i: int):
-        item = self.dataset[i]
+        # never another video's clip in this one's place (VideoClipDataset.item_or_none)
+        one = getattr(self.dataset, "item_or_none", None)
+        item = one(i) if one is not None else self.dataset[i]
         if item is None:
             return None
         video, label = item

@@ -14,6 +14,7 @@ Wild", https://arxiv.org/abs/1212.0402.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -68,8 +69,9 @@ def read_class_index(split_dir: str | os.PathLike) -> list[str]:
 
 def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) -> list[SplitEntry]:
     """The entries of ``trainlist0{fold}.txt`` or ``testlist0{fold}.txt`` with 0-based labels."""
-    if fold not in FOLDS:
-        raise ValueError(f"fold must be one of {FOLDS}, got {fold!r}")
+    if isinstance(fold, bool) or not isinstance(fold, numbers.Integral) or fold not in FOLDS:  # 1.0 failed in :02d
+        raise ValueError(f"fold must be one of {FOLDS} (an int), got {fold!r}")
+    fold = int(fold)
     split_dir = Path(split_dir)
     classes = read_class_index(split_dir)
     by_lower = {c.lower(): i for i, c in enumerate(classes)}

@@ -213,14 +213,32 @@ class VideoClipDataset(Dataset):
             except CorruptVideoError as err:
                 # Headers can look fine while the data is broken; count it and take the next item so
                 # that one bad file does not end an epoch.
-                if self.strict:
-                    raise
-                self.failed_reads += 1
-                warnings.warn(f"skipping an undecodable clip: {err}", stacklevel=user_stacklevel())
+                self._undecodable(err)
                 tried += 1
                 if tried >= _MAX_RETRIES:
                     raise
                 item = self._next_video_item(item)
+        return self._transformed(video, item), label
+
+    def item_or_none(self, item: int):
+        """``self[item]``, or None where its video does not decode (counted and warned as there): scoring by
+        video must never take the next video's clip for it, which ``self[item]`` does so that one bad file does
+        not end a training epoch (its clips were filed under the bad video, with the next video's label)."""
+        keep_freed_memory_in_worker()
+        try:
+            video, label, _ = self.read_clip(item)
+        except CorruptVideoError as err:
+            self._undecodable(err)
+            return None
+        return self._transformed(video, item), label
+
+    def _undecodable(self, err: CorruptVideoError) -> None:
+        if self.strict:
+            raise err
+        self.failed_reads += 1
+        warnings.warn(f"skipping an undecodable clip: {err}", stacklevel=user_stacklevel())
+
+    def _transformed(self, video: torch.Tensor, item: int) -> torch.Tensor:
         if self.transform is not None and self.seed is None:
             video = self.transform(video)
         elif self.transform is not None:  # torchvision's random transforms draw from torch's global generator, the
@@ -229,7 +247,7 @@ class VideoClipDataset(Dataset):
             with torch.random.fork_rng(devices=[]):  # the CPU generator alone: torch.manual_seed costs 150 us
                 torch.default_generator.manual_seed(_item_seed(self.seed, self.epoch, item) ^ 0x5EED)
                 video = self.transform(video)
-        return video, label
+        return video
 
     def _next_video_item(self, item: int) -> int:
         """The first item of the next video: with ``uniform`` sampling ``item + 1`` is the next clip of the same
