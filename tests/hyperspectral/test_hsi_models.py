@@ -782,3 +782,22 @@ def test_hybridsn_predict_and_evaluate_check_batch_size_on_every_path():
         with pytest.raises(error, match=r"batch_size must be an int >= 1"):
             zoo.evaluate(net, scene, batch_size=bad)
     assert zoo.predict(net, scene, mask=few, batch_size=np.int64(4)).shape == (16, 16)
+
+
+def test_a_hybridsn_saved_with_fp16_storage_loads_back_whole_and_half_keeps_its_preprocessing_fp32(tmp_path):
+    """Before: HybridSN.save(path, network_dtype=...) wrote no config: a network trained with spectral_norm="l2"
+    and padding="edge" loaded back with the defaults (36 % of a map agreeing); and .half() / .to(bf16) rounded
+    the fitted standardisation and PCA, which zoo.save then kept (a band's mean 15 raw units off)."""
+    scene = make_scene(16, 16, 15, 3, seed=0)
+    net = zoo.build("hybridsn", n_bands=13, num_classes=3, window=9, spectral_norm="l2", padding="edge")
+    zoo.train(net, scene, split="random", train_fraction=0.5, epochs=1, batch_size=32, progress=False, seed=0)
+    path = net.save(tmp_path / "h.safetensors", network_dtype=torch.float16)
+    again = zoo.build("hybridsn", weights=str(path))
+    assert again.config == net.config
+    np.testing.assert_array_equal(again.reduce(scene), net.reduce(scene))
+    before = {k: getattr(net, k).clone() for k in ("pre_mean", "pre_scale", "pca_mean", "pca_components")}
+    for cast in (torch.float16, torch.bfloat16, torch.float64):
+        net.to(cast)
+        assert net.classifier[7].weight.dtype == cast
+        for name, value in before.items():
+            assert getattr(net, name).dtype == torch.float32 and torch.equal(getattr(net, name), value), name

@@ -183,3 +183,45 @@ def test_holdout_blocks_takes_whole_tiles_within_each_class_budget():
     assert not holdout_blocks(one, one.astype(int), 0.5, block=8)[1].any()
     with pytest.raises(ValueError, match="fraction"):
         holdout_blocks(train, labels, 1.0)
+
+
+def test_a_class_of_one_pixel_goes_to_training_and_the_others_stay_stratified():
+    """Before: one stray pixel of a class turned stratification off for the whole split, without a word: a 9-pixel
+    class took 56 % or 44 % of its pixels for training instead of a third."""
+    from zoo.hyperspectral.splits import random_split
+
+    labels = np.zeros((20, 20), np.int64)
+    labels[:10, :] = 1  # 200 pixels
+    labels[10:13, :10] = 2  # 30 pixels
+    labels[15, :9] = 3  # 9 pixels
+    labels[19, 19] = 4  # one stray pixel
+    for seed in range(4):
+        with pytest.warns(UserWarning, match=r"class\(es\) \[4\] have one labelled pixel each: it goes to training"):
+            sp = random_split(labels, 1 / 3, seed=seed)
+        assert sp.train[19, 19] and sp.info["stratified"]
+        taken = [int(sp.train[labels == c].sum()) for c in (1, 2, 3)]
+        assert all(abs(n - share) <= 1 for n, share in zip(taken, (200 / 3, 10, 3))), taken
+
+
+@pytest.mark.parametrize("block", [0, -4, 2.5, True])
+def test_a_block_side_that_is_no_positive_whole_number_is_refused(block):
+    """Before: 0 was a bare ZeroDivisionError, -4 tiled the scene meaninglessly, True and 2.5 were taken."""
+    from zoo.hyperspectral.splits import spatial_block_split
+
+    labels = make_scene(16, 16, 4, 3, seed=0).labels
+    with pytest.raises((ValueError, TypeError), match=r"block must be an int >= 1 \(the side of a tile"):
+        spatial_block_split(labels, block=block)
+
+
+@pytest.mark.parametrize(("split", "option"), [("random", {"train_mask": "mask"}), ("blocks", {"train_mask": "mask"}),
+                                               ("random", {"guard": True})])
+def test_a_split_option_the_chosen_split_never_reads_is_refused(split, option):
+    """Before: train_mask= with split="random" (or "blocks") was ignored: pixels set aside for testing were
+    trained on (186 of 268 training pixels outside the mask), without a word."""
+    from zoo.hyperspectral.evaluation import resolve_split
+
+    scene = make_scene(16, 16, 4, 3, seed=0)
+    if "train_mask" in option:
+        option = {"train_mask": scene.labels * (np.arange(16)[:, None] < 8)}
+    with pytest.raises(ValueError, match=rf"split={split!r} does not read {next(iter(option))}="):
+        resolve_split(scene, split=split, **option)

@@ -239,6 +239,18 @@ def _require_training_classes(scene: Scene, train: np.ndarray, kind: str) -> Non
                     f"train_fraction or another split")
 
 
+def _refuse_options_the_split_ignores(kind: str, train_mask: Any, guard: bool) -> None:
+    """A ``train_mask`` / ``guard`` the chosen kind of split never reads: ignored, the pixels the user set aside for
+    testing were trained on (186 of a random split's 268 training pixels outside the mask). (``block`` and
+    ``window`` come with a model's recorded split to any split an evaluation names, and are not refused.)"""
+    ignored = [f"{name}={shown}" for name, shown, reads in (
+        ("train_mask", "<mask>", train_mask is not None and kind != "disjoint"),
+        ("guard", "True", guard is True and kind == "random")) if reads]  # blocks are always guarded
+    if ignored:
+        raise ValueError(f"split={kind!r} does not read {', '.join(ignored)} (the disjoint split's): choose "
+                         "split='disjoint', or leave them out")
+
+
 def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: float = 0.3, seed: int = 0,
                   window: int = 25, block: int = 16, train_mask: Any = None, guard: bool = False,
                   for_training: bool = True) -> Split:
@@ -269,6 +281,7 @@ def resolve_split(scene: Scene, *, split: str | Split = "auto", train_fraction: 
         why = {"random": f"the published protocol of {scene.name}", "disjoint": "a training mask was given",
                "blocks": "spatial tiles, the honest default on a scene without a training mask"}.get(kind, "")
         log.info("split: %s (%s; split=random|blocks|disjoint to choose)", kind, why)
+    _refuse_options_the_split_ignores(kind, train_mask, guard)
     if kind == "random":
         sp = random_split(scene.labels, train_fraction, seed=seed)
     elif kind == "disjoint":
