@@ -40,7 +40,7 @@ def test_a_wrapped_envs_bounds_come_back_with_its_weights(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(agent.act([1.0, 0.0, 0.0]).tolist())
     # the shell's form, as --net-arch 400,300 (it was "must be JSON arrays ... Extra data"), alone and in a batch
     assert cli.main(["predict", "td3", "--weights", str(path), "1,0,0", "0, 1, 0.5"]) == 0
-    assert capsys.readouterr().out.strip() == str(agent.act([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5]]).tolist())
+    assert capsys.readouterr().out.splitlines() == [str(a) for a in agent.act([[1.0, 0.0, 0.0], [0.0, 1.0, 0.5]]).tolist()]
     assert cli.main(["predict", "td3", "--weights", str(path), "1,x,0"]) == 2
     assert "an observation is a JSON array like '[1.0, 0.0, 0.0]' or numbers apart by commas" in \
         capsys.readouterr().err

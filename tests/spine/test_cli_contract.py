@@ -145,6 +145,62 @@ def test_runs_into_one_folder_each_keep_their_model_when_another_saved_meanwhile
     assert sorted(p.name for p in tmp_path.iterdir()) == ["td3-2.safetensors", "td3.safetensors"]
 
 
+_TD3 = ["train", "td3", "--env", "Pendulum-v1", "--steps", "10", "--net-arch", "8,8"]
+
+
+def test_a_second_set_adds_its_pairs_and_a_flag_and_set_of_one_setting_must_agree(tmp_path, capsys):
+    """Before: argparse's nargs="*" kept the last --set only (--set eval_episodes=1.5 --set lr=1e-3 trained, the
+    refused value dropped), and --steps 30 --set total_steps=60 trained 60 steps without a word."""
+    out = ["--out", str(tmp_path / "a.safetensors")]
+    assert main([*_TD3, "--set", "eval_episodes=1.5", "--set", "progress=false", *out]) == 2
+    assert "eval_episodes" in capsys.readouterr().err
+    assert main([*_TD3, "--set", "total_steps=20", *out]) == 2
+    assert "--steps 10 and --set total_steps=20 name one setting, total_steps: give one" in capsys.readouterr().err
+    assert main([*_TD3, "--set", "total_steps=10", "--set", "progress=false", *out]) == 0  # the same value: fine
+    capsys.readouterr()
+
+
+def test_train_epochs_zero_is_refused_not_saved_as_trained(tmp_path, capsys):
+    """Before: `zoo train NAME --epochs 0` saved the untrained network as "the trained model", exit 0."""
+    assert main(["train", "td3", "--epochs", "0", "--out", str(tmp_path / "a.safetensors")]) == 2
+    assert "--epochs must be >= 1, got 0" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+def test_an_abbreviated_flag_is_refused_as_argparse_would_any_unknown_one(capsys):
+    """Before: argparse took --jso for --json, but zoo sends logs to stderr only for the whole word: a log line came
+    before the JSON on stdout."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "td3.pendulum-v1", "--episodes", "1", "--jso"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --jso" in capsys.readouterr().err
+
+
+def test_zoo_debug_zero_is_off(monkeypatch, capsys):
+    """Before: any value of ZOO_DEBUG, 0 too, turned an error into a traceback."""
+    monkeypatch.setenv("ZOO_DEBUG", "0")
+    assert main(["info", "no-such-model"]) == 2
+    monkeypatch.setenv("ZOO_DEBUG", "1")
+    with pytest.raises(Exception, match="no-such-model"):
+        main(["info", "no-such-model"])
+    capsys.readouterr()
+
+
+def test_td3_predict_prints_one_action_per_line(monkeypatch, capsys):
+    """Before: several observations printed one line of a nested list, one printed [a]: the shape depended on the
+    count, against the rows' contract (one line per input) the other families keep."""
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    assert main(["predict", "td3.pendulum-v1", "1,0,0", "0,1,0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(len(json.loads(line)) == 1 for line in lines)
+    assert main(["predict", "td3.pendulum-v1", "1,0,0"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines[:1]
+
+
+def test_a_hint_to_run_quotes_a_path_with_spaces(tmp_path, capsys):
+    """Before: `create it (mkdir -p r08 new)` made two folders."""
+    assert main([*_TD3, "--out", str(tmp_path / "new dir")]) == 2
+    assert f"mkdir -p '{tmp_path / 'new dir'}'" in capsys.readouterr().err
+
+
 def test_info_of_a_weights_name_that_is_not_there_prints_nothing_but_the_error(capsys):
     """It printed the model's whole card to stdout, then failed with exit code 2."""
     assert main(["info", "td3.nosuch"]) == 2
@@ -338,7 +394,7 @@ def test_predict_reads_its_inputs_from_standard_input_for_a_dash(saved, tiny, ca
     assert printed == [images[2], *images[:2]]
     monkeypatch.setattr("sys.stdin", io.StringIO("\ufeff[1, 0, 0]\r\n[0, 1, 0.5]\r\n"))  # a Windows tool's BOM, CRLF
     assert main(["predict", "td3", "--weights", str(saved["td3"]), "-"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert len([json.loads(line) for line in capsys.readouterr().out.splitlines()]) == 2  # an action a line
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["predict", "td3", "--weights", str(saved["td3"]), "-"]) == 2
     assert "standard input ('-') was empty" in _error(capsys)

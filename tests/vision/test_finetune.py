@@ -421,6 +421,15 @@ def test_num_classes_of_the_weights_head_size_on_unnamed_data_drops_the_weights_
     assert zoo.predict(tuned.model, data[0][0])[0]["label"] in {str(i) for i in range(10)}
 
 
+@pytest.mark.parametrize("mult", [float("nan"), -1.0, float("inf"), "0.1", True])
+def test_a_backbone_lr_mult_that_is_no_finite_share_is_refused_before_training(mult):
+    """Before: nan trained the backbone to NaN and `zoo finetune` saved it with exit 0; -1 climbed the loss."""
+    data = [(Image.new("RGB", (12, 12), (200 * (i % 2), 30, 30)), i % 2) for i in range(4)]
+    with pytest.raises(ValueError, match=r"backbone_lr_mult must be a finite number >= 0"):
+        zoo.finetune(zoo.build("resnet18", num_classes=2, stem="cifar"), data, strategy="full", backbone_lr_mult=mult,
+                     epochs=1, image_size=12, **FIT)
+
+
 def test_finetune_names_num_classes_in_its_signature_as_design_md_gives_it():
     """design.md: finetune(model_or_name, data, *, strategy=..., num_classes=None, **config); it was only
     reachable through **config, so help(zoo.finetune) and signature checks did not show it."""

@@ -63,7 +63,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         except Exception as err:  # one broken step must not hide the others
             failed += 1
             print(f"demo step failed: {type(err).__name__}: {err}", file=sys.stderr)
-            if os.environ.get("ZOO_DEBUG"):
+            from zoo.cli.entry import debug_env
+
+            if debug_env():
                 raise
         times.append((step.title, time.perf_counter() - t0))
         print(f"-- {times[-1][1]:.1f} s", flush=True)

@@ -71,13 +71,18 @@ def _plain_warnings(command: str):
         yield
 
 
+def debug_env() -> bool:
+    """``$ZOO_DEBUG`` on (1/true/yes/on), as ``ZOO_OFFLINE`` reads its values: ``ZOO_DEBUG=0`` turned debugging on."""
+    return os.environ.get("ZOO_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # no argv: this process's own command line (the `zoo` script, `python -m zoo`), which decides how
     # warnings look; a caller passing argv (a test, a script) keeps its own warning machinery
     own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     _show_zoo_logs(to_stderr="--json" in argv)
-    debug = "--debug" in argv or bool(os.environ.get("ZOO_DEBUG"))
+    debug = "--debug" in argv or debug_env()
     rest = [a for a in argv if a != "--debug"]
     plain = _plain_warnings(rest[0] if rest else "") if own_process and not debug else contextlib.nullcontext()
     if own_process:

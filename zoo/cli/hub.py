@@ -7,6 +7,7 @@ Imported by :func:`zoo.cli.build_parser`, so the hub itself never imports the CL
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from zoo.cli.arguments import parse_kv
@@ -94,8 +95,8 @@ def _configure_weights(p: argparse.ArgumentParser) -> None:
     q = sub.add_parser("add", help="publish a state dict: convert to safetensors, hash, write the manifest entry")
     q.add_argument("file", help="a .safetensors file or a torch.save state dict (.pt/.pth, weights only)")
     q.add_argument("--name", required=True, help="MODEL.TAG, e.g. resnet18.cifar10")
-    q.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="builder config the file needs")
-    q.add_argument("--meta", nargs="*", metavar="KEY=VALUE",
+    q.add_argument("--config", nargs="*", action="extend", metavar="KEY=VALUE", help="builder config the file needs")
+    q.add_argument("--meta", nargs="*", action="extend", metavar="KEY=VALUE",
                    help="dataset=..., metrics='{\"acc\": 0.9}', command=..., license=...")
     q.add_argument("--dtype", choices=sorted(_DTYPES), help="storage dtype of floating tensors (e.g. float16)")
     q.add_argument("--force", action="store_true", help="replace weights already published under --name")
@@ -195,7 +196,8 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
         for path in export_hf(args.name, args.out_dir, repo_hint=args.repo):
             print(path)
-        print(f"upload with: hf upload {args.repo} {args.out_dir}  (huggingface_hub < 1.0: huggingface-cli upload)")
+        print(f"upload with: hf upload {shlex.quote(args.repo)} {shlex.quote(str(args.out_dir))}  (huggingface_hub < 1.0: "
+              "huggingface-cli upload)")
         return 0
     raise UsageError(f"unknown action {args.action!r}")
 

@@ -97,7 +97,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; with ``argv`` naming ``train|eval|predict MODEL``, that model's config options too."""
     from zoo import registry
 
-    parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.")
+    # allow_abbrev=False: zoo reads some flags before parsing (--json sends logs to stderr), which an abbreviation
+    # (--jso) slipped past, putting a log line in front of the JSON
+    parser = argparse.ArgumentParser(prog="zoo", description="zoo: build, train, evaluate, predict and pull models.",
+                                     allow_abbrev=False)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument("--version", action=_PrintVersion)
     # argparse's own hook for what reads as a value, not an option (no flag of ours starts with a digit); the
@@ -107,7 +110,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sub.required = True
     name = _model_name_in(argv)
     for cmd in sorted(COMMANDS.values(), key=lambda c: c.name):
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, allow_abbrev=False)
         p._negative_number_matcher = _NEGATIVE_VALUES
         cmd.configure(p)
         if cmd.name in ("train", "eval") and name is not None:

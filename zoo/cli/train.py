@@ -8,6 +8,7 @@ from typing import Any
 
 from zoo.cli.arguments import amp_option, parse_kv
 from zoo.cli.commands import FAMILY_OPTIONS, command
+from zoo.cli.errors import UsageError
 from zoo.cli.model_options import (
     add_common,
     build_from_args,
@@ -37,7 +38,15 @@ def _loop_config(args: argparse.Namespace, family: str) -> dict[str, Any]:
     extra = FAMILY_OPTIONS.get(family)
     if extra is not None:
         out.update(extra.to_config(args))
-    out.update(parse_kv(getattr(args, "set", None)))
+    flags = {key: config_flag(opt) for opt, key in _LOOP_OPTIONS.items()}
+    for key, value in parse_kv(getattr(args, "set", None)).items():
+        if key in out and out[key] != value:  # else one of the two won without a word (--steps 30 trained 60)
+            raise UsageError(f"{flags.get(key, config_flag(key))} {out[key]} and --set {key}={value} name one "
+                             f"setting, {key}: give one")
+        out[key] = value
+    if not out.get("resume") and isinstance(out.get("epochs"), int) and out["epochs"] < 1:
+        # fit takes epochs=0 (a resume whose run is done); a new run of none saved an untrained network as trained
+        raise UsageError(f"--epochs must be >= 1, got {out['epochs']}")
     return out
 
 

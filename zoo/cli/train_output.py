@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -26,13 +27,13 @@ def out_path(out: str | None, name: str) -> Path | None:
     elif out.endswith(("/", os.sep)):
         path = path / f"{name}.safetensors"
     if path.suffix == "" and not path.exists():  # a folder's name, most likely: zoo makes none (a typo would get one)
-        raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {path}) to save {name}.safetensors "
+        raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {shlex.quote(str(path))}) to save {name}.safetensors "
                          f"there, or give a file name ending in .safetensors")
     if path.suffix != ".safetensors":
         raise UsageError(f"--out {out}: zoo saves .safetensors files; give NAME.safetensors or a folder")
     parent = path.parent
     if not parent.is_dir():
-        raise UsageError(f"--out {out}: folder {parent} does not exist; create it (mkdir -p {parent}) or give "
+        raise UsageError(f"--out {out}: folder {parent} does not exist; create it (mkdir -p {shlex.quote(str(parent))}) or give "
                          "another path")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"--out {out}: {path if path.exists() else parent} is not writable")

@@ -94,6 +94,10 @@ def _resume_hint(checkpoint_dir: Any):
 
         latest = latest_checkpoint(checkpoint_dir) if checkpoint_dir is not None else None
         by = stopped_by(err)
+        if by is not None and checkpoint_dir is None:  # said, as TD3's loop says it: else only "interrupted"
+            raise KeyboardInterrupt(f"training stopped by {by}; nothing was saved (no checkpoint_dir): give "
+                                    "checkpoint_dir= (on the command line --checkpoint-dir DIR, or --set "
+                                    "checkpoint_dir=DIR) to be able to continue a run") from None
         if by is None or latest is None:
             raise
         raise KeyboardInterrupt(f"training stopped by {by}; {latest} continues it from its epoch's end "

@@ -33,7 +33,18 @@ def _observation(text: str) -> Any:
                                  f"like 1,0,0; got {text!r} ({err})") from None
 
 
-cli.predict_rules("rl", cli.PredictRules(read=_observations))
+def _show_actions(result: Any, args: Any) -> int:
+    """One action per line, one line per observation given (the rows' contract; several were one line of a
+    nested list, whose shape depended on how many were given)."""
+    import numpy as np
+
+    actions = np.asarray(result)
+    for row in (actions[None] if actions.ndim <= 1 else actions):
+        print(json.dumps(row.tolist()))
+    return 0
+
+
+cli.predict_rules("rl", cli.PredictRules(read=_observations, show=_show_actions))
 
 
 @cli.demo("rl: TD3 on Pendulum-v1 (shipped agent td3.pendulum-v1)", order=60)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def _cmd_synthetic(args: argparse.Namespace) -> int:
     cfg = SyntheticConfig(size=args.size, num_frames=args.frames, train_per_class=args.train_per_class,
                           test_per_class=args.test_per_class, seed=args.seed)
     videos, splits = make_synthetic_actions(args.out, cfg)
-    print(f"videos: {videos}\nsplits: {splits}\ntrain with: zoo train video-tsn --data {videos} --splits {splits}")
+    print(f"videos: {videos}\nsplits: {splits}\ntrain with: zoo train video-tsn --data "
+          f"{shlex.quote(str(videos))} --splits {shlex.quote(str(splits))}")
     return 0
 
 

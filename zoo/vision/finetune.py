@@ -28,6 +28,8 @@ Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import os
 import re
 import warnings
@@ -533,6 +535,11 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
                           stacklevel=user_stacklevel())
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
+    mult = settings["backbone_lr_mult"]
+    if isinstance(mult, bool) or not isinstance(mult, numbers.Real) or not math.isfinite(mult) or mult < 0:
+        # nan trained the backbone to NaN and saved it with exit 0; a negative one climbed the loss
+        raise ValueError(f"backbone_lr_mult must be a finite number >= 0 (the backbone's share of lr; 0 freezes "
+                         f"it), got {mult!r}")
     if not isinstance(model, nn.Module):
         raise TypeError(f"finetune takes a network (zoo.finetune builds one from a name), got {type(model).__name__}")
     if cache_features and strategy != "head":
