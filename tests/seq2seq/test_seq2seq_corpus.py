@@ -155,3 +155,42 @@ def test_num_workers_is_said_not_to_apply_to_training_and_applies_to_evaluate(co
     made.clear()
     scores = [zoo.evaluate(r.model, corpus, direction="de-en", num_workers=n, **EVAL) for n in (0, 2)]
     assert made == [0, 2] and scores[0] == scores[1]
+
+
+def test_an_empty_validation_split_is_refused_before_training(corpus):
+    """Before: empty val.de / val.en, or val_data=([], []), trained a whole epoch and then failed inside
+    sacreBLEU with a bare IndexError ("list index out of range") that named no file."""
+    from zoo.seq2seq.translate import corpus_bleu
+
+    for lang in ("de", "en"):
+        (corpus / f"val.{lang}").write_text("", encoding="utf-8")
+    m = _model()
+    with pytest.raises(ValueError, match=r"'val' split is empty: .*val\.de and .*val\.en hold no lines.*val_split="):
+        zoo.train(m, corpus, direction="de-en", **QUICK)
+    assert m.tokenizer is None  # refused before a tokenizer was trained, let alone an epoch
+    with pytest.raises(ValueError, match=r"no sentence pairs in val_data: \(sources, targets\) are two empty lists"):
+        zoo.train(m, list(zip(DE, EN)), val_data=([], []), **QUICK)
+    assert m.tokenizer is None
+    with pytest.raises(ValueError, match="no sentences to score"):
+        corpus_bleu([], [])
+
+
+def test_a_parallel_dataset_encoded_with_another_tokenizer_is_refused():
+    """Before: a ParallelDataset encoded with another tokenizer than the model's was trained on and scored without
+    a word: its loss and accuracy were on ids that mean other words to the model, while BLEU looked right."""
+    from zoo.seq2seq import ParallelDataset, ParallelText, make_loader, train_tokenizer
+
+    text = ParallelText(DE, EN)
+    m = _model()
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    other = ParallelDataset(text, train_tokenizer(EN + DE[:2], vocab_size=280, min_frequency=1), m.max_len)
+    own = ParallelDataset(text, m.tokenizer, m.max_len)
+    with pytest.raises(ValueError, match=r"data is a ParallelDataset encoded with another tokenizer \(280 tokens, "
+                                         r".*seq2seq-transformer's \(300 tokens, .*ParallelDataset\(dataset.text, "
+                                         r"model.tokenizer, model.max_len\)"):
+        zoo.evaluate(m, other, **EVAL)
+    with pytest.raises(ValueError, match="data is a ParallelDataset encoded with another tokenizer"):
+        zoo.evaluate(m, make_loader(other, shuffle=False), **EVAL)
+    with pytest.raises(ValueError, match="val_data is a ParallelDataset encoded with another tokenizer"):
+        zoo.train(m, own, val_data=other, **QUICK)
+    assert set(zoo.evaluate(m, own, **EVAL)) == {"loss", "accuracy", "bleu"}

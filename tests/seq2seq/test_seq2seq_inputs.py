@@ -37,6 +37,23 @@ def test_blank_inputs_translate_to_empty_without_a_model_call(model, monkeypatch
     assert model.translate(["   ", "\n\t", ""], beam_size=3) == ["", "", ""]
 
 
+def test_inputs_of_only_characters_the_tokenizer_drops_are_blank(model, monkeypatch):
+    """Before: a zero-width space, BOM, soft hyphen or word joiner alone was not blank: the model was called on an
+    empty source and its made-up translation returned, where " " gave ""."""
+    from zoo.seq2seq.sentences import split_sentences
+
+    invisible = ["\u200b", "\ufeff", "\xad", "\u200b\u200b \u2060", "\u2060\n\ufeff"]
+    assert [split_sentences(s) for s in invisible] == [[]] * len(invisible)
+    assert split_sentences("Ein Hund.\n\u200b\nZwei.") == [("Ein Hund.", ""), ("Zwei.", "\n\n")]
+
+    def boom(*a, **k):
+        raise AssertionError("the model was called for a blank input")
+
+    monkeypatch.setattr(model, "start", boom)
+    assert model.translate(invisible, beam_size=3) == [""] * len(invisible)
+    assert model.translate("\u200b") == ""
+
+
 def test_a_text_file_given_as_a_path_is_translated_line_by_line_and_other_inputs_are_refused(model, tmp_path):
     """A str is a sentence (zoo.predict(m, "corpus/test.de") translates those words); a pathlib.Path is the
     file. An int gave "'int' object is not iterable"."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import warnings
 from pathlib import Path
 
@@ -176,6 +177,33 @@ def test_parallel_files_plain_and_gzip(tmp_path):
         load_multi30k(tmp_path, "val", "de-en")
     with pytest.raises(ValueError, match="de-en"):
         parse_direction("german")
+
+
+def test_a_broken_gzip_file_is_named_in_the_error(tmp_path):
+    """Before: a download cut short failed with a bare EOFError ("Compressed file ended before the end-of-stream
+    marker was reached") and plain text named .gz with BadGzipFile, neither naming the file, zoo.train too."""
+    blob = gzip.compress(("\n".join(DE * 20) + "\n").encode())
+    (tmp_path / "train.de.gz").write_bytes(blob[: len(blob) // 2])
+    (tmp_path / "train.en.gz").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    for lang in ("de", "en"):
+        with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path / f'train.{lang}.gz'))} is not a whole gzip "
+                                             "file .*download it again"):
+            read_lines(tmp_path / f"train.{lang}.gz")
+    with pytest.raises(ValueError, match=r"train\.de\.gz is not a whole gzip file"):
+        load_multi30k(tmp_path, "train", "de-en")
+
+
+def test_a_plain_and_a_gzip_copy_of_a_split_must_hold_the_same_text(tmp_path):
+    """Before: with train.de.gz and an edited train.de (unpacked, then cleaned) side by side, the .gz was read
+    without a word and the edits never seen."""
+    for lang, lines in (("de", DE), ("en", EN)):
+        (tmp_path / f"train.{lang}.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+        (tmp_path / f"train.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")  # gunzip -k
+    assert load_multi30k(tmp_path, "train", "de-en").src == DE
+    (tmp_path / "train.de").write_text("\n".join(DE[:3]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"holds both train\.de\.gz and train\.de, with different text.*delete or "
+                                         "rename"):
+        load_multi30k(tmp_path, "train", "de-en")
 
 
 def test_a_stray_carriage_return_inside_a_line_does_not_split_it(tmp_path):

@@ -69,3 +69,24 @@ def test_special_tokens_written_in_the_text_are_text_not_control_ids(tok):
     assert min(ids) >= 4, ids  # no PAD, BOS, EOS or UNK from a user's characters
     assert stored.decode(ids) == text
     assert stored.decode([5, 2, 6, 0]) == stored.decode([5, 6])  # special ids (a model's EOS, padding) dropped
+
+
+def test_special_tokens_stay_text_in_a_copied_or_pickled_tokenizer(tok):
+    """Before: copy.deepcopy, pickle and torch.save(model) gave a tokenizer without encode_special_tokens (Hugging
+    Face pickles only the JSON), which read a literal "</s>" in a sentence as the EOS id 2."""
+    import copy
+    import io
+    import pickle
+
+    import torch
+
+    text = "Ein </s> Hund"
+    m = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    m.tokenizer = tok
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False).tokenizer
+    for copied in (copy.deepcopy(tok), pickle.loads(pickle.dumps(tok)), copy.deepcopy(m).tokenizer, loaded):
+        assert copied.encode(text) == tok.encode(text) and min(copied.encode(text)) >= 4
+        assert copied == tok

@@ -49,6 +49,21 @@ def test_bleu_of_perfect_translations_is_exactly_one(model, monkeypatch):
     assert tr.corpus_bleu(EN, EN) == 100.0
 
 
+def test_references_in_nfd_score_as_the_same_text_in_nfc(model, monkeypatch):
+    """Before: BLEU compared the model's NFC output with the references as given, so German references with
+    decomposed umlauts (NFD, as macOS file tools write them) lost every n-gram with an umlaut."""
+    import unicodedata
+
+    import zoo.seq2seq.translate as tr
+
+    nfd = [unicodedata.normalize("NFD", s) for s in DE]
+    assert nfd != DE
+    assert tr.corpus_bleu(DE, nfd) == 100.0
+    assert tr.corpus_bleu(DE, [s.replace("Fuß", "Fu\u00adß") for s in DE]) == 100.0  # a soft hyphen: dropped too
+    monkeypatch.setattr(tr, "_translate_texts", lambda m, items, **k: list(items))
+    assert tr.bleu_eval_fn(DE, nfd, amp=None)(model) == {"bleu": 1.0}
+
+
 def test_numpy_scalars_are_the_numbers_they_hold_as_decoding_options(model):
     """Before: beam_size=np.int64(3) was refused ("beam_size must be an int >= 1; got np.int64(3)"), as were
     NumPy max_len and batch_size and a float32 length_penalty; a bool stays refused."""

@@ -131,6 +131,25 @@ def test_shape_free_and_matching_settings_still_apply(how, tok, tmp_path):
     assert loaded.translate(DE[:3], max_len=6) == m.eval().translate(DE[:3], max_len=6)
 
 
+@pytest.mark.parametrize("how", ["hub.save_weights", "torch.save"])
+def test_shape_free_settings_left_out_are_the_files_own(how, tok, tmp_path):
+    """Before: a file without zoo.save's metadata reloaded with the builder's max_len 256, dropout 0.3 and no
+    direction, not the max_len 64, dropout 0.25 and en-de recorded in its own state dict."""
+    from zoo import hub
+
+    m = zoo.build("seq2seq-gru", **{**TINY_G, "dropout": 0.25, "max_len": 64, "direction": "en-de"})
+    m.tokenizer = tok
+    path = tmp_path / ("m.safetensors" if how == "hub.save_weights" else "m.pt")
+    if how == "hub.save_weights":
+        hub.save_weights(m, path)
+    else:
+        torch.save(m.state_dict(), path)
+    loaded = zoo.build("seq2seq-gru", weights=str(path))
+    assert (loaded.config.max_len, loaded.config.dropout, loaded.config.direction) == (64, 0.25, "en-de")
+    asked = zoo.build("seq2seq-gru", weights=str(path), dropout=0.0, max_len=32)  # the caller's still win
+    assert (asked.config.max_len, asked.config.dropout, asked.config.direction) == (32, 0.0, "en-de")
+
+
 def test_a_shape_setting_that_differs_from_a_tagged_file_is_an_error(tok, tmp_path, monkeypatch):
     from zoo import hub
 

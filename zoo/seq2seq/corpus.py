@@ -154,14 +154,12 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         if direction is not None and train:
             _record_direction(model, _parsed(direction))
         return out
-    from zoo.seq2seq.data import load_multi30k
-
     root = Path(data)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
     direction = _direction(model, direction)
     if train:
-        text = load_multi30k(root, "train", direction)
+        text = _split_text(root, "train", direction, None)
         val_text, val_root = _val_text(options.pop("val_data", None), root, direction, val_split)
         loader, extra = _training(model, text, val_text, batches, bleu, vocab_size)
         recipe = {"direction": direction, "max_tokens": max_tokens, "val_split": val_split,
@@ -173,7 +171,7 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         return loader, _with_tokenizer(model, {**extra, **options}, recipe)
     _need_tokenizer(model)
     _warn_other_direction(model, direction)
-    text = load_multi30k(root, _test_split(root, direction, test_split), direction, option="test_split")
+    text = _split_text(root, _test_split(root, direction, test_split), direction, "test_split")
     return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
 
 
@@ -190,6 +188,8 @@ def _ready_data(model: Any, data: Any, train: bool, batches: dict[str, Any], ble
                          "it could neither translate nor be saved; attach the tokenizer that encoded them first "
                          "(model.tokenizer = tokenizer), or train on sentence pairs or a corpus folder (zoo.train "
                          "trains a tokenizer on them)")
+    for what, given in (("data", data), ("val_data", options.get("val_data"))):
+        _check_dataset_tokenizer(model, getattr(given, "dataset", given), what)
     recipe = None
     if isinstance(data, ParallelDataset):
         data = _dataset_loader(data, train, batches)
@@ -213,6 +213,24 @@ def _ready_data(model: Any, data: Any, train: bool, batches: dict[str, Any], ble
     return data, _with_tokenizer(model, options, recipe) if train else options
 
 
+def _check_dataset_tokenizer(model: Any, dataset: Any, what: str) -> None:
+    """A ParallelDataset encoded by another tokenizer than the model's: its ids are other words to the model, so
+    the loss and accuracy on it were garbage (and training on it taught nonsense), while BLEU, decoded from its
+    text with the model's tokenizer, looked right."""
+    from zoo.seq2seq.base import tokenizer_fingerprint
+    from zoo.seq2seq.data import ParallelDataset
+
+    recorded = getattr(dataset, "tokenizer_fingerprint", None) if isinstance(dataset, ParallelDataset) else None
+    if recorded is None or model.tokenizer is None:
+        return
+    own = tokenizer_fingerprint(model.tokenizer)
+    if recorded != own:
+        raise ValueError(f"{what} is a ParallelDataset encoded with another tokenizer ({recorded}) than "
+                         f"{model.registry_name}'s ({own}): its token ids are other words to the model; encode the "
+                         "text with the model's, ParallelDataset(dataset.text, model.tokenizer, model.max_len), or "
+                         "pass the sentence pairs themselves")
+
+
 def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
     from zoo.seq2seq.data import make_loader
 
@@ -221,30 +239,47 @@ def _dataset_loader(dataset: Any, train: bool, batches: dict[str, Any]) -> Any:
                        seed=batches["seed"], generator=_generator(batches), num_workers=batches["num_workers"])
 
 
+def _split_text(root: Path, split: str, direction: str, option: str | None) -> Any:
+    """``load_multi30k`` of one split, refusing files without a line: an empty validation split failed only
+    after a trained epoch, inside sacreBLEU (IndexError), naming no file; an empty training or test split is as
+    empty a corpus."""
+    from zoo.seq2seq.data import find_split, load_multi30k
+
+    text = load_multi30k(root, split, direction, option=option)
+    if len(text) == 0:
+        files = " and ".join(str(find_split(root, split, lang)) for lang in direction.split("-"))
+        other = f", or name another split with {option}=NAME (CLI: --set {option}=NAME)" if option else ""
+        raise ValueError(f"the {split!r} split is empty: {files} hold no lines, expected one sentence per line; "
+                         f"fill them{other}")
+    return text
+
+
 def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[Any, Path | None]:
     """``(validation text, its folder when it is not the corpus's own)``: ``val_data=`` given apart, a corpus
     folder (its ``val_split`` files) or sentence pairs, replaces the corpus folder's ``val_split`` (passed on, a
     folder would go to fit as a str and fail at the first validation)."""
-    from zoo.seq2seq.data import load_multi30k
-
     if given is None:
-        return load_multi30k(root, val_split, direction, option="val_split"), None
+        return _split_text(root, val_split, direction, "val_split"), None
     if isinstance(given, (str, os.PathLike)):
         folder = Path(given).expanduser()
         if not folder.is_dir():
             raise FileNotFoundError(f"val_data corpus folder not found: {folder} (expected {val_split}.xx files)")
-        return load_multi30k(folder, val_split, direction, option="val_split"), folder
-    if (text := _pairs(given)) is None:
+        return _split_text(folder, val_split, direction, "val_split"), folder
+    if (text := _pairs(given, "val_data")) is None:
         raise TypeError(f"val_data is a corpus folder, a list of (source, target) pairs or a (sources, targets) "
                         f"tuple, got {type(given).__name__}")
     return text, None
 
 
-def _pairs(data: Any) -> Any:
+def _pairs(data: Any, name: str = "") -> Any:
     """``data`` as a ParallelText where it is one, a list of ``(source, target)`` sentence pairs or a
-    ``(sources, targets)`` tuple of two equally long lists (zoo's ``(X, y)``); None for other kinds of data."""
+    ``(sources, targets)`` tuple of two equally long lists (zoo's ``(X, y)``); None for other kinds of data.
+    ``name``: the argument it came as, for the error on an empty one."""
     from zoo.seq2seq.data import ParallelText
 
+    if isinstance(data, ParallelText) and len(data) == 0:
+        raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: the ParallelText is empty; pass at least "
+                         "one sentence pair")
     if isinstance(data, ParallelText):
         return data
     if isinstance(data, Iterator):
@@ -255,7 +290,7 @@ def _pairs(data: Any) -> Any:
     if not isinstance(data, (list, tuple)):
         return None
     if not data:
-        raise ValueError("no sentence pairs: the list is empty")
+        raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: the list is empty")
 
     def texts(seq: Any) -> bool:
         return isinstance(seq, (list, tuple)) and all(isinstance(s, str) for s in seq)
@@ -265,6 +300,9 @@ def _pairs(data: Any) -> Any:
             raise TypeError("((s, t), (s, t)) reads both as two (source, target) pairs and as (sources, targets) of "
                             "two sentences each: pass pairs as a list, [(s, t), (s, t)], or (sources, targets) as "
                             "two lists")
+        if not data[0] and not data[1]:  # sacreBLEU's IndexError after a trained epoch, where it is val_data
+            raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: (sources, targets) are two empty "
+                             "lists; pass at least one sentence pair")
         return ParallelText(list(data[0]), list(data[1]))  # refuses lists of two lengths, naming both
     if all(texts(p) and len(p) == 2 for p in data):
         return ParallelText([p[0] for p in data], [p[1] for p in data])
@@ -301,7 +339,7 @@ def _pairs_data(model: Any, text: Any, train: bool, batches: dict[str, Any], ble
         _need_tokenizer(model)
         return _loader(model, text, False, batches), {"eval_fn": _bleu_fn(text, bleu), **options}
     val = options.pop("val_data", None)
-    val_text = _pairs(val) if val is not None else None
+    val_text = _pairs(val, "val_data") if val is not None else None
     if val is not None and val_text is None:
         raise TypeError(f"val_data for sentence pairs is a list of (source, target) pairs or a (sources, targets) "
                         f"tuple, got {type(val).__name__}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import random
 import warnings
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,10 @@ def read_lines(path: str | Path) -> list[str]:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}: {err.reason}): save it as "
                          f"UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > utf8.txt") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # gzip's own messages name no file
+        raise ValueError(f"{path} is not a whole gzip file ({type(err).__name__}: {err}): a download cut short, or "
+                         f"plain text named .gz; download it again (gzip -t {path.name} checks it), or drop the .gz "
+                         "from a plain text file's name") from None
 
 
 @dataclass
@@ -97,19 +102,38 @@ def parse_direction(direction: str) -> tuple[str, str]:
 
 
 def find_split(root: str | Path, split: str, lang: str, *, option: str | None = None) -> Path:
-    """``root/split.lang`` or ``root/split.lang.gz`` (also under ``root/task1_raw`` for Multi30k); the error
-    names the ``option`` (``val_split``, ``test_split``) that picks another split, when there is one."""
+    """``root/split.lang`` or ``root/split.lang.gz`` (also under ``root/task1_raw`` for Multi30k; both in one
+    folder is an error unless they hold the same text); the error for none names the ``option`` (``val_split``,
+    ``test_split``) that picks another split, when there is one."""
     root = Path(root)
     tried = []
     for folder in (root, root / "task1_raw"):
-        for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
-            tried.append(folder / name)
-            if tried[-1].is_file():
-                return tried[-1]
+        packed, plain = folder / f"{split}.{lang}.gz", folder / f"{split}.{lang}"
+        tried += [packed, plain]
+        if packed.is_file() and plain.is_file():
+            _refuse_two_texts(packed, plain)
+        for path in (packed, plain):
+            if path.is_file():
+                return path
     other = (f"; the folder's own split name goes in {option}=NAME (CLI: --set {option}=NAME), for files "
              f"NAME.{lang}" if option else "")
     raise FileNotFoundError(f"no {split!r} file for language {lang!r} under {root} (looked for {tried[0].name} / "
                             f"{tried[1].name}){other}")
+
+
+def _refuse_two_texts(packed: Path, plain: Path) -> None:
+    """Both ``x.gz`` and ``x`` in one folder, holding different text: one of them is not the corpus meant (an
+    unpacked copy cleaned by hand was never read, the .gz winning without a word). An identical copy
+    (``gunzip -k``) is no question."""
+    try:
+        with gzip.open(packed, "rb") as f:
+            same = f.read() == plain.read_bytes()
+    except (OSError, EOFError, zlib.error):  # a broken .gz is not the plain file's text either
+        same = False
+    if not same:
+        raise ValueError(f"{packed.parent} holds both {packed.name} and {plain.name}, with different text, so which "
+                         f"one is the corpus is ambiguous: expected one of them; delete or rename the one not "
+                         "meant")
 
 
 def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-en", *,
@@ -123,9 +147,13 @@ def load_multi30k(root: str | Path, split: str = "train", direction: str = "de-e
 
 class ParallelDataset(Dataset):
     """Tokenized pairs; item ``i`` is ``(src_ids + [EOS], [BOS] + tgt_ids + [EOS])``, clipped to ``max_len``
-    (the model's positions); a warning counts the pairs that had to be clipped."""
+    (the model's positions); a warning counts the pairs that had to be clipped. ``tokenizer_fingerprint``: of
+    the tokenizer that encoded them, which a model's own must be to train or be scored on them."""
 
     def __init__(self, text: ParallelText, tokenizer: Tokenizer, max_len: int = 256) -> None:
+        from zoo.seq2seq.base import tokenizer_fingerprint
+
+        self.tokenizer_fingerprint = tokenizer_fingerprint(tokenizer)
         src, tgt = tokenizer.encode_batch(text.src), tokenizer.encode_batch(text.tgt)
         self.clipped = sum(len(s) > max_len - 1 or len(t) > max_len - 2 for s, t in zip(src, tgt))
         if self.clipped:

@@ -28,9 +28,9 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
     """Load a file written from a seq2seq model's state dict: weights, tokenizer and config.
 
     The file carries its own config, which decides every shape: when the model built from the defaults
-    (or from a manifest entry) differs from it, the model is rebuilt from the file's config (keeping
-    shape-free settings such as ``dropout`` from the caller), so ``zoo.build(name, weights="my.safetensors")``
-    just works. A shape-defining setting the caller asked for that differs from the file's is an error
+    (or from a manifest entry) differs from it, the model is rebuilt from the file's config (shape-free
+    settings such as ``dropout`` from the caller where given, else from the file), so
+    ``zoo.build(name, weights="my.safetensors")`` just works. A shape-defining setting the caller asked for that differs from the file's is an error
     naming both values, never silently dropped.
     """
     from zoo import hub
@@ -68,7 +68,11 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
             "leave them out to use the file's "
             f"(only {', '.join(sorted(k for k in free if k in ours))} may differ from the file), or build without "
             "weights= to train a model of that shape")
-    wanted_config = {**file_config, **{k: ours[k] for k in free if k in ours}}
+    # a shape-free setting the caller left out is the file's own (hub.save_weights and torch.save of the state
+    # dict record it nowhere else), not the builder's default that ``ours`` holds for it
+    kept = {k: requested[k] if k in requested else file_config[k] if file_config.get(k) is not None else ours[k]
+            for k in free if k in ours}
+    wanted_config = {**file_config, **kept}
     if wanted_config != ours:
         model = type(model)(type(model.config)(**wanted_config))
     model.load_state_dict(sd, strict=True)  # PyTorch names missing/unexpected keys and shape mismatches

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from zoo.seq2seq.tokenizer import normalize_text
+
 __all__ = ["join_pieces", "segments", "split_sentences", "text_inputs"]
 
 # a candidate end: . ! ? or an ellipsis, any closing quotes or brackets, then whitespace
@@ -37,8 +39,12 @@ _ABBREVIATIONS = frozenset((
 
 
 def split_sentences(text: str) -> list[tuple[str, str]]:
-    """``(sentence, separator)`` pairs for ``text``: the separator is the whitespace joining a sentence's
-    translation to the one before (``""`` for the first, ``"\\n"`` per line break, else ``" "``)."""
+    """``(sentence, separator)`` pairs for ``text`` as the tokenizer reads it (:func:`normalize_text`): the
+    separator is the whitespace joining a sentence's translation to the one before (``""`` for the first,
+    ``"\\n"`` per line break, else ``" "``)."""
+    # a line of nothing but zero-width spaces or soft hyphens is blank to the tokenizer, which drops them: cut
+    # as it is, it was a sentence, and the model made up a translation of an empty source
+    text = normalize_text(text)
     out: list[tuple[str, str]] = []
     sep = ""
     for line_break, line in _lines(text):

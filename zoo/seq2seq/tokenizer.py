@@ -24,6 +24,7 @@ JSON, so it holds for the tokenizers already stored in weights files, fingerprin
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
@@ -101,6 +102,17 @@ class Tokenizer:
     @classmethod
     def from_json(cls, text: str) -> Tokenizer:
         return cls(_HFTokenizer.from_str(text))
+
+    # Hugging Face pickles a tokenizer as its JSON, which lacks encode_special_tokens: a deepcopy, pickle or
+    # torch.save(model) of it read a typed "</s>" as EOS again. The switch travels beside the JSON.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"json": self.to_json(), "encode_special_tokens": self.hf.encode_special_tokens}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # {"hf": ...}: pickled before the switch travelled, which this class always sets
+        hf = state["hf"] if "hf" in state else _HFTokenizer.from_str(state["json"])
+        hf.encode_special_tokens = bool(state.get("encode_special_tokens", True))
+        self.hf = hf
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tokenizer) and self.to_json() == other.to_json()
