@@ -92,3 +92,16 @@ def test_a_shipped_agent_round_trips_with_its_model_card(hf_server, tmp_path, mo
     shipped = zoo.build("td3", weights="pendulum-v1")
     obs = np.array([0.3, -0.9, 0.5], dtype=np.float32)
     assert np.array_equal(from_hub.act(obs), shipped.act(obs))
+
+
+def test_an_uncached_repo_under_hf_hub_offline_says_the_variable_not_could_not_reach(monkeypatch, tmp_path):
+    """Before: "could not reach me/td3 on https://huggingface.co", though HF_HUB_OFFLINE had stopped any try."""
+    from huggingface_hub import constants
+
+    from zoo import hub
+
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(hub.OfflineError, match=r"not in the Hub cache .* HF_HUB_OFFLINE is set"):
+        hub.resolve("hf-hub:someone/nothing-here")

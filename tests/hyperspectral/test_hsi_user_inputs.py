@@ -92,6 +92,16 @@ def test_ordinary_zero_based_labels_do_not_warn(labels):
         zoo.evaluate(svm, (X, y))
 
 
+def test_float_class_ids_of_pixels_are_named_as_a_scenes_ints():
+    """Before: y of floats (read from MATLAB, a DataFrame) named its metrics class_1.0_accuracy, where the scene
+    path says class_1_accuracy."""
+    s = make_scene(24, 24, 20, 3, seed=0)
+    X, y = s.pixels(s.labels > 0), s.labels[s.labels > 0].astype(np.float64)
+    svm = _svm()
+    zoo.train(svm, (X, y))
+    assert {k for k in zoo.evaluate(svm, (X, y)) if k.startswith("class_")} == {f"class_{c}_accuracy" for c in (1, 2, 3)}
+
+
 # -- a small scene's block split --------------------------------------------------------------------------------
 def _small_scene():
     """Three classes in vertical stripes, 40x40: 16x16 tiles straddle them, and a training tile's guard band

@@ -90,6 +90,20 @@ def test_bench_of_an_installed_package_never_looks_beside_it(monkeypatch, tmp_pa
     assert "runs the benchmark scripts of a source checkout, and this zoo is installed" in capsys.readouterr().err
 
 
+def test_verify_shipped_of_an_installed_package_refuses_before_it_hashes_the_cache(monkeypatch, tmp_path, capsys):
+    """Before: it re-hashed and printed every cached file as "ok", then failed as installed (exit 2)."""
+    from zoo import hub
+    from zoo.cli import main
+
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    monkeypatch.setenv("ZOO_OFFLINE", "1")  # the file comes from the checkout's weights/
+    zoo.pull("td3.pendulum-v1", progress=False)
+    monkeypatch.setattr(hub, "weights_dir", lambda: None)  # what an installed zoo has
+    assert main(["weights", "verify", "--shipped"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--shipped checks a source checkout's weights/ folder; this zoo is installed" in err
+
+
 @pytest.mark.parametrize("written", ["(16, 8)", "[16, 8]", "16 8", "16,8"])
 def test_a_tuple_option_takes_the_forms_a_shell_user_types(written, tmp_path, capsys):
     from zoo.cli import main

@@ -152,13 +152,13 @@ def _cmd_weights(args: argparse.Namespace) -> int:
             print("(no weights published" + (f" for {args.model})" if args.model else ")"))
         return 0
     if args.action == "verify":
+        if args.shipped and hub.weights_dir() is None:  # before the cache is hashed and printed as if all went on
+            raise UsageError("--shipped checks a source checkout's weights/ folder; this zoo is installed")
         checks = hub.verify_cache(args.cache_dir)
         for c in checks:
             print(f"{c.status:<15} {c.path}  {c.detail}")
         bad = sum(c.failed for c in checks)
         if args.shipped:
-            if hub.weights_dir() is None:
-                raise UsageError("--shipped checks a source checkout's weights/ folder; this zoo is installed")
             for name, e in sorted(hub.read_manifest().items()):
                 if e.upstream:
                     continue

@@ -72,11 +72,15 @@ def _download(repo: str, filename: str, revision: str | None, local_only: bool) 
     try:
         return Path(hf_hub_download(repo, filename, revision=revision, cache_dir=zoo_home() / "hf",
                                     local_files_only=local_only, endpoint=endpoint))
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError as err:
         if local_only:
             raise OfflineError(f"{filename} of {where} is not in the Hub cache ({zoo_home() / 'hf'}) and "
                                "ZOO_OFFLINE=1 / local_files_only=True forbids downloading it") from None
-        raise DownloadError(f"could not reach {where} for {filename} (and it is not cached)") from None
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):  # nothing was tried
+            raise OfflineError(f"{filename} of {where} is not in the Hub cache ({zoo_home() / 'hf'}) and "
+                               "HF_HUB_OFFLINE is set, so huggingface_hub downloads nothing") from None
+        cause = str(err.__cause__ or err).splitlines()[0] if (err.__cause__ or str(err)) else type(err).__name__
+        raise DownloadError(f"could not reach {where} for {filename} (and it is not cached): {cause}") from None
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as err:
         raise FileNotFoundError(f"{filename} of {where}: {type(err).__name__}") from None
     except HfHubHTTPError as err:

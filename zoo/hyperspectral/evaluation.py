@@ -402,7 +402,10 @@ def score_labels(pred: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         raise ValueError(f"{y.size} labels for {pred.size} predictions")
     ids, index = np.unique(np.concatenate([y, pred]), return_inverse=True)
     cm = M.confusion_matrix(index[y.size:], index[:y.size], num_classes=max(len(ids), 1))
-    return _scores(cm, [i.item() if isinstance(i, np.generic) else i for i in ids])
+    # whole-number float ids (y read from MATLAB or a DataFrame) are the classes the scene path names as ints:
+    # class_1_accuracy, not class_1.0_accuracy
+    whole = ids.dtype.kind == "f" and bool(np.all(np.isfinite(ids) & (ids == np.round(ids))))
+    return _scores(cm, [int(i) if whole else i.item() if isinstance(i, np.generic) else i for i in ids])
 
 
 def _scores(cm: np.ndarray, class_ids: list) -> dict[str, Any]:
