@@ -32,3 +32,13 @@ def test_translate_takes_amp_and_device_as_zoo_predict_does(saved, monkeypatch, 
     with pytest.raises(SystemExit):
         main(["translate", "--weights", str(saved), "--amp", "fp8", "x"])
     assert "invalid choice: 'fp8'" in capsys.readouterr().err
+
+
+def test_a_weights_name_as_name_stays_a_flag_before_a_double_dash(capsys, monkeypatch):
+    """Before: --model NAME --weights TAG were put last, after `--`, and read as two more sentences: `zoo translate
+    seq2seq-transformer.multi30k-de-en -- "-Ja"` said --model was required."""
+    from zoo.cli import main
+
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    assert main(["translate", "seq2seq-transformer.multi30k-de-en", "--", "-Ja"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1

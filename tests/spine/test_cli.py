@@ -167,7 +167,7 @@ def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
     from zoo.cli import main, weights_name_argv
 
     assert weights_name_argv(["eval", "td3.pendulum-v1", "--episodes", "1"]) == [
-        "eval", "td3", "--episodes", "1", "--weights", "td3.pendulum-v1"]
+        "eval", "td3", "--weights", "td3.pendulum-v1", "--episodes", "1"]
     assert weights_name_argv(["predict", "td3.pendulum-v1", "--weights=pendulum-v1", "[0, 0, 0]"]) == [
         "predict", "td3", "--weights=pendulum-v1", "[0, 0, 0]"]
     assert weights_name_argv(["info", "td3.pendulum-v1"]) == ["info", "td3.pendulum-v1"]
@@ -176,6 +176,9 @@ def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
     assert capsys.readouterr().out.strip().startswith("[")
     assert main(["eval", "td3.pendulum-v1", "--weights", "halfcheetah-v5", "--episodes", "1"]) == 2
     assert "names the weights 'pendulum-v1' but weights='halfcheetah-v5'" in capsys.readouterr().err
+    # before: the --weights put last came after `--`, where it was read as two observations
+    assert main(["predict", "td3.pendulum-v1", "--", "-1,0,0"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
 
 
 def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_path):

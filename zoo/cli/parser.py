@@ -28,7 +28,8 @@ def weights_name_argv(argv: list[str]) -> list[str]:
     name, weights = registry.split_weights_name(argv[1], given)
     if name == argv[1]:
         return argv
-    return [argv[0], name, *argv[2:], *(["--weights", weights] if given is None else [])]
+    # right after NAME: put last, it came after a `--` (zoo predict td3.pendulum-v1 -- -1,0,0) and was an input
+    return [argv[0], name, *(["--weights", weights] if given is None else []), *argv[2:]]
 
 
 def model_first_argv(argv: list[str]) -> list[str]:
@@ -43,7 +44,8 @@ def model_first_argv(argv: list[str]) -> list[str]:
         return argv
     name, weights = registry.split_weights_name(argv[1])
     given = any(a == "--weights" or a.startswith("--weights=") for a in argv)
-    return [argv[0], *argv[2:], "--model", name, *(["--weights", weights] if weights and not given else [])]
+    # first: put last, they came after a `--` (zoo translate NAME.TAG -- "-Ja") and were sentences
+    return [argv[0], "--model", name, *(["--weights", weights] if weights and not given else []), *argv[2:]]
 
 
 def _model_name_in(argv: Sequence[str]) -> str | None:
