@@ -379,6 +379,13 @@ def test_a_folder_beside_the_splits_that_no_split_reads_is_warned_about(tmp_path
     with pytest.warns(UserWarning, match=r"folder\(s\) \['holdout'\] beside the split folders are not read"):
         _, val = load_image_folders(tmp_path)
     assert val is None
+    for split in ("val", "test"):  # train/ + val/ + test/: the test split kept for the end is no question
+        pil_folder(tmp_path / split)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, val = load_image_folders(tmp_path)
+    said = [str(w.message) for w in caught if "beside the split folders" in str(w.message)]
+    assert val.root == tmp_path / "val" and len(said) == 1 and "['holdout']" in said[0]
 
 
 def test_scoring_a_folder_with_a_training_split_alone_says_there_is_no_split_to_score(tmp_path, pil_folder):

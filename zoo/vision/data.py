@@ -369,8 +369,11 @@ def find_split(root: Path, split: str) -> Path | None:
 
 
 def _unused_siblings(root: Path, used: tuple[Path | None, ...]) -> None:
-    """Warn about ``root``'s folders beside its split folders that no split reads (``holdout/``, ``dev2/``)."""
-    unused = [p.name for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".") and p not in used]
+    """Warn about ``root``'s folders beside its split folders that no split reads (``holdout/``, ``dev2/``); a split
+    folder of another name is no question (``test/`` beside ``train/`` and ``val/``: kept for the end)."""
+    splits = {n for names in SPLIT_NAMES.values() for n in names}
+    unused = [p.name for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".") and p not in used
+              and p.name.lower() not in splits]
     if unused:
         warnings.warn(f"{root}: folder(s) {unused} beside the split folders are not read (the splits are "
                       f"{', '.join(SPLIT_NAMES['train'])} and {', '.join(SPLIT_NAMES['val'])}, in any case)",
