@@ -64,6 +64,10 @@ class ModelState:
     tensors: dict[str, Any]
     metadata: dict[str, str] = field(default_factory=dict)
 
+    def file_metadata(self) -> dict[str, str]:
+        """The safetensors metadata :func:`save` writes (``zoo.model``, ``zoo.config``, the family's own)."""
+        return {"zoo.model": self.name, "zoo.config": json.dumps(self.config), **self.metadata}
+
 
 @runtime_checkable
 class Saveable(Protocol):
@@ -397,8 +401,7 @@ def save(model: Any, path: str | os.PathLike) -> Path:
     if isinstance(model, Saveable):
         state = model.zoo_state()
         out = _output_path(path, state.name)
-        meta = {"zoo.model": state.name, "zoo.config": json.dumps(state.config), **state.metadata}
-        hub.save_weights(state.tensors, out, metadata=meta)
+        hub.save_weights(state.tensors, out, metadata=state.file_metadata())
         return out
     if _is_module(model):
         out = _output_path(path, None)

@@ -15,9 +15,21 @@ from typing import Any
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["PARTIAL_NAME_CUTOFF", "SPELLING_CUTOFF", "NotAnIntError", "UnreadableInputWarning",
+__all__ = ["ON_VALUES", "PARTIAL_NAME_CUTOFF", "SPELLING_CUTOFF", "SPLIT_NAMES", "NotAnIntError",
+           "UnreadableInputWarning",
            "check_predict_options", "class_folders", "class_rows", "close_matches", "close_names", "collect_files", "did_you_mean",
-           "either", "expand_home", "unreadable_row", "visible_files", "warn_unreadable", "whole_number"]
+           "either", "env_on", "expand_home", "split_folder", "unreadable_row", "visible_files", "warn_unreadable",
+           "whole_number"]
+
+SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test", "dev")}
+"""The split folders of ``DIR/<split>/<class>/...`` (images, videos), best first, matched in any case."""
+ON_VALUES = ("1", "true", "yes", "on")
+"""What an on/off environment variable (``ZOO_OFFLINE``, ``ZOO_DEBUG``) reads as on."""
+
+
+def env_on(name: str) -> bool:
+    """Whether the environment variable ``name`` is on (:data:`ON_VALUES`, any case): ``ZOO_DEBUG=0`` is off."""
+    return os.environ.get(name, "").strip().lower() in ON_VALUES
 
 SPELLING_CUTOFF = 0.6
 """How alike (difflib's ratio) a misspelt option or key must be to a valid one to be suggested: difflib's own
@@ -71,6 +83,19 @@ def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[P
         found += [f for name in files if not name.startswith(".") and (f := Path(where, name)).is_file()
                   and (kept is None or f.suffix.lower() in kept)]
     return sorted(found)
+
+
+def split_folder(root: Path, split: str) -> Path | None:
+    """``root``'s ``split`` folder (``"train"`` / ``"val"``: :data:`SPLIT_NAMES`, in any case: Kaggle's ``Train/``,
+    ``TEST/``), or None."""
+    root = Path(root)
+    folders = {p.name.lower(): p for p in sorted(root.iterdir(), reverse=True) if p.is_dir()} if root.is_dir() else {}
+    for name in SPLIT_NAMES[split]:
+        if (root / name).is_dir():
+            return root / name
+        if name in folders:
+            return folders[name]
+    return None
 
 
 def class_folders(root: Path) -> list[str]:

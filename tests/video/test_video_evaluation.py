@@ -192,18 +192,25 @@ def test_evaluate_on_a_folder_leaves_the_callers_global_torch_generator_alone(na
     assert torch.equal(torch.rand(3), untouched)
 
 
+def _splits_in_another_order(uneven: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """``(split folder, videos)``: UCF101 split files of every video of ``uneven``, fold 1, whose classInd.txt
+    lists the classes in another order than the network's (c, a, b)."""
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    order = ["c", "a", "b"]
+    (splits / "classInd.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(order, 1)))
+    videos = sorted(p.relative_to(uneven).as_posix() for p in uneven.rglob("*.avi"))
+    (splits / "trainlist01.txt").write_text("".join(f"{v} {order.index(v.split('/')[0]) + 1}\n" for v in videos))
+    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos))
+    return splits, videos
+
+
 def test_a_testlist_is_scored_by_the_networks_class_names_not_classinds_order(uneven, tmp_path):
     """With splits=, the testlist was labelled by classInd.txt's order and only the class count was checked: a
     network trained on a class folder (sorted case-sensitively, where classInd.txt ignores case: HammerThrow /
     Hammering) was scored against the other class's output for every video of such a pair."""
     model = _model("video-tsn")
-    splits = tmp_path / "splits"
-    splits.mkdir()
-    order = ["c", "a", "b"]  # classInd's order, not the network's
-    (splits / "classInd.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(order, 1)))
-    videos = sorted(p.relative_to(uneven).as_posix() for p in uneven.rglob("*.avi"))
-    (splits / "trainlist01.txt").write_text("".join(f"{v} {order.index(v.split('/')[0]) + 1}\n" for v in videos))
-    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos))
+    splits, videos = _splits_in_another_order(uneven, tmp_path)
     by_folder = zoo.evaluate(model, uneven, amp=None)
     by_split = zoo.evaluate(model, uneven, splits=splits, fold=1, amp=None)
     assert by_split == pytest.approx(by_folder)
@@ -246,13 +253,7 @@ def test_training_on_with_split_files_labels_the_clips_by_the_networks_class_nam
     folder (case-sensitive order: HammerThrow before Hammering) swapped the meaning of such outputs, without a
     word, and its next predictions named the other class."""
     model = _model("video-tsn")
-    splits = tmp_path / "splits"
-    splits.mkdir()
-    order = ["c", "a", "b"]  # classInd's order, not the network's
-    (splits / "classInd.txt").write_text("".join(f"{i} {c}\n" for i, c in enumerate(order, 1)))
-    videos = sorted(p.relative_to(uneven).as_posix() for p in uneven.rglob("*.avi"))
-    (splits / "trainlist01.txt").write_text("".join(f"{v} {order.index(v.split('/')[0]) + 1}\n" for v in videos))
-    (splits / "testlist01.txt").write_text("".join(f"{v}\n" for v in videos))
+    splits, _ = _splits_in_another_order(uneven, tmp_path)
     before = [r["label"] for r in zoo.predict(model, uneven, amp=None)]
     zoo.train(model, uneven, splits=splits, fold=1, epochs=1, lr=1e-12, batch_size=4, progress=False, amp=None)
     assert model.video_cfg["classes"] == list(LENGTHS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -72,8 +71,11 @@ def _plain_warnings(command: str):
 
 
 def debug_env() -> bool:
-    """``$ZOO_DEBUG`` on (1/true/yes/on), as ``ZOO_OFFLINE`` reads its values: ``ZOO_DEBUG=0`` turned debugging on."""
-    return os.environ.get("ZOO_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    """``$ZOO_DEBUG`` on, as ``ZOO_OFFLINE`` reads its values (:func:`zoo.inputs.env_on`): ``ZOO_DEBUG=0``
+    turned debugging on."""
+    from zoo.inputs import env_on
+
+    return env_on("ZOO_DEBUG")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

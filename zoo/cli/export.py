@@ -24,7 +24,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True,
                    help="output file (.onnx / .pt2 / .pt), or a folder for models with several graphs (seq2seq): "
                         "a new or empty folder, or one zoo exported before (it is replaced whole)")
-    p.add_argument("--model", nargs="*", action="extend", metavar="KEY=VALUE", help="builder config, e.g. num_classes=10")
+    p.add_argument("--model", nargs="*", action="extend", metavar="KEY=VALUE",
+                   help="builder config, e.g. num_classes=10")
     p.add_argument("--set", nargs="*", action="extend", metavar="KEY=VALUE",
                    help="export options of the family, e.g. batch=4 frames=8 size=112 image_size=64")
     p.add_argument("--no-verify", dest="verify", action="store_false",

@@ -196,8 +196,8 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 
         for path in export_hf(args.name, args.out_dir, repo_hint=args.repo):
             print(path)
-        print(f"upload with: hf upload {shlex.quote(args.repo)} {shlex.quote(str(args.out_dir))}  (huggingface_hub < 1.0: "
-              "huggingface-cli upload)")
+        print(f"upload with: hf upload {shlex.quote(args.repo)} {shlex.quote(str(args.out_dir))}  "
+              "(huggingface_hub < 1.0: huggingface-cli upload)")
         return 0
     raise UsageError(f"unknown action {args.action!r}")
 

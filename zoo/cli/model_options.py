@@ -38,8 +38,10 @@ def add_common(p: argparse.ArgumentParser, kind: str) -> None:
         p.add_argument("--data", help="data: an image/video/corpus folder, a scene file or data set name")
         p.add_argument("--env", help="gymnasium environment id (TD3): the agent is built for it")
         # extend: a second --set adds its pairs (it replaced the first's, whose settings were dropped without a word)
-        p.add_argument("--set", nargs="*", action="extend", metavar="KEY=VALUE", help="more options for the family's loop")
-    p.add_argument("--model", nargs="*", action="extend", metavar="KEY=VALUE", help="config keys, as an alternative to --KEY VALUE")
+        p.add_argument("--set", nargs="*", action="extend", metavar="KEY=VALUE",
+                       help="more options for the family's loop")
+    p.add_argument("--model", nargs="*", action="extend", metavar="KEY=VALUE",
+                   help="config keys, as an alternative to --KEY VALUE")
     where = "" if kind == "train" else f" (models whose {'evaluate' if kind == 'eval' else kind} takes it)"
     p.add_argument("--device", type=device, help=f"cpu (default), cuda, cuda:1, ...{where}")
     p.add_argument("--seed", type=int, help=f"random seed{where}")

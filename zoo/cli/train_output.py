@@ -27,14 +27,14 @@ def out_path(out: str | None, name: str) -> Path | None:
     elif out.endswith(("/", os.sep)):
         path = path / f"{name}.safetensors"
     if path.suffix == "" and not path.exists():  # a folder's name, most likely: zoo makes none (a typo would get one)
-        raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {shlex.quote(str(path))}) to save {name}.safetensors "
-                         f"there, or give a file name ending in .safetensors")
+        raise UsageError(f"--out {out}: no folder {path}; create it (mkdir -p {shlex.quote(str(path))}) to save "
+                         f"{name}.safetensors there, or give a file name ending in .safetensors")
     if path.suffix != ".safetensors":
         raise UsageError(f"--out {out}: zoo saves .safetensors files; give NAME.safetensors or a folder")
     parent = path.parent
     if not parent.is_dir():
-        raise UsageError(f"--out {out}: folder {parent} does not exist; create it (mkdir -p {shlex.quote(str(parent))}) or give "
-                         "another path")
+        raise UsageError(f"--out {out}: folder {parent} does not exist; create it "
+                         f"(mkdir -p {shlex.quote(str(parent))}) or give another path")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"--out {out}: {path if path.exists() else parent} is not writable")
     return path
@@ -66,9 +66,10 @@ def numbered(out: str | None) -> bool:
 
 
 def _save_numbered(model: Any, folder: Path, name: str) -> Path:
-    """Save as ``folder/NAME.safetensors`` or the next free ``NAME-k``, claimed with a hard link, which fails where the name
-    exists: runs started together into one folder (a sweep) each keep their model, where a name chosen at the
-    start and written hours later was the same for all, and the last run's model replaced the others'."""
+    """Save as ``folder/NAME.safetensors`` or the next free ``NAME-k``, claimed with a hard link, which fails
+    where the name exists: runs started together into one folder (a sweep) each keep their model, where a name
+    chosen at the start and written hours later was the same for all, and the last run's model replaced the
+    others'."""
     import zoo
     from zoo import fs
 

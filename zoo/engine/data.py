@@ -260,8 +260,8 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     # a sampler made with a generator of its own (RandomSampler(ds, generator=g), WeightedRandomSampler's) draws
     # from it, not the loader's: left as it was, a resume replayed the sampler's first epoch
     batch_sampler = getattr(loader, "batch_sampler", None)
-    gens = (getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None),
-            getattr(batch_sampler, "generator", None), getattr(getattr(batch_sampler, "sampler", None), "generator", None))
+    samplers = (loader, getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None))
+    gens = [getattr(s, "generator", None) for s in samplers]
     state = epoch_generator(seed, epoch).get_state()
     for gen in {id(g): g for g in gens if isinstance(g, torch.Generator)}.values():
         gen.set_state(state)

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from zoo.config import check_value, config_types
 from zoo.inputs import did_you_mean
 
-__all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options", "refuse_unknown_options",
-           "resumed_folder"]
+__all__ = ["DEFAULT_METRICS", "FitConfig", "UnknownOptionError", "check_options", "keyword_options",
+           "refuse_unknown_options", "resumed_folder"]
 
 
 class UnknownOptionError(TypeError):

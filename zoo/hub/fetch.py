@@ -35,6 +35,7 @@ from typing_extensions import Self
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
+from zoo.inputs import ON_VALUES
 
 __all__ = ["DownloadError", "HashMismatchError", "OfflineError", "download_lock", "fetch", "offline", "sha256_file",
            "timeout_s"]
@@ -46,7 +47,7 @@ DEFAULT_TIMEOUT_S = 20.0  # no byte for this long (connect or read): the server 
 RETRIES = 4  # attempts in a row without progress (a byte more in the .part) before a source is given up
 BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**(attempts without progress - 1) between attempts
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
-_ON = ("1", "true", "yes", "on")
+_ON = ON_VALUES
 _OFF = ("", "0", "false", "no", "off")
 
 

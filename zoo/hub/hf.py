@@ -29,6 +29,7 @@ from typing import Any
 from zoo import fs
 from zoo.hub.fetch import DownloadError, HashMismatchError, OfflineError, offline, sha256_file
 from zoo.hub.manifest import ManifestError, WeightsEntry
+from zoo.inputs import env_on
 
 __all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "export_hf", "model_card", "parse_spec", "resolve_hf"]
 
@@ -76,10 +77,10 @@ def _download(repo: str, filename: str, revision: str | None, local_only: bool) 
         if local_only:
             raise OfflineError(f"{filename} of {where} is not in the Hub cache ({zoo_home() / 'hf'}) and "
                                "ZOO_OFFLINE=1 / local_files_only=True forbids downloading it") from None
-        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):  # nothing was tried
+        if env_on("HF_HUB_OFFLINE"):  # nothing was tried
             raise OfflineError(f"{filename} of {where} is not in the Hub cache ({zoo_home() / 'hf'}) and "
                                "HF_HUB_OFFLINE is set, so huggingface_hub downloads nothing") from None
-        cause = str(err.__cause__ or err).splitlines()[0] if (err.__cause__ or str(err)) else type(err).__name__
+        cause = (str(err.__cause__ or err).splitlines() or [type(err).__name__])[0]
         raise DownloadError(f"could not reach {where} for {filename} (and it is not cached): {cause}") from None
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as err:
         raise FileNotFoundError(f"{filename} of {where}: {type(err).__name__}") from None

@@ -442,9 +442,10 @@ class SceneClassifierMixin:
             self.to(usable_device(device))
         return self.predict_scene(scene, mask=mask, batch_size=batch_size, amp=amp, progress=progress, tta=tta)
 
-    def zoo_state(self) -> ModelState:
+    def zoo_state(self, network_dtype: torch.dtype | None = None) -> ModelState:
         meta = {"zoo.split": json.dumps(self.split_)} if getattr(self, "split_", None) else {}
-        return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(), meta)
+        return ModelState(self.registry_name, dataclasses.asdict(self.config), self.export_state_dict(network_dtype),
+                          meta)
 
     def _window_rows(self, sel: np.ndarray) -> tuple[int, int]:
         """``(lo, hi)``: the rows the windows of the pixels of ``sel`` reach (``(0, 0)`` when none). Cut from
@@ -526,9 +527,8 @@ class SceneClassifierMixin:
         ``spectral_norm="l2"`` or ``padding="edge"`` loaded back with the builder's defaults, without a word."""
         from zoo.hub import save_weights
 
-        state = self.zoo_state()
-        meta = {"zoo.model": state.name, "zoo.config": json.dumps(state.config), **state.metadata}
-        return save_weights(self.export_state_dict(network_dtype), path, metadata=meta)
+        state = self.zoo_state(network_dtype)
+        return save_weights(state.tensors, path, metadata=state.file_metadata())
 
 
 def _drops_preprocessing(model: nn.Module, path, entry, asked: str | None) -> bool:

@@ -30,8 +30,8 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
     The file carries its own config, which decides every shape: when the model built from the defaults
     (or from a manifest entry) differs from it, the model is rebuilt from the file's config (shape-free
     settings such as ``dropout`` from the caller where given, else from the file), so
-    ``zoo.build(name, weights="my.safetensors")`` just works. A shape-defining setting the caller asked for that differs from the file's is an error
-    naming both values, never silently dropped.
+    ``zoo.build(name, weights="my.safetensors")`` just works. A shape-defining setting the caller asked for that
+    differs from the file's is an error naming both values, never silently dropped.
     """
     from zoo import hub
 

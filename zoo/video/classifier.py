@@ -35,7 +35,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
-from zoo.inputs import class_folders, visible_files, whole_number
+from zoo.inputs import class_folders, split_folder, visible_files, whole_number
 
 if TYPE_CHECKING:
     import torch
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder"]
 
 VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
-_SPLITS = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test")}
 CLIP_KEYS = ("num_segments", "frames_per_clip")
 log = logging.getLogger(__name__)
 
@@ -69,10 +68,6 @@ def set_clip_recipe(cfg: dict[str, Any], updates: dict[str, Any]) -> None:
         for k in CLIP_KEYS:
             cfg.pop(k, None)
     cfg.update(updates)
-
-
-def _split_dir(root: Path, split: str) -> Path | None:
-    return next((root / n for n in _SPLITS[split] if (root / n).is_dir()), None)
 
 
 def scan_video_folder(root: str | os.PathLike, classes: list[str] | None = None) -> tuple[list[tuple[str, int]], list[str]]:
@@ -236,7 +231,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
-        train_root = root if splits is not None else (_split_dir(root, "train") or root)
+        train_root = root if splits is not None else (split_folder(root, "train") or root)
         train_ds = self._dataset(train_root, True, splits, fold, extra)
         if splits is not None:  # the fold its evaluations default to
             self.video_cfg["fold"] = fold
@@ -257,7 +252,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
             # read as the training data is, labelled with its classes, before training starts
             val, val_root = self._eval_folder(val_data, splits, fold, extra, "val_data")
         else:
-            val_root = root if splits is not None else (_split_dir(root, "val") if train_root != root else None)
+            val_root = root if splits is not None else (split_folder(root, "val") if train_root != root else None)
             val = self._dataset(val_root, False, splits, fold, extra) if val_root is not None else None
             if val is not None:
                 self._label_by_name(val, val_root)
@@ -279,7 +274,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if not root.is_dir():
             raise FileNotFoundError(f"{what} not found: {root} (expected DIR/<class>/<video files>, or a UCF101 "
                                     "root with splits=)")
-        folder = root if splits is not None else (_split_dir(root, "val") or root)
+        folder = root if splits is not None else (split_folder(root, "val") or root)
         ds = self._dataset(folder, False, splits, fold, extra)
         self._check_classes(ds.classes, folder)  # else labels past the head fail deep in the loss
         if splits is not None:
@@ -546,7 +541,7 @@ def classes_in(data: Any, splits: str | os.PathLike | None = None) -> dict[str, 
             return {"num_classes": len(read_class_index(splits))}
         except (SplitFileError, OSError):
             return {}  # zoo_data names the problem with the split folder
-    root = _split_dir(Path(data), "train") or Path(data)
+    root = split_folder(Path(data), "train") or Path(data)
     dirs = [root / name for name in class_folders(root)]
     # the split folder is no class, and a root with only some class folders still trains on all the classes
     # of classInd.txt

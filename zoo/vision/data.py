@@ -37,13 +37,11 @@ from torch.utils.data import Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from zoo._stacklevel import user_stacklevel
-from zoo.inputs import class_folders, visible_files
+from zoo.inputs import SPLIT_NAMES, class_folders, split_folder, visible_files
 
 __all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
            "to_rgb"]
 
-SPLIT_NAMES = {"train": ("train", "training"), "val": ("val", "valid", "validation", "test", "dev")}
-"""The split folders of ``DIR/<split>/<class>/...``, best first, matched in any case (``Train``, ``TEST``)."""
 
 
 _HIGH_DEPTH = {"I;16": 65535.0, "I;16B": 65535.0, "I;16L": 65535.0, "I;16N": 65535.0, "I": 65535.0, "F": 1.0}
@@ -114,7 +112,8 @@ class TransformedImages(Dataset):
     the network expects. ``classes`` is the data set's, where it names them (torchvision's ``classes``, a
     Hugging Face ``ClassLabel``'s ``names``)."""
 
-    def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any], *, exif_transpose: bool = True) -> None:
+    def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any], *,
+                 exif_transpose: bool = True) -> None:
         self.dataset, self.transform, self.exif_transpose = dataset, transform, exif_transpose
         self.where = _image_and_label(dataset[0]) or (0, 1)  # type: ignore[index]
         self.classes = getattr(dataset, "classes", None) or _label_names(dataset, self.where[1])
@@ -350,22 +349,14 @@ def scored_folder(root: str | os.PathLike, transform: Callable | None, classes: 
     if not root.is_dir():
         raise FileNotFoundError(f"{what} not found: {root} (expected DIR/val/<class>/... or DIR/<class>/...)")
     val = find_split(root, "val")
-    if val is None and (train := find_split(root, "train")) is not None:  # else its split folders were scored as classes
+    if val is None and (train := find_split(root, "train")) is not None:  # else its splits were scored as classes
         raise ValueError(f"{root} has a training split ({train.name}/) but no split to score on "
                          f"({'/, '.join(SPLIT_NAMES['val'])}/): add {root}/val/<class>/..., or pass {train} to score "
                          f"the training images")
     return ImageFolderDataset(val or root, transform, classes=classes, strict=strict, unknown_classes=unknown_classes)
 
 
-def find_split(root: Path, split: str) -> Path | None:
-    """``root``'s ``split`` folder (:data:`SPLIT_NAMES`, in any case: Kaggle's ``Train/``, ``TEST/``), or None."""
-    folders = {p.name.lower(): p for p in sorted(root.iterdir(), reverse=True) if p.is_dir()} if root.is_dir() else {}
-    for name in SPLIT_NAMES[split]:
-        if (root / name).is_dir():
-            return root / name
-        if name in folders:
-            return folders[name]
-    return None
+find_split = split_folder  # the vision family's name for it (its CLI and resnet.py call it)
 
 
 def _unused_siblings(root: Path, used: tuple[Path | None, ...]) -> None:

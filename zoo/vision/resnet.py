@@ -52,10 +52,11 @@ def adapt_input_conv(in_chans: int, weight: torch.Tensor) -> torch.Tensor:
 
     As ``timm.models.adapt_input_conv``: one channel gets the sum of the RGB filters (exact for a grey image
     replicated to RGB); other counts cycle the RGB filters. A one-channel source is shared out over every
-    channel (``w / in_chans`` each: a grey image replicated to ``in_chans`` channels gives the source's output). Unlike timm we keep the first three channels
-    *unscaled* and scale only the extra ones by ``3 / in_chans``: a 3-channel image padded with zero
-    channels then gives exactly the pretrained output (the pretrained network is recovered), while an
-    input whose every channel carries signal stays within 2x of the RGB activation scale.
+    channel (``w / in_chans`` each: a grey image replicated to ``in_chans`` channels gives the source's output).
+    Unlike timm we keep the first three channels *unscaled* and scale only the extra ones by ``3 / in_chans``:
+    a 3-channel image padded with zero channels then gives exactly the pretrained output (the pretrained
+    network is recovered), while an input whose every channel carries signal stays within 2x of the RGB
+    activation scale.
     """
     if weight.dim() != 4:
         raise ValueError(f"expected conv weights (O, I, kH, kW), got shape {tuple(weight.shape)}")

@@ -166,9 +166,9 @@ def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *
     data = find_data_file(header, image)
     header.check_file(data)
     if header.dtype.kind == "c":
-        raise SceneFormatError(f"ENVI header {header.path}: data type {header.metadata.get('data type')} holds complex numbers "
-                               f"({header.dtype.name}); zoo's models take real cubes: read it with spectral "
-                               f"(spectral.envi.open) and keep np.abs(), .real or .imag")
+        raise SceneFormatError(f"ENVI header {header.path}: data type {header.metadata.get('data type')} holds "
+                               f"complex numbers ({header.dtype.name}); zoo's models take real cubes: read it with "
+                               f"spectral (spectral.envi.open) and keep np.abs(), .real or .imag")
     layout = RawLayout(data, header.offset, header.dtype, header.interleave,
                        (header.lines, header.samples, header.bands))
     cube = layout.memmap()  # (H, W, C) view of the file, whatever its interleave

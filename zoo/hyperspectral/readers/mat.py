@@ -389,9 +389,10 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
             refuse_unusable_gt(own, shape, path)
         wrong = _wrong_gt(own, shape)
         if labels is None and not extras and wrong:
+            hint = band_first_gt_hint(wrong, shape, cube.shape[2])
             raise SceneFormatError(f"{path}: ground truth {describe_arrays(wrong, shape)} does not match the (H, W) "
-                                   f"= {shape} of the cube {cube_key!r}{band_first_gt_hint(wrong, shape, cube.shape[2])}"
-                                   f" (if {cube_key!r} is not the cube, pass cube_key=<name> "
+                                   f"= {shape} of the cube {cube_key!r}{hint} (if {cube_key!r} is not the cube, "
+                                   "pass cube_key=<name> "
                                    + KEY_ADVICE.format(key="cube_key") + ")")
     gt_names = extras.pop("class_names", None)  # an ENVI classification ground truth's
     if abundance_labels:
