@@ -181,6 +181,21 @@ def test_a_weights_name_as_name_is_that_model_with_those_weights(capsys):
     assert len(json.loads(capsys.readouterr().out)) == 1
 
 
+def test_a_weights_name_after_options_is_that_model_with_those_weights(capsys):
+    """`zoo predict --json td3.pendulum-v1 -- -1,0,0` said td3.pendulum-v1 needed trained weights, "or NAME as
+    MODEL.TAG (zoo predict td3.pendulum-v1.TAG ...)": the weights name was read only right after the command."""
+    from zoo.cli import main, weights_name_argv
+
+    assert weights_name_argv(["eval", "--episodes", "1", "td3.pendulum-v1", "--json"]) == [
+        "eval", "--episodes", "1", "td3", "--weights", "td3.pendulum-v1", "--json"]
+    # --weights' own value is not NAME; a MODEL.TAG after `--` is an input
+    assert weights_name_argv(["export", "--weights", "td3.pendulum-v1", "td3"]) == [
+        "export", "--weights", "td3.pendulum-v1", "td3"]
+    assert weights_name_argv(["predict", "--json", "td3", "--", "td3.x"]) == ["predict", "--json", "td3", "--", "td3.x"]
+    assert main(["predict", "--json", "td3.pendulum-v1", "--", "-1,0,0"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+
+
 def test_a_warning_is_one_plain_line_and_an_unreadable_input_is_said_once(tmp_path):
     """At a prompt a warning read `/path/to/bin/zoo:8: UserWarning: ...` plus `  sys.exit(main())`, and
     `zoo predict` said each unreadable image twice (a warning, then its ERROR row)."""

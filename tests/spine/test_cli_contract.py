@@ -439,6 +439,7 @@ def test_an_unknown_option_is_matched_against_the_familys_data_options_too(tiny,
     ["seq2seq-transformer", "--weights", "multi30k-de-en"],
     ["seq2seq-transformer.multi30k-de-en"],
     ["--weights", "seq2seq-transformer.multi30k-de-en"],
+    ["--beam-size", "1", "seq2seq-transformer.multi30k-de-en"],  # before: the name was translated as a sentence
 ])
 def test_translate_takes_the_model_name_first_as_every_command_does(argv, capsys):
     """`zoo translate seq2seq-transformer --weights multi30k-de-en "Ein Hund."` read the name as the first

@@ -15,37 +15,60 @@ _NAME_AND_WEIGHTS = ("train", "eval", "predict", "finetune", "export")  # comman
 _MODEL_FLAG = ("translate",)  # commands taking the model as --model NAME
 
 
-def weights_name_argv(argv: list[str]) -> list[str]:
-    """``zoo predict resnet18.cifar10 ...`` -> ``zoo predict resnet18 ... --weights resnet18.cifar10`` (a weights
-    name given as NAME, as :func:`zoo.build` takes one); a ``--weights`` naming other weights is an error."""
+def _name_at(argv: Sequence[str]) -> int | None:
+    """Where NAME stands in ``zoo CMD ... NAME ...``: right after CMD, or after options given first (``zoo predict
+    --json td3.pendulum-v1 ...``): the first registered name or ``MODEL.TAG`` that is not ``--weights``' value,
+    before any ``--`` (what follows it are inputs)."""
     from zoo import registry
 
-    if len(argv) < 2 or argv[0] not in _NAME_AND_WEIGHTS:
+    if len(argv) < 2:
+        return None
+    if not argv[1].startswith("-"):
+        return 1
+    names = registry.list_models()
+    for i in range(2, len(argv)):
+        if argv[i] == "--":
+            return None
+        if argv[i - 1] != "--weights" and registry.split_weights_name(argv[i])[0] in names:
+            return i
+    return None
+
+
+def weights_name_argv(argv: list[str]) -> list[str]:
+    """``zoo predict resnet18.cifar10 ...`` -> ``zoo predict resnet18 --weights resnet18.cifar10 ...`` (a weights
+    name given as NAME, as :func:`zoo.build` takes one, also after options: ``zoo predict --json td3.TAG ...``);
+    a ``--weights`` naming other weights is an error."""
+    from zoo import registry
+
+    at = _name_at(argv) if argv and argv[0] in _NAME_AND_WEIGHTS else None
+    if at is None:
         return argv
     flag = next((i for i, a in enumerate(argv) if a == "--weights" or a.startswith("--weights=")), None)
     given = None if flag is None else (argv[flag].split("=", 1)[1] if "=" in argv[flag] else
                                        (argv[flag + 1] if flag + 1 < len(argv) else None))
-    name, weights = registry.split_weights_name(argv[1], given)
-    if name == argv[1]:
+    name, weights = registry.split_weights_name(argv[at], given)
+    if name == argv[at]:
         return argv
     # right after NAME: put last, it came after a `--` (zoo predict td3.pendulum-v1 -- -1,0,0) and was an input
-    return [argv[0], name, *(["--weights", weights] if given is None else []), *argv[2:]]
+    return [*argv[:at], name, *(["--weights", weights] if given is None else []), *argv[at + 1:]]
 
 
 def model_first_argv(argv: list[str]) -> list[str]:
-    """``zoo translate seq2seq-gru --weights W "Ein Hund."`` -> ``zoo translate --weights W "Ein Hund." --model
-    seq2seq-gru``: the ``zoo CMD NAME`` shape of every other command, for a command whose model is ``--model``
-    (argparse read NAME as the first sentence and refused the sentence after ``--weights``). A weights name
-    there (``seq2seq-gru.TAG``) is its ``--weights`` when none is given."""
+    """``zoo translate seq2seq-gru --weights W "Ein Hund."`` -> ``zoo translate --model seq2seq-gru --weights W
+    "Ein Hund."``: the ``zoo CMD NAME`` shape of every other command, for a command whose model is ``--model``
+    (argparse read NAME as the first sentence and refused the sentence after ``--weights``), also after options
+    (``zoo translate --beam-size 4 seq2seq-gru ...``). A weights name there (``seq2seq-gru.TAG``) is its
+    ``--weights`` when none is given."""
     from zoo import registry
 
-    if len(argv) < 2 or argv[0] not in _MODEL_FLAG or argv[1].startswith("-") or \
-            argv[1].split(".", 1)[0] not in registry.list_models() or "--model" in argv:
+    at = _name_at(argv) if argv and argv[0] in _MODEL_FLAG and "--model" not in argv else None
+    if at is None or registry.split_weights_name(argv[at])[0] not in registry.list_models():
         return argv
-    name, weights = registry.split_weights_name(argv[1])
+    name, weights = registry.split_weights_name(argv[at])
     given = any(a == "--weights" or a.startswith("--weights=") for a in argv)
     # first: put last, they came after a `--` (zoo translate NAME.TAG -- "-Ja") and were sentences
-    return [argv[0], "--model", name, *(["--weights", weights] if weights and not given else []), *argv[2:]]
+    return [argv[0], "--model", name, *(["--weights", weights] if weights and not given else []),
+            *argv[1:at], *argv[at + 1:]]
 
 
 def _model_name_in(argv: Sequence[str]) -> str | None:
