@@ -71,3 +71,32 @@ def test_training_without_a_class_of_the_scene_warns_naming_it():
         warnings.simplefilter("error")
         zoo.train(zoo.build("hsi-pca-svm", n_components=5), scene, split="random")  # every class trains
         resolve_split(scene, split=ready, for_training=False)  # evaluation uses the test pixels only
+
+
+def test_class_weight_takes_a_dict_of_class_ids_as_scikit_learns_svc_does(tmp_path, capsys):
+    """Before: `class_weight={2: 50.0}` was refused ("expects str | None"), and a fitted SVC holding one could not
+    be saved ("not storable without pickle"). Keys read from JSON (a file's config, the command line) are text."""
+    from zoo.cli import main
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 8)).astype(np.float32), np.repeat([1, 2, 3], 20)
+    plain = zoo.build("hsi-pca-svm", n_components=4, C=0.05)
+    zoo.train(plain, (X, y))
+    for weights in ({2: 50.0}, {"2": 50.0}):
+        model = zoo.build("hsi-pca-svm", n_components=4, C=0.05, class_weight=weights)
+        zoo.train(model, (X, y))
+        assert np.bincount(model.predict(X), minlength=4)[2] > np.bincount(plain.predict(X), minlength=4)[2]
+    loaded = zoo.build("hsi-pca-svm", weights=zoo.save(model, tmp_path / "w.safetensors"))
+    assert loaded.get_params()["svm__class_weight"] == {2: 50.0}
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    again = zoo.build("hsi-pca-svm", **loaded.zoo_state().config)  # a refit with the file's settings
+    zoo.train(again, (X, y))
+    np.testing.assert_array_equal(again.predict(X), model.predict(X))
+
+    scene = make_scene(24, 24, 20, 3, block=6, seed=2)
+    np.save(tmp_path / "cube.npy", scene.cube)
+    np.save(tmp_path / "gt.npy", scene.labels)
+    assert main(["train", "hsi-pca-svm", "--data", str(tmp_path / "cube.npy"), "--set", f"labels={tmp_path / 'gt.npy'}",
+                 "split=random", "--model", "n_components=4", 'class_weight={"3": 2.5}',
+                 "--out", str(tmp_path / "cli.safetensors")]) == 0, capsys.readouterr().err
+    assert zoo.build("hsi-pca-svm", weights=tmp_path / "cli.safetensors").get_params()["svm__class_weight"] == {3: 2.5}

@@ -10,6 +10,7 @@ version is recorded and checked.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any
 
 import numpy as np
@@ -50,9 +51,17 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
             plain[name] = {"value": value}
         elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
             plain[name] = {"value": json.loads(json.dumps(value))}
+        elif isinstance(value, dict) and all(isinstance(k, (numbers.Real, str)) for k in value):
+            # SVC's class_weight={1: 2.0, ...}: class ids as keys, which a JSON object would turn into strings
+            plain[name] = {"pairs": [[_python(k), _python(v)] for k, v in value.items()]}
         else:
             raise TypeError(f"{type(est).__name__}.{name} = {type(value).__name__}: not storable without pickle")
     return tensors, plain
+
+
+def _python(value: Any) -> Any:
+    """A NumPy scalar as the Python number JSON writes (a class id read from a label map is ``np.int64``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[str, Any], prefix: str) -> Any:
@@ -65,7 +74,8 @@ def restore_estimator(cls: type, tensors: dict[str, torch.Tensor], plain: dict[s
         elif "unicode" in box:
             setattr(est, name, np.asarray(box["unicode"], dtype=str))
         else:
-            setattr(est, name, tuple(box["tuple"]) if "tuple" in box else box["value"])
+            setattr(est, name, tuple(box["tuple"]) if "tuple" in box else
+                    {k: v for k, v in box["pairs"]} if "pairs" in box else box["value"])
     head = prefix + "."
     for key, t in tensors.items():
         if key.startswith(head):

@@ -84,8 +84,9 @@ class PCASVMConfig:
     """RBF SVM regularisation."""
     gamma: float | str = "scale"
     """RBF kernel width: a float, or ``scale`` / ``auto`` (scikit-learn's rules)."""
-    class_weight: str | None = None
-    """``balanced`` reweights classes by inverse frequency."""
+    class_weight: str | dict | None = None
+    """``balanced`` reweights classes by inverse frequency; a dict ``{class: weight}`` sets them (scikit-learn's
+    ``SVC(class_weight=...)``: each class's C is multiplied by its weight, a class left out keeps 1)."""
 
 
 class HSIPipeline(Pipeline):
@@ -178,7 +179,20 @@ class HSIPipeline(Pipeline):
         an earlier ``zoo.train`` recorded: its test pixels may be among ``X`` now, so no evaluation may take
         them as held out."""
         forget_training_split(self)
+        self._class_weight_by_class(y)
         return super().fit(X, y, **params)
+
+    def _class_weight_by_class(self, y: Any) -> None:
+        """A ``class_weight`` read from JSON (a saved file's config, ``zoo train --model class_weight='{"3": 2}'``)
+        names its classes as text: each key is matched to the class of ``y`` it spells (scikit-learn refused
+        ``"3"`` as "not in class" when the classes are ids)."""
+        svm = self.named_steps["svm"]
+        if not isinstance(svm.class_weight, dict) or y is None:
+            return
+        classes = np.unique(np.asarray(y)).tolist()
+        by_text = {str(int(c)) if isinstance(c, float) and c.is_integer() else str(c): c for c in classes}
+        svm.set_params(class_weight={k if k in classes else by_text.get(str(k), k): v
+                                     for k, v in svm.class_weight.items()})
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
                      on_overlap: str = "error", gt_key: str | None = None, cube_key: str | None = None,
@@ -371,7 +385,7 @@ def load_pipeline(path_or_state: str | os.PathLike | dict[str, torch.Tensor]) ->
 
 
 def make_pca_svm(n_components: float | None = 30, whiten: bool = False, C: float = 100.0,
-                 gamma: float | str = "scale", class_weight: str | None = None) -> HSIPipeline:
+                 gamma: float | str = "scale", class_weight: str | dict | None = None) -> HSIPipeline:
     """The unfitted pipeline: ``scale`` (:class:`BandStandardizer`), ``pca``, ``svm``."""
     return HSIPipeline([
         ("scale", BandStandardizer()),
