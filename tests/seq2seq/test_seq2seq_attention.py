@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+from functools import partial
+
 import pytest
 import torch
 from torch import nn
 
-from zoo.seq2seq.attention import MultiHeadAttention, attention, causal_mask, combine_masks
+from zoo.seq2seq.attention import (
+    MultiHeadAttention,
+    attention,
+    causal_mask,
+    combine_masks,
+    reference_attention,
+)
 
 B, H, T, S, D = 2, 4, 5, 7, 16
 
@@ -245,3 +254,99 @@ def test_long_sequence_sdpa_equals_reference_with_gradients():
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def _nn_causal(t):
+    return torch.ones(t, t, dtype=torch.bool).triu(1)  # nn.MultiheadAttention's: True = masked
+
+
+def test_nn_multihead_attention_causal_mask_passed_unchanged_warns_at_the_callers_line():
+    """Before: nn.MultiheadAttention's bool causal mask (True = masked) passed as attn_mask was read as
+    True = may attend, silently: each query saw only later keys and the last one none (output = the bias)."""
+    m = _mha()
+    x = torch.randn(B, S, D)
+    with pytest.warns(UserWarning, match=r"nn\.MultiheadAttention's causal mask.*causal=True.*~mask") as seen:
+        m(x, attn_mask=_nn_causal(S))
+    assert seen[0].filename == __file__  # the caller's own line, not a torch or zoo internal
+    with pytest.warns(UserWarning, match="triu"):
+        combine_masks((B, H, S, S), attn_mask=_nn_causal(S))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # what the warning recommends, and other bool masks, stay silent
+        torch.testing.assert_close(m(x, attn_mask=~_nn_causal(S)), m(x, causal=True))
+        m(x, attn_mask=_nn_causal(S).T)
+        m(x[:, :T], x, attn_mask=torch.ones(T, S, dtype=torch.bool).triu(1))  # not square: not that mask
+
+
+def test_docs_say_a_bool_attn_mask_is_the_opposite_of_nn_multihead_attention():
+    """Before: the module docstring said a user of nn.MultiheadAttention "needs nothing new", though its
+    bool attn_mask means the opposite (True = masked) while key_padding_mask means the same."""
+    import zoo.seq2seq.attention as module
+
+    for doc in (module.__doc__, MultiHeadAttention.forward.__doc__):
+        flat = " ".join(doc.split())
+        assert "opposite of" in flat and "~mask" in flat and "key_padding_mask" in flat
+    assert "needs nothing new" not in module.__doc__
+
+
+@pytest.mark.parametrize("fn", ["sdpa", "reference", "reference_attention"])
+def test_is_causal_with_unequal_lengths_or_a_mask_is_refused_on_every_path(fn):
+    """Before: is_causal=True with T != S aligned the causal mask top-left on the SDPA path and to the end
+    of the keys on the reference path, and attention() chose the reference path itself for bf16 training
+    on CPU, so one call gave different outputs with and without autograd; with a mask, SDPA raised its
+    own RuntimeError while the reference path applied both."""
+    call = reference_attention if fn == "reference_attention" else partial(attention, impl=fn)
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 2, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8)
+    with pytest.raises(ValueError, match=r"\(1, 2, 2, 8\).*\(1, 2, 4, 8\).*causal_mask\(2, 4\)"):
+        call(q, k, v, is_causal=True)
+    with pytest.raises(ValueError, match=r"mask of shape \(1, 1, 4, 4\).*causal_mask\(4, 4\)"):
+        call(k, k, v, torch.ones(1, 1, 4, 4, dtype=torch.bool), is_causal=True)
+    # what the error recommends, and is_causal where it is allowed, agree on every path
+    want = reference_attention(q, k, v, causal_mask(2, 4))
+    torch.testing.assert_close(call(q, k, v, causal_mask(2, 4)), want)
+    torch.testing.assert_close(call(k, k, v, is_causal=True), reference_attention(k, k, v, causal_mask(4, 4)))
+
+
+def test_bf16_is_causal_gives_the_same_result_with_and_without_autograd():
+    """Before: with T != S, bf16 + autograd on CPU took the end-aligned reference path and inference the
+    top-left SDPA path (max diff 2.4); now T != S is refused and T == S agrees on both."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    trained = attention(q, k, v, is_causal=True)
+    with torch.no_grad():
+        inferred = attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(trained.detach().float(), inferred.float(), atol=2e-2, rtol=2e-2)
+    with pytest.raises(ValueError, match="causal_mask"), torch.no_grad():
+        attention(q[:, :, :2], k, v, is_causal=True)
+    with pytest.raises(ValueError, match="causal_mask"):
+        attention(q[:, :, :2], k, v, is_causal=True)
+
+
+@pytest.mark.parametrize(
+    "context, match",
+    [
+        pytest.param({"memory": torch.randn(B, S, 8)},
+                     r"memory must be \(B or 1, S, d_model\) = \(2 or 1, S, 16\).*\(2, 7, 8\)", id="memory-width"),
+        pytest.param({"memory": torch.randn(S, D)}, r"memory must be.*got \(7, 16\).*memory\[None\]", id="memory-2d"),
+        pytest.param({"memory": torch.randn(3, S, D)}, r"memory must be.*query \(2, 5, 16\).*got \(3, 7, 16\)",
+                     id="memory-batch"),
+        pytest.param({"kv": (torch.randn(B, H, S, 4),)}, r"kv must be a \(keys, values\) pair.*tuple of length 1",
+                     id="kv-not-a-pair"),
+        pytest.param({"kv": (torch.randn(B, 2, S, 8), torch.randn(B, 2, S, 8))},
+                     r"kv must be.*\(2 or 1, 4, S, 4\).*\(2, 2, 7, 8\)", id="kv-heads"),
+        pytest.param({"kv": (torch.randn(3, H, S, 4), torch.randn(3, H, S, 4))}, r"kv must be.*keys \(3, 4, 7, 4\)",
+                     id="kv-batch"),
+        pytest.param({"kv": (torch.randn(B, H, S, 4), torch.randn(B, H, 6, 4))}, r"kv must be.*values \(2, 4, 6, 4\)",
+                     id="kv-values-differ"),
+        pytest.param({"kv": (torch.randn(S, 4), torch.randn(S, 4))}, r"kv must be.*keys \(7, 4\)", id="kv-2d"),
+    ],
+)
+def test_wrong_memory_or_kv_shapes_are_clear_errors(context, match):
+    """Before: a memory of the wrong width failed with "mat1 and mat2 shapes cannot be multiplied", a 2-D
+    one with "not enough values to unpack", a batch mismatch with a broadcasting error naming no argument."""
+    m = _mha()
+    x = torch.randn(B, T, D)
+    with pytest.raises(ValueError, match=match):
+        m(x, **context)
+    mem = torch.randn(1, S, D)  # one memory shared by every query row stays allowed
+    torch.testing.assert_close(m(x, kv=m.project_kv(mem)), m(x, mem.expand(B, S, D)))

@@ -180,3 +180,68 @@ def test_bad_source_shape_is_a_clear_error():
     for key in ("transformer", "gru-bahdanau"):
         with pytest.raises(ValueError, match=r"\(B, S\)"):
             _model(key).start(torch.tensor([1, 2, 3]))
+
+
+@pytest.mark.parametrize("key", ["transformer", "transformer-learned"])
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_backprop_through_cached_decoding_equals_teacher_forcing(key, chunk):
+    """Before: backward through Transformer start + step failed ("modified by an inplace operation ...
+    AsStrided"): each step wrote its keys/values into the buffer whose views earlier steps had saved."""
+    m = _model(key)
+    src = _src()
+    tgt = torch.cat([torch.ones(3, 1, dtype=torch.long), torch.randint(4, V, (3, 5))], dim=1)
+    state = m.start(src)
+    logits = [m.step(state, tgt[:, :chunk])]  # a forced prefix in one call, then one token at a time
+    logits += [m.step(state, tgt[:, t]) for t in range(chunk, tgt.shape[1])]
+    params = [p for p in m.parameters() if p.requires_grad]
+    cached = torch.autograd.grad(torch.stack(logits, 1).logsumexp(-1).sum(), params, allow_unused=True)
+    full = torch.autograd.grad(m(src, tgt)[:, chunk - 1:].logsumexp(-1).sum(), params, allow_unused=True)
+    assert sum(g is not None for g in cached) > len(params) // 2
+    for a, b in zip(cached, full):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_layer_cache_grows_out_of_place_only_under_autograd():
+    """Before: appends under autograd also went into the reused buffer, so a backward through keys read
+    at earlier steps failed; inference must still write into the buffer (one copy per step)."""
+    lc = LayerCache(capacity=8)
+    with torch.no_grad():
+        views = [lc.append(torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 4))[0] for _ in range(3)]
+    assert len({v.untyped_storage().data_ptr() for v in views}) == 1  # no-grad: one buffer, written in place
+    prefix = views[-1].clone()
+    ks = [torch.randn(2, 3, 1, 4, requires_grad=True) for _ in range(3)]
+    loss = sum(lc.append(k, k * 2)[0].square().sum() for k in ks)  # each step's keys saved for backward
+    grads = torch.autograd.grad(loss, ks)
+    for i, (k, g) in enumerate(zip(ks, grads)):
+        torch.testing.assert_close(g, 2 * k.detach() * (len(ks) - i))  # step i's keys are read len - i times
+    k_all, v_all = lc.cached_kv
+    torch.testing.assert_close(k_all.detach(), torch.cat([prefix, *ks], dim=2).detach())
+    torch.testing.assert_close(v_all[:, :, 3:].detach(), 2 * torch.cat(ks, dim=2).detach())
+    with torch.no_grad():  # back to inference: a fresh buffer, the autograd tensors left as they were
+        k_before = k_all.clone()
+        lc.append(torch.zeros(2, 3, 1, 4), torch.zeros(2, 3, 1, 4))
+    torch.testing.assert_close(k_all, k_before)
+    assert lc.cached_kv[0].shape == (2, 3, 7, 4)
+
+
+@pytest.mark.parametrize("key", ["gru-bahdanau", "gru-luong-dot", "gru-luong-general"])
+def test_gru_step_feeds_a_token_prefix_in_order_like_the_transformer(key):
+    """Before: Seq2SeqGRU.step with (B, T), T > 1, used only the last token (tokens[:, -1]) and advanced the
+    position by 1, while Seq2SeqTransformer.step feeds all T: a forced prefix gave other logits."""
+    m = _model(key)
+    src, tgt = _src(), torch.cat([torch.ones(3, 1, dtype=torch.long), torch.randint(4, V, (3, 5))], dim=1)
+    with torch.no_grad():
+        chunked = m.start(src)
+        a = m.step(chunked, tgt[:, :4])
+        assert chunked.position == 4
+        one_by_one = m.start(src)
+        for t in range(4):
+            c = m.step(one_by_one, tgt[:, t])
+        torch.testing.assert_close(a, c)
+        torch.testing.assert_close(a, m(src, tgt[:, :4])[:, -1], atol=2e-5, rtol=1e-5)
+        torch.testing.assert_close(m.step(chunked, tgt[:, 4:5]), m.step(one_by_one, tgt[:, 4]))  # (B, 1) = (B,)
+        torch.testing.assert_close(chunked.hidden, one_by_one.hidden)
+        with pytest.raises(ValueError, match=r"\(B, T\).*got shape \(3, 0\)"):
+            m.step(m.start(src), tgt[:, :0])

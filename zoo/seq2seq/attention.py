@@ -1,15 +1,19 @@
 """Masked multi-head attention (self and cross) on ``F.scaled_dot_product_attention``.
 
-Mask conventions follow PyTorch (so a user of ``nn.MultiheadAttention`` / SDPA needs nothing new):
+Mask conventions follow PyTorch, but the two boolean masks follow *different* PyTorch APIs:
 
 * ``attn_mask``: boolean, ``True`` = may attend (SDPA's convention), or additive float (added to the
   scores; ``-inf`` masks). Shapes ``(T, S)``, ``(B, T, S)`` or anything that broadcasts to ``(B, H, T, S)``.
+  **A boolean ``attn_mask`` is the opposite of ``nn.MultiheadAttention``'s** (there ``True`` = masked):
+  a mask written for ``nn.MultiheadAttention`` / ``nn.Transformer`` must be passed as ``~mask``; for
+  causality pass ``causal=True`` instead. Additive float masks mean the same in both.
 * ``key_padding_mask``: boolean ``(B, S)``, ``True`` = padding, ignore (``nn.MultiheadAttention``'s
-  convention, and what a tokenizer's ``ids == pad`` gives directly).
+  convention, and what a tokenizer's ``ids == pad`` gives directly), so the opposite of ``attn_mask``.
 * ``causal=True``: query ``i`` sees keys ``j <= i + (S - T)``, i.e. the causal mask is aligned to the
   *end* of the key sequence. With a KV cache (T new queries, S = past + T keys) this is the right
   alignment; SDPA's ``is_causal=True`` aligns top-left and would be wrong there, so it is only used
-  when T == S and no other mask is given.
+  when T == S and no other mask is given. The low-level :func:`attention` / :func:`reference_attention`
+  refuse ``is_causal=True`` in every other case (pass ``causal_mask(T, S)`` as the mask there).
 
 A row whose keys are all masked gives zeros (never NaN), in both paths and their gradients.
 
@@ -19,6 +23,9 @@ Reference: Vaswani et al., "Attention Is All You Need", https://arxiv.org/abs/17
 from __future__ import annotations
 
 import math
+import sys
+import warnings
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -62,6 +69,38 @@ def _as_4d(mask: Tensor, name: str, target: tuple[int, int, int, int]) -> Tensor
     return mask
 
 
+# Frames skipped when a warning names its line: this module and torch's Module call machinery, so that the
+# user's own call is named (and Python shows the warning once per such call site).
+_INTERNAL_FILES = (__file__, str(Path(nn.Module.__call__.__code__.co_filename).parent))
+
+
+def _user_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` made by the caller of this function: the first frame outside
+    :data:`_INTERNAL_FILES`."""
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+def _warn_if_nn_causal_mask(attn_mask: Tensor) -> None:
+    """Warn when a boolean ``attn_mask`` is exactly ``nn.MultiheadAttention``'s causal mask (``True`` above
+    the diagonal = masked): read with this module's ``True`` = may attend, each query would see only its
+    future, the last query nothing, and nothing fails to tell the caller."""
+    if attn_mask.dim() != 2 or attn_mask.shape[0] != attn_mask.shape[1] or torch.compiler.is_compiling():
+        return
+    T = attn_mask.shape[0]
+    if torch.equal(attn_mask, torch.ones(T, T, dtype=torch.bool, device=attn_mask.device).triu(1)):
+        warnings.warn(
+            f"attn_mask ({T}, {T}) is exactly nn.MultiheadAttention's causal mask, torch.ones(T, T, "
+            "dtype=torch.bool).triu(1) (True = masked), but here a bool attn_mask means True = may attend "
+            "(SDPA's convention): every query would attend only to later keys and the last to none. "
+            "Pass causal=True (and no attn_mask), or ~mask.",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+
+
 def combine_masks(
     shape: tuple[int, int, int, int],
     *,
@@ -75,7 +114,10 @@ def combine_masks(
 
     Returns ``None`` (no masking), a boolean mask (``True`` = attend) when every input is boolean, or an
     additive float mask of ``dtype`` when ``attn_mask`` is float. Shapes are validated with an error
-    that prints both the mask's shape and the attention's (B, H, T, S).
+    that prints both the mask's shape and the attention's (B, H, T, S). A boolean ``attn_mask`` is
+    ``True`` = may attend, the opposite of ``nn.MultiheadAttention``'s (pass its masks as ``~mask``);
+    ``key_padding_mask`` is ``True`` = padding, as there. ``nn.MultiheadAttention``'s causal mask passed
+    unchanged warns.
     """
     B, _H, T, S = shape
     bool_parts: list[Tensor] = []
@@ -83,6 +125,7 @@ def combine_masks(
     if attn_mask is not None:
         m = _as_4d(attn_mask, "attn_mask", shape)
         if m.dtype == torch.bool:
+            _warn_if_nn_causal_mask(attn_mask)
             bool_parts.append(m)
         elif m.is_floating_point():
             additive = m.to(dtype)
@@ -143,6 +186,20 @@ def _sdpa_backward_is_slow(q: Tensor, k: Tensor | None = None) -> bool:
             and scores <= _EXPLICIT_MAX_SCORES)
 
 
+def _check_is_causal(q: Tensor, k: Tensor, mask: Tensor | None, fn: str) -> None:
+    """``is_causal`` means SDPA's top-left causal mask, the reference path's end-aligned one: the two agree
+    only for T == S without another mask, so everything else is refused rather than path-dependent."""
+    T, S = q.shape[-2], k.shape[-2]
+    if T != S or mask is not None:
+        with_mask = "" if mask is None else f" together with a mask of shape {tuple(mask.shape)}"
+        raise ValueError(
+            f"{fn}(is_causal=True) needs as many queries as keys and no mask, got q {tuple(q.shape)} "
+            f"(T = {T}) and k {tuple(k.shape)} (S = {S}){with_mask}. Pass is_causal=False with "
+            f"mask=causal_mask({T}, {S}) (end-aligned; combine_masks(..., causal=True) merges it with other "
+            "masks), or use MultiHeadAttention's forward(..., causal=True)"
+        )
+
+
 def attention(
     q: Tensor,
     k: Tensor,
@@ -157,9 +214,12 @@ def attention(
 
     ``impl="sdpa"`` uses ``F.scaled_dot_product_attention`` except for bf16 training on CPU (see
     :func:`_sdpa_backward_is_slow`); ``impl="sdpa-always"`` forces it (benchmarks).
-    ``is_causal`` is only honoured when ``mask`` is None and T == S (SDPA's top-left alignment); callers
-    with a cache pass an explicit mask built by :func:`combine_masks`.
+    ``is_causal=True`` needs ``mask`` None and T == S, else it is a ValueError: SDPA would align the
+    causal mask top-left and :func:`reference_attention` to the end of the keys, and this function picks
+    between them itself. Callers with a cache or other masks pass :func:`causal_mask` / :func:`combine_masks`.
     """
+    if is_causal:
+        _check_is_causal(q, k, mask, "attention")
     dead = None
     if mask is not None:
         dead = _dead_rows(mask)
@@ -192,8 +252,11 @@ def reference_attention(
 ) -> Tensor:
     """The textbook path: explicit scores, ``masked_fill``, softmax, dropout, weighted sum.
 
-    Kept for tests (SDPA must equal it) and for the benchmark (what SDPA saves).
+    Kept for tests (SDPA must equal it) and for the benchmark (what SDPA saves). ``is_causal=True`` needs
+    T == S and no ``mask``, as in :func:`attention`.
     """
+    if is_causal:
+        _check_is_causal(q, k, mask, "reference_attention")
     scale = 1.0 / math.sqrt(q.shape[-1])
     scores = (q * scale) @ k.transpose(-2, -1)  # (B, H, T, S)
     if is_causal:
@@ -245,6 +308,32 @@ class MultiHeadAttention(nn.Module):
         k, v = F.linear(memory, w, b).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
+    def _check_context(self, query: Tensor, memory: Tensor | None, kv: tuple[Tensor, Tensor] | None) -> None:
+        """Shape comparisons only: this runs at every decoding step. Wrong shapes otherwise fail deep inside
+        a matmul, an unpacking or a broadcast, with messages that name none of these arguments."""
+        B, D, H, Dh = query.shape[0], self.d_model, self.n_heads, self.head_dim
+        if kv is not None:
+            if not isinstance(kv, (tuple, list)) or len(kv) != 2:
+                got = f"{type(kv).__name__} of length {len(kv)}" if isinstance(kv, (tuple, list)) else type(kv).__name__
+                raise ValueError(
+                    f"kv must be a (keys, values) pair as project_kv(memory) returns, got a {got}; "
+                    "pass kv=project_kv(memory) of this module"
+                )
+            k, v = kv
+            if k.dim() != 4 or k.shape[0] not in (B, 1) or k.shape[1] != H or k.shape[3] != Dh or v.shape != k.shape:
+                raise ValueError(
+                    f"kv must be keys and values of one shape (B or 1, n_heads, S, head_dim) = ({B} or 1, {H}, S, "
+                    f"{Dh}) for query {tuple(query.shape)}, got keys {tuple(k.shape)} and values "
+                    f"{tuple(v.shape)}; pass kv=project_kv(memory) of this module, with memory's batch matching "
+                    "the query's"
+                )
+        elif memory is not None and (memory.dim() != 3 or memory.shape[0] not in (B, 1) or memory.shape[2] != D):
+            raise ValueError(
+                f"memory must be (B or 1, S, d_model) = ({B} or 1, S, {D}) for query {tuple(query.shape)}, got "
+                f"{tuple(memory.shape)}; pass the encoder output with a batch dimension (memory[None] for one "
+                f"sentence), one row per query row, projected to d_model={D}"
+            )
+
     def project_q(self, x: Tensor) -> Tensor:
         D = self.d_model
         b = self.in_proj.bias[:D] if self.in_proj.bias is not None else None
@@ -263,12 +352,20 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         """``query (B, T, D)`` -> ``(B, T, D)``.
 
-        Self-attention when ``memory`` and ``kv`` are None; cross-attention over ``memory (B, S, D)`` or
-        over precomputed ``kv`` (from :meth:`project_kv`). ``cache`` (a :class:`zoo.seq2seq.cache.LayerCache`
-        slot) makes self-attention append this step's keys/values and attend to all cached positions.
+        Self-attention when ``memory`` and ``kv`` are None; cross-attention over ``memory (B or 1, S, D)`` or
+        over precomputed ``kv``, keys and values ``(B or 1, H, S, Dh)`` each (from :meth:`project_kv`).
+        ``cache`` (a :class:`zoo.seq2seq.cache.LayerCache` slot) makes self-attention append this step's
+        keys/values and attend to all cached positions.
+
+        Masks: a boolean ``attn_mask`` is ``True`` = may attend (SDPA's convention), **the opposite of
+        nn.MultiheadAttention's** ``attn_mask`` (``True`` = masked): pass such a mask as ``~mask``, and use
+        ``causal=True`` for causality (a ``triu(1)`` causal mask passed unchanged warns). A float
+        ``attn_mask`` is added to the scores, as there. ``key_padding_mask (B, S)`` is ``True`` = padding,
+        ignore, the same as nn.MultiheadAttention's.
         """
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must be (B, T, {self.d_model}), got {tuple(query.shape)}")
+        self._check_context(query, memory, kv)
         B, T, _ = query.shape
         if memory is None and kv is None:
             q, k, v = self.in_proj(query).chunk(3, dim=-1)

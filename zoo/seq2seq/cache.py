@@ -3,6 +3,10 @@
 Self-attention keys/values are appended once per step into preallocated buffers (grown by doubling, so
 a step costs one copy of the new position, not of the whole prefix); cross-attention keys/values are
 computed once per source sentence. ``reorder`` follows the beams chosen by beam search.
+
+Decoding with autograd (scheduled sampling, minimum-risk training, ...) grows the cache out of place
+instead: the attention of every earlier step saved views of the buffer for its backward, and writing the
+next position into that buffer would invalidate them.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ class LayerCache:
         self.cross_kv: tuple[Tensor, Tensor] | None = None
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store this step's ``k, v (B, H, T, Dh)``; return all cached keys/values ``(B, H, L + T, Dh)``."""
+        """Store this step's ``k, v (B, H, T, Dh)``; return all cached keys/values ``(B, H, L + T, Dh)``.
+
+        Without autograd the step is written into the reused buffer (one copy of the new position); with
+        it the cache is concatenated anew, so that the tensors earlier steps saved for backward stay intact.
+        """
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad or self._tracks_grad()):
+            return self._append_out_of_place(k, v)
         B, H, T, Dh = k.shape
         need = self.length + T
         if self._k is None or need > self._k.shape[2] or self._k.dtype != k.dtype:
@@ -43,6 +53,23 @@ class LayerCache:
         self._v[:, :, self.length : need] = v
         self.length = need
         return self._k[:, :, :need], self._v[:, :, :need]
+
+    def _tracks_grad(self) -> bool:
+        # A cache grown with autograd must not be written in place even if this step's k/v need no grad.
+        return self._k is not None and (self._k.requires_grad or self._v.requires_grad)
+
+    def _append_out_of_place(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self._k is None or self._v is None or self.length == 0:
+            self._k, self._v = k, v
+        else:
+            # Slicing drops the spare room of a buffer filled without autograd; like the in-place path,
+            # the new step's dtype wins.
+            self._k = torch.cat([self._k[:, :, : self.length].to(k.dtype), k], dim=2)
+            self._v = torch.cat([self._v[:, :, : self.length].to(v.dtype), v], dim=2)
+        # No spare room: an in-place append after this (autograd switched off) allocates a fresh buffer
+        # rather than writing into tensors the graph may still hold.
+        self.length = self._k.shape[2]
+        return self._k, self._v
 
     @property
     def cached_kv(self) -> tuple[Tensor, Tensor]:

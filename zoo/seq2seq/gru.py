@@ -189,13 +189,22 @@ class Seq2SeqGRU(Seq2SeqModel):
         return self._luong_outputs(states, state)
 
     def step(self, state: GRUState, tokens: Tensor) -> Tensor:
-        """Feed ``tokens (B,)``; returns logits ``(B, V)`` and advances ``state``."""
-        if tokens.dim() == 2:
-            tokens = tokens[:, -1]
-        emb = self.dropout(self.tgt_embed(tokens))  # (B, E)
-        state.position += 1
+        """Feed ``tokens (B,)`` or ``(B, T)`` in order; returns the last logits ``(B, V)`` and advances ``state``
+        by T positions: the same as T one-token steps, and what :meth:`Seq2SeqTransformer.step` means."""
+        if tokens.dim() == 1:
+            tokens = tokens[:, None]
+        if tokens.dim() != 2 or tokens.shape[1] == 0:
+            raise ValueError(
+                f"tokens must be (B,) or (B, T) token ids with T >= 1, got shape {tuple(tokens.shape)}; "
+                "pass the next token of each row, or the forced prefix as (B, T)"
+            )
+        emb = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
+        state.position += tokens.shape[1]
         if self.bahdanau:
-            return self._bahdanau_step(state, emb)
-        out, h = self.rnn(emb[:, None], state.hidden[None].contiguous())
+            for t in range(emb.shape[1]):
+                logits = self._bahdanau_step(state, emb[:, t])
+            return logits
+        out, h = self.rnn(emb, state.hidden[None].contiguous())
         state.hidden = h[0]
-        return self._luong_outputs(out, state)[:, 0]
+        # only the last position's logits are returned, so the attention runs for that one alone
+        return self._luong_outputs(out[:, -1:], state)[:, 0]
