@@ -26,7 +26,9 @@ def _arrays(n: int = 48, label_dtype=np.int64):
     return x, (x[:, 0] > 0).astype(label_dtype)
 
 
-@pytest.mark.parametrize("label_dtype", [np.int64, np.int32, np.uint8])
+# uint16/32/64 (PNG masks, hyperspectral ground truth): training's accuracy count compared them with a long and
+# torch refused ("Promotion for uint16, uint32, uint64 types is not supported") after the first step
+@pytest.mark.parametrize("label_dtype", [np.int64, np.int32, np.uint8, np.uint16, np.uint32, np.uint64])
 @pytest.mark.parametrize("as_tensors", [False, True])
 def test_float64_arrays_and_any_integer_labels_train_and_evaluate(label_dtype, as_tensors):
     x, y = _arrays(label_dtype=label_dtype)
@@ -34,6 +36,7 @@ def test_float64_arrays_and_any_integer_labels_train_and_evaluate(label_dtype, a
     model = _mlp()
     r = zoo.train(model, data, epochs=8, batch_size=16, lr=0.05, amp=None, progress=False)
     assert r.history[-1]["train_loss"] < r.history[0]["train_loss"]
+    assert r.history[-1]["train_accuracy"] > 0.8
     scores = zoo.evaluate(model, data, amp=None)
     assert scores["accuracy"] > 0.8
     assert next(model.parameters()).dtype == torch.float32  # the data was cast, never the network
@@ -142,3 +145,12 @@ def test_x_and_y_as_lists_of_numbers_train_and_score_as_arrays_do():
     assert xy_dataset(([x[0], 0], [x[1], 1])) is None
     assert xy_dataset(([1.0, 2.0], [0, 1])) is None  # two flat lists: as likely two samples
     assert xy_dataset(([[1.0], [2.0, 3.0]], [0, 1])) is None  # ragged
+
+
+@pytest.mark.parametrize("call", ["train", "evaluate"])
+def test_a_dict_of_splits_without_train_is_refused_naming_its_keys(call):
+    """Before: zoo.evaluate(net, {"val": (x, y)}) (a DatasetDict without "train") failed with KeyError: 0 from
+    inside the DataLoader, which read the dict as a data set of samples data[0], data[1], ..."""
+    x, y = _arrays()
+    with pytest.raises(TypeError, match=r"got a dict with keys 'val', 'test', which is not a data set .*data\['val'\]"):
+        getattr(zoo, call)(_mlp(), {"val": (x, y), "test": (x, y)}, progress=False)

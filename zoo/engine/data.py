@@ -190,6 +190,14 @@ def _as_dataset(data: Any) -> Dataset:
         raise TypeError(f"expected (X, y); got a {type(data).__name__} of 3 arrays of {len(data[0])} rows: sample weights "
                         f"(Keras' third array) are not taken apart; weigh the loss in loss_fn with a forward_fn "
                         f"that passes them, or pass a Dataset yielding the samples you want")
+    if isinstance(data, Mapping) and not all(isinstance(k, int) for k in data):
+        # a dict is a map-style data set only with sample indices as keys: the loader's data[0] was a KeyError
+        keys = ", ".join(repr(k) for k in list(data)[:6])
+        raise TypeError(f"expected a torch Dataset, a DataLoader or (X, y) tensors or NumPy arrays, got a "
+                        f"{type(data).__name__} with keys {keys}, which is not a data set (its samples would be "
+                        f"data[0], data[1], ...): for a dict of splits pass the one to use, such as "
+                        f"data[{next(iter(data))!r}] (fit also takes {{'train': ..., 'val': ...}}); for columns of "
+                        f"arrays pass (X, y)")
     if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
         return data  # a map-style dataset that does not subclass Dataset
     raise TypeError(

@@ -426,6 +426,7 @@ class Trainer:
         if not targets.is_floating_point() and outputs.dim() == targets.dim() + 1:
             check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
             with torch.no_grad():
+                targets = targets.long()  # as the loss reads them: torch compares no uint16/32/64 with a long
                 valid = targets != metrics_mod.IGNORE_INDEX
                 self.correct += ((outputs.argmax(1) == targets) & valid).sum()
                 self.n_scored += valid.sum()
