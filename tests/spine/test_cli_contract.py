@@ -456,6 +456,7 @@ def test_under_torchrun_one_process_reports_and_saves(tiny, tmp_path, torchrun):
                      "1", "--batch-size", "2", "--amp", "none", "--set", "image_size=16", "--out", out], tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("trained resnet18") == 1 and proc.stdout.count(str(out)) == 1, proc.stdout
+    assert proc.stdout.count("(inferred from --data)") == 1, proc.stdout  # each process said it
     assert zoo.build("resnet18", weights=out).fc.out_features == 2
 
 

@@ -171,7 +171,9 @@ def build_from_args(args: argparse.Namespace, data: Any, infer: bool, loop: dict
     if infer:
         implied = registry.infer_config(args.name, data, **(loop or {}))
         inferred = {k: v for k, v in implied.items() if k not in config}
-        if inferred:
+        from zoo.engine.distributed import dist_info
+
+        if inferred and dist_info().is_main:  # under torchrun one process says it, as one reports the run
             shown = ", ".join(f"{k}={v!r}" for k, v in inferred.items())
             print(f"{args.name}: {shown} (inferred from {'--env' if args.env else '--data'})")
         config = {**inferred, **config}
