@@ -240,3 +240,37 @@ def test_predict_takes_the_datasets_and_dataloaders_evaluate_takes(tmp_path, pil
     x = torch.stack([tensors[i][0] for i in range(8)])
     pairs = zoo.predict(model, TensorDataset(x, torch.zeros(8, dtype=torch.long)), batch_size=5)
     assert [r["index"] for r in pairs] == [r["index"] for r in zoo.predict(model, x)]
+
+
+def test_predict_takes_datasets_of_dict_samples_as_evaluate_does(tmp_path, pil_folder):
+    """Before: a Dataset of Hugging Face-style samples ({"img": PIL, "label": i}, {"pixel_values": x, "labels": y}),
+    which zoo.evaluate scores, failed zoo.predict with "'dict' object has no attribute 'read'"."""
+    import torchvision
+    from torch.utils.data import DataLoader, Dataset
+
+    import zoo
+    from zoo.vision.transforms import transforms_for
+
+    class Dicts(Dataset):
+        def __init__(self, base, key: str) -> None:
+            self.base, self.key = base, key
+
+        def __len__(self) -> int:
+            return len(self.base)
+
+        def __getitem__(self, i: int) -> dict:
+            x, y = self.base[i]
+            return {self.key: x, "label": y}
+
+    root = pil_folder(tmp_path / "imgs")
+    model = zoo.build("resnet18", num_classes=2, stem="cifar").eval()
+    files = torchvision.datasets.ImageFolder(root)
+    by_path = [r["index"] for r in predict(model, [p for p, _ in files.samples])]
+    assert [r["index"] for r in zoo.predict(model, Dicts(files, "img"))] == by_path
+    tensors = Dicts(torchvision.datasets.ImageFolder(root, transform=transforms_for(model)), "pixel_values")
+    assert [r["index"] for r in zoo.predict(model, tensors)] == by_path
+    assert [r["index"] for r in zoo.predict(model, DataLoader(tensors, batch_size=3))] == by_path
+    assert [r["index"] for r in zoo.predict(model, DataLoader(Dicts(files, "img"), batch_size=3,
+                                                               collate_fn=lambda b: b))] == by_path
+    with pytest.raises(TypeError, match=r"one key besides the label .* keys 'a', 'b', 'label'"):
+        zoo.predict(model, torch.utils.data.StackDataset(a=files, b=files, label=files))

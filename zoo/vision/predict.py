@@ -165,16 +165,34 @@ def _sample_inputs(data: Any) -> Iterator[tuple[str, Any]]:
         return
     samples = iter(data) if isinstance(data, torch.utils.data.IterableDataset) else (data[i] for i in range(len(data)))
     for i, sample in enumerate(samples):
-        yield f"dataset[{i}]", sample[0] if isinstance(sample, (tuple, list)) else sample
+        yield f"dataset[{i}]", _input_of(sample)
+
+
+def _input_of(sample: Any) -> Any:
+    """The input of a sample or batch: the first item of ``(input, label)``, the one value beside the label of a
+    dict (Hugging Face's ``{"img": ..., "label": ...}``, ``{"pixel_values": ..., "labels": ...}``, the forms
+    zoo.evaluate reads: :data:`zoo.engine.data.TARGET_KEYS`), else the sample itself."""
+    from zoo.engine.data import TARGET_KEYS
+
+    if isinstance(sample, (tuple, list)):
+        return sample[0]
+    if isinstance(sample, Mapping):
+        inputs = [k for k in sample if k not in TARGET_KEYS]
+        if len(inputs) != 1:
+            raise TypeError(f"zoo.predict reads a dict sample's image under its one key besides the label "
+                            f"({', '.join(map(repr, TARGET_KEYS))}); this one has the keys "
+                            f"{', '.join(map(repr, sample))}: pass a Dataset whose samples hold one image")
+        return sample[inputs[0]]
+    return sample
 
 
 def _batch_inputs(batch: Any) -> Any:
-    """The inputs of one DataLoader batch: the default collate's ``[x, y]`` (``x`` a tensor batch or a list),
-    or a list of ``(input, label)`` samples (``collate_fn=lambda b: b``, which keeps PIL images)."""
-    if isinstance(batch, (tuple, list)):
-        if batch and all(isinstance(sample, (tuple, list)) for sample in batch):
-            return [sample[0] for sample in batch]
-        batch = batch[0]
+    """The inputs of one DataLoader batch: the default collate's ``[x, y]`` or ``{"image": x, "label": y}``
+    (``x`` a tensor batch or a list), or a list of ``(input, label)`` or dict samples (``collate_fn=lambda b:
+    b``, which keeps PIL images)."""
+    if isinstance(batch, (tuple, list)) and batch and all(isinstance(s, (tuple, list, Mapping)) for s in batch):
+        return [_input_of(sample) for sample in batch]
+    batch = _input_of(batch)
     return batch if isinstance(batch, (torch.Tensor, list, tuple)) else [batch]
 
 
