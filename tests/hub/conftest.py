@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -72,7 +73,9 @@ class ServerState:
     stalls: list[int] = field(default_factory=list)  # per request: send this many body bytes, then go silent
     stall_s: float = 0.0
     no_length: bool = False  # send no Content-Length (HTTP/1.0: the body ends where the connection does)
+    etag: bool = False  # send an ETag (the file's sha256) and honour If-Range: another ETag gets the whole file
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
+    if_ranges: list[str | None] = field(default_factory=list)  # the If-Range header of each request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -87,6 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         with st.lock:
             st.requests.append((self.path, rng))
+            st.if_ranges.append(self.headers.get("If-Range"))
             cut = st.cut_after if st.cuts_left > 0 else None
             if cut is not None:
                 st.cuts_left -= 1
@@ -99,6 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
         if st.corrupt_at is not None:
             data[st.corrupt_at] ^= 0xFF
         start = 0
+        etag = f'"{hashlib.sha256(data).hexdigest()}"' if st.etag else None
+        if etag is not None and self.headers.get("If-Range") not in (None, etag):
+            rng = None  # RFC 9110: the file changed since the client's copy began, so it gets the whole new one
         if rng and st.range_support and rng.startswith("bytes=") and rng.endswith("-"):
             start = int(rng[len("bytes="):-1])
             if start >= len(data):
@@ -110,6 +117,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(200)
         if not st.no_length:
             self.send_header("Content-Length", str(len(data) - start))
+        if etag is not None:
+            self.send_header("ETag", etag)
         self.send_header("Accept-Ranges", "bytes" if st.range_support else "none")
         self.end_headers()
         body = memoryview(data)[start:]

@@ -342,6 +342,28 @@ def test_a_relative_zoo_home_gives_absolute_paths_that_survive_a_chdir(tiny_mode
     assert path.is_file()
 
 
+def test_the_default_cache_follows_xdg_cache_home_as_torch_hub_and_huggingface_hub_do(tiny_model, weights_home,
+                                                                                      tmp_path, monkeypatch, capsys):
+    """Before: with ZOO_HOME unset, zoo's cache was ~/.cache/zoo whatever XDG_CACHE_HOME said, while torch.hub and
+    huggingface_hub put theirs under it: a user who moved the caches off a small home filled it with zoo's."""
+    from zoo.hub.store import zoo_home
+
+    entry = _publish(tiny_model, "v1")
+    monkeypatch.delenv("ZOO_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert zoo_home() == tmp_path / "home" / ".cache" / "zoo"  # unset: as before
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert zoo_home() == tmp_path / "xdg" / "zoo"
+    path = zoo.pull(entry.name, progress=False)
+    assert path.is_relative_to(tmp_path / "xdg" / "zoo" / "weights") and path.is_file()
+    assert main(["cache", "info"]) == 0
+    assert f"in {tmp_path / 'xdg' / 'zoo' / 'weights'}" in capsys.readouterr().out
+    assert not (tmp_path / "home").exists()
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "zoo-home"))  # still wins
+    assert hub.cache_root() == tmp_path / "zoo-home" / "weights"
+
+
 def test_a_path_object_written_with_a_tilde_is_the_home_folder(tiny_model, weights_home, tmp_path, monkeypatch):
     """weights="~/a.safetensors" was the home folder's file, weights=Path("~/a.safetensors") "not found"."""
     from pathlib import Path

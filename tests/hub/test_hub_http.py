@@ -587,3 +587,78 @@ def test_a_shipped_file_copied_elsewhere_is_its_entry_by_path_file_url_or_http_u
     other = tmp_path / "other.safetensors"  # another file of the same size is no entry's
     other.write_bytes(bytes(copy.stat().st_size))
     assert hub.resolve(other, model=tiny_model) == (other, None)
+
+
+def _tiny_file(path, seed: int):
+    """A real safetensors weights file; two seeds give two versions of the same size."""
+    generator = torch.Generator().manual_seed(seed)
+    return hub.save_weights({"layer.weight": torch.randn(64, 512, generator=generator),
+                             "layer.bias": torch.randn(64, generator=generator)}, path)
+
+
+@pytest.mark.parametrize("etag", [False, True], ids=["no-validator", "etag"])
+def test_a_url_whose_file_changed_is_downloaded_again_not_joined_to_the_kept_bytes(etag, weights_home, server, tmp_path):
+    """Before: the bytes an interrupted pull of a URL kept (no sha256 to check them) were resumed with a Range
+    request after the file behind the URL changed: the cache got the old file's first half joined to the new one's
+    second half (same size, a whole-looking archive), marked verified. A server that sends an ETag is asked with
+    If-Range and sends the new file whole; one that sends no validator cannot say, so the pull starts again."""
+    name = "agent.safetensors"
+    old, new = _tiny_file(tmp_path / "old.safetensors", 0), _tiny_file(tmp_path / "new.safetensors", 1)
+    assert old.stat().st_size == new.stat().st_size and old.read_bytes() != new.read_bytes()
+    shutil.copy(old, server.state.root / name)
+    server.state.etag = etag
+    half = old.stat().st_size // 2
+    server.state.cut_after, server.state.cuts_left, server.state.range_support = half, 1000, False
+    url = f"{server.url}/{name}"
+    with pytest.raises(hub.DownloadError, match="failed after"):
+        hub.resolve(url)
+    assert [p.stat().st_size for p in hub.cache_root().rglob(name + ".part")] == [half]  # the old file's first half
+    shutil.copy(new, server.state.root / name)  # the publisher replaces the file behind the URL
+    server.state.cuts_left, server.state.range_support = 0, True
+    local, _ = hub.resolve(url)
+    assert local.read_bytes() == new.read_bytes()
+    assert not [p for p in hub.cache_root().rglob(name + ".*") if p.suffix in (".part", ".resume")]
+    last_range, last_if_range = server.gets(name)[-1], server.state.if_ranges[-1]
+    if etag:  # asked for the rest of the same version; the server said it changed and sent the new one whole
+        assert last_range == f"bytes={half}-" and last_if_range == f'"{hub.sha256_file(old)}"'
+    else:  # nothing to tell the versions apart: the kept bytes were not resumed
+        assert last_range is None
+
+
+def test_an_upstream_file_known_by_its_hash_prefix_is_its_entry_by_path_or_by_a_url_with_a_query(
+        resnet18_pth, weights_home, server, tmp_path):
+    """Before: an upstream entry with only a hash prefix (no sha256, no size: torchvision's resnet18-<prefix>.pth)
+    was never found for a downloaded copy given by path, and its URL with ``?download=1`` was not its URL: the
+    model loaded without the entry, so without its class names (label '238' for 'Greater Swiss Mountain dog')."""
+    path, prefix, _ = resnet18_pth
+    shutil.copy(path, server.state.root / path.name)
+    url = f"{server.url}/{path.name}"
+    hub.update_manifest(lambda e: e.update({
+        "resnet18.test-v1": hub.WeightsEntry.from_dict(_upstream_entry("resnet18.test-v1", url, prefix))}))
+    entry = hub.get_entry("resnet18.test-v1")
+    copy = tmp_path / "downloads" / path.name  # a manual download, under the publisher's file name
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    assert hub.resolve(copy, model="resnet18") == (copy, entry)
+    renamed = copy.with_name("resnet18.pth")  # no name to tie it to the entry: the prefix alone proves nothing
+    copy.rename(renamed)
+    assert hub.resolve(renamed, model="resnet18") == (renamed, None)
+    assert hub.resolve(f"{url}?download=1", model="resnet18") == (hub.cached_path(entry), entry)
+    assert hub.resolve(f"{url}#sha256={hub.sha256_file(path)}", model="resnet18")[1] == entry
+    with pytest.raises(hub.HashMismatchError, match=f"pins sha256 {'0' * 64}, but it is the file of resnet18.test-v1"):
+        hub.resolve(f"{url}#sha256={'0' * 64}", model="resnet18")
+
+
+def test_a_signed_mirror_url_keeps_its_query_after_the_file_name(tiny_model, weights_home, server, monkeypatch):
+    """Before: ZOO_WEIGHTS_URL=https://host/zoo?sig=abc got the file name appended inside the query
+    (``/zoo?sig=abc/<file>``): the server saw the folder, answered 404, and the mirror was said to lack the file."""
+    _, entry = _publish_tiny(tiny_model)
+    (server.state.root / "zoo").mkdir()
+    shutil.move(weights_home / entry.url, server.state.root / "zoo" / entry.url)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", f"{server.url}/zoo?sig=abc")
+    path = zoo.pull(entry.name, progress=False)
+    assert hub.sha256_file(path) == entry.sha256
+    assert [p for p, _ in server.state.requests] == [f"/zoo/{entry.url}?sig=abc"]
+    (server.state.root / "zoo" / entry.url).unlink()  # a mirror that lacks it is still said to
+    with pytest.raises(hub.DownloadError, match=rf"The mirror ZOO_WEIGHTS_URL={server.url}/zoo\?sig=abc does not "):
+        zoo.pull(entry.name, progress=False, force=True)

@@ -187,29 +187,52 @@ def _stalling(tiny_model, weights_home, server, monkeypatch, stalls):
 
 
 def test_a_stalled_server_fails_fast_and_the_bytes_are_kept(tiny_model, weights_home, server, monkeypatch):
-    # the first answer stops after a third of the file; the resume request then gets nothing at all
-    entry, part = _stalling(tiny_model, weights_home, server, monkeypatch, [-1, 0])
+    # the answer stops after a third of the file, and the server goes silent
+    entry, part = _stalling(tiny_model, weights_home, server, monkeypatch, [-1])
     with pytest.raises(hub.DownloadError) as err:
         zoo.pull(entry.name, progress=False)
     msg = str(err.value)
     assert "stalled" in msg and "ZOO_TIMEOUT" in msg and str(part) in msg, msg
     third = entry.size // 3
-    assert server.gets(entry.url) == [None, f"bytes={third}-"]  # no third try of a silent server
+    assert server.gets(entry.url) == [None]  # silence fails the pull: no second try
     assert part.stat().st_size == third
     assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
-    assert server.gets(entry.url)[-1] == f"bytes={third}-"  # resumed from the kept bytes
+    assert server.gets(entry.url)[-1] == f"bytes={third}-" and not part.exists()  # resumed from the kept bytes
 
 
-def test_a_server_that_stalls_once_is_resumed(tiny_model, weights_home, server, monkeypatch):
-    entry, part = _stalling(tiny_model, weights_home, server, monkeypatch, [-1])
-    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
-    assert server.gets(entry.url) == [None, f"bytes={entry.size // 3}-"] and not part.exists()
+def test_a_server_silent_after_each_few_bytes_fails_the_pull_at_once(tiny_model, weights_home, server, monkeypatch):
+    """Before: a server that sent a few bytes and then went silent was asked again, and again: each answer's bytes
+    counted as progress, which reset the retries and the backoff, so a server sending 1000 bytes per silence kept a
+    pull going for hours (the README says a server silent for $ZOO_TIMEOUT seconds fails the pull at once)."""
+    entry, part = _stalling(tiny_model, weights_home, server, monkeypatch, [200] * 8)
+    with pytest.raises(hub.DownloadError) as err:
+        zoo.pull(entry.name, progress=False)
+    msg = str(err.value)
+    for needle in (f"{server.url}/{entry.url}", "200 bytes", "ZOO_TIMEOUT=0.5", str(part)):
+        assert needle in msg, msg
+    assert len(server.gets(entry.url)) == 1 and part.stat().st_size == 200
 
 
 def test_zoo_timeout_must_be_a_positive_number(monkeypatch):
     monkeypatch.setenv("ZOO_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="ZOO_TIMEOUT='soon'"):
         fetch_mod.timeout_s()
+
+
+def test_zoo_timeout_inf_is_no_timeout_and_a_huge_one_is_refused_by_name(tiny_model, weights_home, server,
+                                                                           monkeypatch):
+    """Before: ZOO_TIMEOUT=inf (or 1e30) reached the socket and every pull failed with a raw OverflowError,
+    "timestamp out of range for platform time_t", naming neither the variable nor its value."""
+    entry = _publish(tiny_model)
+    shutil.move(weights_home / entry.url, server.state.root / entry.url)
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", server.url)
+    monkeypatch.setenv("ZOO_TIMEOUT", "inf")
+    assert hub.sha256_file(zoo.pull(entry.name, progress=False)) == entry.sha256
+    monkeypatch.setenv("ZOO_TIMEOUT", "1e30")
+    with pytest.raises(ValueError, match=r"ZOO_TIMEOUT='1e30': expected a positive number of seconds, at most 1e\+09 "
+                                         r"\(or inf for no timeout\)"):
+        zoo.pull(entry.name, progress=False, force=True)
+    assert len(server.gets(entry.url)) == 1  # refused before any connection
 
 
 def test_publishing_an_existing_name_needs_force(tiny_model, weights_home, tmp_path, capsys):
@@ -281,3 +304,24 @@ def test_a_missing_manifest_is_an_error_not_an_empty_zoo(monkeypatch, tmp_path):
         zoo.list_weights()
     monkeypatch.setenv("ZOO_WEIGHTS_DIR", str(tmp_path))  # a workspace with nothing published yet
     assert zoo.list_weights() == []
+
+
+def test_publishing_a_file_leaves_the_publishers_run_time_settings_out_of_the_entry(weights_home, tmp_path):
+    """Before: `zoo weights add FILE` copied the file's whole config into the entry, the publisher's amp="bf16" and
+    device with it: everyone building the tag computed in bf16 (18x slower, with a warning, on a CPU without native
+    bf16), unlike the shipped td3 entries, which name only the env and the preset."""
+    from safetensors.torch import load_file, save_file
+
+    agent = zoo.build("td3", env="Pendulum-v1", net_arch=(8, 8), amp=None)
+    saved = zoo.save(agent, tmp_path / "agent.safetensors")
+    meta = hub.read_metadata(saved)
+    run = {**json.loads(meta["zoo.config"]), "amp": "bf16", "device": "cpu"}  # as a bf16 run on a CPU wrote it
+    save_file(load_file(saved), saved, metadata={**meta, "zoo.config": json.dumps(run)})
+    assert main(["weights", "add", str(saved), "--name", "td3.copy-v1"]) == 0
+    entry = hub.get_entry("td3.copy-v1")
+    assert "amp" not in entry.config and "device" not in entry.config
+    assert entry.config["env"] == "Pendulum-v1" and entry.config["net_arch"] == [8, 8]
+    assert "amp" not in json.loads(hub.read_metadata(weights_home / entry.url)["zoo.config"])
+    assert zoo.build("td3.copy-v1").config.amp == "auto"  # the default: each machine decides
+    explicit = hub.add_weights(saved, name="td3.fp32-v1", config={"amp": "fp32"})  # asked for: kept
+    assert explicit.config["amp"] == "fp32"

@@ -6,9 +6,10 @@ Face Hub, offline use, safetensors I/O.
     path = zoo.pull("resnet18.cifar10")               # downloaded once, sha256-checked, cached
     model = zoo.build("resnet18", weights="cifar10")  # a tag, "model.tag", a path, a URL, "hf-hub:org/repo"
 
-Environment: ``ZOO_HOME`` (cache root, default ``~/.cache/zoo``), ``ZOO_WEIGHTS_URL`` (a mirror of the
-release host: http(s), file:// or a folder), ``ZOO_OFFLINE=1`` (never open a connection; 0/false/no/off:
-online), ``ZOO_TIMEOUT`` (seconds of silence before a server counts as stalled, default 20),
+Environment: ``ZOO_HOME`` (cache root, default ``$XDG_CACHE_HOME/zoo``, else ``~/.cache/zoo``),
+``ZOO_WEIGHTS_URL`` (a mirror of the release host: http(s), file:// or a folder, a signed URL's query kept),
+``ZOO_OFFLINE=1`` (never open a connection; 0/false/no/off: online), ``ZOO_TIMEOUT`` (seconds of silence
+before a server counts as stalled and the pull fails, default 20; ``inf``: never; at most 1e9),
 ``ZOO_WEIGHTS_DIR`` (a folder laid out like a release, used instead of the shipped manifest and the
 checkout's ``weights/``), ``HF_ENDPOINT`` (the Hub for ``hf-hub:`` weights). The manifest schema is
 documented in :mod:`zoo.hub.manifest` and in weights/README.md.

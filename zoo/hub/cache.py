@@ -5,7 +5,7 @@ Everything zoo downloads lives under ``$ZOO_HOME``: ``weights/`` (the pull cache
 :mod:`zoo.hub.store`) and ``hf/`` (files fetched from a Hugging Face Hub repo). Besides finished files
 the weights cache can hold ``.part`` files (interrupted downloads, resumed by the next pull), zoo temp
 files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.verified`` markers, the ``.lock`` of a
-download in progress).
+download in progress, the ``.resume`` record of a ``.part``: the version of the file it holds).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo import fs
-from zoo.hub.fetch import download_lock, sha256_file
+from zoo.hub.fetch import RESUME_SUFFIX, download_lock, resume_path, sha256_file
 from zoo.hub.manifest import read_manifest
 from zoo.hub.store import URL_DIR, cache_root, cached_path, zoo_home
 from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256
 
 __all__ = ["CacheCheck", "CacheItem", "cache_info", "clean_cache", "verify_cache"]
 
-_BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256")
+_BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256", RESUME_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -172,12 +172,12 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
 
 
 def _remove_unless_downloading(item: CacheItem) -> bool:
-    """Remove a weights, partial or link item (and its marker) under its download's lock; False while a
-    download holds it. Where the file system keeps no locks the item is removed: it was asked for."""
+    """Remove a weights, partial or link item (and its marker or resume record) under its download's lock; False
+    while a download holds it. Where the file system keeps no locks the item is removed: it was asked for."""
     dest = item.path.with_suffix("") if item.kind == "partial" else item.path
     try:
         with download_lock(dest, wait=0, warn_unlocked=False):
-            for p in (item.path, item.path.with_name(item.path.name + MARKER_SUFFIX)):
+            for p in (item.path, item.path.with_name(item.path.name + MARKER_SUFFIX), resume_path(item.path)):
                 p.unlink(missing_ok=True)
     except fs.FolderLockedError:
         return False

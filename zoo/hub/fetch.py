@@ -4,8 +4,13 @@ A file is streamed to ``<dest>.part``, hashed, checked, and only then renamed to
 name never holds a partial or unverified file. A per-file lock (:func:`download_lock`, a
 :class:`zoo.fs.FileLock`) makes a second process pulling the same file wait and then reuse the first one's
 result. An interrupted HTTP transfer is retried with exponential backoff and resumed with a ``Range``
-request when the server answers 206; a server that stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default
-20) fails at once, keeping the bytes it sent for the next pull to resume from. Local sources (a checkout's
+request when the server answers 206. A resume asks for the same version of the file: the ETag (or
+Last-Modified) of the response that started the ``.part`` is kept beside it (``<file>.resume``) and sent as
+``If-Range``, and the total size a 206 names must be the one first announced; a server whose file changed sends
+it whole, from byte 0. Without such a validator only a download whose sha256 will be checked resumes (the hash
+catches a join of two versions); a URL with nothing to check it against starts again from byte 0. A server that
+stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default 20) fails the pull at once, even after sending some bytes,
+keeping the bytes it sent for the next pull to resume from. Local sources (a checkout's
 ``weights/``, a ``file://`` mirror) are copied straight into place through :mod:`zoo.fs`, without a
 progress bar.
 
@@ -17,9 +22,13 @@ space they hold is what this one lacks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
+import json
+import math
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -28,7 +37,7 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 from urllib.request import url2pathname
 
 from typing_extensions import Self
@@ -37,16 +46,20 @@ from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.inputs import ON_VALUES
 
-__all__ = ["DownloadError", "HashMismatchError", "OfflineError", "download_lock", "fetch", "offline", "sha256_file",
-           "timeout_s"]
+__all__ = ["RESUME_SUFFIX", "DownloadError", "HashMismatchError", "OfflineError", "download_lock", "fetch", "offline",
+           "sha256_file", "timeout_s"]
 
 CHUNK = 1 << 20
 OVERLAP_MIN = 1 << 16
 """Blocks this large or larger are hashed on :class:`_Digest`'s helper thread (smaller ones cost more to hand over)."""
 DEFAULT_TIMEOUT_S = 20.0  # no byte for this long (connect or read): the server is stalled
+# socket.settimeout refuses about 9.2e9 s (OverflowError, naming neither the variable nor the value); a wait of
+# over 31 years is no timeout, which ZOO_TIMEOUT=inf says
+MAX_TIMEOUT_S = 1e9
 RETRIES = 4  # attempts in a row without progress (a byte more in the .part) before a source is given up
 BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**(attempts without progress - 1) between attempts
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
+RESUME_SUFFIX = ".resume"  # <file>.resume: the URL, validator and size of the response that started <file>.part
 _ON = ON_VALUES
 _OFF = ("", "0", "false", "no", "off")
 
@@ -94,7 +107,9 @@ def offline() -> bool:
 
 
 def timeout_s() -> float:
-    """``$ZOO_TIMEOUT``: seconds without a byte before a connection counts as stalled (default 20)."""
+    """``$ZOO_TIMEOUT``: seconds without a byte before a connection counts as stalled (default 20). ``inf`` is
+    no timeout (returned as ``math.inf``: a connection waits for ever); a finite value over
+    :data:`MAX_TIMEOUT_S` (1e9 s) is refused, as are zero, negative numbers, NaN and words (ValueError)."""
     raw = os.environ.get("ZOO_TIMEOUT", "").strip()
     if not raw:
         return DEFAULT_TIMEOUT_S
@@ -102,9 +117,22 @@ def timeout_s() -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise ValueError(f"ZOO_TIMEOUT={raw!r}: expected a positive number of seconds")
+    if not (0 < value <= MAX_TIMEOUT_S or value == math.inf):
+        raise ValueError(f"ZOO_TIMEOUT={raw!r}: expected a positive number of seconds, at most {MAX_TIMEOUT_S:g} "
+                         "(or inf for no timeout); set it to e.g. 60, or unset it for the default 20")
     return value
+
+
+def _socket_timeout() -> float | None:
+    """:func:`timeout_s` as ``urlopen`` takes it: None (blocking) for no timeout."""
+    value = timeout_s()
+    return None if value == math.inf else value
+
+
+def without_query(url: str) -> str:
+    """``url`` without its ``?query`` and ``#fragment``: the file it names, whatever the link carries (a signature,
+    ``?download=1``, a ``#sha256=`` pin)."""
+    return urlsplit(url)._replace(query="", fragment="").geturl()
 
 
 def is_network(source: str) -> bool:
@@ -224,7 +252,7 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
                 f"sha256 mismatch for {source}: expected {expected}, got {digest.hexdigest()}; "
                 f"nothing entered the cache ({dest.parent})")
     # the bytes an earlier HTTP pull kept for resuming (the caller holds the file's lock): nothing resumes them now
-    dest.with_name(dest.name + ".part").unlink(missing_ok=True)
+    discard_part(dest.with_name(dest.name + ".part"))
     return digest.hexdigest()
 
 
@@ -250,6 +278,41 @@ def _into_cache(part: Path, dest: Path) -> None:
     next is synced, and must never vouch for bytes a power cut lost."""
     fs.fsync_file(part)
     os.replace(part, dest)
+    resume_path(part).unlink(missing_ok=True)
+
+
+def resume_path(part: Path) -> Path:
+    """``<file>.resume`` beside ``<file>.part``: what the response that started the partial file said of it."""
+    return part.with_name(part.name.removesuffix(".part") + RESUME_SUFFIX)
+
+
+def discard_part(part: Path) -> None:
+    """Delete a partial download and its resume record (a record left alone could vouch for another download)."""
+    part.unlink(missing_ok=True)
+    resume_path(part).unlink(missing_ok=True)
+
+
+def _record_resume(part: Path, url: str, resp, total: int | None) -> None:
+    """Keep beside a fresh ``part`` what a resume must match: the URL, the response's strong ETag (a weak one,
+    ``W/"..."``, may not be sent in If-Range) or else its Last-Modified, and the file's size."""
+    etag = resp.headers.get("ETag")
+    validator = etag if etag and not etag.startswith("W/") else resp.headers.get("Last-Modified")
+    record = resume_path(part)
+    record.unlink(missing_ok=True)  # a planted link is removed, never written through
+    with contextlib.suppress(OSError):  # without a record the next attempt restarts (or relies on the hash)
+        fs.write_text(record, json.dumps({"url": url, "validator": validator, "total": total}) + "\n")
+
+
+def _kept_resume(part: Path, url: str) -> dict:
+    """The resume record of ``part`` when it was written for ``url`` (another source's validator means
+    nothing here), else ``{}``."""
+    try:
+        fd = fs.open_nofollow(resume_path(part), os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
+            record = json.loads(fh.read(1 << 16))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) and record.get("url") == url else {}
 
 
 def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:
@@ -284,22 +347,49 @@ class _Stalled(Exception):
     pass
 
 
-def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
-    """One request; appends to ``part`` from where it stopped when the server honours Range. ``size``: the
-    file's size in bytes where the manifest gives it; a server that sends more is given up (DownloadError)."""
+def _resume_offset(url: str, part: Path, size: int | None, hashed: bool) -> tuple[int, dict]:
+    """Where to resume ``part`` from (0: start again) and its resume record. Kept bytes resume only where a
+    join of two versions would be caught: by If-Range (a validator the first response gave) or, without one,
+    by the sha256 checked once the file is whole (``hashed``); a URL with neither starts again."""
     offset = part.stat().st_size if part.exists() else 0
     if size is not None and offset > size:  # not a prefix of this file: start again
-        part.unlink()
-        offset = 0
+        discard_part(part)
+        return 0, {}
+    kept = _kept_resume(part, url) if offset else {}
+    if offset and not hashed and not kept.get("validator"):
+        discard_part(part)
+        return 0, {}
+    return offset, kept
+
+
+def _check_content_range(resp, part: Path, offset: int, known: int | None) -> None:
+    """A 206 must continue at ``offset`` the file whose size was first announced (``known``: the kept record's
+    or the manifest's): a server that ignored If-Range, or none was sent, may answer with another version."""
+    content_range = resp.headers.get("Content-Range", "")
+    m = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", content_range.strip())
+    if m is None or int(m[1]) != offset:
+        discard_part(part)
+        raise ConnectionError(f"unexpected Content-Range {content_range!r} for a resume at {offset}; restarting")
+    if m[2] != "*" and known is not None and int(m[2]) != known:
+        discard_part(part)
+        raise ConnectionError(f"the file is {m[2]} bytes now (Content-Range {content_range!r}), not the {known} of "
+                              f"the kept {offset} bytes' download: it changed; restarting from byte 0")
+
+
+def _open(url: str, part: Path, offset: int, validator: str | None):
+    """The response to one GET of ``url`` (from ``offset`` when resuming), HTTP errors turned into what the retry
+    loop acts on."""
     headers = {"User-Agent": "zoo-hub/1", "Accept-Encoding": "identity"}
     if offset:
         headers["Range"] = f"bytes={offset}-"
+        if validator:  # the same version, or a 200 with the whole current file
+            headers["If-Range"] = validator
     req = urllib.request.Request(url, headers=headers)
     try:
-        resp = urllib.request.urlopen(req, timeout=timeout_s())
+        return urllib.request.urlopen(req, timeout=_socket_timeout())
     except urllib.error.HTTPError as err:
         if err.code == 416 and offset:  # our partial file is not a prefix the server knows: restart
-            part.unlink(missing_ok=True)
+            discard_part(part)
             raise ConnectionError(f"HTTP 416 for a resume at byte {offset}; restarting") from None
         if err.code in (401, 403, 404, 410):
             raise _NotFound(f"HTTP {err.code} {err.reason}") from None
@@ -308,30 +398,38 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
         if isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None), TimeoutError):
             raise _Stalled(f"no answer within {timeout_s():g} s") from None
         raise
+
+
+def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None,
+                  hashed: bool = True) -> None:
+    """One request; appends to ``part`` from where it stopped when the server honours Range for the same version
+    of the file (see :func:`_resume_offset`). ``size``: the file's size in bytes where the manifest gives it; a
+    server that sends more is given up (DownloadError). ``hashed``: the whole file's sha256 will be checked."""
+    offset, kept = _resume_offset(url, part, size, hashed)
+    resp = _open(url, part, offset, kept.get("validator"))
     with resp:
         if resp.status == 206:
-            content_range = resp.headers.get("Content-Range", "")
-            if not content_range.startswith(f"bytes {offset}-"):
-                part.unlink(missing_ok=True)
-                raise ConnectionError(f"unexpected Content-Range {content_range!r} for a resume at {offset}")
+            _check_content_range(resp, part, offset, kept.get("total") or size)
             append = True
             digest.sync(part)
-        else:  # 200: the server sent the whole file (no Range support, or no partial file)
+        else:  # 200: the server sent the whole file (no Range support, no partial file, or If-Range said changed)
             offset, append = 0, False
             digest.reset()
         length = resp.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
         if size is not None and total is not None and total > size:
-            part.unlink(missing_ok=True)
+            discard_part(part)
             raise DownloadError(f"{url}: the server announced {total} bytes for a file of {size}: not this file "
                                 "(a wrong mirror, or a server's page); nothing was downloaded")
+        if not append:
+            _record_resume(part, url, resp, total)
         if length is not None:
             fs.check_free(part.parent, int(length), f"downloading {label}")
         with _bar(total, offset, label, progress) as bar:
             try:
                 received = _stream(resp, part, append, bar, digest, None if size is None else size - offset)
             except _Oversized:
-                part.unlink(missing_ok=True)
+                discard_part(part)
                 raise DownloadError(f"{url}: the server sent more than the file's {size} bytes: not this file (a "
                                     "wrong mirror, or a server's page); the download was stopped there and nothing "
                                     "was kept") from None
@@ -353,29 +451,31 @@ def _unknown_host(err: BaseException) -> bool:
         and reason.errno == socket.EAI_NONAME
 
 
-def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None) -> None:
+def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None,
+                   hashed: bool = True) -> None:
     """Attempts until the file is whole; :data:`RETRIES` failed in a row without ``part`` growing past the most
     it has held give up. An attempt that brought bytes starts the count again, as wget and pip do: a link that drops every few
-    hundred kilobytes still finishes a 20 MB file, resuming each time (a plain limit of 4 attempts would give it up)."""
+    hundred kilobytes still finishes a 20 MB file, resuming each time (a plain limit of 4 attempts would give it up).
+    A stall (no byte for ``$ZOO_TIMEOUT`` seconds) is no dropped link: it fails the pull at once, whatever bytes
+    came before it, keeping them for the next pull (resumed, a server that sent a few bytes before each silence
+    was asked again without end). ``hashed``: see :func:`_http_attempt`."""
     last: BaseException | None = None
     attempts = barren = 0
     most = part.stat().st_size if part.exists() else 0  # the most bytes ``part`` has held
     while True:
         attempts += 1
-        before = part.stat().st_size if part.exists() else 0
         try:
-            _http_attempt(url, part, label, progress, digest, size)
+            _http_attempt(url, part, label, progress, digest, size, hashed)
             return
         except (_NotFound, _WriteFailed, fs.FsError, DownloadError):
             raise
         except _Stalled as err:
             got = part.stat().st_size if part.exists() else 0
-            if got <= before:  # a stalled server that sent nothing this time: waiting again will not help
-                kept = (f"; the {fs.human_size(got)} received are kept in {part} and the next pull resumes "
-                        "from there" if got else "")
-                raise DownloadError(f"{url}: the server stalled ({err}){kept}. Set ZOO_TIMEOUT=<seconds> "
-                                    "for a slower server") from None
-            last = err
+            amount = f"{got} bytes" + (f" ({fs.human_size(got)})" if got >= 1024 else "")
+            kept = (f"; the {amount} received are kept in {part} and the next pull resumes from there" if got
+                    else "; no byte was received")
+            raise DownloadError(f"{url}: the server stalled ({err}; ZOO_TIMEOUT={timeout_s():g}){kept}. Set "
+                                "ZOO_TIMEOUT=<seconds> for a slower server, or retry later") from None
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as err:
             if isinstance(err, urllib.error.HTTPError) and err.code < 500 and err.code not in (408, 429):
                 raise _NotFound(f"HTTP {err.code} {err.reason}") from None
@@ -413,7 +513,7 @@ def reclaim_stale_parts(root: Path, keep: Path) -> int:
             with download_lock(part.with_suffix(""), wait=0, warn_unlocked=False) as lock:
                 if lock.locked:  # without locks a live download's .part looks like a stale one
                     size = part.stat().st_size
-                    part.unlink()
+                    discard_part(part)
                     freed += size
         except OSError:  # held by a live download, or a lock file zoo cannot use (a link, a read-only folder)
             continue
@@ -504,7 +604,7 @@ def fetch(
                                   stacklevel=user_stacklevel())
                 continue
             except _WriteFailed as err:
-                part.unlink(missing_ok=True)
+                discard_part(part)
                 raise fs.write_error(err.err, part, size) from None
             if on_arrival is not None:
                 on_arrival(dest, digest)
@@ -520,7 +620,7 @@ def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) 
     try:
         validate(part)
     except ValueError as err:
-        part.unlink(missing_ok=True)  # a resumed download would only append to the broken bytes
+        discard_part(part)  # a resumed download would only append to the broken bytes
         raise DownloadError(f"{source}: the downloaded bytes are not a whole weights file ({err}): a truncated "
                             "download, or not a weights file at all (a server's web page); they were discarded") from None
 
@@ -546,10 +646,11 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
         return DownloadError(f"could not get {name}: " + "; ".join(failures))
     mirror = os.environ.get(mirror_var, "").strip()
     writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
-    roots = (mirror.rstrip("/"), str(Path(mirror).expanduser())) if mirror else ()
+    # a signed mirror's query (?sig=...) follows the file's path in each source: compared without it
+    roots = (without_query(mirror).rstrip("/"), str(Path(mirror).expanduser())) if mirror else ()
     if not mirror:
         hint = f". Without a network, set {mirror_var} to a mirror (http(s)://, file:// or a folder)"
-    elif any(s.startswith(roots) for s in not_found):
+    elif any(s.startswith(roots) or without_query(s).startswith(roots) for s in not_found):
         hint = f". The mirror {mirror_var}={mirror} does not have it: add the file there{writes}"
     else:  # the mirror has it (or did not say otherwise): what went wrong is its failure above
         hint = ""
@@ -561,10 +662,10 @@ def _fetch_http(source: str, part: Path, check, expected: str, progress: bool, s
     label = part.name[: -len(".part")]
     for fresh in (False, True):
         if fresh:
-            part.unlink(missing_ok=True)
+            discard_part(part)
         resumed = part.exists() and part.stat().st_size > 0
         with _Digest() as running:
-            _http_download(source, part, label, progress, running, size)
+            _http_download(source, part, label, progress, running, size, hashed=check is not None)
             running.sync(part)  # a no-op unless the file changed behind the running hash
             digest = running.hexdigest()
         if check is None or check(digest):
@@ -572,7 +673,7 @@ def _fetch_http(source: str, part: Path, check, expected: str, progress: bool, s
         if resumed and not fresh:
             continue  # the kept partial file may be stale: one clean download before failing
         break
-    part.unlink(missing_ok=True)
+    discard_part(part)
     raise HashMismatchError(
         f"sha256 mismatch for {source}: expected {expected}, got {digest}; "
         f"the file was discarded and nothing entered the cache ({part.parent})"

@@ -36,7 +36,13 @@ from zoo.hub.state import (
     save_weights,
 )
 
-__all__ = ["add_weights", "release", "update_manifest"]
+__all__ = ["RUNTIME_KEYS", "add_weights", "release", "update_manifest"]
+
+# config keys that say how and where the publisher's run computed, not what the weights are (the keys the CLI
+# treats as a call's settings, zoo/cli/model_options.py): copied from a file into its entry, everyone building the
+# tag got the publisher's amp="bf16" (18x slower on a CPU without native bf16) or device="cuda" (no build without
+# one). seed and batch_size stay: they are the recipe's, and change nothing a build computes
+RUNTIME_KEYS = ("amp", "device")
 
 
 def _publish_dir() -> Path:
@@ -58,8 +64,9 @@ def _refuse_existing(name: str, entries: Mapping[str, WeightsEntry], force: bool
 
 def _entry_config(file_or_state_dict: Any, model: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The config the entry rebuilds ``model`` with: a file zoo.save wrote carries its own (stem, classes,
-    bands...), which ``config`` overrides key by key; a file of another model, an unknown model or a misspelt
-    key is refused here, before anything is written."""
+    bands...) less its run-time settings (:data:`RUNTIME_KEYS`), which ``config`` overrides key by key (a key of
+    ``config`` is kept, run-time or not: the publisher asked for it); a file of another model, an unknown model or
+    a misspelt key is refused here, before anything is written."""
     from zoo import registry
 
     saved = read_metadata(file_or_state_dict).get("zoo.model") if str(file_or_state_dict).endswith(
@@ -69,7 +76,8 @@ def _entry_config(file_or_state_dict: Any, model: str, config: Mapping[str, Any]
                             f"a {saved!r} model: name its weights {saved}.TAG")
     config = registry.current_config(model, dict(config or {}))  # a renamed key as the entry names it now
     if isinstance(file_or_state_dict, (str, os.PathLike)):
-        config = {**registry.file_config(file_or_state_dict, model), **config}
+        from_file = registry.file_config(file_or_state_dict, model)
+        config = {**{k: v for k, v in from_file.items() if k not in RUNTIME_KEYS}, **config}
     registry.validate_config(model, config)
     return config
 
@@ -93,7 +101,8 @@ def add_weights(
     only; loading copies back into the model's dtype). Before the entry is written, the file is loaded
     into ``zoo.build(model, **config)`` exactly as users will load it, so a file that does not fit its
     model is never published; a file :func:`zoo.save` wrote brings its own config (``config`` overrides
-    keys of it). ``meta`` gets ``dtype`` and ``num_params`` filled in when absent. The
+    keys of it), less the settings of the run that wrote it (:data:`RUNTIME_KEYS`: ``amp``, ``device``), which the
+    entry would impose on everyone who builds the tag. ``meta`` gets ``dtype`` and ``num_params`` filled in when absent. The
     manifest is updated under a lock (several benchmarks may publish at once) and weights/README.md is
     regenerated.
     """

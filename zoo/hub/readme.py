@@ -15,7 +15,7 @@ _HEADER = """\
 
 The manifest ships inside the package (`zoo/hub/manifest.json`; `manifest.json` here links to it, so this
 folder is laid out as a release is); this folder holds the project's own files in a source checkout. Every file
-below is checked by sha256 before it enters the cache (`$ZOO_HOME/weights`, default `~/.cache/zoo/weights`, one
+below is checked by sha256 before it enters the cache (`$ZOO_HOME/weights`, default `$XDG_CACHE_HOME/zoo/weights`, else `~/.cache/zoo/weights`, one
 folder per sha256), and a cached file is re-hashed before a load whenever
 it changed since it was verified. Metrics are as measured by the command in the manifest entry's
 `meta.command` (upstream entries quote the publisher's figures and say so); accuracies and kappa are

@@ -5,7 +5,8 @@ Layout, keyed by content: ``$ZOO_HOME/weights/<sha256>/<file name>`` for manifes
 with new bytes gets a new place and can never be confused with the file it replaced;
 ``$ZOO_HOME/weights/urls/<sha256(url)[:16]>/<file name>`` for weights a user gave by URL. Beside each
 file, ``<file>.verified`` binds the hash checked on arrival to the file as it is (:mod:`zoo.hub.verified`);
-a load re-hashes any file that changed since. ``$ZOO_HOME`` defaults to ``~/.cache/zoo``.
+a load re-hashes any file that changed since. ``$ZOO_HOME`` defaults to ``$XDG_CACHE_HOME/zoo`` (``~/.cache/zoo``
+where ``XDG_CACHE_HOME`` is unset), beside torch.hub's and huggingface_hub's caches.
 
 Sources of a manifest entry, tried in order (``ZOO_OFFLINE=1`` or ``local_files_only=True`` drop the
 http(s) ones):
@@ -29,12 +30,12 @@ import re
 import warnings
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlparse
+from urllib.parse import quote, urlparse, urlsplit
 
 from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.hub import verified
-from zoo.hub.fetch import HashMismatchError, OfflineError, fetch, local_path, sha256_file
+from zoo.hub.fetch import HashMismatchError, OfflineError, fetch, local_path, sha256_file, without_query
 from zoo.hub.manifest import WeightsEntry, manifest_path, read_manifest, release_url, weights_dir
 from zoo.inputs import close_names, either
 
@@ -60,9 +61,12 @@ class CorruptCacheError(HashMismatchError):
 
 
 def zoo_home() -> Path:
-    """``$ZOO_HOME`` (default ``~/.cache/zoo``) as an absolute path: a relative one is taken from the working
-    directory of the call, and the paths pull returns stay valid after a ``chdir`` (relative ones would not)."""
-    return Path(os.environ.get("ZOO_HOME") or "~/.cache/zoo").expanduser().absolute()
+    """``$ZOO_HOME``, else ``$XDG_CACHE_HOME/zoo``, else ``~/.cache/zoo`` (where torch.hub and huggingface_hub put
+    theirs: a user who moved the caches with XDG_CACHE_HOME, off a small home, moves zoo's too), as an absolute
+    path: a relative one is taken from the working directory of the call, and the paths pull returns stay valid
+    after a ``chdir`` (relative ones would not)."""
+    home = os.environ.get("ZOO_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "zoo")
+    return Path(home).expanduser().absolute()
 
 
 def shared_data_root() -> Path:
@@ -114,8 +118,11 @@ def _writable_cache(cache_dir: str | os.PathLike | None):
 
 
 def _join(base: str, rel: str) -> str:
-    if urlparse(base).scheme in ("http", "https", "file"):
-        return base.rstrip("/") + "/" + quote(rel)
+    """``rel`` inside the mirror ``base``: a URL's path gets it, its query stays after it (a signed URL's
+    ``?sig=...`` signs the folder; appended to the query, the file name named no file)."""
+    parts = urlsplit(base)
+    if parts.scheme in ("http", "https", "file"):
+        return parts._replace(path=parts.path.rstrip("/") + "/" + quote(rel)).geturl()
     return str(Path(base).expanduser() / rel)
 
 
@@ -277,11 +284,13 @@ def _pull_entry(entry: WeightsEntry, *, cache_dir=None, force=False, progress=Tr
 
 
 def _entry_for_url(url: str) -> WeightsEntry | None:
-    """The manifest entry a URL designates: its official URL, or its file on the mirror / checkout."""
+    """The manifest entry a URL designates: its official URL, or its file on the mirror / checkout, whatever
+    query or fragment the link carries (``?download=1``, a signature, a ``#sha256=`` pin: the caller checks it)."""
+    bare = without_query(url)
     for entry in read_manifest(missing_ok=True).values():  # no manifest: no URL can be one of its files
         candidates = set(sources(entry))
         candidates |= {Path(s).resolve().as_uri() for s in candidates if not urlparse(s).scheme}
-        if url in candidates:
+        if bare in {without_query(c) if urlparse(c).scheme else c for c in candidates}:
             return entry
     return None
 
@@ -300,14 +309,18 @@ def _by_content(path: Path, model: str | None, digest: str | None = None) -> tup
     """``(path, the manifest entry whose file path holds byte for byte)``: a shipped file copied elsewhere (a
     release or mirror folder, a manual download, an HF export, a URL) carries no recipe of its own, and loaded
     without its entry lost its class names and preprocessing (resnet18.cifar10: ImageNet's statistics). Found
-    by size, then by the full sha256 (``digest`` where a pin gave it); ``(path, None)`` for any other file."""
+    by size, then by the full sha256 (``digest`` where a pin gave it); an upstream entry known only by its hash
+    prefix (no size either: torchvision's ``resnet18-f37072fd.pth``) by its file name, then that prefix.
+    ``(path, None)`` for any other file."""
     entries = read_manifest(missing_ok=True)
+    by_prefix = [e for e in entries.values() if not e.sha256 and e.sha256_prefix and e.filename == path.name]
     if digest is None:
         size = path.stat().st_size
-        if not any(e.sha256 and e.size == size for e in entries.values()):
+        if not by_prefix and not any(e.sha256 and e.size == size for e in entries.values()):
             return path, None
         digest = sha256_file(path)
     entry = next((e for e in entries.values() if e.sha256 == digest), None)
+    entry = entry or next((e for e in by_prefix if e.hash_matches(digest)), None)
     if entry is not None:
         _check_model(entry, model)
     return path, entry
@@ -402,11 +415,13 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
         return path, entry
     scheme = urlparse(weights).scheme
     if scheme in ("http", "https", "file"):
+        url, pinned = _pinned_sha256(weights)
         entry = _entry_for_url(weights)
         if entry is not None:
             _check_model(entry, model)
-            return _pull_entry(entry, local_files_only=local_files_only), entry
-        url, pinned = _pinned_sha256(weights)
+            path = _pull_entry(entry, local_files_only=local_files_only)
+            _check_pin(path, entry, weights, pinned)
+            return path, entry
         if scheme == "file":
             path = local_path(url)
             if not path.is_file():
@@ -441,6 +456,16 @@ def resolve(weights: str | os.PathLike, model: str | None = None, *,
         f"unknown weights {weights!r}{f' for model {model!r}' if model else ''}.{hint} Published: "
         f"{', '.join(tags) or '(none)'}; or pass a local path, a URL or 'hf-hub:org/repo' (see `zoo weights list`)."
     )
+
+
+def _check_pin(path: Path, entry: WeightsEntry, weights: str, pinned: str | None) -> None:
+    """A ``#sha256=`` pin on a URL of a manifest entry's file holds as on any URL: the entry's file must have it."""
+    if pinned is None:
+        return
+    digest = entry.sha256 or verified.verified_sha256(path, entry.hash_matches)[0]
+    if digest != pinned:
+        raise HashMismatchError(f"{weights} pins sha256 {pinned}, but it is the file of {entry.name}, whose sha256 is "
+                                f"{digest}: fix the pin (or the URL); the cached file {path} was kept")
 
 
 def _check_model(entry: WeightsEntry, model: str | None) -> None:
