@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from zoo import registry
 from zoo.wrappers import strip_parallel
 
-__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "accepts_option", "evaluate", "finetune", "list_weights",
-           "named_options", "predict", "save", "seeded_build", "train"]
+__all__ = ["ModelState", "Predictor", "Saveable", "Trainable", "accepts_option", "evaluate", "finetune",
+           "finetune_refusal", "list_weights", "named_options", "predict", "save", "seeded_build", "train"]
 
 
 @runtime_checkable
@@ -215,6 +215,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_class
     By name, the model is built with ``weights`` first (after seeding, with ``seed=``: a new head starts from
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
+    _check_device(config)  # as evaluate / predict check it: by name, before a model is built for nothing
     if num_classes is not None:  # named in the signature, as design.md gives it; the family's surgery reads it
         config["num_classes"] = num_classes
     with _naming_config_keys(model_or_name, "finetune"):
@@ -235,27 +236,59 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_class
 
 def _require_finetune(model: Any, model_or_name: Any, data: Any) -> None:
     if not hasattr(model, "zoo_finetune"):
-        # named, not looked up: which classes have zoo_finetune is known only after importing every family's
-        # model code (5 s, torch, torchvision, gymnasium and PyAV) in a refusal
-        tunable = [n for n in registry.list_models() if n == "resnet18"]
-        name = getattr(model, "registry_name", None) or (model_or_name if isinstance(model_or_name, str) else None)
-        if name in registry.list_models() and "num_classes" in registry.model_info(name).default_config:
-            # a zoo network with a class head (the video ones): zoo.vision.finetune.finetune cannot read its
-            # data, but training it from its weights with a new head is its fine-tuning
-            tags = [w.split(".", 1)[1] for w in list_weights(name)]
-            given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
-            how = (f"to fine-tune the zoo network {name!r}, train it from its weights with a new head: "
-                   f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}, num_classes=N), {given})")
-        elif name in registry.list_models() and getattr(model, "zoo_finetuned_by_training", None):
-            # a model without a head to replace (a translator) says so: its fine-tuning is training from its weights
-            tags = [w.split(".", 1)[1] for w in list_weights(name)]
-            given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
-            how = (f"to fine-tune the {model.zoo_finetuned_by_training} {name!r}, train it from its weights: "
-                   f"zoo.train(zoo.build({name!r}, weights={tags[0] if tags else 'PATH'!r}), {given})")
-        else:
-            how = "for any torchvision-style classifier use zoo.vision.finetune.finetune(model, data, ...)"
-        raise TypeError(f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no "
-                        f"zoo_finetune); models that fine-tune: {', '.join(tunable)}; {how}")
+        raise TypeError(finetune_refusal(model, model_or_name, data))
+
+
+def finetune_refusal(model: Any, model_or_name: Any, data: Any, *, command: bool = False) -> str:
+    """Why ``zoo.finetune`` cannot take ``model`` (it has no ``zoo_finetune``) and the way to do what the user
+    meant with that kind of model, as a Python call or, with ``command``, as a ``zoo`` command line."""
+    # named, not looked up: which classes have zoo_finetune is known only after importing every family's
+    # model code (5 s, torch, torchvision, gymnasium and PyAV) in a refusal
+    tunable = [n for n in registry.list_models() if n == "resnet18"]
+    name = getattr(model, "registry_name", None) or (model_or_name if isinstance(model_or_name, str) else None)
+    if name not in registry.list_models():
+        return (f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no zoo_finetune); "
+                f"models that fine-tune: {', '.join(tunable)}; for any torchvision-style classifier use "
+                "zoo.vision.finetune.finetune(model, data, ...)")
+    tags = [w.split(".", 1)[1] for w in list_weights(name)]
+    tag = tags[0] if tags else "PATH"
+    given = repr(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "data"
+    folder = _shell_word(data)
+    if "num_classes" in registry.model_info(name).default_config:
+        # a zoo network with a class head (the video ones): zoo.vision.finetune.finetune cannot read its
+        # data, but training it from its weights with a new head is its fine-tuning
+        what = f"to fine-tune the zoo network {name!r}, train it from its weights with a new head"
+        call = f"zoo.train(zoo.build({name!r}, weights={tag!r}, num_classes=N), {given})"
+        line = f"zoo train {name} --weights {tag} --num-classes N --data {folder}"
+    elif getattr(model, "zoo_finetuned_by_training", None):
+        # a model without a head to replace (a translator) says so: its fine-tuning is training from its weights
+        what = f"to fine-tune the {model.zoo_finetuned_by_training} {name!r}, train it from its weights"
+        call = f"zoo.train(zoo.build({name!r}, weights={tag!r}), {given})"
+        line = f"zoo train {name} --weights {tag} --data {folder}"
+    elif registry.family_of(name) == "rl":
+        # an agent has no classifier head: it adapts by training on from its weights, in the new environment
+        what = f"the agent {name!r} has no classifier head to replace; to adapt it, train it on from its weights"
+        call = f"zoo.train(zoo.build({name!r}, weights={tag!r}), env_id)"
+        line = f"zoo train {name} --weights {tag} --env ENV_ID"
+    elif registry.family_of(name) == "hyperspectral":  # hsi-pca-svm: PCA + SVM hold no features to transfer
+        what = f"the pipeline {name!r} has no pretrained network to transfer; training refits it on the new data"
+        call = f"zoo.train({name!r}, {given})"
+        line = f"zoo train {name} --data {folder}"
+    else:
+        what = f"to fine-tune {name!r}, train it from its weights"
+        call = f"zoo.train(zoo.build({name!r}, weights={tag!r}), {given})"
+        line = f"zoo train {name} --weights {tag} --data {folder}"
+    if command:
+        return f"{name} does not fine-tune (zoo finetune takes {', '.join(tunable)}); {what}: {line}"
+    return (f"zoo.finetune does not know how to fine-tune a {type(model).__name__} (it has no zoo_finetune); "
+            f"models that fine-tune: {', '.join(tunable)}; {what}: {call}")
+
+
+def _shell_word(data: Any) -> str:
+    """``data`` as a command line's ``--data`` value (quoted where a shell would split it), else ``DIR``."""
+    import shlex
+
+    return shlex.quote(os.fspath(data)) if isinstance(data, (str, os.PathLike)) else "DIR"
 
 
 def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -206,6 +208,27 @@ def test_a_config_setting_given_to_train_says_where_it_belongs():
                                         r"it takes amp, augment, backbone_lr_mult, .*strategy, .*warmup_steps"):
         zoo.finetune("resnet18", (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.long)), imagesize=8)
 
+
+
+def test_finetune_of_an_agent_or_a_pipeline_names_how_that_model_is_adapted(tmp_path, capsys):
+    """Before: zoo.finetune("td3", ...) and zoo.finetune("hsi-pca-svm", ...) pointed at zoo.vision.finetune.finetune
+    "for any torchvision-style classifier", which can tune neither an RL agent nor a PCA + SVM pipeline, and
+    `zoo finetune td3 --data DIR` printed that Python call as its hint."""
+    from zoo.cli import main
+
+    agent = r"the agent 'td3' .*train it on from its weights: zoo\.train\(zoo\.build\('td3', weights='[\w.-]+'\), env_id\)$"
+    pipeline = r"the pipeline 'hsi-pca-svm' .*refits it on the new data: zoo\.train\('hsi-pca-svm', 'scene\.mat'\)$"
+    for name, data, how in (("td3", "Pendulum-v1", agent), ("hsi-pca-svm", "scene.mat", pipeline)):
+        with pytest.raises(TypeError, match=how) as err:
+            zoo.finetune(name, data)
+        assert "zoo.vision" not in str(err.value)
+    lines = {"td3": r"zoo train td3 --weights [\w.-]+ --env ENV_ID", "hsi-pca-svm": "zoo train hsi-pca-svm --data "
+             + re.escape(str(tmp_path))}
+    for name, line in lines.items():  # in the command's words: a command line, not the Python call
+        assert main(["finetune", name, "--data", str(tmp_path)]) == 2
+        said = capsys.readouterr().err
+        assert re.search(rf"^zoo finetune: error: {name} does not fine-tune .*: {line}$", said, re.MULTILINE), said
+        assert "zoo.train(" not in said and "zoo.vision" not in said
 
 # --- a DataLoader given as data batches by itself ------------------------------------------------------------
 def _loader(batch_size=4, **kw):

@@ -344,7 +344,8 @@ def test_a_head_replaced_for_the_new_class_count_is_logged_not_warned(caplog):
         warnings.simplefilter("always")
         zoo.finetune(model, _data(), num_classes=2, epochs=1, strategy="head", **FIT)
     assert model.fc.out_features == 2
-    assert not [w for w in seen if "head" in str(w.message)], [str(w.message) for w in seen]
+    # "-class head": the replacement's words (this network has no weights, which is warned about, in other words)
+    assert not [w for w in seen if "-class head" in str(w.message)], [str(w.message) for w in seen]
     assert "replacing the 10-class head with a fresh 2-class head" in caplog.text
 
 
@@ -570,3 +571,132 @@ def test_a_finetune_of_a_model_object_leaves_the_callers_random_streams_where_th
     zoo.finetune(model, data, num_classes=2, strategy="head", epochs=1, seed=0, **FIT)
     got.append(draws())
     assert got == untouched
+
+
+# --- arguments checked before the surgery, what each strategy really freezes, and what is warned ----------------
+
+
+def _state(model):
+    return _snapshot(model), copy.deepcopy(model.pretrained_cfg), model.fc
+
+
+@pytest.mark.parametrize("bad", [{"strategy": "top", "top_stages": 5}, {"strategy": "gradual", "unfreeze_every": 0},
+                                 {"epochs": 2.5}, {"schedule": "cosin"}, {"lr": "1e-3"}, {"device": "cuda:64"},
+                                 {"val_data": "OTHER"}])
+def test_a_failed_finetune_leaves_the_model_as_it_was(tmp_path, monkeypatch, bad):
+    """Before: the head swap and the pretrained_cfg rewrite ran before plan_strategy's and fit's checks, so each of
+    these raised with the network holding a new random 2-class head, the folder's class names and no weights name.
+    (A val_data folder of other classes fails after the surgery: the surgery is undone.) zoo.finetune by name built
+    the model before its device was refused: it checks it first, as zoo.evaluate and zoo.predict do."""
+    root = _stripes(tmp_path / "data", n_per_class=2, size=8)
+    if bad.get("val_data") == "OTHER":
+        bad = {"val_data": _stripes(tmp_path / "other", n_per_class=2, size=8) / "val" / "horizontal"}
+    model = zoo.build("resnet18.cifar10")
+    before, cfg, head = _state(model)
+    with pytest.raises((TypeError, ValueError, RuntimeError)):
+        zoo.finetune(model, root, **{"epochs": 1, **FIT, **bad})
+    after = _snapshot(model)
+    assert model.fc is head and model.pretrained_cfg == cfg and cfg["weights"] == "resnet18.cifar10"
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert all(p.requires_grad for p in model.parameters()) and not model._forward_pre_hooks
+    if "device" in bad:
+        monkeypatch.setattr(zoo.registry, "build", lambda *a, **k: pytest.fail("built before the device was checked"))
+        with pytest.raises(RuntimeError, match="not available"):
+            zoo.finetune("resnet18.cifar10", root, device=bad["device"])
+
+
+def test_on_off_and_count_options_of_another_type_are_refused_naming_the_option(tmp_path, capsys):
+    """Before: freeze_bn="no" (what `zoo finetune --set freeze_bn=no` passes) was truthy and kept BatchNorm frozen,
+    cache_features="off" cached; unfreeze_every=1.5, top_stages=1.0 and unfreeze_every="2" failed in Python's words."""
+    from zoo.cli import main
+
+    for key, value, strategy in (("freeze_bn", "no", "full"), ("cache_features", "off", "head"),
+                                 ("augment", "false", "head"), ("strict", 1, "head"), ("unfreeze_every", 1.5, "gradual"),
+                                 ("unfreeze_every", "2", "gradual"), ("top_stages", 1.0, "top"),
+                                 ("top_stages", True, "top")):
+        with pytest.raises(TypeError, match=rf"^finetune: {key} must be .*got {value!r} .*: pass .*{key}="):
+            zoo.finetune(_model(), _data(), strategy=strategy, epochs=1, **{**FIT, key: value})
+    assert main(["finetune", "resnet18", "--data", str(tmp_path), "--set", "freeze_bn=no"]) == 2
+    assert "--set freeze_bn=no: freeze_bn is on or off, written true or false" in capsys.readouterr().err
+
+
+def test_finetuning_a_network_built_without_weights_warns_that_its_backbone_is_random():
+    """Before: zoo.finetune on zoo.build("resnet18") (and `zoo finetune` without --weights, its default) trained a
+    head on a frozen random backbone without a word."""
+    for strategy in ("head", "top", "gradual"):
+        with pytest.warns(UserWarning, match=rf"the resnet18 holds no pretrained weights .* strategy='{strategy}' keeps "
+                                             r".* frozen at its random initial values: pass weights, .*weights='cifar10'") \
+                as seen:
+            zoo.finetune(_model(), _data(), strategy=strategy, epochs=1, **FIT)
+        assert len([w for w in seen if "no pretrained weights" in str(w.message)]) == 1  # once a call
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # full trains every layer: a run from scratch, said nothing about
+        zoo.finetune(_model(), _data(), strategy="full", epochs=1, **FIT)
+
+
+def test_a_ready_optimizer_or_param_groups_is_refused_saying_what_to_pass_instead():
+    """Before: both passed the option check, then failed inside fit in words about things the caller had not done
+    ("param_groups is for optimizers fit builds; a ready optimizer has its own groups")."""
+    m = _model()
+    for given in ({"optimizer": torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)},
+                  {"param_groups": [{"params": m.fc.parameters(), "lr": 0.01}], "optimizer": "sgd"}):
+        with pytest.raises(ValueError, match=r"^finetune builds the optimizer's parameter groups itself .* pass the "
+                                             r"optimizer by name with its options, optimizer='sgd', optimizer_options="):
+            zoo.finetune(m, _data(), strategy="full", epochs=1, **{**FIT, **given})
+    assert m.fc.out_features == 2
+
+
+def test_backbone_lr_mult_0_freezes_the_backbone_and_its_batchnorm_statistics():
+    """Before: "0 freezes it" held for the weights only: the backbone's gradients were computed and its BatchNorm
+    running statistics moved with every batch."""
+    for strategy in ("full", "top", "gradual"):
+        m, rec = _model(), _Recorder()
+        before = _snapshot(m)
+        zoo.finetune(m, _data(), strategy=strategy, backbone_lr_mult=0, epochs=2, unfreeze_every=1 if strategy ==
+                     "gradual" else None, callbacks=[rec], **FIT)
+        assert rec.grad == [{"fc"}, {"fc"}], strategy
+        assert _changed(before, _snapshot(m)) == {"fc"}, strategy
+
+
+def test_parameters_on_the_model_itself_train_with_the_lowest_stage():
+    """Before: torchvision ViT's class_token (a parameter of the model, in no child) never trained under gradual or
+    top, even with every stage open, and kept requires_grad=True under head."""
+    import torchvision
+
+    from zoo.vision.finetune import finetune
+
+    class Seen(Callback):
+        def __init__(self):
+            self.grad = []
+
+        def on_epoch_start(self, state):
+            self.grad.append(state.model.class_token.requires_grad)
+
+    torch.manual_seed(0)
+    vit = torchvision.models.VisionTransformer(image_size=8, patch_size=4, num_layers=1, num_heads=1, hidden_dim=8,
+                                               mlp_dim=8, num_classes=2)
+    assert backbone_stages(vit) == (["encoder", "conv_proj"], [])
+    data = (torch.randn(8, 3, 8, 8), torch.arange(8) % 2)
+    # two epochs at least where it trains: torchvision's ViT head starts at zero, so the first step moves only the head
+    for strategy, expected in (("head", [False]), ("top", [False, False]), ("gradual", [False, False, True]),
+                               ("full", [True, True])):
+        m, seen = copy.deepcopy(vit), Seen()
+        finetune(m, data, strategy=strategy, epochs=len(expected), callbacks=[seen], cache_features=False,
+                     **FIT, **({"unfreeze_every": 1} if strategy == "gradual" else {}))
+        assert seen.grad == expected, strategy
+        assert torch.equal(m.class_token, vit.class_token) != expected[-1], strategy
+
+
+def test_a_gradual_run_too_short_to_open_every_stage_warns_naming_them():
+    """Before: gradual over 3 epochs trained layer4 and layer3 and never opened layer2 and layer1, without a word
+    (the README's `# or strategy="head" / "gradual"` beside epochs=1 trained the head alone)."""
+    m = _model()
+    with pytest.warns(UserWarning, match=r"strategy='gradual' with epochs=3 and unfreeze_every=1 never trains layer2, "
+                                         r"layer1 .*give epochs=5 or more"):
+        plan_strategy(m, "gradual", epochs=3)
+    with pytest.warns(UserWarning, match=r"epochs=6 and unfreeze_every=2 never trains layer2, layer1 .*epochs=9 or more"):
+        plan_strategy(m, "gradual", epochs=6, unfreeze_every=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan_strategy(m, "gradual", epochs=5)
+        plan_strategy(m, "gradual", epochs=2, unfreeze_every=None, backbone_lr_mult=0)  # nothing to open

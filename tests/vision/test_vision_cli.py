@@ -258,3 +258,24 @@ def test_finetune_writes_strict_json_and_names_its_monitor(tmp_path, capsys):
     assert main([*args[:3], str(data / "train"), *args[4:], "--out-dir", str(tmp_path / "noval")]) == 0
     assert "no validation folder" in capsys.readouterr().out
     assert json.loads((tmp_path / "noval" / "metrics.json").read_text())["monitor"] == "train_loss"
+
+
+def test_finetune_takes_device_and_amp_as_zoo_train_does(tmp_path, capsys, monkeypatch):
+    """Before: `zoo finetune ... --device cpu` was "unrecognized arguments" (the README's "the shell takes --device
+    cuda") and --amp fp16 was not a choice; --set device=cuda was the only way."""
+    import zoo
+
+    seen = []
+    monkeypatch.setattr(zoo, "finetune", lambda *a, **k: seen.append(k) or pytest.fail("ran"))
+    data = _folder(tmp_path / "data")
+    with pytest.raises(pytest.fail.Exception):
+        main(["--debug", "finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--device", "cpu",
+              "--amp", "none", "--out-dir", str(tmp_path / "o")])
+    assert seen[-1]["device"] == "cpu" and seen[-1]["amp"] is None
+    with pytest.raises(pytest.fail.Exception):
+        main(["--debug", "finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--amp", "fp16",
+              "--out-dir", str(tmp_path / "o")])
+    assert seen[-1]["amp"] == "fp16" and "device" not in seen[-1]
+    with pytest.raises(SystemExit) as stop:  # refused by the parser, before anything is built
+        main(["finetune", "resnet18", "--data", str(data), "--device", "cuda:64"])
+    assert stop.value.code == 2 and "argument --device: device 'cuda:64' is not available" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from zoo.cli import UsageError, command, demo, model_kv, parse_kv
+from zoo.cli import UsageError, add_device_and_amp, amp_option, command, demo, model_kv, parse_kv
 
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "python benchmarks/cifar10_resnet18.py --epochs 15"
@@ -50,8 +50,7 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--backbone-lr-mult", type=float, default=0.1, help="backbone lr / head lr (full, gradual)")
     p.add_argument("--image-size", type=int, help="crop size (default: the weights' input size)")
-    p.add_argument("--amp", choices=["auto", "bf16", "none"], default="auto",
-                   help="precision (auto: bf16 only where this CPU computes it fast)")
+    add_device_and_amp(p)  # as zoo train has them: --device cuda, --amp fp16 (a finetune had neither)
     p.add_argument("--no-augment", dest="augment", action="store_false",
                    help="train on the eval transform (with --strategy head: features are computed once)")
     p.add_argument("--strict", action="store_true", help="fail on a corrupt image instead of skipping it")
@@ -84,6 +83,21 @@ def _default_out_dir() -> Path:
         k += 1
 
 
+# zoo.finetune's on/off options: --set reads true / false (JSON, or Python's True / False) as bools, and any other word
+# as a str, which is truthy (freeze_bn=no kept BatchNorm frozen)
+_FINETUNE_FLAGS = ("freeze_bn", "augment", "cache_features", "strict")
+
+
+def _finetune_sets(pairs: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs for zoo.finetune, its on/off options refused unless true or false."""
+    sets = parse_kv(pairs)
+    for key in _FINETUNE_FLAGS:
+        if key in sets and not isinstance(sets[key], bool) and not (key == "cache_features" and sets[key] is None):
+            raise UsageError(f"--set {key}={sets[key]}: {key} is on or off, written true or false (True, False); "
+                             f"give --set {key}=true or --set {key}=false")
+    return sets
+
+
 @command("finetune", "fine-tune a pretrained classifier on an image folder (head / full / gradual)", _configure_finetune)
 def _cmd_finetune(args: argparse.Namespace) -> int:
     import zoo
@@ -95,18 +109,21 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
-    # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
-    out = fs.ensure_dir(args.out_dir, "--out-dir") if args.out_dir is not None else _default_out_dir()
-    from zoo.api import seeded_build
+    sets = _finetune_sets(args.set)
+    from zoo.api import finetune_refusal, seeded_build
 
     with seeded_build(args.seed):  # as zoo train builds by name: a resume (and a rerun) builds the same network
         model = _build(args.name, args.weights, args.model)
+    if not hasattr(model, "zoo_finetune"):  # said as a command line: the Python call zoo.finetune names is no help here
+        raise UsageError(finetune_refusal(model, args.name, args.data, command=True))
+    # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
+    out = fs.ensure_dir(args.out_dir, "--out-dir") if args.out_dir is not None else _default_out_dir()
     options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
-               "amp": None if args.amp == "none" else args.amp, "augment": args.augment, "strict": args.strict,
-               "seed": args.seed}
+               "amp": amp_option(args.amp), "augment": args.augment, "strict": args.strict, "seed": args.seed,
+               **({"device": args.device} if args.device is not None else {})}
     # --set KEY=VALUE overrides the flag of that name, as in zoo train (not "got multiple values")
-    options.update(parse_kv(args.set))
+    options.update(sets)
     if args.resume:
         if options.get("checkpoint_dir") is None:
             raise UsageError("--resume continues the run in a checkpoint folder: give it with --set checkpoint_dir=DIR")

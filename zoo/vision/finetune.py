@@ -20,6 +20,9 @@
 the stages that train (their affine weights still learn): with small batches of a new domain, batch
 statistics are noisy and the running ones drift from what the pretrained filters expect.
 
+Parameters that sit on the model itself rather than in a child (torchvision ViT's ``class_token``) are
+frozen and opened with the lowest backbone stage.
+
 Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress bars, metrics) is
 :func:`zoo.engine.fit`'s; extra keyword arguments go to it unchanged. On return every parameter has
 ``requires_grad=True`` again and no hook stays on the model.
@@ -27,6 +30,8 @@ Everything else (bf16 autocast, schedules, checkpoints, early stopping, progress
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import math
 import numbers
@@ -78,7 +83,9 @@ def backbone_stages(model: nn.Module) -> tuple[list[str], list[str]]:
 
 @dataclass
 class StrategyPlan:
-    """Which top-level modules train at a given epoch (everything else is frozen, BN in eval mode)."""
+    """Which top-level modules train at a given epoch (everything else is frozen, BN in eval mode). Parameters
+    that sit on the model itself, outside every child (torchvision ViT's ``class_token``), go with the lowest
+    stage: frozen and opened with it."""
 
     strategy: str
     head: str
@@ -88,22 +95,62 @@ class StrategyPlan:
     trainable_at: dict[int, list[str]] = field(default_factory=dict)
     top_stages: int = 1
     freeze_bn: bool = False
+    frozen_backbone: bool = False  # backbone_lr_mult=0: only the head trains, whatever the strategy
+
+    @property
+    def lowest(self) -> str:
+        """The stage the model's own parameters go with (the head where there is no stage)."""
+        return self.stages[-1] if self.stages else self.head
 
     def trainable(self, epoch: int) -> list[str]:
+        if self.strategy == "head" or self.frozen_backbone:
+            return [self.head]
         if self.strategy == "full":
             return [self.head, *self.stages, *self.stem]
-        if self.strategy == "head":
-            return [self.head]
         if self.strategy == "top":
             return [self.head, *self.stages[:self.top_stages]]
         k = min(len(self.stages), epoch // self.unfreeze_every)
         return [self.head, *self.stages[:k]]
 
 
+def _whole(key: str, value: Any, *, optional: bool = False) -> None:
+    """A count option that is an int (not a bool, not a float or a str): ``top_stages=1.0`` reached a slice and
+    ``unfreeze_every="2"`` a modulo, as Python errors naming neither."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        fix = f"{key}={int(value)}" if _integral(value) else f"a whole number, {key}=2 say"
+        raise TypeError(f"finetune: {key} must be an int{' or None' if optional else ''}, got {value!r} "
+                        f"({type(value).__name__}): pass {fix}")
+
+
+def _integral(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().isdigit()
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer()
+
+
+def _flag(key: str, value: Any, *, optional: bool = False) -> None:
+    """An on/off option that is a bool: a str is truthy, so ``freeze_bn="no"`` (what ``--set freeze_bn=no``
+    passes) kept BN frozen and ``cache_features="off"`` cached, without a word."""
+    if (optional and value is None) or isinstance(value, bool):
+        return
+    none = ", or None for the default" if optional else ""
+    raise TypeError(f"finetune: {key} must be True or False{none}, got {value!r} ({type(value).__name__}): pass "
+                    f"{key}=True or {key}=False (on the command line --set {key}=true or --set {key}=false)")
+
+
 def plan_strategy(model: nn.Module, strategy: str, epochs: int = 1, unfreeze_every: int | None = None,
-                  top_stages: int = 1, freeze_bn: bool = False) -> StrategyPlan:
+                  top_stages: int = 1, freeze_bn: bool = False, backbone_lr_mult: float = 0.1) -> StrategyPlan:
+    """The plan of ``strategy`` for ``model``, its settings checked (before finetune changes the model);
+    a ``gradual`` run too short to open every stage is warned about."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    _whole("epochs", epochs)
+    _whole("top_stages", top_stages)
+    _whole("unfreeze_every", unfreeze_every, optional=True)
+    _flag("freeze_bn", freeze_bn)
     stages, stem = backbone_stages(model)
     if not 1 <= top_stages <= len(stages):
         raise ValueError(f"top_stages must be in 1..{len(stages)} (the backbone stages {stages}), got {top_stages}")
@@ -111,8 +158,24 @@ def plan_strategy(model: nn.Module, strategy: str, epochs: int = 1, unfreeze_eve
         unfreeze_every = max(1, epochs // (len(stages) + 1))
     if unfreeze_every < 1:
         raise ValueError(f"unfreeze_every must be >= 1, got {unfreeze_every}")
-    return StrategyPlan(strategy, head_name(model), stages, stem, unfreeze_every, top_stages=top_stages,
-                        freeze_bn=freeze_bn)
+    plan = StrategyPlan(strategy, head_name(model), stages, stem, unfreeze_every, top_stages=top_stages,
+                        freeze_bn=freeze_bn, frozen_backbone=strategy != "head" and backbone_lr_mult == 0)
+    if strategy == "gradual" and not plan.frozen_backbone:
+        _warn_unopened(plan, epochs)
+    return plan
+
+
+def _warn_unopened(plan: StrategyPlan, epochs: int) -> None:
+    """Stages a ``gradual`` run never opens: epochs=3 trained layer4 and layer3 and left layer2 and layer1 as
+    they were, without a word (the README's example ran it for one epoch: the head alone)."""
+    opened = len(plan.trainable(max(epochs, 1) - 1)) - 1
+    if opened >= len(plan.stages):
+        return
+    every, needed = plan.unfreeze_every, len(plan.stages) * plan.unfreeze_every + 1
+    warnings.warn(f"finetune: strategy='gradual' with epochs={epochs} and unfreeze_every={every} never trains "
+                  f"{', '.join(plan.stages[opened:])} (the head trains alone for {every} epoch(s), then one more stage "
+                  f"opens every {every} epoch(s)): give epochs={needed} or more to train every stage, or use strategy='top' "
+                  "(top_stages=) or 'full'", stacklevel=user_stacklevel())
 
 
 class _Freezer:
@@ -138,6 +201,8 @@ class _Freezer:
                 p.requires_grad_(on)
             if not on or self.plan.freeze_bn:
                 self.frozen_bn += [m for m in child.modules() if isinstance(m, _BN)]
+        for p in self.model.parameters(recurse=False):  # ViT's class_token: with the lowest stage
+            p.requires_grad_(self.plan.lowest in active)
         if self.model.training:
             for bn in self.frozen_bn:
                 bn.eval()
@@ -171,23 +236,20 @@ def _num_outputs(model: nn.Module) -> int | None:
 
 def param_groups(model: nn.Module, plan: StrategyPlan, backbone_lr_mult: float) -> list[dict[str, Any]]:
     """One group for the head at fit's ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (``lr_scale``;
-    only the modules the strategy ever trains: ``head`` -> the head alone; ``gradual`` -> head and stages)."""
-    names = {"head": [plan.head], "top": [plan.head, *plan.stages[:plan.top_stages]],
-             "gradual": [plan.head, *plan.stages], "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
+    only the modules the strategy ever trains: ``head`` (or ``backbone_lr_mult=0``) -> the head alone;
+    ``gradual`` -> head and stages). The model's own parameters join the lowest stage's group."""
+    names = [plan.head] if plan.frozen_backbone else {
+        "head": [plan.head], "top": [plan.head, *plan.stages[:plan.top_stages]], "gradual": [plan.head, *plan.stages],
+        "full": [plan.head, *plan.stages, *plan.stem]}[plan.strategy]
     groups = []
     for name in names:
         params = list(getattr(model, name).parameters())
+        if name == plan.lowest:
+            params += list(model.parameters(recurse=False))
         if params:
             # as fractions of fit's lr: a resume with another lr runs every group at its share of it
             groups.append({"params": params, "lr_scale": 1.0 if name == plan.head else backbone_lr_mult,
                            "name": name})
-    # parameters directly on the model (not in a child) never exist in torchvision models; fail loudly
-    if plan.strategy == "full":
-        covered = {id(p) for g in groups for p in g["params"]}
-        extra = [n for n, p in model.named_parameters() if id(p) not in covered]
-        if extra:
-            groups.append({"params": [dict(model.named_parameters())[n] for n in extra], "lr_scale": backbone_lr_mult,
-                           "name": "other"})
     return groups
 
 
@@ -427,8 +489,10 @@ def finetune(
         strategy: ``"head"``, ``"top"``, ``"full"`` or ``"gradual"`` (see the module docstring).
         num_classes: head size; default: the folder's class count (on a folder, another count is an
             error). A head of another size is replaced by a fresh one (logged at INFO on ``zoo.vision.finetune``).
-        backbone_lr_mult: backbone learning rate as a fraction of the head's (``full``, ``gradual``).
-        unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``).
+        backbone_lr_mult: backbone learning rate as a fraction of the head's (``top``, ``full``, ``gradual``);
+            0 freezes the backbone as ``head`` does (no gradients, its BatchNorm statistics kept).
+        unfreeze_every: ``gradual``: epochs between unfreezing stages (default: spread over ``epochs``); a run
+            shorter than ``len(stages) * unfreeze_every + 1`` epochs never opens the lowest stages (warned).
         top_stages: ``top``: how many backbone stages train, from the top (default 1).
         freeze_bn: keep every BatchNorm layer's running statistics (eval mode) while training.
         augment: random train augmentation for folder data (off: the eval transform for training too).
@@ -436,40 +500,121 @@ def finetune(
         cache_features: ``head`` only: compute the frozen backbone's features once and train the head on them.
             Default: on exactly when augmentation is off (each epoch's new views cannot reuse features).
         device: where to train; default: where the model is (as :func:`zoo.engine.fit`).
-        **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir, seed, ...).
-            ``seed`` seeds the generators before a new head is drawn: the same seed repeats the whole run.
-    """
-    from zoo.engine import fit
+        **fit_kwargs: anything :func:`zoo.engine.fit` takes (schedule, warmup_steps, checkpoint_dir, seed, ...)
+            but ``param_groups`` and a ready ``optimizer`` object: finetune makes the groups (an optimizer by
+            name, with ``optimizer_options``, or a factory). ``seed`` seeds the generators before a new head is
+            drawn: the same seed repeats the whole run.
 
-    _check_arguments(model, strategy, epochs, cache_features, fit_kwargs, unfreeze_every=unfreeze_every,
-                     top_stages=top_stages, backbone_lr_mult=backbone_lr_mult)
+    Every argument is checked before the model is changed, and a run that fails before its first epoch puts
+    the head and ``pretrained_cfg`` back: a failed call leaves the network as it was. A zoo network built
+    without weights is warned about unless ``strategy="full"`` (its frozen backbone is random).
+    """
+    common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
+    callbacks = list(callbacks)
+    plan = _checked_plan(model, strategy, cache_features, fit_kwargs, common, callbacks, epochs=epochs,
+                         unfreeze_every=unfreeze_every, top_stages=top_stages, backbone_lr_mult=backbone_lr_mult,
+                         freeze_bn=freeze_bn, augment=augment, strict=strict, num_classes=num_classes)
     use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
     data = _folders_apart(data, fit_kwargs)
     backbone = backbone_weights(model) if use_cache else None  # before _finetune_data marks the network tuned
-    train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict,
-                                          unknown_classes)
-    val_data = _given_val(model, fit_kwargs, val_data, image_size, strict, unknown_classes)
+    with _undone_unless_trained(model) as started:
+        train_data, val_data = _finetune_data(model, data, num_classes, augment and not use_cache, image_size, strict,
+                                              unknown_classes)
+        val_data = _given_val(model, fit_kwargs, val_data, image_size, strict, unknown_classes)
+        fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
+                                  unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
+                                  augment=augment, cache_features=use_cache, strict=strict, backbone_weights=backbone)
+        if use_cache:
+            return _finetune_cached(model, plan, train_data, val_data, common, [started, *callbacks], fit_kwargs)
+        groups = param_groups(model, plan, backbone_lr_mult)
+        result = _fit_planned(model, plan, train_data, val_data, groups, [started, *callbacks], common, fit_kwargs)
+    result.model = model
+    return result
 
-    plan = plan_strategy(model, strategy, epochs, unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn)
-    groups = param_groups(model, plan, backbone_lr_mult)
-    fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
-                              unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
-                              augment=augment, cache_features=use_cache, strict=strict, backbone_weights=backbone)
-    common = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "amp": amp, "device": device, "progress": progress}
-    if use_cache:
-        return _finetune_cached(model, plan, train_data, val_data, common, list(callbacks), fit_kwargs)
+
+def _checked_plan(model: nn.Module, strategy: str, cache_features: bool | None, fit_kwargs: dict[str, Any],
+                  common: dict[str, Any], callbacks: list[Any], **settings: Any) -> StrategyPlan:
+    """Every argument checked, then the plan (with its own checks) and what is warned about, all before the
+    surgery: checks that ran after it (top_stages out of range, fit's) left a new random head behind."""
+    _check_arguments(model, strategy, cache_features, fit_kwargs, **settings)
+    _check_run(fit_kwargs, common, callbacks)
+    plan = plan_strategy(model, strategy, settings["epochs"], settings["unfreeze_every"],
+                         top_stages=settings["top_stages"], freeze_bn=settings["freeze_bn"],
+                         backbone_lr_mult=settings["backbone_lr_mult"])
+    _warn_random_backbone(model, plan)
+    return plan
+
+
+def _fit_planned(model: nn.Module, plan: StrategyPlan, train_data: Any, val_data: Any, groups: list[dict[str, Any]],
+                 callbacks: list[Any], common: dict[str, Any], fit_kwargs: dict[str, Any]):
+    """fit with the plan applied at every epoch start; every parameter trainable again and no hook left after."""
+    from zoo.engine import fit
 
     freezer = _Freezer(model, plan)
     freezer.apply(0)
-    cb = _UnfreezeCallback(freezer, verbose=progress and strategy == "gradual")
+    cb = _UnfreezeCallback(freezer, verbose=common["progress"] and plan.strategy == "gradual")
     try:
-        result = fit(model, train_data, val_data, param_groups=groups, callbacks=[cb, *callbacks],
-                     **common, **fit_kwargs)
+        return fit(model, train_data, val_data, param_groups=groups, callbacks=[cb, *callbacks], **common, **fit_kwargs)
     finally:
         freezer.close()
-    result.model = model
-    return result
+
+
+class _Started(Callback):
+    """Notes that the run's first epoch began: up to then, nothing was trained."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def on_epoch_start(self, state: TrainState) -> None:
+        self.started = True
+
+
+@contextlib.contextmanager
+def _undone_unless_trained(model: nn.Module):
+    """The surgery (a new head, the class names and origin in ``pretrained_cfg``) put back when the run fails
+    before its first epoch: a failure that checks before it could not see (a ``val_data`` folder of other
+    classes, a warm-up longer than the run, an unreadable image) left the caller's network with a random head."""
+    name = head_name(model)
+    head = getattr(model, name)
+    # reset_classifier replaces a Sequential head's last Linear inside it: every link is kept, not the top alone
+    links = [(parent, attr, child) for parent in head.modules() for attr, child in parent.named_children()]
+    had_cfg = "pretrained_cfg" in vars(model)
+    cfg = copy.deepcopy(model.pretrained_cfg) if had_cfg else None
+    started = _Started()
+    try:
+        yield started
+    except BaseException:
+        if not started.started:
+            setattr(model, name, head)
+            for parent, attr, child in links:
+                setattr(parent, attr, child)
+            if had_cfg:
+                model.pretrained_cfg = cfg
+        raise
+
+
+def _warn_random_backbone(model: nn.Module, plan: StrategyPlan) -> None:
+    """A zoo network built without weights, fine-tuned with its backbone frozen in whole or in part: the head
+    learnt on random features (the `zoo finetune` default, and zoo.finetune("resnet18", ...)) without a word.
+    A warning, not an error: one may mean it (a baseline). ``full`` trains everything: a run from scratch."""
+    cfg = getattr(model, "pretrained_cfg", None)
+    if (plan.strategy == "full" and not plan.frozen_backbone) or not isinstance(cfg, dict) \
+            or any(cfg.get(k) is not None for k in ("weights", "finetuned_from", "backbone_weights")):
+        return
+    from zoo import list_weights, registry
+
+    name = getattr(model, "registry_name", None)
+    tags = [w.split(".", 1)[1] for w in list_weights(name)] if name in registry.list_models() else []
+    tag = tags[0] if tags else "PATH"
+    how = (f"zoo.finetune({name!r}, data, weights={tag!r}) or zoo.build({name!r}, weights={tag!r}); on the command "
+           f"line zoo finetune {name} --weights {tag}" + (f" (weights: {', '.join(tags)})" if tags else "")
+           if name else "load pretrained weights into it first")
+    kept = "the whole backbone" if plan.strategy == "head" or plan.frozen_backbone else "part of the backbone"
+    warnings.warn(f"finetune: the {name or type(model).__name__} holds no pretrained weights (it was built without "
+                  f"weights=), so strategy={plan.strategy!r} keeps {kept} frozen at its random initial values: pass "
+                  f"weights, {how}; or use strategy='full' to train the whole network from scratch",
+                  stacklevel=user_stacklevel())
 
 
 def _check_fit_options(fit_kwargs: dict[str, Any]) -> None:
@@ -520,11 +665,18 @@ def _seed_before_surgery(seed: Any) -> None:
     set_seed(FitConfig.seed if seed is None else int(seed))
 
 
-def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: bool | None,
-                     fit_kwargs: dict[str, Any], **settings: Any) -> None:
+def _check_arguments(model: Any, strategy: str, cache_features: bool | None, fit_kwargs: dict[str, Any],
+                     **settings: Any) -> None:
     _check_fit_options(fit_kwargs)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    for key in ("epochs", "top_stages"):
+        _whole(key, settings[key])
+    _whole("unfreeze_every", settings["unfreeze_every"], optional=True)
+    _whole("num_classes", settings["num_classes"], optional=True)
+    for key in ("freeze_bn", "augment", "strict"):
+        _flag(key, settings[key])
+    _flag("cache_features", cache_features, optional=True)
     # a setting of another strategy is ignored, so it is said (a typo in strategy= would go unseen); a warning, not an
     # error: a study's grid may pass one setting to every strategy
     for key, default, takes in (("unfreeze_every", None, ("gradual",)), ("top_stages", 1, ("top",)),
@@ -533,8 +685,10 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
             warnings.warn(f"finetune: {key}={settings[key]!r} applies to strategy={' or '.join(map(repr, takes))}; "
                           f"strategy={strategy!r} does not use it: leave it out, or choose that strategy",
                           stacklevel=user_stacklevel())
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if settings["epochs"] < 1:
+        raise ValueError(f"epochs must be >= 1, got {settings['epochs']}")
+    if settings["num_classes"] is not None and settings["num_classes"] < 1:
+        raise ValueError(f"num_classes must be >= 1 (the new head's outputs), got {settings['num_classes']}")
     mult = settings["backbone_lr_mult"]
     if isinstance(mult, bool) or not isinstance(mult, numbers.Real) or not math.isfinite(mult) or mult < 0:
         # nan trained the backbone to NaN and saved it with exit 0; a negative one climbed the loss
@@ -544,6 +698,61 @@ def _check_arguments(model: Any, strategy: str, epochs: int, cache_features: boo
         raise TypeError(f"finetune takes a network (zoo.finetune builds one from a name), got {type(model).__name__}")
     if cache_features and strategy != "head":
         raise ValueError(f"cache_features=True needs strategy='head' (the backbone must be frozen), got {strategy!r}")
+
+
+def _check_run(fit_kwargs: dict[str, Any], common: dict[str, Any], callbacks: list[Any]) -> None:
+    """fit's checks of its options, made before the surgery: fit made them only once it started, after the head
+    was replaced, so ``lr="1e-3"``, ``epochs=2.5``, ``schedule="cosin"`` or ``device="cuda"`` on a machine
+    without a GPU left the caller's network with a new random head and its class names gone."""
+    from zoo.engine.devices import usable_device
+    from zoo.engine.optim import OPTIMIZERS
+    from zoo.engine.options import FitConfig, UnknownOptionError
+    from zoo.engine.precision import normalize_amp
+    from zoo.engine.schedules import SCHEDULES
+    from zoo.inputs import did_you_mean
+
+    given = {k: v for k, v in fit_kwargs.items() if k != "val_data"}
+    _refuse_own_groups(given)
+    try:
+        cfg = FitConfig.from_options({**given, **common})
+    except UnknownOptionError:
+        raise
+    except TypeError as err:  # fit's "fit: lr expects float, got '1e-3' (str)": said as the call the user made
+        raise TypeError(f"finetune: {str(err).removeprefix('fit: ')}; pass a value of that type (zoo.engine.FitConfig "
+                        "documents fit's options)") from None
+    if isinstance(cfg.schedule, str) and cfg.schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {cfg.schedule!r}{did_you_mean(cfg.schedule, SCHEDULES)}; expected one of "
+                         f"{SCHEDULES}, None or a callable")
+    if isinstance(cfg.optimizer, str) and cfg.optimizer.lower() not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {cfg.optimizer!r}{did_you_mean(cfg.optimizer.lower(), OPTIMIZERS)}; "
+                         f"expected one of {sorted(OPTIMIZERS)} or a callable(param_groups, lr=..., weight_decay=...)")
+    normalize_amp(cfg.amp)
+    if cfg.device is not None:
+        usable_device(cfg.device)
+    for cb in callbacks:
+        if not isinstance(cb, Callback):
+            raise TypeError(f"callbacks must be zoo.engine.Callback instances, got {type(cb).__name__}")
+
+
+def _refuse_own_groups(given: dict[str, Any]) -> None:
+    """fit's ``optimizer=`` (a ready optimizer) and ``param_groups=``: finetune makes the groups (the head at lr,
+    the stages at lr * backbone_lr_mult, frozen ones left out), so either failed inside fit, in words about
+    things the caller had not done ("param_groups is for optimizers fit builds")."""
+    from zoo.engine.optim import OPTIMIZERS
+
+    ready = given.get("optimizer")
+    if not isinstance(ready, torch.optim.Optimizer) and given.get("param_groups") is None:
+        return
+    if isinstance(ready, torch.optim.Optimizer):
+        name = type(ready).__name__.lower()
+        what = f"a ready optimizer (optimizer={type(ready).__name__}(...))"
+        named = f"optimizer={name if name in OPTIMIZERS else 'sgd'!r}"
+    else:
+        what, named = "param_groups=", "optimizer='sgd'"
+    raise ValueError(f"finetune builds the optimizer's parameter groups itself (the head at lr, the backbone stages "
+                     f"the strategy trains at lr * backbone_lr_mult), so {what} cannot be used: pass the optimizer by "
+                     f"name with its options, {named}, optimizer_options={{'momentum': 0.9}} say, with lr= and "
+                     f"backbone_lr_mult= (or optimizer=fn(param_groups, lr=..., weight_decay=...), which gets them)")
 
 
 def _finetune_cached(model: nn.Module, plan: StrategyPlan, train_data: Any, val_data: Any,
