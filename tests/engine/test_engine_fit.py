@@ -440,3 +440,82 @@ def test_training_and_validation_data_together_as_finetune_takes_them(form):
         zoo.train(nn.Linear(4, 2), data, val_data=val, epochs=1, progress=False)
     with pytest.raises(ValueError, match=r"evaluate scores one data set.*such as data\['val'\]"):
         zoo.evaluate(nn.Linear(4, 2), data)
+
+
+_GROWING = (2, 3, 5)  # batches per epoch
+
+
+class _GrowingBatches(torch.utils.data.Sampler):
+    """Batches of 2 in order, 2, 3, then 5 of them, with len() the set-up epoch's 2 throughout (a token budget's
+    sampler gave the epoch before's count)."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter([[i, i + 1] for i in range(0, 2 * _GROWING[self.epoch], 2)])
+
+    def __len__(self) -> int:
+        return 2
+
+
+def _growing_reference(x, y, accum: int, epochs: int = 3) -> nn.Module:
+    """SGD by hand over _GrowingBatches' batches: each window's mean loss over its samples, stepped once."""
+    net = mlp(1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    for epoch in range(epochs):
+        batches = [slice(i, i + 2) for i in range(0, 2 * _GROWING[epoch], 2)]
+        for w in range(0, len(batches), accum):
+            window = batches[w:w + accum]
+            opt.zero_grad()
+            n = sum(s.stop - s.start for s in window)
+            for s in window:
+                (nn.functional.cross_entropy(net(x[s]), y[s], reduction="sum") / n).backward()
+            opt.step()
+    return net
+
+
+@pytest.mark.parametrize("accum", [1, 2])
+def test_every_batch_of_an_epoch_longer_than_its_len_is_stepped(accum):
+    """Before: the batch count read once at set-up (len() 2) decided which batch ended a window, so the
+    later epochs' extra batches ran forward and backward but no optimizer step applied them (accum 1: steps
+    2 + 2 + 2 of 10 batches, their gradient left on the model after the run; accum 2: the last epoch's batches
+    past the second made one window of 3)."""
+    x, y = xor_data(10)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_sampler=_GrowingBatches())
+    kw = {"optimizer": "sgd", "lr": 0.5, "metrics": (), "progress": False, "amp": None}
+    result = fit(mlp(1), loader, epochs=3, grad_accum_steps=accum, **kw)
+    assert [row["step"] for row in result.history] == ([2, 5, 10] if accum == 1 else [1, 3, 6])
+    assert all(p.grad is None for p in result.model.parameters())  # nothing left un-stepped
+    for (name, a), b in zip(result.model.named_parameters(), _growing_reference(x, y, accum).parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+
+
+def test_a_class_weighted_loss_accumulates_and_evaluates_as_the_whole_batch():
+    """Before: batches were weighed by their count of targets other than -100, not by what a class-weighted
+    mean divides by (the weights of its scored targets), so accumulation missed the big batch's step (0.24
+    apart at 4 x 2) and evaluate's loss moved with the batch size (1.32 / 1.15 / 0.99 at 8 / 4 / 2)."""
+    x, y = xor_data(8)
+    y = torch.tensor([0, 0, 0, 0, 0, 0, 1, 1])
+    kw = {"epochs": 1, "optimizer": "sgd", "lr": 0.5, "progress": False, "seed": 3, "amp": None}
+    weight = torch.tensor([0.1, 5.0])
+    for loss_fn in (nn.CrossEntropyLoss(weight=weight), nn.CrossEntropyLoss(weight=weight, ignore_index=0,
+                                                                             label_smoothing=0.1)):
+        in_order = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=2)
+        big = fit(mlp(1), (x, y), batch_size=8, loss_fn=loss_fn, **kw).model
+        accum = fit(mlp(1), in_order, grad_accum_steps=4, loss_fn=loss_fn, **kw).model
+        for (name, a), b in zip(big.named_parameters(), accum.parameters()):
+            assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+        whole = loss_fn(big(x), y).item()
+        for batch_size in (2, 4, 8):
+            assert evaluate(big, (x, y), loss_fn=loss_fn, batch_size=batch_size, amp=None)["loss"] == \
+                pytest.approx(whole, rel=1e-5)
+    nll = nn.NLLLoss(weight=weight)
+    log_probs = lambda m, b: (torch.log_softmax(m(b[0]), 1), b[1])
+    net = mlp(1)
+    whole = nll(torch.log_softmax(net(x), 1), y).item()
+    assert evaluate(net, (x, y), forward_fn=log_probs, loss_fn=nll, batch_size=2, amp=None)["loss"] == \
+        pytest.approx(whole, rel=1e-5)

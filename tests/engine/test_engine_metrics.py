@@ -136,3 +136,29 @@ def test_one_metric_named_alone_is_that_metric_not_its_letters():
     model = torch.nn.Linear(4, 3)
     alone = evaluate(model, (x, y), amp=None, metrics="kappa")
     assert alone == evaluate(model, (x, y), amp=None, metrics=("kappa",)) and set(alone) == {"loss", "kappa"}
+
+
+def test_kappa_of_one_class_everywhere_is_nan_as_scikit_learns_and_never_the_best_epoch(tmp_path):
+    """Before: cohen_kappa gave 1.0 where every target and prediction is one class (0/0; scikit-learn: NaN), so
+    a validation set of one class made the first epoch of a model that predicts it the best one."""
+    import warnings
+
+    from sklearn.metrics import cohen_kappa_score
+    from torch import nn
+
+    from zoo.engine import fit
+
+    zeros = np.zeros(6, dtype=int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn says it is undefined
+        assert np.isnan(cohen_kappa_score(zeros, zeros))
+    assert np.isnan(metrics.cohen_kappa(metrics.confusion_matrix(zeros, zeros)))
+    net = nn.Linear(4, 3)
+    with torch.no_grad():
+        net.bias.copy_(torch.tensor([100.0, 0.0, 0.0]))  # predicts class 0, whatever the input
+    x, y = torch.randn(8, 4), torch.zeros(8, dtype=torch.long)
+    with pytest.warns(UserWarning, match=r"val_kappa is nan at epoch 1: .*kappa where every target and prediction "
+                                         r"is one class"):
+        result = fit(net, (x, y), (x, y), epochs=2, batch_size=4, lr=0.0, progress=False, metrics=("kappa",),
+                     monitor="val_kappa", checkpoint_dir=tmp_path)
+    assert result.best_epoch is None and not (tmp_path / "best.pt").exists()

@@ -80,3 +80,84 @@ def test_cadence_inside_fit():
     assert _counts("cosine", grad_accum_steps=2) == {"sched": 9, "step": 9}
     assert _counts("step", schedule_options={"step_size": 1}) == {"sched": 3, "step": 15}
     assert _counts("onecycle") == {"sched": 15, "step": 15}
+
+
+class _GrowingBatches(torch.utils.data.Sampler):
+    """Batches of 4 over the first ``8 + 8 * epoch`` samples: 2, then 4 batches, with len() the set-up
+    epoch's 2 throughout (a token budget's sampler gave the epoch before's count)."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        return iter([list(range(i, i + 4)) for i in range(0, 8 + 8 * self.epoch, 4)])
+
+    def __len__(self) -> int:
+        return 2
+
+
+def test_onecycle_holds_its_last_lr_when_the_run_outgrows_its_steps():
+    """Before: onecycle was sized from the set-up batch count (2 steps an epoch, 4 in all) and a run whose later
+    epoch has more batches died in it ("Tried to step 5 times. The specified number of total steps is 4")."""
+    x = torch.randn(16, 3)
+    data = torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long())
+    for anneal in ("cos", "linear"):
+        lrs = []
+        loader = torch.utils.data.DataLoader(data, batch_sampler=_GrowingBatches())
+        seen = LambdaCallback(on_batch_end=lambda state, logs, lrs=lrs: lrs.append(logs["lr"]))
+        result = fit(nn.Linear(3, 2), loader, epochs=2, lr=0.1, schedule="onecycle", progress=False,
+                     schedule_options={"anneal_strategy": anneal}, callbacks=[seen])
+        assert [row["step"] for row in result.history] == [2, 6]
+        end = 0.1 / 25 / 1e4  # OneCycleLR's last lr: max_lr / div_factor / final_div_factor
+        assert lrs[3:] == pytest.approx([end] * 3)  # held there, never below 0
+
+
+def test_warmup_steps_is_refused_where_it_would_not_be_applied():
+    """Before: warmup_steps beside a schedule callable (ExponentialLR, ReduceLROnPlateau) was dropped without a
+    word, and beside onecycle's pct_start it went unused too (pct_start set the rising phase)."""
+    from torch.optim.lr_scheduler import ExponentialLR, LinearLR, ReduceLROnPlateau, SequentialLR
+
+    trained = []
+    x = torch.randn(16, 3)
+    data = (x, (x[:, 0] > 0).long())
+    kw = {"batch_size": 4, "lr": 0.1, "progress": False, "forward_fn": lambda m, b: trained.append(1) or (m(b[0]), b[1])}
+    with pytest.raises(ValueError, match=r"warmup_steps=4 is not applied with a schedule callable \(this one returned "
+                                         r"ExponentialLR\).*expected warmup_steps=0 .*SequentialLR\(optimizer, "
+                                         r"\[LinearLR\(optimizer, start_factor=1 / 4, total_iters=3\)"):
+        fit(nn.Linear(3, 2), data, schedule=lambda o, total, spe: ExponentialLR(o, 0.9), warmup_steps=4, **kw)
+    with pytest.raises(ValueError, match=r"returned ReduceLROnPlateau.*cannot follow a warmup.*warmup_steps=0"):
+        fit(nn.Linear(3, 2), data, schedule=lambda o, total, spe: ReduceLROnPlateau(o), warmup_steps=4, **kw)
+    with pytest.raises(ValueError, match=r"schedule='onecycle' with warmup_steps=2 and schedule_options pct_start=0.5: "
+                                         r"both set .*warmup_steps=2 is pct_start=0.5 of this run's 4 steps.*give one"):
+        fit(nn.Linear(3, 2), data, schedule="onecycle", warmup_steps=2, schedule_options={"pct_start": 0.5}, **kw)
+    assert not trained
+
+    def warmed(o, total, spe):  # what the refusal says to write
+        return SequentialLR(o, [LinearLR(o, start_factor=1 / 4, total_iters=3), ExponentialLR(o, 0.5)], milestones=[4])
+
+    lrs = []  # the lr of each next step: fit's warmup of 4 (0.025, 0.05, 0.075, 0.1), then the callable's
+    fit(nn.Linear(3, 2), data, epochs=2, schedule=warmed, callbacks=[LambdaCallback(on_batch_end=lambda s, logs: lrs.append(
+        logs["lr"]))], **kw)
+    assert lrs == pytest.approx([0.05, 0.075, 0.1, 0.1, 0.05, 0.025, 0.0125, 0.00625])
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"schedule": "step", "schedule_options": {"step_size": 0}}, r"step_size must be an int >= 1 .*got 0"),
+    ({"schedule": "step", "schedule_options": {"gamma": -1.0}}, r"gamma must be a finite number > 0 .*got -1.0"),
+    ({"schedule": "cosine", "schedule_options": {"min_lr_ratio": -1.0}}, r"min_lr_ratio must be in \[0, 1\].*got -1.0"),
+    ({"schedule": "linear", "schedule_options": {"min_lr_ratio": 2}}, r"min_lr_ratio must be in \[0, 1\].*got 2"),
+    ({"schedule": "onecycle", "schedule_options": {"div_factor": 0}}, r"div_factor must be a finite number > 0 .*got 0"),
+    ({"lr": math.inf}, r"lr must be a finite number, got inf"),
+])
+def test_schedule_settings_that_drive_the_lr_negative_or_fail_late_are_refused_up_front(options, match):
+    """Before: gamma=-1 and a negative min_lr_ratio trained at a negative lr, step_size=0 raised a
+    ZeroDivisionError after a whole epoch, and lr=inf was taken."""
+    trained = []
+    x = torch.randn(16, 3)
+    with pytest.raises(ValueError, match=match):
+        fit(nn.Linear(3, 2), (x, (x[:, 0] > 0).long()), epochs=2, batch_size=4, progress=False,
+            forward_fn=lambda m, b: trained.append(1) or (m(b[0]), b[1]), **options)
+    assert not trained

@@ -276,3 +276,41 @@ def test_a_validation_metric_not_asked_for_is_refused_before_training():
     row = fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_recall_2", metrics=("per_class_recall",),
               forward_fn=lambda m, b: (m(b[0]), b[1])).history[-1]  # recall_K: one per class, not refused
     assert "val_recall_2" in row
+
+
+def test_an_empty_validation_set_is_refused_before_training(tmp_path):
+    """Before: fit took val_data=Subset(ds, []): every val_loss and val_accuracy was NaN, the warning blamed NaN
+    data or a diverged model, and early stopping ended the run after `patience` epochs, where evaluate refused
+    the same set."""
+    from torch.utils.data import Subset
+
+    trained = []
+    x, y = _xy()
+    with pytest.raises(ValueError, match=r"val_data has no samples to score \(an empty Subset\): expected a "
+                                         r"validation set of at least one sample; .*leave val_data out"):
+        fit(nn.Linear(4, 3), (x, y), Subset(TensorDataset(x, y), []), **KW, early_stopping_patience=2,
+            checkpoint_dir=tmp_path, forward_fn=lambda m, b: trained.append(1) or (m(b[0]), b[1]))
+    assert not trained and list(tmp_path.iterdir()) == []
+
+
+def test_train_accuracy_is_counted_for_soft_labels_and_refused_up_front_where_it_is_not():
+    """Before: soft-label (class probability) targets got val_accuracy (their argmax) but no train_accuracy, so
+    monitor='train_accuracy' failed after the first epoch, as it did with a loss_fn of your own (which records
+    no accuracy unless asked); the refusal of val_accuracy there suggested metrics=('accuracy', 'accuracy')."""
+    trained = []
+    x, y = _xy(16)
+    soft = F.one_hot(y, 3).float() * 0.8 + 0.2 / 3
+    row = fit(nn.Linear(4, 3), (x, soft), (x, soft), **KW, monitor="train_accuracy", lr=0.0).history[-1]
+    assert row["train_accuracy"] == pytest.approx(row["val_accuracy"])  # lr 0: the same weights scored both
+    count = lambda m, b: trained.append(1) or (m(b[0]), b[1])
+    with pytest.raises(ValueError, match=r"monitor='train_accuracy' is not in the epoch's metrics training records "
+                                         r"\(train_loss\): training counts it when metrics= names it "
+                                         r"\(metrics=\('accuracy',\) records 'train_accuracy'\)"):
+        fit(nn.Linear(4, 3), (x, y), **KW, monitor="train_accuracy", loss_fn=nn.CrossEntropyLoss(), forward_fn=count)
+    with pytest.raises(ValueError, match=r"monitor='train_kappa' is not in the epoch's metrics training records "
+                                         r"\(train_loss, train_accuracy\): .*monitor the validation's \('val_kappa'"):
+        fit(nn.Linear(4, 3), (x, y), **KW, monitor="train_kappa", forward_fn=count)
+    with pytest.raises(ValueError, match=r"\(metrics=\('accuracy',\) records 'val_accuracy'\)"):
+        fit(nn.Linear(4, 3), (x, y), (x, y), **KW, monitor="val_accuracy", loss_fn=nn.CrossEntropyLoss(),
+            forward_fn=count)
+    assert not trained

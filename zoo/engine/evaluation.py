@@ -30,7 +30,15 @@ from zoo.engine.data import (
 )
 from zoo.engine.devices import model_device, run_device, usable_device
 from zoo.engine.distributed import DistInfo, all_gather_objects, live_place
-from zoo.engine.forward import autocast, call_model, check_amp, check_loss_value, default_loss, forward
+from zoo.engine.forward import (
+    autocast,
+    call_model,
+    check_amp,
+    check_loss_value,
+    default_loss,
+    forward,
+    mean_denominator,
+)
 from zoo.engine.layout import fall_back_channels_first, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.options import DEFAULT_METRICS
@@ -91,6 +99,7 @@ def score_loader(
 
     kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
     loss_sum = torch.zeros((), dtype=torch.float64)
+    weight_sum = 0.0  # what the batches' means divided by: the set's loss is their mean over it
     count = 0
     preds: list[torch.Tensor] = []
     targs: list[torch.Tensor] = []
@@ -103,23 +112,26 @@ def score_loader(
                 outputs, targets = forward(model, batch, forward_fn)
                 loss = check_loss_value(loss_fn(outputs, targets))
             n = metrics_mod.num_scored(targets)
-            if n:  # a batch whose targets are all ignore_index has a NaN mean loss, and NaN * 0 is NaN
-                loss_sum += loss.detach().double().cpu() * n
-                count += n
+            weight = float(mean_denominator(loss_fn, targets))
+            if weight:  # a batch whose targets are all ignore_index has a NaN mean loss, and NaN * 0 is NaN
+                loss_sum += loss.detach().double().cpu() * weight
+                weight_sum += weight
+            count += n
             if metrics:
                 scores, y = _scores_targets(outputs, targets)
                 num_classes = max(num_classes, scores.shape[1])
                 preds.append(scores.topk(min(kmax, scores.shape[1]), dim=1).indices.cpu())
                 targs.append(y.cpu())
-    gathered = all_gather_objects((float(loss_sum), count, preds, targs, num_classes))
+    gathered = all_gather_objects((float(loss_sum), weight_sum, count, preds, targs, num_classes))
     loss_total = sum(g[0] for g in gathered)
-    count = sum(g[1] for g in gathered)
-    out: dict[str, float] = {"loss": loss_total / count if count else float("nan")}
+    weight_sum = sum(g[1] for g in gathered)
+    count = sum(g[2] for g in gathered)
+    out: dict[str, float] = {"loss": loss_total / weight_sum if weight_sum else float("nan")}
     if not metrics:
         return out, None
-    p = torch.cat([t for g in gathered for t in g[2]]) if count else torch.zeros((0, 1), dtype=torch.long)
-    y = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0,), dtype=torch.long)
-    num_classes = max(g[4] for g in gathered)
+    p = torch.cat([t for g in gathered for t in g[3]]) if count else torch.zeros((0, 1), dtype=torch.long)
+    y = torch.cat([t for g in gathered for t in g[4]]) if count else torch.zeros((0,), dtype=torch.long)
+    num_classes = max(g[5] for g in gathered)
     out.update(metrics_from_topk(p, y, num_classes, metrics))
     return out, ClassPredictions(p, y, num_classes)
 

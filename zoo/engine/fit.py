@@ -39,9 +39,13 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     The loss defaults to cross entropy (``label_smoothing``, targets == -100 ignored).
 
     Key options: ``batch_size`` is per process (DDP's global batch is ``batch_size * WORLD_SIZE``);
-    ``grad_accum_steps`` sums gradients of that many batches before a step, each batch weighted by its
-    scored targets (class targets other than -100, else samples), so the step equals the larger batch's for
-    mean-reduced losses whatever the batch sizes; ``train_loss`` is likewise a mean over scored targets; ``param_groups`` are torch optimizer groups (their own ``lr`` is kept, or
+    ``grad_accum_steps`` sums gradients of that many batches before a step, each batch weighted by what its
+    mean divided by (:func:`zoo.engine.forward.mean_denominator`: for an ``nn.CrossEntropyLoss`` /
+    ``nn.NLLLoss`` its targets' class weights, its ``ignore_index`` left out; for any other loss its scored
+    targets, class targets other than -100, else samples), so the step equals the larger batch's whatever the
+    batch sizes for a loss whose mean is over those; a window ends every ``grad_accum_steps`` batches and at the
+    epoch's last batch, however many batches the epoch has (a sampler's count may change per epoch);
+    ``train_loss`` and evaluation's loss are likewise means over the whole set; ``param_groups`` are torch optimizer groups (their own ``lr`` is kept, or
     ``lr_scale`` runs them at that fraction of ``lr``, as timm's; every schedule scales each group's lr); ``schedule`` is ``"step"`` (per epoch), ``"cosine"``,
     ``"onecycle"``, ``"inverse_sqrt"``, ``"linear"`` (per batch, see :mod:`zoo.engine.schedules`);
     ``weight_decay`` applies to weight matrices and kernels, not to biases and normalisation parameters;

@@ -14,9 +14,10 @@ from torch import nn
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import split_batch
+from zoo.engine.metrics import scored_count
 from zoo.engine.precision import model_amp, resolve_amp
 
-__all__ = ["autocast", "call_model", "check_amp", "default_loss", "forward"]
+__all__ = ["autocast", "call_model", "check_amp", "default_loss", "forward", "mean_denominator"]
 
 
 def check_amp(amp: Any, device: torch.device, model: nn.Module | None = None, *, training: bool = False) -> str | None:
@@ -88,6 +89,29 @@ def default_loss(label_smoothing: float) -> Callable[[torch.Tensor, torch.Tensor
                              "(num_classes=), or map the labels to 0..K-1 (sklearn's LabelEncoder)") from err
 
     return loss
+
+
+def mean_denominator(loss_fn: Callable, targets: Any) -> int | torch.Tensor:
+    """What ``loss_fn``'s batch mean divides by, which the engine weighs each batch's loss by wherever it combines
+    batches (an accumulation window, the epoch's ``train_loss``, evaluation's ``loss``), so that they equal the
+    one big batch's mean. For an ``nn.CrossEntropyLoss`` or ``nn.NLLLoss`` of ``reduction="mean"`` over class
+    indices, the class weights of the targets it scores summed, as torch divides by them (its own ``weight`` and
+    ``ignore_index``); for any other loss the scored targets (:func:`zoo.engine.metrics.scored_count`: class
+    indices but -100, else samples), exact for a loss whose mean is over those. A 0-dim tensor on the targets'
+    device where it is counted from them (no host sync)."""
+    if not (_torch_class_mean(loss_fn) and isinstance(targets, torch.Tensor) and not targets.is_floating_point()):
+        return scored_count(targets)
+    scored = targets != loss_fn.ignore_index
+    if loss_fn.weight is None:
+        return scored.sum()
+    weight = loss_fn.weight.to(targets.device)
+    return torch.where(scored, weight[torch.where(scored, targets, 0).long()], 0.0).sum()
+
+
+def _torch_class_mean(loss_fn: Any) -> bool:
+    """Whether ``loss_fn`` is torch's class-index mean (a subclass too, unless it computes its own forward)."""
+    return isinstance(loss_fn, (nn.CrossEntropyLoss, nn.NLLLoss)) and loss_fn.reduction == "mean" and \
+        type(loss_fn).forward in (nn.CrossEntropyLoss.forward, nn.NLLLoss.forward)
 
 
 def check_loss_value(loss: Any) -> torch.Tensor:

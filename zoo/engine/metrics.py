@@ -157,14 +157,17 @@ def average_accuracy(cm: Any) -> float:
 
 
 def cohen_kappa(cm: Any) -> float:
-    """Cohen's kappa, (p_o - p_e) / (1 - p_e), the agreement beyond chance (https://doi.org/10.1177/001316446002000104)."""
+    """Cohen's kappa, (p_o - p_e) / (1 - p_e), the agreement beyond chance (https://doi.org/10.1177/001316446002000104).
+    NaN where it is 0/0, as scikit-learn's ``cohen_kappa_score``: nothing scored, or every target and prediction
+    one class (chance agrees always, so no agreement beyond it can be measured; 1.0 there made a validation set
+    of one class the best epoch of any run that predicted it)."""
     cm = _check_cm(cm)
     total = cm.sum()
     if total == 0:
         return float("nan")
     p_o = np.trace(cm) / total
     p_e = float((cm.sum(axis=0) * cm.sum(axis=1)).sum()) / total**2
-    return float((p_o - p_e) / (1 - p_e)) if p_e != 1 else 1.0 if p_o == 1 else 0.0
+    return float((p_o - p_e) / (1 - p_e)) if p_e != 1 else float("nan")
 
 
 def classification_report(scores_or_preds: Any, targets: Any, num_classes: int | None = None, *,

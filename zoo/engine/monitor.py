@@ -47,11 +47,14 @@ class Monitor:
     @classmethod
     def create(cls, key: str, mode: str | None, patience: int | None, min_delta: float, *, has_val_data: bool,
                has_eval_fn: bool = False, callbacks_may_add: bool = False,
-               metrics: Sequence[str] | None = None) -> Monitor:
+               metrics: Sequence[str] | None = None, train_metrics: Sequence[str] | None = None) -> Monitor:
         """``val_loss`` without validation data means ``train_loss`` (with an ``eval_fn`` alone, once the first
         row shows it gives no ``loss``); another ``val_`` key without either is an error unless callbacks (which
-        may add keys to a row) run, and so is one validation alone cannot give (the ``metrics`` it records); the
+        may add keys to a row) run, and so is one validation alone cannot give (the ``metrics`` it records), or
+        a ``train_`` key training cannot give (of ``train_metrics``, the run's: its loss and accuracy); the
         mode defaults to min for losses and errors (:func:`default_mode`)."""
+        if key.startswith("train_") and train_metrics is not None and not callbacks_may_add:
+            _refuse_what_training_cannot_give(key, train_metrics)
         if key == "val_loss" and not has_val_data and not has_eval_fn:
             key = "train_loss"
         elif key == "val_loss" and not has_val_data:  # the eval_fn may give val_loss: known at the first row
@@ -73,9 +76,13 @@ class Monitor:
         value = float(row[self.key])
         if not math.isfinite(value) and not self.warned_nonfinite:
             self.warned_nonfinite = True  # once a run: each epoch after would say the same
+            # a metric may be undefined on the data rather than broken: kappa (0/0) where every target and
+            # prediction is one class, as scikit-learn's
+            cause = "a NaN or inf in the validation data (or a diverged model) is the usual cause" if "loss" in \
+                self.key else ("a NaN or inf in the data, a diverged model, or a metric undefined on this data (kappa "
+                               "where every target and prediction is one class) is the cause")
             warnings.warn(f"{self.key} is {value} at epoch {row.get('epoch')}: not a number that can improve, so no "
-                          "best checkpoint comes from it; a NaN or inf in the validation data (or a diverged "
-                          "model) is the usual cause", stacklevel=user_stacklevel())
+                          f"best checkpoint comes from it; {cause}", stacklevel=user_stacklevel())
         improved = math.isfinite(value) and (
             self.best is None
             or (self.mode == "min" and value < self.best - self.min_delta)
@@ -115,12 +122,32 @@ def _refuse_what_validation_cannot_give(key: str, metrics: Sequence[str]) -> Non
         return
     shown = gives + (["val_recall_0", "val_recall_1", "..."] if "per_class_recall" in metrics else [])
     raise ValueError(f"monitor={key!r} is not in the epoch's metrics validation records ({', '.join(shown)}): "
-                     f"{missing_key_fix(key, dict.fromkeys(gives))}")
+                     f"{missing_key_fix(key, dict.fromkeys(gives), metrics)}")
 
 
-def missing_key_fix(key: str, row: dict[str, Any]) -> str:
+def _refuse_what_training_cannot_give(key: str, metrics: Sequence[str]) -> None:
+    """A ``train_`` key that neither the training loss nor an accuracy of ``metrics`` is, refused before the
+    first epoch: found missing at its end (a ``loss_fn`` of your own records no accuracy unless asked), a whole
+    epoch would have trained for nothing."""
+    from zoo.engine.evaluation import ACCURACY_NAMES
+
+    gives = ["train_loss", *(f"train_{m}" for m in metrics if m in ACCURACY_NAMES)]
+    if key in gives:
+        return
+    name = key.removeprefix("train_")
+    if name in ACCURACY_NAMES:
+        fix = (f"training counts it when metrics= names it (metrics={(*metrics, name)!r} records {key!r}), or "
+               "monitor a key it has")
+    else:
+        fix = (f"training records its loss and the accuracy metrics= names ({', '.join(sorted(ACCURACY_NAMES))}); "
+               f"for another metric monitor the validation's ('val_{name}', with val_data=)")
+    raise ValueError(f"monitor={key!r} is not in the epoch's metrics training records ({', '.join(gives)}): {fix}")
+
+
+def missing_key_fix(key: str, row: dict[str, Any], metrics: Sequence[str] = ("accuracy",)) -> str:
     """How a monitored ``key`` the epoch's ``row`` lacks gets there: a metric validation records when it is
-    named in ``metrics=`` (HybridSN's val_kappa: "give validation data" would mislead where validation has run)."""
+    named in ``metrics=`` (the run's ``metrics``, which the fix adds it to; HybridSN's val_kappa: "give validation
+    data" would mislead where validation has run)."""
     name = key.removeprefix("val_")
     if key.startswith("val_") and any(k.startswith("val_") for k in row):
         from zoo.engine.evaluation import metric_keys
@@ -130,8 +157,9 @@ def missing_key_fix(key: str, row: dict[str, Any]) -> str:
             metric_keys([metric])
         except ValueError as err:  # no metric fit computes: said so, with the ones it does
             return f"{err}; or monitor a key the row has"
-        return (f"validation records the metrics named in metrics= (metrics=('accuracy', {metric!r}) records "
-                f"{key!r}), or monitor a key it has")
+        asked = tuple(dict.fromkeys([*metrics, metric]))
+        return (f"validation records the metrics named in metrics= (metrics={asked!r} records {key!r}), or "
+                "monitor a key it has")
     if key.startswith("val_"):
         return "there is no validation data (val_data=) or eval_fn"
     return "monitor a key it has"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +70,14 @@ class FitConfig:
     schedule: Any = None
     """``step`` (per epoch), ``cosine``, ``onecycle``, ``inverse_sqrt``, ``linear`` (per batch), or a callable."""
     schedule_options: dict[str, Any] | None = None
+    """Of a named schedule (:func:`zoo.engine.schedules.build_schedule`), checked before the run: ``step_size`` (an
+    int >= 1) and ``gamma`` (> 0) of ``"step"``, ``min_lr_ratio`` (in [0, 1]) of ``"cosine"`` and ``"linear"``,
+    ``div_factor`` / ``final_div_factor`` (> 0) and torch's other OneCycleLR options of ``"onecycle"``;
+    ``interval`` (``"batch"`` or ``"epoch"``) of a callable."""
     warmup_steps: int = 0
+    """Optimizer steps of linear warmup (the lr times 1/N, 2/N, ..., 1) in front of a named schedule or a constant
+    lr; ``"onecycle"`` takes it as its rising phase (in place of ``schedule_options`` ``pct_start``, refused with
+    it). A schedule callable builds its scheduler's warmup itself: fit refuses warmup_steps with one."""
     amp: str | None = "auto"
     """``auto``: bf16 where this device computes the model's ops faster in it, else fp32; ``bf16``; ``fp16``
     (CUDA, with a grad scaler); None: fp32."""
@@ -147,6 +155,8 @@ class FitConfig:
         problems = []
         if not self.lr >= 0:  # torch's "Invalid learning rate: -1.0" came from the optimizer, naming no option
             problems.append(f"lr must be >= 0, got {self.lr}")
+        elif math.isinf(self.lr):  # taken, it trained the weights to NaN
+            problems.append(f"lr must be a finite number, got {self.lr}")
         if self.epochs < 0:
             problems.append(f"epochs must be >= 0, got {self.epochs}")
         if self.grad_accum_steps < 1:

@@ -19,12 +19,16 @@ Every schedule is a multiplicative factor on each group's base lr, so parameter 
 learning rates (a fine-tuning head at 10x the backbone) keep their ratio throughout.
 A callable ``schedule(optimizer, total_steps, steps_per_epoch) -> LRScheduler`` is also accepted; it is
 stepped per batch unless ``interval="epoch"`` is given in the options; a ``ReduceLROnPlateau`` is stepped once
-an epoch is scored, on the monitored value (``monitor``), as Keras' and Lightning's are.
+an epoch is scored, on the monitored value (``monitor``), as Keras' and Lightning's are. Its scheduler sets the
+lr alone, so ``warmup_steps`` with a callable is refused (a ``SequentialLR`` of a ``LinearLR`` and the scheduler
+builds it in). ``total_steps`` counts the run's optimizer steps from the batch count at set-up; a run whose
+later epochs have more batches (a token-budget sampler) holds onecycle's last lr past its end (fit's trainer).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +85,8 @@ def build_schedule(
         sched = schedule(optimizer, total_steps, steps_per_epoch)
         if not isinstance(sched, LRScheduler):
             raise TypeError(f"schedule callable must return a torch LRScheduler, got {type(sched).__name__}")
+        if warmup_steps:
+            _refuse_a_warmup_before(sched, warmup_steps)
         if isinstance(sched, ReduceLROnPlateau):  # steps on the monitored value, once an epoch is scored (its
             # step() without one failed after the first batch: "missing 1 required positional argument: 'metrics'")
             return ScheduleSpec(sched, "plateau")
@@ -96,8 +102,26 @@ def build_schedule(
     return _named_schedule(optimizer, schedule, total_steps, steps_per_epoch, warmup_steps, opts)
 
 
+def _refuse_a_warmup_before(sched: LRScheduler, warmup_steps: int) -> None:
+    """``warmup_steps`` with a schedule callable, which fit cannot apply: the scheduler the callable returns sets
+    the lr alone (the warmup went unused, without a word)."""
+    name = type(sched).__name__
+    if isinstance(sched, ReduceLROnPlateau):
+        fix = ("a ReduceLROnPlateau cannot follow a warmup in one scheduler: pass warmup_steps=0, or warm up with a "
+               "named schedule (schedule='linear' or 'cosine' with warmup_steps)")
+    else:
+        # fit's own warmup, spelt in torch's schedulers: 1/N, 2/N, ..., N/N over the first N steps
+        fix = (f"build the warmup into the scheduler the callable returns, e.g. SequentialLR(optimizer, "
+               f"[LinearLR(optimizer, start_factor=1 / {warmup_steps}, total_iters={max(1, warmup_steps - 1)}), "
+               f"{name}(...)], milestones=[{warmup_steps}]) (torch.optim.lr_scheduler), and pass warmup_steps=0")
+    raise ValueError(f"warmup_steps={warmup_steps} is not applied with a schedule callable (this one returned "
+                     f"{name}), whose scheduler alone sets the lr: expected warmup_steps=0 with a "
+                     f"callable; {fix}")
+
+
 def _named_schedule(optimizer: torch.optim.Optimizer, schedule: str, total_steps: int, steps_per_epoch: int,
                     warmup_steps: int, opts: dict[str, Any]) -> ScheduleSpec:
+    _check_options(schedule, opts)
     if schedule == "step":
         step_size, gamma = int(opts.pop("step_size", 30)), float(opts.pop("gamma", 0.1))
         _no_leftovers(schedule, opts)
@@ -111,6 +135,11 @@ def _named_schedule(optimizer: torch.optim.Optimizer, schedule: str, total_steps
         if warmup_steps >= total_steps:  # else OneCycleLR's "Expected float between 0 and 1 pct_start"
             raise ValueError(f"warmup_steps={warmup_steps} is not below the run's {total_steps} optimizer steps: "
                              "onecycle warms up over a share of the run; give fewer warmup_steps or more epochs")
+        if warmup_steps and "pct_start" in opts:  # pct_start won, and warmup_steps went unused
+            raise ValueError(f"schedule='onecycle' with warmup_steps={warmup_steps} and schedule_options "
+                             f"pct_start={opts['pct_start']}: both set the length of its rising phase (warmup_steps="
+                             f"{warmup_steps} is pct_start={warmup_steps / total_steps:.4g} of this run's "
+                             f"{total_steps} steps); give one of them")
         pct = opts.pop("pct_start", warmup_steps / total_steps if warmup_steps else 0.3)
         kwargs = {k: opts.pop(k) for k in ("div_factor", "final_div_factor", "three_phase", "anneal_strategy",
                                              "cycle_momentum", "base_momentum", "max_momentum") if k in opts}
@@ -135,6 +164,36 @@ def _named_schedule(optimizer: torch.optim.Optimizer, schedule: str, total_steps
         return min_ratio + (1 - min_ratio) * shape
 
     return ScheduleSpec(LambdaLR(optimizer, factor), "batch")
+
+
+_POSITIVE = ("gamma", "div_factor", "final_div_factor")
+"""Schedule options that divide or multiply the lr: zero or below drives it to zero or below zero."""
+
+
+def _check_options(schedule: str, opts: dict[str, Any]) -> None:
+    """The values of the options ``schedule`` uses (others are refused as unused, :func:`_no_leftovers`), refused
+    before the run where they would make the lr negative, or fail late (StepLR's ``step_size=0``: a
+    ZeroDivisionError after the first epoch), naming the option and what it takes."""
+    used = {"step": ("step_size", "gamma"), "onecycle": ("div_factor", "final_div_factor"),
+            "cosine": ("min_lr_ratio",), "linear": ("min_lr_ratio",)}.get(schedule, ())
+    opts = {k: v for k, v in opts.items() if k in used}
+    problems = []
+    if "step_size" in opts:
+        step_size = opts["step_size"]
+        if isinstance(step_size, bool) or not isinstance(step_size, numbers.Integral) or step_size < 1:
+            problems.append(f"step_size must be an int >= 1 (epochs between lr cuts), got {step_size!r}")
+    for key in _POSITIVE:
+        if key in opts and not (_is_number(opts[key]) and 0 < opts[key] < math.inf):
+            problems.append(f"{key} must be a finite number > 0 (a factor on the lr), got {opts[key]!r}")
+    if "min_lr_ratio" in opts and not (_is_number(opts["min_lr_ratio"]) and 0 <= opts["min_lr_ratio"] <= 1):
+        problems.append(f"min_lr_ratio must be in [0, 1] (the lr's end as a share of its peak), got "
+                        f"{opts['min_lr_ratio']!r}")
+    if problems:
+        raise ValueError(f"schedule={schedule!r}: " + "; ".join(problems) + ": fix it in schedule_options")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _no_leftovers(schedule: str, opts: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import OneCycleLR
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
@@ -44,7 +45,7 @@ from zoo.engine.evaluation import (
     metric_keys,
     score_loader,
 )
-from zoo.engine.forward import autocast, check_amp, check_loss_value, default_loss, forward
+from zoo.engine.forward import autocast, check_amp, check_loss_value, default_loss, forward, mean_denominator
 from zoo.engine.layout import (
     is_channels_first,
     is_view_refusal,
@@ -92,7 +93,8 @@ class Trainer:
                                       cfg.early_stopping_min_delta, has_val_data=self.val_loader is not None,
                                       has_eval_fn=cfg.eval_fn is not None,
                                       callbacks_may_add=any(adds_to_rows(cb) for cb in callbacks),
-                                      metrics=self.metric_keys if self.val_loader is not None else None)
+                                      metrics=self.metric_keys if self.val_loader is not None else None,
+                                      train_metrics=self.metric_keys)
         if self.schedule is not None and self.schedule.interval == "plateau" and \
                 self.scheduler.mode != self.monitor.mode:  # it cut the lr on every epoch accuracy improved
             raise ValueError(f"ReduceLROnPlateau(mode={self.scheduler.mode!r}) steps on monitor={self.monitor.key!r}, "
@@ -152,12 +154,12 @@ class Trainer:
             self.val_loader = prepare_loader(self.val_data, batch_size=cfg.batch_size, shuffle=False,
                                              num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, dist=info,
                                              pin_memory=pin)
-        try:
-            self.n_batches: int | None = len(self.train_loader)
-        except TypeError:
-            self.n_batches = None
+        # the set-up count sizes the schedule; each epoch reads it again (_train_epoch): a sampler's may change
+        self.n_batches: int | None = _batch_count(self.train_loader)
         if self.n_batches == 0:
             raise ValueError("the training data gave no batches (empty dataset, or drop_last with too few samples)")
+        if self.val_loader is not None and not cfg.overfit_batches:
+            _refuse_an_empty_validation_set(self.val_loader)
 
     def _setup_optimization(self) -> None:
         cfg = self.cfg
@@ -248,6 +250,7 @@ class Trainer:
         self.t0 = time.perf_counter()
         self.net.train()
         set_loader_epoch(self.train_loader, epoch, cfg.seed)
+        self.n_batches = _batch_count(self.train_loader)  # after set_epoch: this epoch's own (a token budget's)
         epoch_lr = self.opt.param_groups[0]["lr"]  # the lr the epoch starts with (after warmup's first factor)
         for cb in self.callbacks:
             cb.on_epoch_start(st)
@@ -262,9 +265,10 @@ class Trainer:
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
         self.opt.zero_grad(set_to_none=True)
         self.batches_done = self.n_batches or 0
-        for i, batch in enumerate(bar):
+        batches = _LookAhead(bar)
+        for i, batch in enumerate(batches):
             st.batch = i
-            loss_val = self._train_batch(epoch, i, batch)
+            loss_val = self._train_batch(epoch, i, batch, self._ends_window(i, batches))
             if self.callbacks:
                 logs = {"loss": loss_val, "lr": self.opt.param_groups[0]["lr"]}
                 for cb in self.callbacks:
@@ -276,14 +280,16 @@ class Trainer:
                 self.batches_done = i + 1
                 break
         else:
-            if self.window_pending:  # a loader without len() ended inside an accumulation window
+            if self.window_pending:  # a loader that ended before the len() it gave, inside an accumulation window
                 self._finish_window_sync()
                 self._optimizer_step()
         bar.close()
         # every rank's sums together: each rank must see the same train_loss (the monitor may stop on it)
         sums = all_reduce_mean(torch.stack([self.loss_sum, self.n_seen, self.correct.double(),
                                             self.n_scored.double()])).tolist()
-        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": sums[0] / max(1.0, sums[1])}
+        # a mean over what the batches' means divided by (class weights may sum below 1); 0.0 where nothing scored
+        train_loss = sums[0] / sums[1] if sums[1] else 0.0
+        row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": train_loss}
         if self.n_batches and self.batches_done < self.n_batches:  # request_stop from on_batch_end
             row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
         for name in ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
@@ -294,13 +300,23 @@ class Trainer:
             self.scheduler.step()
         return row
 
-    def _train_batch(self, epoch: int, i: int, batch: Any) -> float:
+    def _ends_window(self, i: int, batches: _LookAhead) -> bool:
+        """Whether batch ``i`` is its accumulation window's last: every ``grad_accum_steps``-th, and the epoch's
+        last. That one is found by fetching the next batch early wherever len() cannot say it: a loader without
+        len(), or batch ``i`` at or past the count len() gave, which a sampler whose batch count changes per
+        epoch may exceed (a batch past it was trained but never stepped). Before that count no batch is fetched
+        early, so a loader's random draws interleave with the model's as they always did."""
+        accum = self.cfg.grad_accum_steps
+        if (i + 1) % accum == 0:
+            return True
+        if self.n_batches is not None and i + 1 < self.n_batches:
+            return False
+        return batches.ends_after_this()
+
+    def _train_batch(self, epoch: int, i: int, batch: Any, last_micro: bool) -> float:
         """Forward, loss, NaN guard and backward of one micro-batch; the optimizer step on a window's last."""
         cfg, info = self.cfg, self.info
         accum = cfg.grad_accum_steps
-        window_start = i - i % accum
-        window = min(accum, self.n_batches - window_start) if self.n_batches else accum
-        last_micro = i - window_start == window - 1
         if self.probe_layout:
             self._probe_layout(batch)
         batch = move_batch(batch, self.dev, self.channels_last, self.in_dtype)
@@ -310,10 +326,11 @@ class Trainer:
                 outputs, targets, loss = self._forward_loss(batch)
             # One host sync per batch (two under DDP): the NaN guard must see the value (all ranks together).
             loss_val = loss.item()
-            if not math.isfinite(loss_val) and metrics_mod.num_scored(targets) == 0 \
-                    and (zero := _tied_zero(outputs)) is not None:
-                # every target ignored (-100: padding, masked labels): 0/0, not a diverged run; the batch adds
-                # nothing, through a zero still tied to the outputs so that DDP's ranks all reduce gradients
+            n = mean_denominator(self.loss_fn, targets)
+            if not math.isfinite(loss_val) and float(n) == 0 and (zero := _tied_zero(outputs)) is not None:
+                # every target ignored (-100: padding, masked labels) or of class weight 0: 0/0, not a diverged
+                # run; the batch adds nothing, through a zero still tied to the outputs so that DDP's ranks all
+                # reduce gradients
                 loss, loss_val = zero, 0.0
             if info.enabled:
                 loss_val = float(all_reduce_mean(loss.detach()).item())
@@ -322,7 +339,6 @@ class Trainer:
                     f"non-finite loss ({loss_val}) at epoch {epoch + 1}, batch {i}, optimizer step {self.step}: "
                     f"last good checkpoint: {self.last_ckpt or self._no_checkpoint_yet()}. "
                     "Lower lr, add clip_grad_norm, or check the data/targets.")
-            n = metrics_mod.scored_count(targets)
             self.scaler.scale(self._window_share(loss, n) if accum > 1 else loss).backward()
         if self.first_loss is None:
             self.first_loss = loss_val
@@ -383,7 +399,8 @@ class Trainer:
         return f"none written yet in {self.cfg.checkpoint_dir} (the first is written at the first epoch's end)"
 
     def _window_share(self, loss: torch.Tensor, n: int | torch.Tensor) -> torch.Tensor:
-        """``loss`` (a mean over its ``n`` scored targets) weighted for an accumulation window: each micro-batch
+        """``loss`` (a mean over its ``n``: scored targets, or their class weights summed,
+        :func:`zoo.engine.forward.mean_denominator`) weighted for an accumulation window: each micro-batch
         by ``n / batch_size``, divided by ``grad_accum_steps``; ``_optimizer_step`` then rescales by the window's
         real total over every rank, so the step equals the one big batch's mean-loss step whatever the
         micro-batch sizes (a short last batch, token counts) or window length. ``batch_size`` is only a
@@ -404,7 +421,8 @@ class Trainer:
         """Gradients of a finished accumulation window times ``accum * batch_size / scored`` (``scored``: the
         ranks' mean; see ``_window_share``), on the device: exactly 1.0 for full windows of full batches."""
         total = all_reduce_mean(self.window_scored) if self.info.enabled else self.window_scored
-        factor = self.cfg.grad_accum_steps * self.cfg.batch_size / total.clamp(min=1.0)
+        # a window of nothing scored has zero gradients (0 / 1); class weights below 1 are no such window
+        factor = self.cfg.grad_accum_steps * self.cfg.batch_size / torch.where(total > 0, total, 1.0)
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads:
             torch._foreach_mul_(grads, factor.to(grads[0].dtype))
@@ -412,24 +430,32 @@ class Trainer:
         self.window_pending = 0
 
     def _count_correct(self, outputs: Any, targets: Any) -> None:
-        if ACCURACY_NAMES.isdisjoint(self.metric_keys) or not isinstance(targets, torch.Tensor) \
-                or not isinstance(outputs, torch.Tensor):
+        if ACCURACY_NAMES.isdisjoint(self.metric_keys):
             return
-        if outputs.dim() == 2 and targets.shape == (len(outputs), 1):
-            targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
-        if targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
-            if not self.targets_checked:  # once, at the first batch (not after an epoch, at the first validation)
-                self.targets_checked = True
-                check_not_multi_hot(targets)
-            if not targets.is_floating_point() and outputs.dim() == 2:
-                targets = targets.argmax(1)  # one-hot integer labels (Keras' categorical ones): their class
-        if not targets.is_floating_point() and outputs.dim() == targets.dim() + 1:
-            check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
-            with torch.no_grad():
-                targets = targets.long()  # as the loss reads them: torch compares no uint16/32/64 with a long
-                valid = targets != metrics_mod.IGNORE_INDEX
-                self.correct += ((outputs.argmax(1) == targets) & valid).sum()
-                self.n_scored += valid.sum()
+        if isinstance(targets, torch.Tensor) and isinstance(outputs, torch.Tensor):
+            if outputs.dim() == 2 and targets.shape == (len(outputs), 1):
+                targets = targets.squeeze(1)  # (N, 1) labels, as the default loss reads them (Keras' sparse labels)
+            if targets.shape == outputs.shape and outputs.dim() >= 2 and outputs.shape[1] > 1:
+                if not self.targets_checked:  # once, at the first batch (not after an epoch, at the first validation)
+                    self.targets_checked = True
+                    check_not_multi_hot(targets)
+                if targets.is_floating_point() or outputs.dim() == 2:
+                    # soft labels (mixup, distillation): the class they weigh most, as validation scores them;
+                    # one-hot integer labels (Keras' categorical ones): their class
+                    targets = targets.argmax(1)
+            if not targets.is_floating_point() and outputs.dim() == targets.dim() + 1:
+                check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
+                with torch.no_grad():
+                    targets = targets.long()  # as the loss reads them: torch compares no uint16/32/64 with a long
+                    valid = targets != metrics_mod.IGNORE_INDEX
+                    self.correct += ((outputs.argmax(1) == targets) & valid).sum()
+                    self.n_scored += valid.sum()
+                return
+        if self.monitor.key.removeprefix("train_") in ACCURACY_NAMES:  # else the epoch's end finds it missing
+            raise ValueError(f"monitor={self.monitor.key!r}: training counts accuracy of class scores (N, C, ...) "
+                             "against class indices (N, ...) or class probabilities shaped like the scores, and this "
+                             f"batch has outputs {_described(outputs)} and targets {_described(targets)}; monitor "
+                             "'train_loss', or a metric of your own from an eval_fn ('val_<name>')")
 
     def _optimizer_step(self) -> None:
         if self.window_pending:
@@ -449,7 +475,7 @@ class Trainer:
         if self.cfg.flush_tiny_moments and self.step % FLUSH_EVERY == 0:
             flush_tiny_moments(self.opt)
         if self.schedule is not None and self.schedule.interval == "batch":
-            self.scheduler.step()
+            _step_schedule(self.scheduler)
 
     def _agree_on_stop(self) -> None:
         """Under DDP, a stop that callbacks requested on some ranks only (a time budget each rank measures, a
@@ -540,6 +566,76 @@ class Trainer:
         return TrainResult(history=hist, best_metric=self.monitor.best, best_epoch=self.monitor.best_epoch,
                            checkpoint_path=path, model=self.model, monitor=self.monitor.key,
                            stopped_early=self.monitor.stopped, resumed=self.resumed)
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return f"of type {type(value).__name__}"
+
+
+def _batch_count(loader: Any) -> int | None:
+    """``len(loader)``; None for a loader without one (an IterableDataset's)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+_END = object()
+
+
+class _LookAhead:
+    """The batches of an epoch, one of them fetched ahead only when :meth:`ends_after_this` asks."""
+
+    def __init__(self, batches: Any) -> None:
+        self.batches = iter(batches)
+        self.ahead: Any = None  # the next batch (or _END) once fetched early
+
+    def __iter__(self) -> _LookAhead:
+        return self
+
+    def __next__(self) -> Any:
+        if self.ahead is None:
+            return next(self.batches)
+        batch, self.ahead = self.ahead, None
+        if batch is _END:
+            raise StopIteration
+        return batch
+
+    def ends_after_this(self) -> bool:
+        """Whether the batch last given is the epoch's last."""
+        if self.ahead is None:
+            self.ahead = next(self.batches, _END)
+        return self.ahead is _END
+
+
+def _refuse_an_empty_validation_set(loader: Any) -> None:
+    """A validation set of no samples, refused before training as :func:`zoo.engine.evaluate` refuses it: each
+    epoch scored it NaN, the warning blamed NaN data or a diverged model, and early stopping cut the run short."""
+    dataset = getattr(loader, "dataset", None)
+    with contextlib.suppress(TypeError, AttributeError):  # no len(): an IterableDataset, scored as it comes
+        if len(dataset) == 0:
+            raise ValueError(f"fit: val_data has no samples to score (an empty {type(dataset).__name__}): expected a "
+                             "validation set of at least one sample; pass one (a split that came out empty takes a "
+                             "larger share or data set), or leave val_data out to monitor train_loss")
+
+
+def _step_schedule(scheduler: Any) -> None:
+    """One optimizer step's step of a per-batch schedule. OneCycleLR is sized in steps from the batch count
+    at set-up and refuses a step past its ``total_steps`` ("Tried to step 89 times"), which a run whose
+    batch count grows in later epochs (a token-budget sampler) takes: past its end the lr holds there, at its
+    last phase's end (each group's ``min_lr``; torch's own value at ``total_steps`` is past that end, below zero
+    for ``anneal_strategy="linear"``)."""
+    if not isinstance(scheduler, OneCycleLR):
+        scheduler.step()
+        return
+    if scheduler.last_epoch < scheduler.total_steps:
+        scheduler.step()
+    if scheduler.last_epoch >= scheduler.total_steps:
+        for group in scheduler.optimizer.param_groups:
+            group["lr"] = group["min_lr"]
+        scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
 
 
 def _tied_zero(outputs: Any) -> torch.Tensor | None:

@@ -217,7 +217,7 @@ class TokenBucketSampler(Sampler[list[int]]):
                             for name, value in (("rank", rank), ("world_size", world_size)))
         self.place()  # a rank outside world_size is refused here, not at the first epoch
         self.epoch = 0
-        self._batches = self._make(0)
+        self._made: tuple[tuple[int, tuple[int, int]], list[list[int]]] | None = None  # (epoch, place), batches
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -277,14 +277,24 @@ class TokenBucketSampler(Sampler[list[int]]):
         over_tokens = self.max_tokens is not None and longest * (rows + 1) > self.max_tokens
         return over_tokens or (self.batch_size is not None and rows >= self.batch_size)
 
+    def _epoch_batches(self) -> list[list[int]]:
+        """The batches of the coming epoch (``self.epoch``) at this process's place, made once for both len()
+        and the iteration."""
+        key = (self.epoch, self.place())
+        if self._made is None or self._made[0] != key:
+            self._made = (key, self._make(self.epoch))
+        return self._made[1]
+
     def __iter__(self) -> Iterator[list[int]]:
-        self._batches = self._make(self.epoch)
+        batches = self._epoch_batches()
         if self.shuffle:
             self.epoch += 1  # a fresh order next epoch even when the loop never calls set_epoch
-        return iter(self._batches)
+        return iter(batches)
 
     def __len__(self) -> int:
-        return len(self._batches)
+        # the coming epoch's count, which a token budget changes from epoch to epoch: the previous epoch's made a
+        # trainer that reads len() at each epoch's start leave the batches past it never stepped
+        return len(self._epoch_batches())
 
 
 def _pad(rows: Sequence[Sequence[int]]) -> Tensor:
