@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -118,6 +119,16 @@ def _xy(data: Any, what: str) -> tuple[Any, Any]:
     return data
 
 
+@contextlib.contextmanager
+def loader_options_said() -> Iterator[None]:
+    """:func:`zoo.engine.data.loader_options_said`, imported when a call runs (``import zoo`` stays light): the
+    engine's loops under zoo's calls see the family's recipe merged in, not the caller's options."""
+    from zoo.engine.data import loader_options_said as said
+
+    with said():
+        yield
+
+
 def _callers_data(data: Any, config: dict[str, Any], call: str) -> tuple[Any, dict[str, Any]]:
     """The caller's ``data`` and options as the loops take them: the path options beside it (``val_data``,
     ``labels``, ``splits``) and ``data`` with ``~`` expanded, as torchvision's data sets and
@@ -175,7 +186,7 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
-    with _naming_config_keys(model_or_name, "train"):
+    with _naming_config_keys(model_or_name, "train"), loader_options_said():
         data, config = _callers_data(data, config, "train")
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
         # the agent for that environment
@@ -218,7 +229,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_class
     _check_device(config)  # as evaluate / predict check it: by name, before a model is built for nothing
     if num_classes is not None:  # named in the signature, as design.md gives it; the family's surgery reads it
         config["num_classes"] = num_classes
-    with _naming_config_keys(model_or_name, "finetune"):
+    with _naming_config_keys(model_or_name, "finetune"), loader_options_said():
         data, config = _callers_data(data, config, "finetune")
         if isinstance(model_or_name, str):
             # the family makes the new head once the model exists: its weights come from the seeded generators too
@@ -300,11 +311,13 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     _refuse_unknown(model, "evaluate", config)
     data, config = _callers_data(data, config, "evaluate")
     if isinstance(model, Trainable):
-        return model.zoo_evaluate(data, **config)
+        with loader_options_said():
+            return model.zoo_evaluate(data, **config)
     if _is_module(model):
         from zoo.engine import evaluate as engine_evaluate
 
-        return engine_evaluate(model, data, **config)
+        with loader_options_said():
+            return engine_evaluate(model, data, **config)
     if hasattr(model, "score"):
         from sklearn.base import is_classifier
 

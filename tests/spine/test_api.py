@@ -261,6 +261,29 @@ def test_a_loader_option_a_given_dataloader_ignores_is_said(call, data, option, 
         assert result.history[0]["step"] == 2  # 8 samples in the loader's batches of 4, not in one of 8
 
 
+@pytest.mark.parametrize("call", ["fit", "evaluate"])
+def test_the_engines_own_fit_and_evaluate_say_what_a_given_dataloader_ignores_once(call):
+    """Before: zoo.engine.fit(net, loader_of_4, batch_size=8, drop_last=True) trained on batches of 4 and
+    zoo.engine.evaluate(net, loader, batch_size=8) scored them, without a word (the README: a warning says so);
+    through zoo.train / zoo.evaluate the warning is said once, not again by the engine under them."""
+    import warnings
+
+    from zoo import engine
+
+    option = {"batch_size": 8, **({"drop_last": True, "epochs": 1, "progress": False} if call == "fit" else {})}
+    with pytest.warns(UserWarning, match=rf"zoo.engine.{call}: batch_size=8 is not applied: data is a DataLoader"):
+        getattr(engine, call)(torch.nn.Linear(3, 2), _loader(), **option)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        getattr(zoo, "train" if call == "fit" else "evaluate")(torch.nn.Linear(3, 2), _loader(), **option)
+    said = [str(w.message) for w in seen if "is not applied" in str(w.message)]
+    assert said and all(m.startswith("zoo.train" if call == "fit" else "zoo.evaluate") for m in said), said
+    assert len(said) == len(set(said))
+    with warnings.catch_warnings():  # the engine's own defaults are no option the caller gave
+        warnings.simplefilter("error")
+        engine.evaluate(torch.nn.Linear(3, 2), _loader(batch_size=5, num_workers=0))
+
+
 def test_loader_options_equal_to_the_given_dataloaders_pass_quietly(recwarn):
     from torch.utils.data import default_collate
 

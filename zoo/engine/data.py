@@ -9,6 +9,8 @@ its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -140,6 +142,28 @@ def with_val(data: Any, val_data: Any) -> tuple[Any, Any]:
 
 LOADER_OPTIONS = ("batch_size", "num_workers", "collate_fn", "drop_last")
 """Options that make a DataLoader: a loader given as data has its own, and the engine passes it through."""
+
+# Set while zoo.train / zoo.evaluate / zoo.finetune run: they said what a ready loader ignores of the caller's own
+# options, and the engine's fit / evaluate under them see the family's recipe merged in, which the caller never gave.
+_LOADER_OPTIONS_SAID: contextvars.ContextVar[bool] = contextvars.ContextVar("zoo_loader_options_said", default=False)
+
+
+@contextlib.contextmanager
+def loader_options_said() -> Iterator[None]:
+    """Within: :func:`zoo.engine.fit` and :func:`zoo.engine.evaluate` leave :func:`say_what_a_ready_loader_ignores`
+    to the caller, which said it of the options it was given."""
+    token = _LOADER_OPTIONS_SAID.set(True)
+    try:
+        yield
+    finally:
+        _LOADER_OPTIONS_SAID.reset(token)
+
+
+def say_if_called_directly(data: Any, options: Mapping[str, Any], call: str) -> None:
+    """:func:`say_what_a_ready_loader_ignores` for the engine's own entry points, unless zoo's API called them
+    (:func:`loader_options_said`)."""
+    if not _LOADER_OPTIONS_SAID.get():
+        say_what_a_ready_loader_ignores(data, options, call)
 
 
 def say_what_a_ready_loader_ignores(data: Any, options: Mapping[str, Any], call: str) -> None:

@@ -25,6 +25,7 @@ from zoo.engine.data import (
     model_dtype,
     move_batch,
     prepare_loader,
+    say_if_called_directly,
     split_batch,
     train_val,
 )
@@ -211,7 +212,7 @@ def evaluate(
     model: nn.Module,
     data: Any,
     *,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     forward_fn: Callable[[nn.Module, Any], tuple[Any, Any]] | None = None,
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     label_smoothing: float = 0.0,
@@ -219,7 +220,7 @@ def evaluate(
     amp: str | None = "auto",
     device: str | torch.device | None = None,
     channels_last: bool | str = "auto",
-    num_workers: int = 0,
+    num_workers: int | None = None,
     collate_fn: Any = None,
     eval_fn: Callable[[nn.Module, Any], dict[str, float]] | None = None,
     progress: bool = False,
@@ -236,8 +237,14 @@ def evaluate(
     all 2-D or all 3-D, on a CPU of a kind where that was measured no slower in the precision it runs, 1.3-2x
     faster on the AMX Xeon in bf16, 1.2-1.4x on a Zen 3 in fp32, 1.04-1.25x on a Zen 4 in bf16; the model leaves
     in the layout it came in).
-    The model's train/eval mode is restored afterwards.
+    The model's train/eval mode is restored afterwards. ``batch_size`` (default 64), ``num_workers`` (default 0)
+    and ``collate_fn`` make the loader; a DataLoader given keeps its own, and one of them given with another value
+    is said not to be applied.
     """
+    given = {k: v for k, v in (("batch_size", batch_size), ("num_workers", num_workers), ("collate_fn", collate_fn))
+             if v is not None}
+    say_if_called_directly(data, given, "zoo.engine.evaluate")
+    batch_size, num_workers = (64 if batch_size is None else batch_size), (num_workers or 0)
     if train_val(data) is not None:  # fit takes them together; scoring both as one set would mean nothing
         raise ValueError("evaluate scores one data set, and this holds a training and a validation set ((train, val) "
                          "or a dict with 'train'): pass the one to score, such as data['val']")

@@ -15,7 +15,7 @@ from typing import Any
 from torch import nn
 
 from zoo.engine.callbacks import Callback
-from zoo.engine.data import with_val
+from zoo.engine.data import say_if_called_directly, with_val
 from zoo.engine.devices import run_device
 from zoo.engine.distributed import DistInfo, init_distributed
 from zoo.engine.evaluation import evaluate
@@ -70,6 +70,7 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     seeds, not the seed its generator was made with, so that a run repeats and resumes exactly.
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """
+    say_if_called_directly(train_data, {**options, "val_data": val_data}, "zoo.engine.fit")
     train_data, val_data = with_val(train_data, val_data)  # {"train": ..., "val": ...} or ((X, y), (X_val, y_val))
     if not isinstance(model, nn.Module):
         raise TypeError(f"fit trains an nn.Module, got {type(model).__name__}")
