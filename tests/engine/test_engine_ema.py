@@ -102,3 +102,20 @@ def test_an_average_written_from_a_wrapped_model_loads_into_the_average_of_the_n
     dst = averaged_model(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2)), 0.9)
     load_average(dst, state)
     assert all(torch.equal(a, b) for a, b in zip(dst.state_dict().values(), src.state_dict().values()))
+
+
+def test_building_from_the_best_checkpoint_of_an_ema_run_gives_the_average_it_scored(tmp_path):
+    """Before: zoo.build(weights=best.pt) and zoo.hub.load_state_dict(best.pt) gave the raw weights of a run with
+    ema_decay, while best.pt was chosen by the average's val_loss (1.136 scored, 3.474 loaded back)."""
+    import zoo
+    from zoo.hub import load_state_dict
+
+    val = (torch.randn(4, 3, 16, 16), torch.tensor([0, 1] * 2))
+    r = zoo.train(zoo.build("resnet18", num_classes=2, stem="cifar"), ((torch.randn(8, 3, 16, 16),
+                  torch.tensor([0, 1] * 4)), val), epochs=2, batch_size=4, lr=0.05, ema_decay=0.5,
+                  checkpoint_dir=tmp_path, amp=None, progress=False)
+    back = zoo.build("resnet18", weights=r.checkpoint_path)
+    assert zoo.evaluate(back, val, amp=None)["loss"] == pytest.approx(r.best_metric, rel=1e-5)
+    ckpt = load_checkpoint(r.checkpoint_path)
+    assert load_state_dict(r.checkpoint_path)["fc.weight"].equal(ckpt["extra"]["ema"]["module.fc.weight"])
+    assert not ckpt["model"]["fc.weight"].equal(ckpt["extra"]["ema"]["module.fc.weight"])

@@ -164,7 +164,15 @@ def assert_finite(sd: Mapping[str, torch.Tensor], path: str | os.PathLike) -> No
 
 
 def _unwrap(obj: Any, path: str | os.PathLike) -> StateDict:
-    """Find the state dict inside the usual checkpoint wrappers and strip a DataParallel prefix."""
+    """Find the state dict inside the usual checkpoint wrappers and strip a DataParallel prefix. A checkpoint of a
+    zoo run with ``ema_decay`` gives its weight average: what the run scored (``best.pt`` is chosen by it) and
+    returned, as timm's ``load_checkpoint`` loads the EMA by default (the raw weights are for a resume:
+    :func:`zoo.engine.checkpoint.load_checkpoint`)."""
+    extra = obj.get("extra") if isinstance(obj, Mapping) else None
+    if isinstance(extra, Mapping) and isinstance(extra.get("ema"), Mapping) and "model" in obj:
+        from zoo.engine.checkpoint import ema_weights
+
+        obj = ema_weights(obj, path)
     seen = 0
     while isinstance(obj, Mapping) and seen < 3:
         if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
