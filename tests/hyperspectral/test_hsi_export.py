@@ -126,6 +126,27 @@ def test_pca_svm_graph_labels_a_pixel_without_data_0_as_predicts_map(tmp_path):
     np.testing.assert_array_equal(label.reshape(16, 16), expected)
     assert (label.reshape(16, 16)[[2, 4, 7], [3, 4, 1]] == 0).all()
     assert "0 for a pixel with a NaN/inf band" in read_metadata(res.path)["label"]
+    assert read_metadata(res.path)["no_data_label"] == 0  # classes 1..K: the map's 0
+
+
+def test_pca_svm_fitted_on_0_based_labels_labels_a_pixel_without_data_as_no_class(tmp_path):
+    """Before: the ONNX graph labelled a pixel with a NaN/inf band 0 whatever the classes, so a pipeline fitted on
+    0-based labels gave it the label of its real class 0, with no word in the export; it is -1 there, recorded
+    as the metadata's no_data_label."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 12)) * 50 + 1000
+    y = np.repeat([0, 1, 2], 30)
+    X[y == 1, :3] += 80
+    X[y == 2, 3:6] += 80
+    pipe = zoo.build("hsi-pca-svm", n_components=5)
+    zoo.train(pipe, (X, y))
+    res = zoo.export(pipe, tmp_path / "svm0.onnx")
+    pixels = np.stack([X[0], X[0]]).astype(np.float32)
+    pixels[1, 5] = np.nan
+    label, _ = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"]).run(None, {"pixels": pixels})
+    assert label.tolist() == [pipe.predict(X[:1])[0], -1] and label[0] == 0
+    meta = read_metadata(res.path)
+    assert meta["classes"] == [0, 1, 2] and meta["no_data_label"] == -1 and "-1 for a pixel with a NaN" in meta["label"]
 
 
 @pytest.mark.parametrize("padding", ["reflect", "constant"])
@@ -157,12 +178,32 @@ def test_hybridsn_borders_and_no_data_pixels_as_in_predict(tmp_path, padding):
         np.testing.assert_allclose(logits, model(torch.from_numpy(want)).numpy(), atol=1e-4, rtol=1e-4)
 
 
-def test_a_half_hybridsn_takes_float16_raw_windows(tmp_path):
-    """HybridSN.half() was traced on float32 windows into a float16 network (a dtype mismatch); its graph
-    takes float16 raw windows, reduces them in float32 and runs the network in float16."""
-    model = zoo.build("hybridsn", weights="indian-pines").half()
-    res = zoo.export(model, tmp_path / "h.onnx")
-    assert res.verified and res.max_abs_diff <= res.atol == 8 * 2.0**-10
-    assert "float16 raw bands" in read_metadata(res)["windows"]
-    session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
-    assert session.get_inputs()[0].type == "tensor(float16)"
+@pytest.mark.parametrize(("dtype", "fmt"), [("float16", "onnx"), ("bfloat16", "torch.export")])
+def test_a_half_or_bfloat16_hybridsn_reads_raw_bands_unrounded_and_labels_like_predict(tmp_path, dtype, fmt):
+    """Before: the graph of a .half() / bfloat16 HybridSN took its raw windows in that dtype, so raw values in
+    the thousands were rounded (steps of 4 / 32 above 4096) before the reduction that zoo.predict makes from the
+    float32 cube: Indian Pines was labelled 98.3 % / 95.5 % as predict_scene of the same model labels it."""
+    import torch
+
+    from zoo.hyperspectral import Scene
+
+    model = zoo.build("hybridsn", weights="indian-pines").eval()
+    rng = np.random.default_rng(0)  # raw-like pixels: the fitted band means (990-7169 counts) + their spread
+    cube = (model.pre_mean.numpy() + model.pre_scale.numpy() * rng.standard_normal((6, 6, 200))).astype(np.float32)
+    model.to(getattr(torch, dtype))
+    res = zoo.export(model, tmp_path / "h", fmt)
+    assert res.verified and res.max_abs_diff <= res.atol == 8 * torch.finfo(getattr(torch, dtype)).eps
+    meta = read_metadata(res)
+    declared = meta["windows"].split(") ")[1].split()[0]  # the dtype the graph takes its raw bands in
+    raw = np.broadcast_to(np.asarray(meta["pad_pixel"], np.float32), (30, 30, 200)).copy()
+    raw[12:18, 12:18] = cube
+    windows = torch.from_numpy(np.stack([raw[i:i + 25, j:j + 25] for i in range(6) for j in range(6)]))
+    windows = windows.to(getattr(torch, declared))
+    if fmt == "onnx":
+        session = ort.InferenceSession(str(res.path), providers=["CPUExecutionProvider"])
+        (logits,) = session.run(None, {"windows": windows.numpy()})
+    else:
+        with torch.no_grad():
+            logits = torch.export.load(str(res.path)).module()(windows).float().numpy()
+    np.testing.assert_array_equal(logits.argmax(1).reshape(6, 6) + 1, model.predict_scene(Scene(cube), amp=None))
+    assert declared == "float32"

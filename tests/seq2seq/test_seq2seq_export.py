@@ -127,3 +127,47 @@ def test_a_half_translator_keeps_integer_token_ids(tmp_path, tiny_gru):
     assert {i.name: i.type for i in step.get_inputs()} == {"tokens": "tensor(int64)", "hidden": "tensor(float16)",
                                                            "memory": "tensor(float16)", "keys": "tensor(float16)",
                                                            "src_pad": "tensor(bool)"}
+
+
+def _tiny_transformer(max_len: int = 20):
+    torch.manual_seed(0)
+    return zoo.build("seq2seq-transformer", src_vocab=40, tgt_vocab=40, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                     max_len=max_len)
+
+
+@OLD_TORCH_EXPORT
+def test_a_bfloat16_pt2_translator_decodes_like_greedy_search(tmp_path):
+    """Before: ExportedTranslator ran a .pt2's outputs through Tensor.numpy(), which has no bfloat16: a bfloat16
+    translator exported to torch.export (which keeps bfloat16) failed to decode ('Got unsupported ScalarType
+    BFloat16')."""
+    model = _tiny_transformer().eval().to(torch.bfloat16)
+    res = zoo.export(model, tmp_path / "bf16", "torch.export")
+    src = torch.tensor([[5, 6, 7, model.eos_id], [9, 10, model.eos_id, model.pad_id]])
+    assert ExportedTranslator(res.path).greedy(src.numpy(), max_len=8) == greedy_search(model, src, max_len=8)
+
+
+@OLD_TORCH_EXPORT
+def test_a_translator_with_a_short_position_table_exports_with_default_options(tmp_path):
+    """Before: the check sample was src_len + 3 tokens long whatever the model's max_len: max_len=8 failed with
+    the default src_len=6 ('sequence of 9 positions exceeds max_len=8'), and an src_len past max_len failed
+    inside the tracer instead of saying which option to change."""
+    model = _tiny_transformer(max_len=8).eval()
+    res = zoo.export(model, tmp_path / "short", "torch.export")
+    assert res.verified and res.max_abs_diff <= res.atol
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11, model.eos_id]])  # the 8 positions the model has
+    assert ExportedTranslator(res.path).greedy(src.numpy()) == greedy_search(model, src)
+    with pytest.raises(ValueError, match=r"export option src_len=9 exceeds this model's max_len=8 .*pass src_len <= 8"):
+        zoo.export(model, tmp_path / "long", "torch.export", src_len=9)
+
+
+@OLD_TORCH_EXPORT
+def test_exporting_a_translator_in_training_mode_leaves_the_global_rng_alone(tmp_path):
+    """Before: the exporter ran the model to build its decoder-step samples before putting it in eval mode, so
+    a translator in training mode (as zoo.build returns it) drew from the global torch RNG through dropout."""
+    model = _tiny_transformer().train()
+    torch.manual_seed(0)
+    want = torch.rand(3)
+    torch.manual_seed(0)
+    zoo.export(model, tmp_path / "t", "torch.export")
+    assert torch.equal(torch.rand(3), want)
+    assert model.training and all(m.training for m in model.modules())  # handed back in training mode

@@ -506,6 +506,38 @@ def test_a_dtype_a_format_cannot_hold_is_an_export_error_with_the_fix(tmp_path):
     assert res.path.is_file() and not res.verified  # written unchecked, as the error offers
 
 
+class _Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = nn.GRU(4, 6, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def test_a_dtype_onnxruntime_refuses_only_when_it_runs_is_an_export_error_with_the_fix(tmp_path):
+    """Before: a float64 GRU loads in onnxruntime and fails at session.run ('GRU operator does not support double
+    yet'): its raw RuntimeException came out, naming neither the graph nor a way out, where a float64 Conv,
+    refused when the session loads, was the ExportError with the fix."""
+    with pytest.raises(ExportError, match=r"onnxruntime cannot run the float64 ONNX graph 'model'.*GRU.*nothing was "
+                                          r"written.*model\.float\(\).*format='torch\.export'.*verify=False"):
+        zoo.export(_Recurrent().double(), tmp_path / "g.onnx", example_inputs=torch.randn(2, 5, 4).double())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_under_an_active_autocast_is_made_in_the_models_dtype(tmp_path):
+    """Before: zoo.export inside torch.autocast("cpu", dtype=torch.bfloat16) traced bfloat16 convolutions into a
+    float32 model's ONNX graph, and the ONNX checker's raw 'has unsupported type: tensor(bfloat16)' came out."""
+    model = _conv_net(torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        res = zoo.export(model, tmp_path / "m.onnx", example_inputs=torch.randn(2, 3, 8, 8))
+        assert torch.is_autocast_enabled("cpu")  # the caller's autocast is given back
+    assert res.verified and res.max_abs_diff <= res.atol == 1e-4  # checked against float32 PyTorch
+    session = ort.InferenceSession(str(res), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].type == session.get_outputs()[0].type == "tensor(float)"
+
+
 # --- the format a path's suffix names -------------------------------------------------------------------
 
 
@@ -525,9 +557,21 @@ def test_a_format_the_suffix_contradicts_names_the_suffixs_format(tmp_path):
         zoo.export(_mlp(), tmp_path / "m.pt2", "onnx", example_inputs=x)
     with pytest.raises(ValueError, match=r"writes a \.pt2 file, got path .*m\.pt \(use .*m\.pt2, or format 'torchscript'"):
         zoo.export(_mlp(), tmp_path / "m.pt", "torch.export", example_inputs=x)
-    with pytest.raises(ValueError, match=r"onnx export writes a \.onnx file, got path .*m\.bin \(use .*m\.onnx\)$"):
-        zoo.export(_mlp(), tmp_path / "m.bin", example_inputs=x)  # a suffix no format writes: ONNX, as before
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dotted_file_name_keeps_its_tag_and_a_trailing_separator_is_refused(tmp_path):
+    """Before: 'td3.pendulum-v1' was refused with 'use td3.onnx', dropping the tag, where a path without
+    .onnx/.pt2/.pt gets the suffix added; 'out/' (a folder not made yet) silently wrote the file out.onnx."""
+    x = torch.randn(2, 4)
+    for name in ("td3.pendulum-v1", "resnet18.cifar10", "m.bin"):
+        assert zoo.export(_mlp(), tmp_path / name, example_inputs=x).path == tmp_path / f"{name}.onnx"
+    assert zoo.export(_mlp(), tmp_path / "td3.pendulum-v1", "torch.export", example_inputs=x).path.name == \
+        "td3.pendulum-v1.pt2"
+    with pytest.raises(IsADirectoryError, match=r"'.*out/' ends in a path separator, so it names a folder; this "
+                                                r"model exports one \.onnx file: give its name \(e\.g\. .*out/model\.onnx\)"):
+        zoo.export(_mlp(), f"{tmp_path}/out/", example_inputs=x)
+    assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "out").exists()
 
 
 def test_export_command_takes_the_format_from_out(tmp_path, capsys):

@@ -82,3 +82,26 @@ def test_a_cast_resnet_exports_in_its_dtype(tmp_path, dtype, fmt):
     # float32 images for a cast model are cast to its dtype (the graph takes that dtype)
     again = zoo.export(model, tmp_path / "again.pt2", example_input=torch.randn(2, 3, 16, 16))
     assert again.format == "torch.export" and again.verified
+
+
+def test_a_resnet_whose_conv1_was_swapped_exports_its_channels_and_says_how_they_are_normalised(tmp_path):
+    """Before: the sample images took their channels from pretrained_cfg's input_size (3) where a conv1 swapped
+    for 4-band input (torchvision's way; model.config.in_chans reads 4) takes 4: the tracer's 'expected input to
+    have 4 channels, but got 3 channels instead', and no export."""
+    from torch import nn
+
+    from zoo.exporting import read_metadata
+
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", stem="cifar", num_classes=3)
+    model.conv1 = nn.Conv2d(4, 64, 3, 1, 1, bias=False)
+    res = zoo.export(model, tmp_path / "r4.pt2", image_size=16)
+    assert res.verified and res.max_abs_diff <= res.atol
+    meta = read_metadata(res)
+    assert meta["input"].startswith("(B, 4, 16, 16) float32") and meta["input_size"] == [4, 16, 16]
+    # no RGB statistics carry over to 4 channels: those of a network built with in_chans=4, said so
+    assert meta["mean"] == [0.0] * 4 and meta["std"] == [1.0] * 4
+    assert "takes 4" in meta["normalisation"] and "in_chans=4" in meta["normalisation"]
+    assert model.pretrained_cfg["input_size"][0] == 3  # the model's own record is left as it was
+    with pytest.raises(ValueError, match=r"example_input has 3 channels .*first convolution takes 4: pass \(B, 4, H, W\)"):
+        zoo.export(model, tmp_path / "r3.pt2", example_input=torch.randn(2, 3, 16, 16))

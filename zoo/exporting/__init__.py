@@ -24,12 +24,16 @@ left untouched.
 
 Formats: ``"onnx"`` (opset 18), ``"torch.export"`` (``.pt2``, the modern PyTorch path; load with
 ``torch.export.load(path).module()``) and ``"torchscript"`` (``.pt``, only where a family says it works:
-vision). Without a ``format``, ``path``'s suffix picks it (``.onnx``, ``.pt2``, ``.pt``), else ONNX.
+vision). Without a ``format``, ``path``'s suffix picks it (``.onnx``, ``.pt2``, ``.pt``), else ONNX. The
+model is exported in eval mode (before the family's exporter runs it to build samples) and with any active
+``torch.autocast`` turned off, so the graph computes in the model's own dtype.
 A model cast with ``.half()``, ``.double()`` or ``.to(torch.bfloat16)`` is exported in that dtype (its sample
 inputs are built in it; integer token ids stay integers) and checked against PyTorch in it, float16 and
 bfloat16 within a few units of their last place; a format that cannot hold the dtype (bfloat16 in ONNX) is
 an :class:`ExportError` saying what to do instead.
-A model with one graph is written to ``path`` itself (the format's suffix is added when ``path`` has none);
+A model with one graph is written to ``path`` itself (the format's suffix is added when ``path`` has none of
+``.onnx``, ``.pt2``, ``.pt``: ``td3.pendulum-v1`` becomes ``td3.pendulum-v1.onnx``; a ``path`` ending in a
+separator names a folder and is refused);
 a model with several graphs or extra files (seq2seq: encoder, decoder step, tokenizer) is written to the
 folder ``path``, with an ``export.json`` that describes the graphs. Single files carry the same description
 inside (ONNX ``metadata_props["zoo"]``, the ``.pt2``/TorchScript extra file ``zoo.json``). A folder export

@@ -1,5 +1,5 @@
 """The public entry point, :func:`zoo.export`: the format, the family's spec, the dtype and tolerance,
-then the write, from a CPU copy in eval mode (every module's training flag given back).
+then the write, from a CPU copy in eval mode (every module's training flag given back) with autocast off.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from zoo.exporting.dtypes import check_dtype, spec_dtype, tolerance
@@ -35,7 +36,8 @@ def export(model: Any, path: str | os.PathLike, format: str | None = None, *, ve
     exporter's docstring and in the result. Raises :class:`ExportError` when the export is refused for
     this format (with the reason) or disagrees with PyTorch (with the largest difference).
     """
-    path = Path(path).expanduser()  # as zoo.save and every --out: '~/p.onnx' made a folder named '~' here
+    given = os.path.expanduser(os.fspath(path))  # as zoo.save and every --out: '~/p.onnx' made a folder named '~'
+    path = Path(given)
     fmt = format_for(path) if format is None else ALIASES.get(format, format)
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
@@ -44,17 +46,23 @@ def export(model: Any, path: str | os.PathLike, format: str | None = None, *, ve
 
         model = build(model)
     model = unwrap(model)  # torch.compile's or DataParallel's wrapper has none of the family's attributes
+    devices = _device_types(model)
     # traced and verified on the CPU (the file runs anywhere): a model on a GPU is exported from a CPU copy
     # and stays where it is (the family's exporter may run it while describing the graphs)
     model = _cpu_copy(model)
-    with _restore_training(model) as remember:
+    with _restore_training(model) as remember, _without_autocast(devices):
+        for m in _modules_of(model):
+            # before the family's exporter runs the model to build its samples (a translator's decoder-step
+            # inputs): in training mode its dropout drew from the caller's global RNG
+            remember(m)
+            m.eval()
         spec = spec_for(model, config)
         if fmt in spec.unsupported:
             raise ExportError(f"{type(model).__name__} cannot be exported as {fmt}: {spec.unsupported[fmt]}")
         if fmt == "torchscript" and not spec.torchscript:
             raise ExportError(f"TorchScript export is kept only where it works (vision); export "
                               f"{type(model).__name__} with format='torch.export' (.pt2) or 'onnx'")
-        target = target_path(Path(path), fmt, spec)
+        target = target_path(given, fmt, spec)  # as given: Path drops the trailing separator of "out/"
         dtype = spec_dtype(spec)
         check_dtype(model, fmt, dtype)
         spec.atol, spec.rtol = tolerance(spec.atol, spec.rtol, dtype)
@@ -64,6 +72,30 @@ def export(model: Any, path: str | os.PathLike, format: str | None = None, *, ve
                 g.module = _cpu_copy(g.module)  # a module a non-module model keeps on a GPU (TD3's actor)
                 g.module.eval()
         return write_export(spec, target, fmt, verify, dtype)
+
+
+def _modules_of(model: Any) -> list[nn.Module]:
+    """The torch modules a model is made of: itself, or those a non-module model holds (TD3's actor, critics)."""
+    if isinstance(model, nn.Module):
+        return [model]
+    return [v for v in getattr(model, "__dict__", {}).values() if isinstance(v, nn.Module)]
+
+
+def _device_types(model: Any) -> set[str]:
+    """The device types a model computes on: the CPU, where it is exported, and those of its tensors."""
+    return {"cpu"} | {t.device.type for m in _modules_of(model) for t in [*m.parameters(), *m.buffers()]}
+
+
+@contextlib.contextmanager
+def _without_autocast(device_types: set[str]):
+    """Autocast off for these device types: a caller's ``torch.autocast("cpu", dtype=torch.bfloat16)`` made
+    the ONNX tracer record bfloat16 convolutions, which the ONNX checker refused (``tensor(bfloat16)``); the
+    graph is exported and checked in the model's own dtype, which a cast (``.half()``) sets."""
+    with contextlib.ExitStack() as stack:
+        for device_type in sorted(device_types):
+            if torch.amp.is_autocast_available(device_type):  # torch.autocast refuses a type it has none for
+                stack.enter_context(torch.autocast(device_type, enabled=False))
+        yield
 
 
 @contextlib.contextmanager

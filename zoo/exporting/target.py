@@ -17,7 +17,10 @@ from zoo.exporting.formats import INDEX_FILE, SUFFIX, SUFFIX_FORMAT
 from zoo.exporting.spec import ExportSpec
 
 
-def target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
+def target_path(given: str | os.PathLike, fmt: str, spec: ExportSpec) -> Path:
+    """Where the export of ``spec`` in ``fmt`` goes for the caller's ``given`` path (as given: a trailing
+    separator, which ``Path`` drops, names a folder)."""
+    path = Path(given)
     if spec.is_folder:
         if Path(os.path.normpath(path)).name in ("", ".", "..") or not Path(os.path.abspath(path)).name:
             # "." is the current folder: an export replaces its folder whole, so it needs one of its own
@@ -40,13 +43,25 @@ def target_path(path: Path, fmt: str, spec: ExportSpec) -> Path:
     if path.is_dir():  # adding the suffix would write a sibling of the folder ("out" -> "out.onnx"), not into it
         raise IsADirectoryError(f"{path} is a folder; this model exports one {suffix} file: give its name "
                                 f"(e.g. {path / ('model' + suffix)})")
-    if not path.suffix:
-        return path.with_suffix(suffix)
-    if path.suffix != suffix:
-        implied = SUFFIX_FORMAT.get(path.suffix)
-        other = f", or format {implied!r}, the one a {path.suffix} file holds" if implied else ""
-        raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)}{other})")
-    return path
+    if _names_a_folder(given):  # "out/" became the file out.onnx beside the folder the caller meant
+        raise IsADirectoryError(f"{os.fspath(given)!r} ends in a path separator, so it names a folder; this model "
+                                f"exports one {suffix} file: give its name (e.g. {path / ('model' + suffix)})")
+    if path.suffix == suffix:
+        return path
+    if path.suffix.lower() not in SUFFIX_FORMAT:
+        # no export suffix: it is added, and a dotted name keeps its tag ("td3.pendulum-v1" -> td3.pendulum-v1.onnx;
+        # the tag was taken for a wrong suffix, and the name refused with "use td3.onnx")
+        return path.with_name(path.name + suffix)
+    implied = SUFFIX_FORMAT.get(path.suffix)
+    other = f", or format {implied!r}, the one a {path.suffix} file holds" if implied else ""
+    raise ValueError(f"{fmt} export writes a {suffix} file, got path {path} (use {path.with_suffix(suffix)}{other})")
+
+
+def _names_a_folder(given: str | os.PathLike) -> bool:
+    """Whether the path as the caller wrote it ends in a separator (``"out/"``)."""
+    raw = os.fspath(given)
+    seps = tuple(s for s in (os.sep, os.altsep) if s)
+    return isinstance(raw, str) and raw.endswith(seps) and bool(raw.strip("".join(seps)))
 
 
 def _foreign_entries(folder: Path, extra: Any = ()) -> list[str]:

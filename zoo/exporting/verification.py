@@ -31,14 +31,18 @@ def _runner(path: Path, fmt: str, dtype: torch.dtype = torch.float32,
         except Exception as err:
             if dtype == torch.float32:
                 raise
-            # onnxruntime's CPU kernels are float32 first: float64 has no Conv (NOT_IMPLEMENTED: Could not find
-            # an implementation for Conv(11)), and the file cannot be checked here
-            raise ExportError(f"onnxruntime cannot run the {dtype_name(dtype)} ONNX graph {graph!r} to verify it "
-                              f"({first_line(err)}); nothing was written. Cast the model to float32 first "
-                              f"(model.float()), export format='torch.export' (.pt2), which keeps "
-                              f"{dtype_name(dtype)}, or pass verify=False to write it unchecked") from err
+            raise _unrunnable(err, dtype, graph) from err
         names = [i.name for i in session.get_inputs()]
-        return lambda *xs: session.run(None, dict(zip(names, (_numpy(x) for x in xs))))
+
+        def run_onnx(*xs: Any) -> list[np.ndarray]:
+            try:
+                return session.run(None, dict(zip(names, (_numpy(x) for x in xs))))
+            except Exception as err:
+                if dtype == torch.float32:
+                    raise
+                raise _unrunnable(err, dtype, graph) from err
+
+        return run_onnx
     module = torch.export.load(str(path)).module() if fmt == "torch.export" else torch.jit.load(str(path))
 
     def run(*xs: Any) -> list[np.ndarray]:
@@ -46,6 +50,17 @@ def _runner(path: Path, fmt: str, dtype: torch.dtype = torch.float32,
             return [_numpy(t) for t in leaves(module(*(torch.as_tensor(x) for x in xs)))]
 
     return run
+
+
+def _unrunnable(err: Exception, dtype: torch.dtype, graph: str) -> ExportError:
+    """The error for onnxruntime's failure to load or run a graph of a dtype other than float32, with the ways
+    out. Its CPU kernels are float32 first, and some refuse another dtype when the session loads (float64 Conv:
+    NOT_IMPLEMENTED, Could not find an implementation for Conv(11)), others only when they run (float64 GRU:
+    RUNTIME_EXCEPTION, GRU operator does not support double yet); either way the file cannot be checked here."""
+    return ExportError(f"onnxruntime cannot run the {dtype_name(dtype)} ONNX graph {graph!r} to verify it "
+                       f"({first_line(err)}); nothing was written. Cast the model to float32 first "
+                       f"(model.float()), export format='torch.export' (.pt2), which keeps "
+                       f"{dtype_name(dtype)}, or pass verify=False to write it unchecked")
 
 
 def leaves(out: Any, what: str = "the graph") -> list[Any]:

@@ -24,7 +24,8 @@ exported as it is, on ``(B, n_bands, window, window)`` PCA windows, with a warni
 Input: pixels ``(B, C_raw)`` float32; outputs ``label`` ``(B,)`` int64 (the scene's class ids) and
 ``scores``: ``decision_function``, ``(B, n_classes)`` one-vs-rest, or for two classes ``(B,)`` as
 scikit-learn gives it (positive: the second class). A pixel with a NaN or infinite band (no data) is labelled
-0, as in ``zoo.predict``'s map (its scores are NaN). Tolerance: labels equal, scores within
+0, as in ``zoo.predict``'s map (its scores are NaN), or -1 for a pipeline fitted on 0-based labels, where 0 is a
+class (the metadata's ``no_data_label`` says which). Tolerance: labels equal, scores within
 ``atol = 1e-3``, ``rtol = 1e-4`` (ONNX Runtime evaluates the SVM in float32, scikit-learn in float64).
 """
 
@@ -57,9 +58,11 @@ __all__ = ["RawWindowClassifier", "export_hybridsn", "export_pca_svm"]
 
 class RawWindowClassifier(nn.Module):
     """``windows (B, w, w, C_raw)`` raw bands -> logits: standardise + whitened PCA as one affine map, then
-    the network on ``(B, k, w, w)``. The windows come in the network's floating dtype; the preprocessing runs
-    in at least float32 (a float16 network still reduces its raw bands in float32, as ``model.reduce`` does
-    in float64), and the network in its own dtype."""
+    the network on ``(B, k, w, w)``. The windows and their reduction are float32 (float64 for a ``.double()``
+    network) whatever the network's dtype, and the network runs in its own: raw sensor values over 4096 are
+    rounded to steps of 4 in float16 and 32 in bfloat16, which ``model.reduce`` (float64) never sees, so a
+    graph that took them in its float16/bfloat16 labelled 1.7 % / 4.5 % of a crop of Indian Pines otherwise
+    than ``zoo.predict`` of the same model."""
 
     def __init__(self, net: nn.Module) -> None:
         super().__init__()
@@ -76,7 +79,7 @@ class RawWindowClassifier(nn.Module):
         self.register_buffer("bias", (-(pm @ P.T) * ps).to(compute))  # (k,)
 
     def forward(self, windows: torch.Tensor) -> torch.Tensor:
-        if windows.dtype != self.center.dtype:  # float16/bfloat16 windows: reduced in float32
+        if windows.dtype != self.center.dtype:  # a caller's float16 windows: the reduction is float32 still
             windows = windows.to(self.center.dtype)
         # a pixel without data (NaN/inf in any band) reduces to zero, as SceneClassifierMixin.reduce maps it;
         # it is replaced before the matmul, where one NaN would spread over the whole pixel
@@ -109,21 +112,23 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
     batch = check_int("batch", batch)
     c = model.config
     gen = torch.Generator().manual_seed(0)
-    dtype = floating_dtype(model)  # a .half() model takes float16 windows
+    dtype = floating_dtype(model)
     if model.has_preprocessor:
         module: nn.Module = RawWindowClassifier(model)
         mean, scale = model.pre_mean, model.pre_scale
+        raw = torch.promote_types(torch.float32, dtype)  # RawWindowClassifier's input: raw bands never rounded
 
         def sample(n: int) -> torch.Tensor:  # in-distribution raw windows: per-band mean + scale * noise
             x = mean + scale * torch.randn(n, c.window, c.window, mean.numel(), generator=gen)
             if model.unit_spectra:  # mean/scale are of unit spectra: give the pixels brightness again
                 x = x * torch.empty(n, c.window, c.window, 1).uniform_(100.0, 5000.0, generator=gen)
-            return x.to(dtype)
+            return x.to(raw)
 
         with_gap = sample(batch + 3)
         with_gap[0, 0, 0, 0] = float("nan")  # a no-data pixel in a window's corner: it must not spread
-        name, layout = "windows", (f"(B, {c.window}, {c.window}, {mean.numel()}) {dtype_name(dtype)} raw bands, "
-                                   "channels last")
+        name, layout = "windows", (f"(B, {c.window}, {c.window}, {mean.numel()}) {dtype_name(raw)} raw bands, "
+                                   "channels last" + (f" (the network computes in {dtype_name(dtype)} after the "
+                                                      f"reduction)" if raw != dtype else ""))
         extra: dict[str, Any] = {"padding": model.padding, "no_data": "a pixel with a NaN/inf band reduces to "
                                  "zero, as in zoo.predict, which labels such a pixel 0 itself"}
         if model.padding == "constant":
@@ -154,8 +159,6 @@ def _reference(model: HybridSN):
 
     def run(windows: torch.Tensor) -> torch.Tensor:
         b, w, _, c_raw = windows.shape
-        if windows.dtype == torch.bfloat16:  # numpy has no bfloat16; each of its values is a float32
-            windows = windows.float()
         reduced = model.reduce(windows.reshape(b * w, w, c_raw).numpy())  # (B*w, w, k): any (H, W, C) cube
         with torch.no_grad():
             return model(torch.from_numpy(reduced).to(dtype).reshape(b, w, w, -1).permute(0, 3, 1, 2).contiguous())
@@ -190,7 +193,13 @@ def _as_sklearn(pipe: HSIPipeline):
     return Pipeline(steps)
 
 
-def _to_onnx(pipe: HSIPipeline, n_bands: int):
+def _missing_label(classes: list[int]) -> int:
+    """The label the graph gives a pixel without data: 0, as ``zoo.predict``'s map, unless 0 is a class (a
+    pipeline fitted on 0-based labels), where it would read as that class: -1 then."""
+    return -1 if 0 in classes else 0
+
+
+def _to_onnx(pipe: HSIPipeline, n_bands: int, missing: int):
     try:
         from skl2onnx import to_onnx
         from skl2onnx.common.data_types import FloatTensorType
@@ -214,19 +223,19 @@ def _to_onnx(pipe: HSIPipeline, n_bands: int):
         node.output[:] = [renames.get(o, o) for o in node.output]
     for out in proto.graph.output:
         out.name = renames[out.name]
-    _no_data_label(proto, "label_svm", "label")
+    _no_data_label(proto, "label_svm", "label", missing)
     if binary:
         _first_column(proto, scores, "scores")
     return proto
 
 
-def _no_data_label(proto, source: str, name: str) -> None:
-    """Output ``name``: graph output ``source`` (the SVM's label), 0 where a pixel has a NaN or infinite band, as
-    ``zoo.predict``'s map labels a pixel without data (the SVM alone would give such a pixel a class, from NaN scores)."""
+def _no_data_label(proto, source: str, name: str, missing: int) -> None:
+    """Output ``name``: graph output ``source`` (the SVM's label), ``missing`` where a pixel has a NaN or infinite
+    band (:func:`_missing_label`; the SVM alone would give such a pixel a class, from NaN scores)."""
     from onnx import TensorProto, helper, numpy_helper
 
     proto.graph.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "no_data_axes"),
-                                    numpy_helper.from_array(np.array(0, np.int64), "no_data_label")])
+                                    numpy_helper.from_array(np.array(missing, np.int64), "no_data_label")])
     proto.graph.node.extend([
         helper.make_node("IsNaN", ["pixels"], ["pixel_nan"], name="no_data_nan"),
         helper.make_node("IsInf", ["pixels"], ["pixel_inf"], name="no_data_inf"),
@@ -266,16 +275,19 @@ def export_pca_svm(pipe: HSIPipeline, batch: int = 64) -> ExportSpec:
         raise ExportError(f"hsi-pca-svm was fitted on labels {fitted.tolist()[:5]}: the ONNX graph gives int64 class "
                           f"ids, so fit it on ids 1..K (LabelEncoder().fit_transform(y) + 1)")
     classes = [int(c) for c in fitted]
+    missing = _missing_label(classes)
     rng = np.random.default_rng(0)
 
     def sample(n: int) -> np.ndarray:
         return (scaler.mean_ + scaler.scale_ * rng.standard_normal((n, n_bands))).astype(np.float32)
 
     graph = Graph("pipeline", None, (sample(batch),), ("pixels",), ("label", "scores"),
-                  checks=[(sample(1),), (sample(3 * batch),)], onnx_model=_to_onnx(pipe, n_bands),
+                  checks=[(sample(1),), (sample(3 * batch),)], onnx_model=_to_onnx(pipe, n_bands, missing),
                   reference=lambda X: (pipe.predict(X), pipe.decision_function(X)))
+    no_data = f"{missing} for a pixel with a NaN/inf band (no data)" + (
+        ", not 0 as in zoo.predict's map: 0 is a class of this pipeline (fitted on 0-based labels)" if missing else "")
     meta = {"model": "hsi-pca-svm", "pixels": f"(B, {n_bands}) float32 raw bands",
-            "label": "(B,) int64 class id; 0 for a pixel with a NaN/inf band (no data)", "classes": classes,
+            "label": f"(B,) int64 class id; {no_data}", "no_data_label": missing, "classes": classes,
             "scores": f"(B,) SVC decision_function: > 0 for class {classes[1]}, < 0 for class {classes[0]}"
             if len(classes) == 2 else f"(B, {len(classes)}) SVC decision_function (one-vs-rest)"}
     reason = ("hsi-pca-svm is a scikit-learn pipeline (standardise, PCA, SVC), not a PyTorch network: it has "

@@ -14,7 +14,8 @@ bool. GRU: state = ``hidden (B, H)``, context = ``memory (B, S, H)``, the projec
 and ``src_pad``. Batch, source length and cache length are dynamic axes.
 
 Each graph is checked against the model's own ``start``/``step`` (the path ``translate`` takes), not only
-against the wrapper that is traced. Tolerance: ``atol = rtol = 1e-4`` (logits and cache).
+against the wrapper that is traced, on sources of up to ``max_len`` tokens (``src_len`` may not exceed it).
+Tolerance: ``atol = rtol = 1e-4`` (logits and cache).
 
 Two pieces differ from eager PyTorch because a graph cannot branch on data or pack sequences: the
 attention always applies the padding mask (eager skips an all-false one: the same result), and the GRU
@@ -217,15 +218,21 @@ def _step_inputs(model: Seq2SeqModel, enc: nn.Module, step: nn.Module, n_state: 
 
 def _spec(model, enc, step, names, batch, src_len, enc_dynamic, step_dynamic, references) -> ExportSpec:
     batch, src_len = check_int("batch", batch), check_int("src_len", src_len, minimum=3)
+    if src_len > model.max_len:  # the graphs' src_len axis ends at max_len: the trace itself would fail
+        raise ValueError(f"export option src_len={src_len} exceeds this model's max_len={model.max_len} (the longest "
+                         f"source it reads, EOS included): pass src_len <= {model.max_len}")
     lengths = [src_len - (i % 2) for i in range(batch)]  # every second sentence padded by one
     src = _sources(model, lengths, 0)
-    others = [_sources(model, [src_len + 3, 2, src_len], 1), _sources(model, [2], 2)]
+    # a longer source than the traced one where the position table has room (a Transformer's max_len=8 refused
+    # the 9 positions of src_len + 3, so its export failed with the default options)
+    others = [_sources(model, [min(src_len + 3, model.max_len), 2, src_len], 1), _sources(model, [2], 2)]
     state, context = names["state"], names["context"]
     limits = {"src_len": model.max_len, "past": model.max_len - 1}
     enc_graph = Graph("encoder", enc, (src,), ("src",), (*state, *context), enc_dynamic,
                       checks=[(o,) for o in others], max_sizes=limits, reference=references[0])
     n = len(state)
-    step_graph = Graph("decoder_step", step, _step_inputs(model, enc, step, n, src, 3),
+    decoded = min(3, model.max_len - 1)  # the traced cache's length: the next step's position must exist
+    step_graph = Graph("decoder_step", step, _step_inputs(model, enc, step, n, src, decoded),
                        ("tokens", *state, *context), ("logits", *(f"new_{s}" for s in state)), step_dynamic,
                        checks=[_step_inputs(model, enc, step, n, others[0], 0), _step_inputs(model, enc, step, n, others[1], 1)],
                        min_sizes={"past": 0}, max_sizes=limits, reference=references[1])

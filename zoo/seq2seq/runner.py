@@ -18,13 +18,17 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 __all__ = ["ExportedTranslator"]
 
 
-def _session(path: Path, threads: int | None) -> Callable[..., list[np.ndarray]]:
+def _session(path: Path, threads: int | None) -> Callable[..., list[Any]]:
+    """``run(*inputs) -> outputs`` of one graph: numpy arrays through onnxruntime; tensors through a ``.pt2``
+    program, whose state and context go back into the next step as they came (a bfloat16 cache has no numpy
+    dtype: ``Tensor.numpy()`` refused it, so a bfloat16 .pt2 export could not be decoded)."""
     if path.suffix == ".onnx":
         import onnxruntime as ort
 
@@ -38,11 +42,20 @@ def _session(path: Path, threads: int | None) -> Callable[..., list[np.ndarray]]
 
     module = torch.export.load(str(path)).module()
 
-    def run(*xs: np.ndarray) -> list[np.ndarray]:
+    def run(*xs: Any) -> list[Any]:
         with torch.no_grad():
-            return [t.numpy() for t in module(*(torch.from_numpy(x) for x in xs))]
+            return list(module(*(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in xs)))
 
     return run
+
+
+def _array(x: Any) -> np.ndarray:
+    """An output as a numpy array to decode from: a tensor's bfloat16 as float32 (every bfloat16 value is one)."""
+    if isinstance(x, np.ndarray):
+        return x
+    import torch
+
+    return (x.float() if x.dtype == torch.bfloat16 else x).numpy()
 
 
 class ExportedTranslator:
@@ -94,6 +107,7 @@ class ExportedTranslator:
         out = []
         for t in range(int(ends.max(initial=0))):
             logits, *state = self._step(tokens, *state, *context)
+            logits = _array(logits)
             logits[:, [self.pad_id, self.bos_id]] = -np.inf
             if self.tokenizer is not None:  # ids past the tokenizer's decode as "" (search's rule too)
                 logits[:, self.tokenizer.vocab_size:] = -np.inf

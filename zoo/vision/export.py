@@ -30,7 +30,7 @@ from zoo.exporting import (
     floating_dtype,
     register_exporter,
 )
-from zoo.vision.resnet import ResNet18
+from zoo.vision.resnet import ResNet18, _fit_channels
 from zoo.vision.transforms import with_image_size
 
 __all__ = ["export_onnx", "export_resnet", "export_torchscript"]
@@ -69,6 +69,28 @@ def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, An
     return out
 
 
+def _fit_input_channels(cfg: dict[str, Any], channels: int) -> str | None:
+    """Make ``cfg``'s ``input_size`` and ``mean``/``std`` those of a network taking ``channels``, the rule of a
+    network built with that ``in_chans`` (:func:`zoo.vision.resnet._fit_channels`: one channel averages RGB
+    statistics, other counts get mean 0 and std 1); returns what the metadata should say when the recorded
+    statistics did not fit (``conv1`` swapped after the network was built), else ``None``."""
+    if cfg.get("input_size"):
+        cfg["input_size"] = [channels, *list(cfg["input_size"])[1:]]
+    stats = {k: [float(v) for v in cfg[k]] for k in ("mean", "std") if k in cfg}
+    if all(len(v) == channels for v in stats.values()):
+        return None
+    fitted: dict[str, Any] = {"input_size": [channels], **stats}
+    _fit_channels(fitted, channels)
+    cfg.update({k: fitted[k] for k in stats})
+    recorded = ", ".join(f"{k} {v}" for k, v in stats.items())
+    how = ("the recorded statistics averaged, as zoo.build('resnet18', in_chans=1, weights=...) does"
+           if channels == 1 and all(len(v) > 1 for v in stats.values()) else
+           f"mean/std of a network built with in_chans={channels} ({', '.join(f'{k} {fitted[k]}' for k in stats)}): "
+           f"no statistics carry over, so normalise the images as the network was trained on them")
+    return (f"pretrained_cfg records {recorded} for {len(next(iter(stats.values())))} channels, but the network's "
+            f"first convolution takes {channels}; stored: {how}")
+
+
 @register_exporter(ResNet18)  # not torchvision's ResNet: a foreign one (a resnet50) is a plain module, exported with
 # example_inputs= in any process, not labelled resnet18 once this module happened to be imported
 def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = None,
@@ -77,16 +99,23 @@ def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = Non
     image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too. The images are in the
     model's floating dtype (a ``.half()`` model takes float16 images; a float ``example_input`` is cast)."""
     cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    # the channels of the network's first convolution, as model.config.in_chans and zoo.predict read them: a
+    # conv1 swapped after the build (torchvision's way to take 4-band images) leaves pretrained_cfg at 3
+    channels = model.conv1.in_channels
+    note = _fit_input_channels(cfg, channels)
     dtype = floating_dtype(model)
     if example_input is None:
         batch = check_int("batch", batch)
-        c, h, w = cfg.get("input_size") or (model.conv1.in_channels, 224, 224)
+        _, h, w = cfg.get("input_size") or (channels, 224, 224)
         if image_size is not None:
             h = w = check_int("image_size", image_size)
-        example_input = torch.randn(batch, c, h, w, generator=torch.Generator().manual_seed(0)).to(dtype)
+        example_input = torch.randn(batch, channels, h, w, generator=torch.Generator().manual_seed(0)).to(dtype)
     elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4 or not example_input.numel():
         raise ValueError(f"example_input must be a batched tensor (B, C, H, W), got {type(example_input).__name__} "
                          f"{tuple(getattr(example_input, 'shape', ()))}")
+    elif example_input.shape[1] != channels:
+        raise ValueError(f"example_input has {example_input.shape[1]} channels (shape {tuple(example_input.shape)}) "
+                         f"but the network's first convolution takes {channels}: pass (B, {channels}, H, W)")
     elif example_input.is_floating_point():
         example_input = example_input.to(dtype)  # float32 images for a .half() model: the graph takes float16
     n = example_input.shape[0]
@@ -94,6 +123,8 @@ def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = Non
                   checks=[(_sample(example_input, 1, 1),), (_sample(example_input, n + 3, 2),)])
     meta = {"model": "resnet18", "input": f"(B, {example_input.shape[1]}, {example_input.shape[2]}, "
             f"{example_input.shape[3]}) {dtype_name(example_input.dtype)}, normalised with mean/std", **_input_cfg(cfg, example_input)}
+    if note is not None:
+        meta["normalisation"] = note
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta, torchscript=True)
 
 
