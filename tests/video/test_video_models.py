@@ -54,12 +54,13 @@ def test_r2plus1d_forward_shape_and_kinetics_head_adaptation(tmp_path):
     model = zoo.build("r2plus1d_18").eval()
     assert model.fc.out_features == 101
     assert model(torch.randn(1, 3, 4, 32, 32)).shape == (1, 101)
-    # a Kinetics-shaped file (400 classes): the backbone loads, fc is re-initialised with a warning
+    # a Kinetics-shaped file (400 classes) with num_classes=101 asked for: the backbone loads, fc is re-initialised
+    # with a warning
     kinetics = zoo.build("r2plus1d_18", num_classes=400)
     path = tmp_path / "r2plus1d_18-kinetics_like.pth"  # torchvision ships a torch.save'd state dict
     torch.save(kinetics.state_dict(), path)
     with pytest.warns(UserWarning, match="fc.weight"):
-        adapted = zoo.build("r2plus1d_18", weights=str(path))
+        adapted = zoo.build("r2plus1d_18", weights=str(path), num_classes=101)
     assert adapted.fc.out_features == 101
     assert torch.equal(adapted.layer4[1].conv2[0][0].weight, kinetics.layer4[1].conv2[0][0].weight)
     assert adapted.load_report.reinitialized
@@ -143,3 +144,54 @@ def test_demo_generates_and_classifies_a_clip(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "video-tsn says" in out and "top-3" in out
     assert isinstance(zoo.build("video-tsn", weights="synthetic-actions"), VideoTSN)
+
+
+@pytest.mark.parametrize("name", ["video-tsn", "r2plus1d_18"])
+def test_a_plain_state_dict_keeps_its_trained_head_unless_num_classes_is_asked_for(name, tmp_path):
+    """Before: a 7-class state dict (torch.save(model.state_dict()), torchvision's .pth format) was loaded into the
+    builder's default 101-way head, re-initialised with a warning: the trained classifier was thrown away, where
+    resnet18 keeps the file's head size."""
+    torch.manual_seed(0)
+    trained = zoo.build(name, num_classes=7).eval()
+    path = tmp_path / f"{name}-7.pth"
+    torch.save(trained.state_dict(), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file's head, loaded whole: nothing to warn about
+        built = zoo.build(name, weights=str(path)).eval()
+    assert built.num_classes == 7 and built.config.num_classes == 7
+    x = torch.randn(1, 3, 4, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(built(x), trained(x))
+    with pytest.warns(UserWarning, match="fc.weight"):  # a head size asked for is kept, the head re-initialised
+        asked = zoo.build(name, weights=str(path), num_classes=3)
+    assert asked.num_classes == 3
+
+
+def test_tsn_weights_refuse_a_modality_other_than_their_own(tmp_path):
+    """Before: zoo.build('video-tsn', weights='synthetic-actions', modality='rgb') loaded the rgbdiff weights
+    without a word (no tensor's shape differs) and scored raw frames: accuracy 1.0 -> 0.2."""
+    with pytest.raises(ValueError, match=r"video-tsn\.synthetic-actions was trained on modality='rgbdiff' input, "
+                                         r"but modality='rgb' was asked for: .* leave modality out to use the file's"):
+        zoo.build("video-tsn", weights="synthetic-actions", modality="rgb")
+    assert zoo.build("video-tsn", weights="synthetic-actions", modality="rgbdiff").modality == "rgbdiff"
+    saved = zoo.save(zoo.build("video-tsn", num_classes=2, stem="cifar", modality="rgbdiff"), tmp_path / "d.safetensors")
+    with pytest.raises(ValueError, match=r"d\.safetensors was trained on modality='rgbdiff' input, but "
+                                         r"modality='rgb' was asked for"):
+        zoo.build("video-tsn", weights=str(saved), modality="rgb")
+    assert zoo.build("video-tsn", weights=str(saved)).modality == "rgbdiff"
+
+
+def test_a_tsn_on_backbone_weights_normalises_frames_with_their_mean_and_std(tmp_path):
+    """Before: video_cfg always held ImageNet's mean and std: a TSN on resnet18.cifar10 fed its CIFAR-trained
+    backbone frames normalised otherwise than it learned on (grey 128 as 0.43 where it expects 0.21)."""
+    backbone = zoo.build("resnet18", weights="cifar10")
+    tsn = zoo.build("video-tsn", backbone_weights="resnet18.cifar10", num_classes=4)
+    assert (tsn.video_cfg["mean"], tsn.video_cfg["std"]) == (list(backbone.pretrained_cfg["mean"]),
+                                                             list(backbone.pretrained_cfg["std"]))
+    assert tsn.video_cfg["size"] == 112  # the video default, not CIFAR's 32 px
+    rebuilt = zoo.build("video-tsn", weights=str(zoo.save(tsn, tmp_path / "tsn.safetensors")))
+    assert rebuilt.video_cfg["mean"] == tsn.video_cfg["mean"]
+    imagenet = [list(VT.IMAGENET_MEAN), list(VT.IMAGENET_STD)]
+    assert [zoo.build("video-tsn", num_classes=4).video_cfg[k] for k in ("mean", "std")] == imagenet
+    shipped = zoo.build("video-tsn", weights="synthetic-actions")  # its own recorded recipe, as before
+    assert [shipped.video_cfg[k] for k in ("mean", "std")] == imagenet

@@ -17,7 +17,12 @@ with the training data's classes before training starts, so a bad one fails befo
 ``antialias`` (absent: True; torchvision's Kinetics weights were trained on frames resized without it),
 ``mean``/``std``, and one of ``num_segments`` (TSN's sparse frames; the TSN default) or ``frames_per_clip``
 (consecutive frames; the 3D models' default), plus the ``classes`` once known. Training with the other key
-replaces the default one, so training, evaluation and prediction always sample clips the same way.
+replaces the default one, so training, evaluation and prediction always sample clips the same way. Training on
+a clip data set of zoo's (``UCF101``, ``VideoClipDataset``) records the data set's own sampling.
+
+Training mirrors clips left-right at random (``hflip=True``, as UCF101 recipes do); ``hflip=False`` turns that
+off for classes a mirror turns into one another (the synthetic ``MoveRight`` / ``MoveLeft``). It is recorded
+with the recipe in the checkpoints (``data.hflip``), so a resume with the other value is refused.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from zoo.inputs import class_folders, split_folder, visible_files, whole_number
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder"]
+__all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder", "take_file_head"]
 
 VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 CLIP_KEYS = ("num_segments", "frames_per_clip")
@@ -116,13 +121,14 @@ class VideoClassifierMixin(ClassifierHead, Network):
     video_cfg: dict[str, Any]
 
     # -- data ----------------------------------------------------------------------------------------------
-    def _transform(self, train: bool):
+    def _transform(self, train: bool, hflip: bool = True):
         from zoo.video import transforms as VT
 
         cfg = self.video_cfg
         size, resize = int(cfg["size"]), cfg.get("resize", cfg["size"])
         resize = int(resize) if isinstance(resize, (int, float)) else [int(r) for r in resize]
-        crop = [VT.RandomCrop(size), VT.RandomHorizontalFlip()] if train else [VT.CenterCrop(size)]
+        flip = [VT.RandomHorizontalFlip()] if hflip else []
+        crop = [VT.RandomCrop(size), *flip] if train else [VT.CenterCrop(size)]
         return VT.Compose([VT.Resize(resize, antialias=bool(cfg.get("antialias", True))), *crop, VT.ToFloat(),
                            VT.Normalize(cfg["mean"], cfg["std"])])
 
@@ -133,10 +139,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
         return {"sampling": "random", "frames_per_clip": t} if train else \
             {"sampling": "uniform", "frames_per_clip": t, "step_between_clips": t}
 
-    def _dataset(self, root: Path, train: bool, splits: Any, fold: int, extra: dict[str, Any]):
+    def _dataset(self, root: Path, train: bool, splits: Any, fold: int, extra: dict[str, Any], hflip: bool = True):
         from zoo.video.ucf101 import UCF101, VideoClipDataset
 
-        common = {"transform": self._transform(train), **self._clip_options(train), **extra}
+        common = {"transform": self._transform(train, hflip), **self._clip_options(train), **extra}
         if splits is not None:
             return UCF101(root, splits, fold=fold, train=train, **common)
         videos, classes = scan_video_folder(root, None if train else self.video_cfg.get("classes"))
@@ -145,14 +151,37 @@ class VideoClassifierMixin(ClassifierHead, Network):
     def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
         return {"metrics": ("accuracy", "top5") if self.num_classes >= 5 else ("accuracy",), "batch_size": 8}
 
+    def min_clip_frames(self) -> tuple[int, str]:
+        """``(fewest frames a clip may have, why)``: any clip of at least one frame, unless a network's input
+        needs more (TSN's ``rgbdiff``)."""
+        return 1, ""
+
+    def zoo_train(self, data: Any, **config: Any):
+        """``zoo.train(network, data)`` (:meth:`zoo.engine.network.Network.zoo_train`). A run that fails before
+        its weights change (no optimizer step, no checkpoint resumed) leaves ``video_cfg`` as it was: the recipe
+        the call set fed no weights, and kept, it fed ``zoo.predict`` frames the network never learned on (a
+        ``resize`` smaller than the crop zero-padded every clip)."""
+        before = copy.deepcopy(self.video_cfg)
+        watch = _WeightsWatch(self)
+        with watch:
+            try:
+                return super().zoo_train(data, **config)
+            except BaseException:
+                if not watch.changed:
+                    self.video_cfg.clear()
+                    self.video_cfg.update(before)
+                raise
+
     def zoo_data(self, data: Any, *, train: bool, splits: str | os.PathLike | None = None, fold: int | None = None,
                  frame_rate: float | None = None, strict: bool = False, size: int | None = None,
                  resize: int | None = None, num_segments: int | None = None, frames_per_clip: int | None = None,
-                 **options: Any) -> tuple[Any, dict[str, Any]]:
+                 hflip: bool = True, **options: Any) -> tuple[Any, dict[str, Any]]:
         """A video folder (see the module docs) -> clip datasets with the network's input recipe.
 
-        Training may set that recipe (``size``, ``resize``, ``num_segments`` / ``frames_per_clip``); it is
-        kept in ``video_cfg``, so prediction and a saved file feed the network the same way. A ``val_data``
+        Training may set that recipe (``size``, ``resize`` >= ``size``, ``num_segments`` / ``frames_per_clip``;
+        a clip data set of zoo's brings its own sampling); it is kept in ``video_cfg``, so prediction and a saved
+        file feed the network the same way. ``hflip`` (training only; default True): mirror training clips
+        left-right at random, recorded in the checkpoints. A ``val_data``
         folder (or UCF101 root, with ``splits=``) replaces the training folder's own ``val/`` split.
         ``fold`` (1, 2 or 3) picks UCF101's split files; training records it, and an evaluation without one
         scores the fold trained on (UCF101's folds overlap: another fold's testlist holds training videos).
@@ -169,6 +198,13 @@ class VideoClassifierMixin(ClassifierHead, Network):
         # checked before video_cfg takes them (a bad one would stay there for good), as plain ints for its JSON
         recipe = {key: whole_number(value, key, hint="pixels" if key in ("size", "resize") else "frames")
                   for key, value in recipe.items()}
+        if not isinstance(hflip, bool):
+            raise TypeError(f"hflip must be True (mirror training clips left-right at random) or False (never), got "
+                            f"{hflip!r} ({type(hflip).__name__}): pass hflip=True or hflip=False")
+        if train and not isinstance(data, (str, os.PathLike)):
+            recipe = _with_dataset_sampling(data, recipe)
+        if recipe:
+            self._refuse_unfit_recipe(recipe)
         if splits is None and isinstance(data, (str, os.PathLike)) and (inner := split_folder_in(data)) is not None:
             # a UCF101 root with ucfTrainTestlist/ inside: the split files are taken, as classes_in takes their
             # classes (else it fails: 'class folder(s) with no video file: [ucfTrainTestlist]')
@@ -178,11 +214,28 @@ class VideoClassifierMixin(ClassifierHead, Network):
         before = dict(self.video_cfg)
         set_clip_recipe(self.video_cfg, recipe)
         try:
-            return self._clip_data(data, train, splits, fold, frame_rate, strict, options)
+            return self._clip_data(data, train, splits, fold, frame_rate, strict, hflip, options)
         except BaseException:
             self.video_cfg.clear()  # a call that fails leaves the network fed as before it
             self.video_cfg.update(before)
             raise
+
+    def _refuse_unfit_recipe(self, recipe: dict[str, Any]) -> None:
+        """Refuse a recipe no clip can be made with (checked before ``video_cfg`` takes it: it failed in the
+        first batch, and a shipped model kept it and failed on every later ``zoo.predict``)."""
+        cfg = dict(self.video_cfg)
+        set_clip_recipe(cfg, recipe)
+        size, resize = int(cfg["size"]), cfg.get("resize", cfg["size"])
+        shorter = min(int(r) for r in resize) if isinstance(resize, (list, tuple)) else int(resize)
+        if shorter < size:
+            raise ValueError(f"resize={resize} is smaller than size={size}: frames are resized (resize: the shorter "
+                             f"side) and then cropped to {size}x{size}, so resize must be >= size; pass a resize of "
+                             f"at least {size}, or size={shorter} or less")
+        key, count = clip_recipe(cfg)
+        need, why = self.min_clip_frames()
+        if count < need:
+            raise ValueError(f"{key}={count} gives clips of {count} frame(s), but this {self.registry_name} needs at "
+                             f"least {need} ({why}): pass {key}={need} or more")
 
     def _fold(self, fold: Any, splits: Any, data: Any, train: bool) -> int:
         """The UCF101 fold a call reads: ``fold`` checked, else the one the network trained on, else 1."""
@@ -201,7 +254,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         return fold
 
     def _clip_data(self, data: Any, train: bool, splits: Any, fold: int, frame_rate: float | None, strict: bool,
-                   options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+                   hflip: bool, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """:meth:`zoo_data` once ``video_cfg`` holds the recipe."""
         # the loop's progress default: bars while training, none while evaluating (zoo.engine)
         # the clips a training run samples follow its seed; none given is the loop's default (0), as in fit
@@ -224,15 +277,20 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 warnings.warn(f"{type(data).__name__}'s classes {theirs[:5]} are not the network's {list(ours)[:5]}: "
                               f"its labels are scored by index (label i as output i); give the videos as a folder "
                               f"to match classes by name", stacklevel=user_stacklevel())
-            recorded = self._recorded(options, **({"classes": self.video_cfg["classes"]} if named else {}))
-            return self._transformed(data, train), (recorded if train else options)
+            recorded = self._recorded(options, hflip=hflip, **({"classes": self.video_cfg["classes"]} if named else {}))
+            fed = self._transformed(data, train, hflip)
+            if train and not hflip and fed is data:  # else hflip=False would be taken and do nothing
+                raise ValueError(f"hflip=False leaves the flip out of zoo's training transform, but this "
+                                 f"{type(data).__name__} is fed as it is (it brings its own transform, or is not a "
+                                 "clip data set of zoo's): leave hflip out, and make its transform without a flip")
+            return fed, (recorded if train else options)
         if not train:
             return self._eval_folder(data, splits, fold, extra, "video folder")[0], options
         root = Path(data)
         if not root.is_dir():
             raise FileNotFoundError(f"video folder not found: {root} (expected DIR/<class>/<video files>)")
         train_root = root if splits is not None else (split_folder(root, "train") or root)
-        train_ds = self._dataset(train_root, True, splits, fold, extra)
+        train_ds = self._dataset(train_root, True, splits, fold, extra, hflip)
         if splits is not None:  # the fold its evaluations default to
             self.video_cfg["fold"] = fold
         else:
@@ -263,7 +321,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         read = {"train_videos": files_fingerprint((m.path for m in train_ds.videos), root=train_root),
                 "val_videos": None if val is None else files_fingerprint((m.path for m in val.videos), root=val_root),
                 "classes": list(train_ds.classes)}  # so a network built from a checkpoint names its outputs
-        options = self._recorded(options, frame_rate=frame_rate, strict=strict, **read)
+        options = self._recorded(options, frame_rate=frame_rate, strict=strict, hflip=hflip, **read)
         return train_ds, ({"val_data": val} if val is not None else {}) | options
 
     def _eval_folder(self, data: str | os.PathLike, splits: Any, fold: int, extra: dict[str, Any],
@@ -299,7 +357,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         ds.labels = [to_ours[label] for label in ds.labels]
         ds.classes, ds.class_to_idx = list(ours), {c: i for i, c in enumerate(ours)}
 
-    def _transformed(self, data: Any, train: bool) -> Any:
+    def _transformed(self, data: Any, train: bool, hflip: bool = True) -> Any:
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
         copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
         clips would fail in the first convolution, 'expected scalar type Byte but found BFloat16')."""
@@ -308,7 +366,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.video.ucf101 import VideoClipDataset
 
         if isinstance(data, Subset):  # a split of one (random_split): the same copy under the same indices
-            inner = self._transformed(data.dataset, train)
+            inner = self._transformed(data.dataset, train, hflip)
             return data if inner is data.dataset else Subset(inner, data.indices)
         inner = data.dataset if isinstance(data, DataLoader) else None
         while isinstance(inner, Subset):
@@ -320,7 +378,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if not isinstance(data, VideoClipDataset) or data.transform is not None:
             return data
         data = copy.copy(data)  # the user's stays as it is
-        data.transform = self._transform(train)
+        data.transform = self._transform(train, hflip)
         return data
 
     def _recorded(self, options: dict[str, Any], **data: Any) -> dict[str, Any]:
@@ -329,9 +387,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.engine.resume import with_recipe
 
         cfg = self.video_cfg
+        # fold too: a network rebuilt from a checkpoint evaluates, as the trained one does, on its own fold
         recipe = {"size": cfg.get("size"), "resize": cfg.get("resize", cfg.get("size")),
                   "antialias": bool(cfg.get("antialias", True)), "mean": cfg.get("mean"), "std": cfg.get("std"),
-                  "clip": "{}={}".format(*clip_recipe(cfg)), **data}
+                  "clip": "{}={}".format(*clip_recipe(cfg)), "fold": cfg.get("fold"), **data}
         return with_recipe(options, data=recipe, may_change=("strict",) if "strict" in data else ())
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
@@ -477,13 +536,87 @@ class VideoClassifierMixin(ClassifierHead, Network):
 def _checkpoint_video_cfg(run: dict[str, Any]) -> dict[str, Any]:
     """The input recipe (and class names) a ``zoo.train`` checkpoint records as ``data.*`` (see
     ``VideoClassifier._recorded``), as ``video_cfg`` keys: without them a network built from ``best.pt`` would take
-    the defaults (112 px, 8 segments for one trained on 32 px and 2) and name its outputs '0', '1', ..."""
-    cfg = {k: run[f"data.{k}"] for k in ("size", "resize", "antialias", "mean", "std", "classes")
+    the defaults (112 px, 8 segments for one trained on 32 px and 2), name its outputs '0', '1', ..., and score a
+    fold-2 network on testlist01 (which holds its training videos)."""
+    cfg = {k: run[f"data.{k}"] for k in ("size", "resize", "antialias", "mean", "std", "classes", "fold")
            if run.get(f"data.{k}") is not None}
     key, _, count = str(run.get("data.clip") or "").partition("=")
     if key in CLIP_KEYS and count.isdigit():
         cfg[key] = int(count)
     return cfg
+
+
+class _WeightsWatch:
+    """Open around a call: ``changed`` tells whether the network's weights changed meanwhile, by an optimizer
+    step over its parameters (torch's global step hook: the loop's optimizer is made inside ``fit``) or a
+    ``load_state_dict`` (a resumed checkpoint)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.changed = False
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        ours = {id(p) for p in self.model.parameters()}
+
+        def stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+            # every optimizer in the process calls it: another network's steps change nothing here
+            if not self.changed:
+                self.changed = any(id(p) in ours for group in optimizer.param_groups for p in group["params"])
+
+        def loaded(module: Any, keys: Any) -> None:
+            self.changed = True
+
+        self._handles = [register_optimizer_step_post_hook(stepped),
+                         self.model.register_load_state_dict_post_hook(loaded)]
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+def _clip_dataset_in(data: Any) -> Any:
+    """The ``VideoClipDataset`` ``data`` is, or a DataLoader or ``Subset`` of one holds, else None."""
+    from torch.utils.data import DataLoader, Subset
+
+    from zoo.video.ucf101 import VideoClipDataset
+
+    inner = data.dataset if isinstance(data, DataLoader) else data
+    while isinstance(inner, Subset):
+        inner = inner.dataset
+    return inner if isinstance(inner, VideoClipDataset) else None
+
+
+def _with_dataset_sampling(data: Any, recipe: dict[str, Any]) -> dict[str, Any]:
+    """``recipe`` with the clip sampling of the clip data set trained on: the network learns on its clips, and
+    ``video_cfg`` must feed ``zoo.predict`` the same (it kept the call's or the default 8 segments for a
+    data set of 4 consecutive frames). A clip option of the call that says otherwise is refused."""
+    ds = _clip_dataset_in(data)
+    if ds is None:
+        return recipe
+    key, count = ("num_segments", ds.num_segments) if ds.sampling == "segments" else ("frames_per_clip",
+                                                                                       ds.frames_per_clip)
+    asked = {k: recipe[k] for k in CLIP_KEYS if k in recipe}
+    if asked and asked != {key: count}:
+        given = ", ".join(f"{k}={v}" for k, v in asked.items())
+        raise ValueError(f"the data set ({type(ds).__name__}) samples clips of {key}={count} (sampling="
+                         f"{ds.sampling!r}), but the call asks for {given}: the network trains on the data set's "
+                         f"clips, and video_cfg records how they were sampled; leave {' and '.join(asked)} out, or "
+                         "make the data set with the sampling to train on")
+    return {**recipe, key: int(count)}
+
+
+def take_file_head(model: Any, state: dict[str, Any], requested: dict[str, Any] | None) -> None:
+    """Give ``model`` the classifier size of the ``fc.weight`` in ``state`` when the caller asked for no
+    ``num_classes``: a plain state dict (torchvision's ``.pth``, ``torch.save(model.state_dict())``) records no
+    config, and the builder's default 101-way head had the file's trained one re-initialised, as resnet18's
+    loader does not. A ``num_classes`` asked for is kept (the head is then re-initialised, with a warning)."""
+    head = state.get("fc.weight")
+    if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
+            and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
+        model.reset_classifier(int(head.shape[0]))
 
 
 def _refuse_path_list(data: Any, name: str) -> None:

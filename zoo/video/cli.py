@@ -46,8 +46,9 @@ def _cmd_synthetic(args: argparse.Namespace) -> int:
     cfg = SyntheticConfig(size=args.size, num_frames=args.frames, train_per_class=args.train_per_class,
                           test_per_class=args.test_per_class, seed=args.seed)
     videos, splits = make_synthetic_actions(args.out, cfg)
+    # hflip=false: a mirrored MoveRight clip is a MoveLeft one, and training's default flips half the clips
     print(f"videos: {videos}\nsplits: {splits}\ntrain with: zoo train video-tsn --data "
-          f"{shlex.quote(str(videos))} --splits {shlex.quote(str(splits))}")
+          f"{shlex.quote(str(videos))} --splits {shlex.quote(str(splits))} --set hflip=false")
     return 0
 
 

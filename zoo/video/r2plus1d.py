@@ -4,7 +4,8 @@ Tran et al., "A Closer Look at Spatiotemporal Convolutions for Action Recognitio
 https://arxiv.org/abs/1711.11248. The weights tag ``kinetics400-v1`` is torchvision's
 ``R2Plus1D_18_Weights.KINETICS400_V1`` file (its manifest entry carries ``{"num_classes": 400}``);
 building with ``num_classes=101`` on top of it keeps the backbone and re-initialises ``fc`` with a
-warning that says so. Inputs: ``(B, 3, T, H, W)`` floats normalised with
+warning that says so. A plain state-dict file (``.pth``) gives the network its own head's size, unless
+``num_classes`` is asked for. Inputs: ``(B, 3, T, H, W)`` floats normalised with
 :data:`zoo.video.transforms.KINETICS_MEAN`/``KINETICS_STD``. With the Kinetics weights the input recipe
 is torchvision's (``transforms.kinetics_eval``, from the entry's ``meta["transforms"]``): frames resized to
 128x171 without antialiasing, centre crop 112. Built without weights, the network is trained (and files
@@ -24,7 +25,7 @@ from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, R2Plus1dSte
 from zoo.engine.head import HEADLESS_HINT
 from zoo.inputs import whole_number
 from zoo.registry import register
-from zoo.video.classifier import VideoClassifierMixin, classes_in
+from zoo.video.classifier import VideoClassifierMixin, classes_in, take_file_head
 
 __all__ = ["R2Plus1D18", "R2Plus1DConfig", "r2plus1d_18"]
 
@@ -34,7 +35,8 @@ class R2Plus1DConfig:
     """The settings of an R(2+1)D-18 (Tran et al. 2018)."""
 
     num_classes: int = 101
-    """Classifier outputs (UCF101: 101; Kinetics-400 weights carry 400, re-initialised with a warning)."""
+    """Classifier outputs (UCF101: 101). With weights: the file's head size unless given (Kinetics-400 carries
+    400; another count re-initialises the head, with a warning)."""
 
     def __post_init__(self) -> None:
         whole_number(self.num_classes, "num_classes", hint=HEADLESS_HINT)
@@ -72,11 +74,14 @@ class R2Plus1D18(VideoClassifierMixin, VideoResNet):
         return x if pre_logits else self.fc(x)
 
 
-def _load_weights(model: R2Plus1D18, path: Path, entry: Any) -> nn.Module:
-    """Load strictly, except a classifier of another size (Kinetics' 400 vs UCF101's 101) starts fresh."""
+def _load_weights(model: R2Plus1D18, path: Path, entry: Any, requested: dict[str, Any] | None = None) -> nn.Module:
+    """Load strictly; the classifier is the file's size unless ``num_classes`` was asked for, and a head of
+    another size than that one (Kinetics' 400 vs UCF101's 101) starts fresh, with a warning."""
     from zoo import hub
 
-    model.load_report = hub.load_into(model, hub.load_state_dict(path), reinit=("fc.",))
+    state = hub.load_state_dict(path)
+    take_file_head(model, state, requested)
+    model.load_report = hub.load_into(model, state, reinit=("fc.",))
     model.load_video_cfg(path, entry)
     return model
 

@@ -11,8 +11,16 @@ consensus over time turns the T feature vectors into one:
 
 Both consensus functions are permutation-invariant: they see *which* frames occur, not in what order.
 That is enough for UCF101, where appearance carries most of the class, but not for telling "moving
-left" from "moving right". ``modality="rgbdiff"`` is the paper's RGB-difference input (section 3.2):
-the backbone sees the difference of consecutive sampled frames, where direction of motion is visible.
+left" from "moving right". ``modality="rgbdiff"`` feeds the backbone differences of the clip's neighbouring
+frames, ``x[:, :, t + 1] - x[:, :, t]`` (T-1 difference images for T frames), where direction of motion is
+visible. With ``sampling="segments"`` (TSN's default here) those frames come from neighbouring segments, so
+each difference spans about ``num_frames / num_segments`` frames of the video (~18 frames, 0.6 s, for a
+141-frame UCF101 clip at 8 segments); with ``frames_per_clip`` they are consecutive frames. This is not the
+paper's RGB difference (section 3.2), which stacks differences of consecutive frames inside one snippet, a
+frame apart; the shipped ``video-tsn.synthetic-actions`` weights were trained on the differences above.
+
+A TSN built on backbone weights (``backbone_weights=``) normalises frames with those weights' mean and std
+(``resnet18.cifar10``: CIFAR-10's), not ImageNet's.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from torch import nn
 from zoo.engine.head import HEADLESS_HINT
 from zoo.inputs import whole_number
 from zoo.registry import register
-from zoo.video.classifier import VideoClassifierMixin, classes_in
+from zoo.video.classifier import VideoClassifierMixin, classes_in, take_file_head
 
 __all__ = ["CONSENSUS", "MODALITIES", "TSNConfig", "VideoTSN", "video_tsn"]
 
@@ -53,7 +61,8 @@ class TSNConfig:
     consensus: Literal["avg", "attention"] = "avg"
     """How the segments' features become one: their average (the paper), or a learned attention pool."""
     modality: Literal["rgb", "rgbdiff"] = "rgb"
-    """``rgb`` frames, or ``rgbdiff``: differences of consecutive sampled frames (motion direction)."""
+    """``rgb`` frames, or ``rgbdiff``: differences of neighbouring frames of the clip (with segment sampling,
+    frames of neighbouring segments, not the paper's consecutive frames; see the module docs)."""
     dropout: float = 0.5
     """Before the classifier (the paper uses 0.8 for RGB on UCF101)."""
     backbone_weights: str | None = None
@@ -80,10 +89,7 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
         nn.Module.__init__(self)
         self._config = config or TSNConfig(num_classes=num_classes, consensus=consensus, modality=modality,
                                            dropout=dropout)
-        from zoo.video.transforms import IMAGENET_MEAN, IMAGENET_STD
-
-        self.video_cfg = {"size": 112, "resize": 128, "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD),
-                          "num_segments": 8}
+        self.video_cfg = {"size": 112, "resize": 128, **_backbone_stats(backbone, self._config), "num_segments": 8}
         if consensus not in CONSENSUS:
             raise ValueError(f"consensus must be one of {CONSENSUS}, got {consensus!r}")
         if modality not in MODALITIES:
@@ -110,6 +116,11 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
     @property
     def num_classes(self) -> int:
         return self.fc.out_features
+
+    def min_clip_frames(self) -> tuple[int, str]:
+        if self.modality == "rgbdiff":  # forward_features' difference of neighbouring frames needs two
+            return 2, "modality='rgbdiff' feeds it differences of neighbouring frames"
+        return 1, ""
 
     @property
     def config(self) -> TSNConfig:
@@ -138,12 +149,49 @@ class VideoTSN(VideoClassifierMixin, nn.Module):
         return self.forward_head(self.forward_features(x))
 
 
-def _load_weights(model: VideoTSN, path: Any, entry: Any) -> VideoTSN:
+def _backbone_stats(backbone: nn.Module, config: TSNConfig) -> dict[str, list[float]]:
+    """The mean and std frames are normalised with: those of the backbone weights' own ``pretrained_cfg`` when
+    the backbone comes with weights (``resnet18.cifar10`` learned on CIFAR-normalised pixels: ImageNet's shifted
+    every input by up to 0.2), else ImageNet's. The frame size stays the video default: the convolutions take
+    any size, and the backbone's training size (CIFAR's 32 px) would throw away most of a video frame."""
+    from zoo.video.transforms import IMAGENET_MEAN, IMAGENET_STD
+
+    own = getattr(backbone, "pretrained_cfg", None) if config.backbone_weights is not None else None
+    if isinstance(own, dict) and own.get("mean") is not None and own.get("std") is not None:
+        return {"mean": [float(v) for v in own["mean"]], "std": [float(v) for v in own["std"]]}
+    return {"mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD)}
+
+
+def _load_weights(model: VideoTSN, path: Any, entry: Any, requested: dict[str, Any] | None = None) -> VideoTSN:
+    """Load strictly; the classifier is the file's size unless ``num_classes`` was asked for (another size is
+    re-initialised, with a warning); a ``modality`` asked for that is not the one the file records is refused."""
     from zoo import hub
 
-    model.load_report = hub.load_into(model, hub.load_state_dict(path), reinit=("fc.",))
+    _refuse_other_modality(model, path, entry, requested or {})
+    state = hub.load_state_dict(path)
+    take_file_head(model, state, requested)
+    model.load_report = hub.load_into(model, state, reinit=("fc.",))
     model.load_video_cfg(path, entry)
     return model
+
+
+def _refuse_other_modality(model: VideoTSN, path: Any, entry: Any, requested: dict[str, Any]) -> None:
+    """Refuse a ``modality`` that is not the file's own: no tensor's shape differs, so the weights loaded without
+    a word and scored raw frames with a network trained on their differences (accuracy 1.0 -> 0.2)."""
+    from zoo import registry
+
+    asked = requested.get("modality")
+    if asked is None:
+        return
+    # the manifest entry's config, else the file's own (zoo.save's metadata, a checkpoint's model.*); a plain
+    # state dict records none, and is loaded as asked
+    own = (dict(entry.config) if entry is not None else {}).get("modality") or \
+        registry.file_config(path, model.registry_name).get("modality")
+    if own is not None and asked != own:
+        raise ValueError(f"{entry.name if entry is not None else path} was trained on modality={own!r} input, but "
+                         f"modality={asked!r} was asked for: the same weights would score inputs they never learned "
+                         "on; leave modality out to use the file's, or build without weights= to train a model of "
+                         "that modality")
 
 
 @register(
