@@ -339,6 +339,9 @@ def test_bf16_is_causal_gives_the_same_result_with_and_without_autograd():
         pytest.param({"kv": (torch.randn(B, H, S, 4), torch.randn(B, H, 6, 4))}, r"kv must be.*values \(2, 4, 6, 4\)",
                      id="kv-values-differ"),
         pytest.param({"kv": (torch.randn(S, 4), torch.randn(S, 4))}, r"kv must be.*keys \(7, 4\)", id="kv-2d"),
+        # before: kv was used and the memory, of other sentences maybe, went unread without a word
+        pytest.param({"memory": torch.randn(B, S, D), "kv": (torch.randn(B, H, S, 4), torch.randn(B, H, S, 4))},
+                     r"takes memory or its projection kv=project_kv\(memory\), not both", id="memory-and-kv"),
     ],
 )
 def test_wrong_memory_or_kv_shapes_are_clear_errors(context, match):

@@ -312,6 +312,9 @@ class MultiHeadAttention(nn.Module):
         """Shape comparisons only: this runs at every decoding step. Wrong shapes otherwise fail deep inside
         a matmul, an unpacking or a broadcast, with messages that name none of these arguments."""
         B, D, H, Dh = query.shape[0], self.d_model, self.n_heads, self.head_dim
+        if kv is not None and memory is not None:  # kv won, and a memory of other sentences went unread
+            raise ValueError("cross-attention takes memory or its projection kv=project_kv(memory), not both: pass "
+                             "one (kv saves projecting the same memory at every decoding step)")
         if kv is not None:
             if not isinstance(kv, (tuple, list)) or len(kv) != 2:
                 got = f"{type(kv).__name__} of length {len(kv)}" if isinstance(kv, (tuple, list)) else type(kv).__name__
