@@ -225,3 +225,49 @@ def test_a_split_option_the_chosen_split_never_reads_is_refused(split, option):
         option = {"train_mask": scene.labels * (np.arange(16)[:, None] < 8)}
     with pytest.raises(ValueError, match=rf"split={split!r} does not read {next(iter(option))}="):
         resolve_split(scene, split=split, **option)
+
+
+def test_a_split_of_0_1_masks_is_a_split_of_booleans_and_other_values_are_refused():
+    """Before: a Split of uint8 masks (read back from .npy or a PNG) was kept as such, and labels[split.train]
+    indexed rows 0 and 1: hsi-pca-svm trained on thousands of wrong pixels and failed 'Found array with dim 3'."""
+    import zoo
+    from zoo.hyperspectral.splits import Split
+
+    s = make_scene(24, 24, 12, 3, block=6, seed=2)
+    sp = random_split(s.labels, 0.3, seed=0)
+    as_ints = Split(sp.train.astype(np.uint8), sp.test.astype(np.uint8), "mine")
+    assert as_ints.train.dtype == bool and np.array_equal(as_ints.train, sp.train)
+    by_bool, by_int = zoo.build("hsi-pca-svm", n_components=4), zoo.build("hsi-pca-svm", n_components=4)
+    zoo.train(by_bool, s, split=Split(sp.train, sp.test, "mine"))
+    zoo.train(by_int, s, split=as_ints)
+    np.testing.assert_array_equal(by_int.predict_rows(s.pixels(sp.test)), by_bool.predict_rows(s.pixels(sp.test)))
+    with pytest.raises(ValueError, match=r"train mask must be boolean \(or 0/1\), got int64 with values \[1, 2, 3\]"):
+        Split(s.labels.astype(np.int64), np.zeros_like(sp.test), "a label map")
+
+
+@pytest.mark.parametrize("split", ["random", "blocks", "holdout"])
+def test_splits_take_a_whole_number_float_label_map_and_refuse_fractions(split):
+    """Before: random_split and holdout_blocks failed inside np.bincount ("Cannot cast array data from
+    dtype('float64')") on a MATLAB double map, which spatial_block_split and Scene took."""
+    from zoo.hyperspectral.splits import Split, holdout_blocks
+
+    s = make_scene(24, 24, 12, 3, block=6, seed=2)
+    make = {"random": lambda y: random_split(y, 0.3, seed=0),
+            "blocks": lambda y: spatial_block_split(y, block=6, window=3, seed=0),
+            "holdout": lambda y: Split(*holdout_blocks(sp_train, y, 0.3, block=6, seed=0), "held out")}[split]
+    sp_train = random_split(s.labels, 0.5, seed=1).train
+    want, got = make(s.labels), make(s.labels.astype(np.float64))
+    assert np.array_equal(got.train, want.train) and np.array_equal(got.test, want.test)
+    with pytest.raises(ValueError, match="whole class ids"):
+        make(s.labels + 0.5)
+
+
+def test_a_random_split_with_no_room_for_every_class_names_train_fraction_and_the_counts():
+    """Before: scikit-learn's "The train_size = 9 should be greater or equal to the number of classes = 10", about
+    options the caller never gave."""
+    labels = np.zeros((6, 5), np.int64)
+    labels.flat[:30] = np.repeat(np.arange(1, 11), 3)
+    with pytest.raises(ValueError, match=r"random split of 30 labelled pixels in 10 classes at train_fraction=0.3 "
+                                         r"gives 9 training and 21 test pixels.*at least 10 on each side.*1: 3"):
+        random_split(labels, 0.3)
+    assert random_split(labels, 0.5).train.sum() == 15  # room for every class on both sides

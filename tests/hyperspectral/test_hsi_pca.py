@@ -234,3 +234,14 @@ def test_more_components_than_pixels_is_refused_as_scikit_learn_refuses_it():
     assert HyperspectralPCA(20).fit(X).n_components_ == PCA(20).fit(X).n_components_ == 20
     assert HyperspectralPCA(0.9).fit(X).n_components_ < 20  # a variance fraction is never more than there is
     assert HyperspectralPCA(None, whiten=True).fit(X).n_components_ == PCA(None).fit(X).n_components_ == 20
+
+
+def test_a_variance_fraction_at_an_exact_tie_keeps_the_components_scikit_learns_pca_keeps():
+    """Before: two components of equal variance and n_components=0.5 kept 1 (the share reaching 0.5), where
+    scikit-learn keeps 2 (its share must exceed the fraction)."""
+    from sklearn.decomposition import PCA
+
+    from zoo.hyperspectral import HyperspectralPCA
+
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])  # variance 0.5 along each axis
+    assert HyperspectralPCA(n_components=0.5).fit(X).components_.shape[0] == PCA(n_components=0.5).fit(X).n_components_

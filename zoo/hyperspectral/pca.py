@@ -94,8 +94,8 @@ class CovarianceAccumulator:
 class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """PCA over the spectral axis.
 
-    ``n_components``: an int, or a float in (0, 1) = the fraction of variance to keep (smallest k reaching
-    it), or None (all there are: min(pixels, bands), as in scikit-learn; a count above the pixels is refused as
+    ``n_components``: an int, or a float in (0, 1) = the fraction of variance to keep (smallest k whose
+    share exceeds it, as scikit-learn's PCA counts), or None (all there are: min(pixels, bands), as in scikit-learn; a count above the pixels is refused as
     there). ``whiten`` scales each component to unit variance. ``chunk_bytes`` bounds the
     float64 working block. ``fit(X, mask=...)`` accepts ``(N, C)``, ``(H, W, C)`` or a :class:`Scene` (a
     lazily opened ENVI scene is read one row block at a time).
@@ -203,7 +203,8 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             return c
         if isinstance(nc, float):
             ratio = np.cumsum(evals) / evals.sum()
-            return int(min(c, np.searchsorted(ratio, nc) + 1))
+            # side="right": at an exact tie scikit-learn keeps one more component (its share must exceed nc)
+            return int(min(c, np.searchsorted(ratio, nc, side="right") + 1))
         k = nc
         if k > c:  # the default 30 on a narrower scene: keep every component there is
             warnings.warn(f"n_components={k} > {c} bands: keeping all {c} components",

@@ -41,6 +41,9 @@ class Split:
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # a 0/1 mask read back from .npy or a PNG indexed pixels by number (labels[train] took rows 0 and 1)
+        object.__setattr__(self, "train", _boolean(self.train, "train"))
+        object.__setattr__(self, "test", _boolean(self.test, "test"))
         if self.train.shape != self.test.shape:
             raise ValueError(f"train mask {self.train.shape} and test mask {self.test.shape} differ in shape")
         if np.any(self.train & self.test):
@@ -48,6 +51,18 @@ class Split:
 
     def overlap(self, window: int) -> dict[str, float]:
         return overlap_report(self.train, self.test, window)
+
+
+def _boolean(mask: Any, name: str) -> np.ndarray:
+    """A split's mask as booleans: 0/1 (or False/True) of any dtype is read as such, other values are refused."""
+    mask = np.asarray(mask)
+    if mask.dtype == bool:
+        return mask
+    values = np.unique(mask)
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(f"Split: the {name} mask must be boolean (or 0/1), got {mask.dtype} with values "
+                         f"{values[:6].tolist()}: pass mask > 0 for a label map, or mask == CLASS")
+    return mask.astype(bool)
 
 
 def _reach(mask: np.ndarray, window: int) -> np.ndarray:
@@ -73,9 +88,21 @@ def guard_band(train: np.ndarray, test: np.ndarray, window: int) -> np.ndarray:
 
 
 def _check_labels(labels: np.ndarray) -> np.ndarray:
+    """An ``(H, W)`` map of class ids as int64: whole-number floats (a MATLAB double, ``np.where``'s result) as
+    :class:`~zoo.hyperspectral.scene.Scene` takes them (``np.bincount`` refused them)."""
     labels = np.asarray(labels)
     if labels.ndim != 2:
         raise ValueError(f"labels must be an (H, W) map; got shape {labels.shape}")
+    if labels.dtype.kind == "f":
+        finite = np.isfinite(labels)
+        if not finite.all() or (labels != np.round(labels)).any():
+            raise ValueError("labels must be whole class ids (0: unlabelled); this float map holds "
+                             f"{'NaN/inf' if not finite.all() else 'fractions'}: pass np.rint(labels) or the ids")
+        labels = labels.astype(np.int64)
+    elif labels.dtype.kind not in "iub":
+        raise ValueError(f"labels must be a map of integer class ids; got dtype {labels.dtype}")
+    if (labels < 0).any():
+        raise ValueError(f"labels must be class ids >= 0 (0: unlabelled); got {int(labels.min())}")
     if not (labels > 0).any():
         raise ValueError("labels have no labelled pixel (all 0)")
     return labels
@@ -110,6 +137,7 @@ def random_split(labels: np.ndarray, train_fraction: float = 0.3, *, seed: int =
                       "training (a class cannot be in both sets); the other classes are split stratified",
                       stacklevel=user_stacklevel())
     strat = y[rest] if stratify and len(np.unique(y[rest])) < len(rest) else None
+    _check_room(y[rest], train_fraction, strat is not None)
     tr, te = train_test_split(rest, train_size=train_fraction, random_state=seed, stratify=strat)
     tr = np.concatenate([tr, np.flatnonzero(alone)])
     train = np.zeros(labels.shape, bool)
@@ -117,6 +145,24 @@ def random_split(labels: np.ndarray, train_fraction: float = 0.3, *, seed: int =
     train[tuple(coords[tr].T)] = True
     test[tuple(coords[te].T)] = True
     return Split(train, test, f"random-{train_fraction:g}", {"seed": seed, "stratified": strat is not None})
+
+
+def _check_room(y: np.ndarray, train_fraction: float, stratified: bool) -> None:
+    """What scikit-learn's train_test_split refuses, said with this call's options (it named train_size and
+    test_size, which the caller never gave): a stratified split needs a pixel of each class on both sides."""
+    import math
+
+    n, k = len(y), len(np.unique(y))
+    n_train = math.floor(train_fraction * n)  # as train_test_split rounds a float train_size
+    n_test = n - n_train
+    need = k if stratified else 1
+    if n_train >= need and n_test >= need:
+        return
+    counts = ", ".join(f"{int(c)}: {int(m)}" for c, m in zip(*np.unique(y, return_counts=True)))
+    raise ValueError(f"random split of {n} labelled pixels in {k} classes at train_fraction={train_fraction:g} gives "
+                     f"{n_train} training and {n_test} test pixels; a stratified split needs at least {need} on "
+                     f"each side (one per class). Pixels per class: {counts}. Choose a train_fraction between "
+                     f"{need / n:.2g} and {1 - need / n:.2g}, or label more pixels")
 
 
 def spatial_block_split(labels: np.ndarray, *, block: int = 16, train_fraction: float = 0.3, window: int = 25,
