@@ -316,6 +316,14 @@ def test_unsupported_spaces_fail_at_build():
         zoo.build("td3", env=_SpaceEnv(vec, spaces.Box(-np.inf, np.inf, (2,), np.float32)))
     with pytest.raises(ValueError, match="pixel observations .* need an encoder"):
         zoo.build("td3", env=_SpaceEnv(spaces.Box(0, 255, (64, 64, 3), np.uint8), act))
+    with pytest.raises(ValueError, match="pixel observations .* need an encoder"):
+        zoo.build("td3", env=_SpaceEnv(spaces.Box(0, 255, (1, 84, 84), np.uint8), act))
+    # before: any 3-D Box (a float grid of sensor values) and any 2-D uint8 Box were refused as pixels; SB3's
+    # MlpPolicy reads them flat (its is_image_space: uint8, 3-D, 1/3/4 channels)
+    for state in (spaces.Box(-1, 1, (2, 2, 2), np.float32), spaces.Box(0, 9, (2, 3), np.uint8),
+                  spaces.Box(0, 9, (2, 5, 6), np.uint8)):
+        agent = zoo.build("td3", env=_SpaceEnv(state, act))
+        assert agent.act(state.sample()).shape == (1,)
     with pytest.raises(ValueError, match="flat Box observation space"):
         zoo.build("td3", env=_SpaceEnv(spaces.Dict({"x": vec}), act))
     with pytest.raises(ValueError, match="CartPole-v1: TD3 needs a continuous Box"):

@@ -71,7 +71,7 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
             "(flatten Dict/Tuple observations with gymnasium.wrappers.FlattenObservation)"
         )
     shape = observation_space.shape
-    if len(shape) == 3 or (len(shape) != 1 and observation_space.dtype == np.uint8):
+    if _is_image(shape, observation_space.dtype):
         raise ValueError(
             f"{env_id}: pixel observations of shape {shape} need an encoder (a CNN); TD3 here takes flat vector "
             "observations (shape (n,)): use the env's state observations"
@@ -80,6 +80,12 @@ def check_spaces(observation_space: Any, action_space: Any, env_id: str = "env")
         raise ValueError(f"{env_id}: the observation space has no values (shape {shape})")
     # an array of state variables, (2, 3) say, is read flat, as SB3's MlpPolicy reads it (TD3Agent._obs_tensor)
     return int(np.prod(shape)), int(action_space.shape[0])
+
+
+def _is_image(shape: tuple[int, ...], dtype: Any) -> bool:
+    """SB3's ``is_image_space``: uint8 ``(H, W, C)`` or ``(C, H, W)`` with 1, 3 or 4 channels. Any other Box is
+    state variables, read flat (a float (2, 2, 2) grid of sensor values was refused as pixels)."""
+    return len(shape) == 3 and np.dtype(dtype) == np.uint8 and (shape[0] in (1, 3, 4) or shape[-1] in (1, 3, 4))
 
 
 def _finite_number(x: Any) -> bool:
