@@ -23,7 +23,7 @@ from torch import nn
 from zoo.inputs import whole_number
 
 __all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "drop_stale_classes", "head_name", "replace_fc",
-           "reset_classifier"]
+           "reset_classifier", "take_file_head"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
@@ -87,6 +87,17 @@ def drop_stale_classes(model: nn.Module, num_classes: int) -> None:
         cfg = getattr(model, attr, None)
         if isinstance(cfg, dict) and len(cfg.get("classes") or ()) != num_classes:
             cfg.pop("classes", None)
+
+
+def take_file_head(model: nn.Module, state: dict, requested: dict | None) -> None:
+    """Give ``model`` (an ``fc`` classifier) the size of the ``fc.weight`` in ``state`` when the caller asked for
+    no ``num_classes``: a plain state dict (torchvision's ``.pth``, ``torch.save(model.state_dict())``) records no
+    config, and the builder's default head would have the file's trained one re-initialised. A ``num_classes``
+    asked for is kept (the loader then re-initialises the head, with a warning)."""
+    head = state.get("fc.weight")
+    if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
+            and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
+        model.reset_classifier(int(head.shape[0]))
 
 
 class ClassifierHead:

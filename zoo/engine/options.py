@@ -178,10 +178,27 @@ class FitConfig:
             problems.append(f"overfit_batches must be >= 0, got {self.overfit_batches}")
         if self.monitor_mode not in (None, "min", "max"):
             problems.append(f"monitor_mode must be 'min', 'max' or None, got {self.monitor_mode!r}")
+        problems += self._unknown_names()
         if self.resume in (True, "true") and self.checkpoint_dir is None:
             problems.append("resume=True resumes from checkpoint_dir; give checkpoint_dir (or a checkpoint path)")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _unknown_names(self) -> list[str]:
+        """A schedule or optimizer name fit does not know, said with the config (a typo failed only once the
+        optimizer and schedule were built, after data set-up, and after zoo.finetune had replaced the head)."""
+        from zoo.engine.optim import OPTIMIZERS
+        from zoo.engine.schedules import SCHEDULES
+
+        problems = []
+        if isinstance(self.schedule, str) and self.schedule not in SCHEDULES:
+            problems.append(f"unknown schedule {self.schedule!r}{did_you_mean(self.schedule, SCHEDULES)}; expected "
+                            f"one of {SCHEDULES}, None or a callable")
+        if isinstance(self.optimizer, str) and self.optimizer.lower() not in OPTIMIZERS:
+            problems.append(f"unknown optimizer {self.optimizer!r}{did_you_mean(self.optimizer.lower(), OPTIMIZERS)}; "
+                            f"expected one of {sorted(OPTIMIZERS)}, a torch Optimizer or a callable(param_groups, "
+                            "lr=..., weight_decay=...)")
+        return problems
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> FitConfig:

@@ -23,14 +23,14 @@ Reference: Vaswani et al., "Attention Is All You Need", https://arxiv.org/abs/17
 from __future__ import annotations
 
 import math
-import sys
 import warnings
-from pathlib import Path
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["MultiHeadAttention", "attention", "causal_mask", "combine_masks", "reference_attention"]
 
@@ -69,20 +69,6 @@ def _as_4d(mask: Tensor, name: str, target: tuple[int, int, int, int]) -> Tensor
     return mask
 
 
-# Frames skipped when a warning names its line: this module and torch's Module call machinery, so that the
-# user's own call is named (and Python shows the warning once per such call site).
-_INTERNAL_FILES = (__file__, str(Path(nn.Module.__call__.__code__.co_filename).parent))
-
-
-def _user_stacklevel() -> int:
-    """``stacklevel`` for a ``warnings.warn`` made by the caller of this function: the first frame outside
-    :data:`_INTERNAL_FILES`."""
-    level, frame = 1, sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL_FILES):
-        level, frame = level + 1, frame.f_back
-    return level
-
-
 def _warn_if_nn_causal_mask(attn_mask: Tensor) -> None:
     """Warn when a boolean ``attn_mask`` is exactly ``nn.MultiheadAttention``'s causal mask (``True`` above
     the diagonal = masked): read with this module's ``True`` = may attend, each query would see only its
@@ -97,7 +83,7 @@ def _warn_if_nn_causal_mask(attn_mask: Tensor) -> None:
             "(SDPA's convention): every query would attend only to later keys and the last to none. "
             "Pass causal=True (and no attn_mask), or ~mask.",
             UserWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
 
 

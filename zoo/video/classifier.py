@@ -45,7 +45,7 @@ from zoo.inputs import class_folders, split_folder, visible_files, whole_number
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder", "take_file_head"]
+__all__ = ["VIDEO_EXTENSIONS", "VideoClassifierMixin", "scan_video_folder"]
 
 VIDEO_EXTENSIONS = (".avi", ".mp4", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 CLIP_KEYS = ("num_segments", "frames_per_clip")
@@ -606,17 +606,6 @@ def _with_dataset_sampling(data: Any, recipe: dict[str, Any]) -> dict[str, Any]:
                          f"clips, and video_cfg records how they were sampled; leave {' and '.join(asked)} out, or "
                          "make the data set with the sampling to train on")
     return {**recipe, key: int(count)}
-
-
-def take_file_head(model: Any, state: dict[str, Any], requested: dict[str, Any] | None) -> None:
-    """Give ``model`` the classifier size of the ``fc.weight`` in ``state`` when the caller asked for no
-    ``num_classes``: a plain state dict (torchvision's ``.pth``, ``torch.save(model.state_dict())``) records no
-    config, and the builder's default 101-way head had the file's trained one re-initialised, as resnet18's
-    loader does not. A ``num_classes`` asked for is kept (the head is then re-initialised, with a warning)."""
-    head = state.get("fc.weight")
-    if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
-            and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
-        model.reset_classifier(int(head.shape[0]))
 
 
 def _refuse_path_list(data: Any, name: str) -> None:

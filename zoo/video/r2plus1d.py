@@ -22,10 +22,10 @@ import torch
 from torch import nn
 from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, R2Plus1dStem, VideoResNet
 
-from zoo.engine.head import HEADLESS_HINT
+from zoo.engine.head import HEADLESS_HINT, take_file_head
 from zoo.inputs import whole_number
 from zoo.registry import register
-from zoo.video.classifier import VideoClassifierMixin, classes_in, take_file_head
+from zoo.video.classifier import VideoClassifierMixin, classes_in
 
 __all__ = ["R2Plus1D18", "R2Plus1DConfig", "r2plus1d_18"]
 

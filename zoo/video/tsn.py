@@ -31,10 +31,10 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from zoo.engine.head import HEADLESS_HINT
+from zoo.engine.head import HEADLESS_HINT, take_file_head
 from zoo.inputs import whole_number
 from zoo.registry import register
-from zoo.video.classifier import VideoClassifierMixin, classes_in, take_file_head
+from zoo.video.classifier import VideoClassifierMixin, classes_in
 
 __all__ = ["CONSENSUS", "MODALITIES", "TSNConfig", "VideoTSN", "video_tsn"]
 

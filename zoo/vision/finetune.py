@@ -705,11 +705,8 @@ def _check_run(fit_kwargs: dict[str, Any], common: dict[str, Any], callbacks: li
     was replaced, so ``lr="1e-3"``, ``epochs=2.5``, ``schedule="cosin"`` or ``device="cuda"`` on a machine
     without a GPU left the caller's network with a new random head and its class names gone."""
     from zoo.engine.devices import usable_device
-    from zoo.engine.optim import OPTIMIZERS
     from zoo.engine.options import FitConfig, UnknownOptionError
     from zoo.engine.precision import normalize_amp
-    from zoo.engine.schedules import SCHEDULES
-    from zoo.inputs import did_you_mean
 
     given = {k: v for k, v in fit_kwargs.items() if k != "val_data"}
     _refuse_own_groups(given)
@@ -720,13 +717,7 @@ def _check_run(fit_kwargs: dict[str, Any], common: dict[str, Any], callbacks: li
     except TypeError as err:  # fit's "fit: lr expects float, got '1e-3' (str)": said as the call the user made
         raise TypeError(f"finetune: {str(err).removeprefix('fit: ')}; pass a value of that type (zoo.engine.FitConfig "
                         "documents fit's options)") from None
-    if isinstance(cfg.schedule, str) and cfg.schedule not in SCHEDULES:
-        raise ValueError(f"unknown schedule {cfg.schedule!r}{did_you_mean(cfg.schedule, SCHEDULES)}; expected one of "
-                         f"{SCHEDULES}, None or a callable")
-    if isinstance(cfg.optimizer, str) and cfg.optimizer.lower() not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {cfg.optimizer!r}{did_you_mean(cfg.optimizer.lower(), OPTIMIZERS)}; "
-                         f"expected one of {sorted(OPTIMIZERS)} or a callable(param_groups, lr=..., weight_decay=...)")
-    normalize_amp(cfg.amp)
+    normalize_amp(cfg.amp)  # (FitConfig refused unknown schedule and optimizer names)
     if cfg.device is not None:
         usable_device(cfg.device)
     for cb in callbacks:

@@ -22,7 +22,7 @@ from torchvision.models.resnet import BasicBlock, ResNet
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
-from zoo.engine.head import HEADLESS_HINT, ClassifierHead, reset_classifier
+from zoo.engine.head import HEADLESS_HINT, ClassifierHead, reset_classifier, take_file_head
 from zoo.engine.network import Network
 from zoo.inputs import class_folders, whole_number
 from zoo.registry import register
@@ -306,10 +306,7 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     run = hub.training_config(path)
     if run is not None and run.get("data.cache_features") and set(state) == {"weight", "bias"}:
         state = _around_cached_head(state, run, path)
-    head = state.get("fc.weight")
-    if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
-            and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
-        model.reset_classifier(int(head.shape[0]))  # a trained head is kept, not swapped for a fresh 1000-way one
+    take_file_head(model, state, requested)  # a trained head is kept, not swapped for a fresh 1000-way one
     w = state.get("conv1.weight")
     conv = model.conv1
     if w is not None and w.shape[1] != conv.in_channels and w.shape[2:] == conv.weight.shape[2:]:
