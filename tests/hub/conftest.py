@@ -74,6 +74,7 @@ class ServerState:
     stall_s: float = 0.0
     no_length: bool = False  # send no Content-Length (HTTP/1.0: the body ends where the connection does)
     etag: bool = False  # send an ETag (the file's sha256) and honour If-Range: another ETag gets the whole file
+    ignore_if_range: bool = False  # a server (or cache) that answers a Range with the current file's bytes regardless
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     if_ranges: list[str | None] = field(default_factory=list)  # the If-Range header of each request
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -104,7 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
             data[st.corrupt_at] ^= 0xFF
         start = 0
         etag = f'"{hashlib.sha256(data).hexdigest()}"' if st.etag else None
-        if etag is not None and self.headers.get("If-Range") not in (None, etag):
+        if etag is not None and not st.ignore_if_range and self.headers.get("If-Range") not in (None, etag):
             rng = None  # RFC 9110: the file changed since the client's copy began, so it gets the whole new one
         if rng and st.range_support and rng.startswith("bytes=") and rng.endswith("-"):
             start = int(rng[len("bytes="):-1])

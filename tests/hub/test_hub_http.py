@@ -625,6 +625,33 @@ def test_a_url_whose_file_changed_is_downloaded_again_not_joined_to_the_kept_byt
         assert last_range is None
 
 
+@pytest.mark.parametrize("rows", [64, 80], ids=["same-size", "other-size"])
+def test_a_server_that_ignores_if_range_gets_the_changed_file_restarted_not_joined(rows, weights_home, server,
+                                                                                   tmp_path):
+    """A server (or a cache before it) that ignores If-Range answers a resume with the rest of the file as it is
+    now. Its 206 names the new version (ETag) and, if the size changed, the new size (Content-Range): either tells
+    the kept bytes are another version's. Before: a new file of the same size was joined to the old one's first
+    half and marked verified (the URL has no sha256 to catch it)."""
+    name = "agent.safetensors"
+    generator = torch.Generator().manual_seed(1)
+    old = _tiny_file(tmp_path / "old.safetensors", 0)
+    new = hub.save_weights({"layer.weight": torch.randn(rows, 512, generator=generator),
+                            "layer.bias": torch.randn(rows, generator=generator)}, tmp_path / "new.safetensors")
+    assert (old.stat().st_size == new.stat().st_size) == (rows == 64)
+    shutil.copy(old, server.state.root / name)
+    server.state.etag, server.state.ignore_if_range = True, True
+    half = old.stat().st_size // 2
+    server.state.cut_after, server.state.cuts_left, server.state.range_support = half, 1000, False
+    url = f"{server.url}/{name}"
+    with pytest.raises(hub.DownloadError, match="failed after"):  # keeps the old file's first half
+        hub.resolve(url)
+    shutil.copy(new, server.state.root / name)
+    server.state.cuts_left, server.state.range_support = 0, True
+    local, _ = hub.resolve(url)
+    assert local.read_bytes() == new.read_bytes()
+    assert [r for _, r in server.state.requests[-2:]] == [f"bytes={half}-", None]  # resumed, refused, restarted
+
+
 def test_an_upstream_file_known_by_its_hash_prefix_is_its_entry_by_path_or_by_a_url_with_a_query(
         resnet18_pth, weights_home, server, tmp_path):
     """Before: an upstream entry with only a hash prefix (no sha256, no size: torchvision's resnet18-<prefix>.pth)

@@ -60,7 +60,6 @@ RETRIES = 4  # attempts in a row without progress (a byte more in the .part) bef
 BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**(attempts without progress - 1) between attempts
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
 RESUME_SUFFIX = ".resume"  # <file>.resume: the URL, validator and size of the response that started <file>.part
-_ON = ON_VALUES
 _OFF = ("", "0", "false", "no", "off")
 
 
@@ -98,7 +97,7 @@ def offline() -> bool:
     """``$ZOO_OFFLINE``: 1/true/yes/on mean offline; 0/false/no/off/empty mean online; else an error."""
     raw = os.environ.get("ZOO_OFFLINE", "")
     value = raw.strip().lower()
-    if value in _ON:
+    if value in ON_VALUES:
         return True
     if value in _OFF:
         return False
@@ -292,11 +291,17 @@ def discard_part(part: Path) -> None:
     resume_path(part).unlink(missing_ok=True)
 
 
-def _record_resume(part: Path, url: str, resp, total: int | None) -> None:
-    """Keep beside a fresh ``part`` what a resume must match: the URL, the response's strong ETag (a weak one,
-    ``W/"..."``, may not be sent in If-Range) or else its Last-Modified, and the file's size."""
+def _validator(resp) -> str | None:
+    """The response's strong ETag (a weak one, ``W/"..."``, may not be sent in If-Range) or else its
+    Last-Modified: what names the version of the file it sends."""
     etag = resp.headers.get("ETag")
-    validator = etag if etag and not etag.startswith("W/") else resp.headers.get("Last-Modified")
+    return etag if etag and not etag.startswith("W/") else resp.headers.get("Last-Modified")
+
+
+def _record_resume(part: Path, url: str, resp, total: int | None) -> None:
+    """Keep beside a fresh ``part`` what a resume must match: the URL, the response's validator
+    (:func:`_validator`) and the file's size."""
+    validator = _validator(resp)
     record = resume_path(part)
     record.unlink(missing_ok=True)  # a planted link is removed, never written through
     with contextlib.suppress(OSError):  # without a record the next attempt restarts (or relies on the hash)
@@ -362,9 +367,16 @@ def _resume_offset(url: str, part: Path, size: int | None, hashed: bool) -> tupl
     return offset, kept
 
 
-def _check_content_range(resp, part: Path, offset: int, known: int | None) -> None:
+def _check_content_range(resp, part: Path, offset: int, known: int | None, validator: str | None = None) -> None:
     """A 206 must continue at ``offset`` the file whose size was first announced (``known``: the kept record's
-    or the manifest's): a server that ignored If-Range, or none was sent, may answer with another version."""
+    or the manifest's) and, where it names its version, the one the kept bytes came from (``validator``): a
+    server (or cache) that ignored If-Range, or none was sent, may answer with another version of the same size."""
+    # the same kind of validator as the kept one: an ETag is quoted, a Last-Modified date is not
+    sent = resp.headers.get("ETag" if validator and validator.startswith('"') else "Last-Modified")
+    if validator and sent and sent != validator:
+        discard_part(part)
+        raise ConnectionError(f"the server sent the rest of version {sent}, not of the kept bytes' {validator}: the "
+                              "file changed; restarting from byte 0")
     content_range = resp.headers.get("Content-Range", "")
     m = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", content_range.strip())
     if m is None or int(m[1]) != offset:
@@ -409,7 +421,7 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
     resp = _open(url, part, offset, kept.get("validator"))
     with resp:
         if resp.status == 206:
-            _check_content_range(resp, part, offset, kept.get("total") or size)
+            _check_content_range(resp, part, offset, kept.get("total") or size, kept.get("validator"))
             append = True
             digest.sync(part)
         else:  # 200: the server sent the whole file (no Range support, no partial file, or If-Range said changed)
