@@ -301,7 +301,7 @@ def file_config(path: str | os.PathLike, name: str) -> dict[str, Any]:
     a field renamed since it was written; an error when the file holds another model."""
     from zoo import hub
 
-    if not str(path).endswith(".safetensors"):
+    if not hub.state.is_safetensors(path):  # by its bytes: names in caches and URLs lie (``/download``)
         run = hub.training_config(path) if Path(path).is_file() else None
         trained = (run or {}).get("zoo.model")  # a training checkpoint's model (those since it was recorded)
         if isinstance(trained, str) and trained != name:

@@ -195,7 +195,7 @@ def test_kill_during_save_weights_leaves_an_orphan_the_next_publish_sweeps(tiny_
 def test_cache_info_and_clean(tiny_model, weights_home, capsys):
     entry = _publish(tiny_model, "v1")
     path = zoo.pull(entry.name, progress=False)
-    part = path.with_name("other.safetensors.part")
+    part = path.with_name(path.name + ".part")  # a pull --force that was interrupted
     part.write_bytes(b"x" * 10)
     orphan = path.parent / f"{fs.TEMP_PREFIX}{fs._HOST}-{_dead_pid()}-0123abcd-x.pt"
     orphan.write_bytes(b"y" * 20)
@@ -231,20 +231,19 @@ def test_cache_clean_on_a_folder_that_is_not_a_cache_deletes_nothing_of_its_own(
 
 def test_cache_clean_leaves_a_dated_folder_that_only_looks_like_a_hash(tiny_model, weights_home, tmp_path):
     """A folder named with 8 or more hex digits was taken for a content key: ``20240131/report.txt`` in a folder
-    given as ``--cache-dir`` was listed as weights and deleted. A prefix key's folder holds files that carry it
-    in their names (``f37072fd/resnet18-f37072fd.pth``); a full sha256's any."""
+    given as ``--cache-dir`` was listed as weights and deleted; then one whose files carry the hex in their names
+    (``20240131/report-20240131.txt``), or any file in a 64-digit one. A name proves nothing: only zoo's evidence
+    (a manifest entry's file, zoo's ``.verified`` marker) does."""
     entry = _publish(tiny_model, "v1")
     folder = tmp_path / "project"
-    for rel in ("20240131/report.txt", "deadbeef/notes.md", f"{'1' * 64}/model.bin", "f37072fd/resnet18-f37072fd.pth"):
+    mine = ("20240131/report.txt", "deadbeef/notes.md", f"{'1' * 64}/model.bin", "f37072fd/resnet18-f37072fd.pth")
+    for rel in mine:
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text("mine")
     path = zoo.pull(entry.name, cache_dir=folder, progress=False)
-    listed = {i.path for i in hub.cache_info(folder)}
-    assert listed == {path, folder / ("1" * 64) / "model.bin", folder / "f37072fd" / "resnet18-f37072fd.pth"}
+    assert {i.path for i in hub.cache_info(folder)} == {path}
     assert main(["cache", "clean", "--cache-dir", str(folder)]) == 0
-    assert (folder / "20240131" / "report.txt").read_text() == "mine"
-    assert (folder / "deadbeef" / "notes.md").read_text() == "mine"
-    assert not path.exists() and not (folder / "f37072fd" / "resnet18-f37072fd.pth").exists()
+    assert not path.exists() and all((folder / rel).read_text() == "mine" for rel in mine)
 
 
 def test_a_pull_leaves_no_lock_file_behind(tiny_model, weights_home, server, monkeypatch):
@@ -287,7 +286,7 @@ def test_the_cache_on_a_file_system_without_locks(tiny_model, weights_home, monk
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with pytest.warns(RuntimeWarning, match=r"its file system has no locks .*the download goes on"):
         path = zoo.pull(entry.name, progress=False)
-    part = path.with_name("other.safetensors.part")
+    part = path.with_name(path.name + ".part")
     part.write_bytes(b"x" * 10)
     assert hub.fetch.reclaim_stale_parts(hub.cache_root(), keep=path) == 0 and part.is_file()
     assert hub.clean_cache() == (2, entry.size + 10)
@@ -296,7 +295,10 @@ def test_the_cache_on_a_file_system_without_locks(tiny_model, weights_home, monk
 
 def test_cache_clean_removes_free_lock_files_and_keeps_held_ones(tiny_model, weights_home, tmp_path):
     """The lock files earlier pulls left (one per file pulled) stayed through `zoo cache clean`; one whose
-    download is in progress must stay, and a .lock that is not where a pull locks is not zoo's."""
+    download is in progress must stay, and a .lock that is not where a pull locks, or carries no evidence of zoo
+    (beside none of its files, recording no download), is not zoo's."""
+    import json
+
     entry = _publish(tiny_model, "v1")
     path = zoo.pull(entry.name, progress=False)
     root = hub.cache_root()
@@ -304,13 +306,18 @@ def test_cache_clean_removes_free_lock_files_and_keeps_held_ones(tiny_model, wei
     for lock in left:
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text("")
+    # the second as a killed pull leaves it: the holder's record, which FileLock writes
+    left[1].write_text(json.dumps({"pid": _dead_pid(), "host": "h", "started": 0.0, "command": "zoo pull"}))
     (root / "notes.lock").write_text("mine")
+    (root / "urls" / "fedcba9876543210").mkdir()
+    (root / "urls" / "fedcba9876543210" / "mine.lock").write_text("")
     busy = path.with_name("busy.safetensors")
     with fs.FolderLock(busy.parent, "download", name=busy.name + ".lock"):  # a download in progress
         assert hub.clean_cache(stale_only=True) == (0, 0)
         assert busy.with_name(busy.name + ".lock").is_file()
     assert not any(lock.exists() for lock in left) and path.is_file()
     assert (root / "notes.lock").read_text() == "mine"
+    assert (root / "urls" / "fedcba9876543210" / "mine.lock").is_file()
 
 
 def test_shared_data_root_follows_the_working_directory_then_the_checkout(tmp_path, monkeypatch):

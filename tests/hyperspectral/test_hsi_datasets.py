@@ -108,3 +108,56 @@ def test_a_data_set_that_cannot_be_fetched_names_the_data_mirror_variable(server
 
 def _sha_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def test_a_cached_file_that_changed_is_fetched_again_with_a_warning(server, monkeypatch):
+    """``zoo hsi-fetch NAME`` said OK for a cached file that no longer had its pinned sha256 (bit rot): the fetch
+    took any file already there as done, and only the load refused it."""
+    root, url = server
+    (root / "a.bin").write_bytes(b"scene")
+    info = DatasetInfo("rot", (DataFile("a.bin", f"{url}/a.bin", _sha_bytes(b"scene"), "cube"),), license="",
+                       citation="")
+    monkeypatch.setitem(datasets.DATASETS, "rot", info)
+    path = datasets.fetch("rot", progress=False) / "a.bin"
+    for marker in (True, False):  # checked against its marker, or its pin when it has none (placed by hand)
+        if not marker:
+            path.with_name("a.bin.verified").unlink()
+        path.write_bytes(b"scenf")
+        with pytest.warns(UserWarning, match=r"a.bin changed on disk after it was verified .*; fetched it again"):
+            datasets.fetch("rot", progress=False)
+        assert path.read_bytes() == b"scene"
+    path.write_bytes(b"scenf")
+    monkeypatch.setenv("ZOO_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match=r"a.bin changed on disk after it was verified .*`zoo hsi-fetch rot`"):
+        datasets.fetch("rot", progress=False)
+
+
+def test_cache_info_and_clean_cover_the_data_sets_fetched(server, monkeypatch, capsys):
+    """``zoo cache info|clean`` never saw $ZOO_HOME/datasets, where ``zoo hsi-fetch`` downloads "into the zoo
+    cache"; only what a fetch put there is zoo's (its marker, a partial download's resume record)."""
+    import json
+
+    from zoo import hub
+    from zoo.cli import main
+
+    root, url = server
+    (root / "a.bin").write_bytes(b"scene")
+    info = DatasetInfo("toy", (DataFile("a.bin", f"{url}/a.bin", _sha_bytes(b"scene"), "cube"),), license="",
+                       citation="")
+    monkeypatch.setitem(datasets.DATASETS, "toy", info)
+    folder = datasets.fetch("toy", progress=False)
+    part = folder / "b.bin.part"  # an interrupted download, as the hub's fetch leaves it
+    part.write_bytes(b"x" * 10)
+    folder.joinpath("b.bin.resume").write_text(json.dumps({"url": f"{url}/b.bin", "validator": None, "total": 20}))
+    mine = [datasets.dataset_root() / "notes.txt", folder / "mine.txt", folder / "c.bin.part"]
+    for p in mine:
+        p.write_text("mine")
+    assert {i.path: (i.kind, i.name) for i in hub.cache_info()} == {folder / "a.bin": ("dataset", "toy"),
+                                                                   part: ("partial", "-")}
+    assert main(["cache", "info"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"and {datasets.dataset_root()}")
+    assert hub.clean_cache(stale_only=True) == (1, 10) and not part.exists() and (folder / "a.bin").is_file()
+    assert main(["cache", "clean"]) == 0
+    assert "removed 1 item(s)" in capsys.readouterr().out
+    assert sorted(p.name for p in folder.iterdir()) == ["c.bin.part", "mine.txt"]
+    assert all(p.read_text() == "mine" for p in mine)

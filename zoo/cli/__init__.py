@@ -30,6 +30,8 @@ from zoo.cli.arguments import (
     AMP_CHOICES,
     add_device_and_amp,
     amp_option,
+    json_line,
+    json_plain,
     model_kv,
     parse_kv,
     stdin_lines,
@@ -43,5 +45,5 @@ from zoo.cli.parser import build_parser, weights_name_argv
 from zoo.cli.predict import PredictRules, predict_rules
 
 __all__ = ["AMP_CHOICES", "PredictRules", "UsageError", "add_device_and_amp", "amp_option",
-           "build_parser", "command", "demo", "family_options", "main", "model_kv",
+           "build_parser", "command", "demo", "family_options", "json_line", "json_plain", "main", "model_kv",
            "parse_kv", "predict_rules", "stdin_lines", "weights_name_argv", "with_stdin"]

@@ -1,15 +1,39 @@
 """Argument helpers every command shares: ``KEY=VALUE`` pairs, ``--device`` / ``--amp``, inputs read from
-standard input (``-``).
+standard input (``-``), and the strict JSON ``--json`` prints.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zoo.cli.errors import UsageError
+
+
+def json_plain(value: Any) -> Any:
+    """``value`` as strict JSON holds it: NaN and the infinities as null (JSON has no such numbers; Python's
+    ``NaN`` made ``jq`` and ``JSON.parse`` refuse the whole line: a kappa of one class), NumPy and torch arrays and
+    scalars as lists and numbers, mappings and sequences walked, anything else (a path) as its text."""
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, (str, int)) else str(k): json_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "tolist"):  # a NumPy or torch array or scalar: its values
+        return json_plain(value.tolist())
+    return str(value)
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of strict JSON (:func:`json_plain`), what every ``--json`` output prints."""
+    return json.dumps(json_plain(value), allow_nan=False)
 
 
 def parse_kv(pairs: Sequence[str] | None) -> dict[str, Any]:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
-from zoo.cli.arguments import parse_kv
+from zoo.cli.arguments import json_line, parse_kv
 from zoo.cli.commands import FAMILY_OPTIONS, command
 from zoo.cli.model_options import (
     add_common,
@@ -42,13 +40,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     with refusing_unknown(args, model, "evaluate", given):
         metrics = zoo.evaluate(model, data, **config)
     if args.json:
-        print(json.dumps(metrics, default=_json_plain))
+        print(json_line(metrics))  # strict JSON: a kappa of one class is NaN, printed null
         return 0
     for key, value in metrics.items():
         print(f"{key}: {value:.6g}" if isinstance(value, float) else f"{key}: {value}")
     return 0
 
-
-def _json_plain(value: Any) -> Any:
-    """A NumPy or torch value (a per-class array, a NumPy float) as JSON's list or number; else its text."""
-    return value.tolist() if hasattr(value, "tolist") else str(value)

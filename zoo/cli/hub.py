@@ -205,26 +205,29 @@ def _cmd_weights(args: argparse.Namespace) -> int:
 def _configure_cache(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    q = sub.add_parser("info", help="what the cache holds: weights, partial downloads, temp files, sizes")
-    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
-    q = sub.add_parser("clean", help="delete cached files (downloads in progress are left alone)")
-    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights)")
+    q = sub.add_parser("info", help="what zoo downloaded: weights, data sets, Hub repos, partial downloads, temp "
+                                    "files, sizes")
+    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights, with $ZOO_HOME/datasets and "
+                                       "$ZOO_HOME/hf)")
+    q = sub.add_parser("clean", help="delete what zoo downloaded (downloads in progress are left alone)")
+    q.add_argument("--cache-dir", help="cache folder (default: $ZOO_HOME/weights, with $ZOO_HOME/datasets and "
+                                       "$ZOO_HOME/hf); only files a download put there are deleted")
     q.add_argument("--stale", action="store_true", help="only partial downloads and temp files of killed writers")
 
 
-@command("cache", "show (info) or free (clean) the weights cache", _configure_cache)
+@command("cache", "show (info) or free (clean) what zoo downloaded: weights, data sets, Hub repos", _configure_cache)
 def _cmd_cache(args: argparse.Namespace) -> int:
     from zoo import hub
 
-    root = hub.cache_root(args.cache_dir)
+    places = [str(p) for p in hub.cache.cache_places(args.cache_dir)]  # the Hub's and the data sets' folders named too
+    where = places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
     if args.action == "info":
         items = hub.cache_info(args.cache_dir)
         for item in items:
             print(f"{_size(item.size):>10}  {item.kind:<8} {item.name:<40} {item.status:<11} {item.path}")
         total = sum(i.size for i in items)
-        print(f"{len(items)} item(s), {_size(total)} in {root}" + (" (and $ZOO_HOME/hf)" if any(
-            i.kind == "hf" for i in items) else ""))
+        print(f"{len(items)} item(s), {_size(total)} in {where}")
         return 0
     removed, freed = hub.clean_cache(args.cache_dir, stale_only=args.stale)
-    print(f"removed {removed} item(s), freed {_size(freed)} from {root}")
+    print(f"removed {removed} item(s), freed {_size(freed)} from {where}")
     return 0

@@ -5,14 +5,13 @@ are read and its result shown with :func:`predict_rules`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.cli.arguments import parse_kv, with_stdin
+from zoo.cli.arguments import json_line, parse_kv, with_stdin
 from zoo.cli.commands import command
 from zoo.cli.errors import UsageError
 from zoo.cli.model_options import add_common, build_from_args, call_options, config_flag, refusing_unknown
@@ -62,7 +61,7 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
     if isinstance(result, list) and result and all(isinstance(r, dict) for r in result):
         for r in result:
             if args.json:
-                print(json.dumps(r, default=str))
+                print(json_line(r))
             elif "error" in r:
                 print(f"{r['input']}\tERROR {r['error']}")
             else:
@@ -70,13 +69,13 @@ def _print_prediction(result: Any, args: argparse.Namespace) -> int:
         return sum("error" in r for r in result)
     if isinstance(result, list):
         for r in result:
-            print(json.dumps(r) if args.json else r)
+            print(json_line(r) if args.json else r)
         return 0
     show = _predict_rules(args.name).show  # the family's own kind of result (a scene's label map)
     code = show(result, args) if show is not None else None
     if code is not None:
         return code
-    print(json.dumps(np.asarray(result).tolist()))
+    print(json_line(np.asarray(result)))
     return 0
 
 

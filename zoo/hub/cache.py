@@ -1,11 +1,20 @@
 """The cache as a whole: what is in it (``zoo cache info``), re-hashing it (``zoo weights verify``) and
 freeing it (``zoo cache clean``).
 
-Everything zoo downloads lives under ``$ZOO_HOME``: ``weights/`` (the pull cache, see
-:mod:`zoo.hub.store`) and ``hf/`` (files fetched from a Hugging Face Hub repo). Besides finished files
-the weights cache can hold ``.part`` files (interrupted downloads, resumed by the next pull), zoo temp
-files (``.zoo-tmp-*``, left by a killed writer) and bookkeeping (``.verified`` markers, the ``.lock`` of a
-download in progress, the ``.resume`` record of a ``.part``: the version of the file it holds).
+Everything zoo downloads lives under ``$ZOO_HOME``: ``weights/`` (the pull cache, see :mod:`zoo.hub.store`),
+``hf/`` (files fetched from a Hugging Face Hub repo, in huggingface_hub's own layout) and ``datasets/`` (the data
+sets a family downloads, ``zoo hsi-fetch``: ``datasets/<name>/<file>``). Besides finished files these can hold
+``.part`` files (interrupted downloads, resumed by the next one), zoo temp files (``.zoo-tmp-*``, left by a killed
+writer) and bookkeeping (``.verified`` markers, the ``.lock`` of a download in progress, the ``.resume`` record of a
+``.part``: the version of the file it holds).
+
+A file is zoo's to list and to delete only where a download puts it and with zoo's own evidence, since a folder
+given as ``--cache-dir`` may hold anything (and so may ``$ZOO_HOME``): a manifest entry's file in its content
+folder (``<sha256>/`` or the published prefix), a file with the ``.verified`` marker zoo writes on arrival (its
+hash the folder's content key, where the folder is named by one), a ``.part`` of an entry's file or with the
+``.resume`` record its download wrote. Folder names alone prove nothing: ``20240131/report-20240131.txt`` is all
+hex too. Under ``hf/`` only huggingface_hub's layout (``models--*`` repo folders, ``.locks``) is zoo's, and never
+through a linked ``hf/`` (a Hub cache shared with other tools: its target is left alone).
 """
 
 from __future__ import annotations
@@ -16,16 +25,18 @@ import os
 import re
 import shutil
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from zoo import fs
-from zoo.hub.fetch import RESUME_SUFFIX, download_lock, resume_path, sha256_file
-from zoo.hub.manifest import read_manifest
-from zoo.hub.store import URL_DIR, cache_root, cached_path, zoo_home
-from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256
+from zoo._stacklevel import user_stacklevel
+from zoo.hub.fetch import RESUME_SUFFIX, download_lock, read_resume, resume_path, sha256_file
+from zoo.hub.manifest import WeightsEntry, read_manifest
+from zoo.hub.store import URL_DIR, cache_root, cached_path, datasets_root, zoo_home
+from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256, zoo_marker
 
-__all__ = ["CacheCheck", "CacheItem", "cache_info", "clean_cache", "verify_cache"]
+__all__ = ["CacheCheck", "CacheItem", "cache_info", "cache_places", "clean_cache", "verify_cache"]
 
 _BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256", RESUME_SUFFIX)
 
@@ -34,90 +45,134 @@ _BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256", RESUME_SUFFIX)
 class CacheItem:
     path: Path
     size: int
-    kind: str  # "weights", "partial", "temp", "hf", "link" (a symbolic link where a pulled file goes)
-    name: str  # the manifest name, the URL folder, or "-"
+    # "weights", "partial", "temp", "link" (a symbolic link where a pulled file goes), "dataset" (a data set's file),
+    # "hf" (a Hugging Face Hub repo's downloads; or a linked hf/ folder, which clean leaves alone)
+    kind: str
+    name: str  # the manifest name, the URL folder, the data set, the Hub repo, or "-"
     # weights: "verified" (matched its published sha256, unchanged since), "unpublished" (a URL's file: no
-    # published hash to check, unchanged since it arrived) or "unchecked"; else what it is
+    # published hash to check, unchanged since it arrived) or "unchecked"; a data set's file: "recorded" (unchanged
+    # since it arrived, its hash recorded) or "unchecked"; else what it is
     status: str
 
 
-_SHA256_KEY = re.compile(r"[0-9a-f]{64}")  # a file's sha256: store.cached_path
-_PREFIX_KEY = re.compile(r"[0-9a-f]{8,63}")  # the hash prefix an upstream publisher put in the file's name
+_CONTENT_KEY = re.compile(r"[0-9a-f]{8,64}")  # a file's sha256, or the prefix an upstream publisher put in its name
 _URL_KEY = re.compile(r"[0-9a-f]{16}")  # a hash of a URL not in the manifest: store._pull_url
+_HF_REPO = "models--"  # huggingface_hub's folder of a model repo (zoo downloads models only)
+_HF_LOCKS = ".locks"  # huggingface_hub's lock files, one folder per repo
 
 
-def _content_key(folder: str, file: str | None = None) -> bool:
-    """Whether ``folder`` is one a pull names after a file's hash (:func:`zoo.hub.store.cached_path`): a full
-    sha256, or a published prefix (``f37072fd/resnet18-f37072fd.pth``), whose folder holds only files that carry
-    it in their names (``file``), or which a manifest entry names (the folder alone). A dated folder
-    (``20240131/report.txt``) in a folder given as ``--cache-dir`` is all hex too, and none of zoo's."""
-    if _SHA256_KEY.fullmatch(folder):
+def _folder_key(root: Path, folder: Path, datasets: bool) -> str | None:
+    """The content key ``folder`` names its files by, ``""`` for a download folder keyed otherwise (a URL's, a data
+    set's); None for a folder no download writes in."""
+    parts = folder.relative_to(root).parts
+    if datasets:
+        return "" if len(parts) == 1 else None
+    if len(parts) == 1 and _CONTENT_KEY.fullmatch(parts[0]):
+        return parts[0]
+    return "" if len(parts) == 2 and parts[0] == URL_DIR and _URL_KEY.fullmatch(parts[1]) else None
+
+
+def _zoo_file(p: Path, root: Path, entries: dict[Path, WeightsEntry], datasets: bool) -> bool:
+    """Whether ``p`` is a file a download put there (see the module's docstring)."""
+    if p in entries:
         return True
-    if not _PREFIX_KEY.fullmatch(folder):
+    key = _folder_key(root, p.parent, datasets)
+    if key is None:
         return False
-    if file is not None:
-        return folder in file
-    return any(e.expected_hash == folder for e in read_manifest(missing_ok=True).values())
+    if p.suffix == ".part":
+        return p.with_suffix("") in entries or bool(read_resume(p))
+    digest = zoo_marker(p)
+    return digest is not None and digest.startswith(key)
 
 
-def _in_cache_layout(rel: Path) -> bool:
-    """True for ``<content key>/<file>`` and ``urls/<url key>/<file>``, the only places a pull writes to."""
-    parts = rel.parts
-    if len(parts) == 2:
-        return _content_key(parts[0], parts[1])
-    return len(parts) == 3 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
+def _zoo_link(p: Path, root: Path, entries: dict[Path, WeightsEntry], urls: bool) -> bool:
+    """Whether the link ``p`` stands where a pull writes (pulls refuse it): a manifest entry's file or folder, a
+    file of zoo's (its marker beside it), or, in the cache URL pulls write to, ``urls/`` and its key folders."""
+    if p.name.endswith(_BOOKKEEPING):
+        return False
+    if p in entries or p in {e.parent for e in entries} or _zoo_file(p, root, entries, datasets=False):
+        return True
+    parts = p.relative_to(root).parts
+    return urls and parts[0] == URL_DIR and (len(parts) == 1 or len(parts) == 2 and bool(_URL_KEY.fullmatch(parts[1])))
 
 
-def _cache_folder(rel: Path) -> bool:
-    """True for ``<content key>``, ``urls`` and ``urls/<url key>``: the folders a pull writes its files in (a
-    link there is refused by pulls, so listed and cleaned as a link file is)."""
-    parts = rel.parts
-    if len(parts) == 1:
-        return _content_key(parts[0]) or parts[0] == URL_DIR
-    return len(parts) == 2 and parts[0] == URL_DIR and bool(_URL_KEY.fullmatch(parts[1]))
+def _file_item(p: Path, root: Path, entries: dict[Path, WeightsEntry], datasets: bool) -> CacheItem:
+    size = p.stat().st_size
+    if p.suffix == ".part":
+        return CacheItem(p, size, "partial", "-", "interrupted download; the next "
+                         + ("fetch of its data set" if datasets else "pull") + " resumes it")
+    folder = str(p.parent.relative_to(root))
+    if datasets:
+        return CacheItem(p, size, "dataset", folder, "recorded" if recorded(p) is not None else "unchecked")
+    entry = entries.get(p)
+    name = entry.name if entry else folder  # an older manifest's file, or a URL's
+    digest = recorded(p)
+    # a marker written by an older zoo may hold the hash of a file it refused: trust it only if it
+    # also matches the manifest
+    ok = digest is not None and (entry is None or entry.hash_matches(digest))
+    status = ("verified" if entry is not None else "unpublished") if ok else "unchecked"
+    return CacheItem(p, size, "weights", name, status)
 
 
-def _weights_items(root: Path) -> list[CacheItem]:
-    by_path = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
+def _download_items(root: Path, entries: dict[Path, WeightsEntry], *, datasets: bool = False,
+                    urls: bool = False) -> list[CacheItem]:
+    """The files downloads put under ``root`` (a weights cache, or the datasets folder), temp files of killed
+    writers and links planted where a pull writes; ``entries``: the manifest entries' files in ``root``."""
     items: list[CacheItem] = []
     for p in sorted(root.rglob("*")) if root.is_dir() else []:
-        if p.name.startswith(fs.TEMP_PREFIX) and not any(q.name.startswith(fs.TEMP_PREFIX) for q in p.parents):
+        rel = p.relative_to(root).parts
+        if p.name.startswith(fs.TEMP_PREFIX) and not any(q.startswith(fs.TEMP_PREFIX) for q in rel[:-1]):
             size = sum(f.lstat().st_size for f in p.rglob("*")) if p.is_dir() else p.lstat().st_size
             items.append(CacheItem(p, size, "temp", "-", "left by a killed writer"))
-            continue
-        if p.is_symlink() and not p.name.endswith(_BOOKKEEPING) and (
-                p in by_path or _in_cache_layout(p.relative_to(root)) or _cache_folder(p.relative_to(root))):
-            # where a pulled file goes, a link was put (pulls refuse to read through it): listed, so that
-            # verify reports it and clean removes the link (never what it points to)
-            items.append(CacheItem(p, 0, "link", by_path[p].name if p in by_path else "-",
-                                   f"a symbolic link to {os.readlink(p)}: pulls refuse it; zoo cache clean removes it"))
-            continue
-        if p.is_symlink() or not p.is_file() or p.name.endswith(_BOOKKEEPING) or fs.TEMP_PREFIX in str(p):
-            continue
-        if p not in by_path and not _in_cache_layout(p.relative_to(root)):
-            continue  # not a file zoo put there (--cache-dir may name any folder): never listed, never deleted
-        size = p.stat().st_size
-        if p.suffix == ".part":
-            items.append(CacheItem(p, size, "partial", "-", "interrupted download; the next pull resumes it"))
-            continue
-        entry = by_path.get(p)
-        name = entry.name if entry else str(p.parent.relative_to(root))  # an older manifest's file, or a URL's
-        digest = recorded(p)
-        # a marker written by an older zoo may hold the hash of a file it refused: trust it only if it
-        # also matches the manifest
-        ok = digest is not None and (entry is None or entry.hash_matches(digest))
-        status = ("verified" if entry is not None else "unpublished") if ok else "unchecked"
-        items.append(CacheItem(p, size, "weights", name, status))
+        elif p.is_symlink():
+            if not datasets and _zoo_link(p, root, entries, urls):
+                # where a pulled file goes, a link was put (pulls refuse to read through it): listed, so that
+                # verify reports it and clean removes the link (never what it points to)
+                items.append(CacheItem(p, 0, "link", entries[p].name if p in entries else "-",
+                                       f"a symbolic link to {os.readlink(p)}: pulls refuse it; zoo cache clean removes it"))
+        elif (p.is_file() and not p.name.endswith(_BOOKKEEPING) and not any(q.startswith(fs.TEMP_PREFIX) for q in rel)
+              and _zoo_file(p, root, entries, datasets)):
+            items.append(_file_item(p, root, entries, datasets))
     return items
 
 
-def cache_info(cache_dir: str | os.PathLike | None = None) -> list[CacheItem]:
-    """Every file in the weights cache (and the Hub cache under ``$ZOO_HOME/hf``), with sizes."""
-    items = _weights_items(cache_root(cache_dir))
+def _weights_items(root: Path) -> list[CacheItem]:
+    entries = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
+    return _download_items(root, entries, urls=root == cache_root())  # URL pulls write to the default cache only
+
+
+def _hf_items() -> list[CacheItem]:
+    """One item per model repo huggingface_hub keeps under ``$ZOO_HOME/hf``; a linked ``hf/`` is one item,
+    which clean leaves alone (its target may be the Hub cache other tools use)."""
     hf = zoo_home() / "hf"
-    if cache_dir is None and hf.is_dir():
-        size = sum(p.lstat().st_size for p in hf.rglob("*") if p.is_file() and not p.is_symlink())
-        items.append(CacheItem(hf, size, "hf", "-", "Hugging Face Hub downloads"))
+    if hf.is_symlink():
+        return [CacheItem(hf, 0, "hf", "-", f"a symbolic link to {os.readlink(hf)}: zoo cache clean leaves it and "
+                                            "what it points to alone")]
+    repos = sorted(p for p in hf.iterdir() if p.name.startswith(_HF_REPO) and p.is_dir() and not p.is_symlink()) \
+        if hf.is_dir() else []
+    # the blobs hold the bytes; the snapshots' links to them take none
+    return [CacheItem(repo, sum(f.lstat().st_size for f in repo.rglob("*") if f.is_file() and not f.is_symlink()),
+                      "hf", repo.name.removeprefix(_HF_REPO).replace("--", "/"), "Hugging Face Hub downloads")
+            for repo in repos]
+
+
+def cache_places(cache_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders :func:`cache_info` and :func:`clean_cache` look in: ``cache_dir`` alone, else the weights
+    cache, and ``$ZOO_HOME/hf`` and ``$ZOO_HOME/datasets`` where they exist."""
+    if cache_dir is not None:
+        return [cache_root(cache_dir)]
+    hf = zoo_home() / "hf"
+    return [cache_root()] + [p for p in (hf, datasets_root()) if p.is_dir() or p.is_symlink()]
+
+
+def cache_info(cache_dir: str | os.PathLike | None = None) -> list[CacheItem]:
+    """What zoo downloaded, with sizes: the files of the weights cache (``cache_dir``, else ``$ZOO_HOME/weights``)
+    and, for the default cache, those of the data sets (``$ZOO_HOME/datasets``) and the Hub's repos
+    (``$ZOO_HOME/hf``). Only what a download put there is listed (see the module's docstring)."""
+    items = _weights_items(cache_root(cache_dir))
+    if cache_dir is None:
+        items += _download_items(datasets_root(), {}, datasets=True)
+        items += _hf_items()
     return items
 
 
@@ -130,11 +185,8 @@ def _unlink(path: Path) -> list[str]:
 
 
 def _remove_tree(path: Path) -> list[str]:
-    """``shutil.rmtree(path)``; returns what could not be removed (``path: reason``) instead of raising. A
-    linked folder (a cache kept on another disk) is emptied and the link kept."""
-    if path.is_symlink():
-        return [f for child in path.iterdir()
-                for f in (_remove_tree(child) if child.is_dir() and not child.is_symlink() else _unlink(child))]
+    """``shutil.rmtree(path)`` (which removes links inside, never what they point to); returns what could not be
+    removed (``path: reason``) instead of raising."""
     failed: list[str] = []
     if sys.version_info >= (3, 12):  # onerror is deprecated there
         shutil.rmtree(path, onexc=lambda _f, p, err: failed.append(f"{p}: {err}"))
@@ -143,37 +195,55 @@ def _remove_tree(path: Path) -> list[str]:
     return failed
 
 
-def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool = False) -> tuple[int, int]:
-    """Delete the cache (``stale_only``: only partial downloads and temp files); returns (files, bytes).
+def _remove_hf(item: CacheItem, removed: int) -> bool:
+    """Remove a Hub repo's folder; a linked ``hf/`` is left as it is, with a warning saying so."""
+    if item.path.is_symlink():
+        warnings.warn(f"{item.path} is a symbolic link to {os.readlink(item.path)}: zoo cache clean leaves it and what "
+                      "it points to alone (a Hub cache other tools may share); remove zoo's repos there with "
+                      "huggingface_hub's `hf cache` commands", stacklevel=user_stacklevel())
+        return False
+    failed = _remove_tree(item.path)
+    if failed:  # not counted as freed: every file that failed is still there
+        raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
+                                       f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}"
+                                       f" ({removed} other item(s) removed)")
+    return True
 
-    Files whose download is in progress (their lock is held) are left alone. Free lock files (an older zoo
-    left one beside each file it pulled) are removed in either case, uncounted: they are not listed either.
+
+def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool = False) -> tuple[int, int]:
+    """Delete what :func:`cache_info` lists (``stale_only``: only partial downloads, temp files and planted links);
+    returns (files, bytes).
+
+    Files whose download is in progress (their lock is held) are left alone, and so is a linked ``$ZOO_HOME/hf``
+    (with a warning). Free lock files of zoo's downloads (an older zoo left one beside each file it pulled) are
+    removed in either case, uncounted: they are not listed either.
     """
     removed, freed = 0, 0
-    for item in cache_info(cache_dir):
+    items = cache_info(cache_dir)
+    for item in items:
         if stale_only and item.kind not in ("partial", "temp", "link"):
             continue
         if item.kind == "temp":
-            if item.path in fs.sweep_temps(item.path.parent) or not item.path.exists():
-                removed, freed = removed + 1, freed + item.size
-            continue
-        if item.kind == "hf":
-            failed = _remove_tree(item.path)
-            if failed:  # not counted as freed: every file that failed is still there
-                raise fs.FsError(errno.EACCES, f"cannot remove the Hugging Face downloads in {item.path}: "
-                                               f"{failed[0]}{f' (and {len(failed) - 1} more)' if len(failed) > 1 else ''}"
-                                               f" ({removed} other item(s) removed)")
+            gone = item.path in fs.sweep_temps(item.path.parent) or not item.path.exists()
+        elif item.kind == "hf":
+            gone = _remove_hf(item, removed)
+        else:
+            gone = _remove_unless_downloading(item)
+        if gone:
             removed, freed = removed + 1, freed + item.size
-            continue
-        if _remove_unless_downloading(item):
-            removed, freed = removed + 1, freed + item.size
-    _sweep_free_locks(cache_root(cache_dir))
+    hf = zoo_home() / "hf"
+    if cache_dir is None and not stale_only and not hf.is_symlink() and (hf / _HF_LOCKS).is_dir() \
+            and not (hf / _HF_LOCKS).is_symlink():
+        _remove_tree(hf / _HF_LOCKS)  # huggingface_hub's lock files, made again by its next download
+    owned = {i.path.with_suffix("") if i.kind == "partial" else i.path for i in items}
+    for root in [cache_root(cache_dir)] + ([datasets_root()] if cache_dir is None else []):
+        _sweep_free_locks(root, owned)
     return removed, freed
 
 
 def _remove_unless_downloading(item: CacheItem) -> bool:
-    """Remove a weights, partial or link item (and its marker or resume record) under its download's lock; False
-    while a download holds it. Where the file system keeps no locks the item is removed: it was asked for."""
+    """Remove a weights, dataset, partial or link item (and its marker or resume record) under its download's lock;
+    False while a download holds it. Where the file system keeps no locks the item is removed: it was asked for."""
     dest = item.path.with_suffix("") if item.kind == "partial" else item.path
     try:
         with download_lock(dest, wait=0, warn_unlocked=False):
@@ -191,13 +261,20 @@ def _remove_unless_downloading(item: CacheItem) -> bool:
     return True
 
 
-def _sweep_free_locks(root: Path) -> None:
-    """Remove the lock files of pulls that no download holds (the lock removes its file on release)."""
+def _sweep_free_locks(root: Path, owned: set[Path]) -> None:
+    """Remove the lock files of downloads that none holds (the lock removes its file on release): beside a file
+    zoo owns (``owned``, or a manifest entry's place), or recording the download that held it (one a killed pull
+    left) in a folder downloads write in. Any other ``.lock`` is not zoo's (``--cache-dir`` may name any folder)."""
+    datasets = root == datasets_root()
+    entries = set() if datasets else {cached_path(e, root) for e in read_manifest(missing_ok=True).values()}
     for lock_file in list(root.rglob("*.lock")) if root.is_dir() else []:
         dest = lock_file.with_suffix("")
-        rel = dest.relative_to(root)
-        if lock_file.is_symlink() or not (_in_cache_layout(rel) or _cache_folder(rel)):
-            continue  # not where a pull locks (--cache-dir may name any folder), or a link: never removed
+        if lock_file.is_symlink() or not lock_file.is_file():
+            continue  # a link is never removed (nor followed)
+        holder = fs.FileLock(lock_file).holder()
+        killed = isinstance(holder, dict) and "pid" in holder and _folder_key(root, dest.parent, datasets) is not None
+        if not (dest in owned or dest in entries or killed):
+            continue
         with contextlib.suppress(OSError):  # held by a download in progress, or not removable: left
             download_lock(dest, wait=0, warn_unlocked=False).acquire().release()
 

@@ -308,16 +308,23 @@ def _record_resume(part: Path, url: str, resp, total: int | None) -> None:
         fs.write_text(record, json.dumps({"url": url, "validator": validator, "total": total}) + "\n")
 
 
-def _kept_resume(part: Path, url: str) -> dict:
-    """The resume record of ``part`` when it was written for ``url`` (another source's validator means
-    nothing here), else ``{}``."""
+def read_resume(part: Path) -> dict:
+    """The resume record beside ``part`` (:func:`_record_resume`'s URL, validator and size), ``{}`` when there is
+    none or it is not one."""
     try:
         fd = fs.open_nofollow(resume_path(part), os.O_RDONLY)
         with os.fdopen(fd, "rb") as fh:
             record = json.loads(fh.read(1 << 16))
     except (OSError, ValueError):
         return {}
-    return record if isinstance(record, dict) and record.get("url") == url else {}
+    return record if isinstance(record, dict) and isinstance(record.get("url"), str) else {}
+
+
+def _kept_resume(part: Path, url: str) -> dict:
+    """The resume record of ``part`` when it was written for ``url`` (another source's validator means
+    nothing here), else ``{}``."""
+    record = read_resume(part)
+    return record if record.get("url") == url else {}
 
 
 def _stream(resp, part: Path, append: bool, bar, digest: _Digest, limit: int | None = None) -> int:

@@ -31,6 +31,7 @@ from zoo.hub.state import (
     ALIASES_KEY,
     as_state_dict,
     file_format,
+    is_safetensors,
     load_state_dict,
     read_metadata,
     save_weights,
@@ -69,13 +70,14 @@ def _entry_config(file_or_state_dict: Any, model: str, config: Mapping[str, Any]
     a misspelt key is refused here, before anything is written."""
     from zoo import registry
 
-    saved = read_metadata(file_or_state_dict).get("zoo.model") if str(file_or_state_dict).endswith(
-        ".safetensors") else None
+    given_file = isinstance(file_or_state_dict, (str, os.PathLike))
+    saved = read_metadata(file_or_state_dict).get("zoo.model") if given_file and is_safetensors(
+        file_or_state_dict) else None
     if saved is not None and model not in registry.list_models():  # file_config's hint would be how to build it
         raise ManifestError(f"no registered model {model!r} to publish weights of (see `zoo list`); this file holds "
                             f"a {saved!r} model: name its weights {saved}.TAG")
     config = registry.current_config(model, dict(config or {}))  # a renamed key as the entry names it now
-    if isinstance(file_or_state_dict, (str, os.PathLike)):
+    if given_file:
         from_file = registry.file_config(file_or_state_dict, model)
         config = {**{k: v for k, v in from_file.items() if k not in RUNTIME_KEYS}, **config}
     registry.validate_config(model, config)
@@ -106,8 +108,6 @@ def add_weights(
     manifest is updated under a lock (several benchmarks may publish at once) and weights/README.md is
     regenerated.
     """
-    from zoo import registry
-
     m = WEIGHTS_NAME_RE.match(name) if isinstance(name, str) else None
     if m is None:
         raise ManifestError(f"weights name must look like 'model.tag' (e.g. 'resnet18.cifar10'), got {name!r}")
@@ -138,7 +138,7 @@ def add_weights(
     carried.update({"zoo.name": name, "zoo.config": json.dumps(config, sort_keys=True)})
     try:
         save_weights(sd, tmp, metadata=carried, dtype=dtype)
-        obj = registry.build(model, weights=str(tmp), **config)  # the check users' loading will pass
+        obj = _check_build(model, tmp, config, file_or_state_dict)  # the check users' loading will pass
         if isinstance(obj, nn.Module):
             num_params = sum(p.numel() for p in obj.parameters())
         else:
@@ -156,6 +156,23 @@ def add_weights(
     finally:
         staging.abort()
     return entry
+
+
+def _check_build(model: str, staged: Path, config: dict[str, Any], given: Any) -> Any:
+    """``zoo.build(model, weights=staged, **config)``, as users will load the published file. The staged copy is
+    gone once add_weights returns: an error that names it names the file the publisher gave (``given``) instead."""
+    from zoo import registry
+
+    try:
+        return registry.build(model, weights=str(staged), **config)
+    except Exception as err:
+        if not isinstance(given, (str, os.PathLike)) or str(staged) not in str(err):
+            raise
+        try:
+            renamed = type(err)(str(err).replace(str(staged), os.fspath(given)))
+        except Exception:  # noqa: BLE001  (an error type built from other arguments: said as it came)
+            raise err from None
+        raise renamed.with_traceback(err.__traceback__) from None
 
 
 def _commit_with_entry(staging: fs.PrivateTemp, dest: Path, entry: WeightsEntry, force: bool) -> None:

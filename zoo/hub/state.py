@@ -28,6 +28,7 @@ __all__ = [
     "LoadReport",
     "as_state_dict",
     "file_format",
+    "is_safetensors",
     "load_into",
     "load_state_dict",
     "read_metadata",
@@ -88,6 +89,13 @@ def file_format(path: str | os.PathLike) -> str:
         f"{path}: not a safetensors file nor a torch.save file (first bytes {head[:8]!r}); "
         "expected weights written by zoo.hub.save_weights or torch.save"
     )
+
+
+def is_safetensors(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a safetensors file, by its bytes (:func:`file_format`), not by its name: a file
+    :func:`zoo.save` wrote keeps its recorded config under any name (``ip.weights``, a URL's ``/download``).
+    False for a path that is no file; a file too short or too broken to be weights is CorruptWeightsError."""
+    return Path(path).is_file() and file_format(path) == "safetensors"
 
 
 def _safetensors_call(fn, path: str | os.PathLike):

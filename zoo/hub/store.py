@@ -43,6 +43,7 @@ __all__ = [
     "CorruptCacheError",
     "cache_root",
     "cached_path",
+    "datasets_root",
     "get_entry",
     "list_weights",
     "pull",
@@ -82,8 +83,23 @@ def shared_data_root() -> Path:
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """``cache_dir`` when given, else ``$ZOO_HOME/weights``."""
-    return Path(cache_dir).expanduser() if cache_dir is not None else zoo_home() / "weights"
+    """``cache_dir`` when given, else ``$ZOO_HOME/weights``, as an absolute path (see :func:`zoo_home`).
+
+    An empty ``cache_dir`` is refused: ``Path("")`` is the working directory, so ``--cache-dir "$UNSET"`` pulled
+    into it and cleaned it. An empty ``ZOO_HOME`` is the default home, as an unset one is (the XDG variables'
+    rule), but an empty cache_dir names no folder at all, and taking the default cache for it would let
+    ``zoo cache clean`` empty a cache the user did not name."""
+    if cache_dir is None:
+        return zoo_home() / "weights"
+    if not os.fspath(cache_dir).strip():
+        raise ValueError(f"cache_dir (--cache-dir) must name a folder, got {os.fspath(cache_dir)!r} (an unset shell "
+                         "variable?); leave it out for the default cache, $ZOO_HOME/weights")
+    return Path(cache_dir).expanduser().absolute()
+
+
+def datasets_root() -> Path:
+    """``$ZOO_HOME/datasets``: where a family's data set downloads go (``zoo hsi-fetch``), one folder per data set."""
+    return zoo_home() / "datasets"
 
 
 def cached_path(entry: WeightsEntry, cache_dir: str | os.PathLike | None = None) -> Path:

@@ -21,7 +21,8 @@ from pathlib import Path
 from zoo import fs
 from zoo.hub.fetch import sha256_file
 
-__all__ = ["MARKER_SUFFIX", "marker_path", "record", "recorded", "stored_sha256", "verified_sha256"]
+__all__ = ["MARKER_SUFFIX", "marker_path", "mismatch", "record", "recorded", "stored_sha256", "verified_sha256",
+           "zoo_marker"]
 
 MARKER_SUFFIX = ".verified"
 
@@ -59,6 +60,19 @@ def stored_sha256(path: Path) -> str | None:
         return None
 
 
+def zoo_marker(path: Path) -> str | None:
+    """The sha256 of ``path``'s marker when it is one :func:`record` wrote (that hash and the file identity it
+    binds, nothing else), else None: the evidence that zoo put the file there, whether or not it changed since.
+    A folder given to ``zoo cache clean`` may hold anything; only a file with zoo's marker beside it is zoo's."""
+    try:
+        doc = _read(path)
+    except (OSError, ValueError, TypeError):
+        return None
+    digest = doc["sha256"]
+    whole = len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+    return digest if whole and set(doc) == {"sha256", "size", "mtime_ns", "ctime_ns", "ino", "dev"} else None
+
+
 def recorded(path: Path) -> str | None:
     """The sha256 recorded for ``path`` if the file is unchanged since, else None."""
     try:
@@ -82,3 +96,14 @@ def verified_sha256(path: Path, trusted: Callable[[str], bool]) -> tuple[str, bo
     if trusted(digest):
         record(path, digest)
     return digest, True
+
+
+def mismatch(path: Path, expected: str | None = None) -> tuple[str, str] | None:
+    """``(sha256 now, sha256 expected)`` when ``path`` no longer has ``expected`` (a pinned hash; by default the
+    one its marker recorded on arrival), else None; None too when there is nothing to check it against (no pin,
+    no marker). Free while the file is unchanged since its marker was written (see :func:`verified_sha256`)."""
+    expected = expected or stored_sha256(path)
+    if expected is None:
+        return None
+    digest, _ = verified_sha256(path, expected.__eq__)
+    return None if digest == expected else (digest, expected)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zoo.cli import PredictRules, UsageError, command, demo, family_options, predict_rules
+from zoo.cli import PredictRules, UsageError, command, demo, family_options, json_line, predict_rules
 
 __all__ = ["label_map_paths", "label_map_png", "show_label_map", "write_label_map"]
 
@@ -108,8 +108,6 @@ def label_map_png(label_map: Any, path: Path) -> Path:
 def show_label_map(result: Any, args: argparse.Namespace) -> int | None:
     """``zoo predict``'s lines for a scene's label map (pixels per class), written to ``--out`` when given;
     None for a result that is not a label map."""
-    import json
-
     import numpy as np
 
     arr = np.asarray(result)
@@ -120,7 +118,7 @@ def show_label_map(result: Any, args: argparse.Namespace) -> int | None:
     if args.json:  # what the lines say, and the map itself where no file holds it
         row = {"shape": list(arr.shape), "pixels_per_class": dict(zip(map(str, classes.tolist()), counts.tolist()))}
         row.update({"npy": str(written[0]), "png": str(written[1])} if written else {"label_map": arr.tolist()})
-        print(json.dumps(row))
+        print(json_line(row))
     elif not written:
         print(f"label map {arr.shape[0]}x{arr.shape[1]}; pixels per class: "
               + ", ".join(f"{c}: {n}" for c, n in zip(classes.tolist(), counts.tolist()))

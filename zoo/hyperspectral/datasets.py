@@ -106,9 +106,10 @@ def _info(name: str) -> DatasetInfo:
 
 
 def dataset_root() -> Path:
-    from zoo.hub import zoo_home
+    """``$ZOO_HOME/datasets``, which ``zoo cache info`` lists and ``zoo cache clean`` frees."""
+    from zoo.hub.store import datasets_root
 
-    return zoo_home() / "datasets"
+    return datasets_root()
 
 
 def local_dataset_dir(name: str) -> Path | None:
@@ -130,11 +131,10 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
     """Download a public scene's files (once) and return their folder.
 
     Each file comes from ``base_url``/``$ZOO_DATA_URL`` + filename when set, else its original URL; the bytes
-    are hashed before they are moved into place, and a mismatch never enters the cache.
+    are hashed before they are moved into place, and a mismatch never enters the cache. A file already there is
+    checked first, against its pinned sha256 (else the hash recorded on its arrival): one that changed on disk
+    since is fetched again, with a warning, as ``zoo pull`` mends a weights file.
     """
-    from zoo.hub import verified
-    from zoo.hub.fetch import fetch as hub_fetch
-
     info = _info(name)
     folder = (Path(root) if root is not None else dataset_root()) / info.name
     mirror = base_url or os.environ.get("ZOO_DATA_URL")
@@ -146,16 +146,33 @@ def fetch(name: str, *, root: str | os.PathLike | None = None, force: bool = Fal
                 f"place the file in {folder}"
             )
         sources = ([mirror.rstrip("/") + "/" + f.filename] if mirror else []) + [f.url]
-        expected = f.sha256
-        hub_fetch(
-            sources, folder / f.filename,
-            check=(lambda digest, e=expected: digest == e) if expected else None,
-            expected=expected or "(not pinned)", force=force, progress=progress, on_arrival=verified.record,
-            offline_hint=f"ZOO_OFFLINE=1 and {folder / f.filename} is missing; run zoo.hyperspectral.datasets."
-                         f"fetch({info.name!r}) on a connected machine or set ZOO_DATA_URL to a local mirror",
-            mirror_var="ZOO_DATA_URL",
-        )
+        _fetch_file(info, f, folder / f.filename, sources, force=force, progress=progress)
     return folder
+
+
+def _fetch_file(info: DatasetInfo, f: DataFile, dest: Path, sources: list[str], *, force: bool,
+                progress: bool) -> None:
+    """One file of :func:`fetch`: fetched when missing, when ``force``, or when the file there no longer has its
+    pinned (else recorded) sha256; hub_fetch alone takes any file already at ``dest`` as done."""
+    import warnings
+
+    from zoo._stacklevel import user_stacklevel
+    from zoo.hub import verified
+    from zoo.hub.fetch import fetch as hub_fetch
+
+    changed = None if force or not dest.is_file() else verified.mismatch(dest, f.sha256)
+    how = f"`zoo hsi-fetch {info.name}` (zoo.hyperspectral.datasets.fetch({info.name!r}))"
+    state = (f"{dest} changed on disk after it was verified (sha256 {changed[0]}, expected {changed[1]})" if changed
+             else f"{dest} is asked for again (force)" if dest.is_file() else f"{dest} is missing")
+    hub_fetch(
+        sources, dest, check=f.sha256.__eq__ if f.sha256 else None, expected=f.sha256 or "(not pinned)",
+        force=force or changed is not None, progress=progress, on_arrival=verified.record, mirror_var="ZOO_DATA_URL",
+        offline_hint=f"{state}, and ZOO_OFFLINE=1 forbids downloading it: run {how} on a connected machine and copy "
+                     f"the file into {dest.parent}, or set ZOO_DATA_URL to a mirror that holds {f.filename} (a "
+                     "file:// folder works offline)",
+    )
+    if changed is not None:
+        warnings.warn(f"{info.name}: {state}; fetched it again", stacklevel=user_stacklevel())
 
 
 def check_cached(info: DatasetInfo, folder: Path) -> None:
@@ -170,14 +187,11 @@ def check_cached(info: DatasetInfo, folder: Path) -> None:
 
     for f in info.files:
         path = folder / f.filename
-        arrived = verified.stored_sha256(path)
-        if arrived is None:
-            continue
-        digest, _ = verified.verified_sha256(path, lambda d, a=arrived: d == a)
-        if digest != arrived:
-            raise HashMismatchError(f"{info.name}: {path} changed since it was downloaded (sha256 {digest}, it "
-                                    f"arrived as {arrived}); delete it and fetch({info.name!r}) again, or fetch "
-                                    "it with force=True")
+        changed = verified.mismatch(path)
+        if changed is not None:
+            raise HashMismatchError(f"{info.name}: {path} changed since it was downloaded (sha256 {changed[0]}, it "
+                                    f"arrived as {changed[1]}); fetch it again with `zoo hsi-fetch {info.name}` "
+                                    f"(or fetch({info.name!r}))")
 
 
 def _scene_from_folder(info: DatasetInfo, folder: Path) -> Scene:
