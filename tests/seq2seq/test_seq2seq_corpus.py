@@ -194,3 +194,82 @@ def test_a_parallel_dataset_encoded_with_another_tokenizer_is_refused():
     with pytest.raises(ValueError, match="val_data is a ParallelDataset encoded with another tokenizer"):
         zoo.train(m, own, val_data=other, **QUICK)
     assert set(zoo.evaluate(m, own, **EVAL)) == {"loss", "accuracy", "bleu"}
+
+
+def _scored_sources(monkeypatch) -> list[list[str]]:
+    """The source sentences each BLEU evaluation translates, in the order it gets them."""
+    import zoo.seq2seq.translate as translation  # the module: zoo.seq2seq.translate is the function too
+
+    seen: list[list[str]] = []
+    real = translation._translate_texts
+
+    def spy(model, items, **options):
+        seen.append(list(items))
+        return real(model, items, **options)
+
+    monkeypatch.setattr(translation, "_translate_texts", spy)
+    return seen
+
+
+def test_a_subset_of_a_parallel_dataset_is_scored_in_bleu_on_its_own_sentences(monkeypatch):
+    """Before: a Subset (random_split's validation part) has .dataset too, so BLEU translated and scored every
+    sentence of the parent dataset: zoo.evaluate's bleu was the parent's, and zoo.train picked its best epoch by
+    val_bleu on the training sentences."""
+    from torch.utils.data import Subset
+
+    from zoo.seq2seq import ParallelDataset, ParallelText, collate, train_tokenizer
+    from zoo.seq2seq.translate import corpus_bleu
+
+    m = _model()
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    ds = ParallelDataset(ParallelText(DE, EN), m.tokenizer, m.max_len)
+    seen = _scored_sources(monkeypatch)
+    # collate_fn: the batches the original code needed to get as far as BLEU (see the next test)
+    for val in (Subset(ds, [1, 5]), Subset(Subset(ds, [5, 3, 1, 0]), [2, 0])):  # nested: the parent's 1 and 5 too
+        seen.clear()
+        scores = zoo.evaluate(m, val, collate_fn=collate, amp=None, progress=False)
+        assert seen == [[DE[1], DE[5]]]
+        assert scores["bleu"] == corpus_bleu(m.translate([DE[1], DE[5]], amp=None), [EN[1], EN[5]]) / 100
+        seen.clear()
+        zoo.train(m, Subset(ds, [0, 2, 3, 4]), val_data=val, collate_fn=collate, epochs=1, amp=None, progress=False)
+        assert seen == [[DE[1], DE[5]]]  # val_bleu, the monitored metric, on the validation part alone
+
+
+def test_a_subset_of_a_parallel_dataset_is_batched_as_the_dataset_is():
+    """Before: zoo.evaluate and zoo.train on a Subset of a ParallelDataset (random_split's parts) failed in torch's
+    default collate, "each element in list of batch should be of equal size", while the whole dataset was batched
+    by token budget with zoo's collate."""
+    from torch.utils.data import Subset, random_split
+
+    from zoo.seq2seq import ParallelDataset, ParallelText, TokenBucketSampler, train_tokenizer
+
+    m = _model()
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    ds = ParallelDataset(ParallelText(DE, EN), m.tokenizer, m.max_len)
+    part = Subset(Subset(ds, [4, 2, 0, 5]), [3, 1, 0])  # the parent's items 5, 2 and 4
+    loader, _ = m.zoo_data(part, train=False)
+    assert isinstance(loader.batch_sampler, TokenBucketSampler) and loader.dataset is part  # a view: no copy
+    assert loader.batch_sampler.lengths == [ds.lengths()[i] for i in (5, 2, 4)]
+    same = ParallelDataset(ParallelText([DE[i] for i in (5, 2, 4)], [EN[i] for i in (5, 2, 4)]), m.tokenizer)
+    assert zoo.evaluate(m, part, **EVAL) == pytest.approx(zoo.evaluate(m, same, **EVAL))
+    train, val = random_split(ds, [4, 2], generator=torch.Generator().manual_seed(0))
+    r = zoo.train(m, train, val_data=val, batch_size=2, **QUICK)
+    assert r.history[-1]["step"] == 2 and "val_bleu" in r.history[-1]
+
+
+def test_a_tokenizer_with_more_ids_than_the_model_is_refused_by_translate_and_evaluate(corpus):
+    """Before: only training checked it; model.translate, zoo.predict and zoo.evaluate died with a bare IndexError
+    ("index out of range in self") inside the embedding."""
+    from zoo.seq2seq import ParallelDataset, ParallelText, train_tokenizer
+
+    m = _model(src_vocab=280, tgt_vocab=280)
+    m.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    assert m.tokenizer.vocab_size == 300
+    too_big = r"tokenizer has 300 tokens but the model has src_vocab=280, tgt_vocab=280: .*at most 280 tokens"
+    for call in (lambda: m.translate(DE[0]), lambda: zoo.predict(m, DE[:2]),
+                 lambda: zoo.evaluate(m, list(zip(DE, EN)), **EVAL),
+                 lambda: zoo.evaluate(m, corpus, direction="de-en", **EVAL),
+                 lambda: zoo.evaluate(m, ParallelDataset(ParallelText(DE, EN), m.tokenizer), **EVAL),
+                 lambda: zoo.train(m, ParallelDataset(ParallelText(DE, EN), m.tokenizer), **QUICK)):
+        with pytest.raises(ValueError, match=too_big):
+            call()

@@ -533,6 +533,31 @@ def test_other_forms_of_sentence_pairs_are_read_or_refused_by_name():
     assert zoo.evaluate(model, ([DE[0], DE[1]], [EN[0], EN[1]]), amp=None)["loss"] > 0  # two lists: the columns
 
 
+def test_sources_and_targets_given_as_a_list_are_refused_as_the_tuple_of_pairs_is():
+    """Before: [sources, targets] as a list of two sentences each was read as two (source, target) pairs, a source
+    paired with a source and the English side scored as sources (BLEU 0.06 where the tuple gave 0.49), while the
+    same ambiguity as ((s, t), (s, t)) was refused and a list of two 3-sentence lists was refused as malformed."""
+    from zoo.seq2seq.corpus import _pairs
+
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    model.tokenizer = train_tokenizer(DE + EN, vocab_size=300, min_frequency=1)
+    with pytest.raises(TypeError, match=r"\[\[s, t\], \[s, t\]\] reads both as two \(source, target\) pairs and as "
+                                        r"\(sources, targets\).*a list of tuples, \[\(s, t\), \(s, t\)\]"):
+        zoo.evaluate(model, [[DE[0], DE[1]], [EN[0], EN[1]]])
+    with pytest.raises(TypeError, match=r"two lists of sentences \(3 and 3\) reads as \[sources, targets\], but a "
+                                        r"list holds \(source, target\) pairs: pass \(sources, targets\) as a tuple"):
+        zoo.train(model, [DE[:3], EN[:3]], epochs=1, progress=False)
+    with pytest.raises(TypeError, match=r"\[\[s, t\], \[s, t\]\] reads both"):
+        zoo.train(model, list(zip(DE, EN)), val_data=[[DE[0], DE[1]], [EN[0], EN[1]]], epochs=1, progress=False)
+    # pairs stay pairs: as tuples (the documented form) at any count, as lists when there are not exactly two
+    for pairs in ([(DE[0], EN[0]), (DE[1], EN[1])], [[DE[0], EN[0]], (DE[1], EN[1])],
+                  [[DE[i], EN[i]] for i in range(3)], [[DE[0], EN[0]]]):
+        text = _pairs(pairs)
+        assert (text.src, text.tgt) == ([p[0] for p in pairs], [p[1] for p in pairs])
+    text = _pairs(([DE[0], DE[1]], [EN[0], EN[1]]))  # a tuple of two lists: the columns
+    assert (text.src, text.tgt) == (DE[:2], EN[:2])
+
+
 def test_a_validation_corpus_given_apart_replaces_the_folders_own(tmp_path):
     """zoo.train(model, "corpus_a", val_data="corpus_b") and ("corpus_a", "corpus_b") failed with "not enough
     values to unpack" at the first validation: the folder went to fit as a str."""

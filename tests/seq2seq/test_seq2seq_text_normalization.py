@@ -35,8 +35,56 @@ def test_normalize_text_maps_every_whitespace_but_the_line_break_to_a_space():
     from zoo.seq2seq.tokenizer import normalize_text
 
     spaces = [c for c in map(chr, range(0x3001)) if c.isspace() and c not in " \n"]
-    assert normalize_text("".join(spaces)) == " " * len(spaces)
+    assert [normalize_text(f"a{c}b") for c in spaces] == ["a b"] * len(spaces)
+    assert normalize_text("".join(spaces)) == " "  # a run of them is one space
     assert normalize_text("a\u200bb\u2060c\ufeffd\u00ade\u200df") == "abcde\u200df"  # ZWJ carries meaning
+
+
+LIGATURES = "Eine Gruppe Menschen, die sich in einem ö\ufb00entlichen Park amüsieren, ein Mann \ufb01lmt, \ufb02iegt."
+LETTERS = "Eine Gruppe Menschen, die sich in einem öffentlichen Park amüsieren, ein Mann filmt, fliegt."
+
+
+def test_pdf_ligatures_read_as_their_letters_in_zoo_and_in_the_exported_tokenizer(tok):
+    """Before: U+FB00-FB06 (PDF copy-paste) were kept, three bytes the BPE never saw in training: every one of 40
+    Multi30k test sentences with one translated otherwise than typed, some to garbage, and so did an export's."""
+    import unicodedata
+
+    from zoo.seq2seq.tokenizer import normalize_text
+
+    ligatures = "".join(map(chr, range(0xFB00, 0xFB07)))
+    assert normalize_text(ligatures) == unicodedata.normalize("NFKC", ligatures) == "fffiflffifflstst"
+    assert normalize_text("\ufb07\ufb13 \u00b2 \uff21") == "\ufb07\ufb13 \u00b2 \uff21"  # no more of NFKC than them
+    stored = Tokenizer.from_json(tok.to_json())  # as a weights file gives it back
+    assert stored.encode(LIGATURES) == stored.encode(LETTERS)
+    exported = HFTokenizer.from_str(tok.export_json())
+    assert exported.encode(LIGATURES, add_special_tokens=False).ids == stored.encode(LETTERS)
+
+
+def test_a_run_of_spaces_reads_as_one_in_zoo_and_in_the_exported_tokenizer(tok):
+    """Before: a second space was a byte-level token of its own (28 of 60 test translations changed), and
+    normalize_text made such runs itself of a no-break space + space, a tab + space or a space, soft hyphen, space."""
+    from zoo.seq2seq.tokenizer import normalize_text
+
+    runs = ["Ein  Mann fährt   Fahrrad.", "Ein\u00a0 Mann\t fährt \u00ad Fahrrad.", "  Ein Mann fährt Fahrrad.  "]
+    assert [normalize_text(t) for t in runs] == ["Ein Mann fährt Fahrrad."] * 2 + [" Ein Mann fährt Fahrrad. "]
+    assert normalize_text("Ein\n\nMann") == "Ein\n\nMann"  # line breaks are no spaces: they cut sentences
+    stored = Tokenizer.from_json(tok.to_json())
+    assert stored.encode_batch(runs[:2]) == stored.encode_batch([PLAIN[0]] * 2)
+    exported = HFTokenizer.from_str(tok.export_json())
+    assert [e.ids for e in exported.encode_batch(runs, add_special_tokens=False)] == stored.encode_batch(runs)
+
+
+def test_the_exported_normaliser_agrees_with_normalize_text_on_mixed_text():
+    import random
+
+    from zoo.seq2seq.tokenizer import _text_normalizer, normalize_text
+
+    alphabet = [" ", "\n", "a", "ß", "\u00a0", "\t", "\u3000", "\u200b", "\u00ad", "\ufeff", "\u200d", "\ufb01",
+                "\ufb03", "\ufb06", "\ufb07"]
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(12))) for _ in range(300)]
+    exported = _text_normalizer()
+    assert [exported.normalize_str(t) for t in texts] == [normalize_text(t) for t in texts]
 
 
 def test_training_reads_the_corpus_as_translation_does():

@@ -134,6 +134,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
         raise TypeError("zoo.evaluate scores one set of sentence pairs, got two (train_pairs, val_pairs): "
                         "pass the one to score")
     pairs = _pairs(data)
+    if model.tokenizer is not None:  # every path, training and evaluation: else a bare IndexError mid-forward
+        _check_tokenizer_fits(model)
     bleu = {"n": bleu_sentences, "beam_size": beam_size, "amp": options.get("amp", "auto")}
     # zoo.evaluate's loaders get a generator of their own: without one each pass would draw its base seed from
     # the caller's global torch generator. A training run's loaders (validation too) keep drawing it: that draw is
@@ -177,11 +179,12 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
 
 def _ready_data(model: Any, data: Any, train: bool, batches: dict[str, Any], bleu: dict[str, Any],
                 options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """A Dataset or DataLoader of the user's. zoo's own ParallelDataset (token-id lists of many lengths, which
-    torch's default collate refused: "each element in list of batch should be of equal size") is batched as
-    sentence pairs are, and being text too it is scored in BLEU as they are (a DataLoader of one too); any
-    other passes through, the engine batching a Dataset by ``batch_size``."""
-    from zoo.seq2seq.data import ParallelDataset
+    """A Dataset or DataLoader of the user's. zoo's own ParallelDataset and a torch Subset of one (random_split's
+    parts; token-id lists of many lengths, which torch's default collate refused: "each element in list of batch
+    should be of equal size") are batched as sentence pairs are, and being text too they are scored in BLEU as
+    they are, on their own sentences (a DataLoader of one too); any other passes through, the engine batching a
+    Dataset by ``batch_size``."""
+    from zoo.seq2seq.data import parallel_items
 
     if train and model.tokenizer is None:  # it trained, and then could neither translate nor be saved
         raise ValueError(f"{model.registry_name} has no tokenizer: trained on a {type(data).__name__} of token ids "
@@ -189,38 +192,46 @@ def _ready_data(model: Any, data: Any, train: bool, batches: dict[str, Any], ble
                          "(model.tokenizer = tokenizer), or train on sentence pairs or a corpus folder (zoo.train "
                          "trains a tokenizer on them)")
     for what, given in (("data", data), ("val_data", options.get("val_data"))):
-        _check_dataset_tokenizer(model, getattr(given, "dataset", given), what)
+        _check_dataset_tokenizer(model, given, what)
     recipe = None
-    if isinstance(data, ParallelDataset):
+    if parallel_items(data) is not None:
         data = _dataset_loader(data, train, batches)
         recipe = {"max_tokens": data.batch_sampler.max_tokens}
     elif batches["max_tokens"] is not None:
         raise ValueError(f"max_tokens={batches['max_tokens']} batches a corpus folder by its token budget (sentence "
-                         f"pairs and a ParallelDataset too); a {type(data).__name__} brings its own batching: leave "
-                         "max_tokens out")
+                         f"pairs and a ParallelDataset or a Subset of one too); a {type(data).__name__} brings its own "
+                         "batching: leave max_tokens out")
     elif batches["batch_size"] is not None:
         options["batch_size"] = batches["batch_size"]  # the engine batches a Dataset (a DataLoader keeps its own)
-    if isinstance(options.get("val_data"), ParallelDataset):
+    if parallel_items(options.get("val_data")) is not None:
         options["val_data"] = _dataset_loader(options["val_data"], False, batches)
-    scored = options.get("val_data") if train else data
-    text = getattr(getattr(scored, "dataset", scored), "text", None)
-    if isinstance(getattr(scored, "dataset", scored), ParallelDataset) and model.tokenizer is not None \
-            and text is not None and "eval_fn" not in options:
-        options["eval_fn"] = _bleu_fn(text, bleu)
+    scored = _parallel_data(options.get("val_data") if train else data)
+    if scored is not None and model.tokenizer is not None and "eval_fn" not in options:
+        dataset, indices = scored
+        options["eval_fn"] = _bleu_fn(dataset.text.take(indices), bleu)
         if train:
             options.setdefault("monitor", "val_bleu")
             options.setdefault("monitor_mode", "max")
     return data, _with_tokenizer(model, options, recipe) if train else options
 
 
-def _check_dataset_tokenizer(model: Any, dataset: Any, what: str) -> None:
-    """A ParallelDataset encoded by another tokenizer than the model's: its ids are other words to the model, so
-    the loss and accuracy on it were garbage (and training on it taught nonsense), while BLEU, decoded from its
-    text with the model's tokenizer, looked right."""
-    from zoo.seq2seq.base import tokenizer_fingerprint
-    from zoo.seq2seq.data import ParallelDataset
+def _parallel_data(data: Any) -> Any:
+    """:func:`~zoo.seq2seq.data.parallel_items` of ``data``, or of the dataset a DataLoader ``data`` loads."""
+    from torch.utils.data import DataLoader
 
-    recorded = getattr(dataset, "tokenizer_fingerprint", None) if isinstance(dataset, ParallelDataset) else None
+    from zoo.seq2seq.data import parallel_items
+
+    return parallel_items(data.dataset if isinstance(data, DataLoader) else data)
+
+
+def _check_dataset_tokenizer(model: Any, data: Any, what: str) -> None:
+    """A ParallelDataset (a Subset or a DataLoader of one) encoded by another tokenizer than the model's: its ids
+    are other words to the model, so the loss and accuracy on it were garbage (and training on it taught
+    nonsense), while BLEU, decoded from its text with the model's tokenizer, looked right."""
+    from zoo.seq2seq.base import tokenizer_fingerprint
+
+    found = _parallel_data(data)
+    recorded = getattr(found[0], "tokenizer_fingerprint", None) if found is not None else None
     if recorded is None or model.tokenizer is None:
         return
     own = tokenizer_fingerprint(model.tokenizer)
@@ -295,15 +306,26 @@ def _pairs(data: Any, name: str = "") -> Any:
     def texts(seq: Any) -> bool:
         return isinstance(seq, (list, tuple)) and all(isinstance(s, str) for s in seq)
 
-    if isinstance(data, tuple) and len(data) == 2 and all(map(texts, data)):
-        if all(isinstance(d, tuple) and len(d) == 2 for d in data):
-            raise TypeError("((s, t), (s, t)) reads both as two (source, target) pairs and as (sources, targets) of "
-                            "two sentences each: pass pairs as a list, [(s, t), (s, t)], or (sources, targets) as "
-                            "two lists")
+    # A tuple of two sentence lists is (sources, targets), a list holds (source, target) pairs. Two sentences in the
+    # same kind of container as the whole, ((s, t), (s, t)) or [[s, t], [s, t]], read both ways: refused, as
+    # [sources, targets] of two sentences each was read as two pairs, source paired with source
+    two_texts = len(data) == 2 and all(map(texts, data))
+    same_kind = tuple if isinstance(data, tuple) else list
+    if two_texts and all(isinstance(d, same_kind) and len(d) == 2 for d in data):
+        shown = "((s, t), (s, t))" if isinstance(data, tuple) else "[[s, t], [s, t]]"
+        raise TypeError(f"{shown} reads both as two (source, target) pairs and as (sources, targets) of two "
+                        "sentences each: pass pairs as a list of tuples, [(s, t), (s, t)], or (sources, targets) as "
+                        "a tuple of two lists, ([s, s], [t, t])")
+    if two_texts and isinstance(data, tuple):
         if not data[0] and not data[1]:  # sacreBLEU's IndexError after a trained epoch, where it is val_data
             raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: (sources, targets) are two empty "
                              "lists; pass at least one sentence pair")
         return ParallelText(list(data[0]), list(data[1]))  # refuses lists of two lengths, naming both
+    if two_texts and all(len(d) != 2 for d in data):
+        # [sources, targets] as a list: read as such, it would turn into two pairs the day it held two sentences
+        raise TypeError(f"a list of two lists of sentences ({len(data[0])} and {len(data[1])}) reads as [sources, "
+                        "targets], but a list holds (source, target) pairs: pass (sources, targets) as a tuple, or "
+                        "the pairs, list(zip(sources, targets))")
     if all(texts(p) and len(p) == 2 for p in data):
         return ParallelText([p[0] for p in data], [p[1] for p in data])
     raise TypeError("seq2seq data in memory is a list of (source, target) sentence pairs, e.g. "
@@ -355,13 +377,11 @@ def _training(model: Any, text: Any, val_text: Any, batches: dict[str, Any], ble
         from zoo.seq2seq.tokenizer import train_tokenizer
 
         model.tokenizer = train_tokenizer(text.src + text.tgt, vocab_size=_tokenizer_size(model, vocab_size))
-    else:
-        _check_tokenizer_fits(model)
-        if vocab_size is not None and vocab_size != model.tokenizer.vocab_size:
-            warnings.warn(f"vocab_size={vocab_size} is not applied: {model.registry_name} already has a tokenizer "
-                          f"({model.tokenizer.vocab_size} tokens), which its weights were trained with and which "
-                          "this run keeps; leave vocab_size out, or build the model without weights to train a "
-                          "new tokenizer", stacklevel=user_stacklevel())
+    elif vocab_size is not None and vocab_size != model.tokenizer.vocab_size:  # its fit: checked by corpus_data
+        warnings.warn(f"vocab_size={vocab_size} is not applied: {model.registry_name} already has a tokenizer "
+                      f"({model.tokenizer.vocab_size} tokens), which its weights were trained with and which "
+                      "this run keeps; leave vocab_size out, or build the model without weights to train a "
+                      "new tokenizer", stacklevel=user_stacklevel())
     if val_text is None:
         return _loader(model, text, True, batches), {}
     return _loader(model, text, True, batches), {"val_data": _loader(model, val_text, False, batches),
@@ -378,14 +398,14 @@ def _loader(model: Any, text: Any, shuffle: bool, batches: dict[str, Any]) -> An
 
 
 def _loader_workers(model: Any, data: Any, pairs: Any, train: bool, options: dict[str, Any]) -> int:
-    """``num_workers`` of the loaders built here (sentence pairs, a corpus folder, a ParallelDataset): zoo.evaluate's
-    take it (a fixed order: any number scores the same); a training run's collate in the main process, and a
-    warning says why, as a ready DataLoader's own num_workers does (a run with workers trained on other
-    batches than the num_workers=0 run of its seed: see make_loader)."""
-    from zoo.seq2seq.data import ParallelDataset
+    """``num_workers`` of the loaders built here (sentence pairs, a corpus folder, a ParallelDataset or a Subset of
+    one): zoo.evaluate's take it (a fixed order: any number scores the same); a training run's collate in the main
+    process, and a warning says why, as a ready DataLoader's own num_workers does (a run with workers trained on
+    other batches than the num_workers=0 run of its seed: see make_loader)."""
+    from zoo.seq2seq.data import parallel_items
 
     workers = options.get("num_workers") or 0
-    built_here = pairs is not None or isinstance(data, (str, os.PathLike, ParallelDataset))
+    built_here = pairs is not None or isinstance(data, (str, os.PathLike)) or parallel_items(data) is not None
     if not workers or not built_here:
         return 0
     if not train:

@@ -16,10 +16,11 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.distributed import DistInfo, dist_info, live_place
@@ -36,6 +37,7 @@ __all__ = [
     "load_multi30k",
     "load_parallel",
     "make_loader",
+    "parallel_items",
     "parse_direction",
     "read_lines",
 ]
@@ -81,6 +83,12 @@ class ParallelText:
 
     def subset(self, n: int | None) -> ParallelText:
         return self if n is None else ParallelText(self.src[:n], self.tgt[:n])
+
+    def take(self, indices: Sequence[int] | None) -> ParallelText:
+        """The pairs at ``indices``, in that order (None: all of them, this text itself)."""
+        if indices is None:
+            return self
+        return ParallelText([self.src[i] for i in indices], [self.tgt[i] for i in indices])
 
 
 def load_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelText:
@@ -176,6 +184,23 @@ class ParallelDataset(Dataset):
     def num_tokens(self) -> int:
         """Target tokens predicted per epoch (the throughput unit)."""
         return sum(len(t) - 1 for t in self.tgt)
+
+
+def parallel_items(dataset: Any) -> tuple[ParallelDataset, list[int] | None] | None:
+    """``(the ParallelDataset, the indices of its items that dataset holds)`` for a ParallelDataset (indices None:
+    all of it) or a torch ``Subset`` of one (``random_split``'s parts, Subsets of Subsets too); None for any other
+    data. One reading for the batches and for the sentences BLEU scores: a Subset went to torch's default collate,
+    and was scored on every sentence of its parent."""
+    chain = []
+    while isinstance(dataset, Subset):
+        chain.append(dataset.indices)
+        dataset = dataset.dataset
+    if not isinstance(dataset, ParallelDataset):
+        return None
+    indices: list[int] | None = None
+    for outer in reversed(chain):  # the innermost Subset's indices are the parent's; each outer one indexes them
+        indices = [int(i) for i in outer] if indices is None else [indices[int(i)] for i in outer]
+    return dataset, indices
 
 
 class TokenBucketSampler(Sampler[list[int]]):
@@ -311,8 +336,18 @@ def collate(batch: Sequence[tuple[list[int], list[int]]]) -> tuple[tuple[Tensor,
     return (src, tgt[:, :-1]), tgt[:, 1:]
 
 
+def _item_lengths(dataset: Any) -> list[int]:
+    """Each item's length: a ParallelDataset's, a Subset's of one, or a dataset of the user's with ``lengths()``."""
+    found = parallel_items(dataset)
+    if found is None:
+        return dataset.lengths()
+    parent, indices = found
+    lengths = parent.lengths()
+    return lengths if indices is None else [lengths[i] for i in indices]
+
+
 def make_loader(
-    dataset: ParallelDataset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
+    dataset: ParallelDataset | Subset, max_tokens: int | None = 4096, shuffle: bool = True, seed: int = 0, *,
     batch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
     generator: torch.Generator | None = None, num_workers: int = 0,
 ) -> DataLoader:
@@ -324,7 +359,8 @@ def make_loader(
     generator, one number per pass, which model code (dropout) draws from too. ``num_workers``: processes that
     collate the batches; for an unshuffled loader only (zoo.evaluate's): the sampler draws a new order each time
     it is iterated, and a DataLoader with workers iterates it once more per pass than one without, so a
-    shuffled loader with workers trains on another order than num_workers=0 of the same seed."""
-    sampler = TokenBucketSampler(dataset.lengths(), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
+    shuffled loader with workers trains on another order than num_workers=0 of the same seed. ``dataset``: a
+    ParallelDataset or a torch ``Subset`` of one (:func:`parallel_items`), batched by its own items' lengths."""
+    sampler = TokenBucketSampler(_item_lengths(dataset), max_tokens=max_tokens, shuffle=shuffle, seed=seed,
                                  batch_size=batch_size, rank=rank, world_size=world_size)
     return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, generator=generator, num_workers=num_workers)

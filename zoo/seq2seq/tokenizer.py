@@ -2,16 +2,18 @@
 
 Byte-level BPE (GPT-2 style; Sennrich et al. 2016, https://arxiv.org/abs/1508.07909) starts from the 256
 bytes, so *no* input is unknown (any script, emoji, control character) and decoding gives back the exact
-detokenized text, spacing included (other whitespace than a line break as a plain space, below): sacreBLEU
+detokenized text, spacing included (other whitespace than a line break as one plain space, below): sacreBLEU
 scores the output as it comes. One vocabulary for both
 languages lets the Transformer share its embeddings. The whole tokenizer serialises to one JSON string,
 which is stored in the weights file's safetensors metadata.
 
 Text is read as its words: every whitespace character but the line break (a no-break space, thin space,
-ideographic space, tab, CR, ...) is a plain space, and the invisible ones (zero-width space, word joiner, soft
-hyphen, a BOM mid-text) are dropped (:func:`normalize_text`), in training and in use alike. Text pasted from web
-pages and PDFs has them, and to the byte-level BPE a U+00A0 is two bytes no training sentence had: one of them
-per sentence changed 53 of 60 Multi30k test translations of the shipped de-en model (BLEU 33.97 -> 27.23). It
+ideographic space, tab, CR, ...) is a plain space, a run of spaces is one, the invisible ones (zero-width space,
+word joiner, soft hyphen, a BOM mid-text) are dropped and the Latin ligatures of PDFs (U+FB00-FB06: ﬁ ﬂ ﬀ ﬃ ﬄ ﬅ ﬆ)
+are their letters (:func:`normalize_text`), in training and in use alike. Text pasted from web pages and PDFs
+has them, and to the byte-level BPE a U+00A0 is two bytes no training sentence had: one of them per sentence
+changed 53 of 60 Multi30k test translations of the shipped de-en model (BLEU 33.97 -> 27.23); a second space
+is a token of its own (28 of 60 changed), a ligature three bytes (40 of 40 sentences with one changed). It
 runs before the tokenizer's own normaliser (NFC) in :meth:`Tokenizer.encode_batch` rather than inside it, so
 tokenizers already stored in weights files, whose JSON is their fingerprint, read such text the same way.
 
@@ -23,6 +25,8 @@ JSON, so it holds for the tokenizers already stored in weights files, fingerprin
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,19 +43,27 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 _SPACES = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 # invisible: zero-width space, word joiner, BOM (zero-width no-break space), soft hyphen; ZWJ / ZWNJ carry meaning
 _INVISIBLE = "\u200b\u2060\ufeff\xad"
-_TEXT_TABLE = str.maketrans(dict.fromkeys(_SPACES, " ") | dict.fromkeys(_INVISIBLE))
+# the Latin ligatures U+FB00-FB06 (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), which PDF text is copied with, as their letters (NFKC's reading of
+# exactly these: all of NFKC would rewrite ² ½ ™ and full-width text too)
+_LIGATURES = {chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
+_TEXT_TABLE = str.maketrans(dict.fromkeys(_SPACES, " ") | dict.fromkeys(_INVISIBLE) | _LIGATURES)
+# a run of spaces is one: typed, or made above of a no-break space + space, tab + space, " \xad "
+_SPACE_RUN = " {2,}"
 
 
 def normalize_text(text: str) -> str:
-    """``text`` as the tokenizer reads it: other whitespace characters than the line break as a plain space,
-    zero-width characters and soft hyphens dropped (see the module docstring)."""
-    return text.translate(_TEXT_TABLE)
+    """``text`` as the tokenizer reads it: other whitespace characters than the line break as a plain space, a run
+    of spaces as one, zero-width characters and soft hyphens dropped, ligatures as their letters (see the module
+    docstring)."""
+    return re.sub(_SPACE_RUN, " ", text.translate(_TEXT_TABLE))
 
 
 def _text_normalizer() -> normalizers.Normalizer:
     """:func:`normalize_text` as a ``tokenizers`` normaliser, for a tokenizer.json read outside zoo."""
     return normalizers.Sequence([normalizers.Replace(Regex(f"[{_INVISIBLE}]"), ""),
-                                 normalizers.Replace(Regex(f"[{_SPACES}]"), " ")])
+                                 normalizers.Replace(Regex(f"[{_SPACES}]"), " "),
+                                 *(normalizers.Replace(lig, letters) for lig, letters in _LIGATURES.items()),
+                                 normalizers.Replace(Regex(_SPACE_RUN), " ")])
 
 
 class Tokenizer:

@@ -94,6 +94,9 @@ def _translate_texts(model: Any, items: list[str], *, beam_size: int, length_pen
             "this model has no tokenizer: build it with weights (zoo.build(name, weights=...)) or train one "
             "(zoo.seq2seq.train_tokenizer) and set model.tokenizer"
         )
+    from zoo.seq2seq.corpus import _check_tokenizer_fits
+
+    _check_tokenizer_fits(model)  # an id past the embedding was a bare IndexError inside the encoder
     beam_size, length_penalty, max_len, batch_size = check_search_options(beam_size, length_penalty, max_len,
                                                                           batch_size, model.max_len)
     _, dtype = inference_placement(model, device, amp)
