@@ -357,3 +357,20 @@ def test_predict_reports_many_unreadable_files_in_one_warning(tmp_path):
         zoo.predict(model, [tmp_path / "b0.mp4", tmp_path / "ok.mp4"])
     mine = [str(w.message) for w in seen if issubclass(w.category, UnreadableInputWarning)]
     assert len(mine) == 1 and mine[0].startswith(f"cannot decode {tmp_path / 'b0.mp4'}: "), mine
+
+
+def test_predict_video_defaults_to_the_networks_recipe_and_refuses_a_uint8_clip(folder):
+    """predict_video fed the decoded uint8 clip to the network ('expected scalar type Byte but found Float') and 8
+    segment centres to a network recorded with frames_per_clip=16: not what zoo.predict reads."""
+    from zoo.video.classifier import set_clip_recipe
+
+    path = folder / "a" / "0.avi"
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()
+    set_clip_recipe(model.video_cfg, {"frames_per_clip": 5})
+    clip = video_predict.load_clip(path, frames_per_clip=5, transform=model._transform(False))
+    want = video_predict.forward_probs(model, clip[None])[0]
+    assert torch.equal(video_predict.predict_video(model, path, amp=None), want)
+    assert max(want.tolist()) == zoo.predict(model, path, amp=None)[0]["prob"]
+    assert model.predict_inputs()[0] == {"frames_per_clip": 5}  # what both read by
+    with pytest.raises(ValueError, match=r"predict_video: Sequential records no input recipe.*pass transform="):
+        video_predict.predict_video(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(3)), path)

@@ -542,3 +542,50 @@ def test_decode_time_resize_keeps_the_frame_indices(encode_clip, tmp_path):
     torch.testing.assert_close(small.float().mean(dim=(1, 2, 3)), full, atol=3.0, rtol=0)
     with pytest.raises(ValueError, match="size must be"):
         read_frames(path, idx, meta, size=(0, 16))
+
+
+def test_synthetic_set_made_again_with_another_config_has_only_its_clips(tmp_path):
+    """A second run into the same folder kept every clip whose name it found: made at the first run's size,
+    length and seed."""
+    import json
+
+    first = SyntheticConfig(size=16, num_frames=4, train_per_class=2, test_per_class=1, seed=0)
+    videos, _ = make_synthetic_actions(tmp_path, first, progress=False)
+    kept = videos / "Grow" / "v_Grow_g06_c01.avi"
+    stamp_before = kept.stat().st_mtime_ns
+    make_synthetic_actions(tmp_path, first, progress=False)  # the same config: the clips are kept
+    assert kept.stat().st_mtime_ns == stamp_before
+    second = SyntheticConfig(size=32, num_frames=6, train_per_class=1, test_per_class=1, seed=5)
+    make_synthetic_actions(tmp_path, second, progress=False)
+    clips = sorted(videos.rglob("*.avi"))
+    assert len(clips) == 2 * len(CLASSES)  # the first run's second training clips are gone
+    assert {(m.width, m.height, m.num_frames) for m in map(probe, clips)} == {(32, 32, 6)}
+    assert json.loads((tmp_path / "synthetic.json").read_text())["seed"] == 5
+
+
+@pytest.mark.parametrize(("option", "field", "value"), [("--train-per-class", "train_per_class", 0),
+                                                        ("--train-per-class", "train_per_class", -1),
+                                                        ("--test-per-class", "test_per_class", 0),
+                                                        ("--frames", "num_frames", 0)])
+def test_synthetic_counts_are_checked_before_anything_is_written(tmp_path, option, field, value):
+    with pytest.raises(ValueError, match=rf"{field} must be an int >= 1 \({option} on the command line\), got {value}"):
+        make_synthetic_actions(tmp_path / "out", SyntheticConfig(**{field: value}), progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("options", "error", "message"), [
+    ({"frames_per_clip": 2.5}, TypeError, r"frames_per_clip must be an int >= 1, got 2\.5"),
+    ({"sampling": "random", "frames_per_clip": 2.5}, TypeError, r"frames_per_clip must be an int >= 1, got 2\.5"),
+    ({"step_between_clips": 0}, ValueError, r"step_between_clips must be an int >= 1 \(frames between .*\), got 0"),
+    ({"sampling": "segments", "num_segments": 0}, ValueError, r"num_segments must be an int >= 1 or None .*got 0"),
+    ({"sampling": "segments", "num_segments": 2.5}, TypeError, r"num_segments must be an int >= 1 or None .*got 2\.5"),
+    ({"thread_type": "frame"}, ValueError, (r"thread_type must be one of PyAV's decoder thread types 'NONE', "
+                                            r"'FRAME', 'SLICE' or 'AUTO', got 'frame' \(did you mean 'FRAME'\?\)")),
+])
+def test_clip_options_are_checked_when_the_data_set_is_made(tiny_set, options, error, message):
+    """They were taken as they came and failed (or read 3 frames for 2.5) only when an item was read."""
+    from zoo.video.ucf101 import VideoClipDataset
+
+    path = str(next(tiny_set[0].rglob("*.avi")))
+    with pytest.raises(error, match=message):
+        VideoClipDataset([(path, 0)], ["a"], progress=False, **options)

@@ -478,3 +478,17 @@ def test_an_avi_with_dropped_frames_shows_the_frame_before_each_drop(tmp_path, c
         for threads in (1, 0):
             got = read_frames(path, idx, meta, thread_count=threads)
             assert torch.equal(got, full[[shown[i] for i in idx]]), f"threads={threads}: slots {idx}"
+
+
+def test_a_file_named_with_a_colon_is_read_itself_not_as_a_protocol(encode_clip, tmp_path, monkeypatch):
+    """FFmpeg read the text before a ':' as a protocol: 'file:x.avi' decoded x.avi, another video, without a word,
+    and '12:30:00.avi' failed with 'Protocol not found'."""
+    monkeypatch.chdir(tmp_path)
+    encode_clip(tmp_path / "x.avi", _frames(6, seed=1), gop=3)
+    for name, n in (("file:x.avi", 9), ("12:30:00.avi", 7)):
+        frames = _frames(n, seed=2)
+        encode_clip(tmp_path / name, frames, gop=3)
+        meta = probe(name)
+        assert meta.num_frames == n, name
+        got = read_frames(name, [0, n - 1], meta)
+        assert torch.equal(got, read_all_frames(tmp_path / name)[[0, n - 1]]), name

@@ -258,3 +258,21 @@ def test_training_on_with_split_files_labels_the_clips_by_the_networks_class_nam
     zoo.train(model, uneven, splits=splits, fold=1, epochs=1, lr=1e-12, batch_size=4, progress=False, amp=None)
     assert model.video_cfg["classes"] == list(LENGTHS)
     assert [r["label"] for r in zoo.predict(model, uneven, amp=None)] == before
+
+
+def test_a_subset_of_a_clip_dataset_is_scored_by_video(uneven):
+    """evaluate checked hasattr(data, 'video_index'): a Subset (random_split) of uniform clips was scored clip by
+    clip, each clip counted as a video (accuracy was the clip accuracy, over 16 'videos' for 5)."""
+    from torch.utils.data import Subset
+
+    model = _model("video-tsn").eval()
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = VideoClipDataset(videos, list(LENGTHS), sampling="uniform", frames_per_clip=4, step_between_clips=4,
+                          train=False, transform=model._transform(False), progress=False)
+    whole = zoo.evaluate(model, ds, amp=None, batch_size=5)
+    assert zoo.evaluate(model, Subset(ds, list(range(len(ds)))), amp=None, batch_size=5) == pytest.approx(whole)
+    # a split of a split, mapped through both: clips 0, 1 (video 0) and 12 (video 2), two videos
+    some = Subset(Subset(ds, list(range(len(ds)))[::-1]), [len(ds) - 1, len(ds) - 2, len(ds) - 13])
+    assert [ds.video_index(len(ds) - 1 - i) for i in some.indices] == [0, 0, 2]
+    part = evaluate_videos(model, some, amp=None)
+    assert part["videos"] == 2 and part["clips"] == 3

@@ -135,3 +135,73 @@ def test_resumed_seeded_video_run_equals_the_straight_run(ramp_root, tmp_path):
     assert [h["train_loss"] for h in resumed.history] == [h["train_loss"] for h in straight.history]
     a, b = straight.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+
+def _first_frames(batches: list[torch.Tensor]) -> list[int]:
+    """Each clip's first frame in ``batches``, from the ramp's grey value (4 * frame, give or take the codec's 1)."""
+    return [round(int(clip[0, 0, 0, 0]) / 4) for batch in batches for clip in batch]
+
+
+def test_a_random_split_of_a_seeded_dataset_draws_new_clips_every_epoch(ramp_root):
+    """set_loader_epoch called set_epoch on loader.dataset alone: a Subset of the clip dataset never heard of the
+    epoch, and every epoch of zoo.train drew epoch 0's clips (and crops and flips)."""
+    from torch.utils.data import DataLoader, random_split
+
+    path = str(ramp_root / "A" / "v.avi")
+    ds = VideoClipDataset([(path, 0)] * 4, ["A"], sampling="random", frames_per_clip=2, seed=0, progress=False)
+    train, _ = random_split(ds, [3, 1], generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(train, batch_size=3)
+    seen = []
+    for epoch in range(3):
+        set_loader_epoch(loader, epoch, 0)
+        (batch, _), = list(loader)
+        seen.append(tuple(_first_frames([batch])))
+    assert ds.epoch == 2
+    assert len(set(seen)) == 3, seen
+
+
+def test_persistent_workers_see_each_epoch(ramp_root):
+    """set_epoch set an attribute in the main process; persistent workers kept their copy at epoch 0."""
+    from torch.utils.data import DataLoader
+
+    path = str(ramp_root / "A" / "v.avi")
+    ds = VideoClipDataset([(path, 0)] * 3, ["A"], sampling="random", frames_per_clip=2, seed=0, progress=False)
+    loader = DataLoader(ds, batch_size=3, num_workers=1, persistent_workers=True)
+    seen = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        (batch, _), = list(loader)
+        assert torch.equal(batch, torch.stack([ds[k][0] for k in range(3)])), f"epoch {epoch}: another epoch's clips"
+        seen.append(batch)
+    assert not torch.equal(*seen)
+
+
+def test_the_epoch_survives_pickling_and_each_copy_keeps_its_own(ramp_root):
+    import copy
+    import pickle
+
+    ds = VideoClipDataset([(str(ramp_root / "A" / "v.avi"), 0)], ["A"], sampling="random", frames_per_clip=2,
+                          seed=0, progress=False)
+    ds.set_epoch(np.int64(4))
+    assert ds.epoch == 4 and type(ds.epoch) is int
+    for other in (pickle.loads(pickle.dumps(ds)), copy.copy(ds), copy.deepcopy(ds)):
+        assert other.epoch == 4
+        other.set_epoch(7)
+        assert ds.epoch == 4 and other.epoch == 7  # as with the int it was: a copy moves on alone
+        assert other._epoch.is_shared()  # so DataLoader workers made from the copy see its set_epoch
+
+
+def test_a_numpy_seed_is_taken_as_the_int_it_holds(ramp_root):
+    """np.int64(7), a sweep's seed, overflowed in _item_seed ('Python int too large to convert to C long')."""
+    path = str(ramp_root / "A" / "v.avi")
+
+    def draws(seed):
+        ds = VideoClipDataset([(path, 0)] * 3, ["A"], sampling="random", frames_per_clip=2, seed=seed, progress=False)
+        return ds, [ds.frame_indices(i)[1].tolist() for i in range(3)]
+
+    ds, got = draws(np.int64(7))
+    assert type(ds.seed) is int and got == draws(7)[1]
+    for bad in (True, 1.5, "7"):
+        with pytest.raises(TypeError, match=f"seed must be an int or None, got {bad!r}"):
+            draws(bad)

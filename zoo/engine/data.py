@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import (
+    ConcatDataset,
     DataLoader,
     Dataset,
     DistributedSampler,
     IterableDataset,
     Sampler,
+    Subset,
     TensorDataset,
     default_collate,
 )
@@ -281,13 +283,30 @@ def inference_loader(data: Dataset | DataLoader, batch_size: int, **options: Any
     return DataLoader(data, batch_size=batch_size, shuffle=False, generator=torch.Generator(), **options)
 
 
+def _epoch_datasets(dataset: Any) -> list[Any]:
+    """``dataset`` and every data set a ``Subset`` or ``ConcatDataset`` of it holds, at any depth, that has
+    ``set_epoch`` (each once): a dataset that draws per item from ``(seed, epoch, index)`` (video clips) behind
+    ``random_split`` never heard of the epoch, and every epoch drew epoch 0's clips and augmentations."""
+    seen: dict[int, Any] = {}  # by id: a data set need not be hashable
+    pending = [dataset]
+    while pending:
+        ds = pending.pop()
+        if ds is None or id(ds) in seen:
+            continue
+        seen[id(ds)] = ds
+        if isinstance(ds, Subset):
+            pending.append(ds.dataset)
+        elif isinstance(ds, ConcatDataset):
+            pending.extend(reversed(ds.datasets))
+    return [ds for ds in seen.values() if hasattr(ds, "set_epoch")]
+
+
 def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     """Make epoch ``epoch``'s order and worker seeds a function of ``(seed, epoch)`` alone."""
     for part in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
         if part is not None and hasattr(part, "set_epoch"):
             part.set_epoch(epoch)
-    dataset = getattr(loader, "dataset", None)
-    if hasattr(dataset, "set_epoch"):  # a dataset that draws per item from (seed, epoch, index): video clips
+    for dataset in _epoch_datasets(getattr(loader, "dataset", None)):
         dataset.set_epoch(epoch)
     # a sampler made with a generator of its own (RandomSampler(ds, generator=g), WeightedRandomSampler's) draws
     # from it, not the loader's: left as it was, a resume replayed the sampler's first epoch

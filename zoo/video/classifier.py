@@ -132,6 +132,12 @@ class VideoClassifierMixin(ClassifierHead, Network):
         return VT.Compose([VT.Resize(resize, antialias=bool(cfg.get("antialias", True))), *crop, VT.ToFloat(),
                            VT.Normalize(cfg["mean"], cfg["std"])])
 
+    def predict_inputs(self) -> tuple[dict[str, int], Any]:
+        """``({"num_segments" or "frames_per_clip": T}, eval transform)``: how ``zoo.predict`` reads a video for this
+        network, from its recorded recipe (``video_cfg``); :func:`zoo.video.predict.predict_video` defaults to it."""
+        key, t = clip_recipe(self.video_cfg)
+        return {key: t}, self._transform(False)
+
     def _clip_options(self, train: bool) -> dict[str, Any]:
         key, t = clip_recipe(self.video_cfg)
         if key == "num_segments":
@@ -453,8 +459,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
         names = class_names(classes, self.video_cfg.get("classes"))
         if isinstance(inputs, torch.Tensor):
             if inputs.ndim not in (4, 5) or not inputs.is_floating_point() or not inputs.numel():
+                decoded = "" if inputs.is_floating_point() else (
+                    "; a decoded clip goes through the network's eval transform first: recipe, transform = "
+                    "model.predict_inputs(); load_clip(path, transform=transform, **recipe) (or pass the path)")
                 raise ValueError(f"a tensor input must be a preprocessed float clip (C, T, H, W) or batch "
-                                 f"(N, C, T, H, W), got {inputs.dtype} {tuple(inputs.shape)}")
+                                 f"(N, C, T, H, W), got {inputs.dtype} {tuple(inputs.shape)}{decoded}")
             if inputs.ndim == 4:
                 inputs = inputs.unsqueeze(0)
             takes = next(m.in_channels for m in self.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Conv3d)))
@@ -473,8 +482,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
             raise TypeError(f"zoo.predict on a video network takes a video file or folder path, a list of them, or "
                             f"a preprocessed float tensor (C, T, H, W) / (N, C, T, H, W); got {got}")
         paths = collect_files(items, VIDEO_EXTENSIONS, "video")
-        key, t = clip_recipe(self.video_cfg)
-        transform = self._transform(False)
+        recipe, transform = self.predict_inputs()
         results: list[tuple[int, dict[str, Any]]] = []  # (position in paths, row): a path may be given twice
         for start in range(0, len(paths), batch_size):
             clips, ok = [], []
@@ -484,7 +492,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
                         # and the network would give it a confident label (0.999) without a word
                         raise CorruptVideoError(f"{path} is an image, not a video: a video network classifies "
                                                 "clips (an image network, zoo.build('resnet18', ...), photos)")
-                    clips.append(load_clip(path, transform=transform, **{key: t}))
+                    clips.append(load_clip(path, transform=transform, **recipe))
                 except (CorruptVideoError, OSError) as err:
                     results.append((pos, unreadable_row(str(path), err)))
                     continue

@@ -73,6 +73,7 @@ __all__ = [
     "CorruptVideoError",
     "DecodeStats",
     "VideoMeta",
+    "check_thread_type",
     "decoder_thread_count",
     "probe",
     "read_all_frames",
@@ -161,13 +162,18 @@ _OPEN_KWARGS = {"metadata_errors": "ignore"} if int(av.__version__.split(".")[0]
 
 
 def _open(path: str | os.PathLike, options: dict[str, str] | None = None):
+    path = os.fspath(path)
+    # FFmpeg reads the text before a ':' as a protocol: "file:x.avi" opened x.avi, "12:30:00.avi" found no protocol
+    # "12". A file that exists here opens by its absolute path, which FFmpeg reads as a file whatever the name
+    # holds; other text (a URL such as "https://host/v.mp4") goes to FFmpeg as it is, as before.
+    where = os.path.abspath(path) if os.path.exists(path) else path
     try:
-        return av.open(os.fspath(path), options=options or {}, **_OPEN_KWARGS)
+        return av.open(where, options=options or {}, **_OPEN_KWARGS)
     except (av.error.FFmpegError, OSError) as err:
         # FFmpeg calls an empty file "Invalid data found when processing input", which hides the cause
         if os.path.isfile(path) and os.path.getsize(path) == 0:
-            raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: the file is empty (0 bytes)") from err
-        raise CorruptVideoError(f"cannot open video {os.fspath(path)!r}: {err}") from err
+            raise CorruptVideoError(f"cannot open video {path!r}: the file is empty (0 bytes)") from err
+        raise CorruptVideoError(f"cannot open video {path!r}: {err}") from err
 
 
 def probe(path: str | os.PathLike) -> VideoMeta:
@@ -319,6 +325,21 @@ if hasattr(os, "register_at_fork"):
 # FFmpeg 8.1, a 2-core AMD Zen 4, one process): yuv420p -> rgb24 took 290-320 us a 320x240 frame against
 # 52 us on one thread (640x480: 301 vs 134 us), while at 1280x720 threads win (286 vs 390 us).
 _THREADED_MIN_PIXELS = 1280 * 720
+
+
+def check_thread_type(thread_type: Any) -> Any:
+    """``thread_type`` as given where PyAV takes it (a name of ``av.codec.context.ThreadType``, as spelt there, or
+    a member); anything else is refused now, naming the choices: PyAV only looks the name up when a file opens,
+    and a data set made with ``"frame"`` failed at its first read with ``KeyError: 'frame'``."""
+    from av.codec.context import ThreadType
+
+    names = list(ThreadType.__members__)
+    if isinstance(thread_type, ThreadType) or (isinstance(thread_type, str) and thread_type in names):
+        return thread_type
+    from zoo.inputs import did_you_mean, either
+
+    raise ValueError(f"thread_type must be one of PyAV's decoder thread types {either(names)}, got "
+                     f"{thread_type!r}{did_you_mean(str(thread_type), names)}")
 
 
 _WARNED_LOG_THREADS = False  # the warning below, once per process

@@ -6,9 +6,9 @@
   (:func:`zoo.video.predict.clip_indices`, read through :class:`PredictedClips`), so ``accuracy`` is the
   share of the videos ``zoo.predict`` labels right;
 - on a clip dataset with several clips per video (one with ``video_index``: ``sampling="uniform"`` takes a
-  clip every ``step_between_clips`` frames, the usual UCF101 protocol), each video by the mean softmax of
-  its clips, and ``clip_accuracy`` scores the clips one by one (there a long video, with more clips,
-  weighs more);
+  clip every ``step_between_clips`` frames, the usual UCF101 protocol; or a ``Subset`` of one, as
+  ``random_split`` makes), each video by the mean softmax of its clips, and ``clip_accuracy`` scores the
+  clips one by one (there a long video, with more clips, weighs more);
 - on any other Dataset or DataLoader, each item is a video (:func:`zoo.engine.evaluate`).
 
 ``evaluate_videos(model, dataset)`` gives both numbers of any clip dataset; ``video_eval_fn`` plugs it into
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset, Subset, default_collate
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_loader, model_dtype, move_batch
@@ -102,6 +102,41 @@ class _WithVideoIndex(Dataset):
         return video, label, self.dataset.video_index(i)
 
 
+class _ClipSubset(Dataset):
+    """A ``Subset`` (``random_split``) of a clip dataset, its items keeping their videos: without ``video_index``
+    it was scored item by item, each clip of a ``uniform`` dataset counted as a video of its own."""
+
+    def __init__(self, dataset: Any, indices: Sequence[int]) -> None:
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.dataset[self.indices[i]]
+
+    def item_or_none(self, i: int) -> Any:
+        one = getattr(self.dataset, "item_or_none", None)
+        return one(self.indices[i]) if one is not None else self.dataset[self.indices[i]]
+
+    def video_index(self, i: int) -> int:
+        return self.dataset.video_index(self.indices[i])
+
+
+def _per_video(data: Any) -> Any:
+    """``data`` as a dataset with ``video_index`` where it is one, or a ``Subset`` (of a ``Subset`` ...) of one;
+    else ``data`` as it is (its items are the videos)."""
+    if not isinstance(data, Subset):
+        return data
+    inner = _per_video(data.dataset)
+    if not hasattr(inner, "video_index"):
+        return data
+    # through the inner Subsets' indices (random_split of a random_split) to the clip dataset's own
+    if isinstance(inner, _ClipSubset):
+        return _ClipSubset(inner.dataset, [inner.indices[int(i)] for i in data.indices])
+    return _ClipSubset(inner, [int(i) for i in data.indices])
+
+
 def _collate(items: list[Any]) -> Any:
     """A batch of the items that decoded (None when none did)."""
     kept = [i for i in items if i is not None]
@@ -127,6 +162,7 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
 
     batch_size = whole_number(batch_size, "batch_size")  # else torch's DataLoader message, without zoo's way out
     num_workers = whole_number(num_workers, "num_workers", minimum=0)
+    dataset = _per_video(dataset)
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
@@ -201,8 +237,9 @@ def evaluate_classifier(
     ``clip_accuracy``: also reported when some video has several clips. A Dataset or DataLoader without
     ``video_index`` goes to :func:`zoo.engine.evaluate` (its items are the videos), with ``engine_options``.
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
+    A ``Subset`` of a clip dataset (``random_split``) is scored by video too.
     """
-    if not hasattr(data, "video_index"):
+    if not hasattr(_per_video(data), "video_index"):
         from zoo.engine.evaluation import evaluate
         from zoo.engine.options import refuse_unknown_options
 

@@ -42,7 +42,9 @@ def load_clip(
     frames_per_clip: int | None = None,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """The clip :func:`predict_video` classifies: ``(C, T, H, W)`` uint8, or what ``transform`` makes of it."""
+    """The clip :func:`predict_video` classifies: ``(C, T, H, W)`` uint8, or what ``transform`` makes of it.
+    A zoo video network's own recipe and eval transform, as ``zoo.predict`` reads a video for it:
+    ``recipe, transform = model.predict_inputs(); load_clip(path, transform=transform, **recipe)``."""
     if num_segments is not None and frames_per_clip is not None:  # before probing: the call is wrong, not the file
         raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
                          f"frames_per_clip={frames_per_clip!r}")
@@ -65,12 +67,26 @@ def predict_video(
 ) -> torch.Tensor:
     """Class probabilities ``(num_classes,)`` for the video at ``path``.
 
-    ``num_segments``: TSN-style centre-of-segment frames (8 when neither is given); or
-    ``frames_per_clip`` consecutive frames from the middle of the video (for 3D models like R(2+1)D).
-    ``transform`` maps the ``(C, T, H, W)`` uint8 clip to the model's input (e.g. ``ToFloat`` +
-    ``Normalize``). ``device`` and ``amp``: see :func:`zoo.engine.devices.inference_placement`.
+    ``num_segments``: TSN-style centre-of-segment frames; or ``frames_per_clip`` consecutive frames from the
+    middle of the video (for 3D models like R(2+1)D). ``transform`` maps the ``(C, T, H, W)`` uint8 clip to the
+    model's input (e.g. ``ToFloat`` + ``Normalize``). A zoo video network (``video-tsn``, ``r2plus1d_18``)
+    records both: what is not given is its own, as ``zoo.predict`` reads the video; another model needs a
+    ``transform`` (and takes 8 segment centres when neither clip option is given).
+    ``device`` and ``amp``: see :func:`zoo.engine.devices.inference_placement`.
     """
     _, dtype = inference_placement(model, device, amp)
+    own = getattr(model, "predict_inputs", None)  # zoo's video networks: the recipe in their video_cfg
+    if own is not None and (transform is None or (num_segments is None and frames_per_clip is None)):
+        recipe, eval_transform = own()
+        if num_segments is None and frames_per_clip is None:
+            num_segments, frames_per_clip = recipe.get("num_segments"), recipe.get("frames_per_clip")
+        transform = eval_transform if transform is None else transform
+    if transform is None:  # before decoding: the call is wrong, not the file
+        raise ValueError(f"predict_video: {type(model).__name__} records no input recipe, and the decoded clip is "
+                         f"uint8 (C, T, H, W), which the network's float weights do not take (\"expected scalar "
+                         f"type Byte\"); pass transform= mapping it to the network's input, such as "
+                         f"zoo.video.transforms.Compose([Resize(...), CenterCrop(...), ToFloat(), "
+                         f"Normalize(IMAGENET_MEAN, IMAGENET_STD)]) with the size and statistics it was trained on")
     clip = load_clip(path, num_segments=num_segments, frames_per_clip=frames_per_clip, transform=transform)
     return forward_probs(model, clip.unsqueeze(0), dtype)[0]
 

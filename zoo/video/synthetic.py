@@ -12,20 +12,31 @@ Direction is only visible over time: a single frame of "moving left" looks like 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
 
 from zoo import fs
 from zoo._progress import ProgressBar
+from zoo.inputs import whole_number
 
 __all__ = ["CLASSES", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
 
 CLASSES = ("MoveRight", "MoveLeft", "MoveUp", "MoveDown", "Grow")
 _SHAPES = ("disc", "square", "triangle")
+
+
+# each field's command-line option (zoo video-synthetic), named in its error
+_OPTIONS = {"size": "--size", "num_frames": "--frames", "train_per_class": "--train-per-class",
+            "test_per_class": "--test-per-class", "seed": "--seed"}
+# written beside videos/ and splits/: the config the clips there were made with
+_STAMP = "synthetic.json"
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,17 @@ class SyntheticConfig:
     train_per_class: int = 40
     test_per_class: int = 12
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        # checked before any file is written: --train-per-class 0 wrote a data set that training then failed on
+        # (a class with no video), --frames 0 failed in the encoder after the folders were made
+        for field in dataclasses.fields(self):
+            option = _OPTIONS.get(field.name)
+            value = whole_number(getattr(self, field.name), field.name, minimum=0 if field.name == "seed" else 1,
+                                 hint=f"{option} on the command line" if option else "")
+            object.__setattr__(self, field.name, value)  # a Python int (NumPy's is no JSON for the stamp)
+        if self.size % 2 or self.size < 16:
+            raise ValueError(f"size must be even and >= 16 (--size on the command line), got {self.size}")
 
 
 def _mask(shape: str, cy: float, cx: float, r: float, size: int) -> np.ndarray:
@@ -122,14 +144,30 @@ def make_synthetic_actions(
 ) -> tuple[Path, Path]:
     """Write the data set under ``root``; returns ``(video_root, split_dir)`` for :class:`UCF101`.
 
-    Existing clips with the same name are kept (the generator is deterministic for a given config),
-    so a second call only fills in what is missing.
+    ``root/synthetic.json`` records the config. Called again with the same config, existing clips are kept (the
+    generator is deterministic for a given config), so a second call only fills in what is missing; with
+    another config (or no record), the clips are made again, and those of the old config that the new one does
+    not name are removed: a folder never mixes clips of two configs.
     """
-    if config.size % 2 or config.size < 16:
-        raise ValueError(f"size must be even and >= 16, got {config.size}")
     root = Path(root)
     videos, splits = root / "videos", root / "splits"
     splits.mkdir(parents=True, exist_ok=True)
+    train, test, jobs = _clip_list(config)
+    _forget_other_config(root, videos, config, [rel for rel, _, _ in jobs])
+    for rel, label, seed in ProgressBar(jobs, desc="generating clips", unit="clip", disable=not progress, leave=False):
+        dest = videos / rel
+        if dest.is_file():
+            continue
+        frames = render_clip(label, np.random.default_rng(seed), config.size, config.num_frames)
+        write_video(dest, frames, config.fps)
+    _write_lines(splits / "classInd.txt", [f"{i + 1} {c}" for i, c in enumerate(CLASSES)])
+    _write_lines(splits / "trainlist01.txt", train)
+    _write_lines(splits / "testlist01.txt", test)
+    return videos, splits
+
+
+def _clip_list(config: SyntheticConfig) -> tuple[list[str], list[str], list[tuple[str, int, int]]]:
+    """``(trainlist lines, testlist lines, [(clip path under videos/, label, seed)])`` of ``config``."""
     rng = np.random.default_rng(config.seed)
     train, test = [], []
     jobs = []
@@ -143,13 +181,34 @@ def make_synthetic_actions(
             rel = f"{name}/v_{name}_g{group:02d}_c{clip:02d}.avi"
             (test if is_test else train).append(rel if is_test else f"{rel} {label + 1}")
             jobs.append((rel, label, int(rng.integers(2**31))))
-    for rel, label, seed in ProgressBar(jobs, desc="generating clips", unit="clip", disable=not progress, leave=False):
-        dest = videos / rel
-        if dest.is_file():
-            continue
-        frames = render_clip(label, np.random.default_rng(seed), config.size, config.num_frames)
-        write_video(dest, frames, config.fps)
-    _write_lines(splits / "classInd.txt", [f"{i + 1} {c}" for i, c in enumerate(CLASSES)])
-    _write_lines(splits / "trainlist01.txt", train)
-    _write_lines(splits / "testlist01.txt", test)
-    return videos, splits
+    return train, test, jobs
+
+
+def _read_stamp(path: Path) -> dict[str, Any] | None:
+    try:
+        stamp = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or not ours
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def _forget_other_config(root: Path, videos: Path, config: SyntheticConfig, clips: list[str]) -> None:
+    """Remove the clips a run with another config left in ``videos`` (the stamp's, and those ``clips`` names), then
+    record ``config``: a second run kept every clip whose name it found, made at the first run's size, length and
+    seed. The stamp is written after the removal and before any clip: a run cut short leaves only clips of the
+    config it records, which the next run with that config keeps."""
+    stamp = root / _STAMP
+    wanted = dataclasses.asdict(config)
+    old = _read_stamp(stamp)
+    if old == wanted:
+        return
+    stale = set(clips)
+    try:
+        before = SyntheticConfig(**old) if old is not None else None
+    except (TypeError, ValueError):  # a stamp of another version: the clips this config names are all we know
+        before = None
+    if before is not None:
+        stale |= {rel for rel, _, _ in _clip_list(before)[2]}
+    for rel in sorted(stale):
+        (videos / rel).unlink(missing_ok=True)
+    fs.write_text(stamp, json.dumps(wanted, indent=1) + "\n")

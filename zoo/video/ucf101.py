@@ -35,8 +35,16 @@ from torch.utils.data import Dataset
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.heap import keep_freed_memory_in_worker
+from zoo.inputs import whole_number
 from zoo.video import sampling as S
-from zoo.video.decoding import CorruptVideoError, DecodeStats, VideoMeta, probe, read_frames
+from zoo.video.decoding import (
+    CorruptVideoError,
+    DecodeStats,
+    VideoMeta,
+    check_thread_type,
+    probe,
+    read_frames,
+)
 from zoo.video.splits import read_class_index, read_split
 
 __all__ = ["UCF101", "VideoClipDataset"]
@@ -56,6 +64,31 @@ def _mix64(x: int) -> int:
 
 def _item_seed(seed: int, epoch: int, item: int) -> int:
     return _mix64(_mix64(_mix64(seed & _MASK64) ^ (epoch & _MASK64)) ^ (item & _MASK64))
+
+
+def _shared_epoch(epoch: int) -> torch.Tensor:
+    # in shared memory: DataLoader workers (forked, or spawned and handed the dataset by torch's pickler) read the
+    # value set_epoch writes in the main process; a plain attribute stayed at the value the workers were made with,
+    # so persistent_workers=True drew epoch 0's clips every epoch
+    return torch.full((), epoch, dtype=torch.int64).share_memory_()
+
+
+def _clip_options(sampling: Any, frames_per_clip: Any, step_between_clips: Any, num_segments: Any,
+                  short_video: Any) -> tuple[int, int, int]:
+    """``(frames_per_clip, step_between_clips, num_segments)`` checked, as Python ints (``num_segments`` 8 where
+    None). Checked when the data set is made, not at its first read: ``frames_per_clip=2.5`` read 3 frames
+    (uniform) or failed deep in torch (random), ``num_segments=0`` at the first item."""
+    if sampling not in S.SAMPLINGS:
+        raise ValueError(f"sampling must be one of {S.SAMPLINGS}, got {sampling!r}")
+    if sampling != "segments" and num_segments is not None:
+        raise ValueError("num_segments only applies to sampling='segments'")
+    if short_video not in ("loop", "pad"):
+        raise ValueError(f"short_video must be 'loop' or 'pad', got {short_video!r}")
+    frames_per_clip = whole_number(frames_per_clip, "frames_per_clip")
+    step_between_clips = whole_number(step_between_clips, "step_between_clips",
+                                      hint="frames between the starts of consecutive uniform clips")
+    num_segments = whole_number(num_segments, "num_segments", allow_none=True, hint="one frame from each of T segments")
+    return frames_per_clip, step_between_clips, 8 if num_segments is None else num_segments
 
 
 class VideoClipDataset(Dataset):
@@ -81,33 +114,27 @@ class VideoClipDataset(Dataset):
         seed: int | None = None,
         size: tuple[int, int] | None = None,
     ) -> None:
-        if sampling not in S.SAMPLINGS:
-            raise ValueError(f"sampling must be one of {S.SAMPLINGS}, got {sampling!r}")
-        if sampling != "segments" and num_segments is not None:
-            raise ValueError("num_segments only applies to sampling='segments'")
-        if short_video not in ("loop", "pad"):
-            raise ValueError(f"short_video must be 'loop' or 'pad', got {short_video!r}")
-        if frames_per_clip < 1 or step_between_clips < 1:
-            raise ValueError(
-                f"frames_per_clip and step_between_clips must be >= 1, got {frames_per_clip}, {step_between_clips}"
-            )
+        frames_per_clip, step_between_clips, num_segments = _clip_options(
+            sampling, frames_per_clip, step_between_clips, num_segments, short_video)
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.frames_per_clip = frames_per_clip
         self.step_between_clips = step_between_clips
         self.sampling = sampling
-        self.num_segments = num_segments if num_segments is not None else 8
+        self.num_segments = num_segments
         self.train = train
         self.frame_rate = frame_rate
         self.transform = transform
         self.short_video = short_video
         self.strict = strict
-        self.thread_type = thread_type
-        self.thread_count = thread_count
+        self.thread_type = check_thread_type(thread_type)
+        self.thread_count = whole_number(thread_count, "thread_count", minimum=0, allow_none=True,
+                                         hint="decoder threads, 0: FFmpeg's choice")
         if size is not None and (len(size) != 2 or min(int(s) for s in size) < 1):
             raise ValueError(f"size must be (height, width) of positive ints or None, got {size!r}")
         self.size = None if size is None else (int(size[0]), int(size[1]))
-        self.seed = seed
+        # a Python int: NumPy's (a sweep's np.int64) overflowed in _item_seed's 64-bit masking
+        self.seed = whole_number(seed, "seed", minimum=None, allow_none=True)
         self.stats = DecodeStats()  # this process's decoding cost (each DataLoader worker has its own)
         self.failed_reads = 0
 
@@ -139,12 +166,33 @@ class VideoClipDataset(Dataset):
         if sampling == "uniform":
             counts = [S.num_uniform_clips(n, frames_per_clip, step_between_clips) for n in self._lengths]
             self._cum = torch.tensor(counts, dtype=torch.int64).cumsum(0)
-        self.epoch = 0
+        self._epoch = _shared_epoch(0)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch)
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._epoch.fill_(whole_number(epoch, "epoch", minimum=None))
 
     def set_epoch(self, epoch: int) -> None:
         """With ``seed``, the epoch whose clips ``random`` / ``segments`` sampling draws (as
-        ``DistributedSampler.set_epoch``; ``zoo.train`` calls it before every epoch)."""
-        self.epoch = int(epoch)
+        ``DistributedSampler.set_epoch``; ``zoo.train`` calls it before every epoch). DataLoader workers see it,
+        persistent ones too (the epoch is kept in shared memory)."""
+        self.epoch = epoch
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if not self._epoch.is_shared():  # plain pickle and deepcopy give a private tensor: workers made from
+            # this copy would not see its set_epoch (torch's pickler for workers hands over the shared one)
+            self._epoch = _shared_epoch(int(self._epoch))
+
+    def __copy__(self) -> VideoClipDataset:
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied._epoch = _shared_epoch(self.epoch)  # its own epoch, as each copy had while it was an int
+        return copied
 
     # -- index -------------------------------------------------------------------------------------
 
