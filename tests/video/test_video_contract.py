@@ -226,6 +226,18 @@ def test_predict_gives_one_row_per_input_in_the_order_given_also_for_a_repeated_
         assert rows[0]["prob"] == pytest.approx(rows[2]["prob"]) and rows[1]["prob"] == pytest.approx(rows[3]["prob"])
 
 
+def test_predict_takes_progress_as_every_family_does_and_shows_a_bar_over_the_videos(folder, capsys):
+    """Before: ``progress=`` was refused (UnknownOptionError) by the video family's predict alone, so code that
+    passed it to every model broke here, and a folder of videos had no bar."""
+    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar"))
+    videos = [folder / "a" / "0.avi", folder / "b" / "1.avi"]
+    quiet = zoo.predict(model, videos, amp=None, progress=False)
+    assert "video" not in capsys.readouterr().err
+    shown = zoo.predict(model, videos, amp=None, progress=True)
+    assert "2/2" in capsys.readouterr().err
+    assert [r["prob"] for r in shown] == [r["prob"] for r in quiet]
+
+
 def test_predict_takes_tensors_and_batch_size_and_checks_its_arguments(folder):
     torch.manual_seed(0)
     model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()

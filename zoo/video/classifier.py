@@ -427,7 +427,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
 
     # -- zoo.predict ---------------------------------------------------------------------------------------
     def zoo_predict(self, inputs: Any, *, topk: int = 1, batch_size: int = 8, device: str | torch.device | None = None,
-                    amp: str | None = "auto", classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                    amp: str | None = "auto", classes: Sequence[str] | None = None,
+                    progress: bool = False) -> list[dict[str, Any]]:
         """Video files or folders of them -> one dict per video: ``{"input", "label", "index", "prob", "topk"}``.
 
         ``inputs``: a video file, a folder (recursively), a list of both, or an already preprocessed float
@@ -438,21 +439,14 @@ class VideoClassifierMixin(ClassifierHead, Network):
         (``device=`` moves the model there), at ``amp="auto"``: bf16 where this device computes the network's
         convolutions (2-D for TSN, 3-D for R(2+1)D) faster in it; ``amp=None`` is exact fp32. Labels are
         ``classes`` (one name per output), else the class names the model records, else the indices.
+        ``progress=True`` shows a bar over the videos.
         """
         import torch
-        from torchvision.datasets.folder import IMG_EXTENSIONS
 
+        from zoo._progress import ProgressBar
         from zoo.engine.devices import inference_placement
-        from zoo.inputs import (
-            check_predict_options,
-            class_names,
-            class_rows,
-            collect_files,
-            unreadable_row,
-            warn_unreadable,
-        )
-        from zoo.video.decoding import CorruptVideoError
-        from zoo.video.predict import forward_probs, load_clip
+        from zoo.inputs import check_predict_options, class_names, class_rows, collect_files, warn_unreadable
+        from zoo.video.predict import forward_probs
 
         topk, batch_size = check_predict_options(topk, batch_size)
         _, dtype = inference_placement(self, device, amp)
@@ -482,6 +476,21 @@ class VideoClassifierMixin(ClassifierHead, Network):
             raise TypeError(f"zoo.predict on a video network takes a video file or folder path, a list of them, or "
                             f"a preprocessed float tensor (C, T, H, W) / (N, C, T, H, W); got {got}")
         paths = collect_files(items, VIDEO_EXTENSIONS, "video")
+        with ProgressBar(total=len(paths), desc="predict", unit="video", disable=not progress) as bar:
+            rows = self._predict_paths(paths, batch_size, dtype, topk, names, bar)
+        warn_unreadable(rows, "videos")
+        return rows
+
+    def _predict_paths(self, paths: list[Path], batch_size: int, dtype: Any, topk: int, names: Any,
+                       bar: Any) -> list[dict[str, Any]]:
+        """:meth:`zoo_predict`'s rows for video files, in their order, ``batch_size`` clips at a time."""
+        import torch
+        from torchvision.datasets.folder import IMG_EXTENSIONS
+
+        from zoo.inputs import class_rows, unreadable_row
+        from zoo.video.decoding import CorruptVideoError
+        from zoo.video.predict import forward_probs, load_clip
+
         recipe, transform = self.predict_inputs()
         results: list[tuple[int, dict[str, Any]]] = []  # (position in paths, row): a path may be given twice
         for start in range(0, len(paths), batch_size):
@@ -500,9 +509,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
             if clips:
                 rows = class_rows([p for _, p in ok], forward_probs(self, torch.stack(clips), dtype), topk, names)
                 results += zip((pos for pos, _ in ok), rows)
-        rows = [row for _, row in sorted(results, key=lambda r: r[0])]
-        warn_unreadable(rows, "videos")
-        return rows
+            bar.update(len(paths[start:start + batch_size]))
+        return [row for _, row in sorted(results, key=lambda r: r[0])]
 
     # -- zoo.save ------------------------------------------------------------------------------------------
     def zoo_state(self):
