@@ -153,9 +153,15 @@ def test_stale_part_of_another_file_never_blocks_a_pull(tiny_model, weights_home
     stale = hub.cached_path(big).with_name(big.filename + ".part")
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"\0" * (big.size - 100))  # an interrupted download nobody is resuming
+    # the user's own .part files in the folder (it may be any folder: --cache-dir): no pull put them there
+    mine = [hub.cache_root() / "notes.part", hub.cache_root() / "20240131" / "report-20240131.txt.part"]
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"draft")
     disk_quota(hub.cache_root(), big.size)  # the stale part leaves less room than the small file needs
     assert hub.sha256_file(zoo.pull(small.name, progress=False)) == small.sha256
     assert not stale.exists()
+    assert all(path.read_bytes() == b"draft" for path in mine)  # before: deleted with the stale one
 
 
 def test_orphaned_temp_files_are_swept_at_the_next_pull(tiny_model, weights_home):

@@ -36,7 +36,7 @@ from zoo.hub.manifest import WeightsEntry, read_manifest
 from zoo.hub.store import URL_DIR, cache_root, cached_path, datasets_root, zoo_home
 from zoo.hub.verified import MARKER_SUFFIX, recorded, stored_sha256, zoo_marker
 
-__all__ = ["CacheCheck", "CacheItem", "cache_info", "cache_places", "clean_cache", "verify_cache"]
+__all__ = ["CacheCheck", "CacheItem", "cache_info", "cache_places", "clean_cache", "partial_downloads", "verify_cache"]
 
 _BOOKKEEPING = (".lock", MARKER_SUFFIX, ".sha256", RESUME_SUFFIX)
 
@@ -139,6 +139,12 @@ def _download_items(root: Path, entries: dict[Path, WeightsEntry], *, datasets: 
 def _weights_items(root: Path) -> list[CacheItem]:
     entries = {cached_path(e, root): e for e in read_manifest(missing_ok=True).values()}
     return _download_items(root, entries, urls=root == cache_root())  # URL pulls write to the default cache only
+
+
+def partial_downloads(root: Path) -> list[Path]:
+    """The ``.part`` files of zoo's interrupted pulls in the weights cache ``root`` (by the evidence the module's
+    docstring names), which a pull short of room may reclaim."""
+    return [item.path for item in _weights_items(root) if item.kind == "partial"]
 
 
 def _hf_items() -> list[CacheItem]:

@@ -522,11 +522,15 @@ def download_lock(dest: Path, *, wait: float | None = None, warn_unlocked: bool 
 
 
 def reclaim_stale_parts(root: Path, keep: Path) -> int:
-    """Delete ``*.part`` files under ``root`` that no live download holds (their lock is free); return
-    the bytes freed. A stale partial download of one file must never block the pull of another."""
+    """Delete the partial downloads under the weights cache ``root`` that no live download holds (their lock is
+    free); return the bytes freed. A stale partial download of one file must never block the pull of another.
+    Only zoo's own (:func:`zoo.hub.cache.partial_downloads`): ``root`` may be any folder (``--cache-dir``), and
+    a ``.part`` file there with no evidence of a pull is the user's."""
+    from zoo.hub.cache import partial_downloads  # the cache module reads this one's records
+
     freed = 0
-    for part in root.rglob("*.part"):
-        if part == keep or part.is_symlink() or not part.is_file():
+    for part in partial_downloads(root):
+        if part == keep:
             continue
         try:
             with download_lock(part.with_suffix(""), wait=0, warn_unlocked=False) as lock:
