@@ -107,6 +107,30 @@ def seeded_build(seed: Any):
     return seeded(FitConfig.seed if seed is None else seed)
 
 
+SEED_MAX = 2**32 - 1
+"""The largest ``seed=``: scikit-learn's ``random_state`` takes seeds in [0, 2**32 - 1]; torch and gymnasium take
+larger ones, so a seed above it trained a network or an agent and was refused by the PCA + SVM pipeline alone."""
+
+
+def _plain_seed(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its ``seed`` checked once for every family, as the plain int they all take: a whole number in
+    [0, :data:`SEED_MAX`] (``np.int64(3)`` from a grid search too; ``2.7`` and ``True`` are no seeds), or None,
+    which is no seed given (the family's default: seed 0, TD3's agent seed). Each family met the others' seeds
+    in its own way: None failed in one and not another, ``2.7`` became 2, -1 was gymnasium's error."""
+    if "seed" not in config:
+        return config
+    from zoo.inputs import whole_number
+
+    rest = {k: v for k, v in config.items() if k != "seed"}
+    if config["seed"] is None:
+        return rest
+    hint = f"at most 2**32 - 1 = {SEED_MAX}"
+    seed = whole_number(config["seed"], "seed", minimum=0, allow_none=True, hint=hint)
+    if seed > SEED_MAX:
+        raise ValueError(f"seed must be an int >= 0 or None ({hint}), got {seed}")
+    return {**rest, "seed": seed}
+
+
 def _is_module(model: Any) -> bool:
     from torch import nn
 
@@ -181,11 +205,13 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
     its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``: one of them given here with another
     value is not applied, and a warning says so; its generator is reseeded from ``(seed, epoch)`` every epoch
     (:func:`zoo.engine.fit`), so ``seed`` fixes its shuffle, not the seed the generator was made with. By name,
-    the model's initial weights are drawn after seeding with ``seed`` (default 0, the loops' default), so the same
+    the model's initial weights are drawn after seeding with ``seed`` (default 0, the loops' default; in every family a
+    whole number in [0, 2**32 - 1], None being no seed given: :func:`_plain_seed`), so the same
     seed, data and precision repeat the run. A model passed in keeps the weights it was built with: ``seed`` then fixes the
     data order, dropout and noise, not the initial weights (seed before building, ``torch.manual_seed(s)``,
     or pass ``seed=`` to a builder that takes one, such as ``td3``'s).
     """
+    config = _plain_seed(config)  # before a model is built by name with it
     with _naming_config_keys(model_or_name, "train"), loader_options_said():
         data, config = _callers_data(data, config, "train")
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
@@ -227,6 +253,7 @@ def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_class
     the same weights every time). Returns a :class:`zoo.engine.TrainResult`.
     """
     _check_device(config)  # as evaluate / predict check it: by name, before a model is built for nothing
+    config = _plain_seed(config)
     if num_classes is not None:  # named in the signature, as design.md gives it; the family's surgery reads it
         config["num_classes"] = num_classes
     with _naming_config_keys(model_or_name, "finetune"), loader_options_said():
@@ -307,6 +334,7 @@ def evaluate(model: Any, data: Any = None, **config: Any) -> dict[str, float]:
     forms ``train`` takes); returns ``{metric: value}``, proportions as fractions in [0, 1] (``kappa`` in
     [-1, 1]), with the same metric names in every family."""
     _check_device(config)
+    config = _plain_seed(config)  # an evaluation's episodes (TD3) or split (hyperspectral) take it
     model = strip_parallel(_named(model), "zoo_evaluate")
     _refuse_unknown(model, "evaluate", config)
     data, config = _callers_data(data, config, "evaluate")

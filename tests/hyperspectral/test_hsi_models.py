@@ -479,8 +479,8 @@ def test_pca_svm_names_unknown_options_and_refuses_scene_options_with_pixels():
     X, y = scene.pixels(scene.labels > 0), scene.labels[scene.labels > 0]
     for data in (scene, (X, y)):
         with pytest.raises(TypeError, match=r"zoo.evaluate on hsi-pca-svm: unknown option\(s\) 'batchsize'; it takes "
-                                            r"block, cube_key, gt_key, guard, labels, mask, on_overlap, seed, "
-                                            r"split"):
+                                            r"block, cube_key, gt_key, guard, labels, mask, on_overlap, progress, "
+                                            r"seed, split"):
             zoo.evaluate(svm, data, batchsize=8)
         with pytest.raises(ValueError, match=r"on_overlap must be one of \('error', 'exclude'\); got 'bogus'"):
             zoo.evaluate(svm, data, on_overlap="bogus")

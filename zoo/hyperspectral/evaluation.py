@@ -22,12 +22,30 @@ from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, s
 log = logging.getLogger(__name__)
 
 __all__ = ["SCENE_INPUTS", "SPLIT_OPTIONS", "array_input", "as_scene", "auto_split", "class_colors", "cube_key_hint",
-           "given_split_mask", "metrics_from_scores", "plot_classification_map", "refuse_scene_options",
-           "require_classes", "require_valid_pixels", "resolve_split", "score_labels", "score_map", "scored_pixels",
-           "warn_background_class"]
+           "given_split_mask", "metrics_from_scores", "plot_classification_map", "recorded_options",
+           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels",
+           "score_map", "scored_pixels", "warn_background_class"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
+
+# the options a training run records (the split, with the weights; the recipe, in its checkpoints) that are whole
+# numbers: their least value and what they count. The others (fractions, noise, flags) are checked where they are read.
+_RECORDED_COUNTS: dict[str, tuple[int, str]] = {
+    "seed": (0, ""), "window": (1, "the side of the window around a pixel, in pixels"),
+    "block": (1, "the side of a tile, in pixels"), "val_block": (1, "the side of a held-out tile, in pixels")}
+
+
+def recorded_options(**options: Any) -> dict[str, Any]:
+    """``options`` of a training run as the plain Python values its record holds: a NumPy number from a grid
+    search (``np.int64(8)``, ``np.float32(0.3)``) trained, and then ``zoo.save`` refused the model, whose JSON
+    could not hold the split it recorded. Whole numbers (:data:`_RECORDED_COUNTS`) are checked here, before any
+    work, by :func:`zoo.inputs.whole_number`; the others are NumPy's scalars made Python's, and checked where read."""
+    from zoo.hyperspectral.serialize import python_number
+    from zoo.inputs import whole_number
+
+    return {name: whole_number(value, name, minimum=_RECORDED_COUNTS[name][0], hint=_RECORDED_COUNTS[name][1])
+            if name in _RECORDED_COUNTS else python_number(value) for name, value in options.items()}
 
 
 def refuse_scene_options(call: str, given: Mapping[str, Any]) -> None:

@@ -9,15 +9,17 @@ feature maps, then three dense layers with dropout classify the centre pixel of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from zoo.config import renamed_fields
+from zoo.engine.head import reset_classifier
 from zoo.hyperspectral.patches import PADDING_MODES
 from zoo.hyperspectral.scene_model import SPECTRAL_NORMS, SceneClassifierMixin
+from zoo.inputs import whole_number
 
 __all__ = ["HybridSN", "HybridSNConfig"]
 
@@ -90,6 +92,17 @@ class HybridSN(SceneClassifierMixin, nn.Module):
             nn.Dropout(c.dropout),
             nn.Linear(128, c.num_classes),
         )
+
+    def get_classifier(self) -> nn.Linear:
+        """The output layer (timm's name, as every zoo classifier has it: :mod:`zoo.engine.head`)."""
+        return self.classifier[-1]
+
+    def reset_classifier(self, num_classes: int) -> None:
+        """A fresh output layer of ``num_classes`` outputs (timm's name: :func:`zoo.engine.head.reset_classifier`),
+        recorded in the config, which ``zoo.save`` writes: the file rebuilds a network of this size."""
+        num_classes = whole_number(num_classes, "num_classes", minimum=2, hint="class ids 1..num_classes")
+        reset_classifier(self, num_classes)
+        self.config = replace(self.config, num_classes=num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config

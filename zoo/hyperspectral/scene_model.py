@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 import warnings
 from typing import Any, ClassVar
@@ -27,6 +28,7 @@ from zoo.hyperspectral.evaluation import (
     cube_key_hint,
     default_scene,
     given_split_mask,
+    recorded_options,
     require_valid_pixels,
     resolve_split,
     score_map,
@@ -253,25 +255,68 @@ class SceneClassifierMixin:
         that share of the training pixels as whole ``val_block``-pixel tiles (see
         :func:`~zoo.hyperspectral.splits.holdout_blocks`), validate on them each epoch (with
         ``early_stopping_patience`` to stop) and end with the weights of the best epoch by ``monitor``
-        (default ``val_loss``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
+        (default ``val_loss``). ``val_data``: a scene to validate on every epoch instead (a Scene with ground
+        truth, a scene file or a data set name: every labelled pixel's window, reduced with the preprocessing
+        fitted on the training pixels, as the training windows are), or ready windows (a Dataset, DataLoader or
+        ``(X, y)``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
         The checkpoints record the scene's fingerprint, the split (its training pixels) and the recipe: a
         resume with any of them changed is refused, so no test pixel was trained on before the resume.
         ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``)."""
         from zoo.engine import RestoreBest, fit
         from zoo.engine.resume import with_recipe
-        from zoo.hyperspectral.splits import holdout_blocks
 
         arch = dataclasses.asdict(self.config)
         if isinstance(data, (Dataset, DataLoader)):
             if gt_key is not None or cube_key is not None:
                 raise ValueError("gt_key= / cube_key= name arrays of a .mat scene file; a Dataset of windows is "
                                  "trained on as it comes: leave them out")
+            val_scene = self._validation_scene(val_data)
+            if val_scene is not None:  # reduced with the preprocessing the model holds (none: reduce says so)
+                val_data = self._windows(self.reduce(val_scene), val_scene.labels, val_scene.labels > 0)
             forget_training_split(self)  # these windows may be an earlier scene run's test pixels
             return fit(self, data, val_data, seed=seed, **with_recipe(fit_kwargs, model=arch, name=self.registry_name))
+        options = recorded_options(train_fraction=train_fraction, seed=seed, block=block, augment=augment,
+                                   noise_std=noise_std, val_fraction=val_fraction, val_block=val_block)
+        if options["val_fraction"] and val_data is not None:
+            raise ValueError("give val_data or val_fraction (held-out training tiles), not both")
         scene = as_scene(data, labels, gt_key=gt_key, cube_key=cube_key)
         self.require_bands(scene)  # before the split, whose warnings would come first for a scene refused anyway
-        sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed,
-                           window=self.config.window, block=block, train_mask=train_mask)
+        val_scene = self._validation_scene(val_data, scene.n_bands)  # read and checked before any training
+        sp, fit_mask, held_out = self._training_pixels(scene, split, train_mask, options)
+        t0 = time.perf_counter()
+        self.fit_preprocessor(scene, fit_mask)
+        reduced = self.reduce(scene)
+        train_ds = self._windows(reduced, scene.labels, fit_mask, augment=options["augment"],
+                                 noise_std=options["noise_std"])
+        fit_kwargs.setdefault("monitor", "train_loss" if val_data is None and held_out is None else "val_loss")
+        if held_out is not None:
+            val_data = self._windows(reduced, scene.labels, held_out)
+            fit_kwargs["callbacks"] = [*fit_kwargs.get("callbacks", ()),
+                                       RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
+        elif val_scene is not None:
+            val_data = self._windows(self.reduce(val_scene), val_scene.labels, val_scene.labels > 0)
+        self.split_ = ({"split": sp.info["split"], "train_fraction": options["train_fraction"], "seed": options["seed"],
+                        "window": self.config.window, "block": options["block"]} if isinstance(split, str) else None)
+        self.last_split_ = sp
+        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
+                                                         given_split_mask(scene, sp, train_mask))
+        recipe = scene_recipe(scene, sp, **{k: v for k, v in options.items() if k != "seed"})
+        result = fit(self, train_ds, val_data, seed=options["seed"],
+                     **with_recipe(fit_kwargs, data=recipe, model=arch, name=self.registry_name))
+        if result.history:
+            result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
+            if held_out is not None:
+                result.history[-1]["held_out_pixels"] = int(held_out.sum())
+        return result
+
+    def _training_pixels(self, scene: Scene, split: Any, train_mask: Any,
+                         options: dict[str, Any]) -> tuple[Any, np.ndarray, np.ndarray | None]:
+        """``(split, fit mask, held-out mask or None)``: the scene's split, checked against the network's outputs
+        and the pixels' spectra, and the ``val_fraction`` of its training pixels held out as whole tiles."""
+        from zoo.hyperspectral.splits import holdout_blocks
+
+        sp = resolve_split(scene, split=split, train_fraction=options["train_fraction"], seed=options["seed"],
+                           window=self.config.window, block=options["block"], train_mask=train_mask)
         # every labelled pixel, not only the training ones: a class beyond the outputs that only the
         # test set holds would make the evaluation after training fail
         n_cls = int(scene.labels.max())
@@ -279,38 +324,49 @@ class SceneClassifierMixin:
             raise ValueError(f"the scene has classes up to {n_cls}; the model was built with num_classes="
                              f"{self.config.num_classes} (build it with num_classes={n_cls})")
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
-        fit_mask, held_out = sp.train, None
-        if val_fraction:
-            if val_data is not None:
-                raise ValueError("give val_data or val_fraction (held-out training tiles), not both")
-            fit_mask, held_out = holdout_blocks(sp.train, scene.labels, val_fraction, block=val_block, seed=seed)
-            if not held_out.any():
-                raise ValueError(f"val_fraction={val_fraction} with {val_block}-pixel tiles holds out no training "
-                                 f"pixel ({int(sp.train.sum())} training pixels); raise it or use smaller tiles")
-        t0 = time.perf_counter()
-        self.fit_preprocessor(scene, fit_mask)
-        reduced = self.reduce(scene)
-        window = {"window": self.config.window, "padding": self.padding}
-        train_ds = PatchDataset.from_mask(reduced, scene.labels, fit_mask, augment=augment, noise_std=noise_std,
-                                          **window)
-        fit_kwargs.setdefault("monitor", "train_loss" if val_data is None and held_out is None else "val_loss")
-        if held_out is not None:
-            val_data = PatchDataset.from_mask(reduced, scene.labels, held_out, **window)
-            fit_kwargs["callbacks"] = [*fit_kwargs.get("callbacks", ()),
-                                       RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
-        self.split_ = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
-                        "window": self.config.window, "block": block} if isinstance(split, str) else None)
-        self.last_split_ = sp
-        self.training_record_ = TrainingRecord.from_mask(scene, sp.train, self.split_ or {"split": sp.name},
-                                                         given_split_mask(scene, sp, train_mask))
-        recipe = scene_recipe(scene, sp, train_fraction=train_fraction, block=block, augment=augment,
-                              noise_std=noise_std, val_fraction=val_fraction, val_block=val_block)
-        result = fit(self, train_ds, val_data, seed=seed, **with_recipe(fit_kwargs, data=recipe, model=arch, name=self.registry_name))
-        if result.history:
-            result.history[-1]["preprocess_and_train_seconds"] = time.perf_counter() - t0
-            if held_out is not None:
-                result.history[-1]["held_out_pixels"] = int(held_out.sum())
-        return result
+        if not options["val_fraction"]:
+            return sp, sp.train, None
+        fit_mask, held_out = holdout_blocks(sp.train, scene.labels, options["val_fraction"],
+                                            block=options["val_block"], seed=options["seed"])
+        if not held_out.any():
+            raise ValueError(f"val_fraction={options['val_fraction']} with {options['val_block']}-pixel tiles holds "
+                             f"out no training pixel ({int(sp.train.sum())} training pixels); raise it or use "
+                             "smaller tiles")
+        return sp, fit_mask, held_out
+
+    def _validation_scene(self, val_data: Any, bands: int | None = None) -> Scene | None:
+        """``val_data`` given in the family's own form (a Scene with ground truth, a scene file or a data set
+        name) read and checked before any training (``bands``: the training scene's); its windows are cut once
+        the preprocessing is fitted. None where it is windows already (a Dataset, a DataLoader or ``(X, y)``,
+        which the engine takes as they come) or not given. Anything else is a TypeError here: the engine took a
+        path's characters for samples, after a whole epoch."""
+        if val_data is None or isinstance(val_data, (Dataset, DataLoader)) or (
+                isinstance(val_data, tuple) and len(val_data) == 2):
+            return None
+        if not isinstance(val_data, (str, os.PathLike, Scene)):
+            raise TypeError(f"val_data for {self.registry_name}: expected a Scene with ground truth, a scene file or "
+                            f"a data set name (its labelled pixels, reduced as the training scene is), a Dataset or "
+                            f"DataLoader of windows, or (X, y) windows; got {type(val_data).__name__}")
+        scene = as_scene(val_data)
+        if scene.labels is None or not (scene.labels > 0).any():
+            raise ValueError(f"val_data: scene {scene.name!r} has no labelled pixels to validate on; give its ground "
+                             f"truth with it: val_data=zoo.hyperspectral.load_scene(path, gt=FILE)")
+        if bands is not None and scene.n_bands != bands:
+            raise ValueError(f"val_data: scene {scene.name!r} has {scene.n_bands} bands, the training scene {bands}: "
+                             f"the preprocessing fitted on the one reduces only scenes of its bands")
+        n = int(scene.labels.max())
+        if n > self.config.num_classes:
+            raise ValueError(f"val_data: scene {scene.name!r} has classes up to {n}; this {self.registry_name} has "
+                             f"num_classes={self.config.num_classes} outputs (class ids 1..{self.config.num_classes})")
+        require_valid_pixels(scene, scene.labels > 0, "among the validation pixels")
+        return scene
+
+    def _windows(self, reduced: np.ndarray, labels: np.ndarray, mask: np.ndarray,
+                 **augmentation: Any) -> PatchDataset:
+        """The windows of the pixels of ``mask`` in a reduced scene, as the network reads them (its window side
+        and border padding): training, held-out and validation pixels alike."""
+        return PatchDataset.from_mask(reduced, labels, mask, window=self.config.window, padding=self.padding,
+                                      **augmentation)
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
                      batch_size: int = 256, amp: str | None = "auto", on_overlap: str = "error", tta: bool = False,
@@ -551,6 +607,9 @@ def _drops_preprocessing(model: nn.Module, path, entry, asked: str | None) -> bo
 
 def load_scene_model(model: nn.Module, path, entry=None, requested: dict[str, Any] | None = None) -> nn.Module:
     """``load_weights`` for the registry: preprocessing buffers (any scene's band count) then the network."""
+    from types import SimpleNamespace
+
+    from zoo.engine.head import take_file_head
     from zoo.hub import load_into, load_state_dict
 
     sd = load_state_dict(path)
@@ -573,6 +632,11 @@ def load_scene_model(model: nn.Module, path, entry=None, requested: dict[str, An
                              f"model asks for n_bands={model.config.n_bands}: leave n_bands out of zoo.build (it "
                              f"comes from the file), or train a new model for {model.config.n_bands} bands")
         model.set_preprocessor(*(sd[k].float() for k in PRE_KEYS))
+    # a plain state dict (torch.save(net.state_dict()), a .pth) records no config: its trained output layer sizes
+    # the network's unless num_classes was asked for, as resnet18's and the video models' heads are sized
+    # (take_file_head reads a torchvision "fc"; HybridSN's output layer is classifier.7)
+    take_file_head(SimpleNamespace(fc=model.get_classifier(), reset_classifier=model.reset_classifier),
+                   {"fc.weight": sd.get(HEAD_PREFIX + "weight")}, requested)
     # another num_classes is a new classifier output layer, left freshly initialised with a warning (as for
     # the other families' heads); any other shape (window, n_bands) cannot be adapted and is an error
     load_into(model, sd, reinit=(HEAD_PREFIX,))

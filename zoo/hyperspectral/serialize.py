@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["META_KEY", "estimator_state", "pack_json", "restore_estimator", "unpack_json"]
+__all__ = ["META_KEY", "estimator_state", "pack_json", "python_number", "restore_estimator", "unpack_json"]
 
 META_KEY = "__meta__"
 
@@ -53,13 +53,13 @@ def estimator_state(est: Any, prefix: str) -> tuple[dict[str, torch.Tensor], dic
             plain[name] = {"value": json.loads(json.dumps(value))}
         elif isinstance(value, dict) and all(isinstance(k, (numbers.Real, str)) for k in value):
             # SVC's class_weight={1: 2.0, ...}: class ids as keys, which a JSON object would turn into strings
-            plain[name] = {"pairs": [[_python(k), _python(v)] for k, v in value.items()]}
+            plain[name] = {"pairs": [[python_number(k), python_number(v)] for k, v in value.items()]}
         else:
             raise TypeError(f"{type(est).__name__}.{name} = {type(value).__name__}: not storable without pickle")
     return tensors, plain
 
 
-def _python(value: Any) -> Any:
+def python_number(value: Any) -> Any:
     """A NumPy scalar as the Python number JSON writes (a class id read from a label map is ``np.int64``)."""
     return value.item() if isinstance(value, np.generic) else value
 

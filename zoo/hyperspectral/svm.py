@@ -18,7 +18,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from zoo.hyperspectral.evaluation import (
     default_scene,
     given_split_mask,
     metrics_from_scores,
+    recorded_options,
     refuse_scene_options,
     require_classes,
     require_valid_pixels,
@@ -57,7 +58,14 @@ from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
 from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, forget_training_split, screen_test_pixels
 from zoo.hyperspectral.scene import Scene, band_first_hint
-from zoo.hyperspectral.serialize import META_KEY, estimator_state, pack_json, restore_estimator, unpack_json
+from zoo.hyperspectral.serialize import (
+    META_KEY,
+    estimator_state,
+    pack_json,
+    python_number,
+    restore_estimator,
+    unpack_json,
+)
 from zoo.inputs import whole_number
 
 __all__ = ["HSIPipeline", "PCASVMConfig", "load_pipeline", "make_pca_svm"]
@@ -165,11 +173,10 @@ class HSIPipeline(Pipeline):
                       block: int) -> tuple[np.ndarray, np.ndarray, tuple[Any, Any, TrainingRecord]]:
         """``(X, y)`` of the split's training pixels, and the record of the split and of those pixels
         (``split_``, the split, ``training_record_``)."""
-        sp = resolve_split(scene, split=split, train_fraction=train_fraction, seed=seed, window=window, block=block,
-                           train_mask=train_mask)
+        options = recorded_options(train_fraction=train_fraction, seed=seed, window=window, block=block)
+        sp = resolve_split(scene, split=split, train_mask=train_mask, **options)
         require_valid_pixels(scene, scene.labels > 0, "among the labelled pixels")
-        recipe = ({"split": sp.info["split"], "train_fraction": train_fraction, "seed": seed,
-                   "window": window, "block": block} if isinstance(split, str) else None)
+        recipe = {"split": sp.info["split"], **options} if isinstance(split, str) else None
         record = TrainingRecord.from_mask(scene, sp.train, recipe or {"split": sp.name},
                                           given_split_mask(scene, sp, train_mask))
         return scene.pixels(sp.train), scene.labels[sp.train], (recipe, sp, record)
@@ -195,8 +202,8 @@ class HSIPipeline(Pipeline):
                                      for k, v in svm.class_weight.items()})
 
     def zoo_evaluate(self, data: Any, *, labels: Any = None, mask: np.ndarray | None = None, split: Any = None,
-                     on_overlap: str = "error", gt_key: str | None = None, cube_key: str | None = None,
-                     **kw) -> dict[str, float]:
+                     on_overlap: str = "error", progress: bool = False, gt_key: str | None = None,
+                     cube_key: str | None = None, **kw) -> dict[str, float]:
         """OA / AA / kappa (fractions) on the test pixels of the split used for training (or ``mask``/``split``,
         with the split options of :data:`~zoo.hyperspectral.evaluation.SPLIT_OPTIONS`); on another scene than
         the training one, on all its labelled pixels (``all_labelled_pixels``: 1).
@@ -206,10 +213,11 @@ class HSIPipeline(Pipeline):
         Classes are the scene's ids; one the model never trained on scores 0 (``class_<id>_accuracy``).
         ``(X, y)`` pixels are scored with their labels as they are, as ``zoo.train`` took them (0 is a class);
         the options that choose a scene's pixels are an error with them. ``gt_key`` / ``cube_key``: the arrays
-        of a .mat scene or ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`).
+        of a .mat scene or ground truth to read (:func:`~zoo.hyperspectral.readers.load_scene`). ``progress=True``
+        shows a bar over the pixels classified (:meth:`predict_rows`).
         """
         check_options({k: v for k, v in kw.items() if k not in SPLIT_OPTIONS}, "zoo.evaluate on hsi-pca-svm",
-                      ("labels", "mask", "split", "on_overlap", "gt_key", "cube_key", *SPLIT_OPTIONS))
+                      ("labels", "mask", "split", "on_overlap", "progress", "gt_key", "cube_key", *SPLIT_OPTIONS))
         if on_overlap not in ON_OVERLAP:
             raise ValueError(f"on_overlap must be one of {ON_OVERLAP}; got {on_overlap!r}")
         # before the split is chosen: unfitted, the missing split would be blamed instead (predict says NotFittedError)
@@ -219,26 +227,27 @@ class HSIPipeline(Pipeline):
                                                   "cube_key": cube_key, **kw})
             X, y = _pixels_and_labels(data)
             warn_background_class(y, "zoo.evaluate")
-            return metrics_from_scores(score_labels(self.predict_rows(X), y))
+            return metrics_from_scores(score_labels(self.predict_rows(X, progress=progress), y))
         scene = as_scene(data if data is not None else default_scene(self), labels, gt_key=gt_key, cube_key=cube_key)
         chosen, whole = scored_pixels(self, scene, mask, split, kw)
         test, excluded = screen_test_pixels(self, scene, chosen, on_overlap)
         require_valid_pixels(scene, test, "among the test pixels")
-        pred = self.predict_scene(scene, mask=test)
+        pred = self.predict_scene(scene, mask=test, progress=progress)
         return metrics_from_scores(score_map(pred, scene.labels, test), excluded, whole)
 
-    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, gt_key: str | None = None,
-                    cube_key: str | None = None) -> np.ndarray:
+    def zoo_predict(self, inputs: Any, *, mask: np.ndarray | None = None, progress: bool = False,
+                    gt_key: str | None = None, cube_key: str | None = None) -> np.ndarray:
         """A scene (Scene, scene file, data set name, or an ``(H, W, C)`` cube) -> ``(H, W)`` label map
         (0 outside ``mask`` and on pixels without a spectrum, with a warning); ``(N, C)`` pixel spectra ->
         ``(N,)`` labels; one ``(C,)`` spectrum -> its label. Arrays may be NumPy arrays, torch tensors, pandas
         DataFrames / Series or lists of numbers. ``gt_key`` / ``cube_key``: the arrays of a .mat scene file
-        to read."""
+        to read. ``progress=True`` shows a bar over the pixels of a scene or of ``(N, C)`` spectra (a DataFrame
+        or a single spectrum is one call to scikit-learn: no bar)."""
         arr = array_input(inputs) if gt_key is None and cube_key is None else None
         if arr is None:
             return self.predict_scene(as_scene(inputs, gt_key=gt_key, cube_key=cube_key, expected=PREDICT_INPUTS,
                                                        ground_truth=False),
-                                      mask=mask)
+                                      mask=mask, progress=progress)
         if mask is not None and arr.ndim in (1, 2):  # it would be dropped without a word
             raise ValueError(f"mask= selects pixels of a scene's (H, W) map; these are {arr.shape} pixel spectra: "
                              f"pass only the rows to classify (X[mask]), or the (H, W, C) cube with mask=")
@@ -247,17 +256,24 @@ class HSIPipeline(Pipeline):
             return self.predict(inputs.to_frame().T if hasattr(inputs, "to_frame") else arr[None])[0]
         if arr.ndim == 2:
             # a DataFrame as it is: scikit-learn checks its column names against those fit saw
-            return self.predict(inputs) if hasattr(inputs, "columns") else self.predict_rows(arr)
+            return self.predict(inputs) if hasattr(inputs, "columns") else self.predict_rows(arr, progress=progress)
         if arr.ndim == 3:
-            return self.predict_scene(Scene(arr), mask=mask)
+            return self.predict_scene(Scene(arr), mask=mask, progress=progress)
         raise ValueError(f"zoo.predict on hsi-pca-svm expected {PREDICT_INPUTS}; got {type(inputs).__name__} of "
                          f"shape {arr.shape}")
 
     def zoo_state(self) -> ModelState:
+        from zoo.registry import validate_config
+
         svm, pca = self.named_steps["svm"], self.named_steps["pca"]
-        config = PCASVMConfig(n_components=pca.n_components, whiten=pca.whiten, C=svm.C, gamma=svm.gamma,
-                              class_weight=svm.class_weight)
-        return ModelState("hsi-pca-svm", asdict(config), self.export_state_dict())
+        weights = svm.class_weight
+        if isinstance(weights, dict):  # class ids read from a label map are np.int64, which no JSON key may be
+            weights = {python_number(k): python_number(v) for k, v in weights.items()}
+        # set_params takes NumPy numbers as they come (svm__C=np.float32(3) from a grid): the config is saved as
+        # JSON, so it is normalised as zoo.build normalises the same settings
+        config = validate_config(self.registry_name, {"n_components": pca.n_components, "whiten": pca.whiten,
+                                                      "C": svm.C, "gamma": svm.gamma, "class_weight": weights})
+        return ModelState("hsi-pca-svm", config, self.export_state_dict())
 
     # -- scene helpers ---------------------------------------------------------------------------------
     def classes_and_names(self) -> np.ndarray:
@@ -267,7 +283,7 @@ class HSIPipeline(Pipeline):
         """The band count the pipeline was fitted on (``None`` before fitting)."""
         return getattr(self.steps[0][1], "n_features_in_", None)
 
-    def predict_rows(self, X: Any, chunk: int = 8192) -> np.ndarray:
+    def predict_rows(self, X: Any, chunk: int = 8192, *, progress: bool = False) -> np.ndarray:
         """``predict(X)`` for ``(N, C)`` pixels, in pieces of at most ``chunk`` rows (to bound the pipeline's
         temporaries), shared out over as many threads as torch computes on (``torch.get_num_threads()``: set it
         with ``torch.set_num_threads`` or ``OMP_NUM_THREADS``) where the SVM's work is large enough
@@ -279,7 +295,8 @@ class HSIPipeline(Pipeline):
         label the 21,025 pixels of Indian Pines in 1.31-1.69 s against scikit-learn's 2.58-2.97 s (1.76-1.97x,
         three runs of ``benchmarks/hsi_predict_scene.py``). Shared-out calls from several of the user's
         threads take turns (each uses every thread already, and the BLAS limit is process-wide). Anything but a
-        NumPy array (a DataFrame, whose column names scikit-learn checks) goes to ``predict`` as it is."""
+        NumPy array (a DataFrame, whose column names scikit-learn checks) goes to ``predict`` as it is.
+        ``progress=True``: a bar of the pixels labelled, piece by piece."""
         chunk = whole_number(chunk, "chunk", hint="pixels per predict call")
         if not isinstance(X, np.ndarray) or X.ndim != 2:
             return self.predict(X)
@@ -289,10 +306,15 @@ class HSIPipeline(Pipeline):
         pieces = threads * -(-chunks // threads)  # ...as many for every thread
         bounds = np.linspace(0, n, pieces + 1).round().astype(int)
         parts = [X[a:b] for a, b in itertools.pairwise(bounds)]
-        if threads == 1:
-            return np.concatenate([self.predict(part) for part in parts]) if len(parts) > 1 else self.predict(X)
-        with _one_blas_thread(), ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
-            return np.concatenate(list(pool.map(self.predict, parts)))
+        from zoo._progress import ProgressBar
+
+        with ProgressBar(total=n, disable=not progress, desc="predict", unit="pixel") as bar:
+            if threads == 1:
+                if len(parts) == 1:
+                    return _counted(self.predict(X), bar)
+                return np.concatenate([_counted(self.predict(part), bar) for part in parts])
+            with _one_blas_thread(), ThreadPoolExecutor(threads, thread_name_prefix="zoo-svm-predict") as pool:
+                return np.concatenate([_counted(labels, bar) for labels in pool.map(self.predict, parts)])
 
     def _predict_threads(self, rows: int) -> int:
         """Threads for :meth:`predict_rows`: 1 unless the last step is a fitted libsvm estimator (the one whose
@@ -303,9 +325,10 @@ class HSIPipeline(Pipeline):
         terms = rows * vectors.shape[0] * vectors.shape[1]
         return max(1, min(torch.get_num_threads(), terms // KERNEL_TERMS_PER_THREAD))
 
-    def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192) -> np.ndarray:
+    def predict_scene(self, scene: Scene, mask: np.ndarray | None = None, chunk: int = 8192, *,
+                      progress: bool = False) -> np.ndarray:
         """``(H, W)`` label map (0 outside ``mask``, and where a pixel has no spectrum: see
-        :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`)."""
+        :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`); ``progress``: a bar of the pixels labelled."""
         h, w, c = scene.shape
         _check_map_classes(self.classes_and_names() if hasattr(self.named_steps["svm"], "classes_") else None)
         fitted = self.fitted_bands()
@@ -318,7 +341,7 @@ class HSIPipeline(Pipeline):
             raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")
         sel = no_data_to_zero(scene, sel)
         P = scene.pixels(sel)
-        out = self.predict_rows(P, chunk) if len(P) else []
+        out = self.predict_rows(P, chunk, progress=progress) if len(P) else []
         pred = np.zeros((h, w), np.int64)
         pred[sel] = out
         return pred
@@ -454,6 +477,12 @@ def _libsvm_on_threads() -> Iterator[None]:
     GIL, with BLAS on one thread."""
     with parallel_backend("threading"), _one_blas_thread():
         yield
+
+
+def _counted(labels: np.ndarray, bar: Any) -> np.ndarray:
+    """``labels`` of a piece of pixels, counted on the progress ``bar`` as they come."""
+    bar.update(len(labels))
+    return labels
 
 
 def _pixels_and_labels(data: tuple[Any, Any]) -> tuple[Any, np.ndarray]:

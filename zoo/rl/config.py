@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from zoo.config import check_value, config_types
 from zoo.engine.precision import normalize_amp
 
 __all__ = ["NOISE_TYPES", "PRESETS", "TD3Config", "preset_config", "suggested_total_steps"]
@@ -72,6 +73,10 @@ class TD3Config:
     0.94-1.58x per seed, inside that VM's drift (``benchmarks/td3_vs_sb3.py``); hence off by default."""
 
     def __post_init__(self) -> None:
+        # every value as the Python number (or tuple) its type names, whichever way it came (a builder's keyword,
+        # zoo.train's lr=np.float32(1e-3), dataclasses.replace): the config is saved as JSON with the weights
+        for name, tp in config_types(type(self)).items():
+            object.__setattr__(self, name, check_value("td3", name, getattr(self, name), tp))
         problems = []
         if not self.net_arch or any(int(w) <= 0 for w in self.net_arch):
             problems.append(f"net_arch must be positive widths, got {self.net_arch!r}")

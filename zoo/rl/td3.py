@@ -606,7 +606,9 @@ class TD3Agent:
 
     def zoo_train(self, data: Any = None, **config: Any):
         """Train in place: ``zoo.train(agent, env="Pendulum-v1", total_steps=20_000, ...)``; see
-        :func:`zoo.rl.loop.train` for the options. Returns a ``zoo.engine.TrainResult``."""
+        :func:`zoo.rl.loop.train` for the options. Returns a ``zoo.engine.TrainResult``. ``batch_size``, ``amp``
+        and ``lr`` (both optimizers') change the agent's config for this run and after it; a run that fails before
+        its first environment step leaves the config as it was (as the video family leaves its clip recipe)."""
         from zoo.engine.options import refuse_unknown_options
         from zoo.rl.loop import train
 
@@ -618,9 +620,19 @@ class TD3Agent:
         lr = config.pop("lr", None)
         if lr is not None:
             changes.update(actor_lr=lr, critic_lr=lr)
+        before, precision, steps = self.config, self.precision, self.num_timesteps
         if changes:
             self.reconfigure(**changes)
-        return train(self, data, **config)
+        try:
+            return train(self, data, **config)
+        except BaseException:
+            # refused before a step (no env, a bad total_steps, a used folder): the settings fed no update, and
+            # kept, a later zoo.save would record them as the ones this agent trained with
+            if self.num_timesteps == steps and self.config is not before:
+                self.config = before
+                self.apply_lr()
+                self._build_compute_copies(precision)
+            raise
 
     def reconfigure(self, **changes: Any) -> None:
         """Change hyperparameters that do not change the networks' shapes (lr, batch_size, noises, ...)."""
