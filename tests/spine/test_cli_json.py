@@ -41,3 +41,4 @@ def test_json_line_writes_numbers_json_has_not_as_null():
              "float32": np.float32(0.5), "nested": [(1, float("inf"))], "path": Path("x")}
     assert _strict(json_line(value)) == {"nan": None, "array": [1.0, None], "tensor": None, "float32": 0.5,
                                          "nested": [[1, None]], "path": "x"}
+

@@ -144,7 +144,7 @@ def training_config(path: str | os.PathLike) -> dict[str, Any] | None:
     ``model.*`` keys are the builder config and ``data.*`` the preprocessing; None for any other file."""
     from zoo.engine.checkpoint import FORMAT
 
-    if Path(path).suffix == ".safetensors" or file_format(path) != "pth":
+    if file_format(path) != "pth":
         return None
     try:  # mmap: the tensors are not read, only the structure around them
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)

@@ -640,10 +640,10 @@ def load_scene_model(model: nn.Module, path, entry=None, requested: dict[str, An
     # another num_classes is a new classifier output layer, left freshly initialised with a warning (as for
     # the other families' heads); any other shape (window, n_bands) cannot be adapted and is an error
     load_into(model, sd, reinit=(HEAD_PREFIX,))
-    if str(path).endswith(".safetensors"):
-        from zoo.hub import read_metadata
+    from zoo import hub
 
-        split = read_metadata(path).get("zoo.split")
+    if hub.state.is_safetensors(path):  # by its bytes: a file zoo.save wrote keeps its split under any name
+        split = hub.read_metadata(path).get("zoo.split")
         if split:
             model.split_ = json.loads(split)
     return model

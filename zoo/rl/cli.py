@@ -40,7 +40,7 @@ def _show_actions(result: Any, args: Any) -> int:
 
     actions = np.asarray(result)
     for row in (actions[None] if actions.ndim <= 1 else actions):
-        print(json.dumps(row.tolist()))
+        print(cli.json_line(row))  # the one writer of every --json line
     return 0
 
 

@@ -242,7 +242,9 @@ def resume_run(agent, run: Run, path: Path, seed: int | None = None) -> tuple[st
     the run's episode log; returns the env's saved random state and the run's state at the checkpoint
     (None in a checkpoint from before it was saved: those were taken at episode boundaries). ``seed``: the
     call's, which must be the checkpoint's (:func:`_refuse_other_seed`)."""
-    if path.suffix == ".safetensors":
+    from zoo import hub
+
+    if hub.state.is_safetensors(path):  # by its bytes: a copy named td3_last.pt is still the policy alone
         raise ValueError(f"{path} holds a policy's weights only (TrainResult.checkpoint_path is the best evaluated "
                          f"policy); a resume needs the run's checkpoint, {path.with_name(CHECKPOINT_NAME)} (optimizers, "
                          f"replay buffer, episodes): pass resume=True with checkpoint_dir, or that file's path. "

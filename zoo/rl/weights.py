@@ -62,7 +62,7 @@ def load_weights(agent: TD3Agent, path, entry, requested: dict[str, Any] | None 
         agent = td3(**validate_config("td3", {**checkpoint_build_config(checkpoint), **(requested or {})}))
         meta = {"zoo.td3": checkpoint["describe"]}
     else:
-        meta = hub.read_metadata(path) if str(path).endswith(".safetensors") else {}
+        meta = hub.read_metadata(path) if hub.state.is_safetensors(path) else {}  # by its bytes, not its name
     saved = json.loads(meta["zoo.td3"]) if "zoo.td3" in meta else {}  # the file's description of its agent
     if saved:
         obs_space, act_space, env_id = _file_spaces(agent, saved, path, (requested or {}).get("env") is not None)
@@ -184,10 +184,11 @@ def _lost_spec(saved: dict[str, Any]) -> str | None:
 def _run_checkpoint(path) -> dict[str, Any] | None:
     """The TD3 run checkpoint at ``path`` (what ``zoo.train(..., checkpoint_dir=)`` writes as ``td3_last.pt``,
     its digest checked), or None for any other file: the weights loader reads those and names what is wrong."""
+    from zoo import hub
     from zoo.engine.checkpoint import CheckpointError, check_digest, load_plain
     from zoo.rl.resume import is_td3_checkpoint
 
-    if str(path).endswith(".safetensors") or not os.path.isfile(path):
+    if not os.path.isfile(path) or hub.state.is_safetensors(path):
         return None
     try:
         state = load_plain(path, "cpu", what="TD3 checkpoint")

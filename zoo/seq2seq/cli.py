@@ -80,10 +80,10 @@ def _model_of(weights: str | None) -> str:
     head = str(weights).split(".", 1)[0]
     if head in zoo.list_models("seq2seq"):
         return head
-    path = Path(str(weights)).expanduser()
-    if path.suffix == ".safetensors" and path.is_file():
-        from zoo import hub
+    from zoo import hub
 
+    path = Path(str(weights)).expanduser()
+    if hub.state.is_safetensors(path):  # by its bytes: a saved file keeps its model under any name
         meta = hub.read_metadata(path)  # zoo.save writes zoo.model; a published file carries "model.tag"
         saved = meta.get("zoo.model") or meta.get("zoo.name", "").partition(".")[0]
         if saved in zoo.list_models("seq2seq"):

@@ -316,7 +316,7 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     if w is not None and w.shape[1] != conv.in_channels:  # the file's own statistics, for _fit_channels to adapt
         own = default_pretrained_cfg(cfg.get("stem", model.config.stem), int(w.shape[1]))
         cfg.update(mean=own["mean"], std=own["std"])
-    saved = hub.read_metadata(path).get("zoo.pretrained_cfg") if str(path).endswith(".safetensors") else None
+    saved = hub.read_metadata(path).get("zoo.pretrained_cfg") if hub.state.is_safetensors(path) else None
     if saved:  # written by zoo.save / zoo finetune: the preprocessing the network was trained with
         cfg.update({k: v for k, v in json.loads(saved).items() if k != "classes"})
         classes = json.loads(saved).get("classes")
