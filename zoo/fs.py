@@ -17,10 +17,14 @@ half-way, or a second run in the same folder. Each of those is handled once, her
   another user is refused (planted, as the kernel's ``protected_symlinks`` judges one).
 - **free space**: :func:`check_free` fails before the first byte with the folder, the size needed and
   the size free; ``ENOSPC`` met anyway becomes :class:`NoSpaceError` with the same facts.
-- **orphans**: temp names start with :data:`TEMP_PREFIX` and carry the writer's host and pid;
-  :func:`sweep_temps` removes those whose writer is gone (a run killed with ``kill -9`` leaves them;
-  the next pull, training, save or export in that folder clears them). A temp file of another host (a shared
-  folder) is only removed once it is a day old, since its writer may be alive there.
+- **orphans**: temp names start with :data:`TEMP_PREFIX` and carry the writer's host (its name and PID
+  namespace) and pid; :func:`sweep_temps` removes those whose writer is gone (a run killed with ``kill -9``
+  leaves them; the next pull, training, save or export in that folder clears them). A temp file of another host
+  (a shared folder), or of another PID namespace of this one (a container sharing the host's name), is only
+  removed once it is a day old, since its writer may be alive there and its pid means nothing here.
+- **write-protected files**: a file the user made read-only is refused, as ``open()`` refuses it
+  (``os.replace`` asks only the folder's permission, so an atomic write replaced it);
+  :func:`check_writable` tries a folder before a long job that writes there at its end.
 - **locks**: :class:`FileLock` is zoo's one file lock (a run's folder, a download, the ``amp.json`` timing
   record): an ``flock`` (released by the kernel when the process dies, so a crash never leaves a stale lock)
   on a lock file that records who holds it and is removed on release. :class:`FolderLock` is one for a
@@ -64,6 +68,7 @@ __all__ = [
     "atomic_paths",
     "atomic_write",
     "check_free",
+    "check_writable",
     "ensure_dir",
     "fsync_file",
     "human_size",
@@ -71,6 +76,7 @@ __all__ = [
     "open_nofollow",
     "own_folders",
     "refuse_symlink",
+    "refuse_write_protected",
     "sweep_temps",
     "write_bytes",
     "write_error",
@@ -81,7 +87,22 @@ __all__ = [
 TEMP_PREFIX = ".zoo-tmp-"
 LOCK_NAME = ".zoo-lock"
 _TEMP_RE = re.compile(r"^" + re.escape(TEMP_PREFIX) + r"([0-9a-f]{8})-(\d+)-[0-9a-f]{8}-")
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _host_key() -> str:
+    """The writer's host as temp names carry it: its name and, where the system has them, its PID namespace
+    (the inode of ``/proc/self/ns/pid``). Two containers (or ``unshare -p``) can share a host name while their
+    pids name other processes: a temp file of another namespace judged by this one's pids was deleted under a
+    live writer. Where there is no namespace to read (macOS, Windows) the key is the host name's alone, as it
+    always was; on Linux a name written before namespaces were part of it reads as another host's, kept a day."""
+    try:
+        namespace = f"\0pid:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        namespace = ""
+    return hashlib.sha256((socket.gethostname() + namespace).encode()).hexdigest()[:8]
+
+
+_HOST = _host_key()
 FOREIGN_TEMP_AGE_S = 86400.0  # another host's temp file may still be written; after a day it is not
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -161,11 +182,60 @@ def ensure_dir(path: str | os.PathLike, what: str = "folder") -> Path:
         raise FsError(errno.ENOTDIR, f"{what} {path} exists and is not a folder; give a folder path")
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise FsError(errno.ENOTDIR, f"{what} {path}: a parent is a file, not a folder") from None
-    except OSError as err:
-        raise FsError(err.errno, f"cannot create {what} {path}: {err.strerror}") from None
+    except OSError as err:  # EEXIST: a part that is no folder (mkdir's own check); ENOTDIR: one met on the way
+        why = _in_the_way(path) if err.errno in (errno.EEXIST, errno.ENOTDIR) else None
+        raise FsError(errno.ENOTDIR if why else err.errno,
+                      f"cannot create {what} {path}: {why or err.strerror or err}") from None
     return path
+
+
+def _in_the_way(path: Path) -> str | None:
+    """What stops ``path`` from being a folder: the first part of it that exists and is none, named (None when
+    none is found: it changed since). A dangling link (what a link to an unmounted disk is) was called "a parent
+    is a file", and a file on the way "Not a directory", which sent users looking for the wrong thing."""
+    for part in (*reversed(path.parents), path):
+        if not os.path.lexists(part) or part.is_dir():
+            continue
+        if not part.is_symlink():
+            return f"{part} is a file, where a folder was expected"
+        target = os.readlink(part)
+        if not part.exists():
+            return (f"{part} is a symbolic link to {target}, which does not exist (an unmounted disk?); mount or "
+                    "create it, or give another folder")
+        return f"{part} is a symbolic link to the file {target}, where a folder was expected"
+    return None
+
+
+def refuse_write_protected(path: str | os.PathLike) -> None:
+    """Raise :class:`FsError` naming ``path`` when it is a file this process may not write: ``open()`` and
+    ``torch.save`` refuse it, and so does zoo (``os.replace`` asks only the folder, so a file a user had
+    ``chmod a-w``'d was replaced, and kept its read-only mode)."""
+    try:
+        st = os.stat(path)
+    except OSError:  # nothing there (or nothing readable): the write itself says what is wrong
+        return
+    if not stat.S_ISDIR(st.st_mode) and not os.access(path, os.W_OK):
+        raise FsError(errno.EACCES, f"cannot write {path}: it is write-protected ({stat.filemode(st.st_mode)}); "
+                                    "expected a file this user may overwrite. Make it writable (chmod u+w) to "
+                                    "replace it, or write elsewhere")
+
+
+def check_writable(folder: str | os.PathLike, what: str = "folder", names: Iterable[str] = ()) -> Path:
+    """Fail now, not after a long job, when ``folder`` (made if missing) takes no new file or one of the
+    ``names`` in it is write-protected (:func:`refuse_write_protected`). A file is created and removed to find
+    out: permission bits, ACLs, read-only mounts and root-squashed shares all answer it, where
+    ``os.access`` guesses from the bits."""
+    folder = ensure_dir(folder, what)
+    probe = folder / _temp_name("probe")
+    try:
+        os.close(open_nofollow(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.unlink(probe)
+    except OSError as err:
+        raise FsError(err.errno, f"{what} {folder} is not writable ({err.strerror or err}); expected a folder "
+                                 "this user may create files in: give another folder") from None
+    for name in names:
+        refuse_write_protected(folder / name)
+    return folder
 
 
 def check_free(folder: str | os.PathLike, need: int, what: str = "the write") -> None:
@@ -296,6 +366,7 @@ def atomic_write(path: str | os.PathLike, *, size: int | None = None, text: bool
     """
     path = write_target(path)
     ensure_dir(path.parent)
+    refuse_write_protected(path)
     if size is not None:
         check_free(path.parent, size, f"writing {path.name}")
     tmp = path.with_name(_temp_name(path.name))
@@ -355,6 +426,7 @@ class PrivateTemp:
                     raise FsError(errno.ENOENT, f"the writer of {target} did not produce a file")
                 if target.is_dir() and not target.is_symlink():  # found before any target is replaced
                     raise FsError(errno.EISDIR, f"cannot write {target}: a folder of that name is in the way")
+                refuse_write_protected(target)
                 _keep_mode(target, tmp=tmp)
                 fsync_file(tmp)
             for target in map(Path, targets):
@@ -374,6 +446,8 @@ def atomic_paths(*targets: str | os.PathLike, size: int | None = None) -> Iterat
     """Yield temp paths (one per target, same names) in a :class:`PrivateTemp`; on success each replaces
     its target, in order. Writers that take a file object should use :func:`atomic_write` instead."""
     targets = tuple(write_target(t) for t in targets)
+    for target in targets:  # before the writer works, as well as at the commit
+        refuse_write_protected(target)
     first = targets[0]
     tmp = PrivateTemp(first.parent, first.name, size)
     try:
@@ -423,8 +497,8 @@ def _alive(pid: int) -> bool:
 def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[Path]:
     """Remove zoo temp files/folders in ``folder`` left by dead writers; return what was removed.
 
-    A temp entry of this host is removed when its writer's pid is not alive; one of another host only
-    when it is older than :data:`FOREIGN_TEMP_AGE_S`.
+    A temp entry of this host (its name and PID namespace: :func:`_host_key`) is removed when its writer's pid
+    is not alive; one of another host or namespace only when it is older than :data:`FOREIGN_TEMP_AGE_S`.
     """
     folder = Path(folder)
     if not folder.is_dir():

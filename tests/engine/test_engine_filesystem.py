@@ -142,9 +142,11 @@ def test_empty_and_truncated_checkpoints_are_named(tmp_path):
     (tmp_path / "epoch-0001.pt").write_bytes(b"")
     with pytest.raises(CheckpointError, match="is empty"):
         load_checkpoint(tmp_path / "epoch-0001.pt")
-    with pytest.warns(UserWarning, match="skipped"):  # nothing loadable: a fresh start, said out loud
-        result = fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, resume=True, **KW)
-    assert load_checkpoint(tmp_path / "epoch-0001.pt")["epoch"] == 1 and result.history
+    # nothing loadable was a fresh start, which wrote over the files: refused now, as a new run there is
+    with pytest.warns(UserWarning, match="skipped"), \
+            pytest.raises(CheckpointError, match=r"none of its 1 epoch checkpoint\(s\) loads \(.*is empty"):
+        fit(net(), data(), epochs=1, checkpoint_dir=tmp_path, resume=True, **KW)
+    assert (tmp_path / "epoch-0001.pt").read_bytes() == b""
 
 
 def test_a_corrupt_checkpoint_gives_the_unpicklers_reason_not_torchs_advice(tmp_path, flip_pickle_opcode):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 import torch
@@ -330,3 +331,76 @@ def test_another_spelling_of_the_same_setting_resumes(tmp_path, first, now):
     result = fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=tmp_path / "run", resume=True,
                  progress=False, **now)
     assert result.resumed["changed"] == {"epochs": (2, 3)}
+
+
+def test_a_folder_where_no_checkpoint_loads_is_refused_even_without_a_loadable_best_pt(tmp_path):
+    """Every checkpoint torn, best.pt too: resume=True trained from scratch on top of them (it refused only when
+    best.pt loaded), overwriting and pruning what a repair might have saved; a new run there is refused."""
+    folder = tmp_path / "run"
+    _first_run(folder)
+    for path in folder.glob("*.pt"):
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.warns(UserWarning, match="resume: skipped"), \
+            pytest.raises(CheckpointError, match=r"none of its 2 epoch checkpoint\(s\) loads \(.*\), nor does best\.pt\. "
+                                                 r"The run is not started over"):
+        fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=folder, resume=True, progress=False)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+@pytest.mark.parametrize("code", ["EACCES", "EIO"])
+def test_a_checkpoint_the_system_will_not_read_raises_that_error_naming_it(tmp_path, monkeypatch, code):
+    """A checkpoint this process may not read (chmod 000, another account's) or whose disk fails was "truncated
+    or corrupt", skipped, and with none left resume=True started over on top of them. The system's own error is
+    raised, naming the file (simulated where torch opens it: root reads any file)."""
+    import errno
+
+    import torch.serialization
+
+    folder = tmp_path / "run"
+    _first_run(folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    real_open = open
+
+    def refused(name, *args, **kwargs):
+        if str(name).startswith(str(folder)):
+            number = getattr(errno, code)  # a failed open names the file; a failed read does not
+            raise OSError(number, os.strerror(number), *([str(name)] if code == "EACCES" else []))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr(torch.serialization, "open", refused, raising=False)
+    with pytest.raises(OSError) as err:
+        fit(_net(), _data(), epochs=3, batch_size=16, lr=1e-2, checkpoint_dir=folder, resume=True, progress=False)
+    assert err.value.errno == getattr(errno, code) and not isinstance(err.value, CheckpointError)
+    assert str(folder / "epoch-0002.pt") in str(err.value) and "corrupt" not in str(err.value)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_resume_from_an_older_checkpoint_sets_the_runs_later_epochs_aside(tmp_path):
+    """Resumed from epoch-0002.pt beside epoch-0004.pt, a run branches off at epoch 2. The abandoned run's files
+    stayed: resume=True then went on from its epoch 4 (the highest), keep_last pruned the new run's epochs before
+    it, best.pt could be an epoch of it and metrics.csv held its rows."""
+    import csv
+
+    from zoo.engine.checkpoint import checkpoint_epoch
+
+    folder = tmp_path / "run"
+    kw = {"batch_size": 16, "checkpoint_dir": folder, "keep_last": 3, "progress": False, "val_data": _data(16)}
+    fit(_net(), _data(), epochs=4, lr=1e-2, **kw)  # epochs 1..4; 2, 3 and 4 kept
+    left = {p.name: p.read_bytes() for p in folder.glob("*.pt")
+            if p.name in ("epoch-0003.pt", "epoch-0004.pt") or checkpoint_epoch(p) > 2}
+    with pytest.warns(UserWarning, match=r"resume: epoch-0002\.pt is epoch 2; .* held files of later epochs, of a run "
+                                         r"this one does not continue: moved them \(.*epoch-0004\.pt, epoch-0003\.pt, "
+                                         r"a copy of metrics\.csv\) to .*abandoned-after-epoch-0002, nothing deleted"):
+        fit(_net(), _data(), epochs=3, lr=1e-3, resume=folder / "epoch-0002.pt", **kw)
+    aside = folder / "abandoned-after-epoch-0002"
+    assert {p.name: p.read_bytes() for p in aside.glob("*.pt")} == left  # moved, byte for byte
+    with open(aside / "metrics.csv") as fh:
+        assert [float(r["lr"]) for r in csv.DictReader(fh)] == [1e-2] * 4
+    with open(folder / "metrics.csv") as fh:  # the live log: this run's rows only
+        assert [float(r["lr"]) for r in csv.DictReader(fh)] == [1e-2, 1e-2, 1e-3]
+    assert checkpoint_epoch(folder / "best.pt") <= 3
+    again = fit(_net(), _data(), epochs=4, lr=1e-3, resume=True, **kw)
+    assert again.resumed["checkpoint"].name == "epoch-0003.pt" and again.resumed["changed"] == {"epochs": (3, 4)}
+    assert [round(r["lr"], 6) for r in again.history] == [1e-2, 1e-2, 1e-3, 1e-3]

@@ -3,8 +3,11 @@ free space checked, ENOSPC named, orphans swept, one run per folder."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -125,6 +128,20 @@ def test_ensure_dir_names_a_file_in_the_way(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(fs.FsError, match="exists and is not a folder"):
         fs.ensure_dir(tmp_path / "f", "checkpoint_dir")
+    with pytest.raises(fs.FsError, match=rf"{re.escape(str(tmp_path / 'f'))} is a file, where a folder was expected"):
+        fs.ensure_dir(tmp_path / "f" / "run", "checkpoint_dir")
+
+
+def test_ensure_dir_names_a_dangling_link_and_its_missing_target(tmp_path):
+    """A link to a disk that is not mounted, in the path or as the path, was "a parent is a file, not a folder"."""
+    link, target = tmp_path / "runs", tmp_path / "not-mounted" / "runs"
+    link.symlink_to(target)
+    for path in (link / "a", link):
+        with pytest.raises(fs.FsError, match=rf"checkpoint_dir {re.escape(str(path))}: {re.escape(str(link))} is a "
+                                             rf"symbolic link to {re.escape(str(target))}, which does not exist "
+                                             r"\(an unmounted disk\?\)"):
+            fs.ensure_dir(path, "checkpoint_dir")
+    assert not target.parent.exists()  # named, not made
 
 
 def _dead_pid() -> int:
@@ -155,12 +172,37 @@ def test_sweep_removes_orphans_of_dead_writers_only(tmp_path):
     assert live.exists() and foreign_new.exists() and user.exists()
 
 
+@pytest.mark.parametrize("whose", ["another PID namespace", "a writer from before namespaces"])
+def test_a_temp_file_whose_pid_means_nothing_here_is_kept_a_day(tmp_path, whose):
+    """A writer in another PID namespace under this host's name (a container on the host's network, unshare -p)
+    named its temp files as this namespace's writers do: its pid, judged dead here, had its live temp file
+    deleted under it. A name written before the namespace was part of the key is judged the same way."""
+    if whose == "another PID namespace":
+        try:
+            key = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", _FS_ALONE + "print(fs._HOST)"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            pytest.skip("no process can be started in a PID namespace of its own here (unshare -p)")
+    else:
+        key = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+        if key == fs._HOST:
+            pytest.skip("no PID namespace to read here: the key is the host name's alone, as it was")
+    temp = tmp_path / f"{fs.TEMP_PREFIX}{key}-{_dead_pid()}-0123abcd-model.safetensors"
+    temp.write_bytes(b"being written")
+    assert fs.sweep_temps(tmp_path) == [] and temp.exists()
+    old = time.time() - fs.FOREIGN_TEMP_AGE_S - 60
+    os.utime(temp, (old, old))
+    assert fs.sweep_temps(tmp_path) == [temp]  # as another host's: a day later its writer is gone
+
+
 # zoo/fs.py imports nothing of zoo: load it alone, so the child starts in milliseconds, not seconds
-_HOLD = textwrap.dedent(f"""
+_FS_ALONE = textwrap.dedent(f"""
     import importlib.util, sys, time
     spec = importlib.util.spec_from_file_location("zoo_fs", {fs.__file__!r})
     fs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fs)
+""")
+_HOLD = _FS_ALONE + textwrap.dedent("""
     lock = fs.FolderLock(sys.argv[1], "training run").acquire()
     print("locked", flush=True)
     time.sleep(60)
@@ -374,3 +416,43 @@ def test_a_pair_whose_second_target_is_a_folder_replaces_neither_and_names_it(tm
         hdr.write_text("ENVI")
     assert (tmp_path / "scene.img").read_bytes() == b"OLD"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.hdr", "scene.img"]
+
+
+def _as_a_user() -> list[str]:
+    """The prefix that runs a child under file modes as a user meets them: none for a user; for root, whom
+    CAP_DAC_OVERRIDE lets write any file, setpriv without that capability (else the test is skipped)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return []
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    try:
+        subprocess.run([*drop, "true"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("root, and setpriv cannot drop CAP_DAC_OVERRIDE here: file modes would not bite")
+    return drop
+
+
+_OVERWRITE = _FS_ALONE + textwrap.dedent("""
+    def by_path(path):
+        with fs.atomic_path(path) as tmp:
+            tmp.write_bytes(b"NEW")
+
+    for write in (lambda path: fs.write_bytes(path, b"NEW"), by_path):
+        try:
+            write(sys.argv[1])
+            print("replaced")
+        except fs.FsError as err:
+            print(err)
+""")
+
+
+def test_a_write_protected_file_is_refused_as_open_refuses_it(tmp_path):
+    """Before: os.replace asks the folder only, so an atomic write replaced a file the user had chmod 444'd (and
+    left the new one read-only), where open() and torch.save refuse it."""
+    target = tmp_path / "good.safetensors"
+    target.write_bytes(b"OLD")
+    target.chmod(0o444)
+    said = subprocess.run([*_as_a_user(), sys.executable, "-c", _OVERWRITE, str(target)], capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+    assert len(said) == 2 and all(line.startswith(f"cannot write {target}: it is write-protected (-r--r--r--)")
+                                  for line in said), said
+    assert target.read_bytes() == b"OLD" and [p.name for p in tmp_path.iterdir()] == [target.name]

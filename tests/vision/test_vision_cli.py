@@ -88,6 +88,69 @@ def test_finetune_refuses_an_out_dir_it_cannot_make_before_training(tmp_path, ca
     assert f"--out-dir {tmp_path / where}" in err
 
 
+@pytest.mark.parametrize("what", ["folder", "model file"])
+def test_finetune_refuses_an_out_dir_it_cannot_write_before_training(tmp_path, capsys, monkeypatch, what):
+    """An existing --out-dir this user may not write in (chmod 555), or whose model.safetensors is write-protected,
+    passed the check, which only made the folder: the run trained to its end, then failed to save, and the tuned
+    model was lost. Simulated where files are created and modes read (root writes anywhere)."""
+    import errno
+    import os
+
+    import zoo
+
+    data = _folder(tmp_path / "data")
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"an earlier model")
+    real_open, real_access = os.open, os.access
+
+    def read_only(path, flags, *args, **kwargs):
+        if what == "folder" and str(path).startswith(str(out)) and flags & os.O_CREAT:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def protected(path, mode, **kwargs):
+        return not (what == "model file" and str(path) == str(out / "model.safetensors") and mode & os.W_OK) \
+            and real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(os, "access", protected)
+    monkeypatch.setattr(zoo, "finetune", lambda *a, **k: pytest.fail("trained before checking --out-dir"))
+    assert main(["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (f"--out-dir {out} is not writable (Permission denied)" if what == "folder" else
+            f"cannot write {out / 'model.safetensors'}: it is write-protected") in err
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
+
+
+def test_finetunes_started_together_without_out_dir_each_keep_their_model(tmp_path, capsys, monkeypatch):
+    """A run's default folder stays empty until its end, and an empty runs/finetune was taken as free: a second
+    run started while the first trained took the same folder, and the later to finish replaced the other's model
+    (and metrics.json). The folder is claimed for the whole run now."""
+    from types import SimpleNamespace
+
+    import zoo
+    from zoo.vision import cli as vision_cli
+
+    data = _folder(tmp_path / "data")
+    args = ["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--image-size", "16", "--amp", "none"]
+    runs: list[int] = []
+
+    def finetune(model, data, **options):  # while the first run trains, a second one starts and ends
+        runs.append(len(runs))
+        if len(runs) == 1:
+            assert main(args) == 0
+        return SimpleNamespace(model=model, best_metric=None)
+
+    monkeypatch.setattr(zoo, "finetune", finetune)
+    assert main(args) == 0
+    first, second = vision_cli.FINETUNE_RUNS, vision_cli.FINETUNE_RUNS.with_name("finetune-2")
+    said = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("weights: ")]
+    assert said == [f"weights: {second / 'model.safetensors'}", f"weights: {first / 'model.safetensors'}"]
+    for folder in (first, second):  # each its own, and no claim left behind
+        assert sorted(p.name for p in folder.iterdir()) == ["confusion.png", "metrics.json", "model.safetensors"]
+
+
 def test_finetune_without_out_dir_never_overwrites_an_earlier_run(tmp_path, capsys):
     """Every run without --out-dir wrote runs/finetune: a second fine-tune replaced the first's model,
     metrics.json and confusion.png. Now runs/finetune-2 ..., as zoo train numbers runs/train/NAME-2."""

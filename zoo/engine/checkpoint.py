@@ -9,14 +9,16 @@ Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are sto
 Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
 Writes go through :mod:`zoo.fs` (atomic, free space checked against the serialised size before the
 first byte, the user's umask). A resume from a folder falls back to the newest *loadable* checkpoint
-and says which ones it skipped. Each checkpoint carries a sha256 of its tensors (``digest``, checked on
-every read): bytes flipped inside tensor data unpickle without complaint, so without it a resume went on
-from corrupt weights (files written before the digest load as they are).
+and says which ones it skipped (where none loads it refuses to start over on top of them; a file the system
+will not read is its ``OSError``, not a skipped one). Each checkpoint carries a sha256 of its tensors
+(``digest``, checked on every read): bytes flipped inside tensor data unpickle without complaint, so without
+it a resume went on from corrupt weights (files written before the digest load as they are).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import os
@@ -39,6 +41,7 @@ __all__ = [
     "checkpoint_epoch",
     "copy_checkpoint",
     "epoch_checkpoint_name",
+    "epochs_after",
     "latest_checkpoint",
     "load_checkpoint",
     "newest_loadable_checkpoint",
@@ -278,7 +281,9 @@ def load_plain(path: str | os.PathLike, map_location: str | torch.device = "cpu"
                how: str = "") -> Any:
     """``torch.load(path, weights_only=True)``; an empty, truncated or corrupt file is one
     :class:`CheckpointError` naming it (and ``how`` to go on): torch's own errors name no file, and its advice
-    (load with ``weights_only=False``) would run whatever code a tampered file names."""
+    (load with ``weights_only=False``) would run whatever code a tampered file names. A file the system will not
+    read (``EACCES``, ``EIO``) raises that ``OSError`` itself, naming the file: it says nothing of the bytes, and
+    calling it corrupt had a resume skip it and start over on top of it."""
     from zoo.hub.state import load_error_reason
 
     path = Path(path)
@@ -289,7 +294,12 @@ def load_plain(path: str | os.PathLike, map_location: str | torch.device = "cpu"
         raise CheckpointError(f"{path} is empty (0 bytes): not a loadable {what}{tail}")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001  (torch raises RuntimeError, EOFError, UnpicklingError, OSError, ...)
+    except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError, OSError, ...
+        # torch's reader seeks before the start of a truncated file (EINVAL): that one is the bytes' fault
+        if isinstance(err, OSError) and err.errno not in (None, errno.EINVAL):
+            if err.filename is None:  # a failed read names no file
+                raise OSError(err.errno, err.strerror or str(err), str(path)) from err
+            raise
         raise CheckpointError(f"{path} is not a loadable {what} (truncated or corrupt; "
                               f"{type(err).__name__}: {load_error_reason(err)}){tail}") from None
 
@@ -355,6 +365,17 @@ def newest_loadable_checkpoint(folder: str | os.PathLike, map_location: str | to
             continue
         return path, ckpt, skipped
     return None, None, skipped
+
+
+def epochs_after(folder: str | os.PathLike, epoch: int) -> list[Path]:
+    """The files of ``folder`` that hold epochs after ``epoch``: its ``epoch-NNNN.pt`` numbered past it, newest
+    first, after ``best.pt`` when that holds a later epoch (:func:`checkpoint_epoch`)."""
+    folder = Path(folder)
+    later = sorted(((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_RE.match(p.name))
+                    and int(m.group(1)) > epoch), reverse=True)
+    best = folder / "best.pt"
+    held = checkpoint_epoch(best) if best.is_file() else None
+    return ([best] if held is not None and held > epoch else []) + [p for _, p in later]
 
 
 def checkpoint_epoch(path: str | os.PathLike) -> int | None:

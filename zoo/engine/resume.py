@@ -27,13 +27,15 @@ a checkpoint did not record are not compared, except what its model state shows 
 ``zoo_recorded_in_state``: a seq2seq checkpoint's tokenizer, which the restore would put in the model).
 
 :func:`resume_fit` reads a checkpoint back into a :func:`zoo.engine.fit` run under that policy: which file
-(the newest loadable one of the folder), the settings compared, the model, optimizer, schedule, grad scaler,
-weight average, monitor and RNG states restored, and what a resume says it will not repeat (workers, a
-partial epoch, nothing left to train). What a checkpoint records of the run is :func:`run_record`'s.
+(the newest loadable one of the folder; none loading is refused), the settings compared, the model, optimizer,
+schedule, grad scaler, weight average, monitor and RNG states restored, the later epochs of a run resumed from an
+older checkpoint of its folder set aside, and what a resume says it will not repeat (workers, a partial epoch,
+nothing left to train). What a checkpoint records of the run is :func:`run_record`'s.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 import os
@@ -47,6 +49,7 @@ import torch
 from torch.optim.lr_scheduler import MultiplicativeLR
 from torch.utils.data import DataLoader, TensorDataset
 
+from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.config import current_keys, renamed_fields_of
 from zoo.engine import checkpoint as ckpt_mod
@@ -361,6 +364,8 @@ def resume_fit(run: Trainer) -> Resumed | None:
 def _say_what_the_resume_leaves(run: Trainer, resumed: Resumed, extra: dict[str, Any]) -> None:
     """The main process's part of a resume once the state is back: ``best.pt`` made the restored best epoch's
     again, and the warnings about what the resumed run will not do as the uninterrupted one would have."""
+    if not run.monitor.stopped and run.cfg.epochs > resumed.epoch:  # it will write epochs of its own
+        _set_aside_a_left_branch(run, resumed)
     _repair_best(run.ckpt_dir, run.monitor.best_epoch, resumed.checkpoint)
     _warn_partial_epoch(run, resumed)
     _warn_other_workers(extra.get("loader_workers"), loader_workers(run.train_loader), resumed.checkpoint)
@@ -462,6 +467,60 @@ def _restore_rng(rng: Any, rank: int, world_size: int) -> None:
         set_rng_state(rng)
 
 
+def _set_aside_a_left_branch(run: Trainer, resumed: Resumed) -> None:
+    """A resume from an older checkpoint of its own folder (``epoch-0003.pt`` beside ``epoch-0005.pt``) branches
+    off there: the later files are of the run it leaves. Left in place, ``resume=True`` (the highest epoch)
+    continued that run, ``keep_last`` pruned this run's epochs before it, and ``best.pt`` could be an epoch of it.
+    They are moved, never deleted, into a sub-folder named for where the branches part, with a copy of
+    ``metrics.csv``, which is rewritten to this run's rows: one log does not mix the two runs' later epochs.
+    ``best.pt`` goes only when it holds a later epoch: one at or before the resumed epoch is of both runs."""
+    from zoo.engine.logs import write_csv
+
+    folder, epoch = run.ckpt_dir, resumed.epoch
+    if folder is None or resumed.checkpoint.parent.resolve() != folder.resolve():
+        return  # a file of another folder: refuse_a_used_folder let it in only where this one holds no run
+    later = ckpt_mod.epochs_after(folder, epoch)
+    log = Path(run.cfg.log_dir if run.cfg.log_dir is not None else folder) / "metrics.csv"
+    logged_later = _data_rows(log) > len(run.history)
+    if not later and not logged_later:
+        return
+    aside = _new_branch_folder(folder, epoch)
+    for path in later:  # the highest first: a kill half-way leaves the kept epochs contiguous for a rerun to finish
+        os.replace(path, aside / path.name)
+    if logged_later:
+        fs.write_bytes(aside / log.name, log.read_bytes())
+        write_csv(run.history, log)
+    moved = ", ".join([p.name for p in later] + ([f"a copy of {log.name}"] if logged_later else []))
+    whose = ("which this run goes on without (its newer checkpoints did not load)"
+             if _named_folder(run.cfg.resume, folder) is not None else "of a run this one does not continue")
+    warnings.warn(f"resume: {resumed.checkpoint.name} is epoch {epoch}; {folder} held files of later epochs, {whose}: "
+                  f"moved them ({moved}) to {aside}, nothing deleted, so that resume=True, keep_last, best.pt and "
+                  f"{log.name} follow this run from epoch {epoch} on. To go back to them, move them back (and this "
+                  "run's later files aside)", stacklevel=user_stacklevel())
+
+
+def _data_rows(csv_path: Path) -> int:
+    """The rows of a ``metrics.csv`` below its header (0 for a missing or unreadable file)."""
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as fh:
+            return max(0, sum(1 for _ in csv.reader(fh)) - 1)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return 0
+
+
+def _new_branch_folder(folder: Path, epoch: int) -> Path:
+    """``folder/abandoned-after-epoch-NNNN`` (``-2``, ``-3`` ... beside an earlier one), made here."""
+    base = folder / f"abandoned-after-{ckpt_mod.epoch_checkpoint_name(epoch).removesuffix('.pt')}"
+    aside, k = base, 1
+    while True:
+        try:
+            aside.mkdir()
+            return aside
+        except FileExistsError:
+            k += 1
+            aside = base.with_name(f"{base.name}-{k}")
+
+
 def _repair_best(ckpt_dir: Path | None, best_epoch: int | None, resumed: Path) -> None:
     """Make ``best.pt`` the restored best epoch's checkpoint. A run killed between writing ``epoch-N.pt``
     (its new best) and copying it to ``best.pt`` left the previous best there, and no later epoch would
@@ -520,17 +579,17 @@ def _warn_other_workers(recorded: Any, workers: int, resumed: Path) -> None:
 
 def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[str, Any] | None]:
     """The checkpoint to resume from: a file as given, else the newest loadable one of the folder (each
-    newer one that does not load is skipped with a warning saying why), with the checkpoint where picking
-    it read it (a folder's; a file as given is read by the caller)."""
-    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
-    if folder is not None and folder.is_dir():
+    newer one that does not load is skipped with a warning saying why; with none loading, refused), with the
+    checkpoint where picking it read it (a folder's; a file as given is read by the caller)."""
+    folder = _named_folder(resume, ckpt_dir)
+    if folder is not None:
         found, state, skipped = ckpt_mod.newest_loadable_checkpoint(folder, map_location="cpu")
         for reason in skipped:
             warnings.warn(f"resume: skipped {reason}", stacklevel=user_stacklevel())
         if found is None and folder != ckpt_dir:
             raise FileNotFoundError(f"resume={resume}: no loadable epoch-*.pt checkpoint in that folder")
         best = folder / "best.pt"
-        if found is None and best.is_file():  # a fresh start (what nothing loadable gives) would replace best.pt
+        if found is None and (skipped or best.is_file()):  # a fresh start would overwrite and prune them
             _refuse_to_start_over(best, skipped)
         if found is not None and skipped:
             log.info("resume: %d newer checkpoint(s) did not load; resuming from %s", len(skipped), found.name)
@@ -541,16 +600,28 @@ def _resume_path(resume: Any, ckpt_dir: Path | None) -> tuple[Path | None, dict[
     return path, None
 
 
+def _named_folder(resume: Any, ckpt_dir: Path | None) -> Path | None:
+    """The folder whose newest loadable checkpoint ``resume`` continues: ``checkpoint_dir`` for True, a folder
+    named as itself; None for a file."""
+    folder = ckpt_dir if resume is True or resume == "true" else Path(resume)
+    return folder if folder is not None and folder.is_dir() else None
+
+
 def _refuse_to_start_over(best: Path, skipped: list[str]) -> None:
-    """``resume=True`` on a folder whose ``epoch-*.pt`` are gone or unreadable but whose ``best.pt`` loads
-    (its sha256 checked): a fresh run would overwrite it, so the error names how to continue from it."""
+    """``resume=True`` on a folder whose ``epoch-*.pt`` are there but none loads, or gone while ``best.pt`` loads
+    (its sha256 checked): a fresh run would overwrite and prune them, as a new run in a used folder would (and is
+    refused), so the error says why each was skipped and, where ``best.pt`` loads, how to continue from it. A
+    folder that holds only a ``best.pt`` that does not load keeps nothing of value: a fresh start, as when empty."""
     try:
-        epoch = ckpt_mod.read_checkpoint(best)["epoch"]
+        epoch = ckpt_mod.read_checkpoint(best)["epoch"] if best.is_file() else None
     except ckpt_mod.CheckpointError:
-        return  # nothing of value to keep: a fresh start, as for an empty folder
+        if not skipped:
+            return
+        epoch = None
     why = f"none of its {len(skipped)} epoch checkpoint(s) loads ({'; '.join(skipped)})" if skipped \
         else "it holds no epoch-*.pt"
+    way = f", but {best.name} (epoch {epoch}) loads: resume=\"{best}\" continues from it" if epoch is not None \
+        else f", nor does {best.name}" if best.is_file() else ""
     raise ckpt_mod.CheckpointError(
-        f"resume: {best.parent} cannot be continued where it stopped: {why}, but {best.name} (epoch {epoch}) loads: "
-        f"resume=\"{best}\" continues from it. The run is not started over on top of it; to start over, use "
-        "another checkpoint_dir or remove the folder's files")
+        f"resume: {best.parent} cannot be continued where it stopped: {why}{way}. The run is not started over on "
+        "top of them; to start over, use another checkpoint_dir or remove the folder's files")

@@ -4,31 +4,23 @@ spine's commands, with an image folder as ``--data``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import math
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zoo.cli import UsageError, add_device_and_amp, amp_option, command, demo, model_kv, parse_kv
+from zoo.cli import UsageError, add_device_and_amp, amp_option, command, demo, json_plain, model_kv, parse_kv
+
+if TYPE_CHECKING:
+    from zoo.fs import FileLock
 
 WEIGHTS = "resnet18.cifar10"
 RECIPE = "python benchmarks/cifar10_resnet18.py --epochs 15"
 FINETUNE_RUNS = Path("runs") / "finetune"  # zoo finetune's default --out-dir (numbered -2, -3 ... when taken)
-
-
-def _json_plain(value: Any) -> Any:
-    """``value`` with numbers as JSON has them: numpy / torch scalars as floats, NaN and infinities as null."""
-    if isinstance(value, dict):
-        return {k: _json_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if getattr(value, "ndim", 0):  # an array: its values
-        return _json_plain(value.tolist())
-    number = float(value)
-    return number if math.isfinite(number) else None
+FINETUNE_OUTPUTS = ("model.safetensors", "metrics.json", "confusion.png")  # what a run writes to its --out-dir
+CLAIM_NAME = ".zoo-finetune-lock"  # a default --out-dir's claim: a lock apart from the one fit takes on a folder
 
 
 def _build(name: str, weights: str | None, model_pairs: list[str] | None, **extra: Any):
@@ -64,23 +56,64 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
                         f"{FINETUNE_RUNS}-2 ... beside an earlier run's)")
 
 
-def _default_out_dir() -> Path:
-    """``runs/finetune``, or ``runs/finetune-2``, ``-3`` ...: the first that holds no tuned model yet, made here
-    (a default never overwrites a model; two runs started together each make their own)."""
+@contextlib.contextmanager
+def _out_dir(given: str | None) -> Iterator[Path]:
+    """The run's output folder, checked before any training: ``--out-dir`` made if missing and tried for writing
+    (a read-only folder failed only once the model was tuned, which was then lost), or the default, held for the
+    whole run (:func:`_default_out_dir`)."""
     from zoo import fs
 
+    if given is not None:
+        yield fs.check_writable(Path(given).expanduser(), "--out-dir", FINETUNE_OUTPUTS)
+        return
+    out, claim = _default_out_dir()
+    try:
+        yield out
+    finally:
+        claim.release()
+
+
+def _default_out_dir() -> tuple[Path, FileLock]:
+    """``runs/finetune``, or ``runs/finetune-2``, ``-3`` ...: the first that holds no tuned model and no other run
+    (a default never overwrites a model; two runs started together each make their own), with the lock that
+    claims it until the caller releases it. A run's folder stays empty until its end, so emptiness alone let a
+    second run take the folder of one still training, and the later to finish replaced the other's model."""
     base, k = FINETUNE_RUNS.expanduser(), 1
     while True:
         out = base if k == 1 else base.with_name(f"{base.name}-{k}")
         try:
             out.mkdir(parents=True)
-            return out
         except FileExistsError:
-            if out.is_dir() and not any(out.iterdir()):
-                return fs.ensure_dir(out, "--out-dir")  # an empty folder: a run that failed before writing
+            pass  # taken, or empty: a run that failed before writing, or one still training (its claim says)
         except OSError as err:
             raise UsageError(f"no --out-dir given and {out} cannot be made ({err}): give --out-dir DIR") from err
+        claim = _claim(out)
+        if claim is not None:
+            return out, claim
         k += 1
+
+
+def _claim(out: Path) -> FileLock | None:
+    """A lock on ``out`` when it is a folder holding nothing but a claim no live run holds (a killed run's); None
+    when it is taken. The look is repeated under the lock: a run may have finished there in between."""
+    from zoo import fs
+
+    def free() -> bool:
+        return out.is_dir() and all(p.name == CLAIM_NAME for p in out.iterdir())
+
+    if not free():
+        return None
+    claim = fs.FileLock(out / CLAIM_NAME, "zoo finetune run", subject=out)
+    try:
+        claim.acquire()
+    except fs.FolderLockedError:
+        return None
+    except OSError as err:
+        raise UsageError(f"no --out-dir given and {out} cannot be written ({err}): give --out-dir DIR") from err
+    if free():
+        return claim
+    claim.release()
+    return None
 
 
 # zoo.finetune's on/off options: --set reads true / false (JSON, or Python's True / False) as bools, and any other word
@@ -100,13 +133,6 @@ def _finetune_sets(pairs: list[str] | None) -> dict[str, Any]:
 
 @command("finetune", "fine-tune a pretrained classifier on an image folder (head / full / gradual)", _configure_finetune)
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    import zoo
-    from zoo import fs
-    from zoo.engine.callbacks import LambdaCallback
-    from zoo.vision.data import find_split, scored_folder
-    from zoo.vision.evaluate import classifier_report, evaluate_classifier
-    from zoo.vision.transforms import transforms_for
-
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
     sets = _finetune_sets(args.set)
@@ -116,8 +142,20 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         model = _build(args.name, args.weights, args.model)
     if not hasattr(model, "zoo_finetune"):  # said as a command line: the Python call zoo.finetune names is no help here
         raise UsageError(finetune_refusal(model, args.name, args.data, command=True))
-    # before training: a folder that cannot be made must fail now, not lose the tuned model at the end
-    out = fs.ensure_dir(args.out_dir, "--out-dir") if args.out_dir is not None else _default_out_dir()
+    # before training: a folder that cannot be written must fail now, not lose the tuned model at the end
+    with _out_dir(args.out_dir) as out:
+        return _finetune_into(out, args, model, sets)
+
+
+def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[str, Any]) -> int:
+    """``zoo finetune``'s run once its output folder is checked (and, the default one, claimed)."""
+    import zoo
+    from zoo import fs
+    from zoo.engine.callbacks import LambdaCallback
+    from zoo.vision.data import find_split, scored_folder
+    from zoo.vision.evaluate import classifier_report, evaluate_classifier
+    from zoo.vision.transforms import transforms_for
+
     options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
                "amp": amp_option(args.amp), "augment": args.augment, "strict": args.strict, "seed": args.seed,
@@ -157,7 +195,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"no validation folder ({Path(args.data) / 'val'}, or --set val_data=DIR): metrics.json holds the "
               "training run's figures only, no accuracy, per-class recall or confusion matrix")
     # strict JSON: a class the validation folder lacks has no recall (NaN, which JSON.parse and jq --strict refuse)
-    fs.write_text(out / "metrics.json", json.dumps(_json_plain(report), indent=2, allow_nan=False) + "\n")
+    fs.write_text(out / "metrics.json", json.dumps(json_plain(report), indent=2, allow_nan=False) + "\n")
     weights = out / "model.safetensors"  # quoted as a shell reads it: an --out-dir may hold spaces
     print(f"weights: {weights}  (zoo predict {args.name} --weights {shlex.quote(str(weights))} IMAGES...)")
     return 0
