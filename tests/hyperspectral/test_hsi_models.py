@@ -754,6 +754,19 @@ def test_a_label_map_out_writes_the_png_the_option_promises(tmp_path, capsys):
     assert "map.png" in capsys.readouterr().out
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc: a folder no one may create files in")
+def test_a_label_map_out_folder_that_takes_no_file_is_refused_before_the_prediction(tmp_path):
+    """``zoo predict hsi-pca-svm SCENE --out ro/map.npy`` predicted the whole scene (seconds to minutes) and then
+    failed to write; the folder is tried when ``--out`` is read. /proc/self refuses new files even to root."""
+    from zoo.cli import UsageError
+    from zoo.hyperspectral import cli
+
+    with pytest.raises(UsageError, match="not writable"):
+        cli.label_map_paths("/proc/self/map.npy", "scene.npy")
+    assert cli.label_map_paths(str(tmp_path / "map.npy"), "scene.npy")[0] == tmp_path / "map.npy"
+    assert not list(tmp_path.iterdir())  # the probe is gone
+
+
 @pytest.mark.parametrize("flags", [["--n-classes", "9", "--num-classes", "10"], ["--num-classes", "10", "--n-classes", "9"]])
 def test_the_old_and_new_class_count_flags_differing_are_refused(flags, capsys):
     """zoo train hybridsn --n-classes 9 --num-classes 10 trained 10 classes (the last flag won), where

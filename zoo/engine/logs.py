@@ -160,8 +160,9 @@ class RunLogger:
     def restore(self, history: list[dict[str, Any]]) -> None:
         """A resumed run's rows, as its checkpoint holds them: ``metrics.csv`` rewritten (atomically) where it
         holds fewer (a kill between the checkpoint and the CSV), before the run goes on. One that holds more (a
-        resume from an older checkpoint) is left to the first epoch the run trains: a resume that then trains
-        nothing, or fails first, cut the folder's record short. TensorBoard's event files keep what they logged."""
+        resume from an older checkpoint) is the abandoned run's: the resume copies it beside that run's later
+        epochs and rewrites it (``zoo.engine.resume``) when it trains. TensorBoard's event files keep what they
+        logged."""
         restore_csv(history, self.csv_path)
 
     def close(self, history: list[dict[str, Any]], title: str | None = None) -> None:

@@ -63,9 +63,17 @@ def label_map_paths(out: str | None, scene: str = "-") -> tuple[Path, Path] | No
         name = Path(scene).stem if scene not in ("-", "") else "label"
         path = path / f"{name}_map"
     stem = path.with_suffix("") if path.suffix.lower() in (".npy", ".png") else path
-    if not (stem.parent if str(stem.parent) else Path(".")).is_dir():
-        raise UsageError(f"--out {out}: folder {stem.parent} does not exist")
-    return stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
+    folder = stem.parent if str(stem.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--out {out}: folder {folder} does not exist")
+    npy, png = stem.with_name(stem.name + ".npy"), stem.with_name(stem.name + ".png")
+    from zoo import fs
+
+    try:  # now, not after the whole scene is predicted
+        fs.check_writable(folder, "--out folder", (npy.name, png.name))
+    except fs.FsError as err:
+        raise UsageError(f"--out {out}: {err}") from None
+    return npy, png
 
 
 def write_label_map(label_map: Any, out: str | os.PathLike, scene: str = "-",
