@@ -192,6 +192,22 @@ def test_the_epoch_survives_pickling_and_each_copy_keeps_its_own(ramp_root):
         assert other._epoch.is_shared()  # so DataLoader workers made from the copy see its set_epoch
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open file descriptors in /proc/self/fd")
+def test_datasets_that_no_loader_iterates_hold_no_file_descriptor(ramp_root):
+    """Each dataset's epoch in shared memory held a file descriptor while it lived: a sweep's thousand datasets
+    ran out of them (the 1,019th: "Too many open files", reported as an unreadable video). Shared from the
+    first set_epoch only, which a loader of it needs."""
+    import os
+
+    path = str(ramp_root / "A" / "v.avi")
+    before = len(os.listdir("/proc/self/fd"))
+    kept = [VideoClipDataset([(path, 0)], ["A"], sampling="random", frames_per_clip=2, seed=0, progress=False)
+            for _ in range(40)]
+    assert len(os.listdir("/proc/self/fd")) < before + 5, "a descriptor per dataset"
+    kept[0].set_epoch(1)
+    assert kept[0]._epoch.is_shared() and not kept[1]._epoch.is_shared()
+
+
 def test_a_numpy_seed_is_taken_as_the_int_it_holds(ramp_root):
     """np.int64(7), a sweep's seed, overflowed in _item_seed ('Python int too large to convert to C long')."""
     path = str(ramp_root / "A" / "v.avi")

@@ -66,11 +66,11 @@ def _item_seed(seed: int, epoch: int, item: int) -> int:
     return _mix64(_mix64(_mix64(seed & _MASK64) ^ (epoch & _MASK64)) ^ (item & _MASK64))
 
 
-def _shared_epoch(epoch: int) -> torch.Tensor:
-    # in shared memory: DataLoader workers (forked, or spawned and handed the dataset by torch's pickler) read the
-    # value set_epoch writes in the main process; a plain attribute stayed at the value the workers were made with,
-    # so persistent_workers=True drew epoch 0's clips every epoch
-    return torch.full((), epoch, dtype=torch.int64).share_memory_()
+def _epoch_cell(epoch: int) -> torch.Tensor:
+    """A dataset's epoch, private until its first ``set_epoch`` puts it in shared memory (:meth:`VideoClipDataset.
+    set_epoch`): a shared tensor holds a file descriptor while it lives, and a thousand datasets made in a sweep
+    ran out of them ("Too many open files", reported as unreadable videos)."""
+    return torch.full((), epoch, dtype=torch.int64)
 
 
 def _clip_options(sampling: Any, frames_per_clip: Any, step_between_clips: Any, num_segments: Any,
@@ -166,7 +166,7 @@ class VideoClipDataset(Dataset):
         if sampling == "uniform":
             counts = [S.num_uniform_clips(n, frames_per_clip, step_between_clips) for n in self._lengths]
             self._cum = torch.tensor(counts, dtype=torch.int64).cumsum(0)
-        self._epoch = _shared_epoch(0)
+        self._epoch = _epoch_cell(0)
 
     @property
     def epoch(self) -> int:
@@ -178,20 +178,18 @@ class VideoClipDataset(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """With ``seed``, the epoch whose clips ``random`` / ``segments`` sampling draws (as
-        ``DistributedSampler.set_epoch``; ``zoo.train`` calls it before every epoch). DataLoader workers see it,
-        persistent ones too (the epoch is kept in shared memory)."""
+        ``DistributedSampler.set_epoch``; ``zoo.train`` calls it before every epoch). Call it before iterating,
+        epoch 0 included: from then on the epoch is kept in shared memory, so DataLoader workers, persistent ones
+        too, see each later call (a plain attribute stayed at the value the workers were made with, and
+        ``persistent_workers=True`` drew epoch 0's clips every epoch)."""
+        if not self._epoch.is_shared():
+            self._epoch.share_memory_()  # forked workers and torch's pickler for spawned ones share it from here
         self.epoch = epoch
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if not self._epoch.is_shared():  # plain pickle and deepcopy give a private tensor: workers made from
-            # this copy would not see its set_epoch (torch's pickler for workers hands over the shared one)
-            self._epoch = _shared_epoch(int(self._epoch))
 
     def __copy__(self) -> VideoClipDataset:
         copied = type(self).__new__(type(self))
         copied.__dict__.update(self.__dict__)
-        copied._epoch = _shared_epoch(self.epoch)  # its own epoch, as each copy had while it was an int
+        copied._epoch = _epoch_cell(self.epoch)  # its own epoch, as each copy had while it was an int
         return copied
 
     # -- index -------------------------------------------------------------------------------------
