@@ -147,6 +147,19 @@ def test_x_and_y_as_lists_of_numbers_train_and_score_as_arrays_do():
     assert xy_dataset(([[1.0], [2.0, 3.0]], [0, 1])) is None  # ragged
 
 
+def test_x_as_a_list_of_equally_shaped_arrays_is_x():
+    """``(images, labels)`` with the images a list of arrays (as a loop over files gathers them) was read as a
+    data set of two samples: torch's 'stack expects each tensor to be equal size ... at entry 0 and [] at entry 1'."""
+    from zoo.engine.data import xy_dataset
+
+    x, y = _arrays()
+    expected = zoo.evaluate(_mlp(), (x, y))
+    for rows in (list(x), [torch.as_tensor(r) for r in x]):
+        assert zoo.evaluate(_mlp(), (rows, y.tolist())) == expected
+    assert xy_dataset(([x[0], x[1][:2]], [0, 1])) is None  # of other shapes: samples, as before
+    assert xy_dataset(([x[0], np.array(["a"] * 4)], [0, 1])) is None
+
+
 @pytest.mark.parametrize("call", ["train", "evaluate"])
 def test_a_dict_of_splits_without_train_is_refused_naming_its_keys(call):
     """Before: zoo.evaluate(net, {"val": (x, y)}) (a DatasetDict without "train") failed with KeyError: 0 from

@@ -99,12 +99,27 @@ def _numbers_depth(t: Any) -> int:
         if not first:
             return 0
         first, depth = first[0], depth + 1
+    if depth == 1 and isinstance(t, list) and isinstance(first, (np.ndarray, torch.Tensor)):
+        return _arrays_depth(t)  # X as a list of equally shaped arrays
     if not isinstance(t, list) or isinstance(first, bool) or not isinstance(first, (int, float, np.number)):
         return 0
     try:
         return depth if np.asarray(t).dtype.kind in "biuf" else 0
     except ValueError:  # ragged: not an array
         return 0
+
+
+def _arrays_depth(t: list) -> int:
+    """1 + the arrays' ndim for a list of NumPy arrays or tensors of one shape and a real number dtype (a user's
+    images, ``[img0, img1, ...]``: ``X`` as ``np.asarray`` stacks it), else 0. ``(images, labels)`` was read as a
+    data set of two samples: torch's "stack expects each tensor to be equal size"."""
+    def real(a: Any) -> bool:
+        if isinstance(a, torch.Tensor):
+            return not a.is_complex() and a.dtype != torch.bool
+        return isinstance(a, np.ndarray) and a.dtype.kind in "iuf"
+
+    shape = tuple(t[0].shape)
+    return 1 + len(shape) if all(real(a) and tuple(a.shape) == shape for a in t) else 0
 
 
 VAL_KEYS = ("val", "validation")
