@@ -78,6 +78,7 @@ __all__ = [
     "refuse_symlink",
     "refuse_write_protected",
     "sweep_temps",
+    "temp_state",
     "write_bytes",
     "write_error",
     "write_target",
@@ -103,6 +104,10 @@ def _host_key() -> str:
 
 
 _HOST = _host_key()
+# the key temp names carried before the PID namespace was part of it: a name this host's zoo wrote then, judged by
+# its pid as this host's, as it was (kept a day as another host's, `zoo cache info` listed it as a killed writer's
+# while `clean` left it)
+_OLD_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 FOREIGN_TEMP_AGE_S = 86400.0  # another host's temp file may still be written; after a day it is not
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -494,11 +499,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def temp_state(path: str | os.PathLike) -> str | None:
+    """What :func:`sweep_temps` makes of the zoo temp entry ``path``: ``"stale"`` (its writer is gone: removed),
+    ``"live"`` (its writer, on this host, runs), ``"foreign"`` (another host's or PID namespace's, under
+    :data:`FOREIGN_TEMP_AGE_S` old: kept, its writer may run there); None for a name that is no zoo temp name, or
+    an entry that is gone."""
+    m = _TEMP_RE.match(Path(path).name)
+    if m is None:
+        return None
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if m.group(1) in (_HOST, _OLD_HOST):
+        return "live" if _alive(int(m.group(2))) else "stale"
+    return "foreign" if time.time() - st.st_mtime < FOREIGN_TEMP_AGE_S else "stale"
+
+
 def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[Path]:
     """Remove zoo temp files/folders in ``folder`` left by dead writers; return what was removed.
 
     A temp entry of this host (its name and PID namespace: :func:`_host_key`) is removed when its writer's pid
-    is not alive; one of another host or namespace only when it is older than :data:`FOREIGN_TEMP_AGE_S`.
+    is not alive; one of another host or namespace only when it is older than :data:`FOREIGN_TEMP_AGE_S`
+    (:func:`temp_state`).
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -506,20 +529,10 @@ def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[P
     removed: list[Path] = []
     entries = folder.rglob(f"{TEMP_PREFIX}*") if recursive else folder.glob(f"{TEMP_PREFIX}*")
     for p in list(entries):
-        m = _TEMP_RE.match(p.name)
-        if m is None:
-            continue
-        try:
-            st = p.lstat()
-        except FileNotFoundError:
-            continue
-        if m.group(1) == _HOST:
-            if _alive(int(m.group(2))):
-                continue
-        elif time.time() - st.st_mtime < FOREIGN_TEMP_AGE_S:
+        if temp_state(p) != "stale":
             continue
         with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(st.st_mode):
+            if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:
                 p.unlink()

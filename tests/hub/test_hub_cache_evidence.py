@@ -111,3 +111,24 @@ def test_clean_removes_only_huggingface_hubs_own_folders(weights_home, tmp_path,
     assert capsys.readouterr().out.strip().endswith(f"from {home / 'weights'} and {hf}")
     assert sorted(p.relative_to(hf).as_posix() for p in hf.rglob("*")) == [
         "my-finetune", "my-finetune/pytorch_model.bin", "notes.txt"]
+
+
+def test_cache_info_says_which_temp_files_clean_removes(weights_home):
+    """Every zoo temp name was listed "left by a killed writer", also a live writer's and another host's, which
+    ``clean`` keeps (a day for another host's): the two disagreed without a word. A user's file that merely starts
+    with the prefix was listed too."""
+    from zoo import fs
+
+    root = hub.cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    dead = root / f"{fs.TEMP_PREFIX}{fs._HOST}-{2**22 + 12345}-0123abcd-a.safetensors"
+    live = root / f"{fs.TEMP_PREFIX}{fs._HOST}-{os.getpid()}-0123abcd-b.safetensors"
+    foreign = root / f"{fs.TEMP_PREFIX}ffffffff-1-0123abcd-c.safetensors"
+    mine = root / f"{fs.TEMP_PREFIX}notes.txt"
+    for path in (dead, live, foreign, mine):
+        path.write_text("torn")
+    said = {item.path: item.status for item in hub.cache_info() if item.kind == "temp"}
+    assert said == {dead: "left by a killed writer", live: "being written now (kept)",
+                    foreign: "another host's or PID namespace's writer's (kept until 24 h old)"}
+    assert hub.clean_cache(stale_only=True)[0] == 1
+    assert not dead.exists() and live.exists() and foreign.exists() and mine.exists()

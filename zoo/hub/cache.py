@@ -57,6 +57,11 @@ class CacheItem:
 
 _CONTENT_KEY = re.compile(r"[0-9a-f]{8,64}")  # a file's sha256, or the prefix an upstream publisher put in its name
 _URL_KEY = re.compile(r"[0-9a-f]{16}")  # a hash of a URL not in the manifest: store._pull_url
+_TEMP_STATES = {  # fs.temp_state's verdicts as cache info says them; clean removes the stale ones only
+    "stale": "left by a killed writer",
+    "live": "being written now (kept)",
+    "foreign": f"another host's or PID namespace's writer's (kept until {fs.FOREIGN_TEMP_AGE_S / 3600:g} h old)",
+}
 _HF_REPO = "models--"  # huggingface_hub's folder of a model repo (zoo downloads models only)
 _HF_LOCKS = ".locks"  # huggingface_hub's lock files, one folder per repo
 
@@ -121,9 +126,9 @@ def _download_items(root: Path, entries: dict[Path, WeightsEntry], *, datasets: 
     items: list[CacheItem] = []
     for p in sorted(root.rglob("*")) if root.is_dir() else []:
         rel = p.relative_to(root).parts
-        if p.name.startswith(fs.TEMP_PREFIX) and not any(q.startswith(fs.TEMP_PREFIX) for q in rel[:-1]):
+        if (state := fs.temp_state(p)) is not None and not any(q.startswith(fs.TEMP_PREFIX) for q in rel[:-1]):
             size = sum(f.lstat().st_size for f in p.rglob("*")) if p.is_dir() else p.lstat().st_size
-            items.append(CacheItem(p, size, "temp", "-", "left by a killed writer"))
+            items.append(CacheItem(p, size, "temp", "-", _TEMP_STATES[state]))
         elif p.is_symlink():
             if not datasets and _zoo_link(p, root, entries, urls):
                 # where a pulled file goes, a link was put (pulls refuse to read through it): listed, so that
