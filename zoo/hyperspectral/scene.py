@@ -29,6 +29,16 @@ def band_first_hint(shape: tuple[int, ...], bands: int | None = None, *,
            "cube.transpose(1, 2, 0)"
 
 
+def _dtype_kind(dtype: Any) -> str:
+    """NumPy's kind letter of a cube's dtype, a torch dtype's included (torch's have no ``kind``, and a complex
+    tensor would otherwise pass as real and lose its imaginary part in every float copy made of it)."""
+    kind = getattr(dtype, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    # torch's bool, integer and float types are real numbers, as NumPy's are; so are duck-typed arrays' values
+    return "c" if getattr(dtype, "is_complex", False) else "f"
+
+
 @dataclass(frozen=True)
 class RawLayout:
     """Where a scene's samples lie in a raw file, so that chunks can be mapped and unmapped one at a time.
@@ -76,7 +86,7 @@ class Scene:
         h, w, c = cube.shape
         if min(h, w, c) < 1:
             raise ValueError(f"Scene cube has an empty axis: shape {cube.shape}")
-        kind = getattr(getattr(cube, "dtype", None), "kind", "f")
+        kind = _dtype_kind(getattr(cube, "dtype", None))
         if kind not in "biuf":
             raise ValueError(f"Scene cube must hold real numbers; got dtype {cube.dtype}"
                              + (": keep np.abs(cube), cube.real or cube.imag" if kind == "c" else ""))

@@ -46,10 +46,16 @@ def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | 
     raw = meta.get("wavelength")
     if raw is None:
         return None
+    # spectral splits the list on commas: a trailing comma leaves an empty last entry, "{}" one empty entry
+    listed = [v for v in np.atleast_1d(raw) if str(v).strip()]
+    if not listed:
+        return None
     try:
-        wl = np.asarray([float(v) for v in np.atleast_1d(raw)], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SceneFormatError(f"ENVI header {hdr}: 'wavelength' must be numbers, got {raw!r:.80}") from None
+        wl = np.asarray([float(v) for v in listed], dtype=np.float64)
+    except (TypeError, ValueError):  # an optional field: the cube is still readable, as spectral reads it
+        warnings.warn(f"ENVI header {hdr}: 'wavelength' must be a list of numbers; got {raw!r:.80}: the scene "
+                      f"has no wavelengths (fix the header's 'wavelength' field)", stacklevel=user_stacklevel())
+        return None
     if wl.size != n_bands:
         raise SceneFormatError(f"ENVI header {hdr} lists {wl.size} wavelengths for {n_bands} bands")
     given = meta.get("wavelength units")
@@ -74,6 +80,30 @@ def _wavelengths(meta: dict[str, Any], n_bands: int, hdr: Path) -> np.ndarray | 
                   f"read as " + ("micrometres" if micrometres else "nanometres")
                   + " (set 'wavelength units' in the header)", stacklevel=user_stacklevel())
     return wl * (1e3 if micrometres else 1.0)
+
+
+def _warn_scale_factor(meta: dict[str, Any], hdr: Path) -> None:
+    """Say once per scene that the values are read as stored, not divided by ``reflectance scale factor``.
+
+    Why not divide: the cube is a memmap view of the file, which every chunked reader maps block by block as
+    stored; a model's fitted standardisation expects the values it was trained on (a factor applied to a
+    scene a model was trained on raw changes its predictions); and the factor, kept in ``metadata``, goes
+    into any header zoo writes from it again, so the values written must stay the stored ones.
+    """
+    raw = meta.get("reflectance scale factor")
+    if raw is None:
+        return
+    try:
+        factor = float(str(raw).strip())
+    except ValueError:
+        factor = float("nan")
+    if factor == 1.0:
+        return
+    how = (f"for reflectance divide them by {factor:g}: scene.with_cube(scene.cube / {factor:g}, "
+           f"scene.wavelengths) in memory, or each block of scene.iter_row_chunks() for a cube larger than memory"
+           if np.isfinite(factor) and factor > 0 else "it is no positive number, so nothing can be divided by it")
+    warnings.warn(f"ENVI header {hdr}: 'reflectance scale factor' = {raw!r:.40}; zoo reads the values as stored "
+                  f"(spectral's load() and read_pixel() divide them by it); {how}", stacklevel=user_stacklevel())
 
 
 def _sample(cube: np.ndarray) -> np.ndarray:
@@ -158,6 +188,10 @@ def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *
 
     The header is validated against itself and the data file's size (:mod:`.envi_header`); with
     ``check_byte_order`` a sample of the data must look like data in the header's byte order.
+
+    Values are the stored ones: a ``reflectance scale factor`` (which spectral's ``load()`` divides by) is
+    kept in ``metadata`` and named in a warning, never applied (``scene.with_cube(scene.cube / factor,
+    scene.wavelengths)`` applies it in memory; a model applies the scaling it was trained with).
     """
     path = Path(path)
     header = read_envi_header(path)
@@ -175,6 +209,7 @@ def open_envi(path: str | os.PathLike, image: str | os.PathLike | None = None, *
     if check_byte_order:
         verify_byte_order(cube, header)
     meta = dict(header.metadata)
+    _warn_scale_factor(meta, header.path)
     return Scene(cube=cube, wavelengths=_wavelengths(meta, header.bands, header.path), labels=labels,
                  name=name or header.path.stem, metadata=meta, layout=layout)
 
@@ -210,21 +245,32 @@ def _meta(wavelengths: Iterable[float] | None, extra: dict[str, Any] | None, n_b
     return meta
 
 
+def _envi_dtype(dtype: Any, who: str) -> np.dtype:
+    """``dtype`` little-endian, refused before anything is written when ENVI has no data type for it."""
+    dt = np.dtype(dtype).newbyteorder("<")
+    if dt.char not in envi.dtype_to_envi:
+        known = ", ".join(sorted({np.dtype(c).name for c in envi.dtype_to_envi}))
+        raise ValueError(f"{who}: ENVI has no data type for {np.dtype(dtype).name}; use one of {known}")
+    return dt
+
+
 def save_envi(path: str | os.PathLike, cube: np.ndarray, *, wavelengths=None, interleave: str = "bip",
               byteorder: int | None = None, metadata: dict[str, Any] | None = None, ext: str = ".img") -> Path:
     """Write an in-memory ``(H, W, C)`` cube as ENVI (atomically: temp files, then ``os.replace``).
 
     ``path`` names the header (see :func:`header_path`); the data file is the header's name with ``ext``."""
     hdr = header_path(path)
-    if np.ndim(cube) != 3:
-        raise ValueError(f"save_envi needs an (H, W, C) cube; got shape {np.shape(cube)}")
+    cube = np.asarray(cube)
+    if cube.ndim != 3:
+        raise ValueError(f"save_envi needs an (H, W, C) cube; got shape {cube.shape}")
+    _envi_dtype(cube.dtype, "save_envi")
     kwargs: dict[str, Any] = {"interleave": interleave, "force": True, "ext": ext,
-                              "metadata": _meta(wavelengths, metadata, np.shape(cube)[2])}
+                              "metadata": _meta(wavelengths, metadata, cube.shape[2])}
     if byteorder is not None:
         kwargs["byteorder"] = byteorder
     # data first, then the header: a header never points at nothing
-    with fs.atomic_paths(hdr.with_suffix(ext), hdr, size=np.asarray(cube).nbytes) as (_, tmp_hdr):
-        envi.save_image(str(tmp_hdr), np.asarray(cube), **kwargs)
+    with fs.atomic_paths(hdr.with_suffix(ext), hdr, size=cube.nbytes) as (_, tmp_hdr):
+        envi.save_image(str(tmp_hdr), cube, **kwargs)
     return hdr
 
 
@@ -239,11 +285,8 @@ class EnviWriter:
                  wavelengths=None, metadata: dict[str, Any] | None = None, ext: str = ".img") -> None:
         self.hdr = header_path(path)
         self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype).newbyteorder("<")
+        self.dtype = _envi_dtype(dtype, "EnviWriter")
         self.ext = ext
-        if self.dtype.char not in envi.dtype_to_envi:  # checked before anything is written
-            known = ", ".join(sorted({np.dtype(c).name for c in envi.dtype_to_envi}))
-            raise ValueError(f"EnviWriter: ENVI has no data type for {np.dtype(dtype).name}; use one of {known}")
         h, w, c = self.shape
         meta = _meta(wavelengths, metadata, c)
         meta.update({"lines": h, "samples": w, "bands": c, "header offset": 0, "file type": "ENVI Standard",

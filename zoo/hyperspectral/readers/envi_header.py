@@ -9,7 +9,10 @@ ENVI's codes, ``byte order`` 0 or 1, ``interleave`` bsq/bil/bip, and the data fi
 
 from __future__ import annotations
 
+import contextlib
+import locale
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ __all__ = ["DATA_EXTENSIONS", "EnviHeader", "find_header", "header_candidates", 
 
 # ENVI data type codes (ENVI header format documentation, "data type")
 _DTYPES = {1: "u1", 2: "i2", 3: "i4", 4: "f4", 5: "f8", 6: "c8", 9: "c16", 12: "u2", 13: "u4", 14: "i8", 15: "u8"}
+_MAX_HEADER_BYTES = 16 << 20  # a header listing thousands of bands is well under 1 MB
 DATA_EXTENSIONS = ("", ".img", ".dat", ".sli", ".hyspex", ".raw", ".bin")  # as spectral's envi.open looks
 
 
@@ -131,16 +135,46 @@ def parse_envi_header(h: dict[str, Any], path: Path) -> EnviHeader:
     return EnviHeader(path, lines, samples, bands, offset, dtype, interleave, dict(h))
 
 
-def read_envi_header(path: str | os.PathLike) -> EnviHeader:
-    """Parse and validate the ``.hdr`` of ``path``."""
+def _legacy_text(hdr: Path) -> str | None:
+    """The text of a header saved in Windows-1252 or Latin-1 (by Notepad, or an old ENVI: ``wavelength units =
+    \u00b5m``, an accented description), which ``spectral`` reads as UTF-8 only; None for a file of NUL bytes (binary),
+    one larger than any header, or one that is valid UTF-8 (whatever failed then was not its encoding)."""
+    if hdr.stat().st_size > _MAX_HEADER_BYTES:
+        return None
+    raw = hdr.read_bytes()
+    if b"\0" in raw:
+        return None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            return raw.decode("cp1252")
+        except UnicodeDecodeError:  # the five bytes cp1252 leaves undefined
+            return raw.decode("latin-1")
+    return None
+
+
+def _read_fields(hdr: Path) -> dict[str, Any]:
     from spectral.io import envi
 
-    hdr = find_header(Path(path))
     try:
-        fields = envi.read_envi_header(str(hdr))
+        return envi.read_envi_header(str(hdr))
     except (envi.EnviException, UnicodeDecodeError) as err:  # spectral's own parse errors; binary junk
-        raise SceneFormatError(f"{hdr} is not a readable ENVI header: {err or type(err).__name__}") from None
-    return parse_envi_header(fields, hdr)
+        first = err
+    text = _legacy_text(hdr)
+    if text is not None:  # spectral parses a path only, read in the locale's encoding: hand it the text so
+        with tempfile.TemporaryDirectory() as tmp:
+            utf = Path(tmp) / hdr.name
+            utf.write_text(text, encoding=locale.getpreferredencoding(False), errors="replace")
+            with contextlib.suppress(envi.EnviException):
+                return envi.read_envi_header(str(utf))
+    raise SceneFormatError(f"{hdr} is not a readable ENVI header: {first or type(first).__name__}") from None
+
+
+def read_envi_header(path: str | os.PathLike) -> EnviHeader:
+    """Parse and validate the ``.hdr`` of ``path`` (UTF-8, or Windows-1252/Latin-1 text)."""
+    hdr = find_header(Path(path))
+    return parse_envi_header(_read_fields(hdr), hdr)
 
 
 def find_data_file(header: EnviHeader, image: str | os.PathLike | None = None) -> Path:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.readers.errors import SceneFormatError
 from zoo.hyperspectral.scene import Scene
 
@@ -115,10 +117,42 @@ def _parse_footer(xml: bytes, data_end: int) -> SpeHeader:
                 wl = np.array([float(v) for v in el.text.replace(";", ",").split(",") if v.strip()])
             except ValueError:
                 raise SPEFormatError("SPE 3.0 footer: <Wavelength> is not a list of numbers") from None
-            if wl.size >= width and np.all(np.isfinite(wl)):
-                wavelengths = wl[:width]  # the mapping covers the sensor; a ROI uses its first columns
+            if np.all(np.isfinite(wl)):
+                wavelengths = _roi_wavelengths(wl, width, _sensor_mapping(root, regions[0]))
             break
     return _checked(3.0, dtype, count, height, width, stride, data_end, wavelengths)
+
+
+def _sensor_mapping(root: ET.Element, region: ET.Element) -> ET.Element | None:
+    """The region's ``<SensorMapping>``: the one its ``calibrations`` ids name, else the footer's only one."""
+    mappings = [el for el in root.iter() if _local(el.tag) == "SensorMapping"]
+    ids = {v.strip() for v in (region.get("calibrations") or "").split(",")}
+    named = [el for el in mappings if el.get("id") in ids]
+    if len(named) == 1:
+        return named[0]
+    return mappings[0] if len(mappings) == 1 else None
+
+
+def _roi_wavelengths(wl: np.ndarray, width: int, mapping: ET.Element | None) -> np.ndarray | None:
+    """One wavelength per ROI column. ``<Wavelength>`` lists one per sensor column, and the ROI's ``width``
+    columns are sensor columns ``x .. x + width * xBinning - 1`` of its ``<SensorMapping>``, each binned group
+    read as the mean of its columns' wavelengths (as Princeton Instruments' loadSPE.m slices them)."""
+    if mapping is None:  # no mapping: a list of the ROI's own columns (write_spe's), or a ROI from column 0
+        return wl[:width] if wl.size >= width else None
+    try:
+        x, binning = int(mapping.get("x", "0")), int(mapping.get("xBinning", "1"))
+    except ValueError:
+        x, binning = -1, 0
+    span = width * binning
+    if x >= 0 and binning >= 1 and x + span <= wl.size:
+        return wl[x:x + span].reshape(width, binning).mean(axis=1)
+    if wl.size == width:  # a list of the ROI's own columns already
+        return wl
+    warnings.warn(f"SPE 3.0 footer: <SensorMapping x={mapping.get('x')!r} xBinning={mapping.get('xBinning')!r}> "
+                  f"puts the region's {width} columns outside the {wl.size} wavelengths of <Wavelength> (expected "
+                  f"x >= 0, xBinning >= 1 and x + {width} * xBinning <= {wl.size}): the scene has no wavelengths",
+                  stacklevel=user_stacklevel())
+    return None
 
 
 def _checked(version: float, dtype: np.dtype, frames: int, height: int, width: int, stride: int,
