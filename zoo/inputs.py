@@ -66,11 +66,13 @@ def expand_home(value: Any, *, only_existing: bool = False) -> Any:
 
 
 def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[Path]:
-    """The files below ``folder`` (of ``suffixes``, lower-case, when given), sorted, leaving out hidden ones and
-    those in hidden folders (macOS ``._x.jpg`` forks, ``.ipynb_checkpoints/`` copies): no inputs to predict,
-    train or evaluate on, in every family (torchvision's ``find_classes`` leaves hidden class folders out).
-    Linked folders are followed, as torchvision's ``make_dataset`` does (each real folder read once: a link
-    to a folder above does not loop)."""
+    """The files below ``folder`` (of ``suffixes``, lower-case, when given), leaving out hidden ones and those in
+    hidden folders (macOS ``._x.jpg`` forks, ``.ipynb_checkpoints/`` copies): no inputs to predict, train or
+    evaluate on, in every family (torchvision's ``find_classes`` leaves hidden class folders out). In
+    torchvision's ``make_dataset`` order for a class folder, so that sample ``i`` is the same file in both:
+    folders sorted by their path as text, the files sorted within each (``a/z.jpg`` before ``a/sub/y.jpg``, where
+    sorting whole paths put ``a/sub/`` first). Linked folders are followed, as
+    ``make_dataset`` does (each real folder read once: a link to a folder above does not loop)."""
     kept = None if suffixes is None else tuple(suffixes)
     found, seen = [], set()
     for where, dirs, files in os.walk(folder, followlinks=True):
@@ -80,22 +82,33 @@ def visible_files(folder: Path, suffixes: Iterable[str] | None = None) -> list[P
             continue
         seen.add(real)
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [f for name in files if not name.startswith(".") and (f := Path(where, name)).is_file()
-                  and (kept is None or f.suffix.lower() in kept)]
-    return sorted(found)
+        found.append((where, [f for name in sorted(files) if not name.startswith(".") and (f := Path(where, name)).is_file()
+                              and (kept is None or f.suffix.lower() in kept)]))
+    return [f for _, in_folder in sorted(found, key=lambda entry: entry[0]) for f in in_folder]
 
 
-def split_folder(root: Path, split: str) -> Path | None:
+def split_folder(root: Path, split: str, suffixes: Iterable[str] | None = None) -> Path | None:
     """``root``'s ``split`` folder (``"train"`` / ``"val"``: :data:`SPLIT_NAMES`, in any case: Kaggle's ``Train/``,
-    ``TEST/``), or None."""
+    ``TEST/``), or None. With ``suffixes`` (the family's files, lower-case), a folder of that name is a split
+    only where it holds no such file itself: one that does is a class of a flat ``root/<class>/...`` (CIFAR-100
+    has a class ``train``, as torchvision's ``ImageFolder`` reads it), while Kaggle's ``train/<class>/`` beside an
+    unlabelled ``test/*.jpg`` stays a split."""
     root = Path(root)
     folders = {p.name.lower(): p for p in sorted(root.iterdir(), reverse=True) if p.is_dir()} if root.is_dir() else {}
+    kept = None if suffixes is None else tuple(suffixes)
     for name in SPLIT_NAMES[split]:
-        if (root / name).is_dir():
-            return root / name
-        if name in folders:
-            return folders[name]
+        found = root / name if (root / name).is_dir() else folders.get(name)
+        # a split holds class folders; one holding the files itself is a class of a flat root/<class>/...
+        if found is not None and (kept is None or not _holds_files(found, kept)):
+            return found
     return None
+
+
+def _holds_files(folder: Path, suffixes: tuple[str, ...]) -> bool:
+    """Whether ``folder`` itself (not a sub-folder) holds a visible file of ``suffixes``."""
+    with os.scandir(folder) as entries:
+        return any(not e.name.startswith(".") and e.is_file() and Path(e.name).suffix.lower() in suffixes
+                   for e in entries)
 
 
 def class_folders(root: Path) -> list[str]:

@@ -208,6 +208,18 @@ def _class_folders(found: Sequence[str], classes: Sequence[str]) -> dict[str, st
     return folders
 
 
+def _repeated(classes: Sequence[str], found: Sequence[str]) -> list[str]:
+    """The names in ``classes`` given twice, exactly or as two Unicode spellings of one name (both would read
+    one folder, or leave an index no image has); two spellings that are both folders here are two classes
+    (:func:`_class_folders` keeps them apart)."""
+    on_disk = set(found)
+    alike: dict[str, list[str]] = {}
+    for c in classes:
+        alike.setdefault(unicodedata.normalize("NFC", c), []).append(c)
+    return [c for names in alike.values() if len(names) > 1
+            and (len(set(names)) < len(names) or not on_disk.issuperset(names)) for c in dict.fromkeys(names)]
+
+
 class ImageFolderDataset(Dataset):
     """``root/<class>/<image>`` -> ``(transform(rgb_image), class_index)``.
 
@@ -246,6 +258,9 @@ class ImageFolderDataset(Dataset):
             classes = found
         if not classes:
             raise ValueError(f"{self.root}: no class sub-folders; expected root/<class>/<image files>")
+        if repeated := _repeated(classes, found):
+            raise ValueError(f"{self.root}: class name(s) {repeated} come more than once in classes (exactly or "
+                             f"alike in Unicode NFC); each class takes one name and one index: got {list(classes)}")
         # a folder of some of the classes scores those (a CIFAR-10 model on a folder of cats and dogs); one of
         # none of them is the wrong folder
         folders = _class_folders(found, classes)
@@ -356,7 +371,10 @@ def scored_folder(root: str | os.PathLike, transform: Callable | None, classes: 
     return ImageFolderDataset(val or root, transform, classes=classes, strict=strict, unknown_classes=unknown_classes)
 
 
-find_split = split_folder  # the vision family's name for it (its CLI and resnet.py call it)
+def find_split(root: str | os.PathLike, split: str) -> Path | None:
+    """``root``'s ``split`` folder of images (:func:`zoo.inputs.split_folder`; the vision CLI and resnet.py call
+    it): a ``train/`` holding images, or beside folders that do, is a class (CIFAR-100's), not a split."""
+    return split_folder(Path(root), split, IMG_EXTENSIONS)
 
 
 def _unused_siblings(root: Path, used: tuple[Path | None, ...]) -> None:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -61,6 +62,10 @@ def classifier_report(scores_or_preds: torch.Tensor, targets: torch.Tensor, num_
     names = list(class_names) if class_names is not None else [str(i) for i in range(k)]
     if len(names) != k:
         raise ValueError(f"{len(names)} class names for a {k}-class model")
+    shape = tuple(np.shape(scores_or_preds))
+    if len(shape) == 2 and shape[1] != k:  # else argmax over one column predicts class 0 for every sample
+        raise ValueError(f"scores of shape {shape} for a {k}-class model: expected (N, {k}) scores or (N,) predicted "
+                         "classes (for one binary probability per sample, pass (p > 0.5).long())")
     cm = M.confusion_matrix(scores_or_preds, targets, k)
     recall = M.per_class_recall(cm)
     out = {

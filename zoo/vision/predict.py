@@ -159,8 +159,9 @@ def _sample_inputs(data: Any) -> Iterator[tuple[str, Any]]:
     """``(name, input)`` of each sample, one image at a time: the first item of a Dataset's ``(input, label)``
     samples (a sample that is no pair is the input), or each input of a DataLoader's batches."""
     if isinstance(data, torch.utils.data.DataLoader):
+        default_collated = data.collate_fn is torch.utils.data.default_collate
         for b, batch in enumerate(data):
-            for i, x in enumerate(_batch_inputs(batch)):
+            for i, x in enumerate(_batch_inputs(batch, default_collated)):
                 yield f"batch[{b}][{i}]", x
         return
     samples = iter(data) if isinstance(data, torch.utils.data.IterableDataset) else (data[i] for i in range(len(data)))
@@ -186,14 +187,42 @@ def _input_of(sample: Any) -> Any:
     return sample
 
 
-def _batch_inputs(batch: Any) -> Any:
+def _batch_inputs(batch: Any, default_collated: bool = False) -> Any:
     """The inputs of one DataLoader batch: the default collate's ``[x, y]`` or ``{"image": x, "label": y}``
     (``x`` a tensor batch or a list), or a list of ``(input, label)`` or dict samples (``collate_fn=lambda b:
-    b``, which keeps PIL images)."""
+    b``, which keeps PIL images). ``default_collated``: the loader's ``collate_fn`` is torch's
+    ``default_collate``, so a batch of two equally long members is its ``[x, y]``."""
+    pair = _collated_pair(batch)
+    if pair and (default_collated or _image_names_first(batch[0], batch[1])):
+        return batch[0]
     if isinstance(batch, (tuple, list)) and batch and all(isinstance(s, (tuple, list, Mapping)) for s in batch):
+        if pair and not _image_names_first([s[0] for s in batch], [s[1] for s in batch]):
+            raise ValueError(
+                f"zoo.predict cannot tell whether this DataLoader batch, {batch!r:.120}, is [inputs, labels] as "
+                "torch's default_collate makes it or two (input, label) samples as a collate_fn of its own gives "
+                "them; expected one of those read unambiguously: use the default collate_fn, another batch_size "
+                "than 2, or image files named with their suffix (.jpg, .png)")
         return [_input_of(sample) for sample in batch]
     batch = _input_of(batch)
     return batch if isinstance(batch, (torch.Tensor, list, tuple)) else [batch]
+
+
+def _collated_pair(batch: Any) -> bool:
+    """Whether ``batch`` has the shape torch's ``default_collate`` gives ``(input, label)`` samples: two
+    members of one length, each a tensor or a list of str (it stacks numbers into tensors, and keeps str)."""
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+        return False
+    lengths = {len(m) if isinstance(m, torch.Tensor) and m.dim() > 0
+               or isinstance(m, (tuple, list)) and all(isinstance(v, str) for v in m) else None for m in batch}
+    return None not in lengths and len(lengths) == 1
+
+
+def _image_names_first(inputs: Sequence[Any], labels: Sequence[Any]) -> bool:
+    """Whether ``inputs`` all name image files (by their suffix) and none of ``labels`` does."""
+    def named(v: Any) -> bool:
+        return isinstance(v, (str, os.PathLike)) and Path(v).suffix.lower() in IMG_EXTENSIONS
+
+    return all(map(named, inputs)) and not any(map(named, labels))
 
 
 def _named_images(inputs: Any) -> list[tuple[str, Any]]:
