@@ -94,8 +94,12 @@ def file_format(path: str | os.PathLike) -> str:
 def is_safetensors(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a safetensors file, by its bytes (:func:`file_format`), not by its name: a file
     :func:`zoo.save` wrote keeps its recorded config under any name (``ip.weights``, a URL's ``/download``).
-    False for a path that is no file; a file too short or too broken to be weights is CorruptWeightsError."""
-    return Path(path).is_file() and file_format(path) == "safetensors"
+    False for a path that is no file or none whose first bytes say safetensors (empty, truncated, broken): the
+    reader it then goes to names what is wrong with it, in its own terms (a resume's checkpoint error)."""
+    try:
+        return Path(path).is_file() and file_format(path) == "safetensors"
+    except CorruptWeightsError:
+        return False
 
 
 def _safetensors_call(fn, path: str | os.PathLike):
