@@ -147,7 +147,29 @@ RANKS_WORKER = textwrap.dedent("""
         if state.batch == 1 and state.rank == 0:
             state.request_stop("time budget reached")
 
-    if mode == "stop":
+    if mode == "bn":  # epoch 1's checkpoint, its rank's buffers and the val_loss logged for it
+        r = fit(net, xy, (x[:21], xy[1][:21]), epochs=1, checkpoint_dir=out / "ck", **kw)
+        torch.save({"val_loss": r.history[0]["val_loss"], "buffers": dict(net.named_buffers())}, out / f"rank{rank}.pt")
+    elif mode == "loader":  # DataLoaders as the user made them, and zoo.vision's own batch sampler
+        from torch.utils.data import DataLoader, TensorDataset
+        from zoo.engine import Callback
+        from zoo.vision.tensor_data import EpochBatchSampler
+
+        seen, scored = [], []
+
+        class Record(Callback):
+            def on_batch_end(self, state, logs):
+                seen.append(state.batch)
+
+            def on_epoch_end(self, state, row):
+                scored.append(len(state.val_predictions.targets))
+
+        train = DataLoader(TensorDataset(*xy), batch_size=4, shuffle=True)
+        val = DataLoader(TensorDataset(x[:21], xy[1][:21]), batch_size=4)
+        fit(net, train, val, epochs=1, callbacks=[Record()], **kw)
+        torch.save({"batches": len(seen), "scored": scored, "tensor_loader": list(EpochBatchSampler(10, 2, shuffle=True))},
+                   out / f"rank{rank}.pt")
+    elif mode == "stop":
         r = fit(net, xy, epochs=2, callbacks=[LambdaCallback(on_batch_end=stop_on_rank_0)], **kw)
         torch.save({"rows": r.history}, out / f"rank{rank}.pt")
     else:
@@ -179,3 +201,81 @@ def test_the_weight_averages_batchnorm_statistics_are_the_same_on_every_rank(tmp
     assert rank0.keys() == rank1.keys() and rank0
     for name, value in rank0.items():
         assert torch.equal(value, rank1[name]), name
+
+
+@pytest.mark.slow
+def test_validation_and_checkpoints_use_rank_0s_batchnorm_statistics_on_every_rank(tmp_path, torchrun):
+    """Before: DDP broadcasts buffers only as a training forward starts, so each rank validated its shard with the
+    BatchNorm statistics of its own last batches, while only rank 0's were saved: the logged val_loss (which
+    best.pt, early stopping and ReduceLROnPlateau decide on) was no saved model's, and the ranks' models differed."""
+    from zoo.engine import evaluate, load_checkpoint
+
+    rank0, rank1 = _ranks_results(tmp_path, torchrun, "bn")
+    for name, value in rank0["buffers"].items():
+        assert torch.equal(value, rank1["buffers"][name]), name
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 4, generator=g)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    load_checkpoint(tmp_path / "ck" / "epoch-0001.pt", net)
+    alone = evaluate(net, (x[:21], (x[:21].sum(1) > 0).long()), amp=None)
+    assert rank0["val_loss"] == rank1["val_loss"] == pytest.approx(alone["loss"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_dataloader_given_under_torchrun_is_shared_out_between_the_ranks(tmp_path, torchrun):
+    """Before: a DataLoader passed to fit went through unchanged, so each rank trained every sample (16 batches of
+    4 of 64 samples, each) and scored the whole validation set, gathered twice (42 predictions of 21 samples);
+    zoo.vision's EpochBatchSampler gave both ranks the same batches."""
+    rank0, rank1 = _ranks_results(tmp_path, torchrun, "loader")
+    assert rank0["batches"] == rank1["batches"] == 8
+    assert rank0["scored"] == rank1["scored"] == [21]
+    shares = [[i for batch, _ in r["tensor_loader"] for i in batch] for r in (rank0, rank1)]
+    assert len(shares[0]) == len(shares[1]) == 5 and sorted(shares[0] + shares[1]) == list(range(10))
+    assert [s for _, s in rank0["tensor_loader"]] != [s for _, s in rank1["tensor_loader"]]  # augmented unalike
+
+
+def test_a_dataloader_is_rebuilt_for_its_rank_with_its_own_options():
+    """A user's loader, for rank 1 of 2: the engine's samplers instead of its own, everything else kept; one whose
+    order cannot be carried over is refused, not run in full by every rank."""
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset, WeightedRandomSampler
+
+    from zoo.engine.data import ShardSampler, prepare_loader
+    from zoo.engine.distributed import DistInfo
+
+    ds = TensorDataset(torch.arange(11.0)[:, None], torch.zeros(11, dtype=torch.long))
+    collate = lambda batch: batch
+    gen = torch.Generator()
+    given = DataLoader(ds, batch_size=3, shuffle=True, collate_fn=collate, drop_last=True, generator=gen)
+    place = DistInfo(rank=1, world_size=2)
+    train = prepare_loader(given, batch_size=99, shuffle=True, seed=7, dist=place, train=True)
+    assert isinstance(train.sampler, DistributedSampler) and train.sampler.shuffle and train.sampler.seed == 7
+    assert (train.sampler.rank, train.sampler.num_replicas) == (1, 2)
+    assert (train.batch_size, train.collate_fn, train.drop_last, train.generator) == (3, collate, True, gen)
+    val = prepare_loader(DataLoader(ds, batch_size=4), batch_size=99, shuffle=False, dist=place)
+    assert isinstance(val.sampler, ShardSampler) and list(val.sampler) == [1, 3, 5, 7, 9]
+    assert prepare_loader(given, batch_size=3, shuffle=True, dist=DistInfo()) is given  # one process: as it is
+    weighted = DataLoader(ds, batch_size=3, sampler=WeightedRandomSampler([1.0] * 11, 11))
+    with pytest.raises(ValueError, match=r"its own WeightedRandomSampler, .* pass its Dataset and batch_size"):
+        prepare_loader(weighted, batch_size=3, shuffle=True, dist=place, train=True)
+
+
+def test_epoch_batch_sampler_shares_out_by_rank():
+    """zoo.vision's batch sampler gave every rank the same batches: each trained the same samples with the same
+    augmentations. Shuffled, the ranks' shares are padded to one length (as many steps each); unshuffled, each
+    sample goes to one rank; one process draws as before."""
+    from zoo.vision.tensor_data import EpochBatchSampler
+
+    def share(rank, shuffle):
+        return [i for batch, _ in EpochBatchSampler(11, 2, shuffle=shuffle, seed=3, rank=rank, world_size=2)
+                for i in batch]
+
+    trained = [share(r, True) for r in (0, 1)]
+    assert len(trained[0]) == len(trained[1]) == 6 and set(trained[0] + trained[1]) == set(range(11))
+    assert sorted(share(0, False) + share(1, False)) == list(range(11))
+    alone = EpochBatchSampler(11, 2, shuffle=True, seed=3)
+    g = torch.Generator().manual_seed(3 * 1_000_003)
+    order = torch.randperm(11, generator=g)
+    assert [b for b, _ in alone] == [order[i:i + 2].tolist() for i in range(0, 11, 2)]
+    with pytest.raises(ValueError, match="rank=2 is outside world_size=2"):
+        EpochBatchSampler(11, 2, shuffle=True, rank=2, world_size=2)

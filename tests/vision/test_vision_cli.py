@@ -342,3 +342,42 @@ def test_finetune_takes_device_and_amp_as_zoo_train_does(tmp_path, capsys, monke
     with pytest.raises(SystemExit) as stop:  # refused by the parser, before anything is built
         main(["finetune", "resnet18", "--data", str(data), "--device", "cuda:64"])
     assert stop.value.code == 2 and "argument --device: device 'cuda:64' is not available" in capsys.readouterr().err
+
+
+def test_finetune_under_torchrun_claims_saves_and_reports_on_rank_0_only(tmp_path, capsys, monkeypatch, caplog):
+    """Under torchrun each process claimed an output folder of its own (runs/finetune, runs/finetune-2) and
+    printed the report; with --out-dir both wrote the same files at once. The other ranks only train now."""
+    import logging
+    from types import SimpleNamespace
+
+    import zoo
+    from zoo.vision import cli as vision_cli
+
+    data = _folder(tmp_path / "data")
+    trained: list[str] = []
+
+    def finetune(model, data, **options):
+        trained.append("x")
+        logging.getLogger("zoo.vision.finetune").info("finetune: replacing the head")  # as the real one says
+        return SimpleNamespace(model=model, best_metric=None)
+
+    monkeypatch.setattr(zoo, "finetune", finetune)
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    args = ["finetune", "resnet18", "--data", str(data), "--model", "stem=cifar", "--image-size", "16", "--amp", "none"]
+    for rank in ("1", "0"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", rank)
+        assert main(args) == 0
+        assert main([*args, "--out-dir", str(tmp_path / "out")]) == 0
+        said = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        assert said == ([] if rank == "1" else ["finetune: replacing the head"] * 2)
+        if rank == "1":
+            assert capsys.readouterr().out == ""
+            assert not vision_cli.FINETUNE_RUNS.exists() and not (tmp_path / "out").exists()
+    assert len(trained) == 4  # every rank trains: DDP needs them all
+    assert "weights: " in capsys.readouterr().out
+    assert not vision_cli.FINETUNE_RUNS.with_name("finetune-2").exists()
+    for folder in (vision_cli.FINETUNE_RUNS, tmp_path / "out"):
+        assert sorted(p.name for p in folder.iterdir()) == ["confusion.png", "metrics.json", "model.safetensors"]

@@ -3,8 +3,10 @@
 :func:`prepare_loader` turns a Dataset (or ``(X, y)`` tensors) into a DataLoader whose shuffle order is a
 pure function of ``(seed, epoch)`` (a ``DistributedSampler``, also with one process, so 1-process and
 N-process runs see the same global batches), and whose worker seeds derive from the same pair. A ready
-DataLoader passes through unchanged: the family then owns its batching (a bucketing batch sampler, say);
-its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does its dataset.
+DataLoader passes through unchanged in one process: the family then owns its batching (a bucketing batch
+sampler, say); its sampler/batch sampler gets ``set_epoch(epoch)`` when it has one, and so does its dataset.
+Under DDP a ready DataLoader whose sampler does not share samples out by rank is rebuilt around the engine's
+sampler (:func:`prepare_loader`), else every rank ran every sample.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import (
+    BatchSampler,
     ConcatDataset,
     DataLoader,
     Dataset,
     DistributedSampler,
     IterableDataset,
+    RandomSampler,
     Sampler,
+    SequentialSampler,
     Subset,
     TensorDataset,
     default_collate,
@@ -258,17 +263,20 @@ def prepare_loader(
     drop_last: bool = False,
     dist: DistInfo | None = None,
     pin_memory: bool = False,
+    train: bool | None = None,
 ) -> DataLoader:
-    """A DataLoader for ``data`` (a Dataset, ``(X, y)`` tensors or NumPy arrays, or a DataLoader returned
-    unchanged).
+    """A DataLoader for ``data`` (a Dataset, ``(X, y)`` tensors or NumPy arrays, or a DataLoader).
 
     Training loaders (``shuffle=True``) use a DistributedSampler seeded with ``seed`` (call
     :func:`set_loader_epoch` every epoch); evaluation loaders under DDP use a :class:`ShardSampler`.
+    A DataLoader is returned unchanged in one process, or when its sampler shares samples out by rank itself;
+    else, under DDP, it is rebuilt with the same options around the sampler a Dataset would get
+    (:func:`shard_loader`; ``train``, default ``shuffle``, says which).
     """
-    if isinstance(data, DataLoader):
-        return data
-    batch_size = whole_number(batch_size, "batch_size")
     dist = dist or DistInfo()
+    if isinstance(data, DataLoader):
+        return shard_loader(data, dist, train=shuffle if train is None else train, seed=seed)
+    batch_size = whole_number(batch_size, "batch_size")
     ds = _as_dataset(data)
     common: dict[str, Any] = {"batch_size": batch_size, "num_workers": num_workers, "collate_fn": collate_fn,
                                   "pin_memory": pin_memory, "drop_last": drop_last,
@@ -278,14 +286,61 @@ def prepare_loader(
         return DataLoader(ds, generator=epoch_generator(seed, 0), **common)
     sampler: Sampler[int] | None = None
     if shuffle:
-        sampler = DistributedSampler(ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=True,
-                                     seed=seed, drop_last=drop_last)
+        sampler = _rank_sampler(ds, dist, train=True, shuffle=True, seed=seed, drop_last=drop_last)
     elif dist.enabled:
-        sampler = ShardSampler(len(ds), dist.rank, dist.world_size)
+        sampler = _rank_sampler(ds, dist, train=False, shuffle=False, seed=seed, drop_last=drop_last)
     # The generator only seeds the workers (and the iterator's base seed); set_loader_epoch reseeds it,
     # so it never draws from the global RNG that model code (dropout) uses.
     return DataLoader(ds, sampler=sampler, shuffle=False, generator=epoch_generator(seed, 0),
                       worker_init_fn=seed_worker if num_workers > 0 else None, **common)
+
+
+def _rank_sampler(ds: Any, dist: DistInfo, *, train: bool, shuffle: bool, seed: int, drop_last: bool) -> Sampler[int]:
+    """This rank's share of ``ds``: for training a DistributedSampler (equal shares, padded: every rank joins every
+    gradient all-reduce), for evaluation a :class:`ShardSampler` (each sample scored once over the ranks)."""
+    if train:
+        return DistributedSampler(ds, num_replicas=dist.world_size, rank=dist.rank, shuffle=shuffle, seed=seed,
+                                  drop_last=drop_last)
+    return ShardSampler(len(ds), dist.rank, dist.world_size)
+
+
+def _shares_out(loader: DataLoader) -> bool:
+    """Whether ``loader``'s sampler or batch sampler already takes this rank's share: torch's DistributedSampler,
+    the engine's ShardSampler, or one that says its place (``place()``, as zoo's samplers; ``num_replicas``)."""
+    parts = (loader.sampler, loader.batch_sampler)
+    return any(isinstance(p, (DistributedSampler, ShardSampler)) or hasattr(p, "place") or hasattr(p, "num_replicas")
+               for p in parts if p is not None)
+
+
+def shard_loader(loader: DataLoader, dist: DistInfo, *, train: bool, seed: int) -> DataLoader:
+    """``loader`` as this rank's share under DDP: unchanged in one process, for an IterableDataset (it streams as
+    it was made to) or a sampler that shares out by rank itself; else the same loader (batch size, collate_fn,
+    workers, pinning, drop_last, worker_init_fn, generator ...) around :func:`_rank_sampler`'s sampler, shuffled
+    in training as its own RandomSampler / SequentialSampler was. A sampler or batch sampler of its own, whose
+    order cannot be carried over, is refused: each rank would have run all of it."""
+    if not dist.enabled or isinstance(loader.dataset, IterableDataset) or _shares_out(loader):
+        return loader
+    sampler = loader.sampler
+    plain = (type(sampler) is SequentialSampler or (type(sampler) is RandomSampler and not sampler.replacement
+                                                    and sampler._num_samples is None))
+    if loader.batch_size is None or type(loader.batch_sampler) is not BatchSampler or not plain:
+        own = type(loader.batch_sampler if loader.batch_size is not None and type(loader.batch_sampler)
+                   is not BatchSampler else sampler).__name__
+        raise ValueError(
+            f"under DDP ({dist.world_size} processes) a DataLoader must give each process its share of the "
+            f"samples, and this one batches with its own {own}, which zoo cannot share out (every process would "
+            f"{'train on' if train else 'score'} all of it): pass its Dataset and batch_size (zoo shards it), or "
+            f"build the DataLoader with sampler=torch.utils.data.DistributedSampler(dataset) (a batch sampler: one "
+            f"that takes this rank's batches and has a place() or num_replicas)")
+    return DataLoader(
+        loader.dataset, batch_size=loader.batch_size, shuffle=False,
+        sampler=_rank_sampler(loader.dataset, dist, train=train, shuffle=type(sampler) is RandomSampler, seed=seed,
+                              drop_last=loader.drop_last),
+        num_workers=loader.num_workers, collate_fn=loader.collate_fn, pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last, timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context, generator=loader.generator,
+        prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers,
+        pin_memory_device=loader.pin_memory_device)
 
 
 def inference_loader(data: Dataset | DataLoader, batch_size: int, **options: Any) -> DataLoader:

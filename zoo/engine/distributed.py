@@ -31,6 +31,7 @@ __all__ = [
     "broadcast_object",
     "dist_info",
     "init_distributed",
+    "sampler_place",
     "shutdown",
     "wrap_ddp",
 ]
@@ -151,6 +152,19 @@ def live_place() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def sampler_place(rank: int | None, world_size: int | None, *, training: bool) -> tuple[int, int]:
+    """``(rank, world_size)`` a sampler shares its samples out by: as given, else this process's own. Training
+    reads torchrun's env or the process group; evaluation shares out only in a live group, the one that gathers
+    the ranks' results (torchrun's env alone cannot: each process then scores every sample)."""
+    if rank is None or world_size is None:
+        info = dist_info() if training or live_place()[1] > 1 else DistInfo()
+        rank, world_size = (info.rank if rank is None else rank), (info.world_size if world_size is None else world_size)
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank={rank} is outside world_size={world_size}: give 0 <= rank < world_size, or leave "
+                         "both out to take torchrun's RANK / WORLD_SIZE")
+    return rank, world_size
 
 
 def barrier() -> None:

@@ -142,7 +142,7 @@ class Trainer:
         self.train_loader: Any = prepare_loader(
             train_data, batch_size=cfg.batch_size, shuffle=cfg.overfit_batches == 0, seed=cfg.seed,
             num_workers=cfg.num_workers, collate_fn=cfg.collate_fn, drop_last=cfg.drop_last, dist=info,
-            pin_memory=pin)
+            pin_memory=pin, train=True)
         self.val_loader: Any = None
         if cfg.overfit_batches:
             fixed = list(itertools.islice(iter(self.train_loader), cfg.overfit_batches))
@@ -493,6 +493,11 @@ class Trainer:
     def _end_epoch(self, epoch: int, row: dict[str, Any]) -> None:
         """Validation, callbacks, best / early stopping, checkpoint and logs of a finished epoch."""
         cfg = self.cfg
+        if self.info.enabled:
+            # DDP broadcasts buffers only as a training forward starts, so each rank ended the epoch with the
+            # BatchNorm statistics of its own last batches: validated on its shard with another model than the
+            # rank 0 one that is saved. Rank 0's, as DDP itself would hand out at the next forward.
+            broadcast_buffers(self.model)
         scored = self.state.eval_model
         if self.val_loader is not None:
             val, self.state.val_predictions = score_loader(

@@ -142,19 +142,39 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         model = _build(args.name, args.weights, args.model)
     if not hasattr(model, "zoo_finetune"):  # said as a command line: the Python call zoo.finetune names is no help here
         raise UsageError(finetune_refusal(model, args.name, args.data, command=True))
+    from zoo.engine.distributed import dist_info
+
+    if not dist_info().is_main:
+        # under torchrun one process claims the folder, saves and reports, as zoo train does: each claimed a
+        # runs/finetune-N of its own (or wrote one --out-dir at once) and said everything once per process
+        with _quiet_info():
+            _finetune_run(args, model, sets)
+        return 0
     # before training: a folder that cannot be written must fail now, not lose the tuned model at the end
     with _out_dir(args.out_dir) as out:
         return _finetune_into(out, args, model, sets)
 
 
-def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[str, Any]) -> int:
-    """``zoo finetune``'s run once its output folder is checked (and, the default one, claimed)."""
+@contextlib.contextmanager
+def _quiet_info() -> Iterator[None]:
+    """zoo's log records below warnings dropped within (what finetune says it does, rank 0 says once)."""
+    import logging
+
+    logger = logging.getLogger("zoo")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _finetune_run(args: argparse.Namespace, model: Any,
+                  sets: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """``(result, options, ended)`` of ``zoo finetune``'s training: ``ended["predictions"]`` holds the run's last
+    validation (every rank's, gathered), scored on the weights it ends with."""
     import zoo
-    from zoo import fs
     from zoo.engine.callbacks import LambdaCallback
-    from zoo.vision.data import find_split, scored_folder
-    from zoo.vision.evaluate import classifier_report, evaluate_classifier
-    from zoo.vision.transforms import transforms_for
 
     options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
@@ -166,9 +186,20 @@ def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[s
         if options.get("checkpoint_dir") is None:
             raise UsageError("--resume continues the run in a checkpoint folder: give it with --set checkpoint_dir=DIR")
         options["resume"] = True
-    ended: dict[str, Any] = {}  # the run's last validation, scored on the weights it ends with
+    ended: dict[str, Any] = {}
     keep = LambdaCallback(on_train_end=lambda state: ended.update(predictions=state.val_predictions))
-    result = zoo.finetune(model, args.data, callbacks=[keep], **options)
+    return zoo.finetune(model, args.data, callbacks=[keep], **options), options, ended
+
+
+def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[str, Any]) -> int:
+    """``zoo finetune``'s run once its output folder is checked (and, the default one, claimed)."""
+    import zoo
+    from zoo import fs
+    from zoo.vision.data import find_split, scored_folder
+    from zoo.vision.evaluate import classifier_report, evaluate_classifier
+    from zoo.vision.transforms import transforms_for
+
+    result, options, ended = _finetune_run(args, model, sets)
     model = result.model
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")

@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo._stacklevel import user_stacklevel
+from zoo.engine.distributed import sampler_place
 from zoo.vision.data import ImageFolderDataset, open_rgb
 
 __all__ = ["EpochBatchSampler", "TensorImageDataset", "decode_images", "load_or_decode", "tensor_loader"]
@@ -109,26 +110,53 @@ def _read_cache(cache: Path, key: str) -> tuple[torch.Tensor, torch.Tensor, list
 
 
 class EpochBatchSampler(Sampler):
-    """Yields ``(indices, augmentation_seed)`` per batch; order and seeds depend only on ``(seed, epoch)``."""
+    """Yields ``(indices, augmentation_seed)`` per batch; order and seeds depend only on ``(seed, epoch)``.
 
-    def __init__(self, n: int, batch_size: int, *, shuffle: bool, drop_last: bool = False, seed: int = 0) -> None:
+    Under DDP each process takes its share of the epoch's order, samples ``rank, rank + world_size, ...``, in
+    batches of ``batch_size`` (per process, as the engine's), with seeds of its own: the ranks trained identical
+    batches. Shuffled (training), the order is first padded with its own first samples to a multiple of
+    ``world_size``, as torch's DistributedSampler pads, so every process runs as many steps; unshuffled
+    (evaluation), each sample goes to one process only. ``rank`` / ``world_size`` default to the process's place
+    (:func:`zoo.engine.distributed.sampler_place`), read when an epoch starts.
+    """
+
+    def __init__(self, n: int, batch_size: int, *, shuffle: bool, drop_last: bool = False, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None) -> None:
         if n < 1 or batch_size < 1:
             raise ValueError(f"need n >= 1 and batch_size >= 1, got n={n}, batch_size={batch_size}")
         self.n, self.batch_size, self.shuffle, self.drop_last, self.seed = n, batch_size, shuffle, drop_last, seed
+        self._given = (rank, world_size)
+        self.place()  # a rank outside world_size is refused here, not at the first epoch
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def place(self) -> tuple[int, int]:
+        """``(rank, world_size)`` the samples are shared out by now (the engine leaves such a sampler as it is)."""
+        return sampler_place(*self._given, training=self.shuffle)
+
+    def _share(self, rank: int, world: int) -> int:
+        """How many samples process ``rank`` of ``world`` takes per epoch."""
+        return -(-self.n // world) if self.shuffle else len(range(rank, self.n, world))
+
     def __iter__(self) -> Iterator[tuple[list[int], int]]:
+        rank, world = self.place()
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         order = torch.randperm(self.n, generator=g) if self.shuffle else torch.arange(self.n)
-        seeds = torch.randint(0, 2**31 - 1, (len(self),), generator=g)
+        if world > 1:
+            order = order[torch.arange(self._share(0, world) * world) % self.n] if self.shuffle else order
+            order = order[rank::world]
+        # every rank draws every rank's seeds (one process: the same draws as before) and takes its own
+        seeds = torch.randint(0, 2**31 - 1, (self._batches(self._share(0, world)) * world,), generator=g)[rank::world]
         for b in range(len(self)):
             yield order[b * self.batch_size:(b + 1) * self.batch_size].tolist(), int(seeds[b])
 
+    def _batches(self, samples: int) -> int:
+        return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
+
     def __len__(self) -> int:
-        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+        return self._batches(self._share(*self.place()))
 
 
 class TensorImageDataset(Dataset):
