@@ -440,3 +440,37 @@ def test_a_tensor_cache_that_cannot_be_written_still_returns_the_decoded_images(
     with pytest.warns(UserWarning, match=r"image cache .* could not be written"):
         images, targets, _ = load_or_decode(root, tmp_path / "file" / "cache.npz", size=8, progress=False)
     assert images.shape == (2, 3, 8, 8) and targets.tolist() == [0, 1]
+
+
+def test_a_corrupt_image_is_skipped_by_the_tensor_cache_with_a_warning_naming_it(tmp_path):
+    """Before: one truncated JPEG among the folder's images ended load_or_decode with PIL's "image file is
+    truncated (13 bytes not processed)", naming no file, where ImageFolderDataset skips it with a warning."""
+    from zoo.vision.tensor_data import decode_images, load_or_decode
+
+    root = _messy(tmp_path) / "val"
+    bad = root / "bees" / "torn.jpg"
+    full = tmp_path / "full.jpg"
+    _img("RGB", (200, 10, 10), size=(64, 64)).save(full)
+    bad.write_bytes(full.read_bytes()[:300])
+    with pytest.warns(UserWarning, match=f"skipped 1 corrupt image.*{re.escape(str(bad))}"):
+        images, targets, _ = load_or_decode(root, tmp_path / "cache.npz", size=8, progress=False)
+    assert images.shape == (2, 3, 8, 8) and targets.tolist() == [0, 1]
+    with pytest.raises(ValueError, match=re.escape(str(bad))):
+        decode_images([bad], size=8, progress=False)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_crop_larger_than_the_images_is_refused_naming_both(train):
+    """Before: evaluation sliced 28x28 images to 2x2 with crop=32 (a negative centre offset), silently, and
+    training failed inside torch.randint."""
+    from zoo.vision.tensor_data import TensorImageDataset
+
+    images, targets = torch.zeros(4, 3, 28, 28, dtype=torch.uint8), torch.zeros(4, dtype=torch.int64)
+    aug = {"mean": (0.5,) * 3, "std": (0.5,) * 3, "train": train}
+    with pytest.raises(ValueError, match=r"crop=40 is larger than the .*images \(28x28.*expected crop <= "):
+        TensorImageDataset(images, targets, crop=40, pad=2, **aug)
+    if not train:
+        with pytest.raises(ValueError, match="expected crop <= 28"):
+            TensorImageDataset(images, targets, crop=32, pad=2, **aug)
+    fits = TensorImageDataset(images, targets, crop=32 if train else 28, pad=2, **aug)
+    assert fits[([0, 1], 0)][0].shape == (2, 3, fits.crop, fits.crop)

@@ -25,37 +25,53 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.distributed import sampler_place
+from zoo.inputs import whole_number
 from zoo.vision.data import ImageFolderDataset, open_rgb
 
 __all__ = ["EpochBatchSampler", "TensorImageDataset", "decode_images", "load_or_decode", "tensor_loader"]
 
 
-def _decode_one(args: tuple[str, int | None]) -> np.ndarray:
+def _decode_one(args: tuple[str, int | None]) -> np.ndarray | str:
+    """The image at ``path`` as ``(H, W, 3)`` uint8, or, for a file Pillow cannot read (truncated, not an
+    image), the error naming it: in a worker process a raised error would lose which file it was."""
     path, size = args
-    img = open_rgb(path)
-    if size is not None:  # short side to `size`, then the centre square
-        from torchvision.transforms.v2 import functional as F
+    try:
+        img = open_rgb(path)
+        if size is not None:  # short side to `size`, then the centre square
+            from torchvision.transforms.v2 import functional as F
 
-        img = F.center_crop(F.resize(img, size, antialias=True), [size, size])
-    arr = np.asarray(img, dtype=np.uint8)
+            img = F.center_crop(F.resize(img, size, antialias=True), [size, size])
+        arr = np.asarray(img, dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError) as err:  # what PIL raises for a bad file
+        return f"{path}: {err}"
     if arr.ndim != 3 or arr.shape[2] != 3:
         raise ValueError(f"{path}: decoded to shape {arr.shape}, expected (H, W, 3)")
     return arr
 
 
-def decode_images(paths: Sequence[str], size: int | None = None, workers: int = 0,
-                  progress: bool = True) -> torch.Tensor:
-    """Decode image files to one ``uint8`` tensor ``(N, 3, size, size)`` (``size=None``: files must share a
-    size). ``workers > 0`` decodes in that many processes."""
+def _decode_all(paths: Sequence[str], size: int | None, workers: int, progress: bool) -> list[np.ndarray | str]:
+    """:func:`_decode_one` of every path, in order (``workers > 0``: in that many processes)."""
     from zoo._progress import ProgressBar
 
     jobs = [(str(p), size) for p in paths]
     if workers > 0:
         with ProcessPoolExecutor(workers) as pool:
-            arrays = list(ProgressBar(pool.map(_decode_one, jobs, chunksize=256), total=len(jobs), desc="decode",
-                               disable=not progress))
-    else:
-        arrays = [_decode_one(j) for j in ProgressBar(jobs, desc="decode", disable=not progress)]
+            return list(ProgressBar(pool.map(_decode_one, jobs, chunksize=256), total=len(jobs), desc="decode",
+                                    disable=not progress))
+    return [_decode_one(j) for j in ProgressBar(jobs, desc="decode", disable=not progress)]
+
+
+def decode_images(paths: Sequence[str], size: int | None = None, workers: int = 0,
+                  progress: bool = True) -> torch.Tensor:
+    """Decode image files to one ``uint8`` tensor ``(N, 3, size, size)`` (``size=None``: files must share a
+    size). ``workers > 0`` decodes in that many processes. A file that cannot be decoded is an error naming it."""
+    return _stack(_decode_all(paths, size, workers, progress))
+
+
+def _stack(arrays: list[np.ndarray | str]) -> torch.Tensor:
+    bad = [a for a in arrays if isinstance(a, str)]
+    if bad:
+        raise ValueError(f"cannot decode {len(bad)} image(s): {bad[:3]}{' ...' if len(bad) > 3 else ''}")
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         raise ValueError(f"images have different sizes {sorted(shapes)[:4]}...; pass size= to resize them")
@@ -81,8 +97,14 @@ def load_or_decode(folder: str | os.PathLike, cache: str | os.PathLike, *, size:
         cached = _read_cache(cache, key)
         if cached is not None:
             return cached
-    images = decode_images(paths, size=size, workers=workers, progress=progress)
-    targets = torch.tensor(ds.targets, dtype=torch.int64)
+    arrays = _decode_all(paths, size, workers, progress)
+    bad = [a for a in arrays if isinstance(a, str)]
+    if bad:  # as ImageFolderDataset skips a corrupt file: one bad file of 50,000 ended the decode, naming none
+        warnings.warn(f"{folder}: skipped {len(bad)} corrupt image(s): {bad[:5]}{' ...' if len(bad) > 5 else ''}",
+                      stacklevel=user_stacklevel())
+    kept = [i for i, a in enumerate(arrays) if not isinstance(a, str)]
+    images = _stack([arrays[i] for i in kept])
+    targets = torch.tensor([ds.targets[i] for i in kept], dtype=torch.int64)
     try:
         with fs.atomic_write(cache, size=images.numel() * images.element_size()) as fh:
             np.savez(fh, images=images.numpy(), targets=targets.numpy(), classes=np.array(ds.classes),
@@ -174,7 +196,12 @@ class TensorImageDataset(Dataset):
         if len(images) != len(targets):
             raise ValueError(f"{len(images)} images but {len(targets)} targets")
         h, w = images.shape[2:]
-        self.crop = crop or min(h, w)
+        pad = whole_number(pad, "pad", minimum=0)
+        self.crop = min(h, w) if crop is None else whole_number(crop, "crop")
+        room = min(h, w) + (2 * pad if train else 0)
+        if self.crop > room:  # else eval sliced from the end (2x2 images) and training failed inside randint
+            raise ValueError(f"crop={self.crop} is larger than the {'padded ' if train and pad else ''}images "
+                             f"({h}x{w}{f' + 2x{pad} padding' if train and pad else ''}): expected crop <= {room}")
         self.train, self.flip, self.channels_last = train, flip, channels_last
         self.images = torch.nn.functional.pad(images, (pad, pad, pad, pad)) if (train and pad) else images
         self.targets = targets
