@@ -23,7 +23,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.distributed import DistInfo, dist_info, live_place
+from zoo.engine.distributed import sampler_place
 from zoo.inputs import whole_number
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -249,15 +249,7 @@ class TokenBucketSampler(Sampler[list[int]]):
 
     def place(self) -> tuple[int, int]:
         """``(rank, world_size)`` the batches are shared out by now: as given, else this process's own."""
-        rank, world = self._given
-        if rank is None or world is None:
-            # evaluation shards need a live group to gather the ranks' results; torchrun's env alone cannot
-            info = dist_info() if self.shuffle or live_place()[1] > 1 else DistInfo()
-            rank, world = info.rank if rank is None else rank, info.world_size if world is None else world
-        if not 0 <= rank < world:
-            raise ValueError(f"rank={rank} is outside world_size={world}: give 0 <= rank < world_size, or leave "
-                             "both out to take torchrun's RANK / WORLD_SIZE")
-        return rank, world
+        return sampler_place(*self._given, training=self.shuffle)
 
     def _make(self, epoch: int) -> list[list[int]]:
         """This process's batches of epoch ``epoch`` (all of them in one process)."""
