@@ -17,9 +17,31 @@ from zoo import cli
 
 def _observations(texts: list[str]) -> Any:
     """Each input is one observation: JSON (``'[1.0, 0.0, 0.0]'``) or numbers apart by commas (``1,0,0``, as
-    ``--net-arch 400,300``); several make a batch."""
-    rows = [_observation(t) for t in texts]
-    return rows[0] if len(rows) == 1 else rows
+    ``--net-arch 400,300``), or a JSON batch of them (``'[[1,0,0],[0,1,0]]'``); several make a batch, their
+    rows in the order given, checked here to be numbers of one length (numpy's stacking said "inhomogeneous
+    shape", and read ``true`` as 1)."""
+    rows, batch = [], False
+    for text in texts:
+        value = _observation(text)
+        nested = isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
+        for row in (value if nested else [value]):
+            rows.append(_numbers(row, text))
+        batch = batch or nested
+    lengths = sorted({len(r) for r in rows})
+    if len(lengths) > 1:
+        raise cli.UsageError(f"the observations given have {' and '.join(map(str, lengths))} numbers; a batch is "
+                             f"observations of one length, as the env gives them: got {' '.join(map(repr, texts))}")
+    return rows[0] if len(rows) == 1 and not batch else rows
+
+
+def _numbers(row: Any, text: str) -> list[float]:
+    """``row`` (one parsed observation of the argument ``text``) as a list of floats: a number, or a flat list
+    of numbers; anything else (true, null, a string, a deeper list) is refused."""
+    items = row if isinstance(row, list) else [row]
+    if not items or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+        raise cli.UsageError(f"an observation is numbers, like [1.0, 0.0, 0.0] or 1,0,0 (a batch: a list of such "
+                             f"lists); got {text!r}")
+    return [float(v) for v in items]
 
 
 def _observation(text: str) -> Any:

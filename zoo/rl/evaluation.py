@@ -66,6 +66,12 @@ def check_env_fits(agent, env) -> None:
     from zoo.rl.envspec import acting_spaces
     from zoo.rl.td3 import check_spaces
 
+    hidden = normalization.hidden_normalizers(env)
+    if hidden:  # training would save no statistics, and evaluation would return scaled, moving returns
+        raise ValueError(f"{env_label(env)} is an AsyncVectorEnv whose sub-envs carry {' + '.join(hidden)}: their "
+                         "running statistics live in its worker processes, where TD3 can neither save, restore nor "
+                         "freeze them nor take the reward scaling off; make it with vectorization_mode=\"sync\" "
+                         "(the same make_vec call otherwise), or without those wrappers")
     obs_space, act_space = acting_spaces(env)  # a ClipAction's Box(-inf, inf): the bounds it clips into
 
     obs_dim, act_dim = check_spaces(obs_space, act_space, env_label(env))

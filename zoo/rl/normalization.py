@@ -22,8 +22,8 @@ import torch
 
 from zoo._stacklevel import user_stacklevel
 
-__all__ = ["RUNNING_STATS", "counts", "describe", "env_rewards", "frozen", "is_fresh", "normalizers", "put", "raw_rewards",
-           "reward_normalizers", "stacks", "statistics"]
+__all__ = ["RUNNING_STATS", "counts", "describe", "env_rewards", "frozen", "hidden_normalizers", "is_fresh", "normalizers",
+           "observations", "put", "raw_rewards", "reward_normalizers", "stacks", "statistics"]
 
 RUNNING_STATS = ("obs_rms", "return_rms")  # NormalizeObservation's, NormalizeReward's (single and vector)
 _WRAPPER = {"obs_rms": "NormalizeObservation", "return_rms": "NormalizeReward"}
@@ -46,6 +46,26 @@ def normalizers(env: Any, sub: int = 0) -> list[Any]:
         subs = getattr(env, "envs", None) or []
         env = inner if inner is not None else (subs[sub] if sub < len(subs) else None)
     return found
+
+
+def hidden_normalizers(env: Any) -> list[str]:
+    """The names of the normalising wrappers (``NormalizeObservation`` / ``NormalizeReward``) inside the sub-envs
+    of an ``AsyncVectorEnv`` (under any vector wrappers), as its spec records them (``make_vec``'s ``wrappers=``,
+    the env spec's ``additional_wrappers``); empty for any other env. Those wrappers live in the worker
+    processes, where :func:`normalizers` cannot reach: their statistics could be neither saved, nor put in, nor
+    frozen, nor their reward scaling taken off."""
+    import gymnasium as gym
+
+    for _ in range(64):  # deeper is no wrapper stack
+        if not isinstance(env, gym.vector.VectorWrapper):
+            break
+        env = env.env
+    spec = getattr(env, "spec", None)
+    if not isinstance(env, gym.vector.AsyncVectorEnv) or spec is None:
+        return []
+    names = [getattr(getattr(w, "func", w), "__name__", type(w).__name__) for w in spec.kwargs.get("wrappers") or ()]
+    names += [w.name for w in spec.additional_wrappers or ()]
+    return [n for n in names if n in _WRAPPER.values()]
 
 
 def stacks(env: Any) -> list[list[Any]]:
@@ -138,6 +158,38 @@ def put(wrappers: list[Any], stats: dict[str, torch.Tensor], *, source: str, env
             "wrapped as the training env was (an agent whose weights record that env's spec makes it when env is "
             "left out)", stacklevel=user_stacklevel())
     return took
+
+
+def observations(stats: dict[str, torch.Tensor], obs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``obs`` (one observation of ``shape``, or a batch of them) as the training env's ``NormalizeObservation``
+    wrappers hand them on with the statistics ``stats`` holds, frozen, as an evaluation applies them: the same
+    gymnasium wrappers, around a stand-in env, take those statistics (:func:`put`) and scale ``obs`` innermost
+    first. ``obs`` comes back as it is where ``stats`` holds none."""
+    import gymnasium as gym
+    from gymnasium.wrappers import NormalizeObservation
+
+    n = counts(stats).get("obs_rms", 0)
+    if not n:
+        return obs
+    env: Any = _stand_in(gym.spaces.Box(-np.inf, np.inf, shape, np.float32))
+    for _ in range(n):
+        env = NormalizeObservation(env)
+    wrappers = normalizers(env)
+    put(wrappers, stats, source="this agent", env_name="its observations", warn=("obs_rms",))
+    with frozen(wrappers):
+        for w in reversed(wrappers):
+            obs = w.observation(obs)
+    return obs
+
+
+def _stand_in(observation_space: Any) -> Any:
+    """An env of ``observation_space`` that is never stepped, for :func:`observations`: what
+    ``NormalizeObservation`` reads of the env it wraps."""
+    import gymnasium as gym
+
+    env = gym.Env()
+    env.observation_space, env.action_space = observation_space, gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    return env
 
 
 @contextlib.contextmanager

@@ -275,7 +275,8 @@ class TD3Agent:
 
     def act(self, obs: Any, explore: bool = False) -> np.ndarray:
         """The action for ``obs`` in the env's units (a numpy array shaped like the action space, batched
-        when ``obs`` is). ``explore=True`` adds exploration noise of the kind and scale the agent trains with
+        when ``obs`` is); ``obs`` as the policy takes it: behind ``NormalizeObservation``, normalised
+        (:meth:`zoo_predict` takes the env's own). ``explore=True`` adds exploration noise of the kind and scale the agent trains with
         (``config.noise_type``, ``config.exploration_noise``), drawn apart from its training run's."""
         return self.env_action(self.act_normalised(obs, explore, training=False))
 
@@ -654,9 +655,16 @@ class TD3Agent:
         return evaluate(self, data, **config)
 
     def zoo_predict(self, inputs: Any, *, explore: bool = False) -> np.ndarray:
-        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` -> actions in the env's units (:meth:`act`); an
-        observation that is not finite as the policy reads it, in float32, is refused (the policy would answer
-        it with a NaN action, without a word): NaN, inf, None (JSON null), or a value beyond float32's range."""
+        """Observations ``(obs_dim,)`` or ``(N, obs_dim)`` as the env gives them -> actions in the env's units:
+        an agent trained behind ``NormalizeObservation`` (``normalization``) scales them with its statistics,
+        frozen, as its evaluations do, then acts (:meth:`act`, which takes what the policy takes)."""
+        return self._checked_act(inputs, explore, env_observations=True)
+
+    def _checked_act(self, inputs: Any, explore: bool, *, env_observations: bool) -> np.ndarray:
+        """:meth:`act` on ``inputs``, normalised first where ``env_observations`` says they are the env's own;
+        an observation that is not finite as the policy reads it, in float32, is refused (the policy would
+        answer it with a NaN action, without a word): NaN, inf, None (JSON null), or a value beyond float32's
+        range."""
         if not isinstance(explore, (bool, np.bool_)):  # "no", "false" or 5 added exploration noise without a word
             raise TypeError(f"explore must be True or False, got {explore!r} ({type(explore).__name__})")
         arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
@@ -677,20 +685,24 @@ class TD3Agent:
             why = " (beyond float32's range, +-3.4e38)" if _finite_number(got) else ""
             raise ValueError(f"observations must be finite; got {got} at index {at}{why}; "
                              "give real numbers within float32's range")
+        if env_observations and self.normalization:
+            self._obs_tensor(obs)  # its shape checked with the agent's message before the statistics meet it
+            obs = normalization.observations(self.normalization, obs, self.obs_shape)
         return self.act(obs, explore=explore)
 
     # --- Stable-Baselines3's names ---------------------------------------------------------------------
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = True) -> tuple[np.ndarray, Any]:
-        """SB3's ``predict``: ``(actions, state)`` for observations ``(obs_dim,)`` or ``(n_envs, obs_dim)``, in
-        the env's units, so SB3's ``evaluate_policy`` and rl-baselines3-zoo's tools run this agent.
+        """SB3's ``predict``: ``(actions, state)`` for observations ``(obs_dim,)`` or ``(n_envs, obs_dim)`` as
+        the policy takes them (normalised, as SB3's behind ``VecNormalize``; :meth:`zoo_predict` takes the
+        env's own), actions in the env's units, so SB3's ``evaluate_policy`` and rl-baselines3-zoo's tools run this agent.
         ``deterministic=False`` adds exploration noise (:meth:`act`), whose Ornstein-Uhlenbeck state starts
         again in the rows ``episode_start`` marks; ``state`` comes back unchanged (no recurrence)."""
         starts = np.flatnonzero(np.asarray(episode_start, dtype=bool).reshape(-1)) if episode_start is not None else []
         if len(starts):
             self._restart_prediction_noise(starts.tolist())
-        return self.zoo_predict(observation, explore=not deterministic), state
+        return self._checked_act(observation, not deterministic, env_observations=False), state
 
     def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 4, tb_log_name: str = "TD3",
               reset_num_timesteps: bool = True, progress_bar: bool = False, *, env: Any = None,
