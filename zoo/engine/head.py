@@ -21,9 +21,10 @@ from __future__ import annotations
 from torch import nn
 
 from zoo.inputs import whole_number
+from zoo.wrappers import unwrap
 
-__all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "drop_stale_classes", "head_name", "replace_fc",
-           "reset_classifier", "take_file_head"]
+__all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "classifier_outputs", "drop_stale_classes",
+           "head_name", "num_outputs", "replace_fc", "reset_classifier", "take_file_head"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
@@ -45,31 +46,95 @@ def head_name(model: nn.Module) -> str:
                     "head as one of them")
 
 
+def _classifier(model: nn.Module) -> nn.Module:
+    """The head as the model names it: its own ``get_classifier()``, else the :func:`head_name` attribute."""
+    own = getattr(model, "get_classifier", None)
+    return own() if callable(own) else getattr(model, head_name(model))
+
+
+def num_outputs(model: nn.Module) -> int | None:
+    """The head's number of outputs: the last ``nn.Linear`` of the classifier (a ``Sequential(Dropout, Linear)``
+    head, torchvision's fine-tuning idiom, included); None for a model without one (``fc = nn.Identity()``)."""
+    linears = [m for m in _classifier(unwrap(model)).modules() if isinstance(m, nn.Linear)]
+    return linears[-1].out_features if linears else None
+
+
+def classifier_outputs(model: nn.Module) -> int:
+    """:func:`num_outputs`, refused where there is no classifier: class scores, class names and a saved config
+    all need one, and an AttributeError raised under a property would be reported as a missing attribute."""
+    count = num_outputs(model)
+    if count is None:
+        inner = unwrap(model)
+        raise TypeError(f"{type(inner).__name__} has no classifier (its head is {type(_classifier(inner)).__name__}): "
+                        "expected an nn.Linear head to score classes. For features call model.forward_head("
+                        "model.forward_features(x), pre_logits=True); model.reset_classifier(n) puts an n-class "
+                        "head back")
+    return count
+
+
+_DELEGATED: set[int] = set()  # models whose own reset_classifier is running: it may call this function back
+
+
 def reset_classifier(model: nn.Module, num_classes: int) -> nn.Module:
     """Give ``model`` a fresh classifier of ``num_classes`` outputs and return it: the last ``nn.Linear`` of its
     head (:func:`head_name`: an ``nn.Linear``, or a ``Sequential`` ending in one) becomes a new
     ``Linear(in_features, num_classes)`` (torchvision's default init) on the old one's device and dtype, and
-    class names recorded for another count are dropped. timm's name; on a zoo classifier it is the method
-    ``model.reset_classifier(num_classes)``."""
+    class names recorded for another count are dropped; an ``nn.Identity`` head (torchvision's headless idiom)
+    becomes ``Linear(model.num_features, num_classes)``. DataParallel / DDP / torch.compile wrappers are looked
+    through. A model with its own ``reset_classifier`` method gets it called (it may keep a config in step).
+    timm's name; on a zoo classifier it is the method ``model.reset_classifier(num_classes)``."""
     num_classes = whole_number(num_classes, "num_classes", hint=HEADLESS_HINT)
+    inner = unwrap(model)
+    own = getattr(type(inner), "reset_classifier", None)
+    if callable(own) and own is not ClassifierHead.reset_classifier and id(inner) not in _DELEGATED:
+        _DELEGATED.add(id(inner))
+        try:
+            inner.reset_classifier(num_classes)
+        finally:
+            _DELEGATED.discard(id(inner))
+        return model
+    _replace_head(inner, num_classes)
+    return model
+
+
+def _replace_head(model: nn.Module, num_classes: int) -> None:
+    """:func:`reset_classifier`'s surgery on the unwrapped ``model``: its head, its auxiliary heads, its class names."""
     name = head_name(model)
     head = getattr(model, name)
     last = head[-1] if isinstance(head, nn.Sequential) and len(head) else head
-    if not isinstance(last, nn.Linear):
+    if isinstance(last, nn.Identity):
+        setattr(model, name, _linear_for_identity(model, num_classes))
+    elif not isinstance(last, nn.Linear):
         raise TypeError(f"cannot replace a head of type {type(head).__name__}: expected nn.Linear or a Sequential "
-                        "ending in one")
-    fresh = _fresh_linear(last, num_classes)
-    if last is head:
-        setattr(model, name, fresh)
+                        "ending in one (or nn.Identity)")
+    elif last is head:
+        setattr(model, name, _fresh_linear(last, num_classes))
     else:
-        head[-1] = fresh
+        head[-1] = _fresh_linear(last, num_classes)
     for path in AUX_HEADS:
         parent_name, _, attr = path.rpartition(".")
         parent = getattr(model, parent_name, None)
         if isinstance(getattr(parent, attr, None), nn.Linear):
             setattr(parent, attr, _fresh_linear(getattr(parent, attr), num_classes))
     drop_stale_classes(model, num_classes)
-    return model
+    cfg = getattr(model, "pretrained_cfg", None)
+    if isinstance(cfg, dict) and cfg.get("weights") is not None:
+        # the network is no longer those weights' (exports and saved metadata would say it is): only its
+        # backbone is, which a head-only fine-tune on cached features still rebuilds its checkpoints around
+        model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "backbone_from": cfg["weights"]}
+
+
+def _linear_for_identity(model: nn.Module, num_classes: int) -> nn.Linear:
+    """A ``Linear(num_features, num_classes)`` for a model whose head was set to ``nn.Identity``: its input width
+    is the pooled features' (timm's ``num_features``), which the Identity no longer records."""
+    width = getattr(model, "num_features", None)
+    if not isinstance(width, int):
+        raise TypeError(f"cannot put a head on a {type(model).__name__} whose head is nn.Identity: expected the model "
+                        f"to give its feature width as num_features, got {width!r}; set the head yourself "
+                        "(model.fc = nn.Linear(width, num_classes))")
+    param = next(model.parameters(), None)
+    fresh = nn.Linear(width, num_classes)
+    return fresh if param is None else fresh.to(param.device, param.dtype)
 
 
 def _fresh_linear(old: nn.Linear, num_classes: int) -> nn.Linear:
@@ -93,11 +158,27 @@ def take_file_head(model: nn.Module, state: dict, requested: dict | None) -> Non
     """Give ``model`` (an ``fc`` classifier) the size of the ``fc.weight`` in ``state`` when the caller asked for
     no ``num_classes``: a plain state dict (torchvision's ``.pth``, ``torch.save(model.state_dict())``) records no
     config, and the builder's default head would have the file's trained one re-initialised. A ``num_classes``
-    asked for is kept (the loader then re-initialises the head, with a warning)."""
+    asked for is kept (the loader then re-initialises the head, with a warning). A head saved as a
+    ``Sequential`` around one Linear (``fc = Sequential(Dropout, Linear)``) loads as that Linear."""
+    _one_linear_head(state)
     head = state.get("fc.weight")
     if (head is not None and head.dim() == 2 and "num_classes" not in (requested or {})
             and head.shape[1] == model.fc.in_features and head.shape[0] != model.fc.out_features):
         model.reset_classifier(int(head.shape[0]))
+
+
+def _one_linear_head(state: dict) -> None:
+    """Rename ``fc.<i>.weight`` / ``fc.<i>.bias`` to ``fc.weight`` / ``fc.bias`` in ``state`` where the saved head
+    was a Sequential whose only layer with parameters is that Linear: its other layers (Dropout, Flatten) do
+    nothing in eval mode, and the trained head would otherwise be left freshly initialised on load."""
+    indices = {key.split(".")[1] for key in state if key.startswith("fc.") and key.count(".") == 2}
+    if "fc.weight" in state or len(indices) != 1 or any(k.startswith("fc.") and k.count(".") != 2 for k in state):
+        return
+    (i,) = indices
+    if getattr(state.get(f"fc.{i}.weight"), "ndim", 0) == 2:
+        for part in ("weight", "bias"):
+            if f"fc.{i}.{part}" in state:
+                state[f"fc.{part}"] = state.pop(f"fc.{i}.{part}")
 
 
 class ClassifierHead:
@@ -105,8 +186,8 @@ class ClassifierHead:
     ``forward_features`` and ``forward_head`` (see the module docs). ``fc`` is the model's own attribute and
     carries no annotation here: torch.jit.script would try to compile one into every model."""
 
-    def get_classifier(self) -> nn.Linear:
-        """The classifier: the ``fc`` Linear."""
+    def get_classifier(self) -> nn.Module:
+        """The classifier: the ``fc`` Linear (or the head the user set, a ``Sequential`` or an ``Identity``)."""
         return self.fc
 
     def reset_classifier(self, num_classes: int) -> None:

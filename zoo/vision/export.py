@@ -58,7 +58,7 @@ def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, An
     """The preprocessing keys of ``cfg`` for the traced input's size: a graph traced at another size than
     the weights' takes images cropped to that size (and resized in proportion, as ``image_size`` does)."""
     c, h, w = (int(n) for n in example_input.shape[1:])
-    keys = ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights")
+    keys = ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights", "backbone_from")
     out = {k: cfg[k] for k in keys if k in cfg}
     if "input_size" in cfg and [int(n) for n in cfg["input_size"]][1:] != [h, w]:
         if h == w and all(k in cfg for k in ("mean", "std")):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import logging
 import math
 import numbers
@@ -50,7 +51,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, inference_loader, model_dtype, move_batch, train_val, xy_dataset
-from zoo.engine.head import head_name, reset_classifier
+from zoo.engine.head import head_name, num_outputs, reset_classifier
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
@@ -228,12 +229,6 @@ class _UnfreezeCallback(Callback):
         self.last = active
 
 
-def _num_outputs(model: nn.Module) -> int | None:
-    head = getattr(model, head_name(model))
-    last = head[-1] if isinstance(head, nn.Sequential) else head
-    return last.out_features if isinstance(last, nn.Linear) else None
-
-
 def param_groups(model: nn.Module, plan: StrategyPlan, backbone_lr_mult: float) -> list[dict[str, Any]]:
     """One group for the head at fit's ``lr``, one per backbone stage at ``lr * backbone_lr_mult`` (``lr_scale``;
     only the modules the strategy ever trains: ``head`` (or ``backbone_lr_mult=0``) -> the head alone;
@@ -387,7 +382,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
             raise ValueError(f"the data set has {len(classes)} classes but num_classes={num_classes}: leave "
                              f"num_classes out (the data set's classes set the head size) or pass {len(classes)}")
         num_classes = len(classes) if classes is not None else num_classes
-    current = _num_outputs(model)
+    current = num_outputs(model)
     _warn_unnamed_labels(model, classes, num_classes)
     cfg = getattr(model, "pretrained_cfg", None)
     if classes is None and asked is not None and isinstance(cfg, dict) and cfg.get("classes") is not None:
@@ -404,7 +399,7 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the size of the
         # weights it started from (also where the data set names no classes: a Dataset of PIL images)
         model.pretrained_cfg = record_classes(with_image_size(model.pretrained_cfg, image_size), classes,
-                                              _num_outputs(model))
+                                              num_outputs(model))
     record_origin(model)
     return train_data, val_data
 
@@ -434,10 +429,37 @@ def backbone_weights(model: nn.Module) -> str | None:
     """The weights ``model`` holds as they were loaded (a weights name, or a file's absolute path), None once it
     was trained (:func:`record_origin` moved the name to ``finetuned_from``: the backbone may differ since)."""
     cfg = getattr(model, "pretrained_cfg", None) or {}
-    source = cfg.get("weights") or cfg.get("backbone_weights")  # the latter: only a head was tuned since
+    # backbone_from: the head was replaced since; backbone_weights: only a head was tuned since
+    source = cfg.get("weights") or cfg.get("backbone_from") or cfg.get("backbone_weights")
     if source is not None and Path(str(source)).expanduser().is_file():  # a relative path breaks in another folder
         return str(Path(str(source)).expanduser().resolve())
     return source
+
+
+_LOADED_BACKBONE = "_zoo_loaded_backbone"  # the attribute holding record_loaded_backbone's digest
+
+
+def backbone_digest(model: nn.Module) -> str:
+    """A digest of every tensor of ``model``'s state outside its head (names, dtypes and values)."""
+    head = head_name(model) + "."
+    digest = hashlib.blake2b(digest_size=16)
+    for key, tensor in model.state_dict().items():
+        if not key.startswith(head):
+            digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def record_loaded_backbone(model: nn.Module) -> None:
+    """Remember the backbone the weights named in ``pretrained_cfg["weights"]`` gave ``model``: the name alone
+    cannot tell a ``load_state_dict`` or an in-place change made since, after which it no longer rebuilds it."""
+    setattr(model, _LOADED_BACKBONE, backbone_digest(model))
+
+
+def backbone_changed(model: nn.Module) -> bool:
+    """Whether ``model``'s backbone differs from the one its weights loaded (False where none was recorded)."""
+    loaded = getattr(model, _LOADED_BACKBONE, None)
+    return loaded is not None and loaded != backbone_digest(model)
 
 
 def record_origin(model: nn.Module) -> None:
@@ -445,8 +467,10 @@ def record_origin(model: nn.Module) -> None:
     strategy trains the head at least, and zoo.train all of it), so that name moves to ``finetuned_from``:
     exports and saved metadata must not claim a tuned network is, say, resnet18.cifar10."""
     cfg = getattr(model, "pretrained_cfg", None)
-    if isinstance(cfg, dict) and cfg.get("weights") is not None:
-        model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "finetuned_from": cfg["weights"]}
+    origin = cfg.get("weights") or cfg.get("backbone_from") if isinstance(cfg, dict) else None
+    if origin is not None:  # a head reset had moved the name to backbone_from: training changes that backbone too
+        model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k not in ("weights", "backbone_from")},
+                                "finetuned_from": origin}
     if isinstance(getattr(model, "pretrained_cfg", None), dict):  # a run that may train the backbone: no longer
         model.pretrained_cfg.pop("backbone_weights", None)  # the weights it names (a cached-head run sets it again)
 
@@ -514,7 +538,7 @@ def finetune(
     plan = _checked_plan(model, strategy, cache_features, fit_kwargs, common, callbacks, epochs=epochs,
                          unfreeze_every=unfreeze_every, top_stages=top_stages, backbone_lr_mult=backbone_lr_mult,
                          freeze_bn=freeze_bn, augment=augment, strict=strict, num_classes=num_classes)
-    use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
+    use_cache = _caches_features(model, strategy, cache_features, augment)
     _seed_before_surgery(fit_kwargs.get("seed"))
     data = _folders_apart(data, fit_kwargs)
     backbone = backbone_weights(model) if use_cache else None  # before _finetune_data marks the network tuned
@@ -531,6 +555,18 @@ def finetune(
         result = _fit_planned(model, plan, train_data, val_data, groups, [started, *callbacks], common, fit_kwargs)
     result.model = model
     return result
+
+
+def _caches_features(model: nn.Module, strategy: str, cache_features: bool | None, augment: bool) -> bool:
+    """Whether the head trains on cached features (``head`` only; by default where nothing is augmented)."""
+    use_cache = strategy == "head" and (cache_features if cache_features is not None else not augment)
+    if use_cache and backbone_changed(model):
+        # a cached run's checkpoints hold the head alone, rebuilt around the weights the network was loaded with,
+        # which it no longer holds: train the head on the frozen backbone, so that they hold the whole network
+        log.info("finetune: the backbone changed since its weights were loaded: features are not cached, so that "
+                 "the checkpoints hold the whole network")
+        return False
+    return use_cache
 
 
 def _checked_plan(model: nn.Module, strategy: str, cache_features: bool | None, fit_kwargs: dict[str, Any],
@@ -600,7 +636,7 @@ def _warn_random_backbone(model: nn.Module, plan: StrategyPlan) -> None:
     A warning, not an error: one may mean it (a baseline). ``full`` trains everything: a run from scratch."""
     cfg = getattr(model, "pretrained_cfg", None)
     if (plan.strategy == "full" and not plan.frozen_backbone) or not isinstance(cfg, dict) \
-            or any(cfg.get(k) is not None for k in ("weights", "finetuned_from", "backbone_weights")):
+            or any(cfg.get(k) is not None for k in ("weights", "finetuned_from", "backbone_weights", "backbone_from")):
         return
     from zoo import list_weights, registry
 

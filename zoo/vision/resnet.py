@@ -22,7 +22,13 @@ from torchvision.models.resnet import BasicBlock, ResNet
 
 from zoo._stacklevel import user_stacklevel
 from zoo.api import ModelState
-from zoo.engine.head import HEADLESS_HINT, ClassifierHead, reset_classifier, take_file_head
+from zoo.engine.head import (
+    HEADLESS_HINT,
+    ClassifierHead,
+    classifier_outputs,
+    reset_classifier,
+    take_file_head,
+)
 from zoo.engine.network import Network
 from zoo.inputs import class_folders, whole_number
 from zoo.registry import register
@@ -126,8 +132,13 @@ class ResNet18(ClassifierHead, Network, ResNet):
     @property
     def config(self) -> ResNet18Config:
         """The config that rebuilds this network's shapes (the head may have been replaced since it was built)."""
-        return ResNet18Config(num_classes=self.fc.out_features, in_chans=self.conv1.in_channels, stem=self.stem,
+        return ResNet18Config(num_classes=classifier_outputs(self), in_chans=self.conv1.in_channels, stem=self.stem,
                               zero_init_residual=self.zero_init_residual)
+
+    @property
+    def num_features(self) -> int:
+        """The pooled features' width (timm's name): what a head put on an ``nn.Identity`` ``fc`` takes in."""
+        return self.layer4[-1].bn2.num_features
 
     @property
     def classes(self) -> list[str] | None:
@@ -145,7 +156,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
 
     # -- zoo.train / zoo.evaluate ------------------------------------------------------------------------
     def zoo_recipe(self, *, train: bool) -> dict[str, Any]:
-        return {"metrics": ("accuracy", "top5") if self.fc.out_features >= 5 else ("accuracy",)}
+        return {"metrics": ("accuracy", "top5") if classifier_outputs(self) >= 5 else ("accuracy",)}
 
     def zoo_data(self, data: Any, *, train: bool, image_size: int | None = None, augment: bool = True,
                  strict: bool = False, unknown_classes: str = "error", **options: Any) -> tuple[Any, dict[str, Any]]:
@@ -229,13 +240,14 @@ class ResNet18(ClassifierHead, Network, ResNet):
                               f"as a folder to match classes by name", stacklevel=user_stacklevel())
         if train:  # predict uses the size it trained at and names the classes, as after training on a folder
             self.pretrained_cfg = record_classes(with_image_size(self.pretrained_cfg, image_size), ds.classes,
-                                                 self.fc.out_features)
+                                                 classifier_outputs(self))
         return ds
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
-        if len(classes) != self.fc.out_features:
+        outputs = classifier_outputs(self)
+        if len(classes) != outputs:
             raise ValueError(
-                f"{where} has {len(classes)} classes but the network has {self.fc.out_features} outputs: build it "
+                f"{where} has {len(classes)} classes but the network has {outputs} outputs: build it "
                 f"with num_classes={len(classes)} (zoo.build('resnet18', num_classes={len(classes)}, weights=...)) "
                 "or use zoo.finetune, which replaces the head")
 
@@ -256,6 +268,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
         (``device=`` moves it) at ``amp="auto"`` (``amp=None``: fp32); see :func:`zoo.vision.predict.predict`."""
         from zoo.vision.predict import predict
 
+        classifier_outputs(self)  # a headless network's features are no class scores: say so, not "512 names"
         return predict(self, inputs, topk=topk, batch_size=batch_size, device=device, amp=amp, classes=classes,
                        transform=transform, exif_transpose=exif_transpose, progress=progress)
 
@@ -312,6 +325,9 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     if w is not None and w.shape[1] != conv.in_channels and w.shape[2:] == conv.weight.shape[2:]:
         state["conv1.weight"] = adapt_input_conv(conv.in_channels, w)
     report = hub.load_into(model, state, reinit=("fc.",))
+    from zoo.vision.finetune import record_loaded_backbone
+
+    record_loaded_backbone(model)  # beside the name below: a head-only fine-tune checks the backbone is still it
     cfg = dict(model.pretrained_cfg)
     if w is not None and w.shape[1] != conv.in_channels:  # the file's own statistics, for _fit_channels to adapt
         own = default_pretrained_cfg(cfg.get("stem", model.config.stem), int(w.shape[1]))
