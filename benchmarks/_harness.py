@@ -105,15 +105,24 @@ _ZEN4_MODELS = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))  # of f
 # The microarchitecture each kind's results were first measured on keeps the plain ``name.<kind>`` file;
 # another one of the same kind files beside it as ``name.<kind>-<uarch>`` (Zen 4 and Zen 5 are both
 # ``avx512_bf16`` but differ in vector width and bf16 throughput).
-FIRST_UARCH = {"avx2": "zen3", "avx512_bf16": "zen5"}
+# An emulated kind's first one is the CPU its kernels were capped on (the AMX Xeon of family 6 model 207).
+FIRST_UARCH = {"avx2": "zen3", "avx512_bf16": "zen5", "amx": "emr", "avx512": "emr", "avx2-emulated": "emr",
+               "avx512_bf16-emulated": "emr"}
+# Intel's server microarchitectures by family 6 model: an Emerald Rapids VM that hides AMX is avx512_bf16
+# like the Zen 5, with other kernels (MKL's AVX-512 fp32 GEMM), so its results must not replace the Zen 5's.
+_INTEL_MODELS = {85: "skx", 106: "icx", 108: "icx", 143: "spr", 173: "gnr", 174: "gnr", 207: "emr"}
 
 
 def cpu_uarch(ident: str | None = None) -> str:
     """``"zen3"``, ``"zen4"``, ``"zen5"``, ... from the ``cpu_id`` ("AuthenticAMD family 25 model 17 ..."),
-    or ``""`` where it is not known (Intel: its kind says enough for these results)."""
+    ``"spr"``, ``"emr"``, ... from an Intel one ("GenuineIntel family 6 model 207 ..."), or ``""`` where it is
+    not known."""
     if ident is None:
         feats = _cpu_features()
         ident = feats.ident if feats is not None else ""
+    intel = re.match(r"GenuineIntel family 6 model (\d+)", ident or "")
+    if intel:
+        return _INTEL_MODELS.get(int(intel[1]), "")
     m = re.match(r"AuthenticAMD family (\d+) model (\d+)", ident or "")
     if not m:
         return ""
@@ -131,7 +140,8 @@ def result_kind(kind: str | None = None, uarch: str | None = None) -> str:
     kind = cpu_kind() if kind is None else kind
     uarch = cpu_uarch() if uarch is None else uarch
     base = kind.removesuffix("-emulated")
-    if uarch and base in FIRST_UARCH and uarch != FIRST_UARCH[base]:
+    first = FIRST_UARCH.get(kind) or FIRST_UARCH.get(base)
+    if uarch and first and uarch != first:
         return f"{base}-{uarch}" + kind[len(base):]
     return kind
 

@@ -89,7 +89,9 @@ def test_results_record_one_threads_gemm_throughput_when_written(harness, monkey
     ("AuthenticAMD family 26 model 2 stepping 1", "zen5"),
     ("AuthenticAMD family 23 model 49 stepping 0", "zen2"),
     ("AuthenticAMD family 23 model 1 stepping 2", "zen1"),
-    ("GenuineIntel family 6 model 143 stepping 8", ""),
+    ("GenuineIntel family 6 model 143 stepping 8", "spr"),
+    ("GenuineIntel family 6 model 207 stepping 2", "emr"),
+    ("GenuineIntel family 6 model 158 stepping 10", ""),
     ("", ""),
 ])
 def test_cpu_uarch_from_family_and_model(harness, ident, uarch):
@@ -104,6 +106,11 @@ def test_result_kind_files_a_second_microarchitecture_of_a_kind_apart(harness):
     assert harness.result_kind("avx2-emulated", "zen4") == "avx2-zen4-emulated"
     assert harness.result_kind("amx", "") == "amx"
     assert harness.result_kind("avx512_bf16", "") == "avx512_bf16"
+    # an Emerald Rapids VM that hides AMX is avx512_bf16 too: it must not overwrite the Zen 5's results
+    assert harness.result_kind("avx512_bf16", "emr") == "avx512_bf16-emr"
+    assert harness.result_kind("amx", "emr") == "amx"
+    assert harness.result_kind("avx512", "emr") == "avx512"
+    assert harness.result_kind("avx2-emulated", "emr") == "avx2-emulated"
 
 
 def test_readme_groups_results_by_result_kind(harness):
