@@ -293,6 +293,31 @@ def _timed_machine(monkeypatch, ratio: float) -> list[str]:
     return asked
 
 
+@pytest.mark.parametrize("op", ["conv", "conv3d"])
+def test_the_probe_times_the_fp32_kernel_that_real_calls_take(op):
+    """torch runs one small fp32 conv3d on its native slow_conv3d, 5x slower than the oneDNN kernel a batch of
+    windows or a scene pass takes (bf16 always goes to oneDNN): a one-window probe timed bf16 5x faster on an
+    Emerald Rapids VM without AMX, where HybridSN's predictions ran slower in bf16."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    _, fn, operands = precision._probe(op, torch.Generator().manual_seed(0))
+    with torch.profiler.profile() as prof:
+        fn(*operands)
+    names = {e.name for e in prof.events()}
+    assert "aten::mkldnn_convolution" in names and not any("slow_conv" in n for n in names), names
+
+
+def test_a_decision_timed_on_an_older_probe_is_made_again(monkeypatch, tmp_path):
+    """amp.json entries of the one-window conv3d probe (keys without the probe's shape) are not this probe's."""
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path))
+    key = precision._decision_key(cpu_features(ZEN5, env={}), "conv3d")
+    old = key.replace(f" ({precision._probe_shape('conv3d')})", "")
+    assert old != key
+    (tmp_path / "amp.json").write_text(json.dumps({"format": "zoo.amp/1", "entries": {old: {"speedup": 5.0}}}))
+    asked = _timed_machine(monkeypatch, 2.2)
+    assert auto_amp("cpu", "conv3d") is None and asked == ["conv3d"]
+
+
 def test_the_timed_choice_is_kept_for_every_later_process(monkeypatch, tmp_path):
     """A probe that measures 4x now and 0.9x in the next process (a busy machine) must not flip the choice:
     the first measurement is recorded in $ZOO_HOME/amp.json and the next process reads it."""

@@ -432,10 +432,21 @@ def _probe(op: str, g: torch.Generator) -> tuple[str, Any, tuple[torch.Tensor, .
     if op == "conv":  # a ResNet18 stage-1 layer on a small image (32 channels understated the gain: 1.3x vs 2-3.5x)
         return ("3x3 conv 64->64 on 1x64x32x32", lambda x, w: F.conv2d(x, w, padding=1),
                 (torch.randn(1, 64, 32, 32, generator=g), torch.randn(64, 64, 3, 3, generator=g)))
-    if op == "conv3d":  # HybridSN's second spectral-spatial layer on one window
-        return ("5x3x3 conv3d 8->16 on 1x8x12x23x23", F.conv3d,
-                (torch.randn(1, 8, 12, 23, 23, generator=g), torch.randn(16, 8, 5, 3, 3, generator=g)))
+    if op == "conv3d":
+        # HybridSN's second spectral-spatial layer on a batch of windows. Not one window: torch runs a single
+        # small fp32 3-D convolution on its native im2col kernel (oneDNN from a batch of 2 or a larger input, and
+        # always in bf16), 5x slower than the oneDNN path every batch of windows or scene pass takes. On an
+        # Emerald Rapids VM without AMX one window timed bf16 at 0.20x fp32's time and chose it; at batch 4 it is
+        # 2.2x, and HybridSN's scene and window predictions were slower in bf16 there.
+        return ("5x3x3 conv3d 8->16 on 4x8x12x23x23", F.conv3d,
+                (torch.randn(4, 8, 12, 23, 23, generator=g), torch.randn(16, 8, 5, 3, 3, generator=g)))
     raise ValueError(f"op must be one of {OP_KINDS}, got {op!r}")
+
+
+@functools.cache
+def _probe_shape(op: str) -> str:
+    """The description of ``op``'s probe, e.g. ``"256x400x300 matmul"``."""
+    return _probe(op, torch.Generator().manual_seed(0))[0]
 
 
 PROBE_THREADS = 1
@@ -459,7 +470,7 @@ def bf16_cost(op: str = "matmul", threads: int | None = PROBE_THREADS) -> dict[s
     ``threads``: :data:`PROBE_THREADS` (None: the process's own count).
 
     ``matmul``: 256x400 @ 400x300 (a TD3 layer); ``conv``: 3x3 conv, 64->64 channels, 1x64x32x32;
-    ``conv3d``: HybridSN's 5x3x3 conv3d, 8->16 channels, on one 12x23x23 window.
+    ``conv3d``: HybridSN's 5x3x3 conv3d, 8->16 channels, on four 12x23x23 windows.
     """
     shape, fn, operands = _probe(op, torch.Generator().manual_seed(0))
     args = {dt: [t.to(dt) for t in operands] for dt in (torch.float32, torch.bfloat16)}
@@ -507,11 +518,12 @@ def amp_cache_path() -> Path:
 
 def _decision_key(feats: CPUFeatures, op: str) -> str:
     """What a measurement holds for: this CPU (model, vendor/family, kind and effective flags, ISA caps), this
-    torch (its kernels), the probe's thread count and the op kind."""
+    torch (its kernels), the probe's thread count and the op kind with its probe's shape (a decision timed on
+    another probe is made again)."""
     flags = hashlib.sha256(" ".join(sorted(feats.flags)).encode()).hexdigest()[:12]
     caps = ",".join(f"{k}={v}" for k, v in sorted(feats.caps.items()))
     parts = (feats.model or "cpu", feats.ident, f"{feats.kind} flags:{flags}", caps, f"torch {torch.__version__}",
-             f"probe threads {PROBE_THREADS}", op)
+             f"probe threads {PROBE_THREADS}", f"{op} ({_probe_shape(op)})")
     return " | ".join(p for p in parts if p)
 
 
