@@ -6,13 +6,15 @@ the two, CPUs with AVX512_BF16 but no AMX disagree with each other: on an AMD EP
 full-width AVX-512) bf16 is 2-4x *faster* than fp32, on a Zen 4 (family 25 model 17, AVX-512 on 256-bit
 units) 2.4-3.2x, while the AMX Xeon with oneDNN capped at AVX512_CORE_BF16 ran it 1.25-1.8x *slower*
 (there MKL's fp32 GEMM uses AVX-512; on AMD it runs its AVX2 kernels). Measured with
-``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time):
+``benchmarks/precision_ops.py`` (1 thread, torch 2.14; bf16 time / fp32 time; "AMX hidden": an Emerald Rapids
+VM of family 6 model 207 that shows AVX512_BF16 but not AMX, the probes' own figures of 2026-12-07):
 
     CPU kind                       matmul 256x400x300   conv2d 3x3, 64 ch   HybridSN conv3d   amp="auto"
     amx (Sapphire Rapids+)         0.29                 0.50                0.28              bf16
     avx512_bf16: AMD EPYC, Zen 5   0.24                 0.28                0.49              timed: bf16
     avx512_bf16: AMD EPYC, Zen 4   0.42                 0.32                0.39              timed: bf16
     avx512_bf16: Xeon capped       1.8                  1.25                1.46              timed: fp32
+    avx512_bf16: Xeon, AMX hidden  1.67                 1.30                1.58              timed: fp32
     avx2 only (AMD EPYC, Zen 3)    28                   36                  26                fp32
 
 So the choice is made by capability first and by measurement where capability does not settle it.
