@@ -574,3 +574,15 @@ def test_a_validation_corpus_given_apart_replaces_the_folders_own(tmp_path):
     assert "val_bleu" in zoo.train(model, a, val_data=list(zip(DE, EN)), **kw).history[-1]
     with pytest.raises(FileNotFoundError, match="val_data corpus folder not found"):
         zoo.train(model, a, val_data=tmp_path / "none", **kw)
+    with pytest.raises(NotADirectoryError, match=r"val_data is a corpus folder .* got the file .*val\.de"):
+        zoo.train(model, a, val_data=b / "val.de", **kw)
+
+
+def test_a_sentence_file_given_as_a_corpus_is_named_a_file(tmp_path):
+    """zoo eval --data sentences.txt said "corpus folder not found" of a file that is there."""
+    text = tmp_path / "sentences.txt"
+    text.write_text("ein Hund .\n", encoding="utf-8")
+    model = zoo.build("seq2seq-gru", emb_dim=16, hidden=32, src_vocab=300, tgt_vocab=300)
+    for call in (lambda: zoo.evaluate(model, text), lambda: zoo.train(model, str(text), epochs=1, progress=False)):
+        with pytest.raises(NotADirectoryError, match=r"got the file .*sentences\.txt.*zoo translate .*--input"):
+            call()

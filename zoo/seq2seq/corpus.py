@@ -157,6 +157,11 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
             _record_direction(model, _parsed(direction))
         return out
     root = Path(data)
+    if root.is_file():
+        raise NotADirectoryError(
+            f"a corpus is a folder of parallel files (train.de / train.en, val.*, test.*), got the file {root}: pass "
+            "its folder, or (source, target) sentence pairs in Python; to translate a file of sentences, zoo "
+            f"translate --weights MODEL.TAG --input {root}")
     if not root.is_dir():
         raise FileNotFoundError(f"corpus folder not found: {root} (expected train.xx / train.yy, val.*, ... files)")
     direction = _direction(model, direction)
@@ -273,6 +278,9 @@ def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[A
         return _split_text(root, val_split, direction, "val_split"), None
     if isinstance(given, (str, os.PathLike)):
         folder = Path(given).expanduser()
+        if folder.is_file():
+            raise NotADirectoryError(f"val_data is a corpus folder (its {val_split}.xx files), a list of (source, "
+                                     f"target) pairs or a (sources, targets) tuple, got the file {folder}")
         if not folder.is_dir():
             raise FileNotFoundError(f"val_data corpus folder not found: {folder} (expected {val_split}.xx files)")
         return _split_text(folder, val_split, direction, "val_split"), folder
