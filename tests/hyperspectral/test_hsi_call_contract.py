@@ -113,3 +113,16 @@ def test_the_pca_svm_takes_progress_in_evaluate_and_predict(scene, capsys):
     np.testing.assert_array_equal(zoo.predict(svm, scene, progress=True), zoo.predict(svm, scene, progress=False))
     pixels = scene.cube.reshape(-1, scene.n_bands)
     np.testing.assert_array_equal(zoo.predict(svm, pixels, progress=False), svm.predict(pixels))
+
+
+def test_validating_on_the_training_scene_leaves_its_training_pixels_out(scene):
+    """val_data=the training scene validated on every labelled pixel, the training ones included (the network
+    scored on what it was fitted to, and the best epoch chosen by it)."""
+    net = zoo.build("hybridsn", **SMALL_NET)
+    with pytest.warns(UserWarning, match=r"val_data is the training scene .* training pixels are left out"):
+        result = zoo.train(net, scene, split="random", val_data=scene, epochs=1, batch_size=64, progress=False,
+                           amp=None)
+    rest = (scene.labels > 0) & ~net.last_split_.train
+    windows = PatchDataset.from_mask(net.reduce(scene), scene.labels, rest, window=9, padding=net.padding)
+    scored = zoo.engine.evaluate(net, windows, amp=None)["loss"]
+    assert result.history[-1]["val_loss"] == pytest.approx(scored, rel=1e-4)

@@ -71,6 +71,30 @@ def unit_spectra(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return P / np.where(norm == 0, 1.0, norm), zero
 
 
+def _validation_pixels(scene: Scene, val_scene: Scene, train: np.ndarray) -> np.ndarray:
+    """The ``val_data`` scene's labelled pixels to validate on: all of them, but where it is the training scene
+    (the same cube), those that are not training pixels. Validating on the training pixels scored the network
+    on what it was fitted to, and chose the best epoch by it."""
+    from zoo.hyperspectral.provenance import scene_fingerprint
+
+    labelled = val_scene.labels > 0
+    if val_scene.shape != scene.shape or scene_fingerprint(val_scene) != scene_fingerprint(scene):
+        return labelled
+    shared = labelled & train
+    if not shared.any():  # the same cube with another ground truth (a disjoint split's test fields)
+        return labelled
+    rest = labelled & ~train
+    if not rest.any():
+        raise ValueError(f"val_data is the training scene {scene.name!r}, and every labelled pixel of it is a "
+                         "training pixel: validate on held-out tiles of them with val_fraction=0.1, or give "
+                         "another scene")
+    warnings.warn(f"val_data is the training scene {scene.name!r}: its {int(shared.sum())} training pixels are left "
+                  f"out, and the epochs are scored on its other {int(rest.sum())} labelled pixels, the ones an "
+                  "evaluation scores afterwards; to keep them apart, validate on held-out training tiles with "
+                  "val_fraction=0.1", UserWarning, stacklevel=user_stacklevel())
+    return rest
+
+
 def scene_recipe(scene: Scene, sp: Any, **options: Any) -> dict[str, Any]:
     """What training on a scene consumed, as its checkpoints record it (``data.*``): the scene's fingerprint
     (size and sampled spectra, :func:`~zoo.hyperspectral.provenance.scene_fingerprint`), the split by kind and
@@ -294,7 +318,8 @@ class SceneClassifierMixin:
             fit_kwargs["callbacks"] = [*fit_kwargs.get("callbacks", ()),
                                        RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
         elif val_scene is not None:
-            val_data = self._windows(self.reduce(val_scene), val_scene.labels, val_scene.labels > 0)
+            val_data = self._windows(self.reduce(val_scene), val_scene.labels,
+                                     _validation_pixels(scene, val_scene, sp.train))
         self.split_ = ({"split": sp.info["split"], "train_fraction": options["train_fraction"], "seed": options["seed"],
                         "window": self.config.window, "block": options["block"]} if isinstance(split, str) else None)
         self.last_split_ = sp
