@@ -92,6 +92,7 @@ def test_auto_is_channels_last_for_2d_or_3d_convolutions_in_bf16_on_a_cpu_only(a
     ("avx2", "bf16", set(), set()),  # bf16 asked for where it is slow: not measured
     ("avx512", None, set(), set()),
     ("avx512", "bf16", set(), set()),  # no native bf16 there either: not measured
+    ("avx512_bf16-intel", None, set(), set()),  # an Emerald Rapids Xeon hiding AMX: TSN 0.79-0.91x channels-last
 ])
 def test_auto_takes_channels_last_only_for_the_cpu_kind_and_precision_it_was_measured_in(
         monkeypatch, kind, amp, train, infer):
@@ -387,3 +388,25 @@ def test_evaluate_and_predict_score_a_forward_that_views_its_activations_channel
     assert [r["prob"] for r in rows] == pytest.approx(expected.softmax(1).max(1).values.tolist(), abs=0.02)
     with pytest.raises(RuntimeError, match="view size"):  # asked for: PyTorch's error
         bf16_quietly(evaluate, ViewFlatten(), (x, y), amp="bf16", metrics=(), channels_last=True)
+
+
+_EMR = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) "
+        "Processor\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512bw avx512vl avx_vnni avx512_bf16 "
+        "avx512_vnni avx512_fp16\n\n")
+_ZEN4 = _EMR.replace("GenuineIntel", "AuthenticAMD").replace("family\t: 6", "family\t: 25").replace(
+    "207", "17").replace("Intel(R) Xeon(R) Processor", "AMD EPYC 9R14")
+
+
+def test_an_intel_cpu_of_the_zen_kind_keeps_channels_first(monkeypatch):
+    """The avx512_bf16 rules were measured on AMD EPYCs; an Emerald Rapids Xeon whose VM hides AMX is that kind
+    too, and "auto" laid TSN out channels-last there for training, evaluation and prediction, 9-21 % slower."""
+    from zoo.engine import precision
+
+    real = precision.cpu_features
+    cpu, net, x = torch.device("cpu"), convnet(), torch.randn(2, 3, 8, 8)
+    for text, laid_out in ((_ZEN4, True), (_EMR, False)):
+        monkeypatch.setattr(precision, "cpu_features", lambda text=text: real(text, env={}))
+        assert precision.cpu_features().kind == "avx512_bf16"
+        assert use_channels_last("auto", net, cpu, None) is laid_out
+        assert use_channels_last("auto", net, cpu, None, inference=True) is laid_out
+        assert (channels_last_input(x, net, None) is not x) is laid_out
