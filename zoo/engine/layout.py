@@ -141,10 +141,10 @@ def _cpu_kind() -> str:
     """The CPU kind the rules are keyed by: :attr:`~zoo.engine.precision.CPUFeatures.kind`, an Intel CPU of kind
     ``avx512_bf16`` told apart as ``avx512_bf16-intel``: the rule's figures come from AMD EPYCs (Zen 4, Zen 5),
     while on an Emerald Rapids Xeon whose VM hides AMX channels-last was slower in fp32 for TSN (training
-    0.83-0.89x, evaluation 0.88-0.89x, prediction 0.79-0.83x), HybridSN (training 0.91-0.96x) and ResNet18's
-    evaluation (0.93-0.99x), two runs of ``benchmarks/layout_families.py`` on 2026-12-07; it trained ResNet18
-    1.04-1.08x faster so, the only gain, smaller than TSN's loss under the same 2-D rule. Nothing is listed for
-    that kind: everything stays channels-first there."""
+    0.83-0.97x, evaluation 0.88-0.99x, prediction 0.79-0.92x), HybridSN (training 0.91-0.99x) and ResNet18's
+    evaluation and prediction (0.91-1.02x), three runs of ``benchmarks/layout_families.py`` on 2026-12-07; it
+    trained ResNet18 1.04-1.08x faster so, the only gain, smaller than TSN's loss under the same 2-D rule. Nothing
+    is listed for that kind: everything stays channels-first there."""
     from zoo.engine.precision import cpu_features
 
     feats = cpu_features()
