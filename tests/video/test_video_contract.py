@@ -377,12 +377,14 @@ def test_predict_video_defaults_to_the_networks_recipe_and_refuses_a_uint8_clip(
     from zoo.video.classifier import set_clip_recipe
 
     path = folder / "a" / "0.avi"
-    model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()
-    set_clip_recipe(model.video_cfg, {"frames_per_clip": 5})
-    clip = video_predict.load_clip(path, frames_per_clip=5, transform=model._transform(False))
-    want = video_predict.forward_probs(model, clip[None])[0]
-    assert torch.equal(video_predict.predict_video(model, path, amp=None), want)
-    assert max(want.tolist()) == zoo.predict(model, path, amp=None)[0]["prob"]
+    for seed in range(4):  # a decoded clip is a permuted view: unless made contiguous, where the input stays
+        torch.manual_seed(seed)  # channels-first, 9 of 12 seeds rounded the last bit otherwise than zoo.predict
+        model = _small(zoo.build("video-tsn", num_classes=3, stem="cifar")).eval()
+        set_clip_recipe(model.video_cfg, {"frames_per_clip": 5})
+        clip = video_predict.load_clip(path, frames_per_clip=5, transform=model._transform(False))
+        want = video_predict.forward_probs(model, clip[None])[0]
+        assert torch.equal(video_predict.predict_video(model, path, amp=None), want)
+        assert max(want.tolist()) == zoo.predict(model, path, amp=None)[0]["prob"]
     assert model.predict_inputs()[0] == {"frames_per_clip": 5}  # what both read by
     with pytest.raises(ValueError, match=r"predict_video: Sequential records no input recipe.*pass transform="):
         video_predict.predict_video(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(3)), path)

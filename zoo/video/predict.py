@@ -98,6 +98,9 @@ def forward_probs(model: nn.Module, clips: torch.Tensor, dtype: torch.dtype | No
     device = model_device(model)
     with eval_mode(model), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         # channels-last input, the model as it is (threads may share it): zoo.engine.layout.channels_last_input
-        x = move_batch(clips, device, dtype=model_dtype(model))  # (N, C, T, H, W)
+        # contiguous first: a decoded clip's (C, T, H, W) is a permuted view, channels innermost, and where the
+        # input stays channels-first a convolution of those strides rounds otherwise than one of a stacked batch
+        # (predict_video and zoo.predict differed in the last bit)
+        x = move_batch(clips, device, dtype=model_dtype(model)).contiguous()  # (N, C, T, H, W)
         logits = forward_channels_last(model, x, dtype)  # (N, num_classes)
     return logits.float().softmax(1).cpu()
