@@ -311,7 +311,7 @@ def test_a_decision_timed_on_an_older_probe_is_made_again(monkeypatch, tmp_path)
     """amp.json entries of the one-window conv3d probe (keys without the probe's shape) are not this probe's."""
     monkeypatch.setenv("ZOO_HOME", str(tmp_path))
     key = precision._decision_key(cpu_features(ZEN5, env={}), "conv3d")
-    old = key.replace(f" ({precision._probe_shape('conv3d')})", "")
+    old = key.replace(f" ({precision._PROBES['conv3d']})", "")
     assert old != key
     (tmp_path / "amp.json").write_text(json.dumps({"format": "zoo.amp/1", "entries": {old: {"speedup": 5.0}}}))
     asked = _timed_machine(monkeypatch, 2.2)

@@ -10,8 +10,8 @@ A timm user reaches for four methods (https://huggingface.co/docs/timm/feature_e
 ``forward(x) == forward_head(forward_features(x))`` for every model here (ResNet18 and R(2+1)D keep
 torchvision's ``forward``, which runs the same ops: ``zoo.export`` scripts it as a plain torchvision
 model). The two forward methods are each model's own (their shapes differ); the head replacement is the
-function :func:`reset_classifier`, which the method calls and which takes a torchvision model without the
-method too (``fc``, ``classifier``, ``head`` or ``heads``: ResNet, VGG / MobileNet, Swin, ViT; with the auxiliary
+function :func:`swap_classifier`, which the method calls; :func:`reset_classifier` calls a model's own method
+where it has one and takes a torchvision model without it too (``fc``, ``classifier``, ``head`` or ``heads``: ResNet, VGG / MobileNet, Swin, ViT; with the auxiliary
 classifiers of Inception v3 and GoogLeNet); it also drops class names
 recorded for the old head, wherever the model keeps them.
 """
@@ -24,7 +24,8 @@ from zoo.inputs import whole_number
 from zoo.wrappers import unwrap
 
 __all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "classifier_outputs", "drop_stale_classes",
-           "head_name", "num_outputs", "replace_fc", "reset_classifier", "take_file_head"]
+           "head_name", "num_outputs", "replace_fc", "reset_classifier", "swap_classifier",
+           "take_file_head"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
@@ -72,33 +73,26 @@ def classifier_outputs(model: nn.Module) -> int:
     return count
 
 
-_DELEGATED: set[int] = set()  # models whose own reset_classifier is running: it may call this function back
-
-
 def reset_classifier(model: nn.Module, num_classes: int) -> nn.Module:
-    """Give ``model`` a fresh classifier of ``num_classes`` outputs and return it: the last ``nn.Linear`` of its
-    head (:func:`head_name`: an ``nn.Linear``, or a ``Sequential`` ending in one) becomes a new
-    ``Linear(in_features, num_classes)`` (torchvision's default init) on the old one's device and dtype, and
-    class names recorded for another count are dropped; an ``nn.Identity`` head (torchvision's headless idiom)
-    becomes ``Linear(model.num_features, num_classes)``. DataParallel / DDP / torch.compile wrappers are looked
-    through. A model with its own ``reset_classifier`` method gets it called (it may keep a config in step).
-    timm's name; on a zoo classifier it is the method ``model.reset_classifier(num_classes)``."""
+    """Give ``model`` a fresh classifier of ``num_classes`` outputs and return it: the model's own
+    ``reset_classifier`` method where it has one (it may keep a config in step), else :func:`swap_classifier`.
+    DataParallel / DDP / torch.compile wrappers are looked through. timm's name; on a zoo classifier it is the
+    method ``model.reset_classifier(num_classes)``."""
     num_classes = whole_number(num_classes, "num_classes", hint=HEADLESS_HINT)
     inner = unwrap(model)
-    own = getattr(type(inner), "reset_classifier", None)
-    if callable(own) and own is not ClassifierHead.reset_classifier and id(inner) not in _DELEGATED:
-        _DELEGATED.add(id(inner))
-        try:
-            inner.reset_classifier(num_classes)
-        finally:
-            _DELEGATED.discard(id(inner))
-        return model
-    _replace_head(inner, num_classes)
+    if callable(getattr(type(inner), "reset_classifier", None)):
+        inner.reset_classifier(num_classes)
+    else:
+        swap_classifier(inner, num_classes)
     return model
 
 
-def _replace_head(model: nn.Module, num_classes: int) -> None:
-    """:func:`reset_classifier`'s surgery on the unwrapped ``model``: its head, its auxiliary heads, its class names."""
+def swap_classifier(model: nn.Module, num_classes: int) -> None:
+    """The head surgery behind :func:`reset_classifier` and the models' own ``reset_classifier`` methods: the last
+    ``nn.Linear`` of the head (:func:`head_name`: an ``nn.Linear``, or a ``Sequential`` ending in one) becomes a
+    new ``Linear(in_features, num_classes)`` (torchvision's default init) on the old one's device and dtype; an
+    ``nn.Identity`` head (torchvision's headless idiom) becomes ``Linear(model.num_features, num_classes)``; the
+    auxiliary heads too; class names recorded for another count are dropped."""
     name = head_name(model)
     head = getattr(model, name)
     last = head[-1] if isinstance(head, nn.Sequential) and len(head) else head
@@ -192,4 +186,4 @@ class ClassifierHead:
 
     def reset_classifier(self, num_classes: int) -> None:
         """Replace the classifier with a fresh one of ``num_classes`` outputs (the module's :func:`reset_classifier`)."""
-        reset_classifier(self, num_classes)  # type: ignore[arg-type]
+        swap_classifier(self, whole_number(num_classes, "num_classes", hint=HEADLESS_HINT))  # type: ignore[arg-type]

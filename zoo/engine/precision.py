@@ -426,29 +426,30 @@ def _warn_wrong_bf16_gradients(model: str, op: str) -> None:
 
 
 # --- what this machine does: timed once per machine, kept in $ZOO_HOME/amp.json ---------------------------
+_PROBES = {
+    "matmul": "256x400x300 matmul",  # a TD3 layer
+    "conv": "3x3 conv 64->64 on 1x64x32x32",  # a ResNet18 stage-1 layer (32 channels understated the gain: 1.3x)
+    # HybridSN's second spectral-spatial layer on a batch of windows. Not one window: torch runs a single small
+    # fp32 3-D convolution on its native im2col kernel (oneDNN from a batch of 2 or a larger input, and always
+    # in bf16), 5x slower than the oneDNN path every batch of windows or scene pass takes. On an Emerald Rapids
+    # VM without AMX one window timed bf16 at 0.20x fp32's time and chose it; at batch 4 it is 2.2x, and
+    # HybridSN's scene and window predictions were slower in bf16 there.
+    "conv3d": "5x3x3 conv3d 8->16 on 4x8x12x23x23",
+}
+"""Each op kind's probe as :func:`_probe` makes it: part of a recorded decision's key (:func:`_decision_key`)."""
+
+
 def _probe(op: str, g: torch.Generator) -> tuple[str, Any, tuple[torch.Tensor, ...]]:
-    """``op`` kind -> (description, function, fp32 operands) of its representative product."""
+    """``op`` kind -> (description, function, fp32 operands) of its representative product (:data:`_PROBES`)."""
     F = torch.nn.functional
-    if op == "matmul":  # a TD3 layer
-        return "256x400x300 matmul", torch.mm, (torch.randn(256, 400, generator=g), torch.randn(400, 300, generator=g))
-    if op == "conv":  # a ResNet18 stage-1 layer on a small image (32 channels understated the gain: 1.3x vs 2-3.5x)
-        return ("3x3 conv 64->64 on 1x64x32x32", lambda x, w: F.conv2d(x, w, padding=1),
+    if op == "matmul":
+        return _PROBES[op], torch.mm, (torch.randn(256, 400, generator=g), torch.randn(400, 300, generator=g))
+    if op == "conv":
+        return (_PROBES[op], lambda x, w: F.conv2d(x, w, padding=1),
                 (torch.randn(1, 64, 32, 32, generator=g), torch.randn(64, 64, 3, 3, generator=g)))
     if op == "conv3d":
-        # HybridSN's second spectral-spatial layer on a batch of windows. Not one window: torch runs a single
-        # small fp32 3-D convolution on its native im2col kernel (oneDNN from a batch of 2 or a larger input, and
-        # always in bf16), 5x slower than the oneDNN path every batch of windows or scene pass takes. On an
-        # Emerald Rapids VM without AMX one window timed bf16 at 0.20x fp32's time and chose it; at batch 4 it is
-        # 2.2x, and HybridSN's scene and window predictions were slower in bf16 there.
-        return ("5x3x3 conv3d 8->16 on 4x8x12x23x23", F.conv3d,
-                (torch.randn(4, 8, 12, 23, 23, generator=g), torch.randn(16, 8, 5, 3, 3, generator=g)))
+        return _PROBES[op], F.conv3d, (torch.randn(4, 8, 12, 23, 23, generator=g), torch.randn(16, 8, 5, 3, 3, generator=g))
     raise ValueError(f"op must be one of {OP_KINDS}, got {op!r}")
-
-
-@functools.cache
-def _probe_shape(op: str) -> str:
-    """The description of ``op``'s probe, e.g. ``"256x400x300 matmul"``."""
-    return _probe(op, torch.Generator().manual_seed(0))[0]
 
 
 PROBE_THREADS = 1
@@ -525,7 +526,7 @@ def _decision_key(feats: CPUFeatures, op: str) -> str:
     flags = hashlib.sha256(" ".join(sorted(feats.flags)).encode()).hexdigest()[:12]
     caps = ",".join(f"{k}={v}" for k, v in sorted(feats.caps.items()))
     parts = (feats.model or "cpu", feats.ident, f"{feats.kind} flags:{flags}", caps, f"torch {torch.__version__}",
-             f"probe threads {PROBE_THREADS}", f"{op} ({_probe_shape(op)})")
+             f"probe threads {PROBE_THREADS}", f"{op} ({_PROBES[op]})")
     return " | ".join(p for p in parts if p)
 
 

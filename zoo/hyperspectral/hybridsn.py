@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from zoo.config import renamed_fields
-from zoo.engine.head import reset_classifier
+from zoo.engine.head import swap_classifier
 from zoo.hyperspectral.patches import PADDING_MODES
 from zoo.hyperspectral.scene_model import SPECTRAL_NORMS, SceneClassifierMixin
 from zoo.inputs import whole_number
@@ -101,7 +101,7 @@ class HybridSN(SceneClassifierMixin, nn.Module):
         """A fresh output layer of ``num_classes`` outputs (timm's name: :func:`zoo.engine.head.reset_classifier`),
         recorded in the config, which ``zoo.save`` writes: the file rebuilds a network of this size."""
         num_classes = whole_number(num_classes, "num_classes", minimum=2, hint="class ids 1..num_classes")
-        reset_classifier(self, num_classes)
+        swap_classifier(self, num_classes)
         self.config = replace(self.config, num_classes=num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,12 @@ from zoo.hyperspectral.evaluation import (
 from zoo.hyperspectral.patches import PatchDataset
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero, scene_nodata, valid_pixel_mask
-from zoo.hyperspectral.provenance import TrainingRecord, forget_training_split, screen_test_pixels
+from zoo.hyperspectral.provenance import (
+    TrainingRecord,
+    forget_training_split,
+    scene_fingerprint,
+    screen_test_pixels,
+)
 from zoo.hyperspectral.scene import Scene, band_first_hint
 
 __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "scene_recipe",
@@ -75,8 +80,6 @@ def _validation_pixels(scene: Scene, val_scene: Scene, train: np.ndarray) -> np.
     """The ``val_data`` scene's labelled pixels to validate on: all of them, but where it is the training scene
     (the same cube), those that are not training pixels. Validating on the training pixels scored the network
     on what it was fitted to, and chose the best epoch by it."""
-    from zoo.hyperspectral.provenance import scene_fingerprint
-
     labelled = val_scene.labels > 0
     if val_scene.shape != scene.shape or scene_fingerprint(val_scene) != scene_fingerprint(scene):
         return labelled
