@@ -112,6 +112,11 @@ def test_a_paragraph_that_fits_is_translated_sentence_by_sentence(model):
     ("Mr. Potato steht im 2. Stock bzw. am St. Patrick's Day vor U.S. Army Dept. 5. Fertig.",
      ["Mr. Potato steht im 2. Stock bzw. am St. Patrick's Day vor U.S. Army Dept. 5. Fertig."]),
     ("Er ruft: \"Hallo!\" Dann geht A. Noble.", ["Er ruft: \"Hallo!\"", "Dann geht A. Noble."]),
+    # German quotes close with “ ‘ « (after „ ‚ »), French sets » off by a space: each sentence was kept whole
+    ("Er sagte: \u201eIch komme.\u201c Dann ging er. \u201aJa.\u2018 Er kam. \u00bbNein!\u00ab \u201eGut.\u201c",
+     ["Er sagte: \u201eIch komme.\u201c", "Dann ging er.", "\u201aJa.\u2018", "Er kam.", "\u00bbNein!\u00ab",
+      "\u201eGut.\u201c"]),
+    ("Il a dit : \u00ab Oui. \u00bb Puis il est parti.", ["Il a dit : \u00ab Oui. \u00bb", "Puis il est parti."]),
     ("ein hund läuft . zwei katzen schlafen .", ["ein hund läuft . zwei katzen schlafen ."]),  # lower case: one
     ("Warte ... Dann", ["Warte ... Dann"]),
     ("Eins.\nZwei.\n\n\nDrei. Vier.", ["Eins.", "Zwei.", "Drei.", "Vier."]),

@@ -25,12 +25,15 @@ from zoo.seq2seq.tokenizer import normalize_text
 
 __all__ = ["join_pieces", "segments", "split_sentences", "text_inputs"]
 
-# a candidate end: . ! ? or an ellipsis, any closing quotes or brackets, then whitespace
-_CANDIDATE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019\u00bb)\]]*(\s+)")
+# the quotes that close a quotation: English ” ’, German “ ‘ (after „ ‚) and « (after »), French » (after «)
+_CLOSING = "\"'\u201d\u2019\u201c\u2018\u00bb\u00ab\u203a\u2039)\\]"
+# a candidate end: . ! ? or an ellipsis, any closing quotes or brackets (French sets » off by a space), then
+# whitespace
+_CANDIDATE_END = re.compile(rf"[.!?\u2026](?:[ \u00a0\u202f]?[\u00bb\u203a])?[{_CLOSING}]*(\s+)")
 # what an over-long sentence is cut at as a last resort: the ends above and ; : as well
-_CLAUSE_END = re.compile(r"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][\"'\u201d\u2019)\]]))\s+")
+_CLAUSE_END = re.compile(rf"(?:(?<=[.!?\u2026;:])|(?<=[.!?\u2026;:][{_CLOSING}]))\s+")
 _LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
-_OPENING = "\"'\u201c\u201e\u00ab(["
+_OPENING = "\"'\u201c\u201e\u2018\u201a\u00ab\u00bb\u2039\u203a(["
 # Moses' nonbreaking prefixes that end in a full stop mid-sentence (de, en, fr), lower-cased, without the stop
 _ABBREVIATIONS = frozenset((
     "abb", "abs", "abt", "allg", "bzw", "ca", "dept", "dipl", "dr", "evtl", "fa", "fr", "frl", "ggf", "hr", "jh",
