@@ -34,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse, urlsplit
@@ -601,7 +601,7 @@ def fetch(
         if not usable:
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
         failures, not_found = [], []  # why each source failed; the sources that said they lack the file
-        mismatched = local_mismatched = False
+        wrong: list[str] = []  # the sources that served other bytes than the file's
         for i, source in enumerate(usable):
             try:
                 if not is_network(source):
@@ -619,8 +619,7 @@ def fetch(
                 failures.append(str(err))
                 continue
             except HashMismatchError as err:
-                mismatched = True
-                local_mismatched = local_mismatched or not is_network(source)
+                wrong.append(source)
                 failures.append(str(err))
                 if i + 1 < len(usable):
                     warnings.warn(f"{err}; trying the next source ({usable[i + 1]})",
@@ -632,7 +631,7 @@ def fetch(
             if on_arrival is not None:
                 on_arrival(dest, digest)
             return dest
-        raise _no_source_error(dest.name, expected, failures, mismatched, local_mismatched,
+        raise _no_source_error(dest.name, expected, failures, bool(wrong), [s for s in wrong if not is_network(s)],
                                untried=len(sources) - len(usable), offline_hint=offline_hint,
                                mirror_var=mirror_var, not_found=not_found)
 
@@ -648,20 +647,64 @@ def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) 
                             "download, or not a weights file at all (a server's web page); they were discarded") from None
 
 
-def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, local_mismatched: bool,
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def _is_lfs_pointer(source: str) -> bool:
+    """``source`` is a git-lfs pointer: what a clone made without git-lfs holds in place of a large file."""
+    try:
+        with open(local_path(source), "rb") as fh:
+            return fh.read(len(_LFS_POINTER)) == _LFS_POINTER
+    except (OSError, ValueError):
+        return False
+
+
+def _in_mirror(source: str, mirror: str) -> bool:
+    """``source`` is a file of the mirror ``mirror`` (a URL, a ``file://`` URL or a folder, as the environment
+    variable gives it), compared without a signed mirror's ``?query``, which follows the file's path."""
+    if not mirror:
+        return False
+    roots = tuple(root.rstrip("/") + "/" for root in (without_query(mirror), str(Path(mirror).expanduser())))
+    return source.startswith(roots) or without_query(source).startswith(roots)
+
+
+def _wrong_local_hint(wrong_local: Sequence[str], mirror_var: str | None) -> str:
+    """What to do about the local sources that held other bytes, by where each is: a git-lfs pointer (a clone
+    without git-lfs), a file of the mirror the environment names, or another local copy (torch.hub's, a weights
+    folder's). A git-lfs hint for a mirror or torch.hub's file sent users of the installed package to a checkout
+    they do not have, and "set ZOO_WEIGHTS_URL to a mirror" to the variable that named the wrong one."""
+    mirror = os.environ.get(mirror_var, "").strip() if mirror_var else ""
+    pointers = [s for s in wrong_local if _is_lfs_pointer(s)]
+    in_mirror = [s for s in wrong_local if s not in pointers and _in_mirror(s, mirror)]
+    others = [s for s in wrong_local if s not in pointers and s not in in_mirror]
+    hints = []
+    if pointers:
+        hints.append(f"{', '.join(pointers)}: a git-lfs pointer, not the file; run `git lfs pull` in the clone "
+                     "that holds it")
+    if in_mirror:
+        writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
+        hints.append(f"the mirror {mirror_var}={mirror} holds another file under this name (a stale or damaged "
+                     f"copy): replace it there{writes}")
+    if others:
+        hints.append(f"the local copy {', '.join(others)} is another file (stale or damaged): replace or delete it"
+                     + (f", or set {mirror_var} to a mirror that holds the right one" if mirror_var and not mirror
+                        else ""))
+    return "".join(f". {h[0].upper()}{h[1:]}" for h in hints)
+
+
+def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, wrong_local: Sequence[str],
                      untried: int, offline_hint: str, mirror_var: str | None = "ZOO_WEIGHTS_URL",
                      not_found: list[str] = ()) -> Exception:
     """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
-    offline, then the download failures. ``not_found``: the sources that said they lack the file; the mirror's
-    hint (add the file there) is given only when the mirror is one of them, not when its transfer failed."""
+    offline, then the download failures. ``wrong_local``: the local sources whose bytes were wrong (each gets
+    its own hint); ``not_found``: the sources that said they lack the file; the mirror's hint (add the file
+    there) is given only when the mirror is one of them, not when its transfer failed."""
     if mismatched:
         skipped = f" ({untried} network source(s) not tried: offline)" if untried else ""
         return HashMismatchError(
             f"no source of {name} has the expected bytes (sha256 {expected}){skipped}: "
             + "; ".join(f"[{n}] {f}" for n, f in enumerate(failures, 1))
-            + (". A wrong local copy is often a git-lfs pointer (run `git lfs pull` in the checkout) or a "
-               "stale file: replace it" + (f", or set {mirror_var} to a mirror that holds the right one"
-                                           if mirror_var else "") if local_mismatched else ""))
+            + _wrong_local_hint(wrong_local, mirror_var))
     if untried:  # offline, and the local sources (a file:// mirror too) did not have it
         tried = f" (tried: {'; '.join(failures)})" if failures else ""
         return OfflineError((offline_hint or f"ZOO_OFFLINE=1: not downloading {name}") + tried)
@@ -669,11 +712,9 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
         return DownloadError(f"could not get {name}: " + "; ".join(failures))
     mirror = os.environ.get(mirror_var, "").strip()
     writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
-    # a signed mirror's query (?sig=...) follows the file's path in each source: compared without it
-    roots = (without_query(mirror).rstrip("/"), str(Path(mirror).expanduser())) if mirror else ()
     if not mirror:
         hint = f". Without a network, set {mirror_var} to a mirror (http(s)://, file:// or a folder)"
-    elif any(s.startswith(roots) or without_query(s).startswith(roots) for s in not_found):
+    elif any(_in_mirror(s, mirror) for s in not_found):
         hint = f". The mirror {mirror_var}={mirror} does not have it: add the file there{writes}"
     else:  # the mirror has it (or did not say otherwise): what went wrong is its failure above
         hint = ""

@@ -230,17 +230,23 @@ def release(out_dir: str | os.PathLike, *, progress: bool = True) -> list[Path]:
     from zoo._progress import ProgressBar
     from zoo.hub.store import cached_path, sources
 
-    out = fs.ensure_dir(out_dir, "release folder")
     entries = read_manifest()
     own = [e for e in entries.values() if not e.upstream]
-    written: list[Path] = []
-    for entry in ProgressBar(own, desc="release", unit="file", disable=not progress, leave=False):
+    # every file found before the folder is made: a release that cannot be whole (an installed zoo with an
+    # empty cache) left an empty release folder behind, or one with some of the files
+    found: list[tuple[WeightsEntry, Path]] = []
+    for entry in own:
         local = [Path(s) for s in sources(entry) if "://" not in s] + [cached_path(entry)]
         src = next((p for p in local if p.is_file()), None)
         if src is None:
             where = f"neither in {weights_dir()} nor" if weights_dir() is not None else "not"
             raise FileNotFoundError(f"{entry.name}: {entry.url} is {where} in the cache; `zoo pull {entry.name}` "
-                                    "first, or release from the checkout that published it")
+                                    "first (`zoo pull --all`: every file), or release from the checkout that "
+                                    f"published it ({out_dir} was not written)")
+        found.append((entry, src))
+    out = fs.ensure_dir(out_dir, "release folder")
+    written: list[Path] = []
+    for entry, src in ProgressBar(found, desc="release", unit="file", disable=not progress, leave=False):
         dest = out / entry.url
         have = src.stat().st_size
         if entry.size is not None and have != entry.size:  # a git-lfs pointer, say: not worth copying
