@@ -78,6 +78,17 @@ def test_split_errors_name_the_line(tmp_path):
     (tmp_path / "testlist01.txt").write_bytes(b"Swim/v_Swim_g01_c01.avi\r\n")
     with pytest.raises(ValueError, match="class from classInd"):
         read_split(tmp_path, 1, False)
+
+
+def test_a_split_line_stepping_out_of_its_class_folder_is_refused(tmp_path):
+    """Labelled by its first folder, 'Walk/../Run/v.avi' was a Run video taught as Walk."""
+    (tmp_path / "classInd.txt").write_bytes(b"1 Walk\r\n2 Run\r\n")
+    (tmp_path / "trainlist01.txt").write_bytes(b"Run/v_Run_g01_c01.avi 2\r\nWalk/../Run/v_Run_g01_c01.avi 1\r\n")
+    with pytest.raises(ValueError, match=r"trainlist01.txt:2: 'Walk/\.\./Run/v_Run_g01_c01.avi' steps out of its class "
+                                         r"folder \('\.\.'\)"):
+        read_split(tmp_path, 1, True)
+    (tmp_path / "trainlist01.txt").write_bytes(b"Walk/./v_Walk_g01_c01.avi 1\r\nWalk/sub/v.avi 1\r\n")
+    assert [e.label for e in read_split(tmp_path, 1, True)] == [0, 0]  # inside the class folder: taken
     with pytest.raises(FileNotFoundError, match="testlist02.txt"):
         read_split(tmp_path, 2, False)
 

@@ -276,3 +276,46 @@ def test_a_subset_of_a_clip_dataset_is_scored_by_video(uneven):
     assert [ds.video_index(len(ds) - 1 - i) for i in some.indices] == [0, 0, 2]
     part = evaluate_videos(model, some, amp=None)
     assert part["videos"] == 2 and part["clips"] == 3
+
+
+def _uniform(model, videos):
+    return VideoClipDataset(videos, list(LENGTHS), sampling="uniform", frames_per_clip=4, step_between_clips=4,
+                            train=False, transform=model._transform(False), progress=False)
+
+
+def test_a_concat_of_clip_datasets_is_scored_by_video_each_data_sets_videos_apart(uneven):
+    """A ConcatDataset had no video_index: its 16 clips were scored as 16 videos (accuracy 0.125, the clip
+    accuracy, for 0.4 over the 5 videos)."""
+    from torch.utils.data import ConcatDataset, Subset
+
+    model = _model("video-tsn").eval()
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    whole = zoo.evaluate(model, _uniform(model, videos), amp=None, batch_size=5)
+    assert "clip_accuracy" in whole
+    halves = ConcatDataset([_uniform(model, videos[:2]), _uniform(model, videos[2:])])  # both have a video 0
+    assert zoo.evaluate(model, halves, amp=None, batch_size=5) == pytest.approx(whole)
+    counted = evaluate_videos(model, halves, amp=None, batch_size=5)
+    assert (counted["videos"], counted["clips"]) == (5, 16)
+    # a concat of a Subset and a concat, and a Subset of a concat: through every level to the clips' videos
+    nested = ConcatDataset([Subset(_uniform(model, videos[:3]), [5, 6, 12]),  # a clip of each of 3 videos
+                            ConcatDataset([_uniform(model, videos[3:4]), _uniform(model, videos[4:])])])
+    assert (evaluate_videos(model, nested, amp=None)["videos"], len(nested)) == (5, 6)
+    assert evaluate_videos(model, Subset(halves, [0, 1, 15]), amp=None)["videos"] == 2
+    # beside a data set without video_index, each of its items is a video, as it is alone
+    plain = [(torch.randn(3, 4, 8, 8), 0), (torch.randn(3, 4, 8, 8), 1)]
+    mixed = evaluate_videos(model, ConcatDataset([_uniform(model, videos[:2]), plain]), amp=None)
+    assert (mixed["videos"], mixed["clips"]) == (4, 14)
+
+
+def test_a_dataloader_of_a_clip_dataset_is_scored_by_video(uneven):
+    """zoo.evaluate(model, DataLoader(clips)) went to the engine, which scored each of its 16 clips as a video."""
+    from torch.utils.data import DataLoader
+
+    model = _model("video-tsn").eval()
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = _uniform(model, videos)
+    whole = zoo.evaluate(model, ds, amp=None, batch_size=5)
+    assert zoo.evaluate(model, DataLoader(ds, batch_size=3), amp=None) == pytest.approx(whole)
+    # the clips its sampler draws: those of videos 0 and 2
+    part = DataLoader(ds, batch_size=2, sampler=[0, 1, 12])
+    assert evaluate_videos(model, part, amp=None)["videos"] == 2

@@ -173,3 +173,38 @@ def test_a_network_built_from_a_checkpoint_evaluates_the_fold_it_trained_on(ucf,
     assert sorted(Path(m.path).name for m in scored.videos) == ["0.avi", "0.avi"]  # testlist02, not testlist01
     with pytest.warns(UserWarning, match=r"trained on UCF101's fold 2 .* testlist01\.txt holds videos of that list"):
         built.zoo_data(str(videos), train=False, splits=str(splits), fold=1)
+
+
+def test_a_concat_of_clip_datasets_trains_and_evaluates_as_one_and_records_its_sampling_and_classes(ucf):
+    """A ConcatDataset was looked through nowhere: without transforms it failed in the first convolution ("expected
+    scalar type Byte but found Float"), with them the network trained on 4 consecutive frames while video_cfg kept
+    8 segments for zoo.predict, and named its outputs '0', '1'."""
+    from torch.utils.data import ConcatDataset, DataLoader, Subset
+
+    videos, _ = ucf
+    listed = [(str(videos / c / f"{i}.avi"), k) for k, c in enumerate(CLASSES) for i in range(3)]
+    clips = [VideoClipDataset(part, list(CLASSES), sampling="random", frames_per_clip=4, progress=False)
+             for part in (listed[:3], listed[3:])]
+    model = _tsn()
+    _train(model, ConcatDataset(clips), size=8)
+    assert model.video_cfg["frames_per_clip"] == 4 and "num_segments" not in model.video_cfg
+    assert model.video_cfg["classes"] == list(CLASSES) and all(ds.transform is None for ds in clips)
+    scored = zoo.evaluate(model, ConcatDataset([VideoClipDataset(listed[:3], list(CLASSES), frames_per_clip=4,
+                                                                 step_between_clips=4, train=False, progress=False),
+                                                VideoClipDataset(listed[3:], list(CLASSES), frames_per_clip=4,
+                                                                 step_between_clips=4, train=False, progress=False)]),
+                          amp=None)
+    assert 0 <= scored["accuracy"] <= 1 and scored["clip_accuracy"] >= 0
+    # a random_split piece names the outputs as its data set does
+    model = _tsn()
+    _train(model, Subset(clips[0], [0, 1]), size=8)
+    assert model.video_cfg["classes"] == list(CLASSES)
+    # data sets that sample clips otherwise than each other: video_cfg records one way, so the call is refused
+    segments = VideoClipDataset(listed, list(CLASSES), sampling="segments", num_segments=3, progress=False)
+    before = copy.deepcopy(model.video_cfg)
+    with pytest.raises(ValueError, match=r"the data sets trained on sample clips in different ways \(frames_per_clip=4 "
+                                         r"and num_segments=3\), and video_cfg records one way"):
+        _train(model, ConcatDataset([clips[0], segments]), size=8)
+    assert model.video_cfg == before
+    with pytest.raises(ValueError, match=r"the DataLoader's VideoClipDataset has no transform"):
+        _train(model, DataLoader(ConcatDataset(clips), batch_size=2), batch_size=2)

@@ -41,6 +41,7 @@ from zoo.engine.head import ClassifierHead
 from zoo.engine.network import Network
 from zoo.engine.options import FitConfig
 from zoo.inputs import class_folders, split_folder, visible_files, whole_number
+from zoo.video.sizes import size_pair
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +60,16 @@ def clip_recipe(cfg: dict[str, Any]) -> tuple[str, int]:
     ``num_segments``, so it wins.
     """
     key = next((k for k in CLIP_KEYS if k in cfg), "frames_per_clip")
-    return key, int(cfg.get(key, 16))
+    # int() read num_segments=2.5 (a hand-edited video_cfg, a file of another tool) as 2 segments without a word
+    return key, whole_number(cfg.get(key, 16), f"video_cfg[{key!r}]", hint="frames")
+
+
+def recipe_sizes(cfg: dict[str, Any]) -> tuple[int, int | list[int]]:
+    """``(size, resize)`` of a ``video_cfg``, checked: the crop an int, the resize an int (the shorter side) or
+    ``[height, width]``. ``int()`` read a ``size`` of 16.7 as 16 and ``True`` as 1, without a word."""
+    size = whole_number(cfg["size"], "video_cfg['size']", hint="the centre crop, pixels")
+    resize = size_pair(cfg.get("resize", size), "video_cfg['resize']", int_means="the shorter side, aspect kept")
+    return size, list(resize) if isinstance(resize, tuple) else resize
 
 
 def set_clip_recipe(cfg: dict[str, Any], updates: dict[str, Any]) -> None:
@@ -125,8 +135,7 @@ class VideoClassifierMixin(ClassifierHead, Network):
         from zoo.video import transforms as VT
 
         cfg = self.video_cfg
-        size, resize = int(cfg["size"]), cfg.get("resize", cfg["size"])
-        resize = int(resize) if isinstance(resize, (int, float)) else [int(r) for r in resize]
+        size, resize = recipe_sizes(cfg)
         flip = [VT.RandomHorizontalFlip()] if hflip else []
         crop = [VT.RandomCrop(size), *flip] if train else [VT.CenterCrop(size)]
         return VT.Compose([VT.Resize(resize, antialias=bool(cfg.get("antialias", True))), *crop, VT.ToFloat(),
@@ -180,11 +189,13 @@ class VideoClassifierMixin(ClassifierHead, Network):
 
     def zoo_data(self, data: Any, *, train: bool, splits: str | os.PathLike | None = None, fold: int | None = None,
                  frame_rate: float | None = None, strict: bool = False, size: int | None = None,
-                 resize: int | None = None, num_segments: int | None = None, frames_per_clip: int | None = None,
-                 hflip: bool = True, **options: Any) -> tuple[Any, dict[str, Any]]:
+                 resize: int | Sequence[int] | None = None, num_segments: int | None = None,
+                 frames_per_clip: int | None = None, hflip: bool = True,
+                 **options: Any) -> tuple[Any, dict[str, Any]]:
         """A video folder (see the module docs) -> clip datasets with the network's input recipe.
 
-        Training may set that recipe (``size``, ``resize`` >= ``size``, ``num_segments`` / ``frames_per_clip``;
+        Training may set that recipe (``size``, ``resize`` >= ``size``: the shorter side or ``[height, width]``,
+        ``num_segments`` / ``frames_per_clip``;
         a clip data set of zoo's brings its own sampling); it is kept in ``video_cfg``, so prediction and a saved
         file feed the network the same way. ``hflip`` (training only; default True): mirror training clips
         left-right at random, recorded in the checkpoints. A ``val_data``
@@ -201,8 +212,10 @@ class VideoClassifierMixin(ClassifierHead, Network):
         if splits is not None and not isinstance(splits, (str, os.PathLike)):  # splits=1 meant as the fold
             raise TypeError(f"splits= is the folder of UCF101's split files (classInd.txt, trainlist01.txt, ...), "
                             f"got {splits!r} ({type(splits).__name__}); the split number is fold=1, 2 or 3")
-        # checked before video_cfg takes them (a bad one would stay there for good), as plain ints for its JSON
-        recipe = {key: whole_number(value, key, hint="pixels" if key in ("size", "resize") else "frames")
+        # checked before video_cfg takes them (a bad one would stay there for good), as plain ints for its JSON;
+        # resize as video_cfg holds it: the shorter side, or [height, width] (torchvision's Kinetics 128x171)
+        recipe = {key: _resize_option(value) if key == "resize" else
+                  whole_number(value, key, hint="pixels" if key == "size" else "frames")
                   for key, value in recipe.items()}
         if not isinstance(hflip, bool):
             raise TypeError(f"hflip must be True (mirror training clips left-right at random) or False (never), got "
@@ -231,8 +244,8 @@ class VideoClassifierMixin(ClassifierHead, Network):
         first batch, and a shipped model kept it and failed on every later ``zoo.predict``)."""
         cfg = dict(self.video_cfg)
         set_clip_recipe(cfg, recipe)
-        size, resize = int(cfg["size"]), cfg.get("resize", cfg["size"])
-        shorter = min(int(r) for r in resize) if isinstance(resize, (list, tuple)) else int(resize)
+        size, resize = recipe_sizes(cfg)
+        shorter = min(resize) if isinstance(resize, list) else resize
         if shorter < size:
             raise ValueError(f"resize={resize} is smaller than size={size}: frames are resized (resize: the shorter "
                              f"side) and then cropped to {size}x{size}, so resize must be >= size; pass a resize of "
@@ -275,10 +288,11 @@ class VideoClassifierMixin(ClassifierHead, Network):
                 options["val_data"] = self._eval_folder(val_data, splits, fold, extra, "val_data")[0]
             elif val_data is not None:
                 options["val_data"] = self._transformed(val_data, False)
-            named = train and len(getattr(data, "classes", None) or ()) == self.num_classes
+            theirs = _data_classes(data)
+            named = train and len(theirs) == self.num_classes
             if named:  # its outputs' names, as a folder's, kept in video_cfg and in the checkpoints
-                self.video_cfg["classes"] = [str(c) for c in data.classes]
-            theirs, ours = [str(c) for c in getattr(data, "classes", None) or ()], self.video_cfg.get("classes")
+                self.video_cfg["classes"] = theirs
+            ours = self.video_cfg.get("classes")
             if not train and theirs and ours and theirs != list(ours):  # as vision's: labels are indices
                 warnings.warn(f"{type(data).__name__}'s classes {theirs[:5]} are not the network's {list(ours)[:5]}: "
                               f"its labels are scored by index (label i as output i); give the videos as a folder "
@@ -367,18 +381,20 @@ class VideoClassifierMixin(ClassifierHead, Network):
         """A clip dataset of zoo's without a transform (``UCF101(root, splits)``: uint8 ``(C, T, H, W)`` clips) as a
         copy with the network's own, as a data set of PIL images gets the vision network's transforms (the uint8
         clips would fail in the first convolution, 'expected scalar type Byte but found BFloat16')."""
-        from torch.utils.data import DataLoader, Subset
+        from torch.utils.data import ConcatDataset, DataLoader, Subset
 
         from zoo.video.ucf101 import VideoClipDataset
 
         if isinstance(data, Subset):  # a split of one (random_split): the same copy under the same indices
             inner = self._transformed(data.dataset, train, hflip)
             return data if inner is data.dataset else Subset(inner, data.indices)
-        inner = data.dataset if isinstance(data, DataLoader) else None
-        while isinstance(inner, Subset):
-            inner = inner.dataset
-        if isinstance(inner, VideoClipDataset) and inner.transform is None:  # a loader is not rebuilt for it
-            raise ValueError(f"the DataLoader's {type(inner).__name__} has no transform: its clips are uint8 (C, T, "
+        if isinstance(data, ConcatDataset):  # each of its data sets, as it would be alone (they failed in the
+            # first convolution, "expected scalar type Byte but found Float")
+            parts = [self._transformed(d, train, hflip) for d in data.datasets]
+            return data if all(a is b for a, b in zip(parts, data.datasets)) else ConcatDataset(parts)
+        bare = [ds for ds in _clip_datasets_in(data) if ds.transform is None] if isinstance(data, DataLoader) else []
+        if bare:  # a loader is not rebuilt for it
+            raise ValueError(f"the DataLoader's {type(bare[0]).__name__} has no transform: its clips are uint8 (C, T, "
                              f"H, W), which the network does not take; give the dataset itself (it gets the "
                              f"network's transform), or make it with transform=")
         if not isinstance(data, VideoClipDataset) or data.transform is not None:
@@ -593,27 +609,54 @@ class _WeightsWatch:
             handle.remove()
 
 
-def _clip_dataset_in(data: Any) -> Any:
-    """The ``VideoClipDataset`` ``data`` is, or a DataLoader or ``Subset`` of one holds, else None."""
-    from torch.utils.data import DataLoader, Subset
+def _clip_datasets_in(data: Any) -> list[Any]:
+    """The ``VideoClipDataset`` s ``data`` is or holds: through a DataLoader, ``Subset`` s and ``ConcatDataset`` s
+    (each once, in order)."""
+    from torch.utils.data import ConcatDataset, DataLoader, Subset
 
     from zoo.video.ucf101 import VideoClipDataset
 
-    inner = data.dataset if isinstance(data, DataLoader) else data
-    while isinstance(inner, Subset):
-        inner = inner.dataset
-    return inner if isinstance(inner, VideoClipDataset) else None
+    found: dict[int, Any] = {}
+    pending = [data.dataset if isinstance(data, DataLoader) else data]
+    while pending:
+        ds = pending.pop(0)
+        if isinstance(ds, Subset):
+            pending.insert(0, ds.dataset)
+        elif isinstance(ds, ConcatDataset):
+            pending[:0] = ds.datasets
+        elif isinstance(ds, VideoClipDataset):
+            found.setdefault(id(ds), ds)
+    return list(found.values())
+
+
+def _data_classes(data: Any) -> list[str]:
+    """The class names of a Dataset or DataLoader: its own ``classes``, else those of the clip datasets it holds
+    where they all name the same (a ``random_split`` piece or a ``ConcatDataset`` of UCF101 folds was trained on
+    without them, and the network named its outputs '0', '1', ...); else none."""
+    own = getattr(data, "classes", None)
+    if own:
+        return [str(c) for c in own]
+    named = {tuple(str(c) for c in ds.classes) for ds in _clip_datasets_in(data)}
+    return list(named.pop()) if len(named) == 1 else []
 
 
 def _with_dataset_sampling(data: Any, recipe: dict[str, Any]) -> dict[str, Any]:
     """``recipe`` with the clip sampling of the clip data set trained on: the network learns on its clips, and
     ``video_cfg`` must feed ``zoo.predict`` the same (it kept the call's or the default 8 segments for a
-    data set of 4 consecutive frames). A clip option of the call that says otherwise is refused."""
-    ds = _clip_dataset_in(data)
-    if ds is None:
+    data set of 4 consecutive frames; a ``ConcatDataset`` of them too). A clip option of the call that says
+    otherwise is refused, as are data sets (of a ``ConcatDataset``) that sample clips in different ways."""
+    held = _clip_datasets_in(data)
+    if not held:
         return recipe
-    key, count = ("num_segments", ds.num_segments) if ds.sampling == "segments" else ("frames_per_clip",
-                                                                                       ds.frames_per_clip)
+    sampled = {("num_segments", ds.num_segments) if ds.sampling == "segments" else ("frames_per_clip",
+                                                                                     ds.frames_per_clip)
+               for ds in held}
+    if len(sampled) > 1:
+        said = " and ".join(sorted(f"{k}={v}" for k, v in sampled))
+        raise ValueError(f"the data sets trained on sample clips in different ways ({said}), and video_cfg records "
+                         "one way, the one zoo.predict reads a video by: make them with the same sampling")
+    ((key, count),) = sampled
+    ds = held[0]
     asked = {k: recipe[k] for k in CLIP_KEYS if k in recipe}
     if asked and asked != {key: count}:
         given = ", ".join(f"{k}={v}" for k, v in asked.items())
@@ -622,6 +665,13 @@ def _with_dataset_sampling(data: Any, recipe: dict[str, Any]) -> dict[str, Any]:
                          f"clips, and video_cfg records how they were sampled; leave {' and '.join(asked)} out, or "
                          "make the data set with the sampling to train on")
     return {**recipe, key: int(count)}
+
+
+def _resize_option(value: Any) -> int | list[int]:
+    """``resize=`` of a training call: an int (the shorter side) or ``[height, width]`` as ``video_cfg`` holds it
+    (a pair was refused, "resize must be an int", though a Kinetics recipe holds one)."""
+    resize = size_pair(value, "resize", int_means="the shorter side, aspect kept")
+    return list(resize) if isinstance(resize, tuple) else resize
 
 
 def _refuse_path_list(data: Any, name: str) -> None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 import os
 import threading
 import warnings
@@ -68,6 +69,7 @@ import torch
 from av.video.reformatter import VideoReformatter
 
 from zoo._stacklevel import user_stacklevel
+from zoo.video.sizes import size_pair
 
 __all__ = [
     "CorruptVideoError",
@@ -448,13 +450,13 @@ def read_frames(
     ``thread_count``: decoder threads (0: FFmpeg's choice); None: :func:`decoder_thread_count`.
     """
     path = os.fspath(path)
-    idx = [int(i) for i in indices]
+    idx = [_frame_index(i) for i in indices]
     if not idx:
         raise ValueError("read_frames: indices is empty")
     if min(idx) < 0:
         raise ValueError(f"read_frames: negative frame index {min(idx)}")
-    if size is not None and (len(size) != 2 or min(size) < 1):
-        raise ValueError(f"read_frames: size must be (height, width) >= 1, got {size!r}")
+    # (16.7, 20) went to swscale, which truncated it to 16 rows; (True, 20) scaled every frame to one row
+    size = size_pair(size, "read_frames size", int_means=None, allow_none=True)
     meta = meta or probe(path)
     thread_count = decoder_thread_count(thread_count)
     wanted = sorted(set(idx))
@@ -478,6 +480,17 @@ def read_frames(
     if stats is not None:
         stats.frames_returned += len(idx)
     return out
+
+
+def _frame_index(value: Any) -> int:
+    """A display index as a Python int: an int, a NumPy integer or an integer tensor of one value. ``int()`` read
+    1.7 as frame 1 and True as frame 1, without a word."""
+    try:
+        if not isinstance(value, bool):
+            return operator.index(value)
+    except TypeError:
+        pass
+    raise TypeError(f"read_frames: frame indices must be ints (display indices 0, 1, ...), got {value!r}")
 
 
 class _SkippedTail(Exception):

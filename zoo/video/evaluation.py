@@ -7,7 +7,8 @@
   share of the videos ``zoo.predict`` labels right;
 - on a clip dataset with several clips per video (one with ``video_index``: ``sampling="uniform"`` takes a
   clip every ``step_between_clips`` frames, the usual UCF101 protocol; or a ``Subset`` of one, as
-  ``random_split`` makes), each video by the mean softmax of its clips, and ``clip_accuracy`` scores the
+  ``random_split`` makes, a ``ConcatDataset`` of them, each data set's videos kept apart, or a DataLoader of any
+  of these, its sampler's clips), each video by the mean softmax of its clips, and ``clip_accuracy`` scores the
   clips one by one (there a long video, with more clips, weighs more);
 - on any other Dataset or DataLoader, each item is a video (:func:`zoo.engine.evaluate`).
 
@@ -17,7 +18,9 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset, Subset, default_collate
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, IterableDataset, Subset, default_collate
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_loader, model_dtype, move_batch
@@ -66,6 +69,10 @@ class PredictedClips(Dataset):
 
     def video_index(self, item: int) -> int:
         return item
+
+    @property
+    def num_videos(self) -> int:
+        return len(self)
 
     def __getitem__(self, item: int) -> tuple[Any, int] | None:
         ds = self.dataset
@@ -122,10 +129,91 @@ class _ClipSubset(Dataset):
     def video_index(self, i: int) -> int:
         return self.dataset.video_index(self.indices[i])
 
+    @property
+    def num_videos(self) -> int:  # the keys video_index gives are the whole dataset's
+        return _video_count(self.dataset)
+
+
+class _EachItemAVideo(Dataset):
+    """A data set without ``video_index`` beside clip datasets in a ``ConcatDataset``: each item is a video, as
+    ``zoo.evaluate`` reads such a data set alone."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.dataset[i]
+
+    def video_index(self, i: int) -> int:
+        return i
+
+    @property
+    def num_videos(self) -> int:
+        return len(self.dataset)
+
+
+class _ClipConcat(Dataset):
+    """A ``ConcatDataset`` of clip datasets, each item keeping its video: a video's key is its index in its own
+    data set plus the videos of the data sets before it, so two data sets' video 0 stay two videos. Without
+    ``video_index`` it was scored item by item, each clip a video of its own."""
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        self.parts = list(parts)
+        self.ends = list(itertools.accumulate(len(p) for p in self.parts))
+        self.first_video = [0, *itertools.accumulate(_video_count(p) for p in self.parts)][:-1]
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def _where(self, i: int) -> tuple[int, int]:
+        if not 0 <= i < len(self):
+            raise IndexError(f"item {i} out of range for a data set of {len(self)}")
+        k = bisect.bisect_right(self.ends, i)
+        return k, i - (self.ends[k - 1] if k else 0)
+
+    def __getitem__(self, i: int) -> Any:
+        k, j = self._where(i)
+        return self.parts[k][j]
+
+    def item_or_none(self, i: int) -> Any:
+        k, j = self._where(i)
+        one = getattr(self.parts[k], "item_or_none", None)
+        return one(j) if one is not None else self.parts[k][j]
+
+    def video_index(self, i: int) -> int:
+        k, j = self._where(i)
+        return self.first_video[k] + self.parts[k].video_index(j)
+
+    @property
+    def num_videos(self) -> int:
+        return self.first_video[-1] + _video_count(self.parts[-1]) if self.parts else 0
+
+
+def _video_count(dataset: Any) -> int:
+    """How many video keys ``dataset.video_index`` gives (``0 .. n-1``): its ``num_videos``, its ``videos``, else
+    one more than the largest key of its items (index arithmetic, nothing decoded)."""
+    count = getattr(dataset, "num_videos", None)
+    if count is None and hasattr(dataset, "videos"):
+        count = len(dataset.videos)
+    if count is None:
+        count = 1 + max((int(dataset.video_index(i)) for i in range(len(dataset))), default=-1)
+    return int(count)
+
 
 def _per_video(data: Any) -> Any:
-    """``data`` as a dataset with ``video_index`` where it is one, or a ``Subset`` (of a ``Subset`` ...) of one;
-    else ``data`` as it is (its items are the videos)."""
+    """``data`` as a dataset with ``video_index`` where it is one, or a ``Subset`` (of a ``Subset`` ...) or a
+    ``ConcatDataset`` of one, or a DataLoader of any of them (its sampler's items); else ``data`` as it is (its items
+    are the videos)."""
+    if isinstance(data, DataLoader):
+        return _loader_per_video(data)
+    if isinstance(data, ConcatDataset):
+        parts = [_per_video(d) for d in data.datasets]
+        if not any(hasattr(p, "video_index") for p in parts):
+            return data
+        return _ClipConcat([p if hasattr(p, "video_index") else _EachItemAVideo(p) for p in parts])
     if not isinstance(data, Subset):
         return data
     inner = _per_video(data.dataset)
@@ -135,6 +223,21 @@ def _per_video(data: Any) -> Any:
     if isinstance(inner, _ClipSubset):
         return _ClipSubset(inner.dataset, [inner.indices[int(i)] for i in data.indices])
     return _ClipSubset(inner, [int(i) for i in data.indices])
+
+
+def _loader_per_video(loader: DataLoader) -> Any:
+    """A DataLoader of a clip dataset as the items its sampler draws, per video (it was scored clip by clip: its
+    ``accuracy`` was the clip accuracy); a loader of anything else as it is."""
+    if isinstance(loader.dataset, IterableDataset):
+        return loader
+    inner = _per_video(loader.dataset)
+    if not hasattr(inner, "video_index"):
+        return loader
+    drawn = [int(i) for batch in loader.batch_sampler for i in batch] if loader.batch_sampler is not None else \
+        [int(i) for i in loader.sampler]
+    if drawn == list(range(len(inner))):
+        return inner
+    return _per_video(Subset(inner, drawn)) if isinstance(inner, _ClipSubset) else _ClipSubset(inner, drawn)
 
 
 def _collate(items: list[Any]) -> Any:
@@ -162,7 +265,10 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
 
     batch_size = whole_number(batch_size, "batch_size")  # else torch's DataLoader message, without zoo's way out
     num_workers = whole_number(num_workers, "num_workers", minimum=0)
+    given = dataset
     dataset = _per_video(dataset)
+    if isinstance(given, DataLoader) and dataset is not given:  # its items, read in batches of its own size
+        batch_size, num_workers = given.batch_size or batch_size, given.num_workers
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
@@ -237,7 +343,9 @@ def evaluate_classifier(
     ``clip_accuracy``: also reported when some video has several clips. A Dataset or DataLoader without
     ``video_index`` goes to :func:`zoo.engine.evaluate` (its items are the videos), with ``engine_options``.
     ``device``: where to run; default: where the model is (a given one moves the model there, and it stays).
-    A ``Subset`` of a clip dataset (``random_split``) is scored by video too.
+    A ``Subset`` of a clip dataset (``random_split``), a ``ConcatDataset`` of clip datasets (a video's key is its
+    data set's and its own index: two data sets' video 0 stay two videos) and a DataLoader of either (the clips its
+    sampler draws, in batches of its ``batch_size``, on its ``num_workers``) are scored by video too.
     """
     if not hasattr(_per_video(data), "video_index"):
         from zoo.engine.evaluation import evaluate

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,19 +17,28 @@ from zoo.engine.data import model_dtype, move_batch
 from zoo.engine.devices import inference_placement, model_device
 from zoo.engine.layout import forward_channels_last
 from zoo.engine.modes import eval_mode
+from zoo.inputs import whole_number
 from zoo.video import sampling as S
 from zoo.video.decoding import probe, read_frames
 
 __all__ = ["clip_indices", "forward_probs", "load_clip", "predict_video"]
 
 
+def _clip_counts(num_segments: Any, frames_per_clip: Any) -> tuple[int | None, int | None]:
+    """The clip options checked, as Python ints: at most one given, each a whole number >= 1. ``frames_per_clip=2.5``
+    read 3 frames and ``True`` one, ``0`` failed in the decoder ("indices is empty") and ``-2`` in torch.arange."""
+    if num_segments is not None and frames_per_clip is not None:
+        raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
+                         f"frames_per_clip={frames_per_clip!r}")
+    return (whole_number(num_segments, "num_segments", allow_none=True, hint="one frame from each of T segments"),
+            whole_number(frames_per_clip, "frames_per_clip", allow_none=True, hint="T consecutive frames"))
+
+
 def clip_indices(num_frames: int, *, num_segments: int | None = None, frames_per_clip: int | None = None) -> torch.Tensor:
     """The frames (indices ``< num_frames``) a video is classified by: ``frames_per_clip`` consecutive frames
     from its middle (a shorter video loops), or the centre frame of each of ``num_segments`` equal segments
     (8 when neither is given)."""
-    if num_segments is not None and frames_per_clip is not None:
-        raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
-                         f"frames_per_clip={frames_per_clip!r}")
+    num_segments, frames_per_clip = _clip_counts(num_segments, frames_per_clip)
     if frames_per_clip is not None:
         start = max((num_frames - frames_per_clip) // 2, 0)
         return (torch.arange(frames_per_clip) + start) % num_frames
@@ -45,9 +55,7 @@ def load_clip(
     """The clip :func:`predict_video` classifies: ``(C, T, H, W)`` uint8, or what ``transform`` makes of it.
     A zoo video network's own recipe and eval transform, as ``zoo.predict`` reads a video for it:
     ``recipe, transform = model.predict_inputs(); load_clip(path, transform=transform, **recipe)``."""
-    if num_segments is not None and frames_per_clip is not None:  # before probing: the call is wrong, not the file
-        raise ValueError(f"give num_segments or frames_per_clip, not both: got num_segments={num_segments!r}, "
-                         f"frames_per_clip={frames_per_clip!r}")
+    num_segments, frames_per_clip = _clip_counts(num_segments, frames_per_clip)  # before probing: a wrong call
     meta = probe(path)
     idx = clip_indices(meta.num_frames, num_segments=num_segments, frames_per_clip=frames_per_clip)
     clip = read_frames(meta.path, idx.tolist(), meta).permute(3, 0, 1, 2)  # (C, T, H, W)

@@ -83,6 +83,10 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
         folder = rel.split("/")[0]
         if "/" not in rel or folder.lower() not in by_lower or rel.endswith("/"):
             raise SplitFileError(f"{path}:{n}: {rel!r:.80} is not '<Class>/<file>' with a class from classInd.txt")
+        if ".." in rel.split("/"):
+            # labelled by its first folder, "Biking/../Diving/v.avi" was a Diving video taught as Biking
+            raise SplitFileError(f"{path}:{n}: {rel!r:.80} steps out of its class folder ('..'): a video is listed "
+                                 "as '<Class>/<file>' and labelled by that folder")
         label = by_lower[folder.lower()]
         if len(parts) > 2 or (len(parts) == 2 and (not _NUMBER.fullmatch(parts[1]) or int(parts[1]) != label + 1)):
             raise SplitFileError(

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,12 @@ from zoo import fs
 from zoo._progress import ProgressBar
 from zoo.inputs import whole_number
 
-__all__ = ["CLASSES", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
+__all__ = ["CLASSES", "MIN_SIZE", "SyntheticConfig", "make_synthetic_actions", "render_clip", "write_video"]
 
 CLASSES = ("MoveRight", "MoveLeft", "MoveUp", "MoveDown", "Grow")
+MIN_SIZE = 16
+"""The smallest frame a clip is rendered at: the shape (up to 0.16 of the frame across) must travel over half the
+frame and stay inside it."""
 _SHAPES = ("disc", "square", "triangle")
 
 
@@ -56,8 +61,8 @@ class SyntheticConfig:
             value = whole_number(getattr(self, field.name), field.name, minimum=0 if field.name == "seed" else 1,
                                  hint=f"{option} on the command line" if option else "")
             object.__setattr__(self, field.name, value)  # a Python int (NumPy's is no JSON for the stamp)
-        if self.size % 2 or self.size < 16:
-            raise ValueError(f"size must be even and >= 16 (--size on the command line), got {self.size}")
+        if self.size % 2 or self.size < MIN_SIZE:
+            raise ValueError(f"size must be even and >= {MIN_SIZE} (--size on the command line), got {self.size}")
 
 
 def _mask(shape: str, cy: float, cx: float, r: float, size: int) -> np.ndarray:
@@ -72,9 +77,15 @@ def _mask(shape: str, cy: float, cx: float, r: float, size: int) -> np.ndarray:
 
 
 def render_clip(label: int, rng: np.random.Generator, size: int = 64, num_frames: int = 32) -> np.ndarray:
-    """One clip of class ``CLASSES[label]``: ``(T, H, W, 3)`` uint8."""
-    if not 0 <= label < len(CLASSES):
-        raise ValueError(f"label must be in [0, {len(CLASSES)}), got {label}")
+    """One clip of class ``CLASSES[label]``: ``(T, H, W, 3)`` uint8, ``size`` pixels square (at least
+    :data:`MIN_SIZE`: a smaller frame leaves the shape no room to travel)."""
+    # size=16.7 failed in NumPy ("'float' object cannot be interpreted as an integer"), size=True and 0 in the
+    # shape's random start ("high - low < 0"); a float label in the class lookup
+    label = whole_number(label, "label", minimum=0, hint=f"a class index below {len(CLASSES)}")
+    if label >= len(CLASSES):
+        raise ValueError(f"label must be in [0, {len(CLASSES)}) (a class index of {CLASSES}), got {label}")
+    size = whole_number(size, "size", minimum=MIN_SIZE, hint="frame height and width in pixels")
+    num_frames = whole_number(num_frames, "num_frames")
     shape = _SHAPES[rng.integers(len(_SHAPES))]
     colour = rng.uniform(150, 255, size=3)
     background = rng.uniform(0, 60, size=3)
@@ -117,11 +128,19 @@ def render_clip(label: int, rng: np.random.Generator, size: int = 64, num_frames
 def write_video(path: str | os.PathLike, frames: np.ndarray, fps: int = 25, bit_rate: int = 400_000) -> Path:
     """Encode ``(T, H, W, 3)`` uint8 frames with PyAV's mpeg4 encoder (container from the suffix).
 
-    Written to a temp file and renamed into place, so a crash never leaves half a video.
+    Written to a temp file and renamed into place, so a crash never leaves half a video. ``fps``: a whole number
+    or a ``Fraction`` (``Fraction(30000, 1001)``) of frames per second.
     """
     path = Path(path)
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
-        raise ValueError(f"frames must be (T, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or not all(frames.shape[:3]):
+        raise ValueError(f"frames must be (T, H, W, 3) uint8 with T, H, W >= 1, got {frames.shape} {frames.dtype}")
+    # fps=0 was written as a 24 fps video without a word, and 2.5 failed inside PyAV ("'float' object has no
+    # attribute 'numerator'"); a rate it takes is a whole number or a Fraction
+    if isinstance(fps, bool) or not isinstance(fps, numbers.Rational) or fps <= 0:
+        raise ValueError(f"fps must be a whole number or a Fraction of frames per second > 0 (Fraction(30000, 1001) "
+                         f"for 29.97), got {fps!r}")
+    fps = int(fps) if fps.denominator == 1 else Fraction(fps.numerator, fps.denominator)
+    bit_rate = whole_number(bit_rate, "bit_rate", hint="bits per second")
     with fs.atomic_path(path) as tmp, av.open(str(tmp), mode="w") as out:
         stream = out.add_stream("mpeg4", rate=fps)
         stream.width, stream.height = frames.shape[2], frames.shape[1]

@@ -13,9 +13,13 @@ rounding (torch's uint8 bilinear kernel against torchvision's float one).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torchvision.transforms.v2.functional as TF
+
+from zoo.inputs import whole_number
+from zoo.video.sizes import size_pair
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -46,12 +50,11 @@ def _check(video: torch.Tensor) -> None:
         raise ValueError(f"expected a video tensor of shape (C, T, H, W), got {got}")
 
 
-def _size2(size: int | Sequence[int]) -> tuple[int, int]:
-    if isinstance(size, int):
-        return size, size
-    if len(size) != 2:
-        raise ValueError(f"size must be an int or (height, width), got {size!r}")
-    return int(size[0]), int(size[1])
+def _size2(size: int | Sequence[int], name: str) -> tuple[int, int]:
+    """A crop's ``(height, width)``: an int is a square. Checked (:func:`zoo.video.sizes.size_pair`): ``(16.7, 20)``
+    cropped 16 rows, ``True`` one pixel and ``0`` an empty clip, without a word."""
+    size = size_pair(size, name)
+    return (size, size) if isinstance(size, int) else size
 
 
 class Compose:
@@ -90,7 +93,8 @@ class Resize:
     """
 
     def __init__(self, size: int | Sequence[int], antialias: bool = True) -> None:
-        self.size = [size] if isinstance(size, int) else list(_size2(size))
+        size = size_pair(size, "Resize size", int_means="the shorter side, aspect kept")
+        self.size = [size] if isinstance(size, int) else list(size)
         self.antialias = antialias
 
     def __call__(self, video: torch.Tensor) -> torch.Tensor:
@@ -107,7 +111,7 @@ class Resize:
 
 class CenterCrop:
     def __init__(self, size: int | Sequence[int]) -> None:
-        self.size = _size2(size)
+        self.size = _size2(size, "CenterCrop size")
 
     def __call__(self, video: torch.Tensor) -> torch.Tensor:
         _check(video)
@@ -121,7 +125,7 @@ class RandomCrop:
     """One random crop position for the whole clip."""
 
     def __init__(self, size: int | Sequence[int]) -> None:
-        self.size = _size2(size)
+        self.size = _size2(size, "RandomCrop size")
 
     def __call__(self, video: torch.Tensor) -> torch.Tensor:
         _check(video)
@@ -177,9 +181,8 @@ class TemporalJitter:
     """
 
     def __init__(self, max_shift: int = 1) -> None:
-        if max_shift < 0:
-            raise ValueError(f"max_shift must be >= 0, got {max_shift}")
-        self.max_shift = max_shift
+        # a float reached torch.randint at the first clip ("received an invalid combination of arguments")
+        self.max_shift = whole_number(max_shift, "TemporalJitter max_shift", minimum=0, hint="frames")
 
     def __call__(self, video: torch.Tensor) -> torch.Tensor:
         _check(video)
@@ -195,13 +198,21 @@ class TemporalJitter:
 def kinetics_eval(resize: Sequence[int] = (128, 171), crop: int = 112) -> Compose:
     """The evaluation transform torchvision's Kinetics-400 video weights expect (their resize is not
     antialiased)."""
+    resize, crop = _kinetics_sizes("kinetics_eval", resize, crop)
     return Compose([Resize(resize, antialias=False), CenterCrop(crop), ToFloat(),
                     Normalize(KINETICS_MEAN, KINETICS_STD)])
 
 
 def kinetics_train(resize: Sequence[int] = (128, 171), crop: int = 112, flip: float = 0.5) -> Compose:
     """Training augmentation matching :func:`kinetics_eval` (random crop and horizontal flip)."""
+    resize, crop = _kinetics_sizes("kinetics_train", resize, crop)
     return Compose(
         [Resize(resize, antialias=False), RandomCrop(crop), RandomHorizontalFlip(flip), ToFloat(),
          Normalize(KINETICS_MEAN, KINETICS_STD)]
     )
+
+
+def _kinetics_sizes(function: str, resize: Any, crop: Any) -> tuple[int | tuple[int, int], int | tuple[int, int]]:
+    """``resize`` and ``crop`` checked under the names the caller of ``function`` gave them."""
+    return (size_pair(resize, f"{function} resize", int_means="the shorter side, aspect kept"),
+            size_pair(crop, f"{function} crop"))

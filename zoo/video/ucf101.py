@@ -23,6 +23,8 @@ drawn from ``(seed, epoch, item)``, see :meth:`VideoClipDataset.set_epoch`).
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import warnings
 from collections.abc import Callable
@@ -45,6 +47,7 @@ from zoo.video.decoding import (
     probe,
     read_frames,
 )
+from zoo.video.sizes import size_pair
 from zoo.video.splits import read_class_index, read_split
 
 __all__ = ["UCF101", "VideoClipDataset"]
@@ -73,17 +76,30 @@ def _epoch_cell(epoch: int) -> torch.Tensor:
     return torch.full((), epoch, dtype=torch.int64)
 
 
+def check_frame_rate(frame_rate: Any) -> None:
+    """Refuse a ``frame_rate`` that is not None or a finite number of frames per second above 0: NaN and infinity
+    failed in ``math.floor`` ("cannot convert float NaN to integer"), a str in a comparison, and ``True`` was read
+    as 1 fps."""
+    if frame_rate is None:
+        return
+    if isinstance(frame_rate, bool) or not isinstance(frame_rate, numbers.Real) or not math.isfinite(frame_rate) \
+            or frame_rate <= 0:
+        raise ValueError(f"frame_rate must be None (each video's own rate) or a number of frames per second > 0 to "
+                         f"resample every video to, got {frame_rate!r}")
+
+
 def _clip_options(sampling: Any, frames_per_clip: Any, step_between_clips: Any, num_segments: Any,
-                  short_video: Any) -> tuple[int, int, int]:
+                  short_video: Any, frame_rate: Any = None) -> tuple[int, int, int]:
     """``(frames_per_clip, step_between_clips, num_segments)`` checked, as Python ints (``num_segments`` 8 where
-    None). Checked when the data set is made, not at its first read: ``frames_per_clip=2.5`` read 3 frames
-    (uniform) or failed deep in torch (random), ``num_segments=0`` at the first item."""
+    None), and ``frame_rate``. Checked when the data set is made, not at its first read: ``frames_per_clip=2.5``
+    read 3 frames (uniform) or failed deep in torch (random), ``num_segments=0`` at the first item."""
     if sampling not in S.SAMPLINGS:
         raise ValueError(f"sampling must be one of {S.SAMPLINGS}, got {sampling!r}")
     if sampling != "segments" and num_segments is not None:
         raise ValueError("num_segments only applies to sampling='segments'")
     if short_video not in ("loop", "pad"):
         raise ValueError(f"short_video must be 'loop' or 'pad', got {short_video!r}")
+    check_frame_rate(frame_rate)
     frames_per_clip = whole_number(frames_per_clip, "frames_per_clip")
     step_between_clips = whole_number(step_between_clips, "step_between_clips",
                                       hint="frames between the starts of consecutive uniform clips")
@@ -115,7 +131,7 @@ class VideoClipDataset(Dataset):
         size: tuple[int, int] | None = None,
     ) -> None:
         frames_per_clip, step_between_clips, num_segments = _clip_options(
-            sampling, frames_per_clip, step_between_clips, num_segments, short_video)
+            sampling, frames_per_clip, step_between_clips, num_segments, short_video, frame_rate)
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.frames_per_clip = frames_per_clip
@@ -130,9 +146,8 @@ class VideoClipDataset(Dataset):
         self.thread_type = check_thread_type(thread_type)
         self.thread_count = whole_number(thread_count, "thread_count", minimum=0, allow_none=True,
                                          hint="decoder threads, 0: FFmpeg's choice")
-        if size is not None and (len(size) != 2 or min(int(s) for s in size) < 1):
-            raise ValueError(f"size must be (height, width) of positive ints or None, got {size!r}")
-        self.size = None if size is None else (int(size[0]), int(size[1]))
+        # (16.7, 20) was scaled to 16 rows and (True, 20) to one, without a word
+        self.size = size_pair(size, "size", int_means=None, allow_none=True)
         # a Python int: NumPy's (a sweep's np.int64) overflowed in _item_seed's 64-bit masking
         self.seed = whole_number(seed, "seed", minimum=None, allow_none=True)
         self.stats = DecodeStats()  # this process's decoding cost (each DataLoader worker has its own)
