@@ -52,7 +52,7 @@ from zoo.rl.resume import (
     save_checkpoint,
     set_env_rng_state,
 )
-from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Clock, Run, keep_statistics, next_multiple
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Clock, LiveEpisodes, Run, keep_statistics, next_multiple
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -93,9 +93,11 @@ def train(
         eval_env: what evaluations run on (default: a new env made from the training env's id, or from its
             spec: make kwargs and wrappers too; an env with no id, or one its spec cannot make again, is
             evaluated on itself at the end, and every N steps only with ``eval_env``).
-        seed: seeds this call's first env reset (default: the agent's seed on a first call; later, a
-            caller's env continues its stream). When resuming, the checkpoint's seed or none (its random
-            state continues); another raises ``zoo.engine.ResumeError``.
+        seed: seeds this call's first env reset (default: the agent's seed on a first call). A later call on
+            the env the last one stopped in continues its episodes unless given a seed, as SB3's
+            ``learn(n, reset_num_timesteps=False)`` does (:class:`zoo.rl.run.LiveEpisodes`); on another env
+            they start anew. When resuming, the checkpoint's seed or none (its random state continues);
+            another raises ``zoo.engine.ResumeError``.
         num_envs: with an env id, ``> 1`` collects from a synchronous vector env.
         checkpoint_dir: ``td3_last.pt`` is written there at the first episode end after every
             ``checkpoint_every`` steps (default: ``eval_every``, else :data:`CHECKPOINT_EVERY`; 0: only at
@@ -139,8 +141,9 @@ def train(
                 with _deferred_interrupt(run):
                     _loop(agent, run)
                 _finish(agent, run)
+                _keep_live_episodes(agent, run)
         finally:
-            _close(run)
+            _close(agent, run)
     return _result(agent, run)
 
 
@@ -281,6 +284,7 @@ def _stop(agent, run: Run) -> None:
     if run.ckpt_path is not None:
         save_checkpoint(agent, run)
     _write_logs(agent, run)
+    _keep_live_episodes(agent, run)  # stopped after a whole step: a later call continues from it
     where = (f"; {run.ckpt_path} continues it (resume=True, or `zoo train td3 ... --resume`)"
              if run.ckpt_path is not None else "; nothing was saved (no checkpoint_dir)")
     raise KeyboardInterrupt(f"TD3 stopped by {run.stopped_by} at step {agent.num_timesteps} of {run.total_steps}"
@@ -315,8 +319,13 @@ def _open_run(agent, data: Any, env: Any, num_envs: int, **settings: Any) -> Run
         if train_env is not chosen:
             train_env.close()
         raise
+    n_envs = train_env.num_envs if vec else 1
+    live = agent.live_episodes
+    if train_env is not chosen and live is not None and live.made_again(train_env, n_envs):
+        train_env.close()  # the same env made again: the one the last call stopped in goes on (_start decides)
+        train_env = live.env
     return Run(env=train_env, chosen=chosen, owns_env=train_env is not chosen, name=env_label(train_env),
-                vec=vec, n_envs=train_env.num_envs if vec else 1, next_step_mode=next_step,
+                vec=vec, n_envs=n_envs, next_step_mode=next_step,
                 identity=env_identity(train_env), env_given=data is not None or env is not None,
                 normalizers=normalizers(train_env), reward_scalers=normalization.reward_normalizers(train_env),
                 **settings)
@@ -407,16 +416,23 @@ def _equivalent_spec(agent, train_env: Any) -> tuple[Any, str]:
 
 def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, progress: bool) -> None:
     """Resume (when asked), then the env's first reset: seeded for a new run or by an explicit ``seed``,
-    the checkpoint's episode restored for a resumed one; the schedule of evaluations and checkpoints; the
-    log and the progress bar."""
+    the checkpoint's episode restored for a resumed one, none where the last call's episodes continue
+    (:class:`LiveEpisodes`); the schedule of evaluations and checkpoints; the log and the progress bar."""
     from zoo._progress import ProgressBar
 
     agent.ensure_buffer()
     path = resume_path(run, resume) if resume else None
+    live, agent.live_episodes = agent.live_episodes, None  # this call continues them, or they end here
+    continued = path is None and seed is None and live is not None and live.continue_in(agent, run)
+    if live is not None and not continued:
+        live.close_unless(run.env)
     if path is None:  # a loaded agent fine-tuned on a fresh env goes on with the input scale it learnt
         adopt_statistics(agent, run.env, "this agent")
     if path is not None:  # a seed other than the checkpoint's is refused there; its own continues the run
         restore_env(agent, run, *resume_run(agent, run, path, seed))
+        agent.episode_log = run.episodes
+    elif continued:
+        pass  # the env, its observation and the episodes' returns so far are the last call's
     elif agent.num_timesteps == 0 or seed is not None:
         reset_episode(run, seed=agent.seed if seed is None else int(seed))
     elif run.owns_env:
@@ -427,6 +443,8 @@ def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, 
         reset_episode(run)
     _warn_short_run(agent, run, resumed=path is not None)
     if path is None:
+        run.episodes = agent.episode_log  # the agent's episodes so far: episodes.csv lists them, as metrics.csv its rows
+    if path is None and not continued:
         agent.reset_noise(training=True)  # new episodes: the correlated noise starts again (a resumed run keeps its own)
     run.recent.extend(e["return"] for e in run.episodes[-10:])
     run.next_eval = next_multiple(agent.num_timesteps, run.eval_every)
@@ -553,6 +571,7 @@ def _evaluate(agent, run: Run) -> None:
     started = time.perf_counter()
     if run.eval_env is run.env:  # the end of a run on an env without an id (_eval_target)
         log.info("TD3 on %s: evaluating on the training env itself (pass eval_env= for a separate one)", run.name)
+        run.episodes_cut = True  # the training episodes in progress are gone: a later call starts new ones
         saved = env_rng_state(run.env)  # the checkpoint after this holds the training stream, not the eval's
         stats = normalization.statistics(run.normalizers, accumulators=True)  # NormalizeReward's return too
         with _normalization_synced(run, run.env):  # frozen: evaluation steps are no training data
@@ -657,10 +676,18 @@ def _finish(agent, run: Run) -> None:
         run.logger.close(shown, title=f"TD3 on {run.name}")
 
 
-def _close(run: Run) -> None:
+def _keep_live_episodes(agent, run: Run) -> None:
+    """The run stopped after a whole step: its episodes in progress stay with the agent for the next call
+    (:class:`LiveEpisodes`). Not after an evaluation on the training env itself, which cut them."""
+    if not run.episodes_cut:
+        agent.live_episodes = LiveEpisodes.of(agent, run)
+
+
+def _close(agent, run: Run) -> None:
     if run.bar is not None:
         run.bar.close()
-    if run.owns_env:
+    live = agent.live_episodes
+    if run.owns_env and (live is None or live.env is not run.env):  # a kept env stays open for the next call
         run.env.close()
     if run.logger is not None:
         with contextlib.suppress(Exception):  # an error on the way out must not hide the run's own error

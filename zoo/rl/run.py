@@ -6,6 +6,7 @@ work on it.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -19,7 +20,10 @@ from zoo.engine.logs import RunLogger
 from zoo.rl import normalization
 from zoo.rl.envspec import had_unmade_wrappers
 
-__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "Run", "keep_statistics", "next_multiple"]
+log = logging.getLogger(__name__)
+
+__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "LiveEpisodes", "Run", "env_marks", "keep_statistics",
+           "next_multiple"]
 
 CHECKPOINT_NAME = "td3_last.pt"
 """The run's checkpoint (agent, optimizers, replay buffer, episodes): what ``resume`` continues from."""
@@ -99,6 +103,7 @@ class Run:
     normalizers: list = field(default_factory=list)  # the training env's running-statistics wrappers
     reward_scalers: list = field(default_factory=list)  # its NormalizeReward wrappers, with the rows they scale
     normalization_warned: bool = False
+    episodes_cut: bool = False  # an evaluation on the training env itself ended the episodes in progress
     interrupted: bool = False  # Ctrl-C arrived: the loop stops after this step, checkpointing first
     stopped_by: str = "Ctrl-C"  # or SIGTERM, which the zoo command passes on as a Ctrl-C
 
@@ -111,6 +116,94 @@ class Run:
     @property
     def ckpt_path(self) -> Path | None:
         return self.ckpt_dir / CHECKPOINT_NAME if self.ckpt_dir is not None else None
+
+
+@dataclass
+class LiveEpisodes:
+    """The episodes a :func:`zoo.rl.loop.train` call leaves in progress when it stops after a whole step (at its
+    end, or on Ctrl-C): the env it stepped, still open, and where each of its episodes stands. The agent keeps
+    them (``agent.live_episodes``), as Stable-Baselines3's model keeps ``env`` and ``_last_obs``; the next call
+    on that env continues them (``learn(n, reset_num_timesteps=False)``: the same transitions as one longer
+    call), where a restart would cut each episode in progress short, unlogged, and begin another. Any other
+    call drops them, closing the env where the run had made it. A copy of the agent (``copy.deepcopy``, pickle)
+    starts new episodes: the env stays the original's (an ``AsyncVectorEnv``'s pipes cannot be copied at all)."""
+
+    env: Any
+    owns_env: bool  # made by the run from an id or spec: no one else holds it
+    identity: str
+    n_envs: int
+    num_timesteps: int  # the agent's count when the call stopped: only a call from there continues
+    marks: list  # env_marks of a caller's env when the call stopped: an env used since then starts over
+    obs: Any
+    ep_ret: np.ndarray
+    ep_len: np.ndarray
+    prev_autoreset: np.ndarray
+    need_reset: bool
+    since_train: int
+    episode_start: dict[str, Any]
+
+    @classmethod
+    def of(cls, agent, run: Run) -> LiveEpisodes:
+        return cls(env=run.env, owns_env=run.owns_env, identity=run.identity, n_envs=run.n_envs,
+                   num_timesteps=agent.num_timesteps, marks=[] if run.owns_env else env_marks(run.env),
+                   obs=np.array(run.obs, copy=True), ep_ret=run.ep_ret.copy(), ep_len=run.ep_len.copy(),
+                   prev_autoreset=run.prev_autoreset.copy(), need_reset=run.need_reset,
+                   since_train=run.since_train, episode_start=dict(run.episode_start))
+
+    def made_again(self, env: Any, n_envs: int) -> bool:
+        """Whether ``env``, just made from an id or spec, is another copy of this run's own env: the same
+        identity (id, make kwargs, wrappers), number of envs and render mode (a call asking to watch gets its
+        window)."""
+        from zoo.rl.envspec import env_identity
+
+        return (self.owns_env and n_envs == self.n_envs and env_identity(env) == self.identity
+                and getattr(env, "render_mode", None) == getattr(self.env, "render_mode", None))
+
+    def continue_in(self, agent, run: Run) -> bool:
+        """Put these episodes into ``run`` when it steps their env from where they stopped (True); False when it
+        does not: another env, an agent whose count moved (a resume loaded into it), or a caller's env that was
+        stepped or reset since (:func:`env_marks` moved: zoo.evaluate on it, say)."""
+        if run.env is not self.env or run.n_envs != self.n_envs or agent.num_timesteps != self.num_timesteps:
+            return False
+        if not self.owns_env and env_marks(run.env) != self.marks:
+            log.info("TD3 on %s: the env was stepped or reset since the last call; its episodes start again",
+                     run.name)
+            return False
+        run.obs = self.obs
+        run.ep_ret, run.ep_len, run.prev_autoreset = self.ep_ret.copy(), self.ep_len.copy(), self.prev_autoreset.copy()
+        run.need_reset, run.since_train, run.episode_start = self.need_reset, self.since_train, dict(self.episode_start)
+        return True
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        return _no_live_episodes, ()
+
+    def close_unless(self, env: Any) -> None:
+        """Dropped: the env closed where the run had made it (and no run steps it now)."""
+        if self.owns_env and self.env is not env:
+            self.env.close()
+
+
+def _no_live_episodes() -> None:
+    """What a copied or unpickled :class:`LiveEpisodes` becomes: none."""
+
+
+def env_marks(env: Any) -> list:
+    """What stepping or resetting ``env`` changes that can be read from outside it: each (sub-)env's random state
+    and its ``TimeLimit``'s step count (an ``AsyncVectorEnv``'s sub-envs live in other processes: none)."""
+    import gymnasium as gym
+
+    from zoo.rl.resume import env_rng_state
+
+    if isinstance(env, gym.vector.VectorEnv):
+        while isinstance(env, gym.vector.VectorWrapper):
+            env = env.env
+        return [env_marks(sub) for sub in getattr(env, "envs", ())]
+    marks: list = [env_rng_state(env)]
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            marks.append(env._elapsed_steps)  # gymnasium keeps the count only there
+        env = env.env
+    return marks
 
 
 def keep_statistics(agent, run: Run) -> None:

@@ -38,6 +38,7 @@ from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 from zoo.rl.noise import OrnsteinUhlenbeckNoise
 from zoo.rl.resume import CHECKPOINT_FORMAT, RESUME_APPLIED
+from zoo.rl.run import LiveEpisodes
 from zoo.rl.weights import checkpoint_build_config, load_weights
 
 __all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
@@ -88,6 +89,21 @@ def _is_image(shape: tuple[int, ...], dtype: Any) -> bool:
     return len(shape) == 3 and np.dtype(dtype) == np.uint8 and (shape[0] in (1, 3, 4) or shape[-1] in (1, 3, 4))
 
 
+def _agent_seed(seed: Any) -> int:
+    """``seed`` as zoo.train's ``seed=`` takes it, a whole number in [0, 2**32 - 1] (:data:`zoo.api.SEED_MAX`),
+    checked when the agent is built: -1 was taken, and refused by gymnasium's first ``reset`` of the first
+    training call ("Seed must be greater or equal to zero"); 2**64 was torch's "Overflow when unpacking long
+    long"."""
+    from zoo.api import SEED_MAX
+    from zoo.inputs import whole_number
+
+    hint = f"at most 2**32 - 1 = {SEED_MAX}"
+    value = whole_number(seed, "seed", minimum=0, hint=hint)
+    if value > SEED_MAX:
+        raise ValueError(f"seed must be an int >= 0 ({hint}), got {value}")
+    return value
+
+
 def _finite_number(x: Any) -> bool:
     """Whether ``x`` is a finite number (in float64): one that float32 turned into inf was out of its range."""
     try:
@@ -131,7 +147,7 @@ class TD3Agent:
         self.obs_dim, self.act_dim = check_spaces(observation_space, action_space, env_id or "env")
         self.obs_shape = tuple(int(n) for n in observation_space.shape)  # (obs_dim,) unless read flat
         self.observation_space, self.action_space = observation_space, action_space
-        self.config, self.env_id, self.preset, self.seed = config, env_id, preset, int(seed)
+        self.config, self.env_id, self.preset, self.seed = config, env_id, preset, _agent_seed(seed)
         self.device = usable_device(device)
         low = torch.as_tensor(np.asarray(action_space.low, np.float32), device=self.device)
         high = torch.as_tensor(np.asarray(action_space.high, np.float32), device=self.device)
@@ -184,6 +200,10 @@ class TD3Agent:
         # the identity of its env where the weights file it was loaded from could not record that env's spec
         # (envspec.default_env refuses to make the bare id for it)
         self.env_spec_lost: str | None = None
+        # every training episode so far ({"step", "return", "length"}: episodes.csv), and the episodes the last
+        # zoo.train / learn call left in progress, with its env, which the next call on that env continues
+        self.episode_log: list[dict[str, Any]] = []
+        self.live_episodes: LiveEpisodes | None = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
         self._loss_sum = torch.zeros(2, device=self.device)
         self._loss_n = [0, 0]
@@ -558,6 +578,7 @@ class TD3Agent:
         """Continue from :meth:`training_state` (of a checkpoint :mod:`zoo.rl.resume` has checked fits this
         agent). ``fresh_stream``: the saved random stream cannot continue on this device, so a fresh one is
         drawn from the seed and how far the run got."""
+        self.drop_live_episodes()  # the run they belong to is no longer this agent's
         self.load_network_state_dict(state["networks"])
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
@@ -584,6 +605,13 @@ class TD3Agent:
             self._loss_n = [int(n) for n in state["losses"]["n"]]
         self.normalization = dict(state.get("normalization") or {})  # older checkpoints: none
         self.apply_lr()  # the optimizers' state_dicts brought the saved lr; this agent's config decides
+
+    def drop_live_episodes(self) -> None:
+        """The next training call starts new episodes (the env the last call left open closed, where that call
+        made it), as Stable-Baselines3's ``learn(reset_num_timesteps=True)`` resets its env."""
+        live, self.live_episodes = self.live_episodes, None
+        if live is not None:
+            live.close_unless(None)
 
     def use_precision(self, precision: str) -> None:
         """Compute in ``precision`` (``"bf16"`` or ``"fp32"``) whatever ``config.amp`` resolves to here: a
@@ -667,18 +695,15 @@ class TD3Agent:
         range."""
         if not isinstance(explore, (bool, np.bool_)):  # "no", "false" or 5 added exploration noise without a word
             raise TypeError(f"explore must be True or False, got {explore!r} ({type(explore).__name__})")
-        arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else np.asarray(inputs)
+        arr = inputs.detach().cpu().numpy() if isinstance(inputs, torch.Tensor) else self._observation_array(inputs)
+        if np.iscomplexobj(arr):  # the cast below would drop the imaginary parts, with a warning at most
+            raise TypeError(f"an observation is {self.obs_dim} real numbers, got complex values ({arr.dtype})")
         # checked after the cast the policy applies: None becomes NaN there and 1e39 becomes inf
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 obs = arr.astype(np.float32)
-            except ValueError:  # numpy's "could not convert string to float: np.str_('1,0,0')"
-                text = next((v for v in arr.ravel().tolist() if isinstance(v, str)), None)
-                if text is None:
-                    raise
-                raise TypeError(f"an observation is {self.obs_dim} numbers (a list, array or tensor), got the text "
-                                f"{text!r}: parse it first, e.g. [float(v) for v in {text!r}.split(',')] (the zoo "
-                                "command reads 1,0,0 from its command line)") from None
+            except (TypeError, ValueError):  # numpy's "could not convert string to float: np.str_('1,0,0')"
+                raise self._not_numbers(arr) from None
         if not np.isfinite(obs).all():
             at = np.argwhere(~np.isfinite(obs))[0].tolist()
             got = arr[tuple(at)]
@@ -689,6 +714,31 @@ class TD3Agent:
             self._obs_tensor(obs)  # its shape checked with the agent's message before the statistics meet it
             obs = normalization.observations(self.normalization, obs, self.obs_shape)
         return self.act(obs, explore=explore)
+
+    def _observation_array(self, inputs: Any) -> np.ndarray:
+        """``inputs`` as an array; a ragged batch of observations is a ValueError saying so (numpy's was "setting
+        an array element with a sequence. The requested array has an inhomogeneous shape")."""
+        try:
+            return np.asarray(inputs)
+        except ValueError:
+            raise ValueError(f"a batch of observations is N observations of {self.obs_dim} numbers each, shape "
+                             f"(N, {self.obs_dim}); got rows of unequal lengths or depths: {inputs!r:.100}") from None
+
+    def _not_numbers(self, arr: np.ndarray) -> TypeError:
+        """The error for an observation that holds what is not a number: text (the zoo command's 1,0,0), a Dict
+        space's dict, or another object (numpy said "float() argument must be a string or a real number, not
+        'dict'")."""
+        numbers = (int, float, bool, np.number, type(None))
+        bad = next((v for v in arr.ravel().tolist() if not isinstance(v, numbers)), arr)
+        expected = f"an observation is {self.obs_dim} numbers (a list, array or tensor)"
+        if isinstance(bad, str):
+            return TypeError(f"{expected}, got the text {bad!r}: parse it first, e.g. [float(v) for v in "
+                             f"{bad!r}.split(',')] (the zoo command reads 1,0,0 from its command line)")
+        if isinstance(bad, dict):
+            return TypeError(f"{expected}, got a dict with keys {list(bad)}: this agent acts on flat Box observations; "
+                             "flatten a Dict observation as its env did, with gymnasium.wrappers.FlattenObservation "
+                             "(or gymnasium.spaces.flatten(space, obs))")
+        return TypeError(f"{expected}, got a {type(bad).__name__}: {bad!r:.80}")
 
     # --- Stable-Baselines3's names ---------------------------------------------------------------------
 
@@ -717,10 +767,12 @@ class TD3Agent:
         (:meth:`_refuse_callback`). Accepted and not used, as they mean nothing here: ``log_interval`` (zoo
         prints no episode log to space out: every episode goes to ``episodes.csv`` and every evaluation to
         ``metrics.csv`` under ``log_dir``), ``tb_log_name`` (TensorBoard events go to ``log_dir`` itself, as
-        SB3 ignores the name without a ``tensorboard_log``) and ``reset_num_timesteps``: the agent's step
-        count always goes on (SB3's ``False``), as it places the run's evaluations, checkpoints and resume,
-        so a second call neither repeats the ``learning_starts`` warm-up nor restarts a linear lr schedule;
-        each call collects ``total_timesteps`` transitions either way."""
+        SB3 ignores the name without a ``tensorboard_log``). ``reset_num_timesteps`` decides, as in SB3, whether
+        the env's episodes restart: ``False`` continues the episodes the last call left in progress on the
+        same env (two calls of N steps collect what one of 2N does; :class:`zoo.rl.run.LiveEpisodes`), ``True``
+        resets the env first. The agent's step count goes on either way (SB3's ``False``), as it places the
+        run's evaluations, checkpoints and resume, so a second call neither repeats the ``learning_starts``
+        warm-up nor restarts a linear lr schedule; each call collects ``total_timesteps`` transitions."""
         from zoo.engine.options import check_options
         from zoo.rl.envspec import default_env
         from zoo.rl.evaluation import whole_count
@@ -728,7 +780,7 @@ class TD3Agent:
 
         total_timesteps = whole_count("total_timesteps", total_timesteps, 1, "environment steps")  # 1e4 too, as SB3
         self._refuse_callback(callback)
-        del log_interval, tb_log_name, reset_num_timesteps  # accepted for SB3's callers; see above
+        del log_interval, tb_log_name  # accepted for SB3's callers; see above
         ours = ["callback", "log_interval", "tb_log_name", "reset_num_timesteps", "progress_bar", "env"]
         loop = [k for k in inspect.signature(train).parameters if k not in ("agent", "data", "env", "total_steps")]
         check_options([k for k in options if k not in loop and k not in ("device", "batch_size", "amp", "lr")],
@@ -737,6 +789,8 @@ class TD3Agent:
             raise ValueError("this agent has no env id to make its env from: pass env=, a gymnasium env")
         options.setdefault("eval_every", 0)  # SB3's learn evaluates nothing unless asked
         options.setdefault("progress", progress_bar)  # zoo's own name, when given, wins
+        if reset_num_timesteps:  # SB3's _setup_learn resets the env then; False continues from _last_obs
+            self.drop_live_episodes()
         self.zoo_train(default_env(self) if env is None else env,
                        total_steps=self.num_timesteps + total_timesteps,
                        **options)
