@@ -207,3 +207,36 @@ def test_a_half_or_bfloat16_hybridsn_reads_raw_bands_unrounded_and_labels_like_p
             logits = torch.export.load(str(res.path)).module()(windows).float().numpy()
     np.testing.assert_array_equal(logits.argmax(1).reshape(6, 6) + 1, model.predict_scene(Scene(cube), amp=None))
     assert declared == "float32"
+
+
+def _tiny_fitted_hybridsn():
+    from zoo.hyperspectral.synthetic import make_scene
+
+    scene = make_scene(16, 16, n_bands=16, n_classes=3, seed=0)
+    model = zoo.build("hybridsn", n_bands=13, num_classes=3, window=9).eval()
+    model.fit_preprocessor(scene, scene.labels > 0)
+    return model
+
+
+def test_a_float64_hybridsn_to_onnx_is_an_export_error_with_the_fix(tmp_path):
+    """Before: a .double() HybridSN keeps its fitted preprocessing in float32, the export took float32 for its
+    dtype, and onnxruntime's refusal of the float64 convolutions came out raw ('NotImplemented: ... Could not
+    find an implementation for Conv(11) node'), not the ExportError a float64 network is told its ways out in."""
+    model = _tiny_fitted_hybridsn().double()
+    with pytest.raises(ExportError, match=r"onnxruntime cannot run the float64 ONNX graph 'classifier'.*nothing was "
+                                          r"written.*model\.float\(\).*format='torch\.export'.*verify=False"):
+        zoo.export(model, tmp_path / "h64.onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_head_replaced_by_hand_is_described_by_its_outputs():
+    """Before: the metadata's logits took the config's num_classes, which ``model.classifier[-1] =
+    nn.Linear(128, 5)`` leaves at 3: '(B, 3); class id = argmax + 1' for a graph of five logits."""
+    from torch import nn
+
+    from zoo.exporting.exporters import spec_for
+
+    model = _tiny_fitted_hybridsn()
+    assert spec_for(model, {}).metadata["logits"] == "(B, 3); class id = argmax + 1"
+    model.classifier[-1] = nn.Linear(128, 5)
+    assert spec_for(model, {}).metadata["logits"] == "(B, 5); class id = argmax + 1"

@@ -171,3 +171,18 @@ def test_exporting_a_translator_in_training_mode_leaves_the_global_rng_alone(tmp
     zoo.export(model, tmp_path / "t", "torch.export")
     assert torch.equal(torch.rand(3), want)
     assert model.training and all(m.training for m in model.modules())  # handed back in training mode
+
+
+@OLD_TORCH_EXPORT
+def test_a_translator_shorter_than_the_default_sample_exports_with_default_options(tmp_path):
+    """Before: the sample sources were 6 tokens whatever the model's max_len, so a translator built with
+    max_len=4 failed to export with no options given ('export option src_len=6 exceeds this model's
+    max_len=4'); now the default is cut to max_len. A max_len under the 3 tokens traced says so."""
+    model = _tiny_transformer(max_len=4).eval()
+    res = zoo.export(model, tmp_path / "short", "torch.export")
+    assert res.verified and res.max_abs_diff <= res.atol
+    src = torch.tensor([[5, 6, 7, model.eos_id], [9, model.eos_id, model.pad_id, model.pad_id]])
+    assert ExportedTranslator(res.path).greedy(src.numpy()) == greedy_search(model, src)
+    with pytest.raises(ValueError, match=r"max_len=2 is under the 3 source tokens .*max_len >= 3"):
+        zoo.export(_tiny_transformer(max_len=2), tmp_path / "tiny", "torch.export")
+    assert not (tmp_path / "tiny").exists()

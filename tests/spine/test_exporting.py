@@ -643,3 +643,46 @@ def test_a_kill_while_an_earlier_export_is_set_aside_loses_neither(tmp_path):
         zoo.export(_TwoGraphs(), out, "onnx", note="v3")
     assert json.loads((out / "export.json").read_text())["note"] == "v3"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "other.safetensors"]
+
+
+class _Float64WithFloat32Buffer(nn.Module):
+    """A float64 network that keeps a float32 buffer, as a ``.double()`` HybridSN keeps its fitted preprocessing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(1, 2, 3).double()
+        self.register_buffer("offset", torch.zeros(2, 1, 1))
+
+    def forward(self, x):
+        return self.conv(x) + self.offset.to(x.dtype)
+
+
+def test_a_float64_graph_beside_a_float32_buffer_is_refused_by_onnxruntime_with_the_fix(tmp_path):
+    """Before: the export's dtype was the least precise one its weights hold, float32 here (the buffer), so
+    onnxruntime's refusal of the float64 convolution came out raw ('NOT_IMPLEMENTED : Could not find an
+    implementation for Conv(11)'), without the ways out a float64 network without such a buffer is told."""
+    with pytest.raises(ExportError, match=r"onnxruntime cannot run the float64 ONNX graph 'model'.*Conv.*nothing was "
+                                          r"written.*model\.float\(\).*format='torch\.export'.*verify=False"):
+        zoo.export(_Float64WithFloat32Buffer(), tmp_path / "m.onnx", example_inputs=torch.randn(2, 1, 5, 5).double())
+    assert list(tmp_path.iterdir()) == []
+    res = zoo.export(_Float64WithFloat32Buffer(), tmp_path / "m.pt2", example_inputs=torch.randn(2, 1, 5, 5).double())
+    assert res.verified and res.atol == 1e-4  # float64 keeps the float32 bound
+
+
+def test_a_numpy_example_input_is_one_input(tmp_path):
+    """Before: one numpy (B, F) array was split into B inputs of (F,) and refused as 'example_inputs[0] must be a
+    batched tensor (B, ...), got ndarray (4,)', though the caller gave a batched array."""
+    model = _mlp()
+    res = zoo.export(model, tmp_path / "m.pt2", example_inputs=np.ones((2, 4), np.float32))
+    assert res.verified and read_metadata(res)["inputs"] == ["input0"]
+    with torch.no_grad():
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(torch.export.load(str(res)).module()(x), model.eval()(x))
+
+
+def test_verify_takes_a_bool(tmp_path):
+    """Before: verify="no" (or "false") is truthy, so the export was verified, not skipped as the caller asked."""
+    with pytest.raises(TypeError, match=r"verify must be True or False, got str 'no'"):
+        zoo.export(_mlp(), tmp_path / "m.onnx", verify="no", example_inputs=torch.randn(2, 4))
+    assert list(tmp_path.iterdir()) == []

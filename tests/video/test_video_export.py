@@ -74,3 +74,25 @@ def test_a_half_tsn_takes_float16_clips(tmp_path):
     res = zoo.export(model, tmp_path / "tsn.pt2", frames=3, size=32)
     assert res.format == "torch.export" and res.verified and res.max_abs_diff <= res.atol
     assert read_metadata(res.path)["clips"] == "(B, 3, T, 32, 32) float16, normalised"
+
+
+def test_a_head_replaced_by_hand_is_described_without_the_recipes_class_names(tmp_path):
+    """Before: ``model.fc = nn.Linear(512, 2)`` on the 5-class synthetic-actions TSN (torchvision's head idiom)
+    was exported with the recipe's five class names beside two logits: a deployment reading classes[argmax]
+    named the clips wrongly."""
+    from torch import nn
+
+    from zoo.exporting.exporters import spec_for
+
+    model = zoo.build("video-tsn", weights="synthetic-actions")
+    assert len(spec_for(model, {"frames": 3, "size": 16}).metadata["classes"]) == 5  # as loaded: kept
+    model.fc = nn.Linear(model.fc.in_features, 2)
+    meta = spec_for(model, {"frames": 3, "size": 16}).metadata
+    assert "classes" not in meta and meta["logits"] == "(B, 2)" and "5 class names" in meta["classes_dropped"]
+    assert len(model.video_cfg["classes"]) == 5  # the model's own record is left as it was
+    r21d = zoo.build("r2plus1d_18", num_classes=3)
+    r21d.video_cfg["classes"] = ["a", "b", "c"]
+    assert spec_for(r21d, {"frames": 2, "size": 16}).metadata["classes"] == ["a", "b", "c"]
+    r21d.fc = nn.Linear(r21d.fc.in_features, 4)
+    meta = spec_for(r21d, {"frames": 2, "size": 16}).metadata
+    assert "classes" not in meta and meta["logits"] == "(B, 4)"

@@ -105,3 +105,54 @@ def test_a_resnet_whose_conv1_was_swapped_exports_its_channels_and_says_how_they
     assert model.pretrained_cfg["input_size"][0] == 3  # the model's own record is left as it was
     with pytest.raises(ValueError, match=r"example_input has 3 channels .*first convolution takes 4: pass \(B, 4, H, W\)"):
         zoo.export(model, tmp_path / "r3.pt2", example_input=torch.randn(2, 3, 16, 16))
+
+
+def test_a_head_replaced_by_hand_is_exported_without_the_weights_class_names(tmp_path):
+    """Before: ``m.fc = nn.Sequential(nn.Dropout(0.2), nn.Linear(512, 3))`` on resnet18.cifar10 (torchvision's
+    idiom, which the README says works on a zoo network) was exported with the ten CIFAR-10 names and
+    ``weights: resnet18.cifar10`` beside three logits: a deployment reading classes[argmax] named every image
+    wrongly (zoo.predict refuses that model). ``fc = nn.Identity()`` was exported as 'logits' with ten names."""
+    from torch import nn
+
+    from zoo.exporting import read_metadata
+
+    model = zoo.build("resnet18", weights="cifar10")
+    kept = read_metadata(zoo.export(model, tmp_path / "as_loaded.pt2", image_size=16, verify=False))
+    assert len(kept["classes"]) == 10 and kept["weights"] == "resnet18.cifar10" and "classes_dropped" not in kept
+    model.fc = nn.Sequential(nn.Dropout(0.2), nn.Linear(512, 3))
+    meta = read_metadata(zoo.export(model, tmp_path / "three.pt2", image_size=16, verify=False))
+    assert "classes" not in meta and "weights" not in meta and meta["backbone_from"] == "resnet18.cifar10"
+    assert meta["logits"] == "(B, 3)" and kept["logits"] == "(B, 10)" and "10 class names" in meta["classes_dropped"]
+    assert len(model.pretrained_cfg["classes"]) == 10  # the model's own record is left as it was
+    model.fc = nn.Identity()
+    res = zoo.export(model, tmp_path / "features.pt2", image_size=16)
+    meta = read_metadata(res)
+    assert meta["outputs"] == ["features"] and "classes" not in meta and "no classifier" in meta["features"]
+    with torch.no_grad():
+        assert torch.export.load(str(res)).module()(torch.randn(2, 3, 16, 16)).shape == (2, 512)
+
+
+def test_example_input_must_be_float_images_and_the_only_size_given(tmp_path):
+    """Before: uint8 images failed pages deep in the tracer ('mean(): could not infer output dtype ... Got:
+    torch.int64' for int64), and an image_size beside example_input was silently ignored (the graph took
+    example_input's size)."""
+    model = zoo.build("resnet18", stem="cifar", num_classes=3)
+    with pytest.raises(ValueError, match=r"example_input must hold float images .*got dtype torch\.uint8"):
+        zoo.export(model, tmp_path / "u8.pt2", example_input=torch.zeros(2, 3, 16, 16, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"image_size=32 and example_input \(2, 3, 16, 16\) both set the traced"):
+        zoo.export(model, tmp_path / "both.pt2", example_input=torch.randn(2, 3, 16, 16), image_size=32)
+    with pytest.raises(ValueError, match=r"batch=4 and example_input"):
+        zoo.export(model, tmp_path / "both.pt2", example_input=torch.randn(2, 3, 16, 16), batch=4)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fine_tuned_network_is_exported_naming_the_weights_it_was_tuned_from(tmp_path):
+    """Before: fine-tuning moves ``weights`` to ``finetuned_from`` (the network is no longer those weights), and
+    the export kept neither: the provenance a head reset keeps (``backbone_from``) was lost."""
+    from zoo.exporting import read_metadata
+    from zoo.vision.finetune import record_origin
+
+    model = zoo.build("resnet18", weights="cifar10")
+    record_origin(model)  # what zoo.finetune does to the record before it trains
+    meta = read_metadata(zoo.export(model, tmp_path / "tuned.pt2", image_size=16, verify=False))
+    assert meta["finetuned_from"] == "resnet18.cifar10" and "weights" not in meta

@@ -42,6 +42,7 @@ replaces its folder whole, so an existing folder is taken only when it is empty 
 
 One module per concept: ``spec`` (ExportSpec, Graph, ExportResult, ExportError), ``exporters`` (the registry and
 a plain module's spec), ``formats``, ``dtypes``, ``target`` (the path, and a folder export's replacement),
+``heads`` (a classifier's outputs, and the class names that still name them),
 ``tracing``, one writer per format (``onnx_writer``, ``pt2_writer``, ``torchscript_writer``), ``writing``,
 ``verification``, ``entry`` (:func:`export`) and ``metadata`` (:func:`read_metadata`, the loader).
 """
@@ -52,6 +53,7 @@ from zoo.exporting.dtypes import dtype_name, floating_dtype
 from zoo.exporting.entry import export
 from zoo.exporting.exporters import check_int, register_exporter
 from zoo.exporting.formats import FORMATS, INDEX_FILE, METADATA_FILE, ONNX_OPSET, SUFFIX
+from zoo.exporting.heads import fitting_classes, head_outputs
 from zoo.exporting.metadata import read_metadata
 from zoo.exporting.spec import ExportError, ExportResult, ExportSpec, Graph
 
@@ -68,7 +70,9 @@ __all__ = [
     "check_int",
     "dtype_name",
     "export",
+    "fitting_classes",
     "floating_dtype",
+    "head_outputs",
     "read_metadata",
     "register_exporter",
 ]

@@ -29,10 +29,20 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def spec_dtype(spec: ExportSpec) -> torch.dtype:
-    """The least precise floating dtype that a graph's weights hold (float32 when none: an sklearn graph)."""
+    """The dtype an export is made in: the least precise floating dtype that a graph's weights hold when it is
+    coarser than float32 (float16, bfloat16: the tolerance is widened for it), else float64 where any weight
+    is float64, else float32 (also when there are none: an sklearn graph).
+
+    float64 counts beside float32: a ``.double()`` HybridSN keeps its fitted preprocessing buffers in float32,
+    and the least precise dtype, float32, hid the float64 network from the check that turns onnxruntime's
+    refusal of it (``NOT_IMPLEMENTED: Could not find an implementation for Conv(11)``) into an ExportError
+    with the ways out."""
     dtypes = {t.dtype for g in spec.graphs if g.module is not None
               for t in [*g.module.parameters(), *g.module.buffers()] if t.is_floating_point()}
-    return max(dtypes, key=lambda d: torch.finfo(d).eps, default=torch.float32)
+    coarsest = max(dtypes, key=lambda d: torch.finfo(d).eps, default=torch.float32)
+    if torch.finfo(coarsest).eps > torch.finfo(torch.float32).eps:
+        return coarsest
+    return torch.float64 if torch.float64 in dtypes else torch.float32
 
 
 def check_dtype(model: Any, fmt: str, dtype: torch.dtype) -> None:

@@ -36,6 +36,8 @@ def export(model: Any, path: str | os.PathLike, format: str | None = None, *, ve
     exporter's docstring and in the result. Raises :class:`ExportError` when the export is refused for
     this format (with the reason) or disagrees with PyTorch (with the largest difference).
     """
+    if not isinstance(verify, bool):  # verify="no" is truthy: the export was checked, never skipped as asked
+        raise TypeError(f"verify must be True or False, got {type(verify).__name__} {verify!r}")
     given = os.path.expanduser(os.fspath(path))  # as zoo.save and every --out: '~/p.onnx' made a folder named '~'
     path = Path(given)
     fmt = format_for(path) if format is None else ALIASES.get(format, format)

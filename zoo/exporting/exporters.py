@@ -9,6 +9,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -62,7 +63,10 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
         raise TypeError(f"zoo.export does not know what to export for {type(model).__name__}: pass "
                         f"example_inputs=(tensor, ...) for a plain nn.Module, or a model zoo builds "
                         f"({_zoo_models()})")
-    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    # one array is one input: tuple() of a numpy (B, F) array made B inputs of (F,), refused as "ndarray (F,)"
+    single = isinstance(example_inputs, (torch.Tensor, np.ndarray))
+    inputs = (example_inputs,) if single else tuple(example_inputs)
+    inputs = tuple(torch.from_numpy(x) if isinstance(x, np.ndarray) else x for x in inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor) or x.dim() < 1:
             raise ValueError(f"example_inputs[{i}] must be a batched tensor (B, ...), got "

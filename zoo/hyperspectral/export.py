@@ -46,6 +46,7 @@ from zoo.exporting import (
     check_int,
     dtype_name,
     floating_dtype,
+    head_outputs,
     register_exporter,
 )
 from zoo.hyperspectral.hybridsn import HybridSN
@@ -148,7 +149,9 @@ def export_hybridsn(model: HybridSN, batch: int = 2) -> ExportSpec:
         checks = [(sample(1),), (sample(batch + 3),)]
     graph = Graph("classifier", module, (sample(batch),), (name,), ("logits",), {0: {0: "batch"}}, checks=checks,
                   reference=_reference(model) if model.has_preprocessor else None)
-    meta = {"model": "hybridsn", name: layout, "logits": f"(B, {c.num_classes}); class id = argmax + 1", **extra}
+    # the head's outputs, not the config's num_classes: a classifier[-1] replaced by hand leaves the config behind
+    outputs = head_outputs(model) or c.num_classes
+    meta = {"model": "hybridsn", name: layout, "logits": f"(B, {outputs}); class id = argmax + 1", **extra}
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
 
 

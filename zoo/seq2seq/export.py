@@ -105,8 +105,9 @@ def _transformer_step(model: Seq2SeqTransformer, tokens, self_k, self_v, cross_k
 
 
 @register_exporter(Seq2SeqTransformer)
-def export_transformer(model: Seq2SeqTransformer, batch: int = 2, src_len: int = 6) -> ExportSpec:
-    """Encoder + cached decoder step; sample sources of ``batch`` x ``src_len`` tokens (and others)."""
+def export_transformer(model: Seq2SeqTransformer, batch: int = 2, src_len: int | None = None) -> ExportSpec:
+    """Encoder + cached decoder step; sample sources of ``batch`` x ``src_len`` tokens (default 6, or the
+    model's ``max_len`` where that is shorter), and others."""
     names = {"state": ("self_k", "self_v"), "context": ("cross_k", "cross_v", "src_pad")}
     enc, step = TransformerEncoderGraph(model), TransformerStepGraph(model)
     cache_axes = {1: "batch", 3: "past"}
@@ -180,8 +181,9 @@ def _gru_step(model: Seq2SeqGRU, tokens, hidden, memory, keys, src_pad):
 
 
 @register_exporter(Seq2SeqGRU)
-def export_gru(model: Seq2SeqGRU, batch: int = 2, src_len: int = 6) -> ExportSpec:
-    """Encoder + decoder step; sample sources of ``batch`` x ``src_len`` tokens (and others)."""
+def export_gru(model: Seq2SeqGRU, batch: int = 2, src_len: int | None = None) -> ExportSpec:
+    """Encoder + decoder step; sample sources of ``batch`` x ``src_len`` tokens (default 6, or the model's
+    ``max_len`` where that is shorter), and others."""
     names = {"state": ("hidden",), "context": ("memory", "keys", "src_pad")}
     seq = {0: "batch", 1: "src_len"}
     return _spec(model, GRUEncoderGraph(model), GRUStepGraph(model), names, batch, src_len,
@@ -216,8 +218,19 @@ def _step_inputs(model: Seq2SeqModel, enc: nn.Module, step: nn.Module, n_state: 
     return (tokens, *state, *context)
 
 
+_SRC_LEN = 6  # the sample sources' default length
+_MIN_SRC_LEN = 3  # the traced length and the one a sentence shorter both above 1: torch.export fixes an axis of size 1
+
+
 def _spec(model, enc, step, names, batch, src_len, enc_dynamic, step_dynamic, references) -> ExportSpec:
-    batch, src_len = check_int("batch", batch), check_int("src_len", src_len, minimum=3)
+    if model.max_len < _MIN_SRC_LEN:
+        raise ValueError(f"this model's max_len={model.max_len} is under the {_MIN_SRC_LEN} source tokens its export "
+                         f"is traced with (the source length is a dynamic axis of the graphs): build it with "
+                         f"max_len >= {_MIN_SRC_LEN} to export it")
+    # the default within max_len: a model built with max_len=4 failed to export with no options given
+    # ('export option src_len=6 exceeds this model's max_len=4')
+    src_len = min(_SRC_LEN, model.max_len) if src_len is None else src_len
+    batch, src_len = check_int("batch", batch), check_int("src_len", src_len, minimum=_MIN_SRC_LEN)
     if src_len > model.max_len:  # the graphs' src_len axis ends at max_len: the trace itself would fail
         raise ValueError(f"export option src_len={src_len} exceeds this model's max_len={model.max_len} (the longest "
                          f"source it reads, EOS included): pass src_len <= {model.max_len}")

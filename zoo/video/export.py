@@ -10,7 +10,8 @@ dynamic for both models; TSN's time axis is dynamic too (any number of segments,
 ``modality="rgbdiff"``, whose frame differences must not collapse to one), while R(2+1)D's is fixed at the
 traced ``frames`` (its temporal strides make the shapes of later layers depend on T by rounding). The
 spatial size is the traced ``size``; a ``size`` other than the recipe's scales the stored ``resize`` with
-it. Tolerance: ``atol = rtol = 1e-4`` on the logits.
+it. Tolerance: ``atol = rtol = 1e-4`` on the logits. Class names that no longer name the head's outputs (a
+``model.fc`` replaced by hand) are not stored.
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ from typing import Any
 import torch
 from torchvision.models.video import VideoResNet
 
-from zoo.exporting import ExportSpec, Graph, check_int, dtype_name, floating_dtype, register_exporter
-from zoo.video.classifier import clip_recipe
+from zoo.exporting import (
+    ExportSpec,
+    Graph,
+    check_int,
+    dtype_name,
+    fitting_classes,
+    floating_dtype,
+    head_outputs,
+    register_exporter,
+)
+from zoo.video.classifier import clip_recipe, recipe_sizes
 from zoo.video.r2plus1d import R2Plus1D18
 from zoo.video.tsn import VideoTSN
 
@@ -39,17 +49,16 @@ def _recipe(model: torch.nn.Module, frames: int | None, size: int | None,
     cfg = dict(getattr(model, "video_cfg", None) or {})
     key, t = clip_recipe(cfg) if cfg else ("frames_per_clip", default_t)
     frames = t if frames is None else check_int("frames", frames)
-    size = int(cfg.get("size", 112)) if size is None else check_int("size", size)
+    # checked: int() exported a recipe of size 16.7 as 16, which the stored recipe then claimed
+    trained, resize = recipe_sizes(cfg) if cfg else (112, 112)  # resize: the shorter side, or [height, width]
+    size = trained if size is None else check_int("size", size)
     recipe = {k: cfg[k] for k in ("mean", "std", "classes") if k in cfg}
     if cfg:
-        trained = int(cfg["size"])
-        resize = cfg.get("resize", trained)  # the shorter side, or [height, width]
 
-        def follow(r: Any) -> int:  # another crop than the recipe's scales the resize (as image_size does)
-            return int(r) if size == trained else max(size, round(int(r) * size / trained))
+        def follow(r: int) -> int:  # another crop than the recipe's scales the resize (as image_size does)
+            return r if size == trained else max(size, round(r * size / trained))
 
-        recipe.update(size=size, resize=follow(resize) if isinstance(resize, (int, float)) else
-                      [follow(r) for r in resize])
+        recipe.update(size=size, resize=[follow(r) for r in resize] if isinstance(resize, list) else follow(resize))
         if not cfg.get("antialias", True):  # torchvision's Kinetics weights: frames resized without it
             recipe["antialias"] = False
         recipe[key] = t
@@ -61,9 +70,14 @@ def _spec(model: torch.nn.Module, name: str, sample: torch.Tensor, checks: list[
     graph = Graph("classifier", model, (sample,), ("clips",), ("logits",), {0: {0: "batch", **time_axis}},
                   checks=[(c,) for c in checks], min_sizes={"frames": min_frames})
     t = "T" if time_axis else str(sample.shape[2])
+    # the recipe's class names only while they name the head's outputs (model.fc replaced by hand keeps them)
+    outputs = head_outputs(model)
+    recipe, dropped = fitting_classes(recipe, outputs)
     meta = {"model": name, "clips": f"(B, 3, {t}, {sample.shape[3]}, {sample.shape[4]}) {dtype_name(sample.dtype)}, "
-            "normalised",
+            "normalised", "logits": f"(B, {outputs if outputs is not None else 'D'})",
             **recipe}
+    if dropped is not None:
+        meta["classes_dropped"] = dropped
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta)
 
 

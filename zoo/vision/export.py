@@ -1,7 +1,10 @@
 """What ``zoo.export`` ships for a vision classifier: the network on normalised images, ``(B, C, H, W) -> logits``.
 
 The graph takes images already resized and normalised as the weights expect (``pretrained_cfg``: input
-size, resize, mean, std; stored with the export, together with the class names when the weights have them).
+size, resize, mean, std; stored with the export, together with the class names when the weights have them and
+they still name the head's outputs: a head replaced by hand drops them, and the weights' name moves to
+``backbone_from``, as ``reset_classifier`` records it). A headless network (``fc = nn.Identity()``) is exported
+as a feature extractor, its output named ``features``.
 The batch axis is dynamic; the spatial size is the one traced (``image_size``, default the weights' input
 size), and the stored ``input_size``/``resize`` are those of that size (the resize scaled with it, as
 ``zoo.vision.transforms.transforms_for(model, image_size=...)`` and a training at ``image_size`` scale it).
@@ -27,7 +30,9 @@ from zoo.exporting import (
     check_int,
     dtype_name,
     export,
+    fitting_classes,
     floating_dtype,
+    head_outputs,
     register_exporter,
 )
 from zoo.vision.resnet import ResNet18, _fit_channels
@@ -58,7 +63,9 @@ def _input_cfg(cfg: dict[str, Any], example_input: torch.Tensor) -> dict[str, An
     """The preprocessing keys of ``cfg`` for the traced input's size: a graph traced at another size than
     the weights' takes images cropped to that size (and resized in proportion, as ``image_size`` does)."""
     c, h, w = (int(n) for n in example_input.shape[1:])
-    keys = ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights", "backbone_from")
+    # the weights' name (or, after a head reset or a fine-tune, the weights it started from): where it came from
+    keys = ("mean", "std", "input_size", "resize", "interpolation", "classes", "weights", "backbone_from",
+            "finetuned_from")
     out = {k: cfg[k] for k in keys if k in cfg}
     if "input_size" in cfg and [int(n) for n in cfg["input_size"]][1:] != [h, w]:
         if h == w and all(k in cfg for k in ("mean", "std")):
@@ -93,19 +100,23 @@ def _fit_input_channels(cfg: dict[str, Any], channels: int) -> str | None:
 
 @register_exporter(ResNet18)  # not torchvision's ResNet: a foreign one (a resnet50) is a plain module, exported with
 # example_inputs= in any process, not labelled resnet18 once this module happened to be imported
-def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = None,
+def export_resnet(model: nn.Module, batch: int | None = None, image_size: int | None = None,
                   example_input: torch.Tensor | None = None) -> ExportSpec:
     """The classifier with a dynamic batch axis, traced on ``example_input`` or on random ``(batch, C,
-    image_size, image_size)`` images; checked on batch sizes 1 and ``batch + 3`` too. The images are in the
-    model's floating dtype (a ``.half()`` model takes float16 images; a float ``example_input`` is cast)."""
-    cfg = dict(getattr(model, "pretrained_cfg", None) or {})
+    image_size, image_size)`` images (``batch`` default 2); checked on batch sizes 1 and ``batch + 3`` too. The
+    images are in the model's floating dtype (a ``.half()`` model takes float16 images; a float
+    ``example_input`` is cast). Class names are stored only when they name the head's outputs (a head replaced
+    by hand leaves the weights' names behind); a headless network (``fc = nn.Identity()``) is exported as the
+    feature extractor it is, its output named ``features``."""
+    outputs = head_outputs(model)
+    cfg, dropped = fitting_classes(getattr(model, "pretrained_cfg", None) or {}, outputs)
     # the channels of the network's first convolution, as model.config.in_chans and zoo.predict read them: a
     # conv1 swapped after the build (torchvision's way to take 4-band images) leaves pretrained_cfg at 3
     channels = model.conv1.in_channels
     note = _fit_input_channels(cfg, channels)
     dtype = floating_dtype(model)
     if example_input is None:
-        batch = check_int("batch", batch)
+        batch = 2 if batch is None else check_int("batch", batch)
         _, h, w = cfg.get("input_size") or (channels, 224, 224)
         if image_size is not None:
             h = w = check_int("image_size", image_size)
@@ -113,18 +124,35 @@ def export_resnet(model: nn.Module, batch: int = 2, image_size: int | None = Non
     elif not isinstance(example_input, torch.Tensor) or example_input.dim() != 4 or not example_input.numel():
         raise ValueError(f"example_input must be a batched tensor (B, C, H, W), got {type(example_input).__name__} "
                          f"{tuple(getattr(example_input, 'shape', ()))}")
+    elif batch is not None or image_size is not None:
+        # the example's own shape is traced: a batch or image_size beside it was silently ignored
+        given = ", ".join(f"{k}={v!r}" for k, v in (("batch", batch), ("image_size", image_size)) if v is not None)
+        raise ValueError(f"export options {given} and example_input {tuple(example_input.shape)} both set the traced "
+                         f"images; give one of them (the graph is traced on example_input's shape)")
+    elif not example_input.is_floating_point():
+        # the tracer's own error was 'mean(): could not infer output dtype ... Got: torch.int64', pages down
+        raise ValueError(f"example_input must hold float images normalised with mean/std (the network's input), "
+                         f"got dtype {example_input.dtype}: convert uint8 pixels first, e.g. "
+                         f"(x.float() / 255 - mean) / std")
     elif example_input.shape[1] != channels:
         raise ValueError(f"example_input has {example_input.shape[1]} channels (shape {tuple(example_input.shape)}) "
                          f"but the network's first convolution takes {channels}: pass (B, {channels}, H, W)")
     elif example_input.is_floating_point():
         example_input = example_input.to(dtype)  # float32 images for a .half() model: the graph takes float16
     n = example_input.shape[0]
-    graph = Graph("classifier", _scriptable(model), (example_input,), ("input",), ("logits",), {0: {0: "batch"}},
+    output = "logits" if outputs is not None else "features"
+    graph = Graph("classifier", _scriptable(model), (example_input,), ("input",), (output,), {0: {0: "batch"}},
                   checks=[(_sample(example_input, 1, 1),), (_sample(example_input, n + 3, 2),)])
     meta = {"model": "resnet18", "input": f"(B, {example_input.shape[1]}, {example_input.shape[2]}, "
-            f"{example_input.shape[3]}) {dtype_name(example_input.dtype)}, normalised with mean/std", **_input_cfg(cfg, example_input)}
+            f"{example_input.shape[3]}) {dtype_name(example_input.dtype)}, normalised with mean/std",
+            output: f"(B, {outputs})" if outputs is not None else
+            f"(B, {getattr(model, 'num_features', 'D')}) pooled features: the network has no classifier (its head "
+            f"is not an nn.Linear)",
+            **_input_cfg(cfg, example_input)}
     if note is not None:
         meta["normalisation"] = note
+    if dropped is not None:
+        meta["classes_dropped"] = dropped
     return ExportSpec([graph], atol=1e-4, rtol=1e-4, metadata=meta, torchscript=True)
 
 
