@@ -93,3 +93,17 @@ def test_a_head_reset_no_longer_names_the_weights_in_an_export(tmp_path):
     m.reset_classifier(5)
     meta = read_metadata(zoo.export(m, tmp_path / "r5.pt", image_size=32))
     assert "weights" not in meta and meta["backbone_from"].endswith("w.safetensors")
+
+
+def test_a_build_with_another_head_size_names_the_weights_as_the_backbones(tmp_path):
+    """zoo.build(weights=..., num_classes=3) of a 2-class file leaves the head freshly initialised (with a warning),
+    but pretrained_cfg, zoo.export's metadata and zoo.save still named the file as the network's weights; like
+    reset_classifier, the name moves to backbone_from. The same size keeps it as the weights'."""
+    zoo.save(_net(2), tmp_path / "w.safetensors")
+    with pytest.warns(UserWarning, match="fc"):
+        m = zoo.build("resnet18", weights=str(tmp_path / "w.safetensors"), num_classes=3)
+    assert "weights" not in m.pretrained_cfg and m.pretrained_cfg["backbone_from"].endswith("w.safetensors")
+    meta = read_metadata(zoo.export(m, tmp_path / "r3.pt", image_size=32))
+    assert "weights" not in meta and meta["backbone_from"].endswith("w.safetensors")
+    same = zoo.build("resnet18", weights=str(tmp_path / "w.safetensors"))
+    assert same.pretrained_cfg["weights"].endswith("w.safetensors") and "backbone_from" not in same.pretrained_cfg

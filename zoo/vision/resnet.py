@@ -354,7 +354,13 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     _fit_channels(cfg, conv.in_channels)
     if classes is not None and model.fc.out_features == len(classes):
         cfg["classes"] = list(classes)
-    cfg["weights"] = getattr(entry, "name", None) or str(path)
+    name = getattr(entry, "name", None) or str(path)
+    if any(key.startswith("fc.") for key, _, _ in report.reinitialized):
+        # num_classes= unlike the file's: only the backbone is those weights' (as reset_classifier records it),
+        # and an export or zoo.save naming them as the network's would claim their head too
+        cfg["backbone_from"] = name
+    else:
+        cfg["weights"] = name
     model.pretrained_cfg = cfg
     model.load_report = report
     return model
