@@ -80,6 +80,18 @@ def test_split_errors_name_the_line(tmp_path):
         read_split(tmp_path, 1, False)
 
 
+def test_a_video_listed_twice_in_a_split_file_is_taken_once_with_a_warning(tmp_path):
+    """A repeated line (two lists merged by hand) made the video twice as many items an epoch and, in a testlist,
+    scored it twice; torchvision's UCF101 reads the lines as a set."""
+    (tmp_path / "classInd.txt").write_bytes(b"1 Walk\r\n2 Run\r\n")
+    (tmp_path / "trainlist01.txt").write_bytes(b"Run/v_Run_g01_c01.avi 2\r\nWalk/v_Walk_g01_c01.avi 1\r\n"
+                                               b"Run/v_Run_g01_c01.avi 2\r\n")
+    with pytest.warns(UserWarning, match=r"lists 1 video\(s\) more than once, e.g. Run/v_Run_g01_c01.avi \(lines 1 "
+                                         r"and 3\): each is taken once"):
+        entries = read_split(tmp_path, 1, True)
+    assert [e.path for e in entries] == ["Run/v_Run_g01_c01.avi", "Walk/v_Walk_g01_c01.avi"]
+
+
 def test_a_split_line_stepping_out_of_its_class_folder_is_refused(tmp_path):
     """Labelled by its first folder, 'Walk/../Run/v.avi' was a Run video taught as Walk."""
     (tmp_path / "classInd.txt").write_bytes(b"1 Walk\r\n2 Run\r\n")

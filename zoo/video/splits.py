@@ -17,8 +17,11 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from zoo._stacklevel import user_stacklevel
 
 __all__ = ["FOLDS", "SplitEntry", "SplitFileError", "read_class_index", "read_split"]
 
@@ -77,6 +80,8 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
     by_lower = {c.lower(): i for i, c in enumerate(classes)}
     path = split_dir / f"{'train' if train else 'test'}list{fold:02d}.txt"
     entries = []
+    seen: dict[str, int] = {}  # path -> the line that listed it first
+    repeated: list[str] = []
     for n, line in enumerate(_lines(path), 1):
         parts = line.split()
         rel = parts[0].replace("\\", "/")
@@ -93,7 +98,16 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
                 f"{path}:{n}: label {' '.join(parts[1:])!r:.40} does not match class {folder!r} (classInd label "
                 f"{label + 1})"
             )
+        if rel in seen:
+            repeated.append(f"{rel} (lines {seen[rel]} and {n})")
+            continue
+        seen[rel] = n
         entries.append(SplitEntry(rel, label, classes[label]))
     if not entries:
         raise SplitFileError(f"{path} lists no videos")
+    if repeated:
+        # each listed twice was read twice an epoch and, in a testlist, scored twice; torchvision's UCF101 takes
+        # the file's lines as a set
+        warnings.warn(f"{path} lists {len(repeated)} video(s) more than once, e.g. {', '.join(repeated[:3])}: each "
+                      "is taken once", UserWarning, stacklevel=user_stacklevel())
     return entries
