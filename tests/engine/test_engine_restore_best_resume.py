@@ -62,3 +62,18 @@ def test_a_nan_epoch_is_never_kept_as_the_best():
     add = LambdaCallback(on_epoch_end=lambda s, row: row.__setitem__("score", next(values)))
     fit(_net(), _data(64, 0), epochs=4, progress=False, callbacks=[add, keep], monitor="train_loss")
     assert keep.best_epoch == 3 and keep.best_value == 0.7 and not math.isnan(keep.best_value)
+
+
+def test_with_the_runs_min_delta_the_epoch_kept_is_the_one_fit_reports_and_a_bad_one_is_refused(tmp_path):
+    """An epoch better by less than min_delta is no improvement to fit (best_epoch, best.pt); RestoreBest kept it,
+    so the run ended with weights best.pt does not hold, which a resume cannot read back once pruned."""
+    scores = iter([0.5, 0.52, 0.51, 0.4])
+    add = LambdaCallback(on_epoch_end=lambda s, row: row.__setitem__("score", next(scores)))
+    keep = RestoreBest("score", mode="max", min_delta=0.05)
+    result = fit(_net(), _data(64, 0), epochs=4, progress=False, monitor="score", monitor_mode="max",
+                 early_stopping_min_delta=0.05, checkpoint_dir=tmp_path, callbacks=[add, keep])
+    assert keep.best_epoch == result.best_epoch == torch.load(tmp_path / "best.pt", weights_only=True)["epoch"] == 1
+    for bad in (-0.1, math.inf, "0.1", True):
+        with pytest.raises(ValueError, match=r"min_delta \(as fit's early_stopping_min_delta\) must be a finite number "
+                                             rf">= 0.*got {bad!r}"):
+            RestoreBest("val_loss", min_delta=bad)

@@ -20,6 +20,7 @@ Callbacks run on every rank under DDP; use ``state.is_main`` to do rank-0-only w
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -151,15 +152,22 @@ class RestoreBest(Callback):
     """Keep the weights of the best epoch (by ``monitor`` of the history rows) in memory and load them back
     when training ends, so that early stopping or a fixed epoch budget leaves the model at its best
     validation score rather than at its last epoch. ``mode``: ``"min"``/``"max"`` (default: min for a loss
-    or an error such as "mae", else max, as ``fit``'s monitor). ``best_epoch`` / ``best_value`` say what was kept."""
+    or an error such as "mae", else max, as ``fit``'s monitor). ``min_delta``: an epoch is better only by more than
+    that, as ``fit``'s ``early_stopping_min_delta`` counts it: give the run's, and the epoch kept is the one ``fit``
+    reports as ``best_epoch`` and copies to ``best.pt`` (with a smaller one it may be a later epoch, whose
+    checkpoint ``keep_last`` prunes: a run resumed after that cannot read it back). ``best_epoch`` / ``best_value``
+    say what was kept."""
 
-    def __init__(self, monitor: str = "val_loss", mode: str | None = None) -> None:
+    def __init__(self, monitor: str = "val_loss", mode: str | None = None, min_delta: float = 0.0) -> None:
         from zoo.engine.monitor import default_mode
 
         mode = mode or default_mode(monitor)
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max'; got {mode!r}")
-        self.monitor, self.mode = monitor, mode
+        if isinstance(min_delta, bool) or not isinstance(min_delta, numbers.Real) or not 0 <= min_delta < math.inf:
+            raise ValueError(f"RestoreBest: min_delta (as fit's early_stopping_min_delta) must be a finite number >= 0, "
+                             f"the least change that counts as better; got {min_delta!r}")
+        self.monitor, self.mode, self.min_delta = monitor, mode, float(min_delta)
         self.best_value: float | None = None
         self.best_epoch: int | None = None
         self._state: dict[str, torch.Tensor] | None = None
@@ -167,7 +175,8 @@ class RestoreBest(Callback):
     def _better(self, value: float) -> bool:
         # a NaN never compares better, so a NaN first epoch would otherwise be kept as the best for good
         return math.isfinite(value) and (
-            self.best_value is None or (value < self.best_value if self.mode == "min" else value > self.best_value))
+            self.best_value is None or (value < self.best_value - self.min_delta if self.mode == "min"
+                                        else value > self.best_value + self.min_delta))
 
     def on_train_start(self, state: TrainState) -> None:
         """A resumed run's best epoch may lie before the resume: its weights are in memory no more, so they are

@@ -39,9 +39,9 @@ from zoo.engine.distributed import DistInfo
 from zoo.engine.seed import epoch_generator, seed_worker
 from zoo.inputs import whole_number
 
-__all__ = ["ShardSampler", "as_dataset_if_xy", "inference_loader", "model_dtype", "move_batch", "prepare_loader",
-           "say_what_a_ready_loader_ignores", "set_loader_epoch", "split_batch", "train_val", "with_val",
-           "xy_dataset"]
+__all__ = ["ShardSampler", "as_dataset_if_xy", "end_persistent_workers", "inference_loader", "model_dtype",
+           "move_batch", "prepare_loader", "say_what_a_ready_loader_ignores", "set_eval_loader_epoch",
+           "set_loader_epoch", "split_batch", "train_val", "with_val", "xy_dataset"]
 
 
 def model_dtype(model: torch.nn.Module) -> torch.dtype | None:
@@ -378,6 +378,16 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
             part.set_epoch(epoch)
     for dataset in _epoch_datasets(getattr(loader, "dataset", None)):
         dataset.set_epoch(epoch)
+    set_eval_loader_epoch(loader, epoch, seed)
+
+
+def set_eval_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
+    """Make the random draws of a pass over ``loader`` (its workers' seeds, a sampler's generator of its own) a
+    function of ``(seed, epoch)`` alone, leaving its order as it is: :func:`set_loader_epoch` without the
+    ``set_epoch`` calls, for a validation loader, whose samples stay the same every epoch. Its generators (the
+    loader's, its sampler's and batch sampler's) are set to :func:`epoch_generator`'s state, and persistent workers
+    are ended (:func:`end_persistent_workers`): else each pass went on from where the one before left them, so a run
+    resumed at epoch k, whose loaders made their first pass there, drew other numbers than the run it continued."""
     # a sampler made with a generator of its own (RandomSampler(ds, generator=g), WeightedRandomSampler's) draws
     # from it, not the loader's: left as it was, a resume replayed the sampler's first epoch
     batch_sampler = getattr(loader, "batch_sampler", None)
@@ -386,6 +396,25 @@ def set_loader_epoch(loader: Any, epoch: int, seed: int) -> None:
     state = epoch_generator(seed, epoch).get_state()
     for gen in {id(g): g for g in gens if isinstance(g, torch.Generator)}.values():
         gen.set_state(state)
+    end_persistent_workers(loader)
+
+
+def end_persistent_workers(loader: Any) -> None:
+    """End the workers a ``DataLoader(persistent_workers=True)`` kept from its last pass, so that its next pass
+    starts fresh ones, seeded from that pass's base seed, as ``fit``'s own loaders' are every epoch. Kept, they
+    carry their random streams (augmentation drawn in ``__getitem__``) from one epoch into the next, and only the
+    first pass draws a base seed (from the global torch generator, for a loader without one of its own, which
+    dropout draws from too): a resumed run, whose loaders make their first pass at the resumed epoch, trained and
+    validated on other draws than the run it continued."""
+    if not (isinstance(loader, DataLoader) and loader.persistent_workers):
+        return
+    iterator = getattr(loader, "_iterator", None)  # torch keeps the persistent workers' iterator there
+    if iterator is None:
+        return
+    loader._iterator = None
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
 
 
 def move_batch(batch: Any, device: torch.device, channels_last: bool = False, dtype: torch.dtype | None = None) -> Any:

@@ -67,7 +67,10 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     A DataLoader given keeps its own ``batch_size``, ``num_workers``, ``collate_fn`` and ``drop_last``, but its
     ``generator`` and its sampler's (when they have one) are reseeded from ``(seed, epoch)`` every epoch, and its
     sampler's ``set_epoch`` called (:func:`zoo.engine.data.set_loader_epoch`): ``seed`` fixes its shuffle and worker
-    seeds, not the seed its generator was made with, so that a run repeats and resumes exactly.
+    seeds, not the seed its generator was made with, so that a run repeats and resumes exactly. Validation loaders'
+    generators are reseeded so before each validation, and the workers of a loader with ``persistent_workers=True``
+    start afresh each epoch, as fit's own loaders' do (kept, they carry their random draws from one epoch into
+    the next, which a resumed run's new workers cannot repeat).
     Run under ``torchrun --nproc_per_node=N`` for DistributedDataParallel (rank 0 writes files).
     """
     say_if_called_directly(train_data, {**options, "val_data": val_data}, "zoo.engine.fit")

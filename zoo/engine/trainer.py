@@ -26,7 +26,7 @@ from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
 from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState, adds_to_rows
-from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_loader_epoch
+from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_eval_loader_epoch, set_loader_epoch
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
 from zoo.engine.distributed import (
     DistInfo,
@@ -500,6 +500,9 @@ class Trainer:
             broadcast_buffers(self.model)
         scored = self.state.eval_model
         if self.val_loader is not None:
+            # its workers' seeds (and persistent workers) as a function of (seed, epoch): each pass drew the next
+            # number of the loader's generator, which a resumed run's fresh loader drew at its first
+            set_eval_loader_epoch(self.val_loader, epoch, cfg.seed)
             val, self.state.val_predictions = score_loader(
                 scored, self.val_loader, device=self.dev, forward_fn=cfg.forward_fn, loss_fn=self.loss_fn,
                 metrics=self.metric_keys, amp=self.amp, channels_last=self.channels_last, progress=False)

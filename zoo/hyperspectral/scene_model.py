@@ -282,10 +282,11 @@ class SceneClassifierMixin:
         that share of the training pixels as whole ``val_block``-pixel tiles (see
         :func:`~zoo.hyperspectral.splits.holdout_blocks`), validate on them each epoch (with
         ``early_stopping_patience`` to stop) and end with the weights of the best epoch by ``monitor``
-        (default ``val_loss``). ``val_data``: a scene to validate on every epoch instead (a Scene with ground
-        truth, a scene file or a data set name: every labelled pixel's window, reduced with the preprocessing
-        fitted on the training pixels, as the training windows are), or ready windows (a Dataset, DataLoader or
-        ``(X, y)``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
+        (default ``val_loss``; counted as fit counts it, ``early_stopping_min_delta`` too: the epoch the result
+        reports as ``best_epoch`` and ``best.pt`` holds). ``val_data``: a scene to validate on every epoch instead
+        (a Scene with ground truth, a scene file or a data set name: every labelled pixel's window, reduced with
+        the preprocessing fitted on the training pixels, as the training windows are), or ready windows (a
+        Dataset, DataLoader or ``(X, y)``). A Dataset/DataLoader of ready windows goes to the engine unchanged.
         The checkpoints record the scene's fingerprint, the split (its training pixels) and the recipe: a
         resume with any of them changed is refused, so no test pixel was trained on before the resume.
         ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``)."""
@@ -318,8 +319,11 @@ class SceneClassifierMixin:
         fit_kwargs.setdefault("monitor", "train_loss" if val_data is None and held_out is None else "val_loss")
         if held_out is not None:
             val_data = self._windows(reduced, scene.labels, held_out)
+            # the best epoch as fit counts it (its min_delta too): the one it reports and copies to best.pt, which a
+            # resume reads it back from once keep_last pruned its epoch file
             fit_kwargs["callbacks"] = [*fit_kwargs.get("callbacks", ()),
-                                       RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"))]
+                                       RestoreBest(fit_kwargs["monitor"], fit_kwargs.get("monitor_mode"),
+                                                   fit_kwargs.get("early_stopping_min_delta", 0.0))]
         elif val_scene is not None:
             val_data = self._windows(self.reduce(val_scene), val_scene.labels,
                                      _validation_pixels(scene, val_scene, sp.train))
