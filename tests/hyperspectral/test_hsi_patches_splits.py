@@ -284,3 +284,51 @@ def test_a_block_split_skips_a_tile_that_would_take_a_class_far_past_its_share()
         sp = spatial_block_split(labels, block=8, train_fraction=0.3, window=1, seed=seed)
         shares.append(sp.train[labels == 1].mean())
     assert max(shares) < 0.5, shares
+
+
+@pytest.mark.parametrize("window", [3.0, "3", True])
+def test_a_window_that_is_no_whole_number_is_refused_naming_window(window):
+    """Before: 3.0 failed in numpy's padding ("`pad_width` must be of integral type"), "3" in a comparison, and
+    True was taken as a window of 1; the splits' guard band took 3.0 into its record and failed on "3"."""
+    cube = np.zeros((6, 5, 3), np.float32)
+    with pytest.raises(TypeError, match="window must be an int"):
+        PatchDataset(cube, [[0, 0]], window=window)
+    labels = np.zeros((10, 10), np.int64)
+    labels[2:8, 2:8] = 1
+    with pytest.raises(TypeError, match="window must be an int"):
+        overlap_report(labels > 0, labels > 0, window)
+    with pytest.raises(TypeError, match="window must be an int"):
+        spatial_block_split(labels, block=3, window=window)
+
+
+def test_pad_cube_refuses_what_it_cannot_pad_in_its_own_words():
+    """Before: numpy's "index can't contain negative values" (radius -1), "operands could not be broadcast
+    together with remapped shapes" (a 2-D image) and "can't extend empty axis 0" (an empty scene)."""
+    cube = np.zeros((6, 5, 3), np.float32)
+    with pytest.raises(ValueError, match="radius must be an int >= 0"):
+        pad_cube(cube, -1)
+    with pytest.raises(TypeError, match="radius must be an int"):
+        pad_cube(cube, 2.0)
+    with pytest.raises(ValueError, match=r"expected an \(H, W, C\) cube; got shape \(6, 5\)"):
+        pad_cube(cube[..., 0], 1)
+    with pytest.raises(ValueError, match="empty 0x5 scene"):
+        pad_cube(cube[:0], 1, "edge")
+    with pytest.raises(ValueError, match="'symmetric', 'edge' or 'constant' pad any scene"):
+        pad_cube(cube, 5, "reflect")
+    for mode in ("symmetric", "edge", "constant"):  # a window larger than the scene, as those modes allow
+        assert pad_cube(cube, 5, mode).shape == (16, 15, 3)
+
+
+@pytest.mark.parametrize(("option", "value", "match"), [
+    ("block", 2.5, "block must be an int"), ("block", True, "block must be an int"),
+    ("fraction", "0.3", "held-out fraction must be in")])
+def test_holdout_blocks_refuses_a_block_or_fraction_of_the_wrong_type(option, value, match):
+    """Before: block=2.5 cut tiles at fractional positions and True tiles of 1 pixel, without a word; a string
+    fraction failed in a comparison ("'<' not supported between instances of 'float' and 'str'")."""
+    from zoo.hyperspectral.splits import holdout_blocks
+
+    labels = np.zeros((10, 10), np.int64)
+    labels[2:8, 2:8] = 1
+    kwargs = {"block": 2, "fraction": 0.3, option: value}
+    with pytest.raises((TypeError, ValueError), match=match):
+        holdout_blocks(labels > 0, labels, kwargs.pop("fraction"), **kwargs)

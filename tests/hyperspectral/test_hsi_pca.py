@@ -245,3 +245,87 @@ def test_a_variance_fraction_at_an_exact_tie_keeps_the_components_scikit_learns_
 
     X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])  # variance 0.5 along each axis
     assert HyperspectralPCA(n_components=0.5).fit(X).components_.shape[0] == PCA(n_components=0.5).fit(X).n_components_
+
+
+@pytest.mark.parametrize("estimator", [HyperspectralPCA, BandStandardizer, MinMaxNormalizer])
+@pytest.mark.parametrize("refit_on", ["cube", "scene"])
+def test_a_fit_on_a_cube_forgets_the_column_names_of_an_earlier_dataframe_fit(estimator, refit_on):
+    """Before: a refit on a 5-band cube kept the 12 column names of an earlier DataFrame fit: BandStandardizer's
+    get_feature_names_out gave 12 names for 5 bands, and every transform of an array warned that the estimator
+    was fitted with feature names (scikit-learn's validate_data forgets them at a fit on an array)."""
+    import warnings
+
+    pd = pytest.importorskip("pandas")
+    cube = _cube(6, 5, 12)
+    frame = pd.DataFrame(cube.reshape(-1, 12), columns=[f"band{i}" for i in range(12)])
+    est = estimator().fit(frame) if estimator is not HyperspectralPCA else estimator(3).fit(frame)
+    assert list(est.feature_names_in_) == list(frame.columns)
+    narrow = cube[..., :5]
+    est.fit(narrow if refit_on == "cube" else Scene(narrow))
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 5
+    assert len(est.get_feature_names_out()) == (3 if estimator is HyperspectralPCA else 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "X does not have valid feature names, but ... was fitted with" before
+        est.transform(narrow.reshape(-1, 5))
+
+
+@pytest.mark.parametrize("estimator", [HyperspectralPCA, BandStandardizer, MinMaxNormalizer])
+def test_a_masked_fit_on_a_dataframe_keeps_its_column_names_and_checks_them(estimator):
+    """Before: fit(frame, mask=...) took the rows as a bare array: no feature_names_in_, and a transform of the
+    same columns in another order was taken without a word (each band scaled by another band's statistics)."""
+    pd = pytest.importorskip("pandas")
+    pixels = _cube(8, 5, 6).reshape(-1, 6)
+    frame = pd.DataFrame(pixels, columns=list("abcdef"))
+    mask = np.arange(len(frame)) % 2 == 0
+    est = estimator(3).fit(frame, mask=mask) if estimator is HyperspectralPCA else estimator().fit(frame, mask=mask)
+    assert list(est.feature_names_in_) == list("abcdef")
+    plain = estimator(3) if estimator is HyperspectralPCA else estimator()
+    np.testing.assert_allclose(est.transform(frame), plain.fit(pixels[mask]).transform(pixels), rtol=1e-10)
+    with pytest.raises(ValueError, match="feature names"):
+        est.transform(frame[list("fedcba")])
+    with pytest.raises(ValueError, match="one entry per pixel"):
+        estimator().fit(frame, mask=mask[:-1])
+
+
+def test_inverse_transform_of_the_wrong_width_says_what_it_expected():
+    """Before: numpy's "matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature
+    (n?,k),(k,m?)->(n?,m?)" (PCA) and "operands could not be broadcast together" (BandStandardizer)."""
+    cube = _cube(6, 5, 12)
+    pca = HyperspectralPCA(3).fit(cube)
+    with pytest.raises(ValueError, match=r"expected \(N, 3\) components or an \(H, W, 3\) cube .* got shape \(2, 5\)"):
+        pca.inverse_transform(np.zeros((2, 5)))
+    assert pca.inverse_transform(pca.transform(cube)).shape == cube.shape
+    std = BandStandardizer().fit(cube)
+    with pytest.raises(ValueError, match=r"expected \(N, 12\) pixels .* got shape \(6, 5, 4\)"):
+        std.inverse_transform(cube[..., :4])
+    np.testing.assert_allclose(std.inverse_transform(std.transform(cube)), cube, rtol=1e-10)
+
+
+@pytest.mark.parametrize("estimator", [HyperspectralPCA, BandStandardizer, MinMaxNormalizer])
+def test_a_scene_with_nan_pixels_is_refused_by_transform_as_its_cube_is(tmp_path, estimator):
+    """Before: transform(Scene(cube)) and a lazily opened file gave NaN rows for a NaN pixel, where
+    transform(cube) refuses the same pixels and says where they are."""
+    cube = _cube(8, 7, 6).astype(np.float32)
+    est = estimator(3).fit(cube) if estimator is HyperspectralPCA else estimator().fit(cube)
+    cube[5, 2, 1] = np.nan
+    envi.save_image(str(tmp_path / "nan.hdr"), cube, interleave="bsq", byteorder=1, force=True)
+    for scene in (Scene(cube), open_envi(tmp_path / "nan.hdr")):
+        with pytest.raises(ValueError, match=r"NaN or infinity in 1 pixel \(at \(row, col\) \(5, 2\)\)"):
+            est.transform(scene)
+    if estimator is HyperspectralPCA:  # a mask that leaves the pixel out is the way round it, as for a cube
+        keep = np.ones(cube.shape[:2], bool)
+        keep[5, 2] = False
+        for scene in (Scene(cube), open_envi(tmp_path / "nan.hdr")):
+            assert np.isfinite(est.transform(scene, mask=keep)).all()
+            with pytest.raises(ValueError, match="of the pixels mask selects"):
+                est.transform(scene, mask=~keep)
+
+
+@pytest.mark.parametrize(("option", "value", "error"), [
+    ("whiten", "no", TypeError), ("chunk_bytes", 0, ValueError), ("chunk_bytes", -1, ValueError),
+    ("chunk_bytes", "64MB", TypeError)])
+def test_pca_parameters_are_checked_at_fit_as_scikit_learn_checks_them(option, value, error):
+    """Before: whiten="no" whitened (a non-empty string is true), chunk_bytes=0 or -1 read the pixels one at a
+    time without a word, and "64MB" failed in a floor division ("unsupported operand type(s) for //")."""
+    with pytest.raises(error, match=option):
+        HyperspectralPCA(3, **{option: value}).fit(_cube(6, 5, 4))

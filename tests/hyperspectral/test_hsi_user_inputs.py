@@ -279,3 +279,19 @@ def test_whole_number_float_labels_make_a_map_and_string_labels_are_refused_by_t
     strings = _svm().fit(X, np.where(X[:, 0] > 0.5, "c2", "c1"))
     with pytest.raises(ExportError, match=r"fitted on labels \['c1', 'c2'\]: the ONNX graph gives int64 class ids"):
         zoo.export(strings, tmp_path / "s.onnx")
+
+
+def test_the_pipelines_fit_and_predict_on_a_cube_point_to_the_scene_methods():
+    """Before: the scaler and the PCA took the cube (fit fitted both) and then the SVM said "Found array with dim
+    3, while dim <= 2 is required by SVC", naming neither the pixels it wants nor predict_scene."""
+    s = make_scene(16, 16, 12, 3, seed=1)
+    pixels, labels = s.cube[s.labels > 0], s.labels[s.labels > 0]
+    fresh = _svm()
+    with pytest.raises(ValueError, match=r"HSIPipeline.fit takes \(N, C\) pixel spectra; got an \(H, W, C\) cube"):
+        fresh.fit(s.cube, s.labels)
+    assert not hasattr(fresh.named_steps["pca"], "components_")  # nothing was fitted on the way to the error
+    model = _svm().fit(pixels, labels)
+    for cube in (s.cube, s):
+        with pytest.raises(ValueError, match=r"HSIPipeline.predict takes \(N, C\) pixel spectra.*predict_scene"):
+            model.predict(cube)
+    np.testing.assert_array_equal(model.predict(pixels), model.predict_scene(s)[s.labels > 0])

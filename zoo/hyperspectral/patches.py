@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from zoo.inputs import whole_number
+
 __all__ = ["PADDING_MODES", "PatchDataset", "pad_cube"]
 
 PADDING_MODES = ("reflect", "symmetric", "edge", "constant")
@@ -23,10 +25,18 @@ def pad_cube(cube: np.ndarray, radius: int, mode: str = "reflect") -> np.ndarray
     """
     if mode not in PADDING_MODES:
         raise ValueError(f"padding mode must be one of {PADDING_MODES}; got {mode!r}")
+    # numpy's own words were "index can't contain negative values" for -1 and "`pad_width` must be of integral
+    # type" for 2.0
+    radius = whole_number(radius, "radius", minimum=0, hint="pixels of padding on each side")
     cube = np.asarray(cube)
+    if cube.ndim != 3:
+        raise ValueError(f"pad_cube expected an (H, W, C) cube; got shape {cube.shape}")
     h, w = cube.shape[:2]
+    if radius and min(h, w) == 0:
+        raise ValueError(f"cannot pad an empty {h}x{w} scene")
     if mode == "reflect" and radius >= min(h, w):
-        raise ValueError(f"reflect padding of {radius} needs a scene larger than {radius} pixels; got {h}x{w}")
+        raise ValueError(f"reflect padding of {radius} needs a scene larger than {radius} pixels; got {h}x{w} "
+                         f"(padding='symmetric', 'edge' or 'constant' pad any scene, or use a smaller window)")
     return np.pad(cube, ((radius, radius), (radius, radius), (0, 0)), mode=mode)
 
 
@@ -46,7 +56,9 @@ class PatchDataset(Dataset):
     def __init__(self, cube: np.ndarray, coords: np.ndarray, labels: np.ndarray | None = None, *,
                  window: int = 25, padding: str = "constant", add_channel_dim: bool = True,
                  dtype: torch.dtype = torch.float32, augment: bool = False, noise_std: float = 0.0) -> None:
-        if window < 1 or window % 2 == 0:
+        # a float (3.0) failed in numpy's padding, a string in a comparison, and True was taken as 1
+        window = whole_number(window, "window", hint="an odd number of pixels")
+        if window % 2 == 0:
             raise ValueError(f"window must be a positive odd number; got {window}")
         if not noise_std >= 0.0:
             raise ValueError(f"noise_std must be >= 0; got {noise_std}")

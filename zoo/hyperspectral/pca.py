@@ -22,13 +22,17 @@ from sklearn.utils.validation import check_is_fitted
 from zoo._progress import ProgressBar
 from zoo._stacklevel import user_stacklevel
 from zoo.hyperspectral.preprocessing import (
+    _all_finite,
     apply_per_pixel,
     as_pixels,
+    band_count,
     check_fit_pixels,
     out_dtype,
     pixel_view,
+    refuse_non_finite,
 )
 from zoo.hyperspectral.scene import Scene
+from zoo.inputs import whole_number
 
 __all__ = ["CovarianceAccumulator", "HyperspectralPCA"]
 
@@ -131,6 +135,11 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     def fit(self, X, y=None, mask: np.ndarray | None = None):
         self._fraction_or_count()  # a bad n_components fails before a pass over a large file
+        # as scikit-learn's PCA checks its parameters at fit: whiten="no" whitened (a non-empty string is true),
+        # chunk_bytes=0 or -1 read one pixel a block without a word, and "64MB" failed in a floor division
+        if not isinstance(self.whiten, (bool, np.bool_)):
+            raise TypeError(f"whiten must be True or False; got {self.whiten!r}")
+        whole_number(self.chunk_bytes, "chunk_bytes", hint="bytes of the float64 working block")
         given, given_mask = X, mask
         # NaN/inf are found by the covariance pass itself (CovarianceAccumulator.all_finite), not by a pass of
         # their own over the pixels first; a Scene (maybe a file read lazily) is checked block by block, so
@@ -245,13 +254,19 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         """``(H, W, C) -> (H, W, k)``, ``(N, C) -> (N, k)``; with ``mask`` on a cube: ``(N_mask, k)``.
         float64 input gives float64 output, anything else float32."""
         check_is_fitted(self, "components_")
-        X, mask = check_fit_pixels(self, X, mask, reset=False)
+        # a file read lazily is checked for NaN/inf block by block below, in the one pass that projects it
+        lazy = isinstance(X, Scene) and X.layout is not None and mask is None
+        X, mask = check_fit_pixels(self, X, mask, reset=False, finite=not lazy)
         dtype = out_dtype(X)
         if isinstance(X, Scene):
-            if X.layout is not None and mask is None:
+            if lazy:
                 h, w, _ = X.shape
                 out = np.empty((h, w, self.n_components_), dtype=np.float32)
                 for sl, block in X.iter_row_chunks(self.chunk_bytes):
+                    if not _all_finite(block):
+                        bad = np.zeros((h, w), dtype=bool)
+                        bad[sl] = ~np.isfinite(block).all(axis=2)
+                        refuse_non_finite(bad, None, "mask=valid_pixel_mask(X)")
                     P, order = pixel_view(block)
                     out[sl] = self._project(P).reshape(block.shape[0], w, -1, order=order)
                 return out
@@ -262,6 +277,10 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
 
     def inverse_transform(self, Z):
         check_is_fitted(self, "components_")
+        if band_count(Z) != self.n_components_:  # numpy's words were a matmul gufunc signature's
+            raise ValueError(f"inverse_transform expected (N, {self.n_components_}) components or an (H, W, "
+                             f"{self.n_components_}) cube of them (n_components_={self.n_components_}); got shape "
+                             f"{np.shape(Z)}")
 
         def back(P):
             P = np.asarray(P, dtype=np.float64)

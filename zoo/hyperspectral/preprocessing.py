@@ -8,6 +8,7 @@ statistics (fitting on the whole scene is a leak the HybridSN paper's protocol h
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -72,28 +73,34 @@ def check_pixels(est: BaseEstimator, X, *, reset: bool, mask: np.ndarray | None 
                  hint: str = "mask=valid_pixel_mask(X)", finite: bool = True):
     """Validate what ``fit``/``transform`` receive, as scikit-learn estimators do: ``(N, C)`` pixels go through
     ``validate_data`` (finite, numeric, 2-D, not sparse, the fitted band count); an ``(H, W, C)`` cube is
-    checked the same way without copying it; a :class:`Scene` passes as is (it may be read lazily).
+    checked the same way without copying it; a :class:`Scene` passes as is (it may be read lazily), its
+    pixels checked for NaN/inf one block of rows at a time where it is transformed (``fit`` checks them as it reads).
 
     ``mask`` (``(H, W)``, for a cube): only the pixels it selects must be finite, since only they are used
     (the NaN no-data pixels it leaves out are the reason it is there). ``hint`` says in the error how to
     leave such pixels out. ``finite=False`` leaves NaN/inf to the caller, whose own pass over the pixels
     finds them (see :class:`zoo.hyperspectral.pca.CovarianceAccumulator`)."""
+    if reset and (isinstance(X, Scene) or getattr(X, "ndim", None) == 3):
+        # a cube or Scene has no column names: names an earlier DataFrame fit saw would otherwise outlive this
+        # fit (12 names for 5 bands from get_feature_names_out, and a warning at every array transform), where
+        # scikit-learn's validate_data forgets them at a fit on an array
+        with contextlib.suppress(AttributeError):
+            del est.feature_names_in_
     if isinstance(X, Scene):
         if not reset and X.n_bands != getattr(est, "n_features_in_", X.n_bands):
             raise ValueError(f"X has {X.n_bands} bands, but {type(est).__name__} is expecting "
                              f"{est.n_features_in_} features as input")
+        if finite and not reset:  # fit checks a Scene's pixels itself, as it reads them
+            # a Scene's NaN pixels came out of transform as NaN, where the same cube as an array is refused
+            bad = _non_finite_rows(X, mask)
+            if bad is not None:
+                refuse_non_finite(bad, mask, hint)
         return X
     if getattr(X, "ndim", None) == 3 and isinstance(X, np.ndarray):
         if X.dtype.kind not in "biuf":
             raise ValueError(f"a cube must hold real numbers; got dtype {X.dtype}")
         if finite and X.dtype.kind == "f" and not _all_finite(X):
-            bad = ~np.isfinite(X).all(axis=2)
-            if mask is not None:
-                bad &= _mask_of(X, mask)
-            if bad.any():
-                where = "of the pixels mask selects " if mask is not None else ""
-                raise ValueError(f"Input X contains NaN or infinity in {describe_pixels(bad)} {where}"
-                                 f"(H x W = {X.shape[0]} x {X.shape[1]}); exclude those pixels with {hint}")
+            refuse_non_finite(~np.isfinite(X).all(axis=2), mask, hint)
         if reset:
             est.n_features_in_ = X.shape[2]
         elif X.shape[2] != est.n_features_in_:
@@ -105,6 +112,38 @@ def check_pixels(est: BaseEstimator, X, *, reset: bool, mask: np.ndarray | None 
     integers = isinstance(getattr(X, "dtype", None), np.dtype) and X.dtype.kind in "biu"
     return validate_data(est, X, reset=reset, dtype=np.float32 if integers else [np.float64, np.float32],
                          ensure_all_finite=finite)
+
+
+def _non_finite_rows(scene: Scene, mask: np.ndarray | None) -> np.ndarray | None:
+    """The ``(H, W)`` map of a float Scene's pixels holding NaN/inf, read one block of rows at a time (a file
+    opened lazily never whole); None when there is none (rows ``mask`` selects no pixel of are not read)."""
+    if np.dtype(scene.cube.dtype).kind != "f":
+        return None
+    rows = None
+    if mask is not None:
+        hit = np.flatnonzero(_mask_of(scene.cube, mask).any(axis=1))
+        if not hit.size:
+            return None
+        rows = slice(int(hit[0]), int(hit[-1]) + 1)
+    bad = None
+    for sl, block in scene.iter_row_chunks(VALID_CHUNK_BYTES, dtype=None, rows=rows):
+        if not _all_finite(block):
+            bad = np.zeros(scene.shape[:2], dtype=bool) if bad is None else bad
+            bad[sl] = ~np.isfinite(block).all(axis=2)
+    return bad
+
+
+def refuse_non_finite(bad: np.ndarray, mask: np.ndarray | None, hint: str) -> None:
+    """The error for the NaN/inf pixels of ``bad`` (an ``(H, W)`` map), those ``mask`` selects if given."""
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != bad.shape:
+            raise ValueError(f"mask must be (H, W) = {bad.shape}; got {mask.shape}")
+        bad = bad & mask
+    if bad.any():
+        where = "of the pixels mask selects " if mask is not None else ""
+        raise ValueError(f"Input X contains NaN or infinity in {describe_pixels(bad)} {where}"
+                         f"(H x W = {bad.shape[0]} x {bad.shape[1]}); exclude those pixels with {hint}")
 
 
 def _all_finite(X: np.ndarray) -> bool:
@@ -124,8 +163,19 @@ def check_fit_pixels(est: BaseEstimator, X, mask: np.ndarray | None, *, reset: b
     ``(N, C)`` pixels come back as their selected rows (and ``mask`` as None): scikit-learn's checks see
     only those rows, so a NaN row the mask leaves out is no error."""
     if mask is not None and not isinstance(X, Scene) and np.ndim(X) == 2:
-        return check_pixels(est, as_pixels(X, mask), reset=reset, hint=hint, finite=finite), None
+        # a DataFrame's rows stay a DataFrame: as an array its column names were lost, and a later transform of
+        # the columns in another order was taken without a word
+        rows = _frame_rows(X, mask) if hasattr(X, "iloc") and hasattr(X, "columns") else as_pixels(X, mask)
+        return check_pixels(est, rows, reset=reset, hint=hint, finite=finite), None
     return check_pixels(est, X, reset=reset, mask=mask, hint=hint, finite=finite), mask
+
+
+def _frame_rows(frame: Any, mask: Any) -> Any:
+    """The rows of a DataFrame of ``(N, C)`` pixels where ``mask`` (one entry per row), as a DataFrame."""
+    mask = np.asarray(mask, dtype=bool).reshape(-1)
+    if mask.size != len(frame):
+        raise ValueError(f"mask must have one entry per pixel ({len(frame)}); got {mask.size}")
+    return frame.iloc[np.flatnonzero(mask)]
 
 
 def _mask_of(cube: np.ndarray, mask) -> np.ndarray:
@@ -158,6 +208,13 @@ def pixel_view(cube: np.ndarray) -> tuple[np.ndarray, str]:
     if cube.flags.f_contiguous and not cube.flags.c_contiguous:
         return cube.reshape(h * w, c, order="F"), "F"
     return cube.reshape(h * w, c), "C"
+
+
+def band_count(X: Any) -> int | None:
+    """The last axis's length of ``(N, C)`` pixels, an ``(H, W, C)`` cube or a Scene (None for a scalar)."""
+    if isinstance(X, Scene):
+        return X.n_bands
+    return int(np.shape(X)[-1]) if np.ndim(X) else None
 
 
 def apply_per_pixel(X: Any, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -212,6 +269,10 @@ class BandStandardizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def inverse_transform(self, X):
         check_is_fitted(self, "mean_")
+        if band_count(X) != self.n_features_in_:  # numpy said "operands could not be broadcast together"
+            raise ValueError(f"inverse_transform expected (N, {self.n_features_in_}) pixels or an (H, W, "
+                             f"{self.n_features_in_}) cube (the {self.n_features_in_} bands fit saw); got shape "
+                             f"{np.shape(X)}")
         return apply_per_pixel(X, lambda P: P * self.scale_ + self.mean_)
 
     def __sklearn_tags__(self):

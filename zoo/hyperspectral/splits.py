@@ -67,7 +67,9 @@ def _boolean(mask: Any, name: str) -> np.ndarray:
 
 def _reach(mask: np.ndarray, window: int) -> np.ndarray:
     """Pixels whose ``window x window`` neighbourhood contains a pixel of ``mask``."""
-    if window < 1 or window % 2 == 0:
+    # a string failed in a comparison that named no option, and 3.0 went on into the split's record
+    window = whole_number(window, "window", hint="an odd number of pixels")
+    if window % 2 == 0:
         raise ValueError(f"window must be a positive odd number; got {window}")
     return ndimage.maximum_filter(mask.astype(np.uint8), size=window, mode="constant", cval=0).astype(bool)
 
@@ -108,12 +110,12 @@ def _check_labels(labels: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _check_fraction(train_fraction: Any) -> float:
+def _check_fraction(train_fraction: Any, name: str = "train_fraction") -> float:
     """A fraction in (0, 1): the blocks split took 1.5 (768 of 1,024 pixels to train, 16 to test) and a string
     failed in a comparison that named no option."""
     if isinstance(train_fraction, bool) or not isinstance(train_fraction, numbers.Real) \
             or not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"train_fraction must be in (0, 1); got {train_fraction!r}")
+        raise ValueError(f"{name} must be in (0, 1); got {train_fraction!r}")
     return float(train_fraction)
 
 
@@ -249,10 +251,9 @@ def holdout_blocks(train: np.ndarray, labels: np.ndarray, fraction: float, *, bl
     labels = _check_labels(labels)
     if train.shape != labels.shape:
         raise ValueError(f"training mask {train.shape} and labels {labels.shape} differ in shape")
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"the held-out fraction must be in (0, 1); got {fraction}")
-    if block < 1:
-        raise ValueError(f"block must be >= 1 pixel; got {block}")
+    # a string failed in a comparison, and block=2.5 cut tiles at fractional pixel positions without a word
+    fraction = _check_fraction(fraction, "the held-out fraction")
+    block = whole_number(block, "block", hint="the side of a tile, in pixels")
     h, w = labels.shape
     tile = (np.arange(h)[:, None] // block) * (-(-w // block)) + (np.arange(w)[None, :] // block)
     y = np.where(train, labels, 0)

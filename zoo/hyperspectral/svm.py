@@ -185,9 +185,16 @@ class HSIPipeline(Pipeline):
         """scikit-learn's ``Pipeline.fit``. A fit forgets what an earlier one learnt, and with it the scene split
         an earlier ``zoo.train`` recorded: its test pixels may be among ``X`` now, so no evaluation may take
         them as held out."""
+        _refuse_cube(X, "fit", "fit on the labelled pixels: fit(cube[labels > 0], labels[labels > 0]), or "
+                               "zoo.train(model, Scene(cube, labels=labels))")
         forget_training_split(self)
         self._class_weight_by_class(y)
         return super().fit(X, y, **params)
+
+    def predict(self, X, **params):
+        """scikit-learn's ``Pipeline.predict`` on ``(N, C)`` pixels (:meth:`predict_scene` labels a cube)."""
+        _refuse_cube(X, "predict", "predict_scene(Scene(cube)) or zoo.predict(model, cube) give its (H, W) label map")
+        return super().predict(X, **params)
 
     def _class_weight_by_class(self, y: Any) -> None:
         """A ``class_weight`` read from JSON (a saved file's config, ``zoo train --model class_weight='{"3": 2}'``)
@@ -477,6 +484,15 @@ def _libsvm_on_threads() -> Iterator[None]:
     GIL, with BLAS on one thread."""
     with parallel_backend("threading"), _one_blas_thread():
         yield
+
+
+def _refuse_cube(X: Any, method: str, instead: str) -> None:
+    """An ``(H, W, C)`` cube (or a Scene) given where ``(N, C)`` pixels go: the scaler and the PCA take cubes, so
+    it went through both (fitting them, in ``fit``) before the SVM said "Found array with dim 3, while dim <= 2 is
+    required by SVC"."""
+    if isinstance(X, Scene) or getattr(X, "ndim", None) == 3:
+        raise ValueError(f"HSIPipeline.{method} takes (N, C) pixel spectra; got an (H, W, C) cube of shape "
+                         f"{tuple(X.shape)}: {instead}")
 
 
 def _counted(labels: np.ndarray, bar: Any) -> np.ndarray:
