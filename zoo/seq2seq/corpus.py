@@ -115,7 +115,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     """``(loader, loop options)`` for ``model`` from a corpus folder, a list of ``(source, target)`` sentence
     pairs or a ``(sources, targets)`` tuple (``val_data=`` either: validation loss and BLEU; to train, the two
     sets may also come together, ``(train, val)``: ``((sources, targets), (val_sources, val_targets))``, a pair of
-    pair lists, or a mix); a Dataset/DataLoader passes through.
+    pair lists, or a mix), or a ``(source file, target file)`` pair of ``pathlib.Path`` (line-aligned text, plain or
+    ``.gz``); a Dataset/DataLoader passes through.
 
     Batches hold sentences of similar length, at most ``max_tokens`` padded tokens (default 4096) or, with
     ``batch_size``, that many sentence pairs (given both, whichever cap a batch reaches first);
@@ -291,8 +292,9 @@ def _val_text(given: Any, root: Path, direction: str, val_split: str) -> tuple[A
 
 
 def _pairs(data: Any, name: str = "") -> Any:
-    """``data`` as a ParallelText where it is one, a list of ``(source, target)`` sentence pairs or a
-    ``(sources, targets)`` tuple of two equally long lists (zoo's ``(X, y)``); None for other kinds of data.
+    """``data`` as a ParallelText where it is one, a list of ``(source, target)`` sentence pairs, a
+    ``(sources, targets)`` tuple of two equally long lists (zoo's ``(X, y)``) or a ``(source file, target file)``
+    pair of ``pathlib.Path``; None for other kinds of data.
     ``name``: the argument it came as, for the error on an empty one."""
     from zoo.seq2seq.data import ParallelText
 
@@ -308,6 +310,8 @@ def _pairs(data: Any, name: str = "") -> Any:
                         ": sentences by language go in as a (sources, targets) tuple, e.g. (d['de'], d['en'])")
     if not isinstance(data, (list, tuple)):
         return None
+    if _file_pair(data):
+        return _parallel_files(data[0], data[1], name)
     if not data:
         raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: the list is empty")
 
@@ -336,19 +340,55 @@ def _pairs(data: Any, name: str = "") -> Any:
                         "the pairs, list(zip(sources, targets))")
     if all(texts(p) and len(p) == 2 for p in data):
         return ParallelText([p[0] for p in data], [p[1] for p in data])
+    # two file names as str read as one (source, target) sentence pair: a str is a sentence, as zoo.predict reads it
+    files = len(data) == 2 and all(isinstance(p, str) and _names_file(p) for p in data)
     raise TypeError("seq2seq data in memory is a list of (source, target) sentence pairs, e.g. "
-                    "[('Ein Hund läuft.', 'A dog runs.'), ...], or a (sources, targets) tuple of two lists")
+                    "[('Ein Hund läuft.', 'A dog runs.'), ...], or a (sources, targets) tuple of two lists"
+                    + (f"; got two file names as str: to read a source file and its line-aligned target file, pass "
+                       f"them as pathlib.Path, (Path({data[0]!r}), Path({data[1]!r}))" if files else
+                       f"; got a {type(data).__name__} of {sorted({type(p).__name__ for p in data})}"
+                       + ("; one sentence pair goes in a list, [(source, target)]"
+                          if len(data) == 2 and all(isinstance(p, str) for p in data) else "")))
+
+
+def _file_pair(data: Any) -> bool:
+    """Whether ``data`` is a ``(source file, target file)`` pair of paths (``pathlib.Path``: a str is a sentence)."""
+    return isinstance(data, (list, tuple)) and len(data) == 2 and all(isinstance(p, os.PathLike) for p in data)
+
+
+def _names_file(text: str) -> bool:
+    try:
+        return Path(text).expanduser().is_file()
+    except (OSError, ValueError):  # a sentence too long for a file name, or holding a NUL
+        return False
+
+
+def _parallel_files(src: os.PathLike, tgt: os.PathLike, name: str) -> Any:
+    """A ``(source file, target file)`` pair of line-aligned text files (plain or ``.gz``; a file pair named
+    other than a corpus folder's ``train.xx`` / ``train.yy``, as ``fairseq-preprocess --trainpref`` reads it): the
+    sentence pairs of their lines. A pair of paths was refused as "seq2seq data in memory is a list of ...",
+    naming neither the paths nor a way to read them."""
+    from zoo.inputs import expand_home
+    from zoo.seq2seq.data import load_parallel
+
+    src_path, tgt_path = Path(expand_home(src)), Path(expand_home(tgt))
+    text = load_parallel(src_path, tgt_path)  # refuses files of two lengths, naming both
+    if len(text) == 0:
+        raise ValueError(f"no sentence pairs{' in ' + name if name else ''}: {src_path} and {tgt_path} hold no lines, "
+                         "expected one sentence per line")
+    return text
 
 
 def _train_val_pairs(data: Any) -> tuple[Any, Any] | None:
     """``(train, val)`` when ``data`` is a pair of sentence-pair sets (``(train_pairs, val_pairs)``, as every
     network takes ``(train, val)``), each a list of ``(source, target)`` pairs, a ``(sources, targets)`` tuple
-    of two lists (``((X, y), (X_val, y_val))``) or a ParallelText; None for anything else, a ``(sources,
-    targets)`` tuple of two lists of sentences included (its items are sentences, not sets)."""
+    of two lists (``((X, y), (X_val, y_val))``), a ParallelText or a ``(source file, target file)`` pair of
+    ``pathlib.Path``; None for anything else, a ``(sources, targets)`` tuple of two lists of sentences included (its
+    items are sentences, not sets)."""
     from zoo.seq2seq.data import ParallelText
 
     def pair_set(seq: Any) -> bool:
-        if isinstance(seq, ParallelText):
+        if isinstance(seq, ParallelText) or _file_pair(seq):
             return True
         if not (isinstance(seq, (list, tuple)) and seq and all(
                 isinstance(p, (list, tuple)) and all(isinstance(s, str) for s in p) for p in seq)):

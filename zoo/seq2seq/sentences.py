@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,8 @@ def text_inputs(inputs: Any) -> tuple[list[str], bool]:
     sentence as written, never a file name (``"~/notes.txt"`` is text, as in a list), a list of them, or a
     text file given as a ``pathlib.Path`` (``~`` is the home folder), one sentence per line. One reader for
     ``model.translate``, ``zoo.predict`` and ``ExportedTranslator.translate``: they take the same inputs."""
+    if getattr(inputs, "ndim", None) == 0 and hasattr(inputs, "item"):
+        inputs = inputs.item()  # np.array("Ein Hund."): the one sentence it holds (iterating it was a bare TypeError)
     if isinstance(inputs, str):
         return [inputs], True
     if isinstance(inputs, os.PathLike):
@@ -95,6 +98,18 @@ def text_inputs(inputs: Any) -> tuple[list[str], bool]:
         if not path.is_file():
             raise FileNotFoundError(f"no text file to translate at {path} (expected one sentence per line)")
         return read_lines(path), False
+    if isinstance(inputs, (Mapping, AbstractSet)):
+        # iterated, a dict gave its keys (its values dropped without a word) and a set an order of its own, in
+        # which no caller could match the translations back to their sentences
+        why = ("its keys or its values? pass list(d.values()), or list(d) for the keys" if isinstance(inputs, Mapping)
+               else "it has no order to give the translations back in: pass a list, e.g. sorted(s)")
+        raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
+                        f"pathlib.Path (one sentence per line); got a {type(inputs).__name__}: {why}")
+    if (ndim := getattr(inputs, "ndim", 1)) != 1:
+        # iterated, a DataFrame gave its column names (translated in place of its sentences without a word)
+        column = "one column, e.g. df['de']" if hasattr(inputs, "columns") else "a 1-D array or a list"
+        raise TypeError("a seq2seq model translates a sentence (str), a list of them, or a text file given as a "
+                        f"pathlib.Path (one sentence per line); got a {ndim}-D {type(inputs).__name__}: pass {column}")
     items = list(inputs) if isinstance(inputs, Iterable) else None
     if items is None or not all(isinstance(s, str) for s in items):
         got = type(inputs).__name__ if items is None else \

@@ -25,6 +25,7 @@ JSON, so it holds for the tokenizers already stored in weights files, fingerprin
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -66,6 +67,21 @@ def _text_normalizer() -> normalizers.Normalizer:
                                  normalizers.Replace(Regex(_SPACE_RUN), " ")])
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_surrogates(texts: Sequence[str], first: int = 0) -> None:
+    """A lone surrogate (bytes read with ``errors="surrogateescape"``, a JSON ``"\\ud800"``) is no character UTF-8
+    can hold, so a byte-level BPE has no bytes for it: ``tokenizers`` answered "TextEncodeInput must be
+    Union[TextInputSequence, Tuple[InputSequence, InputSequence]]", naming neither the input nor the character."""
+    for i, text in enumerate(texts, first):
+        if (m := _SURROGATE.search(text)) is not None:
+            raise ValueError(
+                f"text {i} holds a lone surrogate U+{ord(m.group()):04X} at character {m.start()} "
+                f"({text[max(0, m.start() - 20):m.start() + 20]!r}), which is not a character and has no UTF-8 bytes: "
+                "expected valid Unicode text; decode the source bytes with errors='replace' (or fix their encoding)")
+
+
 class Tokenizer:
     """Text <-> token ids. ``encode_batch(list[str]) -> list[list[int]]`` (no specials added, nor read from
     the text: a literal ``"</s>"`` is its characters); ``decode_batch(list[list[int]]) -> list[str]`` (special
@@ -88,16 +104,39 @@ class Tokenizer:
         return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        if isinstance(texts, str):  # iterated, it was one "sentence" per character
+            raise TypeError(f"expected a list of str to tokenize, got a str ({texts[:40]!r}): encode() takes one text, "
+                            "encode_batch([text]) a list")
         bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
         if bad:
             raise TypeError(f"expected a list of str to tokenize, got elements of type {', '.join(sorted(set(bad)))}")
+        _refuse_surrogates(texts)
         return [e.ids for e in self.hf.encode_batch([normalize_text(t) for t in texts], add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.decode_batch([ids])[0]
 
     def decode_batch(self, ids: Sequence[Sequence[int]]) -> list[str]:
-        return self.hf.decode_batch([list(map(int, x)) for x in ids], skip_special_tokens=True)
+        return self.hf.decode_batch([self._id_row(x, r) for r, x in enumerate(ids)], skip_special_tokens=True)
+
+    def _id_row(self, row: Sequence[int], r: int) -> list[int]:
+        """Row ``r`` of token ids, each a whole number (NumPy's and 0-d tensors' too) below ``vocab_size``. int()
+        truncated a float id (4.7 read as 4), read a str "12" as ids 1 and 2, and ``tokenizers`` decoded an id past
+        the vocabulary as "" and a negative one as "OverflowError: number too small to fit in target type"."""
+        if isinstance(row, str):
+            raise TypeError(f"token ids are lists of ints, got a str ({row[:20]!r}) as row {r}: decode the ids "
+                            "encode() gave")
+        out = []
+        for i in row:
+            try:
+                out.append(operator.index(i))
+            except TypeError:
+                raise TypeError(f"token ids are whole numbers, got {type(i).__name__} {i!r} in row {r}") from None
+        n = self.vocab_size
+        if (bad := next((i for i in out if not 0 <= i < n), None)) is not None:
+            raise ValueError(f"token id {bad} in row {r} is not one of this tokenizer's {n} tokens (ids 0..{n - 1}): "
+                             "ids from another vocabulary, or from an output layer larger than the tokenizer")
+        return out
 
     def to_json(self) -> str:
         return self.hf.to_str()
@@ -133,6 +172,13 @@ class Tokenizer:
         return f"Tokenizer(byte-level BPE, vocab_size={self.vocab_size})"
 
 
+def _checked(texts: Iterable[str]) -> Iterable[str]:
+    """``texts`` normalised, one at a time (a corpus may stream), each refused where it holds a lone surrogate."""
+    for i, text in enumerate(texts):
+        _refuse_surrogates([text], first=i)
+        yield normalize_text(text)
+
+
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
     """Train a byte-level BPE on ``texts`` (both languages for a joint vocabulary), read as
     :meth:`Tokenizer.encode_batch` reads them (:func:`normalize_text`)."""
@@ -149,5 +195,5 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    hf.train_from_iterator(map(normalize_text, texts), trainer)
+    hf.train_from_iterator(_checked(texts), trainer)
     return Tokenizer(hf)

@@ -14,7 +14,7 @@ import math
 import numbers
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -136,16 +136,30 @@ def _search_all(model: Any, ids: list[list[int]], beam_size: int, length_penalty
     return out
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    """sacreBLEU (13a, cased, detokenized input) of ``hypotheses`` against one reference each, both read as the
-    tokenizer reads text (:func:`~zoo.seq2seq.tokenizer.normalize_text`, then NFC)."""
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> float:
+    """sacreBLEU (13a, cased, detokenized input) of ``hypotheses`` against one reference each (a list of str), or
+    against several: sacreBLEU's own form, a list of reference streams, each a list of str as long as
+    ``hypotheses`` (``corpus_bleu(hyps, [refs])`` as ``sacrebleu.corpus_bleu`` is called). Every text is read as
+    the tokenizer reads it (:func:`~zoo.seq2seq.tokenizer.normalize_text`, then NFC)."""
     import unicodedata
 
     import sacrebleu
 
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if not references:  # sacreBLEU's own answer is a bare IndexError
+    hypotheses = _texts(hypotheses, "hypotheses")
+    if not isinstance(references, (str, bytes)) and isinstance(references, Iterable):
+        references = list(references)
+    # sacreBLEU's form, [refs] (a list of lists), was an AttributeError ("'list' object has no attribute
+    # 'translate'") or "2 hypotheses but 1 references"
+    several = isinstance(references, list) and bool(references) and all(
+        isinstance(r, Iterable) and not isinstance(r, (str, bytes)) for r in references)
+    streams = [_texts(refs, f"references[{k}]") for k, refs in enumerate(references)] if several \
+        else [_texts(references, "references")]
+    for k, refs in enumerate(streams):
+        if len(hypotheses) != len(refs):
+            which = f" in reference stream {k}" if len(streams) > 1 else ""
+            raise ValueError(f"{len(hypotheses)} hypotheses but {len(refs)} references{which}: expected one "
+                             "reference per hypothesis")
+    if not hypotheses:  # sacreBLEU's own answer is a bare IndexError
         raise ValueError("no sentences to score: expected one hypothesis and one reference per sentence, got two "
                          "empty lists")
     # the model writes NFC: references in NFD (macOS file tools write umlauts decomposed) matched none of its
@@ -154,7 +168,20 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
         return [unicodedata.normalize("NFC", normalize_text(t)) for t in texts]
 
     # sacreBLEU's exp(mean log precision) of a perfect match is 100.00000000000004, not a score past the maximum
-    return min(100.0, float(sacrebleu.corpus_bleu(read(hypotheses), [read(references)]).score))
+    return min(100.0, float(sacrebleu.corpus_bleu(read(hypotheses), [read(refs) for refs in streams]).score))
+
+
+def _texts(texts: Any, name: str) -> list[str]:
+    """``texts`` as a list of sentences, refusing a str (iterated, its characters were scored as sentences: BLEU 0
+    of a perfect match) and anything but str inside (an AttributeError from the normaliser)."""
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+        raise TypeError(f"{name} must be a list of sentences (str), got {type(texts).__name__}"
+                        + (f" {texts[:40]!r}: wrap one sentence in a list" if isinstance(texts, str) else ""))
+    texts = list(texts)
+    bad = sorted({type(t).__name__ for t in texts if not isinstance(t, str)})
+    if bad:
+        raise TypeError(f"{name} must be a list of sentences (str), got elements of type {', '.join(bad)}")
+    return texts
 
 
 def seq2seq_forward(model: torch.nn.Module, batch: Any) -> tuple[Tensor, Tensor]:
@@ -188,7 +215,7 @@ def bleu_eval_fn(
     sentence longer than the model takes is translated clipped to its limit, with a warning, as the loss on the
     same data clips it (refusing it would fail the run after a trained epoch, with no checkpoint).
     """
-    sources, references = list(sources), list(references)
+    sources, references = _texts(sources, "sources"), _texts(references, "references")
     if not sources:  # refused before training, not at the first validation after a trained epoch
         raise ValueError("bleu_eval_fn: no sentences to score (empty sources); pass at least one source sentence "
                          "and its reference")
