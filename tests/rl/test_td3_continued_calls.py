@@ -197,3 +197,23 @@ def test_every_calls_episodes_stay_in_episodes_csv(tmp_path):
         rows = list(csv.DictReader(fh))
     assert [int(e["step"]) for e in episodes] == [40, 80, 140, 180]  # each call made its own env: new episodes
     assert len(episodes) == agent.num_episodes and [int(r["step"]) for r in rows] == [50, 100, 150, 200]
+
+
+def test_a_later_call_of_the_same_agent_goes_on_in_its_checkpoint_dir(tmp_path):
+    """learn(n, checkpoint_dir=d) then learn(n, checkpoint_dir=d, reset_num_timesteps=False) was refused as "d holds
+    another run's checkpoints", though they were this agent's own: it goes on there, its checkpoint at the
+    run's step count. Another agent (a copy of it too) and a file changed since are still refused."""
+    build = {"env": "Pendulum-v1", **TINY}
+    agent = zoo.build("td3", **build)
+    agent.learn(40, checkpoint_dir=tmp_path, checkpoint_every=20, **RUN)
+    twin = copy.deepcopy(agent)
+    agent.learn(40, checkpoint_dir=tmp_path, checkpoint_every=20, reset_num_timesteps=False, **RUN)
+    assert agent.num_timesteps == 80
+    assert torch.load(tmp_path / "td3_last.pt", weights_only=True)["counters"]["num_timesteps"] == 80
+    with pytest.raises(ValueError, match="holds another run's checkpoints"):
+        twin.learn(40, checkpoint_dir=tmp_path, reset_num_timesteps=False, **RUN)
+    with pytest.raises(ValueError, match="holds another run's checkpoints"):
+        zoo.build("td3", **build).learn(40, checkpoint_dir=tmp_path, **RUN)
+    (tmp_path / "td3_last.pt").touch()  # rewritten since this agent wrote it: not known to be its own any more
+    with pytest.raises(ValueError, match="holds another run's checkpoints"):
+        agent.learn(40, checkpoint_dir=tmp_path, reset_num_timesteps=False, **RUN)

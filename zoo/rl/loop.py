@@ -127,7 +127,7 @@ def train(
     _refuse_several_processes()
     ckpt_dir = Path(checkpoint_dir).expanduser() if checkpoint_dir is not None else None  # "~/runs", as fit reads it
     logs = Path(log_dir).expanduser() if log_dir is not None else ckpt_dir
-    with _own_folders(ckpt_dir, logs, resume):  # before any work: a folder that cannot be ours fails at once
+    with _own_folders(ckpt_dir, logs, resume, agent):  # before any work: a folder that cannot be ours fails at once
         run = _open_run(agent, data, env, num_envs, total_steps=total_steps, eval_every=eval_every,
                         eval_episodes=eval_episodes, eval_env=eval_env, ckpt_dir=ckpt_dir,
                         ckpt_every=_checkpoint_every(checkpoint_every, eval_every),
@@ -173,7 +173,7 @@ def _refuse_several_processes() -> None:
 
 
 @contextlib.contextmanager
-def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool | str | os.PathLike):
+def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool | str | os.PathLike, agent: Any):
     """The run's folders, as the engine's fit owns its own: created (a file in the way, or a read-only
     place, fails before the first step instead of at the first checkpoint), locked for the run's whole life
     (a second run there fails at once, naming this one: two writers would interleave one td3_last.pt),
@@ -182,11 +182,11 @@ def _own_folders(checkpoint_dir: Path | None, log_dir: Path | None, resume: bool
     another run's checkpoints (read under the lock: a run that just ended there has written its last)."""
     with fs.own_folders((("checkpoint_dir", checkpoint_dir), ("log_dir", log_dir)), "training run"):
         if checkpoint_dir is not None:
-            _refuse_a_used_folder(checkpoint_dir, resume)
+            _refuse_a_used_folder(checkpoint_dir, resume, agent)
         yield
 
 
-def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike) -> None:
+def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike, agent: Any) -> None:
     """The engine's rules (zoo.engine.resume.refuse_a_used_folder): a run that does not continue the
     folder's ``td3_last.pt`` (a new one, or a resume from a file elsewhere) would replace it and
     ``td3_best.safetensors`` (a re-run of the command that Ctrl-C stopped, without ``--resume``, would lose
@@ -197,6 +197,11 @@ def _refuse_a_used_folder(folder: Path, resume: bool | str | os.PathLike) -> Non
     last, best = folder / CHECKPOINT_NAME, folder / BEST_NAME
     held = [p.name for p in (last, best) if p.is_file()]
     if not held or (resume is True and last.is_file()):
+        return
+    written = agent.checkpoint_written
+    if not resume and written is not None and written.is_file(last):
+        # this agent's own run, written by its last call (learn(n, reset_num_timesteps=False) into the same
+        # folder, as SB3's checkpoints go on): refused as "another run's" before; its best stays in agent.history
         return
     if resume is True:
         raise CheckpointError(

@@ -35,7 +35,7 @@ from zoo import fs
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.precision import precision_record, resumed_precision
 from zoo.rl import normalization
-from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Run, keep_statistics, next_multiple
+from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Run, WrittenCheckpoint, keep_statistics, next_multiple
 
 __all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "check_format", "checkpoint_state", "env_rng_state",
            "is_td3_checkpoint", "load_checkpoint_state", "reset_episode", "restore_env", "resume_path",
@@ -410,4 +410,5 @@ def save_checkpoint(agent, run: Run) -> None:
     if any(stacks[1:]):  # a normaliser in each sub-env: each keeps statistics of its own
         state["run_state"]["sub_env_normalization"] = [normalization.statistics(s, accumulators=True) for s in stacks]
     save_with_digest(state, run.ckpt_path)
+    agent.checkpoint_written = WrittenCheckpoint.of(run.ckpt_path)  # a later call of this agent goes on there
     run.next_ckpt = next_multiple(agent.num_timesteps, run.ckpt_every)

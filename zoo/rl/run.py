@@ -22,8 +22,8 @@ from zoo.rl.envspec import had_unmade_wrappers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "LiveEpisodes", "Run", "env_marks", "keep_statistics",
-           "next_multiple"]
+__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "LiveEpisodes", "Run", "WrittenCheckpoint", "env_marks",
+           "keep_statistics", "next_multiple"]
 
 CHECKPOINT_NAME = "td3_last.pt"
 """The run's checkpoint (agent, optimizers, replay buffer, episodes): what ``resume`` continues from."""
@@ -185,6 +185,39 @@ class LiveEpisodes:
 
 def _no_live_episodes() -> None:
     """What a copied or unpickled :class:`LiveEpisodes` becomes: none."""
+
+
+@dataclass(frozen=True)
+class WrittenCheckpoint:
+    """The ``td3_last.pt`` an agent's training call last wrote, by what the file system says of it (path, inode,
+    size, modification time): a later call of that agent into the same ``checkpoint_dir`` goes on with its own run
+    there, where a folder holding any other run's checkpoints is refused. A copied or unpickled agent is another
+    agent: it holds none (a copy writing there would replace the original's checkpoint)."""
+
+    path: str
+    stat: tuple[int, int, int]
+
+    @classmethod
+    def of(cls, path: Path) -> WrittenCheckpoint | None:
+        try:
+            return cls(str(path.resolve()), _stat_key(path))
+        except OSError:
+            return None
+
+    def is_file(self, path: Path) -> bool:
+        """Whether ``path`` is that file, unchanged since it was written."""
+        try:
+            return str(path.resolve()) == self.path and _stat_key(path) == self.stat
+        except OSError:
+            return False
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        return _no_live_episodes, ()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def env_marks(env: Any) -> list:

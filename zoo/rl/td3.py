@@ -38,7 +38,7 @@ from zoo.rl.flat import FlatAdam, FlatParams
 from zoo.rl.networks import Actor, TwinCritic
 from zoo.rl.noise import OrnsteinUhlenbeckNoise
 from zoo.rl.resume import CHECKPOINT_FORMAT, RESUME_APPLIED
-from zoo.rl.run import LiveEpisodes
+from zoo.rl.run import LiveEpisodes, WrittenCheckpoint
 from zoo.rl.weights import checkpoint_build_config, load_weights
 
 __all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "TD3Agent", "check_spaces", "checkpoint_build_config"]
@@ -204,6 +204,8 @@ class TD3Agent:
         # zoo.train / learn call left in progress, with its env, which the next call on that env continues
         self.episode_log: list[dict[str, Any]] = []
         self.live_episodes: LiveEpisodes | None = None
+        # the td3_last.pt this agent's training last wrote: a later call into that folder goes on with the run
+        self.checkpoint_written: WrittenCheckpoint | None = None
         # sums of the critic and actor losses since the last pop_losses(), and how many of each
         self._loss_sum = torch.zeros(2, device=self.device)
         self._loss_n = [0, 0]
