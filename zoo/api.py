@@ -119,16 +119,22 @@ def _plain_seed(config: dict[str, Any]) -> dict[str, Any]:
     in its own way: None failed in one and not another, ``2.7`` became 2, -1 was gymnasium's error."""
     if "seed" not in config:
         return config
-    from zoo.inputs import whole_number
-
     rest = {k: v for k, v in config.items() if k != "seed"}
     if config["seed"] is None:
         return rest
+    return {**rest, "seed": check_seed(config["seed"], allow_none=True)}
+
+
+def check_seed(seed: Any, *, allow_none: bool = False) -> int:
+    """``seed`` as a plain int in [0, :data:`SEED_MAX`], or a clear error naming that range (``or None`` where
+    None is taken as no seed given)."""
+    from zoo.inputs import whole_number
+
     hint = f"at most 2**32 - 1 = {SEED_MAX}"
-    seed = whole_number(config["seed"], "seed", minimum=0, allow_none=True, hint=hint)
-    if seed > SEED_MAX:
-        raise ValueError(f"seed must be an int >= 0 or None ({hint}), got {seed}")
-    return {**rest, "seed": seed}
+    value = whole_number(seed, "seed", minimum=0, allow_none=allow_none, hint=hint)
+    if value > SEED_MAX:
+        raise ValueError(f"seed must be an int >= 0{' or None' if allow_none else ''} ({hint}), got {value}")
+    return value
 
 
 def _is_module(model: Any) -> bool:

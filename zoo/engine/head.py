@@ -25,7 +25,7 @@ from zoo.wrappers import unwrap
 
 __all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "classifier_outputs", "drop_stale_classes",
            "head_name", "num_outputs", "replace_fc", "reset_classifier", "swap_classifier",
-           "take_file_head"]
+           "take_file_head", "weights_as_backbone"]
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
@@ -112,10 +112,19 @@ def swap_classifier(model: nn.Module, num_classes: int) -> None:
             setattr(parent, attr, _fresh_linear(getattr(parent, attr), num_classes))
     drop_stale_classes(model, num_classes)
     cfg = getattr(model, "pretrained_cfg", None)
-    if isinstance(cfg, dict) and cfg.get("weights") is not None:
-        # the network is no longer those weights' (exports and saved metadata would say it is): only its
-        # backbone is, which a head-only fine-tune on cached features still rebuilds its checkpoints around
-        model.pretrained_cfg = {**{k: v for k, v in cfg.items() if k != "weights"}, "backbone_from": cfg["weights"]}
+    if isinstance(cfg, dict):
+        model.pretrained_cfg = weights_as_backbone(cfg)
+
+
+def weights_as_backbone(cfg: dict) -> dict:
+    """``cfg`` (a copy) with the weights it names moved from ``weights`` to ``backbone_from``, for a network whose
+    head is no longer theirs (reset, replaced by hand, or built with another ``num_classes``): exports and saved
+    metadata would otherwise say the network is those weights, while only its backbone is, which a head-only
+    fine-tune on cached features still rebuilds its checkpoints around."""
+    cfg = dict(cfg)
+    if cfg.get("weights") is not None:
+        cfg["backbone_from"] = cfg.pop("weights")
+    return cfg
 
 
 def _linear_for_identity(model: nn.Module, num_classes: int) -> nn.Linear:

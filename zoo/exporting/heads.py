@@ -29,13 +29,12 @@ def fitting_classes(cfg: dict[str, Any], outputs: int | None) -> tuple[dict[str,
     """``cfg`` (a copy) without class names that do not name ``outputs`` outputs, its ``weights`` name then moved
     to ``backbone_from`` (the head is no longer the weights', as ``reset_classifier`` records it); returns the
     cfg and a note for the metadata when names were dropped, else None."""
-    cfg = dict(cfg)
+    from zoo.engine.head import weights_as_backbone
+
     classes = cfg.get("classes")
     if classes is None or (outputs is not None and len(classes) == outputs):
-        return cfg, None
-    del cfg["classes"]
-    if cfg.get("weights") is not None:
-        cfg["backbone_from"] = cfg.pop("weights")
+        return dict(cfg), None
+    cfg = weights_as_backbone({k: v for k, v in cfg.items() if k != "classes"})
     head = f"{outputs} outputs" if outputs is not None else "no classifier (its head is not an nn.Linear)"
     return cfg, (f"the recorded {len(classes)} class names are not stored: the network's head gives {head}, "
                  f"so it was replaced after they were recorded")

@@ -175,7 +175,7 @@ class LiveEpisodes:
         return True
 
     def __reduce__(self) -> tuple[Any, tuple]:
-        return _no_live_episodes, ()
+        return _none_in_a_copy, ()
 
     def close_unless(self, env: Any) -> None:
         """Dropped: the env closed where the run had made it (and no run steps it now)."""
@@ -183,8 +183,9 @@ class LiveEpisodes:
             self.env.close()
 
 
-def _no_live_episodes() -> None:
-    """What a copied or unpickled :class:`LiveEpisodes` becomes: none."""
+def _none_in_a_copy() -> None:
+    """What a copied or unpickled :class:`LiveEpisodes` or :class:`WrittenCheckpoint` becomes: none (they belong to
+    the agent that ran, not to a copy of it)."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class WrittenCheckpoint:
             return False
 
     def __reduce__(self) -> tuple[Any, tuple]:
-        return _no_live_episodes, ()
+        return _none_in_a_copy, ()
 
 
 def _stat_key(path: Path) -> tuple[int, int, int]:

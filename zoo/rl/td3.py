@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from zoo.api import ModelState
+from zoo.api import ModelState, check_seed
 from zoo.engine.devices import same_device, usable_device
 from zoo.engine.precision import resolve_amp
 from zoo.rl import networks as nets
@@ -89,21 +89,6 @@ def _is_image(shape: tuple[int, ...], dtype: Any) -> bool:
     return len(shape) == 3 and np.dtype(dtype) == np.uint8 and (shape[0] in (1, 3, 4) or shape[-1] in (1, 3, 4))
 
 
-def _agent_seed(seed: Any) -> int:
-    """``seed`` as zoo.train's ``seed=`` takes it, a whole number in [0, 2**32 - 1] (:data:`zoo.api.SEED_MAX`),
-    checked when the agent is built: -1 was taken, and refused by gymnasium's first ``reset`` of the first
-    training call ("Seed must be greater or equal to zero"); 2**64 was torch's "Overflow when unpacking long
-    long"."""
-    from zoo.api import SEED_MAX
-    from zoo.inputs import whole_number
-
-    hint = f"at most 2**32 - 1 = {SEED_MAX}"
-    value = whole_number(seed, "seed", minimum=0, hint=hint)
-    if value > SEED_MAX:
-        raise ValueError(f"seed must be an int >= 0 ({hint}), got {value}")
-    return value
-
-
 def _finite_number(x: Any) -> bool:
     """Whether ``x`` is a finite number (in float64): one that float32 turned into inf was out of its range."""
     try:
@@ -147,7 +132,9 @@ class TD3Agent:
         self.obs_dim, self.act_dim = check_spaces(observation_space, action_space, env_id or "env")
         self.obs_shape = tuple(int(n) for n in observation_space.shape)  # (obs_dim,) unless read flat
         self.observation_space, self.action_space = observation_space, action_space
-        self.config, self.env_id, self.preset, self.seed = config, env_id, preset, _agent_seed(seed)
+        # checked as zoo.train's seed= is: -1 was taken, then refused by gymnasium's first reset ("Seed must be
+        # greater or equal to zero"), and 2**64 was torch's "Overflow when unpacking long long"
+        self.config, self.env_id, self.preset, self.seed = config, env_id, preset, check_seed(seed)
         self.device = usable_device(device)
         low = torch.as_tensor(np.asarray(action_space.low, np.float32), device=self.device)
         high = torch.as_tensor(np.asarray(action_space.high, np.float32), device=self.device)

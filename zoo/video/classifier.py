@@ -68,8 +68,7 @@ def recipe_sizes(cfg: dict[str, Any]) -> tuple[int, int | list[int]]:
     """``(size, resize)`` of a ``video_cfg``, checked: the crop an int, the resize an int (the shorter side) or
     ``[height, width]``. ``int()`` read a ``size`` of 16.7 as 16 and ``True`` as 1, without a word."""
     size = whole_number(cfg["size"], "video_cfg['size']", hint="the centre crop, pixels")
-    resize = size_pair(cfg.get("resize", size), "video_cfg['resize']", int_means="the shorter side, aspect kept")
-    return size, list(resize) if isinstance(resize, tuple) else resize
+    return size, _resize_option(cfg.get("resize", size), "video_cfg['resize']")
 
 
 def set_clip_recipe(cfg: dict[str, Any], updates: dict[str, Any]) -> None:
@@ -667,10 +666,10 @@ def _with_dataset_sampling(data: Any, recipe: dict[str, Any]) -> dict[str, Any]:
     return {**recipe, key: int(count)}
 
 
-def _resize_option(value: Any) -> int | list[int]:
-    """``resize=`` of a training call: an int (the shorter side) or ``[height, width]`` as ``video_cfg`` holds it
-    (a pair was refused, "resize must be an int", though a Kinetics recipe holds one)."""
-    resize = size_pair(value, "resize", int_means="the shorter side, aspect kept")
+def _resize_option(value: Any, name: str = "resize") -> int | list[int]:
+    """``resize=`` of a training call or a ``video_cfg``: an int (the shorter side) or ``[height, width]`` as
+    ``video_cfg`` holds it (a pair was refused, "resize must be an int", though a Kinetics recipe holds one)."""
+    resize = size_pair(value, name, int_means="the shorter side, aspect kept")
     return list(resize) if isinstance(resize, tuple) else resize
 
 

@@ -28,6 +28,7 @@ from zoo.engine.head import (
     classifier_outputs,
     reset_classifier,
     take_file_head,
+    weights_as_backbone,
 )
 from zoo.engine.network import Network
 from zoo.inputs import class_folders, whole_number
@@ -354,13 +355,9 @@ def _load_weights(model: ResNet18, path: Path, entry: Any, requested: dict[str, 
     _fit_channels(cfg, conv.in_channels)
     if classes is not None and model.fc.out_features == len(classes):
         cfg["classes"] = list(classes)
-    name = getattr(entry, "name", None) or str(path)
-    if any(key.startswith("fc.") for key, _, _ in report.reinitialized):
-        # num_classes= unlike the file's: only the backbone is those weights' (as reset_classifier records it),
-        # and an export or zoo.save naming them as the network's would claim their head too
-        cfg["backbone_from"] = name
-    else:
-        cfg["weights"] = name
+    cfg["weights"] = getattr(entry, "name", None) or str(path)
+    if any(key.startswith("fc.") for key, _, _ in report.reinitialized):  # num_classes= unlike the file's
+        cfg = weights_as_backbone(cfg)
     model.pretrained_cfg = cfg
     model.load_report = report
     return model
