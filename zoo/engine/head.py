@@ -112,7 +112,7 @@ def swap_classifier(model: nn.Module, num_classes: int) -> None:
             setattr(parent, attr, _fresh_linear(getattr(parent, attr), num_classes))
     drop_stale_classes(model, num_classes)
     cfg = getattr(model, "pretrained_cfg", None)
-    if isinstance(cfg, dict):
+    if isinstance(cfg, dict) and cfg.get("weights") is not None:  # else the model keeps its own dict
         model.pretrained_cfg = weights_as_backbone(cfg)
 
 
