@@ -115,14 +115,16 @@ _INTEL_MODELS = {85: "skx", 106: "icx", 108: "icx", 143: "spr", 173: "gnr", 174:
 
 def cpu_uarch(ident: str | None = None) -> str:
     """``"zen3"``, ``"zen4"``, ``"zen5"``, ... from the ``cpu_id`` ("AuthenticAMD family 25 model 17 ..."),
-    ``"spr"``, ``"emr"``, ... from an Intel one ("GenuineIntel family 6 model 207 ..."), or ``""`` where it is
-    not known."""
+    ``"spr"``, ``"emr"``, ... from an Intel one ("GenuineIntel family 6 model 207 ..."; ``"model<n>"`` for a model
+    not in the table), or ``""`` where it is not known."""
     if ident is None:
         feats = _cpu_features()
         ident = feats.ident if feats is not None else ""
     intel = re.match(r"GenuineIntel family 6 model (\d+)", ident or "")
     if intel:
-        return _INTEL_MODELS.get(int(intel[1]), "")
+        # a model not in the table (a VM may report a made-up one: the AMX Xeon of 2026-12-07 called itself
+        # model 167, a client part's number) is not known to be the kind's first CPU: it files apart
+        return _INTEL_MODELS.get(int(intel[1]), f"model{intel[1]}")
     m = re.match(r"AuthenticAMD family (\d+) model (\d+)", ident or "")
     if not m:
         return ""
