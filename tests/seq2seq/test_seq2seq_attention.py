@@ -353,3 +353,21 @@ def test_wrong_memory_or_kv_shapes_are_clear_errors(context, match):
         m(x, **context)
     mem = torch.randn(1, S, D)  # one memory shared by every query row stays allowed
     torch.testing.assert_close(m(x, kv=m.project_kv(mem)), m(x, mem.expand(B, S, D)))
+
+
+@pytest.mark.parametrize("batch", [B, 1])
+def test_nn_multihead_attention_3d_mask_layout_is_refused_with_its_reshape(batch):
+    """Before: nn.MultiheadAttention's (B * n_heads, T, S) float mask was refused as "cannot broadcast" (or,
+    for one sentence, "would enlarge it"), not saying that 3-D means (B, T, S) here nor how to pass it."""
+    m = _mha().eval()
+    q, mem = torch.randn(batch, T, D), torch.randn(batch, S, D)
+    mask = torch.randn(batch * H, T, S)
+    with pytest.raises(ValueError, match=rf"\(B, T, S\) here.*mask\.view\({batch}, {H}, {T}, {S}\)"):
+        m(q, mem, attn_mask=mask)
+    t = nn.MultiheadAttention(D, H, batch_first=True).eval()
+    with torch.no_grad():
+        t.in_proj_weight.copy_(m.in_proj.weight)
+        t.in_proj_bias.copy_(m.in_proj.bias)
+        t.out_proj.weight.copy_(m.out_proj.weight)
+        t.out_proj.bias.copy_(m.out_proj.bias)
+        torch.testing.assert_close(m(q, mem, attn_mask=mask.view(batch, H, T, S)), t(q, mem, mem, attn_mask=mask)[0])

@@ -245,3 +245,68 @@ def test_gru_step_feeds_a_token_prefix_in_order_like_the_transformer(key):
         torch.testing.assert_close(chunked.hidden, one_by_one.hidden)
         with pytest.raises(ValueError, match=r"\(B, T\).*got shape \(3, 0\)"):
             m.step(m.start(src), tgt[:, :0])
+
+
+def test_transformer_step_refuses_a_cache_it_cannot_take():
+    """Before: a bare KVCache.empty(n_layers) (no cross-attention keys) decoded without error, each
+    cross-attention attending over the target itself; a batch other than the cache's failed deep inside a layer
+    (after the first layer had already written its keys into the cache) or, one row into two, broadcast."""
+    m = _model("transformer")
+    src = _src()
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"model\.start\(src\)"):
+            m.step(KVCache.empty(len(m.decoder_layers)), torch.ones(3, dtype=torch.long))
+        state = m.start(src)
+        with pytest.raises(ValueError, match="tokens hold 2 rows but the cache holds 3"):
+            m.step(state, torch.ones(2, dtype=torch.long))
+        m.step(state, torch.ones(3, dtype=torch.long))
+        for rows in (1, 4):
+            with pytest.raises(ValueError, match=f"tokens hold {rows} rows but the cache holds 3"):
+                m.step(state, torch.full((rows,), 5))
+        assert state.position == 1 and all(lc.length == 1 for lc in state.layers)  # refused before any write
+        tgt = torch.tensor([[1, 5]] * 3)
+        torch.testing.assert_close(m.step(state, tgt[:, 1]), m(src, tgt)[:, -1], atol=2e-5, rtol=1e-5)
+
+
+class _TableState:
+    def __init__(self, rows):
+        self.prefixes = [()] * rows
+
+    def reorder(self, index):
+        self.prefixes = [self.prefixes[i] for i in index.tolist()]
+
+
+_TABLE = {(): {4: -0.01, 5: -2.3, 2: -5.0}, (4,): {4: -0.01, 2: -3.0, 5: -3.0}, (5,): {2: -0.1, 4: -5.0, 5: -5.0},
+          (4, 4): {4: -0.01, 2: -3.0, 5: -4.0}, (4, 5): {2: -0.05, 4: -6.0, 5: -6.0}, (4, 4, 4): {2: -0.01, 4: -6.0, 5: -6.0}}
+
+
+class _TableModel:
+    """Log-probabilities read from a table of prefixes (ids 4 = a, 5 = b): greedy takes a, a, a, EOS
+    (log p ~ -0.27); [b] + EOS (~ -2.4) and [a, a] + EOS (~ -3.1) finish first, inside the top 2."""
+
+    pad_id, bos_id, eos_id, max_len = 0, 1, 2, 64
+
+    def start(self, src):
+        return _TableState(src.shape[0])
+
+    def step(self, state, tokens):
+        rows = []
+        for i, t in enumerate(tokens.tolist()):
+            if t != self.bos_id:
+                state.prefixes[i] += (t,)
+            row = torch.full((6,), -30.0)
+            for tok, logp in _TABLE.get(state.prefixes[i], {self.eos_id: 0.0}).items():
+                row[tok] = logp
+            rows.append(row)
+        return torch.stack(rows)
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_search_does_not_stop_while_a_live_hypothesis_scores_better(length_penalty):
+    """Before: a sentence was done as soon as K hypotheses had finished (fairseq's rule), here [b] and [a, a]
+    at step 3 with beam 2, while the live [a, a, a] finished better one step later: beam 2 returned [b],
+    log p -2.4, where greedy found [a, a, a], -0.27."""
+    m, src = _TableModel(), torch.tensor([[7, 8]])
+    assert greedy_search(m, src, max_len=10) == [[4, 4, 4]]
+    for k in (1, 2, 3):
+        assert beam_search(m, src, beam_size=k, max_len=10, length_penalty=length_penalty) == [[4, 4, 4]]

@@ -56,15 +56,23 @@ def _as_4d(mask: Tensor, name: str, target: tuple[int, int, int, int]) -> Tensor
             f"{name} must have 2, 3 or 4 dims broadcastable to (B, H, T, S) = {tuple(target)}, "
             f"got shape {tuple(mask.shape)}"
         )
+    B, H, T, S = target
+    # nn.MultiheadAttention's 3-D masks stack the heads into the batch: here 3-D is one mask per sentence
+    per_head = (
+        f" (a 3-D mask is (B, T, S) here, one for all heads; nn.MultiheadAttention's (B * n_heads, T, S) "
+        f"layout is mask.view({B}, {H}, {T}, {S}))"
+        if given == (B * H, T, S) and H > 1 else ""
+    )
     try:
         torch.broadcast_shapes(tuple(mask.shape), target)
     except RuntimeError:
         raise ValueError(
-            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)}"
+            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)}{per_head}"
         ) from None
     if torch.broadcast_shapes(tuple(mask.shape), target) != target:
         raise ValueError(
-            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)} (it would enlarge it)"
+            f"{name} of shape {given} cannot broadcast to (B, H, T, S) = {tuple(target)} (it would enlarge "
+            f"it){per_head}"
         )
     return mask
 

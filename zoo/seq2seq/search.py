@@ -4,7 +4,8 @@ Beam search keeps ``beam_size`` live hypotheses per sentence as rows of one ``(B
 step it looks at the best ``2K`` continuations: those ending in EOS among the top K are finished
 (scored with the GNMT length penalty, Wu et al. 2016, https://arxiv.org/abs/1609.08144, ``lp =
 ((5 + len) / 6) ** alpha``), the best K others stay live; a sentence is done once it has K finished
-hypotheses (fairseq's rule). ``beam_size=1`` is exactly greedy search.
+hypotheses (fairseq's rule) and none of its live ones scores better, normalised at the same length
+(Hugging Face's ``early_stopping=False``). ``beam_size=1`` is exactly greedy search.
 """
 
 from __future__ import annotations
@@ -141,7 +142,13 @@ def beam_search(
                     if torch.isfinite(live_scores[b, k]):
                         hyp = history[b * K + int(live_beam[b, k])].tolist() + [int(live_tok[b, k])]
                         finished[b].append((float(live_scores[b, k]) / _length_penalty(len(hyp), length_penalty), hyp))
-            done[b] = len(finished[b]) >= K or last_step
+            # K finished are not enough while a live hypothesis still scores better (normalised at this
+            # length, as the EOS finishers of this step): fairseq's rule alone stopped there and returned a
+            # hypothesis worse than greedy's, which the live beam was about to finish (Hugging Face's rule).
+            # Live scores only fall, so at length_penalty=0 no hypothesis it dropped could have won.
+            best_live = float(live_scores[b, 0]) / _length_penalty(t + 1, length_penalty)
+            enough = len(finished[b]) >= K and max(s for s, _ in finished[b]) >= best_live
+            done[b] = enough or last_step
         if all(done):
             break
         rows = (torch.arange(B, device=device)[:, None] * K + live_beam).view(-1)  # (B*K)

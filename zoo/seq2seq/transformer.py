@@ -204,8 +204,37 @@ class Seq2SeqTransformer(Seq2SeqModel):
         """Feed ``tokens (B,)`` or ``(B, T)`` at the cached position; returns the last logits ``(B, V)``."""
         if tokens.dim() == 1:
             tokens = tokens[:, None]
+        if not torch.compiler.is_exporting():  # the export's stand-in cache is checked by its graph's shapes
+            self._check_step(state, tokens)
         x = self._embed(self.tgt_embed, tokens, start=state.position)
         for layer, lc in zip(self.decoder_layers, state.layers):
             x = layer(x, None, state.src_pad_mask, cache=lc)
         state.position += tokens.shape[1]
         return self._logits(x[:, -1])
+
+    def _check_step(self, state: KVCache, tokens: Tensor) -> None:
+        """Refuse a step the cache cannot take before any layer writes to it. Without cross-attention keys
+        (a bare ``KVCache.empty``) each cross-attention would attend over the target itself, with no error; a
+        batch other than the cache's broadcast into its buffer (one row into all) or failed deep in a layer."""
+        if tokens.dim() != 2 or tokens.shape[1] == 0:
+            raise ValueError(
+                f"tokens must be (B,) or (B, T) token ids with T >= 1, got shape {tuple(tokens.shape)}; "
+                "pass the next token of each row, or the forced prefix as (B, T)"
+            )
+        if len(state.layers) != len(self.decoder_layers) or any(lc.cross_kv is None for lc in state.layers):
+            raise ValueError(
+                f"the cache must hold {len(self.decoder_layers)} layers with their cross-attention keys/values, "
+                f"got {len(state.layers)} layers, "
+                f"{sum(lc.cross_kv is not None for lc in state.layers)} with them: start decoding with "
+                "state = model.start(src), which encodes the source into the cache"
+            )
+        B = tokens.shape[0]
+        cross = state.layers[0].cross_kv[0].shape[0]
+        cached = state.layers[0].cached_kv[0].shape[0] if getattr(state.layers[0], "length", 0) else None
+        if cross not in (B, 1) or cached not in (B, None):
+            rows = cross if cached is None else cached
+            raise ValueError(
+                f"tokens hold {B} rows but the cache holds {rows} (of model.start(src), {state.position} positions "
+                "decoded since); pass one token per cached row, or state.reorder(index) the cache to the rows "
+                "wanted first (beam search repeats each sentence's row with expand_index(B, K))"
+            )
