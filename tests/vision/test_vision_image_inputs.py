@@ -274,3 +274,21 @@ def test_predict_takes_datasets_of_dict_samples_as_evaluate_does(tmp_path, pil_f
                                                                collate_fn=lambda b: b))] == by_path
     with pytest.raises(TypeError, match=r"one key besides the label .* keys 'a', 'b', 'label'"):
         zoo.predict(model, torch.utils.data.StackDataset(a=files, b=files, label=files))
+
+
+def test_one_image_in_torchs_channel_order_is_told_how_to_go_in():
+    """A (C, H, W) tensor (torchvision's one image) or NumPy array was refused naming the forms taken, not the
+    call that works: a batch of one, or the array in (H, W, C) order."""
+    import zoo
+
+    model = zoo.build("resnet18", stem="cifar", num_classes=2)
+    with pytest.raises(ValueError, match=r"got torch.float32 \(3, 32, 32\): one image of \(C, H, W\) goes in as a "
+                                         r"batch of one, x.unsqueeze\(0\)"):
+        zoo.predict(model, torch.rand(3, 32, 32))
+    chw = np.zeros((3, 20, 24), np.uint8)
+    with pytest.raises(ValueError, match=r"a \(C, H, W\) image goes in as a.transpose\(1, 2, 0\), of shape "
+                                         r"\(20, 24, 3\)"):
+        zoo.predict(model, chw)
+    with pytest.raises(ValueError, match=r"one preprocessed \(C, H, W\) image goes in as a batch of one, a\[None\]"):
+        zoo.predict(model, chw.astype(np.float32))
+    assert len(zoo.predict(model, chw.transpose(1, 2, 0))) == len(zoo.predict(model, torch.rand(3, 32, 32)[None])) == 1

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageOps
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from zoo._stacklevel import user_stacklevel
 from zoo.inputs import SPLIT_NAMES, class_folders, split_folder, visible_files
 
-__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "find_split", "load_image_folders", "open_rgb", "scored_folder",
-           "to_rgb"]
+__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "dataset_classes", "find_split", "load_image_folders", "open_rgb",
+           "scored_folder", "to_rgb"]
 
 
 
@@ -175,6 +175,19 @@ def image_columns(data: Any) -> list[tuple[Any, Any]] | None:
     if not all(isinstance(x, Image.Image) for x in images) or any(isinstance(x, Image.Image) for x in labels):
         return None  # two (image, label) samples are samples, not columns
     return list(zip(images, labels))
+
+
+def dataset_classes(data: Any) -> list[str] | None:
+    """The class names ``data`` gives, in label order: a :class:`TransformedImages`' (its data set's or Hugging
+    Face's), else a data set's ``classes`` list of names, as every torchvision classification data set holds it
+    also with a ``transform`` of its own (``ImageFolder(root, transform=weights.transforms())`` yields tensors and
+    still names its classes); a DataLoader gives its data set's. None where nothing names them."""
+    if isinstance(data, DataLoader):
+        data = data.dataset
+    names = getattr(data, "classes", None)
+    if isinstance(names, (list, tuple)) and names and all(isinstance(n, str) for n in names):
+        return list(names)
+    return None
 
 
 def with_network_transforms(model: Any, data: Any, train: bool, *, augment: bool = True,

@@ -56,7 +56,7 @@ from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 from zoo.engine.seed import rng_state_kept
-from zoo.vision.data import TransformedImages, image_columns, with_network_transforms
+from zoo.vision.data import TransformedImages, dataset_classes, image_columns, with_network_transforms
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
@@ -375,9 +375,12 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         num_classes = len(classes)
     else:
         train_data, val_data = _split_data(data)
+        _check_image_arrays(model, train_data, val_data)
         train_data, val_data = (with_network_transforms(model, d, train, augment=augment, image_size=image_size)
                                 for d, train in ((train_data, True), (val_data, False)))
-        classes = getattr(train_data, "classes", None) if isinstance(train_data, TransformedImages) else None
+        # a torchvision data set names its classes with a transform of its own too (ImageFolder(root, transform=...)
+        # yields tensors): else the head kept the weights' size and names, and predict labelled ants 'airplane'
+        classes = dataset_classes(train_data)
         if classes is not None and num_classes is not None and num_classes != len(classes):
             raise ValueError(f"the data set has {len(classes)} classes but num_classes={num_classes}: leave "
                              f"num_classes out (the data set's classes set the head size) or pass {len(classes)}")
@@ -397,11 +400,28 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
         from zoo.vision.transforms import with_image_size
 
         # the network is tuned at image_size: evaluate / predict / zoo.save must use it too, not the size of the
-        # weights it started from (also where the data set names no classes: a Dataset of PIL images)
-        model.pretrained_cfg = record_classes(with_image_size(model.pretrained_cfg, image_size), classes,
-                                              num_outputs(model))
+        # weights it started from (also where the data set names no classes: a Dataset of PIL images); a data set
+        # of tensors was sized by its own transform, not by image_size
+        cfg = model.pretrained_cfg
+        if isinstance(data, (str, os.PathLike)) or isinstance(train_data, TransformedImages):
+            cfg = with_image_size(cfg, image_size)
+        model.pretrained_cfg = record_classes(cfg, classes, num_outputs(model))
     record_origin(model)
     return train_data, val_data
+
+
+def _check_image_arrays(model: nn.Module, train_data: Any, val_data: Any) -> None:
+    """``(X, y)`` images for a convolutional network checked as zoo.train and zoo.predict check them: a uint8 or
+    channels-last ``X`` (NumPy's and CIFAR10.data's layout) failed inside the first conv, in words naming neither
+    the layout nor the fix ("expected input[8, 32, 32, 3] to have 3 channels, but got 32 channels")."""
+    first = next((m for m in model.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
+    if not isinstance(first, nn.Conv2d):  # a network of other inputs (a Conv3d's clips) reads them as it will
+        return
+    from zoo.vision.predict import check_image_batch
+
+    for data, what in ((train_data, "X of (X, y)"), (val_data, "X of the validation (X, y)")):
+        if isinstance(data, TensorDataset) and data.tensors[0].dim() == 4:
+            check_image_batch(model, data.tensors[0], what)
 
 
 def _warn_unnamed_labels(model: nn.Module, classes: Any, num_classes: int | None) -> None:

@@ -252,8 +252,12 @@ def _named_images(inputs: Any) -> list[tuple[str, Any]]:
 def _array_image(a: np.ndarray, i: int) -> Image.Image:
     if a.dtype == np.uint8 and (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (1, 3, 4))):
         return Image.fromarray(a[..., 0] if a.ndim == 3 and a.shape[2] == 1 else a)
+    hint = ""
+    if a.ndim == 3 and a.shape[0] in (1, 3, 4) and a.shape[2] not in (1, 3, 4):  # (C, H, W): torch's order
+        hint = (f"; a (C, H, W) image goes in as a.transpose(1, 2, 0), of shape {a.shape[1:] + a.shape[:1]}"
+                if a.dtype == np.uint8 else "; one preprocessed (C, H, W) image goes in as a batch of one, a[None]")
     raise ValueError(f"numpy input {i} has shape {a.shape} and dtype {a.dtype}: an image is (H, W) or (H, W, 3|4) "
-                     "uint8; a preprocessed batch is an (N, C, H, W) float array passed as the whole input")
+                     f"uint8; a preprocessed batch is an (N, C, H, W) float array passed as the whole input{hint}")
 
 
 def _in_channels(model: nn.Module) -> int | None:
@@ -270,7 +274,9 @@ def check_image_batch(model: nn.Module, x: torch.Tensor, what: str = "a tensor i
     names what came and the fix (channels last, as NumPy and torchvision's CIFAR10.data hold images; uint8)."""
     channels = _in_channels(model)
     last = x.dim() == 4 and channels is not None and x.shape[-1] == channels and x.shape[1] != channels
+    one = x.dim() == 3 and channels is not None and x.shape[0] == channels  # torchvision's one image, (C, H, W)
     hint = (": images of (N, H, W, C) go in as x.permute(0, 3, 1, 2) (NumPy: X.transpose(0, 3, 1, 2))" if last else "") + (
+        ": one image of (C, H, W) goes in as a batch of one, x.unsqueeze(0)" if one else "") + (
         "; uint8 pixels are scaled and normalised as transforms_for(model) does, ((x / 255) - mean) / std, or "
         "given as PIL images, which get the network's transforms" if not x.is_floating_point() else "")
     if x.dim() != 4 or not x.is_floating_point() or last:

@@ -220,7 +220,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
     def _transformed(self, data: Any, train: bool, image_size: int | None, augment: bool) -> Any:
         """``data`` with the network's transforms where it yields PIL images (else as it is); ``(X, y)`` images
         are checked as predict checks a batch (a raw PyTorch error names neither the layout nor the fix)."""
-        from zoo.vision.data import TransformedImages, with_network_transforms
+        from zoo.vision.data import TransformedImages, dataset_classes, with_network_transforms
         from zoo.vision.finetune import record_classes
         from zoo.vision.predict import check_image_batch
         from zoo.vision.transforms import with_image_size
@@ -231,18 +231,30 @@ class ResNet18(ClassifierHead, Network, ResNet):
 
         ds = with_network_transforms(self, data, train=train, augment=augment, image_size=image_size)
         if not isinstance(ds, TransformedImages):
+            named = dataset_classes(ds)  # ImageFolder(root, transform=...): tensors, and still the class names
+            if named is not None and train:
+                self._check_classes(named, type(data).__name__)
+                self.pretrained_cfg = record_classes(self.pretrained_cfg, named, classifier_outputs(self))
+            elif named is not None:  # its own transform, its own label set: said as for PIL images, not refused
+                self._warn_scored_by_index(named, data)
             return ds
         if ds.classes is not None:
             self._check_classes(list(ds.classes), type(data).__name__)
-            theirs, ours = [str(c) for c in ds.classes], [str(c) for c in self.classes or ()]
-            if not train and ours and theirs != ours:  # a folder is matched by name; a Dataset's labels are indices
-                warnings.warn(f"{type(data).__name__}'s classes {theirs} are not the network's {ours}: its labels are "
-                              f"scored by index (label i as output i, {theirs[0]!r} as {ours[0]!r}); give the images "
-                              f"as a folder to match classes by name", stacklevel=user_stacklevel())
+            if not train:
+                self._warn_scored_by_index(ds.classes, data)
         if train:  # predict uses the size it trained at and names the classes, as after training on a folder
             self.pretrained_cfg = record_classes(with_image_size(self.pretrained_cfg, image_size), ds.classes,
                                                  classifier_outputs(self))
         return ds
+
+    def _warn_scored_by_index(self, classes: Any, data: Any) -> None:
+        """A Dataset naming other classes than the network's is scored by index (a folder is matched by name): an
+        ImageFolder of the bees alone scored each bee as output 0, 'ant', at accuracy 0, without a word."""
+        theirs, ours = [str(c) for c in classes], [str(c) for c in self.classes or ()]
+        if ours and theirs != ours:
+            warnings.warn(f"{type(data).__name__}'s classes {theirs} are not the network's {ours}: its labels are "
+                          f"scored by index (label i as output i, {theirs[0]!r} as {ours[0]!r}); give the images "
+                          f"as a folder to match classes by name", stacklevel=user_stacklevel())
 
     def _check_classes(self, classes: list[str], where: Any) -> None:
         outputs = classifier_outputs(self)
