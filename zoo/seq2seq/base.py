@@ -21,7 +21,7 @@ from zoo.api import ModelState
 from zoo.engine.network import Network
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
-__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "decode_extra_state", "tokenizer_fingerprint"]
+__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "check_step_tokens", "decode_extra_state", "tokenizer_fingerprint"]
 
 EXTRA_STATE_KEY = "_extra_state"  # nn.Module's key for get_extra_state()
 
@@ -45,6 +45,16 @@ def tokenizer_fingerprint(tokenizer: Tokenizer) -> str:
     import hashlib
 
     return f"{tokenizer.vocab_size} tokens, {hashlib.sha256(tokenizer.to_json().encode()).hexdigest()[:16]}"
+
+
+def check_step_tokens(tokens: Tensor) -> None:
+    """Refuse what a model's ``step`` cannot feed: ``tokens`` (made ``(B, T)`` from ``(B,)``) of another rank or
+    with no position."""
+    if tokens.dim() != 2 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"tokens must be (B,) or (B, T) token ids with T >= 1, got shape {tuple(tokens.shape)}; "
+            "pass the next token of each row, or the forced prefix as (B, T)"
+        )
 
 
 class Seq2SeqModel(Network, nn.Module):

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from zoo.seq2seq.base import Seq2SeqModel
+from zoo.seq2seq.base import Seq2SeqModel, check_step_tokens
 
 __all__ = ["AdditiveAttention", "GRUConfig", "LuongAttention", "Seq2SeqGRU"]
 
@@ -193,11 +193,7 @@ class Seq2SeqGRU(Seq2SeqModel):
         by T positions: the same as T one-token steps, and what :meth:`Seq2SeqTransformer.step` means."""
         if tokens.dim() == 1:
             tokens = tokens[:, None]
-        if tokens.dim() != 2 or tokens.shape[1] == 0:
-            raise ValueError(
-                f"tokens must be (B,) or (B, T) token ids with T >= 1, got shape {tuple(tokens.shape)}; "
-                "pass the next token of each row, or the forced prefix as (B, T)"
-            )
+        check_step_tokens(tokens)
         emb = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
         state.position += tokens.shape[1]
         if self.bahdanau:

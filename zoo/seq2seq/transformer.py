@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.seq2seq.attention import MultiHeadAttention
-from zoo.seq2seq.base import Seq2SeqModel
+from zoo.seq2seq.base import Seq2SeqModel, check_step_tokens
 from zoo.seq2seq.cache import KVCache
 
 __all__ = ["Seq2SeqTransformer", "TransformerConfig", "sinusoidal_positions"]
@@ -216,11 +216,7 @@ class Seq2SeqTransformer(Seq2SeqModel):
         """Refuse a step the cache cannot take before any layer writes to it. Without cross-attention keys
         (a bare ``KVCache.empty``) each cross-attention would attend over the target itself, with no error; a
         batch other than the cache's broadcast into its buffer (one row into all) or failed deep in a layer."""
-        if tokens.dim() != 2 or tokens.shape[1] == 0:
-            raise ValueError(
-                f"tokens must be (B,) or (B, T) token ids with T >= 1, got shape {tuple(tokens.shape)}; "
-                "pass the next token of each row, or the forced prefix as (B, T)"
-            )
+        check_step_tokens(tokens)
         if len(state.layers) != len(self.decoder_layers) or any(lc.cross_kv is None for lc in state.layers):
             raise ValueError(
                 f"the cache must hold {len(self.decoder_layers)} layers with their cross-attention keys/values, "
