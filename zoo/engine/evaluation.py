@@ -38,6 +38,7 @@ from zoo.engine.forward import (
     check_loss_value,
     default_loss,
     forward,
+    ignored_class,
     mean_denominator,
 )
 from zoo.engine.layout import fall_back_channels_first, layout_for
@@ -99,6 +100,7 @@ def score_loader(
     from zoo._progress import ProgressBar
 
     kmax = max([1] + [int(m.group(1)) for k in metrics if (m := _TOPK.match(k))])
+    ignored = ignored_class(loss_fn)  # the loss's ignore_index: its targets are left out of the metrics too
     loss_sum = torch.zeros((), dtype=torch.float64)
     weight_sum = 0.0  # what the batches' means divided by: the set's loss is their mean over it
     count = 0
@@ -119,7 +121,7 @@ def score_loader(
                 weight_sum += weight
             count += n
             if metrics:
-                scores, y = _scores_targets(outputs, targets)
+                scores, y = _scores_targets(outputs, targets, ignored)
                 num_classes = max(num_classes, scores.shape[1])
                 preds.append(scores.topk(min(kmax, scores.shape[1]), dim=1).indices.cpu())
                 targs.append(y.cpu())
@@ -137,8 +139,10 @@ def score_loader(
     return out, ClassPredictions(p, y, num_classes)
 
 
-def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``."""
+def _scores_targets(outputs: Any, targets: Any,
+                    ignored: int = metrics_mod.IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs ``(N, C)`` / ``(N, C, *)`` and integer targets -> scores ``(M, C)``, targets ``(M,)``, without the
+    targets equal to ``ignored`` (the loss's ``ignore_index``: :func:`zoo.engine.forward.ignored_class`)."""
     if isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor) and targets.shape == outputs.shape \
             and (targets.is_floating_point() or outputs.dim() == 2) and outputs.dim() >= 2 and outputs.shape[1] > 1:
         check_not_multi_hot(targets)
@@ -156,7 +160,7 @@ def _scores_targets(outputs: Any, targets: Any) -> tuple[torch.Tensor, torch.Ten
     check_class_scores(outputs)
     scores = outputs.movedim(1, -1).reshape(-1, outputs.shape[1]) if outputs.dim() > 2 else outputs
     y = targets.reshape(-1)
-    keep = y != metrics_mod.IGNORE_INDEX
+    keep = y != ignored
     return scores[keep].float(), y[keep].long()
 
 

@@ -99,7 +99,8 @@ class FitConfig:
     metrics: Sequence[str] = DEFAULT_METRICS
     """Scored on validation data (:func:`zoo.engine.evaluate`); by default accuracy, and none with a ``loss_fn``
     of your own (a regression's or a multi-label loss has no classes to count: accuracy would fail there,
-    after a whole epoch), as Keras and Lightning compute no metric nobody asked for."""
+    after a whole epoch), as Keras and Lightning compute no metric nobody asked for. Targets the loss ignores (-100,
+    or the ``ignore_index`` of an ``nn.CrossEntropyLoss`` / ``nn.NLLLoss`` given as ``loss_fn``) are left out of them."""
     monitor: str = "val_loss"
     """A key of the history rows; without validation data ``val_loss`` becomes ``train_loss``."""
     monitor_mode: str | None = None

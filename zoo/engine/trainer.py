@@ -24,7 +24,6 @@ from torch.optim.lr_scheduler import OneCycleLR
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine import checkpoint as ckpt_mod
-from zoo.engine import metrics as metrics_mod
 from zoo.engine.callbacks import Callback, GradualUnfreeze, TrainState, adds_to_rows
 from zoo.engine.data import model_dtype, move_batch, prepare_loader, set_eval_loader_epoch, set_loader_epoch
 from zoo.engine.denormals import FLUSH_EVERY, floor_output_grad, flush_tiny_moments
@@ -45,7 +44,15 @@ from zoo.engine.evaluation import (
     metric_keys,
     score_loader,
 )
-from zoo.engine.forward import autocast, check_amp, check_loss_value, default_loss, forward, mean_denominator
+from zoo.engine.forward import (
+    autocast,
+    check_amp,
+    check_loss_value,
+    default_loss,
+    forward,
+    ignored_class,
+    mean_denominator,
+)
 from zoo.engine.layout import (
     is_channels_first,
     is_view_refusal,
@@ -81,6 +88,7 @@ class Trainer:
         self.metric_keys = metric_keys(cfg.metrics)
         set_seed(cfg.seed + info.rank, cfg.deterministic)
         self.loss_fn = cfg.loss_fn or default_loss(cfg.label_smoothing)
+        self.ignored = ignored_class(self.loss_fn)  # targets train_accuracy leaves out, as the loss does
         if cfg.loss_fn is not None and cfg.label_smoothing:  # an option of the default loss: dropped unseen
             warnings.warn(f"fit: label_smoothing={cfg.label_smoothing} is not applied: it is the default loss's "
                           "option and loss_fn is given; pass it to your loss (torch.nn.CrossEntropyLoss("
@@ -447,7 +455,7 @@ class Trainer:
                 check_class_scores(outputs)  # at the first batch: a one-output model's argmax is always class 0
                 with torch.no_grad():
                     targets = targets.long()  # as the loss reads them: torch compares no uint16/32/64 with a long
-                    valid = targets != metrics_mod.IGNORE_INDEX
+                    valid = targets != self.ignored
                     self.correct += ((outputs.argmax(1) == targets) & valid).sum()
                     self.n_scored += valid.sum()
                 return
