@@ -118,6 +118,25 @@ def test_missing_split_entries_are_an_error_with_count_and_paths(tiny_set, tmp_p
         UCF101(root, splits, train=True, progress=False)
 
 
+def test_a_classind_class_with_no_training_video_is_named_in_a_warning(tiny_set, tmp_path):
+    """Before: a class of classInd.txt that the trainlist never lists trained without a word: the network has an
+    output for it (num_classes from classInd.txt) that nothing teaches, and its test videos all score wrong."""
+    import warnings
+
+    videos, splits = tiny_set
+    mine = tmp_path / "splits"
+    shutil.copytree(splits, mine)
+    trainlist = mine / "trainlist01.txt"
+    trainlist.write_bytes(b"".join(ln for ln in trainlist.read_bytes().splitlines(True) if b"Grow/" not in ln))
+    with pytest.warns(UserWarning, match=r"1 of the 5 classes of .*classInd\.txt have no video in trainlist01\.txt "
+                                         r"\(Grow\): the network has an output for each class but never learns"):
+        ds = UCF101(videos, mine, train=True, progress=False)
+    assert ds.classes == list(CLASSES) and CLASSES.index("Grow") not in ds.labels
+    with warnings.catch_warnings():  # every class listed, or a testlist (scoring only): nothing to say
+        warnings.simplefilter("error")
+        UCF101(videos, splits, train=True, progress=False)
+        UCF101(videos, mine, train=False, progress=False)
+
 
 def test_split_files_saved_with_a_byte_order_mark_are_read(tmp_path):
     """Before: classInd.txt saved by Windows Notepad (UTF-8 with a BOM) failed at its first line:

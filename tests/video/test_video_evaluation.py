@@ -319,3 +319,38 @@ def test_a_dataloader_of_a_clip_dataset_is_scored_by_video(uneven):
     # the clips its sampler draws: those of videos 0 and 2
     part = DataLoader(ds, batch_size=2, sampler=[0, 1, 12])
     assert evaluate_videos(model, part, amp=None)["videos"] == 2
+
+
+def test_a_dataloaders_own_collate_fn_is_applied_when_it_is_scored_by_video(uneven):
+    """Before: zoo.evaluate read a DataLoader's clips again per video through a loader of its own (default_collate),
+    and the DataLoader's collate_fn was never called: a collate that transforms the batch was scored as if it did
+    nothing, and one that returns a dict or no batch at all went unnoticed."""
+    from torch.utils.data import DataLoader, default_collate
+
+    model = _model("video-tsn").eval()
+    videos = [(str(p), k) for k, c in enumerate(LENGTHS) for p in sorted((uneven / c).iterdir())]
+    ds = _uniform(model, videos)
+    calls = []
+
+    def darker(items):  # the batch transformed: every clip scaled down
+        calls.append(len(items))
+        clips, labels = default_collate(items)
+        return {"video": clips * 0.25, "labels": labels}
+
+    got = zoo.evaluate(model, DataLoader(ds, batch_size=5, collate_fn=darker), amp=None)
+    assert sum(calls) == len(ds)
+    dark = _uniform(model, videos)
+    dark.transform = lambda clip: model._transform(False)(clip) * 0.25
+    want = zoo.evaluate(model, dark, amp=None, batch_size=5)
+    assert got == pytest.approx(want) and got["loss"] != pytest.approx(zoo.evaluate(model, ds, amp=None)["loss"])
+    with pytest.raises(TypeError, match=r"the DataLoader's collate_fn must return \(clips, labels\) or a dict .*"
+                                        r"got a str"):
+        zoo.evaluate(model, DataLoader(ds, batch_size=5, collate_fn=lambda items: "no batch"), amp=None)
+
+    def first_only(items):  # one clip for several: their videos cannot be told apart any more
+        clips, labels = default_collate(items)
+        return clips[:1], labels[:1]
+
+    with pytest.raises(ValueError, match=r"collate_fn 'first_only' made Tensor clips and labels of shape \(1,\) from "
+                                         r"5 clips; video evaluation reads the loader's clips by video"):
+        zoo.evaluate(model, DataLoader(ds, batch_size=5, collate_fn=first_only), amp=None)

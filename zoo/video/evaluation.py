@@ -28,7 +28,15 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import ConcatDataset, DataLoader, Dataset, IterableDataset, Subset, default_collate
+from torch.utils.data import (
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    Subset,
+    default_collate,
+    default_convert,
+)
 
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.data import inference_loader, model_dtype, move_batch
@@ -246,6 +254,48 @@ def _collate(items: list[Any]) -> Any:
     return default_collate(kept) if kept else None
 
 
+class _LoadersCollate:
+    """A DataLoader's own ``collate_fn`` on the ``(clip, label)`` items of the clips it draws, each clip's video
+    index kept beside the batch: the loader is read again per video, and its collate (a transform of the batch,
+    a dict batch) was bypassed without a word, scoring clips it never yields. Called on the list of items when
+    the loader batches them, on each item when it does not (``batch_size=None``), as DataLoader calls it."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any], batched: bool) -> None:
+        self.collate_fn, self.batched = collate_fn, batched
+
+    def __call__(self, items: list[Any]) -> Any:
+        kept = [i for i in items if i is not None]
+        if not kept:
+            return None
+        pairs = [(video, label) for video, label, _ in kept]
+        if self.batched:
+            video, label = self._split(self.collate_fn(pairs))
+        else:
+            video, label = default_collate([self._split(self.collate_fn(p)) for p in pairs])
+        label = torch.as_tensor(label)
+        if not isinstance(video, torch.Tensor) or video.ndim == 0 or label.ndim != 1 \
+                or not len(video) == len(label) == len(kept):
+            name = getattr(self.collate_fn, "__name__", type(self.collate_fn).__name__)
+            raise ValueError(f"zoo.evaluate on a video network: the DataLoader's collate_fn {name!r} made "
+                             f"{type(video).__name__} clips and labels of shape {tuple(label.shape)} from {len(kept)} "
+                             f"clips; video evaluation reads the loader's clips by video, so its collate must give "
+                             f"a (B, ...) tensor of clips and B class indices for B items (no mixing, dropping or "
+                             f"adding of clips): evaluate its dataset, or a DataLoader with such a collate_fn")
+        return video, label, torch.tensor([v for _, _, v in kept])
+
+    def _split(self, batch: Any) -> tuple[Any, Any]:
+        from zoo.engine.data import TARGET_KEYS, split_batch
+
+        try:
+            return split_batch(batch)
+        except TypeError:  # its words name forward_fn=, which the video evaluation does not take
+            keys = f" with keys {', '.join(map(repr, batch))}" if isinstance(batch, dict) else ""
+            under = ", ".join(map(repr, TARGET_KEYS))
+            raise TypeError(f"zoo.evaluate on a video network: the DataLoader's collate_fn must return (clips, labels) "
+                            f"or a dict of the clips and their labels (under one of {under}), as training reads its "
+                            f"batches; got a {type(batch).__name__}{keys}") from None
+
+
 @dataclass
 class _Scores:
     probs: torch.Tensor  # (V, K): each video's mean softmax over its clips
@@ -272,7 +322,12 @@ def _score(model: nn.Module, dataset: Any, *, batch_size: int, num_workers: int,
     if not hasattr(dataset, "video_index"):
         raise TypeError(f"video-level evaluation needs a video clip dataset with video_index(); "
                         f"got {type(dataset).__name__}")
-    loader = inference_loader(_WithVideoIndex(dataset), batch_size, num_workers=num_workers, collate_fn=_collate)
+    collate: Callable[[list[Any]], Any] = _collate
+    if isinstance(given, DataLoader) and dataset is not given and given.collate_fn not in (default_collate,
+                                                                                          default_convert):
+        # its items are read again per video (their video index beside them), through its own collate
+        collate = _LoadersCollate(given.collate_fn, batched=given.batch_sampler is not None)
+    loader = inference_loader(_WithVideoIndex(dataset), batch_size, num_workers=num_workers, collate_fn=collate)
     device = run_device(model) if device is None else usable_device(device)
     if device != model_device(model):
         model.to(device)

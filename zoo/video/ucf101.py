@@ -397,6 +397,19 @@ class UCF101(VideoClipDataset):
                 f"{len(missing)} of the {len(paths)} videos in {'train' if train else 'test'}list{fold:02d}.txt "
                 f"are missing under {root}, e.g. {shown}{_case_hint(root, missing)}"
             )
+        listed = {e.label for e in entries}
+        unlisted = [c for i, c in enumerate(classes) if i not in listed]
+        if train and unlisted:
+            # the network gets an output per classInd.txt class (classes_in), and one no video teaches is never
+            # predicted: training went on without a word and its test videos all scored wrong
+            shown = ", ".join(unlisted[:5]) + (", ..." if len(unlisted) > 5 else "")
+            warnings.warn(
+                f"{len(unlisted)} of the {len(classes)} classes of {self.split_dir / 'classInd.txt'} have no video in "
+                f"trainlist{fold:02d}.txt ({shown}): the network has an output for each class but never learns, and "
+                f"never predicts, a class no video teaches; list the class(es)' videos in trainlist{fold:02d}.txt, or "
+                "remove the class(es) from classInd.txt (renumbering the others) to train without",
+                stacklevel=user_stacklevel(),
+            )
         super().__init__(
             paths, classes,
             frames_per_clip=frames_per_clip, step_between_clips=step_between_clips, sampling=sampling,
