@@ -332,3 +332,37 @@ def test_holdout_blocks_refuses_a_block_or_fraction_of_the_wrong_type(option, va
     kwargs = {"block": 2, "fraction": 0.3, option: value}
     with pytest.raises((TypeError, ValueError), match=match):
         holdout_blocks(labels > 0, labels, kwargs.pop("fraction"), **kwargs)
+
+
+def test_a_block_split_with_no_training_or_no_test_pixel_is_refused_naming_block_window_and_scene():
+    """Before: a window near the scene's size guarded every test pixel away, and a block as large as the scene left
+    no training pixel; both came back as a Split with an empty side, without a word."""
+    labels = np.random.default_rng(0).integers(1, 4, size=(20, 20))
+    with pytest.raises(ValueError, match=r"leaves no test pixels: with block=4 on the 20x20 labels, all 256 pixels of "
+                                         r"the test tiles lie within window // 2 = 20 px of a training pixel "
+                                         r"\(window=41\).*pass window=7 or less \(the farthest is 4 px away\)"):
+        spatial_block_split(labels, block=4, window=41)
+    assert spatial_block_split(labels, block=4, window=7).test.any()  # the window it names keeps test pixels
+    for block in (20, 32):
+        with pytest.raises(ValueError, match=rf"leaves no training pixels: block={block} cuts the 20x20 labels into "
+                                             rf"1 tile\(s\).*pass a smaller block, such as block=5"):
+            spatial_block_split(labels, block=block, window=5)
+    assert spatial_block_split(labels, block=5, window=1).train.any()
+
+
+def test_evaluating_on_a_split_or_mask_without_test_pixels_is_refused():
+    """Before: zoo.evaluate on a ready Split with an empty test set (what a block split of a small scene gave) or on
+    a mask of unlabelled pixels scored NaN in every metric, without a word."""
+    import zoo
+    from zoo.hyperspectral.splits import Split
+
+    scene = make_scene(16, 16, 8, 3, block=4, seed=0)
+    model = zoo.build("hsi-pca-svm", n_components=4)
+    zoo.train(model, scene, split="random")
+    train = spatial_block_split(scene.labels, block=4, window=3).train
+    with pytest.raises(ValueError, match=r"zoo.evaluate: split 'mine' leaves no labelled test pixel in the 16x16 "
+                                         r"scene 'synthetic-0', so there is nothing to score"):
+        zoo.evaluate(model, scene, split=Split(train, np.zeros_like(train), "mine"))
+    with pytest.raises(ValueError, match=r"zoo.evaluate: mask= leaves no labelled test pixel.*give a mask= that "
+                                         r"selects labelled pixels"):
+        zoo.evaluate(model, scene, mask=scene.labels == 0)

@@ -186,6 +186,32 @@ def test_out_of_core_pca_equals_in_memory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.hdr", "big.img", "reduced.hdr", "reduced.img"]
 
 
+def test_transform_to_envi_refuses_nan_pixels_as_transform_does(tmp_path):
+    """Before: transform refused a scene holding NaN/inf pixels, and transform_to_envi wrote their components as NaN,
+    with numpy's "invalid value encountered in matmul" the only word of it; a scene of other bands failed in
+    numpy's matmul signature."""
+    cube = _cube(9, 7, 6).astype(np.float32)
+    pca = HyperspectralPCA(n_components=3).fit(cube)
+    bad = cube.copy()
+    bad[2, 3, 4], bad[0, 0, :] = np.nan, np.inf
+    envi.save_image(str(tmp_path / "bad.hdr"), bad, interleave="bsq", force=True)
+    said = r"NaN or infinity in 2 pixels \(at \(row, col\) \(0, 0\), \(2, 3\)\)"
+    with pytest.raises(ValueError, match=said):
+        pca.transform(Scene(cube=bad))
+    lazy = HyperspectralPCA(n_components=3, chunk_bytes=7 * 6 * 8).fit(cube)  # a row a block
+    for est, scene in ((pca, Scene(cube=bad)), (lazy, open_envi(tmp_path / "bad.hdr"))):
+        out = tmp_path / "out.hdr"
+        with pytest.raises(ValueError, match=said if est is pca else r"NaN or infinity in 1 pixel \(at \(row, col\) "
+                                                                     r"\(0, 0\)\).*fill them before transform_to_envi"):
+            est.transform_to_envi(scene, out)
+        assert not out.exists() and not out.with_suffix(".img").exists()  # nothing half written
+    with pytest.raises(ValueError, match="X has 5 bands, but HyperspectralPCA is expecting 6 features"):
+        pca.transform_to_envi(Scene(cube=cube[..., :5]), tmp_path / "five.hdr")
+    bad[~valid_pixel_mask(bad)] = 0  # the way out it names
+    hdr = pca.transform_to_envi(Scene(cube=bad), tmp_path / "filled.hdr")
+    assert np.isfinite(np.asarray(open_envi(hdr).cube)).all()
+
+
 def test_preprocessing_fitted_on_training_pixels_only():
     scene = make_scene(16, 16, 20, 3, seed=2)
     mask = np.zeros((16, 16), bool)

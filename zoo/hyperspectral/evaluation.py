@@ -525,12 +525,13 @@ def scored_pixels(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> 
         if mask.shape != scene.shape[:2]:
             raise ValueError(f"mask of shape {mask.shape} does not match the {scene.shape[0]}x{scene.shape[1]} "
                              f"scene {scene.name!r}")
-        return mask, False
+        return _some_test_pixels(scene, mask, "mask=", "a mask= that selects labelled pixels"), False
     record = getattr(model, "training_record_", None)
     own = record is not None and record.matches(scene)
     last = getattr(model, "last_split_", None)
     if split is None and not kw and last is not None and own:
-        return last.test, False
+        return _some_test_pixels(scene, last.test, f"the split {last.name!r} it was trained with{_info(last)}",
+                                 _SPLIT_FIX), False
     if split is None and not kw and record is not None and not own:
         # a split's test set keeps test pixels apart from training pixels of the same scene; on another
         # scene no pixel was a training pixel, so every labelled one is a fair test pixel
@@ -550,7 +551,25 @@ def scored_pixels(model: Any, scene: Scene, mask, split, kw: dict[str, Any]) -> 
     if (cfg["split"] == "disjoint" and cfg.get("train_mask") is None and "train_mask" not in scene.metadata
             and own):
         cfg["train_mask"] = record.split_mask  # the mask it was trained with, kept in its weights
-    return resolve_split(scene, **cfg, for_training=False).test, False
+    sp = resolve_split(scene, **cfg, for_training=False)
+    return _some_test_pixels(scene, sp.test, f"split {sp.name!r}{_info(sp)}", _SPLIT_FIX), False
+
+
+def _info(sp: Split) -> str:
+    return f" ({sp.info})" if sp.info else ""
+
+
+_SPLIT_FIX = "split= a Split with test pixels (of a block split: a smaller window=), split='random', or mask="
+
+
+def _some_test_pixels(scene: Scene, test: np.ndarray, chosen: str, fix: str) -> np.ndarray:
+    """``test``, refused where it holds no labelled pixel: a ready Split with an empty test set (a block split of a
+    small scene) or a mask of unlabelled pixels was scored NaN in every metric, without a word."""
+    if not (test & (scene.labels > 0)).any():
+        raise ValueError(f"zoo.evaluate: {chosen} leaves no labelled test pixel in the {scene.shape[0]}x"
+                         f"{scene.shape[1]} scene {scene.name!r}, so there is nothing to score (every metric would "
+                         f"be NaN); give {fix}")
+    return test
 
 
 def metrics_from_scores(scores: dict[str, Any], excluded: int = 0, all_labelled: bool = False) -> dict[str, float]:

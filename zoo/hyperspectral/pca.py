@@ -297,12 +297,24 @@ class HyperspectralPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
         check_is_fitted(self, "components_")
         if not isinstance(scene, Scene):
             scene = Scene(cube=np.asarray(scene))
+        # the band count as transform checks it (numpy's matmul signature was the message), the pixels' values
+        # block by block below: a file read lazily is not read twice
+        check_fit_pixels(self, scene, None, reset=False, finite=False)
         h, w, _ = scene.shape
         meta = {"description": f"zoo HyperspectralPCA: {self.n_components_} components of {scene.name}",
                 "band names": [f"PC{i + 1}" for i in range(self.n_components_)]}
         with EnviWriter(path, (h, w, self.n_components_), dtype, metadata=meta) as writer:
             chunks = scene.iter_row_chunks(self.chunk_bytes)
-            for _, block in ProgressBar(chunks, disable=not self.progress, desc="pca transform", unit="chunk"):
+            for sl, block in ProgressBar(chunks, disable=not self.progress, desc="pca transform", unit="chunk"):
+                if not _all_finite(block):
+                    # refused as transform refuses them (the writer keeps nothing): they were written as NaN
+                    # components, with numpy's "invalid value encountered in matmul" the only word of it
+                    bad = np.zeros((h, w), dtype=bool)
+                    bad[sl] = ~np.isfinite(block).all(axis=2)
+                    refuse_non_finite(bad, None, "transform(scene, mask=valid_pixel_mask(scene)), which gives "
+                                      "the other pixels' components as rows; a file holds every pixel of the "
+                                      "map, so repair them, or fill them before transform_to_envi "
+                                      "(cube[~valid_pixel_mask(cube)] = 0)")
                 P, order = pixel_view(block)
                 writer.write(self._project(P).reshape(block.shape[0], w, -1, order=order))
         return writer.hdr

@@ -208,8 +208,35 @@ def spatial_block_split(labels: np.ndarray, *, block: int = 16, train_fraction: 
     train = in_train_tile & (labels > 0)
     raw_test = ~in_train_tile & (labels > 0)
     test = guard_band(train, raw_test, window)
+    _refuse_an_empty_side(train, raw_test, test, block, window)
     return Split(train, test, f"blocks-{block}", {"seed": seed, "block": block, "window": window,
                                                    "test_dropped_by_guard": int(raw_test.sum() - test.sum())})
+
+
+def _refuse_an_empty_side(train: np.ndarray, raw_test: np.ndarray, test: np.ndarray, block: int, window: int) -> None:
+    """Refuse a block split with no training or no test pixel, as scikit-learn's ``train_test_split`` refuses an
+    empty side: a block as large as the scene (or a class in a single tile) left training empty, and a window near
+    the scene's size guarded every test pixel away, without a word (zoo.evaluate then scored NaN)."""
+    h, w = train.shape
+    if not train.any():
+        tiles = -(-h // block) * -(-w // block)
+        smaller = max(1, min(h, w) // 4)
+        hint = f"a smaller block, such as block={smaller} (a quarter of the shorter side)" if smaller < block \
+            else "a smaller block"
+        raise ValueError(f"spatial block split leaves no training pixels: block={block} cuts the {h}x{w} labels into "
+                         f"{tiles} tile(s), and a tile goes to training only for a class that spans two or more (a "
+                         f"class inside one tile stays whole in the test set); pass {hint}")
+    if not test.any():
+        if not raw_test.any():  # every labelled pixel in a training tile: a split of nothing to test
+            raise ValueError(f"spatial block split leaves no test pixels: every labelled pixel of the {h}x{w} labels "
+                             f"fell in a training tile (block={block}); pass a smaller train_fraction or block")
+        # chessboard distance of each test pixel to the nearest training pixel: one is kept while window // 2 < it
+        far = int(ndimage.distance_transform_cdt(~train, metric="chessboard")[raw_test].max())
+        raise ValueError(f"spatial block split leaves no test pixels: with block={block} on the {h}x{w} labels, all "
+                         f"{int(raw_test.sum())} pixels of the test tiles lie within window // 2 = {window // 2} px "
+                         f"of a training pixel (window={window}), and the guard band drops them; pass window="
+                         f"{2 * far - 1} or less (the farthest is {far} px away), or split the scene another way "
+                         f"(random_split, disjoint_mask_split)")
 
 
 def remap_mask_classes(mask_labels: np.ndarray, labels: np.ndarray) -> dict[int, int]:
