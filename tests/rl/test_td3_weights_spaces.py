@@ -110,3 +110,38 @@ def test_a_scalar_observation_space_trains_and_predicts():
     one, two = zoo.predict(agent, np.float32(0.5)), zoo.predict(agent, np.array([0.5, -0.5], np.float32))
     assert one.shape == (1,) and two.shape == (2, 1) and np.allclose(two[0], one)
     assert zoo.evaluate(agent, env, episodes=1)["length_mean"] == 20.0
+
+
+class _Float64Push(gym.Env):
+    """float64 actions in [-0.1, 0.1], whose bounds no float32 holds (0.1 is 0.10000000149 there), refused
+    outside them as an env that checks ``action_space.contains`` refuses them."""
+
+    action_space = gym.spaces.Box(-0.1, 0.1, (1,), np.float64)
+    observation_space = gym.spaces.Box(-10.0, 10.0, (2,), np.float64)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = self.np_random.uniform(-1, 1), 0
+        return np.array([self.x, 0.0]), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} outside {self.action_space}")
+        self.x, self.t = self.x + float(action[0]), self.t + 1
+        return np.array([self.x, self.t / 10]), -abs(self.x), False, self.t >= 5, {}
+
+
+def test_a_float64_action_space_comes_back_with_its_weights(tmp_path):
+    """A file of an env without an id rebuilt its action space as float32: the loaded agent's saturated action
+    was float32 0.1 (0.10000000149), which the env's float64 Box(-0.1, 0.1) refused, where the saved agent's
+    float64 0.1 was taken; the evaluation of the saved agent and the loaded one must agree."""
+    agent = zoo.build("td3", env=_Float64Push(), **TINY)
+    with torch.no_grad():
+        agent.actor.out.weight.zero_()
+        agent.actor.out.bias.fill_(20.0)  # tanh -> 1: the upper bound, every step
+    loaded = zoo.build("td3", weights=zoo.save(agent, tmp_path / "push.safetensors"))
+    assert loaded.action_space == agent.action_space  # was Box(-0.1, 0.1, (1,), float32)
+    action = loaded.predict(np.zeros(2))[0]
+    assert action.dtype == np.float64 and action.tolist() == [0.1]
+    assert zoo.evaluate(loaded, _Float64Push(), episodes=2, seed=0) == \
+        zoo.evaluate(agent, _Float64Push(), episodes=2, seed=0)

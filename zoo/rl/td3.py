@@ -501,6 +501,10 @@ class TD3Agent:
             "env_id": self.env_id, "preset": self.preset, "obs_dim": self.obs_dim, "obs_shape": list(self.obs_shape),
             "act_dim": self.act_dim,
             "action_low": self._low_np.tolist(), "action_high": self._high_np.tolist(),
+            # the space's own dtype and bounds: a loaded agent without its env hands actions of that dtype, clipped
+            # to those bounds (a float32 Box(-0.1, 0.1) gave 0.1f, which the saved float64 space refused)
+            "action_dtype": self._space_dtype.name, "action_space_low": self._space_low.tolist(),
+            "action_space_high": self._space_high.tolist(),
             "config": self.config.to_dict(), **self._env_facts(),
         }
 

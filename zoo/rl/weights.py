@@ -227,5 +227,10 @@ def _file_spaces(agent: TD3Agent, saved: dict[str, Any], path, env_given: bool) 
     same_env = env_id is not None and env_id == agent.env_id
     obs_space = (agent.observation_space if same_obs and same_env
                  else spaces.Box(-np.inf, np.inf, obs_shape, np.float32))
-    act_space = agent.action_space if same_act and same_env else spaces.Box(low, high, dtype=np.float32)
-    return obs_space, act_space, env_id
+    if same_act and same_env:
+        return obs_space, agent.action_space, env_id
+    # the saved space's dtype and bounds (files before they were recorded: float32, the bounds the actor scales to)
+    dtype = np.dtype(saved.get("action_dtype", "float32"))
+    space_low = np.asarray(saved.get("action_space_low", low), dtype)
+    space_high = np.asarray(saved.get("action_space_high", high), dtype)
+    return obs_space, spaces.Box(space_low, space_high, dtype=dtype), env_id
