@@ -119,7 +119,8 @@ def show_label_map(result: Any, args: argparse.Namespace) -> int | None:
     import numpy as np
 
     arr = np.asarray(result)
-    if not (arr.ndim == 2 and arr.dtype.kind in "iu" and min(arr.shape) > 1):
+    # a scene of one row or column (a single scan line) has a label map too: its --out was not written
+    if not (arr.ndim == 2 and arr.dtype.kind in "iu"):
         return None
     written = write_label_map(arr, args.out, str(args.inputs[0]), quiet=args.json) if args.out else None
     classes, counts = np.unique(arr, return_counts=True)

@@ -458,11 +458,22 @@ def require_valid_pixels(scene: Scene, pixels: np.ndarray, what: str) -> None:
 
 
 def class_colors(n: int) -> np.ndarray:
-    """``(n + 1, 3)`` RGB in [0, 1]: black for 0 (unlabelled), then distinct colours."""
+    """``(n + 1, 3)`` RGB in [0, 1]: black for 0 (unlabelled), then a distinct colour per class: tab20's 20,
+    then tab20b's and tab20c's (60 in all), then hues a golden-ratio turn apart at alternating lightness.
+    tab20 alone repeated from class 21 on (class 21 drawn as class 1), where spectral's ``spy_colors`` tell 38
+    classes apart and public scenes have up to 22 (WHU-Hi-HongHu)."""
+    import colorsys
+
     import matplotlib
 
-    base = matplotlib.colormaps["tab20"](np.linspace(0, 1, 20))[:, :3]
-    cols = np.vstack([np.zeros((1, 3)), np.resize(base, (max(n, 1), 3))])
+    base = np.vstack([matplotlib.colormaps[name](np.linspace(0, 1, 20))[:, :3]
+                      for name in ("tab20", "tab20b", "tab20c")])
+    extra = max(n, 1) - len(base)
+    if extra > 0:
+        more = [colorsys.hsv_to_rgb((0.618033988749895 * i) % 1.0, 0.85, (0.95, 0.7, 0.5)[i % 3])
+                for i in range(extra)]
+        base = np.vstack([base, np.asarray(more)])
+    cols = np.vstack([np.zeros((1, 3)), base[: max(n, 1)]])
     return cols[: n + 1]
 
 
