@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 
 from zoo._stacklevel import user_stacklevel
-from zoo.hyperspectral.scene import Scene
+from zoo.hyperspectral.scene import Scene, band_first_hint
 from zoo.hyperspectral.splits import Split, disjoint_mask_split, random_split, spatial_block_split
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SCENE_INPUTS", "SPLIT_OPTIONS", "array_input", "as_scene", "auto_split", "class_colors", "cube_key_hint",
            "given_split_mask", "metrics_from_scores", "plot_classification_map", "recorded_options",
-           "refuse_scene_options", "require_classes", "require_valid_pixels", "resolve_split", "score_labels",
-           "score_map", "scored_pixels", "warn_background_class"]
+           "refuse_scene_options", "require_classes", "require_fitted_bands", "require_valid_pixels", "resolve_split",
+           "score_labels", "score_map", "scored_pixels", "warn_background_class"]
 
 SPLIT_OPTIONS = ("train_fraction", "seed", "window", "block", "train_mask", "guard")
 """The keywords of :func:`resolve_split` a user may pass to ``zoo.evaluate`` on a scene to choose its test pixels."""
@@ -188,6 +188,24 @@ def cube_key_hint(scene: Any, bands: int) -> str:
     return (f"; its .mat file also holds {listed}: read {'that one' if fits else 'another'} with "
             f"cube_key={repr(key) if fits else key} (load_scene, zoo.evaluate, zoo.predict; --set cube_key={key} "
             f"on the command line)")
+
+
+def require_fitted_bands(model: str, fitted: int | None, scene: Any,
+                         retrain: str = "train it on this scene with zoo.train") -> None:
+    """Refuse a scene (or an array) that is not an ``(H, W, C)`` cube of the ``fitted`` bands the preprocessing of
+    ``model`` (its registry name) was fitted on, with one message for both models of the family (HybridSN's named
+    neither itself nor a fix): both band counts, ``retrain`` (how that model would fit this scene), a scene of the
+    training bands, and a transpose for a band-first cube or the ``cube_key=`` of a .mat file's other cube where
+    they fit. ``fitted`` None: unfitted, nothing to compare."""
+    shape = tuple(scene.shape)
+    if fitted is None or (len(shape) == 3 and shape[2] == fitted):
+        return
+    what = f"scene {scene.name!r}" if isinstance(scene, Scene) else f"an array of shape {shape}"
+    if len(shape) != 3:
+        raise ValueError(f"{model} was fitted on {fitted}-band scenes; {what} is not an (H, W, C) cube: pass the "
+                         f"scene's cube, its {fitted} bands last")
+    raise ValueError(f"{model} was fitted on {fitted}-band scenes; {what} has {shape[2]} bands ({retrain}, or use a "
+                     f"scene with the same {fitted} bands){band_first_hint(shape, fitted)}{cube_key_hint(scene, fitted)}")
 
 
 def default_scene(model: Any) -> str:

@@ -25,10 +25,10 @@ from zoo.engine.modes import eval_mode
 from zoo.hyperspectral.evaluation import (
     array_input,
     as_scene,
-    cube_key_hint,
     default_scene,
     given_split_mask,
     recorded_options,
+    require_fitted_bands,
     require_valid_pixels,
     resolve_split,
     score_map,
@@ -42,7 +42,7 @@ from zoo.hyperspectral.provenance import (
     scene_fingerprint,
     screen_test_pixels,
 )
-from zoo.hyperspectral.scene import Scene, band_first_hint
+from zoo.hyperspectral.scene import Scene
 
 __all__ = ["PRE_KEYS", "SPECTRAL_NORMS", "SQUARE_SYMMETRIES", "TRAINING_KEY", "SceneClassifierMixin", "scene_recipe",
            "square_symmetry", "unit_spectra"]
@@ -180,6 +180,21 @@ class SceneClassifierMixin:
         """``spectral_norm="l2"``: every pixel's spectrum is divided by its L2 norm before standardisation."""
         return getattr(self.config, "spectral_norm", "none") == "l2"
 
+    def fitted_bands(self) -> int | None:
+        """The band count the preprocessing was fitted on (``None`` before training), as hsi-pca-svm's."""
+        return self.pre_mean.numel() if self.has_preprocessor else None
+
+    def _retrain_hint(self, scene: Any) -> str:
+        """How this model would fit ``scene``'s bands instead: training it on the scene, unless the scene has
+        fewer bands than the ``n_bands`` PCA components it takes (:meth:`require_bands` would refuse it)."""
+        shape, name = tuple(scene.shape), self.registry_name
+        c = shape[-1] if shape else 0
+        if c >= self.config.n_bands:
+            return "train it on this scene with zoo.train"
+        if c >= self.min_n_bands:
+            return f"train a {name} built with n_bands <= {c} on this scene with zoo.train"
+        return f"{name} takes scenes of at least {self.min_n_bands} bands: train hsi-pca-svm on this one"
+
     # the fewest PCA components the network's layers take, and which layers (HybridSN: its 3-D convolutions)
     min_n_bands: int = 1
     min_n_bands_layers: str = "its layers"
@@ -233,10 +248,9 @@ class SceneClassifierMixin:
         nodata = scene_nodata(scene)
         if not isinstance(scene, Scene):
             scene = np.asarray(scene)
-        raw = self.pre_mean.numel()
-        if len(scene.shape) != 3 or scene.shape[2] != raw:
-            raise ValueError(f"the preprocessing was fitted on {raw}-band scenes; got cube shape {scene.shape}"
-                             f"{band_first_hint(scene.shape, raw)}{cube_key_hint(scene, raw)}")
+        # the message hsi-pca-svm gives: the model, both band counts and the fix (it said only "the preprocessing
+        # was fitted on 16-band scenes; got cube shape (20, 20, 12)")
+        require_fitted_bands(self.registry_name, self.fitted_bands(), scene, self._retrain_hint(scene))
         h, w, _ = scene.shape
         start, stop, _ = (rows or slice(0, h)).indices(h)
         out = np.zeros((max(0, stop - start), w, self.config.n_bands), np.float32)

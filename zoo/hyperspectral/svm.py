@@ -40,13 +40,13 @@ from zoo.hyperspectral.evaluation import (
     SPLIT_OPTIONS,
     array_input,
     as_scene,
-    cube_key_hint,
     default_scene,
     given_split_mask,
     metrics_from_scores,
     recorded_options,
     refuse_scene_options,
     require_classes,
+    require_fitted_bands,
     require_valid_pixels,
     resolve_split,
     score_labels,
@@ -57,7 +57,7 @@ from zoo.hyperspectral.evaluation import (
 from zoo.hyperspectral.pca import HyperspectralPCA
 from zoo.hyperspectral.preprocessing import BandStandardizer, no_data_to_zero
 from zoo.hyperspectral.provenance import ON_OVERLAP, TrainingRecord, forget_training_split, screen_test_pixels
-from zoo.hyperspectral.scene import Scene, band_first_hint
+from zoo.hyperspectral.scene import Scene
 from zoo.hyperspectral.serialize import (
     META_KEY,
     estimator_state,
@@ -336,13 +336,9 @@ class HSIPipeline(Pipeline):
                       progress: bool = False) -> np.ndarray:
         """``(H, W)`` label map (0 outside ``mask``, and where a pixel has no spectrum: see
         :func:`~zoo.hyperspectral.preprocessing.no_data_to_zero`); ``progress``: a bar of the pixels labelled."""
-        h, w, c = scene.shape
         _check_map_classes(self.classes_and_names() if hasattr(self.named_steps["svm"], "classes_") else None)
-        fitted = self.fitted_bands()
-        if fitted is not None and fitted != c:
-            raise ValueError(f"hsi-pca-svm was fitted on {fitted}-band scenes; scene {scene.name!r} has {c} bands "
-                             f"(train it on this scene with zoo.train, or use a scene with the same {fitted} bands)"
-                             f"{band_first_hint(scene.shape, fitted)}{cube_key_hint(scene, fitted)}")
+        require_fitted_bands("hsi-pca-svm", self.fitted_bands(), scene)
+        h, w, _ = scene.shape
         sel = np.ones((h, w), bool) if mask is None else np.asarray(mask, bool)
         if sel.shape != (h, w):
             raise ValueError(f"mask of shape {sel.shape} does not match the {h}x{w} scene")
