@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PIL import Image, ImageOps
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets.folder import IMG_EXTENSIONS
@@ -109,13 +110,18 @@ class TransformedImages(Dataset):
     """A data set of PIL images and labels, as torchvision's data sets give them without a ``transform``
     (``(image, label)``: ``CIFAR10(root)``, ``ImageFolder(root)``) and Hugging Face image data sets do (``{"img":
     image, "label": 3}``), with ``transform`` applied to each image (made RGB first): ``(tensor, label)``, what
-    the network expects. ``classes`` is the data set's, where it names them (torchvision's ``classes``, a
-    Hugging Face ``ClassLabel``'s ``names``)."""
+    the network expects. A uint8 NumPy image (``(H, W)`` or ``(H, W, 1|3|4)``, as cv2 and ``np.asarray(pil)``
+    give it) is such an image, read as ``zoo.predict`` reads one. ``classes`` is the data set's, where it names
+    them (torchvision's ``classes``, a Hugging Face ``ClassLabel``'s ``names``)."""
 
     def __init__(self, dataset: Dataset, transform: Callable[[Image.Image], Any], *,
                  exif_transpose: bool = True) -> None:
         self.dataset, self.transform, self.exif_transpose = dataset, transform, exif_transpose
-        self.where = _image_and_label(dataset[0]) or (0, 1)  # type: ignore[index]
+        first = dataset[0]  # type: ignore[index]
+        where = _image_and_label(first)
+        self.where = where or (0, 1)
+        if where is not None and isinstance(first[where[0]], np.ndarray):  # (C, H, W): refused now, not in a batch
+            _pil_image(first[where[0]], 0)
         self.classes = getattr(dataset, "classes", None) or _label_names(dataset, self.where[1])
 
     def __len__(self) -> int:
@@ -124,21 +130,40 @@ class TransformedImages(Dataset):
     def __getitem__(self, i: int) -> tuple[Any, Any]:
         sample = self.dataset[i]
         image, label = self.where
-        img = sample[image]
+        img = _pil_image(sample[image], i)
         if self.exif_transpose:  # upright, as the folder reader and zoo.predict turn the same photos
             img = ImageOps.exif_transpose(img)
         return self.transform(to_rgb(img, name=f"sample {i}")), sample[label]
 
 
+def _pil_image(img: Any, i: int) -> Image.Image:
+    """Sample ``i``'s image as PIL: a uint8 NumPy array converted by ``zoo.predict``'s rules (an error naming the
+    layout for one that is no image, a ``(C, H, W)`` one); a PIL image as it is."""
+    if not isinstance(img, np.ndarray):
+        return img
+    from zoo.vision.predict import _array_image  # predict imports this module
+
+    return _array_image(img, i, sample=True)
+
+
+def _image_value(value: Any) -> bool:
+    """A PIL image, or a uint8 NumPy array of 2 or 3 dimensions: an ``(H, W)`` / ``(H, W, 1|3|4)`` image, or one
+    in another layout (``(C, H, W)``), refused by :func:`_pil_image` naming the layout. Collated as it is, a uint8
+    array failed inside the first convolution ("expected input[4, 20, 24, 3] to have 3 channels, but got 20")."""
+    return isinstance(value, Image.Image) or (isinstance(value, np.ndarray) and value.dtype == np.uint8
+                                              and value.ndim in (2, 3))
+
+
 def _image_and_label(sample: Any) -> tuple[Any, Any] | None:
-    """Where a sample holds its PIL image and its label: ``(0, 1)`` for ``(image, label)``, ``(image key, label
-    key)`` for a dict with one PIL image and one of :data:`zoo.engine.data.TARGET_KEYS`; None otherwise."""
-    if isinstance(sample, (tuple, list)) and len(sample) == 2 and isinstance(sample[0], Image.Image):
+    """Where a sample holds its image (PIL, or a uint8 NumPy image: :func:`_image_value`) and its label: ``(0, 1)``
+    for ``(image, label)``, ``(image key, label key)`` for a dict with one image and one of
+    :data:`zoo.engine.data.TARGET_KEYS`; None otherwise."""
+    if isinstance(sample, (tuple, list)) and len(sample) == 2 and _image_value(sample[0]):
         return 0, 1
     if isinstance(sample, Mapping):
         from zoo.engine.data import TARGET_KEYS
 
-        images = [k for k, v in sample.items() if isinstance(v, Image.Image)]
+        images = [k for k, v in sample.items() if _image_value(v)]
         labels = [k for k in TARGET_KEYS if k in sample]
         if len(images) == 1 and len(labels) == 1:
             return images[0], labels[0]
@@ -154,8 +179,8 @@ def _label_names(dataset: Any, key: Any) -> list[str] | None:
 
 def yields_pil_images(data: Any) -> bool:
     """Whether ``data`` is a map-style data set (a torch Dataset, or any object with ``__getitem__`` and
-    ``__len__``) whose first sample holds a PIL image and its label: ``(image, label)``, or a dict of them
-    (:func:`_image_and_label`)."""
+    ``__len__``) whose first sample holds a PIL image (or a uint8 NumPy one) and its label: ``(image, label)``, or
+    a dict of them (:func:`_image_and_label`)."""
     # a Hugging Face data set is no torch Dataset, but indexes and has a length as one
     if isinstance(data, (TransformedImages, Mapping, str, bytes)) or not hasattr(data, "__len__") \
             or not hasattr(data, "__getitem__"):

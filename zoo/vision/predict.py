@@ -249,15 +249,25 @@ def _named_images(inputs: Any) -> list[tuple[str, Any]]:
     return named
 
 
-def _array_image(a: np.ndarray, i: int) -> Image.Image:
-    if a.dtype == np.uint8 and (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (1, 3, 4))):
+def is_array_image(a: Any) -> bool:
+    """Whether ``a`` is a NumPy image as cv2 / ``np.asarray(pil)`` give one: uint8 ``(H, W)`` or ``(H, W, 1|3|4)``."""
+    return isinstance(a, np.ndarray) and a.dtype == np.uint8 and (a.ndim == 2 or a.ndim == 3 and a.shape[2] in (1, 3, 4))
+
+
+def _array_image(a: np.ndarray, i: int, *, sample: bool = False) -> Image.Image:
+    """A uint8 NumPy image (:func:`is_array_image`) as a PIL image; else an error naming the layout that came and
+    the one expected. ``sample``: ``a`` is a data set's sample ``i`` (the TransformedImages of
+    :mod:`zoo.vision.data`), not predict's input ``i``, beside which a whole preprocessed batch may go."""
+    if is_array_image(a):
         return Image.fromarray(a[..., 0] if a.ndim == 3 and a.shape[2] == 1 else a)
     hint = ""
     if a.ndim == 3 and a.shape[0] in (1, 3, 4) and a.shape[2] not in (1, 3, 4):  # (C, H, W): torch's order
         hint = (f"; a (C, H, W) image goes in as a.transpose(1, 2, 0), of shape {a.shape[1:] + a.shape[:1]}"
                 if a.dtype == np.uint8 else "; one preprocessed (C, H, W) image goes in as a batch of one, a[None]")
-    raise ValueError(f"numpy input {i} has shape {a.shape} and dtype {a.dtype}: an image is (H, W) or (H, W, 3|4) "
-                     f"uint8; a preprocessed batch is an (N, C, H, W) float array passed as the whole input{hint}")
+    what, batch = (f"sample {i}'s numpy image", "") if sample else (
+        f"numpy input {i}", "; a preprocessed batch is an (N, C, H, W) float array passed as the whole input")
+    raise ValueError(f"{what} has shape {a.shape} and dtype {a.dtype}: an image is (H, W) or (H, W, 3|4) "
+                     f"uint8{batch}{hint}")
 
 
 def _in_channels(model: nn.Module) -> int | None:
