@@ -141,9 +141,9 @@ def _pil_image(img: Any, i: int) -> Image.Image:
     layout for one that is no image, a ``(C, H, W)`` one); a PIL image as it is."""
     if not isinstance(img, np.ndarray):
         return img
-    from zoo.vision.predict import _array_image  # predict imports this module
+    from zoo.vision.predict import array_image  # predict imports this module
 
-    return _array_image(img, i, sample=True)
+    return array_image(img, i, sample=True)
 
 
 def _image_value(value: Any) -> bool:

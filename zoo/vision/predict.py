@@ -30,7 +30,7 @@ from zoo.inputs import (
 from zoo.vision.data import IMG_EXTENSIONS, open_rgb, to_rgb
 from zoo.vision.transforms import transforms_for
 
-__all__ = ["collect_images", "predict"]
+__all__ = ["array_image", "collect_images", "is_array_image", "predict"]
 
 
 def collect_images(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
@@ -148,7 +148,7 @@ def _predict_dataset(run: _Run, data: Any, batch_size: int, progress: bool) -> l
                 for row, key in zip(rows, keys):
                     row["input"] = key
             else:
-                rows = run.images([(key, _array_image(x, len(out) + i) if isinstance(x, np.ndarray) else x)
+                rows = run.images([(key, array_image(x, len(out) + i) if isinstance(x, np.ndarray) else x)
                                    for i, (key, x) in enumerate(chunk)])
             out += rows
             bar.update(len(chunk))
@@ -240,7 +240,7 @@ def _named_images(inputs: Any) -> list[tuple[str, Any]]:
         if isinstance(item, Image.Image):
             named.append((f"image{i}", item))
         elif isinstance(item, np.ndarray):
-            named.append((f"image{i}", _array_image(item, i)))
+            named.append((f"image{i}", array_image(item, i)))
         elif isinstance(item, (str, os.PathLike)):
             named += [(str(p), p) for p in collect_images(item)]
         else:
@@ -254,7 +254,7 @@ def is_array_image(a: Any) -> bool:
     return isinstance(a, np.ndarray) and a.dtype == np.uint8 and (a.ndim == 2 or a.ndim == 3 and a.shape[2] in (1, 3, 4))
 
 
-def _array_image(a: np.ndarray, i: int, *, sample: bool = False) -> Image.Image:
+def array_image(a: np.ndarray, i: int, *, sample: bool = False) -> Image.Image:
     """A uint8 NumPy image (:func:`is_array_image`) as a PIL image; else an error naming the layout that came and
     the one expected. ``sample``: ``a`` is a data set's sample ``i`` (the TransformedImages of
     :mod:`zoo.vision.data`), not predict's input ``i``, beside which a whole preprocessed batch may go."""
