@@ -190,7 +190,7 @@ def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads
     svm, _, X, want = _svm_of_a_small_scene()  # two pieces of 1,152 pixels for this thread's call, of 750 for the other's
     _share_out_every(256, svm, monkeypatch)
     first_running, other_called, first_out = threading.Event(), threading.Event(), threading.Event()
-    pieces: list[tuple[int, set[int], bool]] = []  # (rows, BLAS's thread counts, the first call had returned)
+    pieces: list[tuple[int, set[int], bool]] = []  # (rows, BLAS's thread counts, the first call had returned), in order
 
     def predict(rows):
         pieces.append((len(rows), _blas_threads(), first_out.is_set()))
@@ -220,7 +220,9 @@ def test_pca_svm_predictions_on_two_threads_take_turns_and_give_blas_its_threads
     np.testing.assert_array_equal(got["other"], want[:1500])
     assert sorted(n for n, _, _ in pieces) == [750, 750, 1152, 1152]
     assert all(blas == {1} for _, blas, _ in pieces), pieces  # one BLAS thread while libsvm runs on two
-    assert all(after for n, _, after in pieces if n == 750), pieces  # the second call waited for the first
+    # the second call waited for the first: none of its pieces started before both of the first's (first_out is
+    # set only once the first call has returned to this thread, which the second may beat to its first piece)
+    assert [n for n, _, _ in pieces][:2] == [1152, 1152], pieces
     assert _blas_threads() == {2}  # and BLAS has its two back once both returned
 
 
