@@ -39,7 +39,7 @@ from torch.utils.data import (
 )
 
 from zoo._stacklevel import user_stacklevel
-from zoo.engine.data import inference_loader, model_dtype, move_batch
+from zoo.engine.data import TARGET_KEYS, inference_loader, model_dtype, move_batch, split_batch
 from zoo.engine.devices import model_device, run_device, usable_device
 from zoo.engine.evaluation import metric_keys, metrics_from_topk
 from zoo.engine.layout import call_laid_out, layout_for
@@ -284,8 +284,6 @@ class _LoadersCollate:
         return video, label, torch.tensor([v for _, _, v in kept])
 
     def _split(self, batch: Any) -> tuple[Any, Any]:
-        from zoo.engine.data import TARGET_KEYS, split_batch
-
         try:
             return split_batch(batch)
         except TypeError:  # its words name forward_fn=, which the video evaluation does not take
