@@ -105,6 +105,13 @@ class ReplayBuffer:
                 "obs_dim": self.obs_dim, "act_dim": self.act_dim, "data": self.data[: self.size].clone()}
 
     def load_state_dict(self, state: dict) -> None:
+        # the spaces first: a row's width alone let a buffer of obs_dim 3, act_dim 1 (rows of 9) load into one of
+        # obs_dim 2, act_dim 3 (rows of 9 too), every transition split at the wrong columns, without a word
+        saved = (int(state.get("obs_dim", self.obs_dim)), int(state.get("act_dim", self.act_dim)))
+        if saved != (self.obs_dim, self.act_dim):
+            raise ValueError(f"the saved replay buffer holds transitions of obs_dim {saved[0]}, act_dim {saved[1]}; "
+                             f"this buffer's are obs_dim {self.obs_dim}, act_dim {self.act_dim}: load it into the "
+                             "buffer of an agent built for the env it was filled on")
         if int(state["capacity"]) != self.capacity:
             raise ValueError(f"buffer capacity mismatch: saved {state['capacity']}, this buffer {self.capacity}")
         n = int(state["size"])

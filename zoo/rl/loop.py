@@ -52,7 +52,16 @@ from zoo.rl.resume import (
     save_checkpoint,
     set_env_rng_state,
 )
-from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Clock, LiveEpisodes, Run, keep_statistics, next_multiple
+from zoo.rl.run import (
+    BEST_NAME,
+    CHECKPOINT_NAME,
+    Clock,
+    LiveEpisodes,
+    Run,
+    end_of_run,
+    keep_statistics,
+    next_multiple,
+)
 
 __all__ = ["BEST_NAME", "CHECKPOINT_NAME", "evaluate", "make_env", "train"]
 
@@ -87,7 +96,7 @@ def train(
 
     Args:
         env / data: a gymnasium id (default: the agent's), a ``gymnasium.Env`` or a ``VectorEnv``.
-        total_steps: environment transitions in total (a resumed run continues up to it).
+        total_steps: environment transitions in total, in whole vector steps (:func:`zoo.rl.run.end_of_run`).
         eval_every: deterministic evaluation of ``eval_episodes`` episodes on a separate env every this
             many steps (and at the end); ``None`` evaluates only at the end, 0 never.
         eval_env: what evaluations run on (default: a new env made from the training env's id, or from its
@@ -446,6 +455,10 @@ def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, 
         reset_episode(run, seed=agent.seed + agent.num_timesteps)
     else:  # trained before, on the caller's env: continue its random stream instead of reseeding
         reset_episode(run)
+    run.end_steps = end_of_run(agent.num_timesteps, run.total_steps, run.n_envs)  # from the resumed count, if any
+    if run.end_steps > run.total_steps:
+        log.info("TD3 on %s: %d envs collect %d transitions a step, so the run ends at %d (total_steps=%d, rounded up "
+                 "to whole steps)", run.name, run.n_envs, run.n_envs, run.end_steps, run.total_steps)
     _warn_short_run(agent, run, resumed=path is not None)
     if path is None:
         run.episodes = agent.episode_log  # the agent's episodes so far: episodes.csv lists them, as metrics.csv its rows
@@ -458,7 +471,7 @@ def _start(agent, run: Run, resume: bool | str | os.PathLike, seed: int | None, 
     run.logger = RunLogger(run.log_dir, step_key="step") if run.log_dir is not None else None
     if path is not None:
         _restore_logs(agent, run)
-    run.bar = ProgressBar(total=run.total_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
+    run.bar = ProgressBar(total=run.end_steps, initial=agent.num_timesteps, desc=f"td3 {run.name}", unit="step",
                    disable=not progress, dynamic_ncols=True)
 
 
@@ -472,7 +485,7 @@ def _warn_short_run(agent, run: Run, resumed: bool) -> None:
                 f"TD3 on {run.name}: total_steps={run.total_steps} counts every transition this agent collected, "
                 f"and it has collected {agent.num_timesteps}: this call collects none. To train further, give a "
                 f"larger total (total_steps={agent.num_timesteps} + the steps to add)", stacklevel=user_stacklevel())
-    elif run.total_steps <= cfg.learning_starts:
+    elif run.end_steps <= cfg.learning_starts:
         warnings.warn(
             f"TD3 on {run.name}: total_steps={run.total_steps} does not pass learning_starts={cfg.learning_starts} "
             f"(and {agent.num_timesteps} steps are done): this run collects random transitions and makes no "
@@ -505,7 +518,9 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
     if run.reward_scalers:  # the buffer learns from the scaled reward; the returns logged are the env's own
         reward = np.where(run.resetting, 0.0, own)  # an autoreset step's reward counts nowhere, as in _store
     agent.num_timesteps = step
-    run.obs = next_obs
+    # a copy: a vector env made with copy=False, or an env that keeps its state in one array, hands out the same
+    # array every step, rewritten in place; kept, the next step's transition was stored with obs == next_obs
+    run.obs = np.array(next_obs, copy=True)
     run.bar.update(run.n_envs)
     run.since_train += 1
     if learning:
@@ -550,7 +565,7 @@ def _update(agent, run: Run) -> None:
     collected, run.since_train = run.since_train * run.n_envs, 0
     if agent.num_timesteps > cfg.learning_starts:
         if cfg.lr_schedule == "linear":  # SB3: lr * the fraction of the run still to go, before each phase
-            agent.apply_lr(1.0 - agent.num_timesteps / run.total_steps)
+            agent.apply_lr(1.0 - agent.num_timesteps / run.end_steps)  # where the run ends: never below 0
         agent.update(cfg.gradient_steps if cfg.gradient_steps > 0 else collected)
 
 

@@ -314,7 +314,8 @@ def reset_episode(run: Run, seed: int | None = None) -> None:
         run.episode_start = {"seed": seed} if seed is not None else {"rng": env_rng_state(run.env)}
         if run.normalizers:  # a resume mid-episode replays it from the statistics it began with
             run.episode_start["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
-    run.obs, _ = run.env.reset(seed=seed)
+    obs, _ = run.env.reset(seed=seed)
+    run.obs = np.array(obs, copy=True)  # not the env's own array, which its next step may rewrite in place (_collect)
 
 
 def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | None) -> None:
@@ -389,7 +390,7 @@ def _replay_episode(agent, run: Run, start: dict[str, Any], n: int) -> bool:
         obs, reward, terminated, truncated, _ = run.env.step(agent.env_action(buf.act[row]))
         if terminated or truncated or not (same(obs, buf.next_obs[row]) and same(reward, buf.reward[row])):
             return False
-    run.obs = obs
+    run.obs = np.array(obs, copy=True)  # as reset_episode keeps it
     return True
 
 

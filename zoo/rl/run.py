@@ -22,7 +22,7 @@ from zoo.rl.envspec import had_unmade_wrappers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "LiveEpisodes", "Run", "WrittenCheckpoint", "env_marks",
+__all__ = ["BEST_NAME", "CHECKPOINT_NAME", "Clock", "LiveEpisodes", "Run", "WrittenCheckpoint", "end_of_run", "env_marks",
            "keep_statistics", "next_multiple"]
 
 CHECKPOINT_NAME = "td3_last.pt"
@@ -94,6 +94,8 @@ class Run:
     # how the single env's episode in progress began: {"seed": the reset's seed} or {"rng": the env's
     # random state before the reset}; what a resume replays that episode from
     episode_start: dict[str, Any] = field(default_factory=dict)
+    # the transition count the run stops at: total_steps, rounded up to whole steps of all n_envs (end_of_run)
+    end_steps: int = 0
     next_eval: float = math.inf
     next_ckpt: float = math.inf
     clock: Clock = field(default_factory=Clock)
@@ -223,7 +225,10 @@ def _stat_key(path: Path) -> tuple[int, int, int]:
 
 def env_marks(env: Any) -> list:
     """What stepping or resetting ``env`` changes that can be read from outside it: each (sub-)env's random state
-    and its ``TimeLimit``'s step count (an ``AsyncVectorEnv``'s sub-envs live in other processes: none)."""
+    and its ``TimeLimit``'s step count, and for a vector env the observations it last returned (its own copy, which
+    every step and reset rewrites): an ``AsyncVectorEnv``'s sub-envs live in other processes, so those are all that
+    shows a step or reset there (without them a stepped AsyncVectorEnv was continued from observations it had left
+    behind), and they show it too in sub-envs that have neither a random state nor a ``TimeLimit``."""
     import gymnasium as gym
 
     from zoo.rl.resume import env_rng_state
@@ -231,7 +236,11 @@ def env_marks(env: Any) -> list:
     if isinstance(env, gym.vector.VectorEnv):
         while isinstance(env, gym.vector.VectorWrapper):
             env = env.env
-        return [env_marks(sub) for sub in getattr(env, "envs", ())]
+        # AsyncVectorEnv's `observations`, SyncVectorEnv's `_observations` (the array its step and reset return,
+        # or copy); bytes, so that the marks compare with ==
+        last = getattr(env, "observations", getattr(env, "_observations", None))
+        seen = np.ascontiguousarray(last).tobytes() if isinstance(last, np.ndarray) else None
+        return [seen, *(env_marks(sub) for sub in getattr(env, "envs", ()))]
     marks: list = [env_rng_state(env)]
     while isinstance(env, gym.Wrapper):
         if isinstance(env, gym.wrappers.TimeLimit):
@@ -249,6 +258,18 @@ def keep_statistics(agent, run: Run) -> None:
     agent.env_spec = own_spec(run.env)
     agent.env_spec_lost = None  # it trained on that env: its spec (or bare id) is known again
     agent.env_object = run.env if had_unmade_wrappers(run.env) and not run.owns_env else None
+
+
+def end_of_run(num_timesteps: int, total_steps: int, n_envs: int) -> int:
+    """The transition count a run from ``num_timesteps`` (a resumed run's: its checkpoint's) to ``total_steps`` (the
+    agent's transitions in all) stops at: each step of a vector env collects ``n_envs`` transitions, so the count
+    goes up in whole steps and ends at the first at or past the total, as Stable-Baselines3 counts
+    ``total_timesteps`` (30 on 4 envs: 8 steps, 32 transitions). A run already there collects none. The progress
+    bar's total, the ``step`` of ``metrics.csv``, ``episodes.csv`` and the learning curves, ``agent.num_timesteps``
+    and the linear lr schedule (which reaches 0 there, never below) all count those transitions."""
+    if total_steps <= num_timesteps:
+        return num_timesteps
+    return num_timesteps + -(-(total_steps - num_timesteps) // n_envs) * n_envs
 
 
 def next_multiple(current: int, every: int | None) -> float:

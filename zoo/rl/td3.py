@@ -753,7 +753,8 @@ class TD3Agent:
         """SB3's ``learn``, with its arguments in its order: collect ``total_timesteps`` *more* transitions (on
         ``env``, default the agent's env id) and return the agent. ``options`` are :func:`zoo.rl.loop.train`'s
         (``eval_every``, ``checkpoint_dir``, ``log_dir``, ...); ``zoo.train(agent, env, total_steps=N)`` counts
-        the run's transitions in all.
+        the run's transitions in all. A vector env of n envs collects n transitions a step, so a call collects
+        whole steps: ``total_timesteps`` rounded up to a multiple of n, as SB3's ``learn`` does.
 
         Of SB3's own: ``progress_bar`` is zoo's ``progress``. ``callback`` may be None (or an empty list):
         zoo's loop runs no SB3 callbacks, and one is refused, naming the options that do their jobs
