@@ -83,7 +83,9 @@ def _generic_spec(model: nn.Module, example_inputs: Any = None, atol: float = 1e
     if isinstance(outputs, Mapping) and all(isinstance(v, torch.Tensor) for v in outputs.values()) \
             and all(isinstance(k, str) and k for k in outputs) and len(set(outputs)) == n_out:
         names = tuple(outputs)  # the graph's outputs are the dict's values, in its order
-    checks = [tuple(_resized(x, x.shape[0] + 1) for x in inputs)]
+    # each input its own values: equal ones (one seed for all) could not tell a graph that reads one input
+    # for another (example_inputs=(x, x), traced as aliases) from the model
+    checks = [tuple(_resized(x, x.shape[0] + 1, i) for i, x in enumerate(inputs))]
     with torch.no_grad():
         try:
             model(*checks[0])
@@ -102,9 +104,10 @@ def check_int(option: str, value: Any, minimum: int = 1) -> int:
     return whole_number(value, f"export option {option}", minimum=minimum)
 
 
-def _resized(x: torch.Tensor, batch: int) -> torch.Tensor:
-    """A sample like ``x`` with another batch size (random values of its dtype and range)."""
-    g = torch.Generator().manual_seed(batch)
+def _resized(x: torch.Tensor, batch: int, index: int = 0) -> torch.Tensor:
+    """A sample like ``x`` with another batch size (random values of its dtype and range), drawn for input
+    ``index``."""
+    g = torch.Generator().manual_seed(1000 * index + batch)
     shape = (batch, *x.shape[1:])
     if x.is_floating_point():
         return torch.randn(shape, generator=g).to(x.dtype)

@@ -28,9 +28,11 @@ def target_path(given: str | os.PathLike, fmt: str, spec: ExportSpec) -> Path:
                              f"exports a folder (several graphs and files): give it a new name, e.g. "
                              f"{Path(os.path.abspath(path)) / 'export'}")
         if path.suffix in SUFFIX.values() and not path.is_dir():
-            # "s.onnx" became a folder of that name, which no ONNX tool opens as the model it looks like
+            # "s.onnx" became a folder of that name, which no ONNX tool opens as the model it looks like; the
+            # hint names the format too: a folder name without a suffix exports ONNX, so "s.pt2" -> "s" lost .pt2
+            keep = "" if fmt == "onnx" else f" with format={fmt!r} (--format {fmt})"
             raise ValueError(f"this model exports a folder (several graphs and files, {SUFFIX[fmt]} each), not one "
-                             f"file: give the folder's name, e.g. {path.with_suffix('')}")
+                             f"file: give the folder's name, e.g. {path.with_suffix('')}{keep}")
         if path.is_symlink():
             raise FileExistsError(f"{path} is a symbolic link; an export replaces its folder whole, which would "
                                   f"replace the link: give the real folder or a new name")

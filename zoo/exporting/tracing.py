@@ -27,17 +27,38 @@ def dynamic_shapes(g: Graph) -> dict[str, Any]:
                 # a finite bound where the family sets none: torch 2.7 guards sizes against 2**63 - 1
                 # (INT64_MAX) and then refuses an unbounded axis ("Constraints violated (batch)")
                 dims[name] = torch.export.Dim(name, min=g.min_sizes.get(name, 1), max=g.max_sizes.get(name, _NO_MAX))
-    params = [p.name for p in inspect.signature(g.module.forward).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return {params[i]: ({ax: dims[n] for ax, n in g.dynamic[i].items()} if i in g.dynamic else None)
-            for i in range(len(g.inputs))}
+
+    def axes(i: int) -> dict[int, torch.export.Dim] | None:
+        return {ax: dims[n] for ax, n in g.dynamic[i].items()} if i in g.dynamic else None
+
+    # torch binds the inputs to forward's signature, so the shapes follow it: one entry per positional
+    # parameter, and a tuple of the rest under a ``*args`` parameter (``forward(self, *xs)`` had no names to
+    # key its inputs by: IndexError)
+    shapes: dict[str, Any] = {}
+    i, n = 0, len(g.inputs)
+    for p in inspect.signature(g.module.forward).parameters.values():
+        if i >= n:
+            break
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            shapes[p.name] = axes(i)
+            i += 1
+        elif p.kind == p.VAR_POSITIONAL:
+            shapes[p.name] = tuple(axes(j) for j in range(i, n))
+            i = n
+    if i < n:
+        raise TypeError(f"graph {g.name!r} has {n} inputs but {type(g.module).__name__}.forward takes "
+                        f"{i} positional arguments")
+    return shapes
 
 
 def trace_inputs(g: Graph) -> tuple[Any, ...]:
     """The inputs to trace with: a dynamic axis of size 1 is doubled (the sample itself stays a check).
 
     torch.export specialises every dimension of size 0 or 1 to that constant, so a batch-1 sample
-    would make a declared dynamic batch fail its constraint instead of exporting a batch-free graph."""
+    would make a declared dynamic batch fail its constraint instead of exporting a batch-free graph.
+
+    An input sharing memory with an earlier one (``example_inputs=(x, x)``) is traced on a copy: the tracers
+    take aliased inputs for one tensor, and the graph of ``forward(a, b)`` read ``a`` twice and ignored ``b``."""
     inputs = list(g.inputs)
     for i, axes in g.dynamic.items():
         x = inputs[i]
@@ -46,6 +67,13 @@ def trace_inputs(g: Graph) -> tuple[Any, ...]:
                     and g.min_sizes.get(name, 1) <= 2:
                 x = torch.cat([x, x], dim=axis)
         inputs[i] = x
+    storages: set[int] = set()
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.numel():
+            ptr = x.untyped_storage().data_ptr()
+            if ptr in storages:
+                inputs[i] = x.clone()
+            storages.add(ptr)
     return tuple(inputs)
 
 
