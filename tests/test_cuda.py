@@ -267,6 +267,14 @@ def test_a_model_on_the_device_exports_from_a_cpu_copy_and_stays_there(tmp_path)
     assert zoo.export(agent, tmp_path / "policy.onnx").path.is_file() and _on_device(agent.actor)
 
 
+def test_a_resnet_on_the_device_exports_with_an_example_input_on_the_device(tmp_path):
+    torch.manual_seed(0)
+    model = zoo.build("resnet18", stem="cifar", num_classes=3).to(DEVICE)
+    images = torch.randn(2, 3, 16, 16, device=DEVICE)
+    result = zoo.export(model, tmp_path / "m.onnx", example_input=images)  # verified against PyTorch inside
+    assert result.path.is_file() and _on_device(model) and images.device.type == DEVICE.type
+
+
 def test_a_plain_module_on_the_device_predicts_from_a_cpu_batch():
     net = nn.Sequential(nn.Linear(4, 2)).to(DEVICE)
     out = zoo.predict(net, torch.randn(3, 4))

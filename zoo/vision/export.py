@@ -138,7 +138,9 @@ def export_resnet(model: nn.Module, batch: int | None = None, image_size: int | 
         raise ValueError(f"example_input has {example_input.shape[1]} channels (shape {tuple(example_input.shape)}) "
                          f"but the network's first convolution takes {channels}: pass (B, {channels}, H, W)")
     elif example_input.is_floating_point():
-        example_input = example_input.to(dtype)  # float32 images for a .half() model: the graph takes float16
+        # float32 images for a .half() model: the graph takes float16; and on the CPU, where zoo.export traces
+        # its copy of the model (a GPU example_input met a CPU model in the tracer), as the generic path does
+        example_input = example_input.detach().to("cpu", dtype)
     n = example_input.shape[0]
     output = "logits" if outputs is not None else "features"
     graph = Graph("classifier", _scriptable(model), (example_input,), ("input",), (output,), {0: {0: "batch"}},
