@@ -24,6 +24,7 @@ import io
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from zoo import fs
+from zoo._stacklevel import user_stacklevel
 from zoo.engine.layout import match_state_layout
 from zoo.wrappers import strip_wrapper_prefixes, unwrap
 
@@ -48,6 +50,7 @@ __all__ = [
     "plain_config",
     "prune_checkpoints",
     "read_checkpoint",
+    "refuse_unstorable_model_state",
     "restore",
     "resumable_checkpoint",
     "save_checkpoint",
@@ -90,22 +93,97 @@ def _plain(v: Any, tensors: bool = True) -> Any:
         return [_plain(x, tensors) for x in v]
     if isinstance(v, dict):
         return {str(k): _plain(x, tensors) for k, x in v.items()}
+    if not tensors and isinstance(v, torch.nn.Module):
+        return _module_settings(v)
     name = getattr(v, "__qualname__", None) or type(v).__qualname__
     return f"<{name}>"
 
 
-def _builtin_numbers(v: Any) -> Any:
-    """NumPy scalars in an optimizer's or scheduler's state (an ``lr=np.float64(...)`` from a sweep) as builtin
-    numbers, containers kept as they are (``betas`` stays a tuple)."""
+def _module_settings(module: torch.nn.Module) -> str:
+    """A module in a config (a ``loss_fn``) as its class and settings: ``<CrossEntropyLoss(ignore_index=-100,
+    reduction='mean', label_smoothing=0.1, weight=[1.0, 9.0])>``, its own plain attributes and buffers (class
+    weights: the values up to 16 of them, else shape, dtype and a hash of the bytes). Recorded by name alone, a
+    resume with another ``label_smoothing``, class weights or ``reduction`` went on unseen, a different loss
+    for the rest of the run. Its submodules' and parameters' states are left out: a loss that holds the network
+    (a regulariser) would differ between any two starts of one run."""
+    parts = [f"{k}={v!r}" for k, v in vars(module).items()
+             if not k.startswith("_") and k != "training" and (v is None or isinstance(v, (bool, int, float, str)))]
+    for k, t in module.named_buffers(recurse=False):
+        t = t.detach().cpu()
+        if t.numel() <= 16:
+            parts.append(f"{k}={t.tolist()!r}")
+        else:
+            digest = hashlib.sha256(t.contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()[:12]
+            parts.append(f"{k}={tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} {digest}")
+    return f"<{type(module).__qualname__}({', '.join(parts)})>"
+
+
+_KEPT = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
+_DROPPED = object()
+
+
+def _storable(v: Any, where: str, dropped: list[str]) -> Any:
+    """An optimizer's or scheduler's state as data ``weights_only`` loads: NumPy scalars (an ``lr=np.float64(...)``
+    from a sweep) and subclasses of the builtins (an ``IntEnum``) as builtin values, containers kept as they are
+    (``betas`` stays a tuple). A value of any other class (a config object that a ``LambdaLR``'s callable-object
+    lambda holds: torch saves its ``__dict__``) is left out, its dict entry with it, and its place added to
+    ``dropped``: written, it made every checkpoint of the run one that no resume could load."""
     if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, tuple):
-        return tuple(_builtin_numbers(x) for x in v)
-    if isinstance(v, list):
-        return [_builtin_numbers(x) for x in v]
+        v = v.item()
+    if type(v) in _KEPT or isinstance(v, torch.Tensor):
+        return v
+    for kind in (bool, int, float, complex, str, bytes):  # bool first: it is an int
+        if isinstance(v, kind):
+            return kind(v)
+    if isinstance(v, (list, tuple, set, frozenset)):
+        items = [_storable(x, f"{where}[{i}]", dropped) for i, x in enumerate(v)]
+        if any(x is _DROPPED for x in items):
+            return _DROPPED  # its entry goes: a list with a hole would load as another list
+        return items if isinstance(v, list) else tuple(items) if isinstance(v, tuple) else set(items)
     if isinstance(v, dict):
-        return {k: _builtin_numbers(x) for k, x in v.items()}
-    return v
+        out = {}
+        for k, x in v.items():
+            place = f"{where}.{k}" if where else str(k)
+            if type(k) not in _KEPT:
+                dropped.append(f"{place} (a key of type {type(k).__qualname__})")
+                continue
+            kept = _storable(x, place, dropped)
+            if kept is not _DROPPED:
+                out[k] = kept
+        return out
+    dropped.append(f"{where} ({type(v).__qualname__})")
+    return _DROPPED
+
+
+def _storable_state(obj: Any, what: str) -> dict[str, Any]:
+    """``obj.state_dict()`` as :func:`_storable` keeps it, with a warning naming what it left out: a resume then
+    takes those values from the object the resumed run builds (the same recipe builds the same ones)."""
+    dropped: list[str] = []
+    state = _storable(obj.state_dict(), "", dropped)
+    if dropped:
+        warnings.warn(f"checkpoint: the {what}'s state ({type(obj).__name__}) holds objects a checkpoint does not "
+                      f"keep (only tensors, numbers, strings and containers of them load with weights_only=True): "
+                      f"{', '.join(dropped[:6])}{' ...' if len(dropped) > 6 else ''}. Saved without them; a resume "
+                      f"keeps the ones its own {what} is built with. To checkpoint them, hold them as plain values "
+                      "(numbers, strings, lists, dicts)", RuntimeWarning,
+                      stacklevel=user_stacklevel())
+    return state
+
+
+def refuse_unstorable_model_state(model: torch.nn.Module, state: dict[str, Any] | None = None) -> None:
+    """A :class:`CheckpointError` naming the entries of ``model``'s state dict that a checkpoint cannot keep (a
+    module's ``get_extra_state`` returning an object of its own class): ``torch.save`` pickles it, and every
+    checkpoint of the run then failed ``torch.load(weights_only=True)``, found only at the resume, as 'corrupt'.
+    A model's entries cannot be left out (``load_state_dict`` needs them), so the run is refused before it trains."""
+    dropped: list[str] = []
+    _storable(unwrap(model).state_dict() if state is None else state, "", dropped)
+    if dropped:
+        raise CheckpointError(
+            f"{type(unwrap(model)).__name__}'s state dict holds what a checkpoint cannot keep: {', '.join(dropped[:6])}"
+            f"{' ...' if len(dropped) > 6 else ''}. A checkpoint holds tensors, numbers, strings and lists/dicts of "
+            "them (torch.load(weights_only=True) refuses other objects, so no resume could read it back): return "
+            "plain data from get_extra_state (a dict of numbers and strings: dataclasses.asdict(...)), or train "
+            "without checkpoint_dir")
 
 
 def plain_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -137,13 +215,15 @@ def save_checkpoint(
     is serialised in memory first, so a folder without room for it fails before the first byte
     (:class:`zoo.fs.NoSpaceError` naming the folder, the size needed and the size free).
     """
+    # the network inside DataParallel / DDP / torch.compile: no wrapper's prefix on its keys (a compiled
+    # model's are all '_orig_mod.', which a plain model's load_state_dict refuses)
+    weights = unwrap(model).state_dict()
+    refuse_unstorable_model_state(model, weights)
     payload: dict[str, Any] = {
         "format": FORMAT,
-        # the network inside DataParallel / DDP / torch.compile: no wrapper's prefix on its keys (a compiled
-        # model's are all '_orig_mod.', which a plain model's load_state_dict refuses)
-        "model": unwrap(model).state_dict(),
-        "optimizer": _builtin_numbers(optimizer.state_dict()) if optimizer is not None else None,
-        "scheduler": _builtin_numbers(scheduler.state_dict()) if scheduler is not None else None,
+        "model": weights,
+        "optimizer": _storable_state(optimizer, "optimizer") if optimizer is not None else None,
+        "scheduler": _storable_state(scheduler, "schedule") if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
         "epoch": int(epoch),
         "step": int(step),

@@ -398,8 +398,20 @@ def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str,
                           path):
         ignored.add("batch_size")
     applied = (*RESUME_APPLIED, *run.record.get(RECIPE_MAY_CHANGE, ()))
-    return reconcile(_spelled_one_way(saved), _spelled_one_way(run.record), applied=applied,
-                     ignored=ignored, what=path.name)
+    return reconcile(_spelled_one_way(saved), _spelled_one_way(_as_recorded_then(saved, run.record)),
+                     applied=applied, ignored=ignored, what=path.name)
+
+
+def _as_recorded_then(saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``current`` with each module the checkpoint recorded by its class's name alone (``'<CrossEntropyLoss>'``:
+    written before modules were recorded with their settings, ``zoo.engine.checkpoint._module_settings``) recorded
+    so again, where this run's is of that class: such a checkpoint still resumes, compared as it was then."""
+    def bare(key: str, value: Any) -> bool:
+        old = saved.get(key)
+        return isinstance(old, str) and isinstance(value, str) and old.startswith("<") and old.endswith(">") \
+            and "(" not in old and value.startswith(old[:-1] + "(")
+
+    return {k: saved[k] if bare(k, v) else v for k, v in current.items()}
 
 
 def _same_global_batch(saved: dict[str, Any], saved_world: Any, record: dict[str, Any], world: int,

@@ -114,6 +114,7 @@ class Trainer:
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
         if self.ckpt_dir is not None:
             refuse_a_used_folder(self.ckpt_dir, cfg.resume)
+            ckpt_mod.refuse_unstorable_model_state(model)  # before an epoch trains for checkpoints none can read
         self.last_ckpt: Path | None = None
         self.record = run_record(cfg, train_data)
         self.resumed = self._resume() if cfg.resume else None
@@ -272,7 +273,7 @@ class Trainer:
         bar = ProgressBar(self.train_loader, total=self.n_batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
         self.opt.zero_grad(set_to_none=True)
-        self.batches_done = self.n_batches or 0
+        self.batches_done: int | None = None  # set where request_stop ends the epoch before its last batch
         batches = _LookAhead(bar)
         for i, batch in enumerate(batches):
             st.batch = i
@@ -285,7 +286,8 @@ class Trainer:
             if cfg.progress and i % 10 == 0:
                 bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
             if st.stop_requested:
-                self.batches_done = i + 1
+                if not self._ends_epoch(i, batches):
+                    self.batches_done = i + 1
                 break
         else:
             if self.window_pending:  # a loader that ended before the len() it gave, inside an accumulation window
@@ -298,7 +300,7 @@ class Trainer:
         # a mean over what the batches' means divided by (class weights may sum below 1); 0.0 where nothing scored
         train_loss = sums[0] / sums[1] if sums[1] else 0.0
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": train_loss}
-        if self.n_batches and self.batches_done < self.n_batches:  # request_stop from on_batch_end
+        if self.batches_done is not None:  # request_stop from on_batch_end, batches before the epoch's end
             row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
         for name in ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
             if name in self.metric_keys and sums[3] > 0:
@@ -307,6 +309,14 @@ class Trainer:
         if self.schedule is not None and self.schedule.interval == "epoch":
             self.scheduler.step()
         return row
+
+    def _ends_epoch(self, i: int, batches: _LookAhead) -> bool:
+        """Whether batch ``i`` is the epoch's last: before the count len() gave, no; at or past it, or for a
+        loader without len() (a streaming data set, whose stop inside an epoch went unmarked, and its resume
+        skipped the rest of that epoch without a word), the next batch is fetched to see."""
+        if self.n_batches is not None and i + 1 < self.n_batches:
+            return False
+        return batches.ends_after_this()
 
     def _ends_window(self, i: int, batches: _LookAhead) -> bool:
         """Whether batch ``i`` is its accumulation window's last: every ``grad_accum_steps``-th, and the epoch's
