@@ -423,46 +423,61 @@ class PrivateTemp:
         return self.dir / Path(target).name
 
     def commit(self, *targets: str | os.PathLike) -> None:
-        target = Path(targets[0])
         try:
-            for target in map(Path, targets):
-                tmp = self.path_for(target)
-                if tmp.is_symlink() or not tmp.is_file():
-                    raise FsError(errno.ENOENT, f"the writer of {target} did not produce a file")
-                if target.is_dir() and not target.is_symlink():  # found before any target is replaced
-                    raise FsError(errno.EISDIR, f"cannot write {target}: a folder of that name is in the way")
-                refuse_write_protected(target)
-                _keep_mode(target, tmp=tmp)
-                fsync_file(tmp)
-            for target in map(Path, targets):
-                os.replace(self.path_for(target), target)
-        except OSError as err:
-            raise write_error(err, target, None) from None
+            _commit([(self.path_for(t), Path(t)) for t in targets])
         finally:
             self.abort()
-        _fsync_dir(self.folder)
 
     def abort(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _commit(staged: list[tuple[Path, Path]]) -> None:
+    """``os.replace`` each ``(temp file, target)`` pair, in order, once every temp file is checked and synced: a
+    check that fails replaces no target."""
+    target = staged[0][1]
+    try:
+        for tmp, target in staged:
+            if tmp.is_symlink() or not tmp.is_file():
+                raise FsError(errno.ENOENT, f"the writer of {target} did not produce a file")
+            if target.is_dir() and not target.is_symlink():  # found before any target is replaced
+                raise FsError(errno.EISDIR, f"cannot write {target}: a folder of that name is in the way")
+            refuse_write_protected(target)
+            _keep_mode(target, tmp=tmp)
+            fsync_file(tmp)
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    except OSError as err:
+        raise write_error(err, target, None) from None
+    for folder in dict.fromkeys(t.parent for _, t in staged):
+        _fsync_dir(folder)
+
+
 @contextlib.contextmanager
 def atomic_paths(*targets: str | os.PathLike, size: int | None = None) -> Iterator[tuple[Path, ...]]:
-    """Yield temp paths (one per target, same names) in a :class:`PrivateTemp`; on success each replaces
-    its target, in order. Writers that take a file object should use :func:`atomic_write` instead."""
+    """Yield temp paths (one per target, same names) in a :class:`PrivateTemp` beside each target; on success each
+    replaces its target, in order. Writers that take a file object should use :func:`atomic_write` instead."""
     targets = tuple(write_target(t) for t in targets)
     for target in targets:  # before the writer works, as well as at the commit
         refuse_write_protected(target)
     first = targets[0]
-    tmp = PrivateTemp(first.parent, first.name, size)
+    # one temp folder per folder written to: a target may be a link of the user's own to another file system
+    # (written where it points), and os.replace crosses none; staged beside the first target only, an ENVI pair
+    # whose header was such a link got the new data file and kept the old header ("Invalid cross-device link")
+    temps: dict[Path, PrivateTemp] = {}
     try:
-        yield tuple(tmp.path_for(t) for t in targets)
-    except BaseException as err:
-        tmp.abort()
-        if isinstance(err, OSError):
+        for target in targets:
+            if target.parent not in temps:
+                temps[target.parent] = PrivateTemp(target.parent, target.name, None if temps else size)
+        staged = [(temps[t.parent].path_for(t), t) for t in targets]
+        try:
+            yield tuple(tmp for tmp, _ in staged)
+        except OSError as err:
             raise write_error(err, first, size) from None
-        raise
-    tmp.commit(*targets)
+        _commit(staged)
+    finally:
+        for tmp in temps.values():
+            tmp.abort()
 
 
 @contextlib.contextmanager
@@ -521,7 +536,9 @@ def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[P
 
     A temp entry of this host (its name and PID namespace: :func:`_host_key`) is removed when its writer's pid
     is not alive; one of another host or namespace only when it is older than :data:`FOREIGN_TEMP_AGE_S`
-    (:func:`temp_state`).
+    (:func:`temp_state`). One this process may not remove (a team's cache, read-only to this user, or a read-only
+    mount) is left where it is, unlisted: sweeping is housekeeping before a read or a write, and it failed the pull
+    of a file that was cached and verified with a raw ``PermissionError`` on the orphan.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -531,7 +548,7 @@ def sweep_temps(folder: str | os.PathLike, *, recursive: bool = False) -> list[P
     for p in list(entries):
         if temp_state(p) != "stale":
             continue
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove (EACCES, EPERM, EROFS)
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -463,3 +464,53 @@ def test_a_write_protected_file_is_refused_as_open_refuses_it(tmp_path):
     assert len(said) == 2 and all(line.startswith(f"cannot write {target}: it is write-protected (-r--r--r--)")
                                   for line in said), said
     assert target.read_bytes() == b"OLD" and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+_SWEEP = _FS_ALONE + textwrap.dedent("""
+    try:
+        print(fs.sweep_temps(sys.argv[1]))
+    except OSError as err:
+        print(type(err).__name__, err)
+""")
+
+
+def test_a_killed_writers_temp_file_this_user_may_not_remove_is_left_without_an_error(tmp_path):
+    """Before: sweeping a folder read-only to this user (a team's weights cache, filled by its owner, one of whose
+    writers was killed) raised the raw ``PermissionError`` of the temp file's unlink, and with it the pull of a
+    cached, verified file, or the save beside it, that swept the folder first. Sweeping is housekeeping: what may
+    not be removed stays, unlisted."""
+    orphan = tmp_path / f"{fs.TEMP_PREFIX}{fs._HOST}-{_dead_pid()}-0123abcd-model.safetensors"
+    orphan.write_bytes(b"torn")
+    tmp_path.chmod(0o555)
+    try:
+        said = subprocess.run([*_as_a_user(), sys.executable, "-c", _SWEEP, str(tmp_path)], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    finally:
+        tmp_path.chmod(0o755)
+    assert said == "[]" and orphan.exists()
+    assert fs.sweep_temps(tmp_path) == [orphan]  # where it may be removed, it is
+
+
+def test_a_pair_whose_header_links_to_another_file_system_is_written_whole(tmp_path):
+    """A link of the user's own is written where it points, as open() writes it. Before: both files were staged
+    beside the first target, and the header's rename onto its target on another file system failed ("Invalid
+    cross-device link") after the data file was replaced: a new data file under the old header."""
+    import tempfile
+
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or not os.access(shm, os.W_OK) or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second writable file system (/dev/shm) beside the test's temp folder")
+    there = tempfile.mkdtemp(dir=shm)
+    try:
+        (tmp_path / "scene.img").write_bytes(b"OLD")
+        with open(os.path.join(there, "scene.hdr"), "w") as fh:
+            fh.write("OLD")
+        (tmp_path / "scene.hdr").symlink_to(os.path.join(there, "scene.hdr"))
+        with fs.atomic_paths(tmp_path / "scene.img", tmp_path / "scene.hdr") as (img, hdr):
+            img.write_bytes(b"NEW")
+            hdr.write_text("NEW")
+        assert (tmp_path / "scene.img").read_bytes() == b"NEW" and (tmp_path / "scene.hdr").read_text() == "NEW"
+        assert (tmp_path / "scene.hdr").is_symlink()  # written through, as open() writes it
+        assert sorted(os.listdir(tmp_path)) == ["scene.hdr", "scene.img"] and os.listdir(there) == ["scene.hdr"]
+    finally:
+        shutil.rmtree(there, ignore_errors=True)

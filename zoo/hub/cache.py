@@ -235,7 +235,7 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
         if stale_only and item.kind not in ("partial", "temp", "link"):
             continue
         if item.kind == "temp":
-            gone = item.path in fs.sweep_temps(item.path.parent) or not item.path.exists()
+            gone = _remove_temp(item)
         elif item.kind == "hf":
             gone = _remove_hf(item, removed)
         else:
@@ -250,6 +250,25 @@ def clean_cache(cache_dir: str | os.PathLike | None = None, *, stale_only: bool 
     for root in [cache_root(cache_dir)] + ([datasets_root()] if cache_dir is None else []):
         _sweep_free_locks(root, owned)
     return removed, freed
+
+
+def _remove_temp(item: CacheItem) -> bool:
+    """Remove a temp item of a killed writer (:func:`zoo.fs.sweep_temps`); False while its writer may run. One that
+    stays (sweeping leaves what it may not remove: a cache read-only to this user) is said as the other items are."""
+    if item.path in fs.sweep_temps(item.path.parent) or not os.path.lexists(item.path):
+        return True
+    if fs.temp_state(item.path) != "stale":
+        return False
+    try:
+        if item.path.is_dir() and not item.path.is_symlink():
+            shutil.rmtree(item.path)
+        else:
+            item.path.unlink()
+    except OSError as err:
+        raise fs.FsError(err.errno, f"cannot remove {item.path}: {err.strerror or err}; zoo cache clean needs a "
+                                    "cache it can write: run it where the cache is writable, or point ZOO_HOME at "
+                                    "another cache") from None
+    return True
 
 
 def _remove_unless_downloading(item: CacheItem) -> bool:

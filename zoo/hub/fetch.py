@@ -85,6 +85,12 @@ class _NotFound(Exception):
     pass
 
 
+class _Unreadable(Exception):
+    """A local source that exists but cannot be read (another user's ``0600`` file in a shared ``$TORCH_HOME`` or
+    weights folder, an I/O error): that source's failure, not the pull's; the next source is tried. Not an
+    OSError, so that :func:`zoo.fs.atomic_write` never reports it as a failure to write the cache."""
+
+
 class _WriteFailed(Exception):
     """Writing the partial file failed (disk full, I/O error): not the source's fault, no retry."""
 
@@ -242,8 +248,8 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
     if size is not None and have != size:
         raise HashMismatchError(f"{source} is {have} bytes, the file {size}: not this file (not copied); nothing "
                                 f"entered the cache ({dest.parent})")
-    with _Digest() as digest, open(src, "rb") as fin, fs.atomic_write(dest, size=have) as fout:
-        for block in iter(lambda: fin.read(CHUNK), b""):
+    with _Digest() as digest, _open_source(src, source) as fin, fs.atomic_write(dest, size=have) as fout:
+        for block in _blocks(fin, source):
             fout.write(block)
             digest.update(block)
         if check is not None and not check(digest.hexdigest()):
@@ -253,6 +259,26 @@ def _copy_local(source: str, dest: Path, check: Callable[[str], bool] | None, ex
     # the bytes an earlier HTTP pull kept for resuming (the caller holds the file's lock): nothing resumes them now
     discard_part(dest.with_name(dest.name + ".part"))
     return digest.hexdigest()
+
+
+def _open_source(src: Path, source: str):
+    """``src`` open for reading; a file this user may not read is the source's failure (:class:`_Unreadable`)."""
+    try:
+        return open(src, "rb")
+    except OSError as err:
+        raise _Unreadable(f"{source}: cannot read it ({err.strerror or err})") from None
+
+
+def _blocks(fin, source: str):
+    """``fin``'s blocks; a read that fails is the source's failure (:class:`_Unreadable`)."""
+    while True:
+        try:
+            block = fin.read(CHUNK)
+        except OSError as err:
+            raise _Unreadable(f"{source}: cannot read it ({err.strerror or err})") from None
+        if not block:
+            return
+        yield block
 
 
 def _open_part(part: Path, append: bool):
@@ -412,11 +438,33 @@ def _open(url: str, part: Path, offset: int, validator: str | None):
             raise ConnectionError(f"HTTP 416 for a resume at byte {offset}; restarting") from None
         if err.code in (401, 403, 404, 410):
             raise _NotFound(f"HTTP {err.code} {err.reason}") from None
+        if 300 <= err.code < 400:  # the redirects urllib gave up on (a loop, too many, no place named): no
+            # answer of the server's about the file, and urllib's reason runs over three lines
+            reason = (str(err.reason).splitlines() or [""])[0].rstrip(".")
+            raise DownloadError(f"{url}: HTTP {err.code}: the server's redirects never reach a file ({reason}): a "
+                                "misconfigured server or URL; check where the URL leads (curl -IL), or use another "
+                                "source") from None
         raise
     except (TimeoutError, urllib.error.URLError) as err:
         if isinstance(err, TimeoutError) or isinstance(getattr(err, "reason", None), TimeoutError):
             raise _Stalled(f"no answer within {timeout_s():g} s") from None
         raise
+
+
+def _content_length(resp) -> int | None:
+    """The body's length as the response states it, None where it states none that can be read. A list of one
+    value (``300000, 300000``: a proxy that folded two equal headers) is that value, as RFC 9110 lets a recipient
+    read it; a body without one, or one that gives different or non-numeric values, is read to its end, as
+    http.client reads it (``int()`` of the header failed the pull with a raw ValueError, no source after it tried).
+    A chunked body has no length whatever the header says (RFC 9112, 6.3): http.client reads the chunks, and a stale
+    Content-Length beside them refused the right file as "not this file"."""
+    raw = resp.headers.get("Content-Length")
+    if raw is None or "chunked" in (resp.headers.get("Transfer-Encoding") or "").lower():
+        return None
+    values = {v.strip() for v in raw.split(",")}
+    if len(values) != 1 or not (value := values.pop()).isascii() or not value.isdigit():
+        return None
+    return int(value)
 
 
 def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None,
@@ -425,6 +473,12 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
     of the file (see :func:`_resume_offset`). ``size``: the file's size in bytes where the manifest gives it; a
     server that sends more is given up (DownloadError). ``hashed``: the whole file's sha256 will be checked."""
     offset, kept = _resume_offset(url, part, size, hashed)
+    if offset and hashed and offset == (kept.get("total") or size):
+        # every byte is kept already (a pull killed while it hashed the last block or synced the file, before the
+        # rename): the sha256 checked next decides, and a kept file that fails it is downloaded again, whole. Asked
+        # for the bytes past its end, the server answered 416 and the whole file came again, as wget -c and
+        # curl -C - never do
+        return
     resp = _open(url, part, offset, kept.get("validator"))
     with resp:
         if resp.status == 206:
@@ -434,16 +488,22 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
         else:  # 200: the server sent the whole file (no Range support, no partial file, or If-Range said changed)
             offset, append = 0, False
             digest.reset()
-        length = resp.headers.get("Content-Length")
-        total = offset + int(length) if length is not None else None
+        length = _content_length(resp)
+        total = offset + length if length is not None else None
         if size is not None and total is not None and total > size:
             discard_part(part)
             raise DownloadError(f"{url}: the server announced {total} bytes for a file of {size}: not this file "
                                 "(a wrong mirror, or a server's page); nothing was downloaded")
         if not append:
+            # the kept bytes are of no use once the whole file comes, and the record written next must never stand
+            # beside them: rewritten for this response before a refusal for space (or a kill) left them there, it
+            # vouched for them with the new version's validator, and the next pull joined the old version's head to
+            # the new one's tail, which entered the cache of a URL that has no hash to catch it
+            discard_part(part)
+        if length is not None:  # before the record: a refused download leaves no record of bytes never written
+            fs.check_free(part.parent, length, f"downloading {label}")
+        if not append:
             _record_resume(part, url, resp, total)
-        if length is not None:
-            fs.check_free(part.parent, int(length), f"downloading {label}")
         with _bar(total, offset, label, progress) as bar:
             try:
                 received = _stream(resp, part, append, bar, digest, None if size is None else size - offset)
@@ -456,8 +516,8 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
                 got = part.stat().st_size if part.exists() else 0
                 raise _Stalled(f"no data for {timeout_s():g} s after {fs.human_size(got)}"
                                + (f" of {fs.human_size(total)}" if total else "")) from None
-        if length is not None and received < int(length):
-            raise http.client.IncompleteRead(b"", int(length) - received)
+        if length is not None and received < length:
+            raise http.client.IncompleteRead(b"", length - received)
         if length is None and size is not None and offset + received < size:  # no Content-Length: only the
             # file's size tells a dropped connection from the end of the body; retried, resumed from the bytes kept
             raise ConnectionError(f"the connection closed after {offset + received} of the file's {size} bytes")
@@ -615,15 +675,15 @@ def fetch(
                 failures.append(f"{source}: {err}")
                 not_found.append(source)
                 continue
-            except DownloadError as err:
+            except (DownloadError, _Unreadable) as err:
                 failures.append(str(err))
+                if isinstance(err, _Unreadable):  # a copy this user may not read must not hide the sources after it
+                    _warn_next(err, usable[i + 1:])
                 continue
             except HashMismatchError as err:
                 wrong.append(source)
                 failures.append(str(err))
-                if i + 1 < len(usable):
-                    warnings.warn(f"{err}; trying the next source ({usable[i + 1]})",
-                                  stacklevel=user_stacklevel())
+                _warn_next(err, usable[i + 1:])
                 continue
             except _WriteFailed as err:
                 discard_part(part)
@@ -634,6 +694,12 @@ def fetch(
         raise _no_source_error(dest.name, expected, failures, bool(wrong), [s for s in wrong if not is_network(s)],
                                untried=len(sources) - len(usable), offline_hint=offline_hint,
                                mirror_var=mirror_var, not_found=not_found)
+
+
+def _warn_next(err: Exception, rest: Sequence[str]) -> None:
+    """Say why a source was passed over, when another is tried next."""
+    if rest:
+        warnings.warn(f"{err}; trying the next source ({rest[0]})", stacklevel=user_stacklevel())
 
 
 def _validate(validate: Callable[[Path], None] | None, part: Path, source: str) -> None:

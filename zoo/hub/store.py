@@ -67,7 +67,14 @@ def zoo_home() -> Path:
     path: a relative one is taken from the working directory of the call, and the paths pull returns stay valid
     after a ``chdir`` (relative ones would not)."""
     home = os.environ.get("ZOO_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "zoo")
-    return Path(home).expanduser().absolute()
+    try:
+        return Path(home).expanduser().absolute()
+    except RuntimeError:  # pathlib's "Could not determine home directory.", which named neither the folder nor a fix
+        uid = f"user id {os.getuid()}" if hasattr(os, "getuid") else "this user"
+        raise fs.FsError(errno.ENOENT, f"the zoo cache {home} is in the home folder, and there is none: HOME is "
+                                       f"unset and {uid} has no home in the password database (a container run "
+                                       "under an arbitrary user id); set ZOO_HOME to a folder this user can write "
+                                       "(a path without ~), or HOME") from None
 
 
 def shared_data_root() -> Path:
@@ -147,7 +154,10 @@ def torch_hub_checkpoints() -> Path:
     ``$TORCH_HOME/hub/checkpoints``, ``$TORCH_HOME`` defaulting to ``$XDG_CACHE_HOME/torch`` or
     ``~/.cache/torch``, as torch.hub resolves it (without importing torch)."""
     home = os.environ.get("TORCH_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "torch")
-    return Path(home).expanduser() / "hub" / "checkpoints"
+    # os.path's expanduser, as torch.hub's own: without a home folder it leaves "~" as it is (where torch.hub then
+    # puts its files, below the working directory), where pathlib's raised and failed every pull of an upstream file
+    # before its first source, whatever ZOO_HOME said
+    return Path(os.path.expanduser(home)) / "hub" / "checkpoints"
 
 
 def sources(entry: WeightsEntry) -> list[str]:
