@@ -41,9 +41,10 @@ from zoo.cli.commands import command, family_options
 from zoo.cli.demos import demo
 from zoo.cli.entry import main
 from zoo.cli.errors import UsageError
+from zoo.cli.model_options import config_flag, merge_sets
 from zoo.cli.parser import build_parser, weights_name_argv
 from zoo.cli.predict import PredictRules, predict_rules
 
 __all__ = ["AMP_CHOICES", "PredictRules", "UsageError", "add_device_and_amp", "amp_option",
-           "build_parser", "command", "demo", "family_options", "json_line", "json_plain", "main", "model_kv",
-           "parse_kv", "predict_rules", "stdin_lines", "weights_name_argv", "with_stdin"]
+           "build_parser", "command", "config_flag", "demo", "family_options", "json_line", "json_plain", "main",
+           "merge_sets", "model_kv", "parse_kv", "predict_rules", "stdin_lines", "weights_name_argv", "with_stdin"]

@@ -34,7 +34,9 @@ def demo(title: str, order: int = 50):
 
 
 def _configure_demo(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", nargs="*", help="run only the demo steps whose title contains one of these")
+    # extend: `--only rl --only video` runs both (the second replaced the first, which was skipped unsaid)
+    p.add_argument("--only", nargs="*", action="extend",
+                   help="run only the demo steps whose title contains one of these")
 
 
 @command("demo", "run every family's demo on the default weights (a checkout's weights/; installed: pulled "

@@ -12,6 +12,7 @@ from zoo.cli.model_options import (
     call_options,
     config_flag,
     given_data,
+    merge_sets,
     refusing_unknown,
     require_data,
 )
@@ -33,10 +34,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     given = {key: config_flag(key) for key in config}
     extra = FAMILY_OPTIONS.get(registry.family_of(args.name))
     if extra is not None:
-        config.update(extra.to_config(args))
+        family = extra.to_config(args)  # --splits, --fold, --labels
+        config.update(family)
+        given.update({key: config_flag(key) for key in family})
     sets = parse_kv(args.set)
-    config.update(sets)
-    given.update({key: f"--set {key}" for key in sets})
+    merge_sets(config, sets, given)  # --episodes 1 --set episodes=2 ran 2, unsaid
+    given.update({key: f"--set {key}" for key in sets if key not in given})
     with refusing_unknown(args, model, "evaluate", given):
         metrics = zoo.evaluate(model, data, **config)
     if args.json:

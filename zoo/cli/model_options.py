@@ -130,13 +130,21 @@ def _model_config(args: argparse.Namespace, params: dict[str, Any], shared: Sequ
 
     _check_renamed_flags(args)
     config = model_kv(args.name, args.model, params)
+    flags: dict[str, Any] = {}
     for key, value in vars(args).items():
         if key.startswith("cfg__") and value is not None:
-            config[key[5:]] = coerce_value(args.name, key[5:], value, params[key[5:]])
+            flags[key[5:]] = coerce_value(args.name, key[5:], value, params[key[5:]])
     for key in shared:
         value = getattr(args, key, None)
         if key in params and value is not None:
-            config[key] = amp_option(value) if key == "amp" else value
+            flags[key] = amp_option(value) if key == "amp" else value
+    for key, value in flags.items():
+        # a key given as --KEY and as --model KEY=VALUE with two values: the flag won without a word (--num-classes
+        # 2 --model num_classes=7 built 2 outputs), where zoo train refuses a flag and a --set pair that differ
+        if key in config and config[key] != value:
+            raise UsageError(f"{config_flag(key)} {value} and --model {key}={config[key]} name one setting, {key}: "
+                             "give one")
+        config[key] = value
     return config
 
 
@@ -204,6 +212,17 @@ def call_options(args: argparse.Namespace, model: Any, call: str) -> dict[str, A
             raise UsageError(_not_an_option(args, model, call, config_flag(dest)))
         out[dest] = amp_option(value) if dest == "amp" else value
     return out
+
+
+def merge_sets(config: dict[str, Any], sets: dict[str, Any], flags: dict[str, str]) -> None:
+    """Add the ``--set KEY=VALUE`` pairs ``sets`` to ``config``, the options the command's flags gave (``flags``:
+    the flag typed for each key, ``total_steps`` is ``--steps``). A key given both ways with two values is refused,
+    on every command: one of the two won without a word (zoo eval's --set, zoo predict's flag)."""
+    for key, value in sets.items():
+        if key in config and config[key] != value:
+            raise UsageError(f"{flags.get(key, config_flag(key))} {config[key]} and --set {key}={value} name one "
+                             f"setting, {key}: give one")
+        config[key] = value
 
 
 def _not_an_option(args: argparse.Namespace, model: Any, call: str, flag: str, said: str = "") -> str:

@@ -14,7 +14,14 @@ from typing import Any
 from zoo.cli.arguments import json_line, parse_kv, with_stdin
 from zoo.cli.commands import command
 from zoo.cli.errors import UsageError
-from zoo.cli.model_options import add_common, build_from_args, call_options, config_flag, refusing_unknown
+from zoo.cli.model_options import (
+    add_common,
+    build_from_args,
+    call_options,
+    config_flag,
+    merge_sets,
+    refusing_unknown,
+)
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     model = build_from_args(args, None, infer=False)
     sets = parse_kv(args.set)
     flags = call_options(args, model, "predict")
-    config = {**sets, **flags}
     given = {**{key: f"--set {key}" for key in sets}, **{key: config_flag(key) for key in flags}}
+    config = dict(flags)
+    merge_sets(config, sets, given)  # --topk 1 --set topk=3 showed 1 class, unsaid
     with refusing_unknown(args, model, "predict", given), warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreadableInputWarning)  # the input's row says it
         result = zoo.predict(model, inputs, **config)

@@ -14,6 +14,7 @@ from zoo.cli.model_options import (
     build_from_args,
     config_flag,
     given_data,
+    merge_sets,
     refusing_unknown,
     require_data,
 )
@@ -39,11 +40,7 @@ def _loop_config(args: argparse.Namespace, family: str) -> dict[str, Any]:
     if extra is not None:
         out.update(extra.to_config(args))
     flags = {key: config_flag(opt) for opt, key in _LOOP_OPTIONS.items()}
-    for key, value in parse_kv(getattr(args, "set", None)).items():
-        if key in out and out[key] != value:  # else one of the two won without a word (--steps 30 trained 60)
-            raise UsageError(f"{flags.get(key, config_flag(key))} {out[key]} and --set {key}={value} name one "
-                             f"setting, {key}: give one")
-        out[key] = value
+    merge_sets(out, parse_kv(getattr(args, "set", None)), flags)  # --steps 30 --set total_steps=60 is refused
     if not out.get("resume") and isinstance(out.get("epochs"), int) and out["epochs"] < 1:
         # fit takes epochs=0 (a resume whose run is done); a new run of none saved an untrained network as trained
         raise UsageError(f"--epochs must be >= 1, got {out['epochs']}")

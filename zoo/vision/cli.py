@@ -36,19 +36,26 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a registered model (resnet18)")
     p.add_argument("--data", required=True, help="image folder: DIR/train/<class>/... and DIR/val/<class>/...")
     p.add_argument("--weights", default=None, help="pretrained weights: cifar10, imagenet1k-v1, a path (default: none)")
-    p.add_argument("--strategy", choices=["head", "top", "full", "gradual"], default="head")
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--backbone-lr-mult", type=float, default=0.1, help="backbone lr / head lr (full, gradual)")
+    # no argparse defaults (_FINETUNE_DEFAULTS fills them): a flag given is told from one left out, so that a --set
+    # pair naming the same setting is refused where the two differ (_finetune_options)
+    p.add_argument("--strategy", choices=["head", "top", "full", "gradual"], help="(default: head)")
+    p.add_argument("--epochs", type=int, help="(default: 5)")
+    p.add_argument("--batch-size", type=int, help="(default: 32)")
+    p.add_argument("--lr", type=float, help="(default: 0.001)")
+    p.add_argument("--backbone-lr-mult", type=float, help="backbone lr / head lr (full, gradual; default: 0.1)")
     p.add_argument("--image-size", type=int, help="crop size (default: the weights' input size)")
     add_device_and_amp(p)  # as zoo train has them: --device cuda, --amp fp16 (a finetune had neither)
-    p.add_argument("--no-augment", dest="augment", action="store_false",
+    p.set_defaults(amp=None)  # auto, when neither --amp nor --set amp= is given
+    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
                    help="train on the eval transform (with --strategy head: features are computed once)")
-    p.add_argument("--strict", action="store_true", help="fail on a corrupt image instead of skipping it")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", nargs="*", metavar="KEY=VALUE", help="builder config, e.g. in_chans=3")
-    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="extra zoo.engine.fit options (schedule=cosine ...)")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="fail on a corrupt image instead of skipping it")
+    p.add_argument("--seed", type=int, help="(default: 0)")
+    # extend, as zoo train's: a second --set / --model adds its pairs (it replaced the first's, whose settings,
+    # checkpoint_dir=DIR among them, were dropped without a word)
+    p.add_argument("--model", nargs="*", action="extend", metavar="KEY=VALUE", help="builder config, e.g. in_chans=3")
+    p.add_argument("--set", nargs="*", action="extend", metavar="KEY=VALUE",
+                   help="extra zoo.engine.fit options (schedule=cosine ...)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose checkpoints are in --set checkpoint_dir=DIR (as after a Ctrl-C)")
     p.add_argument("--out-dir", default=None,
@@ -116,6 +123,25 @@ def _claim(out: Path) -> FileLock | None:
     return None
 
 
+# what zoo finetune's flags default to (zoo.finetune's own defaults, and seed 0 as zoo train by name seeds)
+_FINETUNE_DEFAULTS: dict[str, Any] = {"strategy": "head", "epochs": 5, "batch_size": 32, "lr": 1e-3,
+                                      "backbone_lr_mult": 0.1, "image_size": None, "amp": "auto", "augment": True,
+                                      "strict": False, "seed": 0}
+
+
+def _finetune_options(args: argparse.Namespace, sets: dict[str, Any]) -> dict[str, Any]:
+    """The options for zoo.finetune: the flags given, the ``--set`` pairs, then the defaults. A flag and a pair
+    naming one setting with two values are refused, as zoo train refuses them (``--epochs 2 --set epochs=3``
+    trained 3 epochs without a word)."""
+    from zoo.cli import config_flag, merge_sets
+
+    given = {key: getattr(args, key) for key in (*_FINETUNE_DEFAULTS, "device") if getattr(args, key) is not None}
+    if "amp" in given:
+        given["amp"] = amp_option(given["amp"])
+    merge_sets(given, sets, {key: "--no-augment" if key == "augment" else config_flag(key) for key in given})
+    return {**_FINETUNE_DEFAULTS, **given}
+
+
 # zoo.finetune's on/off options: --set reads true / false (JSON, or Python's True / False) as bools, and any other word
 # as a str, which is truthy (freeze_bn=no kept BatchNorm frozen)
 _FINETUNE_FLAGS = ("freeze_bn", "augment", "cache_features", "strict")
@@ -135,10 +161,12 @@ def _finetune_sets(pairs: list[str] | None) -> dict[str, Any]:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     if not Path(args.data).is_dir():
         raise UsageError(f"--data {args.data}: no such folder (expected DIR/train/<class>/... and DIR/val/<class>/...)")
-    sets = _finetune_sets(args.set)
+    options = _finetune_options(args, _finetune_sets(args.set))
     from zoo.api import finetune_refusal, seeded_build
 
-    with seeded_build(args.seed):  # as zoo train builds by name: a resume (and a rerun) builds the same network
+    # as zoo train builds by name: a resume (and a rerun) builds the same network; --set seed=N seeds it too, as
+    # zoo.finetune(NAME, data, seed=N) does (the build was seeded with --seed's 0 and the training with N)
+    with seeded_build(options["seed"]):
         model = _build(args.name, args.weights, args.model)
     if not hasattr(model, "zoo_finetune"):  # said as a command line: the Python call zoo.finetune names is no help here
         raise UsageError(finetune_refusal(model, args.name, args.data, command=True))
@@ -148,11 +176,11 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         # under torchrun one process claims the folder, saves and reports, as zoo train does: each claimed a
         # runs/finetune-N of its own (or wrote one --out-dir at once) and said everything once per process
         with _quiet_info():
-            _finetune_run(args, model, sets)
+            _finetune_run(args, model, options)
         return 0
     # before training: a folder that cannot be written must fail now, not lose the tuned model at the end
     with _out_dir(args.out_dir) as out:
-        return _finetune_into(out, args, model, sets)
+        return _finetune_into(out, args, model, options)
 
 
 @contextlib.contextmanager
@@ -170,18 +198,14 @@ def _quiet_info() -> Iterator[None]:
 
 
 def _finetune_run(args: argparse.Namespace, model: Any,
-                  sets: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """``(result, options, ended)`` of ``zoo finetune``'s training: ``ended["predictions"]`` holds the run's last
-    validation (every rank's, gathered), scored on the weights it ends with."""
+                  options: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """``(result, options, ended)`` of ``zoo finetune``'s training with ``options`` (:func:`_finetune_options`):
+    ``ended["predictions"]`` holds the run's last validation (every rank's, gathered), scored on the weights it
+    ends with."""
     import zoo
     from zoo.engine.callbacks import LambdaCallback
 
-    options = {"strategy": args.strategy, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-               "backbone_lr_mult": args.backbone_lr_mult, "image_size": args.image_size,
-               "amp": amp_option(args.amp), "augment": args.augment, "strict": args.strict, "seed": args.seed,
-               **({"device": args.device} if args.device is not None else {})}
-    # --set KEY=VALUE overrides the flag of that name, as in zoo train (not "got multiple values")
-    options.update(sets)
+    options = dict(options)
     if args.resume:
         if options.get("checkpoint_dir") is None:
             raise UsageError("--resume continues the run in a checkpoint folder: give it with --set checkpoint_dir=DIR")
@@ -191,7 +215,7 @@ def _finetune_run(args: argparse.Namespace, model: Any,
     return zoo.finetune(model, args.data, callbacks=[keep], **options), options, ended
 
 
-def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[str, Any]) -> int:
+def _finetune_into(out: Path, args: argparse.Namespace, model: Any, options: dict[str, Any]) -> int:
     """``zoo finetune``'s run once its output folder is checked (and, the default one, claimed)."""
     import zoo
     from zoo import fs
@@ -199,7 +223,7 @@ def _finetune_into(out: Path, args: argparse.Namespace, model: Any, sets: dict[s
     from zoo.vision.evaluate import classifier_report, evaluate_classifier
     from zoo.vision.transforms import transforms_for
 
-    result, options, ended = _finetune_run(args, model, sets)
+    result, options, ended = _finetune_run(args, model, options)
     model = result.model
     classes = model.pretrained_cfg.get("classes")
     zoo.save(model, out / "model.safetensors")
