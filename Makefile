@@ -33,5 +33,10 @@ test-floors:
 lint: $(STAMP)
 	$(BIN)/ruff check zoo tests benchmarks
 
+# `make bench` lists the benchmark scripts, `make bench NAME=hsi_indian_pines ARGS=--smoke` runs one (`zoo bench`;
+# a run writes benchmarks/results/NAME.json). A phony target without a rule would say "Nothing to be done" and pass.
+bench: $(STAMP)
+	$(BIN)/zoo bench $(NAME) $(ARGS)
+
 clean-venv:
 	rm -rf $(VENV)
