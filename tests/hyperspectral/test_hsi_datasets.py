@@ -161,3 +161,17 @@ def test_cache_info_and_clean_cover_the_data_sets_fetched(server, monkeypatch, c
     assert "removed 1 item(s)" in capsys.readouterr().out
     assert sorted(p.name for p in folder.iterdir()) == ["c.bin.part", "mine.txt"]
     assert all(p.read_text() == "mine" for p in mine)
+
+
+def test_a_missing_data_set_says_whether_zoo_shared_data_named_the_folder_it_looked_in(monkeypatch, tmp_path):
+    """The folder it looked in was always labelled "(ZOO_SHARED_DATA)", also when the variable was unset and the
+    folder was ../shared/data: read as if a setting had pointed there."""
+    monkeypatch.setenv("ZOO_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZOO_SHARED_DATA", raising=False)
+    monkeypatch.setattr(datasets, "local_dataset_dir", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"indian_pines \(set ZOO_SHARED_DATA to look elsewhere\)"):
+        datasets.load_dataset("indian_pines")
+    monkeypatch.setenv("ZOO_SHARED_DATA", str(tmp_path / "data"))
+    with pytest.raises(FileNotFoundError, match=r"indian_pines \(from ZOO_SHARED_DATA\)"):
+        datasets.load_dataset("indian_pines")

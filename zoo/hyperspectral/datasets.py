@@ -218,7 +218,9 @@ def _shared_hint(info: DatasetInfo) -> str:
         return ""
     from zoo.hub import shared_data_root
 
-    return f"{shared_data_root() / 'hyperspectral' / info.shared_subdir} (ZOO_SHARED_DATA), "
+    # where the folder came from: "(ZOO_SHARED_DATA)" beside ../shared/data read as if the variable were set
+    how = "from ZOO_SHARED_DATA" if os.environ.get("ZOO_SHARED_DATA") else "set ZOO_SHARED_DATA to look elsewhere"
+    return f"{shared_data_root() / 'hyperspectral' / info.shared_subdir} ({how}), "
 
 
 def load_dataset(name: str, *, download: bool = False, **fetch_kwargs) -> Scene:
