@@ -16,6 +16,7 @@ agreement); ``loss`` and returns (``return_mean``) are in their own units.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -76,15 +77,19 @@ class Saveable(Protocol):
 
 
 def _resolve(model_or_name: Any, model_config: dict[str, Any] | None, data: Any = None,
-             options: dict[str, Any] | None = None) -> Any:
+             options: dict[str, Any] | None = None, weights: str | os.PathLike | None = None) -> Any:
     if isinstance(model_or_name, str):
-        name, weights = registry.split_weights_name(model_or_name)  # "resnet18.cifar10": start from those weights
+        # "resnet18.cifar10": start from those weights (weights= naming others is refused there)
+        name, weights = registry.split_weights_name(model_or_name, weights)
         inferred = registry.infer_config(name, data, **(options or {}))
         with seeded_build((options or {}).get("seed")):
             config = {**inferred, **registry.current_config(name, model_config or {})}
             return registry.build(name, weights=weights, **config)
     if model_config:
         raise TypeError("model_config is only used when the model is given by name")
+    if weights is not None:  # as zoo.finetune refuses it: the model passed in already holds its weights
+        raise TypeError("weights= is only used when the model is given by name; load them with zoo.build(name, "
+                        "weights=...) and train that model")
     return model_or_name
 
 
@@ -202,9 +207,12 @@ def _naming_config_keys(model_or_name: Any, call: str):
                         f"it is built: {how} ({err})", keys) from None
 
 
-def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None, **config: Any):
+def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] | None = None,
+          weights: str | os.PathLike | None = None, **config: Any):
     """Train a model (or a registered name, built with ``model_config`` and what ``data`` implies) on
     ``data``; returns a :class:`zoo.engine.TrainResult` with the same meaning for every kind of model.
+    ``weights``: by name, the weights to start from, as ``zoo.build`` and ``zoo.finetune`` take them
+    (``zoo.train("resnet18", data, weights="cifar10")`` is ``zoo.train("resnet18.cifar10", data)``).
 
     ``config`` goes to the loop of the model's kind (epochs, lr, amp, checkpoint_dir, ... for networks;
     total_steps, eval_every, ... for agents; split, search, ... for pipelines). A DataLoader given as data keeps
@@ -223,8 +231,9 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
         # an agent's loop takes its environment as data or as env= (zoo train's --env); by name, either builds
         # the agent for that environment
         implied_by = data if data is not None else config.get("env")
-        model = strip_parallel(_resolve(model_or_name, model_config, implied_by, config), "zoo_train")
+        model = strip_parallel(_resolve(model_or_name, model_config, implied_by, config, weights), "zoo_train")
         if isinstance(model, Trainable):
+            _refuse_unknown_engine_options(model, config)
             return model.zoo_train(data, **config)
         if _is_module(model):
             from zoo.engine import fit
@@ -244,6 +253,50 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
             f"zoo.train does not know how to train a {type(model).__name__}: expected an nn.Module, "
             "an object with zoo_train/zoo_evaluate (zoo.api.Trainable) or a scikit-learn estimator"
         )
+
+
+def _engine_options(model: Any) -> set[str] | None:
+    """Every option ``zoo.train`` takes for ``model`` where its ``zoo_train`` ends in the shared engine's
+    :func:`zoo.engine.fit` (a :class:`zoo.engine.network.Network`, or a class naming ``FitConfig`` as where its
+    ``zoo_train`` options go in ``zoo_options_of``): its ``zoo_train``'s own, its data hook's and the engine's.
+    None for any other model: its ``zoo_train`` refuses what it does not take itself, before any work."""
+    import inspect
+
+    from zoo.engine.fit import fit
+    from zoo.engine.network import Network
+    from zoo.engine.options import FitConfig
+
+    target = getattr(type(model), "zoo_options_of", {}).get("zoo_train")
+    engine_target = f"{FitConfig.__module__}.{FitConfig.__qualname__}"
+    if not (isinstance(model, Network) or target == engine_target):
+        return None
+    if target not in (None, engine_target):  # its options go somewhere else as well: that one decides
+        return None
+    own = list(inspect.signature(model.zoo_train).parameters.values())[1:]  # after the data
+    taken = {p.name for p in own if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    taken |= {f.name for f in dataclasses.fields(FitConfig)}
+    taken |= {p.name for p in list(inspect.signature(fit).parameters.values())[2:] if p.kind is not p.VAR_KEYWORD}
+    if isinstance(model, Network):
+        taken |= {*model.zoo_data_options(), "val_data"}
+    return taken
+
+
+def _refuse_unknown_engine_options(model: Any, config: dict[str, Any]) -> None:
+    """An option no part of an engine-trained model's training takes, refused before its ``zoo_train`` runs:
+    the engine's own refusal came only once the data hook had read the data into the model (a typo's
+    ``zoo.train(net, other_folder, epohcs=3)`` left a ResNet18 naming its classes after ``other_folder``, and a
+    HybridSN with its PCA refitted and its training pixels replaced), and in HybridSN's words alone
+    (``fit: unknown option(s) ...``)."""
+    taken = _engine_options(model)
+    if taken is None:
+        return
+    unknown = [k for k in config if k not in taken]
+    if unknown:
+        from zoo.engine.options import check_options
+
+        name = getattr(model, "registry_name", None) or type(model).__name__
+        # "config" is the engine's record of a family's recipe: taken, but no option a user sets
+        check_options(unknown, f"zoo.train on {name}", taken - {"config"})
 
 
 def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_classes: int | None = None,

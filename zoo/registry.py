@@ -443,18 +443,23 @@ def list_families() -> list[str]:
 
 def model_info(name: str) -> ModelCard:
     """The card of a registered model; a weights name (``"resnet18.cifar10"``, as :func:`build` takes one) is
-    its model's card."""
-    name = split_weights_name(name)[0]
+    its model's card. A weights name of a tag the model has not published is refused, as :func:`build` refuses
+    it: ``model_info("resnet18.cifar1")`` gave resnet18's card, as if those weights existed."""
+    name, weights = split_weights_name(name)
     reg = _lookup(name)
     from zoo import hub
     from zoo.config import field_docs
+
+    published = hub.list_weights(name)
+    if weights is not None and weights not in published and not Path(weights).expanduser().is_file():
+        hub.get_entry(weights)  # its refusal: the close published names and where to list them (`zoo info` says it)
 
     return ModelCard(
         name=reg.name,
         family=reg.family,
         summary=reg.summary,
         default_config=reg.defaults(),
-        weights=tuple(hub.list_weights(name)),
+        weights=tuple(published),
         references=reg.references,
         config_docs=field_docs(reg.config) if reg.config is not None else {},
     )
