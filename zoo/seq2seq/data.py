@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.distributed import sampler_place
 from zoo.inputs import whole_number
-from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from zoo.seq2seq.tokenizer import BLANK_CHARS, BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 __all__ = [
     "MULTI30K_TEST",
@@ -59,12 +59,33 @@ def read_lines(path: str | Path) -> list[str]:
         with opener(path, "rt", encoding="utf-8-sig", newline="\n") as f:
             return [line.removesuffix("\n").removesuffix("\r") for line in f]
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}: {err.reason}): save it as "
-                         f"UTF-8, e.g. iconv -f latin1 -t utf-8 {path.name} > utf8.txt") from None
+        raise ValueError(_not_utf8(path, opener, err)) from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # gzip's own messages name no file
         raise ValueError(f"{path} is not a whole gzip file ({type(err).__name__}: {err}): a download cut short, or "
                          f"plain text named .gz; download it again (gzip -t {path.name} checks it), or drop the .gz "
                          "from a plain text file's name") from None
+
+
+def _not_utf8(path: Path, opener: Any, err: UnicodeDecodeError) -> str:
+    """The error for a file that is not UTF-8, naming the first line that is not (the decoder's own offset counts
+    from a chunk of the file, so it located nothing) and a conversion that fits the file: iconv on a .gz converted
+    its compressed bytes. One stray byte in a UTF-8 file is fixed in its line: converting the whole file from
+    Latin-1 would double-encode every other umlaut."""
+    where = ""
+    with opener(path, "rb") as f:
+        for n, raw in enumerate(f, 1):  # lines end at b"\n" alone, as read_lines counts them
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                shown = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+                where = f", line {n}: {shown[max(0, bad.start - 30):bad.start + 30]!r}"
+                err = bad
+                break
+    convert = (f"zcat {path.name} | iconv -f latin1 -t utf-8 | gzip > utf8.gz" if path.suffix == ".gz" else
+               f"iconv -f latin1 -t utf-8 {path.name} > utf8.txt")
+    return (f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}: {err.reason}{where}): save it as UTF-8: "
+            f"fix that line where the rest of the file is UTF-8, or convert a file in another encoding as a whole, "
+            f"e.g. {convert}")
 
 
 @dataclass
@@ -95,10 +116,40 @@ def load_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelText:
     """A user's own pair of line-aligned files (plain or ``.gz``)."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
+        # blank lines at the end of the longer file (an editor's extra line break) are the usual cause: said so
+        longer, extra = (src_path, src[len(tgt):]) if len(src) > len(tgt) else (tgt_path, tgt[len(src):])
+        hint = (f"; the extra {len(extra)} line(s) at the end of {longer} are blank: delete them"
+                if all(map(_blank, extra)) else "")
         raise ValueError(
-            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}"
+            f"parallel files differ in length: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}{hint}"
         )
+    _refuse_one_sided_blanks(src, tgt, src_path, tgt_path)
     return ParallelText(src, tgt)
+
+
+def _blank(line: str) -> bool:
+    """Whether ``line`` holds no text to the tokenizer (whitespace, zero-width characters: :func:`normalize_text`).
+    str.strip is that test at C speed; normalize_text on every line of a corpus took ten times as long as reading
+    it."""
+    return not line.strip(BLANK_CHARS)
+
+
+def _refuse_one_sided_blanks(src: list[str], tgt: list[str], src_path: str | Path, tgt_path: str | Path) -> None:
+    """A line blank on one side only: a sentence dropped or a line break added on that side, so every pair from
+    there on may be misaligned (equal line counts hide it when a line went missing on the other side as well). It
+    was kept as a pair of an empty source (or target) and a sentence, and trained on without a word. A line blank
+    on both sides stays a pair (fairseq-preprocess and Hugging Face datasets keep one too)."""
+    one_sided = [i for i, (s, t) in enumerate(zip(src, tgt)) if _blank(s) != _blank(t)]
+    if not one_sided:
+        return
+    i = one_sided[0]
+    (blank, other), text = ((src_path, tgt_path), tgt[i]) if _blank(src[i]) else ((tgt_path, src_path), src[i])
+    more = f" ({len(one_sided)} such lines, the first shown)" if len(one_sided) > 1 else ""
+    raise ValueError(
+        f"parallel files are misaligned: line {i + 1} of {blank} is blank but line {i + 1} of {other} is not "
+        f"({text[:60]!r}){more}; expected the sentence and its translation on the same line of both files. A "
+        f"sentence missing on one side shifts every pair after it: fix that line in {Path(blank).name}, or delete "
+        f"line {i + 1} from both files")
 
 
 def parse_direction(direction: str) -> tuple[str, str]:

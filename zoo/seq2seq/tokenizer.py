@@ -34,7 +34,7 @@ from typing import Any
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
-__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "Tokenizer", "normalize_text",
+__all__ = ["BLANK_CHARS", "BOS_ID", "EOS_ID", "PAD_ID", "SPECIAL_TOKENS", "UNK_ID", "Tokenizer", "normalize_text",
            "train_tokenizer"]
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -47,6 +47,8 @@ _INVISIBLE = "\u200b\u2060\ufeff\xad"
 # the Latin ligatures U+FB00-FB06 (ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ), which PDF text is copied with, as their letters (NFKC's reading of
 # exactly these: all of NFKC would rewrite ² ½ ™ and full-width text too)
 _LIGATURES = {chr(c): unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
+# what normalize_text turns into a space or drops, and a space and a line break: a line of only these holds no text
+BLANK_CHARS = " \n" + _SPACES + _INVISIBLE
 _TEXT_TABLE = str.maketrans(dict.fromkeys(_SPACES, " ") | dict.fromkeys(_INVISIBLE) | _LIGATURES)
 # a run of spaces is one: typed, or made above of a no-break space + space, tab + space, " \xad "
 _SPACE_RUN = " {2,}"
