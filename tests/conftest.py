@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,20 @@ class DiskQuota:
             return os.readlink(f"/proc/self/fd/{fd}").startswith(str(self.folder) + os.sep)
         except OSError:
             return False
+
+
+@pytest.fixture
+def as_a_user() -> list[str]:
+    """The command prefix that runs a child under file modes as a user meets them: none for a user; for root, whom
+    CAP_DAC_OVERRIDE lets write any file, setpriv without that capability (else the test is skipped)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return []
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+    try:
+        subprocess.run([*drop, "true"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("root, and setpriv cannot drop CAP_DAC_OVERRIDE here: file modes would not bite")
+    return drop
 
 
 @pytest.fixture

@@ -134,17 +134,6 @@ def test_a_redirect_loop_is_the_servers_failure_said_in_one_line_not_a_missing_f
     assert len(server.gets) == 5  # urllib's own limit on a loop (4 redirects); nothing asked again on top
 
 
-def _as_a_user() -> list[str]:
-    """The prefix that runs a child under file modes as a user meets them: none for a user; for root, setpriv
-    without CAP_DAC_OVERRIDE (else the test is skipped)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return []
-    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
-    try:
-        subprocess.run([*drop, "true"], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("root, and setpriv cannot drop CAP_DAC_OVERRIDE here: file modes would not bite")
-    return drop
 
 
 _CHILD = textwrap.dedent("""
@@ -162,40 +151,38 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(*args: str, env: dict[str, str]) -> list[str]:
-    proc = subprocess.run([*_as_a_user(), sys.executable, "-c", _CHILD, *args], capture_output=True, text=True,
+def _child(prefix: list[str], *args: str, env: dict[str, str]) -> list[str]:
+    proc = subprocess.run([*prefix, sys.executable, "-c", _CHILD, *args], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split("\n")
 
 
-def test_a_local_copy_this_user_may_not_read_falls_through_to_the_mirror(release, tmp_path, server):
+def test_a_local_copy_this_user_may_not_read_falls_through_to_the_mirror(release, tmp_path, server, as_a_user):
     """Before: a copy in the weights folder that this user may not read (another user's ``0600`` file, in a
     folder a team shares; torch.hub's cache is one such source too) failed the pull with a raw
     ``PermissionError``, and the mirror after it, which has the file, was never asked."""
-    _as_a_user()
     unreadable = release.folder / FILE
     shutil.copy(release.served / FILE, unreadable)
     unreadable.chmod(0o000)
     shutil.copy(release.served / FILE, server.state.root / FILE)
-    said = _child(NAME, env={"ZOO_WEIGHTS_URL": server.url, "ZOO_HOME": str(tmp_path / "home")})
+    said = _child(as_a_user, NAME, env={"ZOO_WEIGHTS_URL": server.url, "ZOO_HOME": str(tmp_path / "home")})
     assert said[:2] == ["ok", f"  {tmp_path / 'home' / 'weights' / release.entry.sha256 / FILE}"], said
     assert said[2] == (f"  {unreadable}: cannot read it (Permission denied); trying the next source "
                        f"({server.url}/{FILE})"), said
     assert server.gets(FILE) == [None]
     # without a mirror the unreadable copy is the only source: the error says why it was not taken
-    said = _child(NAME, env={"ZOO_HOME": str(tmp_path / "home2")})
+    said = _child(as_a_user, NAME, env={"ZOO_HOME": str(tmp_path / "home2")})
     assert said == [(f"DownloadError could not get {FILE}: {unreadable}: cannot read it (Permission denied). Without "
                      "a network, set ZOO_WEIGHTS_URL to a mirror (http(s)://, file:// or a folder)")], said
 
 
 def test_a_cache_read_only_to_this_user_with_a_killed_writers_temp_file_still_serves_its_files(release, tmp_path,
-                                                                                               monkeypatch):
+                                                                                               monkeypatch, as_a_user):
     """A team's cache, filled by its owner and read-only to the others, where one of the owner's pulls was killed
     (its temp file left beside the file). Before: every pull of the cached, verified file failed with a raw
     ``PermissionError`` on the temp file, which the pull's sweep of killed writers' files tried to delete; and
     ``zoo cache clean`` said the same raw error, where it names its other failures."""
-    _as_a_user()
     shutil.copy(release.served / FILE, release.folder / FILE)
     home = tmp_path / "team-cache"
     monkeypatch.setenv("ZOO_HOME", str(home))
@@ -207,7 +194,7 @@ def test_a_cache_read_only_to_this_user_with_a_killed_writers_temp_file_still_se
     for folder in (home, home / "weights", path.parent):
         folder.chmod(0o555)
     try:
-        said = _child(NAME, "clean", env={"ZOO_HOME": str(home), "ZOO_OFFLINE": "1"})
+        said = _child(as_a_user, NAME, "clean", env={"ZOO_HOME": str(home), "ZOO_OFFLINE": "1"})
     finally:
         for folder in (home, home / "weights", path.parent):
             folder.chmod(0o755)

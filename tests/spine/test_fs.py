@@ -426,17 +426,6 @@ def test_a_pair_whose_second_target_is_a_folder_replaces_neither_and_names_it(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.hdr", "scene.img"]
 
 
-def _as_a_user() -> list[str]:
-    """The prefix that runs a child under file modes as a user meets them: none for a user; for root, whom
-    CAP_DAC_OVERRIDE lets write any file, setpriv without that capability (else the test is skipped)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return []
-    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
-    try:
-        subprocess.run([*drop, "true"], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("root, and setpriv cannot drop CAP_DAC_OVERRIDE here: file modes would not bite")
-    return drop
 
 
 _OVERWRITE = _FS_ALONE + textwrap.dedent("""
@@ -453,13 +442,13 @@ _OVERWRITE = _FS_ALONE + textwrap.dedent("""
 """)
 
 
-def test_a_write_protected_file_is_refused_as_open_refuses_it(tmp_path):
+def test_a_write_protected_file_is_refused_as_open_refuses_it(tmp_path, as_a_user):
     """Before: os.replace asks the folder only, so an atomic write replaced a file the user had chmod 444'd (and
     left the new one read-only), where open() and torch.save refuse it."""
     target = tmp_path / "good.safetensors"
     target.write_bytes(b"OLD")
     target.chmod(0o444)
-    said = subprocess.run([*_as_a_user(), sys.executable, "-c", _OVERWRITE, str(target)], capture_output=True,
+    said = subprocess.run([*as_a_user, sys.executable, "-c", _OVERWRITE, str(target)], capture_output=True,
                           text=True, check=True).stdout.splitlines()
     assert len(said) == 2 and all(line.startswith(f"cannot write {target}: it is write-protected (-r--r--r--)")
                                   for line in said), said
@@ -474,7 +463,7 @@ _SWEEP = _FS_ALONE + textwrap.dedent("""
 """)
 
 
-def test_a_killed_writers_temp_file_this_user_may_not_remove_is_left_without_an_error(tmp_path):
+def test_a_killed_writers_temp_file_this_user_may_not_remove_is_left_without_an_error(tmp_path, as_a_user):
     """Before: sweeping a folder read-only to this user (a team's weights cache, filled by its owner, one of whose
     writers was killed) raised the raw ``PermissionError`` of the temp file's unlink, and with it the pull of a
     cached, verified file, or the save beside it, that swept the folder first. Sweeping is housekeeping: what may
@@ -483,7 +472,7 @@ def test_a_killed_writers_temp_file_this_user_may_not_remove_is_left_without_an_
     orphan.write_bytes(b"torn")
     tmp_path.chmod(0o555)
     try:
-        said = subprocess.run([*_as_a_user(), sys.executable, "-c", _SWEEP, str(tmp_path)], capture_output=True,
+        said = subprocess.run([*as_a_user, sys.executable, "-c", _SWEEP, str(tmp_path)], capture_output=True,
                               text=True, check=True).stdout.strip()
     finally:
         tmp_path.chmod(0o755)
