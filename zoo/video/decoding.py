@@ -564,6 +564,7 @@ class _Source:
         """Go to the keyframe at or before ``target`` (None: the start); True when decoding from there."""
         from_start = target is None or target <= meta.seek_origin  # nothing to skip: decode from the start
         if not from_start:
+            self.used = True  # set first: after a failed seek, decoding from the start opens the file again
             self.container.seek(target, stream=self.stream, backward=True, any_frame=False)
             stats.seeks += 1
         elif self.used:
@@ -608,7 +609,12 @@ def _read_run(
     targets.append(None)  # from the start
     for target in targets:
         for skipping in (skip, False) if skip else (False,):
-            from_start = source.position(target, meta, stats)
+            try:
+                from_start = source.position(target, meta, stats)
+            except av.error.FFmpegError:
+                # MP4's demuxer refuses a seek to before the stream's first keyframe ("Operation not
+                # permitted"): a cut that starts mid-GOP has frames there. Seek earlier, or read from the start.
+                break
             frames = _indexed_frames(source.container, source.stream, meta, run, ticks_per_frame, from_start,
                                      stats, skipping)
             try:
@@ -679,7 +685,12 @@ def _indexed_frames(container, stream, meta, wanted, ticks_per_frame, from_start
                 delay = sent
                 p = frame.pts if frame.pts is not None else frame.dts
                 if meta.count_frames:
-                    base = 0 if (from_start or p is None) else round((p - meta.start_pts) / ticks_per_frame)
+                    # From the start too, AVI's first frame out is placed by its pts (its chunk's number):
+                    # a cut that starts mid-GOP holds frames before its first keyframe, which H.264 drops;
+                    # counted from 0, a read from the start put every frame as many frames early as were
+                    # dropped (seeks were right). MPEG-PS/TS pts are no index: counted from 0.
+                    base = 0 if (p is None or (from_start and not meta.seekable)) else \
+                        round((p - meta.start_pts) / ticks_per_frame)
             if meta.count_frames:
                 # skipping: the frame out while data packet `sent` goes in fills packet `sent - delay`'s slot;
                 # otherwise (and for the frames the flush lets out) the slot after the previous frame's

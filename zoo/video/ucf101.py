@@ -254,10 +254,16 @@ class VideoClipDataset(Dataset):
         v, idx = self.frame_indices(item)
         meta = self.videos[v]
         # thread_count None: one decoder thread in DataLoader workers, FFmpeg's choice elsewhere (decoding.py)
-        frames = read_frames(
-            meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=self.thread_count,
-            stats=self.stats, size=self.size,
-        )  # (T, H, W, C)
+        try:
+            frames = read_frames(
+                meta.path, idx.tolist(), meta, thread_type=self.thread_type, thread_count=self.thread_count,
+                stats=self.stats, size=self.size,
+            )  # (T, H, W, C)
+        except CorruptVideoError as err:
+            # a DataLoader worker's error named the file but not the item the sampler asked for
+            if hasattr(err, "add_note"):  # Python >= 3.11
+                err.add_note(f"reading item {item} of this {type(self).__name__} (video {v}, frames {idx.tolist()})")
+            raise
         # a (C, T, H, W) view of the (T, H, W, C) frames: no copy here; Resize works on this layout
         # directly (3-channel images) and the collate copies the final clip once
         return frames.permute(3, 0, 1, 2), self.labels[v], v
