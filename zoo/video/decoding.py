@@ -51,6 +51,7 @@ its last ones, which the tail tolerance (``_TAIL_TOLERANCE``) and the error meas
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import operator
 import os
@@ -311,6 +312,11 @@ _SWS = SimpleNamespace(reformatter=None, lock=threading.Lock(), threads_arg=True
 
 
 def _leave_threaded_context_to_the_parent() -> None:
+    # Decoders too: one with frame or slice threads that the parent had left to its cyclic collector (a failed
+    # read's traceback holds its container in a cycle) was freed by the child's collector, and FFmpeg's free
+    # waited for threads that stayed in the parent: a DataLoader worker forked after such a read hung for good.
+    # What the child inherits is left out of its collections (what Python's docs advise for forked workers).
+    gc.freeze()
     _SWS.lock = threading.Lock()  # a thread of the parent may have held it; that thread did not fork
     if _SWS.reformatter is not None:
         import ctypes
