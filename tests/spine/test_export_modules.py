@@ -43,14 +43,8 @@ class _Scaled(nn.Module):
         return self.linear(x) if scale is None else self.linear(x) * scale
 
 
-@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
-def test_a_forward_of_star_args_exports_with_a_dynamic_batch(tmp_path, fmt):
-    """Before: the dynamic axes were keyed by forward's named positional parameters, of which ``*xs`` has
-    none: ExportError 'could not trace graph 'model': IndexError: list index out of range'."""
-    model = _Sum()
-    res = zoo.export(model, tmp_path / "sum", fmt, example_inputs=(torch.randn(2, 4), torch.randn(2, 4)))
-    assert res.verified and read_metadata(res)["inputs"] == ["input0", "input1"]
-    a, b = torch.randn(5, 4), torch.randn(5, 4)  # another batch size than the traced one
+def _runs_as_eager(model: nn.Module, res, fmt: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """The exported file (onnxruntime or torch.export.load) computes what ``model(a, b)`` does."""
     with torch.no_grad():
         want = model(a, b).numpy()
     if fmt == "onnx":
@@ -59,6 +53,17 @@ def test_a_forward_of_star_args_exports_with_a_dynamic_batch(tmp_path, fmt):
         with torch.no_grad():
             got = torch.export.load(str(res)).module()(a, b).numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch.export"])
+def test_a_forward_of_star_args_exports_with_a_dynamic_batch(tmp_path, fmt):
+    """Before: the dynamic axes were keyed by forward's named positional parameters, of which ``*xs`` has
+    none: ExportError 'could not trace graph 'model': IndexError: list index out of range'."""
+    model = _Sum()
+    res = zoo.export(model, tmp_path / "sum", fmt, example_inputs=(torch.randn(2, 4), torch.randn(2, 4)))
+    assert res.verified and read_metadata(res)["inputs"] == ["input0", "input1"]
+    a, b = torch.randn(5, 4), torch.randn(5, 4)  # another batch size than the traced one
+    _runs_as_eager(model, res, fmt, a, b)
 
 
 class _Difference(nn.Module):
@@ -83,14 +88,7 @@ def test_one_tensor_given_for_two_inputs_still_exports_two_inputs(tmp_path, fmt)
     assert not torch.equal(sample[0], sample[1])  # the check can tell the inputs apart
     res = zoo.export(model, tmp_path / "difference", fmt, example_inputs=(x, x))
     a, b = torch.randn(5, 4), torch.randn(5, 4)
-    with torch.no_grad():
-        want = model(a, b).numpy()
-    if fmt == "onnx":
-        (got,) = ort.InferenceSession(str(res)).run(None, {"input0": a.numpy(), "input1": b.numpy()})
-    else:
-        with torch.no_grad():
-            got = torch.export.load(str(res)).module()(a, b).numpy()
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    _runs_as_eager(model, res, fmt, a, b)
 
 
 def test_a_module_torchscript_compiles_but_cannot_save_is_traced(tmp_path):
