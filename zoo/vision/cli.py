@@ -36,7 +36,7 @@ def _configure_finetune(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="a registered model (resnet18)")
     p.add_argument("--data", required=True, help="image folder: DIR/train/<class>/... and DIR/val/<class>/...")
     p.add_argument("--weights", default=None, help="pretrained weights: cifar10, imagenet1k-v1, a path (default: none)")
-    # no argparse defaults (_FINETUNE_DEFAULTS fills them): a flag given is told from one left out, so that a --set
+    # no argparse defaults (_finetune_defaults fills them): a flag given is told from one left out, so that a --set
     # pair naming the same setting is refused where the two differ (_finetune_options)
     p.add_argument("--strategy", choices=["head", "top", "full", "gradual"], help="(default: head)")
     p.add_argument("--epochs", type=int, help="(default: 5)")
@@ -123,10 +123,20 @@ def _claim(out: Path) -> FileLock | None:
     return None
 
 
-# what zoo finetune's flags default to (zoo.finetune's own defaults, and seed 0 as zoo train by name seeds)
-_FINETUNE_DEFAULTS: dict[str, Any] = {"strategy": "head", "epochs": 5, "batch_size": 32, "lr": 1e-3,
-                                      "backbone_lr_mult": 0.1, "image_size": None, "amp": "auto", "augment": True,
-                                      "strict": False, "seed": 0}
+# the zoo.finetune options zoo finetune has flags for; unset, they take zoo.finetune's own defaults
+_FINETUNE_FLAG_KEYS = ("strategy", "epochs", "batch_size", "lr", "backbone_lr_mult", "image_size", "amp", "augment",
+                       "strict")
+
+
+def _finetune_defaults() -> dict[str, Any]:
+    """The flags' defaults: read from :func:`zoo.vision.finetune.finetune`'s signature (a copy here could drift
+    from it), and seed 0, as zoo train by name seeds."""
+    import inspect
+
+    from zoo.vision.finetune import finetune
+
+    params = inspect.signature(finetune).parameters
+    return {**{key: params[key].default for key in _FINETUNE_FLAG_KEYS}, "seed": 0}
 
 
 def _finetune_options(args: argparse.Namespace, sets: dict[str, Any]) -> dict[str, Any]:
@@ -135,11 +145,12 @@ def _finetune_options(args: argparse.Namespace, sets: dict[str, Any]) -> dict[st
     trained 3 epochs without a word)."""
     from zoo.cli import config_flag, merge_sets
 
-    given = {key: getattr(args, key) for key in (*_FINETUNE_DEFAULTS, "device") if getattr(args, key) is not None}
+    given = {key: getattr(args, key) for key in (*_FINETUNE_FLAG_KEYS, "seed", "device")
+             if getattr(args, key) is not None}
     if "amp" in given:
         given["amp"] = amp_option(given["amp"])
     merge_sets(given, sets, {key: "--no-augment" if key == "augment" else config_flag(key) for key in given})
-    return {**_FINETUNE_DEFAULTS, **given}
+    return {**_finetune_defaults(), **given}
 
 
 # zoo.finetune's on/off options: --set reads true / false (JSON, or Python's True / False) as bools, and any other word
