@@ -60,6 +60,7 @@ __all__ = [
     "FileLock",
     "FolderLock",
     "FolderLockedError",
+    "ForeignLockError",
     "FsError",
     "NoSpaceError",
     "PrivateTemp",
@@ -132,6 +133,10 @@ class NoSpaceError(FsError):
 
 class FolderLockedError(FsError):
     """Another live process holds the lock (a training run's folder, a download); names it."""
+
+
+class ForeignLockError(FsError):
+    """A lock file another user left that this one may not open: names it, its owner and who may remove it."""
 
 
 def human_size(n: float) -> str:
@@ -605,10 +610,9 @@ class FileLock:
         ensure_dir(self.path.parent)
         deadline = time.monotonic() + self.wait
         while True:
-            try:
-                fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, what="lock file")
-            except OSError as err:  # a read-only folder: say so before any work is done in it
-                raise write_error(err, self.path, None) from None
+            fd = self._open()
+            if fd is None:  # the file was removed between our two opens: a new one goes in its place
+                continue
             try:
                 _lock_fd(fd)
             except BlockingIOError:
@@ -620,6 +624,8 @@ class FileLock:
             except OSError as err:
                 if err.errno not in _NO_LOCKS:
                     os.close(fd)
+                    if err.errno == errno.EBADF:  # NFS takes flock as a write lock, which a read-only file cannot hold
+                        raise self._foreign(err) from None
                     raise FsError(err.errno, f"cannot lock {self.path}: {err.strerror or err}") from None
                 if self.warn_unlocked:
                     self._warn_unlocked(err)  # work refused for want of a lock would protect nothing
@@ -631,6 +637,46 @@ class FileLock:
         self._fd = fd
         self._record(fd)
         return self
+
+    def _open(self) -> int | None:
+        """The lock file open, created if need be; None when it vanished between the two tries below.
+
+        A lock file another user left (their umask's 0644, in a cache shared by a group) cannot be opened for
+        writing: read-only it locks all the same (flock needs no write access), so a pull goes on where that
+        user's download is over, and waits for it while it runs. One this user may not read either is an error
+        naming its owner, never a hint that the folder is read-only (it is not)."""
+        try:
+            return open_nofollow(self.path, os.O_RDWR | os.O_CREAT, what="lock file")
+        except OSError as err:
+            if err.errno not in (errno.EACCES, errno.EPERM) or not os.path.lexists(self.path):
+                raise write_error(err, self.path, None) from None  # a read-only folder: said before any work
+            first = err
+        try:
+            return open_nofollow(self.path, os.O_RDONLY, what="lock file")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            raise self._foreign(first) from None
+
+    def _foreign(self, err: OSError) -> ForeignLockError:
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return ForeignLockError(err.errno, f"cannot use the lock file {self.path}: {err.strerror or err}")
+        owner = f"uid {st.st_uid}"
+        with contextlib.suppress(ImportError, KeyError):
+            import pwd
+
+            owner = f"{pwd.getpwuid(st.st_uid).pw_name} ({owner})"
+        mine = hasattr(os, "geteuid") and st.st_uid == os.geteuid()
+        who = "yours" if mine else f"another user's, {owner}"
+        fix = (f"make it readable (chmod u+rw {self.path}) or remove it" if mine else
+               f"ask {owner.split(' ')[0]} or an administrator to remove it (rm {self.path}) once no {self.what} of "
+               "theirs is running")
+        return ForeignLockError(err.errno or errno.EACCES,
+                                f"cannot use the lock file {self.path}: it is {who}, mode "
+                                f"{stat.S_IMODE(st.st_mode):o}, and this user may not open it "
+                                f"({err.strerror or err}); {fix}")
 
     def _names(self, fd: int) -> bool:
         """Whether ``path`` is still the file open as ``fd``."""

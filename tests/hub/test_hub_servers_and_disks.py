@@ -7,10 +7,12 @@ the test is skipped. The full disk is the ``disk_quota`` fixture's (tests/confte
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -144,7 +146,8 @@ _CHILD = textwrap.dedent("""
     for what in sys.argv[1:]:
         try:
             with warnings.catch_warnings(record=True) as said:
-                done = hub.clean_cache(stale_only=True) if what == "clean" else hub.pull(what, progress=False)
+                done = (hub.clean_cache(stale_only=True) if what == "clean" else hub.clean_cache() if what == "clean-all"
+                        else hub.pull(what, progress=False))
             print("ok", done, *[str(w.message) for w in said], sep="\\n  ")
         except Exception as err:
             print(type(err).__name__, err)
@@ -308,3 +311,152 @@ def test_a_user_without_a_home_folder_gets_zoo_home_or_a_named_error(tmp_path):
     assert said[1] == ("FsError the zoo cache ~/.cache/zoo is in the home folder, and there is none: HOME is unset "
                        "and user id 54321 has no home in the password database (a container run under an arbitrary "
                        "user id); set ZOO_HOME to a folder this user can write (a path without ~), or HOME"), said
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_a_mirror_that_refuses_access_is_said_to_refuse_and_the_next_source_is_tried(release, header_server,
+                                                                                     server, code, monkeypatch):
+    """Before: a 401 or 403 was read as a 404, "The mirror ZOO_WEIGHTS_URL=... does not have it: add the file
+    there", and the source after it was taken without a word about the refusal. A server that refuses access may
+    well have the file: the error says it wants credentials, which zoo does not send."""
+    reason = {401: "Unauthorized", 403: "Forbidden"}[code]
+    header_server({"Content-Length": "0"}, status=code)
+    mirror = os.environ["ZOO_WEIGHTS_URL"]
+    with pytest.raises(hub.DownloadError) as err:
+        hub.pull(NAME, progress=False)
+    msg = str(err.value)
+    assert f"{mirror}/{FILE}: HTTP {code} {reason} (access refused). The mirror ZOO_WEIGHTS_URL={mirror} refused " \
+           "access: it wants credentials" in msg, msg
+    assert "does not have it" not in msg and "not found" not in msg, msg
+    with pytest.raises(hub.DownloadError, match=rf"/theirs.safetensors: HTTP {code} {reason} \(access refused\)\. "
+                                                r"The server refused access: it wants credentials"):
+        hub.resolve(f"{mirror}/theirs.safetensors")  # a URL of the user's own, no manifest entry's
+    # a source after the refusing one is still tried, and the warning says why the mirror was passed over
+    doc = json.loads((release.folder / "manifest.json").read_text())
+    doc["release_url"] = server.url
+    (release.folder / "manifest.json").write_text(json.dumps(doc))
+    shutil.copy(release.served / FILE, server.state.root / FILE)
+    with pytest.warns(UserWarning, match=rf"{mirror}/{FILE}: HTTP {code} {reason} \(access refused\); trying the "
+                                         rf"next source \({server.url}/{FILE}\)"):
+        path = hub.pull(NAME, progress=False)
+    assert hub.sha256_file(path) == release.entry.sha256
+
+
+class _Parts(BaseHTTPRequestHandler):
+    """Serves ``server.data``, honouring ``Range: bytes=N-`` where ``server.ranges``; every answer stops at the
+    file's byte ``server.cut`` (the connection then closes, short of the Content-Length it announced), or where
+    ``server.part`` is set, covers at most that many bytes (a 206 for part of what was asked, RFC 9110 14.2)."""
+
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        srv = self.server
+        data, n, rng = srv.data, len(srv.data), self.headers.get("Range")  # type: ignore[attr-defined]
+        srv.gets.append(rng)  # type: ignore[attr-defined]
+        start = int(rng[len("bytes="):-1]) if rng and srv.ranges else 0  # type: ignore[attr-defined]
+        end = min(n, start + srv.part) if srv.part else n  # type: ignore[attr-defined]
+        self.send_response(206 if start or end < n else 200)
+        if start or end < n:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{n}")
+        self.send_header("Content-Length", str(end - start))
+        self.end_headers()
+        cut = srv.cut  # type: ignore[attr-defined]
+        self.wfile.write(data[start:end if cut is None else min(end, max(start, cut))])
+        self.wfile.flush()
+        if cut is not None:
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def parts_server(release, monkeypatch):
+    """The mirror ``ZOO_WEIGHTS_URL`` serving the release's file through :class:`_Parts` (set ``ranges``, ``cut``,
+    ``part`` on it; ``gets``: the Range header of each request)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Parts)
+    httpd.daemon_threads = True
+    httpd.data, httpd.gets, httpd.ranges, httpd.cut, httpd.part = release.data, [], True, None, None
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    monkeypatch.setenv("ZOO_WEIGHTS_URL", f"http://127.0.0.1:{httpd.server_address[1]}")
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_a_download_cut_short_says_how_far_it_got_and_what_becomes_of_the_bytes(release, parts_server, ranges):
+    """Before: a server that kept closing the connection 100 kB into a 300 kB file ended the pull with "failed after 5
+    attempts ... (IncompleteRead: IncompleteRead(0 bytes read, 204800 more expected))": 0 bytes read, though
+    100 kB were, and nothing said that they are kept, nor whether the next pull can resume them."""
+    n, cut = len(release.data), 100 * 1024
+    parts_server.ranges, parts_server.cut = ranges, cut
+    part = hub.cached_path(release.entry).with_name(FILE + ".part")
+    with pytest.raises(hub.DownloadError) as err:
+        hub.pull(NAME, progress=False)
+    msg = str(err.value)
+    assert f"the download was cut short, failed after 5 attempts, the last 4 without a byte more: the connection " \
+           f"closed after {cut} of the file's {n} bytes; the {cut} bytes (100.0 KiB) received are kept in {part}" in msg
+    assert msg.endswith("and the next pull resumes from there. Retry later, or use another source" if ranges else
+                        ", but this server does not resume (it answered a request for the rest with the whole file): "
+                        "the next pull starts from byte 0 again. Retry later, or use another source"), msg
+    assert part.read_bytes() == release.data[:cut]
+    parts_server.cut, parts_server.gets = None, []
+    assert hub.sha256_file(hub.pull(NAME, progress=False)) == release.entry.sha256
+    assert parts_server.gets == [f"bytes={cut}-"]  # resumed where the kept bytes end (the whole file without ranges)
+
+
+def test_a_server_that_sends_the_file_in_parts_is_asked_for_each_part(release, parts_server):
+    """Before: a 206 for the first 100 kB of a 300 kB file (a server that caps its ranges) was taken for the whole
+    body, and the pull failed with "sha256 mismatch"."""
+    parts_server.part = 100_000
+    assert hub.sha256_file(hub.pull(NAME, progress=False)) == release.entry.sha256
+    assert parts_server.gets == [None, "bytes=100000-", "bytes=200000-", "bytes=300000-"]
+
+
+def test_a_body_compressed_against_the_request_is_named_not_called_a_mismatch(release, header_server):
+    """Before: a server that gzipped the file though zoo asked for ``Accept-Encoding: identity`` failed the pull with
+    "sha256 mismatch", its cause unsaid."""
+    body = gzip.compress(release.data)
+    header_server({"Content-Encoding": "gzip", "Content-Length": str(len(body))}).data = body
+    with pytest.raises(hub.DownloadError) as err:
+        hub.pull(NAME, progress=False)
+    msg = str(err.value)
+    assert f"{FILE}: the server sent the file gzip-encoded (Content-Encoding: gzip), though zoo asked for its bytes " \
+           "as they are (Accept-Encoding: identity)" in msg and "mismatch" not in msg, msg
+    assert not list(hub.cache_root().rglob(FILE))
+
+
+def test_a_download_lock_another_user_left_is_used_or_named_with_its_owner(release, tmp_path, as_a_user):
+    """A team's cache where another user's pull left its ``.lock`` (their umask's 0644, or 0600). Before: a pull of a
+    file not yet cached failed with "cannot write <file>.lock: Permission denied; ... set ZOO_HOME to a folder you
+    can write", though the folder is writable and a lock file needs no writing to lock. A readable one is used now
+    (flock locks a read-only file); one this user may not open is named, with its owner and who may remove it. A
+    cached file needs no lock: it is served either way."""
+    if os.geteuid() != 0:
+        pytest.skip("leaving a file as another user (chown) needs root")
+    shutil.copy(release.served / FILE, release.folder / FILE)
+    home = tmp_path / "home"
+    dest = home / "weights" / release.entry.sha256 / FILE
+    lock = dest.with_name(FILE + ".lock")
+
+    def theirs(mode: int) -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text('{"pid": 4242, "host": "their-host"}')
+        os.chown(lock, 65534, 65534)
+        lock.chmod(mode)
+
+    theirs(0o644)
+    assert _child(as_a_user, NAME, env={"ZOO_HOME": str(home)}) == ["ok", f"  {dest}"]
+    theirs(0o600)
+    said = _child(as_a_user, NAME, "clean-all", env={"ZOO_HOME": str(home)})
+    assert said[0] == "ok" and said[1] == f"  {dest}", said  # cached: no lock taken
+    # clean must take the lock to delete: it names the lock file as the pull does, not "a cache it can write"
+    assert said[2].startswith(f"ForeignLockError cannot remove {dest}: cannot use the lock file {lock}: "), said
+    assert said[2].endswith("once no download of theirs is running") and dest.is_file(), said
+    dest.unlink()
+    said = _child(as_a_user, NAME, env={"ZOO_HOME": str(home)})
+    assert said[0].startswith(f"ForeignLockError cannot use the lock file {lock}: it is another user's, "), said
+    assert "(uid 65534), mode 600, and this user may not open it (Permission denied);" in said[0], said
+    assert said[0].endswith(f"or an administrator to remove it (rm {lock}) once no download of theirs is running; "
+                            "or set ZOO_HOME to a cache of your own"), said

@@ -283,6 +283,8 @@ def _remove_unless_downloading(item: CacheItem) -> bool:
         return False
     except fs.UnsafePathError:  # a planted lock link: its own one-line error says what to remove
         raise
+    except fs.ForeignLockError as err:  # the cache is writable: one lock file in it is another user's, said with its fix
+        raise fs.ForeignLockError(err.errno, f"cannot remove {item.path}: {err}") from None
     except OSError as err:  # a read-only cache (a container's image): say so, not a raw errno on a lock
         why = str(err) if isinstance(err, fs.FsError) else f"{err.strerror} ({err.filename})"
         raise fs.FsError(err.errno, f"cannot remove {item.path}: {why}; zoo cache clean needs a cache it can "

@@ -10,7 +10,11 @@ Last-Modified) of the response that started the ``.part`` is kept beside it (``<
 it whole, from byte 0. Without such a validator only a download whose sha256 will be checked resumes (the hash
 catches a join of two versions); a URL with nothing to check it against starts again from byte 0. A server that
 stalls (no byte for ``$ZOO_TIMEOUT`` seconds, default 20) fails the pull at once, even after sending some bytes,
-keeping the bytes it sent for the next pull to resume from. Local sources (a checkout's
+keeping the bytes it sent for the next pull to resume from; one that keeps closing the connection early is given
+up with how far it got and whether its kept bytes can resume. A 206 for part of the rest (a server that caps its
+ranges) is followed by a request for the next part. A server that refuses access (401, 403, 407) is said to, not
+to lack the file: zoo sends no credentials, so the way in is another source. A body sent ``Content-Encoding``-coded
+though ``identity`` was asked for is refused by name. Local sources (a checkout's
 ``weights/``, a ``file://`` mirror) are copied straight into place through :mod:`zoo.fs`, without a
 progress bar.
 
@@ -61,6 +65,7 @@ BACKOFF_S = 1.0  # sleeps BACKOFF_S * 2**(attempts without progress - 1) between
 LOCK_TIMEOUT_S = 3600.0  # a concurrent puller may be downloading a large file
 RESUME_SUFFIX = ".resume"  # <file>.resume: the URL, validator and size of the response that started <file>.part
 _OFF = ("", "0", "false", "no", "off")
+_REFUSED = (401, 403, 407)  # authentication required, forbidden, proxy authentication required
 
 
 class DownloadError(OSError):
@@ -83,6 +88,11 @@ class OfflineError(FileNotFoundError):
 
 class _NotFound(Exception):
     pass
+
+
+class _Refused(Exception):
+    """The server refused access (HTTP 401, 403, 407): it may well have the file, for a user it lets in. zoo sends
+    no credentials, so asking again cannot help; the next source is tried, and the error says what would."""
 
 
 class _Unreadable(Exception):
@@ -400,10 +410,13 @@ def _resume_offset(url: str, part: Path, size: int | None, hashed: bool) -> tupl
     return offset, kept
 
 
-def _check_content_range(resp, part: Path, offset: int, known: int | None, validator: str | None = None) -> None:
+def _check_content_range(resp, part: Path, offset: int, known: int | None,
+                         validator: str | None = None) -> tuple[int, int | None]:
     """A 206 must continue at ``offset`` the file whose size was first announced (``known``: the kept record's
     or the manifest's) and, where it names its version, the one the kept bytes came from (``validator``): a
-    server (or cache) that ignored If-Range, or none was sent, may answer with another version of the same size."""
+    server (or cache) that ignored If-Range, or none was sent, may answer with another version of the same size.
+    Returns the range's end (the byte after its last) and the file's size (None: ``*``, unknown): a server may
+    send less than the rest of the file (RFC 9110, 14.2), and the rest is then asked for next."""
     # the same kind of validator as the kept one: an ETag is quoted, a Last-Modified date is not
     sent = resp.headers.get("ETag" if validator and validator.startswith('"') else "Last-Modified")
     if validator and sent and sent != validator:
@@ -411,14 +424,38 @@ def _check_content_range(resp, part: Path, offset: int, known: int | None, valid
         raise ConnectionError(f"the server sent the rest of version {sent}, not of the kept bytes' {validator}: the "
                               "file changed; restarting from byte 0")
     content_range = resp.headers.get("Content-Range", "")
-    m = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", content_range.strip())
-    if m is None or int(m[1]) != offset:
+    m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", content_range.strip())
+    if m is None or int(m[1]) != offset or int(m[2]) < offset or (m[3] != "*" and int(m[2]) >= int(m[3])):
         discard_part(part)
         raise ConnectionError(f"unexpected Content-Range {content_range!r} for a resume at {offset}; restarting")
-    if m[2] != "*" and known is not None and int(m[2]) != known:
+    if m[3] != "*" and known is not None and int(m[3]) != known:
         discard_part(part)
-        raise ConnectionError(f"the file is {m[2]} bytes now (Content-Range {content_range!r}), not the {known} of "
+        raise ConnectionError(f"the file is {m[3]} bytes now (Content-Range {content_range!r}), not the {known} of "
                               f"the kept {offset} bytes' download: it changed; restarting from byte 0")
+    return int(m[2]) + 1, None if m[3] == "*" else int(m[3])
+
+
+class _ResumeRefused(ConnectionError):
+    """The server answered a resume with 416 (Range Not Satisfiable): the kept bytes were dropped, to start again."""
+
+
+class _CutShort(ConnectionError):
+    """The connection closed before the body's end: ``got`` bytes of the file's ``total`` are in the partial file.
+    ``range_ignored``: the server answered a request for the rest with the whole file (it cannot resume)."""
+
+    def __init__(self, got: int, total: int, range_ignored: bool) -> None:
+        super().__init__(f"the connection closed after {got} of the file's {total} bytes")
+        self.got, self.total, self.range_ignored = got, total, range_ignored
+
+
+def _refuse_encoding(resp, url: str) -> None:
+    """A body sent compressed (``Content-Encoding: gzip``) though zoo asked for the file as it is (``Accept-Encoding:
+    identity``) holds other bytes than the file's: failed by its sha256 as "a mismatch", its cause went unsaid."""
+    coding = (resp.headers.get("Content-Encoding") or "identity").strip().lower()
+    if coding != "identity":
+        raise DownloadError(f"{url}: the server sent the file {coding}-encoded (Content-Encoding: {coding}), though "
+                            "zoo asked for its bytes as they are (Accept-Encoding: identity): not the file's bytes. "
+                            "Configure the server to send weights files unencoded, or use another source")
 
 
 def _open(url: str, part: Path, offset: int, validator: str | None):
@@ -435,8 +472,13 @@ def _open(url: str, part: Path, offset: int, validator: str | None):
     except urllib.error.HTTPError as err:
         if err.code == 416 and offset:  # our partial file is not a prefix the server knows: restart
             discard_part(part)
-            raise ConnectionError(f"HTTP 416 for a resume at byte {offset}; restarting") from None
-        if err.code in (401, 403, 404, 410):
+            raise _ResumeRefused(f"HTTP 416 for a resume at byte {offset}; restarting") from None
+        if err.code == 407:
+            raise _Refused(f"HTTP 407 {err.reason}: the proxy refused access; give it its credentials in the proxy "
+                           "variable (https_proxy=http://user:password@host:port)") from None
+        if err.code in _REFUSED:
+            raise _Refused(f"HTTP {err.code} {err.reason} (access refused)") from None
+        if err.code in (404, 410):
             raise _NotFound(f"HTTP {err.code} {err.reason}") from None
         if 300 <= err.code < 400:  # the redirects urllib gave up on (a loop, too many, no place named): no
             # answer of the server's about the file, and urllib's reason runs over three lines
@@ -468,28 +510,33 @@ def _content_length(resp) -> int | None:
 
 
 def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Digest, size: int | None = None,
-                  hashed: bool = True) -> None:
+                  hashed: bool = True) -> bool:
     """One request; appends to ``part`` from where it stopped when the server honours Range for the same version
     of the file (see :func:`_resume_offset`). ``size``: the file's size in bytes where the manifest gives it; a
-    server that sends more is given up (DownloadError). ``hashed``: the whole file's sha256 will be checked."""
+    server that sends more is given up (DownloadError). ``hashed``: the whole file's sha256 will be checked.
+    Returns False when the server sent a part of the file whole (a 206 of less than the rest): ask for the rest."""
     offset, kept = _resume_offset(url, part, size, hashed)
     if offset and hashed and offset == (kept.get("total") or size):
         # every byte is kept already (a pull killed while it hashed the last block or synced the file, before the
         # rename): the sha256 checked next decides, and a kept file that fails it is downloaded again, whole. Asked
         # for the bytes past its end, the server answered 416 and the whole file came again, as wget -c and
         # curl -C - never do
-        return
+        return True
     resp = _open(url, part, offset, kept.get("validator"))
+    asked = offset
     with resp:
+        _refuse_encoding(resp, url)
         if resp.status == 206:
-            _check_content_range(resp, part, offset, kept.get("total") or size, kept.get("validator"))
+            end, whole = _check_content_range(resp, part, offset, kept.get("total") or size, kept.get("validator"))
             append = True
             digest.sync(part)
         else:  # 200: the server sent the whole file (no Range support, no partial file, or If-Range said changed)
-            offset, append = 0, False
+            offset, append, end = 0, False, None
             digest.reset()
         length = _content_length(resp)
         total = offset + length if length is not None else None
+        if end is None:
+            whole = total
         if size is not None and total is not None and total > size:
             discard_part(part)
             raise DownloadError(f"{url}: the server announced {total} bytes for a file of {size}: not this file "
@@ -502,8 +549,8 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
             discard_part(part)
         if length is not None:  # before the record: a refused download leaves no record of bytes never written
             fs.check_free(part.parent, length, f"downloading {label}")
-        if not append:
-            _record_resume(part, url, resp, total)
+        if offset == 0:  # a fresh start, a 206 to a first request too: a resume must find the record
+            _record_resume(part, url, resp, whole)
         with _bar(total, offset, label, progress) as bar:
             try:
                 received = _stream(resp, part, append, bar, digest, None if size is None else size - offset)
@@ -516,11 +563,17 @@ def _http_attempt(url: str, part: Path, label: str, progress: bool, digest: _Dig
                 got = part.stat().st_size if part.exists() else 0
                 raise _Stalled(f"no data for {timeout_s():g} s after {fs.human_size(got)}"
                                + (f" of {fs.human_size(total)}" if total else "")) from None
+        ignored = asked > 0 and not append
         if length is not None and received < length:
-            raise http.client.IncompleteRead(b"", length - received)
-        if length is None and size is not None and offset + received < size:  # no Content-Length: only the
-            # file's size tells a dropped connection from the end of the body; retried, resumed from the bytes kept
-            raise ConnectionError(f"the connection closed after {offset + received} of the file's {size} bytes")
+            raise _CutShort(offset + received, whole or total or offset + length, ignored)
+        if length is None and (end is not None or size is not None) and offset + received < (end or size):
+            # no Content-Length: only the range's end or the file's size tells a dropped connection from the end of
+            # the body; retried, resumed from the bytes kept
+            raise _CutShort(offset + received, whole or end or size, ignored)
+    if end is None:
+        return True
+    limit = whole or size
+    return limit is None or end >= limit
 
 
 def _unknown_host(err: BaseException) -> bool:
@@ -540,13 +593,20 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
     was asked again without end). ``hashed``: see :func:`_http_attempt`."""
     last: BaseException | None = None
     attempts = barren = 0
+    refused_resume = False  # a resume was answered with 416 (a server whose file is shorter than the kept bytes)
     most = part.stat().st_size if part.exists() else 0  # the most bytes ``part`` has held
     while True:
         attempts += 1
         try:
-            _http_attempt(url, part, label, progress, digest, size, hashed)
-            return
-        except (_NotFound, _WriteFailed, fs.FsError, DownloadError):
+            if _http_attempt(url, part, label, progress, digest, size, hashed):
+                return
+            now = part.stat().st_size if part.exists() else 0
+            if now > most:  # a range whole, short of the file's end: the next one is asked for at once
+                barren, most = 0, now
+                continue
+            last = ConnectionError(f"the server sends the file in parts, and the {now} bytes kept cannot be resumed "
+                                   "(it names no version of the file, ETag or Last-Modified, to join them safely)")
+        except (_NotFound, _Refused, _WriteFailed, fs.FsError, DownloadError):
             raise
         except _Stalled as err:
             got = part.stat().st_size if part.exists() else 0
@@ -561,6 +621,7 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
             if _unknown_host(err):  # the resolver's final answer (offline, or a mistyped host): asking again waits for nothing
                 raise DownloadError(f"{url}: cannot resolve host {urlparse(url).hostname!r} ({err.reason})") from None
             last = err
+            refused_resume = refused_resume or isinstance(err, _ResumeRefused)
         # progress is more bytes than ever, not than before this attempt: a server whose file is shorter than
         # this one answers the resume with 416, the partial file restarts from 0, and its next whole body would
         # count as progress forever
@@ -568,9 +629,32 @@ def _http_download(url: str, part: Path, label: str, progress: bool, digest: _Di
         barren = 0 if now > most else barren + 1
         most = max(most, now)
         if barren >= RETRIES:
+            if isinstance(last, _CutShort):
+                raise DownloadError(_cut_short(url, part, last, attempts, hashed, refused_resume))
             raise DownloadError(f"{url}: failed after {attempts} attempts, the last {RETRIES} without progress "
                                 f"({type(last).__name__}: {last})")
         time.sleep(BACKOFF_S * 2**max(barren - 1, 0))
+
+
+def _cut_short(url: str, part: Path, cut: _CutShort, attempts: int, hashed: bool, refused_resume: bool) -> str:
+    """The error of a download the server kept cutting short: how far it got, and what the next pull does with the
+    bytes kept."""
+    kept = part.stat().st_size if part.exists() else 0
+    amount = f"{kept} bytes" + (f" ({fs.human_size(kept)})" if kept >= 1024 else "")
+    if not kept:
+        then = "nothing was kept"
+    elif cut.range_ignored or refused_resume:
+        how = "416, Range Not Satisfiable" if refused_resume else "the whole file"
+        then = (f"the {amount} received are kept in {part}, but this server does not resume (it answered a request "
+                f"for the rest with {how}): the next pull starts from byte 0 again")
+    elif hashed or _kept_resume(part, url).get("validator"):
+        then = f"the {amount} received are kept in {part} and the next pull resumes from there"
+    else:
+        then = ("the server names no version of the file (no ETag or Last-Modified) to check a resume against, so "
+                "the next pull starts from byte 0 again")
+    return (f"{url}: the download was cut short, failed after {attempts} attempts, the last {RETRIES} without a byte "
+            f"more: {cut}; {then}. Retry later, or "
+            "use another source")
 
 
 def download_lock(dest: Path, *, wait: float | None = None, warn_unlocked: bool = True) -> fs.FileLock:
@@ -661,19 +745,18 @@ def fetch(
         if not usable:
             raise OfflineError(offline_hint or f"ZOO_OFFLINE=1: not downloading {dest.name}")
         failures, not_found = [], []  # why each source failed; the sources that said they lack the file
+        refused: list[str] = []  # the sources that refused access
         wrong: list[str] = []  # the sources that served other bytes than the file's
         for i, source in enumerate(usable):
             try:
-                if not is_network(source):
-                    digest = _copy_local(source, dest, check, expected, size)
-                else:
-                    _ensure_space(dest, part, size, reclaim_root)
-                    digest = _fetch_http(source, part, check, expected, progress, size)
-                    _validate(validate, part, source)
-                    _into_cache(part, dest)
-            except _NotFound as err:
+                digest = _from_source(source, dest, part, check, expected, progress, size, reclaim_root, validate)
+            except (_NotFound, _Refused) as err:
                 failures.append(f"{source}: {err}")
-                not_found.append(source)
+                if isinstance(err, _NotFound):
+                    not_found.append(source)
+                else:  # it may well have the file, for a user it lets in: say why the next source is tried
+                    refused.append(source)
+                    _warn_next(f"{source}: {err}", usable[i + 1:])
                 continue
             except (DownloadError, _Unreadable) as err:
                 failures.append(str(err))
@@ -693,10 +776,23 @@ def fetch(
             return dest
         raise _no_source_error(dest.name, expected, failures, bool(wrong), [s for s in wrong if not is_network(s)],
                                untried=len(sources) - len(usable), offline_hint=offline_hint,
-                               mirror_var=mirror_var, not_found=not_found)
+                               mirror_var=mirror_var, not_found=not_found, refused=refused)
 
 
-def _warn_next(err: Exception, rest: Sequence[str]) -> None:
+def _from_source(source: str, dest: Path, part: Path, check: Callable[[str], bool] | None, expected: str,
+                 progress: bool, size: int | None, reclaim_root: Path | None,
+                 validate: Callable[[Path], None] | None) -> str:
+    """``dest`` brought into place from one source (see :func:`fetch`); its sha256."""
+    if not is_network(source):
+        return _copy_local(source, dest, check, expected, size)
+    _ensure_space(dest, part, size, reclaim_root)
+    digest = _fetch_http(source, part, check, expected, progress, size)
+    _validate(validate, part, source)
+    _into_cache(part, dest)
+    return digest
+
+
+def _warn_next(err: Exception | str, rest: Sequence[str]) -> None:
     """Say why a source was passed over, when another is tried next."""
     if rest:
         warnings.warn(f"{err}; trying the next source ({rest[0]})", stacklevel=user_stacklevel())
@@ -760,11 +856,12 @@ def _wrong_local_hint(wrong_local: Sequence[str], mirror_var: str | None) -> str
 
 def _no_source_error(name: str, expected: str, failures: list[str], mismatched: bool, wrong_local: Sequence[str],
                      untried: int, offline_hint: str, mirror_var: str | None = "ZOO_WEIGHTS_URL",
-                     not_found: list[str] = ()) -> Exception:
+                     not_found: list[str] = (), refused: Sequence[str] = ()) -> Exception:
     """What to raise when no source delivered ``name``: wrong bytes first (the most actionable), then
     offline, then the download failures. ``wrong_local``: the local sources whose bytes were wrong (each gets
     its own hint); ``not_found``: the sources that said they lack the file; the mirror's hint (add the file
-    there) is given only when the mirror is one of them, not when its transfer failed."""
+    there) is given only when the mirror is one of them, not when its transfer failed; ``refused``: the sources that
+    refused access (401/403/407), which may have it for a user they let in."""
     if mismatched:
         skipped = f" ({untried} network source(s) not tried: offline)" if untried else ""
         return HashMismatchError(
@@ -774,8 +871,9 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
     if untried:  # offline, and the local sources (a file:// mirror too) did not have it
         tried = f" (tried: {'; '.join(failures)})" if failures else ""
         return OfflineError((offline_hint or f"ZOO_OFFLINE=1: not downloading {name}") + tried)
+    access = _refused_hint(refused, mirror_var)
     if mirror_var is None:  # a URL of the user's own: no mirror serves it
-        return DownloadError(f"could not get {name}: " + "; ".join(failures))
+        return DownloadError(f"could not get {name}: " + "; ".join(failures) + access)
     mirror = os.environ.get(mirror_var, "").strip()
     writes = " (zoo weights release writes a mirror's files)" if mirror_var == "ZOO_WEIGHTS_URL" else ""
     if not mirror:
@@ -784,7 +882,21 @@ def _no_source_error(name: str, expected: str, failures: list[str], mismatched: 
         hint = f". The mirror {mirror_var}={mirror} does not have it: add the file there{writes}"
     else:  # the mirror has it (or did not say otherwise): what went wrong is its failure above
         hint = ""
-    return DownloadError(f"could not get {name}: " + "; ".join(failures) + hint)
+    return DownloadError(f"could not get {name}: " + "; ".join(failures) + access + hint)
+
+
+def _refused_hint(refused: Sequence[str], mirror_var: str | None) -> str:
+    """What to do about sources that refused access: zoo sends no token or credentials, so the way in is a source
+    that needs none, or a download made with them."""
+    if not refused:
+        return ""
+    mirror = os.environ.get(mirror_var, "").strip() if mirror_var else ""
+    who = (f"The mirror {mirror_var}={mirror}" if mirror and any(_in_mirror(s, mirror) for s in refused)
+           else "The server")
+    other = f", or set {mirror_var} to another mirror that holds it" if mirror_var else ""
+    return (f". {who} refused access: it wants credentials (a token, a login, or a signed URL whose signature is "
+            f"still valid), and zoo sends none; use a URL that carries its access (a fresh signed link){other}, or "
+            "download the file with your credentials and pass its local path")
 
 
 def _fetch_http(source: str, part: Path, check, expected: str, progress: bool, size: int | None = None) -> str:

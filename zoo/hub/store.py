@@ -132,6 +132,9 @@ def _writable_cache(cache_dir: str | os.PathLike | None):
     """A cache that cannot be written (a read-only or missing home, as in a container) says how to move it."""
     try:
         yield
+    except fs.ForeignLockError as err:  # the cache is writable; one file in it is another user's
+        how = "or pass a cache_dir of your own" if cache_dir is not None else "or set ZOO_HOME to a cache of your own"
+        raise type(err)(err.errno, f"{err}; {how}") from None
     except fs.FsError as err:
         if err.errno not in _UNWRITABLE:
             raise
