@@ -16,7 +16,6 @@ agreement); ``loss`` and returns (``return_mean``) are in their own units.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -233,7 +232,6 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
         implied_by = data if data is not None else config.get("env")
         model = strip_parallel(_resolve(model_or_name, model_config, implied_by, config, weights), "zoo_train")
         if isinstance(model, Trainable):
-            _refuse_unknown_engine_options(model, config)
             return model.zoo_train(data, **config)
         if _is_module(model):
             from zoo.engine import fit
@@ -253,50 +251,6 @@ def train(model_or_name: Any, data: Any = None, *, model_config: dict[str, Any] 
             f"zoo.train does not know how to train a {type(model).__name__}: expected an nn.Module, "
             "an object with zoo_train/zoo_evaluate (zoo.api.Trainable) or a scikit-learn estimator"
         )
-
-
-def _engine_options(model: Any) -> set[str] | None:
-    """Every option ``zoo.train`` takes for ``model`` where its ``zoo_train`` ends in the shared engine's
-    :func:`zoo.engine.fit` (a :class:`zoo.engine.network.Network`, or a class naming ``FitConfig`` as where its
-    ``zoo_train`` options go in ``zoo_options_of``): its ``zoo_train``'s own, its data hook's and the engine's.
-    None for any other model: its ``zoo_train`` refuses what it does not take itself, before any work."""
-    import inspect
-
-    from zoo.engine.fit import fit
-    from zoo.engine.network import Network
-    from zoo.engine.options import FitConfig
-
-    target = getattr(type(model), "zoo_options_of", {}).get("zoo_train")
-    engine_target = f"{FitConfig.__module__}.{FitConfig.__qualname__}"
-    if not (isinstance(model, Network) or target == engine_target):
-        return None
-    if target not in (None, engine_target):  # its options go somewhere else as well: that one decides
-        return None
-    own = list(inspect.signature(model.zoo_train).parameters.values())[1:]  # after the data
-    taken = {p.name for p in own if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    taken |= {f.name for f in dataclasses.fields(FitConfig)}
-    taken |= {p.name for p in list(inspect.signature(fit).parameters.values())[2:] if p.kind is not p.VAR_KEYWORD}
-    if isinstance(model, Network):
-        taken |= {*model.zoo_data_options(), "val_data"}
-    return taken
-
-
-def _refuse_unknown_engine_options(model: Any, config: dict[str, Any]) -> None:
-    """An option no part of an engine-trained model's training takes, refused before its ``zoo_train`` runs:
-    the engine's own refusal came only once the data hook had read the data into the model (a typo's
-    ``zoo.train(net, other_folder, epohcs=3)`` left a ResNet18 naming its classes after ``other_folder``, and a
-    HybridSN with its PCA refitted and its training pixels replaced), and in HybridSN's words alone
-    (``fit: unknown option(s) ...``)."""
-    taken = _engine_options(model)
-    if taken is None:
-        return
-    unknown = [k for k in config if k not in taken]
-    if unknown:
-        from zoo.engine.options import check_options
-
-        name = getattr(model, "registry_name", None) or type(model).__name__
-        # "config" is the engine's record of a family's recipe: taken, but no option a user sets
-        check_options(unknown, f"zoo.train on {name}", taken - {"config"})
 
 
 def finetune(model_or_name: Any, data: Any, *, strategy: str = "head", num_classes: int | None = None,
@@ -545,13 +499,22 @@ def save(model: Any, path: str | os.PathLike) -> Path:
 
 
 def list_weights(name: str | None = None) -> list[str]:
-    """Published ``"model.tag"`` weights names, sorted; only those of model ``name`` when given.
+    """Published ``"model.tag"`` weights names, sorted; only those of model ``name`` when given, and of a
+    weights name (``"resnet18.cifar10"``, as :func:`zoo.build` takes one) that name alone, as
+    ``timm.list_pretrained("resnet18.a1_in1k")`` lists it.
 
-    An unknown ``name`` is an error naming the closest registered ones: an empty list would read as
-    "this model has no weights" for a typo.
+    An unknown ``name``, or a tag its model has not published, is an error naming the closest ones (as
+    :func:`zoo.model_info` refuses it): an empty list would read as "this model has no weights" for a typo.
     """
     from zoo import hub
 
-    if name is not None:
-        registry.family_of(name)
-    return hub.list_weights(name)
+    if name is None:
+        return hub.list_weights()
+    model, weights = registry.split_weights_name(name)
+    registry.family_of(model)
+    published = hub.list_weights(model)
+    if weights is None:
+        return published
+    if weights not in published:
+        hub.get_entry(weights)  # its refusal: the close published names and where to list them
+    return [weights]

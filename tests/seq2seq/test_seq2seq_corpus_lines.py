@@ -71,3 +71,22 @@ def test_a_stray_non_utf8_byte_is_named_with_its_line_and_a_conversion_that_fits
     plain.write_bytes(data)
     with pytest.raises(ValueError, match=r"line 3: .*iconv -f latin1 -t utf-8 train\.de > utf8\.txt"):
         load_parallel(plain, tmp_path / "train.en")
+
+
+@pytest.mark.parametrize("form", ["pairs", "sources, targets", "val_data"])
+def test_sentence_pairs_in_memory_blank_on_one_side_only_are_refused_naming_the_pair(form):
+    """Before: files with such a line were refused, and the same pairs given as a list ([("Zwei Katzen.", "")]) or
+    a (sources, targets) tuple were trained on, an empty target taught for a sentence. Blank on both sides stays a
+    pair, as in files."""
+    pairs = [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats."), ("", "\u200b"), ("Drei.", "Three.")]
+    model = zoo.build("seq2seq-transformer", d_model=32, n_heads=2, n_layers=1, d_ff=64, src_vocab=300,
+                      tgt_vocab=300)
+    loop = {"epochs": 1, "progress": False, "amp": None, "batch_size": 4}
+    assert len(zoo.train(model, pairs, **loop).history) == 1
+    pairs[1] = ("Zwei Katzen.", " \t")
+    pairs[3] = ("\u200b", "Three.")
+    given = {"pairs": {"data": pairs}, "sources, targets": {"data": tuple(map(list, zip(*pairs)))},
+             "val_data": {"data": pairs[:1], "val_data": pairs}}[form]
+    with pytest.raises(ValueError, match=r"^sentence pairs are misaligned: the pair at index 1 has a blank target "
+                                         r"but a source \('Zwei Katzen\.'\) \(2 such pairs, the first shown\)"):
+        zoo.train(model, **given, **loop)

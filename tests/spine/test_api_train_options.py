@@ -65,3 +65,57 @@ def test_model_info_refuses_a_weights_name_build_refuses():
     with pytest.raises(KeyError, match=r"no weights named 'resnet18.cifar1'.* Did you mean 'resnet18.cifar10'"):
         zoo.model_info("resnet18.cifar1")
     assert zoo.model_info("resnet18.cifar10") == zoo.model_info("resnet18")  # a published one is its model's card
+
+
+def test_a_resnet18s_own_zoo_train_refuses_a_misspelt_option_before_the_folder_is_read(tiny):
+    """zoo.train's check sat in zoo.train alone: model.zoo_train(folder, epohcs=1), the method it calls, refused
+    only once the data hook had named the network's outputs after the folder's classes."""
+    model = zoo.build("resnet18", num_classes=2, stem="cifar")
+    before = copy.deepcopy(model.pretrained_cfg)
+    with pytest.raises(TypeError, match=r"^zoo.train on resnet18: unknown option\(s\) 'epohcs' \(did you mean "
+                                        r"'epochs'\?\); it takes .*unknown_classes"):
+        model.zoo_train(tiny.image_folder(), epohcs=1)
+    assert model.pretrained_cfg == before
+
+
+def test_a_hybridsns_own_zoo_train_refuses_a_misspelt_option_before_the_scene_is_read(tiny):
+    """model.zoo_train(scene, epohcs=1) refitted the PCA and replaced the recorded training pixels, then said
+    "fit: unknown option(s) epohcs; options: ..." where zoo.train says "zoo.train on hybridsn: ..."."""
+    model = zoo.build("hybridsn", n_bands=15, window=9, num_classes=3)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(TypeError, match=r"^zoo.train on hybridsn: unknown option\(s\) 'epohcs' \(did you mean "
+                                        r"'epochs'\?\); it takes .*train_fraction"):
+        model.zoo_train(tiny.scene(), split="random", epohcs=1)
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert getattr(model, "training_record_", None) is None and getattr(model, "split_", None) is None
+
+
+def test_a_hybridsn_given_windows_keeps_its_scene_split_when_an_option_is_misspelt(tiny):
+    """Windows given as a Dataset drop the scene split a model recorded (they may be its test pixels), and they
+    did so before the engine refused the typo: the refused call left a trained model with no record of the
+    pixels it was trained on, so its evaluation no longer kept them out."""
+    model = zoo.build("hybridsn", n_bands=15, window=9, num_classes=3)
+    model.zoo_train(tiny.scene(), split="random", epochs=0, progress=False)
+    record = model.training_record_
+    assert record is not None
+    windows = torch.utils.data.TensorDataset(torch.zeros(4, 1, 15, 9, 9), torch.ones(4, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"^zoo.train on hybridsn: unknown option\(s\) 'epohcs'"):
+        model.zoo_train(windows, epohcs=1)
+    assert model.training_record_ is record and model.split_ is not None
+
+
+@pytest.mark.parametrize("name", ["seq2seq-gru", "video-tsn"])
+def test_a_networks_own_zoo_train_refuses_a_misspelt_option_before_its_data_hook(tiny, name):
+    """The check sat in zoo.train alone: seq2seq's model.zoo_train(corpus, epohcs=1) trained a tokenizer on the
+    corpus into the model before the engine refused the typo. Every network trained by the shared engine now
+    refuses it as its zoo_train starts (zoo.engine.network.Network.zoo_train)."""
+    model = zoo.build(name, **({"num_classes": 3} if name == "video-tsn" else {}))
+    data = tiny.corpus() if name.startswith("seq2seq") else tiny.video_folder()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(TypeError, match=rf"^zoo.train on {name}: unknown option\(s\) 'epohcs' \(did you mean "
+                                        r"'epochs'\?\)"):
+        model.zoo_train(data, epohcs=1)
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert getattr(model, "tokenizer", None) is None

@@ -66,6 +66,21 @@ def test_list_weights_of_an_unknown_model_is_an_error_not_an_empty_list():
         zoo.list_weights("td-3")
 
 
+def test_list_weights_of_a_weights_name_is_that_name_alone_and_an_unpublished_tag_is_refused(capsys):
+    """zoo.list_weights("resnet18.cifar10") (and `zoo weights list --model resnet18.cifar10`) said "unknown model
+    'resnet18.cifar10'", where zoo.build and zoo.model_info take the name: it is now the list filtered to that
+    name, as timm.list_pretrained("resnet18.a1_in1k") gives ["resnet18.a1_in1k"]; a tag not published is refused
+    naming the close ones, as model_info refuses it (an empty list would read as "none published")."""
+    assert zoo.list_weights("resnet18.cifar10") == ["resnet18.cifar10"]
+    with pytest.raises(KeyError, match=r"no weights named 'resnet18.cifar1'.* Did you mean 'resnet18.cifar10'"):
+        zoo.list_weights("resnet18.cifar1")
+    assert main(["weights", "list", "--model", "resnet18.cifar10"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [row.split()[0] for row in rows[1:]] == ["resnet18.cifar10"]
+    assert main(["weights", "list", "--model", "resnet18.cifar1"]) == 2
+    assert "Did you mean 'resnet18.cifar10'" in capsys.readouterr().err
+
+
 def test_zoo_train_with_a_misspelt_name_and_model_flags_names_the_model(capsys):
     # argparse used to reject the model's flags first ("unrecognized arguments: --stem cifar")
     assert main(["train", "resnet", "--stem", "cifar", "--data", "x"]) == 2

@@ -85,7 +85,7 @@ def _configure_weights(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
     q = sub.add_parser("list", help="the published weights: name, size, dataset, metrics, cached or not")
-    q.add_argument("--model", help="only this model's weights")
+    q.add_argument("--model", help="only this model's weights (a weights name, MODEL.TAG, lists that one)")
     q.add_argument("--wide", action="store_true",
                    help="every column whole on a terminal too (piped output always is)")
     q = sub.add_parser("verify", help="re-hash every file in the cache and report")

@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 from typing import Any
 
-__all__ = ["Network"]
+__all__ = ["Network", "refuse_unknown_train_options"]
 
 
 class Network:
@@ -81,6 +81,7 @@ class Network:
 
         if data is None:
             raise ValueError(f"zoo.train({type(self).__name__}, data): data is required")
+        refuse_unknown_train_options(self, config)  # before the data hook, which may write into the model
         # training and validation sets given together ({"train": ..., "val": ...}, (train, val)) go through
         # the family's data hook apart, the second as val_data
         data, val = with_val(data, config.pop("val_data", None))
@@ -100,3 +101,48 @@ class Network:
         refuse_unknown_options(options, f"zoo.evaluate on {getattr(self, 'registry_name', None) or type(self).__name__}",
                                evaluate, skip=2, also=self.zoo_data_options())
         return evaluate(self, data, **{**self.zoo_recipe(train=False), **options})
+
+
+def train_options(model: Any) -> set[str] | None:
+    """Every option ``zoo.train`` takes for ``model`` where its ``zoo_train`` ends in :func:`zoo.engine.fit` (a
+    :class:`Network`, or a class naming ``FitConfig`` as where its ``zoo_train`` options go in ``zoo_options_of``):
+    its ``zoo_train``'s own, its data hook's and the engine's. None for any other model: its ``zoo_train`` refuses
+    what it does not take itself, before any work."""
+    import inspect
+
+    from zoo.engine.fit import fit
+    from zoo.engine.options import FitConfig
+
+    target = getattr(type(model), "zoo_options_of", {}).get("zoo_train")
+    engine_target = f"{FitConfig.__module__}.{FitConfig.__qualname__}"
+    if not (isinstance(model, Network) or target == engine_target):
+        return None
+    if target not in (None, engine_target):  # its options go somewhere else as well: that one decides
+        return None
+    own = list(inspect.signature(model.zoo_train).parameters.values())[1:]  # after the data
+    taken = {p.name for p in own if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    taken |= {f.name for f in dataclasses.fields(FitConfig)}
+    taken |= {p.name for p in list(inspect.signature(fit).parameters.values())[2:] if p.kind is not p.VAR_KEYWORD}
+    if isinstance(model, Network):
+        taken |= {*model.zoo_data_options(), "val_data"}
+    return taken
+
+
+def refuse_unknown_train_options(model: Any, config: dict[str, Any]) -> None:
+    """An option no part of an engine-trained model's training takes (:func:`train_options`), refused in
+    ``zoo.train``'s words (``zoo.train on NAME: unknown option(s) ...``) as its ``zoo_train`` starts: the engine's
+    own refusal came only once the data hook had read the data into the model (a typo's
+    ``net.zoo_train(other_folder, epohcs=3)`` left a ResNet18 naming its classes after ``other_folder``, a seq2seq
+    model holding a tokenizer trained on the corpus, a HybridSN with its PCA refitted and its training pixels
+    replaced), and in HybridSN's case in fit's words (``fit: unknown option(s) ...``). :meth:`Network.zoo_train`
+    calls it; a family whose ``zoo_train`` is its own and ends in ``fit`` (HybridSN's) calls it first."""
+    taken = train_options(model)
+    if taken is None:
+        return
+    unknown = [k for k in config if k not in taken]
+    if unknown:
+        from zoo.engine.options import check_options
+
+        name = getattr(model, "registry_name", None) or type(model).__name__
+        # "config" is the engine's record of a family's recipe: taken, but no option a user sets
+        check_options(unknown, f"zoo.train on {name}", taken - {"config"})

@@ -305,8 +305,12 @@ class SceneClassifierMixin:
         resume with any of them changed is refused, so no test pixel was trained on before the resume.
         ``gt_key`` / ``cube_key``: the arrays of a .mat scene or ground truth to read (``load_scene``)."""
         from zoo.engine import RestoreBest, fit
+        from zoo.engine.network import refuse_unknown_train_options
         from zoo.engine.resume import with_recipe
 
+        # before the split, the preprocessing fit and the record of the training pixels, which fit's own
+        # refusal came after (and in its words, not zoo.train's)
+        refuse_unknown_train_options(self, fit_kwargs)
         arch = dataclasses.asdict(self.config)
         if isinstance(data, (Dataset, DataLoader)):
             if gt_key is not None or cube_key is not None:

@@ -98,6 +98,19 @@ class ParallelText:
     def __post_init__(self) -> None:
         if len(self.src) != len(self.tgt):
             raise ValueError(f"parallel text is not aligned: {len(self.src)} source vs {len(self.tgt)} target lines")
+        # sentence pairs given in memory ([(s, t), ...], (sources, targets)) meet the files' check here, said by
+        # the pair's index (load_parallel has refused a file's line, naming the file, before this)
+        one_sided = _one_sided_blanks(self.src, self.tgt)
+        if one_sided:
+            i = one_sided[0]
+            (blank, other), text = (("source", "target"), self.tgt[i]) if _blank(self.src[i]) else \
+                (("target", "source"), self.src[i])
+            more = f" ({len(one_sided)} such pairs, the first shown)" if len(one_sided) > 1 else ""
+            raise ValueError(
+                f"sentence pairs are misaligned: the pair at index {i} has a blank {blank} but a {other} "
+                f"({text[:60]!r}){more}; expected a sentence and its translation in every pair (a pair blank on both "
+                f"sides is kept). A sentence missing on one side shifts every pair after it: fix that {blank}, or "
+                f"drop the pair at index {i}")
 
     def __len__(self) -> int:
         return len(self.src)
@@ -134,12 +147,17 @@ def _blank(line: str) -> bool:
     return not line.strip(BLANK_CHARS)
 
 
+def _one_sided_blanks(src: Sequence[str], tgt: Sequence[str]) -> list[int]:
+    """The indices of the pairs blank on one side only: a sentence dropped or a line break added on that side, so
+    every pair from there on may be misaligned (equal line counts hide it when a line went missing on the other
+    side as well). Such a pair was kept as an empty source (or target) and a sentence, and trained on without a
+    word. A pair blank on both sides stays a pair (fairseq-preprocess and Hugging Face datasets keep one too)."""
+    return [i for i, (s, t) in enumerate(zip(src, tgt)) if _blank(s) != _blank(t)]
+
+
 def _refuse_one_sided_blanks(src: list[str], tgt: list[str], src_path: str | Path, tgt_path: str | Path) -> None:
-    """A line blank on one side only: a sentence dropped or a line break added on that side, so every pair from
-    there on may be misaligned (equal line counts hide it when a line went missing on the other side as well). It
-    was kept as a pair of an empty source (or target) and a sentence, and trained on without a word. A line blank
-    on both sides stays a pair (fairseq-preprocess and Hugging Face datasets keep one too)."""
-    one_sided = [i for i, (s, t) in enumerate(zip(src, tgt)) if _blank(s) != _blank(t)]
+    """A line blank on one side only (:func:`_one_sided_blanks`), refused naming both files and the line."""
+    one_sided = _one_sided_blanks(src, tgt)
     if not one_sided:
         return
     i = one_sided[0]
