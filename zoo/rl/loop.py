@@ -45,12 +45,14 @@ from zoo.rl.evaluation import (
 from zoo.rl.normalization import RUNNING_STATS, normalizers
 from zoo.rl.resume import (
     env_rng_state,
+    note_sub_env_starts,
     reset_episode,
     restore_env,
     resume_path,
     resume_run,
     save_checkpoint,
     set_env_rng_state,
+    sub_env_rng_states,
 )
 from zoo.rl.run import (
     BEST_NAME,
@@ -506,7 +508,15 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
         a = agent.act_normalised(run.obs, explore=True)  # (act_dim,) or (n_envs, act_dim) in [-1, 1]
     else:
         a = agent.random_action_normalised(run.n_envs if run.vec else None)
-    next_obs, reward, terminated, truncated, info = run.env.step(agent.env_action(a))
+    before = None  # a SAME_STEP vector env resets ended episodes inside its step: their random states before it
+    if run.vec and not run.next_step_mode:
+        ahead = run.interrupted or agent.num_timesteps + run.n_envs >= min(run.next_ckpt, run.end_steps)
+        before = sub_env_rng_states(run, checkpoint_ahead=ahead)
+    if run.reset_taken:  # the resume took this autoreset step's resets already: what the env's step would give
+        run.reset_taken, n = False, run.n_envs
+        next_obs, reward, terminated, truncated, info = run.obs, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool), {}
+    else:
+        next_obs, reward, terminated, truncated, info = run.env.step(agent.env_action(a))
     step = agent.num_timesteps + run.n_envs
     if not (np.isfinite(next_obs).all() and np.isfinite(reward).all()):
         what = "observation" if not np.isfinite(next_obs).all() else "reward"
@@ -515,6 +525,8 @@ def _collect(agent, run: Run) -> tuple[np.ndarray, np.ndarray]:
                          f"reward={np.asarray(reward).tolist()}; training stopped")
     own = normalization.env_rewards(run.reward_scalers, reward) if run.reward_scalers else reward  # for the return
     done, reward = _store(agent.buffer, run, a.cpu().numpy(), next_obs, reward, terminated, truncated, info)
+    if run.vec and done.any():
+        note_sub_env_starts(run, done, before)
     if run.reward_scalers:  # the buffer learns from the scaled reward; the returns logged are the env's own
         reward = np.where(run.resetting, 0.0, own)  # an autoreset step's reward counts nowhere, as in _store
     agent.num_timesteps = step

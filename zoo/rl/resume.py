@@ -9,7 +9,10 @@ reset's seed or the env's random state before it), and a resume resets the env t
 with the episode's actions from the replay buffer, checking every observation and reward against the
 buffer's. An env that does not reproduce them (its dynamics depend on more than its seed) gets a warning
 and a fresh episode. With a vector env the episodes in progress at a checkpoint restart on resume (a
-warning says so).
+warning says so); one taken where no sub-env has an episode in progress (every episode ended at that step, or,
+with NEXT_STEP autoreset, every sub-env's reset was that step) resumes exactly: the run keeps each sub-env's
+random state from before the reset that began its episode, and a resume resets the sub-envs from them
+(:func:`_restart_sub_envs`).
 
 The file's format is this module's alone (:data:`CHECKPOINT_FORMAT`): ``format``, ``describe`` (the agent's
 spaces and config, as its weights files carry them), ``settings`` (what a resume compares:
@@ -38,8 +41,8 @@ from zoo.rl import normalization
 from zoo.rl.run import BEST_NAME, CHECKPOINT_NAME, Run, WrittenCheckpoint, keep_statistics, next_multiple
 
 __all__ = ["CHECKPOINT_FORMAT", "RESUME_APPLIED", "check_format", "checkpoint_state", "env_rng_state",
-           "is_td3_checkpoint", "load_checkpoint_state", "reset_episode", "restore_env", "resume_path",
-           "resume_run", "save_checkpoint", "set_env_rng_state"]
+           "is_td3_checkpoint", "load_checkpoint_state", "note_sub_env_starts", "reset_episode", "restore_env",
+           "resume_path", "resume_run", "save_checkpoint", "set_env_rng_state", "sub_env_rng_states"]
 
 log = logging.getLogger(__name__)
 
@@ -181,17 +184,63 @@ def _read_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def env_rng_state(env) -> str | None:
-    rng = getattr(env.unwrapped, "_np_random", None)
-    return None if rng is None else json.dumps(rng.bit_generator.state)
+    return _rng_state(getattr(env.unwrapped, "_np_random", None))
 
 
 def set_env_rng_state(env, state: str | None) -> None:
     if state is None:
         return
+    env.unwrapped.np_random = _rng_of(state)
+
+
+def _rng_state(rng: np.random.Generator | None) -> str | None:
+    return None if rng is None else json.dumps(rng.bit_generator.state)
+
+
+def _rng_of(state: str) -> np.random.Generator:
     st = json.loads(state)
     bitgen = getattr(np.random, st["bit_generator"])()
     bitgen.state = st
-    env.unwrapped.np_random = np.random.Generator(bitgen)
+    return np.random.Generator(bitgen)
+
+
+def sub_env_rng_states(run: Run, checkpoint_ahead: bool) -> list[dict[str, Any]] | None:
+    """A SAME_STEP vector env's sub-envs' random states before a step (which resets the sub-envs whose episodes
+    end in it), where reading them is cheap (a ``SyncVectorEnv``'s are in this process) or a checkpoint may
+    follow the step (``checkpoint_ahead``): an ``AsyncVectorEnv`` answers ``get_attr`` from its worker
+    processes, a round trip each step. None otherwise."""
+    import gymnasium as gym
+
+    base = _vector_base(run.env)
+    if not (isinstance(base, gym.vector.SyncVectorEnv) or checkpoint_ahead):
+        return None
+    try:
+        return [rng.bit_generator.state for rng in base.get_attr("np_random")]
+    except AttributeError:  # a sub-env that is no gymnasium.Env: nothing to restart it from
+        return None
+
+
+def note_sub_env_starts(run: Run, done: np.ndarray, before: list[dict[str, Any]] | None = None) -> None:
+    """Each sub-env whose episode just ended: its random state from before the reset that begins its next
+    episode (a NEXT_STEP vector env resets it at its next step, from its state as it is now; a SAME_STEP one
+    reset it in this step, from ``before``, :func:`sub_env_rng_states`), for a resume from a checkpoint where no
+    episode is in progress (:func:`_restart_sub_envs`)."""
+    if run.next_step_mode:
+        try:
+            before = [rng.bit_generator.state for rng in _vector_base(run.env).get_attr("np_random")]
+        except AttributeError:  # a sub-env that is no gymnasium.Env: nothing to restart it from
+            before = None
+    for i in np.flatnonzero(done):
+        run.sub_env_starts[i] = json.dumps(before[i]) if before is not None else None
+
+
+def _vector_base(env: Any) -> Any:
+    """The vector env under ``env``'s vector wrappers, which do not pass ``get_attr`` / ``set_attr`` on."""
+    import gymnasium as gym
+
+    while isinstance(env, gym.vector.VectorWrapper):
+        env = env.env
+    return env
 
 
 def resume_path(run: Run, resume: bool | str | os.PathLike) -> Path | None:
@@ -326,10 +375,18 @@ def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | No
     now = (saved or {}).get("normalization")  # None in a checkpoint of a run without them, or an older one
     if run.vec:
         _put_sub_env_statistics(run, now, (saved or {}).get("sub_env_normalization"))
+        if saved is not None and _restart_sub_envs(run, saved):
+            return
         if saved is not None and any(n > 0 for n in saved["ep_len"]):
             warnings.warn(f"TD3 on {run.name}: resuming a vector env mid-episode: the episodes in progress at the "
                           "checkpoint restart (a vector env's state is not saved), so the resumed run does not "
                           "replay the uninterrupted one exactly", stacklevel=user_stacklevel())
+        elif saved is not None:  # before, silently: the sub-envs' next episodes began from another seed
+            warnings.warn(f"TD3 on {run.name}: the checkpoint holds no random state its sub-envs' next episodes "
+                          "begin from (a SAME_STEP vector env, sub-envs whose episodes ended on different steps, a "
+                          "vector NormalizeReward, or an older checkpoint): they begin from a seed of the resume's "
+                          "own, so the resumed run does not replay the uninterrupted one exactly",
+                          stacklevel=user_stacklevel())
         # a seed of the run's own (its seed and step), not the OS's: else two resumes of one checkpoint would be two runs
         reset_episode(run, seed=(agent.seed * 1_000_003 + agent.num_timesteps) % 2**31)
         return
@@ -348,6 +405,34 @@ def restore_env(agent, run: Run, env_rng: str | None, saved: dict[str, Any] | No
     _put_statistics(run, now)
     set_env_rng_state(run.env, env_rng)
     reset_episode(run)
+
+
+def _restart_sub_envs(run: Run, saved: dict[str, Any]) -> bool:
+    """A vector env checkpointed where no sub-env has an episode in progress: every episode ended at the
+    checkpoint's step and a NEXT_STEP env resets them at its next step, or every sub-env was reset in that step
+    (SAME_STEP) or the one before (NEXT_STEP). Each sub-env gets its random state from before that reset back
+    and is reset again. In the first case the resumed run's first step is that autoreset step
+    (``run.reset_taken``: its action drawn, nothing stored, the env not stepped); in the others the reset was
+    before the checkpoint, so the statistics (updated with its observations) stay frozen, and the observations
+    must be the checkpoint's (an env whose step draws from its random state resets to others). False where the
+    checkpoint cannot be continued so (the caller restarts the episodes)."""
+    import gymnasium as gym
+
+    starts, pending = saved.get("sub_env_starts"), np.asarray(saved.get("prev_autoreset") or [], bool)
+    if (starts is None or None in starts or any(n > 0 for n in saved["ep_len"]) or len(pending) != run.n_envs
+            or pending.any() != pending.all()):
+        return False
+    outer = [w for w in normalization.normalizers(run.env) if isinstance(w, gym.vector.VectorWrapper)]
+    if any(hasattr(w, "return_rms") for w in outer):
+        return False  # a vector NormalizeReward's reset clears the return it carries over a truncation; none saved
+    _vector_base(run.env).set_attr("np_random", [_rng_of(s) for s in starts])
+    with normalization.frozen([] if pending.all() else [w for s in normalization.stacks(run.env) for w in s]):
+        obs, _ = run.env.reset()
+    if not pending.all() and not np.array_equal(np.asarray(obs, np.float32), saved["obs"].numpy()):
+        return False
+    run.obs = np.array(obs, copy=True)
+    run.prev_autoreset, run.sub_env_starts, run.reset_taken = pending.copy(), list(starts), bool(pending.all())
+    return True
 
 
 def _put_statistics(run: Run, stats: dict[str, torch.Tensor] | None) -> None:
@@ -405,6 +490,9 @@ def save_checkpoint(agent, run: Run) -> None:
     state["episodes"] = run.episodes
     state["run_state"] = {"since_train": run.since_train, "ep_ret": run.ep_ret.tolist(),
                           "ep_len": run.ep_len.tolist(), "episode_start": dict(run.episode_start)}
+    if run.vec:  # where the sub-envs stand between episodes: what _restart_sub_envs continues
+        state["run_state"].update(prev_autoreset=run.prev_autoreset.tolist(), sub_env_starts=list(run.sub_env_starts),
+                                  obs=torch.from_numpy(np.asarray(run.obs, np.float32).copy()))
     if run.normalizers:  # the env's statistics as they stand (and NormalizeReward's discounted return)
         state["run_state"]["normalization"] = normalization.statistics(run.normalizers, accumulators=True)
     stacks = normalization.stacks(run.env) if run.vec else []

@@ -94,6 +94,12 @@ class Run:
     # how the single env's episode in progress began: {"seed": the reset's seed} or {"rng": the env's
     # random state before the reset}; what a resume replays that episode from
     episode_start: dict[str, Any] = field(default_factory=dict)
+    # a vector env's sub-envs' random states from before the resets that began their episodes in
+    # progress (None until one ended): what a resume at a checkpoint where no episode is in progress resets them from
+    sub_env_starts: list[str | None] = field(init=False)
+    # the resume reset the sub-envs whose episodes ended at its checkpoint: the next step is their autoreset step,
+    # which the env (reset since) does not take again
+    reset_taken: bool = False
     # the transition count the run stops at: total_steps, rounded up to whole steps of all n_envs (end_of_run)
     end_steps: int = 0
     next_eval: float = math.inf
@@ -114,6 +120,7 @@ class Run:
         self.ep_len = np.zeros(self.n_envs, dtype=np.int64)
         self.prev_autoreset = np.zeros(self.n_envs, dtype=bool)
         self.resetting = np.zeros(self.n_envs, dtype=bool)
+        self.sub_env_starts = [None] * self.n_envs
 
     @property
     def ckpt_path(self) -> Path | None:
@@ -143,6 +150,8 @@ class LiveEpisodes:
     need_reset: bool
     since_train: int
     episode_start: dict[str, Any]
+    sub_env_starts: list[str | None]
+    reset_taken: bool
 
     @classmethod
     def of(cls, agent, run: Run) -> LiveEpisodes:
@@ -150,7 +159,8 @@ class LiveEpisodes:
                    num_timesteps=agent.num_timesteps, marks=[] if run.owns_env else env_marks(run.env),
                    obs=np.array(run.obs, copy=True), ep_ret=run.ep_ret.copy(), ep_len=run.ep_len.copy(),
                    prev_autoreset=run.prev_autoreset.copy(), need_reset=run.need_reset,
-                   since_train=run.since_train, episode_start=dict(run.episode_start))
+                   since_train=run.since_train, episode_start=dict(run.episode_start),
+                   sub_env_starts=list(run.sub_env_starts), reset_taken=run.reset_taken)
 
     def made_again(self, env: Any, n_envs: int) -> bool:
         """Whether ``env``, just made from an id or spec, is another copy of this run's own env: the same
@@ -174,6 +184,7 @@ class LiveEpisodes:
         run.obs = self.obs
         run.ep_ret, run.ep_len, run.prev_autoreset = self.ep_ret.copy(), self.ep_len.copy(), self.prev_autoreset.copy()
         run.need_reset, run.since_train, run.episode_start = self.need_reset, self.since_train, dict(self.episode_start)
+        run.sub_env_starts, run.reset_taken = list(self.sub_env_starts), self.reset_taken
         return True
 
     def __reduce__(self) -> tuple[Any, tuple]:
