@@ -172,6 +172,28 @@ RANKS_WORKER = textwrap.dedent("""
     elif mode == "stop":
         r = fit(net, xy, epochs=2, callbacks=[LambdaCallback(on_batch_end=stop_on_rank_0)], **kw)
         torch.save({"rows": r.history}, out / f"rank{rank}.pt")
+    elif mode == "partial":  # stopped inside epoch 1's second accumulation window, resumed; and uninterrupted
+        def noisy():  # augmentation drawn from each rank's own generator, as dropout is
+            class Noisy(torch.utils.data.Dataset):
+                def __len__(self):
+                    return 64
+
+                def __getitem__(self, i):
+                    return x[i] + 0.1 * torch.randn(4), xy[1][i]
+            return Noisy()
+
+        def fresh():
+            torch.manual_seed(0)
+            return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))
+
+        opts = dict(kw, epochs=2, grad_accum_steps=2, schedule="cosine", seed=3)
+        full = fit(fresh(), noisy(), checkpoint_dir=out / "full", **opts)
+        stop = LambdaCallback(on_batch_end=lambda s, logs: s.request_stop("budget") if (s.epoch, s.batch) == (0, 2)
+                              else None)
+        fit(fresh(), noisy(), checkpoint_dir=out / "part", callbacks=[stop], **opts)
+        resumed = fit(fresh(), noisy(), checkpoint_dir=out / "part", resume=True, **opts)
+        torch.save({"full": full.model.state_dict(), "resumed": resumed.model.state_dict(),
+                    "rows": [full.history, resumed.history]}, out / f"rank{rank}.pt")
     else:
         r = fit(net, xy, epochs=1, ema_decay=0.9, **kw)
         torch.save({k: v for k, v in r.model.state_dict().items() if "running" in k}, out / f"rank{rank}.pt")
@@ -191,6 +213,19 @@ def test_a_stop_requested_on_one_rank_stops_every_rank(tmp_path, torchrun):
     rank 0 never joined: gloo aborted the whole job (SIGABRT)."""
     rank0, rank1 = _ranks_results(tmp_path, torchrun, "stop")
     assert [row["batches_trained"] for row in rank0["rows"]] == [row["batches_trained"] for row in rank1["rows"]] == [2]
+
+
+@pytest.mark.slow
+def test_a_run_stopped_inside_an_accumulation_window_resumes_as_the_uninterrupted_one_on_every_rank(tmp_path,
+                                                                                                     torchrun):
+    """Before: the resume went on with the next epoch; now each rank finishes the stopped epoch from its own
+    record (its generators, its share of the batches, its own gradients of the window the stop fell inside)."""
+    for got in _ranks_results(tmp_path, torchrun, "partial"):
+        full, resumed = got["rows"]
+        assert [{k: v for k, v in row.items() if k != "epoch_time_s"} for row in resumed] == \
+            [{k: v for k, v in row.items() if k != "epoch_time_s"} for row in full]
+        for name, value in got["full"].items():
+            assert torch.equal(value, got["resumed"][name]), name
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ Hooks, in the order they are called (every hook gets the live :class:`TrainState
 best checkpoints). Any hook may call ``state.request_stop(reason)``: training stops after the current
 batch (from ``on_batch_end``) or at the end of the epoch; the epoch's checkpoint is still written. An epoch
 stopped after some of its batches says so in its history row (``batches_trained``): a resume from its
-checkpoint goes on with the next epoch (there is no position inside an epoch to resume from), and warns.
+checkpoint finishes that epoch from the next batch, as the uninterrupted run would have (:mod:`zoo.engine.trainer`);
+such a partial epoch moves no best checkpoint, early stopping or per-epoch schedule until its resume finishes it.
 Callbacks run on every rank under DDP; use ``state.is_main`` to do rank-0-only work.
 """
 

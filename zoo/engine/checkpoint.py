@@ -3,7 +3,9 @@
 A checkpoint holds everything an exact resume needs: model, optimizer, scheduler and grad-scaler states,
 the epoch and optimizer-step counters, the best monitored metric, the per-epoch history, early-stopping
 state, the RNG states of every generator (per rank under DDP), and the run's config as a plain dict (fit's
-options, the real batch size, and the family's data recipe and architecture: :mod:`zoo.engine.resume`).
+options, the real batch size, and the family's data recipe and architecture: :mod:`zoo.engine.resume`). The
+checkpoint of an epoch that ``request_stop`` ended before its last batch also holds, per rank, where inside the
+epoch it stopped (``extra["partial_epoch"]``: :mod:`zoo.engine.trainer`), which its resume finishes.
 Only tensors, numbers, strings, ``None`` and lists/tuples/dicts of those are stored; never pickled objects.
 
 Files in a checkpoint folder: ``epoch-0007.pt`` (the last ``keep_last`` are kept) and ``best.pt``.
@@ -22,6 +24,7 @@ import errno
 import hashlib
 import io
 import os
+import pickle
 import re
 import shutil
 import warnings
@@ -209,7 +212,8 @@ def save_checkpoint(
 ) -> Path:
     """Write a checkpoint atomically through :mod:`zoo.fs` (temp file, fsync, ``os.replace``).
 
-    ``epoch`` is the number of *completed* epochs, ``step`` the number of optimizer steps taken.
+    ``epoch`` is the number of *completed* epochs (with a partial epoch's record in ``extra``, of epochs begun: the
+    last one is that partial epoch), ``step`` the number of optimizer steps taken.
     ``rng`` is a :func:`zoo.engine.seed.get_rng_state` dict, or a list of them (one per rank).
     A crash at any point of the write leaves the previous file at ``path`` (if any) intact. The payload
     is serialised in memory first, so a folder without room for it fails before the first byte
@@ -361,7 +365,9 @@ def load_plain(path: str | os.PathLike, map_location: str | torch.device = "cpu"
                how: str = "") -> Any:
     """``torch.load(path, weights_only=True)``; an empty, truncated or corrupt file is one
     :class:`CheckpointError` naming it (and ``how`` to go on): torch's own errors name no file, and its advice
-    (load with ``weights_only=False``) would run whatever code a tampered file names. A file the system will not
+    (load with ``weights_only=False``) would run whatever code a tampered file names. A whole pickle that holds a
+    type ``weights_only`` loading refuses (``torch.save`` of an object of a class of its own) is one too, naming
+    that type, not called corrupt: its bytes are fine, it is not a file of plain data. A file the system will not
     read (``EACCES``, ``EIO``) raises that ``OSError`` itself, naming the file: it says nothing of the bytes, and
     calling it corrupt had a resume skip it and start over on top of it."""
     from zoo.hub.state import load_error_reason
@@ -380,8 +386,34 @@ def load_plain(path: str | os.PathLike, map_location: str | torch.device = "cpu"
             if err.filename is None:  # a failed read names no file
                 raise OSError(err.errno, err.strerror or str(err), str(path)) from err
             raise
+        refused = _refused_global(err)
+        if refused is not None:
+            raise CheckpointError(f"{path} is not a loadable {what}: it reads as a pickle, but holds {refused}, a "
+                                  "type that loading with weights_only=True refuses (it reads only tensors, numbers, "
+                                  "strings and plain containers, so that no code a file names is run; none was): not "
+                                  f"a file of plain data, as this package writes them{tail}") from None
         raise CheckpointError(f"{path} is not a loadable {what} (truncated or corrupt; "
                               f"{type(err).__name__}: {load_error_reason(err)}){tail}") from None
+
+
+# how torch's weights-only unpickler names what it refuses: a global it does not allow (or whose module it blocks),
+# a function it will not call, a class it will not make or build
+_REFUSALS = (re.compile(r"Unsupported global: GLOBAL ([A-Za-z_][\w.]*) was not an allowed global"),
+             re.compile(r"Trying to load unsupported GLOBAL ([A-Za-z_][\w.]*) whose module"),
+             re.compile(r"Trying to call reduce for unrecognized function (\S+)"),
+             re.compile(r"Can only (?:create new object|build) .* but got <class '([A-Za-z_][\w.]*)'>"))
+
+
+def _refused_global(err: BaseException) -> str | None:
+    """The type or function (``module.Name``) whose refusal by ``weights_only`` loading ``err`` is; None for any
+    other failure (bytes the unpickler cannot read: a truncated or corrupt file)."""
+    if not isinstance(err, pickle.UnpicklingError):
+        return None
+    for pattern in _REFUSALS:
+        found = pattern.search(str(err))
+        if found is not None:
+            return found.group(1)
+    return None
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

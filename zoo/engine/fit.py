@@ -59,7 +59,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
     min for a loss or an error such as "mae": :func:`zoo.engine.monitor.default_mode`, else max); ``checkpoint_dir`` keeps ``epoch-NNNN.pt`` (last
     ``keep_last``) and ``best.pt``; ``resume`` is True (latest in ``checkpoint_dir``) or a checkpoint path
     or folder (``checkpoint_dir`` then defaults to its folder: the run goes on where it was),
-    and reproduces the uninterrupted run exactly on CPU (a changed ``lr``, ``epochs`` or patience is applied
+    and reproduces the uninterrupted run exactly on CPU, also from an epoch a callback's ``request_stop`` ended
+    before its last batch, which it finishes (a changed ``lr``, ``epochs`` or patience is applied
     and reported, any other changed setting is refused: :mod:`zoo.engine.resume`); ``overfit_batches=N`` trains and validates on
     the first N batches only (a sanity check: a model that cannot overfit them has a bug);
     ``log_dir`` (default: ``checkpoint_dir``) receives ``metrics.csv`` and ``learning_curves.png``. Every
@@ -93,7 +94,8 @@ def fit(model: nn.Module, train_data: Any, val_data: Any = None, *, callbacks: S
 @contextlib.contextmanager
 def _resume_hint(checkpoint_dir: Any):
     """Ctrl-C (or the `zoo` command's SIGTERM) says which checkpoint continues the run (the epoch in progress
-    is lost: a checkpoint is taken only where a resume can continue exactly, at an epoch's end)."""
+    is lost: a checkpoint is taken only where a resume can continue exactly, at an epoch's end or where a
+    callback's ``request_stop`` ended one, never in the middle of a batch)."""
     try:
         yield
     except KeyboardInterrupt as err:

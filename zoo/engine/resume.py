@@ -29,8 +29,14 @@ a checkpoint did not record are not compared, except what its model state shows 
 :func:`resume_fit` reads a checkpoint back into a :func:`zoo.engine.fit` run under that policy: which file
 (the newest loadable one of the folder; none loading is refused), the settings compared, the model, optimizer,
 schedule, grad scaler, weight average, monitor and RNG states restored, the later epochs of a run resumed from an
-older checkpoint of its folder set aside, and what a resume says it will not repeat (workers, a partial epoch,
-nothing left to train). What a checkpoint records of the run is :func:`run_record`'s.
+older checkpoint of its folder set aside, and what a resume says it will not repeat (workers, nothing left to
+train, a partial epoch it cannot finish). A checkpoint of an epoch that ``request_stop`` ended before its last
+batch (its row marked ``batches_trained``) holds the epoch's record (:data:`PARTIAL_EPOCH`): the resumed run
+finishes that epoch from the batch after the last one trained, as the uninterrupted run would have
+(:class:`zoo.engine.trainer.Trainer`), and the epoch's row replaces the partial one. Where it cannot (a
+checkpoint written before partial epochs were recorded, or by another number of processes, whose batches
+were shared out otherwise), the run goes on with the next epoch and the resume says which batches it leaves
+untrained. What a checkpoint records of the run is :func:`run_record`'s.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_SIZE_FROM",
+    "PARTIAL_EPOCH",
     "RECIPE_MAY_CHANGE",
     "RESUME_APPLIED",
     "ResumeError",
@@ -87,6 +94,9 @@ log = logging.getLogger(__name__)
 # keys of a checkpoint's recorded config that are bookkeeping, never compared
 RECIPE_MAY_CHANGE = "recipe_may_change"  # the recipe keys (data.*) its family lets a resume change
 BATCH_SIZE_FROM = "batch_size_from"  # "loader" (the DataLoader's own) or "options" (fit's); absent: written before
+# a checkpoint's ``extra`` key for an epoch request_stop ended before its last batch: one record per rank, what its
+# resume needs to finish the epoch (zoo.engine.trainer.Trainer._partial_epoch_record)
+PARTIAL_EPOCH = "partial_epoch"
 
 
 class ResumeError(ValueError):
@@ -251,13 +261,20 @@ _SCHEDULE_PROGRESS = {"last_epoch", "_step_count", "_last_lr", "base_lrs", "_get
 @dataclass
 class Resumed:
     """Where a resumed fit run goes on from: the checkpoint read, the settings it changed (``{key: (saved,
-    now)}``), its epoch and optimizer-step counters, and the precision the run computes in (None: fp32)."""
+    now)}``), its epoch and optimizer-step counters, the precision the run computes in (None: fp32), and this
+    rank's record of the partial epoch it finishes (None: it starts a new epoch)."""
 
     checkpoint: Path
     changed: dict[str, tuple[Any, Any]]
     epoch: int
     step: int
     amp: str | None
+    partial: dict[str, Any] | None = None
+
+    @property
+    def next_epoch(self) -> int:
+        """The index of the first epoch the resumed run trains: the checkpoint's partial one, else the next."""
+        return self.epoch - 1 if self.partial is not None else self.epoch
 
 
 def run_record(cfg: FitConfig, train_data: Any) -> dict[str, Any]:
@@ -351,33 +368,51 @@ def resume_fit(run: Trainer) -> Resumed | None:
         scale_lr(run.opt, run.scheduler, *changed["lr"])
     if ("lr" in changed or "epochs" in changed) and not plateau:
         realign_schedule(run.opt, run.scheduler)
+    partial = _partial_epoch(state, info.rank, info.world_size)
+    if partial is None and extra.get(PARTIAL_EPOCH) and run.schedule is not None and run.schedule.interval == "epoch":
+        # a partial epoch this resume cannot finish (_warn_partial_epoch): its checkpoint left the per-epoch step
+        # for the epoch's end, and the run goes on with the next epoch
+        run.scheduler.step()
     resumed = Resumed(path, changed, state["epoch"], state["step"],
-                      resumed_precision(cfg.amp, extra.get("precision"), run.dev, run.amp, path.name))
+                      resumed_precision(cfg.amp, extra.get("precision"), run.dev, run.amp, path.name), partial)
     run.history[:] = list(state["history"])
     run.monitor.restore(state["best_metric"], state["best_epoch"], extra)
     _restore_rng(state.get("rng"), info.rank, info.world_size)
     if info.is_main:
         _say_what_the_resume_leaves(run, resumed, extra)
+    if resumed.partial is not None and run.cfg.epochs > resumed.next_epoch and not run.monitor.stopped:
+        run.history.pop()  # the finished epoch's row takes the partial one's place
     return resumed
+
+
+def _partial_epoch(state: dict[str, Any], rank: int, world_size: int) -> dict[str, Any] | None:
+    """This rank's record of the partial epoch the checkpoint ends with, when the resume can finish that epoch as
+    the uninterrupted run would have: None for a checkpoint of a whole epoch, one written before partial epochs
+    were recorded, or by another number of processes (each drew its own share of the batches)."""
+    records = (state.get("extra") or {}).get(PARTIAL_EPOCH)
+    history = state.get("history") or []
+    if not records or not history or history[-1].get("batches_trained") is None or len(records) != world_size:
+        return None
+    return records[rank]
 
 
 def _say_what_the_resume_leaves(run: Trainer, resumed: Resumed, extra: dict[str, Any]) -> None:
     """The main process's part of a resume once the state is back: ``best.pt`` made the restored best epoch's
     again, and the warnings about what the resumed run will not do as the uninterrupted one would have."""
-    if not run.monitor.stopped and run.cfg.epochs > resumed.epoch:  # it will write epochs of its own
+    if not run.monitor.stopped and run.cfg.epochs > resumed.next_epoch:  # it will write epochs of its own
         _set_aside_a_left_branch(run, resumed)
     _repair_best(run.ckpt_dir, run.monitor.best_epoch, resumed.checkpoint)
-    _warn_partial_epoch(run, resumed)
+    _warn_partial_epoch(run, resumed, extra)
     _warn_other_workers(extra.get("loader_workers"), loader_workers(run.train_loader), resumed.checkpoint)
     epochs = run.cfg.epochs
     if run.monitor.stopped:  # the restored monitor ends the run before its first epoch: the old run's result
         warnings.warn(f"resume: {resumed.checkpoint.name} is of a run that stopped early at epoch {resumed.epoch} "
                       f"({run.monitor.stop_reason}): nothing is trained. To train on, resume with a larger "
                       f"early_stopping_patience than {run.monitor.patience} (or None)", stacklevel=user_stacklevel())
-    elif epochs <= resumed.epoch:  # it returned the old run's result
-        warnings.warn(f"resume: {resumed.checkpoint.name} has {resumed.epoch} epochs done and epochs={epochs}:"
+    elif epochs <= resumed.next_epoch:  # it returned the old run's result
+        warnings.warn(f"resume: {resumed.checkpoint.name} has {resumed.next_epoch} epochs done and epochs={epochs}:"
                       f" nothing is trained; epochs counts the run's epochs in all, so pass "
-                      f"epochs > {resumed.epoch} to train on", stacklevel=user_stacklevel())
+                      f"epochs > {resumed.next_epoch} to train on", stacklevel=user_stacklevel())
 
 
 def _reconcile_run(run: Trainer, state: dict[str, Any], path: Path) -> dict[str, tuple[Any, Any]]:
@@ -558,19 +593,24 @@ def _repair_best(ckpt_dir: Path | None, best_epoch: int | None, resumed: Path) -
              "nothing" if held is None else f"epoch {held}", best_epoch, source.name)
 
 
-def _warn_partial_epoch(run: Trainer, resumed: Resumed) -> None:
-    """A checkpoint of an epoch that ``request_stop`` ended after some of its batches holds no position
-    inside the epoch to go on from (the loader's order and workers start whole epochs): the resume goes on
-    with the next epoch, and says which batches that leaves untrained."""
+def _warn_partial_epoch(run: Trainer, resumed: Resumed, extra: dict[str, Any]) -> None:
+    """A checkpoint of an epoch that ``request_stop`` ended after some of its batches, which this resume cannot
+    finish as the uninterrupted run would have (:func:`_partial_epoch`): the run goes on with the next epoch,
+    and says why and which batches that leaves untrained."""
     last = run.history[-1] if run.history else {}
     done = last.get("batches_trained")
-    if done is None or run.cfg.epochs <= resumed.epoch:
+    if done is None or resumed.partial is not None or run.cfg.epochs <= resumed.epoch:
         return
+    records = extra.get(PARTIAL_EPOCH)
+    why = (f"it was written by {len(records)} process(es) and this run has {run.info.world_size}, whose batches are "
+           "shared out otherwise" if records else "it was written before checkpoints recorded where inside an "
+           "epoch a run stopped")
     total = run.n_batches
     rest = f"its other {total - done} of {total} batches" if total and total > done else "its other batches"
-    warnings.warn(f"resume: {resumed.checkpoint.name} ends epoch {last['epoch']} after {done} batches (request_stop);"
-                  f" the run goes on with epoch {resumed.epoch + 1}, so {rest} are not trained in this run. To train "
-                  f"a whole epoch in their place, pass epochs={run.cfg.epochs + 1}", stacklevel=user_stacklevel())
+    warnings.warn(f"resume: {resumed.checkpoint.name} ends epoch {last['epoch']} after {done} batches (request_stop),"
+                  f" and the rest of that epoch cannot be trained as the uninterrupted run would have ({why}): the run "
+                  f"goes on with epoch {resumed.epoch + 1}, so {rest} are not trained in this run. To train a whole "
+                  f"epoch in their place, pass epochs={run.cfg.epochs + 1}", stacklevel=user_stacklevel())
 
 
 def _warn_other_workers(recorded: Any, workers: int, resumed: Path) -> None:

@@ -5,6 +5,16 @@ train the batches (forward + loss under autocast, NaN/inf guard, backward over t
 with DDP syncing only on its last micro-batch, clip, step, per-batch schedule), validate, callbacks,
 best/early stopping, checkpoint, log. Each part is a method short enough to read at once; the ones it
 calls live in their own modules (``resume``, ``monitor``, ``checkpoint``, ``evaluation``, ``optim``).
+
+An epoch that ``request_stop`` ends before its last batch is checkpointed with what its resume needs to finish
+it as the uninterrupted run would have (:meth:`Trainer._partial_epoch_record`): the RNG states as they were when
+the epoch's batch iterator was made (the sampler's order and the workers' base seed are drawn then), the batches
+trained, the RNG states at the stop, the epoch's running sums and a pending accumulation window's gradients. The
+resumed run makes the iterator again from those states, loads and discards the batches trained (so that
+augmentation in the main process or in workers advances as it did), puts the stop's states back and trains the
+rest (:meth:`Trainer._skip_trained`). A partial epoch moves no epoch-wise state (monitor, best checkpoint, early
+stopping, per-epoch and plateau schedules): its resume finishes the epoch and moves them once, as the
+uninterrupted run did, and its row replaces the partial one.
 """
 
 from __future__ import annotations
@@ -68,9 +78,9 @@ from zoo.engine.optim import build_optimizer
 from zoo.engine.options import FitConfig
 from zoo.engine.precision import precision_record
 from zoo.engine.result import NonFiniteLossError, TrainResult
-from zoo.engine.resume import loader_workers, refuse_a_used_folder, resume_fit, run_record
+from zoo.engine.resume import PARTIAL_EPOCH, loader_workers, refuse_a_used_folder, resume_fit, run_record
 from zoo.engine.schedules import build_schedule
-from zoo.engine.seed import get_rng_state, set_seed
+from zoo.engine.seed import get_rng_state, set_rng_state, set_seed
 from zoo.wrappers import unwrap
 
 __all__ = ["Trainer"]
@@ -109,6 +119,7 @@ class Trainer:
                              f"which improves as it goes {'down' if self.monitor.mode == 'min' else 'up'}: make it "
                              f"with mode={self.monitor.mode!r}")
         self.history: list[dict[str, Any]] = []
+        self.partial: dict[str, Any] | None = None  # a resumed partial epoch: this rank's record of it
         self.targets_checked = False  # targets shaped like the outputs: checked for multi-hot rows once
         self.start_epoch, self.step = 0, 0
         self.ckpt_dir = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir is not None else None
@@ -209,7 +220,8 @@ class Trainer:
         resumed = resume_fit(self)
         if resumed is None:
             return None
-        self.start_epoch, self.step, self.amp = resumed.epoch, resumed.step, resumed.amp
+        self.start_epoch, self.step, self.amp = resumed.next_epoch, resumed.step, resumed.amp
+        self.partial = resumed.partial  # the epoch to finish (its batches trained skipped), or None
         self.last_ckpt = resumed.checkpoint
         return {"checkpoint": resumed.checkpoint, "changed": resumed.changed}
 
@@ -260,7 +272,7 @@ class Trainer:
         self.net.train()
         set_loader_epoch(self.train_loader, epoch, cfg.seed)
         self.n_batches = _batch_count(self.train_loader)  # after set_epoch: this epoch's own (a token budget's)
-        epoch_lr = self.opt.param_groups[0]["lr"]  # the lr the epoch starts with (after warmup's first factor)
+        self.epoch_lr = self.opt.param_groups[0]["lr"]  # the lr the epoch starts with (after warmup's first factor)
         for cb in self.callbacks:
             cb.on_epoch_start(st)
         # sums stay on the device (no per-batch sync) and are reduced over ranks once, at the epoch's end
@@ -274,8 +286,13 @@ class Trainer:
                    disable=not (cfg.progress and self.info.is_main), dynamic_ncols=True)
         self.opt.zero_grad(set_to_none=True)
         self.batches_done: int | None = None  # set where request_stop ends the epoch before its last batch
+        partial, self.partial = self.partial, None  # a resumed partial epoch is finished once
+        if partial is not None:  # the iterator drawn from the states the interrupted run drew it from
+            set_rng_state(partial["epoch_rng"])
+        self.epoch_rng = get_rng_state()  # the sampler's order and workers' base seed are drawn as the iterator is made
         batches = _LookAhead(bar)
-        for i, batch in enumerate(batches):
+        first = self._skip_trained(batches, partial) if partial is not None else 0
+        for i, batch in enumerate(batches, first):
             st.batch = i
             loss_val = self._train_batch(epoch, i, batch, self._ends_window(i, batches))
             if self.callbacks:
@@ -286,8 +303,12 @@ class Trainer:
             if cfg.progress and i % 10 == 0:
                 bar.set_postfix(loss=f"{loss_val:.4g}", refresh=False)
             if st.stop_requested:
+                # the states the next batch is drawn with (before the look-ahead below draws it), and those it
+                # was drawn with where the look-ahead already held it
+                self.stop_rng, held = get_rng_state(), batches.ahead is not None
                 if not self._ends_epoch(i, batches):
                     self.batches_done = i + 1
+                    self.ahead_rng = batches.ahead_rng if held else None
                 break
         else:
             if self.window_pending:  # a loader that ended before the len() it gave, inside an accumulation window
@@ -301,14 +322,52 @@ class Trainer:
         train_loss = sums[0] / sums[1] if sums[1] else 0.0
         row: dict[str, Any] = {"epoch": epoch + 1, "step": self.step, "train_loss": train_loss}
         if self.batches_done is not None:  # request_stop from on_batch_end, batches before the epoch's end
-            row["batches_trained"] = self.batches_done  # a resume says what it skips (_warn_partial_epoch)
+            row["batches_trained"] = self.batches_done  # its resume finishes the epoch and replaces this row
         for name in ACCURACY_NAMES:  # each name asked for: monitor="train_overall_accuracy" works too
             if name in self.metric_keys and sums[3] > 0:
                 row[f"train_{name}"] = sums[2] / sums[3]
-        row["lr"] = epoch_lr
-        if self.schedule is not None and self.schedule.interval == "epoch":
-            self.scheduler.step()
+        row["lr"] = self.epoch_lr
+        if self.schedule is not None and self.schedule.interval == "epoch" and self.batches_done is None:
+            self.scheduler.step()  # once per epoch: a partial one's steps where its resume finishes it
         return row
+
+    def _skip_trained(self, batches: _LookAhead, partial: dict[str, Any]) -> int:
+        """The resumed part of an epoch that ``request_stop`` ended after ``partial["batches"]``: those batches
+        loaded and discarded (each load draws what it drew then: augmentation in the main process or in the
+        workers), the batch the look-ahead then held fetched from the states it was fetched with, the states of
+        the stop put back, and the epoch's sums, lr and pending window restored. The index of the next batch."""
+        done = int(partial["batches"])
+        for n in range(done):
+            if next(batches, _END) is _END:
+                raise RuntimeError(f"resume: the checkpoint's epoch {self.state.epoch + 1} had trained {done} batches "
+                                   f"before request_stop, and this run's training data gives only {n}: expected the "
+                                   "data the checkpoint was trained on (the resumed part of the epoch is its rest)")
+        if partial.get("ahead_rng") is not None:
+            set_rng_state(partial["ahead_rng"])
+            batches.ends_after_this()
+        set_rng_state(partial["stop_rng"])
+        self.epoch_lr = partial["lr"]
+        self.loss_sum, self.n_seen, self.correct, self.n_scored = (
+            partial["sums"][name].to(self.dev) for name in ("loss_sum", "n_seen", "correct", "n_scored"))
+        window = partial.get("window")
+        if window is not None:  # the gradients of an accumulation window the stop fell inside
+            self.window_pending, self.window_scored = int(window["pending"]), window["scored"].to(self.dev)
+            for p, grad in zip(self.params, window["grads"]):
+                p.grad = None if grad is None else torch.empty_like(p).copy_(grad)
+        return done
+
+    def _partial_epoch_record(self) -> dict[str, Any]:
+        """This rank's part of a partial epoch's checkpoint (:meth:`_skip_trained` reads it back): plain data
+        and CPU tensors, as ``weights_only`` loading takes them."""
+        window = None
+        if self.window_pending:
+            window = {"pending": self.window_pending, "scored": self.window_scored.detach().cpu(),
+                      "grads": [None if p.grad is None else p.grad.detach().cpu() for p in self.params]}
+        return {"epoch": self.state.epoch, "batches": self.batches_done, "lr": self.epoch_lr,
+                "epoch_rng": self.epoch_rng, "stop_rng": self.stop_rng, "ahead_rng": self.ahead_rng,
+                "sums": {"loss_sum": self.loss_sum.detach().cpu(), "n_seen": self.n_seen.detach().cpu(),
+                         "correct": self.correct.detach().cpu(), "n_scored": self.n_scored.detach().cpu()},
+                "window": window}
 
     def _ends_epoch(self, i: int, batches: _LookAhead) -> bool:
         """Whether batch ``i`` is the epoch's last: before the count len() gave, no; at or past it, or for a
@@ -533,8 +592,10 @@ class Trainer:
             cb.on_epoch_end(self.state, row)
         if self.callbacks:
             self._agree_on_stop()
-        improved = self.monitor.update(row)
-        if self.schedule is not None and self.schedule.interval == "plateau":
+        # a partial epoch (batches_trained) is no epoch's end to judge: its resume finishes it and judges that
+        whole = self.batches_done is None
+        improved = self.monitor.update(row) if whole else False
+        if whole and self.schedule is not None and self.schedule.interval == "plateau":
             self.scheduler.step(float(row[self.monitor.key]))  # ReduceLROnPlateau: on what this run monitors
         if self.monitor.stopped:
             self.state.request_stop(self.monitor.stop_reason)
@@ -550,6 +611,8 @@ class Trainer:
     def _checkpoint(self, epoch: int, improved: bool) -> None:
         """``epoch-NNNN.pt`` (RNG states of every rank; rank 0 writes), ``best.pt`` when improved, pruning."""
         rng = all_gather_objects(get_rng_state())
+        # every rank's: each drew its own batches, dropout and augmentation, and holds its own window's gradients
+        partial = all_gather_objects(self._partial_epoch_record()) if self.batches_done is not None else None
         name = ckpt_mod.epoch_checkpoint_name(epoch + 1)
         if self.info.is_main:
             self.last_ckpt = ckpt_mod.save_checkpoint(
@@ -559,6 +622,7 @@ class Trainer:
                 extra={**self.monitor.extra(), "world_size": self.info.world_size,
                        "precision": precision_record(self.amp, self.dev),
                        "loader_workers": loader_workers(self.train_loader),  # a resume with others warns
+                       **({PARTIAL_EPOCH: partial} if partial is not None else {}),
                        **({"ema": self.ema.state_dict()} if self.ema is not None else {})})
             if improved:
                 ckpt_mod.copy_checkpoint(self.last_ckpt, self.ckpt_dir / "best.pt")
@@ -617,6 +681,8 @@ class _LookAhead:
     def __init__(self, batches: Any) -> None:
         self.batches = iter(batches)
         self.ahead: Any = None  # the next batch (or _END) once fetched early
+        # the RNG states it was fetched with: a stop while it is held checkpoints them (Trainer._skip_trained)
+        self.ahead_rng: dict[str, Any] | None = None
 
     def __iter__(self) -> _LookAhead:
         return self
@@ -632,6 +698,7 @@ class _LookAhead:
     def ends_after_this(self) -> bool:
         """Whether the batch last given is the epoch's last."""
         if self.ahead is None:
+            self.ahead_rng = get_rng_state()
             self.ahead = next(self.batches, _END)
         return self.ahead is _END
 
