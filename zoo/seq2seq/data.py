@@ -100,12 +100,10 @@ class ParallelText:
             raise ValueError(f"parallel text is not aligned: {len(self.src)} source vs {len(self.tgt)} target lines")
         # sentence pairs given in memory ([(s, t), ...], (sources, targets)) meet the files' check here, said by
         # the pair's index (load_parallel has refused a file's line, naming the file, before this)
-        one_sided = _one_sided_blanks(self.src, self.tgt)
-        if one_sided:
-            i = one_sided[0]
-            (blank, other), text = (("source", "target"), self.tgt[i]) if _blank(self.src[i]) else \
-                (("target", "source"), self.src[i])
-            more = f" ({len(one_sided)} such pairs, the first shown)" if len(one_sided) > 1 else ""
+        found = _first_one_sided_blank(self.src, self.tgt, ("source", "target"))
+        if found is not None:
+            i, blank, other, text, count = found
+            more = f" ({count} such pairs, the first shown)" if count > 1 else ""
             raise ValueError(
                 f"sentence pairs are misaligned: the pair at index {i} has a blank {blank} but a {other} "
                 f"({text[:60]!r}){more}; expected a sentence and its translation in every pair (a pair blank on both "
@@ -147,22 +145,29 @@ def _blank(line: str) -> bool:
     return not line.strip(BLANK_CHARS)
 
 
-def _one_sided_blanks(src: Sequence[str], tgt: Sequence[str]) -> list[int]:
-    """The indices of the pairs blank on one side only: a sentence dropped or a line break added on that side, so
-    every pair from there on may be misaligned (equal line counts hide it when a line went missing on the other
-    side as well). Such a pair was kept as an empty source (or target) and a sentence, and trained on without a
-    word. A pair blank on both sides stays a pair (fairseq-preprocess and Hugging Face datasets keep one too)."""
-    return [i for i, (s, t) in enumerate(zip(src, tgt)) if _blank(s) != _blank(t)]
+def _first_one_sided_blank(src: Sequence[str], tgt: Sequence[str], names: tuple[Any, Any]) -> tuple | None:
+    """The first pair blank on one side only, as ``(index, the blank side's name, the other's, the other's text,
+    how many such pairs)`` with ``names`` the sides' (``("source", "target")``, the files); None where there is
+    none. Such a pair is a sentence dropped or a line break added on that side, so every pair from there on may
+    be misaligned (equal line counts hide it when a line went missing on the other side as well); it was kept as
+    an empty source (or target) and a sentence, and trained on without a word. A pair blank on both sides stays
+    a pair (fairseq-preprocess and Hugging Face datasets keep one too)."""
+    one_sided = [i for i, (s, t) in enumerate(zip(src, tgt)) if _blank(s) != _blank(t)]
+    if not one_sided:
+        return None
+    i = one_sided[0]
+    if _blank(src[i]):
+        return i, names[0], names[1], tgt[i], len(one_sided)
+    return i, names[1], names[0], src[i], len(one_sided)
 
 
 def _refuse_one_sided_blanks(src: list[str], tgt: list[str], src_path: str | Path, tgt_path: str | Path) -> None:
-    """A line blank on one side only (:func:`_one_sided_blanks`), refused naming both files and the line."""
-    one_sided = _one_sided_blanks(src, tgt)
-    if not one_sided:
+    """A line blank on one side only (:func:`_first_one_sided_blank`), refused naming both files and the line."""
+    found = _first_one_sided_blank(src, tgt, (src_path, tgt_path))
+    if found is None:
         return
-    i = one_sided[0]
-    (blank, other), text = ((src_path, tgt_path), tgt[i]) if _blank(src[i]) else ((tgt_path, src_path), src[i])
-    more = f" ({len(one_sided)} such lines, the first shown)" if len(one_sided) > 1 else ""
+    i, blank, other, text, count = found
+    more = f" ({count} such lines, the first shown)" if count > 1 else ""
     raise ValueError(
         f"parallel files are misaligned: line {i + 1} of {blank} is blank but line {i + 1} of {other} is not "
         f"({text[:60]!r}){more}; expected the sentence and its translation on the same line of both files. A "
