@@ -58,6 +58,11 @@ def load_scene(path: str | os.PathLike, *, gt: str | os.PathLike | None = None, 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"scene file not found: {path}")
+    if path.is_dir():  # its name has no extension: it was taken for headerless ENVI data
+        found = sorted(p.name for p in path.iterdir() if p.suffix.lower() in (".hdr", ".mat", ".npy", ".spe"))
+        listed = ", ".join(found[:8]) + (", ..." if len(found) > 8 else "")
+        raise SceneFormatError(f"{path} is a folder, not a scene file: give " + (f"one of its files ({listed})"
+                               if found else "a .hdr (ENVI), .mat, .npy or .spe file"))
     ext = path.suffix.lower()
     if ext == ".mat":
         return open_mat(path, gt_path=gt, name=name, abundance_labels=abundance_labels, gt_key=gt_key,

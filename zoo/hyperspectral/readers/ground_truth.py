@@ -52,10 +52,20 @@ def _from_envi(path: Path) -> tuple[np.ndarray, dict[str, Any]]:
     scene = open_envi(path, check_byte_order=False)  # class ids are not smooth data: nothing to judge
     if scene.n_bands != 1:
         raise SceneFormatError(f"{path}: an ENVI label map has one band; this one has {scene.n_bands}")
+    from zoo.hyperspectral.preprocessing import scene_nodata
+
+    labels = np.asarray(scene.cube[:, :, 0])
+    try:
+        nodata = scene_nodata(scene)
+    except ValueError:
+        raise SceneFormatError(f"{path}: 'data ignore value' must be a number; got "
+                               f"{scene.metadata['data ignore value']!r:.40}") from None
+    if nodata is not None:  # pixels without a class: unlabelled (0), not class 255 nor a refused -1
+        labels = np.where(np.isnan(labels) if np.isnan(nodata) else labels == nodata, 0, labels)
     raw = scene.metadata.get("class names")
     names = [] if raw is None else [str(n).strip() for n in np.atleast_1d(raw)]
     # ENVI names the values 0..K-1, 0 being "Unclassified"; Scene.class_names names classes 1..K (0: unlabelled)
-    return np.asarray(scene.cube[:, :, 0]), ({"class_names": tuple(names[1:])} if len(names) > 1 else {})
+    return labels, ({"class_names": tuple(names[1:])} if len(names) > 1 else {})
 
 
 def check_label_map(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, what: str,
@@ -78,6 +88,11 @@ def check_label_map(arr: np.ndarray, path: Path, shape: tuple[int, int] | None, 
         raise SceneFormatError(f"{path}: {what} must hold whole class ids (0 = unlabelled); found fractions or NaN")
     if arr.size and arr.min() < 0:
         raise SceneFormatError(f"{path}: {what} must be >= 0 (0 = unlabelled); found {arr.min()}")
+    # class ids are read as int64: a larger one (a float raster's nodata FLT_MAX, uint64's 2**64 - 1) would wrap
+    # round to a negative id the file does not hold
+    if arr.size and arr.max() >= 2**63:
+        raise SceneFormatError(f"{path}: {what} holds the value {arr.max()}, no class id (ids are whole numbers below "
+                               f"2**63; a nodata value? mark unlabelled pixels 0)")
     return arr.astype(np.int64)
 
 
@@ -99,6 +114,8 @@ def read_ground_truth(path: str | os.PathLike, shape: tuple[int, int] | None = N
     )
 
     path = Path(path)
+    if path.is_dir():
+        raise SceneFormatError(f"{path}: the {what} is a folder, not a file: give the file in it that holds the map")
     if not path.is_file():
         raise FileNotFoundError(f"{what} file not found: {path}")
     ext = path.suffix.lower()

@@ -59,24 +59,88 @@ def _v5_errors() -> tuple[type[BaseException], ...]:
             UnboundLocalError)  # scipy 1.17 on an unknown array class (mclass) leaves "arr" unset
 
 
-def _hdf5_arrays(path: Path) -> dict[str, np.ndarray]:
+class MatArrays(dict):
+    """The numeric arrays of a .mat file by name, and in ``unread`` what each other variable is (complex, a
+    struct, a cell array): an error finding no cube or no ground truth names them, where it said "(no numeric
+    arrays)" of a file holding a complex cube."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], unread: dict[str, str]) -> None:
+        super().__init__(arrays)
+        self.unread = unread
+
+
+_MAX_SPARSE_BYTES = 1 << 30  # a label map of the largest scenes, dense, is well under this
+
+
+def _expandable_sparse(v: Any) -> bool:
+    import scipy.sparse
+
+    return (scipy.sparse.issparse(v) and v.dtype.kind in "biuf"
+            and v.shape[0] * v.shape[1] * v.dtype.itemsize <= _MAX_SPARSE_BYTES)
+
+
+def _complex_kind(shape: tuple[int, ...], dtype: Any) -> str:
+    return f"{tuple(shape)} {np.dtype(dtype)}: complex numbers (zoo's models take real ones: keep np.abs(), .real or .imag)"
+
+
+def _unread_kind(v: Any) -> str:
+    """What a .mat variable that is no real numeric array is, in words, with its shape and dtype."""
+    import scipy.sparse
+
+    if scipy.sparse.issparse(v):
+        return (f"{v.shape} sparse {v.dtype}: " + ("complex numbers" if v.dtype.kind == "c"
+                                                    else "too large to expand"))
+    if not isinstance(v, np.ndarray):
+        return type(v).__name__
+    if v.dtype.kind == "c":
+        return _complex_kind(v.shape, v.dtype)
+    what = {"O": "cell array", "V": "struct", "U": "text", "S": "text"}.get(v.dtype.kind, str(v.dtype))
+    return f"{v.shape} {what}"
+
+
+def _hdf5_sparse(group) -> Any:
+    """A MATLAB v7.3 sparse matrix (a group of ``data``, ``ir``, ``jc``; its row count in ``MATLAB_sparse``)."""
+    import scipy.sparse
+
+    jc = np.asarray(group["jc"][()], dtype=np.int64)
+    ir = np.asarray(group["ir"][()], dtype=np.int64) if "ir" in group else np.zeros(0, np.int64)
+    data = np.asarray(group["data"][()]) if "data" in group else np.zeros(0)  # an all-zero matrix stores neither
+    shape = (int(np.asarray(group.attrs["MATLAB_sparse"]).reshape(-1)[0]), jc.size - 1)
+    return scipy.sparse.csc_matrix((data, ir, jc), shape=shape)
+
+
+def _hdf5_arrays(path: Path) -> MatArrays:
     try:
         import h5py
     except ImportError as err:
         raise ImportError(f"{path} is a MATLAB v7.3 (HDF5) file: install h5py to read it") from err
     out: dict[str, np.ndarray] = {}
+    unread: dict[str, str] = {}
     try:
         with h5py.File(path, "r") as f:
             for key, ds in f.items():
                 if isinstance(ds, h5py.Dataset) and ds.dtype.kind in "biuf":
                     out[key] = np.asarray(ds[()]).T  # HDF5 stores MATLAB arrays column-major
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+                elif isinstance(ds, h5py.Dataset) and set(ds.dtype.names or ()) == {"real", "imag"}:
+                    wide = ds.dtype["real"].itemsize == 8
+                    unread[key] = _complex_kind(ds.shape[::-1], np.complex128 if wide else np.complex64)
+                elif isinstance(ds, h5py.Group) and "MATLAB_sparse" in ds.attrs:
+                    v = _hdf5_sparse(ds)
+                    if _expandable_sparse(v):
+                        out[key] = v.toarray()
+                    else:
+                        unread[key] = _unread_kind(v)
+                else:
+                    cls = ds.attrs.get("MATLAB_class", b"")
+                    unread[key] = cls.decode(errors="replace") if isinstance(cls, bytes) and cls else type(ds).__name__
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, IndexError) as err:
         raise SceneFormatError(f"{path} is not a readable MATLAB v7.3 (HDF5) file: {err}") from None
-    return out
+    return MatArrays(out, unread)
 
 
-def load_mat_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All numeric arrays of a .mat file by name (MATLAB's column-major v7.3 arrays are transposed back)."""
+def load_mat_arrays(path: str | os.PathLike) -> MatArrays:
+    """All numeric arrays of a .mat file by name (MATLAB's column-major v7.3 arrays are transposed back, its
+    sparse matrices expanded); what the others are in the result's ``unread``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f".mat file not found: {path}")
@@ -93,17 +157,29 @@ def load_mat_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raw = scipy.io.loadmat(path)
     except _v5_errors() as err:
         raise SceneFormatError(f"{path} is not a readable MATLAB .mat file: {type(err).__name__}: {err}") from None
-    return {k: v for k, v in raw.items()
-            if not k.startswith("__") and isinstance(v, np.ndarray) and v.dtype.kind in "biuf"}
+    arrays, unread = {}, {}
+    for k, v in raw.items():
+        if k.startswith("__"):
+            continue
+        if _expandable_sparse(v):  # MATLAB's sparse(gt): a label map saved sparse is a label map all the same
+            v = v.toarray()
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+            arrays[k] = v
+        else:
+            unread[k] = _unread_kind(v)
+    return MatArrays(arrays, unread)
 
 
 def describe_arrays(arrays: dict[str, np.ndarray], shape: tuple[int, int] | None = None) -> str:
-    """``"name (shape)"`` of each array; ``(transposed?)`` after a 2-D one whose shape is ``shape`` reversed."""
+    """``"name (shape)"`` of each array; ``(transposed?)`` after a 2-D one whose shape is ``shape`` reversed;
+    then the variables of a :class:`MatArrays` that were not read, and what they are."""
     def one(k: str, v: np.ndarray) -> str:
         flip = shape is not None and v.ndim == 2 and v.shape == tuple(shape)[::-1] and shape[0] != shape[1]
         return f"{k} {v.shape}" + (" (transposed?)" if flip else "")
 
-    return ", ".join(one(k, v) for k, v in arrays.items()) or "(no numeric arrays)"
+    unread = getattr(arrays, "unread", {})
+    skipped = "; not read: " + ", ".join(f"{k} {what}" for k, what in unread.items()) if unread else ""
+    return (", ".join(one(k, v) for k, v in arrays.items()) or "(no numeric arrays)") + skipped
 
 
 def _as_map(v: np.ndarray) -> np.ndarray:
@@ -339,6 +415,8 @@ def _select_cube(arrays: dict[str, np.ndarray], cube_key: str | None, path: Path
         except SceneFormatError as err:  # name the file: the caller may have opened several
             raise SceneFormatError(f"{path}: {err}") from None
         rivals = _rival_cubes(arrays, cube_key, path)
+    elif cube_key in getattr(arrays, "unread", {}):
+        raise SceneFormatError(f"{path}: cube_key={cube_key!r} is no cube of real numbers: {arrays.unread[cube_key]}")
     elif cube_key not in arrays:
         raise KeyError(f"cube_key={cube_key!r} is not in {path}; its arrays: {describe_arrays(arrays)}")
     else:
@@ -369,7 +447,11 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
     alone, looking for no ground truth among the file's arrays (a prediction needs none, so a map that does
     not fit, or one not named like ground truth, neither stops nor warns it).
     """
-    from zoo.hyperspectral.readers.ground_truth import labels_from_abundances, read_ground_truth
+    from zoo.hyperspectral.readers.ground_truth import (
+        check_label_map,
+        labels_from_abundances,
+        read_ground_truth,
+    )
 
     path = Path(path)
     arrays = load_mat_arrays(path)
@@ -379,12 +461,15 @@ def open_mat(path: str | os.PathLike, *, cube_key: str | None = None, gt_key: st
     if gt_path is not None:  # any format; gt_key (a .mat ground truth's array) is checked there
         labels, extras = read_ground_truth(gt_file, shape, n_bands=cube.shape[2], gt_key=gt_key)
     elif gt_key is not None:
-        labels, extras = keyed_ground_truth(arrays, gt_key, shape, path, cube.shape[2]), {}
+        labels = keyed_ground_truth(arrays, gt_key, shape, path, cube.shape[2])
+        labels, extras = check_label_map(labels, path, shape, f"ground truth {gt_key!r}"), {}
     elif not ground_truth:
         labels, extras = None, {}
     else:
         own = {k: v for k, v in arrays.items() if k != cube_key}
         labels, extras = mat_ground_truth(own, shape, path, n_bands=cube.shape[2], beside_cube=cube_key)
+        if labels is not None:  # checked as a ground-truth file's are: Scene would name no file
+            labels = check_label_map(labels, path, shape, f"ground truth {extras['gt_key']!r}")
         if labels is None and not extras:
             refuse_unusable_gt(own, shape, path)
         wrong = _wrong_gt(own, shape)

@@ -26,5 +26,7 @@ def open_npy(path: str | os.PathLike, *, gt_path: str | os.PathLike | None = Non
         raise SceneFormatError(f"{path}: expected an (H, W, C) cube, got shape {cube.shape}")
     if cube.dtype.kind not in "biuf":
         raise SceneFormatError(f"{path}: expected a numeric cube, got dtype {cube.dtype}")
+    if cube.size == 0:
+        raise SceneFormatError(f"{path}: expected an (H, W, C) cube, got the empty array of shape {cube.shape}")
     scene = Scene(cube=cube, name=name or path.stem)
     return scene if gt_path is None else with_ground_truth(scene, gt_path)
