@@ -27,6 +27,7 @@ __all__ = [
     "CorruptWeightsError",
     "LoadReport",
     "as_state_dict",
+    "dtype_mismatches",
     "file_format",
     "is_safetensors",
     "load_into",
@@ -39,6 +40,8 @@ __all__ = [
 # Metadata key under which save_weights records tensors that shared storage (tied weights):
 # {"alias": "kept name"}. The file stores each storage once; load_state_dict restores every name.
 ALIASES_KEY = "zoo.aliases"
+# Metadata key of the builder config that zoo.build(name, weights=path) rebuilds the model with (a JSON object).
+CONFIG_KEY = "zoo.config"
 # Wrappers training scripts put around a state dict, tried in this order.
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "params")
 
@@ -114,7 +117,11 @@ def _safetensors_call(fn, path: str | os.PathLike):
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The ``__metadata__`` string map of a safetensors file (empty when it has none)."""
+    """The ``__metadata__`` string map of a safetensors file (empty when it has none).
+
+    zoo's own records in it (``zoo.config``, a family's ``zoo.pretrained_cfg``, ``zoo.td3``, ...) are JSON objects:
+    one that no longer parses is a :class:`CorruptWeightsError` naming the file and the record, where each reader's
+    ``json.loads`` raised a JSONDecodeError that named neither."""
     from safetensors import safe_open
 
     if Path(path).is_dir():
@@ -130,7 +137,20 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
         with safe_open(str(path), framework="pt") as fh:
             return dict(fh.metadata() or {})
 
-    return _safetensors_call(read, path)
+    meta = _safetensors_call(read, path)
+    # zoo.config is every family's (zoo.save and publishing write it); another record is told by its opening brace
+    for key, value in meta.items():
+        if key == CONFIG_KEY or (key.startswith("zoo.") and value.lstrip().startswith("{")):
+            try:
+                parsed = json.loads(value)
+            except ValueError as err:
+                parsed, why = None, str(err)
+            else:
+                why = f"a JSON {type(parsed).__name__}"
+            if not isinstance(parsed, dict):
+                raise CorruptWeightsError(f"{path}: its {key} metadata is not the JSON object zoo wrote ({why}); "
+                                          f"{_repull_hint(path)}")
+    return meta
 
 
 def _utf8(path: str | os.PathLike) -> bool:
@@ -279,6 +299,9 @@ def load_state_dict(path: str | os.PathLike, *, device: str | torch.device = "cp
                 sd[alias] = sd[target]
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise CorruptWeightsError(f"{path}: broken {ALIASES_KEY} metadata ({err}); {_repull_hint(path)}") from None
+        # as a torch.save file's (_unwrap): a family's loader reads "fc.weight" before load_into would strip them, and
+        # a DDP network's safetensors kept "module.fc.weight", so its trained head was swapped for a fresh one
+        sd = dict(strip_wrapper_prefixes(sd, ()))
     else:
         try:
             obj = torch.load(path, map_location=device, weights_only=True)
@@ -416,6 +439,40 @@ def state_diff(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor
     return rows
 
 
+def dtype_mismatches(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]) -> list[str]:
+    """``"key: file DTYPE vs model DTYPE"`` for each floating-point tensor of ``own`` that ``other`` gives in
+    integers or booleans. ``copy_`` casts them without a word, so a file whose header names another dtype than
+    its bytes were written in (an edited or corrupted header: int32 read from float32 bytes gives weights of
+    1e9) built a network that predicts garbage; a float16 or bfloat16 file of a float32 model is fine."""
+    return [f"{k}: file {str(v.dtype).removeprefix('torch.')} vs model {str(own[k].dtype).removeprefix('torch.')}"
+            for k, v in other.items()
+            if k in own and (own[k].is_floating_point() or own[k].is_complex())
+            and not (v.is_floating_point() or v.is_complex())]
+
+
+def _prefix_hint(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]) -> str | None:
+    """Why nearly no key fits, when one prefix explains it: every key of the file carries one the model's lack (a
+    LightningModule's checkpoint holds its network as ``model.``/``net.``), or the file is one submodule's own
+    (a torchvision resnet18 for a network that holds it as ``backbone.``)."""
+    def under_one(keys: Any) -> str | None:
+        heads = {k.partition(".")[0] if "." in k else None for k in keys}
+        return f"{heads.pop()}." if len(heads) == 1 and None not in heads else None
+
+    def most(found: set[str], wanted: set[str]) -> bool:
+        return len(found & wanted) * 2 >= len(wanted) > 0
+
+    prefix = under_one(other)
+    if prefix is not None and not own.keys() & other.keys() and most({k[len(prefix):] for k in other}, set(own)):
+        return (f"every key in the file starts with {prefix!r}, which the model's keys lack (the checkpoint of a "
+                f"module that held this network as .{prefix[:-1]}, as a LightningModule does): take it off, "
+                f"{{k.removeprefix({prefix!r}): v for k, v in state.items()}}, and load that")
+    prefix = under_one(k for k in own if k not in other)
+    if prefix is not None and most(set(other), {k[len(prefix):] for k in own if k.startswith(prefix)}):
+        return (f"the file holds the weights of one part of the model, its .{prefix[:-1]} (the file's keys are "
+                f"its keys without {prefix!r}): load it into model.{prefix[:-1]}, or prefix its keys with {prefix!r}")
+    return None
+
+
 def _some(items: list[str], sep: str, shown: int = 6) -> str:
     """The first ``shown`` of ``items`` and how many more: a file of another network differs in every key,
     and listing hundreds buries the point."""
@@ -453,8 +510,12 @@ def load_into(
             missing.append(f"{key} {list(dst)}")
         else:
             mismatched.append(f"{key}: file {list(src)} vs model {list(dst)}")
-    if missing or unexpected or mismatched:
+    kinds = dtype_mismatches(own, to_load)
+    if missing or unexpected or mismatched or kinds:
         parts = []
+        if kinds:
+            parts.append("integers where the model holds floating-point values (a corrupt file, or a safetensors "
+                         "header that names another dtype than its bytes were written in): " + _some(kinds, "; "))
         if mismatched:
             parts.append("shape mismatch: " + _some(mismatched, "; "))
         if missing:
@@ -465,6 +526,8 @@ def load_into(
         hint = (f" (only {', '.join(prefixes)} may differ, as a new classifier head for another num_classes; every "
                 "other shape comes from the config the weights were made with: in zoo.build, leave those keys out)"
                 if prefixes else " (to leave a head freshly initialised, pass reinit=('fc.',) or the head's prefix)")
+        found = _prefix_hint(own, state_dict) if missing and unexpected else None
+        hint = f" ({found})" if found else hint if missing or unexpected or mismatched else ""
         raise ValueError(f"weights do not fit {type(module).__name__}: " + " | ".join(parts) + hint)
     # module.load_state_dict keeps custom _load_from_state_dict hooks working and copy_-casts dtypes.
     module.load_state_dict(to_load, strict=False)
