@@ -145,3 +145,27 @@ def test_a_float64_action_space_comes_back_with_its_weights(tmp_path):
     assert action.dtype == np.float64 and action.tolist() == [0.1]
     assert zoo.evaluate(loaded, _Float64Push(), episodes=2, seed=0) == \
         zoo.evaluate(agent, _Float64Push(), episodes=2, seed=0)
+
+
+def test_weights_that_name_integers_for_the_networks_floats_are_refused(tmp_path):
+    """An agent's loader cast every tensor to float32 without a word: a file whose header says int32 for float32
+    bytes (an edited or corrupt header) built an agent of weights around 1e9. It is refused as zoo.hub's loader
+    refuses it for the other families, and a float16 copy still loads."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    agent = zoo.build("td3", env="Pendulum-v1", net_arch=(8, 8))
+    path = tmp_path / "td3.safetensors"
+    agent.save(path)
+    state = load_file(path)
+    key = next(k for k in state if k.endswith("weight"))
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata()
+    save_file({**state, key: state[key].view(torch.int32)}, tmp_path / "edited.safetensors", metadata=meta)
+    with pytest.raises(ValueError, match=rf"integers where the agent holds floating-point values .*: {key}: file int32 "
+                                         r"vs model float32"):
+        zoo.build("td3", weights=tmp_path / "edited.safetensors")
+    save_file({k: v.half() if v.is_floating_point() else v for k, v in state.items()}, tmp_path / "half.safetensors",
+              metadata=meta)
+    half = zoo.build("td3", weights=tmp_path / "half.safetensors")
+    assert torch.equal(half.network_state_dict()[key], state[key].half().float())

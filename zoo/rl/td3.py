@@ -462,6 +462,8 @@ class TD3Agent:
     def load_network_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`network_state_dict` tensors; a file with only ``actor.``/``critic.`` keys copies them
         into the targets too. Mismatched keys or shapes are an error that names them."""
+        from zoo.hub.state import dtype_mismatches
+
         parts: dict[str, dict[str, torch.Tensor]] = {p: {} for p in ("actor", "critic", "actor_target", "critic_target")}
         unknown = []
         for key, value in state.items():
@@ -482,7 +484,8 @@ class TD3Agent:
                    for k, v in own.items() if k in sd and sd[k].shape != v.shape]
             missing = [f"{prefix}.{k}" for k in own if k not in sd]
             extra = [f"{prefix}.{k}" for k in sd if k not in own]
-            if bad or missing or extra:
+            kinds = [f"{prefix}.{row}" for row in dtype_mismatches(own, sd)]  # .to(float32) below would cast them
+            if bad or missing or extra or kinds:
                 raise ValueError(
                     "TD3 weights do not fit this agent (obs_dim "
                     f"{self.obs_dim}, act_dim {self.act_dim}, net_arch {self.config.net_arch}): "
@@ -490,6 +493,9 @@ class TD3Agent:
                         "shape mismatch " + ", ".join(bad) if bad else "",
                         "missing " + ", ".join(missing) if missing else "",
                         "unexpected " + ", ".join(extra) if extra else "",
+                        "integers where the agent holds floating-point values (a corrupt file, or a safetensors "
+                        "header that names another dtype than its bytes were written in): " + ", ".join(kinds)
+                        if kinds else "",
                     ]))
                 )
             module.load_state_dict({k: v.to(self.device, torch.float32) for k, v in sd.items()})  # in place
