@@ -225,9 +225,21 @@ def refuse_write_protected(path: str | os.PathLike) -> None:
     except OSError:  # nothing there (or nothing readable): the write itself says what is wrong
         return
     if not stat.S_ISDIR(st.st_mode) and not os.access(path, os.W_OK):
+        if _read_only_mount(path):  # chmod, which the advice below gives, fails there too
+            raise FsError(errno.EROFS, f"cannot write {path}: it is on a file system mounted read-only; expected "
+                                       "a place this user may write: write elsewhere")
         raise FsError(errno.EACCES, f"cannot write {path}: it is write-protected ({stat.filemode(st.st_mode)}); "
                                     "expected a file this user may overwrite. Make it writable (chmod u+w) to "
                                     "replace it, or write elsewhere")
+
+
+def _read_only_mount(path: str | os.PathLike) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only (``statvfs``'s ST_RDONLY; False where the system
+    does not say)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        return False
 
 
 def check_writable(folder: str | os.PathLike, what: str = "folder", names: Iterable[str] = ()) -> Path:

@@ -503,3 +503,31 @@ def test_a_pair_whose_header_links_to_another_file_system_is_written_whole(tmp_p
         assert sorted(os.listdir(tmp_path)) == ["scene.hdr", "scene.img"] and os.listdir(there) == ["scene.hdr"]
     finally:
         shutil.rmtree(there, ignore_errors=True)
+
+
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A folder bind-mounted read-only (needs root's CAP_SYS_ADMIN: skipped elsewhere)."""
+    src, mnt = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    mnt.mkdir()
+    (src / "m.safetensors").write_bytes(b"old")
+    bind = ["mount", "--bind", src, mnt]
+    if shutil.which("mount") is None or subprocess.run(bind, check=False, capture_output=True).returncode:
+        pytest.skip("bind mounts need root here")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", mnt], check=False, capture_output=True).returncode:
+            pytest.skip("cannot remount read-only here")
+        yield mnt
+    finally:
+        subprocess.run(["umount", mnt], check=False, capture_output=True)
+
+
+def test_a_file_on_a_read_only_mount_is_said_to_be_there_not_told_to_chmod(read_only_mount):
+    """An overwrite of a file on a read-only mount said "it is write-protected (-rw-r--r--) ... Make it writable
+    (chmod u+w)": its mode was writable already, and chmod fails there too."""
+    target = read_only_mount / "m.safetensors"
+    with pytest.raises(fs.FsError, match=r"is on a file system mounted read-only; .*write elsewhere") as err:
+        fs.refuse_write_protected(target)
+    assert "chmod" not in str(err.value)
+    assert target.read_bytes() == b"old"
