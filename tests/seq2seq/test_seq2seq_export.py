@@ -68,6 +68,16 @@ def test_gru_onnx_runner_matches_greedy_search_ids_and_text(tmp_path, tiny_gru):
 
 
 @OLD_TORCH_EXPORT
+def test_the_gru_encoder_graph_ignores_padding_wherever_it_stands(tmp_path, tiny_gru):
+    """Before: the graph's masked scans read each row's first `length` positions, so a left-padded source was read
+    as its pads and its start (other tokens than the same source right-padded), where the eager encoder skips them."""
+    left = torch.tensor([[0, 0, 5, 9, 17, 2], [7, 8, 11, 12, 13, 2], [0, 0, 0, 0, 0, 2]])  # SOURCES, left-padded
+    runner = ExportedTranslator(zoo.export(tiny_gru, tmp_path / "gru", "onnx", src_len=5).path)
+    expected = greedy_search(tiny_gru, SOURCES, max_len=12)
+    assert runner.greedy(left.numpy(), max_len=12) == greedy_search(tiny_gru, left, max_len=12) == expected
+
+
+@OLD_TORCH_EXPORT
 def test_the_runner_takes_and_refuses_the_options_model_translate_does(tmp_path, tiny_gru):
     """Before: max_len=1000 was clipped to the model's positions without a word, where model.translate refuses
     anything over max_len - 1; a NumPy integer was refused as max_len and batch_size."""

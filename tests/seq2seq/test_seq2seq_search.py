@@ -26,3 +26,16 @@ def test_search_emits_no_id_the_tokenizer_lacks(search):
     src = torch.tensor([m.tokenizer.encode("Ein Hund läuft.") + [m.eos_id]])
     ids = search(m, src, max_len=10)[0]
     assert ids and max(ids) < n
+
+
+def test_a_large_length_penalty_ranks_hypotheses_instead_of_overflowing():
+    """Before: the option check accepts any finite length_penalty >= 0, but the search divided by
+    ``((5 + length) / 6) ** alpha`` in Python floats: alpha=1e6 was "OverflowError: Numerical result out of range"
+    at the first finished hypothesis. Now hypotheses rank as the quotient ranks them: at max_len=8, alpha=200
+    (no overflow either way) and 1e6 both favour the longest hypotheses alike."""
+    torch.manual_seed(0)
+    m = zoo.build("seq2seq-gru", src_vocab=40, tgt_vocab=40, emb_dim=16, hidden=32, dropout=0.0).eval()
+    src = torch.tensor([[5, 9, 17, 2], [7, 2, 0, 0]])
+    huge = beam_search(m, src, beam_size=3, max_len=8, length_penalty=1e6)
+    assert huge == beam_search(m, src, beam_size=3, max_len=8, length_penalty=200.0)
+    assert [len(h) for h in huge] == [8, 8]

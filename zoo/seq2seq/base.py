@@ -21,7 +21,8 @@ from zoo.api import ModelState
 from zoo.engine.network import Network
 from zoo.seq2seq.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
-__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "check_step_tokens", "decode_extra_state", "tokenizer_fingerprint"]
+__all__ = ["EXTRA_STATE_KEY", "Seq2SeqModel", "check_source", "check_step_tokens", "decode_extra_state",
+           "tokenizer_fingerprint"]
 
 EXTRA_STATE_KEY = "_extra_state"  # nn.Module's key for get_extra_state()
 
@@ -45,6 +46,23 @@ def tokenizer_fingerprint(tokenizer: Tokenizer) -> str:
     import hashlib
 
     return f"{tokenizer.vocab_size} tokens, {hashlib.sha256(tokenizer.to_json().encode()).hexdigest()[:16]}"
+
+
+def check_source(src: Any, vocab: int) -> None:
+    """Refuse a source ``start`` cannot encode, naming what came: not ``(B, S)`` integer ids (a 1-D row failed in the
+    search's length rule as "Dimension out of range"), no position per row (the Transformer decoded from an empty
+    memory without a word), or an id outside the embedding's ``vocab`` rows (an IndexError inside the embedding)."""
+    if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype.is_floating_point or src.dtype.is_complex \
+            or src.dtype == torch.bool:
+        got = f"{src.dtype} of shape {tuple(src.shape)}" if isinstance(src, Tensor) else type(src).__name__
+        raise ValueError(f"src must be (B, S) integer token ids, got {got}; one sentence is src[None]")
+    if src.shape[0] and not src.shape[1]:
+        raise ValueError(f"src must hold at least one position per row, got shape {tuple(src.shape)}; "
+                         "end each source with EOS as model.translate does")
+    if src.numel() and not (0 <= (lo_hi := torch.stack(torch.aminmax(src)).tolist())[0] and lo_hi[1] < vocab):
+        bad = src[(src < 0) | (src >= vocab)][0]
+        raise ValueError(f"src holds token id {int(bad)}, outside this model's source vocabulary of {vocab} ids "
+                         f"(0..{vocab - 1}): ids from another tokenizer, or a tokenizer larger than the model")
 
 
 def check_step_tokens(tokens: Tensor) -> None:

@@ -148,9 +148,10 @@ class GRUEncoderGraph(nn.Module):
     def forward(self, src: Tensor):
         m, enc = self.model, self.model.encoder
         pad = src == m.pad_id  # (B, S)
-        lengths = (~pad).sum(1).clamp(min=1)  # an empty source reads one (pad) position, as in eager
-        steps = torch.arange(src.shape[1], device=src.device)
-        valid = (steps[:, None] < lengths[None, :])[..., None]  # (S, B, 1)
+        # the tokens wherever padding stands (valid = the first `length` positions read a left-padded row's pads,
+        # where the eager encoder skips them); an empty source reads one (pad) position, as in eager
+        first = torch.arange(src.shape[1], device=src.device) == 0
+        valid = (~pad | (pad.all(1, keepdim=True) & first)).transpose(0, 1)[..., None]  # (S, B, 1)
         x = enc.dropout(enc.embed(src)).transpose(0, 1)  # (S, B, E)
         fwd, h_f = _gru_direction(enc.rnn, "", x, valid)
         bwd, h_b = _gru_direction(enc.rnn, "_reverse", x.flip(0), valid.flip(0))

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from zoo.seq2seq.base import Seq2SeqModel, check_step_tokens
+from zoo.seq2seq.base import Seq2SeqModel, check_source, check_step_tokens
 
 __all__ = ["AdditiveAttention", "GRUConfig", "LuongAttention", "Seq2SeqGRU"]
 
@@ -111,13 +111,25 @@ class GRUEncoder(nn.Module):
     def forward(self, src: Tensor, pad_id: int) -> tuple[Tensor, Tensor, Tensor | None]:
         # src (B, S) -> outputs (B, S, H), h0 (B, H), pad mask (B, S) or None
         pad = src == pad_id
-        lengths = (~pad).sum(1).clamp(min=1)  # an empty source still reads one (pad) position
+        here = pad.cpu()  # one transfer for the packing's lengths and the layout read below
+        lengths = (~here).sum(1).clamp(min=1)  # an empty source still reads one (pad) position
         x = self.dropout(self.embed(src))
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        if not src.shape[0]:  # nothing to pack (pack_padded_sequence refuses an empty batch)
+            return x.new_zeros(0, src.shape[1], self.bridge.out_features), x.new_zeros(0, self.bridge.out_features), None
+        # A packed row is its first `length` positions: a pad before a token (left padding, as Hugging Face's
+        # decoder-only habit pads) was read as input and the row's end cut off. The tokens go first, in order, and
+        # the outputs back to their positions, so padding is ignored wherever it stands, as the Transformer's mask
+        # ignores it.
+        order = pad.to(torch.uint8).argsort(dim=1, stable=True) if bool((here[:, :-1] & ~here[:, 1:]).any()) else None
+        if order is not None:
+            x = x.gather(1, order[..., None].expand_as(x))
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         out, h = self.rnn(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        if order is not None:
+            out = out.gather(1, order.argsort(dim=1)[..., None].expand_as(out))
         h0 = torch.tanh(self.bridge(torch.cat([h[0], h[1]], dim=-1)))  # (B, H)
-        return out, h0, (pad if bool(pad.any()) else None)
+        return out, h0, (pad if bool(here.any()) else None)
 
 
 @dataclass
@@ -163,8 +175,7 @@ class Seq2SeqGRU(Seq2SeqModel):
             self.out = nn.Linear(H, c.tgt_vocab)
 
     def start(self, src: Tensor) -> GRUState:
-        if src.dim() != 2:
-            raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
+        check_source(src, self.config.src_vocab)
         memory, h0, pad = self.encoder(src, self.pad_id)
         return GRUState(h0, memory, self.attn.project_keys(memory), pad)
 

@@ -46,12 +46,15 @@ def max_len_out_of_range(max_len: Any, model_max: int) -> ValueError:
                       f"or None for 1.5 x the source + 10; got {max_len}")
 
 
-def _steps(model: Any, src: Tensor, max_len: int | None) -> list[int]:
-    """New tokens to allow each row: ``max_len``, checked, or the default for the row's source."""
+def _start(model: Any, src: Tensor, max_len: int | None) -> tuple[Any, list[int]]:
+    """The model's search state for ``src`` and the new tokens to allow each row: ``max_len``, checked, or the
+    default for the row's source. The model reads ``src`` first: its check names a malformed one, which the length
+    rule met as a bare "Dimension out of range"."""
     max_len = check_max_len(max_len, model.max_len)
+    state = model.start(src)
     if max_len is None:
-        return default_max_len(src, model.pad_id, model.max_len).tolist()
-    return [max_len] * src.shape[0]
+        return state, default_max_len(src, model.pad_id, model.max_len).tolist()
+    return state, [max_len] * src.shape[0]
 
 
 def _log_probs(logits: Tensor, model: Any) -> Tensor:
@@ -66,9 +69,8 @@ def _log_probs(logits: Tensor, model: Any) -> Tensor:
 @torch.no_grad()
 def greedy_search(model: Any, src: Tensor, max_len: int | None = None) -> list[list[int]]:
     """Token ids (without BOS/EOS) for each row of ``src (B, S)``; stops a row at EOS."""
-    limits = _steps(model, src, max_len)
+    state, limits = _start(model, src, max_len)
     B = src.shape[0]
-    state = model.start(src)
     tokens = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     ends = torch.tensor(limits, device=src.device)  # (B,) each row's last step + 1
@@ -88,8 +90,14 @@ def _strip(rows: list[list[int]], eos: int) -> list[list[int]]:
     return [r[: r.index(eos)] if eos in r else r for r in rows]
 
 
-def _length_penalty(length: int, alpha: float) -> float:
-    return ((5.0 + length) / 6.0) ** alpha
+def _normalized(score: float, length: int, alpha: float) -> float:
+    """``score / lp(length)`` (GNMT: ``lp = ((5 + length) / 6) ** alpha``) as a key that orders hypotheses as the
+    quotient does, taken in logarithms: ``log(lp) - log(-score)``, as ``score`` is a log probability (<= 0). The
+    quotient itself failed for a large ``alpha``: ``lp`` past 1e308 is an OverflowError in Python's float power
+    (``length_penalty=1000`` from 8 tokens on)."""
+    if score >= 0.0:  # probability 1: a quotient of 0, which no other hypothesis reaches
+        return math.inf
+    return alpha * math.log((5.0 + length) / 6.0) - math.log(-score)
 
 
 @torch.no_grad()
@@ -104,9 +112,8 @@ def beam_search(
     beam_size = whole_number(beam_size, "beam_size")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a finite number >= 0, got {length_penalty!r}")
-    limits = _steps(model, src, max_len)
+    state, limits = _start(model, src, max_len)
     B, K, device = src.shape[0], beam_size, src.device
-    state = model.start(src)
     state.reorder(expand_index(B, K, device))  # (B*K) rows, K per sentence
     scores = torch.zeros(B, K, device=device)
     scores[:, 1:] = float("-inf")  # all beams start identical: only the first may expand at step 0
@@ -128,7 +135,7 @@ def beam_search(
                 continue
             beam = int(cand_beam[b, j])
             hyp = history[b * K + beam].tolist()
-            finished[b].append((float(cand_scores[b, j]) / _length_penalty(len(hyp) + 1, length_penalty), hyp))
+            finished[b].append((_normalized(float(cand_scores[b, j]), len(hyp) + 1, length_penalty), hyp))
         # the best K non-EOS candidates stay live
         live_scores, live_pos = cand_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=-1)  # (B, K)
         live_beam = cand_beam.gather(1, live_pos)
@@ -141,12 +148,12 @@ def beam_search(
                 for k in range(K):
                     if torch.isfinite(live_scores[b, k]):
                         hyp = history[b * K + int(live_beam[b, k])].tolist() + [int(live_tok[b, k])]
-                        finished[b].append((float(live_scores[b, k]) / _length_penalty(len(hyp), length_penalty), hyp))
+                        finished[b].append((_normalized(float(live_scores[b, k]), len(hyp), length_penalty), hyp))
             # K finished are not enough while a live hypothesis still scores better (normalised at this
             # length, as the EOS finishers of this step): fairseq's rule alone stopped there and returned a
             # hypothesis worse than greedy's, which the live beam was about to finish (Hugging Face's rule).
             # Live scores only fall, so at length_penalty=0 no hypothesis it dropped could have won.
-            best_live = float(live_scores[b, 0]) / _length_penalty(t + 1, length_penalty)
+            best_live = _normalized(float(live_scores[b, 0]), t + 1, length_penalty)
             enough = len(finished[b]) >= K and max(s for s, _ in finished[b]) >= best_live
             done[b] = enough or last_step
         if all(done):

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.seq2seq.attention import MultiHeadAttention
-from zoo.seq2seq.base import Seq2SeqModel, check_step_tokens
+from zoo.seq2seq.base import Seq2SeqModel, check_source, check_step_tokens
 from zoo.seq2seq.cache import KVCache
 
 __all__ = ["Seq2SeqTransformer", "TransformerConfig", "sinusoidal_positions"]
@@ -192,6 +192,7 @@ class Seq2SeqTransformer(Seq2SeqModel):
     # --- incremental decoding ------------------------------------------------------------------------
     def start(self, src: Tensor) -> KVCache:
         """Encode once and precompute every layer's cross-attention keys/values."""
+        check_source(src, self.config.src_vocab)
         memory, pad_mask = self.encode(src)
         cache = KVCache.empty(len(self.decoder_layers), src_pad_mask=pad_mask)
         for layer, lc in zip(self.decoder_layers, cache.layers):
