@@ -111,3 +111,15 @@ def test_a_ddp_networks_state_dict_keeps_its_trained_head_in_either_format(tmp_p
     for path in (tmp_path / "ddp.pth", tmp_path / "ddp.safetensors"):
         again = zoo.build("resnet18", weights=path)
         assert again.fc.out_features == 3 and torch.equal(again.fc.weight, net.fc.weight), path.name
+
+
+def test_a_seq2seq_file_whose_header_names_integers_for_float_weights_is_refused(tmp_path):
+    """seq2seq's loader (its own, for the tokenizer and config the file carries) cast them as the others' did."""
+    import shutil
+
+    path = shutil.copy(zoo.pull("seq2seq-transformer.multi30k-de-en"), tmp_path / "m.safetensors")
+    key, stored = next((k, v.dtype) for k, v in zoo.hub.load_state_dict(path).items() if v.is_floating_point())
+    _declare(Path(path), key, {torch.float16: "I16", torch.bfloat16: "I16", torch.float32: "I32"}[stored])
+    with pytest.raises(ValueError, match=rf"integers where seq2seq-transformer holds floating-point values.*{key}: file "
+                                         r"int(16|32) vs model float32"):
+        zoo.build("seq2seq-transformer", weights=path)

@@ -446,8 +446,8 @@ def dtype_mismatches(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.
     1e9) built a network that predicts garbage; a float16 or bfloat16 file of a float32 model is fine."""
     return [f"{k}: file {str(v.dtype).removeprefix('torch.')} vs model {str(own[k].dtype).removeprefix('torch.')}"
             for k, v in other.items()
-            if k in own and (own[k].is_floating_point() or own[k].is_complex())
-            and not (v.is_floating_point() or v.is_complex())]
+            if isinstance(own.get(k), torch.Tensor) and isinstance(v, torch.Tensor)  # not a module's extra state
+            and (own[k].is_floating_point() or own[k].is_complex()) and not (v.is_floating_point() or v.is_complex())]
 
 
 def _prefix_hint(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]) -> str | None:
