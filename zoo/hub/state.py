@@ -29,6 +29,7 @@ __all__ = [
     "as_state_dict",
     "dtype_mismatches",
     "file_format",
+    "integer_weights",
     "is_safetensors",
     "load_into",
     "load_state_dict",
@@ -450,6 +451,13 @@ def dtype_mismatches(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.
             and (own[k].is_floating_point() or own[k].is_complex()) and not (v.is_floating_point() or v.is_complex())]
 
 
+def integer_weights(kinds: list[str], holder: str) -> str:
+    """The words for :func:`dtype_mismatches`' rows ``kinds`` (non-empty) of a file loaded into ``holder`` ("the
+    model", "the agent", a model's name)."""
+    return (f"integers where {holder} holds floating-point values (a corrupt file, or a safetensors header that "
+            f"names another dtype than its bytes were written in): " + _some(kinds, "; "))
+
+
 def _prefix_hint(own: Mapping[str, torch.Tensor], other: Mapping[str, torch.Tensor]) -> str | None:
     """Why nearly no key fits, when one prefix explains it: every key of the file carries one the model's lack (a
     LightningModule's checkpoint holds its network as ``model.``/``net.``), or the file is one submodule's own
@@ -514,8 +522,7 @@ def load_into(
     if missing or unexpected or mismatched or kinds:
         parts = []
         if kinds:
-            parts.append("integers where the model holds floating-point values (a corrupt file, or a safetensors "
-                         "header that names another dtype than its bytes were written in): " + _some(kinds, "; "))
+            parts.append(integer_weights(kinds, "the model"))
         if mismatched:
             parts.append("shape mismatch: " + _some(mismatched, "; "))
         if missing:

@@ -462,7 +462,7 @@ class TD3Agent:
     def load_network_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load :meth:`network_state_dict` tensors; a file with only ``actor.``/``critic.`` keys copies them
         into the targets too. Mismatched keys or shapes are an error that names them."""
-        from zoo.hub.state import dtype_mismatches
+        from zoo.hub.state import dtype_mismatches, integer_weights
 
         parts: dict[str, dict[str, torch.Tensor]] = {p: {} for p in ("actor", "critic", "actor_target", "critic_target")}
         unknown = []
@@ -493,9 +493,7 @@ class TD3Agent:
                         "shape mismatch " + ", ".join(bad) if bad else "",
                         "missing " + ", ".join(missing) if missing else "",
                         "unexpected " + ", ".join(extra) if extra else "",
-                        "integers where the agent holds floating-point values (a corrupt file, or a safetensors "
-                        "header that names another dtype than its bytes were written in): " + ", ".join(kinds)
-                        if kinds else "",
+                        integer_weights(kinds, "the agent") if kinds else "",
                     ]))
                 )
             module.load_state_dict({k: v.to(self.device, torch.float32) for k, v in sd.items()})  # in place

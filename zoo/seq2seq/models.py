@@ -34,7 +34,7 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
     differs from the file's is an error naming both values, never silently dropped.
     """
     from zoo import hub
-    from zoo.hub.state import dtype_mismatches
+    from zoo.hub.state import dtype_mismatches, integer_weights
 
     sd = hub.load_state_dict(path)
     if EXTRA_STATE_KEY not in sd:
@@ -78,9 +78,7 @@ def load_seq2seq_weights(model: Seq2SeqModel, path: Path, entry: Any,
         model = type(model)(type(model.config)(**wanted_config))
     kinds = dtype_mismatches(model.state_dict(), sd)  # load_state_dict's copy_ would cast them without a word
     if kinds:
-        raise ValueError(f"{path}: integers where {model.registry_name} holds floating-point values (a corrupt file, "
-                         "or a safetensors header that names another dtype than its bytes were written in): "
-                         + "; ".join(kinds[:6]) + (f"; and {len(kinds) - 6} more" if len(kinds) > 6 else ""))
+        raise ValueError(f"{path}: {integer_weights(kinds, model.registry_name)}")
     model.load_state_dict(sd, strict=True)  # PyTorch names missing/unexpected keys and shape mismatches
     if model.tokenizer is None:
         raise ValueError(f"{path}: the weights file holds no tokenizer, so the model cannot translate text")
