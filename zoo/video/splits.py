@@ -18,7 +18,7 @@ import numbers
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zoo._stacklevel import user_stacklevel
@@ -38,15 +38,18 @@ class SplitEntry:
     path: str  # relative, with "/" separators, exactly as in the split file: "Class/v_Class_gXX_cYY.avi"
     label: int  # 0-based index into classInd order
     class_name: str  # the classInd spelling
+    line: int = field(default=0, compare=False)  # 1-based in the split file (blank lines counted); 0: not from one
 
 
-def _lines(path: Path) -> list[str]:
+def _numbered_lines(path: Path) -> list[tuple[int, str]]:
+    """``(line number, text)`` of the file's non-blank lines, numbered as an editor numbers them: blank lines
+    dropped after numbering, so an error's ``file:line`` points at the line meant."""
     if not path.is_file():
         raise FileNotFoundError(f"UCF101 split file not found: {path}")
     # newline=None turns CRLF into "\n"; strip() removes any stray "\r" or spaces as well.
     try:
         with open(path, encoding="utf-8-sig", newline=None) as fh:  # -sig: drops the BOM Windows Notepad writes
-            return [ln.strip() for ln in fh if ln.strip()]
+            return [(n, ln.strip()) for n, ln in enumerate(fh, 1) if ln.strip()]
     except UnicodeDecodeError as err:
         raise SplitFileError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); expected a UCF101 "
                              "split file") from None
@@ -56,7 +59,7 @@ def read_class_index(split_dir: str | os.PathLike) -> list[str]:
     """Class names in label order from ``classInd.txt`` (``"1 ApplyEyeMakeup"`` ...)."""
     path = Path(split_dir) / "classInd.txt"
     names: list[str] = []
-    for n, line in enumerate(_lines(path), 1):
+    for n, line in _numbered_lines(path):
         parts = line.split()
         if len(parts) != 2 or not _NUMBER.fullmatch(parts[0]):
             raise SplitFileError(f"{path}:{n}: expected '<label> <ClassName>', got {line!r:.80}")
@@ -82,7 +85,7 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
     entries = []
     seen: dict[str, int] = {}  # path -> the line that listed it first
     repeated: list[str] = []
-    for n, line in enumerate(_lines(path), 1):
+    for n, line in _numbered_lines(path):
         parts = line.split()
         rel = parts[0].replace("\\", "/")
         folder = rel.split("/")[0]
@@ -102,7 +105,7 @@ def read_split(split_dir: str | os.PathLike, fold: int = 1, train: bool = True) 
             repeated.append(f"{rel} (lines {seen[rel]} and {n})")
             continue
         seen[rel] = n
-        entries.append(SplitEntry(rel, label, classes[label]))
+        entries.append(SplitEntry(rel, label, classes[label], n))
     if not entries:
         raise SplitFileError(f"{path} lists no videos")
     if repeated:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import os
 import warnings
 from collections.abc import Callable
@@ -74,6 +75,18 @@ def _epoch_cell(epoch: int) -> torch.Tensor:
     set_epoch`): a shared tensor holds a file descriptor while it lives, and a thousand datasets made in a sweep
     ran out of them ("Too many open files", reported as unreadable videos)."""
     return torch.full((), epoch, dtype=torch.int64)
+
+
+def _item_index(item: Any) -> int:
+    """An item asked for as a Python int. ``Subset(ds, np.arange(n))`` and ``SubsetRandomSampler(array)`` ask with
+    NumPy ints and ``Subset(ds, torch.randperm(n))`` with 0-d tensors: seeded sampling failed on them ("Python
+    int too large to convert to C long" in the 64-bit seed mixing, "manual_seed expected a long")."""
+    if isinstance(item, bool):
+        raise TypeError(f"an item index must be an int, got {item!r}")
+    try:
+        return operator.index(item)
+    except TypeError:
+        raise TypeError(f"an item index must be an int, got {item!r} ({type(item).__name__})") from None
 
 
 def check_frame_rate(frame_rate: Any) -> None:
@@ -153,6 +166,7 @@ class VideoClipDataset(Dataset):
         self.stats = DecodeStats()  # this process's decoding cost (each DataLoader worker has its own)
         self.failed_reads = 0
 
+        videos = [(path, self._checked_label(label, path)) for path, label in videos]
         self.skipped: list[tuple[str, str]] = []  # (path, reason): corrupt or truncated files
         self.videos: list[VideoMeta] = []
         self.labels: list[int] = []
@@ -182,6 +196,21 @@ class VideoClipDataset(Dataset):
             counts = [S.num_uniform_clips(n, frames_per_clip, step_between_clips) for n in self._lengths]
             self._cum = torch.tensor(counts, dtype=torch.int64).cumsum(0)
         self._epoch = _epoch_cell(0)
+
+    def _checked_label(self, label: Any, path: str) -> int:
+        """A video's label as a Python int index into ``classes``: -1 was taken (read as the last class by the
+        class checks, and "Target -1 is out of bounds" in the first batch's loss), ``True`` as 1, and one past the
+        classes failed here with a bare "list index out of range". NumPy ints and 0-d tensors (``zip(paths,
+        labels)`` of an array or a tensor) are taken as the int they hold."""
+        try:
+            index = None if isinstance(label, bool) else operator.index(label)
+        except TypeError:
+            index = None
+        if index is None or not 0 <= index < len(self.classes):
+            raise ValueError(f"{path}: label {label!r} is not a class index: expected an int from 0 to "
+                             f"{len(self.classes) - 1}, one per class of classes={self.classes[:5]}"
+                             f"{' ...' if len(self.classes) > 5 else ''}")
+        return index
 
     @property
     def epoch(self) -> int:
@@ -218,6 +247,7 @@ class VideoClipDataset(Dataset):
 
     def video_index(self, item: int) -> int:
         """The video an item comes from (for video-level accuracy: mean over a video's clips)."""
+        item = _item_index(item)
         if self.sampling != "uniform":
             return item
         return int(torch.searchsorted(self._cum, torch.tensor(item), right=True))
@@ -233,6 +263,7 @@ class VideoClipDataset(Dataset):
 
     def frame_indices(self, item: int) -> tuple[int, torch.Tensor]:
         """``(video_index, source frame indices)`` of an item, without decoding anything."""
+        item = _item_index(item)
         if not 0 <= item < len(self):
             raise IndexError(f"item {item} out of range for a data set of {len(self)}")
         v = self.video_index(item)
@@ -272,6 +303,7 @@ class VideoClipDataset(Dataset):
         # a worker frees a batch of clips at once; glibc would hand that memory back to the OS and fault
         # it in again for the next batch (zoo/engine/heap.py)
         keep_freed_memory_in_worker()
+        item = _item_index(item)  # the transform's seed is drawn from it too
         tried = 0
         while True:
             try:
@@ -292,6 +324,7 @@ class VideoClipDataset(Dataset):
         video must never take the next video's clip for it, which ``self[item]`` does so that one bad file does
         not end a training epoch (its clips were filed under the bad video, with the next video's label)."""
         keep_freed_memory_in_worker()
+        item = _item_index(item)
         try:
             video, label, _ = self.read_clip(item)
         except CorruptVideoError as err:
@@ -396,12 +429,14 @@ class UCF101(VideoClipDataset):
         entries = read_split(split_dir, fold, train)
         classes = read_class_index(split_dir)
         paths = [(os.path.join(root, *e.path.split("/")), e.label) for e in entries]
-        missing = [e.path for e, (p, _) in zip(entries, paths) if not os.path.isfile(p)]
+        missing = [(e, p) for e, (p, _) in zip(entries, paths) if not os.path.isfile(p)]
         if missing:
-            shown = ", ".join(os.path.join(root, *m.split("/")) for m in missing[:3])
+            listing = f"{'train' if train else 'test'}list{fold:02d}.txt"
+            # the line too: the path alone left the user searching a 9,537-line list for the entry to mend
+            shown = ", ".join(f"{p} (line {e.line} of {self.split_dir / listing})" for e, p in missing[:3])
             raise FileNotFoundError(
-                f"{len(missing)} of the {len(paths)} videos in {'train' if train else 'test'}list{fold:02d}.txt "
-                f"are missing under {root}, e.g. {shown}{_case_hint(root, missing)}"
+                f"{len(missing)} of the {len(paths)} videos in {listing} are missing under {root}, e.g. {shown}"
+                f"{_case_hint(root, [e.path for e, _ in missing])}"
             )
         listed = {e.label for e in entries}
         unlisted = [c for i, c in enumerate(classes) if i not in listed]
