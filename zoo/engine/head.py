@@ -18,14 +18,21 @@ recorded for the old head, wherever the model keeps them.
 
 from __future__ import annotations
 
+import copy
+import logging
+
+import torch
 from torch import nn
 
 from zoo.inputs import whole_number
 from zoo.wrappers import unwrap
 
 __all__ = ["AUX_HEADS", "HEADLESS_HINT", "HEAD_NAMES", "ClassifierHead", "classifier_outputs", "drop_stale_classes",
-           "head_name", "num_outputs", "replace_fc", "reset_classifier", "swap_classifier",
+           "head_name", "num_outputs", "output_layers", "reorder_outputs_by_name", "replace_fc", "reset_classifier",
+           "swap_classifier",
            "take_file_head", "weights_as_backbone"]
+
+log = logging.getLogger(__name__)
 
 HEADLESS_HINT = ("for features without a head, timm's num_classes=0, call "
                  "model.forward_head(model.forward_features(x), pre_logits=True)")
@@ -51,6 +58,48 @@ def _classifier(model: nn.Module) -> nn.Module:
     """The head as the model names it: its own ``get_classifier()``, else the :func:`head_name` attribute."""
     own = getattr(model, "get_classifier", None)
     return own() if callable(own) else getattr(model, head_name(model))
+
+
+def output_layers(model: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
+    """``(parent, attribute, Linear)`` of each layer that scores the classes: the head's last Linear first, then the
+    auxiliary classifiers' (:data:`AUX_HEADS`, torchvision's Inception v3 and GoogLeNet)."""
+    name = head_name(model)
+    head = getattr(model, name)
+    linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        return []
+    links = [(model, name, head)] if head is linears[-1] else [
+        (parent, attr, child) for parent in head.modules() for attr, child in parent.named_children()
+        if child is linears[-1]][:1]
+    for path in AUX_HEADS:
+        parent_name, _, attr = path.rpartition(".")
+        parent = getattr(model, parent_name, None)
+        if isinstance(getattr(parent, attr, None), nn.Linear):
+            links.append((parent, attr, getattr(parent, attr)))
+    return links
+
+
+@torch.no_grad()
+def reorder_outputs_by_name(model: nn.Module, old: list[str] | None, new: list[str]) -> None:
+    """A kept head (the data's class count is the head's, ``old`` its class names) with its outputs put in the
+    data's class order ``new`` by name: renamed by position, a head trained on ``['bee', 'ant']`` and trained on
+    ``ant/`` and ``bee/`` started out calling every bee an ant. Names the head does not have take its other
+    outputs, in their order. The layers are replaced by reordered copies, not changed in place, so a caller that
+    kept the old ones can put them back."""
+    if old is None or len(old) != len(new) or old == new or len(set(old)) != len(old):
+        return
+    at, kept = {name: i for i, name in enumerate(old)}, set(new)
+    rest = iter(i for i, name in enumerate(old) if name not in kept)
+    order = [at[name] if name in at else next(rest) for name in new]
+    if order == list(range(len(new))):
+        return
+    for parent, attr, linear in output_layers(model):
+        reordered = copy.deepcopy(linear)
+        for param in (reordered.weight, reordered.bias):
+            if param is not None:
+                param.copy_(param[torch.tensor(order, device=param.device)])
+        setattr(parent, attr, reordered)
+    log.info("the head's outputs put in the data's class order by name (%s -> %s)", old, new)
 
 
 def num_outputs(model: nn.Module) -> int | None:

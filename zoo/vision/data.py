@@ -40,8 +40,8 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 from zoo._stacklevel import user_stacklevel
 from zoo.inputs import SPLIT_NAMES, class_folders, split_folder, visible_files
 
-__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "dataset_classes", "find_split", "load_image_folders", "open_rgb",
-           "scored_folder", "to_rgb"]
+__all__ = ["IMG_EXTENSIONS", "ImageFolderDataset", "LabelsByName", "dataset_classes", "find_split", "labels_by_name",
+           "load_image_folders", "open_rgb", "scored_folder", "to_rgb"]
 
 
 
@@ -213,6 +213,52 @@ def dataset_classes(data: Any) -> list[str] | None:
     if isinstance(names, (list, tuple)) and names and all(isinstance(n, str) for n in names):
         return list(names)
     return None
+
+
+class LabelsByName(Dataset):
+    """``dataset`` with its labels renumbered to ``classes`` by name: a data set that names its classes in another
+    order, or a part of them (an ``ImageFolder`` of a validation split lacking a class numbers the rest from 0), is
+    scored as a folder is, each image under its own class's output. ``classes`` is the one it now gives."""
+
+    def __init__(self, dataset: Any, names: Sequence[str], classes: Sequence[str]) -> None:
+        index = {str(c): i for i, c in enumerate(classes)}
+        self.dataset, self.classes = dataset, [str(c) for c in classes]
+        self.index = [index[str(n)] for n in names]
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> Any:
+        sample = self.dataset[i]
+        if isinstance(sample, Mapping):  # {"img": ..., "label": 3}: the one label key renumbered
+            from zoo.engine.data import TARGET_KEYS
+
+            key = next(k for k in TARGET_KEYS if k in sample)
+            return {**sample, key: self.index[int(sample[key])]}
+        x, label = sample
+        return x, self.index[int(label)]
+
+
+def labels_by_name(data: Any, classes: Sequence[str] | None, what: str = "the validation data set") -> Any:
+    """``data`` scored under ``classes`` by name (:class:`LabelsByName`) where it names other classes or the same in
+    another order; as it is where either names none or they agree. A class ``classes`` lacks cannot be scored: an
+    error naming it. A DataLoader cannot be renumbered: an error saying to give its Dataset. (A validation folder is
+    read under the training classes; a data set naming its own, as an ImageFolder of a split that lacks a class
+    numbers the rest from 0, was scored by position: bees as ants, without a word. ``finetune`` applies it after
+    recording the recipe, whose fingerprint is the data's own.)"""
+    names = dataset_classes(data)
+    if names is None or classes is None or [str(c) for c in classes] == names:
+        return data
+    known = {str(c) for c in classes}
+    if unknown := [n for n in names if n not in known]:
+        raise ValueError(f"{what} names class(es) {unknown} that the network's classes {list(classes)} do not have; "
+                         f"their images cannot be scored: leave them out, or give the images as a folder with "
+                         f"unknown_classes='skip'")
+    if isinstance(data, DataLoader):
+        raise TypeError(f"{what} is a DataLoader whose data set numbers its classes {names} unlike the network's "
+                        f"{list(classes)}, so its labels would be scored by position: give its Dataset (renumbered by "
+                        f"name) or the images as a folder")
+    return LabelsByName(data, names, classes)
 
 
 def with_network_transforms(model: Any, data: Any, train: bool, *, augment: bool = True,

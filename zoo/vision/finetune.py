@@ -51,12 +51,18 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from zoo._stacklevel import user_stacklevel
 from zoo.engine.callbacks import Callback, TrainState
 from zoo.engine.data import as_dataset_if_xy, inference_loader, model_dtype, move_batch, train_val, xy_dataset
-from zoo.engine.head import head_name, num_outputs, reset_classifier
+from zoo.engine.head import head_name, num_outputs, output_layers, reorder_outputs_by_name, reset_classifier
 from zoo.engine.layout import call_laid_out, layout_for
 from zoo.engine.modes import eval_mode
 from zoo.engine.precision import model_amp
 from zoo.engine.seed import rng_state_kept
-from zoo.vision.data import TransformedImages, dataset_classes, image_columns, with_network_transforms
+from zoo.vision.data import (
+    TransformedImages,
+    dataset_classes,
+    image_columns,
+    labels_by_name,
+    with_network_transforms,
+)
 
 __all__ = ["StrategyPlan", "backbone_stages", "extract_features", "finetune", "head_name", "plan_strategy"]
 
@@ -391,6 +397,8 @@ def _finetune_data(model: nn.Module, data: Any, num_classes: int | None, augment
     if classes is None and asked is not None and isinstance(cfg, dict) and cfg.get("classes") is not None:
         # num_classes=K is the warning's "K labels named 0..K-1", also where K is the weights' head size
         model.pretrained_cfg = {k: v for k, v in cfg.items() if k != "classes"}
+    if isinstance(cfg, dict) and classes is not None and current == len(classes):
+        reorder_outputs_by_name(model, cfg.get("classes"), [str(c) for c in classes])
     if num_classes is not None and current != num_classes:
         # what fine-tuning to a new class count is for (the README's path, timm's num_classes=): logged, not
         # a warning on every such call
@@ -580,6 +588,7 @@ def finetune(
         fit_kwargs = _with_recipe(model, data, train_data, val_data, fit_kwargs, plan, backbone_lr_mult=backbone_lr_mult,
                                   unfreeze_every=unfreeze_every, top_stages=top_stages, freeze_bn=freeze_bn,
                                   augment=augment, cache_features=use_cache, strict=strict, backbone_weights=backbone)
+        val_data = labels_by_name(val_data, (getattr(model, "pretrained_cfg", None) or {}).get("classes"))
         if use_cache:
             return _finetune_cached(model, plan, train_data, val_data, common, [started, *callbacks], fit_kwargs)
         groups = param_groups(model, plan, backbone_lr_mult)
@@ -644,8 +653,10 @@ def _undone_unless_trained(model: nn.Module):
     classes, a warm-up longer than the run, an unreadable image) left the caller's network with a random head."""
     name = head_name(model)
     head = getattr(model, name)
-    # reset_classifier replaces a Sequential head's last Linear inside it: every link is kept, not the top alone
+    # reset_classifier replaces a Sequential head's last Linear inside it (and the auxiliary classifiers, which
+    # reorder_outputs_by_name reorders too): every link is kept, not the top alone
     links = [(parent, attr, child) for parent in head.modules() for attr, child in parent.named_children()]
+    links += output_layers(model)[1:]
     had_cfg = "pretrained_cfg" in vars(model)
     cfg = copy.deepcopy(model.pretrained_cfg) if had_cfg else None
     started = _Started()

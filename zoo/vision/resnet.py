@@ -26,6 +26,7 @@ from zoo.engine.head import (
     HEADLESS_HINT,
     ClassifierHead,
     classifier_outputs,
+    reorder_outputs_by_name,
     reset_classifier,
     take_file_head,
     weights_as_backbone,
@@ -191,6 +192,8 @@ class ResNet18(ClassifierHead, Network, ResNet):
         train_ds, val_ds = load_image_folders(data, train_transform=train_tf, eval_transform=eval_tf, strict=strict,
                                               unknown_classes=unknown_classes)
         self._check_classes(train_ds.classes, data)
+        # a head trained on the same classes in another order keeps what it learned: outputs matched by name
+        reorder_outputs_by_name(self, self.pretrained_cfg.get("classes"), list(train_ds.classes))
         # the network learns at image_size from here on: evaluate / predict / zoo.save must use it too
         self.pretrained_cfg = {**with_image_size(self.pretrained_cfg, image_size), "classes": list(train_ds.classes)}
         if val is not None:  # given apart: it replaces DIR/val
