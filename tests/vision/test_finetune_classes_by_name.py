@@ -117,3 +117,11 @@ def test_zoo_train_on_a_folder_puts_a_kept_heads_outputs_in_its_class_order_by_n
     zoo.train(model, tmp_path / "data", callbacks=[start], **FIT)
     assert torch.equal(start.weight, weight[[1, 0]]) and torch.equal(start.bias, bias[[1, 0]])
     assert model.classes == ["ant", "bee"]
+
+
+def test_zoo_train_on_a_data_set_naming_its_classes_puts_a_kept_heads_outputs_in_that_order():
+    model = _model(3, ["bee", "ant", "cat"])
+    weight = model.fc.weight.detach().clone()
+    start = _HeadAtStart()
+    zoo.train(model, _Named(["ant", "bee", "cat"], [0, 1, 2] * 2), callbacks=[start], **FIT)
+    assert torch.equal(start.weight, weight[[1, 0, 2]]) and model.classes == ["ant", "bee", "cat"]

@@ -237,6 +237,7 @@ class ResNet18(ClassifierHead, Network, ResNet):
             named = dataset_classes(ds)  # ImageFolder(root, transform=...): tensors, and still the class names
             if named is not None and train:
                 self._check_classes(named, type(data).__name__)
+                reorder_outputs_by_name(self, self.pretrained_cfg.get("classes"), [str(c) for c in named])
                 self.pretrained_cfg = record_classes(self.pretrained_cfg, named, classifier_outputs(self))
             elif named is not None:  # its own transform, its own label set: said as for PIL images, not refused
                 self._warn_scored_by_index(named, data)
@@ -246,6 +247,8 @@ class ResNet18(ClassifierHead, Network, ResNet):
             if not train:
                 self._warn_scored_by_index(ds.classes, data)
         if train:  # predict uses the size it trained at and names the classes, as after training on a folder
+            if ds.classes is not None:
+                reorder_outputs_by_name(self, self.pretrained_cfg.get("classes"), [str(c) for c in ds.classes])
             self.pretrained_cfg = record_classes(with_image_size(self.pretrained_cfg, image_size), ds.classes,
                                                  classifier_outputs(self))
         return ds
