@@ -21,7 +21,6 @@ cheap fingerprint of the data source); ``zoo_train`` adds the network's architec
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any
 
@@ -45,20 +44,6 @@ class Network:
 
         params = inspect.signature(self.zoo_data).parameters.values()
         return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "train"]
-
-    @contextlib.contextmanager
-    def _naming_data_options(self):
-        """A context in which the loop's refusal of an option (``fit: unknown option(s) 'imagesize'``, which
-        listed only the loop's options) lists the family's data options too, with its did-you-mean."""
-        from zoo.engine.options import FitConfig, UnknownOptionError, check_options
-
-        try:
-            yield
-        except UnknownOptionError as err:
-            name = getattr(self, "registry_name", None) or type(self).__name__
-            takes = {f.name for f in dataclasses.fields(FitConfig)} - {"config"}
-            check_options(err.option_keys, f"zoo.train on {name}", {*takes, *self.zoo_data_options(), "val_data"})
-            raise
 
     def zoo_architecture(self) -> dict[str, Any]:
         """The settings that define the network (its config dataclass): recorded by every checkpoint of a
@@ -85,10 +70,9 @@ class Network:
         # training and validation sets given together ({"train": ..., "val": ...}, (train, val)) go through
         # the family's data hook apart, the second as val_data
         data, val = with_val(data, config.pop("val_data", None))
-        with self._naming_data_options():
-            data, options = self.zoo_data(data, train=True, **config, **({} if val is None else {"val_data": val}))
-            options = with_recipe(options, model=self.zoo_architecture(), name=getattr(self, "registry_name", None))
-            return fit(self, data, **{**self.zoo_recipe(train=True), **options})
+        data, options = self.zoo_data(data, train=True, **config, **({} if val is None else {"val_data": val}))
+        options = with_recipe(options, model=self.zoo_architecture(), name=getattr(self, "registry_name", None))
+        return fit(self, data, **{**self.zoo_recipe(train=True), **options})
 
     def zoo_evaluate(self, data: Any, **config: Any) -> dict[str, float]:
         """``zoo.evaluate(network, data, **config)``: :func:`zoo.engine.evaluate` on the same data forms."""
