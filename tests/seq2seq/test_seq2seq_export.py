@@ -92,6 +92,13 @@ def test_the_runner_takes_and_refuses_the_options_model_translate_does(tmp_path,
             tiny_gru.translate(SENTENCES, max_len=bad)
     assert runner.translate(SENTENCES, max_len=np.int64(7), batch_size=np.int64(2)) == \
         tiny_gru.translate(SENTENCES, max_len=7, amp=None)
+    # a source the eager search refuses: the graphs read an id past the embedding out of bounds, and decoded a
+    # (B, 0) source from an empty memory
+    vocab = tiny_gru.config.src_vocab
+    for src, said in ((np.array([[vocab, 2]]), rf"token id {vocab}, outside"), (np.zeros((2, 0), np.int64),
+                                                                              "at least one position")):
+        with pytest.raises(ValueError, match=said):
+            runner.greedy(src)
 
 
 @OLD_TORCH_EXPORT

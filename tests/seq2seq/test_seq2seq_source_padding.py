@@ -76,3 +76,13 @@ def test_a_gru_gives_an_empty_batch_no_hypotheses(key):
     """Before: its encoder failed on it ("Cannot pack empty tensors"), where the Transformer gave []."""
     m, src = _model(key), torch.zeros(0, 4, dtype=torch.long)
     assert greedy_search(m, src) == [] and beam_search(m, src, 3) == []
+
+
+def test_a_beam_size_below_one_is_refused_before_a_run_trains():
+    """beam_size (how validation BLEU is decoded) was checked only when BLEU was decoded: zoo.train ran its epoch
+    (and zoo.evaluate its loss pass) first, then failed."""
+    pairs = [("ein hund läuft .", "a dog runs ."), ("zwei katzen .", "two cats .")] * 4
+    model = zoo.build("seq2seq-gru", emb_dim=8, hidden=8)
+    with pytest.raises(ValueError, match=r"beam_size must be an int >= 1, got 0"):
+        zoo.train(model, pairs, val_data=pairs, epochs=1, beam_size=0, progress=False)
+    assert model.tokenizer is None  # refused before the data step trained one into the model

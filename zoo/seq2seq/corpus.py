@@ -127,6 +127,8 @@ def corpus_data(model: Any, data: Any, *, train: bool, direction: str | None = N
     """
     # 0 would score every sentence, as None does: refused
     bleu_sentences = whole_number(bleu_sentences, "bleu_sentences", allow_none=True, hint="None: every sentence")
+    # before the loss pass or the first epoch, not when BLEU is decoded after them
+    beam_size = whole_number(beam_size, "beam_size")
     if train and (split := _train_val_pairs(data)) is not None:
         if options.get("val_data") is not None:
             raise ValueError("validation data given twice: in the data (train_pairs, val_pairs) and as val_data")

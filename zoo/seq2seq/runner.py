@@ -86,15 +86,17 @@ class ExportedTranslator:
 
     def greedy(self, src: np.ndarray, max_len: int | None = None) -> list[list[int]]:
         """Token ids (without BOS/EOS) for each row of ``src (B, S)`` int64 (EOS-terminated, PAD-padded)."""
+        import torch
+
+        from zoo.seq2seq.base import check_source
         from zoo.seq2seq.search import check_max_len, default_max_len
 
         src = np.asarray(src, dtype=np.int64)
-        if src.ndim != 2:
-            raise ValueError(f"src must be (B, S) token ids, got shape {src.shape}")
+        # as the eager model's search checks it: an id past the embedding's rows is read out of bounds by a graph
+        # (garbage or a crash inside the runtime), a (B, 0) source decoded from an empty memory
+        check_source(torch.from_numpy(src), int(self.meta.get("src_vocab") or np.iinfo(np.int64).max))
         max_len = check_max_len(max_len, self.max_len)  # model.translate's limit, not clipped silently
         if max_len is None:  # each row's own default, as model.translate's (not the longest source's)
-            import torch
-
             ends = default_max_len(torch.from_numpy(src), self.pad_id, self.max_len).numpy()
         else:
             ends = np.full(src.shape[0], max_len)
